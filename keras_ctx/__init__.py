@@ -1,0 +1,20 @@
+"""keras_ctx: a Keras 3 (TensorFlow backend) zoo of contextual word representations."""
+
+import os
+
+# Keras 3 reads the backend once, at its first import: choose TensorFlow
+# unless the user already chose (and then insist below).
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+import keras  # noqa: E402
+
+if keras.backend.backend() != "tensorflow":
+    raise ImportError(
+        "keras_ctx runs on Keras 3's TensorFlow backend, but KERAS_BACKEND is "
+        f"{keras.backend.backend()!r}. Set KERAS_BACKEND=tensorflow before "
+        "importing keras."
+    )
+
+from keras_ctx import layers  # noqa: E402,F401
+
+__version__ = "0.1.0"

@@ -1,0 +1,23 @@
+"""Reusable Keras layers: drop them into any Keras 3 model."""
+
+from keras_ctx.layers.attention import MultiHeadAttention
+from keras_ctx.layers.char_cnn import CharCNNHighwayEmbedder, Highway
+from keras_ctx.layers.embeddings import FactorizedEmbedding, PositionEmbedding, TokenEmbedding
+from keras_ctx.layers.position import (
+    RelativePositionBias,
+    SinusoidalPositionEncoding,
+    relative_position_bucket,
+    sinusoidal_encoding,
+)
+from keras_ctx.layers.relative_attention import (
+    TwoStreamRelativeAttention,
+    relative_positional_encoding,
+    two_stream_masks,
+)
+from keras_ctx.layers.scalar_mix import ScalarMix
+from keras_ctx.layers.transformer import (
+    FeedForward,
+    TransformerDecoderBlock,
+    TransformerEncoderBlock,
+    TransformerEncoderStack,
+)

@@ -1,0 +1,261 @@
+"""Token, learned-position and factorized (ALBERT) embeddings."""
+
+import keras
+from keras import ops
+
+from keras_ctx.layers import _checks
+
+LOOKUPS = ("gather", "one_hot")
+
+
+@keras.saving.register_keras_serializable(package="keras_ctx")
+class TokenEmbedding(keras.layers.Layer):
+    """A vocabulary_size x output_dim lookup table that can also be read in reverse.
+
+    `reverse(hidden)` gives logits `hidden @ embeddings^T`, the output layer
+    tied to the input embeddings (BERT, GPT-2, XLNet, T5's shared vocabulary).
+
+    Args:
+        vocabulary_size: number of token ids.
+        output_dim: size of each vector.
+        lookup: "gather" (default) or "one_hot": a one-hot matmul, which some
+            TensorFlow versions compile better under XLA, TPU and
+            MirroredStrategy than a gather.
+        embeddings_initializer: initializer of the table.
+
+    Call arguments:
+        token_ids: int tensor of any shape.
+
+    Returns:
+        `token_ids.shape + (output_dim,)`.
+
+    Example:
+    >>> embedding = keras_ctx.layers.TokenEmbedding(1000, 64)
+    >>> vectors = embedding(np.array([[1, 2, 3]]))          # (1, 3, 64)
+    >>> logits = embedding.reverse(vectors)                 # (1, 3, 1000)
+    """
+
+    def __init__(
+        self,
+        vocabulary_size,
+        output_dim,
+        lookup="gather",
+        embeddings_initializer=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.vocabulary_size = _checks.positive_int("vocabulary_size", vocabulary_size)
+        self.output_dim = _checks.positive_int("output_dim", output_dim)
+        self.lookup = _checks.one_of("lookup", lookup, LOOKUPS)
+        self.embeddings_initializer = keras.initializers.get(
+            embeddings_initializer or keras.initializers.TruncatedNormal(stddev=0.02)
+        )
+
+    def build(self, input_shape=None):
+        self.embeddings = self.add_weight(
+            name="embeddings",
+            shape=(self.vocabulary_size, self.output_dim),
+            initializer=self.embeddings_initializer,
+        )
+        self.built = True
+
+    def call(self, token_ids):
+        table = ops.cast(self.embeddings, self.compute_dtype)
+        token_ids = ops.cast(token_ids, "int32")
+        if self.lookup == "one_hot":
+            one_hot = ops.one_hot(token_ids, self.vocabulary_size, dtype=self.compute_dtype)
+            return ops.matmul(one_hot, table)
+        return ops.take(table, token_ids, axis=0)
+
+    def reverse(self, hidden):
+        """Logits over the vocabulary: `hidden @ embeddings^T`."""
+        table = ops.cast(self.embeddings, self.compute_dtype)
+        return ops.matmul(ops.cast(hidden, self.compute_dtype), ops.transpose(table))
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape) + (self.output_dim,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "vocabulary_size": self.vocabulary_size,
+                "output_dim": self.output_dim,
+                "lookup": self.lookup,
+                "embeddings_initializer": keras.initializers.serialize(
+                    self.embeddings_initializer
+                ),
+            }
+        )
+        return config
+
+
+@keras.saving.register_keras_serializable(package="keras_ctx")
+class PositionEmbedding(keras.layers.Layer):
+    """Learned absolute position embeddings (BERT, GPT, GPT-2, BART).
+
+    Args:
+        sequence_length: the largest number of positions.
+        initializer: initializer of the (sequence_length, dim) table.
+
+    Call arguments:
+        inputs: (batch, time, dim) tensor; only its shape is used.
+        start_index: position of the first token (for cached decoding).
+
+    Returns:
+        (batch, time, dim) position vectors, broadcast over the batch.
+
+    Example:
+    >>> positions = keras_ctx.layers.PositionEmbedding(512)
+    >>> x = token_vectors + positions(token_vectors)
+    """
+
+    def __init__(self, sequence_length, initializer=None, **kwargs):
+        super().__init__(**kwargs)
+        self.sequence_length = _checks.positive_int("sequence_length", sequence_length)
+        self.initializer = keras.initializers.get(
+            initializer or keras.initializers.TruncatedNormal(stddev=0.02)
+        )
+
+    def build(self, input_shape):
+        self.position_embeddings = self.add_weight(
+            name="embeddings",
+            shape=(self.sequence_length, input_shape[-1]),
+            initializer=self.initializer,
+        )
+        self.built = True
+
+    def call(self, inputs, start_index=0):
+        length = inputs.shape[1]
+        if isinstance(length, int) and isinstance(start_index, int):
+            if start_index + length > self.sequence_length:
+                raise ValueError(
+                    f"The input has {length} positions from index {start_index}, "
+                    f"but `sequence_length` is {self.sequence_length}. Use a "
+                    "longer sequence_length or shorter inputs."
+                )
+        else:
+            length = ops.shape(inputs)[1]
+        table = ops.cast(self.position_embeddings, self.compute_dtype)
+        positions = ops.slice(table, (start_index, 0), (length, ops.shape(table)[1]))
+        return ops.broadcast_to(positions[None], ops.shape(inputs))
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "sequence_length": self.sequence_length,
+                "initializer": keras.initializers.serialize(self.initializer),
+            }
+        )
+        return config
+
+
+@keras.saving.register_keras_serializable(package="keras_ctx")
+class FactorizedEmbedding(keras.layers.Layer):
+    """ALBERT's factorized embedding: a V x E lookup, then an E x H projection.
+
+    Lan et al. (2020) decouple the vocabulary embedding size E from the hidden
+    size H, reducing the embedding parameters from V*H to V*E + E*H. The tied
+    MLM output projects hidden states back to E and reads the V x E table in
+    reverse: `reverse(hidden_E)` gives `hidden_E @ embeddings^T`.
+
+    Args:
+        vocabulary_size: V.
+        embedding_size: E (128 in every ALBERT size).
+        hidden_size: H.
+        lookup: "gather" or "one_hot", as in `TokenEmbedding`.
+        embeddings_initializer, kernel_initializer: initializers.
+
+    Call arguments:
+        token_ids: int tensor (batch, time).
+
+    Returns:
+        (batch, time, hidden_size).
+
+    Example:
+    >>> embedding = keras_ctx.layers.FactorizedEmbedding(30000, 128, 768)
+    >>> hidden = embedding(token_ids)                        # (batch, time, 768)
+    >>> logits = embedding.reverse(head_output_of_size_128)  # (batch, time, 30000)
+
+    References:
+        Lan et al., "ALBERT: A Lite BERT for Self-supervised Learning of
+        Language Representations", 2020.
+    """
+
+    def __init__(
+        self,
+        vocabulary_size,
+        embedding_size,
+        hidden_size,
+        lookup="gather",
+        embeddings_initializer=None,
+        kernel_initializer=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.vocabulary_size = _checks.positive_int("vocabulary_size", vocabulary_size)
+        self.embedding_size = _checks.positive_int("embedding_size", embedding_size)
+        self.hidden_size = _checks.positive_int("hidden_size", hidden_size)
+        self.lookup = _checks.one_of("lookup", lookup, LOOKUPS)
+        self.embeddings_initializer = keras.initializers.get(
+            embeddings_initializer or keras.initializers.TruncatedNormal(stddev=0.02)
+        )
+        self.kernel_initializer = keras.initializers.get(
+            kernel_initializer or keras.initializers.TruncatedNormal(stddev=0.02)
+        )
+
+    def build(self, input_shape=None):
+        self.token_embedding = TokenEmbedding(
+            self.vocabulary_size,
+            self.embedding_size,
+            lookup=self.lookup,
+            embeddings_initializer=self.embeddings_initializer,
+            dtype=self.dtype_policy,
+            name="token_embedding",
+        )
+        self.token_embedding.build()
+        self.projection = keras.layers.Dense(
+            self.hidden_size,
+            kernel_initializer=self.kernel_initializer,
+            dtype=self.dtype_policy,
+            name="projection",
+        )
+        self.projection.build((None, None, self.embedding_size))
+        self.built = True
+
+    @property
+    def embeddings(self):
+        """The V x E table, for tied output layers."""
+        return self.token_embedding.embeddings
+
+    def call(self, token_ids):
+        return self.projection(self.token_embedding(token_ids))
+
+    def reverse(self, hidden):
+        """Logits `hidden @ embeddings^T` for hidden vectors of size E."""
+        return self.token_embedding.reverse(hidden)
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape) + (self.hidden_size,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "vocabulary_size": self.vocabulary_size,
+                "embedding_size": self.embedding_size,
+                "hidden_size": self.hidden_size,
+                "lookup": self.lookup,
+                "embeddings_initializer": keras.initializers.serialize(
+                    self.embeddings_initializer
+                ),
+                "kernel_initializer": keras.initializers.serialize(
+                    self.kernel_initializer
+                ),
+            }
+        )
+        return config

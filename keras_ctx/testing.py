@@ -1,0 +1,185 @@
+"""One test harness for every keras_ctx layer (and for users' layers built on them).
+
+`run_layer_test` checks, for one layer configuration and one batch of inputs:
+  1. config round trip, and that every constructor argument comes back from
+     `get_config` unchanged;
+  2. eager call, and a symbolic call (keras.Input) giving the same shapes;
+  3. use inside a user's functional model between stock Keras layers, saved to a
+     `.keras` file and loaded back with identical outputs;
+  4. `fit` with `jit_compile=True` (XLA): the loss is finite and weights move;
+  5. mixed_bfloat16: outputs in the compute dtype, close to float32 with the same
+     weights, and finite.
+Inputs are a numpy array (one positional argument), a list (one positional
+argument that is a list, as ScalarMix takes) or a dict (keyword arguments).
+"""
+
+import os
+import tempfile
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+
+def _flatten(structure):
+    return [t for t in tf.nest.flatten(structure) if t is not None]
+
+
+def _is_float(array):
+    return np.issubdtype(np.asarray(array).dtype, np.floating)
+
+
+def _symbolic_inputs(input_data):
+    def make(name, array):
+        array = np.asarray(array)
+        dtype = "bool" if array.dtype == bool else str(array.dtype)
+        return keras.Input(shape=array.shape[1:], dtype=dtype, name=name)
+
+    if isinstance(input_data, dict):
+        return {k: make(k, v) for k, v in input_data.items()}
+    if isinstance(input_data, (list, tuple)):
+        return [make(f"input_{i}", v) for i, v in enumerate(input_data)]
+    return make("input", input_data)
+
+
+def _call(layer, inputs, call_kwargs):
+    if isinstance(inputs, dict):
+        return layer(**inputs, **call_kwargs)
+    return layer(inputs, **call_kwargs)
+
+
+def _assert_config_round_trip(layer_cls, init_kwargs):
+    layer = layer_cls(**init_kwargs)
+    config = layer.get_config()
+    for name, value in init_kwargs.items():
+        if isinstance(value, (int, float, str, bool, list, tuple, type(None))):
+            got = config.get(name, "<missing>")
+            if isinstance(value, tuple):
+                got = tuple(got) if isinstance(got, list) else got
+            assert got == value, (
+                f"get_config()[{name!r}] is {got!r}, constructor got {value!r}"
+            )
+            assert getattr(layer, name) == value or isinstance(value, tuple), (
+                f"constructor argument {name!r} is not kept as an attribute"
+            )
+    revived = layer_cls.from_config(config)
+    assert revived.get_config() == config, "config does not round trip"
+
+
+def _copy_weights(source, target):
+    for s, t in zip(source.weights, target.weights):
+        t.assign(keras.ops.cast(s, t.dtype))
+
+
+def run_layer_test(
+    layer_cls,
+    init_kwargs,
+    input_data,
+    call_kwargs=None,
+    expected_output_shape=None,
+    run_training=True,
+    run_mixed_precision=True,
+    mixed_precision_atol=0.1,
+):
+    """Runs the shared checks and returns the eager float32 outputs.
+
+    `expected_output_shape` is compared with the shape of the first output.
+    """
+    call_kwargs = call_kwargs or {}
+    _assert_config_round_trip(layer_cls, init_kwargs)
+
+    # Eager call, then a symbolic call: same shapes, batch left free.
+    layer = layer_cls(**init_kwargs)
+    eager = _call(layer, input_data, call_kwargs)
+    eager_flat = [keras.ops.convert_to_numpy(t) for t in _flatten(eager)]
+    if expected_output_shape is not None:
+        assert eager_flat[0].shape == tuple(expected_output_shape), (
+            f"output shape {eager_flat[0].shape} != {expected_output_shape}"
+        )
+    for array in eager_flat:
+        if _is_float(array):
+            assert np.all(np.isfinite(array)), "eager output is not finite"
+
+    symbolic_inputs = _symbolic_inputs(input_data)
+    symbolic = _call(layer_cls(**init_kwargs), symbolic_inputs, call_kwargs)
+    for sym, arr in zip(_flatten(symbolic), eager_flat):
+        assert tuple(sym.shape[1:]) == arr.shape[1:], (
+            f"symbolic shape {sym.shape} does not match eager shape {arr.shape}"
+        )
+
+    # A user's functional model: stock Dense layers before (on float inputs)
+    # and after the layer, saved to .keras and loaded back.
+    def pre(inputs):
+        def dense(t):
+            if t.dtype.startswith("float") and len(t.shape) >= 2:
+                return keras.layers.Dense(t.shape[-1])(t)
+            return t
+
+        return tf.nest.map_structure(dense, inputs)
+
+    user_inputs = _symbolic_inputs(input_data)
+    user_layer = layer_cls(**init_kwargs)
+    outputs = _flatten(_call(user_layer, pre(user_inputs), call_kwargs))
+    floats = [t for t in outputs if t.dtype.startswith("float")]
+    # Every float output shaped like the first feeds the head, so that all
+    # weights (e.g. of every block of a stack) get gradients.
+    same = [t for t in floats if tuple(t.shape) == tuple(floats[0].shape)]
+    merged = same[0] if len(same) == 1 else keras.layers.Add()(same)
+    head = keras.layers.Dense(2, name="user_head")(merged)
+    model = keras.Model(user_inputs, head)
+    before = model.predict(input_data, verbose=0)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "model.keras")
+        model.save(path)
+        loaded = keras.saving.load_model(path)
+    after = loaded.predict(input_data, verbose=0)
+    np.testing.assert_allclose(after, before, atol=1e-6, rtol=1e-6)
+
+    if run_training:
+        _assert_fit_with_xla(model, user_layer, input_data, head)
+    if run_mixed_precision:
+        _assert_mixed_precision(
+            layer_cls, init_kwargs, input_data, call_kwargs, layer, eager_flat,
+            mixed_precision_atol,
+        )
+    return eager
+
+
+def _assert_fit_with_xla(model, layer, input_data, head):
+    layer_weights = layer.trainable_weights
+    initial = [keras.ops.convert_to_numpy(w) for w in layer_weights]
+    batch = len(tf.nest.flatten(input_data)[0])
+    targets = np.ones((batch,) + tuple(head.shape[1:]), "float32")
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse", jit_compile=True)
+    history = model.fit(input_data, targets, batch_size=batch, epochs=2, verbose=0)
+    losses = history.history["loss"]
+    assert np.all(np.isfinite(losses)), f"loss is not finite under XLA: {losses}"
+    moved = [
+        not np.allclose(keras.ops.convert_to_numpy(w), w0)
+        for w, w0 in zip(layer_weights, initial)
+    ]
+    assert any(moved) or not layer_weights, "fit under XLA did not move any weight"
+
+
+def _assert_mixed_precision(
+    layer_cls, init_kwargs, input_data, call_kwargs, float_layer, float_outputs, atol
+):
+    mixed = layer_cls(**init_kwargs, dtype="mixed_bfloat16")
+    _call(mixed, input_data, call_kwargs)  # build
+    _copy_weights(float_layer, mixed)
+    for variable in mixed.weights:
+        assert variable.dtype == "float32", (
+            f"variable {variable.path} is {variable.dtype} under mixed_bfloat16"
+        )
+    outputs = _flatten(_call(mixed, input_data, call_kwargs))
+    for tensor, want in zip(outputs, float_outputs):
+        if not _is_float(want):
+            continue
+        dtype = keras.backend.standardize_dtype(tensor.dtype)
+        assert dtype == "bfloat16", (
+            f"mixed_bfloat16 output dtype is {dtype}, expected bfloat16"
+        )
+        got = keras.ops.convert_to_numpy(keras.ops.cast(tensor, "float32"))
+        assert np.all(np.isfinite(got)), "mixed_bfloat16 output is not finite"
+        scale = max(1.0, float(np.abs(want).max()))
+        np.testing.assert_allclose(got, want, atol=atol * scale, rtol=0)

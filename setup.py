@@ -1,0 +1,36 @@
+"""keras_ctx: contextual word representations (CoVe, ELMo, GPT, BERT, ...) for Keras 3."""
+
+from setuptools import find_packages, setup
+
+# Pinned so that a fresh install gets exactly what the test suite ran against.
+INSTALL_REQUIRES = [
+    "tensorflow==2.21.0",
+    "tensorflow-text==2.21.1",
+    "keras==3.15.1",
+    "keras-hub==0.32.0",
+    "tensorflow-datasets==4.9.10",
+    "safetensors==0.8.0",
+    "numpy==2.4.6",
+]
+
+TEST_REQUIRES = [
+    "pytest==9.2.0",
+    "pytest-xdist==3.8.0",
+]
+
+setup(
+    name="keras-ctx",
+    version="0.1.0",
+    description=(
+        "Keras 3 layers, backbones and pretraining objectives for contextual "
+        "word representations: CoVe, ELMo, GPT, BERT, RoBERTa, ALBERT, "
+        "SpanBERT, ELECTRA, XLNet, T5, BART."
+    ),
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    packages=find_packages(include=["keras_ctx", "keras_ctx.*"]),
+    python_requires=">=3.10",
+    install_requires=INSTALL_REQUIRES,
+    extras_require={"test": TEST_REQUIRES},
+    entry_points={"console_scripts": ["keras-ctx=keras_ctx.cli:main"]},
+)

@@ -1,0 +1,58 @@
+"""Named sizes of every backbone family: `from_preset(name)`, `list_presets()`.
+
+Each family module registers its presets at import with `register_preset`.
+A preset builds a randomly initialised backbone; published weights are loaded
+by `keras_ctx.convert`.
+"""
+
+_PRESETS = {}
+
+
+def register_preset(name, backbone_cls, config, description=""):
+    """Registers `name` -> `backbone_cls(**config)`; names are unique."""
+    if name in _PRESETS:
+        raise ValueError(f"Preset {name!r} is registered twice.")
+    _PRESETS[name] = (backbone_cls, dict(config), description)
+
+
+def preset_names():
+    return sorted(_PRESETS)
+
+
+def preset_config(name):
+    """(backbone class, config dict) of a preset, with a clear error if unknown."""
+    if name not in _PRESETS:
+        raise ValueError(
+            f"Unknown preset {name!r}. Known presets: {', '.join(preset_names())}. "
+            "`keras_ctx.models.list_presets()` lists them with parameter counts."
+        )
+    backbone_cls, config, _ = _PRESETS[name]
+    return backbone_cls, dict(config)
+
+
+def from_preset(name, **overrides):
+    """A randomly initialised backbone of the named size; `overrides` change its config."""
+    backbone_cls, config = preset_config(name)
+    config.update(overrides)
+    return backbone_cls(**config)
+
+
+def list_presets():
+    """[(name, family, parameter count, description)], counted without building weights."""
+    rows = []
+    for name in preset_names():
+        backbone_cls, config, description = _PRESETS[name]
+        rows.append((name, backbone_cls.__name__, count_parameters(backbone_cls, config),
+                     description))
+    return rows
+
+
+def count_parameters(backbone_cls, config):
+    """Parameter count of a config, from the symbolic model (no weights allocated)."""
+    import keras
+
+    with keras.name_scope("count"):
+        model = backbone_cls(**config)
+    count = model.count_params()
+    del model
+    return count

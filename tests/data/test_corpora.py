@@ -1,0 +1,44 @@
+import numpy as np
+import pytest
+
+from keras_ctx.data import corpora
+
+
+def as_python(dataset):
+    return [[s.decode() for s in doc] for doc in dataset.as_numpy_iterator()]
+
+
+def test_documents_split_on_blank_lines_in_file_order(tmp_path):
+    (tmp_path / "a.txt").write_text("One sentence.\nTwo sentences.\n\n\nSecond doc.\n")
+    (tmp_path / "b.txt").write_text("  Third doc line one.  \nline two\n")
+    got = as_python(corpora.documents(str(tmp_path)))
+    assert got == [["One sentence.", "Two sentences."], ["Second doc."],
+                   ["Third doc line one.", "line two"]]
+    lines = [s.decode() for s in corpora.text_lines(str(tmp_path / "*.txt")).as_numpy_iterator()]
+    assert lines == ["One sentence.", "Two sentences.", "Second doc.",
+                     "Third doc line one.", "line two"]
+
+
+def test_missing_empty_and_undecodable_corpora_fail_clearly(tmp_path):
+    with pytest.raises(corpora.CorpusError, match="No file matches"):
+        corpora.documents(str(tmp_path / "nope.txt"))
+    with pytest.raises(corpora.CorpusError, match="no \\*.txt files"):
+        corpora.documents(str(tmp_path))
+    (tmp_path / "empty.txt").write_text("\n\n  \n")
+    with pytest.raises(Exception, match="has no text"):
+        as_python(corpora.documents(str(tmp_path / "empty.txt")))
+    (tmp_path / "latin.txt").write_bytes("caf\xe9 au lait\n".encode("latin-1"))
+    with pytest.raises(Exception, match="not valid UTF-8"):
+        as_python(corpora.documents(str(tmp_path / "latin.txt")))
+
+
+def test_builtin_corpus_is_real_english_and_deterministic():
+    docs = corpora.builtin_documents()
+    words = [w.lower() for doc in docs for s in doc for w in s.split()]
+    assert len(docs) > 1000 and len(words) > 100_000
+    # Function words dominate real English text.
+    counts = {w: words.count(w) for w in ("the", "of", "a", "is", "to")}
+    assert counts["the"] / len(words) > 0.03, counts
+    assert not any(s.startswith(">>>") for doc in docs for s in doc)
+    first = next(iter(corpora.documents("builtin").take(1).as_numpy_iterator()))
+    np.testing.assert_array_equal(first, np.array(docs[0], dtype=object).astype(bytes))

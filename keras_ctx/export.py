@@ -1,0 +1,182 @@
+"""SavedModel export for TF Serving: `export_saved_model(model, directory)`.
+
+Writes `directory/<version>/` with three signatures:
+  - `serving_default`: the model's integer inputs (token_ids, padding_mask,
+    segment_ids, or ELMo's character_ids) -> its named outputs. The graph
+    holds core TensorFlow ops only, so stock TF Serving loads it.
+  - `serve_text` (when a `preprocessor` is given): a batch of strings, turned
+    into the integer inputs inside the graph. A tokenizer built on
+    tensorflow-text ops (WordPiece, SentencePiece, BPE) needs a TF Serving
+    build with those ops linked in (e.g. the tensorflow/serving image with
+    tensorflow-text's custom ops, or `tensorflow_text` imported before
+    `tf.saved_model.load` in Python); `serving_default` never does.
+  - `serve_examples`: serialized tf.Example protos whose int64 features are
+    named as the inputs, each of the fixed `sequence_length`.
+Batch size is dynamic everywhere. Sequence length is dynamic in
+`serving_default` unless the model fixes it; `serve_text` pads or rejects at
+`sequence_length` (the preprocessor decides); `serve_examples` needs it fixed.
+
+Outputs: each output tensor under its own name in float32 (mixed-precision
+models are cast), a list output (hidden_states) stacked into one tensor
+(layers first).
+"""
+
+import os
+import shutil
+import tempfile
+
+import keras
+import tensorflow as tf
+
+
+class ExportError(ValueError):
+    """The model or the directory cannot be exported as asked."""
+
+
+def _named_inputs(model):
+    """{input name: KerasTensor} of a built model."""
+    if not model.built or not getattr(model, "inputs", None):
+        raise ExportError(
+            f"The model {model.name!r} has not been built: call it on a batch "
+            "of inputs (or build it from a preset) before exporting."
+        )
+    if isinstance(model.input, dict):
+        return dict(model.input)
+    return {t.name: t for t in model.inputs}
+
+
+def _input_specs(named, sequence_length):
+    specs = {}
+    for name, tensor in named.items():
+        shape = list(tensor.shape)
+        shape[0] = None
+        if sequence_length is not None and len(shape) >= 2:
+            shape[1] = sequence_length
+        dtype = tf.as_dtype(tensor.dtype)
+        if dtype.is_integer or dtype == tf.bool:
+            dtype = tf.int32
+        specs[name] = tf.TensorSpec(shape, dtype, name=name)
+    return specs
+
+
+def _flat_outputs(outputs):
+    """Named float32 (or int) tensors; lists stacked, dicts flattened by key."""
+    if not isinstance(outputs, dict):
+        outputs = {"outputs": outputs}
+    flat = {}
+    for name, value in outputs.items():
+        if isinstance(value, (list, tuple)):
+            value = tf.stack([tf.convert_to_tensor(v) for v in value], axis=0)
+        value = tf.convert_to_tensor(value)
+        if value.dtype.is_floating:
+            value = tf.cast(value, tf.float32)
+        flat[name] = value
+    return flat
+
+
+def _call_model(model, inputs, input_dtypes):
+    cast = {
+        name: tf.cast(value, input_dtypes[name]) for name, value in inputs.items()
+    }
+    if not isinstance(model.input, dict):
+        cast = [cast[t.name] for t in model.inputs]
+        cast = cast[0] if len(cast) == 1 else cast
+    return _flat_outputs(model(cast, training=False))
+
+
+def _prepare_directory(directory, version, overwrite):
+    target = os.path.join(os.fspath(directory), str(version))
+    if os.path.exists(target) and os.listdir(target) and not overwrite:
+        raise ExportError(
+            f"{target} already holds an export. Pass overwrite=True to replace "
+            f"it, or export another version (version={int(version) + 1})."
+        )
+    return target
+
+
+def export_saved_model(
+    model,
+    directory,
+    version=1,
+    overwrite=False,
+    preprocessor=None,
+    sequence_length=None,
+):
+    """Exports `model` to `directory/version` for TF Serving; returns that path.
+
+    Args:
+        model: a built keras.Model with named integer inputs (a keras_ctx
+            backbone or task model).
+        directory: the model's base directory (TF Serving watches it).
+        version: the version subdirectory, a positive integer.
+        overwrite: replace an existing non-empty version directory. The new
+            export is written to a temporary directory first and moved into
+            place only when complete, so a failed export loses nothing.
+        preprocessor: optional callable (a keras_ctx / keras-hub preprocessor
+            layer) mapping a 1-D tf.string batch to the model's input dict;
+            adds the `serve_text` signature.
+        sequence_length: fixes the sequence axis of the integer signatures;
+            required for `serve_examples` (skipped when the length is free).
+
+    Returns:
+        The path of the written version directory.
+    """
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise ExportError(f"`version` must be a positive integer, got {version!r}.")
+    target = _prepare_directory(directory, version, overwrite)
+    named = _named_inputs(model)
+    specs = _input_specs(named, sequence_length)
+    input_dtypes = {name: tensor.dtype for name, tensor in named.items()}
+
+    archive = keras.export.ExportArchive()
+    archive.track(model)
+
+    def serve(inputs):
+        return _call_model(model, inputs, input_dtypes)
+
+    archive.add_endpoint("serving_default", serve, input_signature=[specs])
+
+    fixed_length = all(s.shape[1] is not None for s in specs.values() if s.shape.rank >= 2)
+    if fixed_length:
+        features = {
+            name: tf.io.FixedLenFeature(spec.shape[1:], tf.int64)
+            for name, spec in specs.items()
+        }
+
+        def serve_examples(examples):
+            parsed = tf.io.parse_example(examples, features)
+            return _call_model(model, parsed, input_dtypes)
+
+        archive.add_endpoint(
+            "serve_examples",
+            serve_examples,
+            input_signature=[tf.TensorSpec([None], tf.string, name="examples")],
+        )
+
+    if preprocessor is not None:
+        archive.track(preprocessor)
+
+        def serve_text(text):
+            return _call_model(model, preprocessor(text), input_dtypes)
+
+        archive.add_endpoint(
+            "serve_text",
+            serve_text,
+            input_signature=[tf.TensorSpec([None], tf.string, name="text")],
+        )
+
+    parent = os.path.dirname(os.path.abspath(target))
+    os.makedirs(parent, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=".export-", dir=parent)
+    try:
+        archive.write_out(os.path.join(staging, "model"), verbose=False)
+        if os.path.exists(target):
+            backup = target + ".replaced"
+            os.replace(target, backup)
+            os.replace(os.path.join(staging, "model"), target)
+            shutil.rmtree(backup)
+        else:
+            os.replace(os.path.join(staging, "model"), target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target

@@ -1,0 +1,172 @@
+"""SavedModel export: loaded in a fresh process that imports only TensorFlow."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import keras_ctx
+from keras_ctx.export import ExportError, export_saved_model
+
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "bank", "river", "money", "on", "a"]
+L = 8
+
+
+def tiny_encoder():
+    token_ids = keras.Input((None,), dtype="int32", name="token_ids")
+    padding_mask = keras.Input((None,), dtype="int32", name="padding_mask")
+    x = keras_ctx.layers.TokenEmbedding(len(VOCAB), 16)(token_ids)
+    x = x + keras_ctx.layers.PositionEmbedding(32)(x)
+    h1 = keras_ctx.layers.TransformerEncoderBlock(num_heads=2, intermediate_size=32)(
+        x, padding_mask=padding_mask)
+    pooled = keras.layers.Dense(16, activation="tanh")(h1[:, 0])
+    return keras.Model(
+        {"token_ids": token_ids, "padding_mask": padding_mask},
+        {"sequence_output": h1, "pooled_output": pooled, "hidden_states": [x, h1]},
+    )
+
+
+def batch():
+    ids = np.array([[2, 4, 5, 8, 4, 6, 3, 0], [2, 9, 5, 3, 0, 0, 0, 0]], "int32")
+    return {"token_ids": ids, "padding_mask": (ids > 0).astype("int32")}
+
+
+def run_isolated(code):
+    """Runs `code` in a new interpreter and checks it never imported our code.
+
+    (`import tensorflow` itself loads parts of an installed keras, so keras is
+    not checked; keras_ctx and keras_hub must not be needed to serve.)
+    """
+    check = textwrap.dedent(
+        """
+        import sys
+        used = sorted(m for m in sys.modules
+                      if m.split(".")[0] in ("keras_ctx", "keras_hub"))
+        assert not used, "the serving process imported " + ", ".join(used[:5])
+        """
+    )
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code) + check],
+                            capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+def test_serving_default_and_examples_match_keras_in_a_tensorflow_only_process(tmp_path):
+    model = tiny_encoder()
+    inputs = batch()
+    expected = model(inputs)
+    path = export_saved_model(model, tmp_path / "bert", sequence_length=L)
+    assert path.endswith(os.path.join("bert", "1"))
+    np.savez(tmp_path / "inputs.npz", **inputs)
+    examples = [
+        tf.train.Example(features=tf.train.Features(feature={
+            name: tf.train.Feature(int64_list=tf.train.Int64List(value=inputs[name][i]))
+            for name in inputs
+        })).SerializeToString()
+        for i in range(2)
+    ]
+    np.save(tmp_path / "examples.npy", np.array(examples, dtype=object), allow_pickle=True)
+    out = run_isolated(f"""
+        import json, numpy as np, tensorflow as tf
+        loaded = tf.saved_model.load({path!r})
+        inputs = dict(np.load({str(tmp_path / 'inputs.npz')!r}))
+        plain = loaded.signatures["serving_default"](
+            **{{k: tf.constant(v) for k, v in inputs.items()}})
+        examples = np.load({str(tmp_path / 'examples.npy')!r}, allow_pickle=True)
+        parsed = loaded.signatures["serve_examples"](examples=tf.constant(list(examples)))
+        print(json.dumps({{"plain": {{k: v.numpy().tolist() for k, v in plain.items()}},
+                          "examples": {{k: v.numpy().tolist() for k, v in parsed.items()}}}}))
+    """)
+    served = json.loads(out.strip().splitlines()[-1])
+    for signature in ("plain", "examples"):
+        got = served[signature]
+        assert set(got) == {"sequence_output", "pooled_output", "hidden_states"}
+        np.testing.assert_allclose(got["sequence_output"], expected["sequence_output"], atol=1e-5)
+        np.testing.assert_allclose(got["pooled_output"], expected["pooled_output"], atol=1e-5)
+        np.testing.assert_allclose(
+            got["hidden_states"], np.stack([t.numpy() for t in expected["hidden_states"]]),
+            atol=1e-5)
+
+
+def test_saved_model_cli_lists_signatures_names_dtypes_and_shapes(tmp_path):
+    path = export_saved_model(tiny_encoder(), tmp_path / "m", sequence_length=L)
+    cli = shutil.which("saved_model_cli") or os.path.join(os.path.dirname(sys.executable),
+                                                          "saved_model_cli")
+    shown = subprocess.run([cli, "show", "--dir", path, "--all"], capture_output=True,
+                           text=True, timeout=300).stdout
+    for text in ("signature_def['serving_default']", "signature_def['serve_examples']",
+                 "inputs['token_ids'] tensor_info", "dtype: DT_INT32", "shape: (-1, 8)",
+                 "outputs['pooled_output'] tensor_info", "dtype: DT_FLOAT"):
+        assert text in shown, text
+
+
+def test_free_sequence_length_serves_any_length_and_skips_examples(tmp_path):
+    model = tiny_encoder()
+    path = export_saved_model(model, tmp_path / "m")
+    loaded = tf.saved_model.load(path)
+    assert "serve_examples" not in loaded.signatures
+    short = {k: tf.constant(v[:, :5]) for k, v in batch().items()}
+    got = loaded.signatures["serving_default"](**short)
+    np.testing.assert_allclose(got["sequence_output"], model(short)["sequence_output"],
+                               atol=1e-5)
+
+
+def test_text_signature_tokenizes_inside_the_graph(tmp_path):
+    import keras_hub
+
+    tokenizer = keras_hub.tokenizers.WordPieceTokenizer(vocabulary=VOCAB, lowercase=True)
+    packer = keras_hub.layers.StartEndPacker(sequence_length=L, start_value=2, end_value=3,
+                                             pad_value=0)
+
+    class Preprocessor(keras.layers.Layer):
+        def __init__(self):
+            super().__init__()
+            self.tokenizer, self.packer = tokenizer, packer
+
+        def call(self, text):
+            ids = self.packer(self.tokenizer(text))
+            return {"token_ids": ids, "padding_mask": tf.cast(ids > 0, "int32")}
+
+    model = tiny_encoder()
+    preprocessor = Preprocessor()
+    text = ["the bank on the river", "a bank"]
+    expected = model(preprocessor(tf.constant(text)))["pooled_output"].numpy()
+    path = export_saved_model(model, tmp_path / "m", preprocessor=preprocessor,
+                              sequence_length=L)
+    out = run_isolated(f"""
+        import json, tensorflow as tf
+        import tensorflow_text  # registers the WordPiece ops serve_text uses
+        loaded = tf.saved_model.load({path!r})
+        got = loaded.signatures["serve_text"](text=tf.constant({text!r}))
+        print(json.dumps(got["pooled_output"].numpy().tolist()))
+    """)
+    np.testing.assert_allclose(json.loads(out.strip().splitlines()[-1]), expected, atol=1e-5)
+
+
+def test_unbuilt_models_and_existing_versions_fail_without_losing_anything(tmp_path):
+    class Unbuilt(keras.Model):
+        def call(self, x):
+            return x
+
+    with pytest.raises(ExportError, match="not been built"):
+        export_saved_model(Unbuilt(), tmp_path / "x")
+    model = tiny_encoder()
+    path = export_saved_model(model, tmp_path / "m", sequence_length=L)
+    before = sorted(os.listdir(path))
+    with pytest.raises(ExportError, match="overwrite=True"):
+        export_saved_model(model, tmp_path / "m", sequence_length=L)
+    assert sorted(os.listdir(path)) == before
+    tf.saved_model.load(path)  # still a whole export
+    assert export_saved_model(model, tmp_path / "m", version=2).endswith("2")
+    export_saved_model(model, tmp_path / "m", sequence_length=L, overwrite=True)
+    assert sorted(os.listdir(tmp_path / "m")) == ["1", "2"]
+    with pytest.raises(ExportError, match="version"):
+        export_saved_model(model, tmp_path / "m", version=0)

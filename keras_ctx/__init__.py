@@ -15,6 +15,6 @@ if keras.backend.backend() != "tensorflow":
         "importing keras."
     )
 
-from keras_ctx import layers  # noqa: E402,F401
+from keras_ctx import layers, models, tasks  # noqa: E402,F401
 
 __version__ = "0.1.0"

@@ -81,7 +81,11 @@ def _call_model(model, inputs, input_dtypes):
     if not isinstance(model.input, dict):
         cast = [cast[t.name] for t in model.inputs]
         cast = cast[0] if len(cast) == 1 else cast
-    return _flat_outputs(model(cast, training=False))
+    outputs = model(cast, training=False)
+    # Task models name their serving outputs (logits, probabilities, ...).
+    if hasattr(model, "serving_outputs"):
+        outputs = model.serving_outputs(outputs)
+    return _flat_outputs(outputs)
 
 
 def _prepare_directory(directory, version, overwrite):

@@ -12,25 +12,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import keras_ctx
 from keras_ctx.export import ExportError, export_saved_model
+from tests.tiny import VOCAB, tiny_encoder
 
-VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "bank", "river", "money", "on", "a"]
 L = 8
-
-
-def tiny_encoder():
-    token_ids = keras.Input((None,), dtype="int32", name="token_ids")
-    padding_mask = keras.Input((None,), dtype="int32", name="padding_mask")
-    x = keras_ctx.layers.TokenEmbedding(len(VOCAB), 16)(token_ids)
-    x = x + keras_ctx.layers.PositionEmbedding(32)(x)
-    h1 = keras_ctx.layers.TransformerEncoderBlock(num_heads=2, intermediate_size=32)(
-        x, padding_mask=padding_mask)
-    pooled = keras.layers.Dense(16, activation="tanh")(h1[:, 0])
-    return keras.Model(
-        {"token_ids": token_ids, "padding_mask": padding_mask},
-        {"sequence_output": h1, "pooled_output": pooled, "hidden_states": [x, h1]},
-    )
 
 
 def batch():

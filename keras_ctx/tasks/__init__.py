@@ -1,0 +1,3 @@
+"""Fine-tuning models over any backbone."""
+
+from keras_ctx.tasks.heads import SequenceClassifier, SpanQuestionAnswerer, TokenClassifier

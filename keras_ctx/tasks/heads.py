@@ -1,0 +1,165 @@
+"""Fine-tuning models over any backbone: classification, tagging, span QA.
+
+Each task is a functional keras.Model taking the backbone's own inputs and
+returning logits; `serving_outputs` names what an exported SavedModel returns
+(logits and probabilities).
+"""
+
+import keras
+from keras import ops
+
+POOLINGS = ("auto", "pooled", "first", "last", "mean")
+
+
+def _padding_mask(inputs, like):
+    """The padding mask among the inputs, or all ones shaped like `like[:, :, 0]`."""
+    if isinstance(inputs, dict) and "padding_mask" in inputs:
+        return inputs["padding_mask"]
+    return ops.ones(ops.shape(like)[:2], "int32")
+
+
+@keras.saving.register_keras_serializable(package="keras_ctx")
+class Pool(keras.layers.Layer):
+    """Sequence -> vector: first token, last real token, or masked mean."""
+
+    def __init__(self, mode, **kwargs):
+        super().__init__(**kwargs)
+        self.mode = mode
+
+    def call(self, sequence, padding_mask):
+        mask = ops.cast(padding_mask, sequence.dtype)
+        if self.mode == "first":
+            return sequence[:, 0]
+        if self.mode == "last":
+            # The last real token (GPT, XLNet classify from the end).
+            last = ops.cast(ops.sum(ops.cast(padding_mask, "int32"), axis=1) - 1, "int32")
+            last = ops.maximum(last, 0)
+            return ops.take_along_axis(sequence, last[:, None, None], axis=1)[:, 0]
+        total = ops.sum(sequence * mask[:, :, None], axis=1)
+        return total / ops.maximum(ops.sum(mask, axis=1, keepdims=True), 1.0)
+
+    def compute_output_shape(self, sequence_shape, padding_mask_shape=None):
+        return (sequence_shape[0], sequence_shape[-1])
+
+    def get_config(self):
+        return dict(super().get_config(), mode=self.mode)
+
+
+@keras.saving.register_keras_serializable(package="keras_ctx")
+class MaskPadding(keras.layers.Layer):
+    """Sets per-token logits at padding positions to a large negative value."""
+
+    def call(self, logits, padding_mask):
+        return ops.where(ops.cast(padding_mask, "bool")[:, :, None], logits, -1e9)
+
+    def compute_output_shape(self, logits_shape, padding_mask_shape=None):
+        return logits_shape
+
+
+class Task(keras.Model):
+    """Base of the task models: keeps the backbone and (de)serialises it."""
+
+    def _backbone_features(self, backbone):
+        if not isinstance(backbone.input, dict):
+            raise ValueError(
+                "A task needs a backbone with named (dict) inputs, e.g. token_ids "
+                f"and padding_mask; {backbone.name!r} takes {backbone.input}."
+            )
+        inputs = {name: keras.Input(t.shape[1:], dtype=t.dtype, name=name)
+                  for name, t in backbone.input.items()}
+        return inputs, backbone(inputs)
+
+    def get_config(self):
+        return dict(self._config, backbone=keras.saving.serialize_keras_object(self.backbone),
+                    name=self.name)
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
+        return cls(**config)
+
+    def serving_outputs(self, logits):
+        return {"logits": logits, "probabilities": ops.softmax(logits, axis=-1)}
+
+
+@keras.saving.register_keras_serializable(package="keras_ctx")
+class SequenceClassifier(Task):
+    """Classifies whole sequences (GLUE-style; GPT's and XLNet's from the last token).
+
+    Args:
+        backbone: any keras_ctx backbone (or a functional model with dict inputs
+            and a `sequence_output` output).
+        num_classes: number of labels.
+        pooling: "pooled" (the backbone's pooled_output, BERT), "first",
+            "last" (last real token, GPT/XLNet), "mean", or "auto" (pooled
+            when the backbone has one, else first).
+        dropout: before the classifier (0.1 in BERT's fine-tuning).
+
+    Example:
+    >>> classifier = keras_ctx.tasks.SequenceClassifier(backbone, num_classes=2)
+    >>> classifier.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    """
+
+    def __init__(self, backbone, num_classes, pooling="auto", dropout=0.1, **kwargs):
+        if pooling not in POOLINGS:
+            raise ValueError(f"`pooling` must be one of {POOLINGS}, got {pooling!r}.")
+        if not isinstance(num_classes, int) or num_classes < 1:
+            raise ValueError(f"`num_classes` must be a positive integer, got {num_classes!r}.")
+        inputs, features = self._backbone_features(backbone)
+        if pooling == "auto":
+            pooling = "pooled" if "pooled_output" in features else "first"
+        if pooling == "pooled":
+            if "pooled_output" not in features:
+                raise ValueError(f"{backbone.name!r} has no pooled_output; use "
+                                 "pooling='first', 'last' or 'mean'.")
+            vector = features["pooled_output"]
+        else:
+            sequence = features["sequence_output"]
+            vector = Pool(pooling, name="pool")(sequence, _padding_mask(inputs, sequence))
+        vector = keras.layers.Dropout(dropout, name="dropout")(vector)
+        logits = keras.layers.Dense(num_classes, name="logits", dtype="float32")(vector)
+        super().__init__(inputs, logits, **kwargs)
+        self.backbone = backbone
+        self._config = {"num_classes": num_classes, "pooling": pooling, "dropout": dropout}
+
+
+@keras.saving.register_keras_serializable(package="keras_ctx")
+class TokenClassifier(Task):
+    """One label per token (NER, POS tagging): (batch, time, num_labels) logits."""
+
+    def __init__(self, backbone, num_labels, dropout=0.1, **kwargs):
+        if not isinstance(num_labels, int) or num_labels < 1:
+            raise ValueError(f"`num_labels` must be a positive integer, got {num_labels!r}.")
+        inputs, features = self._backbone_features(backbone)
+        hidden = keras.layers.Dropout(dropout, name="dropout")(features["sequence_output"])
+        logits = keras.layers.Dense(num_labels, name="logits", dtype="float32")(hidden)
+        super().__init__(inputs, logits, **kwargs)
+        self.backbone = backbone
+        self._config = {"num_labels": num_labels, "dropout": dropout}
+
+
+@keras.saving.register_keras_serializable(package="keras_ctx")
+class SpanQuestionAnswerer(Task):
+    """Extractive QA (SQuAD): start and end logits over tokens, (batch, time, 2).
+
+    Padding positions get a large negative logit so no answer lands there.
+    """
+
+    def __init__(self, backbone, **kwargs):
+        inputs, features = self._backbone_features(backbone)
+        sequence = features["sequence_output"]
+        logits = keras.layers.Dense(2, name="logits", dtype="float32")(sequence)
+        mask = _padding_mask(inputs, sequence)
+        logits = MaskPadding(name="mask_padding")(logits, mask)
+        super().__init__(inputs, logits, **kwargs)
+        self.backbone = backbone
+        self._config = {}
+
+    def serving_outputs(self, logits):
+        return {
+            "start_logits": logits[..., 0],
+            "end_logits": logits[..., 1],
+            "start_probabilities": ops.softmax(logits[..., 0], axis=-1),
+            "end_probabilities": ops.softmax(logits[..., 1], axis=-1),
+        }

@@ -1,0 +1,194 @@
+"""Resumable, distributable `fit` for pretrainers: checkpoints, NaN guard, logs.
+
+`fit_resumable` runs `model.fit` in chunks of `checkpoint_every` steps over
+an endless, deterministic dataset. After each chunk it writes a checkpoint
+(weights, optimizer state, step) atomically; a killed run started again with
+the same arguments resumes at the saved step with the same optimizer state,
+and skips the batches it already consumed, so it sees the same data as a run
+that was never interrupted. A chunk whose loss is NaN or infinite stops the
+run with `TrainingDiverged`, keeping the last good checkpoint.
+"""
+
+import json
+import math
+import os
+import shutil
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss became NaN or infinite."""
+
+
+def make_strategy(name):
+    """A tf.distribute strategy by name (multi_worker reads TF_CONFIG)."""
+    if name == "default":
+        return tf.distribute.get_strategy()
+    if name == "mirrored":
+        return tf.distribute.MirroredStrategy()
+    if name == "multi_worker":
+        if "TF_CONFIG" not in os.environ:
+            raise ValueError("--strategy multi_worker needs the TF_CONFIG environment "
+                             "variable describing the cluster and this worker's task.")
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    if name == "tpu":
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver()
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+        return tf.distribute.TPUStrategy(resolver)
+    raise ValueError(f"Unknown strategy {name!r}; choose one of {STRATEGIES}.")
+
+
+class Checkpointer:
+    """Atomic checkpoints of weights + optimizer variables + step in one directory."""
+
+    def __init__(self, directory, keep=2):
+        self.directory = directory
+        self.keep = keep
+
+    def _path(self, step):
+        return os.path.join(self.directory, f"step-{step:09d}")
+
+    def steps(self):
+        if not os.path.isdir(self.directory):
+            return []
+        return sorted(int(name[5:]) for name in os.listdir(self.directory)
+                      if name.startswith("step-") and name[5:].isdigit())
+
+    def latest_step(self):
+        steps = self.steps()
+        return steps[-1] if steps else 0
+
+    def save(self, model, step, extra=None):
+        os.makedirs(self.directory, exist_ok=True)
+        staging = self._path(step) + ".partial"
+        shutil.rmtree(staging, ignore_errors=True)
+        os.makedirs(staging)
+        model.save_weights(os.path.join(staging, "model.weights.h5"))
+        optimizer = {f"v{i}": v.numpy() for i, v in enumerate(model.optimizer.variables)}
+        np.savez(os.path.join(staging, "optimizer.npz"), **optimizer)
+        with open(os.path.join(staging, "state.json"), "w") as handle:
+            json.dump(dict(extra or {}, step=step), handle)
+        os.replace(staging, self._path(step))
+        for old in self.steps()[:-self.keep]:
+            shutil.rmtree(self._path(old), ignore_errors=True)
+
+    def restore(self, model, step):
+        """Loads a checkpoint into a compiled, built model; returns its state dict."""
+        path = self._path(step)
+        try:
+            if not model.optimizer.built:
+                model.optimizer.build(model.trainable_variables)
+            model.load_weights(os.path.join(path, "model.weights.h5"))
+            saved = np.load(os.path.join(path, "optimizer.npz"))
+            variables = model.optimizer.variables
+            if len(saved.files) != len(variables):
+                raise ValueError(f"{len(saved.files)} optimizer variables saved, "
+                                 f"{len(variables)} in the model")
+            for i, variable in enumerate(variables):
+                variable.assign(saved[f"v{i}"])
+            with open(os.path.join(path, "state.json")) as handle:
+                return json.load(handle)
+        except (OSError, ValueError, KeyError) as error:
+            raise ValueError(
+                f"The checkpoint {path} cannot be restored ({error}). It was written "
+                "by a different model configuration or is corrupt; start a new run "
+                "in another --out directory, or delete it to start over."
+            ) from None
+
+
+class _Guard(keras.callbacks.Callback):
+    """Stops at the first non-finite batch loss and remembers it."""
+
+    def __init__(self):
+        super().__init__()
+        self.bad_loss = None
+
+    def on_train_batch_end(self, batch, logs=None):
+        loss = (logs or {}).get("loss")
+        if loss is not None and not math.isfinite(float(loss)):
+            self.bad_loss = float(loss)
+            self.model.stop_training = True
+
+
+class _CheckpointEachEpoch(keras.callbacks.Callback):
+    """An "epoch" is one chunk of steps: checkpoint after each good one."""
+
+    def __init__(self, checkpointer, guard, first_step, steps_per_epoch, history):
+        super().__init__()
+        self.checkpointer, self.guard = checkpointer, guard
+        self.step, self.steps_per_epoch, self.history = first_step, steps_per_epoch, history
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.guard.bad_loss is not None:
+            return
+        self.step += self.steps_per_epoch
+        self.history.append(dict({k: float(v) for k, v in (logs or {}).items()},
+                                 step=self.step))
+        self.checkpointer.save(self.model, self.step)
+
+
+def fit_resumable(
+    model,
+    dataset,
+    steps,
+    out_dir,
+    checkpoint_every=100,
+    resume=True,
+    callbacks=(),
+    verbose=1,
+):
+    """Trains a compiled model for `steps` steps in total, resuming from `out_dir`.
+
+    Args:
+        model: a compiled keras.Model (a pretrainer).
+        dataset: an endless (repeated) deterministic tf.data.Dataset of batches.
+        steps: total optimizer steps of the whole run.
+        out_dir: holds checkpoints/ and logs/.
+        checkpoint_every: steps between checkpoints.
+        resume: continue from the latest checkpoint in out_dir if there is one.
+
+    Returns:
+        A dict with `step` (steps done) and `history` (logs after each chunk).
+    """
+    if steps < 1 or checkpoint_every < 1:
+        raise ValueError(f"`steps` ({steps}) and `checkpoint_every` "
+                         f"({checkpoint_every}) must be positive.")
+    checkpointer = Checkpointer(os.path.join(out_dir, "checkpoints"))
+    step = checkpointer.latest_step() if resume else 0
+    if step > steps:
+        raise ValueError(f"{out_dir} already holds a checkpoint at step {step}, past "
+                         f"--steps {steps}; raise --steps or use another --out.")
+    if step:
+        if not model.built:
+            for batch in dataset.take(1):
+                model(batch[0] if isinstance(batch, tuple) else batch)
+        checkpointer.restore(model, step)
+        if verbose:
+            print(f"Resuming from step {step} ({checkpointer.directory}).")
+    history = []
+    tensorboard = keras.callbacks.TensorBoard(os.path.join(out_dir, "logs"))
+    # Whole chunks in one fit call (one iterator), then the remainder.
+    remainder = (steps - step) % checkpoint_every
+    plan = ((checkpoint_every, (steps - step) // checkpoint_every), (remainder, 1))
+    for chunk, epochs in plan:
+        if chunk == 0 or epochs == 0:
+            continue
+        guard = _Guard()
+        saver = _CheckpointEachEpoch(checkpointer, guard, step, chunk, history)
+        model.fit(dataset.skip(step), steps_per_epoch=chunk, epochs=epochs,
+                  callbacks=[guard, saver, tensorboard, *callbacks], verbose=verbose)
+        if guard.bad_loss is not None:
+            raise TrainingDiverged(
+                f"The loss became {guard.bad_loss} after step {saver.step}. The last "
+                f"good checkpoint (step {checkpointer.latest_step()}) is kept in "
+                f"{checkpointer.directory}; lower the learning rate or check the "
+                "data, then run again to resume from it."
+            )
+        step = saver.step
+    return {"step": step, "history": history}

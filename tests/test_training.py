@@ -1,0 +1,62 @@
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_ctx.training import Checkpointer, TrainingDiverged, fit_resumable
+
+
+def model_and_data(poison_from=None):
+    keras.utils.set_random_seed(7)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="relu"),
+                              keras.layers.Dense(1)])
+    model.compile(keras.optimizers.Adam(1e-2), "mse")
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(64, 4)).astype("float32")
+    y = x.sum(1, keepdims=True)
+    if poison_from is not None:
+        y[poison_from * 8:] = np.nan  # batches from `poison_from` on are NaN
+        dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(8).repeat()
+    else:
+        dataset = (tf.data.Dataset.from_tensor_slices((x, y))
+                   .shuffle(64, seed=3).batch(8, drop_remainder=True).repeat())
+    return model, dataset
+
+
+def weights(model):
+    return [w.numpy() for w in model.weights] + [v.numpy() for v in model.optimizer.variables]
+
+
+def test_interrupted_run_resumes_to_the_same_weights_optimizer_and_data(tmp_path):
+    straight, data = model_and_data()
+    fit_resumable(straight, data, steps=7, out_dir=str(tmp_path / "a"), checkpoint_every=2,
+                  verbose=0)
+    first, data = model_and_data()
+    fit_resumable(first, data, steps=4, out_dir=str(tmp_path / "b"), checkpoint_every=2,
+                  verbose=0)  # "killed" after step 4
+    resumed, data = model_and_data()
+    result = fit_resumable(resumed, data, steps=7, out_dir=str(tmp_path / "b"),
+                           checkpoint_every=2, verbose=0)
+    assert result["step"] == 7
+    assert int(resumed.optimizer.iterations.numpy()) == 7
+    for got, want in zip(weights(resumed), weights(straight)):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+    assert Checkpointer(str(tmp_path / "b" / "checkpoints")).steps() == [6, 7]
+
+
+def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path):
+    model, data = model_and_data(poison_from=5)
+    with pytest.raises(TrainingDiverged, match="last good checkpoint \\(step 4\\)"):
+        fit_resumable(model, data, steps=8, out_dir=str(tmp_path), checkpoint_every=2,
+                      verbose=0)
+    assert Checkpointer(str(tmp_path / "checkpoints")).steps() == [2, 4]
+
+
+def test_corrupt_checkpoint_fails_clearly(tmp_path):
+    model, data = model_and_data()
+    fit_resumable(model, data, steps=2, out_dir=str(tmp_path), checkpoint_every=2, verbose=0)
+    (tmp_path / "checkpoints" / "step-000000002" / "model.weights.h5").write_bytes(b"junk")
+    model, data = model_and_data()
+    with pytest.raises(ValueError, match="cannot be restored"):
+        fit_resumable(model, data, steps=4, out_dir=str(tmp_path), checkpoint_every=2,
+                      verbose=0)

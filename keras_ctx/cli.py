@@ -1,7 +1,20 @@
-"""The `keras-ctx` command."""
+"""The `keras-ctx` command: pretrain, fine-tune, embed, export, convert, presets."""
 
 import argparse
+import os
 import sys
+
+
+def _presets(args):
+    from keras_ctx.models import list_presets
+
+    rows = list_presets()
+    if args.family:
+        rows = [r for r in rows if args.family.lower() in r[1].lower()]
+    print(f"{'preset':22s} {'backbone':18s} {'parameters':>14s}  description")
+    for name, family, count, description in rows:
+        print(f"{name:22s} {family:18s} {count:>14,d}  {description}")
+    return 0
 
 
 def _layers(args):
@@ -15,20 +28,126 @@ def _layers(args):
     return 0
 
 
+def _pretrain(args):
+    from keras_ctx import recipes
+
+    return recipes.pretrain_from_args(args)
+
+
+def _finetune(args):
+    from keras_ctx import recipes
+
+    return recipes.finetune_from_args(args)
+
+
+def _embed(args):
+    from keras_ctx import recipes
+
+    return recipes.embed_from_args(args)
+
+
+def _export(args):
+    from keras_ctx import recipes
+
+    return recipes.export_from_args(args)
+
+
+def _convert(args):
+    from keras_ctx import recipes
+
+    return recipes.convert_from_args(args)
+
+
+def _add_training_options(parser):
+    parser.add_argument("--steps", type=int, default=300, help="optimizer steps in total")
+    parser.add_argument("--batch-size", type=int, default=16, help="global batch size")
+    parser.add_argument("--sequence-length", type=int, default=64)
+    parser.add_argument("--learning-rate", type=float, default=None,
+                        help="peak learning rate (default: the recipe's)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--strategy", default="default",
+                        choices=["default", "mirrored", "multi_worker", "tpu"])
+    parser.add_argument("--mixed-precision", action="store_true",
+                        help="mixed_bfloat16 (float32 variables, softmax and losses)")
+    parser.add_argument("--xla", choices=["auto", "on", "off"], default="auto",
+                        help="jit_compile the train step; auto = on for GPU/TPU, off on "
+                             "CPU, where XLA is slower than TensorFlow's oneDNN kernels")
+    parser.add_argument("--checkpoint-every", type=int, default=100)
+    parser.add_argument("--no-resume", action="store_true",
+                        help="ignore checkpoints already in --out")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a backbone config value, e.g. --set num_layers=2")
+
+
 def build_parser():
     parser = argparse.ArgumentParser(
         prog="keras-ctx",
-        description="Contextual word representations for Keras 3.",
+        description="Contextual word representations for Keras 3: pretrain, fine-tune, "
+                    "embed, export and convert the models of the keras_ctx zoo.",
     )
     commands = parser.add_subparsers(dest="command", required=True)
+
+    pretrain = commands.add_parser("pretrain", help="pretrain a preset on a corpus")
+    pretrain.add_argument("model", help="a preset name (see `keras-ctx presets`)")
+    pretrain.add_argument("--corpus", default="builtin",
+                          help="text file/dir/glob, tfds:NAME, or builtin (default)")
+    pretrain.add_argument("--out", required=True, help="run directory (checkpoints, logs, "
+                                                       "the trained backbone)")
+    pretrain.add_argument("--export", default=None,
+                          help="also export a SavedModel for TF Serving to this directory")
+    _add_training_options(pretrain)
+    pretrain.set_defaults(run=_pretrain)
+
+    finetune = commands.add_parser("finetune", help="fine-tune a pretrained run on a TSV "
+                                                    "of text<TAB>label")
+    finetune.add_argument("run_dir", help="a `keras-ctx pretrain` --out directory")
+    finetune.add_argument("--train", required=True, help="TSV file: text<TAB>label")
+    finetune.add_argument("--out", required=True)
+    finetune.add_argument("--epochs", type=int, default=3)
+    finetune.add_argument("--batch-size", type=int, default=16)
+    finetune.add_argument("--learning-rate", type=float, default=5e-5)
+    finetune.add_argument("--export", default=None)
+    finetune.set_defaults(run=_finetune)
+
+    embed = commands.add_parser("embed", help="print contextual vectors of words in texts")
+    embed.add_argument("run_dir", help="a `keras-ctx pretrain` --out directory")
+    embed.add_argument("texts", nargs="+")
+    embed.add_argument("--word", default=None,
+                       help="compare this word's vectors across the texts (cosine)")
+    embed.add_argument("--save", default=None, help="save all vectors to this .npz file")
+    embed.set_defaults(run=_embed)
+
+    export = commands.add_parser("export", help="export a SavedModel for TF Serving")
+    export.add_argument("model", help="a run directory or a preset name")
+    export.add_argument("out", help="base directory; the export goes to OUT/<version>")
+    export.add_argument("--version", type=int, default=1)
+    export.add_argument("--overwrite", action="store_true")
+    export.add_argument("--sequence-length", type=int, default=None)
+    export.set_defaults(run=_export)
+
+    convert = commands.add_parser("convert", help="convert a checkpoint (Hugging Face "
+                                                  "directory, ...) to a keras_ctx run dir")
+    convert.add_argument("source")
+    convert.add_argument("dest")
+    convert.set_defaults(run=_convert)
+
+    presets = commands.add_parser("presets", help="list presets with parameter counts")
+    presets.add_argument("--family", default=None)
+    presets.set_defaults(run=_presets)
+
     layers = commands.add_parser("layers", help="list the reusable layers")
     layers.set_defaults(run=_layers)
     return parser
 
 
 def main(argv=None):
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     args = build_parser().parse_args(argv)
-    return args.run(args)
+    try:
+        return args.run(args)
+    except (ValueError, FileNotFoundError) as error:
+        print(f"keras-ctx {args.command}: error: {error}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

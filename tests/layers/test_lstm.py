@@ -1,0 +1,129 @@
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_ctx.layers.lstm import LSTMP
+from keras_ctx.testing import run_layer_test
+
+
+def sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def numpy_lstmp(x, mask, kernel, recurrent, bias, projection, cell_clip, proj_clip, reverse):
+    """bilm-tf's LSTMCell(num_proj, cell_clip, proj_clip) by hand, gates [i, f, g, o]."""
+    batch, time, _ = x.shape
+    units = kernel.shape[1] // 4
+    out_dim = projection.shape[1] if projection is not None else units
+    outputs = np.zeros((batch, time, out_dim))
+    for b in range(batch):
+        h, c = np.zeros(out_dim), np.zeros(units)
+        steps = [t for t in range(time) if mask[b, t]]
+        for t in reversed(steps) if reverse else steps:
+            z = x[b, t] @ kernel + h @ recurrent + bias
+            i, f, g, o = np.split(z, 4)
+            c = sigmoid(f) * c + sigmoid(i) * np.tanh(g)
+            if cell_clip is not None:
+                c = np.clip(c, -cell_clip, cell_clip)
+            h = sigmoid(o) * np.tanh(c)
+            if projection is not None:
+                h = h @ projection
+                if proj_clip is not None:
+                    h = np.clip(h, -proj_clip, proj_clip)
+            outputs[b, t] = h
+    return outputs
+
+
+def inputs(seed=0, batch=2, time=5, features=3):
+    return np.random.default_rng(seed).normal(size=(batch, time, features)).astype("float32") * 2
+
+
+def test_lstmp_layer_test():
+    run_layer_test(
+        LSTMP,
+        {"units": 8, "projection_dim": 4, "cell_clip": 3.0, "projection_clip": 3.0},
+        inputs(),
+        expected_output_shape=(2, 5, 4),
+    )
+
+
+def test_plain_reverse_last_output_layer_test():
+    run_layer_test(
+        LSTMP,
+        {"units": 6, "reverse": True, "return_sequences": False, "implementation": "loop"},
+        inputs(1),
+        expected_output_shape=(2, 6),
+        run_mixed_precision=False,
+    )
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_matches_numpy_reference_with_clipping_and_mask(reverse):
+    x = inputs(2, time=6) * 3
+    mask = np.ones((2, 6), bool)
+    mask[1, 4:] = False  # right padding
+    layer = LSTMP(16, projection_dim=5, cell_clip=0.5, projection_clip=0.3, reverse=reverse)
+    layer(x)
+    # Large weights so that both clips are active.
+    rng = np.random.default_rng(3)
+    for w in layer.weights:
+        w.assign(rng.normal(size=w.shape).astype("float32"))
+    got = keras.ops.convert_to_numpy(layer(x, mask=mask))
+    k, u, b, p = (np.asarray(w.numpy(), "float64") for w in layer.weights)
+    want = numpy_lstmp(x.astype("float64"), mask, k, u, b, p, 0.5, 0.3, reverse)
+    assert np.abs(want).max() == pytest.approx(0.3)  # projection clip reached
+    np.testing.assert_allclose(got, want, atol=1e-5)
+    # Without the clips the outputs differ: the clips are really applied.
+    free = numpy_lstmp(x.astype("float64"), mask, k, u, b, p, None, None, reverse)
+    assert np.abs(free - want).max() > 0.1
+
+
+def test_unit_forget_bias_and_plain_lstm_matches_keras_lstm():
+    x = inputs(4)
+    ours = LSTMP(7, implementation="loop")
+    ours(x)
+    np.testing.assert_array_equal(ours.bias.numpy()[7:14], 1.0)
+    theirs = keras.layers.LSTM(7, return_sequences=True, use_cudnn=False)
+    theirs(x)
+    for a, b in zip(ours.weights, theirs.weights):
+        b.assign(a)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(ours(x)), keras.ops.convert_to_numpy(theirs(x)), atol=1e-5
+    )
+
+
+def test_compiles_under_xla():
+    layer = LSTMP(8, projection_dim=4, cell_clip=3.0, projection_clip=3.0, reverse=True)
+    x = inputs(5)
+    eager = keras.ops.convert_to_numpy(layer(x))
+    jitted = tf.function(lambda t: layer(t), jit_compile=True)(tf.constant(x))
+    np.testing.assert_allclose(jitted.numpy(), eager, atol=1e-5)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="projection_clip"):
+        LSTMP(4, projection_clip=3.0)
+    with pytest.raises(ValueError, match="cudnn"):
+        LSTMP(4, projection_dim=2, implementation="cudnn")
+    with pytest.raises(ValueError, match="cell_clip"):
+        LSTMP(4, cell_clip=-1)
+
+
+@pytest.mark.skipif(not tf.config.list_logical_devices("GPU"), reason="cuDNN needs a GPU")
+@pytest.mark.parametrize("reverse", [False, True])
+def test_cudnn_path_matches_loop(reverse):
+    x = inputs(6, time=7)
+    mask = np.ones((2, 7), bool)
+    mask[0, 5:] = False
+    loop = LSTMP(8, reverse=reverse, implementation="loop")
+    cudnn = LSTMP(8, reverse=reverse, implementation="cudnn")
+    assert not cudnn.supports_jit and loop.supports_jit
+    loop(x)
+    cudnn(x)
+    for a, b in zip(loop.weights, cudnn.weights):
+        b.assign(a)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(cudnn(x, mask=mask)),
+        keras.ops.convert_to_numpy(loop(x, mask=mask)), atol=1e-4,
+    )

@@ -1,0 +1,174 @@
+"""XLNet's permutation language modelling (Yang et al., 2019) as a train_step.
+
+    maximize  E_z [ sum_{t > c} log p(x_{z_t} | x_{z_<t}) ]
+    p(x | g) = softmax(E g + b)          (E: the tied input embeddings)
+
+The content stream h and the query stream g run under the permutation masks
+of `keras_ctx.data.permutation`; the targets are read from the query stream
+(which never sees its own token). With `mem_len > 0` the content states of
+each batch are the memory of the next (Transformer-XL), so consecutive
+batches must continue one another: use `keras_ctx.data.permutation.text_stream`.
+"""
+
+import keras
+import tensorflow as tf
+from keras import ops
+
+PLM_KEYS = ("token_ids", "padding_mask", "perm_mask", "target_mapping", "target_ids",
+            "target_weights")
+
+
+@keras.saving.register_keras_serializable(package="keras_ctx")
+class XLNetPretrainer(keras.Model):
+    """Permutation language modelling with memory carried across batches.
+
+    Args:
+        backbone: a backbone with XLNet's two-stream interface:
+            `forward(inputs, memory=None, training=None)` returning
+            `query_output` (and `memory` when `backbone.mem_len > 0`),
+            `initial_memory(batch_size)`, `num_layers`, `hidden_size`,
+            `mem_len`, and a `token_embedding` (TokenEmbedding) for the tied
+            output layer. `XLNetBackbone` has it.
+        batch_size: the fixed batch size of the training stream; needed when
+            the backbone has memory (mem_len > 0), to hold it in a variable.
+        carry_memory: carry the memory from batch to batch in `fit` (True) or
+            start every batch from zero memory.
+
+    Data: dicts from `permutation_masks` (`token_ids`, `padding_mask`,
+    `segment_ids`, `perm_mask`, `target_mapping`, `target_ids`,
+    `target_weights`), batched with a fixed size (drop_remainder=True).
+
+    Metrics: `loss` (mean cross-entropy over the targets) and `plm_accuracy`.
+    `evaluate` starts every batch from zero memory and carries nothing.
+
+    Example:
+    >>> pretrainer = XLNetPretrainer(backbone, batch_size=8)
+    >>> pretrainer.compile(keras.optimizers.Adam(1e-3), jit_compile=True)
+    >>> pretrainer.fit(permutation_masks(text_stream(ids, 64, 8)), epochs=1)
+    """
+
+    def __init__(self, backbone, batch_size=None, carry_memory=True, **kwargs):
+        super().__init__(**kwargs)
+        for name in ("forward", "initial_memory", "token_embedding", "mem_len"):
+            if not hasattr(backbone, name):
+                raise ValueError(
+                    f"XLNetPretrainer needs a backbone with XLNet's two-stream "
+                    f"interface (`{name}` is missing on {type(backbone).__name__}); "
+                    "use keras_ctx.models.XLNetBackbone."
+                )
+        if backbone.mem_len and carry_memory and batch_size is None:
+            raise ValueError(
+                f"The backbone keeps a memory of {backbone.mem_len} states: pass the "
+                "stream's fixed `batch_size` (or carry_memory=False, or a backbone "
+                "with mem_len=0)."
+            )
+        self.backbone = backbone
+        self.batch_size = batch_size
+        self.carry_memory = bool(carry_memory)
+        vocabulary_size = backbone.token_embedding.vocabulary_size
+        # XLNet `lm_loss`: logits = g E^T + b, the embedding table tied.
+        self.lm_bias = self.add_weight(
+            name="lm_bias", shape=(vocabulary_size,), initializer="zeros"
+        )
+        self.memory = None
+        if backbone.mem_len and self.carry_memory:
+            self.memory = self.add_weight(
+                name="memory",
+                shape=(backbone.num_layers, batch_size, backbone.mem_len,
+                       backbone.hidden_size),
+                initializer="zeros",
+                trainable=False,
+            )
+        self.loss_tracker = keras.metrics.Mean(name="loss")
+        self.accuracy_metric = keras.metrics.SparseCategoricalAccuracy(name="plm_accuracy")
+        self.built = True
+
+    @property
+    def metrics(self):
+        return [self.loss_tracker, self.accuracy_metric]
+
+    def reset_memory(self):
+        """Zeroes the carried memory (start of a new text stream)."""
+        if self.memory is not None:
+            self.memory.assign(ops.zeros_like(self.memory))
+
+    def _check(self, x):
+        if not isinstance(x, dict) or any(key not in x for key in PLM_KEYS):
+            got = sorted(x) if isinstance(x, dict) else type(x).__name__
+            raise ValueError(
+                f"XLNetPretrainer needs dicts with {', '.join(PLM_KEYS)}; got {got}. "
+                "Map the data with keras_ctx.data.permutation.permutation_masks."
+            )
+        batch = x["token_ids"].shape[0]
+        if self.memory is not None and batch != self.batch_size:
+            raise ValueError(
+                f"The memory holds batches of {self.batch_size} rows but a batch has "
+                f"{batch}: batch the stream with exactly batch_size={self.batch_size} "
+                "and drop_remainder=True (text_stream does)."
+            )
+
+    def call(self, inputs, memory=None, training=None):
+        """Logits (batch, P, vocabulary) of the targets, and the next memory (or None)."""
+        outputs = self.backbone.forward(inputs, memory=memory, training=training)
+        logits = self.backbone.token_embedding.reverse(outputs["query_output"])
+        logits = ops.cast(logits, "float32") + ops.cast(self.lm_bias, "float32")
+        return logits, outputs.get("memory")
+
+    def _loss(self, x, logits):
+        weights = ops.cast(x["target_weights"], "float32")
+        losses = keras.losses.sparse_categorical_crossentropy(
+            x["target_ids"], logits, from_logits=True
+        )
+        return ops.sum(losses * weights) / ops.maximum(ops.sum(weights), 1.0)
+
+    def _update_metrics(self, x, logits, loss):
+        self.loss_tracker.update_state(loss)
+        self.accuracy_metric.update_state(
+            x["target_ids"], logits, sample_weight=x["target_weights"]
+        )
+        return {m.name: m.result() for m in self.metrics}
+
+    def train_step(self, data):
+        x = data[0] if isinstance(data, tuple) else data
+        self._check(x)
+        memory = None
+        if self.memory is not None:
+            memory = [self.memory[i] for i in range(self.backbone.num_layers)]
+        elif self.backbone.mem_len:
+            memory = self.backbone.initial_memory(ops.shape(x["token_ids"])[0])
+        with tf.GradientTape() as tape:
+            logits, new_memory = self(x, memory=memory, training=True)
+            loss = self._loss(x, logits)
+            scaled = self.optimizer.scale_loss(loss)
+        variables = self.trainable_variables
+        gradients = tape.gradient(scaled, variables)
+        self.optimizer.apply(gradients, variables)
+        if self.memory is not None:
+            self.memory.assign(ops.cast(ops.stack(new_memory), self.memory.dtype))
+        return self._update_metrics(x, logits, loss)
+
+    def test_step(self, data):
+        x = data[0] if isinstance(data, tuple) else data
+        self._check(x)
+        memory = None
+        if self.backbone.mem_len:  # a fresh stream: zero memory, as XLNet starts
+            memory = self.backbone.initial_memory(ops.shape(x["token_ids"])[0])
+        logits, _ = self(x, memory=memory, training=False)
+        return self._update_metrics(x, logits, self._loss(x, logits))
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "backbone": keras.saving.serialize_keras_object(self.backbone),
+                "batch_size": self.batch_size,
+                "carry_memory": self.carry_memory,
+            }
+        )
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
+        return cls(**config)

@@ -62,6 +62,9 @@ def _add_training_options(parser):
     parser.add_argument("--steps", type=int, default=300, help="optimizer steps in total")
     parser.add_argument("--batch-size", type=int, default=16, help="global batch size")
     parser.add_argument("--sequence-length", type=int, default=64)
+    parser.add_argument("--vocabulary-size", type=int, default=8000,
+                        help="size of the tokenizer (or ELMo word vocabulary) trained on "
+                             "the corpus")
     parser.add_argument("--learning-rate", type=float, default=None,
                         help="peak learning rate (default: the recipe's)")
     parser.add_argument("--seed", type=int, default=0)
@@ -143,8 +146,13 @@ def build_parser():
 def main(argv=None):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     args = build_parser().parse_args(argv)
+    from keras_ctx.training import TrainingDiverged
+
     try:
         return args.run(args)
+    except TrainingDiverged as error:
+        print(f"keras-ctx {args.command}: stopped: {error}", file=sys.stderr)
+        return 3
     except (ValueError, FileNotFoundError) as error:
         print(f"keras-ctx {args.command}: error: {error}", file=sys.stderr)
         return 2

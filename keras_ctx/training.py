@@ -44,6 +44,16 @@ def make_strategy(name):
     raise ValueError(f"Unknown strategy {name!r}; choose one of {STRATEGIES}.")
 
 
+def _rng_state(model):
+    """Variables that are neither weights nor optimizer state: the dropout seeds.
+
+    Restoring them makes a resumed run draw the same dropout masks as one
+    that was never interrupted.
+    """
+    weights = {id(w) for w in model.weights}
+    return [v for v in model.variables if id(v) not in weights]
+
+
 class Checkpointer:
     """Atomic checkpoints of weights + optimizer variables + step in one directory."""
 
@@ -72,6 +82,8 @@ class Checkpointer:
         model.save_weights(os.path.join(staging, "model.weights.h5"))
         optimizer = {f"v{i}": v.numpy() for i, v in enumerate(model.optimizer.variables)}
         np.savez(os.path.join(staging, "optimizer.npz"), **optimizer)
+        rng = {f"v{i}": v.numpy() for i, v in enumerate(_rng_state(model))}
+        np.savez(os.path.join(staging, "rng.npz"), **rng)
         with open(os.path.join(staging, "state.json"), "w") as handle:
             json.dump(dict(extra or {}, step=step), handle)
         os.replace(staging, self._path(step))
@@ -92,6 +104,9 @@ class Checkpointer:
                                  f"{len(variables)} in the model")
             for i, variable in enumerate(variables):
                 variable.assign(saved[f"v{i}"])
+            rng = np.load(os.path.join(path, "rng.npz"))
+            for i, variable in enumerate(_rng_state(model)):
+                variable.assign(rng[f"v{i}"])
             with open(os.path.join(path, "state.json")) as handle:
                 return json.load(handle)
         except (OSError, ValueError, KeyError) as error:
@@ -100,6 +115,20 @@ class Checkpointer:
                 "by a different model configuration or is corrupt; start a new run "
                 "in another --out directory, or delete it to start over."
             ) from None
+
+
+def _build_from_spec(model, spec):
+    """Builds a model by calling it on zeros shaped like one batch of the dataset."""
+    if isinstance(spec, tuple):
+        spec = spec[0]
+
+    def zeros(tensor_spec):
+        if not tensor_spec.shape.is_fully_defined():
+            raise ValueError(f"Batches need static shapes (drop_remainder=True) to "
+                             f"resume; got {tensor_spec}.")
+        return tf.zeros(tensor_spec.shape, tensor_spec.dtype)
+
+    model(tf.nest.map_structure(zeros, spec), training=False)
 
 
 class _Guard(keras.callbacks.Callback):
@@ -165,9 +194,11 @@ def fit_resumable(
         raise ValueError(f"{out_dir} already holds a checkpoint at step {step}, past "
                          f"--steps {steps}; raise --steps or use another --out.")
     if step:
+        # Built from the dataset's element spec, not from a batch: random ops
+        # in a tf.data pipeline share their state between iterators, so an
+        # extra read would shift every later random draw of the resumed run.
         if not model.built:
-            for batch in dataset.take(1):
-                model(batch[0] if isinstance(batch, tuple) else batch)
+            _build_from_spec(model, dataset.element_spec)
         checkpointer.restore(model, step)
         if verbose:
             print(f"Resuming from step {step} ({checkpointer.directory}).")
@@ -181,7 +212,7 @@ def fit_resumable(
             continue
         guard = _Guard()
         saver = _CheckpointEachEpoch(checkpointer, guard, step, chunk, history)
-        model.fit(dataset.skip(step), steps_per_epoch=chunk, epochs=epochs,
+        model.fit(dataset.skip(step), steps_per_epoch=chunk, epochs=epochs, shuffle=False,
                   callbacks=[guard, saver, tensorboard, *callbacks], verbose=verbose)
         if guard.bad_loss is not None:
             raise TrainingDiverged(

@@ -1,0 +1,82 @@
+"""The keras-ctx command, run as users run it (subprocesses)."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+WORDS = ("the cat sat on a mat and the dog ran to the park while birds sang in old trees "
+         "money at the bank river water boat loan glass window storm").split()
+
+
+def write_corpus(path, documents=60, seed=0):
+    rng = np.random.default_rng(seed)
+    with open(path, "w", encoding="utf-8") as handle:
+        for _ in range(documents):
+            for _ in range(int(rng.integers(3, 6))):
+                handle.write(" ".join(rng.choice(WORDS, size=int(rng.integers(5, 10)))) + ".\n")
+            handle.write("\n")
+
+
+def keras_ctx(*args, **kwargs):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONUNBUFFERED="1")
+    return subprocess.Popen([sys.executable, "-m", "keras_ctx.cli", *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            **kwargs)
+
+
+TINY = ["--set", "num_layers=1", "--set", "hidden_size=32", "--set", "num_heads=2",
+        "--set", "intermediate_size=64", "--vocabulary-size", "200",
+        "--sequence-length", "32", "--batch-size", "4", "--seed", "1"]
+
+
+def final_weights(run_dir):
+    import keras
+
+    import keras_ctx  # noqa: F401
+
+    model = keras.saving.load_model(os.path.join(run_dir, "backbone.keras"), compile=False)
+    return [w.numpy() for w in model.weights]
+
+
+def test_killed_pretraining_resumes_to_the_same_model(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    write_corpus(corpus)
+    common = ["pretrain", "bert-tiny", "--corpus", str(corpus), "--steps", "12",
+              "--checkpoint-every", "3", *TINY]
+    straight = keras_ctx(*common, "--out", str(tmp_path / "straight"))
+    output, _ = straight.communicate(timeout=600)
+    assert straight.returncode == 0, output[-3000:]
+    assert "The same word, different contexts" in output
+
+    interrupted_dir = tmp_path / "interrupted"
+    first = keras_ctx(*common, "--out", str(interrupted_dir))
+    checkpoint = interrupted_dir / "checkpoints" / "step-000000006"
+    deadline = time.time() + 600
+    while not checkpoint.exists() and first.poll() is None and time.time() < deadline:
+        time.sleep(0.2)
+    assert checkpoint.exists(), first.communicate()[0][-3000:]
+    first.send_signal(signal.SIGKILL)
+    first.communicate()
+    assert not (interrupted_dir / "backbone.keras").exists()
+
+    resumed = keras_ctx(*common, "--out", str(interrupted_dir))
+    output, _ = resumed.communicate(timeout=600)
+    assert resumed.returncode == 0, output[-3000:]
+    assert "Resuming from step" in output
+    for got, want in zip(final_weights(interrupted_dir), final_weights(tmp_path / "straight")):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_unknown_preset_and_missing_corpus_fail_with_clear_messages(tmp_path):
+    process = keras_ctx("pretrain", "bert-huge", "--out", str(tmp_path / "x"))
+    output, _ = process.communicate(timeout=300)
+    assert process.returncode == 2 and "Unknown preset 'bert-huge'" in output
+    process = keras_ctx("pretrain", "bert-tiny", "--corpus", str(tmp_path / "none.txt"),
+                        "--out", str(tmp_path / "y"))
+    output, _ = process.communicate(timeout=300)
+    assert process.returncode == 2 and "No file matches" in output

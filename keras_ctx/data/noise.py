@@ -1,0 +1,261 @@
+"""Corruptions for encoder-decoder pretraining, as tf.data maps.
+
+T5 span corruption (Raffel et al., 2020):
+    `random_spans_noise_mask`, `span_corruption` (noise spans -> sentinels in the
+    inputs; the targets hold the spans, each after its sentinel).
+BART noising (Lewis et al., 2020), each a function of one 1-D token tensor,
+composable with `compose`:
+    `token_masking`, `token_deletion`, `text_infilling`, `sentence_permutation`,
+    `document_rotation`.
+`seq2seq_features` pads (inputs, targets) to the static shapes a jit-compiled
+`Seq2SeqPretrainer` step needs.
+
+Example:
+>>> noise = compose(partial(text_infilling, mask_id=50264),
+...                 partial(sentence_permutation, sentence_end_id=4))
+>>> ds = documents.map(lambda ids: {"inputs": noise(ids), "targets": ids})
+>>> ds = ds.map(partial(seq2seq_features, encoder_length=128, decoder_length=128,
+...                     decoder_start_id=2)).batch(8, drop_remainder=True)
+"""
+
+import tensorflow as tf
+
+# ---------------------------------------------------------------------- T5
+
+
+def _random_segmentation(num_items, num_segments):
+    """Random composition of `num_items` into `num_segments` positive lengths."""
+    first_in_segment = tf.pad(
+        tf.random.shuffle(tf.range(num_items - 1) < num_segments - 1), [[1, 0]]
+    )
+    segment_id = tf.cumsum(tf.cast(first_in_segment, tf.int32))
+    return tf.math.unsorted_segment_sum(tf.ones_like(segment_id), segment_id, num_segments)
+
+
+def random_spans_noise_mask(length, noise_density=0.15, mean_noise_span_length=3.0):
+    """T5's noise mask: round(length * density) noise tokens in
+    round(noise / mean_span_length) spans, alternating with non-noise spans,
+    starting with non-noise (t5/data/preprocessors.py `random_spans_noise_mask`).
+
+    Args:
+        length: int (or scalar int tensor) sequence length.
+    Returns:
+        bool (length,) mask, true for noise.
+    """
+    original_length = length
+    length = tf.maximum(tf.cast(length, tf.int32), 2)
+    float_length = tf.cast(length, tf.float32)
+    num_noise_tokens = tf.cast(tf.round(float_length * noise_density), tf.int32)
+    num_noise_tokens = tf.clip_by_value(num_noise_tokens, 1, length - 1)
+    num_noise_spans = tf.cast(
+        tf.round(tf.cast(num_noise_tokens, tf.float32) / mean_noise_span_length), tf.int32
+    )
+    num_noise_spans = tf.maximum(num_noise_spans, 1)
+    num_nonnoise_tokens = length - num_noise_tokens
+    noise_span_lengths = _random_segmentation(num_noise_tokens, num_noise_spans)
+    nonnoise_span_lengths = _random_segmentation(num_nonnoise_tokens, num_noise_spans)
+    interleaved = tf.reshape(tf.stack([nonnoise_span_lengths, noise_span_lengths], axis=1), [-1])
+    span_starts = tf.cumsum(interleaved)[:-1]
+    span_start_indicator = tf.math.unsorted_segment_sum(
+        tf.ones_like(span_starts), span_starts, length
+    )
+    span_num = tf.cumsum(span_start_indicator)
+    is_noise = tf.equal(span_num % 2, 1)
+    return is_noise[:original_length]
+
+
+def _spans_to_sentinels(tokens, noise_mask, first_sentinel_id):
+    """Each run of noise -> one sentinel (first_sentinel_id, first_sentinel_id - 1, ...)."""
+    previous = tf.pad(noise_mask[:-1], [[1, 0]])
+    first_noise = noise_mask & ~previous
+    subsequent_noise = noise_mask & previous
+    sentinel = first_sentinel_id + 1 - tf.cumsum(tf.cast(first_noise, tokens.dtype))
+    tokens = tf.where(first_noise, sentinel, tokens)
+    return tf.boolean_mask(tokens, ~subsequent_noise)
+
+
+def span_corruption(token_ids, noise_density=0.15, mean_noise_span_length=3.0,
+                    first_sentinel_id=32099, eos_id=None, noise_mask=None):
+    """T5's span corruption of one 1-D token sequence.
+
+    Inputs keep the non-noise tokens with each noise span replaced by one
+    sentinel; targets are the noise spans, each after its sentinel (so
+    inputs + targets reconstruct the original exactly). T5's sentinels are
+    <extra_id_i> = 32099 - i.
+
+    Args:
+        token_ids: (length,) int tensor.
+        noise_density: 0.15 (Raffel et al., 2020, Sec. 3.3.4).
+        mean_noise_span_length: 3.
+        first_sentinel_id: the first sentinel; later ones count down.
+        eos_id: appended to inputs and targets when given.
+        noise_mask: optional precomputed mask (for tests).
+
+    Returns:
+        {"inputs": (n_in,), "targets": (n_out,)}; for a fixed length the
+        lengths are fixed too (`span_corruption_lengths`).
+    """
+    token_ids = tf.convert_to_tensor(token_ids)
+    if noise_mask is None:
+        noise_mask = random_spans_noise_mask(
+            tf.size(token_ids), noise_density, mean_noise_span_length
+        )
+    inputs = _spans_to_sentinels(token_ids, noise_mask, first_sentinel_id)
+    targets = _spans_to_sentinels(token_ids, ~noise_mask, first_sentinel_id)
+    if eos_id is not None:
+        eos = tf.constant([eos_id], token_ids.dtype)
+        inputs = tf.concat([inputs, eos], 0)
+        targets = tf.concat([targets, eos], 0)
+    return {"inputs": inputs, "targets": targets}
+
+
+def span_corruption_lengths(length, noise_density=0.15, mean_noise_span_length=3.0,
+                            eos=True):
+    """(inputs_length, targets_length) that `span_corruption` gives for `length` tokens."""
+    length = max(length, 2)
+    noise = min(max(int(round(length * noise_density)), 1), length - 1)
+    spans = max(int(round(noise / mean_noise_span_length)), 1)
+    extra = 1 if eos else 0
+    return length - noise + spans + extra, noise + spans + extra
+
+
+# -------------------------------------------------------------------- BART
+
+
+def token_masking(token_ids, mask_id, rate=0.15):
+    """Replaces each token with `mask_id` with probability `rate` (BERT-style)."""
+    token_ids = tf.convert_to_tensor(token_ids)
+    masked = tf.random.uniform(tf.shape(token_ids)) < rate
+    return tf.where(masked, tf.cast(mask_id, token_ids.dtype), token_ids)
+
+
+def token_deletion(token_ids, rate=0.15):
+    """Deletes each token with probability `rate` (the model must find where)."""
+    token_ids = tf.convert_to_tensor(token_ids)
+    return tf.boolean_mask(token_ids, tf.random.uniform(tf.shape(token_ids)) >= rate)
+
+
+def text_infilling(token_ids, mask_id, rate=0.3, poisson_lambda=3.0, return_span_lengths=False):
+    """BART's text infilling: spans with Poisson(3) lengths covering ceil(rate * n)
+    tokens are each replaced by ONE `mask_id`; a zero-length span inserts a mask.
+
+    Span lengths are drawn until they cover ceil(rate * n) tokens (the last one
+    is cut to fit, as in fairseq); spans are placed uniformly at random
+    without overlap.
+
+    Args:
+        token_ids: (n,) int tensor.
+        rate: fraction of tokens masked (0.3 in Lewis et al., 2020, Sec. 5.1).
+        poisson_lambda: mean span length (3).
+        return_span_lengths: also return the (num_spans,) lengths in order.
+    """
+    token_ids = tf.convert_to_tensor(token_ids)
+    n = tf.size(token_ids)
+    # (the -1e-4 keeps float error from adding a token: ceil(100 * 0.3) is 30).
+    num_to_mask = tf.cast(tf.math.ceil(tf.cast(n, tf.float32) * rate - 1e-4), tf.int32)
+    # Poisson(3) is >= 1 with probability 0.95: num_to_mask + 1 draws cover it.
+    lengths = tf.cast(
+        tf.random.poisson([num_to_mask + 1], poisson_lambda, dtype=tf.float32), tf.int32
+    )
+    covered = tf.cumsum(lengths)
+    num_spans = tf.minimum(tf.reduce_sum(tf.cast(covered < num_to_mask, tf.int32)) + 1,
+                           num_to_mask + 1)
+    num_spans = tf.where(num_to_mask > 0, num_spans, 0)
+    lengths = lengths[:num_spans]
+    # Cut the last span so the spans cover exactly num_to_mask tokens.
+    excess = tf.maximum(tf.reduce_sum(lengths) - num_to_mask, 0)
+    lengths = lengths - excess * tf.one_hot(num_spans - 1, num_spans, dtype=tf.int32)
+    masked_tokens = tf.reduce_sum(lengths)
+    # Items in order: 0 = a kept token, 1 = a span (one mask token); uniformly shuffled.
+    items = tf.random.shuffle(
+        tf.concat([tf.zeros([n - masked_tokens], tf.int32), tf.ones([num_spans], tf.int32)], 0)
+    )
+    is_span = items > 0
+    span_index = tf.maximum(tf.cumsum(items) - 1, 0)
+    advance = tf.where(is_span, tf.gather(lengths, span_index), 1)
+    source = tf.cumsum(advance) - advance  # the original position each item starts at
+    kept = tf.gather(token_ids, tf.minimum(source, tf.maximum(n - 1, 0)))
+    noised = tf.where(is_span, tf.cast(mask_id, token_ids.dtype), kept)
+    if return_span_lengths:
+        return noised, lengths
+    return noised
+
+
+def sentence_permutation(token_ids, sentence_end_id):
+    """Splits on `sentence_end_id` (full stops) and shuffles the sentences."""
+    token_ids = tf.convert_to_tensor(token_ids)
+    is_end = tf.cast(token_ids == sentence_end_id, tf.int32)
+    sentence_index = tf.cumsum(is_end) - is_end
+    sentences = tf.RaggedTensor.from_value_rowids(token_ids, sentence_index)
+    order = tf.random.shuffle(tf.range(sentences.nrows()))
+    return tf.gather(sentences, order).flat_values
+
+
+def document_rotation(token_ids):
+    """Rotates the document to begin at a uniformly chosen token."""
+    token_ids = tf.convert_to_tensor(token_ids)
+    n = tf.size(token_ids)
+    start = tf.random.uniform([], 0, tf.maximum(n, 1), dtype=tf.int32)
+    return tf.concat([token_ids[start:], token_ids[:start]], 0)
+
+
+def compose(*functions):
+    """One noising function applying `functions` left to right (BART combines them)."""
+
+    def noise(token_ids):
+        for function in functions:
+            token_ids = function(token_ids)
+        return token_ids
+
+    return noise
+
+
+def bart_noise(noise_fn):
+    """A dataset map: 1-D documents -> {"inputs": noise_fn(doc), "targets": doc}."""
+
+    def apply(token_ids):
+        return {"inputs": noise_fn(token_ids), "targets": token_ids}
+
+    return apply
+
+
+# --------------------------------------------------------------- features
+
+
+def _pad_to(tokens, length, pad_id, what):
+    size = tf.size(tokens)
+    check = tf.debugging.assert_less_equal(
+        size, length,
+        message=f"{what} is longer than {what}_length: raise it (nothing is truncated).",
+    )
+    with tf.control_dependencies([check]):
+        padded = tf.pad(tokens, [[0, length - size]], constant_values=pad_id)
+    return tf.ensure_shape(padded, [length]), tf.cast(tf.range(length) < size, tf.int32)
+
+
+def seq2seq_features(example, encoder_length, decoder_length, decoder_start_id, pad_id=0):
+    """{"inputs", "targets"} -> (x, y, sample_weight) padded to static lengths.
+
+    The decoder reads `[decoder_start_id] + targets[:-1]` (teacher forcing)
+    and predicts `targets`; a target longer than decoder_length fails
+    loudly instead of being cut.
+    """
+    targets = tf.convert_to_tensor(example["targets"])
+    encoder_ids, encoder_mask = _pad_to(example["inputs"], encoder_length, pad_id, "encoder")
+    labels, label_mask = _pad_to(targets, decoder_length, pad_id, "decoder")
+    decoder_ids = tf.concat([tf.constant([decoder_start_id], labels.dtype), labels[:-1]], 0)
+    decoder_mask = tf.concat([[1], label_mask[:-1]], 0)
+    x = {
+        "encoder_token_ids": tf.cast(encoder_ids, tf.int32),
+        "encoder_padding_mask": encoder_mask,
+        "decoder_token_ids": tf.cast(decoder_ids, tf.int32),
+        "decoder_padding_mask": decoder_mask,
+    }
+    return x, tf.cast(labels, tf.int32), tf.cast(label_mask, tf.float32)
+
+
+__all__ = [
+    "random_spans_noise_mask", "span_corruption", "span_corruption_lengths",
+    "token_masking", "token_deletion", "text_infilling", "sentence_permutation",
+    "document_rotation", "compose", "bart_noise", "seq2seq_features",
+]

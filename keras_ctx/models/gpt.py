@@ -1,0 +1,235 @@
+"""GPT (Radford et al., 2018) and GPT-2 (Radford et al., 2019) decoder-only backbones.
+
+    h_0 = W_e[tokens] + W_p[positions]
+    h_l = block(h_{l-1})             l = 1..N, causal self-attention
+    GPT:   post-LN blocks (norm(x + f(x))), no final norm.
+    GPT-2: pre-LN blocks (x + f(norm(x))), a final layer norm, and the residual
+           projections initialised with stddev 0.02 / sqrt(N_residual).
+    logits = h_N W_e^T               (output layer tied to the token embedding)
+"""
+
+import math
+
+import keras
+from keras import ops
+
+from keras_ctx.layers import PositionEmbedding, TokenEmbedding, TransformerDecoderBlock
+from keras_ctx.models.backbone import Backbone
+from keras_ctx.models.presets import register_preset
+
+
+@keras.saving.register_keras_serializable(package="keras_ctx")
+class GPTBackbone(Backbone):
+    """A GPT / GPT-2 decoder stack with learned positions and tied output embeddings.
+
+    Args:
+        vocabulary_size: token ids (40478 GPT's BPE, 50257 GPT-2's byte-level BPE).
+        num_layers: decoder blocks N.
+        num_heads: attention heads.
+        hidden_dim: model width.
+        intermediate_dim: feed-forward width (4 * hidden_dim in both papers).
+        max_sequence_length: learned positions (512 GPT, 1024 GPT-2).
+        dropout: embedding, residual and attention dropout (0.1 in both papers).
+        normalize_first: False = GPT (post-LN), True = GPT-2 (pre-LN + final norm).
+        layer_norm_epsilon: 1e-5.
+        scale_residual_init: GPT-2's init of the residual projections,
+            stddev 0.02 / sqrt(2 N) (two residual layers per block); defaults
+            to `normalize_first`.
+        lookup: "gather" or "one_hot" token lookup (see TokenEmbedding).
+
+    Inputs: `token_ids`, `padding_mask` (batch, time).
+    Outputs: `sequence_output` (batch, time, hidden), `hidden_states`
+    (embeddings, then every block's output).
+
+    Decoding: `build_cache`, `call_with_cache` and `logits` are what
+    `keras_ctx.generation` uses.
+
+    Example:
+    >>> backbone = keras_ctx.models.GPTBackbone.from_preset("gpt2")
+    >>> out = backbone({"token_ids": ids, "padding_mask": mask})
+    >>> logits = backbone.logits(out["sequence_output"])
+
+    References:
+        Radford et al., "Improving Language Understanding by Generative
+        Pre-Training", 2018. Radford et al., "Language Models are
+        Unsupervised Multitask Learners", 2019.
+    """
+
+    def __init__(
+        self,
+        vocabulary_size,
+        num_layers,
+        num_heads,
+        hidden_dim,
+        intermediate_dim,
+        max_sequence_length=1024,
+        dropout=0.1,
+        normalize_first=True,
+        layer_norm_epsilon=1e-5,
+        scale_residual_init=None,
+        lookup="gather",
+        dtype=None,
+        **kwargs,
+    ):
+        if scale_residual_init is None:
+            scale_residual_init = normalize_first
+        # GPT and GPT-2 both initialise weights from N(0, 0.02).
+        init = keras.initializers.RandomNormal(stddev=0.02)
+        output_init = init
+        if scale_residual_init:
+            # GPT-2 (Radford et al., 2019, Sec. 2.3): residual-layer weights scaled
+            # by 1/sqrt(N), N = number of residual layers = 2 per block.
+            output_init = keras.initializers.RandomNormal(
+                stddev=0.02 / math.sqrt(2 * num_layers)
+            )
+
+        token_embedding = TokenEmbedding(
+            vocabulary_size, hidden_dim, lookup=lookup, embeddings_initializer=init,
+            dtype=dtype, name="token_embedding",
+        )
+        position_embedding = PositionEmbedding(
+            max_sequence_length, initializer=keras.initializers.RandomNormal(stddev=0.01),
+            dtype=dtype, name="position_embedding",
+        )
+        embedding_dropout = keras.layers.Dropout(dropout, dtype=dtype, name="embedding_dropout")
+        blocks = [
+            TransformerDecoderBlock(
+                num_heads=num_heads,
+                intermediate_size=intermediate_dim,
+                hidden_size=hidden_dim,
+                activation="gelu",
+                dropout=dropout,
+                normalize_first=normalize_first,
+                layer_norm_epsilon=layer_norm_epsilon,
+                kernel_initializer=init,
+                output_kernel_initializer=output_init,
+                dtype=dtype,
+                name=f"decoder_block_{i}",
+            )
+            for i in range(num_layers)
+        ]
+        final_norm = None
+        if normalize_first:
+            final_norm = keras.layers.LayerNormalization(
+                epsilon=layer_norm_epsilon, dtype=dtype, name="final_norm"
+            )
+
+        token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
+        padding_mask = keras.Input(shape=(None,), dtype="int32", name="padding_mask")
+        tokens = token_embedding(token_ids)
+        x = embedding_dropout(tokens + position_embedding(tokens))
+        hidden_states = [x]
+        for block in blocks:
+            x = block(x, padding_mask=padding_mask)
+            hidden_states.append(x)
+        if final_norm is not None:
+            x = final_norm(x)
+        super().__init__(
+            inputs={"token_ids": token_ids, "padding_mask": padding_mask},
+            outputs={"sequence_output": x, "hidden_states": hidden_states},
+            dtype=dtype,
+            **kwargs,
+        )
+        self._token_embedding = token_embedding
+        self.position_embedding = position_embedding
+        self.embedding_dropout = embedding_dropout
+        self.blocks = blocks
+        self.final_norm = final_norm
+        self.vocabulary_size = vocabulary_size
+        self.num_layers = num_layers
+        self.num_heads = num_heads
+        self.hidden_dim = hidden_dim
+        self.max_sequence_length = max_sequence_length
+        self._config = {
+            "vocabulary_size": vocabulary_size,
+            "num_layers": num_layers,
+            "num_heads": num_heads,
+            "hidden_dim": hidden_dim,
+            "intermediate_dim": intermediate_dim,
+            "max_sequence_length": max_sequence_length,
+            "dropout": dropout,
+            "normalize_first": normalize_first,
+            "layer_norm_epsilon": layer_norm_epsilon,
+            "scale_residual_init": scale_residual_init,
+            "lookup": lookup,
+        }
+
+    @property
+    def token_embedding(self):
+        return self._token_embedding
+
+    @classmethod
+    def analytic_parameter_count(cls, **config):
+        """Parameter count of a config without building weights (for big presets)."""
+        return gpt_parameter_count(**config)
+
+    def logits(self, hidden):
+        """Next-token logits from hidden states, tied to the input embeddings."""
+        return self._token_embedding.reverse(hidden)
+
+    def build_cache(self, batch_size, max_length):
+        """Zero key/value cache (batch, layers, 2, max_length, heads, head_dim)."""
+        if max_length > self.max_sequence_length:
+            raise ValueError(
+                f"max_length {max_length} exceeds the backbone's "
+                f"max_sequence_length {self.max_sequence_length}; generate fewer tokens."
+            )
+        head_dim = self.hidden_dim // self.num_heads
+        return ops.zeros(
+            (batch_size, self.num_layers, 2, max_length, self.num_heads, head_dim),
+            dtype=self.compute_dtype,
+        )
+
+    def call_with_cache(self, token_ids, cache, cache_update_index):
+        """Runs `token_ids` (batch, t) at positions cache_update_index.. with the cache.
+
+        Returns `(sequence_output, cache)` with the new keys/values written.
+        """
+        tokens = self._token_embedding(token_ids)
+        x = tokens + self.position_embedding(tokens, start_index=cache_update_index)
+        caches = []
+        for i, block in enumerate(self.blocks):
+            x, layer_cache = block(
+                x, self_attention_cache=cache[:, i], cache_update_index=cache_update_index
+            )
+            caches.append(layer_cache)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        return x, ops.stack(caches, axis=1)
+
+
+def gpt_parameter_count(vocabulary_size, num_layers, hidden_dim, intermediate_dim,
+                        max_sequence_length=1024, normalize_first=True, **unused):
+    """Parameters of a GPTBackbone config, counted analytically (no weights built)."""
+    h, f = hidden_dim, intermediate_dim
+    attention = 4 * h * h + 4 * h
+    feedforward = 2 * h * f + f + h
+    norms = 2 * 2 * h
+    total = vocabulary_size * h + max_sequence_length * h
+    total += num_layers * (attention + feedforward + norms)
+    if normalize_first:
+        total += 2 * h
+    return total
+
+
+def _gpt2(num_layers, num_heads, hidden_dim):
+    return dict(vocabulary_size=50257, num_layers=num_layers, num_heads=num_heads,
+                hidden_dim=hidden_dim, intermediate_dim=4 * hidden_dim,
+                max_sequence_length=1024, normalize_first=True)
+
+
+GPT_PRESETS = {
+    # Radford et al. 2018: 12 layers, 768 wide, 12 heads, 3072 FFN, 512 positions,
+    # a 40,000-merge BPE vocabulary (40478 ids).
+    "gpt": (dict(vocabulary_size=40478, num_layers=12, num_heads=12, hidden_dim=768,
+                 intermediate_dim=3072, max_sequence_length=512, normalize_first=False),
+            "GPT (Radford et al., 2018), 116.5M parameters"),
+    # Radford et al. 2019, Table 2.
+    "gpt2": (_gpt2(12, 12, 768), "GPT-2 small, 124.4M parameters"),
+    "gpt2-medium": (_gpt2(24, 16, 1024), "GPT-2 medium, 354.8M parameters"),
+    "gpt2-large": (_gpt2(36, 20, 1280), "GPT-2 large, 774M parameters"),
+    "gpt2-xl": (_gpt2(48, 25, 1600), "GPT-2 XL, 1.56B parameters"),
+}
+
+for _name, (_config, _description) in GPT_PRESETS.items():
+    register_preset(_name, GPTBackbone, _config, _description)

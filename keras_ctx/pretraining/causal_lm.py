@@ -1,0 +1,211 @@
+"""Causal language modelling (GPT, GPT-2) and GPT's fine-tuning objective.
+
+Pretraining maximises  L_LM = sum_t log P(u_t | u_<t)  (Radford et al., 2018, Eq. 1).
+Fine-tuning adds it as an auxiliary loss:  L = L_cls + lambda * L_LM  (Eq. 5,
+lambda = 0.5), on inputs `<start> s_1 <delim> s_2 ... <extract>`, classifying
+from the final hidden state of the <extract> token.
+"""
+
+import keras
+import tensorflow as tf
+from keras import ops
+
+from keras_ctx import generation
+
+
+def masked_token_loss(logits, labels, weights):
+    """Mean sparse cross-entropy over positions with weight > 0, in float32."""
+    logits = ops.cast(logits, "float32")
+    weights = ops.cast(weights, "float32")
+    losses = keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+    return ops.sum(losses * weights) / ops.maximum(ops.sum(weights), 1.0)
+
+
+def _next_token_targets(inputs):
+    """Logits at t predict token t+1: labels and weights for positions 0..T-2."""
+    token_ids = inputs["token_ids"]
+    weights = ops.cast(inputs["padding_mask"], "float32")[:, 1:]
+    return token_ids[:, 1:], weights
+
+
+class _ObjectiveModel(keras.Model):
+    """train_step/test_step from `self._losses(data, training)` -> (total, metrics updates)."""
+
+    def train_step(self, data):
+        with tf.GradientTape() as tape:
+            loss = self._objective(data, training=True)
+        gradients = tape.gradient(loss, self.trainable_variables)
+        self.optimizer.apply(gradients, self.trainable_variables)
+        return {m.name: m.result() for m in self.metrics}
+
+    def test_step(self, data):
+        self._objective(data, training=False)
+        return {m.name: m.result() for m in self.metrics}
+
+
+@keras.saving.register_keras_serializable(package="keras_ctx")
+class CausalLMPretrainer(_ObjectiveModel):
+    """Next-token prediction for any decoder backbone with `logits(hidden)`.
+
+    Data: `{"token_ids", "padding_mask"}` batches (fixed length,
+    drop_remainder=True for jit_compile); targets are the inputs shifted left.
+
+    Metrics: `loss`, `accuracy` (next-token accuracy).
+
+    Example:
+    >>> lm = CausalLMPretrainer(GPTBackbone.from_preset("gpt2"))
+    >>> lm.compile(optimizer=keras.optimizers.AdamW(2.5e-4), jit_compile=True)
+    >>> lm.fit(token_dataset)
+    >>> lm.generate(prompt_ids, prompt_mask, max_length=64, sampler="top_k")
+    """
+
+    def __init__(self, backbone, **kwargs):
+        super().__init__(**kwargs)
+        self.backbone = backbone
+        self.loss_tracker = keras.metrics.Mean(name="loss")
+        self.accuracy = keras.metrics.SparseCategoricalAccuracy(name="accuracy")
+
+    @property
+    def metrics(self):
+        return [self.loss_tracker, self.accuracy]
+
+    def call(self, inputs, training=False):
+        hidden = self.backbone(inputs, training=training)["sequence_output"]
+        return self.backbone.logits(hidden)
+
+    def _objective(self, data, training):
+        inputs, _, _ = keras.utils.unpack_x_y_sample_weight(data)
+        logits = self(inputs, training=training)[:, :-1]
+        labels, weights = _next_token_targets(inputs)
+        loss = masked_token_loss(logits, labels, weights)
+        self.loss_tracker.update_state(loss)
+        self.accuracy.update_state(labels, logits, sample_weight=weights)
+        return loss
+
+    def generate(self, token_ids, padding_mask=None, max_length=None, **kwargs):
+        """See `keras_ctx.generation.generate`."""
+        return generation.generate(self.backbone, token_ids, padding_mask,
+                                   max_length=max_length, **kwargs)
+
+    def get_config(self):
+        config = super().get_config()
+        config["backbone"] = keras.saving.serialize_keras_object(self.backbone)
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
+        return cls(**config)
+
+
+def gpt_finetuning_inputs(segments, sequence_length, start_id, delimiter_id, extract_id,
+                          pad_id=0):
+    """GPT's traversal-style input: `<start> s_1 <delim> s_2 ... <extract>`, padded.
+
+    A tf.data map for one example; `segments` is a list of 1-D token tensors
+    (premise/hypothesis, context/answer, ...). Too long -> an error, not a cut.
+
+    Returns:
+        {"token_ids": (sequence_length,), "padding_mask": (sequence_length,)}.
+    """
+    pieces = [tf.constant([start_id], tf.int32)]
+    for i, segment in enumerate(segments):
+        if i:
+            pieces.append(tf.constant([delimiter_id], tf.int32))
+        pieces.append(tf.cast(segment, tf.int32))
+    pieces.append(tf.constant([extract_id], tf.int32))
+    tokens = tf.concat(pieces, 0)
+    size = tf.size(tokens)
+    check = tf.debugging.assert_less_equal(
+        size, sequence_length,
+        message="Joined segments exceed sequence_length: raise it (nothing is truncated).",
+    )
+    with tf.control_dependencies([check]):
+        tokens = tf.pad(tokens, [[0, sequence_length - size]], constant_values=pad_id)
+    return {
+        "token_ids": tf.ensure_shape(tokens, [sequence_length]),
+        "padding_mask": tf.cast(tf.range(sequence_length) < size, tf.int32),
+    }
+
+
+@keras.saving.register_keras_serializable(package="keras_ctx")
+class GPTFineTuner(_ObjectiveModel):
+    """GPT's supervised fine-tuning: L = L_cls + lambda * L_LM (Radford et al., 2018).
+
+    The class logits come from a linear layer on the hidden state of the last
+    real token (the <extract> token of `gpt_finetuning_inputs`).
+
+    Args:
+        backbone: a decoder backbone with `logits(hidden)`.
+        num_classes: output classes.
+        lm_weight: lambda, 0.5 in the paper.
+        dropout: on the extracted state (0.1 in the paper).
+
+    Data: `(inputs, labels)` with inputs `{"token_ids", "padding_mask"}`.
+    Metrics: `loss`, `classification_loss`, `lm_loss`, `accuracy`,
+    `lm_accuracy`. `call` returns class logits.
+    """
+
+    def __init__(self, backbone, num_classes, lm_weight=0.5, dropout=0.1, **kwargs):
+        super().__init__(**kwargs)
+        if num_classes < 2:
+            raise ValueError(f"`num_classes` must be >= 2, got {num_classes}.")
+        self.backbone = backbone
+        self.num_classes = num_classes
+        self.lm_weight = float(lm_weight)
+        self.dropout = dropout
+        self.dropout_layer = keras.layers.Dropout(dropout)
+        self.classifier = keras.layers.Dense(
+            num_classes, kernel_initializer=keras.initializers.RandomNormal(stddev=0.02),
+            name="classifier")
+        self.loss_tracker = keras.metrics.Mean(name="loss")
+        self.classification_loss = keras.metrics.Mean(name="classification_loss")
+        self.lm_loss = keras.metrics.Mean(name="lm_loss")
+        self.accuracy = keras.metrics.SparseCategoricalAccuracy(name="accuracy")
+        self.lm_accuracy = keras.metrics.SparseCategoricalAccuracy(name="lm_accuracy")
+
+    @property
+    def metrics(self):
+        return [self.loss_tracker, self.classification_loss, self.lm_loss, self.accuracy,
+                self.lm_accuracy]
+
+    def _forward(self, inputs, training):
+        hidden = self.backbone(inputs, training=training)["sequence_output"]
+        last = ops.sum(ops.cast(inputs["padding_mask"], "int32"), axis=1) - 1
+        extract = ops.take_along_axis(hidden, last[:, None, None], axis=1)[:, 0]
+        class_logits = self.classifier(self.dropout_layer(extract, training=training))
+        return class_logits, hidden
+
+    def call(self, inputs, training=False):
+        return self._forward(inputs, training)[0]
+
+    def _objective(self, data, training):
+        inputs, labels, _ = keras.utils.unpack_x_y_sample_weight(data)
+        class_logits, hidden = self._forward(inputs, training)
+        lm_logits = self.backbone.logits(hidden)[:, :-1]
+        lm_labels, lm_weights = _next_token_targets(inputs)
+        classification = ops.mean(keras.losses.sparse_categorical_crossentropy(
+            labels, ops.cast(class_logits, "float32"), from_logits=True))
+        language_model = masked_token_loss(lm_logits, lm_labels, lm_weights)
+        loss = classification + self.lm_weight * language_model
+        self.loss_tracker.update_state(loss)
+        self.classification_loss.update_state(classification)
+        self.lm_loss.update_state(language_model)
+        self.accuracy.update_state(labels, class_logits)
+        self.lm_accuracy.update_state(lm_labels, lm_logits, sample_weight=lm_weights)
+        return loss
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "backbone": keras.saving.serialize_keras_object(self.backbone),
+            "num_classes": self.num_classes,
+            "lm_weight": self.lm_weight,
+            "dropout": self.dropout,
+        })
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
+        return cls(**config)

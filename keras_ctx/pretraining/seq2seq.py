@@ -1,0 +1,102 @@
+"""Sequence-to-sequence objectives: span corruption (T5), denoising (BART), translation.
+
+All are teacher-forced maximum likelihood of the target given the source:
+    L = - sum_t log P(y_t | y_<t, x)
+They differ only in how (x, y) are made (`keras_ctx.data.noise`), so one
+pretrainer trains any encoder-decoder backbone on all of them. Text-to-text
+fine-tuning (T5) is the same objective with a task prefix on the input
+(`add_task_prefix`).
+"""
+
+import keras
+import tensorflow as tf
+
+from keras_ctx import generation
+from keras_ctx.pretraining.causal_lm import _ObjectiveModel, masked_token_loss
+
+
+@keras.saving.register_keras_serializable(package="keras_ctx")
+class Seq2SeqPretrainer(_ObjectiveModel):
+    """Teacher-forced target likelihood for an encoder-decoder backbone (T5, BART).
+
+    Data: `(x, labels, label_weights)` from `keras_ctx.data.noise.seq2seq_features`,
+    x = {"encoder_token_ids", "encoder_padding_mask", "decoder_token_ids",
+    "decoder_padding_mask"} at fixed lengths.
+
+    Metrics: `loss`, `accuracy` (target token accuracy).
+
+    Example:
+    >>> model = Seq2SeqPretrainer(T5Backbone.from_preset("t5-small"))
+    >>> model.compile(optimizer="adam", jit_compile=True)
+    >>> model.fit(span_corrupted_dataset)
+    >>> model.generate(encoder_ids, encoder_mask, max_length=32)
+    """
+
+    def __init__(self, backbone, **kwargs):
+        super().__init__(**kwargs)
+        self.backbone = backbone
+        self.loss_tracker = keras.metrics.Mean(name="loss")
+        self.accuracy = keras.metrics.SparseCategoricalAccuracy(name="accuracy")
+
+    @property
+    def metrics(self):
+        return [self.loss_tracker, self.accuracy]
+
+    def call(self, inputs, training=False):
+        hidden = self.backbone(inputs, training=training)["decoder_sequence_output"]
+        return self.backbone.logits(hidden)
+
+    def _objective(self, data, training):
+        inputs, labels, weights = keras.utils.unpack_x_y_sample_weight(data)
+        if labels is None:
+            raise ValueError(
+                "Seq2SeqPretrainer needs (inputs, labels[, weights]); map your "
+                "dataset with keras_ctx.data.noise.seq2seq_features."
+            )
+        if weights is None:
+            weights = tf.cast(inputs["decoder_padding_mask"], tf.float32)
+        logits = self(inputs, training=training)
+        loss = masked_token_loss(logits, labels, weights)
+        self.loss_tracker.update_state(loss)
+        self.accuracy.update_state(labels, logits, sample_weight=weights)
+        return loss
+
+    def generate(self, encoder_token_ids, encoder_padding_mask=None, max_length=32,
+                 **kwargs):
+        """See `keras_ctx.generation.generate_seq2seq`."""
+        return generation.generate_seq2seq(self.backbone, encoder_token_ids,
+                                           encoder_padding_mask, max_length=max_length,
+                                           **kwargs)
+
+    def get_config(self):
+        config = super().get_config()
+        config["backbone"] = keras.saving.serialize_keras_object(self.backbone)
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
+        return cls(**config)
+
+
+def add_task_prefix(prefix, key="inputs"):
+    """A tf.data map putting T5's task prefix before a string input.
+
+    Raffel et al. (2020) cast every task as text-to-text: "translate English
+    to German: ...", "summarize: ...", "cola sentence: ...".
+
+    Example:
+    >>> ds = ds.map(add_task_prefix("summarize: "))  # {"inputs": str, "targets": str}
+    """
+    if not isinstance(prefix, str) or not prefix.strip():
+        raise ValueError(f"`prefix` must be a non-empty string like 'summarize: ', "
+                         f"got {prefix!r}.")
+
+    def apply(example):
+        if key not in example:
+            raise ValueError(f"The example has no {key!r} field; pass key=<the input field>.")
+        example = dict(example)
+        example[key] = tf.strings.join([prefix, example[key]])
+        return example
+
+    return apply

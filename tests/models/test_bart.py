@@ -1,0 +1,90 @@
+import numpy as np
+import pytest
+
+import keras_ctx.models
+from keras_ctx.models.bart import BartBackbone, bart_parameter_count
+from keras_ctx.models.presets import preset_config
+
+PUBLISHED = {"bart-base": 139.4e6, "bart-large": 406.3e6}  # Lewis et al. 2020 / HF
+TINY = dict(vocabulary_size=40, num_layers=2, num_heads=2, hidden_dim=16,
+            intermediate_dim=32, max_sequence_length=16, dropout=0.0)
+
+
+def feed(encoder_ids, decoder_ids):
+    encoder_ids = np.asarray(encoder_ids, "int32")
+    decoder_ids = np.asarray(decoder_ids, "int32")
+    return {
+        "encoder_token_ids": encoder_ids,
+        "encoder_padding_mask": np.ones_like(encoder_ids),
+        "decoder_token_ids": decoder_ids,
+        "decoder_padding_mask": np.ones_like(decoder_ids),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_preset_counts_match_published_within_one_percent(name):
+    _, config = preset_config(name)
+    count = bart_parameter_count(**config)
+    assert abs(count - PUBLISHED[name]) / PUBLISHED[name] < 0.01, count
+
+
+def test_bart_base_builds_with_analytic_count():
+    _, config = preset_config("bart-base")
+    model = keras_ctx.models.from_preset("bart-base")
+    assert model.count_params() == bart_parameter_count(**config)
+
+
+@pytest.mark.slow
+def test_bart_large_builds_with_analytic_count():
+    _, config = preset_config("bart-large")
+    assert BartBackbone.from_preset("bart-large").count_params() == bart_parameter_count(**config)
+
+
+def test_analytic_count_equals_built_and_embedding_is_shared():
+    model = BartBackbone(**TINY, num_decoder_layers=3)
+    assert model.count_params() == bart_parameter_count(**TINY, num_decoder_layers=3)
+    tables = [w for w in model.weights if w.path.endswith("token_embedding/embeddings")]
+    assert len(tables) == 1
+    for block in model.encoder_blocks + model.decoder_blocks:
+        assert not block.normalize_first and block.activation == "gelu"
+
+
+def test_decoder_is_causal_and_encoder_is_bidirectional():
+    model = BartBackbone(**TINY)
+    rng = np.random.default_rng(0)
+    enc = rng.integers(1, 40, size=(2, 9))
+    dec = rng.integers(1, 40, size=(2, 7))
+    base = model(feed(enc, dec))
+    changed = dec.copy()
+    changed[:, 4] = (changed[:, 4] + 5) % 40
+    out = model(feed(enc, changed))
+    for before, after in zip(base["decoder_hidden_states"], out["decoder_hidden_states"]):
+        np.testing.assert_array_equal(np.asarray(before)[:, :4], np.asarray(after)[:, :4])
+        assert np.abs(np.asarray(before)[:, 4:] - np.asarray(after)[:, 4:]).max() > 1e-4
+    changed = enc.copy()
+    changed[:, -1] = (changed[:, -1] + 5) % 40
+    out = model(feed(changed, dec))
+    assert np.abs(np.asarray(base["encoder_sequence_output"])[:, 0]
+                  - np.asarray(out["encoder_sequence_output"])[:, 0]).max() > 1e-4
+
+
+def test_cached_decoding_equals_full_pass():
+    model = BartBackbone(**TINY)
+    rng = np.random.default_rng(1)
+    enc = rng.integers(1, 40, size=(2, 9)).astype("int32")
+    dec = rng.integers(1, 40, size=(2, 6)).astype("int32")
+    full = np.asarray(model(feed(enc, dec))["decoder_sequence_output"])
+    mask = np.ones_like(enc)
+    cache = model.build_decoder_cache(model.encode(enc, mask), 6)
+    steps = []
+    for i in range(6):
+        hidden, cache = model.decode_with_cache(dec[:, i:i + 1], cache, i, mask)
+        steps.append(np.asarray(hidden))
+    np.testing.assert_allclose(np.concatenate(steps, 1), full, atol=1e-5)
+    with pytest.raises(ValueError, match="max_sequence_length"):
+        model.build_decoder_cache(model.encode(enc, mask), 17)
+
+
+def test_config_round_trip():
+    model = BartBackbone(**TINY)
+    assert BartBackbone.from_config(model.get_config()).get_config() == model.get_config()

@@ -1,0 +1,146 @@
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_ctx import generation
+from keras_ctx.models.bart import BartBackbone
+from keras_ctx.models.gpt import GPTBackbone
+from keras_ctx.models.t5 import T5Backbone
+
+SEQ2SEQ = dict(vocabulary_size=40, num_layers=1, num_heads=2, hidden_dim=16,
+               intermediate_dim=32, dropout=0.0)
+
+
+@pytest.fixture(scope="module")
+def gpt():
+    keras.utils.set_random_seed(3)
+    return GPTBackbone(vocabulary_size=50, num_layers=2, num_heads=2, hidden_dim=16,
+                       intermediate_dim=32, max_sequence_length=16, dropout=0.0)
+
+
+PROMPT = np.array([[5, 6, 7, 0], [8, 9, 0, 0]])
+
+
+# ----------------------------------------------------------------- samplers
+
+
+def test_greedy_top_k_top_p_draw_from_the_right_sets():
+    logits = tf.math.log(tf.constant([[0.5, 0.25, 0.15, 0.1]] * 4000))
+    assert (generation.GreedySampler()(logits, 0, 0).numpy() == 0).all()
+    top_k = generation.TopKSampler(k=2)(logits, 1, 0).numpy()
+    assert set(top_k) == {0, 1}
+    # Renormalised over the top 2: p(0) = 0.5 / 0.75.
+    assert abs((top_k == 0).mean() - 2 / 3) < 0.03
+    top_p = generation.TopPSampler(p=0.8)(logits, 1, 0).numpy()
+    # Nucleus of mass >= 0.8: {0, 1, 2} (0.5 + 0.25 < 0.8 <= 0.9).
+    assert set(top_p) == {0, 1, 2}
+    assert abs((top_p == 2).mean() - 0.15 / 0.9) < 0.03
+    random = generation.RandomSampler()(logits, 2, 0).numpy()
+    np.testing.assert_allclose(np.bincount(random, minlength=4) / 4000,
+                               [0.5, 0.25, 0.15, 0.1], atol=0.03)
+    # Deterministic given (seed, step); different steps differ.
+    again = generation.RandomSampler()(logits, 2, 0).numpy()
+    np.testing.assert_array_equal(random, again)
+    assert (generation.RandomSampler()(logits, 3, 0).numpy() != random).any()
+
+
+def test_bad_arguments_raise_value_errors(gpt):
+    with pytest.raises(ValueError, match="Unknown sampler"):
+        generation.get_sampler("nucleus")
+    with pytest.raises(ValueError, match="`k`"):
+        generation.TopKSampler(k=0)
+    with pytest.raises(ValueError, match="`p`"):
+        generation.TopPSampler(p=1.5)
+    with pytest.raises(ValueError, match="max_length"):
+        generation.generate(gpt, PROMPT, PROMPT > 0, max_length=3)
+    with pytest.raises(ValueError, match="position 0"):
+        generation.generate(gpt, PROMPT, np.zeros_like(PROMPT), max_length=8)
+
+
+# ---------------------------------------------------------------- decoders
+
+
+@pytest.mark.parametrize("sampler", ["greedy", generation.TopKSampler(k=5),
+                                     generation.TopPSampler(p=0.9), generation.BeamSampler(3)],
+                         ids=["greedy", "top_k", "top_p", "beam"])
+def test_cached_generation_gives_the_same_tokens_as_uncached(gpt, sampler):
+    kwargs = dict(max_length=12, sampler=sampler, seed=7)
+    cached = generation.generate(gpt, PROMPT, PROMPT > 0, use_cache=True, **kwargs)
+    # The reference re-runs the whole sequence each step. Deterministic samplers
+    # run it in graph mode without XLA (faster to build); random ones under XLA
+    # too, since XLA and TF kernels draw different stateless random numbers.
+    deterministic = sampler == "greedy" or isinstance(sampler, generation.BeamSampler)
+    uncached = generation.generate(gpt, PROMPT, PROMPT > 0, use_cache=False,
+                                   jit_compile=not deterministic, **kwargs)
+    np.testing.assert_array_equal(cached["token_ids"], uncached["token_ids"])
+    out = cached["token_ids"].numpy()
+    assert out.shape == (2, 12)
+    np.testing.assert_array_equal(out[0, :3], [5, 6, 7])  # prompts are kept
+    np.testing.assert_array_equal(out[1, :2], [8, 9])
+
+
+def test_greedy_matches_a_numpy_free_step_by_step_reference(gpt):
+    """Greedy = argmax of the full model's logits at each step (eager, no loop)."""
+    out = generation.generate(gpt, PROMPT[:1, :3], max_length=8)["token_ids"].numpy()
+    ids = list(PROMPT[0, :3])
+    while len(ids) < 8:
+        x = np.array([ids], "int32")
+        hidden = gpt({"token_ids": x, "padding_mask": np.ones_like(x)})["sequence_output"]
+        ids.append(int(np.argmax(gpt.logits(hidden)[0, -1])))
+    np.testing.assert_array_equal(out[0], ids)
+
+
+def test_generation_stops_at_end_tokens(gpt):
+    free = generation.generate(gpt, PROMPT, PROMPT > 0, max_length=12)["token_ids"].numpy()
+    end = int(free[0, 4])  # row 0's second generated token
+    first_end = np.argmax(free[0, 3:] == end) + 3
+    out = generation.generate(gpt, PROMPT, PROMPT > 0, max_length=12, end_token_id=end,
+                              pad_token_id=49)
+    ids, mask = out["token_ids"].numpy(), out["padding_mask"].numpy()
+    np.testing.assert_array_equal(ids[0, :first_end + 1], free[0, :first_end + 1])
+    assert (ids[0, first_end + 1:] == 49).all()
+    assert mask[0, :first_end + 1].all() and not mask[0, first_end + 1:].any()
+    # A row that never produced the end token runs to max_length unchanged.
+    if end not in free[1, 2:]:
+        np.testing.assert_array_equal(ids[1], free[1])
+        assert mask[1].all()
+
+
+def test_beam_search_finds_at_least_greedy_log_probability(gpt):
+    def logits_fn(ids):
+        hidden = gpt({"token_ids": ids, "padding_mask": tf.ones_like(ids)})["sequence_output"]
+        return gpt.logits(hidden)
+
+    # max_length 12 and 3 beams: the loops compiled by the tests above are reused.
+    prompt, mask = PROMPT, PROMPT > 0
+    full_mask = np.pad(mask, ((0, 0), (0, 8)))
+    greedy = generation.generate(gpt, prompt, mask, max_length=12, seed=7)
+    beam = generation.generate(gpt, prompt, mask, max_length=12, seed=7,
+                               sampler=generation.BeamSampler(3))
+    one_beam = generation.generate(gpt, prompt, mask, max_length=12,
+                                   sampler=generation.BeamSampler(1))
+    np.testing.assert_array_equal(one_beam["token_ids"], greedy["token_ids"])
+    score = {name: generation.sequence_log_probability(
+        logits_fn, out["token_ids"], full_mask, out["padding_mask"].numpy()).numpy()
+        for name, out in (("greedy", greedy), ("beam", beam))}
+    assert (score["beam"] >= score["greedy"] - 1e-4).all()
+
+
+# --------------------------------------------------------- encoder-decoders
+
+
+@pytest.mark.parametrize("family, sampler", [
+    ("t5", "greedy"), ("t5", generation.BeamSampler(2)), ("bart", "greedy")],
+    ids=["t5-greedy", "t5-beam", "bart-greedy"])
+def test_seq2seq_cached_generation_equals_uncached(family, sampler):
+    keras.utils.set_random_seed(5)
+    backbone = (T5Backbone(**SEQ2SEQ) if family == "t5"
+                else BartBackbone(**SEQ2SEQ, max_sequence_length=16))
+    encoder_ids = np.array([[5, 6, 7, 8, 0], [8, 9, 3, 0, 0]])
+    kwargs = dict(max_length=10, sampler=sampler, decoder_start_token_id=1)
+    cached = generation.generate_seq2seq(backbone, encoder_ids, encoder_ids > 0, **kwargs)
+    uncached = generation.generate_seq2seq(backbone, encoder_ids, encoder_ids > 0,
+                                           use_cache=False, jit_compile=False, **kwargs)
+    np.testing.assert_array_equal(cached["token_ids"], uncached["token_ids"])
+    assert (cached["token_ids"].numpy()[:, 0] == 1).all()

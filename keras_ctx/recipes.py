@@ -40,9 +40,85 @@ def _train_tokenizer(family, documents, vocabulary_size):
         return tokenizers.train_wordpiece(lines, vocabulary_size)
     if family == "roberta":
         return tokenizers.train_byte_level_bpe(lines, vocabulary_size)
-    if family == "albert":
+    if family in ("roberta", "bart"):
+        return tokenizers.train_byte_level_bpe(lines, vocabulary_size)
+    if family == "gpt":
+        return tokenizers.train_byte_level_bpe(lines, vocabulary_size,
+                                               special_tokens=(GPT_END_OF_TEXT,))
+    if family in ("albert", "t5"):
         return tokenizers.train_sentencepiece(lines, vocabulary_size)
     raise ValueError(f"No tokenizer recipe for the {family} family.")
+
+
+GPT_END_OF_TEXT = "<|endoftext|>"
+T5_SENTINELS = 100  # <extra_id_0..99> after the SentencePiece vocabulary (Raffel et al.)
+
+
+def _token_documents(documents, tokenizer, end_id=None):
+    """Each document as one flat 1-D token sequence (+ an end token)."""
+    from keras_ctx.data import tokenizers
+
+    def flatten(sentences):
+        tokens = sentences.flat_values
+        if end_id is not None:
+            tokens = tf.concat([tokens, [end_id]], 0)
+        return tokens
+
+    return tokenizers.tokenize_documents(documents, tokenizer).map(flatten)
+
+
+def _chunks(documents, tokenizer, length, end_id, seed):
+    """The documents' tokens as one stream cut into `length`-token chunks, shuffled."""
+    stream = _token_documents(documents, tokenizer, end_id).unbatch()
+    return stream.batch(length, drop_remainder=True).shuffle(2048, seed=seed)
+
+
+def _gpt(backbone, tokenizer, documents, args):
+    from keras_ctx.pretraining import CausalLMPretrainer
+
+    end_id = tokenizer.token_to_id(GPT_END_OF_TEXT)
+    dataset = _chunks(documents, tokenizer, args.sequence_length, end_id, args.seed).map(
+        lambda ids: {"token_ids": ids, "padding_mask": tf.ones_like(ids)})
+    return CausalLMPretrainer(backbone), dataset.batch(args.batch_size, drop_remainder=True)
+
+
+def _t5(backbone, tokenizer, documents, args):
+    from keras_ctx.data import noise
+    from keras_ctx.pretraining import Seq2SeqPretrainer
+
+    # SentencePiece ids: 0 <pad> (also T5's decoder start), 3 [SEP] as </s>.
+    eos_id = tokenizer.token_to_id("[SEP]")
+    first_sentinel = tokenizer.vocabulary_size() + T5_SENTINELS - 1
+    encoder_length, decoder_length = noise.span_corruption_lengths(args.sequence_length)
+    dataset = _chunks(documents, tokenizer, args.sequence_length, None, args.seed).map(
+        lambda ids: noise.seq2seq_features(
+            noise.span_corruption(ids, first_sentinel_id=first_sentinel, eos_id=eos_id),
+            encoder_length, decoder_length, decoder_start_id=0))
+    return Seq2SeqPretrainer(backbone), dataset.batch(args.batch_size, drop_remainder=True)
+
+
+def _bart(backbone, tokenizer, documents, args):
+    from keras_ctx.data import noise
+    from keras_ctx.pretraining import Seq2SeqPretrainer
+
+    # fairseq ids: <s>=0, <pad>=1, </s>=2, <mask>=4; BART's decoder starts with </s>.
+    bos, pad, eos, mask = (tokenizer.token_to_id(t) for t in ("<s>", "<pad>", "</s>", "<mask>"))
+    period = tokenizer.token_to_id(".")
+    body = args.sequence_length - 2
+    # Lewis et al. 2020: text infilling (30% of tokens, Poisson(3) spans) plus
+    # sentence permutation, the best combination of their Table 1.
+    corrupt = noise.compose(lambda ids: noise.sentence_permutation(ids, period),
+                            lambda ids: noise.text_infilling(ids, mask))
+
+    def example(ids):
+        noised = corrupt(ids)
+        wrap = lambda t: tf.concat([[bos], t, [eos]], 0)  # noqa: E731
+        return noise.seq2seq_features({"inputs": wrap(noised), "targets": wrap(ids)},
+                                      args.sequence_length + 1, args.sequence_length,
+                                      decoder_start_id=eos, pad_id=pad)
+
+    dataset = _chunks(documents, tokenizer, body, None, args.seed).map(example)
+    return Seq2SeqPretrainer(backbone), dataset.batch(args.batch_size, drop_remainder=True)
 
 
 def _encoder_mlm(family, backbone, tokenizer, documents, args):
@@ -110,12 +186,16 @@ def build(preset, documents, args, overrides):
         raise ValueError("CoVe trains on a parallel corpus: see examples/cove_translate.py "
                          "and keras_ctx.pretraining.TranslationPretrainer.")
     tokenizer = _train_tokenizer(family, documents, args.vocabulary_size)
-    overrides = dict(overrides, vocabulary_size=tokenizer.vocabulary_size())
+    vocabulary_size = tokenizer.vocabulary_size() + (T5_SENTINELS if family == "t5" else 0)
+    overrides = dict(overrides, vocabulary_size=vocabulary_size)
     backbone = from_preset(preset, **overrides)
     if family in ("bert", "roberta", "albert", "spanbert"):
         pretrainer, dataset = _encoder_mlm(family, backbone, tokenizer, documents, args)
     elif family == "xlnet":
         pretrainer, dataset = _xlnet(backbone, tokenizer, documents, args)
+    elif family in ("gpt", "t5", "bart"):
+        pretrainer, dataset = {"gpt": _gpt, "t5": _t5, "bart": _bart}[family](
+            backbone, tokenizer, documents, args)
     else:
         raise ValueError(f"`keras-ctx pretrain` has no recipe for {family} yet.")
     return backbone, pretrainer, dataset.repeat(), tokenizer, {}

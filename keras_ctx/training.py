@@ -193,12 +193,12 @@ def fit_resumable(
     if step > steps:
         raise ValueError(f"{out_dir} already holds a checkpoint at step {step}, past "
                          f"--steps {steps}; raise --steps or use another --out.")
+    # Built from the dataset's element spec, not from a batch: random ops in
+    # a tf.data pipeline share their state between iterators, so an extra
+    # read would shift every later random draw of a resumed run.
+    if not model.built:
+        _build_from_spec(model, dataset.element_spec)
     if step:
-        # Built from the dataset's element spec, not from a batch: random ops
-        # in a tf.data pipeline share their state between iterators, so an
-        # extra read would shift every later random draw of the resumed run.
-        if not model.built:
-            _build_from_spec(model, dataset.element_spec)
         checkpointer.restore(model, step)
         if verbose:
             print(f"Resuming from step {step} ({checkpointer.directory}).")

@@ -117,8 +117,8 @@ def export_saved_model(
             export is written to a temporary directory first and moved into
             place only when complete, so a failed export loses nothing.
         preprocessor: optional callable (a keras_ctx / keras-hub preprocessor
-            layer) mapping a 1-D tf.string batch to the model's input dict;
-            adds the `serve_text` signature.
+            layer, or a function) mapping a 1-D tf.string batch to the
+            model's input dict (or to its only input); adds `serve_text`.
         sequence_length: fixes the sequence axis of the integer signatures;
             required for `serve_examples` (skipped when the length is free).
 
@@ -158,10 +158,20 @@ def export_saved_model(
         )
 
     if preprocessor is not None:
-        archive.track(preprocessor)
+        if isinstance(preprocessor, (keras.layers.Layer, tf.Module)):
+            archive.track(preprocessor)  # its vocabulary tables travel with it
+        if not callable(preprocessor):
+            raise ExportError("`preprocessor` must map a batch of strings to the inputs.")
 
         def serve_text(text):
-            return _call_model(model, preprocessor(text), input_dtypes)
+            features = preprocessor(text)
+            if not isinstance(features, dict):
+                if len(named) != 1:
+                    raise ExportError(
+                        f"The preprocessor returned one tensor but the model takes "
+                        f"{sorted(named)}; return a dict keyed by input name.")
+                features = {next(iter(named)): features}
+            return _call_model(model, features, input_dtypes)
 
         archive.add_endpoint(
             "serve_text",

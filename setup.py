@@ -10,6 +10,8 @@ INSTALL_REQUIRES = [
     "keras-hub==0.32.0",
     "tensorflow-datasets==4.9.10",
     "safetensors==0.8.0",
+    "sentencepiece==0.2.3",
+    "tokenizers==0.23.3",
     "tensorboard==2.21.0",
     "numpy==2.4.6",
 ]

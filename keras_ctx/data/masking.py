@@ -1,0 +1,210 @@
+"""BERT's masked-LM corruption on dense batches, static or dynamic, as tf.data maps.
+
+`mask_tokens` is pure dense TensorFlow with stateless random ops: it runs in a
+tf.data map and equally inside a compiled (XLA) train step, which is how an
+ELECTRA generator or an in-step dynamic masking reuses it.
+
+Recipe (Devlin et al. 2019, Sec. 3.1 and Appendix A.1): select 15% of the
+non-special, non-padding tokens (round(0.15 n), at least 1, at most
+`max_predictions`); of the selected, 80% -> [MASK], 10% -> a random token,
+10% unchanged. Loss only at selected positions (`mask_weights`).
+
+Static masking (BERT): masks drawn once, optionally `duplicate` times per
+sequence with different masks, identical every epoch. Dynamic masking
+(RoBERTa, Liu et al. 2019, Sec. 4.1): a fresh mask every time a sequence is
+seen.
+"""
+
+import math
+
+import tensorflow as tf
+
+MASK_RATE = 0.15  # Devlin et al. 2019
+MASK_TOKEN_RATE = 0.8
+RANDOM_TOKEN_RATE = 0.1
+
+
+def default_max_predictions(sequence_length, mask_rate=MASK_RATE):
+    """Enough prediction slots that the mask_rate budget is never capped."""
+    return max(1, int(math.ceil(mask_rate * sequence_length)) + 1)
+
+
+def _check_rates(mask_rate, mask_token_rate, random_token_rate):
+    if not 0.0 < mask_rate < 1.0:
+        raise ValueError(f"`mask_rate` must be in (0, 1), got {mask_rate}.")
+    if mask_token_rate < 0 or random_token_rate < 0 or mask_token_rate + random_token_rate > 1:
+        raise ValueError(
+            "`mask_token_rate` and `random_token_rate` must be >= 0 and sum to at most 1, "
+            f"got {mask_token_rate} and {random_token_rate}."
+        )
+
+
+def candidate_mask(token_ids, padding_mask=None, special_token_ids=()):
+    """True where a token may be selected: real (padding_mask) and not special."""
+    token_ids = tf.convert_to_tensor(token_ids)
+    ok = tf.ones_like(token_ids, tf.bool)
+    if padding_mask is not None:
+        ok = tf.logical_and(ok, tf.cast(padding_mask, tf.bool))
+    for special in special_token_ids:
+        ok = tf.logical_and(ok, tf.not_equal(token_ids, special))
+    return ok
+
+
+def select_positions(candidates, seed, mask_rate=MASK_RATE, max_predictions=None):
+    """Chooses round(mask_rate * n) candidate positions per row, uniformly without replacement.
+
+    Args:
+        candidates: (batch, time) bool.
+        seed: shape (2,) int seed of the stateless random ops.
+
+    Returns:
+        positions (batch, P) int32 (0 where unused), weights (batch, P)
+        float32 (1 at used slots), selected (batch, time) bool.
+    """
+    candidates = tf.cast(candidates, tf.bool)
+    length = candidates.shape[-1]
+    if max_predictions is None:
+        max_predictions = default_max_predictions(length, mask_rate)
+    max_predictions = min(max_predictions, length)
+    n = tf.reduce_sum(tf.cast(candidates, tf.float32), axis=-1)
+    # BERT: num_to_predict = min(max_predictions, max(1, round(n * rate))).
+    count = tf.minimum(tf.maximum(1.0, tf.round(n * mask_rate)), float(max_predictions))
+    count = tf.minimum(count, n)
+    scores = tf.random.stateless_uniform(tf.shape(candidates), seed)
+    scores = tf.where(candidates, scores, -1.0)
+    _, positions = tf.math.top_k(scores, k=max_predictions)
+    slots = tf.range(max_predictions, dtype=tf.float32)[None, :]
+    weights = tf.cast(slots < count[:, None], tf.float32)
+    positions = tf.where(weights > 0, positions, 0)
+    selected = tf.reduce_sum(
+        tf.one_hot(positions, tf.shape(candidates)[-1], dtype=tf.float32) * weights[..., None],
+        axis=1,
+    ) > 0
+    return tf.cast(positions, tf.int32), weights, selected
+
+
+def mask_tokens(
+    token_ids,
+    seed,
+    vocabulary_size,
+    mask_token_id,
+    padding_mask=None,
+    special_token_ids=(),
+    mask_rate=MASK_RATE,
+    mask_token_rate=MASK_TOKEN_RATE,
+    random_token_rate=RANDOM_TOKEN_RATE,
+    max_predictions=None,
+    random_token_range=None,
+):
+    """BERT masking of a dense (batch, time) batch with a stateless seed.
+
+    Args:
+        token_ids: (batch, time) int.
+        seed: (2,) int seed; the same seed gives the same masks.
+        vocabulary_size: random replacements are drawn from
+            `random_token_range` = [low, high), default [0, vocabulary_size).
+        mask_token_id: id of [MASK].
+        padding_mask: (batch, time), 1 for real tokens.
+        special_token_ids: ids never selected ([CLS], [SEP], [PAD], ...).
+        max_predictions: P, the static number of prediction slots.
+
+    Returns:
+        dict with `token_ids` (corrupted), `mask_positions` (batch, P),
+        `mask_ids` (original ids there), `mask_weights` (1 at used slots).
+    """
+    _check_rates(mask_rate, mask_token_rate, random_token_rate)
+    token_ids = tf.cast(tf.convert_to_tensor(token_ids), tf.int32)
+    seed = tf.cast(tf.convert_to_tensor(seed), tf.int32)
+    select_seed, action_seed, random_seed = tf.unstack(
+        tf.random.experimental.stateless_split(seed, 3))
+    candidates = candidate_mask(token_ids, padding_mask, special_token_ids)
+    positions, weights, selected = select_positions(
+        candidates, select_seed, mask_rate, max_predictions)
+    low, high = random_token_range or (0, vocabulary_size)
+    action = tf.random.stateless_uniform(tf.shape(token_ids), action_seed)
+    random_ids = tf.random.stateless_uniform(
+        tf.shape(token_ids), random_seed, minval=low, maxval=high, dtype=tf.int32)
+    corrupted = tf.where(selected & (action < mask_token_rate), mask_token_id, token_ids)
+    corrupted = tf.where(
+        selected & (action >= mask_token_rate) & (action < mask_token_rate + random_token_rate),
+        random_ids, corrupted)
+    mask_ids = tf.gather(token_ids, positions, batch_dims=1)
+    return {
+        "token_ids": corrupted,
+        "mask_positions": positions,
+        "mask_ids": tf.where(weights > 0, mask_ids, 0),
+        "mask_weights": weights,
+    }
+
+
+class MLMMasker:
+    """A tf.data map: `dataset.map(masker)` on batches of dicts with `token_ids`.
+
+    The batch dict keeps its other keys (`padding_mask`, `segment_ids`,
+    labels); `token_ids` is replaced by the corrupted ids and `mask_positions`,
+    `mask_ids`, `mask_weights` are added. Use `apply(dataset)` to get static or
+    dynamic masking (it pairs each batch with a seed).
+
+    Args:
+        vocabulary_size, mask_token_id, special_token_ids, mask_rate,
+        mask_token_rate, random_token_rate, max_predictions,
+        random_token_range: as `mask_tokens`.
+        dynamic: True (RoBERTa): new masks each epoch; False (BERT): fixed.
+        duplicate: static only: each batch repeated with this many different
+            masks (BERT's dupe_factor), the same every epoch.
+        seed: integer seed of the whole masking stream.
+    """
+
+    def __init__(self, vocabulary_size, mask_token_id, special_token_ids=(),
+                 mask_rate=MASK_RATE, mask_token_rate=MASK_TOKEN_RATE,
+                 random_token_rate=RANDOM_TOKEN_RATE, max_predictions=None,
+                 random_token_range=None, dynamic=True, duplicate=1, seed=0):
+        _check_rates(mask_rate, mask_token_rate, random_token_rate)
+        if mask_token_id >= vocabulary_size:
+            raise ValueError(
+                f"mask_token_id {mask_token_id} is not below vocabulary_size "
+                f"{vocabulary_size}; the tokenizer and the model disagree on the vocabulary."
+            )
+        if duplicate < 1 or (dynamic and duplicate != 1):
+            raise ValueError("`duplicate` must be >= 1, and 1 with dynamic masking.")
+        self.vocabulary_size = vocabulary_size
+        self.mask_token_id = mask_token_id
+        self.special_token_ids = tuple(special_token_ids)
+        self.mask_rate = mask_rate
+        self.mask_token_rate = mask_token_rate
+        self.random_token_rate = random_token_rate
+        self.max_predictions = max_predictions
+        self.random_token_range = random_token_range
+        self.dynamic = dynamic
+        self.duplicate = duplicate
+        self.seed = seed
+
+    def __call__(self, batch, seed):
+        batch = dict(batch)
+        masked = mask_tokens(
+            batch["token_ids"], seed, self.vocabulary_size, self.mask_token_id,
+            padding_mask=batch.get("padding_mask"),
+            special_token_ids=self.special_token_ids, mask_rate=self.mask_rate,
+            mask_token_rate=self.mask_token_rate, random_token_rate=self.random_token_rate,
+            max_predictions=self.max_predictions, random_token_range=self.random_token_range,
+        )
+        batch.update(masked)
+        return batch
+
+    def apply(self, dataset):
+        """Masks every element of a batched dataset (static or dynamic, see the class)."""
+        if self.duplicate > 1:
+            dataset = dataset.flat_map(
+                lambda b: tf.data.Dataset.from_tensors(b).repeat(self.duplicate))
+        # Dataset.random with rerandomize_each_iteration: new seeds every epoch
+        # (dynamic), or the same seeds every epoch (static).
+        seeds = tf.data.Dataset.random(
+            seed=self.seed, rerandomize_each_iteration=self.dynamic).batch(2)
+        seeds = seeds.map(lambda s: tf.cast(s % (2**31 - 1), tf.int32))
+        return tf.data.Dataset.zip(dataset, seeds).map(
+            self, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+
+
+def mask_dataset(dataset, vocabulary_size, mask_token_id, **kwargs):
+    """`MLMMasker(vocabulary_size, mask_token_id, **kwargs).apply(dataset)`."""
+    return MLMMasker(vocabulary_size, mask_token_id, **kwargs).apply(dataset)

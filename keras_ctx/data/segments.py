@@ -1,0 +1,269 @@
+"""Segment pairs (NSP, SOP) and packing (FULL-SENTENCES, DOC-SENTENCES) over documents.
+
+Input: a tf.data.Dataset of tokenized documents, each a RaggedTensor
+[num_sentences, (tokens)] of int ids (`keras_ctx.data.tokenizers.tokenize_documents`
+makes them). Output: a tf.data.Dataset of fixed-length examples, dicts of int32
+`token_ids`, `segment_ids`, `padding_mask` (each of shape (sequence_length,))
+plus the label of the objective; batch with `drop_remainder=True` and mask.
+
+Pair sampling needs random access to other documents (a NotNext segment comes
+from a random *other* document), so like BERT's create_pretraining_data.py
+the documents are read into memory once, when the function is called; the
+examples are then produced lazily by a seeded generator feeding
+`tf.data.Dataset.from_generator`, a new sampling each epoch
+(`reshuffle_each_iteration`-like) unless `static=True`.
+
+Conventions:
+  next_sentence_labels: 0 = IsNext (B follows A), 1 = NotNext (B from another
+      document) (BERT's `is_random_next`), each with probability 1/2.
+  sentence_order_labels: 0 = in order, 1 = swapped (ALBERT, Lan et al. 2020).
+"""
+
+import numpy as np
+import tensorflow as tf
+
+
+def load_documents(tokenized_documents, min_sentences=1):
+    """The documents as lists of int32 numpy sentences; empty sentences dropped."""
+    docs = []
+    for doc in tokenized_documents.as_numpy_iterator() if isinstance(
+            tokenized_documents, tf.data.Dataset) else tokenized_documents:
+        if hasattr(doc, "to_list"):
+            doc = doc.to_list()
+        sentences = [np.asarray(s, np.int32) for s in doc if len(s) > 0]
+        if len(sentences) >= min_sentences:
+            docs.append(sentences)
+    if not docs:
+        raise ValueError(
+            "The corpus has no usable document (each needs at least "
+            f"{min_sentences} non-empty tokenized sentence(s)). Check the source, the "
+            "document separators (blank lines) and the tokenizer."
+        )
+    return docs
+
+
+def _check_length(sequence_length, extra):
+    if not isinstance(sequence_length, int) or sequence_length <= extra + 1:
+        raise ValueError(
+            f"`sequence_length` must be an int > {extra + 1} (room for the special "
+            f"tokens), got {sequence_length!r}."
+        )
+
+
+def _pad(tokens, segments, sequence_length, pad_id):
+    n = len(tokens)
+    if n > sequence_length:  # a bug, never data: every path below budgets exactly
+        raise AssertionError(f"{n} tokens > sequence_length {sequence_length}")
+    token_ids = np.full(sequence_length, pad_id, np.int32)
+    token_ids[:n] = tokens
+    segment_ids = np.zeros(sequence_length, np.int32)
+    segment_ids[:n] = segments
+    padding_mask = np.zeros(sequence_length, np.int32)
+    padding_mask[:n] = 1
+    return {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
+
+
+def _pair_example(a, b, sequence_length, cls_id, sep_id, pad_id):
+    tokens = np.concatenate([[cls_id], a, [sep_id], b, [sep_id]])
+    segments = np.concatenate([np.zeros(len(a) + 2, np.int32), np.ones(len(b) + 1, np.int32)])
+    return _pad(tokens, segments, sequence_length, pad_id)
+
+
+def truncate_pair(a, b, max_tokens, rng):
+    """BERT's truncate_seq_pair: drop from the front or back (at random) of the longer."""
+    a, b = list(a), list(b)
+    while len(a) + len(b) > max_tokens:
+        longer = a if len(a) > len(b) else b
+        if rng.random() < 0.5:
+            del longer[0]
+        else:
+            longer.pop()
+    return np.asarray(a, np.int32), np.asarray(b, np.int32)
+
+
+def _chunks(doc, max_tokens, short_seq_prob, rng):
+    """BERT's grouping of a document into chunks of consecutive sentences.
+
+    Yields (chunk_sentences, target_length); a chunk reaches target_length
+    tokens or ends the document. With probability short_seq_prob the target is
+    shorter (Devlin et al. 2019, create_pretraining_data.py, 0.1).
+    """
+    target = max_tokens
+    if rng.random() < short_seq_prob:
+        target = int(rng.integers(2, max_tokens + 1))
+    chunk, length = [], 0
+    for i, sentence in enumerate(doc):
+        chunk.append(sentence)
+        length += len(sentence)
+        if i == len(doc) - 1 or length >= target:
+            yield chunk, target
+            chunk, length = [], 0
+            target = max_tokens
+            if rng.random() < short_seq_prob:
+                target = int(rng.integers(2, max_tokens + 1))
+
+
+def _split_chunk(chunk, rng):
+    """(A, B) consecutive text from a chunk: split between sentences, or inside one."""
+    if len(chunk) >= 2:
+        a_end = int(rng.integers(1, len(chunk)))
+        return np.concatenate(chunk[:a_end]), np.concatenate(chunk[a_end:])
+    tokens = chunk[0]
+    if len(tokens) < 2:
+        return None
+    cut = int(rng.integers(1, len(tokens)))
+    return tokens[:cut], tokens[cut:]
+
+
+def _random_segment(docs, exclude, target, rng):
+    for _ in range(10):
+        index = int(rng.integers(len(docs)))
+        if index != exclude:
+            break
+    else:
+        return None
+    doc = docs[index]
+    start = int(rng.integers(len(doc)))
+    out = []
+    for sentence in doc[start:]:
+        out.append(sentence)
+        if sum(len(s) for s in out) >= target:
+            break
+    return np.concatenate(out)
+
+
+def _example_signature(sequence_length, label):
+    spec = tf.TensorSpec((sequence_length,), tf.int32)
+    signature = {"token_ids": spec, "segment_ids": spec, "padding_mask": spec}
+    if label:
+        signature[label] = tf.TensorSpec((), tf.int32)
+    return signature
+
+
+def _dataset(generate, sequence_length, label, seed, static):
+    epoch = [0]
+
+    def generator():
+        # A new sampling every epoch unless static.
+        rng = np.random.default_rng([seed, 0 if static else epoch[0]])
+        epoch[0] += 1
+        yield from generate(rng)
+
+    return tf.data.Dataset.from_generator(
+        generator, output_signature=_example_signature(sequence_length, label))
+
+
+def nsp_pairs(tokenized_documents, sequence_length, cls_id, sep_id, pad_id=0,
+              short_seq_prob=0.1, seed=0, static=False):
+    """BERT next-sentence-prediction examples `[CLS] A [SEP] B [SEP]`.
+
+    B is the true continuation of A (label 0) or, with probability 1/2, text
+    from a random other document (label 1), as Devlin et al. 2019 (Sec. 3.1).
+    Pairs longer than sequence_length - 3 are truncated as BERT does
+    (`truncate_pair`), the only truncation; every other sentence is used.
+    """
+    _check_length(sequence_length, 3)
+    docs = load_documents(tokenized_documents)
+    if len(docs) < 2:
+        raise ValueError("NSP needs at least two documents (NotNext text comes from another).")
+    max_tokens = sequence_length - 3
+
+    def generate(rng):
+        for index in rng.permutation(len(docs)):
+            doc = docs[index]
+            for chunk, target in _chunks(doc, max_tokens, short_seq_prob, rng):
+                split = _split_chunk(chunk, rng)
+                if split is None:
+                    continue
+                a, b = split
+                label = int(rng.random() < 0.5)
+                if label == 1:
+                    b = _random_segment(docs, index, max(1, target - len(a)), rng)
+                    if b is None:
+                        continue
+                a, b = truncate_pair(a, b, max_tokens, rng)
+                example = _pair_example(a, b, sequence_length, cls_id, sep_id, pad_id)
+                example["next_sentence_labels"] = np.int32(label)
+                yield example
+
+    return _dataset(generate, sequence_length, "next_sentence_labels", seed, static)
+
+
+def sop_pairs(tokenized_documents, sequence_length, cls_id, sep_id, pad_id=0,
+              short_seq_prob=0.1, seed=0, static=False):
+    """ALBERT sentence-order-prediction examples (Lan et al. 2020, Sec. 3.1).
+
+    Positive (label 0): two consecutive segments A, B of one document in order;
+    negative (label 1), probability 1/2: the same two segments swapped.
+    """
+    _check_length(sequence_length, 3)
+    docs = load_documents(tokenized_documents)
+    max_tokens = sequence_length - 3
+
+    def generate(rng):
+        for index in rng.permutation(len(docs)):
+            for chunk, _ in _chunks(docs[index], max_tokens, short_seq_prob, rng):
+                split = _split_chunk(chunk, rng)
+                if split is None:
+                    continue
+                a, b = truncate_pair(*split, max_tokens, rng)
+                label = int(rng.random() < 0.5)
+                if label:
+                    a, b = b, a
+                example = _pair_example(a, b, sequence_length, cls_id, sep_id, pad_id)
+                example["sentence_order_labels"] = np.int32(label)
+                yield example
+
+    return _dataset(generate, sequence_length, "sentence_order_labels", seed, static)
+
+
+PACKING = ("full_sentences", "doc_sentences")
+
+
+def pack_sentences(tokenized_documents, sequence_length, cls_id, sep_id, pad_id=0,
+                   mode="full_sentences", document_separator_id=None, shuffle=True,
+                   seed=0, static=False):
+    """RoBERTa's input packing (Liu et al. 2019, Sec. 4.2), one segment, no NSP.
+
+    FULL-SENTENCES: full sentences sampled contiguously, crossing document
+    boundaries (with `document_separator_id`, default sep_id, between
+    documents), up to sequence_length tokens with [CLS] ... [SEP].
+    DOC-SENTENCES: the same but never crossing a document boundary.
+    A sentence longer than the budget is split across examples (not dropped).
+    `shuffle` reorders the documents each epoch (seeded).
+    """
+    _check_length(sequence_length, 2)
+    if mode not in PACKING:
+        raise ValueError(f"`mode` must be one of {PACKING}, got {mode!r}.")
+    docs = load_documents(tokenized_documents)
+    budget = sequence_length - 2
+    doc_sep = sep_id if document_separator_id is None else document_separator_id
+
+    def emit(tokens):
+        tokens = np.concatenate([[cls_id], tokens, [sep_id]]).astype(np.int32)
+        return _pad(tokens, np.zeros(len(tokens), np.int32), sequence_length, pad_id)
+
+    def generate(rng):
+        order = rng.permutation(len(docs)) if shuffle else range(len(docs))
+        buffer = []
+        for doc_number, index in enumerate(order):
+            if mode == "doc_sentences" and buffer:
+                yield emit(np.concatenate(buffer))
+                buffer = []
+            elif mode == "full_sentences" and doc_number > 0 and buffer:
+                if sum(map(len, buffer)) + 1 > budget:
+                    yield emit(np.concatenate(buffer))
+                    buffer = []
+                else:
+                    buffer.append(np.asarray([doc_sep], np.int32))
+            for sentence in docs[index]:
+                pieces = [sentence[i:i + budget] for i in range(0, len(sentence), budget)]
+                for piece in pieces:
+                    if buffer and sum(map(len, buffer)) + len(piece) > budget:
+                        yield emit(np.concatenate(buffer))
+                        buffer = []
+                    buffer.append(piece)
+        if buffer:
+            yield emit(np.concatenate(buffer))
+
+    return _dataset(generate, sequence_length, None, seed, static)

@@ -1,0 +1,151 @@
+"""ALBERT (Lan et al. 2020): BERT with factorized embeddings and cross-layer sharing.
+
+    e_0 = LayerNorm(E_token[t] + E_pos[i] + E_segment[s])        (size E = 128)
+    x_0 = e_0 W_proj + b                                         (E -> H)
+    x_l = Block(x_{l-1}), the same block every layer (sharing="all")
+    pooled = tanh(W x_L[CLS] + b)
+
+Embedding parameters drop from V*H to V*E + E*H. `sharing` also takes
+"attention" or "ffn" (Lan et al. 2020, Table 4 ablations) and "none".
+"""
+
+import keras
+
+from keras_ctx.layers import FactorizedEmbedding, PositionEmbedding, TokenEmbedding
+from keras_ctx.layers import TransformerEncoderStack
+from keras_ctx.layers import _checks
+from keras_ctx.models.backbone import Backbone
+from keras_ctx.models.bert import _block_config, _inputs, _pooler
+from keras_ctx.models.presets import register_preset
+
+
+@keras.saving.register_keras_serializable(package="keras_ctx")
+class AlbertBackbone(Backbone):
+    """ALBERT encoder (functional keras.Model).
+
+    Args:
+        vocabulary_size: V (30000 SentencePiece pieces in the released models).
+        num_layers, num_heads, hidden_size, intermediate_size: as BERT.
+        embedding_size: E (128 in every ALBERT size).
+        sharing: "all" (ALBERT), "attention", "ffn" or "none".
+        dropout: 0 in ALBERT v2; 0.1 default here as v1.
+        max_sequence_length, type_vocab_size, layer_norm_epsilon, activation,
+        lookup: as BERT.
+
+    Inputs/outputs: as `BertBackbone`. `token_embedding` is the
+    `FactorizedEmbedding`, whose `.reverse` reads the V x E table.
+
+    Example:
+    >>> backbone = keras_ctx.models.AlbertBackbone.from_preset("albert-base")
+    """
+
+    def __init__(
+        self,
+        vocabulary_size,
+        num_layers,
+        num_heads,
+        hidden_size,
+        intermediate_size,
+        embedding_size=128,
+        sharing="all",
+        dropout=0.1,
+        max_sequence_length=512,
+        type_vocab_size=2,
+        layer_norm_epsilon=1e-12,
+        activation="gelu",
+        lookup="gather",
+        dtype=None,
+        **kwargs,
+    ):
+        _checks.divisible("hidden_size", hidden_size, "num_heads", num_heads)
+        inputs = _inputs(with_segments=True)
+        embedding = FactorizedEmbedding(vocabulary_size, embedding_size, hidden_size,
+                                        lookup=lookup, dtype=dtype, name="token_embedding")
+        embedding.build()
+        # The E-sized sum and norm sit between lookup and projection, so the
+        # factorized layer's two halves are used separately here.
+        x = embedding.token_embedding(inputs["token_ids"])
+        positions = PositionEmbedding(max_sequence_length, dtype=dtype,
+                                      name="position_embedding")(x)
+        segments = TokenEmbedding(type_vocab_size, embedding_size, lookup=lookup, dtype=dtype,
+                                  name="segment_embedding")(inputs["segment_ids"])
+        x = keras.layers.Add(dtype=dtype, name="embeddings_add")([x, positions, segments])
+        x = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, dtype=dtype,
+                                            name="embeddings_norm")(x)
+        x = keras.layers.Dropout(dropout, dtype=dtype, name="embeddings_dropout")(x)
+        x = embedding.projection(x)
+        stack = TransformerEncoderStack(
+            num_layers,
+            _block_config(num_heads, hidden_size, intermediate_size, activation, dropout,
+                          layer_norm_epsilon),
+            sharing=sharing,
+            dtype=dtype,
+            name="encoder",
+        )
+        layers = stack(x, padding_mask=inputs["padding_mask"])
+        outputs = {
+            "sequence_output": layers[-1],
+            "hidden_states": [x] + list(layers),
+            "pooled_output": _pooler(layers[-1], hidden_size, dtype),
+        }
+        super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
+        self._token_embedding = embedding
+        self._config = {
+            "vocabulary_size": vocabulary_size,
+            "num_layers": num_layers,
+            "num_heads": num_heads,
+            "hidden_size": hidden_size,
+            "intermediate_size": intermediate_size,
+            "embedding_size": embedding_size,
+            "sharing": sharing,
+            "dropout": dropout,
+            "max_sequence_length": max_sequence_length,
+            "type_vocab_size": type_vocab_size,
+            "layer_norm_epsilon": layer_norm_epsilon,
+            "activation": activation,
+            "lookup": lookup,
+        }
+        for key, value in self._config.items():
+            setattr(self, key, value)
+
+    @property
+    def token_embedding(self):
+        return self._token_embedding
+
+
+def _albert(num_layers, hidden_size, num_heads, intermediate_size):
+    # Lan et al. 2020, Table 1: V=30000 SentencePiece, E=128, all layers shared.
+    return dict(vocabulary_size=30000, num_layers=num_layers, num_heads=num_heads,
+                hidden_size=hidden_size, intermediate_size=intermediate_size,
+                embedding_size=128, sharing="all")
+
+
+ALBERT_PRESETS = {
+    "albert-base": (_albert(12, 768, 12, 3072), "ALBERT-base (Lan et al. 2020), 11.7M"),
+    "albert-large": (_albert(24, 1024, 16, 4096), "ALBERT-large (Lan et al. 2020), 17.7M"),
+    "albert-xlarge": (_albert(24, 2048, 16, 8192), "ALBERT-xlarge (Lan et al. 2020), 58.7M"),
+    "albert-xxlarge": (_albert(12, 4096, 64, 16384),
+                       "ALBERT-xxlarge (Lan et al. 2020), 222.6M"),
+}
+
+for _name, (_config, _description) in ALBERT_PRESETS.items():
+    register_preset(_name, AlbertBackbone, _config, _description)
+
+
+def albert_parameter_count(vocabulary_size, num_layers, num_heads, hidden_size,
+                           intermediate_size, embedding_size=128, sharing="all",
+                           max_sequence_length=512, type_vocab_size=2, **unused):
+    """Closed-form parameter count of an AlbertBackbone config (pooler included)."""
+    del num_heads, unused
+    h, f, e = hidden_size, intermediate_size, embedding_size
+    embeddings = (vocabulary_size + max_sequence_length + type_vocab_size) * e + 2 * e
+    projection = e * h + h
+    attention = 4 * (h * h + h) + 2 * h
+    ffn = (h * f + f) + (f * h + h) + 2 * h
+    distinct_attention = 1 if sharing in ("all", "attention") else num_layers
+    distinct_ffn = 1 if sharing in ("all", "ffn") else num_layers
+    layers = distinct_attention * attention + distinct_ffn * ffn
+    return embeddings + projection + layers + h * h + h
+
+
+__all__ = ["AlbertBackbone", "ALBERT_PRESETS", "albert_parameter_count"]

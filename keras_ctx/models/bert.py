@@ -1,0 +1,209 @@
+"""BERT (Devlin et al. 2019), and RoBERTa / SpanBERT, which share its architecture.
+
+    x_0 = LayerNorm(E_token[t] + E_pos[i] + E_segment[s]),  dropout
+    x_l = TransformerEncoderBlock_l(x_{l-1})   (post-LN, GeLU FFN), l = 1..L
+    pooled = tanh(W x_L[CLS] + b)
+
+RoBERTa (Liu et al. 2019) is the same network with type_vocab_size=1 (one
+segment embedding row, always segment 0) and 514 position rows: the Hugging
+Face / fairseq checkpoint reserves rows 0 and 1 (padding_idx + 1 offset);
+here positions always start at row 0, so an importer drops those two rows
+(or keeps them and leaves them unused; the preset keeps 514 rows so that
+parameter counts match the released model). SpanBERT (Joshi et al. 2020)
+uses BERT's shapes and cased vocabulary (28996 tokens).
+"""
+
+import keras
+
+
+from keras_ctx.layers import PositionEmbedding, TokenEmbedding, TransformerEncoderStack
+from keras_ctx.layers import _checks
+from keras_ctx.models.backbone import Backbone
+from keras_ctx.models.presets import register_preset
+
+
+def _inputs(with_segments):
+    inputs = {
+        "token_ids": keras.Input(shape=(None,), dtype="int32", name="token_ids"),
+        "padding_mask": keras.Input(shape=(None,), dtype="int32", name="padding_mask"),
+    }
+    if with_segments:
+        inputs["segment_ids"] = keras.Input(shape=(None,), dtype="int32", name="segment_ids")
+    return inputs
+
+
+def _block_config(num_heads, hidden_size, intermediate_size, activation, dropout,
+                  layer_norm_epsilon):
+    return {
+        "num_heads": num_heads,
+        "hidden_size": hidden_size,
+        "intermediate_size": intermediate_size,
+        "activation": activation,
+        "dropout": dropout,
+        "layer_norm_epsilon": layer_norm_epsilon,
+        "normalize_first": False,  # post-LN, as BERT
+        "kernel_initializer": {"class_name": "TruncatedNormal",
+                               "config": {"stddev": 0.02}, "module": "keras.initializers"},
+    }
+
+
+def _pooler(sequence_output, hidden_size, dtype):
+    # BERT's pooler: tanh(W h_[CLS] + b) (Devlin et al. 2019, Sec. 3).
+    cls = sequence_output[:, 0, :]
+    return keras.layers.Dense(hidden_size, activation="tanh", dtype=dtype,
+                              kernel_initializer=keras.initializers.TruncatedNormal(stddev=0.02),
+                              name="pooler")(cls)
+
+
+@keras.saving.register_keras_serializable(package="keras_ctx")
+class BertBackbone(Backbone):
+    """BERT / RoBERTa / SpanBERT encoder (functional keras.Model).
+
+    Args:
+        vocabulary_size: V.
+        num_layers: L.
+        num_heads: A.
+        hidden_size: H.
+        intermediate_size: FFN width (4H).
+        dropout: 0.1 in every released model.
+        max_sequence_length: rows of the position table (512; RoBERTa 514).
+        type_vocab_size: segment embedding rows (2; RoBERTa 1).
+        layer_norm_epsilon: 1e-12 (BERT), 1e-5 (RoBERTa).
+        activation: FFN activation ("gelu").
+        lookup: "gather" or "one_hot" embedding lookup (see TokenEmbedding).
+
+    Inputs: dict of int32 (batch, time) `token_ids`, `segment_ids`, `padding_mask`.
+    Outputs: dict with `sequence_output` (batch, time, H), `hidden_states`
+    (L + 1 tensors, embeddings first) and `pooled_output` (batch, H).
+
+    Example:
+    >>> backbone = keras_ctx.models.BertBackbone.from_preset("bert-tiny")
+    >>> out = backbone({"token_ids": ids, "segment_ids": seg, "padding_mask": mask})
+    """
+
+    def __init__(
+        self,
+        vocabulary_size,
+        num_layers,
+        num_heads,
+        hidden_size,
+        intermediate_size,
+        dropout=0.1,
+        max_sequence_length=512,
+        type_vocab_size=2,
+        layer_norm_epsilon=1e-12,
+        activation="gelu",
+        lookup="gather",
+        dtype=None,
+        **kwargs,
+    ):
+        _checks.positive_int("vocabulary_size", vocabulary_size)
+        _checks.positive_int("hidden_size", hidden_size)
+        _checks.divisible("hidden_size", hidden_size, "num_heads", num_heads)
+        _checks.positive_int("type_vocab_size", type_vocab_size)
+        _checks.positive_int("max_sequence_length", max_sequence_length)
+        inputs = _inputs(with_segments=True)
+        token_embedding = TokenEmbedding(vocabulary_size, hidden_size, lookup=lookup,
+                                         dtype=dtype, name="token_embedding")
+        x = token_embedding(inputs["token_ids"])
+        positions = PositionEmbedding(max_sequence_length, dtype=dtype,
+                                      name="position_embedding")(x)
+        segments = TokenEmbedding(type_vocab_size, hidden_size, lookup=lookup, dtype=dtype,
+                                  name="segment_embedding")(inputs["segment_ids"])
+        x = keras.layers.Add(dtype=dtype, name="embeddings_add")([x, positions, segments])
+        x = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, dtype=dtype,
+                                            name="embeddings_norm")(x)
+        x = keras.layers.Dropout(dropout, dtype=dtype, name="embeddings_dropout")(x)
+        stack = TransformerEncoderStack(
+            num_layers,
+            _block_config(num_heads, hidden_size, intermediate_size, activation, dropout,
+                          layer_norm_epsilon),
+            dtype=dtype,
+            name="encoder",
+        )
+        layers = stack(x, padding_mask=inputs["padding_mask"])
+        outputs = {
+            "sequence_output": layers[-1],
+            "hidden_states": [x] + list(layers),
+            "pooled_output": _pooler(layers[-1], hidden_size, dtype),
+        }
+        super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
+        self._token_embedding = token_embedding
+        self._config = {
+            "vocabulary_size": vocabulary_size,
+            "num_layers": num_layers,
+            "num_heads": num_heads,
+            "hidden_size": hidden_size,
+            "intermediate_size": intermediate_size,
+            "dropout": dropout,
+            "max_sequence_length": max_sequence_length,
+            "type_vocab_size": type_vocab_size,
+            "layer_norm_epsilon": layer_norm_epsilon,
+            "activation": activation,
+            "lookup": lookup,
+        }
+        for key, value in self._config.items():
+            setattr(self, key, value)
+
+    @property
+    def token_embedding(self):
+        return self._token_embedding
+
+
+def _bert(num_layers, hidden_size, vocabulary_size=30522, **overrides):
+    # Devlin et al. 2019 (and Turc et al. 2019 for tiny/mini/small/medium):
+    # A = H / 64, FFN = 4H, 512 positions, 2 segments, uncased 30522 WordPiece.
+    config = dict(vocabulary_size=vocabulary_size, num_layers=num_layers,
+                  num_heads=hidden_size // 64, hidden_size=hidden_size,
+                  intermediate_size=4 * hidden_size)
+    config.update(overrides)
+    return config
+
+
+def _roberta(num_layers, hidden_size):
+    # Liu et al. 2019: BPE vocabulary 50265, 514 position rows, one segment row.
+    return _bert(num_layers, hidden_size, vocabulary_size=50265, max_sequence_length=514,
+                 type_vocab_size=1, layer_norm_epsilon=1e-5)
+
+
+BERT_PRESETS = {
+    "bert-tiny": (_bert(2, 128), "BERT L=2 H=128 (Turc et al. 2019), 4.4M"),
+    "bert-mini": (_bert(4, 256), "BERT L=4 H=256 (Turc et al. 2019), 11.2M"),
+    "bert-small": (_bert(4, 512), "BERT L=4 H=512 (Turc et al. 2019), 28.8M"),
+    "bert-medium": (_bert(8, 512), "BERT L=8 H=512 (Turc et al. 2019), 41.4M"),
+    "bert-base": (_bert(12, 768), "BERT-base uncased (Devlin et al. 2019), 109.5M"),
+    "bert-large": (_bert(24, 1024), "BERT-large uncased (Devlin et al. 2019), 335.1M"),
+    "roberta-base": (_roberta(12, 768), "RoBERTa-base (Liu et al. 2019), 124.6M"),
+    "roberta-large": (_roberta(24, 1024), "RoBERTa-large (Liu et al. 2019), 355.4M"),
+    # SpanBERT (Joshi et al. 2020): BERT shapes, cased 28996-token vocabulary.
+    "spanbert-base": (_bert(12, 768, vocabulary_size=28996), "SpanBERT-base cased, 108.3M"),
+    "spanbert-large": (_bert(24, 1024, vocabulary_size=28996), "SpanBERT-large cased, 333.6M"),
+}
+
+for _name, (_config, _description) in BERT_PRESETS.items():
+    register_preset(_name, BertBackbone, _config, _description)
+
+
+def bert_parameter_count(vocabulary_size, num_layers, num_heads, hidden_size,
+                         intermediate_size, max_sequence_length=512, type_vocab_size=2,
+                         **unused):
+    """Closed-form parameter count of a BertBackbone config (pooler included)."""
+    del num_heads, unused
+    h, f = hidden_size, intermediate_size
+    embeddings = (vocabulary_size + max_sequence_length + type_vocab_size) * h + 2 * h
+    layer = 4 * (h * h + h) + 2 * h + (h * f + f) + (f * h + h) + 2 * h
+    return embeddings + num_layers * layer + h * h + h
+
+
+def check_sequence_length(backbone, sequence_length):
+    """ValueError if `sequence_length` exceeds the backbone's position table."""
+    limit = getattr(backbone, "max_sequence_length", None)
+    if limit is not None and sequence_length > limit:
+        raise ValueError(
+            f"Sequences of {sequence_length} tokens are longer than the backbone's "
+            f"max_sequence_length ({limit}). Use sequence_length <= {limit} or a "
+            "backbone with more positions."
+        )
+
+
+__all__ = ["BertBackbone", "BERT_PRESETS", "bert_parameter_count", "check_sequence_length"]

@@ -1,0 +1,218 @@
+"""Masked LM pretraining, with next sentence prediction (BERT) or sentence order (ALBERT).
+
+    L = L_MLM + L_pair
+    L_MLM  = sum_p w_p CE(y_p, softmax(head(h_p))) / sum_p w_p   (selected positions only)
+    L_pair = CE(label, softmax(W pooled))                          (NSP or SOP; none for RoBERTa)
+
+The objective is generic over the backbone: any model taking `token_ids`,
+`padding_mask` (and optionally `segment_ids`), returning `sequence_output`
+and `pooled_output`, and exposing `token_embedding` (the MLM output layer is
+tied to it). Batches are dicts made by `keras_ctx.data` (see
+`keras_ctx.data.pipelines`): the backbone inputs plus `mask_positions`,
+`mask_ids`, `mask_weights` and, for NSP / SOP, `next_sentence_labels` /
+`sentence_order_labels`. Compile with `jit_compile=True`.
+
+References: Devlin et al. 2019 (BERT); Liu et al. 2019 (RoBERTa);
+Lan et al. 2020 (ALBERT).
+"""
+
+import keras
+import tensorflow as tf
+from keras import ops
+
+from keras_ctx.layers.heads import MaskedLMHead, SentencePairHead
+
+SENTENCE_OBJECTIVES = {None: None, "nsp": "next_sentence_labels",
+                       "sop": "sentence_order_labels"}
+
+
+def weighted_cross_entropy(labels, logits, weights=None):
+    """Mean sparse cross-entropy (float32) over positions with weight 1."""
+    logits = ops.cast(logits, "float32")
+    ce = keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+    if weights is None:
+        return ops.mean(ce)
+    weights = ops.cast(weights, "float32")
+    return ops.sum(ce * weights) / ops.maximum(ops.sum(weights), 1.0)
+
+
+def backbone_inputs(backbone, batch):
+    """The backbone's own inputs from a batch dict; zeros for absent `segment_ids`."""
+    names = list(backbone.input.keys()) if isinstance(backbone.input, dict) else [
+        "token_ids", "padding_mask"]
+    inputs = {}
+    for name in names:
+        if name in batch:
+            inputs[name] = batch[name]
+        elif name == "segment_ids":
+            inputs[name] = ops.zeros_like(batch["token_ids"])
+        else:
+            raise ValueError(f"The batch has no {name!r}, which the backbone needs.")
+    length = batch["token_ids"].shape[1]
+    limit = getattr(backbone, "max_sequence_length", None)
+    if isinstance(length, int) and limit is not None and length > limit:
+        raise ValueError(
+            f"Batches of {length} tokens are longer than the backbone's max_sequence_length "
+            f"({limit}); make the pipeline's sequence_length <= {limit}."
+        )
+    return inputs
+
+
+class _Pretrainer(keras.Model):
+    """What the pretrainers share: a loss + accuracy metric per sub-objective, train/test steps."""
+
+    objectives = ()
+
+    def _make_metrics(self):
+        self.loss_tracker = keras.metrics.Mean(name="loss")
+        self.objective_metrics = {}
+        for name in self.objectives:
+            self.objective_metrics[name] = (
+                keras.metrics.Mean(name=f"{name}_loss"),
+                keras.metrics.SparseCategoricalAccuracy(name=f"{name}_accuracy"),
+            )
+
+    @property
+    def metrics(self):
+        out = [self.loss_tracker]
+        for loss, accuracy in self.objective_metrics.values():
+            out += [loss, accuracy]
+        return out
+
+    def _targets(self, batch):
+        """{objective: (labels, weights or None)}, matching `call`'s logits keys."""
+        raise NotImplementedError
+
+    def _step_losses(self, batch, training):
+        outputs = self(batch, training=training)
+        targets = self._targets(batch)
+        losses = {name: weighted_cross_entropy(*targets[name][:1], outputs[name],
+                                               targets[name][1])
+                  for name in self.objectives}
+        return outputs, targets, losses
+
+    def _update_metrics(self, outputs, targets, losses, total):
+        self.loss_tracker.update_state(total)
+        for name, (loss_metric, accuracy) in self.objective_metrics.items():
+            labels, weights = targets[name]
+            loss_metric.update_state(losses[name])
+            accuracy.update_state(labels, ops.cast(outputs[name], "float32"),
+                                  sample_weight=weights)
+        return {m.name: m.result() for m in self.metrics}
+
+    @staticmethod
+    def _unpack(data):
+        return data[0] if isinstance(data, (tuple, list)) else data
+
+    def train_step(self, data):
+        batch = self._unpack(data)
+        with tf.GradientTape() as tape:
+            outputs, targets, losses = self._step_losses(batch, training=True)
+            total = sum(losses.values())
+            # Gradients are summed over replicas: average the loss over them.
+            replicas = tf.distribute.get_strategy().num_replicas_in_sync
+            scaled = total / replicas
+            if hasattr(self.optimizer, "scale_loss"):
+                scaled = self.optimizer.scale_loss(scaled)
+        variables = self.trainable_variables
+        gradients = tape.gradient(scaled, variables)
+        # Objectives without a pair task leave the pooler without gradients.
+        used = [(g, v) for g, v in zip(gradients, variables) if g is not None]
+        self.optimizer.apply([g for g, _ in used], [v for _, v in used])
+        return self._update_metrics(outputs, targets, losses, total)
+
+    def test_step(self, data):
+        batch = self._unpack(data)
+        outputs, targets, losses = self._step_losses(batch, training=False)
+        return self._update_metrics(outputs, targets, losses, sum(losses.values()))
+
+    def get_config(self):
+        return {"backbone": keras.saving.serialize_keras_object(self.backbone),
+                "name": self.name, "trainable": self.trainable}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
+        return cls(**config)
+
+
+@keras.saving.register_keras_serializable(package="keras_ctx")
+class MaskedLMPretrainer(_Pretrainer):
+    """Masked LM, plus NSP (`sentence_objective="nsp"`) or SOP (`"sop"`).
+
+    Args:
+        backbone: any backbone of the interface above (BertBackbone,
+            AlbertBackbone, an ELECTRA generator, ...).
+        sentence_objective: None (RoBERTa), "nsp" (BERT) or "sop" (ALBERT).
+
+    Call: a batch dict -> {"mlm": (batch, P, V) logits[, "nsp"/"sop": (batch, 2)]}.
+    Metrics: loss, mlm_loss, mlm_accuracy[, nsp_loss, nsp_accuracy / sop_...].
+
+    Example:
+    >>> pretrainer = keras_ctx.pretraining.BertPretrainer(backbone)
+    >>> pretrainer.compile(optimizer=keras.optimizers.AdamW(1e-4), jit_compile=True)
+    >>> pretrainer.fit(keras_ctx.data.pipelines.bert_dataset(...), epochs=1)
+    """
+
+    def __init__(self, backbone, sentence_objective=None, **kwargs):
+        if sentence_objective not in SENTENCE_OBJECTIVES:
+            raise ValueError(
+                f"`sentence_objective` must be None, 'nsp' or 'sop', got {sentence_objective!r}.")
+        super().__init__(**kwargs)
+        self.backbone = backbone
+        self.sentence_objective = sentence_objective
+        epsilon = getattr(backbone, "layer_norm_epsilon", 1e-12)
+        activation = getattr(backbone, "activation", "gelu")
+        self.mlm_head = MaskedLMHead(token_embedding=backbone.token_embedding,
+                                     activation=activation, layer_norm_epsilon=epsilon,
+                                     dtype=backbone.dtype_policy, name="mlm_head")
+        self.objectives = ("mlm",) + ((sentence_objective,) if sentence_objective else ())
+        if sentence_objective:
+            self.pair_head = SentencePairHead(2, dtype=backbone.dtype_policy,
+                                              name=f"{sentence_objective}_head")
+        self._make_metrics()
+
+    def call(self, batch, training=False):
+        outputs = self.backbone(backbone_inputs(self.backbone, batch), training=training)
+        logits = {"mlm": self.mlm_head(outputs["sequence_output"],
+                                       mask_positions=batch["mask_positions"])}
+        if self.sentence_objective:
+            logits[self.sentence_objective] = self.pair_head(outputs["pooled_output"])
+        return logits
+
+    def _targets(self, batch):
+        targets = {"mlm": (batch["mask_ids"], batch["mask_weights"])}
+        if self.sentence_objective:
+            targets[self.sentence_objective] = (
+                batch[SENTENCE_OBJECTIVES[self.sentence_objective]], None)
+        return targets
+
+    def get_config(self):
+        config = super().get_config()
+        config["sentence_objective"] = self.sentence_objective
+        return config
+
+
+@keras.saving.register_keras_serializable(package="keras_ctx")
+class BertPretrainer(MaskedLMPretrainer):
+    """BERT: masked LM + next sentence prediction (Devlin et al. 2019)."""
+
+    def __init__(self, backbone, sentence_objective="nsp", **kwargs):
+        super().__init__(backbone, sentence_objective=sentence_objective, **kwargs)
+
+
+@keras.saving.register_keras_serializable(package="keras_ctx")
+class RobertaPretrainer(MaskedLMPretrainer):
+    """RoBERTa: masked LM only, fed dynamically masked packed sentences (Liu et al. 2019)."""
+
+    def __init__(self, backbone, sentence_objective=None, **kwargs):
+        super().__init__(backbone, sentence_objective=sentence_objective, **kwargs)
+
+
+@keras.saving.register_keras_serializable(package="keras_ctx")
+class AlbertPretrainer(MaskedLMPretrainer):
+    """ALBERT: masked LM + sentence order prediction (Lan et al. 2020)."""
+
+    def __init__(self, backbone, sentence_objective="sop", **kwargs):
+        super().__init__(backbone, sentence_objective=sentence_objective, **kwargs)

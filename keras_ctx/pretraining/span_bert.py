@@ -1,0 +1,64 @@
+"""SpanBERT pretraining: span masking + span boundary objective (Joshi et al. 2020).
+
+    L(x_i) = L_MLM(x_i) + L_SBO(x_i)
+           = -log P(x_i | h_i) - log P(x_i | y_i),  y_i = f(x_{s-1}, x_{e+1}, p_{i-s+1})
+
+for every token x_i of a masked span (s, e); single contiguous segments, no
+NSP. Batches come from `keras_ctx.data.span_masking.SpanMasker` (see
+`keras_ctx.data.pipelines.spanbert_dataset`): backbone inputs, `mask_positions`,
+`mask_ids`, `mask_weights`, `span_left_positions`, `span_right_positions`,
+`span_offsets`. Both heads are tied to the backbone's input embeddings.
+"""
+
+import keras
+
+from keras_ctx.layers.heads import MaskedLMHead, SpanBoundaryHead
+from keras_ctx.pretraining.masked_lm import _Pretrainer, backbone_inputs
+
+
+@keras.saving.register_keras_serializable(package="keras_ctx")
+class SpanBertPretrainer(_Pretrainer):
+    """Masked LM + span boundary objective over any backbone.
+
+    Args:
+        backbone: a backbone with `token_embedding` (BertBackbone for SpanBERT).
+        max_span_length: rows of the SBO relative position table, in tokens
+            (spans are at most 10 words; longer offsets share the last row).
+
+    Call: batch dict -> {"mlm": (batch, P, V), "sbo": (batch, P, V)} logits.
+    Metrics: loss, mlm_loss, mlm_accuracy, sbo_loss, sbo_accuracy.
+    """
+
+    objectives = ("mlm", "sbo")
+
+    def __init__(self, backbone, max_span_length=32, **kwargs):
+        super().__init__(**kwargs)
+        self.backbone = backbone
+        self.max_span_length = max_span_length
+        epsilon = getattr(backbone, "layer_norm_epsilon", 1e-12)
+        self.mlm_head = MaskedLMHead(token_embedding=backbone.token_embedding,
+                                     layer_norm_epsilon=epsilon,
+                                     dtype=backbone.dtype_policy, name="mlm_head")
+        self.sbo_head = SpanBoundaryHead(token_embedding=backbone.token_embedding,
+                                         max_span_length=max_span_length,
+                                         layer_norm_epsilon=epsilon,
+                                         dtype=backbone.dtype_policy, name="sbo_head")
+        self._make_metrics()
+
+    def call(self, batch, training=False):
+        sequence = self.backbone(backbone_inputs(self.backbone, batch),
+                                 training=training)["sequence_output"]
+        return {
+            "mlm": self.mlm_head(sequence, mask_positions=batch["mask_positions"]),
+            "sbo": self.sbo_head(sequence, batch["span_left_positions"],
+                                 batch["span_right_positions"], batch["span_offsets"]),
+        }
+
+    def _targets(self, batch):
+        target = (batch["mask_ids"], batch["mask_weights"])
+        return {"mlm": target, "sbo": target}
+
+    def get_config(self):
+        config = super().get_config()
+        config["max_span_length"] = self.max_span_length
+        return config

@@ -1,0 +1,143 @@
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_ctx.data import segments
+
+CLS, SEP, PAD, DOC_SEP = 2, 3, 0, 1
+
+
+def _documents(count=60, seed=0):
+    """Documents of globally unique, increasing ids: membership and order are checkable."""
+    rng = np.random.default_rng(seed)
+    docs, next_id, owner = [], 10, {}
+    for d in range(count):
+        sentences = []
+        for _ in range(int(rng.integers(1, 7))):
+            length = int(rng.integers(1, 9))
+            sentence = list(range(next_id, next_id + length))
+            for t in sentence:
+                owner[t] = d
+            next_id += length
+            sentences.append(sentence)
+        docs.append(sentences)
+    return docs, owner
+
+
+def _ragged(docs):
+    return tf.data.Dataset.from_generator(
+        lambda: (tf.ragged.constant(d, dtype=tf.int32) for d in docs),
+        output_signature=tf.RaggedTensorSpec((None, None), tf.int32, ragged_rank=1))
+
+
+def _split(example):
+    n = example["padding_mask"].sum()
+    ids = example["token_ids"][:n]
+    assert ids[0] == CLS and ids[-1] == SEP
+    assert (example["token_ids"][n:] == PAD).all() and (example["padding_mask"][n:] == 0).all()
+    first_sep = int(np.where(ids == SEP)[0][0])
+    a, b = ids[1:first_sep], ids[first_sep + 1:-1]
+    want_segments = np.r_[np.zeros(first_sep + 1), np.ones(len(b) + 1)]
+    np.testing.assert_array_equal(example["segment_ids"][:n], want_segments)
+    return a, b
+
+
+def _contiguous(tokens):
+    return len(tokens) > 0 and (np.diff(tokens) == 1).all()
+
+
+def test_nsp_pairs_are_balanced_and_correct():
+    docs, owner = _documents(600)
+    examples = list(segments.nsp_pairs(_ragged(docs), 32, CLS, SEP, PAD,
+                                       seed=1).as_numpy_iterator())
+    labels = np.array([e["next_sentence_labels"] for e in examples])
+    assert len(labels) > 300
+    # 50% IsNext / 50% NotNext (Devlin et al. 2019), within 4 standard errors.
+    assert abs(labels.mean() - 0.5) < 4 * np.sqrt(0.25 / len(labels))
+    truncated = 0
+    for example, label in zip(examples, labels):
+        a, b = _split(example)
+        assert len(a) and len(b) and len(a) + len(b) <= 29
+        doc_a = {owner[t] for t in a}
+        doc_b = {owner[t] for t in b}
+        assert len(doc_a) == 1 and len(doc_b) == 1
+        if label == 0:
+            assert doc_a == doc_b
+            if a[-1] + 1 == b[0]:
+                continue
+            truncated += 1  # BERT's truncate_seq_pair cut the join
+        else:
+            assert doc_a != doc_b, "a NotNext segment came from the same document"
+    assert truncated < 0.1 * len(labels)
+
+
+def test_sop_negatives_are_exactly_swapped_positives():
+    docs, owner = _documents(200)
+    examples = list(segments.sop_pairs(_ragged(docs), 64, CLS, SEP, PAD,
+                                       seed=2).as_numpy_iterator())
+    labels = np.array([e["sentence_order_labels"] for e in examples])
+    assert abs(labels.mean() - 0.5) < 4 * np.sqrt(0.25 / len(labels))
+    for example, label in zip(examples, labels):
+        a, b = _split(example)
+        assert {owner[t] for t in np.r_[a, b]} == {owner[a[0]]}
+        # Positive: A then B, one contiguous run. Negative: the run swapped.
+        first, second = (a, b) if label == 0 else (b, a)
+        assert _contiguous(np.r_[first, second])
+
+
+def test_pairs_resample_each_epoch_unless_static():
+    docs, _ = _documents(50)
+    dynamic = segments.nsp_pairs(_ragged(docs), 32, CLS, SEP, PAD, seed=0)
+    one, two = (list(dynamic.take(20).as_numpy_iterator()) for _ in range(2))
+    assert any((x["token_ids"] != y["token_ids"]).any() for x, y in zip(one, two))
+    static = segments.nsp_pairs(_ragged(docs), 32, CLS, SEP, PAD, seed=0, static=True)
+    one, two = (list(static.take(20).as_numpy_iterator()) for _ in range(2))
+    assert all((x["token_ids"] == y["token_ids"]).all() for x, y in zip(one, two))
+
+
+@pytest.mark.parametrize("mode", ["full_sentences", "doc_sentences"])
+def test_packing_keeps_every_token_in_order(mode):
+    docs, owner = _documents(40)
+    examples = list(segments.pack_sentences(_ragged(docs), 24, CLS, SEP, PAD, mode=mode,
+                                            document_separator_id=DOC_SEP, shuffle=False)
+                    .as_numpy_iterator())
+    stream = []
+    for example in examples:
+        n = example["padding_mask"].sum()
+        ids = example["token_ids"][:n]
+        assert ids[0] == CLS and ids[-1] == SEP and n <= 24
+        assert (example["segment_ids"] == 0).all()
+        body = ids[1:-1]
+        words = body[body != DOC_SEP]
+        if mode == "doc_sentences":
+            assert DOC_SEP not in body and len({owner[t] for t in words}) == 1
+        else:
+            # Crossing a document boundary is marked by the separator.
+            for left, right in zip(body[:-1], body[1:]):
+                if left != DOC_SEP and right != DOC_SEP:
+                    assert owner[left] == owner[right]
+        stream.extend(words)
+    want = [t for d in docs for s in d for t in s]
+    np.testing.assert_array_equal(stream, want)
+    if mode == "full_sentences":
+        # Packing fills sequences: on average well over half full.
+        assert np.mean([e["padding_mask"].sum() for e in examples]) > 0.75 * 24
+
+
+def test_long_sentence_is_split_not_dropped():
+    docs = [[list(range(10, 60))]]
+    examples = list(segments.pack_sentences(_ragged(docs), 16, CLS, SEP, PAD)
+                    .as_numpy_iterator())
+    body = np.concatenate([e["token_ids"][1:e["padding_mask"].sum() - 1] for e in examples])
+    np.testing.assert_array_equal(body, np.arange(10, 60))
+
+
+def test_errors_are_clear():
+    with pytest.raises(ValueError, match="no usable document"):
+        segments.nsp_pairs(_ragged([[[]], [[]]]), 32, CLS, SEP)
+    with pytest.raises(ValueError, match="two documents"):
+        segments.nsp_pairs(_ragged([[[10, 11], [12]]]), 32, CLS, SEP)
+    with pytest.raises(ValueError, match="sequence_length"):
+        segments.sop_pairs(_ragged([[[10, 11], [12]]]), 3, CLS, SEP)
+    with pytest.raises(ValueError, match="mode"):
+        segments.pack_sentences(_ragged([[[10]]]), 8, CLS, SEP, mode="half_sentences")

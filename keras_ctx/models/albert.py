@@ -149,3 +149,7 @@ def albert_parameter_count(vocabulary_size, num_layers, num_heads, hidden_size,
 
 
 __all__ = ["AlbertBackbone", "ALBERT_PRESETS", "albert_parameter_count"]
+
+
+# Lets `list_presets` count without building (keras_ctx.models.presets).
+AlbertBackbone.analytic_parameter_count = staticmethod(albert_parameter_count)

@@ -207,3 +207,7 @@ def check_sequence_length(backbone, sequence_length):
 
 
 __all__ = ["BertBackbone", "BERT_PRESETS", "bert_parameter_count", "check_sequence_length"]
+
+
+# Lets `list_presets` count without building (keras_ctx.models.presets).
+BertBackbone.analytic_parameter_count = staticmethod(bert_parameter_count)

@@ -280,3 +280,7 @@ class Elmo(keras.layers.Layer):
             }
         )
         return config
+
+
+# Lets `list_presets` count without building (keras_ctx.models.presets).
+ElmoBackbone.analytic_parameter_count = staticmethod(elmo_parameter_count)

@@ -55,6 +55,11 @@ def count_parameters(backbone_cls, config):
     """
     analytic = getattr(backbone_cls, "analytic_parameter_count", None)
     if analytic is not None:
+        import inspect
+
+        parameters = inspect.signature(analytic).parameters
+        if not any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
+            config = {k: v for k, v in config.items() if k in parameters}
         return int(analytic(**config))
     model = backbone_cls(**config)
     count = model.count_params()

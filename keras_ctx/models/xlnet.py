@@ -543,3 +543,7 @@ XLNET_PRESETS = {
 
 for _name, (_config, _description) in XLNET_PRESETS.items():
     register_preset(_name, XLNetBackbone, _config, _description)
+
+
+# Lets `list_presets` count without building (keras_ctx.models.presets).
+XLNetBackbone.analytic_parameter_count = staticmethod(xlnet_parameter_count)

@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from keras_ctx import runs
 from keras_ctx.data import corpora
+from keras_ctx.preprocessing import FAMILY_TOKENS, TextPreprocessor
 
 
 # ---------------------------------------------------------------- families
@@ -278,6 +279,9 @@ def pretrain_from_args(args):
     print(f"Saved the backbone and tokenizer to {args.out}.")
     if args.export:
         _export_run(args.out, args.export, overwrite=True)
+        if tokenizer is not None and info["family"] in FAMILY_TOKENS:
+            _export_run(args.out, args.export.rstrip("/") + "-text", overwrite=True,
+                        with_text=True)
     if info["family"] not in ("t5", "bart", "cove"):
         show_context(args.out)
     return 0
@@ -397,19 +401,25 @@ def embed_from_args(args):
 
 # ---------------------------------------------------------------- export, fine-tune
 
-def _export_run(model_or_run, out, version=1, overwrite=False, sequence_length=None):
+def _export_run(model_or_run, out, version=1, overwrite=False, sequence_length=None,
+                with_text=False):
+    """Exports a run (or a preset); `with_text` adds serve_text (needs tensorflow-text ops)."""
     from keras_ctx.export import export_saved_model
     from keras_ctx.models import from_preset
 
+    preprocessor = None
     if os.path.isdir(model_or_run):
-        info, backbone, _ = runs.load_run(model_or_run)
+        info, backbone, tokenizer = runs.load_run(model_or_run)
         sequence_length = sequence_length or info.get("sequence_length")
+        if with_text:
+            preprocessor = TextPreprocessor(tokenizer, sequence_length, info["family"])
     else:
         backbone = from_preset(model_or_run)
     path = export_saved_model(backbone, out, version=version, overwrite=overwrite,
-                              sequence_length=sequence_length)
-    print(f"Exported a SavedModel to {path} (signatures serving_default"
-          f"{', serve_examples' if sequence_length else ''}).")
+                              sequence_length=sequence_length, preprocessor=preprocessor)
+    signatures = ["serving_default"] + (["serve_examples"] if sequence_length else []) + (
+        ["serve_text"] if preprocessor else [])
+    print(f"Exported a SavedModel to {path} (signatures {', '.join(signatures)}).")
     return path
 
 

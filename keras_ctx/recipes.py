@@ -143,6 +143,20 @@ def _encoder_mlm(family, backbone, tokenizer, documents, args):
     return pretraining.SpanBertPretrainer(backbone), dataset
 
 
+def _electra(preset, discriminator, tokenizer, documents, args):
+    from keras_ctx.data import pipelines
+    from keras_ctx.models.electra import ELECTRA_GENERATOR_FRACTIONS, electra_generator
+    from keras_ctx.pretraining.electra import ElectraPretrainer
+
+    # Clark et al. 2020: BERT's masking on packed text (no NSP); the generator
+    # is a fraction of the discriminator's width (their Table 6).
+    fraction = ELECTRA_GENERATOR_FRACTIONS.get(preset, 0.25)
+    generator = electra_generator(discriminator, hidden_fraction=fraction)
+    dataset = pipelines.roberta_dataset(documents, tokenizer, batch_size=args.batch_size,
+                                        sequence_length=args.sequence_length, seed=args.seed)
+    return ElectraPretrainer(generator, discriminator, seed=args.seed), dataset
+
+
 def _xlnet(backbone, tokenizer, documents, args):
     from keras_ctx.data import permutation, tokenizers
     from keras_ctx.pretraining import XLNetPretrainer
@@ -192,6 +206,8 @@ def build(preset, documents, args, overrides):
     backbone = from_preset(preset, **overrides)
     if family in ("bert", "roberta", "albert", "spanbert"):
         pretrainer, dataset = _encoder_mlm(family, backbone, tokenizer, documents, args)
+    elif family == "electra":
+        pretrainer, dataset = _electra(preset, backbone, tokenizer, documents, args)
     elif family == "xlnet":
         pretrainer, dataset = _xlnet(backbone, tokenizer, documents, args)
     elif family in ("gpt", "t5", "bart"):

@@ -8,9 +8,7 @@ import sys
 def _presets(args):
     from keras_ctx.models import list_presets
 
-    rows = list_presets()
-    if args.family:
-        rows = [r for r in rows if args.family.lower() in r[1].lower()]
+    rows = list_presets(args.family)
     print(f"{'preset':22s} {'backbone':18s} {'parameters':>14s}  description")
     for name, family, count, description in rows:
         print(f"{name:22s} {family:18s} {count:>14,d}  {description}")

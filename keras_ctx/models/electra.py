@@ -259,3 +259,7 @@ for _name, (_config, _description) in ELECTRA_PRESETS.items():
 
 __all__ = ["ElectraBackbone", "ELECTRA_PRESETS", "ELECTRA_GENERATOR_FRACTIONS",
            "electra_generator", "electra_parameter_count", "generator_config"]
+
+
+# Lets `list_presets` count without building (keras_ctx.models.presets).
+ElectraBackbone.analytic_parameter_count = staticmethod(electra_parameter_count)

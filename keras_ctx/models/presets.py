@@ -37,11 +37,16 @@ def from_preset(name, **overrides):
     return backbone_cls(**config)
 
 
-def list_presets():
-    """[(name, family, parameter count, description)], counted without building weights."""
+def list_presets(family=None):
+    """[(name, backbone class name, parameter count, description)].
+
+    `family` keeps the presets whose name or backbone class contains it.
+    """
     rows = []
     for name in preset_names():
         backbone_cls, config, description = _PRESETS[name]
+        if family and family.lower() not in (name + backbone_cls.__name__).lower():
+            continue
         rows.append((name, backbone_cls.__name__, count_parameters(backbone_cls, config),
                      description))
     return rows

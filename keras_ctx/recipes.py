@@ -338,11 +338,12 @@ def encode_words(info, tokenizer, texts):
             word_spans.append((len(row), len(row) + len(pieces)))
             row.extend(pieces)
         row.extend(ends)
-        if len(row) > length:
-            raise ValueError(f"{text!r} is {len(row)} tokens, longer than the run's "
-                             f"sequence length {length}.")
-        rows.append(row + [pad] * (length - len(row)))
+        rows.append(row)
         spans.append(word_spans)
+    # At least the training length; longer texts get longer rows (up to the
+    # backbone's own position limit, which it checks), never truncation.
+    length = max([length] + [len(row) for row in rows])
+    rows = [row + [pad] * (length - len(row)) for row in rows]
     ids = np.array(rows, "int32")
     mask = np.zeros_like(ids)
     for i, text_row in enumerate(rows):

@@ -1,0 +1,53 @@
+"""`keras-ctx pretrain` runs every family's recipe end to end (tiny sizes, two steps)."""
+
+import numpy as np
+import pytest
+
+from keras_ctx import recipes, runs
+from keras_ctx.cli import main
+from tests.test_cli import write_corpus
+
+ENCODER = ["num_layers=1", "num_heads=2", "hidden_size=32", "intermediate_size=64"]
+DECODER = ["num_layers=1", "num_heads=2", "hidden_dim=32", "intermediate_dim=64"]
+FAMILIES = {
+    "bert-tiny": ENCODER,
+    "roberta-base": ENCODER,
+    "albert-base": ENCODER + ["embedding_size=16"],
+    "spanbert-base": ENCODER,
+    "electra-small": ENCODER + ["embedding_size=16"],
+    "xlnet-base": ENCODER,
+    "elmo-small": ["projection_dim=16", "lstm_units=32", "num_layers=1"],
+    "gpt2": DECODER,
+    "t5-small": DECODER,
+    "bart-base": DECODER,
+}
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    path = tmp_path_factory.mktemp("corpus") / "corpus.txt"
+    write_corpus(path, documents=40)
+    return str(path)
+
+
+@pytest.mark.parametrize("preset", sorted(FAMILIES))
+def test_pretrain_recipe_trains_saves_and_embeds(preset, corpus, tmp_path):
+    overrides = [arg for item in FAMILIES[preset] for arg in ("--set", item)]
+    out = str(tmp_path / "run")
+    code = main(["pretrain", preset, "--corpus", corpus, "--steps", "2",
+                 "--checkpoint-every", "2", "--vocabulary-size", "300",
+                 "--sequence-length", "32", "--batch-size", "4", *overrides, "--out", out])
+    assert code == 0
+    info, backbone, tokenizer = runs.load_run(out)
+    assert info["family"] == recipes.family_of(preset)
+    assert (tokenizer is None) == (info["family"] == "elmo")
+    if info["family"] in ("t5", "bart"):
+        return  # encoder-decoders: no single-word context vectors
+    vectors = recipes.word_vectors(out, ["the bank river", "a bank loan"], "bank")
+    assert vectors.shape[0] == 2 and np.all(np.isfinite(vectors))
+    assert not np.allclose(vectors[0], vectors[1])  # the context changes the vector
+
+
+def test_cove_needs_a_parallel_corpus(corpus, tmp_path, capsys):
+    assert main(["pretrain", "cove-base", "--corpus", corpus, "--out", str(tmp_path)]) == 2
+    assert "parallel corpus" in capsys.readouterr().err

@@ -1,2 +1,15 @@
-from keras_ctx.data import masking, pipelines, segments, span_masking, tokenizers  # noqa: E402,F401
-from keras_ctx.data import characters, glove, parallel  # noqa: E402,F401
+"""tf.data pipelines: corpora, tokenizers, segments, masking, permutations, noise."""
+
+from keras_ctx.data import (  # noqa: F401
+    characters,
+    corpora,
+    glove,
+    masking,
+    noise,
+    parallel,
+    permutation,
+    pipelines,
+    segments,
+    span_masking,
+    tokenizers,
+)

@@ -6,18 +6,13 @@ Importing a family module registers its presets.
 from keras_ctx.models.backbone import Backbone
 from keras_ctx.models.presets import from_preset, list_presets, register_preset
 
-# Family modules (each registers its presets):
-from keras_ctx.models import xlnet  # noqa: E402,F401
-from keras_ctx.models.xlnet import XLNetBackbone  # noqa: E402,F401
-from keras_ctx.models import albert, bert  # noqa: E402,F401
-from keras_ctx.models.albert import AlbertBackbone  # noqa: E402,F401
-from keras_ctx.models.bert import BertBackbone  # noqa: E402,F401
-from keras_ctx.models import bart, gpt, t5  # noqa: E402,F401
-from keras_ctx.models.bart import BartBackbone  # noqa: E402,F401
-from keras_ctx.models.gpt import GPTBackbone  # noqa: E402,F401
-from keras_ctx.models.t5 import T5Backbone  # noqa: E402,F401
-from keras_ctx.models import cove, elmo  # noqa: E402,F401
-from keras_ctx.models.cove import Cove, CoveBackbone  # noqa: E402,F401
-from keras_ctx.models.elmo import Elmo, ElmoBackbone  # noqa: E402,F401
-from keras_ctx.models import electra  # noqa: E402,F401
-from keras_ctx.models.electra import ElectraBackbone, electra_generator  # noqa: E402,F401
+from keras_ctx.models import albert, bart, bert, cove, electra, elmo, gpt, t5, xlnet  # noqa: F401,E402,I001
+from keras_ctx.models.albert import AlbertBackbone  # noqa: E402
+from keras_ctx.models.bart import BartBackbone  # noqa: E402
+from keras_ctx.models.bert import BertBackbone  # noqa: E402
+from keras_ctx.models.cove import Cove, CoveBackbone  # noqa: E402
+from keras_ctx.models.electra import ElectraBackbone, electra_generator  # noqa: E402
+from keras_ctx.models.elmo import Elmo, ElmoBackbone  # noqa: E402
+from keras_ctx.models.gpt import GPTBackbone  # noqa: E402
+from keras_ctx.models.t5 import T5Backbone  # noqa: E402
+from keras_ctx.models.xlnet import XLNetBackbone  # noqa: E402

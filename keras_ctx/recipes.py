@@ -39,8 +39,6 @@ def _train_tokenizer(family, documents, vocabulary_size):
     lines = _sentences(documents)
     if family in ("bert", "spanbert", "electra", "xlnet"):
         return tokenizers.train_wordpiece(lines, vocabulary_size)
-    if family == "roberta":
-        return tokenizers.train_byte_level_bpe(lines, vocabulary_size)
     if family in ("roberta", "bart"):
         return tokenizers.train_byte_level_bpe(lines, vocabulary_size)
     if family == "gpt":
@@ -69,8 +67,12 @@ def _token_documents(documents, tokenizer, end_id=None):
 
 
 def _chunks(documents, tokenizer, length, end_id, seed):
-    """The documents' tokens as one stream cut into `length`-token chunks, shuffled."""
-    stream = _token_documents(documents, tokenizer, end_id).unbatch()
+    """The documents' tokens as one stream cut into `length`-token chunks, shuffled.
+
+    The stream repeats the corpus before it is cut, so the tokens at the end
+    of one pass start the next chunk instead of being dropped.
+    """
+    stream = _token_documents(documents, tokenizer, end_id).repeat().unbatch()
     return stream.batch(length, drop_remainder=True).shuffle(2048, seed=seed)
 
 
@@ -158,13 +160,11 @@ def _electra(preset, discriminator, tokenizer, documents, args):
 
 
 def _xlnet(backbone, tokenizer, documents, args):
-    from keras_ctx.data import permutation, tokenizers
+    from keras_ctx.data import permutation
     from keras_ctx.pretraining import XLNetPretrainer
 
-    token_documents = tokenizers.tokenize_documents(documents, tokenizer).map(
-        lambda sentences: sentences.flat_values if isinstance(sentences, tf.RaggedTensor)
-        else tf.reshape(sentences, [-1]))
-    stream = permutation.text_stream(token_documents, args.sequence_length, args.batch_size)
+    stream = permutation.text_stream(_token_documents(documents, tokenizer),
+                                     args.sequence_length, args.batch_size)
     dataset = permutation.permutation_masks(stream, seed=args.seed)
     return XLNetPretrainer(backbone, batch_size=args.batch_size), dataset
 

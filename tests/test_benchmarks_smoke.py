@@ -1,0 +1,31 @@
+"""Keeps benchmarks/train_throughput.py working: a tiny BERT, one timed step."""
+
+import pytest
+
+from benchmarks import train_throughput
+
+
+def test_train_throughput_tiny_bert_runs_and_reports():
+    rows = train_throughput.main([
+        "--model", "bert", "--compare", "none", "--layers", "1", "--hidden", "32",
+        "--heads", "2", "--batch", "2", "--length", "16", "--xla", "off",
+        "--repeats", "1", "--steps", "1",
+    ])
+    assert len(rows) == 1
+    implementation, xla, precision, ms, tokens, gflops, mfu, rss = rows[0]
+    assert (implementation, xla, precision) == ("keras_ctx", "off", "float32")
+    assert float(ms) > 0
+    assert float(tokens.replace(",", "")) == pytest.approx(2 * 16 / (float(ms) / 1e3), rel=0.05)
+    assert 0 < float(mfu.rstrip("%")) < 100
+    assert float(rss.replace(",", "")) > 100  # MB: the worker's RSS high-water mark
+
+
+def test_model_flops_formula_bert():
+    # 6N + 12LTH per token + 6(H^2 + HV) per selected position, by hand for a
+    # one-layer H=4 model: N = 4(16+4) + (4*16+16) + (16*4+4) + 16 = 244.
+    spec = {"model": "bert", "layers": 1, "hidden": 4, "heads": 1, "batch": 1, "length": 20}
+    P = train_throughput.num_predictions(20)
+    assert P == 3
+    V = train_throughput.VOCABULARY["bert"]
+    expected = 20 * (6 * 244 + 12 * 1 * 20 * 4) + P * 6 * (16 + 4 * V)
+    assert train_throughput.model_flops(spec, "keras_ctx") == expected

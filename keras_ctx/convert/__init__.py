@@ -1,8 +1,33 @@
-"""Checkpoint importers: Hugging Face safetensors directories (more formats per family)."""
+"""Checkpoint importers and exporters.
 
-from keras_ctx.convert import bert  # noqa: F401  (registers its converter)
+Hugging Face safetensors directories (`from_huggingface`, `to_huggingface`),
+original TensorFlow checkpoints (`from_tf_checkpoint`, `to_tf_checkpoint`),
+allennlp ELMo (`from_allennlp`, `to_allennlp`) and keras-hub backbones
+(`from_keras_hub`, `from_keras_hub_preset`). See docs/usage_convert.md.
+"""
+
+# Importing the family modules registers their converters and exporters.
+from keras_ctx.convert import albert, bart, bert, electra, gpt2  # noqa: F401
+from keras_ctx.convert import roberta, t5, xlnet  # noqa: F401
+from keras_ctx.convert.elmo import from_allennlp, to_allennlp
 from keras_ctx.convert.huggingface import (
     CheckpointError,
     from_huggingface,
+    to_huggingface,
     tokenizer_from_huggingface,
 )
+from keras_ctx.convert.kerashub import from_keras_hub, from_keras_hub_preset
+from keras_ctx.convert.tensorflow import from_tf_checkpoint, to_tf_checkpoint
+
+__all__ = [
+    "CheckpointError",
+    "from_allennlp",
+    "from_huggingface",
+    "from_keras_hub",
+    "from_keras_hub_preset",
+    "from_tf_checkpoint",
+    "to_allennlp",
+    "to_huggingface",
+    "to_tf_checkpoint",
+    "tokenizer_from_huggingface",
+]

@@ -1,19 +1,46 @@
-"""Hugging Face BERT checkpoints (model_type "bert") -> BertBackbone."""
+"""Hugging Face BERT checkpoints (model_type "bert") <-> BertBackbone."""
 
 from keras_ctx.convert.huggingface import (
+    CheckpointError,
     TensorReader,
-    assign,
-    heads_to_linear_output,
-    linear_to_heads,
+    activation_from_huggingface,
+    activation_to_huggingface,
     register_converter,
+    register_exporter,
 )
+from keras_ctx.convert.mapping import (
+    DropRows,
+    Entry,
+    block_entries,
+    dense_entries,
+    export_weight_map,
+    layer_by_name,
+    load_weight_map,
+    norm_entries,
+)
+
+# Tensors of BERT checkpoints that are not part of the backbone: the
+# position_ids buffer and the heads of *ForPreTraining / *ForMaskedLM / ...
+BERT_IGNORED = ("position_ids", "cls.", "lm_head", "classifier", "qa_outputs")
+
+
+def _required(config, *keys):
+    missing = [key for key in keys if key not in config]
+    if missing:
+        raise CheckpointError(f"config.json lacks {', '.join(missing)}, needed to build "
+                              f"the {config.get('model_type')} backbone.")
+
+
+def _absolute_positions(config):
+    if config.get("position_embedding_type", "absolute") != "absolute":
+        raise CheckpointError(f"position_embedding_type {config['position_embedding_type']!r}"
+                              " is not supported (absolute positions only).")
 
 
 def bert_config_from_huggingface(config):
-    activation = config.get("hidden_act", "gelu")
-    if activation not in ("gelu", "relu"):
-        # HF "gelu_new" is the tanh approximation; keep it explicit.
-        activation = {"gelu_new": "gelu_approximate"}.get(activation, activation)
+    _required(config, "vocab_size", "num_hidden_layers", "num_attention_heads",
+              "hidden_size", "intermediate_size")
+    _absolute_positions(config)
     return dict(
         vocabulary_size=config["vocab_size"],
         num_layers=config["num_hidden_layers"],
@@ -24,56 +51,66 @@ def bert_config_from_huggingface(config):
         max_sequence_length=config.get("max_position_embeddings", 512),
         type_vocab_size=config.get("type_vocab_size", 2),
         layer_norm_epsilon=config.get("layer_norm_eps", 1e-12),
-        activation=activation,
+        activation=activation_from_huggingface(config.get("hidden_act", "gelu")),
     )
 
 
-def _layer_by_name(model, name):
-    return next(layer for layer in model.layers if layer.name == name)
+def bert_config_to_huggingface(backbone, model_type="bert", position_offset=0):
+    return {
+        "model_type": model_type,
+        "architectures": [{"bert": "BertModel", "roberta": "RobertaModel"}[model_type]],
+        "vocab_size": backbone.vocabulary_size,
+        "num_hidden_layers": backbone.num_layers,
+        "num_attention_heads": backbone.num_heads,
+        "hidden_size": backbone.hidden_size,
+        "intermediate_size": backbone.intermediate_size,
+        "hidden_dropout_prob": backbone.dropout,
+        "attention_probs_dropout_prob": backbone.dropout,
+        "max_position_embeddings": backbone.max_sequence_length + position_offset,
+        "type_vocab_size": backbone.type_vocab_size,
+        "layer_norm_eps": backbone.layer_norm_epsilon,
+        "hidden_act": activation_to_huggingface(backbone.activation),
+        "position_embedding_type": "absolute",
+        "initializer_range": 0.02,
+    }
 
 
-def _norm(layer, read, prefix):
-    assign(layer.gamma, read(prefix + ".weight"), prefix)
-    assign(layer.beta, read(prefix + ".bias"), prefix)
+def bert_weight_map(backbone, position_offset=0, pooler_optional=False):
+    """[Entry] of a BertBackbone in HF BERT names (without the "bert." prefix).
+
+    `position_offset` rows at the top of the HF position table are not ours
+    (RoBERTa: 2).
+    """
+    num_heads = backbone.num_heads
+    entries = [
+        Entry(backbone.token_embedding.embeddings, "embeddings.word_embeddings.weight"),
+        Entry(layer_by_name(backbone, "position_embedding").position_embeddings,
+              "embeddings.position_embeddings.weight", DropRows(position_offset)),
+        Entry(layer_by_name(backbone, "segment_embedding").embeddings,
+              "embeddings.token_type_embeddings.weight"),
+    ]
+    entries += norm_entries(layer_by_name(backbone, "embeddings_norm"), "embeddings.LayerNorm")
+    for index, block in enumerate(layer_by_name(backbone, "encoder").blocks):
+        p = f"encoder.layer.{index}"
+        entries += block_entries(block, {
+            "query": f"{p}.attention.self.query",
+            "key": f"{p}.attention.self.key",
+            "value": f"{p}.attention.self.value",
+            "attention_output": f"{p}.attention.output.dense",
+            "attention_norm": f"{p}.attention.output.LayerNorm",
+            "intermediate": f"{p}.intermediate.dense",
+            "output": f"{p}.output.dense",
+            "output_norm": f"{p}.output.LayerNorm",
+        }, num_heads)
+    entries += dense_entries(layer_by_name(backbone, "pooler"), "pooler.dense",
+                             optional=pooler_optional)
+    return entries
 
 
-def _attention(attention, read, prefix, num_heads):
-    for ours, theirs in (("query_dense", "query"), ("key_dense", "key"),
-                         ("value_dense", "value")):
-        kernel, bias = linear_to_heads(read(f"{prefix}.self.{theirs}.weight"),
-                                       read(f"{prefix}.self.{theirs}.bias"), num_heads)
-        dense = getattr(attention, ours)
-        assign(dense.kernel, kernel, f"{prefix}.self.{theirs}")
-        assign(dense.bias, bias, f"{prefix}.self.{theirs}")
-    output = attention.output_dense
-    assign(output.kernel, heads_to_linear_output(read(f"{prefix}.output.dense.weight"),
-                                                 num_heads), f"{prefix}.output.dense")
-    assign(output.bias, read(f"{prefix}.output.dense.bias"), f"{prefix}.output.dense")
-
-
-def _dense(dense, read, prefix):
-    assign(dense.kernel, read(prefix + ".weight").T, prefix)
-    assign(dense.bias, read(prefix + ".bias"), prefix)
-
-
-def load_bert_weights(backbone, read, num_heads):
+def load_bert_weights(backbone, read, num_heads=None):
     """Copies HF BERT tensors (names without the model prefix) into a BertBackbone."""
-    assign(backbone.token_embedding.embeddings, read("embeddings.word_embeddings.weight"),
-           "word_embeddings")
-    assign(_layer_by_name(backbone, "position_embedding").position_embeddings,
-           read("embeddings.position_embeddings.weight"), "position_embeddings")
-    assign(_layer_by_name(backbone, "segment_embedding").embeddings,
-           read("embeddings.token_type_embeddings.weight"), "token_type_embeddings")
-    _norm(_layer_by_name(backbone, "embeddings_norm"), read, "embeddings.LayerNorm")
-    stack = _layer_by_name(backbone, "encoder")
-    for index, block in enumerate(stack.blocks):
-        prefix = f"encoder.layer.{index}"
-        _attention(block.self_attention, read, f"{prefix}.attention", num_heads)
-        _norm(block.self_attention_norm, read, f"{prefix}.attention.output.LayerNorm")
-        _dense(block.feedforward.intermediate_dense, read, f"{prefix}.intermediate.dense")
-        _dense(block.feedforward.output_dense, read, f"{prefix}.output.dense")
-        _norm(block.feedforward_norm, read, f"{prefix}.output.LayerNorm")
-    _dense(_layer_by_name(backbone, "pooler"), read, "pooler.dense")
+    del num_heads  # read from the backbone
+    load_weight_map(bert_weight_map(backbone), read)
 
 
 @register_converter("bert")
@@ -84,7 +121,19 @@ def convert_bert(config, tensors):
     if tensors is None:
         return backbone
     read = TensorReader(tensors, prefixes=("bert.", ""))
-    load_bert_weights(backbone, read, config["num_attention_heads"])
-    # position_ids is a buffer, not a weight; heads are not part of the backbone.
-    read.check_all_used(ignore=("position_ids", "cls.", "lm_head", "classifier", "qa_outputs"))
+    # BertForMaskedLM checkpoints have no pooler (BertModel / ForPreTraining do).
+    load_weight_map(bert_weight_map(backbone, pooler_optional=True), read)
+    read.check_all_used(ignore=BERT_IGNORED)
     return backbone
+
+
+@register_exporter("bert")
+def export_bert(backbone):
+    _check_class(backbone, "BertBackbone", "bert")
+    return bert_config_to_huggingface(backbone), export_weight_map(bert_weight_map(backbone))
+
+
+def _check_class(backbone, name, model_type):
+    if type(backbone).__name__ != name:
+        raise CheckpointError(f"model_type {model_type!r} exports a {name}, not a "
+                              f"{type(backbone).__name__}.")

@@ -14,6 +14,7 @@ import os
 import numpy as np
 
 CONVERTERS = {}
+EXPORTERS = {}
 
 
 class CheckpointError(ValueError):
@@ -23,6 +24,15 @@ class CheckpointError(ValueError):
 def register_converter(model_type):
     def decorate(function):
         CONVERTERS[model_type] = function
+        return function
+
+    return decorate
+
+
+def register_exporter(model_type):
+    """An exporter takes (backbone) and returns (config dict, {name: numpy tensor})."""
+    def decorate(function):
+        EXPORTERS[model_type] = function
         return function
 
     return decorate
@@ -59,11 +69,75 @@ def read_tensors(directory):
                               "checkpoints are not read: convert them to safetensors).")
     tensors = {}
     for path in files:
+        if not os.path.isfile(path):
+            raise CheckpointError(f"{path} is listed in model.safetensors.index.json but "
+                                  "missing; the download is incomplete.")
         try:
             tensors.update(load_file(path))
+        except TypeError:  # bfloat16, which numpy lacks: read the file ourselves
+            tensors.update(_read_safetensors_bfloat16(path))
         except (SafetensorError, OSError) as error:
             raise CheckpointError(f"{path} is not a readable safetensors file "
                                   f"({error}); the download may be incomplete.") from None
+    return _legacy_names(tensors)
+
+
+def _legacy_names(tensors):
+    """Old checkpoints (e.g. bert-base-uncased) name LayerNorm parameters gamma/beta.
+
+    transformers renames them on load (`.gamma` -> `.weight`, `.beta` -> `.bias`);
+    so do we.
+    """
+    renamed = {}
+    for name, value in tensors.items():
+        if name.endswith(".gamma"):
+            name = name[: -len(".gamma")] + ".weight"
+        elif name.endswith(".beta"):
+            name = name[: -len(".beta")] + ".bias"
+        if name in renamed:
+            raise CheckpointError(f"The checkpoint holds {name!r} twice (old and new names).")
+        renamed[name] = value
+    return renamed
+
+
+_SAFETENSORS_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4",
+                       "I16": "<i2", "I8": "i1", "U8": "u1", "BOOL": "?"}
+
+
+def _read_safetensors_bfloat16(path):
+    """A safetensors file with bfloat16 tensors, as float32 (bf16 is float32's top half).
+
+    The format: an 8-byte little-endian header size, a JSON header
+    {name: {dtype, shape, data_offsets}}, then the raw little-endian data.
+    """
+    import struct
+
+    with open(path, "rb") as handle:
+        data = handle.read()
+    try:
+        (size,) = struct.unpack("<Q", data[:8])
+        header = json.loads(data[8:8 + size])
+    except (struct.error, ValueError) as error:
+        raise CheckpointError(f"{path} is not a readable safetensors file ({error}).") from None
+    body = memoryview(data)[8 + size:]
+    tensors = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        start, end = info["data_offsets"]
+        if end > len(body):
+            raise CheckpointError(f"{path}: tensor {name!r} runs past the end of the file; "
+                                  "the download may be incomplete.")
+        raw = body[start:end]
+        if info["dtype"] == "BF16":
+            bits = np.frombuffer(raw, "<u2").astype("uint32") << 16
+            value = bits.view("float32")
+        elif info["dtype"] in _SAFETENSORS_DTYPES:
+            value = np.frombuffer(raw, _SAFETENSORS_DTYPES[info["dtype"]])
+        else:
+            raise CheckpointError(f"{path}: tensor {name!r} has dtype {info['dtype']}, "
+                                  "which is not supported.")
+        tensors[name] = value.reshape(info["shape"]).copy()
     return tensors
 
 
@@ -78,6 +152,9 @@ class TensorReader:
         self.prefix = next(
             (p for p in prefixes if any(k.startswith(p) for k in tensors)), ""
         )
+
+    def has(self, name):
+        return self.prefix + name in self.tensors
 
     def __call__(self, name):
         key = self.prefix + name
@@ -118,6 +195,31 @@ def heads_to_linear_output(weight, num_heads):
     return weight.T.reshape(num_heads, in_features // num_heads, out_features)
 
 
+# HF activation names -> the names our FeedForward accepts.
+HF_ACTIVATIONS = {
+    "gelu": "gelu",
+    "relu": "relu",
+    "gelu_new": "gelu_approximate",
+    "gelu_pytorch_tanh": "gelu_approximate",
+    "gelu_fast": "gelu_approximate",
+}
+
+
+def activation_from_huggingface(name):
+    if name not in HF_ACTIVATIONS:
+        raise CheckpointError(f"Activation {name!r} (config.json hidden_act) is not "
+                              f"supported; supported: {', '.join(sorted(HF_ACTIVATIONS))}.")
+    return HF_ACTIVATIONS[name]
+
+
+def activation_to_huggingface(activation):
+    if activation in ("gelu", "relu"):
+        return activation
+    if activation == "gelu_approximate":
+        return "gelu_new"
+    raise CheckpointError(f"Activation {activation!r} has no Hugging Face name.")
+
+
 def from_huggingface(directory, load_weights=True):
     """A keras_ctx backbone with the weights of a Hugging Face checkpoint directory."""
     config = read_config(directory)
@@ -134,10 +236,13 @@ def from_huggingface(directory, load_weights=True):
     return backbone
 
 
-def tokenizer_from_huggingface(directory):
+def tokenizer_from_huggingface(directory, lowercase=None):
     """The checkpoint's tokenizer as a keras-hub tokenizer, or None if it has no files.
 
-    WordPiece (vocab.txt, BERT family) is supported here; families add theirs.
+    WordPiece (vocab.txt: BERT, ELECTRA), byte-level BPE (vocab.json +
+    merges.txt: RoBERTa, GPT-2, BART) and SentencePiece (spiece.model:
+    ALBERT, XLNet, T5). `lowercase` overrides tokenizer_config.json's
+    do_lower_case for WordPiece (HF's default when neither says: True).
     """
     directory = os.fspath(directory)
     settings = {}
@@ -149,7 +254,8 @@ def tokenizer_from_huggingface(directory):
     if os.path.isfile(vocab):
         import keras_hub
 
-        lowercase = bool(settings.get("do_lower_case", True))
+        if lowercase is None:
+            lowercase = bool(settings.get("do_lower_case", True))
         strip_accents = settings.get("strip_accents")
         # BERT's BasicTokenizer strips accents whenever it lowercases, unless
         # strip_accents is set explicitly.
@@ -160,4 +266,101 @@ def tokenizer_from_huggingface(directory):
             vocabulary=vocabulary, lowercase=lowercase, strip_accents=strip_accents,
             split_on_cjk=bool(settings.get("tokenize_chinese_chars", True)),
         )
+    vocab, merges = (os.path.join(directory, n) for n in ("vocab.json", "merges.txt"))
+    if os.path.isfile(vocab) and os.path.isfile(merges):
+        import keras_hub
+
+        try:
+            with open(vocab, encoding="utf-8") as handle:
+                vocabulary = json.load(handle)
+        except json.JSONDecodeError as error:
+            raise CheckpointError(f"{vocab} is not valid JSON ({error}).") from None
+        with open(merges, encoding="utf-8") as handle:
+            lines = [line.rstrip("\n") for line in handle]
+        # merges.txt starts with a "#version" line; the rest are "a b" pairs.
+        merge_list = [line for line in lines if line and not line.startswith("#version")]
+        bad = next((line for line in merge_list if len(line.split(" ")) != 2), None)
+        if bad is not None:
+            raise CheckpointError(f"{merges}: {bad!r} is not a merge of two pieces.")
+        return keras_hub.tokenizers.BytePairTokenizer(
+            vocabulary=vocabulary, merges=merge_list,
+            add_prefix_space=bool(settings.get("add_prefix_space", False)),
+        )
+    for name in ("spiece.model", "sentencepiece.bpe.model", "30k-clean.model"):
+        path = os.path.join(directory, name)
+        if os.path.isfile(path):
+            import keras_hub
+
+            with open(path, "rb") as handle:
+                proto = handle.read()
+            try:
+                return keras_hub.tokenizers.SentencePieceTokenizer(proto=proto)
+            except Exception as error:  # sentencepiece raises RuntimeError/TF errors
+                raise CheckpointError(f"{path} is not a readable SentencePiece model "
+                                      f"({type(error).__name__}: {error}).") from None
     return None
+
+
+def default_model_type(backbone):
+    from keras_ctx.convert.mapping import BACKBONE_MODEL_TYPES
+
+    for cls_name, model_type in BACKBONE_MODEL_TYPES.items():
+        if type(backbone).__name__ == cls_name:
+            if model_type == "gpt2" and getattr(backbone, "final_norm", True) is None:
+                return "openai-gpt"  # post-LN: the original GPT
+            return model_type
+    raise CheckpointError(f"No Hugging Face export for {type(backbone).__name__}; "
+                          f"exportable model types: {', '.join(sorted(EXPORTERS))}.")
+
+
+def to_huggingface(backbone, directory, model_type=None):
+    """Writes `backbone` as a Hugging Face checkpoint directory.
+
+    config.json + model.safetensors in the layout of `model_type` ("bert",
+    "roberta", "albert", "xlnet"; default: the backbone's own family), and
+    the tokenizer's vocabulary when the backbone carries a `tokenizer`
+    (vocab.txt for WordPiece). `from_huggingface(directory)` reads it back
+    exactly. Returns the directory.
+    """
+    from safetensors.numpy import save_file
+
+    model_type = model_type or default_model_type(backbone)
+    if model_type not in EXPORTERS:
+        raise CheckpointError(f"Cannot export to model_type {model_type!r}; exportable: "
+                              f"{', '.join(sorted(EXPORTERS))}.")
+    config, tensors = EXPORTERS[model_type](backbone)
+    directory = os.fspath(directory)
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, "config.json"), "w", encoding="utf-8") as handle:
+        json.dump(config, handle, indent=2, sort_keys=True)
+    save_file(tensors, os.path.join(directory, "model.safetensors"), metadata={"format": "pt"})
+    save_tokenizer_files(getattr(backbone, "tokenizer", None), directory)
+    return directory
+
+
+def save_tokenizer_files(tokenizer, directory):
+    """The tokenizer's vocabulary files in Hugging Face's names (None: nothing)."""
+    if tokenizer is None:
+        return
+    import keras_hub
+
+    if isinstance(tokenizer, keras_hub.tokenizers.WordPieceTokenizer):
+        with open(os.path.join(directory, "vocab.txt"), "w", encoding="utf-8") as handle:
+            handle.writelines(token + "\n" for token in tokenizer.get_vocabulary())
+        with open(os.path.join(directory, "tokenizer_config.json"), "w",
+                  encoding="utf-8") as handle:
+            json.dump({"do_lower_case": bool(tokenizer.lowercase),
+                       "strip_accents": bool(tokenizer.strip_accents),
+                       "tokenize_chinese_chars": bool(tokenizer.split_on_cjk)}, handle)
+    elif isinstance(tokenizer, keras_hub.tokenizers.BytePairTokenizer):
+        with open(os.path.join(directory, "vocab.json"), "w", encoding="utf-8") as handle:
+            json.dump(tokenizer.vocabulary, handle, ensure_ascii=False)
+        with open(os.path.join(directory, "merges.txt"), "w", encoding="utf-8") as handle:
+            handle.write("#version: 0.2\n")
+            handle.writelines(merge + "\n" for merge in tokenizer.merges)
+    elif isinstance(tokenizer, keras_hub.tokenizers.SentencePieceTokenizer):
+        proto = tokenizer.proto
+        if not isinstance(proto, bytes):
+            raise CheckpointError("The SentencePiece tokenizer holds no serialized model.")
+        with open(os.path.join(directory, "spiece.model"), "wb") as handle:
+            handle.write(proto)

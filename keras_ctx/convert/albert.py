@@ -1,0 +1,121 @@
+"""Hugging Face ALBERT checkpoints (model_type "albert") <-> AlbertBackbone.
+
+HF ALBERT keeps its shared layer under
+`encoder.albert_layer_groups.0.albert_layers.0`; our AlbertBackbone with
+sharing="all" has one block applied num_layers times. Checkpoints with
+several groups or inner layers (num_hidden_groups, inner_group_num > 1) are
+not ALBERT's published configurations and are refused.
+"""
+
+from keras_ctx.convert.bert import _absolute_positions, _check_class, _required
+from keras_ctx.convert.huggingface import (
+    CheckpointError,
+    TensorReader,
+    activation_from_huggingface,
+    activation_to_huggingface,
+    register_converter,
+    register_exporter,
+)
+from keras_ctx.convert.mapping import (
+    Entry,
+    block_entries,
+    dense_entries,
+    export_weight_map,
+    layer_by_name,
+    load_weight_map,
+    norm_entries,
+)
+
+ALBERT_IGNORED = ("position_ids", "predictions.", "sop_classifier", "classifier", "qa_outputs")
+
+
+def albert_config_from_huggingface(config):
+    _required(config, "vocab_size", "num_hidden_layers", "num_attention_heads",
+              "hidden_size", "intermediate_size")
+    _absolute_positions(config)
+    for key in ("num_hidden_groups", "inner_group_num"):
+        if config.get(key, 1) != 1:
+            raise CheckpointError(f"config.json {key}={config[key]}: only ALBERT's published "
+                                  "layout (one shared layer, {key}=1) is supported.")
+    return dict(
+        vocabulary_size=config["vocab_size"],
+        num_layers=config["num_hidden_layers"],
+        num_heads=config["num_attention_heads"],
+        hidden_size=config["hidden_size"],
+        intermediate_size=config["intermediate_size"],
+        embedding_size=config.get("embedding_size", 128),
+        sharing="all",
+        dropout=config.get("hidden_dropout_prob", 0.0),
+        max_sequence_length=config.get("max_position_embeddings", 512),
+        type_vocab_size=config.get("type_vocab_size", 2),
+        layer_norm_epsilon=config.get("layer_norm_eps", 1e-12),
+        activation=activation_from_huggingface(config.get("hidden_act", "gelu_new")),
+    )
+
+
+def albert_weight_map(backbone):
+    """[Entry] of an AlbertBackbone (sharing="all") in HF names without "albert."."""
+    if backbone.sharing != "all":
+        raise CheckpointError(f"HF ALBERT checkpoints share every layer; this backbone has "
+                              f"sharing={backbone.sharing!r}.")
+    embedding = backbone.token_embedding
+    entries = [
+        Entry(embedding.token_embedding.embeddings, "embeddings.word_embeddings.weight"),
+        Entry(layer_by_name(backbone, "position_embedding").position_embeddings,
+              "embeddings.position_embeddings.weight"),
+        Entry(layer_by_name(backbone, "segment_embedding").embeddings,
+              "embeddings.token_type_embeddings.weight"),
+    ]
+    entries += norm_entries(layer_by_name(backbone, "embeddings_norm"), "embeddings.LayerNorm")
+    entries += dense_entries(embedding.projection, "encoder.embedding_hidden_mapping_in")
+    p = "encoder.albert_layer_groups.0.albert_layers.0"
+    entries += block_entries(layer_by_name(backbone, "encoder").blocks[0], {
+        "query": f"{p}.attention.query",
+        "key": f"{p}.attention.key",
+        "value": f"{p}.attention.value",
+        "attention_output": f"{p}.attention.dense",
+        "attention_norm": f"{p}.attention.LayerNorm",
+        "intermediate": f"{p}.ffn",
+        "output": f"{p}.ffn_output",
+        "output_norm": f"{p}.full_layer_layer_norm",
+    }, backbone.num_heads)
+    entries += dense_entries(layer_by_name(backbone, "pooler"), "pooler")
+    return entries
+
+
+@register_converter("albert")
+def convert_albert(config, tensors):
+    from keras_ctx.models.albert import AlbertBackbone
+
+    backbone = AlbertBackbone(**albert_config_from_huggingface(config))
+    if tensors is None:
+        return backbone
+    read = TensorReader(tensors, prefixes=("albert.", ""))
+    load_weight_map(albert_weight_map(backbone), read)
+    read.check_all_used(ignore=ALBERT_IGNORED)
+    return backbone
+
+
+@register_exporter("albert")
+def export_albert(backbone):
+    _check_class(backbone, "AlbertBackbone", "albert")
+    config = {
+        "model_type": "albert",
+        "architectures": ["AlbertModel"],
+        "vocab_size": backbone.vocabulary_size,
+        "embedding_size": backbone.embedding_size,
+        "hidden_size": backbone.hidden_size,
+        "num_hidden_layers": backbone.num_layers,
+        "num_hidden_groups": 1,
+        "inner_group_num": 1,
+        "num_attention_heads": backbone.num_heads,
+        "intermediate_size": backbone.intermediate_size,
+        "hidden_act": activation_to_huggingface(backbone.activation),
+        "hidden_dropout_prob": backbone.dropout,
+        "attention_probs_dropout_prob": backbone.dropout,
+        "max_position_embeddings": backbone.max_sequence_length,
+        "type_vocab_size": backbone.type_vocab_size,
+        "layer_norm_eps": backbone.layer_norm_epsilon,
+        "initializer_range": 0.02,
+    }
+    return config, export_weight_map(albert_weight_map(backbone))

@@ -1,0 +1,127 @@
+"""Hugging Face BART checkpoints (model_type "bart") <-> BartBackbone.
+
+HF's BartLearnedPositionalEmbedding has max_position_embeddings + 2 rows and
+reads row position + 2 (fairseq's offset): the importer drops the first two
+rows, the exporter puts two zero rows back. The shared token embedding is
+`shared.weight` (`encoder/decoder.embed_tokens.weight` and `lm_head.weight`
+are tied copies and skipped; `final_logits_bias` is a head). Variants with
+`scale_embedding`, pre-LN (`normalize_before`) or extra final norms (mBART)
+are refused.
+"""
+
+from keras_ctx.convert.bert import _check_class, _required
+from keras_ctx.convert.huggingface import (
+    CheckpointError,
+    TensorReader,
+    activation_to_huggingface,
+    register_converter,
+    register_exporter,
+)
+from keras_ctx.convert.mapping import (
+    DropRows,
+    Entry,
+    attention_entries,
+    dense_entries,
+    export_weight_map,
+    load_weight_map,
+    norm_entries,
+    with_tied_copy,
+)
+
+BART_IGNORED = ("embed_tokens", "lm_head", "final_logits_bias", "classification_head",
+                "qa_outputs", "version")
+OFFSET = 2  # BartLearnedPositionalEmbedding.offset
+
+
+def bart_config_from_huggingface(config):
+    _required(config, "vocab_size", "d_model", "encoder_layers", "decoder_layers",
+              "encoder_attention_heads", "encoder_ffn_dim")
+    for key in ("scale_embedding", "normalize_before", "add_final_layer_norm"):
+        if config.get(key):
+            raise CheckpointError(f"config.json {key}=true is not supported by BartBackbone.")
+    for ours, theirs in (("encoder_attention_heads", "decoder_attention_heads"),
+                         ("encoder_ffn_dim", "decoder_ffn_dim")):
+        if config.get(theirs, config[ours]) != config[ours]:
+            raise CheckpointError(f"config.json {ours}={config[ours]} differs from "
+                                  f"{theirs}={config[theirs]}; BartBackbone shares them.")
+    if config.get("activation_function", "gelu") != "gelu":
+        raise CheckpointError(f"activation_function {config['activation_function']!r}: "
+                              "BartBackbone uses the exact GELU only.")
+    return dict(
+        vocabulary_size=config["vocab_size"],
+        num_layers=config["encoder_layers"],
+        num_decoder_layers=config["decoder_layers"],
+        num_heads=config["encoder_attention_heads"],
+        hidden_size=config["d_model"],
+        intermediate_size=config["encoder_ffn_dim"],
+        max_sequence_length=config.get("max_position_embeddings", 1024),
+        dropout=config.get("dropout", 0.1),
+        layer_norm_epsilon=1e-5,
+    )
+
+
+def _names(p, kind):
+    return {"query": f"{p}.{kind}.q_proj", "key": f"{p}.{kind}.k_proj",
+            "value": f"{p}.{kind}.v_proj", "output": f"{p}.{kind}.out_proj"}
+
+
+def bart_weight_map(backbone):
+    """[Entry] of a BartBackbone in HF BART names (without "model.")."""
+    heads = backbone.num_heads
+    entries = [Entry(backbone.token_embedding.embeddings, "shared.weight")]
+    for stack, positions, norm, blocks in (
+            ("encoder", backbone.encoder_positions, backbone.encoder_embedding_norm,
+             backbone.encoder_blocks),
+            ("decoder", backbone.decoder_positions, backbone.decoder_embedding_norm,
+             backbone.decoder_blocks)):
+        entries.append(Entry(positions.position_embeddings, f"{stack}.embed_positions.weight",
+                             DropRows(OFFSET)))
+        entries += norm_entries(norm, f"{stack}.layernorm_embedding")
+        for i, block in enumerate(blocks):
+            p = f"{stack}.layers.{i}"
+            entries += attention_entries(block.self_attention, _names(p, "self_attn"), heads)
+            entries += norm_entries(block.self_attention_norm, f"{p}.self_attn_layer_norm")
+            if stack == "decoder":
+                entries += attention_entries(block.cross_attention, _names(p, "encoder_attn"),
+                                             heads)
+                entries += norm_entries(block.cross_attention_norm,
+                                        f"{p}.encoder_attn_layer_norm")
+            entries += dense_entries(block.feedforward.intermediate_dense, f"{p}.fc1")
+            entries += dense_entries(block.feedforward.output_dense, f"{p}.fc2")
+            entries += norm_entries(block.feedforward_norm, f"{p}.final_layer_norm")
+    return entries
+
+
+@register_converter("bart")
+def convert_bart(config, tensors):
+    from keras_ctx.models.bart import BartBackbone
+
+    backbone = BartBackbone(**bart_config_from_huggingface(config))
+    if tensors is None:
+        return backbone
+    tensors = with_tied_copy(tensors, "shared.weight",
+                             ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight"),
+                             prefixes=("model.", ""))
+    read = TensorReader(tensors, prefixes=("model.", ""))
+    load_weight_map(bart_weight_map(backbone), read)
+    read.check_all_used(ignore=BART_IGNORED)
+    return backbone
+
+
+@register_exporter("bart")
+def export_bart(backbone):
+    _check_class(backbone, "BartBackbone", "bart")
+    c = backbone.get_config()
+    config = {
+        "model_type": "bart", "architectures": ["BartModel"],
+        "vocab_size": c["vocabulary_size"], "d_model": c["hidden_size"],
+        "encoder_layers": c["num_layers"], "decoder_layers": c["num_decoder_layers"],
+        "encoder_attention_heads": c["num_heads"], "decoder_attention_heads": c["num_heads"],
+        "encoder_ffn_dim": c["intermediate_size"], "decoder_ffn_dim": c["intermediate_size"],
+        "max_position_embeddings": c["max_sequence_length"], "dropout": c["dropout"],
+        "activation_function": activation_to_huggingface("gelu"),
+        "scale_embedding": False, "normalize_before": False,
+        "pad_token_id": 1, "bos_token_id": 0, "eos_token_id": 2,
+        "decoder_start_token_id": 2,
+    }
+    return config, export_weight_map(bart_weight_map(backbone))

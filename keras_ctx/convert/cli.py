@@ -1,0 +1,153 @@
+"""`keras-ctx convert SRC DEST`: any supported checkpoint -> a keras-ctx run directory.
+
+`detect_format(source)` recognises
+
+- "huggingface": a directory with config.json (a `model_type`) + model.safetensors;
+- "tensorflow":  a google-research directory with bert_config.json or
+                 albert_config.json + a TF1 checkpoint (*.index, *.data-*);
+- "allennlp":    ELMo options json + hdf5 weights: a directory holding one
+                 *.json with "lstm"/"char_cnn" sections and one *.hdf5, or the
+                 options file itself with the weights beside it
+                 (..._options.json -> ..._weights.hdf5);
+- "keras_hub":   a keras-hub preset directory (config.json naming a keras_hub
+                 class, metadata.json, model.weights.h5).
+
+`convert(source, dest)` loads it and writes DEST as the run directory that
+the other commands read (keras_ctx.runs): backbone.keras, tokenizer/ (when
+the source has a tokenizer) and run.json (family, source, format).
+"""
+
+import glob
+import json
+import os
+
+from keras_ctx.convert.huggingface import CheckpointError
+
+FORMATS = ("huggingface", "tensorflow", "allennlp", "keras_hub")
+
+# Backbone class -> the family name the other commands (recipes) use.
+_FAMILIES = {"BertBackbone": "bert", "AlbertBackbone": "albert", "XLNetBackbone": "xlnet",
+             "ElmoBackbone": "elmo", "ElectraBackbone": "electra", "GPTBackbone": "gpt",
+             "T5Backbone": "t5", "BartBackbone": "bart"}
+
+
+def _json(path):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except (json.JSONDecodeError, OSError, UnicodeDecodeError):
+        return None
+
+
+def _elmo_files(source):
+    """(options, weights) of an allennlp ELMo source, or None."""
+    if os.path.isfile(source) and source.endswith(".json"):
+        options = _json(source)
+        if not (isinstance(options, dict) and "lstm" in options and "char_cnn" in options):
+            return None
+        candidates = [source.replace("options", "weights")[: -len(".json")] + ".hdf5",
+                      os.path.splitext(source)[0] + ".hdf5"]
+        hdf5 = sorted(glob.glob(os.path.join(os.path.dirname(source) or ".", "*.hdf5")))
+        weights = next((c for c in candidates if os.path.isfile(c)), None)
+        if weights is None and len(hdf5) == 1:
+            weights = hdf5[0]
+        if weights is None:
+            raise CheckpointError(f"No hdf5 weights beside {source}: put the allennlp "
+                                  "..._weights.hdf5 file in the same directory.")
+        return source, weights
+    if os.path.isdir(source):
+        options = [p for p in sorted(glob.glob(os.path.join(source, "*.json")))
+                   if isinstance(_json(p), dict) and "lstm" in _json(p)
+                   and "char_cnn" in _json(p)]
+        weights = sorted(glob.glob(os.path.join(source, "*.hdf5")))
+        if options and weights:
+            if len(options) > 1 or len(weights) > 1:
+                raise CheckpointError(f"{source} holds several ELMo options/hdf5 files: "
+                                      "give the options file itself.")
+            return options[0], weights[0]
+    return None
+
+
+def detect_format(source):
+    """One of FORMATS, or a CheckpointError naming what was looked for."""
+    from keras_ctx.convert.kerashub import is_keras_hub_preset
+    from keras_ctx.convert.tensorflow import find_tf_config
+
+    source = os.fspath(source)
+    if not os.path.exists(source):
+        raise CheckpointError(f"{source} does not exist.")
+    if _elmo_files(source) is not None:
+        return "allennlp"
+    if os.path.isdir(source):
+        if is_keras_hub_preset(source):
+            return "keras_hub"
+        config = _json(os.path.join(source, "config.json"))
+        if isinstance(config, dict) and "model_type" in config:
+            return "huggingface"
+        if find_tf_config(source) is not None:
+            return "tensorflow"
+        if os.path.isfile(os.path.join(source, "config.json")) and config is None:
+            raise CheckpointError(f"{source}/config.json is not valid JSON.")
+    raise CheckpointError(
+        f"Cannot tell the format of {source}. Expected a Hugging Face directory "
+        "(config.json with model_type + model.safetensors), a google-research TF "
+        "checkpoint directory (bert_config.json / albert_config.json + *.index), an "
+        "allennlp ELMo options json + hdf5, or a keras-hub preset directory."
+    )
+
+
+def load(source, format=None):
+    """(backbone with .tokenizer, format) of any supported source."""
+    source = os.fspath(source)
+    format = format or detect_format(source)
+    if format == "huggingface":
+        from keras_ctx.convert.huggingface import from_huggingface
+
+        backbone = from_huggingface(source)
+    elif format == "tensorflow":
+        from keras_ctx.convert.tensorflow import from_tf_checkpoint
+
+        backbone = from_tf_checkpoint(source)
+    elif format == "allennlp":
+        from keras_ctx.convert.elmo import from_allennlp
+
+        files = _elmo_files(source)
+        if files is None:
+            raise CheckpointError(f"{source} holds no ELMo options json + hdf5 weights.")
+        backbone = from_allennlp(*files)
+        backbone.tokenizer = None
+    elif format == "keras_hub":
+        from keras_ctx.convert.kerashub import from_keras_hub_preset
+
+        backbone = from_keras_hub_preset(source)
+    else:
+        raise CheckpointError(f"Unknown format {format!r}; known: {', '.join(FORMATS)}.")
+    return backbone, format
+
+
+def family_of_backbone(backbone):
+    family = _FAMILIES.get(type(backbone).__name__)
+    if family == "bert" and getattr(backbone, "type_vocab_size", 2) == 1:
+        family = "roberta"  # RoBERTa: BERT's network with one segment row
+    if family is None:
+        raise CheckpointError(f"No keras-ctx family for {type(backbone).__name__}.")
+    return family
+
+
+def convert(source, dest, format=None, sequence_length=128):
+    """Converts `source` (any supported format) into the run directory `dest`.
+
+    Returns the run.json info written there.
+    """
+    from keras_ctx import runs
+
+    backbone, format = load(source, format)
+    limit = getattr(backbone, "max_sequence_length", None)
+    if limit is not None:
+        sequence_length = min(sequence_length, limit)
+    info = {"model": os.path.abspath(os.fspath(source)), "family": family_of_backbone(backbone),
+            "sequence_length": sequence_length, "source_format": format,
+            "backbone": type(backbone).__name__}
+    tokenizer = getattr(backbone, "tokenizer", None)
+    runs.save_run(os.fspath(dest), info, backbone, tokenizer)
+    return info

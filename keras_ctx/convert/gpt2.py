@@ -1,0 +1,188 @@
+"""Hugging Face GPT-2 (model_type "gpt2") and GPT ("openai-gpt") checkpoints <-> GPTBackbone.
+
+GPT-2's checkpoint keeps OpenAI's `Conv1D` layout: weights are (in, out),
+i.e. already Keras kernels, and each layer's query/key/value projections are
+one fused `attn.c_attn` (d, 3d) tensor whose columns are [q | k | v]. The
+converter splits it into three virtual tensors `...c_attn.weight[q]` etc.
+(and the exporter joins them back). The causal-mask buffers `attn.bias` /
+`attn.masked_bias` of older checkpoints and the tied `lm_head.weight` are
+skipped.
+
+GPT and GPT-2 use GELU's tanh approximation ("gelu_new"), passed to
+GPTBackbone as `activation="gelu_approximate"`.
+"""
+
+
+import numpy as np
+
+from keras_ctx.convert.bert import _check_class, _required
+from keras_ctx.convert.huggingface import (
+    CheckpointError,
+    TensorReader,
+    activation_from_huggingface,
+    activation_to_huggingface,
+    register_converter,
+    register_exporter,
+)
+from keras_ctx.convert.mapping import (
+    Entry,
+    HeadsBias,
+    SplitHeadsIn,
+    SplitHeadsOut,
+    export_weight_map,
+    load_weight_map,
+    norm_entries,
+)
+
+GPT2_IGNORED = ("attn.bias", "attn.masked_bias", "lm_head", "score.", "multiple_choice_head")
+_PARTS = ("q", "k", "v")
+
+
+def _split_fused(tensors):
+    """c_attn.weight (d, 3d) / bias (3d,) -> [q], [k], [v] virtual tensors."""
+    tensors = dict(tensors)
+    for name in [n for n in tensors if n.endswith(".attn.c_attn.weight")
+                 or n.endswith(".attn.c_attn.bias")]:
+        value = tensors.pop(name)
+        if value.shape[-1] % 3:
+            raise CheckpointError(f"{name}: shape {value.shape} is not three fused "
+                                  "projections (last axis not divisible by 3).")
+        for part, piece in zip(_PARTS, np.split(value, 3, axis=-1)):
+            tensors[f"{name}[{part}]"] = piece
+    return tensors
+
+
+def _join_fused(tensors):
+    joined = {}
+    for name, value in tensors.items():
+        if name.endswith("[q]"):
+            base = name[:-3]
+            joined[base] = np.concatenate([tensors[f"{base}[{p}]"] for p in _PARTS], axis=-1)
+        elif not name.endswith(("[k]", "[v]")):
+            joined[name] = value
+    return joined
+
+
+def gpt2_config_from_huggingface(config, original_gpt=False):
+    _required(config, "vocab_size", "n_embd", "n_layer", "n_head")
+    from keras_ctx.models.gpt import GPTBackbone
+
+    hidden = config["n_embd"]
+    settings = dict(
+        vocabulary_size=config["vocab_size"],
+        num_layers=config["n_layer"],
+        num_heads=config["n_head"],
+        hidden_size=hidden,
+        intermediate_size=config.get("n_inner") or 4 * hidden,
+        max_sequence_length=config.get("n_positions", 1024),
+        dropout=config.get("resid_pdrop", 0.1),
+        normalize_first=not original_gpt,
+        layer_norm_epsilon=config.get("layer_norm_epsilon", 1e-5),
+    )
+    # HF's OpenAIGPT maps its afn "gelu" to the tanh approximation (ACT_FNS).
+    activation = ({"gelu": "gelu_new"}.get(config.get("afn", "gelu"), config.get("afn"))
+                  if original_gpt else config.get("activation_function", "gelu_new"))
+    settings["activation"] = activation_from_huggingface(activation)
+    for key in ("scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn"):
+        if config.get(key):
+            raise CheckpointError(f"config.json {key}=true is not supported.")
+    return settings
+
+
+def gpt2_weight_map(backbone, original_gpt=False):
+    """[Entry] of a GPTBackbone in GPT-2 names (original GPT's with `original_gpt`).
+
+    Query/key/value read virtual [q]/[k]/[v] tensors split from c_attn.
+    """
+    if (backbone.final_norm is None) != original_gpt:
+        raise CheckpointError(
+            "GPT-2 checkpoints are pre-LN (normalize_first=True) and the original GPT's "
+            f"post-LN; this GPTBackbone has normalize_first={backbone.final_norm is not None}.")
+    heads = backbone.num_heads
+    token, position = ("tokens_embed", "positions_embed") if original_gpt else ("wte", "wpe")
+    entries = [Entry(backbone.token_embedding.embeddings, token + ".weight"),
+               Entry(backbone.position_embedding.position_embeddings, position + ".weight")]
+    for i, block in enumerate(backbone.blocks):
+        p, attention = f"h.{i}.", block.self_attention
+        for part, dense in zip(_PARTS, (attention.query_dense, attention.key_dense,
+                                        attention.value_dense)):
+            entries += [
+                Entry(dense.kernel, f"{p}attn.c_attn.weight[{part}]", SplitHeadsIn(heads)),
+                Entry(dense.bias, f"{p}attn.c_attn.bias[{part}]", HeadsBias(heads)),
+            ]
+        entries += [Entry(attention.output_dense.kernel, p + "attn.c_proj.weight",
+                          SplitHeadsOut(heads)),
+                    Entry(attention.output_dense.bias, p + "attn.c_proj.bias")]
+        entries += norm_entries(block.self_attention_norm, p + "ln_1")
+        entries += norm_entries(block.feedforward_norm, p + "ln_2")
+        ffn = block.feedforward
+        entries += [Entry(ffn.intermediate_dense.kernel, p + "mlp.c_fc.weight"),
+                    Entry(ffn.intermediate_dense.bias, p + "mlp.c_fc.bias"),
+                    Entry(ffn.output_dense.kernel, p + "mlp.c_proj.weight"),
+                    Entry(ffn.output_dense.bias, p + "mlp.c_proj.bias")]
+    if not original_gpt:
+        entries += norm_entries(backbone.final_norm, "ln_f")
+    return entries
+
+
+@register_converter("gpt2")
+def convert_gpt2(config, tensors):
+    from keras_ctx.models.gpt import GPTBackbone
+
+    backbone = GPTBackbone(**gpt2_config_from_huggingface(config))
+    if tensors is None:
+        return backbone
+    read = TensorReader(_split_fused(tensors), prefixes=("transformer.", ""))
+    load_weight_map(gpt2_weight_map(backbone), read)
+    read.check_all_used(ignore=GPT2_IGNORED)
+    return backbone
+
+
+@register_exporter("gpt2")
+def export_gpt2(backbone):
+    _check_class(backbone, "GPTBackbone", "gpt2")
+    c = backbone.get_config()
+    block = backbone.blocks[0]
+    activation = getattr(block, "activation", "gelu")
+    config = {
+        "model_type": "gpt2", "architectures": ["GPT2Model"],
+        "vocab_size": c["vocabulary_size"], "n_embd": c["hidden_size"],
+        "n_layer": c["num_layers"], "n_head": c["num_heads"],
+        "n_inner": c["intermediate_size"], "n_positions": c["max_sequence_length"],
+        "resid_pdrop": c["dropout"], "embd_pdrop": c["dropout"], "attn_pdrop": c["dropout"],
+        "layer_norm_epsilon": c["layer_norm_epsilon"],
+        "activation_function": activation_to_huggingface(activation),
+    }
+    return config, _join_fused(export_weight_map(gpt2_weight_map(backbone)))
+
+
+@register_converter("openai-gpt")
+def convert_openai_gpt(config, tensors):
+    """The original GPT (Radford et al. 2018): post-LN, no final norm, names tokens_embed..."""
+    from keras_ctx.models.gpt import GPTBackbone
+
+    backbone = GPTBackbone(**gpt2_config_from_huggingface(config, original_gpt=True))
+    if tensors is None:
+        return backbone
+    read = TensorReader(_split_fused(tensors), prefixes=("transformer.", ""))
+    load_weight_map(gpt2_weight_map(backbone, original_gpt=True), read)
+    read.check_all_used(ignore=GPT2_IGNORED)
+    return backbone
+
+
+@register_exporter("openai-gpt")
+def export_openai_gpt(backbone):
+    _check_class(backbone, "GPTBackbone", "openai-gpt")
+    c = backbone.get_config()
+    config = {
+        "model_type": "openai-gpt", "architectures": ["OpenAIGPTModel"],
+        "vocab_size": c["vocabulary_size"], "n_embd": c["hidden_size"],
+        "n_layer": c["num_layers"], "n_head": c["num_heads"],
+        "n_positions": c["max_sequence_length"], "resid_pdrop": c["dropout"],
+        "embd_pdrop": c["dropout"], "attn_pdrop": c["dropout"],
+        "layer_norm_epsilon": c["layer_norm_epsilon"], "afn": "gelu",
+    }
+    if c["intermediate_size"] != 4 * c["hidden_size"]:
+        raise CheckpointError("HF's OpenAIGPT has a 4 * n_embd feed-forward; this backbone's "
+                              f"intermediate_size is {c['intermediate_size']}.")
+    return config, _join_fused(export_weight_map(gpt2_weight_map(backbone, original_gpt=True)))

@@ -1,0 +1,130 @@
+"""Heads of Hugging Face checkpoints: masked LM and classification.
+
+Classification: `classifier_from_huggingface(directory)` turns a
+*ForSequenceClassification (BERT, ALBERT) or *ForTokenClassification (BERT,
+ALBERT, RoBERTa, ELECTRA) checkpoint into a keras_ctx.tasks model.
+
+Masked LM:
+
+`masked_lm_from_huggingface(directory)` returns `(backbone, head)`: the
+backbone as `from_huggingface` builds it and a `MaskedLMHead` tied to its
+token embedding, with the checkpoint's transform, LayerNorm and output bias
+(the decoder weight of these checkpoints is the tied word embedding):
+
+    bert     cls.predictions.transform.dense / .transform.LayerNorm / .bias
+    roberta  lm_head.dense / lm_head.layer_norm / lm_head.bias
+    albert   predictions.dense / predictions.LayerNorm / predictions.bias   (H -> E)
+    electra  generator_predictions.dense / .LayerNorm / generator_lm_head.bias (generator)
+
+`logits = head(outputs["sequence_output"])`.
+"""
+
+import numpy as np
+
+from keras_ctx.convert.huggingface import (
+    CheckpointError,
+    TensorReader,
+    activation_from_huggingface,
+    from_huggingface,
+    read_config,
+    read_tensors,
+)
+from keras_ctx.convert.mapping import Entry, LINEAR, load_weight_map
+
+# model_type -> (prefixes of the head, dense, norm, output bias, decoder weight, activation)
+HEADS = {
+    "bert": ("cls.predictions.transform.dense", "cls.predictions.transform.LayerNorm",
+             "cls.predictions.bias", "cls.predictions.decoder.weight", None),
+    "roberta": ("lm_head.dense", "lm_head.layer_norm", "lm_head.bias", "lm_head.decoder.weight",
+                "gelu"),
+    "albert": ("predictions.dense", "predictions.LayerNorm", "predictions.bias",
+               "predictions.decoder.weight", None),
+    "electra": ("generator_predictions.dense", "generator_predictions.LayerNorm",
+                "generator_lm_head.bias", "generator_lm_head.weight", "gelu"),
+}
+
+
+def masked_lm_from_huggingface(directory):
+    """(backbone, MaskedLMHead) of a *ForMaskedLM / *ForPreTraining checkpoint directory."""
+    from keras_ctx.layers.heads import MaskedLMHead
+
+    config = read_config(directory)
+    model_type = config.get("model_type")
+    if model_type not in HEADS:
+        raise CheckpointError(f"No masked-LM head converter for model_type {model_type!r}; "
+                              f"supported: {', '.join(sorted(HEADS))}.")
+    dense, norm, bias, decoder, activation = HEADS[model_type]
+    backbone = from_huggingface(directory)
+    tensors = read_tensors(directory)
+    read = TensorReader(tensors)
+    if not read.has(bias):
+        raise CheckpointError(f"The checkpoint has no {bias!r}: it has no masked-LM head "
+                              f"(its architectures: {config.get('architectures')}).")
+    if read.has(decoder):
+        table = np.asarray(backbone.token_embedding.embeddings.numpy())
+        if read(decoder).shape != table.shape or not np.allclose(read(decoder), table):
+            raise CheckpointError(f"{decoder} is not tied to the word embeddings; an untied "
+                                  "output layer is not supported.")
+    activation = activation_from_huggingface(activation or config.get("hidden_act", "gelu"))
+    head = MaskedLMHead(token_embedding=backbone.token_embedding, activation=activation,
+                        layer_norm_epsilon=config.get("layer_norm_eps", 1e-12),
+                        name="masked_lm_head")
+    hidden = config.get("hidden_size") or read(dense + ".weight").shape[1]
+    head.build((None, None, hidden))
+    load_weight_map([Entry(head.dense.kernel, dense + ".weight", LINEAR),
+                     Entry(head.dense.bias, dense + ".bias"),
+                     Entry(head.layer_norm.gamma, norm + ".weight"),
+                     Entry(head.layer_norm.beta, norm + ".bias"),
+                     Entry(head.output_bias, bias)], read)
+    return backbone, head
+
+
+# Families whose *ForSequenceClassification head is one Linear on the pooled
+# output (RoBERTa's and ELECTRA's have an extra dense layer, not supported).
+_POOLED_CLASSIFIERS = ("bert", "albert")
+_TOKEN_CLASSIFIERS = ("bert", "albert", "roberta", "electra")
+
+
+def _num_labels(config, read):
+    if read.has("classifier.weight"):
+        return int(read("classifier.weight").shape[0])
+    raise CheckpointError("The checkpoint has no 'classifier.weight': it has no "
+                          f"classification head (architectures: {config.get('architectures')}).")
+
+
+def classifier_from_huggingface(directory):
+    """A keras_ctx task model with the classification head of a HF checkpoint.
+
+    `*ForSequenceClassification` (BERT, ALBERT: one Linear on the pooled
+    output) -> `keras_ctx.tasks.SequenceClassifier(pooling="pooled")`;
+    `*ForTokenClassification` (BERT, ALBERT, RoBERTa, ELECTRA) ->
+    `keras_ctx.tasks.TokenClassifier`. The model's `.backbone.tokenizer` is
+    the checkpoint's tokenizer.
+    """
+    from keras_ctx.tasks.heads import SequenceClassifier, TokenClassifier
+
+    config = read_config(directory)
+    model_type = config.get("model_type")
+    architectures = config.get("architectures") or []
+    kind = next((a for a in architectures if a.endswith(("ForSequenceClassification",
+                                                          "ForTokenClassification"))), None)
+    if kind is None:
+        raise CheckpointError(f"config.json architectures {architectures} name no "
+                              "*ForSequenceClassification / *ForTokenClassification model.")
+    sequence = kind.endswith("ForSequenceClassification")
+    supported = _POOLED_CLASSIFIERS if sequence else _TOKEN_CLASSIFIERS
+    if model_type not in supported:
+        raise CheckpointError(f"{kind}: the {model_type!r} head is not supported; supported: "
+                              f"{', '.join(supported)}.")
+    backbone = from_huggingface(directory)
+    read = TensorReader(read_tensors(directory))
+    labels = _num_labels(config, read)
+    dropout = config.get("classifier_dropout") or config.get("hidden_dropout_prob", 0.1)
+    if sequence:
+        model = SequenceClassifier(backbone, labels, pooling="pooled", dropout=dropout)
+    else:
+        model = TokenClassifier(backbone, labels, dropout=dropout)
+    dense = model.get_layer("logits")
+    load_weight_map([Entry(dense.kernel, "classifier.weight", LINEAR),
+                     Entry(dense.bias, "classifier.bias")], read)
+    return model

@@ -1,0 +1,60 @@
+"""Hugging Face RoBERTa checkpoints (model_type "roberta") <-> BertBackbone.
+
+RoBERTa (Liu et al. 2019) is BERT's network with one segment row, LayerNorm
+epsilon 1e-5 and fairseq's position table: positions start at
+padding_idx + 1 = 2, so rows 0 and 1 are never read for real tokens. Our
+BertBackbone starts positions at row 0, so the importer drops the first two
+rows (max_sequence_length = max_position_embeddings - 2) and the exporter
+puts two zero rows back. Only real (non-padding) positions are affected;
+with right padding, HF's positions of real tokens are 2, 3, ..., as ours.
+"""
+
+from keras_ctx.convert.bert import (
+    BERT_IGNORED,
+    _check_class,
+    bert_config_from_huggingface,
+    bert_config_to_huggingface,
+    bert_weight_map,
+)
+from keras_ctx.convert.huggingface import (
+    CheckpointError,
+    TensorReader,
+    register_converter,
+    register_exporter,
+)
+from keras_ctx.convert.mapping import export_weight_map, load_weight_map
+
+
+def _offset(config):
+    # fairseq: positions = padding_idx + 1 + index (Liu et al. 2019 / fairseq).
+    return int(config.get("pad_token_id", 1)) + 1
+
+
+@register_converter("roberta")
+def convert_roberta(config, tensors):
+    from keras_ctx.models.bert import BertBackbone
+
+    settings = bert_config_from_huggingface(config)
+    offset = _offset(config)
+    settings["max_sequence_length"] = config.get("max_position_embeddings", 514) - offset
+    settings["type_vocab_size"] = config.get("type_vocab_size", 1)
+    settings["layer_norm_epsilon"] = config.get("layer_norm_eps", 1e-5)
+    if settings["max_sequence_length"] <= 0:
+        raise CheckpointError(f"max_position_embeddings {config.get('max_position_embeddings')}"
+                              f" leaves no positions after RoBERTa's offset of {offset}.")
+    backbone = BertBackbone(**settings)
+    if tensors is None:
+        return backbone
+    read = TensorReader(tensors, prefixes=("roberta.", ""))
+    # RobertaForMaskedLM checkpoints (roberta-base) have no pooler.
+    load_weight_map(bert_weight_map(backbone, offset, pooler_optional=True), read)
+    read.check_all_used(ignore=BERT_IGNORED)
+    return backbone
+
+
+@register_exporter("roberta")
+def export_roberta(backbone):
+    _check_class(backbone, "BertBackbone", "roberta")
+    config = bert_config_to_huggingface(backbone, "roberta", position_offset=2)
+    config.update(pad_token_id=1, bos_token_id=0, eos_token_id=2)
+    return config, export_weight_map(bert_weight_map(backbone, 2))

@@ -1,0 +1,119 @@
+"""Hugging Face XLNet checkpoints (model_type "xlnet") <-> XLNetBackbone.
+
+HF XLNet stores each layer's projections as (d_model, n_head, d_head)
+tensors used in einsums, which are our EinsumDense kernels as they are,
+except the output projection `o`, applied as "ibnd,hnd->ibh": our
+(heads, size, d_model) kernel is its transpose (1, 2, 0). `mask_emb`
+(1, 1, d_model) is the query stream's start `w`.
+"""
+
+from keras_ctx.convert.bert import _check_class, _required
+from keras_ctx.convert.huggingface import (
+    CheckpointError,
+    TensorReader,
+    activation_from_huggingface,
+    activation_to_huggingface,
+    register_converter,
+    register_exporter,
+)
+from keras_ctx.convert.mapping import (
+    Entry,
+    Permute,
+    Reshape,
+    dense_entries,
+    export_weight_map,
+    load_weight_map,
+    norm_entries,
+)
+
+XLNET_IGNORED = ("lm_loss", "sequence_summary", "logits_proj", "qa_outputs", "start_logits",
+                 "end_logits", "answer_class")
+
+
+def xlnet_config_from_huggingface(config):
+    _required(config, "vocab_size", "n_layer", "n_head", "d_model", "d_inner")
+    if config.get("attn_type", "bi") != "bi":
+        raise CheckpointError(f"attn_type {config['attn_type']!r}: only XLNet's bidirectional "
+                              "attention ('bi') is supported.")
+    if config.get("bi_data", False):
+        raise CheckpointError("bi_data=true (bidirectional data pipeline) is not supported.")
+    if config.get("d_head") not in (None, config["d_model"] // config["n_head"]):
+        raise CheckpointError(f"d_head {config['d_head']} != d_model / n_head.")
+    return dict(
+        vocabulary_size=config["vocab_size"],
+        num_layers=config["n_layer"],
+        num_heads=config["n_head"],
+        hidden_size=config["d_model"],
+        intermediate_size=config["d_inner"],
+        dropout=config.get("dropout", 0.1),
+        attention_dropout=config.get("dropout", 0.1),
+        activation=activation_from_huggingface(config.get("ff_activation", "gelu")),
+        mem_len=int(config.get("mem_len") or 0),
+        clamp_length=config.get("clamp_len", -1),
+        layer_norm_epsilon=config.get("layer_norm_eps", 1e-12),
+        initializer_range=config.get("initializer_range", 0.02),
+    )
+
+
+def xlnet_weight_map(backbone):
+    """[Entry] of an XLNetBackbone in HF names without "transformer."."""
+    entries = [
+        Entry(backbone.token_embedding.embeddings, "word_embedding.weight"),
+        Entry(backbone.mask_embedding.mask_emb, "mask_emb", Reshape((1, 1, backbone.hidden_size))),
+    ]
+    for index, block in enumerate(backbone.blocks):
+        p, attention = f"layer.{index}", block.attention
+        entries += [
+            Entry(attention.query_dense.kernel, f"{p}.rel_attn.q"),
+            Entry(attention.key_dense.kernel, f"{p}.rel_attn.k"),
+            Entry(attention.value_dense.kernel, f"{p}.rel_attn.v"),
+            Entry(attention.position_dense.kernel, f"{p}.rel_attn.r"),
+            Entry(attention.output_dense.kernel, f"{p}.rel_attn.o", Permute((1, 2, 0))),
+            Entry(attention.r_w_bias, f"{p}.rel_attn.r_w_bias"),
+            Entry(attention.r_r_bias, f"{p}.rel_attn.r_r_bias"),
+            Entry(attention.r_s_bias, f"{p}.rel_attn.r_s_bias"),
+            Entry(attention.seg_embed, f"{p}.rel_attn.seg_embed"),
+        ]
+        entries += norm_entries(block.attention_norm, f"{p}.rel_attn.layer_norm")
+        entries += dense_entries(block.feed_forward.intermediate_dense, f"{p}.ff.layer_1")
+        entries += dense_entries(block.feed_forward.output_dense, f"{p}.ff.layer_2")
+        entries += norm_entries(block.feed_forward_norm, f"{p}.ff.layer_norm")
+    return entries
+
+
+@register_converter("xlnet")
+def convert_xlnet(config, tensors):
+    from keras_ctx.models.xlnet import XLNetBackbone
+
+    backbone = XLNetBackbone(**xlnet_config_from_huggingface(config))
+    if tensors is None:
+        return backbone
+    read = TensorReader(tensors, prefixes=("transformer.", ""))
+    load_weight_map(xlnet_weight_map(backbone), read)
+    read.check_all_used(ignore=XLNET_IGNORED)
+    return backbone
+
+
+@register_exporter("xlnet")
+def export_xlnet(backbone):
+    _check_class(backbone, "XLNetBackbone", "xlnet")
+    config = {
+        "model_type": "xlnet",
+        "architectures": ["XLNetModel"],
+        "vocab_size": backbone.vocabulary_size,
+        "d_model": backbone.hidden_size,
+        "n_layer": backbone.num_layers,
+        "n_head": backbone.num_heads,
+        "d_head": backbone.hidden_size // backbone.num_heads,
+        "d_inner": backbone.intermediate_size,
+        "ff_activation": activation_to_huggingface(backbone.activation),
+        "dropout": backbone.dropout,
+        "mem_len": backbone.mem_len or None,
+        "clamp_len": backbone.clamp_length,
+        "layer_norm_eps": backbone.layer_norm_epsilon,
+        "initializer_range": backbone.initializer_range,
+        "attn_type": "bi",
+        "bi_data": False,
+        "untie_r": True,
+    }
+    return config, export_weight_map(xlnet_weight_map(backbone))

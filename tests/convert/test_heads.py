@@ -1,0 +1,155 @@
+"""Masked-LM heads of HF checkpoints: logits match numpy from the checkpoint's tensors."""
+
+import numpy as np
+import pytest
+
+from keras_ctx.convert import CheckpointError
+from keras_ctx.convert.heads import classifier_from_huggingface, masked_lm_from_huggingface
+from tests import references
+from tests.convert import numpy_refs
+from tests.convert.test_hf_families import (
+    ALBERT,
+    albert_tensors,
+    bert_layer_shapes,
+    random_tensors,
+    write_checkpoint,
+)
+
+BERT = {"model_type": "bert", "architectures": ["BertForMaskedLM"], "vocab_size": 30,
+        "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
+        "intermediate_size": 24, "hidden_act": "gelu", "max_position_embeddings": 10,
+        "type_vocab_size": 2, "layer_norm_eps": 1e-12}
+
+
+def bert_mlm_tensors(seed=7):
+    h, v = 16, 30
+    shapes = {"bert.embeddings.word_embeddings.weight": (v, h),
+              "bert.embeddings.position_embeddings.weight": (10, h),
+              "bert.embeddings.token_type_embeddings.weight": (2, h),
+              "bert.embeddings.LayerNorm.weight": (h,), "bert.embeddings.LayerNorm.bias": (h,),
+              "cls.predictions.transform.dense.weight": (h, h),
+              "cls.predictions.transform.dense.bias": (h,),
+              "cls.predictions.transform.LayerNorm.weight": (h,),
+              "cls.predictions.transform.LayerNorm.bias": (h,),
+              "cls.predictions.bias": (v,)}
+    shapes.update(bert_layer_shapes("bert.", 1, h, 24))
+    tensors = random_tensors(shapes, seed)
+    # BertForMaskedLM has no pooler; its decoder is the tied word embedding.
+    tensors["cls.predictions.decoder.weight"] = tensors["bert.embeddings.word_embeddings.weight"]
+    return tensors
+
+
+def _mlm_reference(t, x, dense, norm, bias, table, act, eps):
+    t = {k: v.astype("float64") for k, v in t.items()}
+    y = act(x @ t[dense + ".weight"].T + t[dense + ".bias"])
+    y = references.layer_norm(y, t[norm + ".weight"], t[norm + ".bias"], eps)
+    return y @ t[table].T + t[bias]
+
+
+def test_bert_and_albert_masked_lm_heads(tmp_path):
+    tensors = bert_mlm_tensors()
+    with pytest.warns(UserWarning, match="pooler"):
+        backbone, head = masked_lm_from_huggingface(write_checkpoint(tmp_path / "b", BERT,
+                                                                     tensors))
+    ids = np.array([[2, 7, 11, 29, 3]], "int32")
+    inputs = {"token_ids": ids, "padding_mask": np.ones_like(ids),
+              "segment_ids": np.zeros_like(ids)}
+    sequence = numpy_refs.numpy_bert(tensors, BERT, ids, inputs["padding_mask"],
+                                     inputs["segment_ids"], prefix="bert.")
+    want = _mlm_reference(tensors, sequence, "cls.predictions.transform.dense",
+                          "cls.predictions.transform.LayerNorm", "cls.predictions.bias",
+                          "bert.embeddings.word_embeddings.weight", references.gelu, 1e-12)
+    got = head(backbone(inputs)["sequence_output"]).numpy()
+    np.testing.assert_allclose(got, want, atol=2e-4)
+
+    tensors = albert_tensors()
+    tensors["predictions.decoder.weight"] = tensors["albert.embeddings.word_embeddings.weight"]
+    backbone, head = masked_lm_from_huggingface(write_checkpoint(tmp_path / "a", ALBERT,
+                                                                 tensors))
+    sequence = numpy_refs.numpy_albert(tensors, ALBERT, ids, inputs["padding_mask"],
+                                       inputs["segment_ids"])
+    want = _mlm_reference(tensors, sequence, "predictions.dense", "predictions.LayerNorm",
+                          "predictions.bias", "albert.embeddings.word_embeddings.weight",
+                          numpy_refs.gelu_new, 1e-12)
+    got = head(backbone(inputs)["sequence_output"]).numpy()
+    np.testing.assert_allclose(got, want, atol=2e-4)
+
+
+@pytest.mark.filterwarnings("ignore:The checkpoint has no")
+def test_heads_that_are_missing_or_untied_fail(tmp_path):
+    tensors = bert_mlm_tensors()
+    tensors["cls.predictions.decoder.weight"] = tensors["cls.predictions.decoder.weight"] + 1
+    with pytest.raises(CheckpointError, match="not tied"):
+        masked_lm_from_huggingface(write_checkpoint(tmp_path / "untied", BERT, tensors))
+    tensors = {k: v for k, v in bert_mlm_tensors().items() if not k.startswith("cls.")}
+    with pytest.raises(CheckpointError, match="no masked-LM head"):
+        masked_lm_from_huggingface(write_checkpoint(tmp_path / "none", BERT, tensors))
+
+
+def test_sequence_and_token_classifiers(tmp_path):
+    from tests.convert.test_hf_families import ROBERTA, roberta_tensors
+
+    tensors = {k: v for k, v in bert_mlm_tensors().items() if not k.startswith("cls.")}
+    rng = np.random.default_rng(11)
+    tensors.update({"bert.pooler.dense.weight": rng.normal(0, .3, (16, 16)).astype("float32"),
+                    "bert.pooler.dense.bias": rng.normal(0, .3, 16).astype("float32"),
+                    "classifier.weight": rng.normal(0, .3, (3, 16)).astype("float32"),
+                    "classifier.bias": rng.normal(0, .3, 3).astype("float32")})
+    config = dict(BERT, architectures=["BertForSequenceClassification"])
+    model = classifier_from_huggingface(write_checkpoint(tmp_path / "seq", config, tensors))
+    ids = np.array([[2, 7, 11, 29, 3, 0]], "int32")
+    inputs = {"token_ids": ids, "padding_mask": (ids != 0).astype("int32"),
+              "segment_ids": np.zeros_like(ids)}
+    x = numpy_refs.numpy_bert(tensors, BERT, ids, inputs["padding_mask"],
+                              inputs["segment_ids"], prefix="bert.")
+    t = {k: v.astype("float64") for k, v in tensors.items()}
+    pooled = np.tanh(x[:, 0] @ t["bert.pooler.dense.weight"].T + t["bert.pooler.dense.bias"])
+    want = pooled @ t["classifier.weight"].T + t["classifier.bias"]
+    np.testing.assert_allclose(model(inputs).numpy(), want, atol=1e-4)
+
+    tensors = {k: v for k, v in roberta_tensors().items() if not k.startswith("lm_head")}
+    tensors.update({"classifier.weight": rng.normal(0, .3, (5, 16)).astype("float32"),
+                    "classifier.bias": rng.normal(0, .3, 5).astype("float32")})
+    config = dict(ROBERTA, architectures=["RobertaForTokenClassification"])
+    with pytest.warns(UserWarning, match="pooler"):
+        model = classifier_from_huggingface(write_checkpoint(tmp_path / "tok", config, tensors))
+    ids = np.array([[0, 5, 9, 17, 2, 1]], "int32")
+    inputs = {"token_ids": ids, "padding_mask": (ids != 1).astype("int32"),
+              "segment_ids": np.zeros_like(ids)}
+    x = numpy_refs.numpy_bert(tensors, ROBERTA, ids, inputs["padding_mask"],
+                              inputs["segment_ids"], prefix="roberta.", roberta=True)
+    t = {k: v.astype("float64") for k, v in tensors.items()}
+    want = x @ t["classifier.weight"].T + t["classifier.bias"]
+    real = inputs["padding_mask"].astype(bool)
+    np.testing.assert_allclose(model(inputs).numpy()[real], want[real], atol=1e-4)
+
+    config = dict(ROBERTA, architectures=["RobertaForSequenceClassification"])
+    with pytest.raises(CheckpointError, match="'roberta' head is not supported"):
+        classifier_from_huggingface(write_checkpoint(tmp_path / "rs", config, tensors))
+
+
+def test_electra_generator_masked_lm_head(tmp_path):
+    from tests.convert.test_hf_families import ELECTRA, electra_tensors
+
+    config = dict(ELECTRA, architectures=["ElectraForMaskedLM"])
+    tensors = {k: v for k, v in electra_tensors().items()
+               if not k.startswith("discriminator_predictions")}
+    rng = np.random.default_rng(12)
+    tensors.update({
+        "generator_predictions.dense.weight": rng.normal(0, .3, (8, 16)).astype("float32"),
+        "generator_predictions.dense.bias": rng.normal(0, .3, 8).astype("float32"),
+        "generator_predictions.LayerNorm.weight": (1 + rng.normal(0, .1, 8)).astype("float32"),
+        "generator_predictions.LayerNorm.bias": rng.normal(0, .1, 8).astype("float32"),
+        "generator_lm_head.bias": rng.normal(0, .3, 30).astype("float32"),
+        "generator_lm_head.weight": tensors["electra.embeddings.word_embeddings.weight"]})
+    backbone, head = masked_lm_from_huggingface(write_checkpoint(tmp_path, config, tensors))
+    ids = np.array([[2, 7, 11, 29, 3]], "int32")
+    inputs = {"token_ids": ids, "padding_mask": np.ones_like(ids),
+              "segment_ids": np.zeros_like(ids)}
+    sequence = numpy_refs.numpy_electra(tensors, ids, inputs["padding_mask"],
+                                        inputs["segment_ids"], 4, 2)
+    want = _mlm_reference(tensors, sequence, "generator_predictions.dense",
+                          "generator_predictions.LayerNorm", "generator_lm_head.bias",
+                          "electra.embeddings.word_embeddings.weight", references.gelu, 1e-12)
+    np.testing.assert_allclose(head(backbone(inputs)["sequence_output"]).numpy(), want,
+                               atol=2e-4)

@@ -1,0 +1,450 @@
+"""HF checkpoints of RoBERTa, ALBERT and XLNet, written here in the real layout and names.
+
+Each test writes config.json + model.safetensors with Hugging Face's exact
+tensor names and shapes (including head tensors the backbone must ignore),
+converts it, compares with a numpy forward pass read straight from the
+tensors (tests/convert/numpy_refs.py), and round-trips ours -> HF -> ours.
+"""
+
+import json
+import os
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file, save_file
+
+from keras_ctx.convert import CheckpointError, from_huggingface, to_huggingface
+from tests.convert import numpy_refs
+
+
+def random_tensors(shapes, seed):
+    rng = np.random.default_rng(seed)
+    tensors = {}
+    for name, shape in shapes.items():
+        if name.endswith("position_ids"):
+            tensors[name] = np.arange(shape[1], dtype="int64")[None]
+        elif "LayerNorm.weight" in name or "layer_norm.weight" in name:
+            tensors[name] = (1 + rng.normal(0, 0.1, shape)).astype("float32")
+        else:
+            tensors[name] = rng.normal(0, 0.3, shape).astype("float32")
+    return tensors
+
+
+def write_checkpoint(directory, config, tensors):
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, "config.json"), "w") as handle:
+        json.dump(config, handle)
+    save_file(tensors, os.path.join(directory, "model.safetensors"))
+    return str(directory)
+
+
+def bert_layer_shapes(prefix, layers, h, f):
+    shapes = {}
+    for i in range(layers):
+        p = f"{prefix}encoder.layer.{i}."
+        for n in ("query", "key", "value"):
+            shapes[f"{p}attention.self.{n}.weight"] = (h, h)
+            shapes[f"{p}attention.self.{n}.bias"] = (h,)
+        shapes.update({
+            f"{p}attention.output.dense.weight": (h, h), f"{p}attention.output.dense.bias": (h,),
+            f"{p}attention.output.LayerNorm.weight": (h,),
+            f"{p}attention.output.LayerNorm.bias": (h,),
+            f"{p}intermediate.dense.weight": (f, h), f"{p}intermediate.dense.bias": (f,),
+            f"{p}output.dense.weight": (h, f), f"{p}output.dense.bias": (h,),
+            f"{p}output.LayerNorm.weight": (h,), f"{p}output.LayerNorm.bias": (h,),
+        })
+    return shapes
+
+
+# --- RoBERTa -------------------------------------------------------------------------
+
+ROBERTA = {"model_type": "roberta", "architectures": ["RobertaForMaskedLM"], "vocab_size": 30,
+           "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 4,
+           "intermediate_size": 24, "hidden_act": "gelu", "max_position_embeddings": 14,
+           "type_vocab_size": 1, "layer_norm_eps": 1e-5, "pad_token_id": 1,
+           "bos_token_id": 0, "eos_token_id": 2, "hidden_dropout_prob": 0.1}
+
+
+def roberta_tensors(seed=0):
+    c = ROBERTA
+    v, h, p = c["vocab_size"], c["hidden_size"], c["max_position_embeddings"]
+    shapes = {"roberta.embeddings.word_embeddings.weight": (v, h),
+              "roberta.embeddings.position_embeddings.weight": (p, h),
+              "roberta.embeddings.token_type_embeddings.weight": (1, h),
+              "roberta.embeddings.LayerNorm.weight": (h,),
+              "roberta.embeddings.LayerNorm.bias": (h,),
+              # RobertaForMaskedLM: an LM head and no pooler.
+              "lm_head.dense.weight": (h, h), "lm_head.dense.bias": (h,),
+              "lm_head.layer_norm.weight": (h,), "lm_head.layer_norm.bias": (h,),
+              "lm_head.bias": (v,)}
+    shapes.update(bert_layer_shapes("roberta.", c["num_hidden_layers"], h,
+                                    c["intermediate_size"]))
+    return random_tensors(shapes, seed)
+
+
+def roberta_inputs():
+    # <s> ... </s> then padding (id 1), right-padded as HF tokenizers do.
+    ids = np.array([[0, 5, 9, 17, 4, 2, 1, 1], [0, 22, 13, 2, 1, 1, 1, 1]], "int32")
+    mask = (ids != 1).astype("int32")
+    return {"token_ids": ids, "padding_mask": mask, "segment_ids": np.zeros_like(ids)}
+
+
+def write_bpe_files(directory):
+    # A byte-level BPE of GPT-2's format: "Ġ" marks a leading space.
+    vocab = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, "l": 4, "o": 5, "w": 6, "e": 7,
+             "r": 8, "Ġ": 9, "lo": 10, "low": 11, "er": 12, "Ġlow": 13, "Ġlower": 14}
+    with open(os.path.join(directory, "vocab.json"), "w") as handle:
+        json.dump(vocab, handle)
+    with open(os.path.join(directory, "merges.txt"), "w") as handle:
+        handle.write("#version: 0.2\nl o\nlo w\ne r\nĠ low\nĠlow er\n")
+    return vocab
+
+
+def test_roberta_matches_numpy_and_round_trips(tmp_path):
+    tensors = roberta_tensors()
+    directory = write_checkpoint(tmp_path / "roberta", ROBERTA, tensors)
+    vocab = write_bpe_files(directory)
+    with pytest.warns(UserWarning, match="pooler"):
+        backbone = from_huggingface(directory)
+    # The two offset rows are dropped: positions start at our row 0.
+    assert backbone.max_sequence_length == ROBERTA["max_position_embeddings"] - 2
+    inputs = roberta_inputs()
+    got = backbone(inputs)["sequence_output"].numpy()
+    want = numpy_refs.numpy_bert(tensors, ROBERTA, inputs["token_ids"], inputs["padding_mask"],
+                                 inputs["segment_ids"], prefix="roberta.", roberta=True)
+    real = inputs["padding_mask"].astype(bool)
+    np.testing.assert_allclose(got[real], want[real], atol=1e-4)
+
+    # Byte-level BPE from vocab.json + merges.txt.
+    ids = backbone.tokenizer("low lower").tolist()
+    assert ids == [vocab["low"], vocab["Ġlower"]]
+
+    # ours -> HF -> ours is exact; the exported encoder tensors equal the originals.
+    exported = to_huggingface(backbone, tmp_path / "out", model_type="roberta")
+    written = load_file(os.path.join(exported, "model.safetensors"))
+    assert set(written) == {k[len("roberta."):] for k in tensors if k.startswith("roberta.")} | {
+        "pooler.dense.weight", "pooler.dense.bias"}
+    for name, value in written.items():
+        if name.startswith("pooler"):
+            continue
+        original = tensors["roberta." + name]
+        if name == "embeddings.position_embeddings.weight":
+            np.testing.assert_array_equal(value[2:], original[2:])
+        else:
+            np.testing.assert_array_equal(value, original)
+    again = from_huggingface(exported)
+    np.testing.assert_array_equal(again(inputs)["sequence_output"].numpy(), got)
+    assert again.tokenizer("low lower").tolist() == ids
+
+
+# --- ALBERT --------------------------------------------------------------------------
+
+ALBERT = {"model_type": "albert", "architectures": ["AlbertForMaskedLM"], "vocab_size": 40,
+          "embedding_size": 8, "hidden_size": 16, "num_hidden_layers": 3,
+          "num_hidden_groups": 1, "inner_group_num": 1, "num_attention_heads": 2,
+          "intermediate_size": 32, "hidden_act": "gelu_new", "max_position_embeddings": 12,
+          "type_vocab_size": 2, "layer_norm_eps": 1e-12, "hidden_dropout_prob": 0.0}
+
+
+def albert_tensors(seed=1):
+    c = ALBERT
+    v, e, h, f = c["vocab_size"], c["embedding_size"], c["hidden_size"], c["intermediate_size"]
+    a, g = "albert.", "albert.encoder.albert_layer_groups.0.albert_layers.0."
+    shapes = {
+        a + "embeddings.word_embeddings.weight": (v, e),
+        a + "embeddings.position_embeddings.weight": (c["max_position_embeddings"], e),
+        a + "embeddings.token_type_embeddings.weight": (2, e),
+        a + "embeddings.LayerNorm.weight": (e,), a + "embeddings.LayerNorm.bias": (e,),
+        a + "embeddings.position_ids": (1, c["max_position_embeddings"]),
+        a + "encoder.embedding_hidden_mapping_in.weight": (h, e),
+        a + "encoder.embedding_hidden_mapping_in.bias": (h,),
+        g + "attention.query.weight": (h, h), g + "attention.query.bias": (h,),
+        g + "attention.key.weight": (h, h), g + "attention.key.bias": (h,),
+        g + "attention.value.weight": (h, h), g + "attention.value.bias": (h,),
+        g + "attention.dense.weight": (h, h), g + "attention.dense.bias": (h,),
+        g + "attention.LayerNorm.weight": (h,), g + "attention.LayerNorm.bias": (h,),
+        g + "ffn.weight": (f, h), g + "ffn.bias": (f,),
+        g + "ffn_output.weight": (h, f), g + "ffn_output.bias": (h,),
+        g + "full_layer_layer_norm.weight": (h,), g + "full_layer_layer_norm.bias": (h,),
+        a + "pooler.weight": (h, h), a + "pooler.bias": (h,),
+        # AlbertForMaskedLM's head.
+        "predictions.bias": (v,), "predictions.dense.weight": (e, h),
+        "predictions.dense.bias": (e,), "predictions.LayerNorm.weight": (e,),
+        "predictions.LayerNorm.bias": (e,), "predictions.decoder.weight": (v, e),
+        "predictions.decoder.bias": (v,),
+    }
+    return random_tensors(shapes, seed)
+
+
+def write_sentencepiece(directory):
+    import io
+
+    import sentencepiece
+
+    text = ["the quick brown fox jumps over the lazy dog", "a lazy dog sleeps all day",
+            "quick thinking wins the day", "foxes and dogs are animals"] * 20
+    model = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(text), model_writer=model, vocab_size=36,
+        hard_vocab_limit=False, model_type="unigram",
+        pad_id=0, unk_id=1, bos_id=2, eos_id=3, minloglevel=2,
+    )
+    with open(os.path.join(directory, "spiece.model"), "wb") as handle:
+        handle.write(model.getvalue())
+    return sentencepiece.SentencePieceProcessor(model_proto=model.getvalue())
+
+
+def test_albert_matches_numpy_and_round_trips(tmp_path):
+    tensors = albert_tensors()
+    directory = write_checkpoint(tmp_path / "albert", ALBERT, tensors)
+    processor = write_sentencepiece(directory)
+    backbone = from_huggingface(directory)
+    assert backbone.num_layers == 3 and backbone.sharing == "all"
+    ids = np.array([[2, 7, 11, 30, 3, 0], [2, 9, 3, 0, 0, 0]], "int32")
+    inputs = {"token_ids": ids, "padding_mask": (ids != 0).astype("int32"),
+              "segment_ids": np.array([[0, 0, 0, 1, 1, 0], [0, 0, 0, 0, 0, 0]], "int32")}
+    got = backbone(inputs)["sequence_output"].numpy()
+    want = numpy_refs.numpy_albert(tensors, ALBERT, ids, inputs["padding_mask"],
+                                   inputs["segment_ids"])
+    real = inputs["padding_mask"].astype(bool)
+    np.testing.assert_allclose(got[real], want[real], atol=1e-4)
+
+    text = "the lazy fox"
+    assert backbone.tokenizer(text).tolist() == processor.encode(text)
+
+    exported = to_huggingface(backbone, tmp_path / "out")
+    written = load_file(os.path.join(exported, "model.safetensors"))
+    assert set(written) == {k[len("albert."):] for k in tensors
+                            if k.startswith("albert.") and "position_ids" not in k}
+    for name, value in written.items():
+        np.testing.assert_array_equal(value, tensors["albert." + name])
+    again = from_huggingface(exported)
+    np.testing.assert_array_equal(again(inputs)["sequence_output"].numpy(), got)
+    assert again.tokenizer(text).tolist() == processor.encode(text)
+
+
+def test_albert_with_several_layer_groups_is_refused(tmp_path):
+    config = dict(ALBERT, num_hidden_groups=2)
+    directory = write_checkpoint(tmp_path, config, albert_tensors())
+    with pytest.raises(CheckpointError, match="num_hidden_groups"):
+        from_huggingface(directory)
+
+
+# --- XLNet ---------------------------------------------------------------------------
+
+XLNET = {"model_type": "xlnet", "architectures": ["XLNetLMHeadModel"], "vocab_size": 32,
+         "d_model": 16, "n_layer": 2, "n_head": 2, "d_head": 8, "d_inner": 24,
+         "ff_activation": "gelu", "untie_r": True, "attn_type": "bi", "bi_data": False,
+         "clamp_len": -1, "mem_len": None, "layer_norm_eps": 1e-12, "dropout": 0.1}
+
+
+def xlnet_tensors(seed=2):
+    c = XLNET
+    d, n, s, f = c["d_model"], c["n_head"], c["d_head"], c["d_inner"]
+    shapes = {"transformer.word_embedding.weight": (c["vocab_size"], d),
+              "transformer.mask_emb": (1, 1, d), "lm_loss.bias": (c["vocab_size"],)}
+    for i in range(c["n_layer"]):
+        p = f"transformer.layer.{i}."
+        for name in "qkvor":
+            shapes[f"{p}rel_attn.{name}"] = (d, n, s)
+        for name in ("r_w_bias", "r_r_bias", "r_s_bias"):
+            shapes[f"{p}rel_attn.{name}"] = (n, s)
+        shapes.update({
+            f"{p}rel_attn.seg_embed": (2, n, s),
+            f"{p}rel_attn.layer_norm.weight": (d,), f"{p}rel_attn.layer_norm.bias": (d,),
+            f"{p}ff.layer_norm.weight": (d,), f"{p}ff.layer_norm.bias": (d,),
+            f"{p}ff.layer_1.weight": (f, d), f"{p}ff.layer_1.bias": (f,),
+            f"{p}ff.layer_2.weight": (d, f), f"{p}ff.layer_2.bias": (d,),
+        })
+    return random_tensors(shapes, seed)
+
+
+def test_xlnet_matches_numpy_and_round_trips(tmp_path):
+    tensors = xlnet_tensors()
+    directory = write_checkpoint(tmp_path / "xlnet", XLNET, tensors)
+    backbone = from_huggingface(directory)
+    ids = np.array([[5, 9, 17, 4, 3, 30, 2], [7, 22, 13, 1, 0, 0, 0]], "int32")
+    mask = np.array([[1] * 7, [1] * 4 + [0] * 3], "int32")
+    segments = np.array([[0, 0, 0, 1, 1, 1, 2], [0, 0, 1, 1, 1, 1, 1]], "int32")
+    inputs = {"token_ids": ids, "padding_mask": mask, "segment_ids": segments}
+    got = backbone(inputs)["sequence_output"].numpy()
+    want = numpy_refs.numpy_xlnet(tensors, XLNET, ids, mask, segments)
+    np.testing.assert_allclose(got[mask.astype(bool)], want[mask.astype(bool)], atol=1e-4)
+
+    exported = to_huggingface(backbone, tmp_path / "out")
+    written = load_file(os.path.join(exported, "model.safetensors"))
+    assert set(written) == {k[len("transformer."):] for k in tensors if "lm_loss" not in k}
+    for name, value in written.items():
+        np.testing.assert_array_equal(value, tensors["transformer." + name])
+    again = from_huggingface(exported)
+    np.testing.assert_array_equal(again(inputs)["sequence_output"].numpy(), got)
+
+
+# --- Bad checkpoints -----------------------------------------------------------------
+
+def test_bad_checkpoints_name_the_tensor_or_field(tmp_path):
+    tensors = xlnet_tensors()
+    missing = dict(tensors)
+    del missing["transformer.layer.1.rel_attn.seg_embed"]
+    with pytest.raises(CheckpointError, match="layer.1.rel_attn.seg_embed"):
+        from_huggingface(write_checkpoint(tmp_path / "missing", XLNET, missing))
+
+    wrong = dict(tensors)
+    wrong["transformer.layer.0.ff.layer_1.weight"] = np.zeros((5, 16), "float32")
+    with pytest.raises(CheckpointError, match=r"layer.0.ff.layer_1.weight.*\(5, 16\)"):
+        from_huggingface(write_checkpoint(tmp_path / "wrong", XLNET, wrong))
+
+    extra = dict(tensors)
+    extra["transformer.layer.2.rel_attn.q"] = np.zeros((16, 2, 8), "float32")
+    with pytest.raises(CheckpointError, match="layer.2.rel_attn.q"):
+        from_huggingface(write_checkpoint(tmp_path / "extra", XLNET, extra))
+
+    directory = write_checkpoint(tmp_path / "truncated", XLNET, tensors)
+    path = os.path.join(directory, "model.safetensors")
+    data = open(path, "rb").read()
+    with open(path, "wb") as handle:
+        handle.write(data[: len(data) // 2])
+    with pytest.raises(CheckpointError, match="not a readable safetensors"):
+        from_huggingface(directory)
+
+    no_field = {k: v for k, v in XLNET.items() if k != "d_inner"}
+    with pytest.raises(CheckpointError, match="d_inner"):
+        from_huggingface(write_checkpoint(tmp_path / "field", no_field, tensors))
+
+    with pytest.raises(CheckpointError, match="swish.*hidden_act"):
+        from_huggingface(write_checkpoint(tmp_path / "act", dict(ALBERT, hidden_act="swish"),
+                                          albert_tensors()))
+
+
+# --- ELECTRA -------------------------------------------------------------------------
+
+ELECTRA = {"model_type": "electra", "architectures": ["ElectraForPreTraining"],
+           "vocab_size": 30, "embedding_size": 8, "hidden_size": 16, "num_hidden_layers": 2,
+           "num_attention_heads": 4, "intermediate_size": 24, "hidden_act": "gelu",
+           "max_position_embeddings": 12, "type_vocab_size": 2, "layer_norm_eps": 1e-12}
+
+
+def electra_tensors(seed=3, config=ELECTRA):
+    v, e, h = config["vocab_size"], config["embedding_size"], config["hidden_size"]
+    shapes = {"electra.embeddings.word_embeddings.weight": (v, e),
+              "electra.embeddings.position_embeddings.weight": (12, e),
+              "electra.embeddings.token_type_embeddings.weight": (2, e),
+              "electra.embeddings.LayerNorm.weight": (e,),
+              "electra.embeddings.LayerNorm.bias": (e,),
+              "electra.embeddings_project.weight": (h, e),
+              "electra.embeddings_project.bias": (h,),
+              # ElectraForPreTraining's head.
+              "discriminator_predictions.dense.weight": (h, h),
+              "discriminator_predictions.dense.bias": (h,),
+              "discriminator_predictions.dense_prediction.weight": (1, h),
+              "discriminator_predictions.dense_prediction.bias": (1,)}
+    shapes.update(bert_layer_shapes("electra.", config["num_hidden_layers"], h,
+                                    config["intermediate_size"]))
+    return random_tensors(shapes, seed)
+
+
+def test_electra_matches_numpy_and_round_trips(tmp_path):
+    tensors = electra_tensors()
+    directory = write_checkpoint(tmp_path / "electra", ELECTRA, tensors)
+    backbone = from_huggingface(directory)
+    ids = np.array([[2, 7, 11, 29, 3, 0], [2, 9, 3, 0, 0, 0]], "int32")
+    inputs = {"token_ids": ids, "padding_mask": (ids != 0).astype("int32"),
+              "segment_ids": np.array([[0, 0, 0, 1, 1, 0], [0] * 6], "int32")}
+    got = backbone(inputs)["sequence_output"].numpy()
+    # ELECTRA = BERT's encoder after an E -> H projection of the embeddings.
+    t = {k: v.astype("float64") for k, v in tensors.items()}
+    e = "electra.embeddings."
+    x = (t[e + "word_embeddings.weight"][ids] + t[e + "position_embeddings.weight"][:6]
+         + t[e + "token_type_embeddings.weight"][inputs["segment_ids"]])
+    from tests import references
+
+    x = references.layer_norm(x, t[e + "LayerNorm.weight"], t[e + "LayerNorm.bias"], 1e-12)
+    x = x @ t["electra.embeddings_project.weight"].T + t["electra.embeddings_project.bias"]
+    for i in range(2):
+        x = numpy_refs.post_ln_layer(x, inputs["padding_mask"], t,
+                                     numpy_refs.bert_layer_names(i, "electra."), 4, 1e-12,
+                                     references.gelu)
+    real = inputs["padding_mask"].astype(bool)
+    np.testing.assert_allclose(got[real], x[real], atol=1e-4)
+
+    exported = to_huggingface(backbone, tmp_path / "out")
+    written = load_file(os.path.join(exported, "model.safetensors"))
+    assert set(written) == {k[len("electra."):] for k in tensors if k.startswith("electra.")}
+    for name, value in written.items():
+        np.testing.assert_array_equal(value, tensors["electra." + name])
+    again = from_huggingface(exported)
+    np.testing.assert_array_equal(again(inputs)["sequence_output"].numpy(), got)
+
+
+# --- Storage variants ----------------------------------------------------------------
+
+def _write_safetensors_by_hand(path, tensors, dtype):
+    """The safetensors format written independently of the library (for bfloat16)."""
+    import struct
+
+    header, chunks, offset = {}, [], 0
+    for name, value in tensors.items():
+        if dtype == "BF16":  # round-to-nearest-even on float32's top 16 bits
+            bits = value.astype("float32").view("uint32")
+            raw = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype("<u2").tobytes()
+        else:
+            raw = value.astype("<f4").tobytes()
+        header[name] = {"dtype": dtype, "shape": list(value.shape),
+                        "data_offsets": [offset, offset + len(raw)]}
+        chunks.append(raw)
+        offset += len(raw)
+    encoded = json.dumps(header).encode()
+    with open(path, "wb") as handle:
+        handle.write(struct.pack("<Q", len(encoded)) + encoded + b"".join(chunks))
+
+
+def test_sharded_and_bfloat16_checkpoints(tmp_path):
+    tensors = xlnet_tensors()
+    reference = from_huggingface(write_checkpoint(tmp_path / "single", XLNET, tensors))
+    inputs = {"token_ids": np.array([[5, 9, 17, 4]], "int32"),
+              "padding_mask": np.ones((1, 4), "int32"), "segment_ids": np.zeros((1, 4), "int32")}
+    want = reference(inputs)["sequence_output"].numpy()
+
+    # Two shards + model.safetensors.index.json, as large checkpoints come.
+    sharded = tmp_path / "sharded"
+    sharded.mkdir()
+    (sharded / "config.json").write_text(json.dumps(XLNET))
+    names = sorted(tensors)
+    shards = {"model-00001-of-00002.safetensors": names[: len(names) // 2],
+              "model-00002-of-00002.safetensors": names[len(names) // 2:]}
+    for shard, keys in shards.items():
+        save_file({k: tensors[k] for k in keys}, str(sharded / shard))
+    (sharded / "model.safetensors.index.json").write_text(json.dumps(
+        {"metadata": {}, "weight_map": {k: s for s, keys in shards.items() for k in keys}}))
+    got = from_huggingface(str(sharded))(inputs)["sequence_output"].numpy()
+    np.testing.assert_array_equal(got, want)
+    os.remove(sharded / "model-00002-of-00002.safetensors")
+    with pytest.raises(CheckpointError, match="model-00002-of-00002.safetensors.*missing"):
+        from_huggingface(str(sharded))
+
+    # bfloat16 (numpy has no bf16): same model up to bf16 rounding of the weights.
+    bf16 = tmp_path / "bf16"
+    bf16.mkdir()
+    (bf16 / "config.json").write_text(json.dumps(XLNET))
+    _write_safetensors_by_hand(bf16 / "model.safetensors", tensors, "BF16")
+    backbone = from_huggingface(str(bf16))
+    loaded = backbone.token_embedding.embeddings.numpy()
+    original = tensors["transformer.word_embedding.weight"]
+    np.testing.assert_allclose(loaded, original, rtol=2 ** -8)
+    assert not np.array_equal(loaded, original)  # really rounded to 8 mantissa bits
+    assert np.all(loaded.view("uint32") & 0xFFFF == 0)
+
+
+@pytest.mark.filterwarnings("ignore:The checkpoint has no")
+def test_corrupt_vocabulary_files_fail_clearly(tmp_path):
+    directory = write_checkpoint(tmp_path / "albert", ALBERT, albert_tensors())
+    with open(os.path.join(directory, "spiece.model"), "wb") as handle:
+        handle.write(b"not a sentencepiece model")
+    with pytest.raises(CheckpointError, match="spiece.model is not a readable SentencePiece"):
+        from_huggingface(directory)
+    directory = write_checkpoint(tmp_path / "roberta", ROBERTA, roberta_tensors())
+    write_bpe_files(directory)
+    with open(os.path.join(directory, "merges.txt"), "a") as handle:
+        handle.write("three part merge\n")
+    with pytest.raises(CheckpointError, match="three part merge"):
+        from_huggingface(directory)

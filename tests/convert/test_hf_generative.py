@@ -1,0 +1,291 @@
+"""HF GPT-2, BART and T5 checkpoints, written here in the real layout and names."""
+
+import os
+import warnings
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file
+
+from keras_ctx.convert import CheckpointError, from_huggingface, to_huggingface
+from tests.convert import numpy_refs
+from tests.convert.test_hf_families import random_tensors, write_checkpoint
+
+
+def _rows(ids, mask):
+    return ids * mask, mask
+
+
+# --- GPT-2 ---------------------------------------------------------------------------
+
+GPT2 = {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "vocab_size": 40,
+        "n_embd": 16, "n_layer": 2, "n_head": 4, "n_positions": 12, "n_inner": None,
+        "activation_function": "gelu", "layer_norm_epsilon": 1e-5, "resid_pdrop": 0.1}
+
+
+def gpt2_tensors(seed=0, config=GPT2):
+    v, d, p = config["vocab_size"], config["n_embd"], config["n_positions"]
+    shapes = {"transformer.wte.weight": (v, d), "transformer.wpe.weight": (p, d),
+              "transformer.ln_f.weight": (d,), "transformer.ln_f.bias": (d,),
+              "lm_head.weight": (v, d)}
+    for i in range(config["n_layer"]):
+        q = f"transformer.h.{i}."
+        shapes.update({
+            q + "ln_1.weight": (d,), q + "ln_1.bias": (d,), q + "ln_2.weight": (d,),
+            q + "ln_2.bias": (d,), q + "attn.c_attn.weight": (d, 3 * d),
+            q + "attn.c_attn.bias": (3 * d,), q + "attn.c_proj.weight": (d, d),
+            q + "attn.c_proj.bias": (d,), q + "mlp.c_fc.weight": (d, 4 * d),
+            q + "mlp.c_fc.bias": (4 * d,), q + "mlp.c_proj.weight": (4 * d, d),
+            q + "mlp.c_proj.bias": (d,),
+        })
+    tensors = random_tensors(shapes, seed)
+    for name in list(tensors):
+        if name.endswith("ln_1.weight") or name.endswith("ln_2.weight") or "ln_f.w" in name:
+            tensors[name] = 1 + 0.1 * tensors[name]
+    # The causal-mask buffer of older GPT-2 checkpoints.
+    tensors["transformer.h.0.attn.bias"] = np.tril(np.ones((p, p), "float32"))[None, None]
+    return tensors
+
+
+def test_gpt2_matches_numpy_and_round_trips(tmp_path):
+    tensors = gpt2_tensors()
+    directory = write_checkpoint(tmp_path / "gpt2", GPT2, tensors)
+    backbone = from_huggingface(directory)
+    ids, mask = _rows(np.array([[5, 9, 17, 4, 3, 30, 2], [7, 22, 13, 1, 1, 1, 1]], "int32"),
+                      np.array([[1] * 7, [1] * 3 + [0] * 4], "int32"))
+    got = backbone({"token_ids": ids, "padding_mask": mask})["sequence_output"].numpy()
+    want = numpy_refs.numpy_gpt2(tensors, GPT2, ids, mask)
+    real = mask.astype(bool)
+    np.testing.assert_allclose(got[real], want[real], atol=1e-4)
+
+    exported = to_huggingface(backbone, tmp_path / "out")
+    written = load_file(os.path.join(exported, "model.safetensors"))
+    assert set(written) == {k[len("transformer."):] for k in tensors
+                            if k.startswith("transformer.") and k != "transformer.h.0.attn.bias"}
+    for name, value in written.items():
+        np.testing.assert_array_equal(value, tensors["transformer." + name])
+    again = from_huggingface(exported)
+    np.testing.assert_array_equal(
+        again({"token_ids": ids, "padding_mask": mask})["sequence_output"].numpy(), got)
+
+
+def test_gpt2_tanh_gelu_and_bad_fused_projection(tmp_path):
+    config = dict(GPT2, activation_function="gelu_new")
+    backbone = from_huggingface(write_checkpoint(tmp_path / "a", config, gpt2_tensors()))
+    assert backbone.get_config()["activation"] == "gelu_approximate"
+    tensors = gpt2_tensors()
+    tensors["transformer.h.1.attn.c_attn.weight"] = np.zeros((16, 47), "float32")
+    with pytest.raises(CheckpointError, match="h.1.attn.c_attn.weight.*divisible by 3"):
+        from_huggingface(write_checkpoint(tmp_path / "b", GPT2, tensors))
+
+
+# --- BART ----------------------------------------------------------------------------
+
+BART = {"model_type": "bart", "architectures": ["BartForConditionalGeneration"],
+        "vocab_size": 40, "d_model": 16, "encoder_layers": 2, "decoder_layers": 1,
+        "encoder_attention_heads": 4, "decoder_attention_heads": 4, "encoder_ffn_dim": 24,
+        "decoder_ffn_dim": 24, "max_position_embeddings": 10, "activation_function": "gelu",
+        "scale_embedding": False, "normalize_before": False, "dropout": 0.1,
+        "pad_token_id": 1, "bos_token_id": 0, "eos_token_id": 2}
+
+
+def bart_tensors(seed=1):
+    c = BART
+    v, d, f = c["vocab_size"], c["d_model"], c["encoder_ffn_dim"]
+    shapes = {"model.shared.weight": (v, d), "final_logits_bias": (1, v),
+              "lm_head.weight": (v, d)}
+
+    def attention(p):
+        for k in ("q", "k", "v", "out"):
+            shapes[f"{p}.{k}_proj.weight"] = (d, d)
+            shapes[f"{p}.{k}_proj.bias"] = (d,)
+        shapes[f"{p}_layer_norm.weight"] = (d,)
+        shapes[f"{p}_layer_norm.bias"] = (d,)
+
+    for stack, layers in (("encoder", c["encoder_layers"]), ("decoder", c["decoder_layers"])):
+        s = f"model.{stack}."
+        shapes.update({s + "embed_tokens.weight": (v, d),
+                       s + "embed_positions.weight": (c["max_position_embeddings"] + 2, d),
+                       s + "layernorm_embedding.weight": (d,),
+                       s + "layernorm_embedding.bias": (d,)})
+        for i in range(layers):
+            p = f"{s}layers.{i}"
+            attention(p + ".self_attn")
+            if stack == "decoder":
+                attention(p + ".encoder_attn")
+            shapes.update({p + ".fc1.weight": (f, d), p + ".fc1.bias": (f,),
+                           p + ".fc2.weight": (d, f), p + ".fc2.bias": (d,),
+                           p + ".final_layer_norm.weight": (d,),
+                           p + ".final_layer_norm.bias": (d,)})
+    tensors = random_tensors(shapes, seed)
+    for name in list(tensors):
+        if "norm" in name and name.endswith("weight"):
+            tensors[name] = 1 + 0.1 * tensors[name]
+    for stack in ("encoder", "decoder"):  # tied copies, as HF saves them
+        tensors[f"model.{stack}.embed_tokens.weight"] = tensors["model.shared.weight"]
+    return tensors
+
+
+def _seq2seq_inputs():
+    enc_ids, enc_mask = _rows(np.array([[0, 5, 9, 17, 4, 2], [0, 22, 13, 2, 1, 1]], "int32"),
+                              np.array([[1] * 6, [1] * 4 + [0] * 2], "int32"))
+    dec_ids, dec_mask = _rows(np.array([[2, 0, 7, 8, 9], [2, 0, 11, 1, 1]], "int32"),
+                              np.array([[1] * 5, [1] * 3 + [0] * 2], "int32"))
+    return {"encoder_token_ids": enc_ids, "encoder_padding_mask": enc_mask,
+            "decoder_token_ids": dec_ids, "decoder_padding_mask": dec_mask}
+
+
+def _check_seq2seq(backbone, want, inputs):
+    out = backbone(inputs)
+    for key, reference, mask in (("encoder_sequence_output", want[0], "encoder_padding_mask"),
+                                 ("decoder_sequence_output", want[1], "decoder_padding_mask")):
+        real = inputs[mask].astype(bool)
+        np.testing.assert_allclose(out[key].numpy()[real], reference[real], atol=1e-4)
+    return out["decoder_sequence_output"].numpy()
+
+
+def test_bart_matches_numpy_and_round_trips(tmp_path):
+    tensors = bart_tensors()
+    directory = write_checkpoint(tmp_path / "bart", BART, tensors)
+    backbone = from_huggingface(directory)
+    assert backbone.max_sequence_length == BART["max_position_embeddings"]
+    inputs = _seq2seq_inputs()
+    want = numpy_refs.numpy_bart(tensors, BART, *inputs.values())
+    got = _check_seq2seq(backbone, want, inputs)
+
+    exported = to_huggingface(backbone, tmp_path / "out")
+    written = load_file(os.path.join(exported, "model.safetensors"))
+    expected = {k[len("model."):] for k in tensors
+                if k.startswith("model.") and "embed_tokens" not in k}
+    assert set(written) == expected
+    for name, value in written.items():
+        original = tensors["model." + name]
+        if "embed_positions" in name:
+            value, original = value[2:], original[2:]
+        np.testing.assert_array_equal(value, original)
+    again = from_huggingface(exported)
+    np.testing.assert_array_equal(again(inputs)["decoder_sequence_output"].numpy(), got)
+
+    with pytest.raises(CheckpointError, match="scale_embedding"):
+        from_huggingface(write_checkpoint(tmp_path / "scaled", dict(BART, scale_embedding=True),
+                                          tensors))
+
+
+# --- T5 ------------------------------------------------------------------------------
+
+T5 = {"model_type": "t5", "architectures": ["T5ForConditionalGeneration"], "vocab_size": 40,
+      "d_model": 16, "d_kv": 4, "d_ff": 24, "num_layers": 2, "num_decoder_layers": 2,
+      "num_heads": 4, "relative_attention_num_buckets": 8,
+      "relative_attention_max_distance": 12, "dropout_rate": 0.1,
+      "layer_norm_epsilon": 1e-6, "feed_forward_proj": "relu", "tie_word_embeddings": True}
+
+
+def t5_tensors(seed=2):
+    c = T5
+    v, d, f, h, nb = c["vocab_size"], c["d_model"], c["d_ff"], c["num_heads"], \
+        c["relative_attention_num_buckets"]
+    inner = c["d_kv"] * h
+    shapes = {"shared.weight": (v, d), "encoder.embed_tokens.weight": (v, d),
+              "decoder.embed_tokens.weight": (v, d), "lm_head.weight": (v, d),
+              "encoder.final_layer_norm.weight": (d,), "decoder.final_layer_norm.weight": (d,)}
+
+    def attention(p):
+        for k in "qkv":
+            shapes[f"{p}.{k}.weight"] = (inner, d)
+        shapes[f"{p}.o.weight"] = (d, inner)
+
+    for stack in ("encoder", "decoder"):
+        shapes[f"{stack}.block.0.layer.0.SelfAttention.relative_attention_bias.weight"] = (nb, h)
+        for i in range(c["num_layers"]):
+            p = f"{stack}.block.{i}.layer"
+            attention(p + ".0.SelfAttention")
+            shapes[p + ".0.layer_norm.weight"] = (d,)
+            ffn = 1
+            if stack == "decoder":
+                attention(p + ".1.EncDecAttention")
+                shapes[p + ".1.layer_norm.weight"] = (d,)
+                ffn = 2
+            shapes.update({f"{p}.{ffn}.DenseReluDense.wi.weight": (f, d),
+                           f"{p}.{ffn}.DenseReluDense.wo.weight": (d, f),
+                           f"{p}.{ffn}.layer_norm.weight": (d,)})
+    tensors = random_tensors(shapes, seed)
+    for name in list(tensors):
+        if "norm" in name:
+            tensors[name] = 1 + 0.1 * tensors[name]
+    for name in ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "lm_head.weight"):
+        tensors[name] = tensors["shared.weight"]
+    return tensors
+
+
+def test_t5_matches_numpy_and_round_trips(tmp_path):
+    tensors = t5_tensors()
+    directory = write_checkpoint(tmp_path / "t5", T5, tensors)
+    backbone = from_huggingface(directory)
+    # Long enough (11 > max_exact) for the logarithmic buckets.
+    rng = np.random.default_rng(5)
+    enc_ids = rng.integers(2, 40, (2, 11)).astype("int32")
+    enc_mask = np.array([[1] * 11, [1] * 8 + [0] * 3], "int32")
+    dec_ids = rng.integers(2, 40, (2, 9)).astype("int32")
+    dec_mask = np.array([[1] * 9, [1] * 6 + [0] * 3], "int32")
+    inputs = {"encoder_token_ids": enc_ids * enc_mask, "encoder_padding_mask": enc_mask,
+              "decoder_token_ids": dec_ids * dec_mask, "decoder_padding_mask": dec_mask}
+    want = numpy_refs.numpy_t5(tensors, T5, *inputs.values())
+    got = _check_seq2seq(backbone, want, inputs)
+
+    exported = to_huggingface(backbone, tmp_path / "out")
+    written = load_file(os.path.join(exported, "model.safetensors"))
+    assert set(written) == {k for k in tensors if "embed_tokens" not in k and "lm_head" not in k}
+    for name, value in written.items():
+        np.testing.assert_array_equal(value, tensors[name])
+    again = from_huggingface(exported)
+    np.testing.assert_array_equal(again(inputs)["decoder_sequence_output"].numpy(), got)
+
+    # A file that kept the tied copy instead of shared.weight.
+    renamed = {("encoder.embed_tokens.weight" if k == "shared.weight" else k): v
+               for k, v in tensors.items() if k != "encoder.embed_tokens.weight"}
+    copy = from_huggingface(write_checkpoint(tmp_path / "tied", T5, renamed))
+    np.testing.assert_array_equal(copy(inputs)["decoder_sequence_output"].numpy(), got)
+
+    with pytest.raises(CheckpointError, match="gated"):
+        from_huggingface(write_checkpoint(tmp_path / "v11",
+                                          dict(T5, feed_forward_proj="gated-gelu"), tensors))
+
+
+OPENAI_GPT = {"model_type": "openai-gpt", "architectures": ["OpenAIGPTLMHeadModel"],
+              "vocab_size": 40, "n_embd": 16, "n_layer": 2, "n_head": 4, "n_positions": 12,
+              "afn": "gelu", "layer_norm_epsilon": 1e-5}
+
+
+def test_original_gpt_matches_numpy(tmp_path):
+    renamed = {}
+    for name, value in gpt2_tensors(seed=4).items():
+        if "ln_f" in name:
+            continue  # the original GPT has no final norm
+        renamed[name.replace("wte.", "tokens_embed.").replace("wpe.", "positions_embed.")] = value
+    directory = write_checkpoint(tmp_path / "gpt", OPENAI_GPT, renamed)
+    ids = np.array([[5, 9, 17, 4, 3, 30, 2]], "int32")
+    mask = np.ones_like(ids)
+    config = dict(OPENAI_GPT, activation_function="gelu")
+    backbone = from_huggingface(directory)  # HF's OpenAIGPT "gelu" is the tanh GELU
+    got = backbone({"token_ids": ids, "padding_mask": mask})["sequence_output"].numpy()
+    hf = numpy_refs.numpy_gpt2(renamed, config, ids, mask, original_gpt=True,
+                               activation="gelu_new")
+    np.testing.assert_allclose(got, hf, atol=1e-4)
+
+
+def test_original_gpt_round_trip(tmp_path):
+    from keras_ctx.models.gpt import GPTBackbone
+
+    backbone = GPTBackbone(vocabulary_size=40, num_layers=2, num_heads=2, hidden_size=8,
+                           intermediate_size=32, max_sequence_length=10, normalize_first=False)
+    rng = np.random.default_rng(9)
+    for weight in backbone.weights:
+        weight.assign(rng.normal(0, 0.3, weight.shape).astype("float32"))
+    directory = to_huggingface(backbone, tmp_path / "gpt")
+    written = load_file(os.path.join(directory, "model.safetensors"))
+    assert "tokens_embed.weight" in written and written["h.1.attn.c_attn.weight"].shape == (8, 24)
+    with warnings.catch_warnings():  # the GELU-approximation warning, if any
+        warnings.simplefilter("ignore")
+        again = from_huggingface(directory)
+    for ours, theirs in zip(backbone.weights, again.weights):
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())

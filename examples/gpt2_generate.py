@@ -34,8 +34,8 @@ def train(steps):
     tokens = lines.map(tokenizer).unbatch().batch(LENGTH, drop_remainder=True)
     data = tokens.map(lambda ids: {"token_ids": ids, "padding_mask": tf.ones_like(ids)})
     data = data.shuffle(2048, seed=0).batch(32, drop_remainder=True).repeat().prefetch(2)
-    backbone = GPTBackbone(vocabulary_size=256, num_layers=2, num_heads=4, hidden_dim=128,
-                           intermediate_dim=512, max_sequence_length=LENGTH * 2, dropout=0.0)
+    backbone = GPTBackbone(vocabulary_size=256, num_layers=2, num_heads=4, hidden_size=128,
+                           intermediate_size=512, max_sequence_length=LENGTH * 2, dropout=0.0)
     model = CausalLMPretrainer(backbone)
     model.compile(optimizer=keras.optimizers.Adam(3e-3), jit_compile=True)
     model.fit(data, steps_per_epoch=steps, epochs=1, verbose=2)
@@ -63,15 +63,15 @@ def benchmark(preset, batch, length, prompt_length, repeats):
     from keras_ctx.models.gpt import GPT_PRESETS
 
     if preset == "tiny":
-        config = dict(vocabulary_size=50257, num_layers=2, num_heads=4, hidden_dim=256,
-                      intermediate_dim=1024, max_sequence_length=1024)
+        config = dict(vocabulary_size=50257, num_layers=2, num_heads=4, hidden_size=256,
+                      intermediate_size=1024, max_sequence_length=1024)
     else:
         config = dict(GPT_PRESETS[preset][0])
     ours = GPTBackbone(**config, dropout=0.0)
     hub_backbone = keras_hub.models.GPT2Backbone(
         vocabulary_size=config["vocabulary_size"], num_layers=config["num_layers"],
-        num_heads=config["num_heads"], hidden_dim=config["hidden_dim"],
-        intermediate_dim=config["intermediate_dim"], dropout=0.0,
+        num_heads=config["num_heads"], hidden_size=config["hidden_size"],
+        intermediate_size=config["intermediate_size"], dropout=0.0,
         max_sequence_length=config["max_sequence_length"])
     hub = keras_hub.models.GPT2CausalLM(backbone=hub_backbone, preprocessor=None)
     hub.compile(sampler="greedy", jit_compile=True)

@@ -43,8 +43,8 @@ def main(steps=150):
         e, encoder_length, decoder_length, decoder_start_id=START))
     data = data.shuffle(1024, seed=0).batch(32, drop_remainder=True).repeat()
 
-    backbone = T5Backbone(vocabulary_size=VOCAB, num_layers=2, num_heads=4, hidden_dim=128,
-                          intermediate_dim=512, dropout=0.0)
+    backbone = T5Backbone(vocabulary_size=VOCAB, num_layers=2, num_heads=4, hidden_size=128,
+                          intermediate_size=512, dropout=0.0)
     model = Seq2SeqPretrainer(backbone)
     model.compile(optimizer=keras.optimizers.Adam(3e-3), jit_compile=True)
     model.fit(data, steps_per_epoch=steps, epochs=1, verbose=2)

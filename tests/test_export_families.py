@@ -14,7 +14,7 @@ from tests.test_export import run_isolated
 L = 8
 ENCODER = dict(num_layers=1, num_heads=2, hidden_size=16, intermediate_size=32,
                vocabulary_size=50)
-DECODER = dict(num_layers=1, num_heads=2, hidden_dim=16, intermediate_dim=32,
+DECODER = dict(num_layers=1, num_heads=2, hidden_size=16, intermediate_size=32,
                vocabulary_size=50)
 FAMILIES = {
     "bert-tiny": ENCODER,

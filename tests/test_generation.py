@@ -8,15 +8,15 @@ from keras_ctx.models.bart import BartBackbone
 from keras_ctx.models.gpt import GPTBackbone
 from keras_ctx.models.t5 import T5Backbone
 
-SEQ2SEQ = dict(vocabulary_size=40, num_layers=1, num_heads=2, hidden_dim=16,
-               intermediate_dim=32, dropout=0.0)
+SEQ2SEQ = dict(vocabulary_size=40, num_layers=1, num_heads=2, hidden_size=16,
+               intermediate_size=32, dropout=0.0)
 
 
 @pytest.fixture(scope="module")
 def gpt():
     keras.utils.set_random_seed(3)
-    return GPTBackbone(vocabulary_size=50, num_layers=2, num_heads=2, hidden_dim=16,
-                       intermediate_dim=32, max_sequence_length=16, dropout=0.0)
+    return GPTBackbone(vocabulary_size=50, num_layers=2, num_heads=2, hidden_size=16,
+                       intermediate_size=32, max_sequence_length=16, dropout=0.0)
 
 
 PROMPT = np.array([[5, 6, 7, 0], [8, 9, 0, 0]])

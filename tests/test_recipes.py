@@ -8,7 +8,7 @@ from keras_ctx.cli import main
 from tests.test_cli import write_corpus
 
 ENCODER = ["num_layers=1", "num_heads=2", "hidden_size=32", "intermediate_size=64"]
-DECODER = ["num_layers=1", "num_heads=2", "hidden_dim=32", "intermediate_dim=64"]
+DECODER = ["num_layers=1", "num_heads=2", "hidden_size=32", "intermediate_size=64"]
 FAMILIES = {
     "bert-tiny": ENCODER,
     "roberta-base": ENCODER,

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_ctx.layers import _checks
+from keras_ctx.layers import _checks, activations
 
 # ELMo "original" (bilm-tf options.json): (width, count) per filter bank.
 ELMO_FILTERS = ((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024))
@@ -21,7 +21,7 @@ def _non_negative_int(name, value):
 
 def _activation(name, value):
     try:
-        function = keras.activations.get(value)
+        function = activations.get(value)
     except (ValueError, TypeError) as error:
         raise ValueError(
             f"`{name}` must name a Keras activation, got {value!r} ({error})."
@@ -134,7 +134,7 @@ class Highway(keras.layers.Layer):
                 f"`transform_gate_bias` must be a number, got {transform_gate_bias!r}."
             )
         self.transform_gate_bias = float(transform_gate_bias)
-        self._activation_fn = keras.activations.get(self.activation)
+        self._activation_fn = activations.get(self.activation)
         self.supports_masking = True
 
     def build(self, input_shape):
@@ -281,7 +281,7 @@ class CharCNNHighwayEmbedder(keras.layers.Layer):
         self.activation = _activation("activation", activation)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.use_one_hot_lookup = bool(use_one_hot_lookup)
-        self._activation_fn = keras.activations.get(self.activation)
+        self._activation_fn = activations.get(self.activation)
         self.supports_masking = True
 
     @property

@@ -10,7 +10,7 @@ untied output kernel (and then serializes completely).
 import keras
 from keras import ops
 
-from keras_ctx.layers import _checks
+from keras_ctx.layers import _checks, activations
 
 
 def gather_positions(sequence, positions):
@@ -121,7 +121,7 @@ class MaskedLMHead(_TiedOutput):
         width = self._output_width(inputs_shape[-1])
         self.dense = keras.layers.Dense(
             width,
-            activation=self.activation,
+            activation=activations.get(self.activation),
             kernel_initializer=self.kernel_initializer,
             dtype=self.dtype_policy,
             name="transform",
@@ -217,7 +217,7 @@ class SpanBoundaryHead(_TiedOutput):
         )
 
         def dense(units, name):
-            return keras.layers.Dense(units, activation=self.activation,
+            return keras.layers.Dense(units, activation=activations.get(self.activation),
                                       kernel_initializer=self.kernel_initializer,
                                       dtype=self.dtype_policy, name=name)
 

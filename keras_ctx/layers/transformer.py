@@ -8,7 +8,7 @@ stacks blocks and can share their weights across depth as ALBERT does.
 import keras
 from keras import ops
 
-from keras_ctx.layers import _checks
+from keras_ctx.layers import _checks, activations
 from keras_ctx.layers.attention import MultiHeadAttention
 
 NORMALIZATIONS = ("layer_norm", "rms_norm")
@@ -31,7 +31,8 @@ class FeedForward(keras.layers.Layer):
 
     Args:
         intermediate_size: inner width (4 * hidden in BERT and GPT-2).
-        activation: any Keras activation name ("gelu", "relu", ...).
+        activation: a Keras activation name ("gelu", "relu", ...) or
+            "gelu_approximate" (tanh GELU: GPT, GPT-2, ALBERT).
         gated: T5 v1.1 / GLU variants: `act(x W) * (x V)` (Shazeer, 2020).
         use_bias: biases in both dense layers (T5 has none).
         dropout: dropout after the activation (T5; BERT uses 0 here).
@@ -58,7 +59,7 @@ class FeedForward(keras.layers.Layer):
         super().__init__(**kwargs)
         self.intermediate_size = _checks.positive_int("intermediate_size", intermediate_size)
         self.activation = activation
-        self._activation_fn = keras.activations.get(activation)
+        self._activation_fn = activations.get(activation)
         self.gated = bool(gated)
         self.use_bias = bool(use_bias)
         self.dropout = _checks.rate("dropout", dropout)

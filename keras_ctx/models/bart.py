@@ -28,8 +28,8 @@ class BartBackbone(Backbone):
         vocabulary_size: 50265 (GPT-2's byte-level BPE + <s>, <pad>, </s>, <unk>, <mask>).
         num_layers: encoder blocks (and decoder blocks unless `num_decoder_layers`).
         num_heads: attention heads.
-        hidden_dim: model width.
-        intermediate_dim: feed-forward width.
+        hidden_size: model width.
+        intermediate_size: feed-forward width.
         num_decoder_layers: defaults to num_layers.
         max_sequence_length: learned positions of each stack (1024).
         dropout: 0.1.
@@ -52,8 +52,8 @@ class BartBackbone(Backbone):
         vocabulary_size,
         num_layers,
         num_heads,
-        hidden_dim,
-        intermediate_dim,
+        hidden_size,
+        intermediate_size,
         num_decoder_layers=None,
         max_sequence_length=1024,
         dropout=0.1,
@@ -64,7 +64,7 @@ class BartBackbone(Backbone):
     ):
         num_decoder_layers = num_decoder_layers or num_layers
         init = keras.initializers.RandomNormal(stddev=0.02)  # BART's init_std
-        token_embedding = TokenEmbedding(vocabulary_size, hidden_dim, lookup=lookup,
+        token_embedding = TokenEmbedding(vocabulary_size, hidden_size, lookup=lookup,
                                          embeddings_initializer=init, dtype=dtype,
                                          name="token_embedding")
         encoder_positions = PositionEmbedding(max_sequence_length, initializer=init,
@@ -76,7 +76,7 @@ class BartBackbone(Backbone):
         decoder_embedding_norm = keras.layers.LayerNormalization(
             epsilon=layer_norm_epsilon, dtype=dtype, name="decoder_embedding_norm")
         block_args = dict(
-            num_heads=num_heads, intermediate_size=intermediate_dim, hidden_size=hidden_dim,
+            num_heads=num_heads, intermediate_size=intermediate_size, hidden_size=hidden_size,
             activation="gelu", dropout=dropout, normalize_first=False,
             layer_norm_epsilon=layer_norm_epsilon, kernel_initializer=init, dtype=dtype,
         )
@@ -130,15 +130,15 @@ class BartBackbone(Backbone):
         self.decoder_embedding_norm = decoder_embedding_norm
         self.encoder_blocks = encoder_blocks
         self.decoder_blocks = decoder_blocks
-        self.hidden_dim = hidden_dim
+        self.hidden_size = hidden_size
         self.num_heads = num_heads
         self.max_sequence_length = max_sequence_length
         self._config = {
             "vocabulary_size": vocabulary_size,
             "num_layers": num_layers,
             "num_heads": num_heads,
-            "hidden_dim": hidden_dim,
-            "intermediate_dim": intermediate_dim,
+            "hidden_size": hidden_size,
+            "intermediate_size": intermediate_size,
             "num_decoder_layers": num_decoder_layers,
             "max_sequence_length": max_sequence_length,
             "dropout": dropout,
@@ -175,7 +175,7 @@ class BartBackbone(Backbone):
                 f"{self.max_sequence_length}; generate fewer tokens."
             )
         batch = ops.shape(encoder_output)[0]
-        head_dim = self.hidden_dim // self.num_heads
+        head_dim = self.hidden_size // self.num_heads
         self_cache = ops.zeros(
             (batch, len(self.decoder_blocks), 2, max_length, self.num_heads, head_dim),
             dtype=self.compute_dtype,
@@ -205,10 +205,10 @@ class BartBackbone(Backbone):
         return y, (ops.stack(caches, axis=1), cross_cache)
 
 
-def bart_parameter_count(vocabulary_size, num_layers, hidden_dim, intermediate_dim,
+def bart_parameter_count(vocabulary_size, num_layers, hidden_size, intermediate_size,
                          num_decoder_layers=None, max_sequence_length=1024, **unused):
     """Parameters of a BartBackbone config, counted analytically (no weights built)."""
-    h, f = hidden_dim, intermediate_dim
+    h, f = hidden_size, intermediate_size
     num_decoder_layers = num_decoder_layers or num_layers
     attention = 4 * h * h + 4 * h
     feedforward = 2 * h * f + f + h
@@ -220,10 +220,10 @@ def bart_parameter_count(vocabulary_size, num_layers, hidden_dim, intermediate_d
 
 # Lewis et al. 2020: base 6+6 layers, 768 wide; large 12+12 layers, 1024 wide.
 BART_PRESETS = {
-    "bart-base": (dict(vocabulary_size=50265, num_layers=6, num_heads=12, hidden_dim=768,
-                       intermediate_dim=3072), "BART base, 139.4M parameters"),
-    "bart-large": (dict(vocabulary_size=50265, num_layers=12, num_heads=16, hidden_dim=1024,
-                        intermediate_dim=4096), "BART large, 406.3M parameters"),
+    "bart-base": (dict(vocabulary_size=50265, num_layers=6, num_heads=12, hidden_size=768,
+                       intermediate_size=3072), "BART base, 139.4M parameters"),
+    "bart-large": (dict(vocabulary_size=50265, num_layers=12, num_heads=16, hidden_size=1024,
+                        intermediate_size=4096), "BART large, 406.3M parameters"),
 }
 
 for _name, (_config, _description) in BART_PRESETS.items():

@@ -26,8 +26,8 @@ class GPTBackbone(Backbone):
         vocabulary_size: token ids (40478 GPT's BPE, 50257 GPT-2's byte-level BPE).
         num_layers: decoder blocks N.
         num_heads: attention heads.
-        hidden_dim: model width.
-        intermediate_dim: feed-forward width (4 * hidden_dim in both papers).
+        hidden_size: model width.
+        intermediate_size: feed-forward width (4 * hidden_size in both papers).
         max_sequence_length: learned positions (512 GPT, 1024 GPT-2).
         dropout: embedding, residual and attention dropout (0.1 in both papers).
         normalize_first: False = GPT (post-LN), True = GPT-2 (pre-LN + final norm).
@@ -35,6 +35,8 @@ class GPTBackbone(Backbone):
         scale_residual_init: GPT-2's init of the residual projections,
             stddev 0.02 / sqrt(2 N) (two residual layers per block); defaults
             to `normalize_first`.
+        activation: feed-forward activation; both papers' code uses the tanh
+            GELU ("gelu_approximate", Hugging Face's "gelu_new").
         lookup: "gather" or "one_hot" token lookup (see TokenEmbedding).
 
     Inputs: `token_ids`, `padding_mask` (batch, time).
@@ -60,13 +62,14 @@ class GPTBackbone(Backbone):
         vocabulary_size,
         num_layers,
         num_heads,
-        hidden_dim,
-        intermediate_dim,
+        hidden_size,
+        intermediate_size,
         max_sequence_length=1024,
         dropout=0.1,
         normalize_first=True,
         layer_norm_epsilon=1e-5,
         scale_residual_init=None,
+        activation="gelu_approximate",
         lookup="gather",
         dtype=None,
         **kwargs,
@@ -84,7 +87,7 @@ class GPTBackbone(Backbone):
             )
 
         token_embedding = TokenEmbedding(
-            vocabulary_size, hidden_dim, lookup=lookup, embeddings_initializer=init,
+            vocabulary_size, hidden_size, lookup=lookup, embeddings_initializer=init,
             dtype=dtype, name="token_embedding",
         )
         position_embedding = PositionEmbedding(
@@ -95,9 +98,9 @@ class GPTBackbone(Backbone):
         blocks = [
             TransformerDecoderBlock(
                 num_heads=num_heads,
-                intermediate_size=intermediate_dim,
-                hidden_size=hidden_dim,
-                activation="gelu",
+                intermediate_size=intermediate_size,
+                hidden_size=hidden_size,
+                activation=activation,
                 dropout=dropout,
                 normalize_first=normalize_first,
                 layer_norm_epsilon=layer_norm_epsilon,
@@ -138,19 +141,20 @@ class GPTBackbone(Backbone):
         self.vocabulary_size = vocabulary_size
         self.num_layers = num_layers
         self.num_heads = num_heads
-        self.hidden_dim = hidden_dim
+        self.hidden_size = hidden_size
         self.max_sequence_length = max_sequence_length
         self._config = {
             "vocabulary_size": vocabulary_size,
             "num_layers": num_layers,
             "num_heads": num_heads,
-            "hidden_dim": hidden_dim,
-            "intermediate_dim": intermediate_dim,
+            "hidden_size": hidden_size,
+            "intermediate_size": intermediate_size,
             "max_sequence_length": max_sequence_length,
             "dropout": dropout,
             "normalize_first": normalize_first,
             "layer_norm_epsilon": layer_norm_epsilon,
             "scale_residual_init": scale_residual_init,
+            "activation": activation,
             "lookup": lookup,
         }
 
@@ -174,7 +178,7 @@ class GPTBackbone(Backbone):
                 f"max_length {max_length} exceeds the backbone's "
                 f"max_sequence_length {self.max_sequence_length}; generate fewer tokens."
             )
-        head_dim = self.hidden_dim // self.num_heads
+        head_dim = self.hidden_size // self.num_heads
         return ops.zeros(
             (batch_size, self.num_layers, 2, max_length, self.num_heads, head_dim),
             dtype=self.compute_dtype,
@@ -198,10 +202,10 @@ class GPTBackbone(Backbone):
         return x, ops.stack(caches, axis=1)
 
 
-def gpt_parameter_count(vocabulary_size, num_layers, hidden_dim, intermediate_dim,
+def gpt_parameter_count(vocabulary_size, num_layers, hidden_size, intermediate_size,
                         max_sequence_length=1024, normalize_first=True, **unused):
     """Parameters of a GPTBackbone config, counted analytically (no weights built)."""
-    h, f = hidden_dim, intermediate_dim
+    h, f = hidden_size, intermediate_size
     attention = 4 * h * h + 4 * h
     feedforward = 2 * h * f + f + h
     norms = 2 * 2 * h
@@ -212,17 +216,17 @@ def gpt_parameter_count(vocabulary_size, num_layers, hidden_dim, intermediate_di
     return total
 
 
-def _gpt2(num_layers, num_heads, hidden_dim):
+def _gpt2(num_layers, num_heads, hidden_size):
     return dict(vocabulary_size=50257, num_layers=num_layers, num_heads=num_heads,
-                hidden_dim=hidden_dim, intermediate_dim=4 * hidden_dim,
+                hidden_size=hidden_size, intermediate_size=4 * hidden_size,
                 max_sequence_length=1024, normalize_first=True)
 
 
 GPT_PRESETS = {
     # Radford et al. 2018: 12 layers, 768 wide, 12 heads, 3072 FFN, 512 positions,
     # a 40,000-merge BPE vocabulary (40478 ids).
-    "gpt": (dict(vocabulary_size=40478, num_layers=12, num_heads=12, hidden_dim=768,
-                 intermediate_dim=3072, max_sequence_length=512, normalize_first=False),
+    "gpt": (dict(vocabulary_size=40478, num_layers=12, num_heads=12, hidden_size=768,
+                 intermediate_size=3072, max_sequence_length=512, normalize_first=False),
             "GPT (Radford et al., 2018), 116.5M parameters"),
     # Radford et al. 2019, Table 2.
     "gpt2": (_gpt2(12, 12, 768), "GPT-2 small, 124.4M parameters"),

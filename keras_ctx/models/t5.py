@@ -31,9 +31,9 @@ class T5Backbone(Backbone):
             <extra_id_i> = 32099 - i, padding).
         num_layers: encoder blocks (and decoder blocks unless
             `num_decoder_layers` is given).
-        num_heads: attention heads (head size = hidden_dim / num_heads).
-        hidden_dim: d_model.
-        intermediate_dim: d_ff.
+        num_heads: attention heads (head size = hidden_size / num_heads).
+        hidden_size: d_model.
+        intermediate_size: d_ff.
         num_decoder_layers: decoder depth; defaults to num_layers.
         dropout: 0.1 in T5 (embeddings, residuals, feed-forward, final).
         activation: "relu" (T5 v1.0) or "gelu".
@@ -61,8 +61,8 @@ class T5Backbone(Backbone):
         vocabulary_size,
         num_layers,
         num_heads,
-        hidden_dim,
-        intermediate_dim,
+        hidden_size,
+        intermediate_size,
         num_decoder_layers=None,
         dropout=0.1,
         activation="relu",
@@ -76,14 +76,14 @@ class T5Backbone(Backbone):
         num_decoder_layers = num_decoder_layers or num_layers
         # Mesh TensorFlow T5 initialises the shared embedding from N(0, 1).
         token_embedding = TokenEmbedding(
-            vocabulary_size, hidden_dim, lookup=lookup,
+            vocabulary_size, hidden_size, lookup=lookup,
             embeddings_initializer=keras.initializers.RandomNormal(stddev=1.0),
             dtype=dtype, name="token_embedding",
         )
         block_args = dict(
             num_heads=num_heads,
-            intermediate_size=intermediate_dim,
-            hidden_size=hidden_dim,
+            intermediate_size=intermediate_size,
+            hidden_size=hidden_size,
             activation=activation,
             dropout=dropout,
             normalize_first=True,
@@ -92,7 +92,7 @@ class T5Backbone(Backbone):
             use_bias=False,
             feedforward_dropout=dropout,
             attention_scale=1.0,  # T5 folds 1/sqrt(d) into the initialisation.
-            kernel_initializer=keras.initializers.RandomNormal(stddev=hidden_dim**-0.5),
+            kernel_initializer=keras.initializers.RandomNormal(stddev=hidden_size**-0.5),
             dtype=dtype,
         )
         encoder_blocks = [TransformerEncoderBlock(**block_args, name=f"encoder_block_{i}")
@@ -159,14 +159,14 @@ class T5Backbone(Backbone):
         self.decoder_bias = decoder_bias
         self.encoder_norm = encoder_norm
         self.decoder_norm = decoder_norm
-        self.hidden_dim = hidden_dim
+        self.hidden_size = hidden_size
         self.num_heads = num_heads
         self._config = {
             "vocabulary_size": vocabulary_size,
             "num_layers": num_layers,
             "num_heads": num_heads,
-            "hidden_dim": hidden_dim,
-            "intermediate_dim": intermediate_dim,
+            "hidden_size": hidden_size,
+            "intermediate_size": intermediate_size,
             "num_decoder_layers": num_decoder_layers,
             "dropout": dropout,
             "activation": activation,
@@ -188,7 +188,7 @@ class T5Backbone(Backbone):
     def logits(self, hidden):
         # Mesh TensorFlow T5 rescales the decoder output by d_model^-0.5
         # before the tied output embedding.
-        hidden = hidden * ops.cast(self.hidden_dim**-0.5, hidden.dtype)
+        hidden = hidden * ops.cast(self.hidden_size**-0.5, hidden.dtype)
         return self._token_embedding.reverse(hidden)
 
     # -- decoding (used by keras_ctx.generation) --------------------------------
@@ -203,7 +203,7 @@ class T5Backbone(Backbone):
     def build_decoder_cache(self, encoder_output, max_length):
         """(self-attention caches of zeros, precomputed cross-attention caches)."""
         batch = ops.shape(encoder_output)[0]
-        head_dim = self.hidden_dim // self.num_heads
+        head_dim = self.hidden_size // self.num_heads
         self_cache = ops.zeros(
             (batch, len(self.decoder_blocks), 2, max_length, self.num_heads, head_dim),
             dtype=self.compute_dtype,
@@ -234,10 +234,10 @@ class T5Backbone(Backbone):
         return self.decoder_norm(y), (ops.stack(caches, axis=1), cross_cache)
 
 
-def t5_parameter_count(vocabulary_size, num_layers, num_heads, hidden_dim, intermediate_dim,
+def t5_parameter_count(vocabulary_size, num_layers, num_heads, hidden_size, intermediate_size,
                        num_decoder_layers=None, num_buckets=32, **unused):
     """Parameters of a T5Backbone config, counted analytically (no weights built)."""
-    h, f = hidden_dim, intermediate_dim
+    h, f = hidden_size, intermediate_size
     num_decoder_layers = num_decoder_layers or num_layers
     attention, feedforward = 4 * h * h, 2 * h * f
     encoder = num_layers * (attention + feedforward + 2 * h) + num_buckets * num_heads + h
@@ -248,10 +248,10 @@ def t5_parameter_count(vocabulary_size, num_layers, num_heads, hidden_dim, inter
 
 # Raffel et al. 2020, Sec. 3.7 / Table 14 sizes.
 T5_PRESETS = {
-    "t5-small": (dict(vocabulary_size=32128, num_layers=6, num_heads=8, hidden_dim=512,
-                      intermediate_dim=2048), "T5 small, 60.5M parameters"),
-    "t5-base": (dict(vocabulary_size=32128, num_layers=12, num_heads=12, hidden_dim=768,
-                     intermediate_dim=3072), "T5 base, 222.9M parameters"),
+    "t5-small": (dict(vocabulary_size=32128, num_layers=6, num_heads=8, hidden_size=512,
+                      intermediate_size=2048), "T5 small, 60.5M parameters"),
+    "t5-base": (dict(vocabulary_size=32128, num_layers=12, num_heads=12, hidden_size=768,
+                     intermediate_size=3072), "T5 base, 222.9M parameters"),
 }
 
 for _name, (_config, _description) in T5_PRESETS.items():

@@ -26,6 +26,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from keras_ctx.layers import activations
 from keras_ctx.layers.heads import MaskedLMHead
 from keras_ctx.pretraining.masked_lm import backbone_inputs, weighted_cross_entropy
 
@@ -106,7 +107,7 @@ class ReplacedTokenHead(keras.layers.Layer):
 
     def build(self, input_shape):
         hidden = input_shape[-1]
-        self.dense = keras.layers.Dense(hidden, activation=self.activation,
+        self.dense = keras.layers.Dense(hidden, activation=activations.get(self.activation),
                                         kernel_initializer=self.kernel_initializer,
                                         dtype=self.dtype_policy, name="dense")
         self.dense.build(input_shape)

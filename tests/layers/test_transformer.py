@@ -177,3 +177,15 @@ def test_bad_block_arguments_fail_at_construction():
         TransformerEncoderStack(2, {"num_heads": 2, "intermediate_size": 0})
     with pytest.raises(ValueError, match="num_heads"):
         TransformerEncoderBlock(num_heads=5, intermediate_size=8)(inputs())
+
+
+def test_tanh_gelu_feedforward_matches_the_formula_and_saves():
+    x = inputs()
+    run_layer_test(FeedForward, {"intermediate_size": 8, "activation": "gelu_approximate"}, x)
+    layer = FeedForward(8, activation="gelu_approximate")
+    out = layer(x).numpy()
+    w = references.weights_by_name(layer)
+    h = x @ w["intermediate/kernel"] + w["intermediate/bias"]
+    # Hendrycks & Gimpel 2016, tanh form (GPT, GPT-2, ALBERT).
+    h = 0.5 * h * (1 + np.tanh(np.sqrt(2 / np.pi) * (h + 0.044715 * h**3)))
+    np.testing.assert_allclose(out, h @ w["output/kernel"] + w["output/bias"], atol=1e-5)

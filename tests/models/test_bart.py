@@ -6,8 +6,8 @@ from keras_ctx.models.bart import BartBackbone, bart_parameter_count
 from keras_ctx.models.presets import preset_config
 
 PUBLISHED = {"bart-base": 139.4e6, "bart-large": 406.3e6}  # Lewis et al. 2020 / HF
-TINY = dict(vocabulary_size=40, num_layers=2, num_heads=2, hidden_dim=16,
-            intermediate_dim=32, max_sequence_length=16, dropout=0.0)
+TINY = dict(vocabulary_size=40, num_layers=2, num_heads=2, hidden_size=16,
+            intermediate_size=32, max_sequence_length=16, dropout=0.0)
 
 
 def feed(encoder_ids, decoder_ids):

@@ -18,8 +18,8 @@ PUBLISHED = {
     "gpt2-large": 774e6,
     "gpt2-xl": 1.56e9,
 }
-TINY = dict(vocabulary_size=50, num_layers=2, num_heads=2, hidden_dim=16,
-            intermediate_dim=32, max_sequence_length=12, dropout=0.0)
+TINY = dict(vocabulary_size=50, num_layers=2, num_heads=2, hidden_size=16,
+            intermediate_size=32, max_sequence_length=12, dropout=0.0)
 
 
 def inputs(ids):
@@ -85,7 +85,7 @@ def test_outputs_and_embeddings_tied_logits():
 def test_gpt2_residual_projections_are_initialised_scaled():
     """GPT-2: residual-layer weights ~ N(0, 0.02 / sqrt(N)), N = 2 * layers."""
     keras.utils.set_random_seed(0)
-    config = dict(TINY, num_layers=8, hidden_dim=64, intermediate_dim=256, num_heads=4)
+    config = dict(TINY, num_layers=8, hidden_size=64, intermediate_size=256, num_heads=4)
     gpt2 = GPTBackbone(**config, normalize_first=True)
     block = gpt2.blocks[0]
     residual = [block.self_attention.output_dense.kernel, block.feedforward.output_dense.kernel]

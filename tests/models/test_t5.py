@@ -6,8 +6,8 @@ from keras_ctx.models.presets import preset_config
 from keras_ctx.models.t5 import T5Backbone, t5_parameter_count
 
 PUBLISHED = {"t5-small": 60.5e6, "t5-base": 222.9e6}  # Raffel et al. 2020 / HF T5Model
-TINY = dict(vocabulary_size=40, num_layers=2, num_heads=2, hidden_dim=16,
-            intermediate_dim=32, dropout=0.0)
+TINY = dict(vocabulary_size=40, num_layers=2, num_heads=2, hidden_size=16,
+            intermediate_size=32, dropout=0.0)
 
 
 def feed(encoder_ids, decoder_ids):

@@ -15,8 +15,8 @@ VOCAB, LENGTH = 24, 16
 
 
 def tiny_gpt(normalize_first=True):
-    return GPTBackbone(vocabulary_size=VOCAB, num_layers=2, num_heads=2, hidden_dim=32,
-                       intermediate_dim=64, max_sequence_length=LENGTH, dropout=0.0,
+    return GPTBackbone(vocabulary_size=VOCAB, num_layers=2, num_heads=2, hidden_size=32,
+                       intermediate_size=64, max_sequence_length=LENGTH, dropout=0.0,
                        normalize_first=normalize_first)
 
 

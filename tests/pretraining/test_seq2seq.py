@@ -9,8 +9,8 @@ from keras_ctx.models.t5 import T5Backbone
 from keras_ctx.pretraining.seq2seq import Seq2SeqPretrainer, add_task_prefix
 
 VOCAB = 32  # 0 pad, 1 eos, 2 bos, 3 mask, 4..23 words, 24..31 sentinels
-SIZE = dict(vocabulary_size=VOCAB, num_layers=1, num_heads=2, hidden_dim=32,
-            intermediate_dim=64, dropout=0.0)
+SIZE = dict(vocabulary_size=VOCAB, num_layers=1, num_heads=2, hidden_size=32,
+            intermediate_size=64, dropout=0.0)
 
 
 def counting_documents(n, length, seed):

@@ -75,7 +75,7 @@ def _add_training_options(parser):
                              "CPU, where XLA is slower than TensorFlow's oneDNN kernels")
     parser.add_argument("--checkpoint-every", type=int, default=100)
     parser.add_argument("--no-resume", action="store_true",
-                        help="ignore checkpoints already in --out")
+                        help="start over: delete the checkpoints already in --out")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a backbone config value, e.g. --set num_layers=2")
 
@@ -144,6 +144,8 @@ def build_parser():
 def main(argv=None):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     args = build_parser().parse_args(argv)
+    import tensorflow as tf
+
     from keras_ctx.training import TrainingDiverged
 
     try:
@@ -151,8 +153,14 @@ def main(argv=None):
     except TrainingDiverged as error:
         print(f"keras-ctx {args.command}: stopped: {error}", file=sys.stderr)
         return 3
-    except (ValueError, FileNotFoundError) as error:
+    except (ValueError, OSError) as error:
         print(f"keras-ctx {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except tf.errors.OpError as error:
+        # Errors raised inside tf.data or a compiled step (e.g. a text longer
+        # than the exported length): the first line says what happened.
+        print(f"keras-ctx {args.command}: error: {error.message.strip().splitlines()[0]}",
+              file=sys.stderr)
         return 2
 
 

@@ -262,6 +262,42 @@ def use_xla(choice):
     return bool(tf.config.list_physical_devices("GPU") or tf.config.list_physical_devices("TPU"))
 
 
+SETTINGS_FILE = "pretrain_settings.json"
+
+
+def _claim_out_dir(args, overrides):
+    """--out must be new, or hold a run of the same settings (to resume it).
+
+    With --no-resume an earlier run's checkpoints are deleted, so that they
+    cannot be mistaken for this run's later.
+    """
+    import json
+    import shutil
+
+    settings = {"model": args.model, "overrides": overrides, "corpus": args.corpus,
+                "sequence_length": args.sequence_length, "batch_size": args.batch_size,
+                "vocabulary_size": args.vocabulary_size, "seed": args.seed}
+    path = os.path.join(args.out, SETTINGS_FILE)
+    if os.path.isfile(path) and not args.no_resume:
+        with open(path, encoding="utf-8") as handle:
+            previous = json.load(handle)
+        if previous != settings:
+            changed = sorted(k for k in settings if previous.get(k) != settings[k])
+            raise ValueError(
+                f"{args.out} holds another run ({previous['model']}; different "
+                f"{', '.join(changed)}): resume it with its own arguments, choose another "
+                "--out, or pass --no-resume to start over there.")
+    elif os.path.isdir(args.out) and os.listdir(args.out) and not os.path.isfile(path) \
+            and not args.no_resume:
+        raise ValueError(f"{args.out} is not empty and holds no keras-ctx run: choose "
+                         "another --out.")
+    if args.no_resume:
+        shutil.rmtree(os.path.join(args.out, "checkpoints"), ignore_errors=True)
+    os.makedirs(args.out, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(settings, handle, indent=2)
+
+
 def pretrain_from_args(args):
     from keras_ctx.training import fit_resumable, make_strategy
 
@@ -272,6 +308,7 @@ def pretrain_from_args(args):
     if args.mixed_precision:
         keras.config.set_dtype_policy("mixed_bfloat16")
     overrides = parse_overrides(args.set)
+    _claim_out_dir(args, overrides)
     strategy = make_strategy(args.strategy)
     documents = corpora.documents(args.corpus)
     with strategy.scope():

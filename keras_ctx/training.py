@@ -196,10 +196,12 @@ def fit_resumable(
     # Built from the dataset's element spec, not from a batch: random ops in
     # a tf.data pipeline share their state between iterators, so an extra
     # read would shift every later random draw of a resumed run.
-    if not model.built:
-        _build_from_spec(model, dataset.element_spec)
-    if step:
-        checkpointer.restore(model, step)
+    # Variables made here must live under the strategy the model was made in.
+    with model.distribute_strategy.scope():
+        if not model.built:
+            _build_from_spec(model, dataset.element_spec)
+        if step:
+            checkpointer.restore(model, step)
         if verbose:
             print(f"Resuming from step {step} ({checkpointer.directory}).")
     history = []

@@ -80,3 +80,53 @@ def test_unknown_preset_and_missing_corpus_fail_with_clear_messages(tmp_path):
                         "--out", str(tmp_path / "y"))
     output, _ = process.communicate(timeout=300)
     assert process.returncode == 2 and "No file matches" in output
+
+
+def test_out_dir_of_another_run_unknown_flag_and_empty_corpus_are_one_line_errors(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    write_corpus(corpus, documents=20)
+    base = ["pretrain", "bert-tiny", "--corpus", str(corpus), "--steps", "2",
+            "--checkpoint-every", "2", *TINY]
+    first = keras_ctx(*base, "--out", str(tmp_path / "run"))
+    assert first.wait(timeout=600) == 0
+    other = keras_ctx(*base[:-2], "--seed", "2", "--out", str(tmp_path / "run"))
+    output, _ = other.communicate(timeout=300)
+    assert other.returncode == 2 and "holds another run" in output and "seed" in output
+    assert "Traceback" not in output
+    unknown = keras_ctx("pretrain", "bert-tiny", "--out", str(tmp_path / "x"), "--stepz", "3")
+    output, _ = unknown.communicate(timeout=300)
+    assert unknown.returncode == 2 and "unrecognized arguments: --stepz" in output
+    (tmp_path / "empty.txt").write_text("\n \n")
+    empty = keras_ctx("pretrain", "bert-tiny", "--corpus", str(tmp_path / "empty.txt"),
+                      "--out", str(tmp_path / "y"))
+    output, _ = empty.communicate(timeout=300)
+    assert empty.returncode == 2 and "has no text" in output and "Traceback" not in output
+
+
+MIRRORED = """
+import sys
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+from keras_ctx.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_mirrored_strategy_on_two_logical_cpus_matches_one_device(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    write_corpus(corpus)
+    losses = {}
+    for strategy in ("default", "mirrored"):
+        out = tmp_path / strategy
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+        result = subprocess.run(
+            [sys.executable, "-c", MIRRORED, "pretrain", "bert-tiny", "--corpus", str(corpus),
+             "--steps", "6", "--checkpoint-every", "6", "--strategy", strategy,
+             "--set", "dropout=0.0", *TINY, "--out", str(out)],
+            capture_output=True, text=True, env=env, timeout=600)
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+        line = next(l for l in result.stdout.splitlines() if l.startswith("Loss "))
+        losses[strategy] = float(line.split("->")[1].split()[0])
+    # The same global batch split over two replicas: the same model and loss.
+    assert abs(losses["mirrored"] - losses["default"]) < 1e-3 * max(1.0, losses["default"]), losses

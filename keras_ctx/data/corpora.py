@@ -58,40 +58,53 @@ def resolve_files(source):
 
 
 def _read_file_documents(path):
-    """Yields each document of a file as a list of its non-empty lines."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
-    except UnicodeDecodeError as error:
-        raise CorpusError(
-            f"{path} is not valid UTF-8 (byte {error.start}: {error.reason}). "
-            "Convert it first, e.g. `iconv -f latin1 -t utf-8`."
-        ) from None
+    """Yields each document of a (checked) file as a list of its non-empty lines."""
     document = []
-    for line in text.splitlines():
-        line = line.strip()
-        if line:
-            document.append(line)
-        elif document:
-            yield document
-            document = []
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            line = line.strip()
+            if line:
+                document.append(line)
+            elif document:
+                yield document
+                document = []
     if document:
         yield document
 
 
+def _check_files(files):
+    """Fails now, naming the file, on text that is not UTF-8; and on a corpus with no text.
+
+    Reads in chunks, so a large corpus is checked without holding it in memory.
+    """
+    import codecs
+
+    has_text = False
+    for path in files:
+        decoder = codecs.getincrementaldecoder("utf-8")()
+        offset = 0
+        with open(path, "rb") as handle:
+            while chunk := handle.read(1 << 20):
+                try:
+                    text = decoder.decode(chunk)
+                except UnicodeDecodeError as error:
+                    raise CorpusError(
+                        f"{path} is not valid UTF-8 (byte {offset + error.start}: "
+                        f"{error.reason}). Convert it first, e.g. `iconv -f latin1 -t utf-8`."
+                    ) from None
+                offset += len(chunk)
+                has_text = has_text or bool(text.strip())
+    if not has_text:
+        raise CorpusError(f"The corpus {files} has no text (only empty or blank files).")
+
+
 def _file_documents(source):
     files = resolve_files(source)
+    _check_files(files)
 
     def generate():
-        count = 0
         for path in files:
-            for document in _read_file_documents(path):
-                count += 1
-                yield document
-        if count == 0:
-            raise CorpusError(
-                f"The corpus {files} has no text (only empty or blank files)."
-            )
+            yield from _read_file_documents(path)
 
     return generate
 

@@ -25,11 +25,14 @@ def test_missing_empty_and_undecodable_corpora_fail_clearly(tmp_path):
     with pytest.raises(corpora.CorpusError, match="no \\*.txt files"):
         corpora.documents(str(tmp_path))
     (tmp_path / "empty.txt").write_text("\n\n  \n")
-    with pytest.raises(Exception, match="has no text"):
-        as_python(corpora.documents(str(tmp_path / "empty.txt")))
+    with pytest.raises(corpora.CorpusError, match="has no text"):
+        corpora.documents(str(tmp_path / "empty.txt"))
     (tmp_path / "latin.txt").write_bytes("caf\xe9 au lait\n".encode("latin-1"))
-    with pytest.raises(Exception, match="not valid UTF-8"):
-        as_python(corpora.documents(str(tmp_path / "latin.txt")))
+    with pytest.raises(corpora.CorpusError, match="latin.txt is not valid UTF-8 \\(byte 3"):
+        corpora.documents(str(tmp_path / "latin.txt"))
+    (tmp_path / "binary.txt").write_bytes(bytes(range(256)))
+    with pytest.raises(corpora.CorpusError, match="binary.txt is not valid UTF-8"):
+        corpora.documents(str(tmp_path))
 
 
 def test_builtin_corpus_is_real_english_and_deterministic():

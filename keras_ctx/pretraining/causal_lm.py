@@ -29,7 +29,20 @@ def _next_token_targets(inputs):
 
 
 class _ObjectiveModel(keras.Model):
-    """train_step/test_step from `self._losses(data, training)` -> (total, metrics updates)."""
+    """train_step/test_step from `self._objective(data, training)` -> the loss.
+
+    Subclasses keep their backbone in `self.backbone`; it is (de)serialised here.
+    """
+
+    def get_config(self):
+        config = super().get_config()
+        config["backbone"] = keras.saving.serialize_keras_object(self.backbone)
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
+        return cls(**config)
 
     def train_step(self, data):
         with tf.GradientTape() as tape:
@@ -43,8 +56,22 @@ class _ObjectiveModel(keras.Model):
         return {m.name: m.result() for m in self.metrics}
 
 
+class _TokenLikelihoodModel(_ObjectiveModel):
+    """A backbone trained by token likelihood, tracking `loss` and `accuracy`."""
+
+    def __init__(self, backbone, **kwargs):
+        super().__init__(**kwargs)
+        self.backbone = backbone
+        self.loss_tracker = keras.metrics.Mean(name="loss")
+        self.accuracy = keras.metrics.SparseCategoricalAccuracy(name="accuracy")
+
+    @property
+    def metrics(self):
+        return [self.loss_tracker, self.accuracy]
+
+
 @keras.saving.register_keras_serializable(package="keras_ctx")
-class CausalLMPretrainer(_ObjectiveModel):
+class CausalLMPretrainer(_TokenLikelihoodModel):
     """Next-token prediction for any decoder backbone with `logits(hidden)`.
 
     Data: `{"token_ids", "padding_mask"}` batches (fixed length,
@@ -58,16 +85,6 @@ class CausalLMPretrainer(_ObjectiveModel):
     >>> lm.fit(token_dataset)
     >>> lm.generate(prompt_ids, prompt_mask, max_length=64, sampler="top_k")
     """
-
-    def __init__(self, backbone, **kwargs):
-        super().__init__(**kwargs)
-        self.backbone = backbone
-        self.loss_tracker = keras.metrics.Mean(name="loss")
-        self.accuracy = keras.metrics.SparseCategoricalAccuracy(name="accuracy")
-
-    @property
-    def metrics(self):
-        return [self.loss_tracker, self.accuracy]
 
     def call(self, inputs, training=False):
         hidden = self.backbone(inputs, training=training)["sequence_output"]
@@ -87,15 +104,6 @@ class CausalLMPretrainer(_ObjectiveModel):
         return generation.generate(self.backbone, token_ids, padding_mask,
                                    max_length=max_length, **kwargs)
 
-    def get_config(self):
-        config = super().get_config()
-        config["backbone"] = keras.saving.serialize_keras_object(self.backbone)
-        return config
-
-    @classmethod
-    def from_config(cls, config):
-        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
-        return cls(**config)
 
 
 def gpt_finetuning_inputs(segments, sequence_length, start_id, delimiter_id, extract_id,
@@ -198,14 +206,8 @@ class GPTFineTuner(_ObjectiveModel):
     def get_config(self):
         config = super().get_config()
         config.update({
-            "backbone": keras.saving.serialize_keras_object(self.backbone),
             "num_classes": self.num_classes,
             "lm_weight": self.lm_weight,
             "dropout": self.dropout,
         })
         return config
-
-    @classmethod
-    def from_config(cls, config):
-        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
-        return cls(**config)

@@ -12,11 +12,11 @@ import keras
 import tensorflow as tf
 
 from keras_ctx import generation
-from keras_ctx.pretraining.causal_lm import _ObjectiveModel, masked_token_loss
+from keras_ctx.pretraining.causal_lm import _TokenLikelihoodModel, masked_token_loss
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
-class Seq2SeqPretrainer(_ObjectiveModel):
+class Seq2SeqPretrainer(_TokenLikelihoodModel):
     """Teacher-forced target likelihood for an encoder-decoder backbone (T5, BART).
 
     Data: `(x, labels, label_weights)` from `keras_ctx.data.noise.seq2seq_features`,
@@ -31,16 +31,6 @@ class Seq2SeqPretrainer(_ObjectiveModel):
     >>> model.fit(span_corrupted_dataset)
     >>> model.generate(encoder_ids, encoder_mask, max_length=32)
     """
-
-    def __init__(self, backbone, **kwargs):
-        super().__init__(**kwargs)
-        self.backbone = backbone
-        self.loss_tracker = keras.metrics.Mean(name="loss")
-        self.accuracy = keras.metrics.SparseCategoricalAccuracy(name="accuracy")
-
-    @property
-    def metrics(self):
-        return [self.loss_tracker, self.accuracy]
 
     def call(self, inputs, training=False):
         hidden = self.backbone(inputs, training=training)["decoder_sequence_output"]
@@ -68,15 +58,6 @@ class Seq2SeqPretrainer(_ObjectiveModel):
                                            encoder_padding_mask, max_length=max_length,
                                            **kwargs)
 
-    def get_config(self):
-        config = super().get_config()
-        config["backbone"] = keras.saving.serialize_keras_object(self.backbone)
-        return config
-
-    @classmethod
-    def from_config(cls, config):
-        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
-        return cls(**config)
 
 
 def add_task_prefix(prefix, key="inputs"):

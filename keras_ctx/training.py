@@ -202,8 +202,8 @@ def fit_resumable(
             _build_from_spec(model, dataset.element_spec)
         if step:
             checkpointer.restore(model, step)
-        if verbose:
-            print(f"Resuming from step {step} ({checkpointer.directory}).")
+            if verbose:
+                print(f"Resuming from step {step} ({checkpointer.directory}).")
     history = []
     tensorboard = keras.callbacks.TensorBoard(os.path.join(out_dir, "logs"))
     # Whole chunks in one fit call (one iterator), then the remainder.

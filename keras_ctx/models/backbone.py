@@ -2,6 +2,26 @@
 
 import keras
 
+# keras-hub's names for an encoder-decoder backbone's inputs (DESIGN.md).
+ENCODER_DECODER_INPUTS = ("encoder_token_ids", "encoder_padding_mask",
+                          "decoder_token_ids", "decoder_padding_mask")
+
+
+def encoder_decoder_inputs():
+    """The four int32 (batch, time) inputs of an encoder-decoder backbone, by name."""
+    return {name: keras.Input((None,), dtype="int32", name=name)
+            for name in ENCODER_DECODER_INPUTS}
+
+
+def encoder_decoder_outputs(encoder_output, decoder_output, encoder_states, decoder_states):
+    """An encoder-decoder backbone's output dict (keras-hub's names, plus every layer)."""
+    return {
+        "encoder_sequence_output": encoder_output,
+        "decoder_sequence_output": decoder_output,
+        "encoder_hidden_states": encoder_states,
+        "decoder_hidden_states": decoder_states,
+    }
+
 
 class Backbone(keras.Model):
     """Base of the functional backbones.

@@ -16,7 +16,12 @@ from keras_ctx.layers import (
     TransformerDecoderBlock,
     TransformerEncoderBlock,
 )
-from keras_ctx.models.backbone import Backbone
+from keras_ctx.models.backbone import (
+    ENCODER_DECODER_INPUTS,
+    Backbone,
+    encoder_decoder_inputs,
+    encoder_decoder_outputs,
+)
 from keras_ctx.models.presets import register_preset
 
 
@@ -87,10 +92,9 @@ class BartBackbone(Backbone):
                           for i in range(num_decoder_layers)]
         dropout_layer = keras.layers.Dropout(dropout, dtype=dtype, name="dropout")
 
-        encoder_token_ids = keras.Input((None,), dtype="int32", name="encoder_token_ids")
-        encoder_padding_mask = keras.Input((None,), dtype="int32", name="encoder_padding_mask")
-        decoder_token_ids = keras.Input((None,), dtype="int32", name="decoder_token_ids")
-        decoder_padding_mask = keras.Input((None,), dtype="int32", name="decoder_padding_mask")
+        inputs = encoder_decoder_inputs()
+        encoder_token_ids, encoder_padding_mask, decoder_token_ids, decoder_padding_mask = (
+            inputs[name] for name in ENCODER_DECODER_INPUTS)
 
         tokens = token_embedding(encoder_token_ids)
         x = dropout_layer(encoder_embedding_norm(tokens + encoder_positions(tokens)))
@@ -108,18 +112,8 @@ class BartBackbone(Backbone):
             decoder_states.append(y)
 
         super().__init__(
-            inputs={
-                "encoder_token_ids": encoder_token_ids,
-                "encoder_padding_mask": encoder_padding_mask,
-                "decoder_token_ids": decoder_token_ids,
-                "decoder_padding_mask": decoder_padding_mask,
-            },
-            outputs={
-                "encoder_sequence_output": x,
-                "decoder_sequence_output": y,
-                "encoder_hidden_states": encoder_states,
-                "decoder_hidden_states": decoder_states,
-            },
+            inputs=inputs,
+            outputs=encoder_decoder_outputs(x, y, encoder_states, decoder_states),
             dtype=dtype,
             **kwargs,
         )

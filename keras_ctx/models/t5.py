@@ -18,7 +18,12 @@ from keras_ctx.layers import (
     TransformerDecoderBlock,
     TransformerEncoderBlock,
 )
-from keras_ctx.models.backbone import Backbone
+from keras_ctx.models.backbone import (
+    ENCODER_DECODER_INPUTS,
+    Backbone,
+    encoder_decoder_inputs,
+    encoder_decoder_outputs,
+)
 from keras_ctx.models.presets import register_preset
 
 
@@ -114,10 +119,9 @@ class T5Backbone(Backbone):
         encoder_norm, decoder_norm = norm("encoder_final_norm"), norm("decoder_final_norm")
         dropout_layer = keras.layers.Dropout(dropout, dtype=dtype, name="dropout")
 
-        encoder_token_ids = keras.Input((None,), dtype="int32", name="encoder_token_ids")
-        encoder_padding_mask = keras.Input((None,), dtype="int32", name="encoder_padding_mask")
-        decoder_token_ids = keras.Input((None,), dtype="int32", name="decoder_token_ids")
-        decoder_padding_mask = keras.Input((None,), dtype="int32", name="decoder_padding_mask")
+        inputs = encoder_decoder_inputs()
+        encoder_token_ids, encoder_padding_mask, decoder_token_ids, decoder_padding_mask = (
+            inputs[name] for name in ENCODER_DECODER_INPUTS)
 
         x = dropout_layer(token_embedding(encoder_token_ids))
         bias = encoder_bias(x)  # computed once, shared by every layer (as T5 does)
@@ -137,18 +141,8 @@ class T5Backbone(Backbone):
         y = dropout_layer(decoder_norm(y))
 
         super().__init__(
-            inputs={
-                "encoder_token_ids": encoder_token_ids,
-                "encoder_padding_mask": encoder_padding_mask,
-                "decoder_token_ids": decoder_token_ids,
-                "decoder_padding_mask": decoder_padding_mask,
-            },
-            outputs={
-                "encoder_sequence_output": x,
-                "decoder_sequence_output": y,
-                "encoder_hidden_states": encoder_states,
-                "decoder_hidden_states": decoder_states,
-            },
+            inputs=inputs,
+            outputs=encoder_decoder_outputs(x, y, encoder_states, decoder_states),
             dtype=dtype,
             **kwargs,
         )

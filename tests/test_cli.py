@@ -7,7 +7,6 @@ import sys
 import time
 
 import numpy as np
-import pytest
 
 WORDS = ("the cat sat on a mat and the dog ran to the park while birds sang in old trees "
          "money at the bank river water boat loan glass window storm").split()

@@ -1,5 +1,3 @@
-import os
-
 import keras
 import numpy as np
 import pytest

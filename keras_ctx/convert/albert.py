@@ -10,7 +10,6 @@ not ALBERT's published configurations and are refused.
 from keras_ctx.convert.bert import _absolute_positions, _check_class, _required
 from keras_ctx.convert.huggingface import (
     CheckpointError,
-    TensorReader,
     activation_from_huggingface,
     activation_to_huggingface,
     register_converter,
@@ -22,7 +21,7 @@ from keras_ctx.convert.mapping import (
     dense_entries,
     export_weight_map,
     layer_by_name,
-    load_weight_map,
+    load_checkpoint,
     norm_entries,
 )
 
@@ -90,9 +89,8 @@ def convert_albert(config, tensors):
     backbone = AlbertBackbone(**albert_config_from_huggingface(config))
     if tensors is None:
         return backbone
-    read = TensorReader(tensors, prefixes=("albert.", ""))
-    load_weight_map(albert_weight_map(backbone), read)
-    read.check_all_used(ignore=ALBERT_IGNORED)
+    load_checkpoint(albert_weight_map(backbone), tensors,
+                    prefixes=("albert.", ""), ignore=ALBERT_IGNORED)
     return backbone
 
 

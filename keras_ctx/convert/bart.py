@@ -12,7 +12,6 @@ are refused.
 from keras_ctx.convert.bert import _check_class, _required
 from keras_ctx.convert.huggingface import (
     CheckpointError,
-    TensorReader,
     activation_to_huggingface,
     register_converter,
     register_exporter,
@@ -23,7 +22,7 @@ from keras_ctx.convert.mapping import (
     attention_entries,
     dense_entries,
     export_weight_map,
-    load_weight_map,
+    load_checkpoint,
     norm_entries,
     with_tied_copy,
 )
@@ -102,9 +101,8 @@ def convert_bart(config, tensors):
     tensors = with_tied_copy(tensors, "shared.weight",
                              ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight"),
                              prefixes=("model.", ""))
-    read = TensorReader(tensors, prefixes=("model.", ""))
-    load_weight_map(bart_weight_map(backbone), read)
-    read.check_all_used(ignore=BART_IGNORED)
+    load_checkpoint(bart_weight_map(backbone), tensors,
+                    prefixes=("model.", ""), ignore=BART_IGNORED)
     return backbone
 
 

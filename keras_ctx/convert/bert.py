@@ -2,7 +2,6 @@
 
 from keras_ctx.convert.huggingface import (
     CheckpointError,
-    TensorReader,
     activation_from_huggingface,
     activation_to_huggingface,
     register_converter,
@@ -15,6 +14,7 @@ from keras_ctx.convert.mapping import (
     dense_entries,
     export_weight_map,
     layer_by_name,
+    load_checkpoint,
     load_weight_map,
     norm_entries,
 )
@@ -120,10 +120,9 @@ def convert_bert(config, tensors):
     backbone = BertBackbone(**bert_config_from_huggingface(config))
     if tensors is None:
         return backbone
-    read = TensorReader(tensors, prefixes=("bert.", ""))
     # BertForMaskedLM checkpoints have no pooler (BertModel / ForPreTraining do).
-    load_weight_map(bert_weight_map(backbone, pooler_optional=True), read)
-    read.check_all_used(ignore=BERT_IGNORED)
+    load_checkpoint(bert_weight_map(backbone, pooler_optional=True), tensors,
+                    prefixes=("bert.", ""), ignore=BERT_IGNORED)
     return backbone
 
 

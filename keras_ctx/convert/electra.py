@@ -17,7 +17,6 @@ from keras_ctx.convert.bert import (
     _required,
 )
 from keras_ctx.convert.huggingface import (
-    TensorReader,
     activation_from_huggingface,
     activation_to_huggingface,
     register_converter,
@@ -29,7 +28,7 @@ from keras_ctx.convert.mapping import (
     dense_entries,
     export_weight_map,
     layer_by_name,
-    load_weight_map,
+    load_checkpoint,
     norm_entries,
 )
 
@@ -88,9 +87,8 @@ def convert_electra(config, tensors):
     backbone = ElectraBackbone(**electra_config_from_huggingface(config))
     if tensors is None:
         return backbone
-    read = TensorReader(tensors, prefixes=("electra.", ""))
-    load_weight_map(electra_weight_map(backbone), read)
-    read.check_all_used(ignore=ELECTRA_IGNORED)
+    load_checkpoint(electra_weight_map(backbone), tensors,
+                    prefixes=("electra.", ""), ignore=ELECTRA_IGNORED)
     return backbone
 
 

@@ -18,7 +18,6 @@ import numpy as np
 from keras_ctx.convert.bert import _check_class, _required
 from keras_ctx.convert.huggingface import (
     CheckpointError,
-    TensorReader,
     activation_from_huggingface,
     activation_to_huggingface,
     register_converter,
@@ -30,7 +29,7 @@ from keras_ctx.convert.mapping import (
     SplitHeadsIn,
     SplitHeadsOut,
     export_weight_map,
-    load_weight_map,
+    load_checkpoint,
     norm_entries,
 )
 
@@ -65,8 +64,6 @@ def _join_fused(tensors):
 
 def gpt2_config_from_huggingface(config, original_gpt=False):
     _required(config, "vocab_size", "n_embd", "n_layer", "n_head")
-    from keras_ctx.models.gpt import GPTBackbone
-
     hidden = config["n_embd"]
     settings = dict(
         vocabulary_size=config["vocab_size"],
@@ -132,9 +129,8 @@ def convert_gpt2(config, tensors):
     backbone = GPTBackbone(**gpt2_config_from_huggingface(config))
     if tensors is None:
         return backbone
-    read = TensorReader(_split_fused(tensors), prefixes=("transformer.", ""))
-    load_weight_map(gpt2_weight_map(backbone), read)
-    read.check_all_used(ignore=GPT2_IGNORED)
+    load_checkpoint(gpt2_weight_map(backbone), _split_fused(tensors),
+                    prefixes=("transformer.", ""), ignore=GPT2_IGNORED)
     return backbone
 
 
@@ -164,9 +160,8 @@ def convert_openai_gpt(config, tensors):
     backbone = GPTBackbone(**gpt2_config_from_huggingface(config, original_gpt=True))
     if tensors is None:
         return backbone
-    read = TensorReader(_split_fused(tensors), prefixes=("transformer.", ""))
-    load_weight_map(gpt2_weight_map(backbone, original_gpt=True), read)
-    read.check_all_used(ignore=GPT2_IGNORED)
+    load_checkpoint(gpt2_weight_map(backbone, original_gpt=True), _split_fused(tensors),
+                    prefixes=("transformer.", ""), ignore=GPT2_IGNORED)
     return backbone
 
 

@@ -12,7 +12,7 @@ import warnings
 import keras
 import numpy as np
 
-from keras_ctx.convert.huggingface import CheckpointError, assign
+from keras_ctx.convert.huggingface import CheckpointError, TensorReader, assign
 
 
 class Transform:
@@ -284,3 +284,15 @@ def attention_entries(attention, names, num_heads, use_bias=True):
 
 def rms_norm_entries(layer, name):
     return [Entry(layer.gamma if hasattr(layer, "gamma") else layer.scale, name)]
+
+
+def load_checkpoint(entries, tensors, prefixes=("",), ignore=()):
+    """Fills every entry from a checkpoint's tensors, then insists each tensor was used.
+
+    `prefixes` are the model prefixes the names may carry ("bert." ...);
+    `ignore` lists substrings of tensors that are known to have no place
+    (buffers, heads).
+    """
+    read = TensorReader(tensors, prefixes=prefixes)
+    load_weight_map(entries, read)
+    read.check_all_used(ignore=ignore)

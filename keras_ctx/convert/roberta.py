@@ -18,11 +18,10 @@ from keras_ctx.convert.bert import (
 )
 from keras_ctx.convert.huggingface import (
     CheckpointError,
-    TensorReader,
     register_converter,
     register_exporter,
 )
-from keras_ctx.convert.mapping import export_weight_map, load_weight_map
+from keras_ctx.convert.mapping import export_weight_map, load_checkpoint
 
 
 def _offset(config):
@@ -45,10 +44,9 @@ def convert_roberta(config, tensors):
     backbone = BertBackbone(**settings)
     if tensors is None:
         return backbone
-    read = TensorReader(tensors, prefixes=("roberta.", ""))
     # RobertaForMaskedLM checkpoints (roberta-base) have no pooler.
-    load_weight_map(bert_weight_map(backbone, offset, pooler_optional=True), read)
-    read.check_all_used(ignore=BERT_IGNORED)
+    load_checkpoint(bert_weight_map(backbone, offset, pooler_optional=True), tensors,
+                    prefixes=("roberta.", ""), ignore=BERT_IGNORED)
     return backbone
 
 

@@ -12,7 +12,6 @@ embeddings are refused: T5Backbone has neither.
 from keras_ctx.convert.bert import _check_class, _required
 from keras_ctx.convert.huggingface import (
     CheckpointError,
-    TensorReader,
     register_converter,
     register_exporter,
 )
@@ -21,7 +20,7 @@ from keras_ctx.convert.mapping import (
     Entry,
     attention_entries,
     export_weight_map,
-    load_weight_map,
+    load_checkpoint,
     rms_norm_entries,
     with_tied_copy,
 )
@@ -102,9 +101,8 @@ def convert_t5(config, tensors):
         return backbone
     tensors = with_tied_copy(tensors, "shared.weight",
                              ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight"))
-    read = TensorReader(tensors)
-    load_weight_map(t5_weight_map(backbone), read)
-    read.check_all_used(ignore=T5_IGNORED)
+    load_checkpoint(t5_weight_map(backbone), tensors,
+                    ignore=T5_IGNORED)
     return backbone
 
 

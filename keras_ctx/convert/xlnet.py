@@ -10,7 +10,6 @@ except the output projection `o`, applied as "ibnd,hnd->ibh": our
 from keras_ctx.convert.bert import _check_class, _required
 from keras_ctx.convert.huggingface import (
     CheckpointError,
-    TensorReader,
     activation_from_huggingface,
     activation_to_huggingface,
     register_converter,
@@ -22,7 +21,7 @@ from keras_ctx.convert.mapping import (
     Reshape,
     dense_entries,
     export_weight_map,
-    load_weight_map,
+    load_checkpoint,
     norm_entries,
 )
 
@@ -88,9 +87,8 @@ def convert_xlnet(config, tensors):
     backbone = XLNetBackbone(**xlnet_config_from_huggingface(config))
     if tensors is None:
         return backbone
-    read = TensorReader(tensors, prefixes=("transformer.", ""))
-    load_weight_map(xlnet_weight_map(backbone), read)
-    read.check_all_used(ignore=XLNET_IGNORED)
+    load_checkpoint(xlnet_weight_map(backbone), tensors,
+                    prefixes=("transformer.", ""), ignore=XLNET_IGNORED)
     return backbone
 
 

@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_ctx.layers import _checks
+from keras_ctx.layers.dropout import Dropout
 
 # Added to masked scores; large enough to zero a softmax in float32, finite so
 # that a fully masked row gives a uniform (not NaN) distribution.
@@ -170,7 +171,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.output_dense.build(
             tuple(query_shape[:-1]) + (self.num_heads, value_dim)
         )
-        self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+        self.dropout_layer = Dropout(self.dropout, dtype=self.dtype_policy)
         self.built = True
 
     def compute_key_value_cache(self, value, key=None):

@@ -11,12 +11,7 @@ import keras
 from keras import ops
 
 from keras_ctx.layers import _checks, activations
-
-
-def gather_positions(sequence, positions):
-    """`sequence[b, positions[b, p]]`: (batch, time, dim), (batch, P) -> (batch, P, dim)."""
-    positions = ops.cast(positions, "int32")
-    return ops.take_along_axis(sequence, positions[:, :, None], axis=1)
+from keras_ctx.layers.gather import gather_positions
 
 
 class _TiedOutput(keras.layers.Layer):

@@ -10,6 +10,7 @@ from keras import ops
 
 from keras_ctx.layers import _checks
 from keras_ctx.layers.attention import masked_softmax
+from keras_ctx.layers.dropout import Dropout
 
 
 def relative_positional_encoding(
@@ -273,7 +274,7 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
         self.r_r_bias = self._head_weight("r_r_bias", heads)
         self.r_s_bias = self._head_weight("r_s_bias", heads)
         self.seg_embed = self._head_weight("seg_embed", (2,) + heads)
-        self.dropout_layer = keras.layers.Dropout(
+        self.dropout_layer = Dropout(
             self.dropout, dtype=self.dtype_policy
         )
         self.built = True

@@ -10,6 +10,8 @@ from keras import ops
 
 from keras_ctx.layers import _checks, activations
 from keras_ctx.layers.attention import MultiHeadAttention
+from keras_ctx.layers.dropout import Dropout
+from keras_ctx.layers.gather import gather_positions
 
 NORMALIZATIONS = ("layer_norm", "rms_norm")
 SHARING = ("none", "all", "attention", "ffn")
@@ -89,7 +91,7 @@ class FeedForward(keras.layers.Layer):
             input_shape[-1], "output", self.output_kernel_initializer
         )
         self.output_dense.build(tuple(input_shape[:-1]) + (self.intermediate_size,))
-        self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+        self.dropout_layer = Dropout(self.dropout, dtype=self.dtype_policy)
         self.built = True
 
     def call(self, inputs, training=None):
@@ -230,12 +232,21 @@ class _TransformerBlock(keras.layers.Layer):
                 layer.build(input_shape)
         if not self.self_attention.built:
             self.self_attention.build(input_shape, input_shape)
-        self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+        self.dropout_layer = Dropout(self.dropout, dtype=self.dtype_policy)
 
-    def _residual(self, x, norm, sublayer, training):
-        """Post-LN: norm(x + f(x)); pre-LN: x + f(norm(x)). `sublayer` -> (y, extras)."""
+    def _residual(self, x, norm, sublayer, training, positions=None):
+        """Post-LN: norm(x + f(x)); pre-LN: x + f(norm(x)). `sublayer` -> (y, extras).
+
+        With `positions` (batch, P), only those rows are computed: the
+        sublayer gets them as its queries and the whole sequence as context,
+        `sublayer(rows, context)`, and the result has P rows.
+        """
         inputs = norm(x) if self.normalize_first else x
-        y, extras = sublayer(inputs)
+        if positions is None:
+            y, extras = sublayer(inputs)
+        else:
+            x = gather_positions(x, positions)
+            y, extras = sublayer(gather_positions(inputs, positions), inputs)
         x = x + self.dropout_layer(y, training=training)
         if not self.normalize_first:
             x = norm(x)
@@ -303,6 +314,10 @@ class TransformerEncoderBlock(_TransformerBlock):
         padding_mask: (batch, time), 1 for real tokens.
         attention_mask: (batch, time, time), 1 where i may attend j.
         attention_bias: additive bias broadcastable to (batch, heads, time, time).
+        query_positions: optional (batch, P) int: compute the output at these
+            positions only, (batch, P, hidden), attending over every position.
+            Equal to gathering the full output there, for the cost of P rows
+            (a masked LM's last layer needs only its masked positions).
 
     Example:
     >>> block = keras_ctx.layers.TransformerEncoderBlock(num_heads=12, intermediate_size=3072)
@@ -319,10 +334,19 @@ class TransformerEncoderBlock(_TransformerBlock):
         self.built = True
 
     def call(self, inputs, padding_mask=None, attention_mask=None, attention_bias=None,
-             training=None):
-        def attend(x):
+             query_positions=None, training=None):
+        if query_positions is not None:
+            if attention_bias is not None:
+                raise ValueError(
+                    "`query_positions` cannot be combined with `attention_bias`; "
+                    "compute the full output and gather it instead.")
+            if attention_mask is not None:  # the rows of the queries that remain
+                attention_mask = gather_positions(attention_mask, query_positions)
+
+        def attend(x, context=None):
             y = self.self_attention(
                 x,
+                context,
                 padding_mask=padding_mask,
                 attention_mask=attention_mask,
                 attention_bias=attention_bias,
@@ -333,9 +357,16 @@ class TransformerEncoderBlock(_TransformerBlock):
         def feedforward(x):
             return self.feedforward(x, training=training), None
 
-        x, _ = self._residual(inputs, self.self_attention_norm, attend, training)
+        x, _ = self._residual(inputs, self.self_attention_norm, attend, training,
+                              positions=query_positions)
         x, _ = self._residual(x, self.feedforward_norm, feedforward, training)
         return x
+
+    def compute_output_spec(self, inputs, *args, query_positions=None, **kwargs):
+        shape = inputs.shape
+        if query_positions is not None:
+            shape = (shape[0], query_positions.shape[1], shape[-1])
+        return keras.KerasTensor(shape, dtype=self.compute_dtype)
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
@@ -477,6 +508,9 @@ class TransformerEncoderStack(keras.layers.Layer):
 
     Call arguments:
         inputs, padding_mask, attention_mask, attention_bias: as for the block.
+        last_layer_positions: optional (batch, P) int: the last block computes
+            its output at these positions only (`query_positions`), so the
+            last output is (batch, P, hidden).
 
     Returns:
         A list of the num_layers outputs, first layer first.
@@ -516,23 +550,27 @@ class TransformerEncoderStack(keras.layers.Layer):
         self.built = True
 
     def call(self, inputs, padding_mask=None, attention_mask=None, attention_bias=None,
-             training=None):
+             last_layer_positions=None, training=None):
         outputs = []
         x = inputs
-        for block in self.blocks:
+        for index, block in enumerate(self.blocks):
+            last = index == len(self.blocks) - 1
             x = block(
                 x,
                 padding_mask=padding_mask,
                 attention_mask=attention_mask,
                 attention_bias=attention_bias,
+                query_positions=last_layer_positions if last else None,
                 training=training,
             )
             outputs.append(x)
         return outputs
 
-    def compute_output_spec(self, inputs, *args, **kwargs):
-        return [keras.KerasTensor(inputs.shape, dtype=self.compute_dtype)
-                for _ in range(self.num_layers)]
+    def compute_output_spec(self, inputs, *args, last_layer_positions=None, **kwargs):
+        shapes = [inputs.shape] * self.num_layers
+        if last_layer_positions is not None:
+            shapes[-1] = (inputs.shape[0], last_layer_positions.shape[1], inputs.shape[-1])
+        return [keras.KerasTensor(shape, dtype=self.compute_dtype) for shape in shapes]
 
     def get_config(self):
         config = super().get_config()

@@ -13,7 +13,7 @@ import keras
 
 from keras_ctx.layers import FactorizedEmbedding, PositionEmbedding, TokenEmbedding
 from keras_ctx.layers import TransformerEncoderStack
-from keras_ctx.layers import _checks
+from keras_ctx.layers import Dropout, _checks
 from keras_ctx.models.backbone import Backbone
 from keras_ctx.models.bert import _block_config, _inputs, _pooler
 from keras_ctx.models.presets import register_preset
@@ -72,7 +72,7 @@ class AlbertBackbone(Backbone):
         x = keras.layers.Add(dtype=dtype, name="embeddings_add")([x, positions, segments])
         x = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, dtype=dtype,
                                             name="embeddings_norm")(x)
-        x = keras.layers.Dropout(dropout, dtype=dtype, name="embeddings_dropout")(x)
+        x = Dropout(dropout, dtype=dtype, name="embeddings_dropout")(x)
         x = embedding.projection(x)
         stack = TransformerEncoderStack(
             num_layers,

@@ -11,6 +11,7 @@ import keras
 from keras import ops
 
 from keras_ctx.layers import (
+    Dropout,
     PositionEmbedding,
     TokenEmbedding,
     TransformerDecoderBlock,
@@ -90,7 +91,7 @@ class BartBackbone(Backbone):
         decoder_blocks = [TransformerDecoderBlock(**block_args, use_cross_attention=True,
                                                   name=f"decoder_block_{i}")
                           for i in range(num_decoder_layers)]
-        dropout_layer = keras.layers.Dropout(dropout, dtype=dtype, name="dropout")
+        dropout_layer = Dropout(dropout, dtype=dtype, name="dropout")
 
         inputs = encoder_decoder_inputs()
         encoder_token_ids, encoder_padding_mask, decoder_token_ids, decoder_padding_mask = (

@@ -17,7 +17,7 @@ import keras
 
 
 from keras_ctx.layers import PositionEmbedding, TokenEmbedding, TransformerEncoderStack
-from keras_ctx.layers import _checks
+from keras_ctx.layers import Dropout, _checks
 from keras_ctx.models.backbone import Backbone
 from keras_ctx.models.presets import register_preset
 
@@ -113,7 +113,7 @@ class BertBackbone(Backbone):
         x = keras.layers.Add(dtype=dtype, name="embeddings_add")([x, positions, segments])
         x = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, dtype=dtype,
                                             name="embeddings_norm")(x)
-        x = keras.layers.Dropout(dropout, dtype=dtype, name="embeddings_dropout")(x)
+        x = Dropout(dropout, dtype=dtype, name="embeddings_dropout")(x)
         stack = TransformerEncoderStack(
             num_layers,
             _block_config(num_heads, hidden_size, intermediate_size, activation, dropout,

@@ -20,7 +20,7 @@ A_g = max(1, H_g // 64), FFN_g = 4 H_g, same depth.
 import keras
 
 from keras_ctx.layers import PositionEmbedding, TokenEmbedding, TransformerEncoderStack
-from keras_ctx.layers import _checks
+from keras_ctx.layers import Dropout, _checks
 from keras_ctx.models.backbone import Backbone
 from keras_ctx.models.bert import _block_config, _inputs
 from keras_ctx.models.presets import register_preset
@@ -122,7 +122,7 @@ class ElectraBackbone(Backbone):
         segments = layers["segment_embedding"](inputs["segment_ids"])
         x = keras.layers.Add(dtype=dtype, name="embeddings_add")([x, positions, segments])
         x = layers["embeddings_norm"](x)
-        x = keras.layers.Dropout(dropout, dtype=dtype, name="embeddings_dropout")(x)
+        x = Dropout(dropout, dtype=dtype, name="embeddings_dropout")(x)
         if embedding_size != hidden_size:
             # ELECTRA's "embeddings_project" (Clark et al. 2020, Sec. 3.2: the
             # generator is smaller than the shared embeddings).

@@ -20,6 +20,7 @@ import keras
 from keras import ops
 
 from keras_ctx.layers.char_cnn import ELMO_FILTERS, CharCNNHighwayEmbedder
+from keras_ctx.layers.dropout import Dropout
 from keras_ctx.layers.lstm import LSTMP
 from keras_ctx.layers.scalar_mix import ScalarMix
 from keras_ctx.models.backbone import Backbone
@@ -92,7 +93,7 @@ class ElmoBackbone(Backbone):
             outputs = []
             for direction, x in (("forward", forward), ("backward", backward)):
                 if dropout:
-                    x = keras.layers.Dropout(
+                    x = Dropout(
                         dropout, dtype=dtype, name=f"{direction}_dropout_{j}"
                     )(x)
                 y = LSTMP(
@@ -234,7 +235,7 @@ class Elmo(keras.layers.Layer):
             backbone.num_layers + 1, do_layer_norm=self.do_layer_norm, dtype=self.dtype_policy,
             name="scalar_mix",
         )
-        self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+        self.dropout_layer = Dropout(self.dropout, dtype=self.dtype_policy)
         self.supports_masking = True
 
     @property

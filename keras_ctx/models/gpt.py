@@ -13,7 +13,7 @@ import math
 import keras
 from keras import ops
 
-from keras_ctx.layers import PositionEmbedding, TokenEmbedding, TransformerDecoderBlock
+from keras_ctx.layers import Dropout, PositionEmbedding, TokenEmbedding, TransformerDecoderBlock
 from keras_ctx.models.backbone import Backbone
 from keras_ctx.models.presets import register_preset
 
@@ -94,7 +94,7 @@ class GPTBackbone(Backbone):
             max_sequence_length, initializer=keras.initializers.RandomNormal(stddev=0.01),
             dtype=dtype, name="position_embedding",
         )
-        embedding_dropout = keras.layers.Dropout(dropout, dtype=dtype, name="embedding_dropout")
+        embedding_dropout = Dropout(dropout, dtype=dtype, name="embedding_dropout")
         blocks = [
             TransformerDecoderBlock(
                 num_heads=num_heads,

@@ -13,6 +13,7 @@ import keras
 from keras import ops
 
 from keras_ctx.layers import (
+    Dropout,
     RelativePositionBias,
     TokenEmbedding,
     TransformerDecoderBlock,
@@ -117,7 +118,7 @@ class T5Backbone(Backbone):
                                                  name=name)
 
         encoder_norm, decoder_norm = norm("encoder_final_norm"), norm("decoder_final_norm")
-        dropout_layer = keras.layers.Dropout(dropout, dtype=dtype, name="dropout")
+        dropout_layer = Dropout(dropout, dtype=dtype, name="dropout")
 
         inputs = encoder_decoder_inputs()
         encoder_token_ids, encoder_padding_mask, decoder_token_ids, decoder_padding_mask = (

@@ -29,7 +29,7 @@ import keras
 from keras import ops
 
 from keras_ctx.layers import FeedForward, TokenEmbedding, TwoStreamRelativeAttention
-from keras_ctx.layers import _checks
+from keras_ctx.layers import Dropout, _checks
 from keras_ctx.layers.relative_attention import relative_positional_encoding
 from keras_ctx.models.backbone import Backbone
 from keras_ctx.models.presets import register_preset
@@ -107,7 +107,7 @@ class XLNetBlock(keras.layers.Layer):
             name="attention",
         )
         self.attention.build(content_stream_shape)
-        self.attention_dropout_layer = keras.layers.Dropout(
+        self.attention_dropout_layer = Dropout(
             self.dropout, dtype=self.dtype_policy, name="attention_output_dropout"
         )
         self.attention_norm = keras.layers.LayerNormalization(
@@ -123,7 +123,7 @@ class XLNetBlock(keras.layers.Layer):
             name="feed_forward",
         )
         self.feed_forward.build(content_stream_shape)
-        self.feed_forward_dropout = keras.layers.Dropout(
+        self.feed_forward_dropout = Dropout(
             self.dropout, dtype=self.dtype_policy, name="feed_forward_dropout"
         )
         self.feed_forward_norm = keras.layers.LayerNormalization(
@@ -359,11 +359,11 @@ class XLNetBackbone(Backbone):
             hidden_size, initializer_range, dtype=dtype, name="mask_embedding"
         )
         self.mask_embedding.build()
-        self.embeddings_dropout = keras.layers.Dropout(
+        self.embeddings_dropout = Dropout(
             dropout, dtype=dtype, name="embeddings_dropout"
         )
-        self.query_dropout = keras.layers.Dropout(dropout, dtype=dtype, name="query_dropout")
-        self.position_dropout = keras.layers.Dropout(
+        self.query_dropout = Dropout(dropout, dtype=dtype, name="query_dropout")
+        self.position_dropout = Dropout(
             dropout, dtype=dtype, name="position_dropout"
         )
         self.blocks = [

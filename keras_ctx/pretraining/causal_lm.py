@@ -11,6 +11,7 @@ import tensorflow as tf
 from keras import ops
 
 from keras_ctx import generation
+from keras_ctx.layers import Dropout
 
 
 def masked_token_loss(logits, labels, weights):
@@ -162,7 +163,7 @@ class GPTFineTuner(_ObjectiveModel):
         self.num_classes = num_classes
         self.lm_weight = float(lm_weight)
         self.dropout = dropout
-        self.dropout_layer = keras.layers.Dropout(dropout)
+        self.dropout_layer = Dropout(dropout)
         self.classifier = keras.layers.Dense(
             num_classes, kernel_initializer=keras.initializers.RandomNormal(stddev=0.02),
             name="classifier")

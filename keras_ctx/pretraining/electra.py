@@ -28,7 +28,7 @@ from keras import ops
 
 from keras_ctx.layers import activations
 from keras_ctx.layers.heads import MaskedLMHead
-from keras_ctx.pretraining.masked_lm import backbone_inputs, weighted_cross_entropy
+from keras_ctx.pretraining.masked_lm import backbone_inputs, sequence_rows, weighted_cross_entropy
 
 DISCRIMINATOR_WEIGHT = 50.0  # lambda, Clark et al. 2020, Sec. 2 / Table 6
 STAGES = ("joint", "generator", "discriminator")
@@ -167,6 +167,8 @@ class ElectraPretrainer(keras.Model):
             then "discriminator" (discriminator loss only, generator frozen).
             Change it with `set_stage`.
         seed: of the sampling noise.
+        sparse_last_layer: the generator computes its last layer only at the
+            masked positions, all its MLM head reads (see `MaskedLMPretrainer`).
 
     Call: a batch dict -> {"mlm": (batch, P, V) generator logits, "rtd":
     (batch, time) discriminator logits, "labels", "token_ids" (corrupted),
@@ -187,7 +189,7 @@ class ElectraPretrainer(keras.Model):
 
     def __init__(self, generator, discriminator, discriminator_weight=DISCRIMINATOR_WEIGHT,
                  share_embeddings=True, disallow_correct=False, temperature=1.0,
-                 stage="joint", seed=None, **kwargs):
+                 stage="joint", seed=None, sparse_last_layer=True, **kwargs):
         super().__init__(**kwargs)
         if generator is discriminator:
             raise ValueError("`generator` and `discriminator` must be two different models.")
@@ -207,6 +209,7 @@ class ElectraPretrainer(keras.Model):
         self.disallow_correct = bool(disallow_correct)
         self.temperature = float(temperature)
         self.seed = seed
+        self.sparse_last_layer = bool(sparse_last_layer)
         self.seed_generator = keras.random.SeedGenerator(seed, name="sampling_seed")
         self.mlm_head = MaskedLMHead(
             token_embedding=generator.token_embedding,
@@ -294,9 +297,10 @@ class ElectraPretrainer(keras.Model):
     # --- forward ----------------------------------------------------------------------
 
     def call(self, batch, training=False):
-        generated = self.generator(backbone_inputs(self.generator, batch), training=training)
-        mlm_logits = self.mlm_head(generated["sequence_output"],
-                                   mask_positions=batch["mask_positions"])
+        generated = sequence_rows(self.generator, backbone_inputs(self.generator, batch),
+                                  batch["mask_positions"], training,
+                                  sparse=self.sparse_last_layer)
+        mlm_logits = self.mlm_head(generated)
         sample_logits = ops.cast(mlm_logits, "float32") / self.temperature
         if self.disallow_correct:
             sample_logits -= 1e9 * ops.one_hot(ops.cast(batch["mask_ids"], "int32"),
@@ -399,6 +403,7 @@ class ElectraPretrainer(keras.Model):
             "temperature": self.temperature,
             "stage": self.stage,
             "seed": self.seed,
+            "sparse_last_layer": self.sparse_last_layer,
             "name": self.name,
             "trainable": self.trainable,
         }

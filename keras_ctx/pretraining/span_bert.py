@@ -11,9 +11,10 @@ NSP. Batches come from `keras_ctx.data.span_masking.SpanMasker` (see
 """
 
 import keras
+from keras import ops
 
 from keras_ctx.layers.heads import MaskedLMHead, SpanBoundaryHead
-from keras_ctx.pretraining.masked_lm import _Pretrainer, backbone_inputs
+from keras_ctx.pretraining.masked_lm import _Pretrainer, backbone_inputs, sequence_rows
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
@@ -24,6 +25,9 @@ class SpanBertPretrainer(_Pretrainer):
         backbone: a backbone with `token_embedding` (BertBackbone for SpanBERT).
         max_span_length: rows of the SBO relative position table, in tokens
             (spans are at most 10 words; longer offsets share the last row).
+        sparse_last_layer: compute the backbone's last layer only at the rows
+            the heads read (masked tokens and span boundaries); the same
+            losses and gradients for less work (see `MaskedLMPretrainer`).
 
     Call: batch dict -> {"mlm": (batch, P, V), "sbo": (batch, P, V)} logits.
     Metrics: loss, mlm_loss, mlm_accuracy, sbo_loss, sbo_accuracy.
@@ -31,10 +35,11 @@ class SpanBertPretrainer(_Pretrainer):
 
     objectives = ("mlm", "sbo")
 
-    def __init__(self, backbone, max_span_length=32, **kwargs):
+    def __init__(self, backbone, max_span_length=32, sparse_last_layer=True, **kwargs):
         super().__init__(**kwargs)
         self.backbone = backbone
         self.max_span_length = max_span_length
+        self.sparse_last_layer = bool(sparse_last_layer)
         epsilon = getattr(backbone, "layer_norm_epsilon", 1e-12)
         self.mlm_head = MaskedLMHead(token_embedding=backbone.token_embedding,
                                      layer_norm_epsilon=epsilon,
@@ -46,12 +51,17 @@ class SpanBertPretrainer(_Pretrainer):
         self._make_metrics()
 
     def call(self, batch, training=False):
-        sequence = self.backbone(backbone_inputs(self.backbone, batch),
-                                 training=training)["sequence_output"]
+        # The rows both heads read: masked tokens, then left and right boundaries.
+        masked, left, right = (batch["mask_positions"], batch["span_left_positions"],
+                               batch["span_right_positions"])
+        rows = sequence_rows(self.backbone, backbone_inputs(self.backbone, batch),
+                             ops.concatenate([masked, left, right], axis=1), training,
+                             sparse=self.sparse_last_layer)
+        count = ops.shape(masked)[1]
+        index = ops.broadcast_to(ops.arange(count, dtype="int32")[None], ops.shape(masked))
         return {
-            "mlm": self.mlm_head(sequence, mask_positions=batch["mask_positions"]),
-            "sbo": self.sbo_head(sequence, batch["span_left_positions"],
-                                 batch["span_right_positions"], batch["span_offsets"]),
+            "mlm": self.mlm_head(rows[:, :count]),
+            "sbo": self.sbo_head(rows, index + count, index + 2 * count, batch["span_offsets"]),
         }
 
     def _targets(self, batch):
@@ -61,4 +71,5 @@ class SpanBertPretrainer(_Pretrainer):
     def get_config(self):
         config = super().get_config()
         config["max_span_length"] = self.max_span_length
+        config["sparse_last_layer"] = self.sparse_last_layer
         return config

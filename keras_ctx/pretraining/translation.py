@@ -17,6 +17,8 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
+from keras_ctx.layers import Dropout
+
 from keras_ctx.models.cove import AttentionalDecoder
 
 
@@ -67,7 +69,7 @@ class TranslationPretrainer(keras.Model):
         self.decoder.build(
             (None, None, self.target_embedding_dim), (None, None, encoder_dim), (None, None)
         )
-        self.dropout_layer = keras.layers.Dropout(self.dropout)
+        self.dropout_layer = Dropout(self.dropout)
         self.output_layer = keras.layers.Dense(
             self.target_vocabulary_size, dtype="float32", name="output_softmax"
         )

@@ -8,6 +8,8 @@ returning logits; `serving_outputs` names what an exported SavedModel returns
 import keras
 from keras import ops
 
+from keras_ctx.layers.dropout import Dropout
+
 POOLINGS = ("auto", "pooled", "first", "last", "mean")
 
 
@@ -117,7 +119,7 @@ class SequenceClassifier(Task):
         else:
             sequence = features["sequence_output"]
             vector = Pool(pooling, name="pool")(sequence, _padding_mask(inputs, sequence))
-        vector = keras.layers.Dropout(dropout, name="dropout")(vector)
+        vector = Dropout(dropout, name="dropout")(vector)
         logits = keras.layers.Dense(num_classes, name="logits", dtype="float32")(vector)
         super().__init__(inputs, logits, **kwargs)
         self.backbone = backbone
@@ -132,7 +134,7 @@ class TokenClassifier(Task):
         if not isinstance(num_labels, int) or num_labels < 1:
             raise ValueError(f"`num_labels` must be a positive integer, got {num_labels!r}.")
         inputs, features = self._backbone_features(backbone)
-        hidden = keras.layers.Dropout(dropout, name="dropout")(features["sequence_output"])
+        hidden = Dropout(dropout, name="dropout")(features["sequence_output"])
         logits = keras.layers.Dense(num_labels, name="logits", dtype="float32")(hidden)
         super().__init__(inputs, logits, **kwargs)
         self.backbone = backbone

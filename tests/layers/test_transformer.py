@@ -1,3 +1,4 @@
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -189,3 +190,41 @@ def test_tanh_gelu_feedforward_matches_the_formula_and_saves():
     # Hendrycks & Gimpel 2016, tanh form (GPT, GPT-2, ALBERT).
     h = 0.5 * h * (1 + np.tanh(np.sqrt(2 / np.pi) * (h + 0.044715 * h**3)))
     np.testing.assert_allclose(out, h @ w["output/kernel"] + w["output/bias"], atol=1e-5)
+
+
+@pytest.mark.parametrize("normalize_first", [False, True])
+def test_query_positions_equal_the_gathered_full_output(normalize_first):
+    x = inputs(3)
+    padding = np.ones((B, T), "int32")
+    padding[1, 4:] = 0
+    allowed = np.random.default_rng(1).random((B, T, T)) > 0.3
+    allowed[:, np.arange(T), np.arange(T)] = True
+    positions = np.array([[0, 5, 2], [3, 1, 1]])  # any order, repeats allowed
+    block = TransformerEncoderBlock(**dict(BLOCK, normalize_first=normalize_first))
+    full = block(x, padding_mask=padding, attention_mask=allowed).numpy()
+    rows = block(x, padding_mask=padding, attention_mask=allowed,
+                 query_positions=positions).numpy()
+    assert rows.shape == (B, 3, D)
+    np.testing.assert_allclose(rows, np.take_along_axis(full, positions[:, :, None], 1),
+                               atol=1e-5)
+
+
+def test_stack_last_layer_positions_only_change_the_last_output():
+    x = inputs(4)
+    positions = np.array([[1, 4], [0, 5]])
+    stack = TransformerEncoderStack(3, BLOCK, sharing="all")
+    full = [o.numpy() for o in stack(x)]
+    sparse = [o.numpy() for o in stack(x, last_layer_positions=positions)]
+    for f, s in zip(full[:-1], sparse[:-1]):
+        np.testing.assert_array_equal(f, s)
+    np.testing.assert_allclose(sparse[-1], np.take_along_axis(full[-1], positions[:, :, None], 1),
+                               atol=1e-5)
+    symbolic = stack(keras.Input((None, D)), last_layer_positions=keras.Input((2,), dtype="int32"))
+    assert tuple(symbolic[-1].shape) == (None, 2, D)
+
+
+def test_query_positions_refuse_an_attention_bias():
+    block = TransformerEncoderBlock(**BLOCK)
+    with pytest.raises(ValueError, match="attention_bias"):
+        block(inputs(), attention_bias=np.zeros((1, 4, T, T), "float32"),
+              query_positions=np.zeros((B, 1), "int32"))

@@ -80,6 +80,16 @@ def test_labels_hand_computed_including_a_sample_equal_to_the_original():
     np.testing.assert_array_equal(out["labels"], [[0, 0, 1, 0, 1, 0, 0]])
 
 
+def test_generator_sparse_last_layer_gives_the_full_generator_logits():
+    data, _ = _batches(count=64)
+    batch = next(iter(data))
+    model = _pretrainer()
+    assert model.sparse_last_layer and model.generator.supports_sequence_output_at
+    sparse = model(batch)["mlm"].numpy()
+    model.sparse_last_layer = False
+    np.testing.assert_allclose(sparse, model(batch)["mlm"].numpy(), atol=1e-5)
+
+
 def test_labels_are_exactly_where_the_corrupted_token_differs_in_the_model():
     # A 7-token vocabulary: the untrained generator often samples the original.
     data, _ = _batches(vocabulary_size=7, count=64)

@@ -194,3 +194,43 @@ def test_pretrainer_keras_file_round_trip_keeps_the_tie(tmp_path):
     np.testing.assert_allclose(got["nsp"], want["nsp"], atol=1e-6)
     assert loaded.mlm_head.token_embedding.embeddings is (
         loaded.backbone.token_embedding.embeddings)
+
+
+@pytest.mark.parametrize("family", ["bert", "albert", "electra_generator"])
+def test_sparse_last_layer_gives_the_same_logits_and_gradients(family):
+    """Computing the last layer at the masked positions (and [CLS]) only is exact."""
+    from keras_ctx.models.electra import ElectraBackbone, electra_generator
+
+    config = dict(TINY, dropout=0.1)  # dropout is off in the comparison (training=False)
+    if family == "bert":
+        backbone, cls = BertBackbone(**config), BertPretrainer
+    elif family == "albert":
+        backbone, cls = AlbertBackbone(embedding_size=8, **config), AlbertPretrainer
+    else:
+        backbone, cls = electra_generator(ElectraBackbone(**config)), RobertaPretrainer
+    assert backbone.supports_sequence_output_at
+    model = cls(backbone)
+    assert model._sparse() and not cls(backbone, sparse_last_layer=False)._sparse()
+    dataset = pipelines.albert_dataset if family == "albert" else pipelines.bert_dataset
+    batch = next(iter(dataset(
+        syn.dataset(syn.documents(80)), None, 4, sequence_length=24,
+        special_ids=syn.SPECIAL, vocabulary_size=V)))
+    batch["padding_mask"] = batch["padding_mask"].numpy()
+    batch["padding_mask"][0, 18:] = 0  # padded keys must stay masked in the sparse layer
+
+    def loss_and_gradients(sparse_last_layer):
+        model.sparse_last_layer = sparse_last_layer  # one model: the same head weights
+        with tf.GradientTape() as tape:
+            outputs, _, losses = model._step_losses(batch, training=False)
+            total = sum(losses.values())
+        return outputs, tape.gradient(total, backbone.trainable_variables)
+
+    sparse_out, sparse_grads = loss_and_gradients(True)
+    dense_out, dense_grads = loss_and_gradients(False)
+    for name in dense_out:
+        np.testing.assert_allclose(sparse_out[name], dense_out[name], atol=1e-4)
+    used = [(s, d) for s, d in zip(sparse_grads, dense_grads) if d is not None]
+    assert len(used) > 10
+    for s, d in used:
+        np.testing.assert_allclose(tf.convert_to_tensor(s), tf.convert_to_tensor(d),
+                                   atol=1e-5)

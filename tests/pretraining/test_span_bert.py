@@ -157,11 +157,16 @@ def test_spanbert_pretrainer_heads_are_tied_and_read_the_boundaries():
     assert model.sbo_head.token_embedding.embeddings is backbone.token_embedding.embeddings
     assert model.mlm_head.token_embedding.embeddings is backbone.token_embedding.embeddings
     assert not any("output_kernel" in w.path for w in model.weights)
-    # SBO logits depend on the boundary tokens, not on the masked tokens themselves.
+    # The heads over the full sequence output give what the model (whose last
+    # layer runs on the masked and boundary rows only) gives.
+    assert model.sparse_last_layer and backbone.supports_sequence_output_at
     sequence = backbone(backbone_inputs(backbone, batch))["sequence_output"]
     again = model.sbo_head(sequence, batch["span_left_positions"],
                            batch["span_right_positions"], batch["span_offsets"])
     np.testing.assert_allclose(out["sbo"], again, atol=1e-5)
+    np.testing.assert_allclose(out["mlm"], model.mlm_head(sequence, batch["mask_positions"]),
+                               atol=1e-5)
+    # SBO logits depend on the boundary tokens, not on the masked tokens themselves.
     moved = dict(batch, span_left_positions=batch["span_left_positions"] * 0)
     changed = model(moved)["sbo"].numpy()
     used = batch["mask_weights"].numpy() > 0

@@ -113,6 +113,19 @@ def model_flops(spec, implementation):
     raise ValueError(model)
 
 
+def executed_flops(spec, implementation):
+    """FLOPs per step the implementation executes (see HFU in the docstring)."""
+    flops = model_flops(spec, implementation)
+    if implementation != "keras_ctx" or spec["model"] not in ("bert", "electra"):
+        return flops
+    H, T, B = spec["hidden"], spec["length"], spec["batch"]
+    if spec["model"] == "electra":
+        H = int(round(H * 0.25))  # only the generator is an MLM
+    F, P = 4 * H, num_predictions(T)
+    per_row = 6 * (2 * (H * H + H) + 2 * H * F + F + H) + 12 * T * H
+    return flops - B * (T - P) * per_row
+
+
 ELMO_SMALL_FILTERS = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256]]
 ELMO_SAMPLED = 2048
 PEAK_SIZES = (2048,)
@@ -386,23 +399,25 @@ def run(args):
     for config, w in workers:
         seconds = float(np.median(times[id(w)]))
         flops = model_flops(config, config["implementation"])
+        executed = executed_flops(config, config["implementation"])
         peak = peaks["bfloat16" if config["precision"] == "mixed_bfloat16" else "float32"]
         rows.append((config["implementation"], "on" if config["xla"] else "off",
                      config["precision"], f"{seconds * 1e3:.1f}", f"{tokens / seconds:,.0f}",
                      f"{flops / seconds / 1e9:,.1f}", f"{100 * flops / seconds / peak:.1f}%",
-                     f"{memory[id(w)]:,.0f}"))
+                     f"{100 * executed / seconds / peak:.1f}%", f"{memory[id(w)]:,.0f}"))
     for config, message in failures.values():
         rows.append((config["implementation"], "on" if config["xla"] else "off",
-                     config["precision"], "failed", message[:80], "", "", ""))
+                     config["precision"], "failed", message[:80], "", "", "", ""))
     header = ["implementation", "XLA", "precision", "ms/step", "tokens/s (median)",
-              "model GFLOP/s", "MFU", "peak RSS MB"]
+              "model GFLOP/s", "MFU", "HFU", "peak RSS MB"]
     title = (f"{args.model} training, L{args.layers} H{args.hidden} A{args.heads}, "
              f"batch {args.batch}, length {args.length}")
     notes = (f"Peak (measured matmul): float32 {peaks['float32'] / 1e9:,.0f} GFLOP/s"
              + (f", bfloat16 {peaks['bfloat16'] / 1e9:,.0f} GFLOP/s" if "bfloat16" in peaks
                 else "")
-             + f"; model FLOPs/step {model_flops(configs[0], 'keras_ctx') / 1e9:,.2f} G "
-             f"(keras_ctx); median of {args.repeats} x {args.steps} steps; "
+             + f"; model FLOPs/step {model_flops(configs[0], 'keras_ctx') / 1e9:,.2f} G, "
+             f"executed by keras_ctx {executed_flops(configs[0], 'keras_ctx') / 1e9:,.2f} G; "
+             f"median of {args.repeats} x {args.steps} steps; "
              f"load average (1, 5, 15 min) at start {load_start}, at end {load_average()}.")
     text = common.table(header, rows) + "\n\n" + notes
     print(title)

@@ -12,11 +12,11 @@ def test_train_throughput_tiny_bert_runs_and_reports():
         "--repeats", "1", "--steps", "1",
     ])
     assert len(rows) == 1
-    implementation, xla, precision, ms, tokens, gflops, mfu, rss = rows[0]
+    implementation, xla, precision, ms, tokens, gflops, mfu, hfu, rss = rows[0]
     assert (implementation, xla, precision) == ("keras_ctx", "off", "float32")
     assert float(ms) > 0
     assert float(tokens.replace(",", "")) == pytest.approx(2 * 16 / (float(ms) / 1e3), rel=0.05)
-    assert 0 < float(mfu.rstrip("%")) < 100
+    assert 0 < float(hfu.rstrip("%")) < float(mfu.rstrip("%")) < 100  # sparse last layer
     assert float(rss.replace(",", "")) > 100  # MB: the worker's RSS high-water mark
 
 
@@ -29,3 +29,15 @@ def test_model_flops_formula_bert():
     V = train_throughput.VOCABULARY["bert"]
     expected = 20 * (6 * 244 + 12 * 1 * 20 * 4) + P * 6 * (16 + 4 * V)
     assert train_throughput.model_flops(spec, "keras_ctx") == expected
+
+
+def test_executed_flops_skip_the_last_layer_at_unselected_rows():
+    # H=4, F=16, T=20, P=3: each of the 17 unselected rows skips Q, O and the
+    # FFN (6 * (2 * 20 + 64 + 16 + 64 + 4) = 1128) and its attention row
+    # (12 * 20 * 4 = 960).
+    spec = {"model": "bert", "layers": 1, "hidden": 4, "heads": 1, "batch": 1, "length": 20}
+    skipped = 17 * (1128 + 960)
+    assert (train_throughput.model_flops(spec, "keras_ctx")
+            - train_throughput.executed_flops(spec, "keras_ctx")) == skipped
+    assert (train_throughput.executed_flops(spec, "keras-hub")
+            == train_throughput.model_flops(spec, "keras-hub"))

@@ -27,6 +27,7 @@ import tensorflow as tf
 from keras import ops
 
 from keras_ctx.data.characters import BOS_TOKEN, EOS_TOKEN, split_and_pad, tokens_to_character_ids
+from keras_ctx.pretraining.losses import sparse_cross_entropy, top_one_correct
 
 NUM_SAMPLED = 8192  # bilm-tf's n_negative_samples_batch (Peters et al., 2018)
 SPECIAL_TOKENS = ("<pad>", BOS_TOKEN, EOS_TOKEN, "<UNK>")
@@ -204,8 +205,8 @@ class BiLMPretrainer(keras.Model):
         if sampled:
             return ops.reshape(self._sampled_nll(flat_h, flat_labels), ops.shape(labels)), None
         logits = self._full_logits(flat_h)
-        nll = keras.losses.sparse_categorical_crossentropy(flat_labels, logits, from_logits=True)
-        correct = ops.cast(ops.equal(ops.argmax(logits, -1), flat_labels), "float32")
+        nll = sparse_cross_entropy(flat_labels, logits)
+        correct = top_one_correct(flat_labels, logits)
         return ops.reshape(nll, ops.shape(labels)), ops.reshape(correct, ops.shape(labels))
 
     def _objective(self, x, training, sampled):

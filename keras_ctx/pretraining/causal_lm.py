@@ -12,14 +12,12 @@ from keras import ops
 
 from keras_ctx import generation
 from keras_ctx.layers import Dropout
+from keras_ctx.pretraining.losses import TokenAccuracy, weighted_cross_entropy
 
 
 def masked_token_loss(logits, labels, weights):
     """Mean sparse cross-entropy over positions with weight > 0, in float32."""
-    logits = ops.cast(logits, "float32")
-    weights = ops.cast(weights, "float32")
-    losses = keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
-    return ops.sum(losses * weights) / ops.maximum(ops.sum(weights), 1.0)
+    return weighted_cross_entropy(labels, logits, weights)
 
 
 def _next_token_targets(inputs):
@@ -64,7 +62,7 @@ class _TokenLikelihoodModel(_ObjectiveModel):
         super().__init__(**kwargs)
         self.backbone = backbone
         self.loss_tracker = keras.metrics.Mean(name="loss")
-        self.accuracy = keras.metrics.SparseCategoricalAccuracy(name="accuracy")
+        self.accuracy = TokenAccuracy(name="accuracy")
 
     @property
     def metrics(self):
@@ -93,7 +91,9 @@ class CausalLMPretrainer(_TokenLikelihoodModel):
 
     def _objective(self, data, training):
         inputs, _, _ = keras.utils.unpack_x_y_sample_weight(data)
-        logits = self(inputs, training=training)[:, :-1]
+        hidden = self.backbone(inputs, training=training)["sequence_output"]
+        # The last position predicts nothing: drop it before the vocabulary projection.
+        logits = self.backbone.logits(hidden[:, :-1])
         labels, weights = _next_token_targets(inputs)
         loss = masked_token_loss(logits, labels, weights)
         self.loss_tracker.update_state(loss)
@@ -171,7 +171,7 @@ class GPTFineTuner(_ObjectiveModel):
         self.classification_loss = keras.metrics.Mean(name="classification_loss")
         self.lm_loss = keras.metrics.Mean(name="lm_loss")
         self.accuracy = keras.metrics.SparseCategoricalAccuracy(name="accuracy")
-        self.lm_accuracy = keras.metrics.SparseCategoricalAccuracy(name="lm_accuracy")
+        self.lm_accuracy = TokenAccuracy(name="lm_accuracy")
 
     @property
     def metrics(self):

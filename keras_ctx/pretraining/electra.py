@@ -28,7 +28,8 @@ from keras import ops
 
 from keras_ctx.layers import activations
 from keras_ctx.layers.heads import MaskedLMHead
-from keras_ctx.pretraining.masked_lm import backbone_inputs, sequence_rows, weighted_cross_entropy
+from keras_ctx.pretraining.losses import TokenAccuracy, weighted_cross_entropy
+from keras_ctx.pretraining.masked_lm import backbone_inputs, sequence_rows
 
 DISCRIMINATOR_WEIGHT = 50.0  # lambda, Clark et al. 2020, Sec. 2 / Table 6
 STAGES = ("joint", "generator", "discriminator")
@@ -228,8 +229,7 @@ class ElectraPretrainer(keras.Model):
         self.set_stage(stage, initialize=False)
         self.loss_tracker = keras.metrics.Mean(name="loss")
         self.generator_loss = keras.metrics.Mean(name="generator_loss")
-        self.generator_accuracy = keras.metrics.SparseCategoricalAccuracy(
-            name="generator_accuracy")
+        self.generator_accuracy = TokenAccuracy(name="generator_accuracy")
         self.discriminator_loss = keras.metrics.Mean(name="discriminator_loss")
         self.discriminator_accuracy = keras.metrics.BinaryAccuracy(
             name="discriminator_accuracy")

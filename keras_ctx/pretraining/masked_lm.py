@@ -22,19 +22,10 @@ from keras import ops
 
 from keras_ctx.layers.gather import gather_positions
 from keras_ctx.layers.heads import MaskedLMHead, SentencePairHead
+from keras_ctx.pretraining.losses import TokenAccuracy, weighted_cross_entropy
 
 SENTENCE_OBJECTIVES = {None: None, "nsp": "next_sentence_labels",
                        "sop": "sentence_order_labels"}
-
-
-def weighted_cross_entropy(labels, logits, weights=None):
-    """Mean sparse cross-entropy (float32) over positions with weight 1."""
-    logits = ops.cast(logits, "float32")
-    ce = keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
-    if weights is None:
-        return ops.mean(ce)
-    weights = ops.cast(weights, "float32")
-    return ops.sum(ce * weights) / ops.maximum(ops.sum(weights), 1.0)
 
 
 def backbone_inputs(backbone, batch):
@@ -81,7 +72,7 @@ class _Pretrainer(keras.Model):
         for name in self.objectives:
             self.objective_metrics[name] = (
                 keras.metrics.Mean(name=f"{name}_loss"),
-                keras.metrics.SparseCategoricalAccuracy(name=f"{name}_accuracy"),
+                TokenAccuracy(name=f"{name}_accuracy"),
             )
 
     @property

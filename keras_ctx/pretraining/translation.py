@@ -20,6 +20,7 @@ from keras import ops
 from keras_ctx.layers import Dropout
 
 from keras_ctx.models.cove import AttentionalDecoder
+from keras_ctx.pretraining.losses import sparse_cross_entropy, top_one_correct
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
@@ -95,10 +96,10 @@ class TranslationPretrainer(keras.Model):
     def _objective(self, x, labels, training):
         logits = self(x, training=training)
         weights = ops.cast(ops.not_equal(labels, 0), "float32")
-        nll = keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+        nll = sparse_cross_entropy(labels, logits)
         count = ops.maximum(ops.sum(weights), 1.0)
         loss = ops.sum(nll * weights) / count
-        correct = ops.cast(ops.equal(ops.argmax(logits, -1), ops.cast(labels, "int64")), "float32")
+        correct = top_one_correct(labels, logits)
         return loss, correct, weights
 
     def _update(self, loss, correct, weights):

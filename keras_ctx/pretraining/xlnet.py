@@ -14,6 +14,8 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from keras_ctx.pretraining.losses import TokenAccuracy, weighted_cross_entropy
+
 PLM_KEYS = ("token_ids", "padding_mask", "perm_mask", "target_mapping", "target_ids",
             "target_weights")
 
@@ -80,7 +82,7 @@ class XLNetPretrainer(keras.Model):
                 trainable=False,
             )
         self.loss_tracker = keras.metrics.Mean(name="loss")
-        self.accuracy_metric = keras.metrics.SparseCategoricalAccuracy(name="plm_accuracy")
+        self.accuracy_metric = TokenAccuracy(name="plm_accuracy")
         self.built = True
 
     @property
@@ -115,11 +117,7 @@ class XLNetPretrainer(keras.Model):
         return logits, outputs.get("memory")
 
     def _loss(self, x, logits):
-        weights = ops.cast(x["target_weights"], "float32")
-        losses = keras.losses.sparse_categorical_crossentropy(
-            x["target_ids"], logits, from_logits=True
-        )
-        return ops.sum(losses * weights) / ops.maximum(ops.sum(weights), 1.0)
+        return weighted_cross_entropy(x["target_ids"], logits, x["target_weights"])
 
     def _update_metrics(self, x, logits, loss):
         self.loss_tracker.update_state(loss)

@@ -71,7 +71,10 @@ class Backbone(keras.Model):
         from keras_ctx.layers.transformer import TransformerEncoderStack
 
         stack = self._final_layer("sequence_output", "encoder")
-        return isinstance(stack, TransformerEncoderStack)
+        if not isinstance(stack, TransformerEncoderStack):
+            return False
+        # The stack's last output, not an earlier layer's.
+        return self.output["sequence_output"]._keras_history[2] == stack.num_layers - 1
 
     def sequence_output_at(self, inputs, positions, training=None):
         """`sequence_output` at `positions` only: (batch, P, hidden).

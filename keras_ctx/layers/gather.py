@@ -5,7 +5,7 @@ from keras import ops
 
 def gather_positions(sequence, positions):
     """`sequence[b, positions[b, p]]`: (batch, time, ...), (batch, P) -> (batch, P, ...)."""
-    positions = ops.cast(positions, "int32")
-    extra_axes = len(sequence.shape) - 2
-    index = ops.reshape(positions, tuple(positions.shape) + (1,) * extra_axes)
+    index = ops.cast(positions, "int32")
+    for _ in range(len(sequence.shape) - 2):  # broadcast over the trailing axes
+        index = ops.expand_dims(index, -1)
     return ops.take_along_axis(sequence, index, axis=1)

@@ -53,10 +53,10 @@ def backbone_inputs(backbone, batch):
 def sequence_rows(backbone, inputs, positions, training=None, sparse=True):
     """The backbone's `sequence_output` at `positions`: (batch, P, hidden).
 
-    With `sparse`, backbones that can (`Backbone.sequence_output_at`) compute
-    their last layer at these rows only; any other backbone runs in full.
+    With `sparse`, keras_ctx backbones go through `Backbone.sequence_output_at`
+    (last layer at these rows only where they can); any other model runs in full.
     """
-    if sparse and getattr(backbone, "supports_sequence_output_at", False):
+    if sparse and hasattr(backbone, "sequence_output_at"):
         return backbone.sequence_output_at(inputs, positions, training=training)
     return gather_positions(backbone(inputs, training=training)["sequence_output"], positions)
 

@@ -20,7 +20,7 @@ from keras import ops
 from keras_ctx.layers import Dropout
 
 from keras_ctx.models.cove import AttentionalDecoder
-from keras_ctx.pretraining.losses import sparse_cross_entropy, top_one_correct
+from keras_ctx.pretraining.losses import top_one_correct, weighted_cross_entropy
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
@@ -96,9 +96,7 @@ class TranslationPretrainer(keras.Model):
     def _objective(self, x, labels, training):
         logits = self(x, training=training)
         weights = ops.cast(ops.not_equal(labels, 0), "float32")
-        nll = sparse_cross_entropy(labels, logits)
-        count = ops.maximum(ops.sum(weights), 1.0)
-        loss = ops.sum(nll * weights) / count
+        loss = weighted_cross_entropy(labels, logits, weights)
         correct = top_one_correct(labels, logits)
         return loss, correct, weights
 

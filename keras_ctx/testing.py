@@ -183,3 +183,186 @@ def _assert_mixed_precision(
         assert np.all(np.isfinite(got)), "mixed_bfloat16 output is not finite"
         scale = max(1.0, float(np.abs(want).max()))
         np.testing.assert_allclose(got, want, atol=atol * scale, rtol=0)
+
+
+# ------------------------------------------------------------------ pretrainers
+#
+# `run_pretrainer_test` checks one objective the way `run_layer_test` checks a
+# layer: one SGD step's weight update (-lr * gradient) in float32 on one
+# device is the reference, and the same step must give the same update
+#   - under MirroredStrategy over the logical CPUs of this process (same
+#     global batch): a step that forgets to divide by num_replicas_in_sync
+#     moves the weights N times as far;
+#   - under mixed_float16 (Keras wraps the optimizer in a LossScaleOptimizer):
+#     a step that skips `optimizer.scale_loss` moves them ~2^-15 as far;
+#   - under mixed_bfloat16, and with jit_compile=True;
+# and a NaN in the weights must show in the `loss` metric, which is what
+# `keras_ctx.training.fit_resumable`'s divergence guard reads.
+
+PRETRAINER_CHECKS = ("mirrored", "mixed_float16", "mixed_bfloat16", "xla", "nan")
+
+
+def use_logical_cpus(count=2):
+    """Splits the CPU into `count` logical devices; call before TensorFlow runs anything."""
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(
+        cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(count)])
+
+
+class _StepProbe(keras.callbacks.Callback):
+    """Sets (or records) the trainable weights just before the first step; records after."""
+
+    def __init__(self, initial):
+        super().__init__()
+        self.initial, self.before = initial, None
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if self.before is not None:
+            return
+        variables = self.model.trainable_variables
+        if self.initial is not None:
+            shapes = [tuple(v.shape) for v in variables]
+            assert shapes == [w.shape for w in self.initial], (
+                "the pretrainer's trainable variables differ between two builds")
+            for variable, value in zip(variables, self.initial):
+                variable.assign(value)
+        self.before = [np.array(keras.ops.convert_to_numpy(v), "float64") for v in variables]
+
+
+def pretrainer_step(make_pretrainer, batch, dtype_policy="float32", jit_compile=False,
+                    strategy=None, initial=None, learning_rate=0.1, nan_step=False):
+    """One SGD step of `make_pretrainer()` on `batch`.
+
+    Args:
+        make_pretrainer: builds the model (called under `strategy.scope()` and
+            with `dtype_policy` as the global policy).
+        batch: one global batch (a dict, or a tuple (x, y[, sample_weight])).
+        initial: trainable weights to start from (float64 arrays), e.g. the
+            `initial` of an earlier call, so that every variant starts equal.
+        nan_step: after the step, set every trainable weight to NaN and take
+            one more step: its `loss` is returned as `nan_loss`.
+
+    Returns:
+        dict with `initial` (weights before the step), `update` (all weights'
+        change, flat float64), `loss` (the step's `loss` metric) and `nan_loss`.
+    """
+    strategy = strategy or tf.distribute.get_strategy()
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(dtype_policy)
+    try:
+        with strategy.scope():
+            model = make_pretrainer()
+            model.compile(optimizer=keras.optimizers.SGD(learning_rate),
+                          jit_compile=jit_compile)
+    finally:
+        keras.config.set_dtype_policy(previous)
+    data = tf.data.Dataset.from_tensors(batch)
+    # Build every weight before the first step (as fit does under a strategy),
+    # so that the probe sees them all.
+    with strategy.scope():
+        model._symbolic_build(data_batch=batch if isinstance(batch, tuple) else (batch,))
+    probe = _StepProbe(initial)
+    history = model.fit(data, epochs=1, verbose=0, callbacks=[probe], shuffle=False)
+    after = [np.array(keras.ops.convert_to_numpy(v), "float64")
+             for v in model.trainable_variables]
+    update = np.concatenate([(a - b).ravel() for a, b in zip(after, probe.before)])
+    result = {"initial": probe.before, "update": update,
+              "loss": float(history.history["loss"][0]), "nan_loss": None}
+    if nan_step:
+        for variable in model.trainable_variables:
+            variable.assign(np.full(variable.shape, np.nan, "float32"))
+        logs = model.fit(data, epochs=1, verbose=0, shuffle=False).history
+        result["nan_loss"] = float(logs["loss"][0])
+    return result
+
+
+_STRATEGIES = {}
+
+
+def _mirrored_strategy(devices):
+    # One per process: a second MirroredStrategy's collectives clash with the first's.
+    if devices not in _STRATEGIES:
+        _STRATEGIES[devices] = tf.distribute.MirroredStrategy(list(devices))
+    return _STRATEGIES[devices]
+
+
+def _compare(update, reference):
+    size = np.linalg.norm(reference)
+    return {"ratio": float(np.linalg.norm(update) / size),
+            "error": float(np.linalg.norm(update - reference) / size)}
+
+
+def measure_pretrainer(make_pretrainer, make_batch, checks=PRETRAINER_CHECKS,
+                       learning_rate=0.1):
+    """The numbers `run_pretrainer_test` asserts on, per check.
+
+    Returns:
+        {"loss": float32 loss, check: {"ratio": |update| / |float32 update|,
+        "error": |update - float32 update| / |float32 update|}, "nan": loss
+        after NaN weights}. "mirrored" needs several logical devices (see
+        `use_logical_cpus`); the reference then runs on the first one.
+    """
+    batch = make_batch()
+    unknown = set(checks) - set(PRETRAINER_CHECKS)
+    if unknown:
+        raise ValueError(f"Unknown checks {sorted(unknown)}; choose from {PRETRAINER_CHECKS}.")
+    keras.utils.set_random_seed(0)
+    reference = pretrainer_step(make_pretrainer, batch, nan_step="nan" in checks,
+                                learning_rate=learning_rate)
+    out = {"loss": reference["loss"]}
+    if "nan" in checks:
+        out["nan"] = reference["nan_loss"]
+    variants = {"mixed_float16": dict(dtype_policy="mixed_float16"),
+                "mixed_bfloat16": dict(dtype_policy="mixed_bfloat16"),
+                "xla": dict(jit_compile=True)}
+    if "mirrored" in checks:
+        devices = [d.name for d in tf.config.list_logical_devices("CPU")]
+        if len(devices) < 2:
+            raise ValueError("The mirrored check needs two logical CPU devices: call "
+                             "keras_ctx.testing.use_logical_cpus(2) before TensorFlow starts.")
+        variants["mirrored"] = dict(strategy=_mirrored_strategy(tuple(devices[:2])))
+    for check in checks:
+        if check in variants:
+            keras.utils.set_random_seed(0)
+            step = pretrainer_step(make_pretrainer, batch, initial=reference["initial"],
+                                   learning_rate=learning_rate, **variants[check])
+            out[check] = dict(_compare(step["update"], reference["update"]), loss=step["loss"])
+    return out
+
+
+# Largest relative update error per check: float32 reorderings (replicas, XLA
+# fusion) stay ~1e-6; half precision rounds activations to 2^-11 (float16) or
+# 2^-8 (bfloat16) relative, and a tiny model's update inherits a few times that.
+PRETRAINER_TOLERANCES = {"mirrored": 1e-4, "xla": 1e-4, "mixed_float16": 0.03,
+                         "mixed_bfloat16": 0.15}
+
+
+def assert_pretrainer_measures(measures, tolerances=None):
+    """Asserts the numbers of `measure_pretrainer` (see PRETRAINER_TOLERANCES)."""
+    tolerances = dict(PRETRAINER_TOLERANCES, **(tolerances or {}))
+    assert np.isfinite(measures["loss"]), f"the float32 loss is {measures['loss']}"
+    for check, tolerance in tolerances.items():
+        if check not in measures:
+            continue
+        got = measures[check]
+        assert got["error"] < tolerance, (
+            f"{check}: the update is {got['ratio']:.4g} x the float32 one-device update "
+            f"(relative error {got['error']:.3g} >= {tolerance})")
+    if "nan" in measures:
+        assert not np.isfinite(measures["nan"]), (
+            f"NaN weights gave a finite loss metric ({measures['nan']}): the divergence "
+            "guard of keras_ctx.training cannot see it")
+
+
+def run_pretrainer_test(make_pretrainer, make_batch, checks=PRETRAINER_CHECKS,
+                        tolerances=None, learning_rate=0.1):
+    """Runs `measure_pretrainer` and asserts it; returns the measures.
+
+    Example:
+    >>> run_pretrainer_test(lambda: CausalLMPretrainer(GPTBackbone(...)),
+    ...                     lambda: {"token_ids": ids, "padding_mask": mask},
+    ...                     checks=("mixed_float16", "xla", "nan"))
+    """
+    measures = measure_pretrainer(make_pretrainer, make_batch, checks, learning_rate)
+    assert_pretrainer_measures(measures, tolerances)
+    return measures

@@ -27,7 +27,8 @@ import tensorflow as tf
 from keras import ops
 
 from keras_ctx.data.characters import BOS_TOKEN, EOS_TOKEN, split_and_pad, tokens_to_character_ids
-from keras_ctx.pretraining.losses import sparse_cross_entropy, top_one_correct
+from keras_ctx.pretraining.base import Pretrainer
+from keras_ctx.pretraining.losses import sparse_cross_entropy, top_one_correct, weighted_mean
 
 NUM_SAMPLED = 8192  # bilm-tf's n_negative_samples_batch (Peters et al., 2018)
 SPECIAL_TOKENS = ("<pad>", BOS_TOKEN, EOS_TOKEN, "<UNK>")
@@ -99,7 +100,7 @@ def _targets(token_ids):
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
-class BiLMPretrainer(keras.Model):
+class BiLMPretrainer(Pretrainer):
     """Forward + backward LM training of any backbone with [fwd; bwd] outputs.
 
     Args:
@@ -136,23 +137,18 @@ class BiLMPretrainer(keras.Model):
             dtype="float32",
         )
         self.seed_generator = keras.random.SeedGenerator(1337)
-        self.loss_tracker = keras.metrics.Mean(name="loss")
         self.forward_perplexity = Perplexity(name="forward_perplexity")
         self.backward_perplexity = Perplexity(name="backward_perplexity")
         self.perplexity = Perplexity(name="perplexity")
         self.forward_accuracy = keras.metrics.Mean(name="forward_accuracy")
         self.backward_accuracy = keras.metrics.Mean(name="backward_accuracy")
+        self.objective_metrics = [self.forward_perplexity, self.backward_perplexity,
+                                  self.perplexity, self.forward_accuracy,
+                                  self.backward_accuracy]
 
     @property
     def use_sampled_softmax(self):
         return self.num_sampled is not None and self.num_sampled < self.vocabulary_size
-
-    @property
-    def metrics(self):
-        return [
-            self.loss_tracker, self.forward_perplexity, self.backward_perplexity,
-            self.perplexity, self.forward_accuracy, self.backward_accuracy,
-        ]
 
     def _directions(self, x, training):
         h = ops.cast(self.backbone({"character_ids": x["character_ids"]}, training=training)[
@@ -209,52 +205,28 @@ class BiLMPretrainer(keras.Model):
         correct = top_one_correct(flat_labels, logits)
         return ops.reshape(nll, ops.shape(labels)), ops.reshape(correct, ops.shape(labels))
 
-    def _objective(self, x, training, sampled):
+    def compute_losses(self, batch, training):
+        """The sum of both directions' mean NLL; sampled softmax in training only."""
+        x, _, _ = keras.utils.unpack_x_y_sample_weight(batch)
+        sampled = training and self.use_sampled_softmax
         fwd, bwd = self._directions(x, training)
         fwd_labels, fwd_w, bwd_labels, bwd_w = _targets(x["token_ids"])
         fwd_nll, fwd_ok = self._direction_nll(fwd, fwd_labels, sampled)
         bwd_nll, bwd_ok = self._direction_nll(bwd, bwd_labels, sampled)
-        fwd_n, bwd_n = ops.maximum(ops.sum(fwd_w), 1.0), ops.maximum(ops.sum(bwd_w), 1.0)
         fwd_sum, bwd_sum = ops.sum(fwd_nll * fwd_w), ops.sum(bwd_nll * bwd_w)
-        loss = fwd_sum / fwd_n + bwd_sum / bwd_n  # sum of both directions' NLL
-        stats = (fwd_sum, fwd_n, bwd_sum, bwd_n, fwd_ok, fwd_w, bwd_ok, bwd_w)
-        return loss, stats
-
-    def _update_metrics(self, loss, stats):
-        fwd_sum, fwd_n, bwd_sum, bwd_n, fwd_ok, fwd_w, bwd_ok, bwd_w = stats
-        self.loss_tracker.update_state(loss)
+        fwd_n, bwd_n = ops.sum(fwd_w), ops.sum(bwd_w)
         self.forward_perplexity.update_state(fwd_sum, fwd_n)
         self.backward_perplexity.update_state(bwd_sum, bwd_n)
         self.perplexity.update_state(fwd_sum + bwd_sum, fwd_n + bwd_n)
         if fwd_ok is not None:
             self.forward_accuracy.update_state(fwd_ok, sample_weight=fwd_w)
             self.backward_accuracy.update_state(bwd_ok, sample_weight=bwd_w)
-        return {m.name: m.result() for m in self.metrics}
-
-    def train_step(self, data):
-        x = data[0] if isinstance(data, tuple) else data
-        with tf.GradientTape() as tape:
-            loss, stats = self._objective(x, True, self.use_sampled_softmax)
-        variables = self.trainable_variables
-        grads = tape.gradient(loss, variables)
-        self.optimizer.apply_gradients(zip(grads, variables))
-        return self._update_metrics(loss, stats)
-
-    def test_step(self, data):
-        x = data[0] if isinstance(data, tuple) else data
-        loss, stats = self._objective(x, False, False)
-        return self._update_metrics(loss, stats)
+        return {"forward": weighted_mean(fwd_nll, fwd_w),
+                "backward": weighted_mean(bwd_nll, bwd_w)}
 
     def get_config(self):
         return {
-            "backbone": keras.saving.serialize_keras_object(self.backbone),
+            **super().get_config(),
             "vocabulary_size": self.vocabulary_size,
             "num_sampled": self.num_sampled,
-            "name": self.name,
         }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
-        return cls(**config)

@@ -12,6 +12,7 @@ from keras import ops
 
 from keras_ctx import generation
 from keras_ctx.layers import Dropout
+from keras_ctx.pretraining.base import Pretrainer, TokenLikelihoodPretrainer
 from keras_ctx.pretraining.losses import TokenAccuracy, weighted_cross_entropy
 
 
@@ -27,50 +28,8 @@ def _next_token_targets(inputs):
     return token_ids[:, 1:], weights
 
 
-class _ObjectiveModel(keras.Model):
-    """train_step/test_step from `self._objective(data, training)` -> the loss.
-
-    Subclasses keep their backbone in `self.backbone`; it is (de)serialised here.
-    """
-
-    def get_config(self):
-        config = super().get_config()
-        config["backbone"] = keras.saving.serialize_keras_object(self.backbone)
-        return config
-
-    @classmethod
-    def from_config(cls, config):
-        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
-        return cls(**config)
-
-    def train_step(self, data):
-        with tf.GradientTape() as tape:
-            loss = self._objective(data, training=True)
-        gradients = tape.gradient(loss, self.trainable_variables)
-        self.optimizer.apply(gradients, self.trainable_variables)
-        return {m.name: m.result() for m in self.metrics}
-
-    def test_step(self, data):
-        self._objective(data, training=False)
-        return {m.name: m.result() for m in self.metrics}
-
-
-class _TokenLikelihoodModel(_ObjectiveModel):
-    """A backbone trained by token likelihood, tracking `loss` and `accuracy`."""
-
-    def __init__(self, backbone, **kwargs):
-        super().__init__(**kwargs)
-        self.backbone = backbone
-        self.loss_tracker = keras.metrics.Mean(name="loss")
-        self.accuracy = TokenAccuracy(name="accuracy")
-
-    @property
-    def metrics(self):
-        return [self.loss_tracker, self.accuracy]
-
-
 @keras.saving.register_keras_serializable(package="keras_ctx")
-class CausalLMPretrainer(_TokenLikelihoodModel):
+class CausalLMPretrainer(TokenLikelihoodPretrainer):
     """Next-token prediction for any decoder backbone with `logits(hidden)`.
 
     Data: `{"token_ids", "padding_mask"}` batches (fixed length,
@@ -89,16 +48,12 @@ class CausalLMPretrainer(_TokenLikelihoodModel):
         hidden = self.backbone(inputs, training=training)["sequence_output"]
         return self.backbone.logits(hidden)
 
-    def _objective(self, data, training):
-        inputs, _, _ = keras.utils.unpack_x_y_sample_weight(data)
+    def predictions(self, batch, training):
+        inputs, _, _ = keras.utils.unpack_x_y_sample_weight(batch)
         hidden = self.backbone(inputs, training=training)["sequence_output"]
         # The last position predicts nothing: drop it before the vocabulary projection.
         logits = self.backbone.logits(hidden[:, :-1])
-        labels, weights = _next_token_targets(inputs)
-        loss = masked_token_loss(logits, labels, weights)
-        self.loss_tracker.update_state(loss)
-        self.accuracy.update_state(labels, logits, sample_weight=weights)
-        return loss
+        return (logits, *_next_token_targets(inputs))
 
     def generate(self, token_ids, padding_mask=None, max_length=None, **kwargs):
         """See `keras_ctx.generation.generate`."""
@@ -138,7 +93,7 @@ def gpt_finetuning_inputs(segments, sequence_length, start_id, delimiter_id, ext
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
-class GPTFineTuner(_ObjectiveModel):
+class GPTFineTuner(Pretrainer):
     """GPT's supervised fine-tuning: L = L_cls + lambda * L_LM (Radford et al., 2018).
 
     The class logits come from a linear layer on the hidden state of the last
@@ -167,16 +122,12 @@ class GPTFineTuner(_ObjectiveModel):
         self.classifier = keras.layers.Dense(
             num_classes, kernel_initializer=keras.initializers.RandomNormal(stddev=0.02),
             name="classifier")
-        self.loss_tracker = keras.metrics.Mean(name="loss")
         self.classification_loss = keras.metrics.Mean(name="classification_loss")
         self.lm_loss = keras.metrics.Mean(name="lm_loss")
         self.accuracy = keras.metrics.SparseCategoricalAccuracy(name="accuracy")
         self.lm_accuracy = TokenAccuracy(name="lm_accuracy")
-
-    @property
-    def metrics(self):
-        return [self.loss_tracker, self.classification_loss, self.lm_loss, self.accuracy,
-                self.lm_accuracy]
+        self.objective_metrics = [self.classification_loss, self.lm_loss, self.accuracy,
+                                  self.lm_accuracy]
 
     def _forward(self, inputs, training):
         hidden = self.backbone(inputs, training=training)["sequence_output"]
@@ -188,21 +139,22 @@ class GPTFineTuner(_ObjectiveModel):
     def call(self, inputs, training=False):
         return self._forward(inputs, training)[0]
 
-    def _objective(self, data, training):
-        inputs, labels, _ = keras.utils.unpack_x_y_sample_weight(data)
+    def compute_losses(self, batch, training):
+        inputs, labels, _ = keras.utils.unpack_x_y_sample_weight(batch)
         class_logits, hidden = self._forward(inputs, training)
         lm_logits = self.backbone.logits(hidden)[:, :-1]
         lm_labels, lm_weights = _next_token_targets(inputs)
         classification = ops.mean(keras.losses.sparse_categorical_crossentropy(
             labels, ops.cast(class_logits, "float32"), from_logits=True))
         language_model = masked_token_loss(lm_logits, lm_labels, lm_weights)
-        loss = classification + self.lm_weight * language_model
-        self.loss_tracker.update_state(loss)
         self.classification_loss.update_state(classification)
         self.lm_loss.update_state(language_model)
         self.accuracy.update_state(labels, class_logits)
         self.lm_accuracy.update_state(lm_labels, lm_logits, sample_weight=lm_weights)
-        return loss
+        return {"classification": classification, "lm": language_model}
+
+    def total_loss(self, losses):
+        return losses["classification"] + self.lm_weight * losses["lm"]
 
     def get_config(self):
         config = super().get_config()

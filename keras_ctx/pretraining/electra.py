@@ -23,12 +23,12 @@ Only the discriminator is kept for fine-tuning and export:
 """
 
 import keras
-import tensorflow as tf
 from keras import ops
 
 from keras_ctx.layers import activations
 from keras_ctx.layers.heads import MaskedLMHead
-from keras_ctx.pretraining.losses import TokenAccuracy, weighted_cross_entropy
+from keras_ctx.pretraining.base import Pretrainer
+from keras_ctx.pretraining.losses import TokenAccuracy, weighted_cross_entropy, weighted_mean
 from keras_ctx.pretraining.masked_lm import backbone_inputs, sequence_rows
 
 DISCRIMINATOR_WEIGHT = 50.0  # lambda, Clark et al. 2020, Sec. 2 / Table 6
@@ -150,7 +150,7 @@ def _unique(variables):
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
-class ElectraPretrainer(keras.Model):
+class ElectraPretrainer(Pretrainer):
     """ELECTRA: MLM generator + replaced-token-detection discriminator, one train_step.
 
     Args:
@@ -227,7 +227,6 @@ class ElectraPretrainer(keras.Model):
         self.built = True
         self.stage = None
         self.set_stage(stage, initialize=False)
-        self.loss_tracker = keras.metrics.Mean(name="loss")
         self.generator_loss = keras.metrics.Mean(name="generator_loss")
         self.generator_accuracy = TokenAccuracy(name="generator_accuracy")
         self.discriminator_loss = keras.metrics.Mean(name="discriminator_loss")
@@ -237,13 +236,10 @@ class ElectraPretrainer(keras.Model):
             name="discriminator_precision")
         self.discriminator_recall = keras.metrics.Recall(name="discriminator_recall")
         self.sampled_original_rate = keras.metrics.Mean(name="sampled_original_rate")
-
-    @property
-    def metrics(self):
-        return [self.loss_tracker, self.generator_loss, self.generator_accuracy,
-                self.discriminator_loss, self.discriminator_accuracy,
-                self.discriminator_precision, self.discriminator_recall,
-                self.sampled_original_rate]
+        self.objective_metrics = [
+            self.generator_loss, self.generator_accuracy, self.discriminator_loss,
+            self.discriminator_accuracy, self.discriminator_precision,
+            self.discriminator_recall, self.sampled_original_rate]
 
     # --- the two-stage schedule -------------------------------------------------------
 
@@ -284,7 +280,7 @@ class ElectraPretrainer(keras.Model):
         if self.optimizer is not None and not self.optimizer.built:
             self.optimizer.build(self.trainable_variables)
 
-    def _step_variables(self):
+    def step_variables(self):
         if self.stage == "generator":
             return _unique(self.generator.trainable_variables
                            + self.mlm_head.trainable_variables)
@@ -315,25 +311,29 @@ class ElectraPretrainer(keras.Model):
         rtd_logits = self.rtd_head(discriminated["sequence_output"])
         return dict(replaced, mlm=mlm_logits, rtd=rtd_logits, sampled_ids=sampled)
 
-    def compute_losses(self, batch, outputs):
+    def compute_losses(self, batch, training):
+        outputs = self(batch, training=training)
+        losses = self.losses_from_outputs(batch, outputs)
+        self._update_metrics(batch, outputs, losses)
+        return losses
+
+    def losses_from_outputs(self, batch, outputs):
         """{"mlm": generator MLM loss, "rtd": discriminator loss} (float32 scalars)."""
         mlm = weighted_cross_entropy(batch["mask_ids"], outputs["mlm"], batch["mask_weights"])
         weights = ops.cast(batch.get("padding_mask", ops.ones_like(outputs["labels"])),
                            "float32")
         bce = ops.binary_crossentropy(ops.cast(outputs["labels"], "float32"),
                                       ops.cast(outputs["rtd"], "float32"), from_logits=True)
-        rtd = ops.sum(bce * weights) / ops.maximum(ops.sum(weights), 1.0)
-        return {"mlm": mlm, "rtd": rtd}
+        return {"mlm": mlm, "rtd": weighted_mean(bce, weights)}
 
-    def _total(self, losses):
+    def total_loss(self, losses):
         if self.stage == "generator":
             return losses["mlm"]
         if self.stage == "discriminator":
             return self.discriminator_weight * losses["rtd"]
         return losses["mlm"] + self.discriminator_weight * losses["rtd"]
 
-    def _update_metrics(self, batch, outputs, losses, total):
-        self.loss_tracker.update_state(total)
+    def _update_metrics(self, batch, outputs, losses):
         self.generator_loss.update_state(losses["mlm"])
         self.generator_accuracy.update_state(batch["mask_ids"],
                                              ops.cast(outputs["mlm"], "float32"),
@@ -349,31 +349,6 @@ class ElectraPretrainer(keras.Model):
         same = ops.cast(ops.equal(outputs["sampled_ids"], ops.cast(batch["mask_ids"], "int32")),
                         "float32")
         self.sampled_original_rate.update_state(same, sample_weight=batch["mask_weights"])
-        return {m.name: m.result() for m in self.metrics}
-
-    @staticmethod
-    def _unpack(data):
-        return data[0] if isinstance(data, (tuple, list)) else data
-
-    def train_step(self, data):
-        batch = self._unpack(data)
-        variables = self._step_variables()
-        with tf.GradientTape() as tape:
-            outputs = self(batch, training=True)
-            losses = self.compute_losses(batch, outputs)
-            total = self._total(losses)
-            scaled = total / tf.distribute.get_strategy().num_replicas_in_sync
-            if hasattr(self.optimizer, "scale_loss"):
-                scaled = self.optimizer.scale_loss(scaled)
-        gradients = tape.gradient(scaled, variables)
-        self.optimizer.apply(gradients, variables)
-        return self._update_metrics(batch, outputs, losses, total)
-
-    def test_step(self, data):
-        batch = self._unpack(data)
-        outputs = self(batch, training=False)
-        losses = self.compute_losses(batch, outputs)
-        return self._update_metrics(batch, outputs, losses, self._total(losses))
 
     # --- construction helpers and serialization -----------------------------------------
 

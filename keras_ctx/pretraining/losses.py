@@ -51,13 +51,35 @@ def sparse_cross_entropy(labels, logits):
     return ops.reshape(flat, ops.shape(labels))
 
 
+def replica_weight_total(weights):
+    """sum(weights) over the global batch / num_replicas_in_sync (the local sum on one device).
+
+    Dividing this replica's weighted sum by it, and the result by the replicas
+    (the Pretrainer step does), gives the global batch's weighted mean once
+    the replicas' gradients are summed: replicas with more real tokens count
+    more, exactly as on one device.
+    """
+    total = ops.sum(ops.cast(weights, "float32"))
+    context = tf.distribute.get_replica_context()
+    replicas = tf.distribute.get_strategy().num_replicas_in_sync
+    if context is None or replicas == 1:
+        return total
+    return tf.stop_gradient(context.all_reduce("sum", total)) / replicas
+
+
+def weighted_mean(values, weights):
+    """sum(values * weights) / sum(weights) over the global batch (see replica_weight_total)."""
+    weights = ops.cast(weights, "float32")
+    total = ops.sum(ops.cast(values, "float32") * weights)
+    return total / ops.maximum(replica_weight_total(weights), 1.0)
+
+
 def weighted_cross_entropy(labels, logits, weights=None):
     """Mean cross-entropy (float32) over the positions, weighted by `weights`."""
     losses = sparse_cross_entropy(labels, logits)
     if weights is None:
         return ops.mean(losses)
-    weights = ops.cast(weights, "float32")
-    return ops.sum(losses * weights) / ops.maximum(ops.sum(weights), 1.0)
+    return weighted_mean(losses, weights)
 
 
 def top_one_correct(labels, logits):

@@ -17,12 +17,11 @@ Lan et al. 2020 (ALBERT).
 """
 
 import keras
-import tensorflow as tf
 from keras import ops
 
 from keras_ctx.layers.gather import gather_positions
 from keras_ctx.layers.heads import MaskedLMHead, SentencePairHead
-from keras_ctx.pretraining.losses import TokenAccuracy, weighted_cross_entropy
+from keras_ctx.pretraining.base import HeadsPretrainer
 
 SENTENCE_OBJECTIVES = {None: None, "nsp": "next_sentence_labels",
                        "sop": "sentence_order_labels"}
@@ -61,87 +60,8 @@ def sequence_rows(backbone, inputs, positions, training=None, sparse=True):
     return gather_positions(backbone(inputs, training=training)["sequence_output"], positions)
 
 
-class _Pretrainer(keras.Model):
-    """What the pretrainers share: a loss + accuracy metric per sub-objective, train/test steps."""
-
-    objectives = ()
-
-    def _make_metrics(self):
-        self.loss_tracker = keras.metrics.Mean(name="loss")
-        self.objective_metrics = {}
-        for name in self.objectives:
-            self.objective_metrics[name] = (
-                keras.metrics.Mean(name=f"{name}_loss"),
-                TokenAccuracy(name=f"{name}_accuracy"),
-            )
-
-    @property
-    def metrics(self):
-        out = [self.loss_tracker]
-        for loss, accuracy in self.objective_metrics.values():
-            out += [loss, accuracy]
-        return out
-
-    def _targets(self, batch):
-        """{objective: (labels, weights or None)}, matching `call`'s logits keys."""
-        raise NotImplementedError
-
-    def _step_losses(self, batch, training):
-        outputs = self(batch, training=training)
-        targets = self._targets(batch)
-        losses = {name: weighted_cross_entropy(*targets[name][:1], outputs[name],
-                                               targets[name][1])
-                  for name in self.objectives}
-        return outputs, targets, losses
-
-    def _update_metrics(self, outputs, targets, losses, total):
-        self.loss_tracker.update_state(total)
-        for name, (loss_metric, accuracy) in self.objective_metrics.items():
-            labels, weights = targets[name]
-            loss_metric.update_state(losses[name])
-            accuracy.update_state(labels, ops.cast(outputs[name], "float32"),
-                                  sample_weight=weights)
-        return {m.name: m.result() for m in self.metrics}
-
-    @staticmethod
-    def _unpack(data):
-        return data[0] if isinstance(data, (tuple, list)) else data
-
-    def train_step(self, data):
-        batch = self._unpack(data)
-        with tf.GradientTape() as tape:
-            outputs, targets, losses = self._step_losses(batch, training=True)
-            total = sum(losses.values())
-            # Gradients are summed over replicas: average the loss over them.
-            replicas = tf.distribute.get_strategy().num_replicas_in_sync
-            scaled = total / replicas
-            if hasattr(self.optimizer, "scale_loss"):
-                scaled = self.optimizer.scale_loss(scaled)
-        variables = self.trainable_variables
-        gradients = tape.gradient(scaled, variables)
-        # Objectives without a pair task leave the pooler without gradients.
-        used = [(g, v) for g, v in zip(gradients, variables) if g is not None]
-        self.optimizer.apply([g for g, _ in used], [v for _, v in used])
-        return self._update_metrics(outputs, targets, losses, total)
-
-    def test_step(self, data):
-        batch = self._unpack(data)
-        outputs, targets, losses = self._step_losses(batch, training=False)
-        return self._update_metrics(outputs, targets, losses, sum(losses.values()))
-
-    def get_config(self):
-        return {"backbone": keras.saving.serialize_keras_object(self.backbone),
-                "name": self.name, "trainable": self.trainable}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
-        return cls(**config)
-
-
 @keras.saving.register_keras_serializable(package="keras_ctx")
-class MaskedLMPretrainer(_Pretrainer):
+class MaskedLMPretrainer(HeadsPretrainer):
     """Masked LM, plus NSP (`sentence_objective="nsp"`) or SOP (`"sop"`).
 
     Args:
@@ -180,7 +100,7 @@ class MaskedLMPretrainer(_Pretrainer):
         if sentence_objective:
             self.pair_head = SentencePairHead(2, dtype=backbone.dtype_policy,
                                               name=f"{sentence_objective}_head")
-        self._make_metrics()
+        self.make_objective_metrics()
 
     def _sparse(self):
         backbone = self.backbone
@@ -205,7 +125,7 @@ class MaskedLMPretrainer(_Pretrainer):
         return {"mlm": self.mlm_head(rows[:, 1:]),
                 self.sentence_objective: self.pair_head(pooled)}
 
-    def _targets(self, batch):
+    def targets(self, batch):
         targets = {"mlm": (batch["mask_ids"], batch["mask_weights"])}
         if self.sentence_objective:
             targets[self.sentence_objective] = (

@@ -12,11 +12,11 @@ import keras
 import tensorflow as tf
 
 from keras_ctx import generation
-from keras_ctx.pretraining.causal_lm import _TokenLikelihoodModel, masked_token_loss
+from keras_ctx.pretraining.base import TokenLikelihoodPretrainer
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
-class Seq2SeqPretrainer(_TokenLikelihoodModel):
+class Seq2SeqPretrainer(TokenLikelihoodPretrainer):
     """Teacher-forced target likelihood for an encoder-decoder backbone (T5, BART).
 
     Data: `(x, labels, label_weights)` from `keras_ctx.data.noise.seq2seq_features`,
@@ -36,8 +36,8 @@ class Seq2SeqPretrainer(_TokenLikelihoodModel):
         hidden = self.backbone(inputs, training=training)["decoder_sequence_output"]
         return self.backbone.logits(hidden)
 
-    def _objective(self, data, training):
-        inputs, labels, weights = keras.utils.unpack_x_y_sample_weight(data)
+    def predictions(self, batch, training):
+        inputs, labels, weights = keras.utils.unpack_x_y_sample_weight(batch)
         if labels is None:
             raise ValueError(
                 "Seq2SeqPretrainer needs (inputs, labels[, weights]); map your "
@@ -45,11 +45,7 @@ class Seq2SeqPretrainer(_TokenLikelihoodModel):
             )
         if weights is None:
             weights = tf.cast(inputs["decoder_padding_mask"], tf.float32)
-        logits = self(inputs, training=training)
-        loss = masked_token_loss(logits, labels, weights)
-        self.loss_tracker.update_state(loss)
-        self.accuracy.update_state(labels, logits, sample_weight=weights)
-        return loss
+        return self(inputs, training=training), labels, weights
 
     def generate(self, encoder_token_ids, encoder_padding_mask=None, max_length=32,
                  **kwargs):

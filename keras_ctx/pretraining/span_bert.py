@@ -14,11 +14,12 @@ import keras
 from keras import ops
 
 from keras_ctx.layers.heads import MaskedLMHead, SpanBoundaryHead
-from keras_ctx.pretraining.masked_lm import _Pretrainer, backbone_inputs, sequence_rows
+from keras_ctx.pretraining.base import HeadsPretrainer
+from keras_ctx.pretraining.masked_lm import backbone_inputs, sequence_rows
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
-class SpanBertPretrainer(_Pretrainer):
+class SpanBertPretrainer(HeadsPretrainer):
     """Masked LM + span boundary objective over any backbone.
 
     Args:
@@ -48,7 +49,7 @@ class SpanBertPretrainer(_Pretrainer):
                                          max_span_length=max_span_length,
                                          layer_norm_epsilon=epsilon,
                                          dtype=backbone.dtype_policy, name="sbo_head")
-        self._make_metrics()
+        self.make_objective_metrics()
 
     def call(self, batch, training=False):
         # The rows both heads read: masked tokens, then left and right boundaries.
@@ -64,7 +65,7 @@ class SpanBertPretrainer(_Pretrainer):
             "sbo": self.sbo_head(rows, index + count, index + 2 * count, batch["span_offsets"]),
         }
 
-    def _targets(self, batch):
+    def targets(self, batch):
         target = (batch["mask_ids"], batch["mask_weights"])
         return {"mlm": target, "sbo": target}
 

@@ -14,17 +14,17 @@ Data: `keras_ctx.data.parallel.translation_inputs` gives
 
 import keras
 import numpy as np
-import tensorflow as tf
 from keras import ops
 
 from keras_ctx.layers import Dropout
 
 from keras_ctx.models.cove import AttentionalDecoder
+from keras_ctx.pretraining.base import Pretrainer
 from keras_ctx.pretraining.losses import top_one_correct, weighted_cross_entropy
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
-class TranslationPretrainer(keras.Model):
+class TranslationPretrainer(Pretrainer):
     """Encoder + attentional LSTM decoder + softmax, trained with teacher forcing.
 
     Args:
@@ -75,12 +75,8 @@ class TranslationPretrainer(keras.Model):
             self.target_vocabulary_size, dtype="float32", name="output_softmax"
         )
         self.output_layer.build((None, None, self.decoder_units))
-        self.loss_tracker = keras.metrics.Mean(name="loss")
         self.accuracy_tracker = keras.metrics.Mean(name="accuracy")
-
-    @property
-    def metrics(self):
-        return [self.loss_tracker, self.accuracy_tracker]
+        self.objective_metrics = [self.accuracy_tracker]
 
     def call(self, inputs, training=False):
         encoded = self.encoder(
@@ -93,30 +89,12 @@ class TranslationPretrainer(keras.Model):
         h_tilde = self.dropout_layer(h_tilde, training=training)
         return ops.cast(self.output_layer(h_tilde), "float32")
 
-    def _objective(self, x, labels, training):
+    def compute_losses(self, batch, training):
+        x, labels, _ = keras.utils.unpack_x_y_sample_weight(batch)
         logits = self(x, training=training)
         weights = ops.cast(ops.not_equal(labels, 0), "float32")
-        loss = weighted_cross_entropy(labels, logits, weights)
-        correct = top_one_correct(labels, logits)
-        return loss, correct, weights
-
-    def _update(self, loss, correct, weights):
-        self.loss_tracker.update_state(loss)
-        self.accuracy_tracker.update_state(correct, sample_weight=weights)
-        return {m.name: m.result() for m in self.metrics}
-
-    def train_step(self, data):
-        x, labels = data[0], data[1]
-        with tf.GradientTape() as tape:
-            loss, correct, weights = self._objective(x, labels, True)
-        variables = self.trainable_variables
-        grads = tape.gradient(loss, variables)
-        self.optimizer.apply_gradients(zip(grads, variables))
-        return self._update(loss, correct, weights)
-
-    def test_step(self, data):
-        loss, correct, weights = self._objective(data[0], data[1], False)
-        return self._update(loss, correct, weights)
+        self.accuracy_tracker.update_state(top_one_correct(labels, logits), sample_weight=weights)
+        return {"translation": weighted_cross_entropy(labels, logits, weights)}
 
     def greedy_translate(self, encoder_token_ids, max_length, bos_id=1, eos_id=2):
         """Greedy decoding (numpy in, numpy out): ids after `<s>`, 0 after `</s>`."""
@@ -141,19 +119,14 @@ class TranslationPretrainer(keras.Model):
                 decoder[:, t + 1] = next_ids
         return out
 
+    serialized_models = ("encoder",)
+
     def get_config(self):
         return {
-            "encoder": keras.saving.serialize_keras_object(self.encoder),
+            **super().get_config(),
             "target_vocabulary_size": self.target_vocabulary_size,
             "target_embedding_dim": self.target_embedding_dim,
             "decoder_units": self.decoder_units,
             "num_decoder_layers": self.num_decoder_layers,
             "dropout": self.dropout,
-            "name": self.name,
         }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
-        return cls(**config)

@@ -1,4 +1,4 @@
-"""XLNet's permutation language modelling (Yang et al., 2019) as a train_step.
+"""XLNet's permutation language modelling (Yang et al., 2019) as a Pretrainer.
 
     maximize  E_z [ sum_{t > c} log p(x_{z_t} | x_{z_<t}) ]
     p(x | g) = softmax(E g + b)          (E: the tied input embeddings)
@@ -14,6 +14,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from keras_ctx.pretraining.base import Pretrainer, num_replicas
 from keras_ctx.pretraining.losses import TokenAccuracy, weighted_cross_entropy
 
 PLM_KEYS = ("token_ids", "padding_mask", "perm_mask", "target_mapping", "target_ids",
@@ -21,7 +22,7 @@ PLM_KEYS = ("token_ids", "padding_mask", "perm_mask", "target_mapping", "target_
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
-class XLNetPretrainer(keras.Model):
+class XLNetPretrainer(Pretrainer):
     """Permutation language modelling with memory carried across batches.
 
     Args:
@@ -31,8 +32,11 @@ class XLNetPretrainer(keras.Model):
             `initial_memory(batch_size)`, `num_layers`, `hidden_size`,
             `mem_len`, and a `token_embedding` (TokenEmbedding) for the tied
             output layer. `XLNetBackbone` has it.
-        batch_size: the fixed batch size of the training stream; needed when
-            the backbone has memory (mem_len > 0), to hold it in a variable.
+        batch_size: the fixed (global) batch size of the training stream;
+            needed when the backbone has memory (mem_len > 0), to hold it in
+            a variable. Under a tf.distribute strategy each replica reads and
+            writes its own rows of it (replica r: rows r*b .. (r+1)*b - 1 of
+            b = batch_size / replicas), the rows of the global batch it gets.
         carry_memory: carry the memory from batch to batch in `fit` (True) or
             start every batch from zero memory.
 
@@ -80,14 +84,12 @@ class XLNetPretrainer(keras.Model):
                        backbone.hidden_size),
                 initializer="zeros",
                 trainable=False,
+                # Every replica assigns the same all-gathered value: keep the first.
+                aggregation="only_first_replica",
             )
-        self.loss_tracker = keras.metrics.Mean(name="loss")
         self.accuracy_metric = TokenAccuracy(name="plm_accuracy")
+        self.objective_metrics = [self.accuracy_metric]
         self.built = True
-
-    @property
-    def metrics(self):
-        return [self.loss_tracker, self.accuracy_metric]
 
     def reset_memory(self):
         """Zeroes the carried memory (start of a new text stream)."""
@@ -102,11 +104,13 @@ class XLNetPretrainer(keras.Model):
                 "Map the data with keras_ctx.data.permutation.permutation_masks."
             )
         batch = x["token_ids"].shape[0]
-        if self.memory is not None and batch != self.batch_size:
+        if self.memory is not None and batch is not None and (
+                batch * num_replicas() != self.batch_size):
             raise ValueError(
                 f"The memory holds batches of {self.batch_size} rows but a batch has "
-                f"{batch}: batch the stream with exactly batch_size={self.batch_size} "
-                "and drop_remainder=True (text_stream does)."
+                f"{batch} per replica x {num_replicas()} replicas: batch the stream with "
+                f"exactly batch_size={self.batch_size} and drop_remainder=True "
+                "(text_stream does)."
             )
 
     def call(self, inputs, memory=None, training=None):
@@ -116,57 +120,43 @@ class XLNetPretrainer(keras.Model):
         logits = ops.cast(logits, "float32") + ops.cast(self.lm_bias, "float32")
         return logits, outputs.get("memory")
 
-    def _loss(self, x, logits):
-        return weighted_cross_entropy(x["target_ids"], logits, x["target_weights"])
+    def _carried_memory(self):
+        """This replica's rows of the memory: a list of (rows, mem_len, hidden) per layer."""
+        memory = self.memory
+        replicas = num_replicas()
+        if replicas > 1:
+            rows = self.batch_size // replicas
+            replica = tf.distribute.get_replica_context().replica_id_in_sync_group
+            memory = tf.slice(memory, [0, replica * rows, 0, 0], [-1, rows, -1, -1])
+        return [memory[i] for i in range(self.backbone.num_layers)]
 
-    def _update_metrics(self, x, logits, loss):
-        self.loss_tracker.update_state(loss)
-        self.accuracy_metric.update_state(
-            x["target_ids"], logits, sample_weight=x["target_weights"]
-        )
-        return {m.name: m.result() for m in self.metrics}
+    def _carry(self, new_memory):
+        """Stores every replica's next memory in its rows (all-gathered in replica order)."""
+        new_memory = ops.cast(ops.stack(new_memory), self.memory.dtype)
+        if num_replicas() > 1:
+            new_memory = tf.distribute.get_replica_context().all_gather(new_memory, axis=1)
+        self.memory.assign(ops.stop_gradient(new_memory))
 
-    def train_step(self, data):
-        x = data[0] if isinstance(data, tuple) else data
+    def compute_losses(self, batch, training):
+        """The PLM loss; in training with `carry_memory`, the memory moves on one batch.
+
+        Evaluation starts every batch from zero memory and carries nothing.
+        """
+        x, _, _ = keras.utils.unpack_x_y_sample_weight(batch)
         self._check(x)
+        carry = training and self.memory is not None
         memory = None
-        if self.memory is not None:
-            memory = [self.memory[i] for i in range(self.backbone.num_layers)]
-        elif self.backbone.mem_len:
+        if carry:
+            memory = self._carried_memory()
+        elif self.backbone.mem_len:  # a fresh stream: zero memory, as XLNet starts
             memory = self.backbone.initial_memory(ops.shape(x["token_ids"])[0])
-        with tf.GradientTape() as tape:
-            logits, new_memory = self(x, memory=memory, training=True)
-            loss = self._loss(x, logits)
-            scaled = self.optimizer.scale_loss(loss)
-        variables = self.trainable_variables
-        gradients = tape.gradient(scaled, variables)
-        self.optimizer.apply(gradients, variables)
-        if self.memory is not None:
-            self.memory.assign(ops.cast(ops.stack(new_memory), self.memory.dtype))
-        return self._update_metrics(x, logits, loss)
-
-    def test_step(self, data):
-        x = data[0] if isinstance(data, tuple) else data
-        self._check(x)
-        memory = None
-        if self.backbone.mem_len:  # a fresh stream: zero memory, as XLNet starts
-            memory = self.backbone.initial_memory(ops.shape(x["token_ids"])[0])
-        logits, _ = self(x, memory=memory, training=False)
-        return self._update_metrics(x, logits, self._loss(x, logits))
+        logits, new_memory = self(x, memory=memory, training=training)
+        if carry:
+            self._carry(new_memory)
+        self.accuracy_metric.update_state(x["target_ids"], logits,
+                                          sample_weight=x["target_weights"])
+        return {"plm": weighted_cross_entropy(x["target_ids"], logits, x["target_weights"])}
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "backbone": keras.saving.serialize_keras_object(self.backbone),
-                "batch_size": self.batch_size,
-                "carry_memory": self.carry_memory,
-            }
-        )
-        return config
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
-        return cls(**config)
+        return {**super().get_config(), "batch_size": self.batch_size,
+                "carry_memory": self.carry_memory}

@@ -1,0 +1,231 @@
+"""Every pretraining objective as a (make_pretrainer, make_batch) pair for the matrix.
+
+Tiny backbones (hidden 16-32, 1-2 layers, short sequences), dropout off so
+that one step is deterministic, global batch 4 (two rows per replica under a
+two-replica MirroredStrategy). Batches are hand-made numpy structures in each
+objective's own format (a dict, or (inputs, labels[, weights])).
+"""
+
+import numpy as np
+import tensorflow as tf
+
+BATCH, LENGTH, V = 4, 12, 40
+PREDICT = 3  # masked positions per row
+
+
+def _ids(rng, shape, low=5, high=V):
+    return rng.integers(low, high, size=shape).astype("int32")
+
+
+def _mlm_batch(seed=0, pair_labels=None):
+    rng = np.random.default_rng(seed)
+    ids = _ids(rng, (BATCH, LENGTH))
+    ids[:, 0], ids[:, -1] = 2, 3
+    padding = np.ones_like(ids)
+    padding[1, -3:] = 0  # one padded row: the weights must keep it out
+    ids[padding == 0] = 0
+    positions = np.stack([rng.choice(np.arange(1, LENGTH - 3), PREDICT, replace=False)
+                          for _ in range(BATCH)]).astype("int32")
+    weights = np.ones((BATCH, PREDICT), "float32")
+    weights[2, -1] = 0.0  # a padded prediction slot
+    batch = {"token_ids": ids.copy(), "padding_mask": padding,
+             "segment_ids": np.zeros_like(ids), "mask_positions": positions,
+             "mask_ids": np.take_along_axis(ids, positions, 1), "mask_weights": weights}
+    np.put_along_axis(batch["token_ids"], positions, 4, 1)  # [MASK]
+    if pair_labels:
+        batch[pair_labels] = rng.integers(0, 2, BATCH).astype("int32")
+    return batch
+
+
+def _bert_config(**extra):
+    return dict(vocabulary_size=V, num_layers=2, num_heads=2, hidden_size=32,
+                intermediate_size=64, max_sequence_length=16, dropout=0.0, **extra)
+
+
+def bert():
+    from keras_ctx.models import BertBackbone
+    from keras_ctx.pretraining import BertPretrainer
+
+    return BertPretrainer(BertBackbone(**_bert_config()))
+
+
+def roberta():
+    from keras_ctx.models import BertBackbone
+    from keras_ctx.pretraining import RobertaPretrainer
+
+    return RobertaPretrainer(BertBackbone(**_bert_config()))
+
+
+def albert():
+    from keras_ctx.models import AlbertBackbone
+    from keras_ctx.pretraining import AlbertPretrainer
+
+    return AlbertPretrainer(AlbertBackbone(embedding_size=16, **_bert_config()))
+
+
+def span_bert():
+    from keras_ctx.models import BertBackbone
+    from keras_ctx.pretraining import SpanBertPretrainer
+
+    return SpanBertPretrainer(BertBackbone(**_bert_config()), max_span_length=8)
+
+
+def span_bert_batch():
+    batch = _mlm_batch(3)
+    positions = batch["mask_positions"]
+    batch["span_left_positions"] = positions - 1
+    batch["span_right_positions"] = positions + 1
+    batch["span_offsets"] = np.ones_like(positions)
+    return batch
+
+
+def _electra(stage):
+    from keras_ctx.models import ElectraBackbone, electra_generator
+    from keras_ctx.pretraining import ElectraPretrainer
+
+    discriminator = ElectraBackbone(**_bert_config(embedding_size=16))
+    # A near-zero temperature makes the Gumbel-max sample the generator's
+    # argmax: the same tokens whether the batch is on one device or split.
+    return ElectraPretrainer(electra_generator(discriminator, 1.0 if stage != "joint" else 0.5),
+                             discriminator, temperature=1e-6, stage=stage, seed=0)
+
+
+def electra():
+    return _electra("joint")
+
+
+def electra_discriminator_stage():
+    return _electra("discriminator")
+
+
+XLNET_MEMORY = 6
+
+
+def xlnet():
+    from keras_ctx.models import XLNetBackbone
+    from keras_ctx.pretraining import XLNetPretrainer
+
+    backbone = XLNetBackbone(V, 2, 2, 32, 64, dropout=0.0, attention_dropout=0.0,
+                             mem_len=XLNET_MEMORY)
+    return XLNetPretrainer(backbone, batch_size=BATCH)
+
+
+def xlnet_batch(seed=0):
+    from keras_ctx.data.permutation import permutation_masks
+
+    ids = _ids(np.random.default_rng(seed), (BATCH, LENGTH))
+    data = permutation_masks(tf.data.Dataset.from_tensors({"token_ids": ids}), num_predict=4,
+                             seed=seed)
+    return next(data.as_numpy_iterator())
+
+
+BILM_WORDS = "red green blue cyan pink gold grey teal".split()
+
+
+def bilm():
+    from keras_ctx.models.elmo import ElmoBackbone
+    from keras_ctx.pretraining.bilm import BiLMPretrainer
+
+    backbone = ElmoBackbone(projection_dim=8, lstm_units=16, filters=[[1, 8], [2, 8]],
+                            num_highway_layers=1)
+    return BiLMPretrainer(backbone, len(BILM_WORDS) + 4, num_sampled=5)
+
+
+def bilm_batch():
+    from keras_ctx.pretraining.bilm import bilm_inputs, make_vocabulary
+
+    sentences = ["red green blue", "cyan pink", "gold grey teal red", "blue"]
+    out = bilm_inputs(tf.constant(sentences), make_vocabulary(BILM_WORDS), 8)
+    return {k: v.numpy() for k, v in out.items()}
+
+
+def _gpt():
+    from keras_ctx.models.gpt import GPTBackbone
+
+    return GPTBackbone(vocabulary_size=V, num_layers=2, num_heads=2, hidden_size=32,
+                       intermediate_size=64, max_sequence_length=16, dropout=0.0)
+
+
+def causal_lm():
+    from keras_ctx.pretraining import CausalLMPretrainer
+
+    return CausalLMPretrainer(_gpt())
+
+
+def causal_lm_batch():
+    rng = np.random.default_rng(5)
+    ids = _ids(rng, (BATCH, LENGTH))
+    padding = np.ones_like(ids)
+    padding[0, -4:] = 0
+    return {"token_ids": ids * padding, "padding_mask": padding}
+
+
+def gpt_fine_tuner():
+    from keras_ctx.pretraining import GPTFineTuner
+
+    return GPTFineTuner(_gpt(), num_classes=3, dropout=0.0)
+
+
+def gpt_fine_tuner_batch():
+    return causal_lm_batch(), np.array([0, 2, 1, 2], "int32")
+
+
+def _seq2seq_batch(seed=6):
+    rng = np.random.default_rng(seed)
+    x = {"encoder_token_ids": _ids(rng, (BATCH, LENGTH)),
+         "encoder_padding_mask": np.ones((BATCH, LENGTH), "int32"),
+         "decoder_token_ids": _ids(rng, (BATCH, 8)),
+         "decoder_padding_mask": np.ones((BATCH, 8), "int32")}
+    x["encoder_padding_mask"][3, -2:] = 0
+    x["decoder_padding_mask"][1, -3:] = 0
+    labels = _ids(rng, (BATCH, 8))
+    return x, labels, x["decoder_padding_mask"].astype("float32")
+
+
+SEQ2SEQ = dict(vocabulary_size=V, num_layers=1, num_heads=2, hidden_size=32,
+               intermediate_size=64, dropout=0.0)
+
+
+def t5():
+    from keras_ctx.models.t5 import T5Backbone
+    from keras_ctx.pretraining import Seq2SeqPretrainer
+
+    return Seq2SeqPretrainer(T5Backbone(**SEQ2SEQ))
+
+
+def bart():
+    from keras_ctx.models.bart import BartBackbone
+    from keras_ctx.pretraining import Seq2SeqPretrainer
+
+    return Seq2SeqPretrainer(BartBackbone(**SEQ2SEQ, max_sequence_length=16))
+
+
+def translation():
+    from keras_ctx.models.cove import CoveBackbone
+    from keras_ctx.pretraining import TranslationPretrainer
+
+    return TranslationPretrainer(CoveBackbone(V, embedding_dim=8, hidden_dim=8),
+                                 target_vocabulary_size=V, target_embedding_dim=8,
+                                 decoder_units=16)
+
+
+def translation_batch():
+    x, labels, weights = _seq2seq_batch(7)
+    return x, labels * x["decoder_padding_mask"]
+
+
+CASES = {
+    "bert": (bert, lambda: _mlm_batch(0, "next_sentence_labels")),
+    "roberta": (roberta, lambda: _mlm_batch(1)),
+    "albert": (albert, lambda: _mlm_batch(2, "sentence_order_labels")),
+    "span_bert": (span_bert, span_bert_batch),
+    "electra": (electra, lambda: _mlm_batch(4)),
+    "electra_discriminator_stage": (electra_discriminator_stage, lambda: _mlm_batch(4)),
+    "xlnet": (xlnet, xlnet_batch),
+    "bilm": (bilm, bilm_batch),
+    "causal_lm": (causal_lm, causal_lm_batch),
+    "gpt_fine_tuner": (gpt_fine_tuner, gpt_fine_tuner_batch),
+    "t5": (t5, _seq2seq_batch),
+    "bart": (bart, _seq2seq_batch),
+    "translation": (translation, translation_batch),
+}

@@ -30,6 +30,7 @@ import tensorflow as tf
 from keras import ops
 
 from keras_ctx.pretraining.losses import TokenAccuracy, weighted_cross_entropy
+from keras_ctx.training import check_xla
 
 
 def num_replicas():
@@ -66,6 +67,11 @@ class Pretrainer(keras.Model):
     @property
     def metrics(self):
         return [self.loss_tracker, *self.objective_metrics]
+
+    def compile(self, *args, **kwargs):
+        # A clear error instead of TensorFlow's, where XLA cannot run under the strategy.
+        check_xla(self.distribute_strategy, kwargs.get("jit_compile", "auto"))
+        super().compile(*args, **kwargs)
 
     # --- what an objective says --------------------------------------------------------
 

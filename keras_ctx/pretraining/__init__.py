@@ -1,5 +1,6 @@
-"""Pretraining objectives: keras.Model subclasses whose train_step is the objective."""
+"""Pretraining objectives: each a `Pretrainer` (base.py owns the step) saying what its losses are."""
 
+from keras_ctx.pretraining.base import Pretrainer
 from keras_ctx.pretraining.bilm import BiLMPretrainer
 from keras_ctx.pretraining.causal_lm import CausalLMPretrainer, GPTFineTuner
 from keras_ctx.pretraining.electra import ElectraPretrainer

@@ -55,9 +55,9 @@ def check_xla(strategy, jit_compile):
     different device"). One device per replica on GPUs/TPUs is not affected.
     `keras-ctx pretrain --xla auto` (recipes.use_xla) keeps XLA off on CPU.
     """
-    if jit_compile is not True:
+    if jit_compile is not True or strategy.num_replicas_in_sync == 1:
         return
-    devices = getattr(strategy.extended, "worker_devices", ())
+    devices = strategy.extended.worker_devices
     if len(devices) > 1 and all("CPU" in d.upper() for d in devices):
         raise ValueError(
             f"jit_compile=True under {type(strategy).__name__} over {len(devices)} CPU "

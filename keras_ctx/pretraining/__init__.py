@@ -1,4 +1,4 @@
-"""Pretraining objectives: each a `Pretrainer` (base.py owns the step) saying what its losses are."""
+"""Pretraining objectives: each a `Pretrainer` (base.py owns the step) naming its losses."""
 
 from keras_ctx.pretraining.base import Pretrainer
 from keras_ctx.pretraining.bilm import BiLMPretrainer

@@ -76,7 +76,7 @@ class Pretrainer(keras.Model):
     # --- what an objective says --------------------------------------------------------
 
     def compute_losses(self, batch, training):
-        """{name: float32 scalar loss} for this replica's batch; updates the objective's metrics."""
+        """{name: float32 scalar loss} of this replica's batch; updates the objective's metrics."""
         raise NotImplementedError(f"{type(self).__name__} must implement compute_losses.")
 
     def total_loss(self, losses):

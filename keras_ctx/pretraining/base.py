@@ -96,11 +96,12 @@ class Pretrainer(keras.Model):
 
     def train_step(self, data):
         batch = self.unpack_batch(data)
-        variables = self.step_variables()
         with tf.GradientTape() as tape:
             total = self.total_loss(self.compute_losses(batch, training=True))
             # The optimizer sums the replicas' gradients: average the loss over them.
             scaled = self.optimizer.scale_loss(total / num_replicas())
+        # Asked after the forward pass, which builds lazily built heads.
+        variables = self.step_variables()
         gradients = tape.gradient(scaled, variables)
         # Weights the step does not reach (e.g. RoBERTa's unused pooler) have none.
         used = [(g, v) for g, v in zip(gradients, variables) if g is not None]

@@ -23,6 +23,8 @@ exactly the one-device gradient.
 Hooks for objectives that need them: `step_variables` (ELECTRA's two-stage
 schedule trains subsets), `total_loss` (ELECTRA's lambda), and
 `serialized_models` (the sub-models (de)serialised by get_config/from_config).
+State carried between steps (XLNet's memory) is read and assigned in
+`compute_losses`, per replica.
 """
 
 import keras

@@ -133,6 +133,6 @@ def export_bert(backbone):
 
 
 def _check_class(backbone, name, model_type):
-    if type(backbone).__name__ != name:
+    if name not in [cls.__name__ for cls in type(backbone).__mro__]:
         raise CheckpointError(f"model_type {model_type!r} exports a {name}, not a "
                               f"{type(backbone).__name__}.")

@@ -32,7 +32,9 @@ import re
 
 import numpy as np
 
-from keras_ctx.convert.huggingface import CONVERTERS, EXPORTERS, CheckpointError
+from keras_ctx import families
+from keras_ctx.convert.base import CheckpointError
+from keras_ctx.convert.huggingface import CONVERTERS, EXPORTERS
 
 CONFIG_FILES = {"bert": "bert_config.json", "albert": "albert_config.json",
                 "xlnet": "xlnet_config.json"}
@@ -343,6 +345,7 @@ def from_tf_checkpoint(directory, family=None, generator=False):
     from keras_ctx.convert.huggingface import tokenizer_from_huggingface
 
     backbone.tokenizer = tokenizer_from_huggingface(directory, _vocabulary_is_lowercase(directory))
+    backbone.family = families.with_tf_checkpoints()[family].name
     return backbone
 
 

@@ -16,7 +16,6 @@ from keras_ctx.layers import TransformerEncoderStack
 from keras_ctx.layers import Dropout, _checks
 from keras_ctx.models.backbone import Backbone
 from keras_ctx.models.bert import _block_config, _inputs, _pooler
-from keras_ctx.models.presets import register_preset
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
@@ -105,8 +104,6 @@ class AlbertBackbone(Backbone):
             "activation": activation,
             "lookup": lookup,
         }
-        for key, value in self._config.items():
-            setattr(self, key, value)
 
     @property
     def token_embedding(self):
@@ -128,8 +125,6 @@ ALBERT_PRESETS = {
                        "ALBERT-xxlarge (Lan et al. 2020), 222.6M"),
 }
 
-for _name, (_config, _description) in ALBERT_PRESETS.items():
-    register_preset(_name, AlbertBackbone, _config, _description)
 
 
 def albert_parameter_count(vocabulary_size, num_layers, num_heads, hidden_size,

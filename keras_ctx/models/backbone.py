@@ -23,14 +23,48 @@ def encoder_decoder_outputs(encoder_output, decoder_output, encoder_states, deco
     }
 
 
+# Inputs a caller may pass to any backbone: a single-segment backbone
+# (RoBERTa) takes no segment_ids (every token is segment 0).
+OPTIONAL_INPUTS = ("segment_ids",)
+
+
+def without_absent_optional_inputs(model, inputs):
+    """`inputs` less the optional ones `model` does not take.
+
+    A functional model given a dict with an extra key warns and may match the
+    rest by position: drop the key before it gets there.
+    """
+    if isinstance(inputs, dict) and isinstance(model.input, dict):
+        return {k: v for k, v in inputs.items()
+                if k in model.input or k not in OPTIONAL_INPUTS}
+    return inputs
+
+
 class Backbone(keras.Model):
     """Base of the functional backbones.
 
     A family subclass builds its functional graph in `__init__`, passes
     `inputs`/`outputs` to `super().__init__`, and stores its constructor
-    arguments in `self._config` (returned by `get_config`). It exposes the
+    arguments in `self._config`: `get_config` returns them and each becomes
+    an attribute of the same name (`backbone.hidden_size`). It exposes the
     input-side `token_embedding` for tied output layers.
     """
+
+    @property
+    def _config(self):
+        return self.__dict__.get("_backbone_config")
+
+    @_config.setter
+    def _config(self, config):
+        """The constructor arguments: kept for get_config and set as attributes, here only."""
+        object.__setattr__(self, "_backbone_config", dict(config))
+        for key, value in config.items():
+            if not isinstance(getattr(type(self), key, None), property):
+                setattr(self, key, value)
+
+    def call(self, inputs, training=None, mask=None):
+        return super().call(without_absent_optional_inputs(self, inputs), training=training,
+                            mask=mask)
 
     def get_config(self):
         return dict(self._config, name=self.name, trainable=self.trainable)

@@ -23,7 +23,6 @@ from keras_ctx.models.backbone import (
     encoder_decoder_inputs,
     encoder_decoder_outputs,
 )
-from keras_ctx.models.presets import register_preset
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
@@ -221,5 +220,3 @@ BART_PRESETS = {
                         intermediate_size=4096), "BART large, 406.3M parameters"),
 }
 
-for _name, (_config, _description) in BART_PRESETS.items():
-    register_preset(_name, BartBackbone, _config, _description)

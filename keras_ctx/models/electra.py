@@ -23,7 +23,6 @@ from keras_ctx.layers import PositionEmbedding, TokenEmbedding, TransformerEncod
 from keras_ctx.layers import Dropout, _checks
 from keras_ctx.models.backbone import Backbone
 from keras_ctx.models.bert import _block_config, _inputs
-from keras_ctx.models.presets import register_preset
 
 EMBEDDING_LAYERS = ("token_embedding", "position_embedding", "segment_embedding",
                     "embeddings_norm")
@@ -158,8 +157,6 @@ class ElectraBackbone(Backbone):
             "activation": activation,
             "lookup": lookup,
         }
-        for key, value in self._config.items():
-            setattr(self, key, value)
 
     @property
     def token_embedding(self):
@@ -253,8 +250,6 @@ ELECTRA_PRESETS = {
 ELECTRA_GENERATOR_FRACTIONS = {"electra-small": 1 / 4, "electra-base": 1 / 3,
                                "electra-large": 1 / 4}
 
-for _name, (_config, _description) in ELECTRA_PRESETS.items():
-    register_preset(_name, ElectraBackbone, _config, _description)
 
 
 __all__ = ["ElectraBackbone", "ELECTRA_PRESETS", "ELECTRA_GENERATOR_FRACTIONS",

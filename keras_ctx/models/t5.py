@@ -25,7 +25,6 @@ from keras_ctx.models.backbone import (
     encoder_decoder_inputs,
     encoder_decoder_outputs,
 )
-from keras_ctx.models.presets import register_preset
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
@@ -249,5 +248,3 @@ T5_PRESETS = {
                      intermediate_size=3072), "T5 base, 222.9M parameters"),
 }
 
-for _name, (_config, _description) in T5_PRESETS.items():
-    register_preset(_name, T5Backbone, _config, _description)

@@ -32,7 +32,6 @@ from keras_ctx.layers import FeedForward, TokenEmbedding, TwoStreamRelativeAtten
 from keras_ctx.layers import Dropout, _checks
 from keras_ctx.layers.relative_attention import relative_positional_encoding
 from keras_ctx.models.backbone import Backbone
-from keras_ctx.models.presets import register_preset
 
 
 def _xlnet_initializer(stddev=0.02):
@@ -408,8 +407,6 @@ class XLNetBackbone(Backbone):
             "initializer_range": initializer_range,
             "lookup": lookup,
         }
-        for key, value in self._config.items():
-            setattr(self, key, value)
 
     @property
     def token_embedding(self):
@@ -541,8 +538,6 @@ XLNET_PRESETS = {
     ),
 }
 
-for _name, (_config, _description) in XLNET_PRESETS.items():
-    register_preset(_name, XLNetBackbone, _config, _description)
 
 
 # Lets `list_presets` count without building (keras_ctx.models.presets).

@@ -159,7 +159,8 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
     print(f"Saved the backbone and tokenizer to {out}.")
     if export:
         export_run(out, export, overwrite=True)
-        if tokenizer is not None and family.framing is not None:
+        if (tokenizer is not None and family.framing is not None
+                and getattr(tokenizer, "in_graph", True)):
             export_run(out, export.rstrip("/") + "-text", overwrite=True, with_text=True)
     if show_contexts and family.inputs != "encoder_decoder":
         show_context(out)

@@ -203,7 +203,8 @@ def tokenizer_from_huggingface(directory, lowercase=None):
     """The checkpoint's tokenizer as a keras-hub tokenizer, or None if it has no files.
 
     WordPiece (vocab.txt: BERT, ELECTRA), byte-level BPE (vocab.json +
-    merges.txt: RoBERTa, GPT-2, BART) and SentencePiece (spiece.model:
+    merges.txt: RoBERTa, GPT-2, BART), "</w>" BPE (the same files with
+    end-of-word pieces: openai-gpt) and SentencePiece (spiece.model:
     ALBERT, XLNet, T5). `lowercase` overrides tokenizer_config.json's
     do_lower_case for WordPiece (HF's default when neither says: True).
     """
@@ -245,6 +246,13 @@ def tokenizer_from_huggingface(directory, lowercase=None):
         bad = next((line for line in merge_list if len(line.split(" ")) != 2), None)
         if bad is not None:
             raise CheckpointError(f"{merges}: {bad!r} is not a merge of two pieces.")
+        from keras_ctx.data.tokenizers import WORD_END, WordEndBPETokenizer
+
+        if any(piece.endswith(WORD_END) for piece in vocabulary):
+            # openai-gpt: BPE over lowercased words with "</w>" ends, not bytes.
+            unknown = settings.get("unk_token", "<unk>")
+            unknown = unknown.get("content", "<unk>") if isinstance(unknown, dict) else unknown
+            return WordEndBPETokenizer(vocabulary, merge_list, unknown_token=unknown)
         return keras_hub.tokenizers.BytePairTokenizer(
             vocabulary=vocabulary, merges=merge_list,
             add_prefix_space=bool(settings.get("add_prefix_space", False)),

@@ -142,6 +142,9 @@ class WordEndBPETokenizer(keras.layers.Layer):
     >>> tokenizer("The bank.")  # ids of "the</w>", "bank</w>", ".</w>"
     """
 
+    # Runs Python (tf.py_function): no serve_text in an exported SavedModel.
+    in_graph = False
+
     def __init__(self, vocabulary=None, merges=None, unknown_token="<unk>", **kwargs):
         kwargs.pop("dtype", None)
         super().__init__(dtype="int32", **kwargs)

@@ -55,10 +55,11 @@ def bert_config_from_huggingface(config):
     )
 
 
-def bert_config_to_huggingface(backbone, model_type="bert", position_offset=0):
+def bert_config_to_huggingface(backbone, model_type="bert", architecture="BertModel",
+                               position_offset=0):
     return {
         "model_type": model_type,
-        "architectures": [{"bert": "BertModel", "roberta": "RobertaModel"}[model_type]],
+        "architectures": [architecture],
         "vocab_size": backbone.vocabulary_size,
         "num_hidden_layers": backbone.num_layers,
         "num_attention_heads": backbone.num_heads,

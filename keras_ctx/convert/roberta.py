@@ -53,6 +53,7 @@ def convert_roberta(config, tensors):
 @register_exporter("roberta")
 def export_roberta(backbone):
     _check_class(backbone, "BertBackbone", "roberta")
-    config = bert_config_to_huggingface(backbone, "roberta", position_offset=2)
+    config = bert_config_to_huggingface(backbone, "roberta", "RobertaModel",
+                                        position_offset=2)
     config.update(pad_token_id=1, bos_token_id=0, eos_token_id=2)
     return config, export_weight_map(bert_weight_map(backbone, 2))

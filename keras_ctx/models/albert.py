@@ -15,7 +15,7 @@ from keras_ctx.layers import FactorizedEmbedding, PositionEmbedding, TokenEmbedd
 from keras_ctx.layers import TransformerEncoderStack
 from keras_ctx.layers import Dropout, _checks
 from keras_ctx.models.backbone import Backbone
-from keras_ctx.models.bert import _block_config, _inputs, _pooler
+from keras_ctx.models.encoder import cls_pooler, encoder_inputs, post_ln_block_config
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
@@ -57,7 +57,7 @@ class AlbertBackbone(Backbone):
         **kwargs,
     ):
         _checks.divisible("hidden_size", hidden_size, "num_heads", num_heads)
-        inputs = _inputs(with_segments=True)
+        inputs = encoder_inputs(with_segments=True)
         embedding = FactorizedEmbedding(vocabulary_size, embedding_size, hidden_size,
                                         lookup=lookup, dtype=dtype, name="token_embedding")
         embedding.build()
@@ -75,8 +75,8 @@ class AlbertBackbone(Backbone):
         x = embedding.projection(x)
         stack = TransformerEncoderStack(
             num_layers,
-            _block_config(num_heads, hidden_size, intermediate_size, activation, dropout,
-                          layer_norm_epsilon),
+            post_ln_block_config(num_heads, hidden_size, intermediate_size, activation, dropout,
+                                 layer_norm_epsilon),
             sharing=sharing,
             dtype=dtype,
             name="encoder",
@@ -85,7 +85,7 @@ class AlbertBackbone(Backbone):
         outputs = {
             "sequence_output": layers[-1],
             "hidden_states": [x] + list(layers),
-            "pooled_output": _pooler(layers[-1], hidden_size, dtype),
+            "pooled_output": cls_pooler(layers[-1], hidden_size, dtype),
         }
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
         self._token_embedding = embedding

@@ -19,39 +19,7 @@ import keras
 from keras_ctx.layers import PositionEmbedding, TokenEmbedding, TransformerEncoderStack
 from keras_ctx.layers import Dropout, _checks
 from keras_ctx.models.backbone import Backbone
-
-
-def _inputs(with_segments):
-    inputs = {
-        "token_ids": keras.Input(shape=(None,), dtype="int32", name="token_ids"),
-        "padding_mask": keras.Input(shape=(None,), dtype="int32", name="padding_mask"),
-    }
-    if with_segments:
-        inputs["segment_ids"] = keras.Input(shape=(None,), dtype="int32", name="segment_ids")
-    return inputs
-
-
-def _block_config(num_heads, hidden_size, intermediate_size, activation, dropout,
-                  layer_norm_epsilon):
-    return {
-        "num_heads": num_heads,
-        "hidden_size": hidden_size,
-        "intermediate_size": intermediate_size,
-        "activation": activation,
-        "dropout": dropout,
-        "layer_norm_epsilon": layer_norm_epsilon,
-        "normalize_first": False,  # post-LN, as BERT
-        "kernel_initializer": {"class_name": "TruncatedNormal",
-                               "config": {"stddev": 0.02}, "module": "keras.initializers"},
-    }
-
-
-def _pooler(sequence_output, hidden_size, dtype):
-    # BERT's pooler: tanh(W h_[CLS] + b) (Devlin et al. 2019, Sec. 3).
-    cls = sequence_output[:, 0, :]
-    return keras.layers.Dense(hidden_size, activation="tanh", dtype=dtype,
-                              kernel_initializer=keras.initializers.TruncatedNormal(stddev=0.02),
-                              name="pooler")(cls)
+from keras_ctx.models.encoder import cls_pooler, encoder_inputs, post_ln_block_config
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
@@ -104,7 +72,7 @@ class BertBackbone(Backbone):
         _checks.positive_int("max_sequence_length", max_sequence_length)
         # One segment row (RoBERTa): every token is segment 0, so the
         # backbone takes no segment_ids (as keras-hub's RobertaBackbone).
-        inputs = _inputs(with_segments=type_vocab_size > 1)
+        inputs = encoder_inputs(with_segments=type_vocab_size > 1)
         token_embedding = TokenEmbedding(vocabulary_size, hidden_size, lookup=lookup,
                                          dtype=dtype, name="token_embedding")
         x = token_embedding(inputs["token_ids"])
@@ -121,8 +89,8 @@ class BertBackbone(Backbone):
         x = Dropout(dropout, dtype=dtype, name="embeddings_dropout")(x)
         stack = TransformerEncoderStack(
             num_layers,
-            _block_config(num_heads, hidden_size, intermediate_size, activation, dropout,
-                          layer_norm_epsilon),
+            post_ln_block_config(num_heads, hidden_size, intermediate_size, activation, dropout,
+                                 layer_norm_epsilon),
             dtype=dtype,
             name="encoder",
         )
@@ -130,7 +98,7 @@ class BertBackbone(Backbone):
         outputs = {
             "sequence_output": layers[-1],
             "hidden_states": [x] + list(layers),
-            "pooled_output": _pooler(layers[-1], hidden_size, dtype),
+            "pooled_output": cls_pooler(layers[-1], hidden_size, dtype),
         }
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
         self._token_embedding = token_embedding

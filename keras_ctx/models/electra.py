@@ -22,7 +22,7 @@ import keras
 from keras_ctx.layers import PositionEmbedding, TokenEmbedding, TransformerEncoderStack
 from keras_ctx.layers import Dropout, _checks
 from keras_ctx.models.backbone import Backbone
-from keras_ctx.models.bert import _block_config, _inputs
+from keras_ctx.models.encoder import encoder_inputs, post_ln_block_config
 
 EMBEDDING_LAYERS = ("token_embedding", "position_embedding", "segment_embedding",
                     "embeddings_norm")
@@ -115,7 +115,7 @@ class ElectraBackbone(Backbone):
                 "embeddings_norm": keras.layers.LayerNormalization(
                     epsilon=layer_norm_epsilon, dtype=dtype, name="embeddings_norm"),
             }
-        inputs = _inputs(with_segments=True)
+        inputs = encoder_inputs(with_segments=True)
         x = layers["token_embedding"](inputs["token_ids"])
         positions = layers["position_embedding"](x)
         segments = layers["segment_embedding"](inputs["segment_ids"])
@@ -130,8 +130,8 @@ class ElectraBackbone(Backbone):
                 kernel_initializer=keras.initializers.TruncatedNormal(stddev=0.02))(x)
         stack = TransformerEncoderStack(
             num_layers,
-            _block_config(num_heads, hidden_size, intermediate_size, activation, dropout,
-                          layer_norm_epsilon),
+            post_ln_block_config(num_heads, hidden_size, intermediate_size, activation, dropout,
+                                 layer_norm_epsilon),
             dtype=dtype,
             name="encoder",
         )

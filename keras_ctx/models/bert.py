@@ -95,12 +95,14 @@ class BertBackbone(Backbone):
             name="encoder",
         )
         layers = stack(x, padding_mask=inputs["padding_mask"])
+        pooler = cls_pooler(hidden_size, dtype)
         outputs = {
             "sequence_output": layers[-1],
             "hidden_states": [x] + list(layers),
-            "pooled_output": cls_pooler(layers[-1], hidden_size, dtype),
+            "pooled_output": pooler(layers[-1][:, 0, :]),
         }
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
+        self._expose_encoder(inputs, x, stack, pooler)
         self._token_embedding = token_embedding
         self._config = {
             "vocabulary_size": vocabulary_size,

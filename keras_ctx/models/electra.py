@@ -141,6 +141,7 @@ class ElectraBackbone(Backbone):
             "hidden_states": [x] + list(outputs_list),
         }
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
+        self._expose_encoder(inputs, x, stack)
         self._embedding_layers = layers
         self._token_embedding = layers["token_embedding"]
         self._config = {

@@ -35,9 +35,9 @@ def post_ln_block_config(num_heads, hidden_size, intermediate_size, activation, 
     }
 
 
-def cls_pooler(sequence_output, hidden_size, dtype):
-    # BERT's pooler: tanh(W h_[CLS] + b) (Devlin et al. 2019, Sec. 3).
-    cls = sequence_output[:, 0, :]
+def cls_pooler(hidden_size, dtype):
+    """BERT's pooler, applied to the last layer's first row: tanh(W h_[CLS] + b)
+    (Devlin et al. 2019, Sec. 3)."""
     return keras.layers.Dense(hidden_size, activation="tanh", dtype=dtype,
                               kernel_initializer=keras.initializers.TruncatedNormal(stddev=0.02),
-                              name="pooler")(cls)
+                              name="pooler")

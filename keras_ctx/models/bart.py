@@ -169,9 +169,9 @@ class BartBackbone(Backbone):
                 f"{self.max_sequence_length}; generate fewer tokens."
             )
         batch = ops.shape(encoder_output)[0]
-        head_dim = self.hidden_size // self.num_heads
+        head_size = self.hidden_size // self.num_heads
         self_cache = ops.zeros(
-            (batch, len(self.decoder_blocks), 2, max_length, self.num_heads, head_dim),
+            (batch, len(self.decoder_blocks), 2, max_length, self.num_heads, head_size),
             dtype=self.compute_dtype,
         )
         cross_cache = ops.stack(

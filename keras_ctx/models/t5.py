@@ -197,9 +197,9 @@ class T5Backbone(Backbone):
     def build_decoder_cache(self, encoder_output, max_length):
         """(self-attention caches of zeros, precomputed cross-attention caches)."""
         batch = ops.shape(encoder_output)[0]
-        head_dim = self.hidden_size // self.num_heads
+        head_size = self.hidden_size // self.num_heads
         self_cache = ops.zeros(
-            (batch, len(self.decoder_blocks), 2, max_length, self.num_heads, head_dim),
+            (batch, len(self.decoder_blocks), 2, max_length, self.num_heads, head_size),
             dtype=self.compute_dtype,
         )
         cross_cache = ops.stack(

@@ -262,40 +262,11 @@ def use_xla(choice):
     return bool(tf.config.list_physical_devices("GPU") or tf.config.list_physical_devices("TPU"))
 
 
-SETTINGS_FILE = "pretrain_settings.json"
-
-
-def _claim_out_dir(args, overrides):
-    """--out must be new, or hold a run of the same settings (to resume it).
-
-    With --no-resume an earlier run's checkpoints are deleted, so that they
-    cannot be mistaken for this run's later.
-    """
-    import json
-    import shutil
-
-    settings = {"model": args.model, "overrides": overrides, "corpus": args.corpus,
-                "sequence_length": args.sequence_length, "batch_size": args.batch_size,
-                "vocabulary_size": args.vocabulary_size, "seed": args.seed}
-    path = os.path.join(args.out, SETTINGS_FILE)
-    if os.path.isfile(path) and not args.no_resume:
-        with open(path, encoding="utf-8") as handle:
-            previous = json.load(handle)
-        if previous != settings:
-            changed = sorted(k for k in settings if previous.get(k) != settings[k])
-            raise ValueError(
-                f"{args.out} holds another run ({previous['model']}; different "
-                f"{', '.join(changed)}): resume it with its own arguments, choose another "
-                "--out, or pass --no-resume to start over there.")
-    elif os.path.isdir(args.out) and os.listdir(args.out) and not os.path.isfile(path) \
-            and not args.no_resume:
-        raise ValueError(f"{args.out} is not empty and holds no keras-ctx run: choose "
-                         "another --out.")
-    if args.no_resume:
-        shutil.rmtree(os.path.join(args.out, "checkpoints"), ignore_errors=True)
-    os.makedirs(args.out, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(settings, handle, indent=2)
+def _settings(args, overrides):
+    """What a resumed run must share with the run it resumes."""
+    return {"model": args.model, "overrides": overrides, "corpus": args.corpus,
+            "sequence_length": args.sequence_length, "batch_size": args.batch_size,
+            "vocabulary_size": args.vocabulary_size, "seed": args.seed}
 
 
 def pretrain_from_args(args):
@@ -303,12 +274,23 @@ def pretrain_from_args(args):
 
     from keras_ctx.models.presets import preset_config
 
-    preset_config(args.model)  # unknown presets fail before any work
+    from keras_ctx import validation
+    from keras_ctx.export import check_export_target
+    from keras_ctx.files import RunLock
+
+    # Every argument is checked before any work, and --out is claimed only then.
+    backbone_cls, config = preset_config(args.model)  # unknown presets fail here
+    validation.check_training_args(args)
+    overrides = parse_overrides(args.set)
+    validation.check_overrides(args.model, backbone_cls, config, overrides)
+    text_export = args.export and family_of(args.model) in FAMILY_TOKENS
+    if args.export:
+        check_export_target(args.export, 1, args.overwrite)
+    if text_export:
+        check_export_target(args.export.rstrip("/") + "-text", 1, args.overwrite)
     keras.utils.set_random_seed(args.seed)
     if args.mixed_precision:
         keras.config.set_dtype_policy("mixed_bfloat16")
-    overrides = parse_overrides(args.set)
-    _claim_out_dir(args, overrides)
     strategy = make_strategy(args.strategy)
     documents = corpora.documents(args.corpus)
     with strategy.scope():
@@ -321,20 +303,22 @@ def pretrain_from_args(args):
     info = {"model": args.model, "family": family_of(args.model),
             "sequence_length": args.sequence_length, "overrides": overrides,
             "corpus": args.corpus, "steps": args.steps, "seed": args.seed, **extra}
-    result = fit_resumable(pretrainer, dataset, args.steps, args.out,
-                           checkpoint_every=args.checkpoint_every,
-                           resume=not args.no_resume, verbose=2)
-    if result["history"]:
-        first, last = result["history"][0], result["history"][-1]
-        print(f"Loss {first.get('loss', float('nan')):.3f} (step {first['step']}) -> "
-              f"{last.get('loss', float('nan')):.3f} (step {last['step']}).")
-    runs.save_run(args.out, info, backbone, tokenizer)
-    print(f"Saved the backbone and tokenizer to {args.out}.")
-    if args.export:
-        _export_run(args.out, args.export, overwrite=True)
-        if tokenizer is not None and info["family"] in FAMILY_TOKENS:
-            _export_run(args.out, args.export.rstrip("/") + "-text", overwrite=True,
-                        with_text=True)
+    with RunLock(args.out):
+        runs.claim(args.out, _settings(args, overrides), fresh=args.no_resume)
+        result = fit_resumable(pretrainer, dataset, args.steps, args.out,
+                               checkpoint_every=args.checkpoint_every,
+                               resume=not args.no_resume, verbose=2)
+        if result["history"]:
+            first, last = result["history"][0], result["history"][-1]
+            print(f"Loss {first.get('loss', float('nan')):.3f} (step {first['step']}) -> "
+                  f"{last.get('loss', float('nan')):.3f} (step {last['step']}).")
+        runs.save_run(args.out, info, backbone, tokenizer, overwrite=True)  # its own run
+        print(f"Saved the backbone and tokenizer to {args.out}.")
+        if args.export:
+            _export_run(args.out, args.export, overwrite=args.overwrite)
+            if tokenizer is not None and text_export:
+                _export_run(args.out, args.export.rstrip("/") + "-text",
+                            overwrite=args.overwrite, with_text=True)
     if info["family"] not in ("t5", "bart", "cove"):
         show_context(args.out)
     return 0
@@ -448,8 +432,11 @@ def embed_from_args(args):
         vectors = keras.ops.convert_to_numpy(backbone(inputs)["sequence_output"])
         print(f"sequence_output: shape {vectors.shape}")
     if args.save:
-        np.savez(args.save, vectors=vectors, texts=np.array(args.texts))
-        print(f"Saved to {args.save}.")
+        from keras_ctx.files import save_npz
+
+        path = save_npz(args.save, overwrite=args.overwrite, vectors=vectors,
+                        texts=np.array(args.texts))
+        print(f"Saved to {path}.")
     return 0
 
 
@@ -482,27 +469,21 @@ def export_from_args(args):
     return 0
 
 
-def read_labelled_tsv(path):
-    texts, labels = [], []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            text, sep, label = line.rstrip("\n").rpartition("\t")
-            if not sep or not text:
-                raise ValueError(f"{path}:{number}: expected text<TAB>label.")
-            texts.append(text)
-            labels.append(label)
-    if not texts:
-        raise ValueError(f"{path} has no examples.")
-    return texts, labels
-
-
 def finetune_from_args(args):
+    from keras_ctx import files, validation
+    from keras_ctx.data.labelled import read_labelled_tsv
+    from keras_ctx.export import check_export_target
     from keras_ctx.tasks import SequenceClassifier
 
+    validation.check_training_args(args)
+    target = os.path.join(args.out, "classifier.keras")
+    if os.path.exists(target) and not args.overwrite:
+        raise runs.RunDirectoryError(f"{target} already exists; pass --overwrite to "
+                                     "replace it, or choose another --out.")
+    if args.export:
+        check_export_target(args.export, 1, args.overwrite)
+    texts, labels = read_labelled_tsv(args.train, header=args.header)
     info, backbone, tokenizer = runs.load_run(args.run_dir)
-    texts, labels = read_labelled_tsv(args.train)
     classes = sorted(set(labels))
     y = np.array([classes.index(label) for label in labels], "int32")
     inputs, _ = encode_words(info, tokenizer, texts)
@@ -513,13 +494,13 @@ def finetune_from_args(args):
                   keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   metrics=["accuracy"])
     model.fit(inputs, y, batch_size=args.batch_size, epochs=args.epochs, verbose=2)
-    os.makedirs(args.out, exist_ok=True)
-    model.save(os.path.join(args.out, "classifier.keras"))
+    with files.replacing(target, overwrite=args.overwrite) as staging:
+        model.save(staging)
     print(f"Saved the classifier ({len(classes)} classes: {classes}) to {args.out}.")
     if args.export:
         from keras_ctx.export import export_saved_model
 
-        export_saved_model(model, args.export, overwrite=True,
+        export_saved_model(model, args.export, overwrite=args.overwrite,
                            sequence_length=info["sequence_length"])
     return 0
 
@@ -530,10 +511,12 @@ def convert_from_args(args):
     except ImportError:
         from keras_ctx.convert import from_huggingface
 
-        def convert(source, dest):
+        def convert(source, dest, overwrite=False):
+            runs.check_free(dest, overwrite)
             backbone = from_huggingface(source)
             runs.save_run(dest, {"model": source, "family": "bert",
-                                 "sequence_length": 128}, backbone, backbone.tokenizer)
-    convert(args.source, args.dest)
+                                 "sequence_length": 128}, backbone, backbone.tokenizer,
+                          overwrite=overwrite)
+    convert(args.source, args.dest, overwrite=args.overwrite)
     print(f"Converted {args.source} to {args.dest}.")
     return 0

@@ -375,7 +375,7 @@ def encode_words(info, tokenizer, texts):
 
 def word_vectors(run_dir, texts, word):
     """The contextual vector of `word` (mean of its pieces) in each text."""
-    info, backbone, tokenizer = runs.load_run(run_dir)
+    info, backbone, tokenizer = runs.load_run(run_dir, need_tokenizer=True)
     inputs, spans = encode_words(info, tokenizer, texts)
     inputs = {k: v for k, v in inputs.items() if k in backbone.input}
     sequence = keras.ops.convert_to_numpy(backbone(inputs)["sequence_output"])
@@ -426,7 +426,7 @@ def embed_from_args(args):
             for j in range(i + 1, len(args.texts)):
                 print(f"cosine({i}, {j}) = {_cosine(vectors[i], vectors[j]):+.4f}")
     else:
-        info, backbone, tokenizer = runs.load_run(args.run_dir)
+        info, backbone, tokenizer = runs.load_run(args.run_dir, need_tokenizer=True)
         inputs, _ = encode_words(info, tokenizer, args.texts)
         inputs = {k: v for k, v in inputs.items() if k in backbone.input}
         vectors = keras.ops.convert_to_numpy(backbone(inputs)["sequence_output"])
@@ -450,7 +450,7 @@ def _export_run(model_or_run, out, version=1, overwrite=False, sequence_length=N
 
     preprocessor = None
     if os.path.isdir(model_or_run):
-        info, backbone, tokenizer = runs.load_run(model_or_run)
+        info, backbone, tokenizer = runs.load_run(model_or_run, need_tokenizer=with_text)
         sequence_length = sequence_length or info.get("sequence_length")
         if with_text:
             preprocessor = TextPreprocessor(tokenizer, sequence_length, info["family"])
@@ -483,7 +483,7 @@ def finetune_from_args(args):
     if args.export:
         check_export_target(args.export, 1, args.overwrite)
     texts, labels = read_labelled_tsv(args.train, header=args.header)
-    info, backbone, tokenizer = runs.load_run(args.run_dir)
+    info, backbone, tokenizer = runs.load_run(args.run_dir, need_tokenizer=True)
     classes = sorted(set(labels))
     y = np.array([classes.index(label) for label in labels], "int32")
     inputs, _ = encode_words(info, tokenizer, texts)

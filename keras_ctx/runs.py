@@ -82,7 +82,6 @@ def save_run(out_dir, info, backbone, tokenizer=None, overwrite=False):
     out_dir = os.fspath(out_dir)
     check_free(out_dir, overwrite)
     os.makedirs(out_dir, exist_ok=True)
-    info = dict(info, tokenizer=tokenizer is not None)
     # run.json goes first out of the way and comes back last: a half-replaced
     # directory never passes for a finished run.
     run_file = os.path.join(out_dir, RUN_FILE)
@@ -137,17 +136,21 @@ def load_backbone(run_dir):
                                 "pretrain/convert the run again.") from None
 
 
-def load_run(run_dir):
-    """(info dict, backbone, tokenizer or None) of a finished run directory."""
+def load_run(run_dir, need_tokenizer=False):
+    """(info dict, backbone, tokenizer or None) of a finished run directory.
+
+    `need_tokenizer`: raise (one line) when a backbone that reads token ids
+    comes without its tokenizer, for the commands that turn text into ids.
+    """
     info = read_info(run_dir)
     backbone = load_backbone(run_dir)
     tokenizer = load_tokenizer(os.path.join(run_dir, TOKENIZER_DIR))
-    # Backbones that read token ids need the tokenizer that made them (ELMo reads characters).
-    needs = info.get("tokenizer", "character_ids" not in backbone.input)
-    if tokenizer is None and needs:
-        raise RunDirectoryError(f"{run_dir} has no {TOKENIZER_DIR}/ (or it lacks "
-                                "tokenizer.json); the run is incomplete: pretrain or "
-                                "convert it again.")
+    # ELMo reads characters: it needs no tokenizer.
+    if need_tokenizer and tokenizer is None and "character_ids" not in backbone.input:
+        raise RunDirectoryError(
+            f"{run_dir} has no {TOKENIZER_DIR}/ (or it lacks tokenizer.json), and text "
+            "cannot become ids without the tokenizer the backbone was trained with: "
+            "pretrain the run again, or convert a checkpoint that has tokenizer files.")
     return info, backbone, tokenizer
 
 

@@ -25,9 +25,6 @@ SETTINGS_FILE = "pretrain_settings.json"
 BACKBONE_FILE = "backbone.keras"
 TOKENIZER_DIR = "tokenizer"
 REQUIRED_KEYS = ("family", "sequence_length")
-# What the library writes in a run directory: the only names it ever replaces.
-OWN_NAMES = (RUN_FILE, SETTINGS_FILE, BACKBONE_FILE, TOKENIZER_DIR, "checkpoints", "logs",
-             files.LOCK_FILE)
 
 
 def save_tokenizer(tokenizer, directory):

@@ -30,6 +30,24 @@ def _beside(path, tag):
     return os.path.join(directory, f".{stem}.{tag}-{os.getpid()}{extension}")
 
 
+def _remove_stale(path):
+    """Deletes what killed writers of `path` left beside it (their pid is dead)."""
+    import glob
+
+    directory, name = os.path.split(os.path.abspath(path))
+    stem, extension = os.path.splitext(name)
+    for tag in ("partial", "replaced"):
+        for leftover in glob.glob(os.path.join(glob.escape(directory),
+                                               f".{glob.escape(stem)}.{tag}-*{extension}")):
+            pid = os.path.basename(leftover)[len(f".{stem}.{tag}-"):]
+            pid = pid[: len(pid) - len(extension)] if extension else pid
+            if pid.isdigit() and not _pid_alive(int(pid)):
+                if os.path.isdir(leftover):
+                    shutil.rmtree(leftover, ignore_errors=True)
+                else:
+                    os.remove(leftover)
+
+
 def _refuse(path, overwrite, flag):
     if os.path.lexists(path) and not overwrite:
         raise RunDirectoryError(f"{path} already exists; pass {flag} to replace it, or "
@@ -42,6 +60,7 @@ def replacing(path, overwrite=False, flag="--overwrite"):
     path = os.fspath(path)
     _refuse(path, overwrite, flag)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    _remove_stale(path)
     staging = _beside(path, "partial")
     try:
         yield staging
@@ -64,6 +83,7 @@ def replacing_directory(path, overwrite=False, flag="--overwrite"):
     """
     path = os.fspath(path)
     _refuse(path, overwrite, flag)
+    _remove_stale(path)
     staging = _beside(path, "partial")
     shutil.rmtree(staging, ignore_errors=True)
     os.makedirs(staging)

@@ -95,6 +95,11 @@ def test_sigkill_while_saving_the_backbone_keeps_the_previous_one(tmp_path):
         sizes = {model.get_layer("token_embedding").vocabulary_size}
         # Killed before the rename: the old backbone; after it: the whole new one.
         assert sizes <= {len(VOCAB), 20000}
+    # The next save removes what the killed writers left beside the file.
+    runs.save_run(
+        str(run_dir), {"family": "bert", "sequence_length": 16}, tiny_backbone(),
+        overwrite=True)
+    assert sorted(os.listdir(run_dir)) == ["backbone.keras", "run.json"]
 
 
 def test_no_resume_never_deletes_what_keras_ctx_did_not_write(tmp_path, capsys):

@@ -41,7 +41,8 @@ def _pretrain(args):
         vocabulary_size=args.vocabulary_size, learning_rate=args.learning_rate,
         seed=args.seed, strategy=args.strategy, mixed_precision=args.mixed_precision,
         xla=args.xla, checkpoint_every=args.checkpoint_every, resume=not args.no_resume,
-        overrides=recipes.parse_overrides(args.set), export=args.export)
+        overrides=recipes.parse_overrides(args.set), export=args.export,
+        overwrite=args.overwrite)
     return 0
 
 
@@ -49,14 +50,15 @@ def _finetune(args):
     from keras_ctx.finetuning import finetune
 
     finetune(args.run_dir, args.train, args.out, epochs=args.epochs,
-             batch_size=args.batch_size, learning_rate=args.learning_rate, export=args.export)
+             batch_size=args.batch_size, learning_rate=args.learning_rate, export=args.export,
+             overwrite=args.overwrite, header=args.header)
     return 0
 
 
 def _embed(args):
     from keras_ctx.word_vectors import embed
 
-    embed(args.run_dir, args.texts, word=args.word, save=args.save)
+    embed(args.run_dir, args.texts, word=args.word, save=args.save, overwrite=args.overwrite)
     return 0
 
 
@@ -70,7 +72,7 @@ def _export(args):
 def _convert(args):
     from keras_ctx.recipes import convert
 
-    convert(args.source, args.dest)
+    convert(args.source, args.dest, overwrite=args.overwrite)
     return 0
 
 
@@ -93,7 +95,8 @@ def _add_training_options(parser):
                              "CPU, where XLA is slower than TensorFlow's oneDNN kernels")
     parser.add_argument("--checkpoint-every", type=int, default=100)
     parser.add_argument("--no-resume", action="store_true",
-                        help="start over: delete the checkpoints already in --out")
+                        help="start over: delete the checkpoints an earlier run of keras-ctx "
+                             "left in --out")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a backbone config value, e.g. --set num_layers=2")
 
@@ -114,6 +117,8 @@ def build_parser():
                                                        "the trained backbone)")
     pretrain.add_argument("--export", default=None,
                           help="also export a SavedModel for TF Serving to this directory")
+    pretrain.add_argument("--overwrite", action="store_true",
+                          help="replace an existing --export version")
     _add_training_options(pretrain)
     pretrain.set_defaults(run=_pretrain)
 
@@ -126,6 +131,10 @@ def build_parser():
     finetune.add_argument("--batch-size", type=int, default=16)
     finetune.add_argument("--learning-rate", type=float, default=5e-5)
     finetune.add_argument("--export", default=None)
+    finetune.add_argument("--overwrite", action="store_true",
+                          help="replace an existing classifier.keras / --export version")
+    finetune.add_argument("--header", action=argparse.BooleanOptionalAction, default=None,
+                          help="whether the TSV's first line is a header (default: detect)")
     finetune.set_defaults(run=_finetune)
 
     embed = commands.add_parser("embed", help="print contextual vectors of words in texts")
@@ -134,6 +143,7 @@ def build_parser():
     embed.add_argument("--word", default=None,
                        help="compare this word's vectors across the texts (cosine)")
     embed.add_argument("--save", default=None, help="save all vectors to this .npz file")
+    embed.add_argument("--overwrite", action="store_true", help="replace an existing --save")
     embed.set_defaults(run=_embed)
 
     export = commands.add_parser("export", help="export a SavedModel for TF Serving")
@@ -148,6 +158,8 @@ def build_parser():
                                                   "directory, ...) to a keras_ctx run dir")
     convert.add_argument("source")
     convert.add_argument("dest")
+    convert.add_argument("--overwrite", action="store_true",
+                         help="replace a run already in DEST")
     convert.set_defaults(run=_convert)
 
     presets = commands.add_parser("presets", help="list presets with parameter counts")
@@ -164,6 +176,7 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     import tensorflow as tf
 
+    from keras_ctx.errors import one_line
     from keras_ctx.training import TrainingDiverged
 
     try:
@@ -171,14 +184,10 @@ def main(argv=None):
     except TrainingDiverged as error:
         print(f"keras-ctx {args.command}: stopped: {error}", file=sys.stderr)
         return 3
-    except (ValueError, OSError) as error:
-        print(f"keras-ctx {args.command}: error: {error}", file=sys.stderr)
-        return 2
-    except tf.errors.OpError as error:
-        # Errors raised inside tf.data or a compiled step (e.g. a text longer
-        # than the exported length): the first line says what happened.
-        print(f"keras-ctx {args.command}: error: {error.message.strip().splitlines()[0]}",
-              file=sys.stderr)
+    except (ValueError, OSError, tf.errors.OpError) as error:
+        # One line, without Keras' "Exception encountered when calling" wrapper;
+        # errors from inside tf.data or a compiled step say what happened first.
+        print(f"keras-ctx {args.command}: error: {one_line(error)}", file=sys.stderr)
         return 2
 
 

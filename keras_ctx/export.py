@@ -74,7 +74,39 @@ def _flat_outputs(outputs):
     return flat
 
 
+def _checked_inputs(model, inputs):
+    """Inputs after the checks serving needs: ids in the vocabulary, length in range.
+
+    Without them an id of -1 serves the last embedding row, and a too-long
+    input fails deep in the graph ("Expected size[0] in [0, 32], but got 33").
+    """
+    from keras_ctx.layers.embeddings import (check_token_ids, max_positions_of,
+                                             vocabulary_size_of)
+
+    vocabulary_size = vocabulary_size_of(model)
+    max_positions = max_positions_of(model)
+    checked = {}
+    for name, value in inputs.items():
+        checks = []
+        if value.dtype == tf.int64:  # serve_examples: no wrap-around when cast to int32
+            checks.append(tf.debugging.assert_less_equal(
+                tf.abs(value), tf.constant(2**31 - 1, tf.int64),
+                message=f"input {name} holds a value outside int32."))
+        if max_positions is not None and value.shape.rank >= 2:
+            checks.append(tf.debugging.assert_less_equal(
+                tf.shape(value)[1], max_positions,
+                message=f"input {name} is longer than the {max_positions} "
+                        "positions the model has (max_sequence_length); shorten it."))
+        with tf.control_dependencies(checks):
+            value = tf.identity(value)
+        if vocabulary_size is not None and name.endswith("token_ids"):
+            value = check_token_ids(value, vocabulary_size, f"input {name}")
+        checked[name] = value
+    return checked
+
+
 def _call_model(model, inputs, input_dtypes):
+    inputs = _checked_inputs(model, inputs)
     cast = {
         name: tf.cast(value, input_dtypes[name]) for name, value in inputs.items()
     }
@@ -88,12 +120,16 @@ def _call_model(model, inputs, input_dtypes):
     return _flat_outputs(outputs)
 
 
-def _prepare_directory(directory, version, overwrite):
+def check_export_target(directory, version=1, overwrite=False):
+    """The version directory an export would write; ExportError if it exists and not `overwrite`.
+
+    Call it before any long work (training) whose result is to be exported.
+    """
     target = os.path.join(os.fspath(directory), str(version))
     if os.path.exists(target) and os.listdir(target) and not overwrite:
         raise ExportError(
-            f"{target} already holds an export. Pass overwrite=True to replace "
-            f"it, or export another version (version={int(version) + 1})."
+            f"{target} already holds an export. Pass --overwrite (overwrite=True) to "
+            f"replace it, or export another version (version={int(version) + 1})."
         )
     return target
 
@@ -127,7 +163,7 @@ def export_saved_model(
     """
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise ExportError(f"`version` must be a positive integer, got {version!r}.")
-    target = _prepare_directory(directory, version, overwrite)
+    target = check_export_target(directory, version, overwrite)
     named = _named_inputs(model)
     specs = _input_specs(named, sequence_length)
     input_dtypes = {name: tensor.dtype for name, tensor in named.items()}

@@ -14,30 +14,30 @@ from keras_ctx import families, runs
 from keras_ctx.word_vectors import text_inputs
 
 
-def read_labelled_tsv(path):
-    texts, labels = [], []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            text, sep, label = line.rstrip("\n").rpartition("\t")
-            if not sep or not text:
-                raise ValueError(f"{path}:{number}: expected text<TAB>label.")
-            texts.append(text)
-            labels.append(label)
-    if not texts:
-        raise ValueError(f"{path} has no examples.")
-    return texts, labels
+def finetune(run_dir, train, out, epochs=3, batch_size=16, learning_rate=5e-5, export=None,
+             overwrite=False, header=None):
+    """Fine-tunes the run's backbone on `train` (text<TAB>label); saves OUT/classifier.keras.
 
-
-def finetune(run_dir, train, out, epochs=3, batch_size=16, learning_rate=5e-5, export=None):
-    """Fine-tunes the run's backbone on `train` (text<TAB>label); saves OUT/classifier.keras."""
+    `header`: whether the TSV's first line is a header (None: detect). Nothing
+    that exists is replaced unless `overwrite`; every check runs before training.
+    """
+    from keras_ctx import files, validation
+    from keras_ctx.data.labelled import read_labelled_tsv
+    from keras_ctx.export import check_export_target
     from keras_ctx.tasks import SequenceClassifier
 
-    info, backbone, tokenizer = runs.load_run(run_dir)
+    validation.check_training_args(epochs=epochs, batch_size=batch_size,
+                                   learning_rate=learning_rate)
+    target = os.path.join(out, "classifier.keras")
+    if os.path.exists(target) and not overwrite:
+        raise runs.RunDirectoryError(f"{target} already exists; pass --overwrite to "
+                                     "replace it, or choose another --out.")
+    if export:
+        check_export_target(export, 1, overwrite)
+    texts, labels = read_labelled_tsv(train, header=header)
+    info, backbone, tokenizer = runs.load_run(run_dir, need_tokenizer=True)
     family = families.get(info["family"])
     backbone.family = family.name
-    texts, labels = read_labelled_tsv(train)
     classes = sorted(set(labels))
     y = np.array([classes.index(label) for label in labels], "int32")
     inputs, _ = text_inputs(family, tokenizer, texts, info["sequence_length"])
@@ -47,12 +47,12 @@ def finetune(run_dir, train, out, epochs=3, batch_size=16, learning_rate=5e-5, e
                   keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   metrics=["accuracy"])
     model.fit(inputs, y, batch_size=batch_size, epochs=epochs, verbose=2)
-    os.makedirs(out, exist_ok=True)
-    model.save(os.path.join(out, "classifier.keras"))
+    with files.replacing(target, overwrite=overwrite) as staging:
+        model.save(staging)
     print(f"Saved the classifier ({len(classes)} classes: {classes}) to {out}.")
     if export:
         from keras_ctx.export import export_saved_model
 
-        export_saved_model(model, export, overwrite=True,
+        export_saved_model(model, export, overwrite=overwrite,
                            sequence_length=info["sequence_length"])
     return model

@@ -11,9 +11,7 @@ saves a run directory (`keras_ctx.runs`).
     >>> recipes.pretrain("bert-tiny", out="runs/bert", corpus="corpus.txt", steps=300)
 """
 
-import json
 import os
-import shutil
 
 import keras
 import tensorflow as tf
@@ -23,9 +21,6 @@ from keras_ctx.data import corpora
 from keras_ctx.finetuning import finetune  # noqa: F401  (keras-ctx finetune)
 from keras_ctx.preprocessing import TextPreprocessor
 from keras_ctx.word_vectors import embed, show_context, word_vectors  # noqa: F401
-
-SETTINGS_FILE = "pretrain_settings.json"
-
 
 def build(preset, documents, run, overrides=None):
     """(backbone, pretrainer, endless dataset, tokenizer to save, extra run info).
@@ -95,50 +90,41 @@ def use_xla(choice):
     return bool(tf.config.list_physical_devices("GPU") or tf.config.list_physical_devices("TPU"))
 
 
-def claim_out_dir(out, settings, resume=True):
-    """`out` must be new, or hold a run of the same settings (to resume it).
-
-    Without `resume` an earlier run's checkpoints are deleted, so that they
-    cannot be mistaken for this run's later.
-    """
-    path = os.path.join(out, SETTINGS_FILE)
-    if os.path.isfile(path) and resume:
-        with open(path, encoding="utf-8") as handle:
-            previous = json.load(handle)
-        if previous != settings:
-            changed = sorted(k for k in settings if previous.get(k) != settings[k])
-            raise ValueError(
-                f"{out} holds another run ({previous['model']}; different "
-                f"{', '.join(changed)}): resume it with its own arguments, choose another "
-                "--out, or pass --no-resume to start over there.")
-    elif os.path.isdir(out) and os.listdir(out) and not os.path.isfile(path) and resume:
-        raise ValueError(f"{out} is not empty and holds no keras-ctx run: choose "
-                         "another --out.")
-    if not resume:
-        shutil.rmtree(os.path.join(out, "checkpoints"), ignore_errors=True)
-    os.makedirs(out, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(settings, handle, indent=2)
 
 
 def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_length=64,
              vocabulary_size=8000, learning_rate=None, seed=0, strategy="default",
              mixed_precision=False, xla="auto", checkpoint_every=100, resume=True,
-             overrides=None, export=None, show_contexts=True):
+             overrides=None, export=None, overwrite=False, show_contexts=True):
     """Pretrains `preset` on `corpus` into the run directory `out` (resumable).
 
     Returns the run info written to `out/run.json`.
     """
     from keras_ctx.training import fit_resumable, make_strategy
 
-    family = families.of_preset(preset)  # unknown presets fail before any work
+    from keras_ctx import validation
+    from keras_ctx.export import check_export_target
+    from keras_ctx.files import RunLock
+    from keras_ctx.models.presets import preset_config
+
+    # Every argument is checked before any work, and `out` is claimed only then.
+    family = families.of_preset(preset)  # unknown presets fail here
+    backbone_cls, config = preset_config(preset)
+    validation.check_training_args(steps=steps, batch_size=batch_size,
+                                   sequence_length=sequence_length,
+                                   checkpoint_every=checkpoint_every,
+                                   learning_rate=learning_rate,
+                                   vocabulary_size=vocabulary_size)
     overrides = dict(overrides or {})
+    validation.check_overrides(preset, backbone_cls, config, overrides)
+    text_export = export and family.framing is not None
+    if export:
+        check_export_target(export, 1, overwrite)
+    if text_export:
+        check_export_target(export.rstrip("/") + "-text", 1, overwrite)
     keras.utils.set_random_seed(seed)
     if mixed_precision:
         keras.config.set_dtype_policy("mixed_bfloat16")
-    claim_out_dir(out, {"model": preset, "overrides": overrides, "corpus": corpus,
-                        "sequence_length": sequence_length, "batch_size": batch_size,
-                        "vocabulary_size": vocabulary_size, "seed": seed}, resume=resume)
     run = families.Run(preset, batch_size, sequence_length, vocabulary_size, seed)
     documents = corpora.documents(corpus)
     with make_strategy(strategy).scope():
@@ -149,19 +135,24 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
         pretrainer.compile(optimizer=optimizer(rate, steps), jit_compile=use_xla(xla))
     info = {"model": preset, "family": family.name, "sequence_length": sequence_length,
             "overrides": overrides, "corpus": corpus, "steps": steps, "seed": seed, **extra}
-    result = fit_resumable(pretrainer, dataset, steps, out, checkpoint_every=checkpoint_every,
-                           resume=resume, verbose=2)
-    if result["history"]:
-        first, last = result["history"][0], result["history"][-1]
-        print(f"Loss {first.get('loss', float('nan')):.3f} (step {first['step']}) -> "
-              f"{last.get('loss', float('nan')):.3f} (step {last['step']}).")
-    runs.save_run(out, info, backbone, tokenizer)
-    print(f"Saved the backbone and tokenizer to {out}.")
-    if export:
-        export_run(out, export, overwrite=True)
-        if (tokenizer is not None and family.framing is not None
-                and getattr(tokenizer, "in_graph", True)):
-            export_run(out, export.rstrip("/") + "-text", overwrite=True, with_text=True)
+    settings = {"model": preset, "overrides": overrides, "corpus": corpus,
+                "sequence_length": sequence_length, "batch_size": batch_size,
+                "vocabulary_size": vocabulary_size, "seed": seed}
+    with RunLock(out):
+        runs.claim(out, settings, fresh=not resume)
+        result = fit_resumable(pretrainer, dataset, steps, out,
+                               checkpoint_every=checkpoint_every, resume=resume, verbose=2)
+        if result["history"]:
+            first, last = result["history"][0], result["history"][-1]
+            print(f"Loss {first.get('loss', float('nan')):.3f} (step {first['step']}) -> "
+                  f"{last.get('loss', float('nan')):.3f} (step {last['step']}).")
+        runs.save_run(out, info, backbone, tokenizer, overwrite=True)  # its own run
+        print(f"Saved the backbone and tokenizer to {out}.")
+        if export:
+            export_run(out, export, overwrite=overwrite)
+            if text_export and tokenizer is not None and getattr(tokenizer, "in_graph", True):
+                export_run(out, export.rstrip("/") + "-text", overwrite=overwrite,
+                           with_text=True)
     if show_contexts and family.inputs != "encoder_decoder":
         show_context(out)
     return info
@@ -175,7 +166,7 @@ def export_run(model_or_run, out, version=1, overwrite=False, sequence_length=No
 
     preprocessor = None
     if os.path.isdir(model_or_run):
-        info, backbone, tokenizer = runs.load_run(model_or_run)
+        info, backbone, tokenizer = runs.load_run(model_or_run, need_tokenizer=with_text)
         sequence_length = sequence_length or info.get("sequence_length")
         if with_text:
             preprocessor = TextPreprocessor(tokenizer, sequence_length, info["family"])
@@ -189,10 +180,10 @@ def export_run(model_or_run, out, version=1, overwrite=False, sequence_length=No
     return path
 
 
-def convert(source, dest):
+def convert(source, dest, overwrite=False):
     """Converts a checkpoint (any supported format) into the run directory `dest`."""
     from keras_ctx.convert.cli import convert as convert_checkpoint
 
-    info = convert_checkpoint(source, dest)
+    info = convert_checkpoint(source, dest, overwrite=overwrite)
     print(f"Converted {source} to {dest}.")
     return info

@@ -1,10 +1,15 @@
 """A run directory: what `keras-ctx pretrain` leaves behind and the other commands read.
 
-    OUT/run.json          the preset, family, sequence length and overrides
-    OUT/backbone.keras    the trained backbone (what fine-tuning and export use)
-    OUT/tokenizer/        the tokenizer's config and vocabulary files
-    OUT/checkpoints/      resumable training state (keras_ctx.training)
-    OUT/logs/             TensorBoard logs
+    OUT/run.json                the preset, family, sequence length and overrides
+    OUT/backbone.keras          the trained backbone (what fine-tuning and export use)
+    OUT/tokenizer/              the tokenizer's config and vocabulary files
+    OUT/pretrain_settings.json  the arguments of the run (to resume it)
+    OUT/checkpoints/            resumable training state (keras_ctx.training)
+    OUT/logs/                   TensorBoard logs
+    OUT/.keras_ctx.lock         held by the process writing the directory
+
+Each file is written beside and renamed into place (keras_ctx.files), run.json
+last: a directory with run.json is a finished run.
 """
 
 import json
@@ -12,7 +17,14 @@ import os
 
 import keras
 
+from keras_ctx import files
+from keras_ctx.errors import RunDirectoryError
+
 RUN_FILE = "run.json"
+SETTINGS_FILE = "pretrain_settings.json"
+BACKBONE_FILE = "backbone.keras"
+TOKENIZER_DIR = "tokenizer"
+REQUIRED_KEYS = ("family", "sequence_length")
 
 
 def save_tokenizer(tokenizer, directory):
@@ -28,31 +40,145 @@ def load_tokenizer(directory):
         return None
     import keras_hub  # noqa: F401  (registers the tokenizer classes)
 
-    with open(path, encoding="utf-8") as handle:
-        tokenizer = keras.saving.deserialize_keras_object(json.load(handle))
-    tokenizer.load_assets(directory)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            tokenizer = keras.saving.deserialize_keras_object(json.load(handle))
+        tokenizer.load_assets(directory)
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise RunDirectoryError(f"The tokenizer in {directory} is corrupt ({error}); "
+                                "convert or pretrain the run again.") from None
     return tokenizer
 
 
-def save_run(out_dir, info, backbone, tokenizer=None):
+def is_run(directory):
+    """Whether `directory` holds a keras-ctx run (finished or in progress)."""
+    return any(os.path.isfile(os.path.join(directory, name))
+               for name in (RUN_FILE, SETTINGS_FILE))
+
+
+def check_free(out_dir, overwrite=False):
+    """Raises unless `out_dir` holds no finished run, or `overwrite` allows replacing it.
+
+    Call it before loading or training what is to be saved there.
+    """
+    taken = [n for n in (RUN_FILE, BACKBONE_FILE, TOKENIZER_DIR)
+             if os.path.lexists(os.path.join(os.fspath(out_dir), n))]
+    if taken and not overwrite:
+        raise RunDirectoryError(
+            f"{out_dir} already holds a run ({', '.join(taken)}); pass --overwrite "
+            "(overwrite=True) to replace it, or choose another directory.")
+
+
+def save_run(out_dir, info, backbone, tokenizer=None, overwrite=False):
+    """Writes backbone.keras, tokenizer/ and run.json, each atomically.
+
+    Refuses to replace a run already in `out_dir` unless `overwrite`; with it,
+    a tokenizer/ left by the replaced run is removed when the new run has none
+    (a stale tokenizer would not match the new backbone).
+    """
+    out_dir = os.fspath(out_dir)
+    check_free(out_dir, overwrite)
     os.makedirs(out_dir, exist_ok=True)
-    backbone.save(os.path.join(out_dir, "backbone.keras"))
+    # run.json goes first out of the way and comes back last: a half-replaced
+    # directory never passes for a finished run.
+    run_file = os.path.join(out_dir, RUN_FILE)
+    if os.path.lexists(run_file):
+        os.remove(run_file)
+    with files.replacing(os.path.join(out_dir, BACKBONE_FILE), overwrite=True) as staging:
+        backbone.save(staging)
+    tokenizer_dir = os.path.join(out_dir, TOKENIZER_DIR)
     if tokenizer is not None:
-        save_tokenizer(tokenizer, os.path.join(out_dir, "tokenizer"))
-    with open(os.path.join(out_dir, RUN_FILE), "w", encoding="utf-8") as handle:
-        json.dump(info, handle, indent=2)
+        with files.replacing_directory(tokenizer_dir, overwrite=True) as staging:
+            save_tokenizer(tokenizer, staging)
+    elif os.path.isfile(os.path.join(tokenizer_dir, "tokenizer.json")):
+        import shutil
+
+        shutil.rmtree(tokenizer_dir)
+    files.write_json(run_file, info)
 
 
-def load_run(run_dir):
-    """(info dict, backbone, tokenizer or None) of a finished run directory."""
+def read_info(run_dir):
+    """run.json of a finished run, checked for the keys the commands read."""
     path = os.path.join(run_dir, RUN_FILE)
     if not os.path.isfile(path):
-        raise ValueError(f"{run_dir} is not a finished keras-ctx run (no {RUN_FILE}); "
-                         "give the --out directory of `keras-ctx pretrain` or `convert`.")
-    with open(path, encoding="utf-8") as handle:
-        info = json.load(handle)
+        raise RunDirectoryError(
+            f"{run_dir} is not a finished keras-ctx run (no {RUN_FILE}); give the --out "
+            "directory of `keras-ctx pretrain` or `convert`.")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            info = json.load(handle)
+    except (OSError, ValueError) as error:
+        raise RunDirectoryError(f"{path} is not readable JSON ({error}).") from None
+    missing = [k for k in REQUIRED_KEYS if not isinstance(info, dict) or k not in info]
+    if missing:
+        raise RunDirectoryError(f"{path} lacks {', '.join(missing)}; the run is incomplete: "
+                                "pretrain or convert it again.")
+    return info
+
+
+def load_backbone(run_dir):
+    import zipfile
+
     import keras_ctx  # noqa: F401  (registers our classes for loading)
 
-    backbone = keras.saving.load_model(os.path.join(run_dir, "backbone.keras"), compile=False)
-    tokenizer = load_tokenizer(os.path.join(run_dir, "tokenizer"))
+    path = os.path.join(run_dir, BACKBONE_FILE)
+    if not os.path.isfile(path):
+        raise RunDirectoryError(f"{run_dir} has no {BACKBONE_FILE}; the run is incomplete.")
+    try:
+        return keras.saving.load_model(path, compile=False)
+    except (zipfile.BadZipFile, OSError, ValueError, KeyError, EOFError) as error:
+        from keras_ctx.errors import one_line
+
+        raise RunDirectoryError(f"{path} is corrupt ({one_line(error)}); restore it or "
+                                "pretrain/convert the run again.") from None
+
+
+def load_run(run_dir, need_tokenizer=False):
+    """(info dict, backbone, tokenizer or None) of a finished run directory.
+
+    `need_tokenizer`: raise (one line) when a backbone that reads token ids
+    comes without its tokenizer, for the commands that turn text into ids.
+    """
+    info = read_info(run_dir)
+    backbone = load_backbone(run_dir)
+    tokenizer = load_tokenizer(os.path.join(run_dir, TOKENIZER_DIR))
+    # ELMo reads characters: it needs no tokenizer.
+    if need_tokenizer and tokenizer is None and "character_ids" not in backbone.input:
+        raise RunDirectoryError(
+            f"{run_dir} has no {TOKENIZER_DIR}/ (or it lacks tokenizer.json), and text "
+            "cannot become ids without the tokenizer the backbone was trained with: "
+            "pretrain the run again, or convert a checkpoint that has tokenizer files.")
     return info, backbone, tokenizer
+
+
+def claim(out_dir, settings, fresh=False):
+    """Makes `out_dir` this run's directory; call only after every argument is valid.
+
+    `out_dir` must be new or empty, or hold a run of the same `settings` (to
+    resume it). With `fresh` an earlier run of ours there starts over: its
+    checkpoints are deleted (only the ones the library wrote). A directory
+    that holds something else is never touched.
+    """
+    from keras_ctx.training import Checkpointer
+
+    out_dir = os.fspath(out_dir)
+    settings = json.loads(json.dumps(settings))  # tuples become lists, as read back
+    path = os.path.join(out_dir, SETTINGS_FILE)
+    if os.path.isfile(path):
+        with open(path, encoding="utf-8") as handle:
+            try:
+                previous = json.load(handle)
+            except ValueError:
+                previous = {}
+        if previous != settings and not fresh:
+            changed = sorted(k for k in settings if previous.get(k) != settings[k])
+            raise RunDirectoryError(
+                f"{out_dir} holds another run ({previous.get('model')}; different "
+                f"{', '.join(changed)}): resume it with its own arguments, choose another "
+                "--out, or pass --no-resume to start over there.")
+    elif os.path.isdir(out_dir) and set(os.listdir(out_dir)) - {files.LOCK_FILE}:
+        raise RunDirectoryError(f"{out_dir} is not empty and holds no keras-ctx run: choose "
+                                "another --out.")
+    if fresh:
+        Checkpointer(os.path.join(out_dir, "checkpoints")).clear()
+    files.write_json(path, settings)

@@ -5,14 +5,18 @@ an endless, deterministic dataset. After each chunk it writes a checkpoint
 (weights, optimizer state, step) atomically; a killed run started again with
 the same arguments resumes at the saved step with the same optimizer state,
 and skips the batches it already consumed, so it sees the same data as a run
-that was never interrupted. A chunk whose loss is NaN or infinite stops the
-run with `TrainingDiverged`, keeping the last good checkpoint.
+that was never interrupted. A chunk whose loss is NaN or infinite, or that
+leaves a non-finite weight or optimizer variable, stops the run with
+`TrainingDiverged`, keeping the last good checkpoint: a checkpoint is only
+written after its tensors were checked finite, and one that holds a
+non-finite tensor is refused on restore.
 """
 
 import json
 import math
 import os
 import shutil
+import zipfile
 
 import keras
 import numpy as np
@@ -22,7 +26,13 @@ STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
 
 
 class TrainingDiverged(RuntimeError):
-    """The loss became NaN or infinite."""
+    """The loss, a weight or an optimizer variable became NaN or infinite."""
+
+
+def _non_finite(named_arrays):
+    """Names of the float arrays holding a NaN or an infinity."""
+    return [name for name, array in named_arrays
+            if np.issubdtype(array.dtype, np.floating) and not np.isfinite(array).all()]
 
 
 def make_strategy(name):
@@ -96,13 +106,31 @@ class Checkpointer:
         steps = self.steps()
         return steps[-1] if steps else 0
 
+    def clear(self):
+        """Deletes this run's checkpoints (only the step-N directories it wrote)."""
+        if not os.path.isdir(self.directory):
+            return
+        for name in os.listdir(self.directory):
+            stem = name[:-len(".partial")] if name.endswith(".partial") else name
+            if stem.startswith("step-") and stem[5:].isdigit():
+                shutil.rmtree(os.path.join(self.directory, name))
+        if not os.listdir(self.directory):
+            os.rmdir(self.directory)
+
     def save(self, model, step, extra=None):
+        """Writes the checkpoint of `step`; raises TrainingDiverged on a non-finite tensor."""
+        optimizer = {f"v{i}": v.numpy() for i, v in enumerate(model.optimizer.variables)}
+        bad = _non_finite([(w.path, w.numpy()) for w in model.weights]) + _non_finite(
+            [(v.path, optimizer[f"v{i}"]) for i, v in enumerate(model.optimizer.variables)])
+        if bad:
+            raise TrainingDiverged(
+                f"{len(bad)} weight or optimizer tensors became NaN or infinite at step "
+                f"{step} (first: {bad[0]}); no checkpoint was written for it.")
         os.makedirs(self.directory, exist_ok=True)
         staging = self._path(step) + ".partial"
         shutil.rmtree(staging, ignore_errors=True)
         os.makedirs(staging)
         model.save_weights(os.path.join(staging, "model.weights.h5"))
-        optimizer = {f"v{i}": v.numpy() for i, v in enumerate(model.optimizer.variables)}
         np.savez(os.path.join(staging, "optimizer.npz"), **optimizer)
         rng = {f"v{i}": v.numpy() for i, v in enumerate(_rng_state(model))}
         np.savez(os.path.join(staging, "rng.npz"), **rng)
@@ -129,14 +157,45 @@ class Checkpointer:
             rng = np.load(os.path.join(path, "rng.npz"))
             for i, variable in enumerate(_rng_state(model)):
                 variable.assign(rng[f"v{i}"])
+            bad = _non_finite([(w.path, w.numpy()) for w in model.weights]) + _non_finite(
+                [(f"optimizer {v.path}", v.numpy()) for v in variables])
+            if bad:
+                raise ValueError(f"{len(bad)} tensors hold NaN or infinity, first {bad[0]}")
             with open(os.path.join(path, "state.json")) as handle:
                 return json.load(handle)
-        except (OSError, ValueError, KeyError) as error:
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
             raise ValueError(
                 f"The checkpoint {path} cannot be restored ({error}). It was written "
                 "by a different model configuration or is corrupt; start a new run "
                 "in another --out directory, or delete it to start over."
             ) from None
+
+
+def checked_token_ids(dataset, model):
+    """`dataset` with every `*token_ids` feature checked against the model's vocabulary.
+
+    XLA compiles asserts away and clamps out-of-range gathers, so a jit-compiled
+    step cannot check ids itself: they are checked here, where data enters it.
+    """
+    from keras_ctx.layers.embeddings import check_token_ids, vocabulary_size_of
+
+    vocabulary_size = vocabulary_size_of(model)
+    if vocabulary_size is None:
+        return dataset
+
+    def check(value, name=""):
+        if isinstance(value, dict):
+            return {k: check(v, str(k)) for k, v in value.items()}
+        if isinstance(value, (tuple, list)):
+            return type(value)(check(v) for v in value)
+        if name.endswith("token_ids") and value.dtype.is_integer:
+            return check_token_ids(value, vocabulary_size, f"The dataset's {name}")
+        return value
+
+    def check_all(*batch):
+        return check(batch[0]) if len(batch) == 1 else check(batch)
+
+    return dataset.map(check_all)
 
 
 def _build_from_spec(model, spec):
@@ -154,11 +213,12 @@ def _build_from_spec(model, spec):
 
 
 class _Guard(keras.callbacks.Callback):
-    """Stops at the first non-finite batch loss and remembers it."""
+    """Stops at the first non-finite batch loss (or non-finite checkpoint) and remembers it."""
 
     def __init__(self):
         super().__init__()
         self.bad_loss = None
+        self.problem = None
 
     def on_train_batch_end(self, batch, logs=None):
         loss = (logs or {}).get("loss")
@@ -178,10 +238,17 @@ class _CheckpointEachEpoch(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         if self.guard.bad_loss is not None:
             return
-        self.step += self.steps_per_epoch
+        step = self.step + self.steps_per_epoch
+        try:
+            # The loss was finite, but the update after it may not have been.
+            self.checkpointer.save(self.model, step)
+        except TrainingDiverged as error:
+            self.guard.bad_loss, self.guard.problem = float("nan"), str(error)
+            self.model.stop_training = True
+            return
+        self.step = step
         self.history.append(dict({k: float(v) for k, v in (logs or {}).items()},
                                  step=self.step))
-        self.checkpointer.save(self.model, self.step)
 
 
 def fit_resumable(
@@ -210,6 +277,7 @@ def fit_resumable(
     if steps < 1 or checkpoint_every < 1:
         raise ValueError(f"`steps` ({steps}) and `checkpoint_every` "
                          f"({checkpoint_every}) must be positive.")
+    dataset = checked_token_ids(dataset, model)
     checkpointer = Checkpointer(os.path.join(out_dir, "checkpoints"))
     step = checkpointer.latest_step() if resume else 0
     if step > steps:
@@ -239,8 +307,9 @@ def fit_resumable(
         model.fit(dataset.skip(step), steps_per_epoch=chunk, epochs=epochs, shuffle=False,
                   callbacks=[guard, saver, tensorboard, *callbacks], verbose=verbose)
         if guard.bad_loss is not None:
+            what = guard.problem or f"The loss became {guard.bad_loss} after step {saver.step}."
             raise TrainingDiverged(
-                f"The loss became {guard.bad_loss} after step {saver.step}. The last "
+                f"{what} The last "
                 f"good checkpoint (step {checkpointer.latest_step()}) is kept in "
                 f"{checkpointer.directory}; lower the learning rate or check the "
                 "data, then run again to resume from it."

@@ -49,7 +49,7 @@ def _positions(preprocessor, tokenizer, text, word):
 
 def sequence_outputs(run_dir, texts):
     """(info, backbone, tokenizer, preprocessor, sequence_output) of a run on `texts`."""
-    info, backbone, tokenizer = runs.load_run(run_dir)
+    info, backbone, tokenizer = runs.load_run(run_dir, need_tokenizer=True)
     family = families.get(info["family"])
     inputs, preprocessor = text_inputs(family, tokenizer, list(texts), info["sequence_length"])
     inputs = {k: v for k, v in inputs.items() if k in backbone.input}
@@ -85,7 +85,7 @@ def show_context(run_dir):
     print("Static word embeddings would give +1.000 for every pair.")
 
 
-def embed(run_dir, texts, word=None, save=None):
+def embed(run_dir, texts, word=None, save=None, overwrite=False):
     """Prints (and returns) the vectors of `word` in each text, or every sequence output."""
     if word:
         vectors = word_vectors(run_dir, texts, word)
@@ -99,6 +99,8 @@ def embed(run_dir, texts, word=None, save=None):
         vectors = sequence_outputs(run_dir, texts)[-1]
         print(f"sequence_output: shape {vectors.shape}")
     if save:
-        np.savez(save, vectors=vectors, texts=np.array(texts))
-        print(f"Saved to {save}.")
+        from keras_ctx.files import save_npz
+
+        path = save_npz(save, overwrite=overwrite, vectors=vectors, texts=np.array(texts))
+        print(f"Saved to {path}.")
     return vectors

@@ -129,13 +129,15 @@ def family_of_backbone(backbone):
     return family.name
 
 
-def convert(source, dest, format=None, sequence_length=128):
+def convert(source, dest, format=None, sequence_length=128, overwrite=False):
     """Converts `source` (any supported format) into the run directory `dest`.
 
-    Returns the run.json info written there.
+    A run already in `dest` is replaced only with `overwrite`. Returns the
+    run.json info written there.
     """
     from keras_ctx import runs
 
+    runs.check_free(os.fspath(dest), overwrite)  # before the (long) load
     backbone, format = load(source, format)
     limit = getattr(backbone, "max_sequence_length", None)
     if limit is not None:
@@ -144,5 +146,5 @@ def convert(source, dest, format=None, sequence_length=128):
             "sequence_length": sequence_length, "source_format": format,
             "backbone": type(backbone).__name__}
     tokenizer = getattr(backbone, "tokenizer", None)
-    runs.save_run(os.fspath(dest), info, backbone, tokenizer)
+    runs.save_run(os.fspath(dest), info, backbone, tokenizer, overwrite=overwrite)
     return info

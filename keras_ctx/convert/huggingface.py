@@ -59,9 +59,9 @@ def read_tensors(directory):
     if os.path.isfile(single):
         files = [single]
     elif os.path.isfile(index):
-        with open(index, encoding="utf-8") as handle:
-            shards = sorted(set(json.load(handle)["weight_map"].values()))
-        files = [os.path.join(directory, shard) for shard in shards]
+        from keras_ctx.files import shard_files
+
+        files = shard_files(directory, index)
     else:
         raise CheckpointError(f"{directory} has no model.safetensors (PyTorch .bin "
                               "checkpoints are not read: convert them to safetensors).")

@@ -57,17 +57,47 @@ def resolve_files(source):
     return files
 
 
+# Bounds that keep memory flat however long a line or a document is: a longer
+# line is cut at its last blank before the bound, a longer document continues
+# as the next one.
+MAX_LINE_CHARS = 1 << 16
+MAX_DOCUMENT_CHARS = 1 << 20
+
+
+def _bounded_lines(handle):
+    """The handle's lines, each cut into pieces of at most MAX_LINE_CHARS characters."""
+    carry = ""
+    while True:
+        piece = handle.readline(MAX_LINE_CHARS - len(carry))
+        if not piece:
+            if carry:
+                yield carry
+            return
+        piece = carry + piece
+        carry = ""
+        if piece.endswith("\n") or len(piece) < MAX_LINE_CHARS:
+            yield piece
+            continue
+        cut = max(piece.rfind(" "), piece.rfind("\t"))
+        if cut <= 0:
+            yield piece  # one word longer than the bound: cut inside it
+        else:
+            yield piece[:cut]
+            carry = piece[cut + 1:]
+
+
 def _read_file_documents(path):
     """Yields each document of a (checked) file as a list of its non-empty lines."""
-    document = []
+    document, size = [], 0
     with open(path, encoding="utf-8") as handle:
-        for line in handle:
+        for line in _bounded_lines(handle):
             line = line.strip()
             if line:
                 document.append(line)
-            elif document:
+                size += len(line)
+            if document and (not line or size >= MAX_DOCUMENT_CHARS):
                 yield document
-                document = []
+                document, size = [], 0
     if document:
         yield document
 

@@ -26,6 +26,7 @@ def one_of(name, value, choices):
 
 
 def divisible(name, value, divisor_name, divisor):
+    positive_int(divisor_name, divisor)
     if value % divisor:
         raise ValueError(
             f"`{name}` ({value}) must be divisible by `{divisor_name}` "

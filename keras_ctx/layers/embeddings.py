@@ -8,6 +8,47 @@ from keras_ctx.layers import _checks
 LOOKUPS = ("gather", "one_hot")
 
 
+def check_token_ids(token_ids, vocabulary_size, name="token_ids"):
+    """`token_ids`, after checking every id is in [0, vocabulary_size) (raises otherwise).
+
+    A gather reads id -1 as the last row and XLA clamps ids past the end to
+    it: both would train or serve silently on the wrong vectors. The check
+    holds in eager, tf.function and SavedModel graphs; XLA compiles asserts
+    away, so compiled steps are guarded where their data enters instead
+    (`keras_ctx.training.fit_resumable` checks the dataset's `*token_ids`).
+    """
+    import tensorflow as tf
+
+    if isinstance(token_ids, keras.KerasTensor):
+        return token_ids
+    token_ids = tf.convert_to_tensor(token_ids)
+    message = (f"{name} must be in [0, {vocabulary_size}) (the vocabulary size); an id "
+               "outside it was given. Check the tokenizer matches the model.")
+    checks = [tf.debugging.assert_non_negative(token_ids, message=message),
+              tf.debugging.assert_less(token_ids, tf.cast(vocabulary_size, token_ids.dtype),
+                                       message=message)]
+    with tf.control_dependencies(checks):
+        return tf.identity(token_ids)
+
+
+def vocabulary_size_of(model):
+    """The vocabulary size of the layers named "token_embedding" in a model, or None.
+
+    Every backbone names its token (not segment) embedding so; None when there
+    is none, or several of different sizes.
+    """
+    sizes = {layer.vocabulary_size for layer in model._flatten_layers()
+             if layer.name == "token_embedding" and hasattr(layer, "vocabulary_size")}
+    return sizes.pop() if len(sizes) == 1 else None
+
+
+def max_positions_of(model):
+    """The fewest positions of a model's learned position embeddings, or None."""
+    sizes = [layer.sequence_length for layer in model._flatten_layers()
+             if isinstance(layer, PositionEmbedding)]
+    return min(sizes) if sizes else None
+
+
 @keras.saving.register_keras_serializable(package="keras_ctx")
 class TokenEmbedding(keras.layers.Layer):
     """A vocabulary_size x output_dim lookup table that can also be read in reverse.
@@ -61,6 +102,9 @@ class TokenEmbedding(keras.layers.Layer):
 
     def call(self, token_ids):
         table = ops.cast(self.embeddings, self.compute_dtype)
+        if keras.backend.backend() == "tensorflow":
+            token_ids = check_token_ids(token_ids, self.vocabulary_size,
+                                        f"The token ids of layer {self.name}")
         token_ids = ops.cast(token_ids, "int32")
         if self.lookup == "one_hot":
             one_hot = ops.one_hot(token_ids, self.vocabulary_size, dtype=self.compute_dtype)
@@ -136,6 +180,16 @@ class PositionEmbedding(keras.layers.Layer):
                 )
         else:
             length = ops.shape(inputs)[1]
+            if keras.backend.backend() == "tensorflow" and not isinstance(
+                    inputs, keras.KerasTensor):
+                import tensorflow as tf
+
+                check = tf.debugging.assert_less_equal(
+                    tf.cast(start_index + length, "int32"), self.sequence_length,
+                    message=f"The input is longer than the {self.sequence_length} positions "
+                            f"layer {self.name} has (max_sequence_length); shorten it.")
+                with tf.control_dependencies([check]):
+                    length = tf.identity(length)
         table = ops.cast(self.position_embeddings, self.compute_dtype)
         positions = ops.slice(table, (start_index, 0), (length, ops.shape(table)[1]))
         return ops.broadcast_to(positions[None], ops.shape(inputs))

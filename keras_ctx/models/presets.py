@@ -67,7 +67,10 @@ def preset_family(name):
 
 def from_preset(name, **overrides):
     """A randomly initialised backbone of the named size; `overrides` change its config."""
+    from keras_ctx.validation import check_overrides
+
     backbone_cls, config = preset_config(name)
+    check_overrides(name, backbone_cls, config, overrides)
     config.update(overrides)
     return backbone_cls(**config)
 

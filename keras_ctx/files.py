@@ -1,0 +1,224 @@
+"""Files the user can see: written beside and renamed into place; one process per run dir.
+
+`replacing(path)` yields a temporary name beside `path` (same directory, so
+the final `os.replace` is an atomic rename on one file system) and moves it
+into place only when the block finished without error: a killed or failed
+write leaves the previous file whole. `replacing_directory` does the same for
+a directory. Both refuse to replace an existing target unless `overwrite`.
+
+`RunLock(directory)` is an exclusive `flock` on `directory/.keras_ctx.lock`,
+which also names the holder's pid for the error a second process gets. The
+kernel drops the lock when its process dies, so a lock left by a killed run
+(a "stale" lock naming a dead pid) is simply taken over.
+"""
+
+import contextlib
+import json
+import os
+import shutil
+import socket
+
+from keras_ctx.errors import RunDirectoryError, RunLocked
+
+LOCK_FILE = ".keras_ctx.lock"
+
+
+def _beside(path, tag):
+    directory, name = os.path.split(os.path.abspath(path))
+    stem, extension = os.path.splitext(name)
+    # Keep the extension: Keras picks the format of `save` from it.
+    return os.path.join(directory, f".{stem}.{tag}-{os.getpid()}{extension}")
+
+
+def _remove_stale(path):
+    """Deletes what killed writers of `path` left beside it (their pid is dead)."""
+    import glob
+
+    directory, name = os.path.split(os.path.abspath(path))
+    stem, extension = os.path.splitext(name)
+    for tag in ("partial", "replaced"):
+        for leftover in glob.glob(os.path.join(glob.escape(directory),
+                                               f".{glob.escape(stem)}.{tag}-*{extension}")):
+            pid = os.path.basename(leftover)[len(f".{stem}.{tag}-"):]
+            pid = pid[: len(pid) - len(extension)] if extension else pid
+            if pid.isdigit() and not _pid_alive(int(pid)):
+                if os.path.isdir(leftover):
+                    shutil.rmtree(leftover, ignore_errors=True)
+                else:
+                    os.remove(leftover)
+
+
+def _refuse(path, overwrite, flag):
+    if os.path.lexists(path) and not overwrite:
+        raise RunDirectoryError(f"{path} already exists; pass {flag} to replace it, or "
+                                "choose another path.")
+
+
+@contextlib.contextmanager
+def replacing(path, overwrite=False, flag="--overwrite"):
+    """Yields a temporary file path; renames it onto `path` when the block succeeds."""
+    path = os.fspath(path)
+    _refuse(path, overwrite, flag)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    _remove_stale(path)
+    staging = _beside(path, "partial")
+    try:
+        yield staging
+        if not os.path.isfile(staging):
+            raise RunDirectoryError(f"Nothing was written for {path}.")
+        _fsync(staging)
+        os.replace(staging, path)
+    finally:
+        if os.path.lexists(staging):
+            os.remove(staging)
+
+
+@contextlib.contextmanager
+def replacing_directory(path, overwrite=False, flag="--overwrite"):
+    """Yields a new empty directory; swaps it in for `path` when the block succeeds.
+
+    The old directory (if any) is moved aside, the new one renamed into place,
+    then the old one deleted: at every moment `path` is either whole-old or
+    whole-new.
+    """
+    path = os.fspath(path)
+    _refuse(path, overwrite, flag)
+    _remove_stale(path)
+    staging = _beside(path, "partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    os.makedirs(staging)
+    try:
+        yield staging
+        if os.path.lexists(path):
+            aside = _beside(path, "replaced")
+            os.replace(path, aside)
+            os.replace(staging, path)
+            shutil.rmtree(aside, ignore_errors=True)
+        else:
+            os.replace(staging, path)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def write_text(path, text, overwrite=True):
+    """Atomically writes a UTF-8 text file."""
+    with replacing(path, overwrite=overwrite) as staging:
+        with open(staging, "w", encoding="utf-8") as handle:
+            handle.write(text)
+
+
+def write_json(path, value, overwrite=True):
+    write_text(path, json.dumps(value, indent=2), overwrite=overwrite)
+
+
+def save_npz(path, overwrite=False, **arrays):
+    """np.savez, atomically; returns the real file name (numpy adds `.npz`)."""
+    import numpy as np
+
+    path = os.fspath(path)
+    if not path.endswith(".npz"):
+        path += ".npz"
+    with replacing(path, overwrite=overwrite) as staging:
+        np.savez(staging, **arrays)
+    return path
+
+
+def shard_files(directory, index):
+    """The shard files a (Hugging Face style) index.json names, all inside `directory`.
+
+    An index whose `weight_map` names a path outside the checkpoint directory
+    (`../outside.safetensors`, an absolute path) is refused, not read.
+    """
+    try:
+        with open(index, encoding="utf-8") as handle:
+            weight_map = json.load(handle)["weight_map"]
+        shards = sorted(set(weight_map.values()))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        raise RunDirectoryError(f"{index} is not a checkpoint index: it needs a "
+                                f"\"weight_map\" of tensor name -> shard file ({error!r}).") from None
+    root = os.path.realpath(directory)
+    paths = []
+    for shard in shards:
+        path = os.path.realpath(os.path.join(root, str(shard)))
+        if os.path.commonpath([root, path]) != root:
+            raise RunDirectoryError(f"{index} names the shard {shard!r}, outside the "
+                                    f"checkpoint directory {directory}; refused.")
+        paths.append(path)
+    return paths
+
+
+def _fsync(path):
+    with open(path, "rb") as handle:
+        os.fsync(handle.fileno())
+
+
+def _pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class RunLock:
+    """An exclusive lock on a run directory, held while a process writes to it.
+
+    Example:
+    >>> with RunLock("runs/bert"):
+    ...     train_and_save()
+    """
+
+    def __init__(self, directory):
+        self.directory = os.fspath(directory)
+        self.path = os.path.join(self.directory, LOCK_FILE)
+        self._handle = None
+
+    def holder(self):
+        """The pid written in the lock file, or None."""
+        try:
+            with open(self.path, encoding="utf-8") as handle:
+                return int(json.load(handle)["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def acquire(self):
+        import fcntl
+
+        os.makedirs(self.directory, exist_ok=True)
+        handle = open(self.path, "a+", encoding="utf-8")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            pid = self.holder()
+            who = f"process {pid}" if pid is not None else "another process"
+            alive = "" if pid is None or _pid_alive(pid) else " (on another machine?)"
+            raise RunLocked(
+                f"{self.directory} is in use by {who}{alive} (lock {self.path}): wait for "
+                "it to finish, or choose another --out.") from None
+        # Ours now, whatever pid a dead holder left behind.
+        handle.seek(0)
+        handle.truncate()
+        json.dump({"pid": os.getpid(), "host": socket.gethostname()}, handle)
+        handle.flush()
+        self._handle = handle
+        return self
+
+    def release(self):
+        if self._handle is not None:
+            import fcntl
+
+            self._handle.seek(0)
+            self._handle.truncate()
+            self._handle.flush()
+            fcntl.flock(self._handle, fcntl.LOCK_UN)
+            self._handle.close()
+            self._handle = None
+
+    def __enter__(self):
+        return self.acquire()
+
+    def __exit__(self, *exc):
+        self.release()

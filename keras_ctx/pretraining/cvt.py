@@ -88,6 +88,14 @@ class CrossViewTrainer(Pretrainer):
         self.auxiliary = [[PredictionModule(n, hidden_size, dropout=self.dropout,
                                             name=f"{t}_{view}") for view in AUXILIARY_VIEWS]
                           for t, n in tasks.items()]
+        # Built here, so that Keras never has to trace `call` with a training batch.
+        config = encoder.get_config()
+        both_layers = 2 * (config["first_layer_size"] + config["second_layer_size"])
+        for module in self.primary:
+            module.build((None, None, both_layers))
+        for modules in self.auxiliary:
+            for module in modules:
+                module.build((None, None, config["first_layer_size"]))
         self.supervised_loss = keras.metrics.Mean(name="supervised_loss")
         self.cvt_loss = keras.metrics.Mean(name="cvt_loss")
         self.accuracy = TokenAccuracy(name="accuracy")

@@ -50,9 +50,10 @@ class SlantedTriangular(keras.optimizers.schedules.LearningRateSchedule):
                 1 - (t - cut) / (cut * (1 / cut_frac - 1)) otherwise
         eta_t = eta_max * (1 + p * (ratio - 1)) / ratio
 
-    `t` is the optimizer's update count (0 for the first update). Past `T`
-    the rate stays at eta_max / ratio (p is clipped at 0) instead of turning
-    negative.
+    `t` is the optimizer's update count (0 for the first update). p reaches 0
+    at t = cut / cut_frac, which is T when T * cut_frac is an integer and
+    earlier otherwise (floor); from there the rate stays at eta_max / ratio
+    (p is clipped at 0) instead of turning negative.
 
     Args:
         max_learning_rate: eta_max.
@@ -120,7 +121,7 @@ def backbone_layer_groups(backbone):
     pooler) join the top layer.
     """
     if hasattr(backbone, "layer_groups"):
-        return backbone.layer_groups()
+        return [[v for v in g if v.trainable] for g in backbone.layer_groups()]
     outputs = backbone.output if isinstance(backbone.output, dict) else {}
     if "hidden_states" not in outputs:
         raise ValueError(
@@ -149,7 +150,7 @@ def backbone_layer_groups(backbone):
     seen = set()
     groups = [[] for _ in range(len(blocks) + 1)]
     for i, block in enumerate(blocks):
-        groups[i + 1] = _unique(block.weights, seen)
+        groups[i + 1] = _unique(block.trainable_weights, seen)
     for layer in order:
         if any(layer is p for p in producers):
             continue
@@ -160,7 +161,7 @@ def backbone_layer_groups(backbone):
         else:
             raise ValueError(f"Layer {layer.name!r} sits between {backbone.name!r}'s blocks; "
                              "pass the layer groups yourself.")
-        groups[index] += _unique(layer.weights, seen)
+        groups[index] += _unique(layer.trainable_weights, seen)
     return groups
 
 
@@ -173,14 +174,15 @@ def layer_groups(model, backbone=None):
             `model` itself when it has none).
 
     Returns:
-        A list of variable lists, lowest (embeddings) first.
+        A list of lists of trainable variables, lowest (embeddings) first.
+        Build the model first; call it before freezing anything.
     """
     if backbone is None:
         backbone = getattr(model, "backbone", model)
     groups = [list(g) for g in backbone_layer_groups(backbone)]
     if model is not backbone:
         inside = {id(v) for g in groups for v in g}
-        groups.append([v for v in model.weights if id(v) not in inside])
+        groups.append([v for v in model.trainable_weights if id(v) not in inside])
     return [g for g in groups if g]
 
 
@@ -379,6 +381,13 @@ class ConcatPooling(keras.layers.Layer):
         Howard & Ruder, "Universal Language Model Fine-tuning for Text
         Classification", 2018.
     """
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.supports_masking = True  # it reads padding_mask; the time axis is gone
+
+    def compute_mask(self, sequence, padding_mask=None, mask=None):
+        return None
 
     def call(self, sequence, padding_mask):
         real = ops.cast(padding_mask, "bool")

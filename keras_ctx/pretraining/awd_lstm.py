@@ -60,6 +60,7 @@ class AwdLstmLMPretrainer(Pretrainer):
         self.lm_loss = keras.metrics.Mean(name="lm_loss")
         self.accuracy = TokenAccuracy(name="accuracy")
         self.objective_metrics = [self.lm_loss, self.accuracy]
+        self.built = True  # the backbone is built and the bias made
 
     def logits(self, hidden):
         return ops.cast(self.backbone.logits(hidden), "float32") + self.output_bias

@@ -100,6 +100,7 @@ class CrossViewTrainer(Pretrainer):
         self.cvt_loss = keras.metrics.Mean(name="cvt_loss")
         self.accuracy = TokenAccuracy(name="accuracy")
         self.objective_metrics = [self.supervised_loss, self.cvt_loss, self.accuracy]
+        self.built = True
 
     def call(self, inputs, training=False):
         features = self.encoder(inputs, training=training)

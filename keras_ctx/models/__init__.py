@@ -12,6 +12,7 @@ from keras_ctx.models.awd_lstm import AwdLstmBackbone  # noqa: E402
 from keras_ctx.models.bart import BartBackbone  # noqa: E402
 from keras_ctx.models.bert import BertBackbone  # noqa: E402
 from keras_ctx.models.cove import Cove, CoveBackbone  # noqa: E402
+from keras_ctx.models.cvt import CvtEncoder  # noqa: E402
 from keras_ctx.models.electra import ElectraBackbone, electra_generator  # noqa: E402
 from keras_ctx.models.elmo import Elmo, ElmoBackbone  # noqa: E402
 from keras_ctx.models.gpt import GPTBackbone  # noqa: E402

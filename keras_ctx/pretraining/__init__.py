@@ -1,7 +1,9 @@
 """Pretraining objectives: keras.Model subclasses whose train_step is the objective."""
 
+from keras_ctx.pretraining.awd_lstm import AwdLstmLMPretrainer
 from keras_ctx.pretraining.bilm import BiLMPretrainer
 from keras_ctx.pretraining.causal_lm import CausalLMPretrainer, GPTFineTuner
+from keras_ctx.pretraining.cvt import CrossViewTrainer, cvt_dataset
 from keras_ctx.pretraining.electra import ElectraPretrainer
 from keras_ctx.pretraining.masked_lm import (
     AlbertPretrainer,

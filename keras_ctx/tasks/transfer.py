@@ -444,10 +444,12 @@ class ConcatPoolClassifier(Task):
             raise ValueError("ConcatPoolClassifier needs a backbone with a padding_mask input.")
         x = ConcatPooling(name="concat_pooling")(features["sequence_output"],
                                                   inputs["padding_mask"])
-        x = keras.layers.BatchNormalization(name="norm_0")(x)
+        # PyTorch's (fastai's) batch-norm momentum 0.1 = Keras' 0.9: fine-tuning
+        # runs are short, Keras' 0.99 would leave the inference statistics unset.
+        x = keras.layers.BatchNormalization(momentum=0.9, name="norm_0")(x)
         x = Dropout(dropout[0], name="dropout_0")(x)
         x = keras.layers.Dense(hidden_size, activation="relu", name="hidden")(x)
-        x = keras.layers.BatchNormalization(name="norm_1")(x)
+        x = keras.layers.BatchNormalization(momentum=0.9, name="norm_1")(x)
         x = Dropout(dropout[1], name="dropout_1")(x)
         logits = keras.layers.Dense(num_classes, name="logits", dtype="float32")(x)
         super().__init__(inputs, logits, **kwargs)

@@ -204,3 +204,72 @@ def test_unfreezing_refuses_an_optimizer_built_without_the_frozen_layers():
     classifier.compile(optimizer, keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     with pytest.raises(ValueError, match="make the whole model trainable"):
         classifier.fit(x, y, epochs=1, verbose=0, callbacks=[GradualUnfreezing(groups)])
+
+
+# ---------------------------------------------------------------- the effect
+
+def synthetic_topics(seed, vocabulary_size=402, topics=2, length=12, topical=0.5):
+    """Documents whose class is their topic, told apart by which words co-occur.
+
+    Ids 2..: half of the words are shared fillers, the rest split between the
+    topics. A document draws each word from its topic's words with probability
+    `topical`, else from the fillers. Few labelled documents mention few of a
+    topic's 100 words; unlabelled text shows which words appear together.
+    """
+    rng = np.random.default_rng(seed)
+    words = rng.permutation(np.arange(2, vocabulary_size))
+    fillers, topical_words = words[:len(words) // 2], words[len(words) // 2:]
+    by_topic = np.array_split(topical_words, topics)
+
+    def documents(count):
+        labels = rng.integers(0, topics, count)
+        topical_draw = rng.random((count, length)) < topical
+        ids = np.where(topical_draw,
+                       np.stack([rng.choice(by_topic[k], length) for k in labels]),
+                       rng.choice(fillers, (count, length)))
+        return ({"token_ids": ids.astype("int32"),
+                 "padding_mask": np.ones_like(ids, "int32")}, labels.astype("int32"))
+
+    return documents
+
+
+def _ulmfit_vs_scratch(seed, labelled_rows=24, unlabelled_rows=3000, lm_epochs=2):
+    from keras_ctx.models import AwdLstmBackbone
+    from keras_ctx.recipes_ulmfit_cvt import fine_tune_classifier, fine_tune_language_model
+
+    documents = synthetic_topics(seed)
+    unlabelled, _ = documents(unlabelled_rows)
+    train = documents(labelled_rows)
+    test_x, test_y = documents(1000)
+
+    def backbone():
+        # ULMFiT's dropouts scaled by 0.5 for a model this small (fastai's drop_mult).
+        return AwdLstmBackbone(402, embedding_size=32, hidden_size=64, num_layers=2,
+                               embedding_dropout=0.025, input_dropout=0.2, hidden_dropout=0.15,
+                               weight_dropout=0.25, output_dropout=0.2)
+
+    def accuracy(classifier):
+        logits = classifier.predict(test_x, batch_size=500, verbose=0)
+        return float((logits.argmax(-1) == test_y).mean())
+
+    labelled = tf.data.Dataset.from_tensor_slices(train).shuffle(64, seed=seed).batch(8)
+    keras.utils.set_random_seed(seed)
+    # From scratch: every layer trains from the start, for 3x the epochs.
+    scratch, _ = fine_tune_classifier(backbone(), labelled, 2, epochs=36,
+                                      gradual_unfreezing=False, verbose=0)
+    keras.utils.set_random_seed(seed)
+    text = tf.data.Dataset.from_tensor_slices(unlabelled).shuffle(3000, seed=seed).batch(
+        32, drop_remainder=True)
+    lm = fine_tune_language_model(backbone(), text, epochs=lm_epochs, learning_rate=0.01,
+                                  verbose=0)
+    ulmfit, _ = fine_tune_classifier(lm.backbone, labelled, 2, epochs=12, verbose=0)
+    return accuracy(scratch), accuracy(ulmfit)
+
+
+@pytest.mark.slow
+def test_target_lm_fine_tuning_and_unfreezing_beat_training_from_scratch():
+    results = [_ulmfit_vs_scratch(seed) for seed in (0, 1, 2)]
+    scratch, ulmfit = np.array(results).T
+    print(f"accuracy from scratch {scratch.mean():.3f} {scratch.tolist()}; "
+          f"ULMFiT (target LM + unfreezing) {ulmfit.mean():.3f} {ulmfit.tolist()}")
+    assert ulmfit.mean() > scratch.mean() + 0.05

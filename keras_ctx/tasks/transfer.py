@@ -305,7 +305,9 @@ class GradualUnfreezing(keras.callbacks.Callback):
 
     Freezing sets `variable.trainable` (frozen weights get no gradients at
     all) and rebuilds the train function. The optimizer is built for every
-    group's variables first, so its state survives the stages.
+    group's variables first, so its state survives the stages. After `fit`
+    the groups stay as the last epoch left them (all trainable once
+    epochs >= groups * epochs_per_group).
 
     Args:
         groups: list of variable lists, lowest first (`layer_groups(model)`).
@@ -330,7 +332,8 @@ class GradualUnfreezing(keras.callbacks.Callback):
         return min(epoch // self.epochs_per_group + 1, len(self.groups))
 
     def on_train_begin(self, logs=None):
-        optimizer = self.model.optimizer
+        # Under mixed_float16 Keras wraps the optimizer in a LossScaleOptimizer.
+        optimizer = getattr(self.model.optimizer, "inner_optimizer", self.model.optimizer)
         every = [v for g in self.groups for v in g]
         if not optimizer.built:
             optimizer.build(every)

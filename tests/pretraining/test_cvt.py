@@ -201,3 +201,44 @@ def test_cvt_beats_supervised_training_with_few_labels():
     print(f"token accuracy, supervised {np.mean(supervised):.3f} {supervised}; "
           f"CVT {np.mean(cvt):.3f} {cvt}")
     assert np.mean(cvt) > np.mean(supervised) + 0.02
+
+
+def _write_corpus(tmp_path):
+    tagged = tmp_path / "tagged.tsv"
+    tagged.write_text("the\tO\nbank\tB\n\nriver\tA\nbank\tB\n", encoding="utf-8")
+    untagged = tmp_path / "untagged.txt"
+    untagged.write_text("the river bank\nbank of the river\n" * 8, encoding="utf-8")
+    return str(tagged), str(untagged)
+
+
+def test_cvt_command_refuses_a_used_out_directory_and_bad_tsv(tmp_path, capsys):
+    from keras_ctx.cli import main
+    from keras_ctx.recipes_ulmfit_cvt import read_tagged_tsv
+
+    tagged, untagged = _write_corpus(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "mine.txt").write_text("keep me")
+    assert main(["cvt", "--train", tagged, "--unlabelled", untagged, "--out", str(out)]) == 2
+    assert (out / "mine.txt").read_text() == "keep me"
+    assert "is not empty: choose a new --out" in capsys.readouterr().err
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("no tab here\n")
+    with pytest.raises(ValueError, match="bad.tsv:1: expected token<TAB>tag"):
+        read_tagged_tsv(str(bad))
+
+
+@pytest.mark.slow
+def test_cvt_command_trains_and_saves(tmp_path):
+    import json
+
+    from keras_ctx.cli import main
+
+    tagged, untagged = _write_corpus(tmp_path)
+    out = tmp_path / "out"
+    assert main(["cvt", "--train", tagged, "--unlabelled", untagged, "--out", str(out),
+                 "--steps", "2", "--batch-size", "2", "--set", "embedding_size=8",
+                 "--set", "first_layer_size=8", "--set", "second_layer_size=8",
+                 "--set", "filters=[[2,4]]", "--set", "character_embedding_size=4"]) == 0
+    assert json.loads((out / "vocabulary.json").read_text())["tags"] == ["A", "B", "O"]
+    assert (out / "encoder.keras").is_file() and (out / "tagger.weights.h5").is_file()

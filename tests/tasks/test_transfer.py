@@ -273,3 +273,58 @@ def test_target_lm_fine_tuning_and_unfreezing_beat_training_from_scratch():
     print(f"accuracy from scratch {scratch.mean():.3f} {scratch.tolist()}; "
           f"ULMFiT (target LM + unfreezing) {ulmfit.mean():.3f} {ulmfit.tolist()}")
     assert ulmfit.mean() > scratch.mean() + 0.05
+
+
+def test_layer_wise_decay_fits_a_transformer_classifier_groups():
+    from keras_ctx.models import BertBackbone
+    from keras_ctx.tasks import SequenceClassifier
+
+    bert = BertBackbone(vocabulary_size=30, num_layers=3, num_heads=2, hidden_size=8,
+                        intermediate_size=16, max_sequence_length=8)
+    groups = layer_groups(SequenceClassifier(bert, 2))
+    factors = layer_wise_decay_multipliers(3, 0.8)
+    assert len(groups) == len(factors) == 5
+    optimizer = with_layer_learning_rates(keras.optimizers.AdamW(1e-3), groups, factors)
+    top, embeddings = groups[-2][0], groups[0][0]
+    assert optimizer.learning_rate_multiplier(top) == pytest.approx(0.8**2)
+    assert optimizer.learning_rate_multiplier(embeddings) == pytest.approx(0.8**5)
+
+
+def _write(path, text):
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def test_ulmfit_command_refuses_a_used_out_directory(tmp_path, capsys):
+    from keras_ctx.cli import main
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "mine.txt").write_text("keep me")
+    code = main(["ulmfit", "--text", _write(tmp_path / "t.txt", "a b c\n"),
+                 "--train", _write(tmp_path / "l.tsv", "a b\tx\nb c\ty\n"),
+                 "--out", str(out)])
+    assert code == 2 and (out / "mine.txt").read_text() == "keep me"
+    assert "is not empty: choose a new --out" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_ulmfit_command_trains_and_saves(tmp_path):
+    import json
+
+    from keras_ctx.cli import main
+
+    documents = synthetic_topics(0)
+    (x, y) = documents(200)
+    lines = [" ".join(f"w{i}" for i in row) for row in x["token_ids"]]
+    text = _write(tmp_path / "t.txt", "\n".join(lines) + "\n")
+    train = _write(tmp_path / "l.tsv", "".join(f"{l}\t{'ab'[k]}\n" for l, k in
+                                               zip(lines[:16], y[:16])))
+    out = tmp_path / "out"
+    assert main(["ulmfit", "--text", text, "--train", train, "--out", str(out),
+                 "--batch-size", "8", "--sequence-length", "12", "--set", "embedding_size=8",
+                 "--set", "hidden_size=8", "--set", "num_layers=1"]) == 0
+    vocabulary = json.loads((out / "vocabulary.json").read_text())
+    assert vocabulary["classes"] == ["a", "b"]
+    classifier = keras.saving.load_model(out / "classifier.keras")
+    assert classifier.output_shape == (None, 2)

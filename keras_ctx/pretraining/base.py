@@ -30,6 +30,7 @@ import tensorflow as tf
 from keras import ops
 
 from keras_ctx.pretraining.losses import TokenAccuracy, weighted_cross_entropy
+from keras_ctx.training import check_xla
 
 
 def num_replicas():
@@ -67,10 +68,15 @@ class Pretrainer(keras.Model):
     def metrics(self):
         return [self.loss_tracker, *self.objective_metrics]
 
+    def compile(self, *args, **kwargs):
+        # A clear error instead of TensorFlow's, where XLA cannot run under the strategy.
+        check_xla(self.distribute_strategy, kwargs.get("jit_compile", "auto"))
+        super().compile(*args, **kwargs)
+
     # --- what an objective says --------------------------------------------------------
 
     def compute_losses(self, batch, training):
-        """{name: float32 scalar loss} for this replica's batch; updates the objective's metrics."""
+        """{name: float32 scalar loss} of this replica's batch; updates the objective's metrics."""
         raise NotImplementedError(f"{type(self).__name__} must implement compute_losses.")
 
     def total_loss(self, losses):
@@ -90,11 +96,12 @@ class Pretrainer(keras.Model):
 
     def train_step(self, data):
         batch = self.unpack_batch(data)
-        variables = self.step_variables()
         with tf.GradientTape() as tape:
             total = self.total_loss(self.compute_losses(batch, training=True))
             # The optimizer sums the replicas' gradients: average the loss over them.
             scaled = self.optimizer.scale_loss(total / num_replicas())
+        # Asked after the forward pass, which builds lazily built heads.
+        variables = self.step_variables()
         gradients = tape.gradient(scaled, variables)
         # Weights the step does not reach (e.g. RoBERTa's unused pooler) have none.
         used = [(g, v) for g, v in zip(gradients, variables) if g is not None]

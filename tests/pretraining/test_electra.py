@@ -122,7 +122,7 @@ def test_discriminator_loss_does_not_reach_the_generator_through_sampling():
     model = _pretrainer()
     with tf.GradientTape() as tape:
         outputs = model(batch, training=True)
-        losses = model.compute_losses(batch, outputs)
+        losses = model.losses_from_outputs(batch, outputs)
     disc_ids = {id(v) for v in model.discriminator.trainable_variables}
     generator_only = [v for v in model.generator.trainable_variables
                       + model.mlm_head.trainable_variables if id(v) not in disc_ids]
@@ -143,7 +143,7 @@ def test_losses_match_numpy_and_total_weights_the_discriminator_by_50():
     batch = next(iter(data))
     model = _pretrainer()
     outputs = model(batch)
-    losses = model.compute_losses(batch, outputs)
+    losses = model.losses_from_outputs(batch, outputs)
     z = outputs["rtd"].numpy().astype("float64")
     y = outputs["labels"].numpy()
     m = batch["padding_mask"].numpy()
@@ -156,7 +156,7 @@ def test_losses_match_numpy_and_total_weights_the_discriminator_by_50():
     w = batch["mask_weights"].numpy()
     np.testing.assert_allclose(losses["mlm"], (ce * w).sum() / w.sum(), rtol=1e-5)
     assert model.discriminator_weight == 50.0
-    np.testing.assert_allclose(model._total(losses), losses["mlm"] + 50.0 * losses["rtd"],
+    np.testing.assert_allclose(model.total_loss(losses), losses["mlm"] + 50.0 * losses["rtd"],
                                rtol=1e-6)
 
 

@@ -1,0 +1,96 @@
+"""Every objective through one harness (keras_ctx.testing.run_pretrainer_test).
+
+One SGD step's weight update must equal the float32 one-device update
+  - under MirroredStrategy over two logical CPUs (same global batch), measured
+    for all objectives in ONE subprocess (logical devices must be configured
+    before TensorFlow starts);
+  - under mixed_float16 and mixed_bfloat16 (within their precision), and with
+    jit_compile=True;
+and NaN weights must show in the `loss` metric (what fit_resumable's
+divergence guard reads). On the code before the Pretrainer base, causal LM,
+seq2seq, biLM and translation moved 2.0x as far under two replicas and
+3e-5 as far under mixed_float16.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from keras_ctx import testing
+from tests.pretraining.matrix_cases import CASES, NOT_CHECKED, OPTIONS
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# One case per way of computing losses runs by default; their variants (RoBERTa,
+# ALBERT, BART, ELECTRA's second stage), bfloat16 and XLA with -m slow.
+FAST = ("bert", "span_bert", "electra", "xlnet", "bilm", "causal_lm", "gpt_fine_tuner", "t5",
+        "translation")
+SLOW = tuple(name for name in CASES if name not in FAST)
+
+
+def _mirrored(names):
+    env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3")
+    done = subprocess.run([sys.executable, "-m", "tests.pretraining.matrix_cases", *names],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def mirrored():
+    return _mirrored(FAST)
+
+
+def _assert_mirrored(measures):
+    testing.assert_pretrainer_measures(measures)
+    assert abs(measures["mirrored"]["ratio"] - 1) < 1e-4, measures
+
+
+@pytest.mark.parametrize("name", FAST)
+def test_one_step_under_two_replicas_equals_one_device(name, mirrored):
+    _assert_mirrored(mirrored[name])
+
+
+@pytest.mark.slow
+def test_variants_under_two_replicas_equal_one_device():
+    measures = _mirrored(SLOW)
+    for name in SLOW:
+        _assert_mirrored(measures[name])
+
+
+def test_xlnet_memory_is_carried_per_replica(mirrored):
+    """Two replicas carry the memory of their own rows: as one device per half-batch."""
+    difference, size = mirrored["xlnet_memory"]
+    assert size > 0.1 and difference < 1e-5 * size, mirrored["xlnet_memory"]
+
+
+def test_xla_under_two_cpu_replicas_fails_in_tensorflow_and_we_say_so(mirrored):
+    """TensorFlow alone (no Keras) cannot run a jit-compiled replica step on logical CPUs.
+
+    If this starts passing, TensorFlow fixed it: drop keras_ctx.training.check_xla.
+    """
+    tensorflow_error, ours = mirrored["xla"]
+    assert tensorflow_error and "from device" in " ".join(tensorflow_error), mirrored["xla"]
+    assert ours and "jit_compile=False" in ours and "CPU devices" in ours, ours
+
+
+def _marked(names):
+    return [name if name in FAST else pytest.param(name, marks=pytest.mark.slow)
+            for name in names]
+
+
+@pytest.mark.parametrize("name", _marked(CASES))
+def test_one_step_under_mixed_float16_and_nan_is_visible(name):
+    measures = testing.run_pretrainer_test(*CASES[name], checks=("mixed_float16", "nan"),
+                                           **OPTIONS.get(name, {}))
+    # The bug this guards against: an unscaled float16 loss leaves ~2^-15 of the update.
+    assert measures["mixed_float16"]["ratio"] > 0.9, measures
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(CASES))
+def test_one_step_under_mixed_bfloat16_and_xla(name):
+    checks = tuple(c for c in ("mixed_bfloat16", "xla") if c not in NOT_CHECKED.get(name, ()))
+    testing.run_pretrainer_test(*CASES[name], checks=checks)

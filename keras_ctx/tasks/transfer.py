@@ -152,7 +152,7 @@ def backbone_layer_groups(backbone):
     for i, block in enumerate(blocks):
         groups[i + 1] = _unique(block.trainable_weights, seen)
     for layer in order:
-        if any(layer is p for p in producers):
+        if any(layer is p for p in producers) or not layer.trainable_weights:
             continue
         if position[id(layer)] < first:
             index = 0

@@ -162,6 +162,9 @@ def backbone_layer_groups(backbone):
             raise ValueError(f"Layer {layer.name!r} sits between {backbone.name!r}'s blocks; "
                              "pass the layer groups yourself.")
         groups[index] += _unique(layer.trainable_weights, seen)
+    # Weights outside the functional graph (XLNet's mask embedding for
+    # two-stream pretraining) are input-side: the embeddings' group.
+    groups[0] += _unique(backbone.trainable_weights, seen)
     return groups
 
 

@@ -142,7 +142,11 @@ def test_layer_groups_cover_every_trainable_weight_once():
                         intermediate_size=16, max_sequence_length=8)
     gpt = GPTBackbone(vocabulary_size=30, num_layers=2, num_heads=2, hidden_size=8,
                       intermediate_size=16, max_sequence_length=8)
-    for backbone, layers in ((bert, 3), (gpt, 2)):
+    from keras_ctx.models import XLNetBackbone
+
+    xlnet = XLNetBackbone(vocabulary_size=30, num_layers=2, num_heads=2, hidden_size=8,
+                          intermediate_size=16)
+    for backbone, layers in ((bert, 3), (gpt, 2), (xlnet, 2)):
         groups = layer_groups(backbone)
         assert len(groups) == layers + 1
         assert sorted(id(v) for g in groups for v in g) == sorted(

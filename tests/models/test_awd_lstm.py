@@ -137,3 +137,12 @@ def test_lm_pretrainer_matrix():
 
     run_pretrainer_test(make, lambda: _inputs(rows=4, length=8),
                         checks=("mixed_float16", "mixed_bfloat16", "xla", "nan"))
+
+
+def test_config_round_trips():
+    backbone = AwdLstmBackbone(40, embedding_size=6, hidden_size=10, num_layers=2)
+    again = AwdLstmBackbone.from_config(backbone.get_config())
+    assert again.count_params() == backbone.count_params()
+    lm = AwdLstmLMPretrainer(backbone, activation_regularization=1.5)
+    copy = AwdLstmLMPretrainer.from_config(lm.get_config())
+    assert copy.activation_regularization == 1.5 and copy.output_dropout == 0.4

@@ -242,3 +242,12 @@ def test_cvt_command_trains_and_saves(tmp_path):
                  "--set", "filters=[[2,4]]", "--set", "character_embedding_size=4"]) == 0
     assert json.loads((out / "vocabulary.json").read_text())["tags"] == ["A", "B", "O"]
     assert (out / "encoder.keras").is_file() and (out / "tagger.weights.h5").is_file()
+
+
+def test_config_round_trip():
+    trainer = CrossViewTrainer(_encoder(), {"a": 3, "b": 2}, hidden_size=8)
+    copy = CrossViewTrainer.from_config(trainer.get_config())
+    assert copy.tasks == {"a": 3, "b": 2} and copy.hidden_size == 8
+    assert copy.count_params() == trainer.count_params()
+    with pytest.raises(ValueError, match="label counts"):
+        CrossViewTrainer(_encoder(), {"a": 0})

@@ -58,13 +58,10 @@ def test_multiplier_tables():
     np.testing.assert_allclose(layer_wise_decay_multipliers(2, 0.8), [0.8**4, 0.8**3, 0.8**2, 1])
 
 
-def _adam_updates(optimizer, gradients, steps=3, initial=(1.0, -2.0)):
-    """The update of two one-weight 'layers' after `steps` applies of fixed gradients."""
+def _adam_updates(make_optimizer, gradients, steps=3, initial=(1.0, -2.0)):
+    """The update of two one-variable 'layers' after `steps` applies of fixed gradients."""
     layers = [keras.Variable(np.full(4, w, "float32")) for w in initial]
-    if isinstance(optimizer, type):
-        optimizer = optimizer(0.01)
-    optimizer = optimizer(layers) if callable(optimizer) and not hasattr(
-        optimizer, "apply") else optimizer
+    optimizer = make_optimizer(layers)
     for _ in range(steps):
         optimizer.apply([tf.constant(g, "float32") for g in gradients], layers)
     return [keras.ops.convert_to_numpy(v) - w for v, w in zip(layers, initial)]
@@ -72,9 +69,9 @@ def _adam_updates(optimizer, gradients, steps=3, initial=(1.0, -2.0)):
 
 def test_scaling_gradients_is_not_a_learning_rate_under_adam_but_scaling_updates_is():
     gradients = [np.array([0.3, -0.1, 0.2, 0.05]), np.array([-0.4, 0.2, 0.1, 0.3])]
-    base = _adam_updates(keras.optimizers.Adam(0.01), gradients)
+    base = _adam_updates(lambda layers: keras.optimizers.Adam(0.01), gradients)
     # Scaling layer 0's gradient by 1/2.6 leaves Adam's step (m / sqrt(v)) unchanged.
-    scaled = _adam_updates(keras.optimizers.Adam(0.01),
+    scaled = _adam_updates(lambda layers: keras.optimizers.Adam(0.01),
                            [gradients[0] / 2.6, gradients[1]])
     np.testing.assert_allclose(scaled[0], base[0], rtol=1e-4)
     # The per-layer learning rate scales layer 0's update by exactly 1/2.6.

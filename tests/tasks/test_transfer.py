@@ -234,9 +234,13 @@ def synthetic_topics(seed, vocabulary_size=402, topics=2, length=12, topical=0.5
     return documents
 
 
-def _ulmfit_vs_scratch(seed, labelled_rows=24, unlabelled_rows=3000, lm_epochs=2):
+def _ulmfit_vs_scratch(seed, labelled_rows=24, unlabelled_rows=3000, lm_epochs=4):
     from keras_ctx.models import AwdLstmBackbone
-    from keras_ctx.recipes_ulmfit_cvt import fine_tune_classifier, fine_tune_language_model
+    from keras_ctx.recipes_ulmfit_cvt import (
+        fine_tune_classifier,
+        fine_tune_language_model,
+        pretrain_language_model,
+    )
 
     documents = synthetic_topics(seed)
     unlabelled, _ = documents(unlabelled_rows)
@@ -261,8 +265,11 @@ def _ulmfit_vs_scratch(seed, labelled_rows=24, unlabelled_rows=3000, lm_epochs=2
     keras.utils.set_random_seed(seed)
     text = tf.data.Dataset.from_tensor_slices(unlabelled).shuffle(3000, seed=seed).batch(
         32, drop_remainder=True)
-    lm = fine_tune_language_model(backbone(), text, epochs=lm_epochs, learning_rate=0.01,
-                                  verbose=0)
+    # Stage 1 (here on the same unlabelled text: no general corpus in a test),
+    # then stage 2 with discriminative rates and STLR.
+    lm = pretrain_language_model(backbone(), text, epochs=lm_epochs, learning_rate=3e-3,
+                                 verbose=0)
+    lm = fine_tune_language_model(lm, text, epochs=1, verbose=0)
     ulmfit, _ = fine_tune_classifier(lm.backbone, labelled, 2, epochs=12, verbose=0)
     return accuracy(scratch), accuracy(ulmfit)
 

@@ -322,6 +322,10 @@ def ulmfit_from_args(args):
         with open(args.general_text, encoding="utf-8") as handle:
             general = [line for line in handle if line.strip()]
     _check_out(args.out)
+    # STLR needs T * cut_frac >= 1: check the classifier's T before any training.
+    layers = overrides.get("num_layers", 3)  # AwdLstmBackbone's default
+    epochs = args.epochs or layers + 2  # groups: embeddings, each LSTM, the head
+    SlantedTriangular(1.0, epochs * -(-len(texts) // args.batch_size))
     keras.utils.set_random_seed(args.seed)
     classes = sorted(set(labels))
     vocabulary = _word_vocabulary((general or []) + target + texts, args.vocabulary_size)
@@ -344,8 +348,8 @@ def ulmfit_from_args(args):
     data = tf.data.Dataset.from_tensor_slices(
         ({"token_ids": ids, "padding_mask": (ids > 0).astype("int32")}, y)).shuffle(
         len(y), seed=args.seed).batch(args.batch_size)
-    classifier, _ = fine_tune_classifier(lm.backbone, data, len(classes),
-                                         epochs=args.epochs, verbose=2)
+    classifier, _ = fine_tune_classifier(lm.backbone, data, len(classes), epochs=epochs,
+                                         verbose=2)
     _save_atomically(args.out, {
         "classifier.keras": classifier.save,
         "vocabulary.json": _json_writer({"words": vocabulary, "padding_id": 0,

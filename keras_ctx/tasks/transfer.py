@@ -233,7 +233,8 @@ class _LayerLearningRates:
         self._multipliers = table
 
     def learning_rate_multiplier(self, variable):
-        return self._multipliers.get(self._var_key(variable), 1.0)
+        # A reloaded optimizer has no table (it names variables): factor 1.
+        return getattr(self, "_multipliers", {}).get(self._var_key(variable), 1.0)
 
     def update_step(self, gradient, variable, learning_rate):
         factor = self.learning_rate_multiplier(variable)
@@ -265,6 +266,20 @@ class _LayerLearningRates:
 _CLASSES = {}
 
 
+def _layer_rate_class(base):
+    """`LayerRate<Base>`, registered so that a saved model's optimizer loads again."""
+    if base not in _CLASSES:
+        cls = type(f"LayerRate{base.__name__}", (_LayerLearningRates, base),
+                   {"__module__": __name__})
+        _CLASSES[base] = keras.saving.register_keras_serializable(package="keras_ctx")(cls)
+    return _CLASSES[base]
+
+
+# The common ones exist from import on, for loading saved models.
+for _base in (keras.optimizers.Adam, keras.optimizers.AdamW, keras.optimizers.SGD):
+    _layer_rate_class(_base)
+
+
 def with_layer_learning_rates(optimizer, groups, multipliers):
     """A copy of `optimizer` whose learning rate is multiplied per layer group.
 
@@ -276,7 +291,9 @@ def with_layer_learning_rates(optimizer, groups, multipliers):
 
     Returns:
         An optimizer of a subclass of `type(optimizer)`; variables in no group
-        train at the base rate. Compile the model with it.
+        train at the base rate. Compile the model with it. The factors name
+        variables, so a saved model's optimizer loads without them (factor 1):
+        call `set_learning_rate_multipliers(groups, multipliers)` again.
 
     Example:
     >>> groups = layer_groups(classifier)
@@ -287,11 +304,9 @@ def with_layer_learning_rates(optimizer, groups, multipliers):
     base = type(optimizer)
     if issubclass(base, _LayerLearningRates):
         base = base.__mro__[2]
-    if base not in _CLASSES:
-        _CLASSES[base] = type(f"LayerRate{base.__name__}", (_LayerLearningRates, base), {})
     config = optimizer.get_config()
     config.pop("name", None)
-    copy = _CLASSES[base].from_config(config)
+    copy = _layer_rate_class(base).from_config(config)
     copy.set_learning_rate_multipliers(groups, multipliers)
     return copy
 

@@ -309,11 +309,14 @@ def test_ulmfit_command_refuses_a_used_out_directory(tmp_path, capsys):
     out = tmp_path / "out"
     out.mkdir()
     (out / "mine.txt").write_text("keep me")
-    code = main(["ulmfit", "--text", _write(tmp_path / "t.txt", "a b c\n"),
-                 "--train", _write(tmp_path / "l.tsv", "a b\tx\nb c\ty\n"),
-                 "--out", str(out)])
+    text = _write(tmp_path / "t.txt", "a b c\n")
+    train = _write(tmp_path / "l.tsv", "a b\tx\nb c\ty\n")
+    code = main(["ulmfit", "--text", text, "--train", train, "--out", str(out)])
     assert code == 2 and (out / "mine.txt").read_text() == "keep me"
     assert "is not empty: choose a new --out" in capsys.readouterr().err
+    # Too few classifier steps for STLR: refused before any training.
+    code = main(["ulmfit", "--text", text, "--train", train, "--out", str(tmp_path / "new")])
+    assert code == 2 and "no increasing phase" in capsys.readouterr().err
 
 
 @pytest.mark.slow
@@ -330,7 +333,7 @@ def test_ulmfit_command_trains_and_saves(tmp_path):
                                                zip(lines[:16], y[:16])))
     out = tmp_path / "out"
     assert main(["ulmfit", "--text", text, "--train", train, "--out", str(out),
-                 "--batch-size", "8", "--sequence-length", "12", "--set", "embedding_size=8",
+                 "--batch-size", "4", "--sequence-length", "12", "--set", "embedding_size=8",
                  "--set", "hidden_size=8", "--set", "num_layers=1"]) == 0
     vocabulary = json.loads((out / "vocabulary.json").read_text())
     assert vocabulary["classes"] == ["a", "b"]

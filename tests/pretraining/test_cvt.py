@@ -200,7 +200,7 @@ def test_cvt_beats_supervised_training_with_few_labels():
     cvt = [_fit_and_score(s, use_unlabelled=True) for s in seeds]
     print(f"token accuracy, supervised {np.mean(supervised):.3f} {supervised}; "
           f"CVT {np.mean(cvt):.3f} {cvt}")
-    assert np.mean(cvt) > np.mean(supervised) + 0.02
+    assert np.mean(cvt) > np.mean(supervised) + 0.05
 
 
 def _write_corpus(tmp_path):

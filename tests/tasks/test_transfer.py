@@ -280,7 +280,7 @@ def test_target_lm_fine_tuning_and_unfreezing_beat_training_from_scratch():
     scratch, ulmfit = np.array(results).T
     print(f"accuracy from scratch {scratch.mean():.3f} {scratch.tolist()}; "
           f"ULMFiT (target LM + unfreezing) {ulmfit.mean():.3f} {ulmfit.tolist()}")
-    assert ulmfit.mean() > scratch.mean() + 0.05
+    assert ulmfit.mean() > scratch.mean() + 0.1
 
 
 def test_layer_wise_decay_fits_a_transformer_classifier_groups():

@@ -23,6 +23,8 @@ exactly the one-device gradient.
 Hooks for objectives that need them: `step_variables` (ELECTRA's two-stage
 schedule trains subsets), `total_loss` (ELECTRA's lambda), and
 `serialized_models` (the sub-models (de)serialised by get_config/from_config).
+State carried between steps (XLNet's memory) is read and assigned in
+`compute_losses`, per replica.
 """
 
 import keras
@@ -89,6 +91,21 @@ class Pretrainer(keras.Model):
 
     # --- the step ------------------------------------------------------------------------
 
+    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+        # Under a strategy Keras builds the model from one batch, merged by ONE
+        # strategy.reduce over the whole nested batch: MultiWorkerMirroredStrategy
+        # cannot reduce a dict ("Attempt to convert a value ({'token_ids':
+        # PerReplica...}) to a Tensor"). Only shapes and dtypes matter: build
+        # from the first replica's tensors instead.
+        if iterator is not None and self._distribute_strategy is not None:
+            strategy = self._distribute_strategy
+            for _, _, it in iterator:
+                data_batch = tf.nest.map_structure(
+                    lambda v: strategy.experimental_local_results(v)[0], next(it))
+                break
+            iterator = None
+        return super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
+
     @staticmethod
     def unpack_batch(data):
         x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
@@ -114,7 +131,12 @@ class Pretrainer(keras.Model):
 
     def _results(self, total):
         self.loss_tracker.update_state(total)
-        return {m.name: m.result() for m in self.metrics}
+        results = {m.name: m.result() for m in self.metrics}
+        if isinstance(tf.distribute.get_strategy(), tf.distribute.MultiWorkerMirroredStrategy):
+            # Keras 3 merges the workers' logs with strategy.reduce("MEAN", axis=0),
+            # which fails on scalars: give each value the batch axis it expects.
+            results = {name: value[None] for name, value in results.items()}
+        return results
 
     # --- serialisation -------------------------------------------------------------------
 

@@ -12,10 +12,12 @@ Runs on CPU in under a minute:
    documents). Without --text the script writes one itself: short documents
    of sentences about one of two topics (made from a small grammar).
 2. Tokenizer: trained on that text (WordPiece / byte-level BPE / SentencePiece).
-3. Pretraining: `keras_ctx.data.pipelines.<model>_dataset` (tokenize, pairs or
-   packing, masking, all in tf.data) feeds the family's pretrainer under XLA.
+3. Pretraining: the family's `keras_ctx.data.pipelines` builder (tokenize,
+   pairs or packing, masking, all in tf.data) feeds the family's pretrainer
+   under XLA. Both come from the family's entry in `keras_ctx.families`.
 4. Fine-tuning: the pretrained backbone classifies a sentence's topic with
-   `keras_ctx.tasks.SequenceClassifier` (pooled [CLS]).
+   `keras_ctx.tasks.SequenceClassifier` (pooled as the family says), its
+   texts framed by `keras_ctx.preprocessing.TextPreprocessor`.
 """
 
 import argparse
@@ -29,15 +31,11 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from keras_ctx.data import pipelines, tokenizers  # noqa: E402
+from keras_ctx import families  # noqa: E402
+from keras_ctx.data import tokenizers  # noqa: E402
 from keras_ctx.data.corpora import documents, text_lines  # noqa: E402
-from keras_ctx.models import AlbertBackbone, BertBackbone  # noqa: E402
-from keras_ctx.pretraining import (  # noqa: E402
-    AlbertPretrainer,
-    BertPretrainer,
-    RobertaPretrainer,
-    SpanBertPretrainer,
-)
+from keras_ctx.models import from_preset  # noqa: E402
+from keras_ctx.preprocessing import TextPreprocessor  # noqa: E402
 from keras_ctx.tasks import SequenceClassifier  # noqa: E402
 
 TOPICS = {
@@ -53,16 +51,12 @@ ACTIONS = {
 CONNECTIVES = ("then", "after that", "later", "next", "slowly")
 SEQUENCE_LENGTH, BATCH_SIZE = 64, 16
 
-FAMILIES = {
-    # model: (tokenizer trainer, pipeline, pretrainer, backbone class)
-    "bert": (tokenizers.train_wordpiece, pipelines.bert_dataset, BertPretrainer, BertBackbone),
-    "roberta": (tokenizers.train_byte_level_bpe, pipelines.roberta_dataset, RobertaPretrainer,
-                BertBackbone),
-    "albert": (tokenizers.train_sentencepiece, pipelines.albert_dataset, AlbertPretrainer,
-               AlbertBackbone),
-    "spanbert": (tokenizers.train_wordpiece, pipelines.spanbert_dataset, SpanBertPretrainer,
-                 BertBackbone),
-}
+# Every family that pretrains on tokenized text (the registry says which); its
+# first preset, shrunk to run on a CPU.
+MODELS = [name for name in families.names() if families.get(name).inputs == "tokens"
+          and families.get(name).dataset is not None]
+SMALL = dict(num_layers=2, num_heads=2, hidden_size=64, intermediate_size=256,
+             max_sequence_length=SEQUENCE_LENGTH, dropout=0.0, embedding_size=32)
 
 
 def sentence(rng, topic):
@@ -82,32 +76,24 @@ def write_corpus(path, documents_count=400, seed=0):
             f.write("\n")
 
 
-def backbone_for(model, vocabulary_size):
-    config = dict(vocabulary_size=vocabulary_size, num_layers=2, num_heads=2, hidden_size=64,
-                  intermediate_size=256, max_sequence_length=SEQUENCE_LENGTH, dropout=0.0)
-    if model == "albert":
-        return AlbertBackbone(embedding_size=32, **config)  # E < H, shared layers
-    if model == "roberta":
-        config["type_vocab_size"] = 1
-    return BertBackbone(**config)
+def backbone_for(family, vocabulary_size):
+    import inspect
+
+    preset = next(iter(family.presets))
+    # Only the sizes this backbone has (ALBERT and ELECTRA factor the embedding, E < H).
+    accepted = inspect.signature(family.backbone.__init__).parameters
+    small = {k: v for k, v in SMALL.items() if k in accepted}
+    return preset, from_preset(preset, vocabulary_size=vocabulary_size, **small)
 
 
-def fine_tune(backbone, tokenizer, steps, seed=1):
+def fine_tune(backbone, tokenizer, family, steps, seed=1):
     rng = np.random.default_rng(seed)
     labels = rng.integers(0, 2, size=512)
     texts = [sentence(rng, list(TOPICS)[label]) for label in labels]
-    ids = tokenizers.special_token_ids(tokenizer)
-
-    def features(text, label):
-        tokens = tf.cast(tokenizer(text), tf.int32)[: SEQUENCE_LENGTH - 2]
-        tokens = tf.concat([[ids["cls"]], tokens, [ids["sep"]]], 0)
-        pad = SEQUENCE_LENGTH - tf.shape(tokens)[0]
-        x = {"token_ids": tf.pad(tokens, [[0, pad]], constant_values=ids["pad"]),
-             "padding_mask": tf.pad(tf.ones_like(tokens), [[0, pad]]),
-             "segment_ids": tf.zeros([SEQUENCE_LENGTH], tf.int32)}
-        return {k: tf.ensure_shape(v, [SEQUENCE_LENGTH]) for k, v in x.items()}, label
-
-    data = tf.data.Dataset.from_tensor_slices((texts, labels)).map(features)
+    preprocess = TextPreprocessor(tokenizer, SEQUENCE_LENGTH, family,
+                                  truncation="longest_first")
+    data = tf.data.Dataset.from_tensor_slices((texts, labels)).batch(1).map(
+        lambda text, label: ({k: v[0] for k, v in preprocess(text).items()}, label[0]))
     train = data.take(384).batch(BATCH_SIZE, drop_remainder=True).cache()
     test = data.skip(384).batch(BATCH_SIZE, drop_remainder=True).cache()
     classifier = SequenceClassifier(backbone, num_classes=2)
@@ -120,28 +106,28 @@ def fine_tune(backbone, tokenizer, steps, seed=1):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", choices=sorted(FAMILIES), default="bert")
+    parser.add_argument("--model", choices=MODELS, default="bert")
     parser.add_argument("--text", help="a text file (one sentence per line, blank lines "
                                        "between documents); default: one made here")
     parser.add_argument("--steps", type=int, default=150)
     parser.add_argument("--vocabulary-size", type=int, default=300)
     args = parser.parse_args()
     keras.utils.set_random_seed(0)
-    train_tokenizer, make_dataset, pretrainer_cls, _ = FAMILIES[args.model]
+    family = families.get(args.model)
 
     with tempfile.TemporaryDirectory() as tmp:
         path = args.text
         if path is None:
             path = os.path.join(tmp, "corpus.txt")
             write_corpus(path)
-        tokenizer = train_tokenizer(text_lines(path), args.vocabulary_size)
+        tokenizer = family.train_tokenizer(text_lines(path), args.vocabulary_size)
         vocabulary_size = tokenizer.vocabulary_size()
-        backbone = backbone_for(args.model, vocabulary_size)
+        preset, backbone = backbone_for(family, vocabulary_size)
         tokenizers.check_vocabulary(tokenizer, backbone)
 
-        data = make_dataset(documents(path), tokenizer, BATCH_SIZE,
-                            sequence_length=SEQUENCE_LENGTH)
-        pretrainer = pretrainer_cls(backbone)
+        run = families.Run(preset, BATCH_SIZE, SEQUENCE_LENGTH, vocabulary_size)
+        data = family.dataset(documents(path), tokenizer, run)
+        pretrainer = family.pretrainer(backbone, tokenizer, run)
         pretrainer.compile(optimizer=keras.optimizers.Adam(1e-3), jit_compile=True)
         history = pretrainer.fit(data.repeat(), steps_per_epoch=args.steps // 3, epochs=3,
                                  verbose=0).history
@@ -149,7 +135,7 @@ def main():
         for name, values in history.items():
             print(f"  {name:14s} " + " -> ".join(f"{v:.3f}" for v in values))
 
-        accuracy = fine_tune(backbone, tokenizer, steps=60)
+        accuracy = fine_tune(backbone, tokenizer, family, steps=60)
         print(f"fine-tuned topic classification, held-out accuracy: {accuracy:.3f}")
 
 

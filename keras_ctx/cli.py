@@ -1,4 +1,10 @@
-"""The `keras-ctx` command: pretrain, fine-tune, embed, export, convert, presets."""
+"""The `keras-ctx` command: pretrain, fine-tune, embed, export, convert, presets.
+
+Argument parsing only: each command calls a Python function that takes
+arguments (`keras_ctx.recipes.pretrain`, `keras_ctx.finetuning.finetune`,
+`keras_ctx.word_vectors.embed`, `keras_ctx.recipes.export_run`,
+`keras_ctx.recipes.convert`).
+"""
 
 import argparse
 import os
@@ -29,31 +35,43 @@ def _layers(args):
 def _pretrain(args):
     from keras_ctx import recipes
 
-    return recipes.pretrain_from_args(args)
+    recipes.pretrain(
+        args.model, args.out, corpus=args.corpus, steps=args.steps,
+        batch_size=args.batch_size, sequence_length=args.sequence_length,
+        vocabulary_size=args.vocabulary_size, learning_rate=args.learning_rate,
+        seed=args.seed, strategy=args.strategy, mixed_precision=args.mixed_precision,
+        xla=args.xla, checkpoint_every=args.checkpoint_every, resume=not args.no_resume,
+        overrides=recipes.parse_overrides(args.set), export=args.export)
+    return 0
 
 
 def _finetune(args):
-    from keras_ctx import recipes
+    from keras_ctx.finetuning import finetune
 
-    return recipes.finetune_from_args(args)
+    finetune(args.run_dir, args.train, args.out, epochs=args.epochs,
+             batch_size=args.batch_size, learning_rate=args.learning_rate, export=args.export)
+    return 0
 
 
 def _embed(args):
-    from keras_ctx import recipes
+    from keras_ctx.word_vectors import embed
 
-    return recipes.embed_from_args(args)
+    embed(args.run_dir, args.texts, word=args.word, save=args.save)
+    return 0
 
 
 def _export(args):
-    from keras_ctx import recipes
+    from keras_ctx.recipes import export_run
 
-    return recipes.export_from_args(args)
+    export_run(args.model, args.out, args.version, args.overwrite, args.sequence_length)
+    return 0
 
 
 def _convert(args):
-    from keras_ctx import recipes
+    from keras_ctx.recipes import convert
 
-    return recipes.convert_from_args(args)
+    convert(args.source, args.dest)
+    return 0
 
 
 def _add_training_options(parser):

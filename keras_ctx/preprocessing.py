@@ -1,84 +1,254 @@
-"""Strings -> backbone inputs inside the graph (for `serve_text` and tf.data).
+"""Text -> backbone inputs: the one path for serving, embedding, fine-tuning and export.
 
-`TextPreprocessor` wraps a keras-hub tokenizer: tokenize, add the family's
-start/end tokens, pad to a fixed length, and build the padding mask and
-segment ids. Text longer than `sequence_length` is an error, never cut.
+`TextPreprocessor` wraps a keras-hub tokenizer and runs inside the graph
+(`serve_text`, tf.data) as well as eagerly (`keras-ctx embed`, `finetune`):
+tokenize the whole text, frame it with the family's special tokens (one text
+or a pair, `keras_ctx.families.Framing`), pad to a fixed length, and build the
+padding mask and, for two-segment families, the segment ids. Encoder-decoder
+families get the encoder inputs and the decoder inputs shifted right.
+
+`truncation` says what happens to text longer than `sequence_length`:
+"error" (the default: an error naming the limit, nothing is cut) or
+"longest_first" (tokens are dropped from the end of the longer text of the
+pair, one at a time, as Hugging Face's tokenizers do).
+
+`piece_spans(tokenizer, text)` gives each piece of the whole-text
+tokenization its [start, end) characters in `text`, so a word's pieces are
+found from offsets, never by tokenizing word by word (which loses byte-level
+BPE's leading-space marker).
 """
 
 import keras
+import numpy as np
 import tensorflow as tf
 
-# Start and end tokens per family, by name; the first name the vocabulary has wins.
-FAMILY_TOKENS = {
-    "bert": (["[CLS]"], ["[SEP]"]),
-    "spanbert": (["[CLS]"], ["[SEP]"]),
-    "electra": (["[CLS]"], ["[SEP]"]),
-    "albert": (["[CLS]"], ["[SEP]"]),
-    "roberta": (["<s>"], ["</s>"]),
-    "xlnet": ([], ["[SEP]", "[CLS]"]),  # XLNet puts <sep> <cls> at the end
-    "gpt": ([], []),
-}
-PAD_NAMES = ("[PAD]", "<pad>")
+TRUNCATIONS = ("error", "longest_first")
 
 
-def _token_id(tokenizer, name):
-    try:
-        token_id = tokenizer.token_to_id(name)
-    except (KeyError, ValueError):
-        return None
-    return token_id if token_id is not None and token_id >= 0 else None
+def token_id(tokenizer, spellings):
+    """The id of the first spelling the tokenizer's vocabulary has, else None."""
+    for name in spellings:
+        try:
+            found = tokenizer.token_to_id(name)
+        except (KeyError, ValueError):
+            continue
+        if found is not None and found >= 0:
+            return int(found)
+    return None
+
+
+def _family(family):
+    from keras_ctx import families
+
+    return families.get(family) if isinstance(family, str) else family
 
 
 class TextPreprocessor(keras.layers.Layer):
-    """A batch of strings -> {"token_ids", "padding_mask", "segment_ids"} of fixed length.
+    """A batch of strings (or of string pairs) -> the backbone's inputs, fixed length.
 
     Args:
         tokenizer: a keras-hub tokenizer (WordPiece, byte-level BPE, SentencePiece).
         sequence_length: the fixed output length.
-        family: which special tokens frame the text (see FAMILY_TOKENS).
+        family: a family name (or `Family`); its framing frames the text.
+        truncation: "error" or "longest_first" (see the module docstring).
+
+    Call arguments:
+        text: (batch,) strings.
+        text_pair: optional (batch,) strings, the second text of each pair.
+
+    Example:
+    >>> preprocess = TextPreprocessor(tokenizer, 128, "bert")
+    >>> inputs = preprocess(tf.constant(["A man."]), tf.constant(["A person."]))
     """
 
-    def __init__(self, tokenizer, sequence_length, family="bert", **kwargs):
+    def __init__(self, tokenizer, sequence_length, family="bert", truncation="error",
+                 **kwargs):
         super().__init__(**kwargs)
-        if family not in FAMILY_TOKENS:
-            raise ValueError(f"No text framing for the {family!r} family; known: "
-                             f"{sorted(FAMILY_TOKENS)}.")
+        family = _family(family)
+        if family.framing is None:
+            raise ValueError(f"The {family.name} family reads {family.inputs}, not "
+                             "tokenized text: it has no TextPreprocessor.")
+        if truncation not in TRUNCATIONS:
+            raise ValueError(f"`truncation` must be one of {TRUNCATIONS}, got {truncation!r}.")
         self.tokenizer = tokenizer
         self.sequence_length = sequence_length
-        self.family = family
-        starts, ends = FAMILY_TOKENS[family]
-        self.start_ids = [_token_id(tokenizer, n) for n in starts]
-        self.end_ids = [_token_id(tokenizer, n) for n in ends]
-        if None in self.start_ids + self.end_ids:
-            raise ValueError(f"The tokenizer lacks the {family} special tokens "
-                             f"{starts + ends}.")
-        self.pad_id = next((i for i in (_token_id(tokenizer, n) for n in PAD_NAMES)
-                            if i is not None), 0)
+        self.family = family.name
+        self.truncation = truncation
+        self.encoder_decoder = family.inputs == "encoder_decoder"
+        framing = family.framing
+        self.segments = framing.segments
+        ids = {part: [token_id(tokenizer, s) for s in getattr(framing, part)]
+               for part in ("start", "middle", "end", "decoder_start")}
+        missing = [part for part, found in ids.items() if None in found]
+        if missing:
+            raise ValueError(f"The tokenizer lacks the {family.name} special tokens "
+                             f"({', '.join(missing)}: {[getattr(framing, p) for p in missing]}).")
+        self.start_ids, self.middle_ids = ids["start"], ids["middle"]
+        self.end_ids, self.decoder_start_ids = ids["end"], ids["decoder_start"]
+        pad = [token_id(tokenizer, s) for s in framing.pad]
+        self.pad_id = pad[0] if pad and pad[0] is not None else 0
         self.built = True  # no weights of its own
 
-    def call(self, text):
+    def _tokenize(self, text):
         tokens = self.tokenizer(text)
         if isinstance(tokens, list):  # keras-hub returns Python lists when eager
             tokens = tf.ragged.constant(tokens, dtype=tf.int32, ragged_rank=1)
         elif not isinstance(tokens, tf.RaggedTensor):
             tokens = tf.RaggedTensor.from_tensor(tokens)
-        tokens = tf.cast(tokens, tf.int32)
-        batch = tokens.nrows()
-        pieces = []
-        if self.start_ids:
-            pieces.append(tf.RaggedTensor.from_tensor(
-                tf.tile(tf.constant([self.start_ids], tf.int32), [batch, 1])))
-        pieces.append(tokens)
+        return tf.cast(tokens, tf.int32)
+
+    def _constant(self, ids, batch):
+        return tf.RaggedTensor.from_tensor(
+            tf.tile(tf.constant([ids], tf.int32), [batch, 1]))
+
+    def _truncate(self, first, second):
+        """Drops tokens from the end of the longer text until the row fits."""
+        specials = len(self.start_ids) + len(self.end_ids) + (
+            len(self.middle_ids) if second is not None else 0)
+        room = self.sequence_length - specials
+        a = tf.cast(first.row_lengths(), tf.int32)
+        if second is None:
+            return first[:, :room] if self.truncation != "error" else first, None
+        if self.truncation == "error":
+            return first, second
+        b = tf.cast(second.row_lengths(), tf.int32)
+        # Closed form of "remove one token from the longer (ties: the second)".
+        keep_b = tf.minimum(b, tf.maximum(room - a, room // 2))
+        keep_a = tf.minimum(a, room - keep_b)
+        cut = lambda tokens, keep: tf.ragged.boolean_mask(  # noqa: E731
+            tokens, tf.ragged.range(tokens.row_lengths()) < tf.cast(keep[:, None], tf.int64))
+        return cut(first, keep_a), cut(second, keep_b)
+
+    def call(self, text, text_pair=None):
+        first = self._tokenize(text)
+        second = None if text_pair is None else self._tokenize(text_pair)
+        first, second = self._truncate(first, second)
+        batch = first.nrows()
+        pieces = [(self._constant(self.start_ids, batch), 0)] if self.start_ids else []
+        pieces.append((first, 0))
+        if second is not None:
+            if self.middle_ids:
+                pieces.append((self._constant(self.middle_ids, batch), 0))
+            pieces.append((second, 1))
         if self.end_ids:
-            pieces.append(tf.RaggedTensor.from_tensor(
-                tf.tile(tf.constant([self.end_ids], tf.int32), [batch, 1])))
-        framed = tf.concat(pieces, axis=1)
+            pieces.append((self._constant(self.end_ids, batch), 1 if second is not None else 0))
+        framed = tf.concat([p for p, _ in pieces], axis=1)
+        segments = tf.concat([tf.ones_like(p) * s for p, s in pieces], axis=1)
         lengths = framed.row_lengths()
         check = tf.debugging.assert_less_equal(
             tf.cast(lengths, tf.int32), self.sequence_length,
             message=f"a text is longer than sequence_length={self.sequence_length} tokens "
-                    "(special tokens included); shorten it or export a longer length.")
+                    "(special tokens included); shorten it, raise the length, or pass "
+                    "truncation='longest_first'.")
         with tf.control_dependencies([check]):
             ids = framed.to_tensor(self.pad_id, shape=[None, self.sequence_length])
         mask = tf.sequence_mask(lengths, self.sequence_length, tf.int32)
-        return {"token_ids": ids, "padding_mask": mask, "segment_ids": tf.zeros_like(ids)}
+        if self.encoder_decoder:
+            # Teacher forcing's shift: the decoder reads its start token, then
+            # the encoder's text one position late (Lewis et al. 2020).
+            start = tf.fill([tf.shape(ids)[0], 1], tf.constant(self.decoder_start_ids[0]))
+            return {"encoder_token_ids": ids, "encoder_padding_mask": mask,
+                    "decoder_token_ids": tf.concat([start, ids[:, :-1]], 1),
+                    "decoder_padding_mask": mask}
+        out = {"token_ids": ids, "padding_mask": mask}
+        if self.segments > 1:
+            out["segment_ids"] = segments.to_tensor(0, shape=[None, self.sequence_length])
+        return out
+
+    def framed_length(self, text):
+        """The framed length of one text (special tokens included), eagerly."""
+        return len(self.start_ids) + len(self.end_ids) + len(
+            np.asarray(self._tokenize(tf.constant([text]))[0]))
+
+    def get_config(self):
+        return dict(super().get_config(), sequence_length=self.sequence_length,
+                    family=self.family, truncation=self.truncation)
+
+
+# ---------------------------------------------------------------- offsets
+
+def _piece_surface(tokenizer, piece):
+    """The characters a piece covers, as they appear in the text (case aside)."""
+    import keras_hub
+
+    if isinstance(tokenizer, keras_hub.tokenizers.BytePairTokenizer):
+        from keras_hub.src.tokenizers.byte_pair_tokenizer import bytes_to_unicode
+
+        byte_values, characters = bytes_to_unicode()
+        byte_of = dict(zip(characters, byte_values))  # "Ġ" -> b" "
+        raw = b"".join(byte_of[c] for c in piece if c in byte_of)
+        return raw.decode("utf-8", errors="ignore")
+    if isinstance(tokenizer, keras_hub.tokenizers.WordPieceTokenizer):
+        return piece[2:] if piece.startswith("##") else piece
+    surface = getattr(tokenizer, "piece_surface", None)  # tokenizers of our own
+    if surface is not None:
+        return surface(piece)
+    return piece.replace("\u2581", " ")  # SentencePiece's word-start marker
+
+
+def piece_spans(tokenizer, text):
+    """(ids, [(start, end)]) of the whole-text tokenization of `text`.
+
+    Each piece's surface (bytes for byte-level BPE, without ## or ▁ markers)
+    is found in `text` from where the previous piece ended, ignoring case
+    and accents as the tokenizers do; a piece that cannot be found (an
+    unknown-token id) covers the rest of its whitespace-delimited word.
+    """
+    import unicodedata
+
+    def fold(s):
+        return "".join(c for c in unicodedata.normalize("NFD", s.lower())
+                       if unicodedata.category(c) != "Mn")
+
+    ids = np.asarray(tokenizer(tf.constant(text))).reshape(-1).tolist()
+    folded = [fold(c) for c in text]  # per character, so offsets stay the text's
+    spans, cursor = [], 0
+    for token in ids:
+        surface = fold(_piece_surface(tokenizer, tokenizer.id_to_token(token))).strip()
+        while cursor < len(text) and text[cursor].isspace():
+            cursor += 1
+        start, end, i = cursor, cursor, 0
+        while surface and end < len(text) and i < len(surface):
+            piece = folded[end]
+            if surface.startswith(piece, i) and piece:
+                i += len(piece)
+                end += 1
+            elif not piece:  # a character the folding removes
+                end += 1
+            else:
+                break
+        if not surface or i < len(surface):  # unknown token: the rest of the word
+            end = start
+            while end < len(text) and not text[end].isspace():
+                end += 1
+        spans.append((start, end))
+        cursor = end
+    return ids, spans
+
+
+def word_positions(tokenizer, text, word, offset=0):
+    """Row positions of the pieces of the first whole-word `word` in `text`.
+
+    Pieces that overlap the word's characters count; a period after it does
+    not. `offset` is the number of framing tokens before the text.
+    """
+    import re
+
+    match = re.search(r"(?<!\w)" + re.escape(word) + r"(?!\w)", text, re.IGNORECASE)
+    if match is None:
+        raise ValueError(f"{word!r} does not occur as a word in {text!r}.")
+    _, spans = piece_spans(tokenizer, text)
+    positions = [offset + i for i, (s, e) in enumerate(spans)
+                 if s < match.end() and e > match.start()]
+    if not positions:
+        raise ValueError(f"No piece of {text!r} covers {word!r}.")
+    return positions
+
+
+def character_inputs(texts, sequence_length):
+    """ELMo's inputs: (batch, time, 50) character ids, <S> ... </S> around each text."""
+    from keras_ctx.data.characters import sentences_to_character_ids
+
+    longest = max(len(t.split()) for t in texts) + 2
+    return {"character_ids": sentences_to_character_ids(
+        tf.constant(texts), max(sequence_length, longest))}

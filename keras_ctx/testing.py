@@ -11,6 +11,10 @@
      weights, and finite.
 Inputs are a numpy array (one positional argument), a list (one positional
 argument that is a list, as ScalarMix takes) or a dict (keyword arguments).
+
+`run_backbone_test` checks every backbone the same way: config round trip and
+attributes, `.keras` save/load, parameter count (analytic = built = expected),
+`fit` under XLA, mixed_bfloat16.
 """
 
 import os
@@ -388,3 +392,86 @@ def run_pretrainer_test(make_pretrainer, make_batch, checks=PRETRAINER_CHECKS,
                                   initial_loss_scale)
     assert_pretrainer_measures(measures, tolerances)
     return measures
+
+
+def run_backbone_test(backbone_cls, init_kwargs, input_data, expected_parameter_count=None,
+                      run_training=True, run_mixed_precision=True, mixed_precision_atol=0.1):
+    """The checks every backbone passes, for one config and one batch of inputs.
+
+    1. config round trip: `get_config` returns every constructor argument,
+       each is an attribute of the same name, `from_config` rebuilds it;
+    2. outputs: finite `sequence_output`-like floats for the batch;
+    3. `.keras` save and load: identical outputs;
+    4. parameter count: `analytic_parameter_count(**config)` (when the family
+       has one) and `expected_parameter_count` equal the built count;
+    5. `fit` under XLA through a small head: finite loss, the backbone moves;
+    6. mixed_bfloat16: float32 variables, bfloat16 outputs close to float32.
+
+    `input_data` is the backbone's input dict (numpy). Returns the float32 outputs.
+    """
+    backbone = backbone_cls(**init_kwargs)
+    config = backbone.get_config()
+    for name, value in init_kwargs.items():
+        assert config.get(name, "<missing>") == value, (
+            f"get_config()[{name!r}] is {config.get(name, '<missing>')!r}, not {value!r}")
+        assert getattr(backbone, name, "<missing>") == value, (
+            f"constructor argument {name!r} is not kept as an attribute")
+    revived = backbone_cls.from_config(config)
+    assert revived.get_config() == config, "config does not round trip"
+
+    outputs = backbone(input_data)
+    names = [n for n, t in outputs.items() if not isinstance(t, (list, tuple))
+             and _is_float(keras.ops.convert_to_numpy(t))]
+    assert names, "the backbone returns no float output"
+    eager = {n: keras.ops.convert_to_numpy(outputs[n]) for n in names}
+    for name, array in eager.items():
+        assert np.all(np.isfinite(array)), f"{name} is not finite"
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "backbone.keras")
+        backbone.save(path)
+        loaded = keras.saving.load_model(path, compile=False)
+    assert type(loaded) is backbone_cls, f"loaded a {type(loaded).__name__}"
+    again = loaded(input_data)
+    for name in names:
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(again[name]), eager[name],
+                                   atol=1e-6, rtol=1e-6)
+
+    count = backbone.count_params()
+    analytic = getattr(backbone_cls, "analytic_parameter_count", None)
+    if analytic is not None:
+        from keras_ctx.models.presets import count_parameters
+
+        assert count_parameters(backbone_cls, config) == count, (
+            f"analytic parameter count {count_parameters(backbone_cls, config)} != built {count}")
+    if expected_parameter_count is not None:
+        assert count == expected_parameter_count, (
+            f"{count} parameters, expected {expected_parameter_count}")
+
+    if run_training:
+        inputs = {name: keras.Input(np.asarray(v).shape[1:], dtype=str(np.asarray(v).dtype),
+                                    name=name) for name, v in input_data.items()}
+        features = backbone(inputs)
+        pooled = keras.layers.GlobalAveragePooling1D()(features[names[0]])
+        head = keras.layers.Dense(2, name="head")(pooled)
+        _assert_fit_with_xla(keras.Model(inputs, head), backbone, input_data, head)
+
+    if run_mixed_precision:
+        mixed = backbone_cls(**init_kwargs, dtype="mixed_bfloat16")
+        mixed(input_data)
+        _copy_weights(backbone, mixed)
+        for variable in mixed.weights:
+            assert variable.dtype == "float32", (
+                f"variable {variable.path} is {variable.dtype} under mixed_bfloat16")
+        got = mixed(input_data)
+        for name in names:
+            want = eager[name] if not run_training else keras.ops.convert_to_numpy(
+                backbone(input_data)[name])
+            value = keras.ops.convert_to_numpy(keras.ops.cast(got[name], "float32"))
+            dtype = keras.backend.standardize_dtype(got[name].dtype)
+            assert dtype == "bfloat16", f"{name} is {dtype} under mixed_bfloat16"
+            assert np.all(np.isfinite(value)), f"{name} is not finite under mixed_bfloat16"
+            scale = max(1.0, float(np.abs(want).max()))
+            np.testing.assert_allclose(value, want, atol=mixed_precision_atol * scale, rtol=0)
+    return eager
+

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from keras_ctx import recipes, runs
+from keras_ctx import families, recipes, runs
 from keras_ctx.cli import main
 from tests.test_cli import write_corpus
 
@@ -17,6 +17,7 @@ FAMILIES = {
     "electra-small": ENCODER + ["embedding_size=16"],
     "xlnet-base": ENCODER,
     "elmo-small": ["projection_dim=16", "lstm_units=32", "num_layers=1"],
+    "gpt": DECODER,
     "gpt2": DECODER,
     "t5-small": DECODER,
     "bart-base": DECODER,
@@ -39,9 +40,10 @@ def test_pretrain_recipe_trains_saves_and_embeds(preset, corpus, tmp_path):
                  "--sequence-length", "32", "--batch-size", "4", *overrides, "--out", out])
     assert code == 0
     info, backbone, tokenizer = runs.load_run(out)
-    assert info["family"] == recipes.family_of(preset)
-    assert (tokenizer is None) == (info["family"] == "elmo")
-    if info["family"] in ("t5", "bart"):
+    family = families.of_preset(preset)
+    assert info["family"] == family.name
+    assert (tokenizer is None) == (family.inputs == "characters")
+    if family.inputs == "encoder_decoder":
         return  # encoder-decoders: no single-word context vectors
     vectors = recipes.word_vectors(out, ["the bank river", "a bank loan"], "bank")
     assert vectors.shape[0] == 2 and np.all(np.isfinite(vectors))

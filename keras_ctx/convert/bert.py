@@ -55,10 +55,11 @@ def bert_config_from_huggingface(config):
     )
 
 
-def bert_config_to_huggingface(backbone, model_type="bert", position_offset=0):
+def bert_config_to_huggingface(backbone, model_type="bert", architecture="BertModel",
+                               position_offset=0):
     return {
         "model_type": model_type,
-        "architectures": [{"bert": "BertModel", "roberta": "RobertaModel"}[model_type]],
+        "architectures": [architecture],
         "vocab_size": backbone.vocabulary_size,
         "num_hidden_layers": backbone.num_layers,
         "num_attention_heads": backbone.num_heads,
@@ -133,6 +134,6 @@ def export_bert(backbone):
 
 
 def _check_class(backbone, name, model_type):
-    if type(backbone).__name__ != name:
+    if name not in [cls.__name__ for cls in type(backbone).__mro__]:
         raise CheckpointError(f"model_type {model_type!r} exports a {name}, not a "
                               f"{type(backbone).__name__}.")

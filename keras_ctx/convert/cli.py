@@ -21,15 +21,9 @@ import glob
 import json
 import os
 
-from keras_ctx.convert.huggingface import CheckpointError
+from keras_ctx.convert.base import CheckpointError
 
 FORMATS = ("huggingface", "tensorflow", "allennlp", "keras_hub")
-
-# Backbone class -> the family name the other commands (recipes) use.
-_FAMILIES = {"BertBackbone": "bert", "AlbertBackbone": "albert", "XLNetBackbone": "xlnet",
-             "ElmoBackbone": "elmo", "ElectraBackbone": "electra", "GPTBackbone": "gpt",
-             "T5Backbone": "t5", "BartBackbone": "bart"}
-
 
 def _json(path):
     try:
@@ -126,12 +120,13 @@ def load(source, format=None):
 
 
 def family_of_backbone(backbone):
-    family = _FAMILIES.get(type(backbone).__name__)
-    if family == "bert" and getattr(backbone, "type_vocab_size", 2) == 1:
-        family = "roberta"  # RoBERTa: BERT's network with one segment row
+    """The registry's family of a converted backbone (set by its format's loader)."""
+    from keras_ctx import families
+
+    family = families.of_backbone(backbone)
     if family is None:
         raise CheckpointError(f"No keras-ctx family for {type(backbone).__name__}.")
-    return family
+    return family.name
 
 
 def convert(source, dest, format=None, sequence_length=128):

@@ -13,12 +13,10 @@ import os
 
 import numpy as np
 
+from keras_ctx.convert.base import CheckpointError, TensorReader, assign  # noqa: F401
+
 CONVERTERS = {}
 EXPORTERS = {}
-
-
-class CheckpointError(ValueError):
-    """A checkpoint directory that cannot be converted."""
 
 
 def register_converter(model_type):
@@ -141,46 +139,6 @@ def _read_safetensors_bfloat16(path):
     return tensors
 
 
-class TensorReader:
-    """Hands out checkpoint tensors by name and remembers which were used."""
-
-    def __init__(self, tensors, prefixes=("",)):
-        self.tensors = tensors
-        self.used = set()
-        # Checkpoints saved from a model with a head prefix their names
-        # ("bert.encoder..."); find the prefix that the tensors carry.
-        self.prefix = next(
-            (p for p in prefixes if any(k.startswith(p) for k in tensors)), ""
-        )
-
-    def has(self, name):
-        return self.prefix + name in self.tensors
-
-    def __call__(self, name):
-        key = self.prefix + name
-        if key not in self.tensors:
-            raise CheckpointError(f"The checkpoint has no tensor {key!r}; it does not "
-                                  "match its config.json's model_type.")
-        self.used.add(key)
-        return np.asarray(self.tensors[key], dtype="float32")
-
-    def check_all_used(self, ignore=()):
-        unused = sorted(k for k in self.tensors if k not in self.used
-                        and not any(pattern in k for pattern in ignore))
-        if unused:
-            raise CheckpointError(
-                f"{len(unused)} checkpoint tensors have no place in the model (first: "
-                f"{unused[:3]}); the checkpoint has parts this converter does not know."
-            )
-
-
-def assign(variable, value, name):
-    if tuple(variable.shape) != tuple(value.shape):
-        raise CheckpointError(f"{name}: checkpoint shape {value.shape} does not fit the "
-                              f"variable {variable.path} of shape {tuple(variable.shape)}.")
-    variable.assign(value)
-
-
 def linear_to_heads(weight, bias, num_heads):
     """torch Linear (out, in) with out = heads * size -> kernel (in, heads, size), bias."""
     out_features, in_features = weight.shape
@@ -229,8 +187,13 @@ def from_huggingface(directory, load_weights=True):
             f"model_type {model_type!r} is not supported; supported: "
             f"{', '.join(sorted(CONVERTERS))}."
         )
+    from keras_ctx import families
+
     tensors = read_tensors(directory) if load_weights else None
     backbone = CONVERTERS[model_type](config, tensors)
+    # Which family the checkpoint is (recorded in run directories), from its
+    # model_type through the registry: never guessed from sizes.
+    backbone.family = families.of_huggingface(model_type).name
     # Not part of the model's config: the text side travels beside it.
     backbone.tokenizer = tokenizer_from_huggingface(directory)
     return backbone
@@ -240,7 +203,8 @@ def tokenizer_from_huggingface(directory, lowercase=None):
     """The checkpoint's tokenizer as a keras-hub tokenizer, or None if it has no files.
 
     WordPiece (vocab.txt: BERT, ELECTRA), byte-level BPE (vocab.json +
-    merges.txt: RoBERTa, GPT-2, BART) and SentencePiece (spiece.model:
+    merges.txt: RoBERTa, GPT-2, BART), "</w>" BPE (the same files with
+    end-of-word pieces: openai-gpt) and SentencePiece (spiece.model:
     ALBERT, XLNet, T5). `lowercase` overrides tokenizer_config.json's
     do_lower_case for WordPiece (HF's default when neither says: True).
     """
@@ -282,6 +246,13 @@ def tokenizer_from_huggingface(directory, lowercase=None):
         bad = next((line for line in merge_list if len(line.split(" ")) != 2), None)
         if bad is not None:
             raise CheckpointError(f"{merges}: {bad!r} is not a merge of two pieces.")
+        from keras_ctx.data.tokenizers import WORD_END, WordEndBPETokenizer
+
+        if any(piece.endswith(WORD_END) for piece in vocabulary):
+            # openai-gpt: BPE over lowercased words with "</w>" ends, not bytes.
+            unknown = settings.get("unk_token", "<unk>")
+            unknown = unknown.get("content", "<unk>") if isinstance(unknown, dict) else unknown
+            return WordEndBPETokenizer(vocabulary, merge_list, unknown_token=unknown)
         return keras_hub.tokenizers.BytePairTokenizer(
             vocabulary=vocabulary, merges=merge_list,
             add_prefix_space=bool(settings.get("add_prefix_space", False)),
@@ -302,15 +273,14 @@ def tokenizer_from_huggingface(directory, lowercase=None):
 
 
 def default_model_type(backbone):
-    from keras_ctx.convert.mapping import BACKBONE_MODEL_TYPES
+    """The Hugging Face model_type the backbone's family writes (its registry entry)."""
+    from keras_ctx import families
 
-    for cls_name, model_type in BACKBONE_MODEL_TYPES.items():
-        if type(backbone).__name__ == cls_name:
-            if model_type == "gpt2" and getattr(backbone, "final_norm", True) is None:
-                return "openai-gpt"  # post-LN: the original GPT
-            return model_type
-    raise CheckpointError(f"No Hugging Face export for {type(backbone).__name__}; "
-                          f"exportable model types: {', '.join(sorted(EXPORTERS))}.")
+    family = families.of_backbone(backbone)
+    if family is None or not family.huggingface:
+        raise CheckpointError(f"No Hugging Face export for {type(backbone).__name__}; "
+                              f"exportable model types: {', '.join(sorted(EXPORTERS))}.")
+    return family.huggingface[0]
 
 
 def to_huggingface(backbone, directory, model_type=None):

@@ -22,7 +22,8 @@ import warnings
 
 import numpy as np
 
-from keras_ctx.convert.huggingface import HF_ACTIVATIONS, CheckpointError, TensorReader
+from keras_ctx.convert.base import CheckpointError, TensorReader
+from keras_ctx.convert.huggingface import HF_ACTIVATIONS
 from keras_ctx.convert.mapping import (
     Entry,
     Permute,
@@ -91,9 +92,9 @@ def _bert(source, c):
 
 
 def _roberta(source, c):
-    from keras_ctx.models.bert import BertBackbone
+    from keras_ctx.models.bert import RobertaBackbone
 
-    ours = BertBackbone(vocabulary_size=c["vocabulary_size"], num_layers=c["num_layers"],
+    ours = RobertaBackbone(vocabulary_size=c["vocabulary_size"], num_layers=c["num_layers"],
                         num_heads=c["num_heads"], hidden_size=c["hidden_dim"],
                         intermediate_size=c["intermediate_dim"], dropout=c["dropout"],
                         max_sequence_length=c["max_sequence_length"], type_vocab_size=1,
@@ -253,25 +254,31 @@ def _bart(source, c):
     return ours, entries
 
 
-FAMILIES = {"BertBackbone": _bert, "RobertaBackbone": _roberta, "AlbertBackbone": _albert,
-            "XLNetBackbone": _xlnet, "ElectraBackbone": _electra, "GPT2Backbone": _gpt2,
-            "BartBackbone": _bart}
+# keras-hub backbone class -> the function that builds ours and its weight map.
+# Which family each class is comes from the registry (keras_ctx.families).
+CONVERTERS = {"BertBackbone": _bert, "RobertaBackbone": _roberta, "AlbertBackbone": _albert,
+              "XLNetBackbone": _xlnet, "ElectraBackbone": _electra, "GPT2Backbone": _gpt2,
+              "BartBackbone": _bart}
 
 
 def from_keras_hub(backbone):
     """A keras_ctx backbone with the weights of a keras-hub backbone of the same family."""
+    from keras_ctx import families
+
     name = type(backbone).__name__
     module = type(backbone).__module__
-    if name not in FAMILIES or not module.startswith("keras_hub"):
+    family = families.of_keras_hub(name)
+    if family is None or name not in CONVERTERS or not module.startswith("keras_hub"):
         raise CheckpointError(f"{module}.{name} is not a supported keras-hub backbone; "
-                              f"supported: keras_hub.models.{', '.join(sorted(FAMILIES))}.")
-    ours, entries, *ignored = FAMILIES[name](backbone, backbone.get_config())
+                              f"supported: keras_hub.models.{', '.join(sorted(CONVERTERS))}.")
+    ours, entries, *ignored = CONVERTERS[name](backbone, backbone.get_config())
     tensors = {w.path: np.asarray(w.numpy(), "float32") for w in backbone.weights}
     if len(tensors) != len(backbone.weights):
         raise CheckpointError(f"{name} has variables with duplicate paths; cannot map them.")
     read = TensorReader(tensors)
     load_weight_map(entries, read)
     read.check_all_used(ignore=ignored[0] if ignored else ())
+    ours.family = family.name
     return ours
 
 

@@ -12,7 +12,7 @@ import warnings
 import keras
 import numpy as np
 
-from keras_ctx.convert.huggingface import CheckpointError, TensorReader, assign
+from keras_ctx.convert.base import CheckpointError, TensorReader, assign
 
 
 class Transform:
@@ -227,18 +227,6 @@ def norm_entries(layer, prefix):
 def dense_entries(layer, prefix, optional=False):
     return [Entry(layer.kernel, prefix + ".weight", LINEAR, optional),
             Entry(layer.bias, prefix + ".bias", IDENTITY, optional)]
-
-
-# Backbone class -> the Hugging Face model_type `to_huggingface` writes by default.
-BACKBONE_MODEL_TYPES = {
-    "BertBackbone": "bert",
-    "AlbertBackbone": "albert",
-    "XLNetBackbone": "xlnet",
-    "GPTBackbone": "gpt2",
-    "BartBackbone": "bart",
-    "T5Backbone": "t5",
-    "ElectraBackbone": "electra",
-}
 
 
 class SplitHeadsIn(Transform):

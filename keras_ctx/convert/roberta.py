@@ -31,7 +31,7 @@ def _offset(config):
 
 @register_converter("roberta")
 def convert_roberta(config, tensors):
-    from keras_ctx.models.bert import BertBackbone
+    from keras_ctx.models.bert import RobertaBackbone
 
     settings = bert_config_from_huggingface(config)
     offset = _offset(config)
@@ -41,7 +41,7 @@ def convert_roberta(config, tensors):
     if settings["max_sequence_length"] <= 0:
         raise CheckpointError(f"max_position_embeddings {config.get('max_position_embeddings')}"
                               f" leaves no positions after RoBERTa's offset of {offset}.")
-    backbone = BertBackbone(**settings)
+    backbone = RobertaBackbone(**settings)
     if tensors is None:
         return backbone
     # RobertaForMaskedLM checkpoints (roberta-base) have no pooler.
@@ -53,6 +53,7 @@ def convert_roberta(config, tensors):
 @register_exporter("roberta")
 def export_roberta(backbone):
     _check_class(backbone, "BertBackbone", "roberta")
-    config = bert_config_to_huggingface(backbone, "roberta", position_offset=2)
+    config = bert_config_to_huggingface(backbone, "roberta", "RobertaModel",
+                                        position_offset=2)
     config.update(pad_token_id=1, bos_token_id=0, eos_token_id=2)
     return config, export_weight_map(bert_weight_map(backbone, 2))

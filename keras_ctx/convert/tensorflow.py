@@ -25,30 +25,25 @@ XLNet keeps its relative-attention biases stacked over layers
 (`model/transformer/r_w_bias`, (L, heads, head size)); they are split per layer.
 """
 
+import dataclasses
 import glob
 import json
 import os
 import re
+from typing import Callable, Optional
 
 import numpy as np
 
-from keras_ctx.convert.huggingface import CONVERTERS, EXPORTERS, CheckpointError
+from keras_ctx import families
+from keras_ctx.convert.base import CheckpointError
+from keras_ctx.convert.huggingface import CONVERTERS, EXPORTERS
 
-CONFIG_FILES = {"bert": "bert_config.json", "albert": "albert_config.json",
-                "xlnet": "xlnet_config.json"}
-ROOTS = {"bert": "bert/", "albert": "bert/", "electra": "electra/"}
-
-# Module paths: (TF regex, HF replacement), per family; applied to the name
-# without its last part (kernel, bias, gamma, beta) after dropping "bert/".
+# Module paths: (TF regex, HF replacement), per layout; applied to the name
+# without its last part (kernel, bias, gamma, beta) after dropping the root.
 _ALBERT_LAYER = "encoder.albert_layer_groups.0.albert_layers.0"
-TF_TO_HF = {
-    "bert": [
-        (r"^encoder/layer_(\d+)/", r"encoder.layer.\1."),
-    ],
-    "electra": [
-        (r"^encoder/layer_(\d+)/", r"encoder.layer.\1."),
-    ],
-    "albert": [
+_LAYER_TF_TO_HF = ((r"^encoder/layer_(\d+)/", r"encoder.layer.\1."),)
+_LAYER_HF_TO_TF = ((r"^encoder\.layer\.(\d+)\.", r"encoder/layer_\1/"),)
+_ALBERT_TF_TO_HF = (
         (r"^encoder/transformer/group_0/inner_group_0/attention_1/self/(query|key|value)$",
          _ALBERT_LAYER + r".attention.\1"),
         (r"^encoder/transformer/group_0/inner_group_0/attention_1/output/dense$",
@@ -62,12 +57,8 @@ TF_TO_HF = {
         (r"^encoder/transformer/group_0/inner_group_0/LayerNorm_1$",
          _ALBERT_LAYER + ".full_layer_layer_norm"),
         (r"^pooler/dense$", "pooler"),
-    ],
-}
-HF_TO_TF = {
-    "bert": [(r"^encoder\.layer\.(\d+)\.", r"encoder/layer_\1/")],
-    "electra": [(r"^encoder\.layer\.(\d+)\.", r"encoder/layer_\1/")],
-    "albert": [
+)
+_ALBERT_HF_TO_TF = (
         (r"^" + re.escape(_ALBERT_LAYER) + r"\.attention\.(query|key|value)$",
          r"encoder/transformer/group_0/inner_group_0/attention_1/self/\1"),
         (r"^" + re.escape(_ALBERT_LAYER) + r"\.attention\.dense$",
@@ -81,8 +72,7 @@ HF_TO_TF = {
         (r"^" + re.escape(_ALBERT_LAYER) + r"\.full_layer_layer_norm$",
          "encoder/transformer/group_0/inner_group_0/LayerNorm_1"),
         (r"^pooler$", "pooler/dense"),
-    ],
-}
+)
 EMBEDDING_TABLES = ("word_embeddings", "position_embeddings", "token_type_embeddings")
 SKIPPED = re.compile(r"(^global_step$|/adam_[mv]$|/lamb_[mv]$|^cls/|^output_weights$|"
                      r"^output_bias$|^loss/|/Momentum$|^discriminator_predictions/|"
@@ -93,13 +83,14 @@ def tf_name_to_hf(name, family, root=None):
     """(HF name, transpose?) of a TF variable name; None for skipped variables."""
     if SKIPPED.search(name):
         return None
-    root = root or ROOTS[family]
+    layout = LAYOUTS[family]
+    root = root or layout.root
     if not name.startswith(root):
         return f"<unknown TF variable {name}>", False
     path, leaf = name[len(root):].rsplit("/", 1)
     if leaf in EMBEDDING_TABLES:
         return f"{path.replace('/', '.')}.{leaf}.weight", False
-    for pattern, replacement in TF_TO_HF[family]:
+    for pattern, replacement in layout.tf_to_hf:
         path = re.sub(pattern, replacement, path)
     path = path.replace("/", ".")
     if leaf == "kernel":
@@ -113,12 +104,13 @@ def tf_name_to_hf(name, family, root=None):
 
 def hf_name_to_tf(name, family):
     """(TF name, transpose?) of an exported HF name (inverse of tf_name_to_hf)."""
-    root = ROOTS[family]
+    layout = LAYOUTS[family]
+    root = layout.root
     path, leaf = name.rsplit(".", 1)
     parent = path.rsplit(".", 1)[-1]
     if parent in EMBEDDING_TABLES:
         return root + path.replace(".", "/"), False
-    for pattern, replacement in HF_TO_TF[family]:
+    for pattern, replacement in layout.hf_to_tf:
         path = re.sub(pattern, replacement, path)
     path = path.replace(".", "/")
     if "LayerNorm" in parent or parent.endswith("layer_norm"):
@@ -142,20 +134,19 @@ def _checkpoint_prefix(directory):
 
 
 def find_tf_config(directory):
-    """(family, config path or None) of a google-research checkpoint directory, or None."""
+    """(layout, config path or None) of a google-research checkpoint directory, or None."""
     import tensorflow as tf
 
-    for family, name in CONFIG_FILES.items():
-        path = os.path.join(directory, name)
-        if os.path.isfile(path):
-            return family, path
+    for name, layout in LAYOUTS.items():
+        path = os.path.join(directory, layout.config_file or "")
+        if layout.config_file and os.path.isfile(path):
+            return name, path
     try:  # ELECTRA ships no config: recognise its variables.
         names = [n for n, _ in tf.train.list_variables(_checkpoint_prefix(directory))]
     except (CheckpointError, tf.errors.OpError, ValueError):
         return None
-    if "electra/embeddings/word_embeddings" in names:
-        return "electra", None
-    return None
+    return next(((name, None) for name, layout in LAYOUTS.items()
+                 if layout.signature and layout.signature in names), None)
 
 
 def read_tf_checkpoint(prefix):
@@ -191,6 +182,11 @@ def _electra_config(tensors):
             "num_attention_heads": max(1, hidden // 64), "intermediate_size": intermediate,
             "max_position_embeddings": positions, "type_vocab_size": segments,
             "hidden_act": "gelu", "layer_norm_eps": 1e-12}
+
+
+def _electra_read(variables, config, generator):
+    tensors = _electra_tensors(variables, generator)
+    return _electra_config(tensors), tensors
 
 
 def _electra_tensors(variables, generator):
@@ -290,6 +286,87 @@ def _xlnet_config_to_hf(config):
             "untie_r": config.get("untie_r", True), "layer_norm_eps": 1e-12}
 
 
+def _xlnet_read(variables, config, generator):
+    config = _xlnet_config_to_hf(config)
+    return config, _xlnet_tensors(variables, config["n_layer"])
+
+
+def _xlnet_write(config, tensors):
+    variables = _xlnet_variables(tensors, config["n_layer"])
+    config = {"n_token": config["vocab_size"], "d_model": config["d_model"],
+              "n_layer": config["n_layer"], "n_head": config["n_head"],
+              "d_head": config["d_head"], "d_inner": config["d_inner"],
+              "ff_activation": config["ff_activation"], "untie_r": True}
+    return config, variables
+
+
+def _renaming_reader(layout_name):
+    """BERT-style layouts: each variable renamed to its Hugging Face name."""
+    def read(variables, config, generator):
+        tensors = {}
+        for name, value in variables.items():
+            mapped = tf_name_to_hf(name, layout_name)
+            if mapped is not None:
+                hf_name, transpose = mapped
+                tensors[hf_name] = np.ascontiguousarray(value.T if transpose else value)
+        return dict(config, model_type=layout_name), tensors
+
+    return read
+
+
+def _renaming_writer(layout_name):
+    def write(config, tensors):
+        variables = {}
+        for name, value in tensors.items():
+            tf_name, transpose = hf_name_to_tf(name, layout_name)
+            variables[tf_name] = np.ascontiguousarray(value.T if transpose else value)
+        return {k: v for k, v in config.items() if k not in ("model_type", "architectures")}, \
+            variables
+
+    return write
+
+
+@dataclasses.dataclass(frozen=True)
+class TFLayout:
+    """One family's google-research checkpoint, declared.
+
+    Args:
+        config_file: its config's name; None: sizes come from the variables.
+        root: the variable-name prefix of the encoder.
+        tf_to_hf, hf_to_tf: module-path rewrites (regex, replacement).
+        read: (variables, config, generator) -> (HF config, HF-named tensors).
+        write: (HF config, HF-named tensors) -> (its config, its variables).
+        checkpoint: the checkpoint prefix `to_tf_checkpoint` writes.
+        signature: a variable that identifies a config-less checkpoint.
+        generator: whether the checkpoint also holds a generator (ELECTRA).
+    """
+
+    config_file: Optional[str]
+    root: str
+    read: Callable
+    write: Optional[Callable] = None
+    tf_to_hf: tuple = ()
+    hf_to_tf: tuple = ()
+    checkpoint: str = "model.ckpt"
+    signature: Optional[str] = None
+    generator: bool = False
+
+
+# Keyed by the layout names that `keras_ctx.families` entries give as `tf_checkpoint`;
+# each layout's model type is also its Hugging Face converter's.
+LAYOUTS = {
+    "bert": TFLayout("bert_config.json", "bert/", _renaming_reader("bert"),
+                     _renaming_writer("bert"), _LAYER_TF_TO_HF, _LAYER_HF_TO_TF,
+                     checkpoint="bert_model.ckpt"),
+    "albert": TFLayout("albert_config.json", "bert/", _renaming_reader("albert"),
+                       _renaming_writer("albert"), _ALBERT_TF_TO_HF, _ALBERT_HF_TO_TF),
+    "electra": TFLayout(None, "electra/", _electra_read, _renaming_writer("electra"),
+                        _LAYER_TF_TO_HF, _LAYER_HF_TO_TF,
+                        signature="electra/embeddings/word_embeddings", generator=True),
+    "xlnet": TFLayout("xlnet_config.json", "model/transformer/", _xlnet_read, _xlnet_write),
+}
+
+
 def from_tf_checkpoint(directory, family=None, generator=False):
     """A backbone with the weights of a google-research checkpoint directory.
 
@@ -305,44 +382,33 @@ def from_tf_checkpoint(directory, family=None, generator=False):
     directory = os.fspath(directory)
     found = find_tf_config(directory)
     if found is None and family is None:
-        raise CheckpointError(f"{directory} has no {' or '.join(CONFIG_FILES.values())} "
+        names = [l.config_file for l in LAYOUTS.values() if l.config_file]
+        raise CheckpointError(f"{directory} has no {' or '.join(names)} "
                               "and no ELECTRA checkpoint.")
     family = family or found[0]
-    if family not in ("bert", "albert", "electra", "xlnet"):
+    if family not in LAYOUTS:
         raise CheckpointError(f"family {family!r} is not supported for TF checkpoints; "
-                              "supported: albert, bert, electra, xlnet.")
-    if generator and family != "electra":
+                              f"supported: {', '.join(sorted(LAYOUTS))}.")
+    layout = LAYOUTS[family]
+    if generator and not layout.generator:
         raise CheckpointError("generator=True is for ELECTRA checkpoints only.")
     config = {}
-    if family != "electra":
-        path = os.path.join(directory, CONFIG_FILES[family])
+    if layout.config_file:
+        path = os.path.join(directory, layout.config_file)
         if not os.path.isfile(path):
-            raise CheckpointError(f"{directory} has no {CONFIG_FILES[family]}.")
+            raise CheckpointError(f"{directory} has no {layout.config_file}.")
         try:
             with open(path, encoding="utf-8") as handle:
                 config = json.load(handle)
         except json.JSONDecodeError as error:
             raise CheckpointError(f"{path} is not valid JSON ({error}).") from None
     variables = read_tf_checkpoint(_checkpoint_prefix(directory))
-    if family == "electra":
-        tensors = _electra_tensors(variables, generator)
-        config = _electra_config(tensors)
-    elif family == "xlnet":
-        config = _xlnet_config_to_hf(config)
-        tensors = _xlnet_tensors(variables, config["n_layer"])
-    else:
-        config = dict(config, model_type=family)
-        tensors = {}
-        for name, value in variables.items():
-            mapped = tf_name_to_hf(name, family)
-            if mapped is None:
-                continue
-            hf_name, transpose = mapped
-            tensors[hf_name] = np.ascontiguousarray(value.T if transpose else value)
+    config, tensors = layout.read(variables, config, generator)
     backbone = CONVERTERS[family](config, tensors)
     from keras_ctx.convert.huggingface import tokenizer_from_huggingface
 
     backbone.tokenizer = tokenizer_from_huggingface(directory, _vocabulary_is_lowercase(directory))
+    backbone.family = families.with_tf_checkpoints()[family].name
     return backbone
 
 
@@ -371,29 +437,21 @@ def to_tf_checkpoint(backbone, directory, family=None):
     """
     import tensorflow as tf
 
-    from keras_ctx.convert.huggingface import default_model_type, save_tokenizer_files
+    from keras_ctx.convert.huggingface import save_tokenizer_files
 
-    family = family or default_model_type(backbone)
-    if family not in ("bert", "albert", "electra", "xlnet"):
+    if family is None:  # the layout the backbone's family entry names
+        entry = families.of_backbone(backbone)
+        family = entry.tf_checkpoint if entry is not None else type(backbone).__name__
+    if family not in LAYOUTS:
         raise CheckpointError(f"No TF checkpoint layout for {family!r}; supported: "
-                              "albert, bert, electra, xlnet.")
+                              f"{', '.join(sorted(LAYOUTS))}.")
+    layout = LAYOUTS[family]
     config, tensors = EXPORTERS[family](backbone)
     directory = os.fspath(directory)
     os.makedirs(directory, exist_ok=True)
-    if family == "xlnet":
-        variables = _xlnet_variables(tensors, config["n_layer"])
-        config = {"n_token": config["vocab_size"], "d_model": config["d_model"],
-                  "n_layer": config["n_layer"], "n_head": config["n_head"],
-                  "d_head": config["d_head"], "d_inner": config["d_inner"],
-                  "ff_activation": config["ff_activation"], "untie_r": True}
-    else:
-        variables = {}
-        for name, value in tensors.items():
-            tf_name, transpose = hf_name_to_tf(name, family)
-            variables[tf_name] = np.ascontiguousarray(value.T if transpose else value)
-        config = {k: v for k, v in config.items() if k not in ("model_type", "architectures")}
-    if family in CONFIG_FILES:
-        with open(os.path.join(directory, CONFIG_FILES[family]), "w",
+    config, variables = layout.write(config, tensors)
+    if layout.config_file:
+        with open(os.path.join(directory, layout.config_file), "w",
                   encoding="utf-8") as handle:
             json.dump(config, handle, indent=2, sort_keys=True)
     graph = tf.Graph()
@@ -402,7 +460,7 @@ def to_tf_checkpoint(backbone, directory, family=None):
         saver = tf.compat.v1.train.Saver(made)
         with tf.compat.v1.Session(graph=graph) as session:
             session.run(tf.compat.v1.global_variables_initializer())
-            prefix = "bert_model.ckpt" if family == "bert" else "model.ckpt"
-            saver.save(session, os.path.join(directory, prefix), write_meta_graph=False)
+            saver.save(session, os.path.join(directory, layout.checkpoint),
+                       write_meta_graph=False)
     save_tokenizer_files(getattr(backbone, "tokenizer", None), directory)
     return directory

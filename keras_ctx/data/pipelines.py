@@ -1,4 +1,4 @@
-"""Raw documents -> pretraining batches for BERT, RoBERTa, ALBERT and SpanBERT.
+"""Raw documents -> pretraining batches, one builder per family's objective.
 
 Each builder takes a tf.data.Dataset of documents (1-D tf.string sentences, as
 `keras_ctx.data.corpora.documents(source)` gives) and a tokenizer from
@@ -11,14 +11,23 @@ so the pretrainers' train steps compile with XLA.
     roberta_dataset  FULL-/DOC-SENTENCES packing, dynamic masks, no NSP
     albert_dataset   SOP pairs, masks
     spanbert_dataset single contiguous segments, span masks + SBO targets
+    causal_lm_dataset  GPT / GPT-2: the token stream cut into chunks
+    span_corruption_dataset  T5: sentinel span corruption
+    denoising_dataset  BART: sentence permutation + text infilling
+    permutation_dataset  XLNet: the token stream + permutation masks
+    bilm_dataset     ELMo: sentences as characters + word ids
+
+`keras_ctx.families` names each family's builder; `keras_ctx.recipes`
+calls it with the run's sizes.
 """
 
 import tensorflow as tf
 
-from keras_ctx.data import segments
+from keras_ctx.data import noise, permutation, segments
 from keras_ctx.data.masking import MLMMasker
 from keras_ctx.data.span_masking import SpanMasker
 from keras_ctx.data.tokenizers import continuation_table, special_token_ids, tokenize_documents
+from keras_ctx.data.vocabulary import bilm_inputs
 
 
 def _prepare(documents, tokenizer, special_ids, vocabulary_size):
@@ -93,3 +102,85 @@ def spanbert_dataset(documents, tokenizer, batch_size, sequence_length=512,
     masker = SpanMasker(vocab, ids["mask"], word_continuations, special_token_ids=specials,
                         max_predictions=max_predictions, seed=seed)
     return masker.apply(batches).prefetch(tf.data.AUTOTUNE)
+
+
+def token_documents(documents, tokenizer, end_id=None):
+    """Each document as one flat 1-D token sequence (+ an end token)."""
+    def flatten(sentences):
+        tokens = sentences.flat_values
+        if end_id is not None:
+            tokens = tf.concat([tokens, [end_id]], 0)
+        return tokens
+
+    return tokenize_documents(documents, tokenizer).map(flatten)
+
+
+def token_chunks(documents, tokenizer, length, end_id=None, seed=0):
+    """The documents' tokens as one stream cut into `length`-token chunks, shuffled.
+
+    The stream repeats the corpus before it is cut, so the tokens at the end
+    of one pass start the next chunk instead of being dropped.
+    """
+    stream = token_documents(documents, tokenizer, end_id).repeat().unbatch()
+    return stream.batch(length, drop_remainder=True).shuffle(2048, seed=seed)
+
+
+def causal_lm_dataset(documents, tokenizer, batch_size, sequence_length=1024,
+                      end_token="<|endoftext|>", seed=0):
+    """GPT / GPT-2: documents joined by `end_token`, cut into full-length chunks."""
+    end_id = tokenizer.token_to_id(end_token)
+    chunks = token_chunks(documents, tokenizer, sequence_length, end_id, seed).map(
+        lambda ids: {"token_ids": ids, "padding_mask": tf.ones_like(ids)})
+    return chunks.batch(batch_size, drop_remainder=True)
+
+
+def span_corruption_dataset(documents, tokenizer, batch_size, sequence_length=512,
+                            num_sentinels=100, eos_token="[SEP]", seed=0):
+    """T5: i.i.d. span corruption, 15% noise, mean span 3 (Raffel et al. 2020).
+
+    The `num_sentinels` <extra_id_i> ids follow the tokenizer's vocabulary
+    (counting down from the last); id 0 (<pad>) starts the decoder.
+    """
+    eos_id = tokenizer.token_to_id(eos_token)
+    first_sentinel = tokenizer.vocabulary_size() + num_sentinels - 1
+    encoder_length, decoder_length = noise.span_corruption_lengths(sequence_length)
+    examples = token_chunks(documents, tokenizer, sequence_length, None, seed).map(
+        lambda ids: noise.seq2seq_features(
+            noise.span_corruption(ids, first_sentinel_id=first_sentinel, eos_id=eos_id),
+            encoder_length, decoder_length, decoder_start_id=0))
+    return examples.batch(batch_size, drop_remainder=True)
+
+
+def denoising_dataset(documents, tokenizer, batch_size, sequence_length=512, seed=0):
+    """BART: sentence permutation + text infilling (Lewis et al. 2020, Table 1's best).
+
+    fairseq ids: <s>, <pad>, </s>, <mask>; the decoder starts with </s>.
+    """
+    bos, pad, eos, mask = (tokenizer.token_to_id(t) for t in ("<s>", "<pad>", "</s>", "<mask>"))
+    period = tokenizer.token_to_id(".")
+    # 30% of tokens masked in Poisson(3) spans, sentences shuffled.
+    corrupt = noise.compose(lambda ids: noise.sentence_permutation(ids, period),
+                            lambda ids: noise.text_infilling(ids, mask))
+
+    def example(ids):
+        wrap = lambda t: tf.concat([[bos], t, [eos]], 0)  # noqa: E731
+        return noise.seq2seq_features({"inputs": wrap(corrupt(ids)), "targets": wrap(ids)},
+                                      sequence_length + 1, sequence_length,
+                                      decoder_start_id=eos, pad_id=pad)
+
+    examples = token_chunks(documents, tokenizer, sequence_length - 2, None, seed).map(example)
+    return examples.batch(batch_size, drop_remainder=True)
+
+
+def permutation_dataset(documents, tokenizer, batch_size, sequence_length=512, seed=0):
+    """XLNet: the token stream in (batch, length) rows + permutation masks (Yang et al. 2019)."""
+    stream = permutation.text_stream(token_documents(documents, tokenizer), sequence_length,
+                                     batch_size)
+    return permutation.permutation_masks(stream, seed=seed)
+
+
+def bilm_dataset(documents, vocabulary, batch_size, sequence_length=64, seed=0):
+    """ELMo: shuffled sentences -> `character_ids` + word `token_ids` (Peters et al. 2018)."""
+    sentences = documents.unbatch().shuffle(10_000, seed=seed)
+    return (sentences.batch(batch_size, drop_remainder=True)
+            .map(lambda s: bilm_inputs(s, vocabulary, sequence_length)))

@@ -7,6 +7,11 @@
     `tokenizers` learns the merges) -> `keras_hub.tokenizers.BytePairTokenizer`.
   - SentencePiece (ALBERT): `train_sentencepiece` (the `sentencepiece`
     trainer) -> `keras_hub.tokenizers.SentencePieceTokenizer`.
+  - BPE with end-of-word markers (GPT, Radford et al. 2018: lowercased words
+    split on spaces and punctuation, merges ending in "</w>"):
+    `train_word_end_bpe` -> `WordEndBPETokenizer`, Hugging Face `tokenizers`'
+    BPE model as a Keras layer (a tf.py_function: usable in tf.data and
+    eagerly, not in an exported SavedModel's graph).
 
 All three are Keras layers made of TensorFlow ops, so `tokenize_documents` runs
 them inside tf.data. `special_token_ids(tokenizer)` gives the ids the
@@ -18,6 +23,7 @@ clearly when the tokenizer and the embedding table disagree.
 import os
 import tempfile
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -101,6 +107,145 @@ def train_sentencepiece(data, vocabulary_size, model_type="unigram",
         with open(prefix + ".model", "rb") as f:
             proto = f.read()
     return keras_hub.tokenizers.SentencePieceTokenizer(proto=proto)
+
+
+WORD_END = "</w>"
+
+
+def _word_end_bpe(vocabulary, merges, unknown_token):
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers
+
+    bpe = Tokenizer(models.BPE(vocab=dict(vocabulary), merges=[tuple(m) for m in merges],
+                               unk_token=unknown_token, end_of_word_suffix=WORD_END))
+    bpe.normalizer = normalizers.Sequence([normalizers.NFD(), normalizers.Lowercase(),
+                                           normalizers.StripAccents()])
+    bpe.pre_tokenizer = pre_tokenizers.BertPreTokenizer()  # spaces and punctuation
+    bpe.decoder = decoders.BPEDecoder(suffix=WORD_END)
+    return bpe
+
+
+@keras.saving.register_keras_serializable(package="keras_ctx")
+class WordEndBPETokenizer(keras.layers.Layer):
+    """GPT's BPE (Radford et al. 2018): lowercased words, merges ending in "</w>".
+
+    Hugging Face `tokenizers`' BPE model does the merging; this layer gives it
+    the keras-hub tokenizer interface (`tokenize`, `detokenize`,
+    `token_to_id`, `id_to_token`, `vocabulary_size`, `get_vocabulary`).
+
+    Args:
+        vocabulary: {piece: id} (openai-gpt's vocab.json).
+        merges: ["a b", ...] or [("a", "b"), ...] (merges.txt, in merge order).
+        unknown_token: the piece for unknown characters.
+
+    Example:
+    >>> tokenizer = WordEndBPETokenizer(vocabulary, merges)
+    >>> tokenizer("The bank.")  # ids of "the</w>", "bank</w>", ".</w>"
+    """
+
+    # Runs Python (tf.py_function): no serve_text in an exported SavedModel.
+    in_graph = False
+
+    def __init__(self, vocabulary=None, merges=None, unknown_token="<unk>", **kwargs):
+        kwargs.pop("dtype", None)
+        super().__init__(dtype="int32", **kwargs)
+        self.unknown_token = unknown_token
+        self.set_vocabulary_and_merges(vocabulary, merges)
+
+    def set_vocabulary_and_merges(self, vocabulary, merges):
+        self.vocabulary = dict(vocabulary or {})
+        self.merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m)
+                       for m in (merges or [])]
+        self._bpe = (_word_end_bpe(self.vocabulary, self.merges, self.unknown_token)
+                     if self.vocabulary else None)
+        self._pieces = {i: p for p, i in self.vocabulary.items()}
+
+    def _encode(self, texts):
+        texts = [t.decode("utf-8") for t in np.asarray(texts).reshape(-1)]
+        rows = [e.ids for e in self._bpe.encode_batch(texts, add_special_tokens=False)]
+        return (np.array([i for r in rows for i in r], np.int32),
+                np.array([len(r) for r in rows], np.int64))
+
+    def tokenize(self, inputs):
+        inputs = tf.convert_to_tensor(inputs, tf.string)
+        scalar = inputs.shape.rank == 0
+        values, lengths = tf.py_function(self._encode, [inputs], [tf.int32, tf.int64])
+        values.set_shape([None])
+        lengths.set_shape([None])
+        tokens = tf.RaggedTensor.from_row_lengths(values, lengths)
+        return tokens[0] if scalar else tokens
+
+    def __call__(self, inputs, *args, **kwargs):
+        return super().__call__(tf.convert_to_tensor(inputs, tf.string), *args, **kwargs)
+
+    def call(self, inputs):
+        return self.tokenize(inputs)
+
+    def detokenize(self, ids):
+        rows = np.asarray(ids).tolist()
+        if rows and not isinstance(rows[0], list):
+            return self._bpe.decode(rows)
+        return [self._bpe.decode(row) for row in rows]
+
+    def vocabulary_size(self):
+        return len(self.vocabulary)
+
+    def get_vocabulary(self):
+        return [self._pieces[i] for i in range(len(self._pieces))]
+
+    def token_to_id(self, token):
+        if token not in self.vocabulary:
+            raise KeyError(f"{token!r} is not in the vocabulary.")
+        return self.vocabulary[token]
+
+    def id_to_token(self, token_id):
+        return self._pieces[token_id]
+
+    @staticmethod
+    def piece_surface(piece):
+        """The characters a piece covers (for keras_ctx.preprocessing.piece_spans)."""
+        return piece[: -len(WORD_END)] + " " if piece.endswith(WORD_END) else piece
+
+    def save_assets(self, directory):
+        import json
+
+        with open(os.path.join(directory, "vocab.json"), "w", encoding="utf-8") as handle:
+            json.dump(self.vocabulary, handle, ensure_ascii=False)
+        with open(os.path.join(directory, "merges.txt"), "w", encoding="utf-8") as handle:
+            handle.write("#version: 0.2\n")
+            handle.writelines(" ".join(m) + "\n" for m in self.merges)
+
+    def load_assets(self, directory):
+        import json
+
+        with open(os.path.join(directory, "vocab.json"), encoding="utf-8") as handle:
+            vocabulary = json.load(handle)
+        with open(os.path.join(directory, "merges.txt"), encoding="utf-8") as handle:
+            merges = [line.rstrip("\n") for line in handle
+                      if line.strip() and not line.startswith("#version")]
+        self.set_vocabulary_and_merges(vocabulary, merges)
+
+    def get_config(self):
+        # The vocabulary and merges travel as assets (save_assets).
+        return dict(super().get_config(), unknown_token=self.unknown_token)
+
+
+def train_word_end_bpe(data, vocabulary_size, special_tokens=(), unknown_token="<unk>",
+                       min_frequency=2):
+    """Learns GPT's "</w>" BPE merges (Radford et al. 2018) -> a WordEndBPETokenizer."""
+    from tokenizers import trainers
+
+    lines = [t for t in _texts(data) if t.strip()]
+    if not lines:
+        raise ValueError("No text to learn BPE merges from.")
+    bpe = _word_end_bpe({}, [], unknown_token)
+    trainer = trainers.BpeTrainer(vocab_size=vocabulary_size, min_frequency=min_frequency,
+                                  special_tokens=[unknown_token, *special_tokens],
+                                  end_of_word_suffix=WORD_END, show_progress=False)
+    bpe.train_from_iterator(lines, trainer)
+    import json
+
+    model = json.loads(bpe.to_str())["model"]
+    return WordEndBPETokenizer(model["vocab"], model["merges"], unknown_token)
 
 
 def vocabulary(tokenizer):

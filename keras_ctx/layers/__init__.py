@@ -26,3 +26,4 @@ from keras_ctx.layers.transformer import (
     TransformerEncoderBlock,
     TransformerEncoderStack,
 )
+from keras_ctx.layers.xlnet_block import XLNetBlock

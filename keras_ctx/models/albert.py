@@ -15,8 +15,7 @@ from keras_ctx.layers import FactorizedEmbedding, PositionEmbedding, TokenEmbedd
 from keras_ctx.layers import TransformerEncoderStack
 from keras_ctx.layers import Dropout, _checks
 from keras_ctx.models.backbone import Backbone
-from keras_ctx.models.bert import _block_config, _inputs, _pooler
-from keras_ctx.models.presets import register_preset
+from keras_ctx.models.encoder import cls_pooler, encoder_inputs, post_ln_block_config
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
@@ -58,7 +57,7 @@ class AlbertBackbone(Backbone):
         **kwargs,
     ):
         _checks.divisible("hidden_size", hidden_size, "num_heads", num_heads)
-        inputs = _inputs(with_segments=True)
+        inputs = encoder_inputs(with_segments=True)
         embedding = FactorizedEmbedding(vocabulary_size, embedding_size, hidden_size,
                                         lookup=lookup, dtype=dtype, name="token_embedding")
         embedding.build()
@@ -76,19 +75,21 @@ class AlbertBackbone(Backbone):
         x = embedding.projection(x)
         stack = TransformerEncoderStack(
             num_layers,
-            _block_config(num_heads, hidden_size, intermediate_size, activation, dropout,
-                          layer_norm_epsilon),
+            post_ln_block_config(num_heads, hidden_size, intermediate_size, activation, dropout,
+                                 layer_norm_epsilon),
             sharing=sharing,
             dtype=dtype,
             name="encoder",
         )
         layers = stack(x, padding_mask=inputs["padding_mask"])
+        pooler = cls_pooler(hidden_size, dtype)
         outputs = {
             "sequence_output": layers[-1],
             "hidden_states": [x] + list(layers),
-            "pooled_output": _pooler(layers[-1], hidden_size, dtype),
+            "pooled_output": pooler(layers[-1][:, 0, :]),
         }
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
+        self._expose_encoder(inputs, x, stack, pooler)
         self._token_embedding = embedding
         self._config = {
             "vocabulary_size": vocabulary_size,
@@ -105,8 +106,6 @@ class AlbertBackbone(Backbone):
             "activation": activation,
             "lookup": lookup,
         }
-        for key, value in self._config.items():
-            setattr(self, key, value)
 
     @property
     def token_embedding(self):
@@ -128,8 +127,6 @@ ALBERT_PRESETS = {
                        "ALBERT-xxlarge (Lan et al. 2020), 222.6M"),
 }
 
-for _name, (_config, _description) in ALBERT_PRESETS.items():
-    register_preset(_name, AlbertBackbone, _config, _description)
 
 
 def albert_parameter_count(vocabulary_size, num_layers, num_heads, hidden_size,

@@ -24,7 +24,6 @@ from keras_ctx.layers.dropout import EmbeddingDropout, LockedDropout
 from keras_ctx.layers.embeddings import TokenEmbedding
 from keras_ctx.layers.lstm import WeightDropLSTM
 from keras_ctx.models.backbone import Backbone
-from keras_ctx.models.presets import register_preset
 
 # Howard & Ruder 2018, Sec. 4.
 ULMFIT_DROPOUTS = dict(output_dropout=0.4, hidden_dropout=0.3, input_dropout=0.4,
@@ -100,7 +99,6 @@ class AwdLstmBackbone(Backbone):
         self.lstms = lstms
         self.vocabulary_size = vocabulary_size
         self.embedding_size = embedding_size
-        self.hidden_size = embedding_size  # the width of sequence_output
         self.num_layers = num_layers
         self._config = {
             "vocabulary_size": vocabulary_size, "embedding_size": embedding_size,
@@ -143,7 +141,10 @@ def awd_lstm_parameter_count(vocabulary_size, embedding_size=400, hidden_size=11
 
 # ULMFiT's published English model: AWD-LSTM trained on WikiText-103 with a
 # 60,000-word vocabulary (Howard & Ruder 2018, Sec. 3.1 / 4; fastai's wt103).
-register_preset("awd-lstm-wt103", AwdLstmBackbone,
-                dict(vocabulary_size=60000, embedding_size=400, hidden_size=1150,
-                     num_layers=3, **{k: v for k, v in ULMFIT_DROPOUTS.items()}),
-                "AWD-LSTM 3x1150, 400 embedding, WT-103 60k vocabulary (ULMFiT), 44.2M")
+# Registered by keras_ctx.families.
+AWD_LSTM_PRESETS = {
+    "awd-lstm-wt103": (
+        dict(vocabulary_size=60000, embedding_size=400, hidden_size=1150, num_layers=3,
+             **ULMFIT_DROPOUTS),
+        "AWD-LSTM 3x1150, 400 embedding, WT-103 60k vocabulary (ULMFiT), 44.2M"),
+}

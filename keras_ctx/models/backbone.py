@@ -23,14 +23,48 @@ def encoder_decoder_outputs(encoder_output, decoder_output, encoder_states, deco
     }
 
 
+# Inputs a caller may pass to any backbone: a single-segment backbone
+# (RoBERTa) takes no segment_ids (every token is segment 0).
+OPTIONAL_INPUTS = ("segment_ids",)
+
+
+def without_absent_optional_inputs(model, inputs):
+    """`inputs` less the optional ones `model` does not take.
+
+    A functional model given a dict with an extra key warns and may match the
+    rest by position: drop the key before it gets there.
+    """
+    if isinstance(inputs, dict) and isinstance(model.input, dict):
+        return {k: v for k, v in inputs.items()
+                if k in model.input or k not in OPTIONAL_INPUTS}
+    return inputs
+
+
 class Backbone(keras.Model):
     """Base of the functional backbones.
 
     A family subclass builds its functional graph in `__init__`, passes
     `inputs`/`outputs` to `super().__init__`, and stores its constructor
-    arguments in `self._config` (returned by `get_config`). It exposes the
+    arguments in `self._config`: `get_config` returns them and each becomes
+    an attribute of the same name (`backbone.hidden_size`). It exposes the
     input-side `token_embedding` for tied output layers.
     """
+
+    @property
+    def _config(self):
+        return self.__dict__.get("_backbone_config")
+
+    @_config.setter
+    def _config(self, config):
+        """The constructor arguments: kept for get_config and set as attributes, here only."""
+        object.__setattr__(self, "_backbone_config", dict(config))
+        for key, value in config.items():
+            if not isinstance(getattr(type(self), key, None), property):
+                setattr(self, key, value)
+
+    def call(self, inputs, training=None, mask=None):
+        return super().call(without_absent_optional_inputs(self, inputs), training=training,
+                            mask=mask)
 
     def get_config(self):
         return dict(self._config, name=self.name, trainable=self.trainable)
@@ -54,27 +88,41 @@ class Backbone(keras.Model):
     def token_embedding(self):
         raise NotImplementedError(f"{type(self).__name__} has no token embedding.")
 
-    def _final_layer(self, output_name, layer_name):
-        """The layer named `layer_name` if it alone makes output `output_name`, else None."""
-        try:
-            layer = self.get_layer(layer_name)
-        except ValueError:
-            return None
-        outputs = self.output if isinstance(self.output, dict) else {}
-        tensor = outputs.get(output_name)
-        history = getattr(tensor, "_keras_history", None)
-        return layer if history is not None and history[0] is layer else None
+    def _expose_encoder(self, inputs, embeddings, stack, pooler=None):
+        """Declares the backbone's two halves: inputs -> `embeddings` -> `stack`.
+
+        Encoder backbones whose `sequence_output` is the last output of the
+        TransformerEncoderStack `stack` fed (`embeddings`, padding_mask) call
+        this after `super().__init__`; `pooler` is the layer that makes
+        `pooled_output` from the last layer's first row, if any. Then `embed`
+        and `encode` run the halves separately and `sequence_output_at` can
+        skip most of the last layer.
+        """
+        # Untracked: they share the backbone's layers and own no weights.
+        object.__setattr__(self, "_embedder", keras.Model(inputs, embeddings))
+        object.__setattr__(self, "_encoder_stack", stack)
+        object.__setattr__(self, "_first_row_pooler", pooler)
 
     @property
     def supports_sequence_output_at(self):
-        """Whether `sequence_output_at` can skip work: the output is an encoder stack's."""
-        from keras_ctx.layers.transformer import TransformerEncoderStack
+        """Whether `sequence_output_at` can skip work (the backbone declared its halves)."""
+        return getattr(self, "_embedder", None) is not None
 
-        stack = self._final_layer("sequence_output", "encoder")
-        if not isinstance(stack, TransformerEncoderStack):
-            return False
-        # The stack's last output, not an earlier layer's.
-        return self.output["sequence_output"]._keras_history[2] == stack.num_layers - 1
+    def embed(self, inputs, training=None):
+        """What the encoder stack reads: (batch, time, hidden) embeddings of `inputs`."""
+        if not self.supports_sequence_output_at:
+            raise NotImplementedError(f"{type(self).__name__} does not expose its embedding.")
+        return self._embedder(without_absent_optional_inputs(self._embedder, inputs),
+                              training=training)
+
+    def encode(self, embeddings, padding_mask, last_layer_positions=None, training=None):
+        """Every layer's output of the encoder stack; with `last_layer_positions`
+        the last layer computes only those rows (keys and values still see all)."""
+        if not self.supports_sequence_output_at:
+            raise NotImplementedError(f"{type(self).__name__} does not expose its encoder.")
+        return self._encoder_stack(embeddings, padding_mask=padding_mask,
+                                   last_layer_positions=last_layer_positions,
+                                   training=training)
 
     def sequence_output_at(self, inputs, positions, training=None):
         """`sequence_output` at `positions` only: (batch, P, hidden).
@@ -82,45 +130,25 @@ class Backbone(keras.Model):
         The same values as gathering the full `sequence_output`, but the last
         encoder layer computes only these P rows (its keys and values still
         come from every position): objectives that read a few positions, as
-        masked LM does, skip most of the last layer. Backbones whose output is
-        not a `TransformerEncoderStack` named "encoder" compute everything and
-        gather.
+        masked LM does, skip most of the last layer. Backbones that do not
+        declare their halves (`_expose_encoder`) compute everything and gather.
         """
         from keras_ctx.layers.gather import gather_positions
 
         if not self.supports_sequence_output_at:
             full = self(inputs, training=training)["sequence_output"]
             return gather_positions(full, positions)
-        stack = self.get_layer("encoder")
-        if getattr(self, "_stack_feed", None) is None:
-            # A model sharing this backbone's layers, from its inputs to what it
-            # feeds the encoder stack. Stored untracked: it owns no weights.
-            arguments = stack._inbound_nodes[0].arguments
-            tensors = {"inputs": arguments.args[0]}
-            tensors.update({k: v for k, v in arguments.kwargs.items()
-                            if isinstance(v, keras.KerasTensor)})
-            object.__setattr__(self, "_stack_feed", keras.Model(self.input, tensors))
-            object.__setattr__(self, "_stack_constants", {
-                k: v for k, v in arguments.kwargs.items()
-                if not isinstance(v, keras.KerasTensor)})
-        feed = dict(self._stack_feed(inputs, training=training))
-        outputs = stack(feed.pop("inputs"), **feed, **self._stack_constants,
-                        last_layer_positions=positions, training=training)
-        return outputs[-1]
+        embeddings = self.embed(inputs, training=training)
+        return self.encode(embeddings, inputs["padding_mask"], positions, training)[-1]
 
     @property
     def pools_first_position(self):
-        """Whether `pooled_output` is layer "pooler" applied to `sequence_output[:, 0]`."""
-        pooler = self._final_layer("pooled_output", "pooler")
-        if pooler is None:
-            return False
-        row = pooler._inbound_nodes[0].arguments.args[0]
-        source = row._keras_history[0]._inbound_nodes[0].arguments.args
-        return bool(source) and source[0] is self.output["sequence_output"]
+        """Whether `pooled_output` is a pooler applied to `sequence_output[:, 0]`."""
+        return getattr(self, "_first_row_pooler", None) is not None
 
     def pooled_output_from(self, first_row):
         """`pooled_output` computed from the last layer's first row (batch, hidden)."""
         if not self.pools_first_position:
             raise ValueError(f"{type(self).__name__}'s pooled output is not a pooler over "
                              "the first position.")
-        return self.get_layer("pooler")(first_row)
+        return self._first_row_pooler(first_row)

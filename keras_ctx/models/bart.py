@@ -23,7 +23,6 @@ from keras_ctx.models.backbone import (
     encoder_decoder_inputs,
     encoder_decoder_outputs,
 )
-from keras_ctx.models.presets import register_preset
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
@@ -170,9 +169,9 @@ class BartBackbone(Backbone):
                 f"{self.max_sequence_length}; generate fewer tokens."
             )
         batch = ops.shape(encoder_output)[0]
-        head_dim = self.hidden_size // self.num_heads
+        head_size = self.hidden_size // self.num_heads
         self_cache = ops.zeros(
-            (batch, len(self.decoder_blocks), 2, max_length, self.num_heads, head_dim),
+            (batch, len(self.decoder_blocks), 2, max_length, self.num_heads, head_size),
             dtype=self.compute_dtype,
         )
         cross_cache = ops.stack(
@@ -221,5 +220,3 @@ BART_PRESETS = {
                         intermediate_size=4096), "BART large, 406.3M parameters"),
 }
 
-for _name, (_config, _description) in BART_PRESETS.items():
-    register_preset(_name, BartBackbone, _config, _description)

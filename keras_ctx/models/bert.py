@@ -19,40 +19,7 @@ import keras
 from keras_ctx.layers import PositionEmbedding, TokenEmbedding, TransformerEncoderStack
 from keras_ctx.layers import Dropout, _checks
 from keras_ctx.models.backbone import Backbone
-from keras_ctx.models.presets import register_preset
-
-
-def _inputs(with_segments):
-    inputs = {
-        "token_ids": keras.Input(shape=(None,), dtype="int32", name="token_ids"),
-        "padding_mask": keras.Input(shape=(None,), dtype="int32", name="padding_mask"),
-    }
-    if with_segments:
-        inputs["segment_ids"] = keras.Input(shape=(None,), dtype="int32", name="segment_ids")
-    return inputs
-
-
-def _block_config(num_heads, hidden_size, intermediate_size, activation, dropout,
-                  layer_norm_epsilon):
-    return {
-        "num_heads": num_heads,
-        "hidden_size": hidden_size,
-        "intermediate_size": intermediate_size,
-        "activation": activation,
-        "dropout": dropout,
-        "layer_norm_epsilon": layer_norm_epsilon,
-        "normalize_first": False,  # post-LN, as BERT
-        "kernel_initializer": {"class_name": "TruncatedNormal",
-                               "config": {"stddev": 0.02}, "module": "keras.initializers"},
-    }
-
-
-def _pooler(sequence_output, hidden_size, dtype):
-    # BERT's pooler: tanh(W h_[CLS] + b) (Devlin et al. 2019, Sec. 3).
-    cls = sequence_output[:, 0, :]
-    return keras.layers.Dense(hidden_size, activation="tanh", dtype=dtype,
-                              kernel_initializer=keras.initializers.TruncatedNormal(stddev=0.02),
-                              name="pooler")(cls)
+from keras_ctx.models.encoder import cls_pooler, encoder_inputs, post_ln_block_config
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
@@ -72,7 +39,8 @@ class BertBackbone(Backbone):
         activation: FFN activation ("gelu").
         lookup: "gather" or "one_hot" embedding lookup (see TokenEmbedding).
 
-    Inputs: dict of int32 (batch, time) `token_ids`, `segment_ids`, `padding_mask`.
+    Inputs: dict of int32 (batch, time) `token_ids`, `padding_mask` and, when
+    type_vocab_size > 1, `segment_ids`.
     Outputs: dict with `sequence_output` (batch, time, H), `hidden_states`
     (L + 1 tensors, embeddings first) and `pooled_output` (batch, H).
 
@@ -102,32 +70,39 @@ class BertBackbone(Backbone):
         _checks.divisible("hidden_size", hidden_size, "num_heads", num_heads)
         _checks.positive_int("type_vocab_size", type_vocab_size)
         _checks.positive_int("max_sequence_length", max_sequence_length)
-        inputs = _inputs(with_segments=True)
+        # One segment row (RoBERTa): every token is segment 0, so the
+        # backbone takes no segment_ids (as keras-hub's RobertaBackbone).
+        inputs = encoder_inputs(with_segments=type_vocab_size > 1)
         token_embedding = TokenEmbedding(vocabulary_size, hidden_size, lookup=lookup,
                                          dtype=dtype, name="token_embedding")
         x = token_embedding(inputs["token_ids"])
         positions = PositionEmbedding(max_sequence_length, dtype=dtype,
                                       name="position_embedding")(x)
+        segment_ids = inputs.get("segment_ids")
+        if segment_ids is None:
+            segment_ids = keras.ops.zeros_like(inputs["token_ids"])
         segments = TokenEmbedding(type_vocab_size, hidden_size, lookup=lookup, dtype=dtype,
-                                  name="segment_embedding")(inputs["segment_ids"])
+                                  name="segment_embedding")(segment_ids)
         x = keras.layers.Add(dtype=dtype, name="embeddings_add")([x, positions, segments])
         x = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, dtype=dtype,
                                             name="embeddings_norm")(x)
         x = Dropout(dropout, dtype=dtype, name="embeddings_dropout")(x)
         stack = TransformerEncoderStack(
             num_layers,
-            _block_config(num_heads, hidden_size, intermediate_size, activation, dropout,
-                          layer_norm_epsilon),
+            post_ln_block_config(num_heads, hidden_size, intermediate_size, activation, dropout,
+                                 layer_norm_epsilon),
             dtype=dtype,
             name="encoder",
         )
         layers = stack(x, padding_mask=inputs["padding_mask"])
+        pooler = cls_pooler(hidden_size, dtype)
         outputs = {
             "sequence_output": layers[-1],
             "hidden_states": [x] + list(layers),
-            "pooled_output": _pooler(layers[-1], hidden_size, dtype),
+            "pooled_output": pooler(layers[-1][:, 0, :]),
         }
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
+        self._expose_encoder(inputs, x, stack, pooler)
         self._token_embedding = token_embedding
         self._config = {
             "vocabulary_size": vocabulary_size,
@@ -142,12 +117,31 @@ class BertBackbone(Backbone):
             "activation": activation,
             "lookup": lookup,
         }
-        for key, value in self._config.items():
-            setattr(self, key, value)
 
     @property
     def token_embedding(self):
         return self._token_embedding
+
+
+@keras.saving.register_keras_serializable(package="keras_ctx")
+class RobertaBackbone(BertBackbone):
+    """RoBERTa (Liu et al. 2019): BERT's network with one segment row and 514 positions.
+
+    Takes `token_ids` and `padding_mask` only (no segments), as keras-hub's
+    RobertaBackbone; the arguments and outputs are BertBackbone's.
+
+    Example:
+    >>> backbone = keras_ctx.models.RobertaBackbone.from_preset("roberta-base")
+    >>> out = backbone({"token_ids": ids, "padding_mask": mask})
+    """
+
+    def __init__(self, vocabulary_size, num_layers, num_heads, hidden_size,
+                 intermediate_size, max_sequence_length=514, type_vocab_size=1,
+                 layer_norm_epsilon=1e-5, **kwargs):
+        super().__init__(vocabulary_size, num_layers, num_heads, hidden_size,
+                         intermediate_size, max_sequence_length=max_sequence_length,
+                         type_vocab_size=type_vocab_size,
+                         layer_norm_epsilon=layer_norm_epsilon, **kwargs)
 
 
 def _bert(num_layers, hidden_size, vocabulary_size=30522, **overrides):
@@ -173,15 +167,19 @@ BERT_PRESETS = {
     "bert-medium": (_bert(8, 512), "BERT L=8 H=512 (Turc et al. 2019), 41.4M"),
     "bert-base": (_bert(12, 768), "BERT-base uncased (Devlin et al. 2019), 109.5M"),
     "bert-large": (_bert(24, 1024), "BERT-large uncased (Devlin et al. 2019), 335.1M"),
+}
+
+ROBERTA_PRESETS = {
     "roberta-base": (_roberta(12, 768), "RoBERTa-base (Liu et al. 2019), 124.6M"),
     "roberta-large": (_roberta(24, 1024), "RoBERTa-large (Liu et al. 2019), 355.4M"),
+}
+
+SPANBERT_PRESETS = {
     # SpanBERT (Joshi et al. 2020): BERT shapes, cased 28996-token vocabulary.
     "spanbert-base": (_bert(12, 768, vocabulary_size=28996), "SpanBERT-base cased, 108.3M"),
     "spanbert-large": (_bert(24, 1024, vocabulary_size=28996), "SpanBERT-large cased, 333.6M"),
 }
 
-for _name, (_config, _description) in BERT_PRESETS.items():
-    register_preset(_name, BertBackbone, _config, _description)
 
 
 def bert_parameter_count(vocabulary_size, num_layers, num_heads, hidden_size,
@@ -206,7 +204,8 @@ def check_sequence_length(backbone, sequence_length):
         )
 
 
-__all__ = ["BertBackbone", "BERT_PRESETS", "bert_parameter_count", "check_sequence_length"]
+__all__ = ["BertBackbone", "RobertaBackbone", "BERT_PRESETS", "ROBERTA_PRESETS",
+           "SPANBERT_PRESETS", "bert_parameter_count", "check_sequence_length"]
 
 
 # Lets `list_presets` count without building (keras_ctx.models.presets).

@@ -27,7 +27,6 @@ from keras import ops
 from keras_ctx.layers import _checks
 from keras_ctx.layers.lstm import LSTMP
 from keras_ctx.models.backbone import Backbone
-from keras_ctx.models.presets import register_preset
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
@@ -118,12 +117,11 @@ class CoveBackbone(Backbone):
 # McCann et al., 2017: GloVe 840B (300d) inputs, 2-layer biLSTM of 300 per direction.
 # The published model uses GloVe's 2.2M-word table; the preset keeps a 100k
 # vocabulary (load your own table with glove_matrix).
-register_preset(
-    "cove-base",
-    CoveBackbone,
-    dict(vocabulary_size=100_000, embedding_dim=300, hidden_dim=300, num_layers=2),
-    description="CoVe MT-LSTM (McCann et al., 2017), 100k-word GloVe table",
-)
+COVE_PRESETS = {
+    "cove-base": (dict(vocabulary_size=100_000, embedding_dim=300, hidden_dim=300,
+                       num_layers=2),
+                  "CoVe MT-LSTM (McCann et al., 2017), 100k-word GloVe table"),
+}
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")

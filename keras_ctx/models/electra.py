@@ -22,8 +22,7 @@ import keras
 from keras_ctx.layers import PositionEmbedding, TokenEmbedding, TransformerEncoderStack
 from keras_ctx.layers import Dropout, _checks
 from keras_ctx.models.backbone import Backbone
-from keras_ctx.models.bert import _block_config, _inputs
-from keras_ctx.models.presets import register_preset
+from keras_ctx.models.encoder import encoder_inputs, post_ln_block_config
 
 EMBEDDING_LAYERS = ("token_embedding", "position_embedding", "segment_embedding",
                     "embeddings_norm")
@@ -116,7 +115,7 @@ class ElectraBackbone(Backbone):
                 "embeddings_norm": keras.layers.LayerNormalization(
                     epsilon=layer_norm_epsilon, dtype=dtype, name="embeddings_norm"),
             }
-        inputs = _inputs(with_segments=True)
+        inputs = encoder_inputs(with_segments=True)
         x = layers["token_embedding"](inputs["token_ids"])
         positions = layers["position_embedding"](x)
         segments = layers["segment_embedding"](inputs["segment_ids"])
@@ -131,8 +130,8 @@ class ElectraBackbone(Backbone):
                 kernel_initializer=keras.initializers.TruncatedNormal(stddev=0.02))(x)
         stack = TransformerEncoderStack(
             num_layers,
-            _block_config(num_heads, hidden_size, intermediate_size, activation, dropout,
-                          layer_norm_epsilon),
+            post_ln_block_config(num_heads, hidden_size, intermediate_size, activation, dropout,
+                                 layer_norm_epsilon),
             dtype=dtype,
             name="encoder",
         )
@@ -142,6 +141,7 @@ class ElectraBackbone(Backbone):
             "hidden_states": [x] + list(outputs_list),
         }
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
+        self._expose_encoder(inputs, x, stack)
         self._embedding_layers = layers
         self._token_embedding = layers["token_embedding"]
         self._config = {
@@ -158,8 +158,6 @@ class ElectraBackbone(Backbone):
             "activation": activation,
             "lookup": lookup,
         }
-        for key, value in self._config.items():
-            setattr(self, key, value)
 
     @property
     def token_embedding(self):
@@ -253,8 +251,6 @@ ELECTRA_PRESETS = {
 ELECTRA_GENERATOR_FRACTIONS = {"electra-small": 1 / 4, "electra-base": 1 / 3,
                                "electra-large": 1 / 4}
 
-for _name, (_config, _description) in ELECTRA_PRESETS.items():
-    register_preset(_name, ElectraBackbone, _config, _description)
 
 
 __all__ = ["ElectraBackbone", "ELECTRA_PRESETS", "ELECTRA_GENERATOR_FRACTIONS",

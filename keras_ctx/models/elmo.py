@@ -24,7 +24,6 @@ from keras_ctx.layers.dropout import Dropout
 from keras_ctx.layers.lstm import LSTMP
 from keras_ctx.layers.scalar_mix import ScalarMix
 from keras_ctx.models.backbone import Backbone
-from keras_ctx.models.presets import register_preset
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
@@ -163,14 +162,13 @@ def elmo_parameter_count(
 # Published bilm-tf / allennlp options files (Peters et al., 2018; allennlp ELMo page):
 # small 13.6M, medium 28.0M, original 93.6M parameters without the softmax.
 ELMO_PRESETS = {
-    "elmo-small": dict(projection_dim=128, lstm_units=1024, num_highway_layers=1),
-    "elmo-medium": dict(projection_dim=256, lstm_units=2048, num_highway_layers=1),
-    "elmo-original": dict(projection_dim=512, lstm_units=4096, num_highway_layers=2),
+    "elmo-small": (dict(projection_dim=128, lstm_units=1024, num_highway_layers=1),
+                   "ELMo small (Peters et al., 2018)"),
+    "elmo-medium": (dict(projection_dim=256, lstm_units=2048, num_highway_layers=1),
+                    "ELMo medium (Peters et al., 2018)"),
+    "elmo-original": (dict(projection_dim=512, lstm_units=4096, num_highway_layers=2),
+                      "ELMo original (Peters et al., 2018)"),
 }
-for _name, _config in ELMO_PRESETS.items():
-    register_preset(
-        _name, ElmoBackbone, _config, description=f"ELMo {_name[5:]} (Peters et al., 2018)"
-    )
 
 
 def _set_trainable(model, value):

@@ -15,7 +15,6 @@ from keras import ops
 
 from keras_ctx.layers import Dropout, PositionEmbedding, TokenEmbedding, TransformerDecoderBlock
 from keras_ctx.models.backbone import Backbone
-from keras_ctx.models.presets import register_preset
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
@@ -228,6 +227,9 @@ GPT_PRESETS = {
     "gpt": (dict(vocabulary_size=40478, num_layers=12, num_heads=12, hidden_size=768,
                  intermediate_size=3072, max_sequence_length=512, normalize_first=False),
             "GPT (Radford et al., 2018), 116.5M parameters"),
+}
+
+GPT2_PRESETS = {
     # Radford et al. 2019, Table 2.
     "gpt2": (_gpt2(12, 12, 768), "GPT-2 small, 124.4M parameters"),
     "gpt2-medium": (_gpt2(24, 16, 1024), "GPT-2 medium, 354.8M parameters"),
@@ -235,5 +237,3 @@ GPT_PRESETS = {
     "gpt2-xl": (_gpt2(48, 25, 1600), "GPT-2 XL, 1.56B parameters"),
 }
 
-for _name, (_config, _description) in GPT_PRESETS.items():
-    register_preset(_name, GPTBackbone, _config, _description)

@@ -1,33 +1,68 @@
 """Named sizes of every backbone family: `from_preset(name)`, `list_presets()`.
 
-Each family module registers its presets at import with `register_preset`.
-A preset builds a randomly initialised backbone; published weights are loaded
-by `keras_ctx.convert`.
+Presets are data: each family's entry in `keras_ctx.families` lists its
+presets and `register_family` registers them here, so every preset carries
+its family. A preset builds a randomly initialised backbone; published
+weights are loaded by `keras_ctx.convert`.
 """
+
+import dataclasses
 
 _PRESETS = {}
 
 
-def register_preset(name, backbone_cls, config, description=""):
-    """Registers `name` -> `backbone_cls(**config)`; names are unique."""
+@dataclasses.dataclass(frozen=True)
+class Preset:
+    """One named configuration of a family's backbone."""
+
+    name: str
+    family: str
+    backbone_cls: type
+    config: dict
+    description: str = ""
+
+    @property
+    def parameter_count(self):
+        return count_parameters(self.backbone_cls, self.config)
+
+
+def register_preset(name, backbone_cls, config, description="", *, family):
+    """Registers `name` -> `backbone_cls(**config)` of `family`; names are unique."""
     if name in _PRESETS:
         raise ValueError(f"Preset {name!r} is registered twice.")
-    _PRESETS[name] = (backbone_cls, dict(config), description)
+    _PRESETS[name] = Preset(name, family, backbone_cls, dict(config), description)
+
+
+def unregister_preset(name):
+    """Removes a preset (for tests that register toy families)."""
+    _PRESETS.pop(name, None)
 
 
 def preset_names():
+    _load_families()
     return sorted(_PRESETS)
 
 
-def preset_config(name):
-    """(backbone class, config dict) of a preset, with a clear error if unknown."""
+def get_preset(name):
+    """The `Preset` of `name`, with a clear error if unknown."""
+    _load_families()
     if name not in _PRESETS:
         raise ValueError(
             f"Unknown preset {name!r}. Known presets: {', '.join(preset_names())}. "
             "`keras_ctx.models.list_presets()` lists them with parameter counts."
         )
-    backbone_cls, config, _ = _PRESETS[name]
-    return backbone_cls, dict(config)
+    return _PRESETS[name]
+
+
+def preset_config(name):
+    """(backbone class, config dict) of a preset, with a clear error if unknown."""
+    preset = get_preset(name)
+    return preset.backbone_cls, dict(preset.config)
+
+
+def preset_family(name):
+    """The family name a preset belongs to."""
+    return get_preset(name).family
 
 
 def from_preset(name, **overrides):
@@ -40,15 +75,17 @@ def from_preset(name, **overrides):
 def list_presets(family=None):
     """[(name, backbone class name, parameter count, description)].
 
-    `family` keeps the presets whose name or backbone class contains it.
+    `family` keeps the presets whose family name or backbone class name
+    contains it (case-insensitive): "gpt" lists GPT and GPT-2.
     """
     rows = []
     for name in preset_names():
-        backbone_cls, config, description = _PRESETS[name]
-        if family and family.lower() not in (name + backbone_cls.__name__).lower():
+        preset = _PRESETS[name]
+        if family and family.lower() not in (
+                preset.family + " " + preset.backbone_cls.__name__).lower():
             continue
-        rows.append((name, backbone_cls.__name__, count_parameters(backbone_cls, config),
-                     description))
+        rows.append((name, preset.backbone_cls.__name__, preset.parameter_count,
+                     preset.description))
     return rows
 
 
@@ -70,3 +107,8 @@ def count_parameters(backbone_cls, config):
     count = model.count_params()
     del model
     return count
+
+
+def _load_families():
+    # The registry registers the built-in presets when it is first imported.
+    import keras_ctx.families  # noqa: F401

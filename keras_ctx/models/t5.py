@@ -25,7 +25,6 @@ from keras_ctx.models.backbone import (
     encoder_decoder_inputs,
     encoder_decoder_outputs,
 )
-from keras_ctx.models.presets import register_preset
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
@@ -198,9 +197,9 @@ class T5Backbone(Backbone):
     def build_decoder_cache(self, encoder_output, max_length):
         """(self-attention caches of zeros, precomputed cross-attention caches)."""
         batch = ops.shape(encoder_output)[0]
-        head_dim = self.hidden_size // self.num_heads
+        head_size = self.hidden_size // self.num_heads
         self_cache = ops.zeros(
-            (batch, len(self.decoder_blocks), 2, max_length, self.num_heads, head_dim),
+            (batch, len(self.decoder_blocks), 2, max_length, self.num_heads, head_size),
             dtype=self.compute_dtype,
         )
         cross_cache = ops.stack(
@@ -249,5 +248,3 @@ T5_PRESETS = {
                      intermediate_size=3072), "T5 base, 222.9M parameters"),
 }
 
-for _name, (_config, _description) in T5_PRESETS.items():
-    register_preset(_name, T5Backbone, _config, _description)

@@ -26,44 +26,11 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-from keras_ctx.data.characters import BOS_TOKEN, EOS_TOKEN, split_and_pad, tokens_to_character_ids
+from keras_ctx.data.vocabulary import bilm_inputs, make_vocabulary  # noqa: F401 (moved)
 from keras_ctx.pretraining.base import Pretrainer
 from keras_ctx.pretraining.losses import sparse_cross_entropy, top_one_correct, weighted_mean
 
 NUM_SAMPLED = 8192  # bilm-tf's n_negative_samples_batch (Peters et al., 2018)
-SPECIAL_TOKENS = ("<pad>", BOS_TOKEN, EOS_TOKEN, "<UNK>")
-
-
-def make_vocabulary(words):
-    """[`<pad>`, `<S>`, `</S>`, `<UNK>`] + `words` (most frequent first), deduplicated."""
-    out = list(SPECIAL_TOKENS)
-    for w in words:
-        if w not in out:
-            out.append(w)
-    return out
-
-
-def bilm_inputs(sentences, vocabulary, sequence_length):
-    """(batch,) sentences -> {"character_ids", "token_ids"} for `BiLMPretrainer`.
-
-    `vocabulary` is a list whose index 0 is padding and which contains `<S>`,
-    `</S>` and `<UNK>` (see `make_vocabulary`); unknown words get `<UNK>`.
-    Usable in `tf.data.Dataset.map` after `.batch(..., drop_remainder=True)`.
-    """
-    for special in (BOS_TOKEN, EOS_TOKEN, "<UNK>"):
-        if special not in vocabulary:
-            raise ValueError(
-                f"`vocabulary` must contain {special!r}; build it with make_vocabulary(words)."
-            )
-    table = tf.lookup.StaticHashTable(
-        tf.lookup.KeyValueTensorInitializer(
-            tf.constant(list(vocabulary)), tf.range(len(vocabulary), dtype=tf.int32)
-        ),
-        default_value=vocabulary.index("<UNK>"),
-    )
-    tokens = split_and_pad(sentences, sequence_length, add_sentence_boundaries=True)
-    token_ids = tf.where(tokens == "", 0, table.lookup(tokens))
-    return {"character_ids": tokens_to_character_ids(tokens), "token_ids": token_ids}
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")

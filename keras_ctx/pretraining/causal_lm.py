@@ -12,6 +12,7 @@ from keras import ops
 
 from keras_ctx import generation
 from keras_ctx.layers import Dropout
+from keras_ctx.data.task_inputs import gpt_finetuning_inputs  # noqa: F401 (moved)
 from keras_ctx.pretraining.base import Pretrainer, TokenLikelihoodPretrainer
 from keras_ctx.pretraining.losses import TokenAccuracy, weighted_cross_entropy
 
@@ -60,36 +61,6 @@ class CausalLMPretrainer(TokenLikelihoodPretrainer):
         return generation.generate(self.backbone, token_ids, padding_mask,
                                    max_length=max_length, **kwargs)
 
-
-
-def gpt_finetuning_inputs(segments, sequence_length, start_id, delimiter_id, extract_id,
-                          pad_id=0):
-    """GPT's traversal-style input: `<start> s_1 <delim> s_2 ... <extract>`, padded.
-
-    A tf.data map for one example; `segments` is a list of 1-D token tensors
-    (premise/hypothesis, context/answer, ...). Too long -> an error, not a cut.
-
-    Returns:
-        {"token_ids": (sequence_length,), "padding_mask": (sequence_length,)}.
-    """
-    pieces = [tf.constant([start_id], tf.int32)]
-    for i, segment in enumerate(segments):
-        if i:
-            pieces.append(tf.constant([delimiter_id], tf.int32))
-        pieces.append(tf.cast(segment, tf.int32))
-    pieces.append(tf.constant([extract_id], tf.int32))
-    tokens = tf.concat(pieces, 0)
-    size = tf.size(tokens)
-    check = tf.debugging.assert_less_equal(
-        size, sequence_length,
-        message="Joined segments exceed sequence_length: raise it (nothing is truncated).",
-    )
-    with tf.control_dependencies([check]):
-        tokens = tf.pad(tokens, [[0, sequence_length - size]], constant_values=pad_id)
-    return {
-        "token_ids": tf.ensure_shape(tokens, [sequence_length]),
-        "padding_mask": tf.cast(tf.range(sequence_length) < size, tf.int32),
-    }
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")

@@ -12,6 +12,7 @@ import keras
 import tensorflow as tf
 
 from keras_ctx import generation
+from keras_ctx.data.task_inputs import add_task_prefix  # noqa: F401 (moved)
 from keras_ctx.pretraining.base import TokenLikelihoodPretrainer
 
 
@@ -53,27 +54,3 @@ class Seq2SeqPretrainer(TokenLikelihoodPretrainer):
         return generation.generate_seq2seq(self.backbone, encoder_token_ids,
                                            encoder_padding_mask, max_length=max_length,
                                            **kwargs)
-
-
-
-def add_task_prefix(prefix, key="inputs"):
-    """A tf.data map putting T5's task prefix before a string input.
-
-    Raffel et al. (2020) cast every task as text-to-text: "translate English
-    to German: ...", "summarize: ...", "cola sentence: ...".
-
-    Example:
-    >>> ds = ds.map(add_task_prefix("summarize: "))  # {"inputs": str, "targets": str}
-    """
-    if not isinstance(prefix, str) or not prefix.strip():
-        raise ValueError(f"`prefix` must be a non-empty string like 'summarize: ', "
-                         f"got {prefix!r}.")
-
-    def apply(example):
-        if key not in example:
-            raise ValueError(f"The example has no {key!r} field; pass key=<the input field>.")
-        example = dict(example)
-        example[key] = tf.strings.join([prefix, example[key]])
-        return example
-
-    return apply

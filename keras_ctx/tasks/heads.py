@@ -9,6 +9,7 @@ import keras
 from keras import ops
 
 from keras_ctx.layers.dropout import Dropout
+from keras_ctx.models.backbone import without_absent_optional_inputs
 
 POOLINGS = ("auto", "pooled", "first", "last", "mean")
 
@@ -61,6 +62,10 @@ class MaskPadding(keras.layers.Layer):
 class Task(keras.Model):
     """Base of the task models: keeps the backbone and (de)serialises it."""
 
+    def call(self, inputs, training=None, mask=None):
+        return super().call(without_absent_optional_inputs(self, inputs), training=training,
+                            mask=mask)
+
     def _backbone_features(self, backbone):
         if not isinstance(backbone.input, dict):
             raise ValueError(
@@ -94,36 +99,60 @@ class SequenceClassifier(Task):
             and a `sequence_output` output).
         num_classes: number of labels.
         pooling: "pooled" (the backbone's pooled_output, BERT), "first",
-            "last" (last real token, GPT/XLNet), "mean", or "auto" (pooled
-            when the backbone has one, else first).
+            "last" (last real token, GPT/XLNet), "mean", or "auto": what the
+            backbone's family says in `keras_ctx.families` (GPT and XLNet the
+            last real token, T5 the mean of its encoder output, BART the
+            decoder state at the final </s>); a backbone of no registered
+            family: pooled when it has a pooled_output, else first.
         dropout: before the classifier (0.1 in BERT's fine-tuning).
+        output: the backbone output to pool (default: the family's, else
+            "sequence_output").
+        mask: the input that marks real tokens for "last" and "mean".
 
     Example:
     >>> classifier = keras_ctx.tasks.SequenceClassifier(backbone, num_classes=2)
     >>> classifier.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     """
 
-    def __init__(self, backbone, num_classes, pooling="auto", dropout=0.1, **kwargs):
+    def __init__(self, backbone, num_classes, pooling="auto", dropout=0.1, output=None,
+                 mask=None, **kwargs):
         if pooling not in POOLINGS:
             raise ValueError(f"`pooling` must be one of {POOLINGS}, got {pooling!r}.")
         if not isinstance(num_classes, int) or num_classes < 1:
             raise ValueError(f"`num_classes` must be a positive integer, got {num_classes!r}.")
         inputs, features = self._backbone_features(backbone)
         if pooling == "auto":
-            pooling = "pooled" if "pooled_output" in features else "first"
+            pooling, output, mask = self._family_pooling(backbone, features, output, mask)
+        output = output or "sequence_output"
+        mask = mask or "padding_mask"
         if pooling == "pooled":
             if "pooled_output" not in features:
                 raise ValueError(f"{backbone.name!r} has no pooled_output; use "
                                  "pooling='first', 'last' or 'mean'.")
             vector = features["pooled_output"]
         else:
-            sequence = features["sequence_output"]
-            vector = Pool(pooling, name="pool")(sequence, _padding_mask(inputs, sequence))
+            if output not in features:
+                raise ValueError(f"{backbone.name!r} has no output {output!r}; it has "
+                                 f"{sorted(features)}.")
+            sequence = features[output]
+            padding = inputs[mask] if mask in inputs else _padding_mask(None, sequence)
+            vector = Pool(pooling, name="pool")(sequence, padding)
         vector = Dropout(dropout, name="dropout")(vector)
         logits = keras.layers.Dense(num_classes, name="logits", dtype="float32")(vector)
         super().__init__(inputs, logits, **kwargs)
         self.backbone = backbone
-        self._config = {"num_classes": num_classes, "pooling": pooling, "dropout": dropout}
+        self._config = {"num_classes": num_classes, "pooling": pooling, "dropout": dropout,
+                        "output": output, "mask": mask}
+
+    @staticmethod
+    def _family_pooling(backbone, features, output, mask):
+        from keras_ctx import families
+
+        family = families.of_backbone(backbone)
+        if family is None:
+            return ("pooled" if "pooled_output" in features else "first"), output, mask
+        family_output, family_mask, mode = family.pooling
+        return mode, output or family_output, mask or family_mask
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")

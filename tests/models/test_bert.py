@@ -8,6 +8,7 @@ import pytest
 import keras_ctx.models as models
 from keras_ctx.models import BertBackbone
 from keras_ctx.models.bert import BERT_PRESETS, bert_parameter_count
+from keras_ctx.models.presets import preset_config
 from keras_ctx.models.presets import count_parameters
 
 # Published sizes (Devlin et al. 2019; Liu et al. 2019; the numbers,
@@ -42,7 +43,7 @@ def _inputs(batch=2, length=7, seed=0):
 
 @pytest.mark.parametrize("name", sorted(PUBLISHED))
 def test_preset_parameter_counts_analytic(name):
-    count = bert_parameter_count(**BERT_PRESETS[name][0])
+    count = bert_parameter_count(**preset_config(name)[1])
     assert abs(count - PUBLISHED[name]) / PUBLISHED[name] < 0.01, count
 
 

@@ -34,7 +34,7 @@ def to_numpy(x):
     "name,published", [("elmo-small", 13.6e6), ("elmo-medium", 28.0e6), ("elmo-original", 93.6e6)]
 )
 def test_preset_parameter_counts_analytic(name, published):
-    count = elmo_parameter_count(**ELMO_PRESETS[name])
+    count = elmo_parameter_count(**ELMO_PRESETS[name][0])
     assert abs(count - published) / published < 0.01, count
     _, config = preset_config(name)
     assert config["lstm_units"] == {"elmo-small": 1024, "elmo-medium": 2048,
@@ -43,7 +43,7 @@ def test_preset_parameter_counts_analytic(name, published):
 
 def test_small_preset_built_count_matches_analytic():
     model = ElmoBackbone.from_preset("elmo-small")
-    assert model.count_params() == elmo_parameter_count(**ELMO_PRESETS["elmo-small"])
+    assert model.count_params() == elmo_parameter_count(**ELMO_PRESETS["elmo-small"][0])
 
 
 @pytest.mark.slow

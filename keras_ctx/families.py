@@ -1,0 +1,361 @@
+"""The family registry: everything keras_ctx knows about a model family, in one place.
+
+A `Family` owns its backbone class, its presets (data; each carries its
+family), how its tokenizer is trained and which special tokens it has, how a
+text or a pair of texts becomes ids (`Framing`), how a classifier pools its
+output, its pretraining dataset and pretrainer, and which checkpoint formats
+name it (Hugging Face `model_type`s, keras-hub backbone classes, the
+google-research TF checkpoint layout). Everything else (the CLI, recipes,
+preprocessing, tasks, converters) reads this registry; nothing else keeps a
+list of families or branches on a family's name.
+
+A new family is one module under `keras_ctx/models/` (and its converters)
+plus one `register_family(Family(...))` call:
+
+    register_family(Family(
+        name="toy", backbone=ToyBackbone, presets={"toy-tiny": (config, "a toy")},
+        train_tokenizer=tokenizers.train_wordpiece, framing=BERT_FRAMING,
+        dataset=lambda documents, tokenizer, run: pipelines.roberta_dataset(...),
+        pretrainer=lambda backbone, tokenizer, run: MaskedLMPretrainer(backbone)))
+"""
+
+import dataclasses
+from typing import Callable, Optional
+
+from keras_ctx.models import presets as _presets
+
+
+@dataclasses.dataclass(frozen=True)
+class Framing:
+    """How one text, or a pair, becomes one row of ids.
+
+    single: start + a + end;  pair: start + a + middle + b + end. Each token
+    is a tuple of spellings; the first one the vocabulary has is used (a
+    tokenizer trained here and a converted one may spell [SEP] as </s>).
+    Segment ids are 0 up to and including `middle`, 1 after it, for
+    families with two segment rows; single-segment families take none.
+    Encoder-decoders' decoders read `decoder_start` then the text shifted.
+    """
+
+    start: tuple = ()
+    middle: tuple = ()
+    end: tuple = ()
+    pad: tuple = (("[PAD]", "<pad>"),)
+    segments: int = 2
+    decoder_start: tuple = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """The sizes a pretraining recipe builds with (what `keras-ctx pretrain` takes)."""
+
+    preset: str
+    batch_size: int
+    sequence_length: int
+    vocabulary_size: int
+    seed: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Family:
+    """One model family. See the module docstring.
+
+    Args:
+        name: the family's name, recorded in run directories.
+        backbone: its backbone class.
+        presets: {preset name: (config, description)}.
+        train_tokenizer: (sentences tf.data, vocabulary_size) -> a keras-hub
+            tokenizer (or a word vocabulary list, ELMo). None: no recipe.
+        framing: how texts become ids (`Framing`); None for character inputs.
+        inputs: "tokens" (token_ids + padding_mask), "characters" (ELMo) or
+            "encoder_decoder" (T5, BART).
+        pooling: how a classifier reads the backbone: (output name, mask
+            name, mode) with mode "pooled", "first", "last" or "mean".
+        extra_tokens: ids after the tokenizer's vocabulary (T5's sentinels).
+        sized_by_tokenizer: whether the backbone's vocabulary_size is the
+            trained tokenizer's (+ extra_tokens); ELMo reads characters.
+        dataset: (documents, tokenizer, Run) -> tf.data of pretraining batches.
+        pretrainer: (backbone, tokenizer, Run) -> a Pretrainer.
+        no_pretraining: why `keras-ctx pretrain` has no recipe (CoVe).
+        huggingface: Hugging Face model_types; the first is what
+            `to_huggingface` writes by default.
+        keras_hub: keras-hub backbone class names `from_keras_hub` reads.
+        tf_checkpoint: the google-research checkpoint layout name
+            (keras_ctx.convert.tensorflow), or None.
+        run_files: tokenizer -> (tokenizer to save, extra run.json info);
+            ELMo keeps its word vocabulary in run.json.
+        matches: backbone -> bool, where families share a backbone class
+            and differ in its architecture (GPT is post-LN, GPT-2 pre-LN).
+    """
+
+    name: str
+    backbone: type
+    presets: dict = dataclasses.field(default_factory=dict)
+    train_tokenizer: Optional[Callable] = None
+    framing: Optional[Framing] = None
+    inputs: str = "tokens"
+    pooling: tuple = ("sequence_output", "padding_mask", "first")
+    extra_tokens: int = 0
+    sized_by_tokenizer: bool = True
+    dataset: Optional[Callable] = None
+    pretrainer: Optional[Callable] = None
+    no_pretraining: str = ""
+    huggingface: tuple = ()
+    keras_hub: tuple = ()
+    tf_checkpoint: Optional[str] = None
+    run_files: Callable = lambda tokenizer: (tokenizer, {})
+    matches: Optional[Callable] = None
+
+
+_FAMILIES = {}
+
+
+def register_family(family):
+    """Adds `family` and registers its presets; names are unique."""
+    if family.name in _FAMILIES:
+        raise ValueError(f"Family {family.name!r} is registered twice.")
+    _FAMILIES[family.name] = family
+    for preset, (config, description) in family.presets.items():
+        _presets.register_preset(preset, family.backbone, config, description,
+                                 family=family.name)
+    return family
+
+
+def unregister_family(name):
+    """Removes a family and its presets (for tests that add toy families)."""
+    family = _FAMILIES.pop(name)
+    for preset in family.presets:
+        _presets.unregister_preset(preset)
+
+
+def get(name):
+    """The `Family` called `name`, with a clear error if unknown."""
+    if name not in _FAMILIES:
+        raise ValueError(f"Unknown model family {name!r}; known: {', '.join(names())}.")
+    return _FAMILIES[name]
+
+
+def names():
+    return sorted(_FAMILIES)
+
+
+def of_preset(preset):
+    """The `Family` of a preset name (from the preset's own data)."""
+    return get(_presets.preset_family(preset))
+
+
+def of_backbone(backbone):
+    """The `Family` of a backbone: its `family` attribute if it has one (set by the
+    converters), else the first family registered for its class; None if none."""
+    name = getattr(backbone, "family", None)
+    if isinstance(name, str):
+        return get(name)
+    for family in _FAMILIES.values():
+        if type(backbone) is family.backbone and (family.matches is None
+                                                  or family.matches(backbone)):
+            return family
+    return None
+
+
+def _find(what, value):
+    for family in _FAMILIES.values():
+        if value in getattr(family, what):
+            return family
+    return None
+
+
+def of_huggingface(model_type):
+    """The `Family` whose checkpoints carry this Hugging Face model_type, or None."""
+    return _find("huggingface", model_type)
+
+
+def of_keras_hub(class_name):
+    """The `Family` a keras-hub backbone class converts to, or None."""
+    return _find("keras_hub", class_name)
+
+
+def with_tf_checkpoints():
+    """Families with a google-research TF checkpoint layout, by layout name."""
+    return {f.tf_checkpoint: f for f in _FAMILIES.values() if f.tf_checkpoint}
+
+
+# ---------------------------------------------------------------- framings
+
+WORDPIECE_FRAMING = Framing(start=(("[CLS]",),), middle=(("[SEP]",),), end=(("[SEP]",),))
+# fairseq: <s> A </s></s> B </s> (Liu et al. 2019; Lewis et al. 2020).
+FAIRSEQ_FRAMING = Framing(start=(("<s>",),), middle=(("</s>",), ("</s>",)), end=(("</s>",),),
+                          segments=1)
+# BART's decoder starts with </s> (fairseq).
+BART_FRAMING = dataclasses.replace(FAIRSEQ_FRAMING, decoder_start=(("</s>",),))
+# XLNet: A <sep> B <sep> <cls>, the summary token last (Yang et al. 2019).
+XLNET_FRAMING = Framing(middle=(("[SEP]", "<sep>"),),
+                        end=(("[SEP]", "<sep>"), ("[CLS]", "<cls>")))
+# GPT-2: no start token; a pair is joined by <|endoftext|>.
+GPT_FRAMING = Framing(middle=(("<|endoftext|>",),), segments=1)
+# T5: text </s> (Raffel et al. 2020); our trained SentencePiece spells </s> [SEP].
+T5_FRAMING = Framing(middle=(("</s>", "[SEP]"),), end=(("</s>", "[SEP]"),), segments=1,
+                     decoder_start=(("<pad>", "[PAD]"),))
+
+GPT_END_OF_TEXT = "<|endoftext|>"
+T5_SENTINELS = 100  # <extra_id_0..99> after the SentencePiece vocabulary (Raffel et al.)
+
+
+# ---------------------------------------------------------------- recipes
+# Lazy imports: the registry is read at `import keras_ctx.models`; the data
+# and pretraining packages load only when a recipe runs.
+
+def _tokenizer(kind, **kwargs):
+    def train(sentences, vocabulary_size):
+        from keras_ctx.data import tokenizers
+
+        return getattr(tokenizers, kind)(sentences, vocabulary_size, **kwargs)
+
+    return train
+
+
+def _pipeline(builder, **kwargs):
+    def build(documents, tokenizer, run):
+        from keras_ctx.data import pipelines
+
+        return getattr(pipelines, builder)(documents, tokenizer, batch_size=run.batch_size,
+                                           sequence_length=run.sequence_length,
+                                           seed=run.seed, **kwargs)
+
+    return build
+
+
+def _pretrainer(name):
+    def build(backbone, tokenizer, run):
+        import keras_ctx.pretraining as pretraining
+
+        return getattr(pretraining, name)(backbone)
+
+    return build
+
+
+def _xlnet_pretrainer(backbone, tokenizer, run):
+    from keras_ctx.pretraining import XLNetPretrainer
+
+    return XLNetPretrainer(backbone, batch_size=run.batch_size)
+
+
+def _electra_pretrainer(discriminator, tokenizer, run):
+    from keras_ctx.models.electra import ELECTRA_GENERATOR_FRACTIONS, electra_generator
+    from keras_ctx.pretraining.electra import ElectraPretrainer
+
+    # Clark et al. 2020: the generator is a fraction of the discriminator's
+    # width (their Table 6).
+    fraction = ELECTRA_GENERATOR_FRACTIONS.get(run.preset, 0.25)
+    generator = electra_generator(discriminator, hidden_fraction=fraction)
+    return ElectraPretrainer(generator, discriminator, seed=run.seed)
+
+
+def _word_vocabulary(sentences, vocabulary_size):
+    from keras_ctx.data.vocabulary import word_vocabulary
+
+    return word_vocabulary(sentences, vocabulary_size)
+
+
+def _bilm_dataset(documents, vocabulary, run):
+    from keras_ctx.data import pipelines
+
+    return pipelines.bilm_dataset(documents, vocabulary, run.batch_size, run.sequence_length,
+                                  seed=run.seed)
+
+
+def _bilm_pretrainer(backbone, vocabulary, run):
+    from keras_ctx.pretraining import bilm
+
+    return bilm.BiLMPretrainer(backbone, len(vocabulary),
+                               num_sampled=min(bilm.NUM_SAMPLED, len(vocabulary) // 2))
+
+
+# ---------------------------------------------------------------- the families
+
+def _register_builtin():
+    from keras_ctx.models import albert, awd_lstm, bart, bert, cove, electra, elmo, gpt, t5, xlnet
+
+    pooled = ("pooled_output", "padding_mask", "pooled")
+    last = ("sequence_output", "padding_mask", "last")
+    wordpiece = _tokenizer("train_wordpiece")
+    # BERT: static masks pay off over many epochs of a fixed corpus; short
+    # runs mask dynamically.
+    register_family(Family(
+        "bert", bert.BertBackbone, bert.BERT_PRESETS, wordpiece, WORDPIECE_FRAMING,
+        pooling=pooled, dataset=_pipeline("bert_dataset", static_masking=False),
+        pretrainer=_pretrainer("BertPretrainer"), huggingface=("bert",),
+        keras_hub=("BertBackbone",), tf_checkpoint="bert"))
+    register_family(Family(
+        "roberta", bert.RobertaBackbone, bert.ROBERTA_PRESETS,
+        _tokenizer("train_byte_level_bpe"), FAIRSEQ_FRAMING,
+        pooling=("sequence_output", "padding_mask", "first"),
+        dataset=_pipeline("roberta_dataset"), pretrainer=_pretrainer("RobertaPretrainer"),
+        huggingface=("roberta",), keras_hub=("RobertaBackbone",)))
+    register_family(Family(
+        "spanbert", bert.BertBackbone, bert.SPANBERT_PRESETS, wordpiece, WORDPIECE_FRAMING,
+        pooling=pooled, dataset=_pipeline("spanbert_dataset"),
+        pretrainer=_pretrainer("SpanBertPretrainer")))
+    register_family(Family(
+        "albert", albert.AlbertBackbone, albert.ALBERT_PRESETS,
+        _tokenizer("train_sentencepiece"), WORDPIECE_FRAMING, pooling=pooled,
+        dataset=_pipeline("albert_dataset"), pretrainer=_pretrainer("AlbertPretrainer"),
+        huggingface=("albert",), keras_hub=("AlbertBackbone",), tf_checkpoint="albert"))
+    # ELECTRA: BERT's masking on packed text, no NSP (Clark et al. 2020).
+    register_family(Family(
+        "electra", electra.ElectraBackbone, electra.ELECTRA_PRESETS, wordpiece,
+        WORDPIECE_FRAMING, dataset=_pipeline("roberta_dataset"),
+        pretrainer=_electra_pretrainer, huggingface=("electra",),
+        keras_hub=("ElectraBackbone",), tf_checkpoint="electra"))
+    register_family(Family(
+        "xlnet", xlnet.XLNetBackbone, xlnet.XLNET_PRESETS, wordpiece, XLNET_FRAMING,
+        pooling=last, dataset=_pipeline("permutation_dataset"),
+        pretrainer=_xlnet_pretrainer, huggingface=("xlnet",), keras_hub=("XLNetBackbone",),
+        tf_checkpoint="xlnet"))
+    # GPT (Radford et al. 2018): BPE with end-of-word markers (</w>), not bytes.
+    register_family(Family(
+        "gpt", gpt.GPTBackbone, gpt.GPT_PRESETS,
+        _tokenizer("train_word_end_bpe", special_tokens=(GPT_END_OF_TEXT,)), GPT_FRAMING,
+        pooling=last, dataset=_pipeline("causal_lm_dataset", end_token=GPT_END_OF_TEXT),
+        pretrainer=_pretrainer("CausalLMPretrainer"), huggingface=("openai-gpt",),
+        matches=lambda backbone: not backbone.normalize_first))
+    register_family(Family(
+        "gpt2", gpt.GPTBackbone, gpt.GPT2_PRESETS,
+        _tokenizer("train_byte_level_bpe", special_tokens=(GPT_END_OF_TEXT,)), GPT_FRAMING,
+        pooling=last, dataset=_pipeline("causal_lm_dataset", end_token=GPT_END_OF_TEXT),
+        pretrainer=_pretrainer("CausalLMPretrainer"), huggingface=("gpt2",),
+        keras_hub=("GPT2Backbone",), matches=lambda backbone: backbone.normalize_first))
+    # T5 classifies from its encoder; BART from the decoder state at the final
+    # </s> (Lewis et al. 2020, Sec. 3.1), the last real decoder position.
+    register_family(Family(
+        "t5", t5.T5Backbone, t5.T5_PRESETS, _tokenizer("train_sentencepiece"), T5_FRAMING,
+        inputs="encoder_decoder",
+        pooling=("encoder_sequence_output", "encoder_padding_mask", "mean"),
+        extra_tokens=T5_SENTINELS,
+        dataset=_pipeline("span_corruption_dataset", num_sentinels=T5_SENTINELS),
+        pretrainer=_pretrainer("Seq2SeqPretrainer"), huggingface=("t5",)))
+    register_family(Family(
+        "bart", bart.BartBackbone, bart.BART_PRESETS, _tokenizer("train_byte_level_bpe"),
+        BART_FRAMING, inputs="encoder_decoder",
+        pooling=("decoder_sequence_output", "decoder_padding_mask", "last"),
+        dataset=_pipeline("denoising_dataset"), pretrainer=_pretrainer("Seq2SeqPretrainer"),
+        huggingface=("bart",), keras_hub=("BartBackbone",)))
+    register_family(Family(
+        "elmo", elmo.ElmoBackbone, elmo.ELMO_PRESETS, _word_vocabulary, inputs="characters",
+        pooling=("sequence_output", "padding_mask", "mean"), sized_by_tokenizer=False,
+        dataset=_bilm_dataset,
+        pretrainer=_bilm_pretrainer,
+        run_files=lambda vocabulary: (None, {"vocabulary": vocabulary})))
+    register_family(Family(
+        "cove", cove.CoveBackbone, cove.COVE_PRESETS, inputs="words",
+        pooling=("sequence_output", "padding_mask", "mean"),
+        no_pretraining="CoVe trains on a parallel corpus: see examples/cove_translate.py "
+                       "and keras_ctx.pretraining.TranslationPretrainer."))
+    # ULMFiT classifies with concat pooling (keras_ctx.tasks.ConcatPoolClassifier).
+    register_family(Family(
+        "awd_lstm", awd_lstm.AwdLstmBackbone, awd_lstm.AWD_LSTM_PRESETS,
+        pooling=("sequence_output", "padding_mask", "last"),
+        no_pretraining="AWD-LSTM trains in `keras-ctx ulmfit` "
+                       "(keras_ctx.recipes_ulmfit_cvt: word vocabulary, AR/TAR, STLR)."))
+
+
+_register_builtin()

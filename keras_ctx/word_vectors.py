@@ -1,0 +1,104 @@
+"""Contextual vectors of words in texts (`keras-ctx embed`), on the one text path.
+
+Texts become inputs through the family's `TextPreprocessor` (the same ids as
+pretraining and `serve_text`); a word's vector is the mean of the pieces that
+cover its characters in the whole-text tokenization
+(`keras_ctx.preprocessing.word_positions`).
+"""
+
+import keras
+import numpy as np
+
+from keras_ctx import families, runs
+from keras_ctx.preprocessing import TextPreprocessor, character_inputs, word_positions
+
+# The seeds' examples of one word with different meanings in different contexts.
+CONTEXT_EXAMPLES = {
+    "bank": ["I deposited the money at the bank.",
+             "The bank approved the loan.",
+             "We sat on the bank of the river."],
+    "broke": ["He broke the glass on the floor.",
+              "The window broke during the storm.",
+              "After the trip she was broke and owed money."],
+}
+
+
+def text_inputs(family, tokenizer, texts, sequence_length):
+    """(inputs, preprocessor or None) for `texts`; rows at least `sequence_length` long.
+
+    Longer texts get longer rows (up to the backbone's own position limit,
+    which it checks), never truncation.
+    """
+    if family.framing is None:
+        return character_inputs(texts, sequence_length), None
+    probe = TextPreprocessor(tokenizer, sequence_length, family)
+    length = max([sequence_length] + [probe.framed_length(t) for t in texts])
+    preprocessor = TextPreprocessor(tokenizer, length, family)
+    inputs = preprocessor(np.array(texts, dtype=object))
+    return {k: np.asarray(v) for k, v in inputs.items()}, preprocessor
+
+
+def _positions(preprocessor, tokenizer, text, word):
+    if preprocessor is None:  # characters: word i sits after <S>
+        words = [w.strip(".,!?;:").lower() for w in text.split()]
+        if word.lower() not in words:
+            raise ValueError(f"{word!r} does not occur in {text!r}.")
+        return [words.index(word.lower()) + 1]
+    return word_positions(tokenizer, text, word, offset=len(preprocessor.start_ids))
+
+
+def sequence_outputs(run_dir, texts):
+    """(info, backbone, tokenizer, preprocessor, sequence_output) of a run on `texts`."""
+    info, backbone, tokenizer = runs.load_run(run_dir)
+    family = families.get(info["family"])
+    inputs, preprocessor = text_inputs(family, tokenizer, list(texts), info["sequence_length"])
+    inputs = {k: v for k, v in inputs.items() if k in backbone.input}
+    output, _, _ = family.pooling
+    name = output if output.endswith("sequence_output") else "sequence_output"
+    sequence = keras.ops.convert_to_numpy(backbone(inputs)[name])
+    return info, backbone, tokenizer, preprocessor, sequence
+
+
+def word_vectors(run_dir, texts, word):
+    """The contextual vector of `word` (mean of its pieces) in each text."""
+    _, _, tokenizer, preprocessor, sequence = sequence_outputs(run_dir, texts)
+    vectors = []
+    for i, text in enumerate(texts):
+        positions = _positions(preprocessor, tokenizer, text, word)
+        vectors.append(sequence[i, positions].astype("float32").mean(0))
+    return np.stack(vectors)
+
+
+def cosine(a, b):
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-12))
+
+
+def show_context(run_dir):
+    """Prints how similar one word's contextual vectors are across sentences."""
+    print("\nThe same word, different contexts (cosine similarity of its vectors):")
+    for word, texts in CONTEXT_EXAMPLES.items():
+        vectors = word_vectors(run_dir, texts, word)
+        for i in range(len(texts)):
+            for j in range(i + 1, len(texts)):
+                print(f"  {word!r}: {cosine(vectors[i], vectors[j]):+.3f}  "
+                      f"{texts[i]!r} vs {texts[j]!r}")
+    print("Static word embeddings would give +1.000 for every pair.")
+
+
+def embed(run_dir, texts, word=None, save=None):
+    """Prints (and returns) the vectors of `word` in each text, or every sequence output."""
+    if word:
+        vectors = word_vectors(run_dir, texts, word)
+        for i, text in enumerate(texts):
+            first = ", ".join(f"{v:+.4f}" for v in vectors[i][:4])
+            print(f"{text!r}: |v| = {np.linalg.norm(vectors[i]):.3f}, first values [{first}]")
+        for i in range(len(texts)):
+            for j in range(i + 1, len(texts)):
+                print(f"cosine({i}, {j}) = {cosine(vectors[i], vectors[j]):+.4f}")
+    else:
+        vectors = sequence_outputs(run_dir, texts)[-1]
+        print(f"sequence_output: shape {vectors.shape}")
+    if save:
+        np.savez(save, vectors=vectors, texts=np.array(texts))
+        print(f"Saved to {save}.")
+    return vectors

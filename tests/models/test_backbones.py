@@ -1,0 +1,52 @@
+"""Every family's backbone through the one harness, `keras_ctx.testing.run_backbone_test`."""
+
+import numpy as np
+import pytest
+
+from keras_ctx import families
+from keras_ctx.models.presets import preset_config
+from keras_ctx.testing import run_backbone_test
+
+TRANSFORMER = dict(num_layers=1, num_heads=2, hidden_size=16, intermediate_size=32,
+                   vocabulary_size=50)
+TINY = {  # first preset of each family, shrunk
+    "bert": TRANSFORMER, "roberta": TRANSFORMER, "spanbert": TRANSFORMER,
+    "albert": dict(TRANSFORMER, embedding_size=8), "electra": dict(TRANSFORMER, embedding_size=8),
+    "xlnet": TRANSFORMER, "gpt": TRANSFORMER, "gpt2": TRANSFORMER, "t5": TRANSFORMER,
+    "bart": TRANSFORMER, "elmo": dict(projection_dim=8, lstm_units=16, num_layers=1),
+    "cove": dict(vocabulary_size=50, embedding_dim=8, hidden_dim=8, num_layers=1),
+    "awd_lstm": dict(vocabulary_size=50, embedding_size=8, hidden_size=16, num_layers=2),
+}
+
+
+def _inputs(backbone, rng, batch=2, length=6):
+    data = {}
+    for name, tensor in backbone.input.items():
+        shape = (batch, length) + tuple(tensor.shape[2:])
+        if "padding_mask" in name:
+            values = np.ones(shape, "int32")
+            values[1, -2:] = 0
+        elif name == "segment_ids":
+            values = np.zeros(shape, "int32")
+        else:
+            values = rng.integers(1, 50, size=shape).astype("int32")
+        data[name] = values
+    return data
+
+
+def test_every_family_is_covered():
+    assert set(families.names()) == set(TINY)
+
+
+@pytest.mark.parametrize("family", sorted(TINY))
+def test_backbone_contract(family):
+    preset = next(iter(families.get(family).presets))
+    backbone_cls, config = preset_config(preset)
+    config.update(TINY[family])
+    # BERT's count by hand (Devlin et al. 2019's layout): embeddings
+    # (V + P + 2) H + 2H, one layer 4(H^2 + H) + 2H + (HF + F) + (FH + H) + 2H,
+    # pooler H^2 + H; V=50, H=16, F=32, P=512.
+    expected = {"bert": (50 + 512 + 2) * 16 + 32 + 1088 + 32 + 544 + 528 + 32 + 272}
+    probe = backbone_cls(**config)
+    run_backbone_test(backbone_cls, config, _inputs(probe, np.random.default_rng(0)),
+                      expected_parameter_count=expected.get(family))

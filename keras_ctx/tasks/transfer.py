@@ -25,12 +25,11 @@ Layer groups are lists of variables, embeddings first, the task head last:
 import math
 
 import keras
-import numpy as np
 import tensorflow as tf
 from keras import ops
 
 from keras_ctx.layers.dropout import Dropout
-from keras_ctx.tasks.heads import Task
+from keras_ctx.tasks.heads import ConcatPooling, Task  # noqa: F401 (re-exported)
 
 # Howard & Ruder 2018, Sec. 3.2: "eta^(l-1) = eta^l / 2.6 works well".
 DISCRIMINATIVE_FACTOR = 2.6
@@ -377,54 +376,7 @@ class GradualUnfreezing(keras.callbacks.Callback):
         self.model.make_train_function(force=True)
 
 
-# ------------------------------------------------------------------ concat pooling
-
-FLOAT32_MIN = float(np.finfo(np.float32).min)
-
-@keras.saving.register_keras_serializable(package="keras_ctx")
-class ConcatPooling(keras.layers.Layer):
-    """ULMFiT's concat pooling: h_c = [h_T; maxpool(H); meanpool(H)] (Sec. 3.3).
-
-    Over the real tokens only: h_T is the last real token's state (right
-    padding), the max and the mean skip padding.
-
-    Call arguments:
-        sequence: (batch, time, hidden).
-        padding_mask: (batch, time), 1 for real tokens.
-
-    Returns:
-        (batch, 3 * hidden).
-
-    Example:
-    >>> pooled = ConcatPooling()(sequence, padding_mask)
-
-    References:
-        Howard & Ruder, "Universal Language Model Fine-tuning for Text
-        Classification", 2018.
-    """
-
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.supports_masking = True  # it reads padding_mask; the time axis is gone
-
-    def compute_mask(self, sequence, padding_mask=None, mask=None):
-        return None
-
-    def call(self, sequence, padding_mask):
-        real = ops.cast(padding_mask, "bool")
-        counts = ops.sum(ops.cast(real, "int32"), axis=1)
-        last = ops.maximum(counts - 1, 0)
-        h_last = ops.take_along_axis(sequence, last[:, None, None], axis=1)[:, 0]
-        x = ops.cast(sequence, "float32")
-        h_max = ops.max(ops.where(real[:, :, None], x, FLOAT32_MIN), axis=1)
-        h_mean = ops.sum(ops.where(real[:, :, None], x, 0.0), axis=1) / ops.maximum(
-            ops.cast(counts, "float32")[:, None], 1.0)
-        pooled = [h_last, ops.cast(h_max, sequence.dtype), ops.cast(h_mean, sequence.dtype)]
-        return ops.concatenate(pooled, axis=-1)
-
-    def compute_output_shape(self, sequence_shape, padding_mask_shape=None):
-        return (sequence_shape[0], 3 * sequence_shape[-1])
-
+# ------------------------------------------------------------------ the classifier
 
 # Howard & Ruder 2018, Sec. 4: classifier hidden layer of size 50; fastai's
 # text classifier head drops 0.4 (the LM's output dropout) then 0.1.

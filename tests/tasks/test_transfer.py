@@ -339,3 +339,17 @@ def test_ulmfit_command_trains_and_saves(tmp_path):
     assert vocabulary["classes"] == ["a", "b"]
     classifier = keras.saving.load_model(out / "classifier.keras")
     assert classifier.output_shape == (None, 2)
+
+
+def test_sequence_classifier_concat_pooling_is_the_awd_lstm_family_default():
+    from keras_ctx.tasks import SequenceClassifier
+
+    backbone = _tiny_awd(num_layers=1)
+    classifier = SequenceClassifier(backbone, 2)
+    assert classifier.get_config()["pooling"] == "concat"
+    x, _ = _classification_data(rows=2)
+    x["padding_mask"][1, 3:] = 0
+    pooled = keras.Model(classifier.input, classifier.get_layer("pool").output)(x)
+    h = keras.ops.convert_to_numpy(backbone(x)["sequence_output"])
+    want = np.concatenate([h[1, 2], h[1, :3].max(0), h[1, :3].mean(0)])
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(pooled)[1], want, rtol=1e-5)

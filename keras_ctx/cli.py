@@ -168,6 +168,10 @@ def build_parser():
 
     layers = commands.add_parser("layers", help="list the reusable layers")
     layers.set_defaults(run=_layers)
+
+    from keras_ctx import cli_transfer
+
+    cli_transfer.add_commands(commands)
     return parser
 
 

@@ -70,7 +70,7 @@ class Family:
         inputs: "tokens" (token_ids + padding_mask), "characters" (ELMo) or
             "encoder_decoder" (T5, BART).
         pooling: how a classifier reads the backbone: (output name, mask
-            name, mode) with mode "pooled", "first", "last" or "mean".
+            name, mode) with mode "pooled", "first", "last", "mean" or "concat".
         extra_tokens: ids after the tokenizer's vocabulary (T5's sentinels).
         sized_by_tokenizer: whether the backbone's vocabulary_size is the
             trained tokenizer's (+ extra_tokens); ELMo reads characters.
@@ -273,7 +273,7 @@ def _bilm_pretrainer(backbone, vocabulary, run):
 # ---------------------------------------------------------------- the families
 
 def _register_builtin():
-    from keras_ctx.models import albert, bart, bert, cove, electra, elmo, gpt, t5, xlnet
+    from keras_ctx.models import albert, awd_lstm, bart, bert, cove, electra, elmo, gpt, t5, xlnet
 
     pooled = ("pooled_output", "padding_mask", "pooled")
     last = ("sequence_output", "padding_mask", "last")
@@ -350,6 +350,12 @@ def _register_builtin():
         pooling=("sequence_output", "padding_mask", "mean"),
         no_pretraining="CoVe trains on a parallel corpus: see examples/cove_translate.py "
                        "and keras_ctx.pretraining.TranslationPretrainer."))
+    # ULMFiT classifies from concat pooling (Howard & Ruder 2018, Sec. 3.3).
+    register_family(Family(
+        "awd_lstm", awd_lstm.AwdLstmBackbone, awd_lstm.AWD_LSTM_PRESETS,
+        pooling=("sequence_output", "padding_mask", "concat"),
+        no_pretraining="AWD-LSTM trains in `keras-ctx ulmfit` "
+                       "(keras_ctx.recipes_ulmfit_cvt: word vocabulary, AR/TAR, STLR)."))
 
 
 _register_builtin()

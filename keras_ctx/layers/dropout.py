@@ -91,3 +91,94 @@ class Dropout(keras.layers.Dropout):
             keep, dropped = _half_bits_keep(shape, seed, self.rate)
         scale = tf.cast(1.0 / (1.0 - dropped), inputs.dtype)
         return tf.where(keep, inputs * scale, tf.zeros_like(inputs))
+
+
+@keras.saving.register_keras_serializable(package="keras_ctx")
+class LockedDropout(keras.layers.Layer):
+    """Variational ("locked") dropout: one mask per sequence, shared by every step.
+
+    For (batch, time, features) inputs, each (sequence, feature) is zeroed
+    with probability `rate` at all time steps together and the rest scaled by
+    1 / (1 - rate) (Gal & Ghahramani 2016; AWD-LSTM, Merity et al. 2017,
+    Sec. 4.2). Identity outside training.
+
+    Args:
+        rate: drop probability.
+        seed: optional seed.
+
+    Example:
+    >>> y = keras_ctx.layers.LockedDropout(0.3)(x, training=True)
+
+    References:
+        Gal & Ghahramani, "A Theoretically Grounded Application of Dropout in
+        Recurrent Neural Networks", 2016.
+    """
+
+    def __init__(self, rate, seed=None, **kwargs):
+        super().__init__(**kwargs)
+        if isinstance(rate, bool) or not 0 <= rate < 1:
+            raise ValueError(f"`rate` must be in [0, 1), got {rate!r}.")
+        self.rate = float(rate)
+        self.seed = seed
+        self.seed_generator = keras.random.SeedGenerator(seed)
+        self.supports_masking = True
+
+    def call(self, inputs, training=False):
+        if not training or self.rate == 0:
+            return inputs
+        shape = tf.shape(inputs)
+        return keras.random.dropout(inputs, self.rate, noise_shape=(shape[0], 1, shape[2]),
+                                    seed=self.seed_generator)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        return dict(super().get_config(), rate=self.rate, seed=self.seed)
+
+
+@keras.saving.register_keras_serializable(package="keras_ctx")
+class EmbeddingDropout(keras.layers.Layer):
+    """Drops whole words: rows of the embedding matrix (AWD-LSTM's dropoute).
+
+    Each word type of the vocabulary is dropped with probability `rate` for
+    the whole batch (every occurrence of it) and the kept rows are scaled by
+    1 / (1 - rate) (Gal & Ghahramani 2016, Sec. 4; Merity et al. 2017,
+    Sec. 4.3). Applied to the looked-up vectors: `x * keep[token_ids]`, the
+    same as looking up in the row-dropped matrix.
+
+    Args:
+        vocabulary_size: the number of word types.
+        rate: drop probability per word type (0.05 in ULMFiT).
+        seed: optional seed.
+
+    Call arguments:
+        embedded: (batch, time, dim) looked-up vectors.
+        token_ids: (batch, time) the ids they were looked up by.
+
+    Example:
+    >>> x = EmbeddingDropout(1000, 0.05)(embedding(ids), ids, training=True)
+    """
+
+    def __init__(self, vocabulary_size, rate, seed=None, **kwargs):
+        super().__init__(**kwargs)
+        if isinstance(rate, bool) or not 0 <= rate < 1:
+            raise ValueError(f"`rate` must be in [0, 1), got {rate!r}.")
+        self.vocabulary_size = int(vocabulary_size)
+        self.rate = float(rate)
+        self.seed = seed
+        self.seed_generator = keras.random.SeedGenerator(seed)
+
+    def call(self, embedded, token_ids, training=False):
+        if not training or self.rate == 0:
+            return embedded
+        keep = keras.random.dropout(tf.ones((self.vocabulary_size,), embedded.dtype),
+                                    self.rate, seed=self.seed_generator)
+        return embedded * tf.gather(keep, tf.cast(token_ids, "int32"))[..., None]
+
+    def compute_output_shape(self, embedded_shape, token_ids_shape=None):
+        return embedded_shape
+
+    def get_config(self):
+        return dict(super().get_config(), vocabulary_size=self.vocabulary_size,
+                    rate=self.rate, seed=self.seed)

@@ -179,10 +179,12 @@ class LSTMP(keras.layers.Layer):
         self.built = True
 
     # -- the recurrent step, shared by every implementation but cuDNN --------
-    def _step(self, state, inputs):
+    def _step(self, state, inputs, recurrent_kernel=None):
         h, c = state
         xw, m = inputs  # (batch, 4u) float32, (batch, 1) float32
-        u = ops.cast(self.recurrent_kernel, self.compute_dtype)
+        if recurrent_kernel is None:
+            recurrent_kernel = self.recurrent_kernel
+        u = ops.cast(recurrent_kernel, self.compute_dtype)
         z = xw + ops.cast(ops.matmul(ops.cast(h, self.compute_dtype), u), "float32")
         i, f, g, o = tf.split(z, 4, axis=-1)
         new_c = ops.sigmoid(f) * c + ops.sigmoid(i) * ops.tanh(g)
@@ -197,7 +199,7 @@ class LSTMP(keras.layers.Layer):
         # Masked steps keep the state (so right padding is skipped in reverse).
         return (m * new_h + (1.0 - m) * h, m * new_c + (1.0 - m) * c)
 
-    def _loop(self, inputs, mask):
+    def _loop(self, inputs, mask, recurrent_kernel=None):
         batch = tf.shape(inputs)[0]
         w = ops.cast(self.kernel, self.compute_dtype)
         xw = ops.matmul(ops.cast(inputs, self.compute_dtype), w)
@@ -213,7 +215,8 @@ class LSTMP(keras.layers.Layer):
             tf.zeros(tf.stack([batch, self.units]), "float32"),
         )
         hs, _ = tf.scan(
-            self._step, (xw_t, m_t), initializer=init, reverse=self.reverse
+            lambda state, x: self._step(state, x, recurrent_kernel),
+            (xw_t, m_t), initializer=init, reverse=self.reverse,
         )
         outputs = tf.transpose(hs * m_t, (1, 0, 2))  # zeros at masked steps
         if self.return_sequences:
@@ -222,7 +225,7 @@ class LSTMP(keras.layers.Layer):
             return tf.transpose(hs, (1, 0, 2))[:, 0]
         return tf.transpose(hs, (1, 0, 2))[:, -1]
 
-    def _cudnn(self, inputs, mask):
+    def _cudnn(self, inputs, mask, recurrent_kernel=None):
         from keras.src.backend.tensorflow import rnn as tf_rnn
 
         batch = tf.shape(inputs)[0]
@@ -233,7 +236,8 @@ class LSTMP(keras.layers.Layer):
             zeros,
             mask,
             kernel=self.kernel,
-            recurrent_kernel=self.recurrent_kernel,
+            recurrent_kernel=(self.recurrent_kernel if recurrent_kernel is None
+                              else recurrent_kernel),
             bias=self.bias,
             activation=keras.activations.tanh,
             recurrent_activation=keras.activations.sigmoid,
@@ -248,12 +252,16 @@ class LSTMP(keras.layers.Layer):
         return outputs if self.return_sequences else last
 
     def call(self, inputs, mask=None):
+        return self._run(inputs, mask)
+
+    def _run(self, inputs, mask, recurrent_kernel=None):
         if self._use_cudnn:
             try:
-                return ops.cast(self._cudnn(inputs, mask), self.compute_dtype)
+                return ops.cast(self._cudnn(inputs, mask, recurrent_kernel),
+                                self.compute_dtype)
             except NotImplementedError:
                 pass
-        return ops.cast(self._loop(inputs, mask), self.compute_dtype)
+        return ops.cast(self._loop(inputs, mask, recurrent_kernel), self.compute_dtype)
 
     def compute_mask(self, inputs, mask=None):
         return mask if self.return_sequences else None
@@ -282,3 +290,54 @@ class LSTMP(keras.layers.Layer):
             }
         )
         return config
+
+
+@keras.saving.register_keras_serializable(package="keras_ctx")
+class WeightDropLSTM(LSTMP):
+    """An LSTM with DropConnect on its hidden-to-hidden weights (AWD-LSTM).
+
+    In training, each entry of `recurrent_kernel` (U) is zeroed with
+    probability `weight_dropout` and the rest scaled by 1 / (1 - p), once per
+    call: the same dropped U at every time step of the batch (Merity et al.
+    2017, Sec. 2, "weight-dropped LSTM"; Wan et al. 2013, DropConnect). The
+    input-to-hidden weights are not dropped. The loop and cuDNN paths both
+    take the dropped U, so the cuDNN kernel stays usable.
+
+    Args:
+        units: hidden size.
+        weight_dropout: DropConnect rate on U (0.5 in ULMFiT, Howard & Ruder
+            2018, Sec. 4).
+        seed: optional seed of the DropConnect masks.
+        **kwargs: as `LSTMP` (no projection or clipping in AWD-LSTM).
+
+    Call arguments:
+        inputs: (batch, time, features).
+        mask: optional (batch, time) boolean.
+        training: drop weights only when True.
+
+    Example:
+    >>> layer = keras_ctx.layers.WeightDropLSTM(32, weight_dropout=0.5)
+    >>> layer(np.random.rand(2, 5, 4).astype("float32"), training=True).shape
+    (2, 5, 32)
+
+    References:
+        Merity et al., "Regularizing and Optimizing LSTM Language Models", 2017.
+    """
+
+    def __init__(self, units, weight_dropout=0.0, seed=None, **kwargs):
+        super().__init__(units, **kwargs)
+        if isinstance(weight_dropout, bool) or not 0 <= weight_dropout < 1:
+            raise ValueError(f"`weight_dropout` must be in [0, 1), got {weight_dropout!r}.")
+        self.weight_dropout = float(weight_dropout)
+        self.seed = seed
+        self.seed_generator = keras.random.SeedGenerator(seed)
+
+    def call(self, inputs, mask=None, training=None):
+        kernel = None
+        if training and self.weight_dropout > 0:
+            kernel = keras.random.dropout(self.recurrent_kernel, self.weight_dropout,
+                                          seed=self.seed_generator)
+        return self._run(inputs, mask, kernel)
+
+    def get_config(self):
+        return dict(super().get_config(), weight_dropout=self.weight_dropout, seed=self.seed)

@@ -7,11 +7,13 @@ them (with their family) when first read.
 from keras_ctx.models.backbone import Backbone
 from keras_ctx.models.presets import from_preset, list_presets, register_preset  # noqa: F401
 
-from keras_ctx.models import albert, bart, bert, cove, electra, elmo, gpt, t5, xlnet  # noqa: F401,E402,I001
+from keras_ctx.models import awd_lstm, albert, bart, bert, cove, electra, elmo, gpt, t5, xlnet  # noqa: F401,E402,I001
 from keras_ctx.models.albert import AlbertBackbone  # noqa: E402
+from keras_ctx.models.awd_lstm import AwdLstmBackbone  # noqa: E402
 from keras_ctx.models.bart import BartBackbone  # noqa: E402
 from keras_ctx.models.bert import BertBackbone, RobertaBackbone  # noqa: E402
 from keras_ctx.models.cove import Cove, CoveBackbone  # noqa: E402
+from keras_ctx.models.cvt import CvtEncoder  # noqa: E402
 from keras_ctx.models.electra import ElectraBackbone, electra_generator  # noqa: E402
 from keras_ctx.models.elmo import Elmo, ElmoBackbone  # noqa: E402
 from keras_ctx.models.gpt import GPTBackbone  # noqa: E402

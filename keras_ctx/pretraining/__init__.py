@@ -1,8 +1,10 @@
 """Pretraining objectives: each a `Pretrainer` (base.py owns the step) naming its losses."""
 
+from keras_ctx.pretraining.awd_lstm import AwdLstmLMPretrainer
 from keras_ctx.pretraining.base import Pretrainer
 from keras_ctx.pretraining.bilm import BiLMPretrainer
 from keras_ctx.pretraining.causal_lm import CausalLMPretrainer, GPTFineTuner
+from keras_ctx.pretraining.cvt import CrossViewTrainer, cvt_dataset
 from keras_ctx.pretraining.electra import ElectraPretrainer
 from keras_ctx.pretraining.masked_lm import (
     AlbertPretrainer,

@@ -1,3 +1,13 @@
 """Fine-tuning models over any backbone."""
 
 from keras_ctx.tasks.heads import SequenceClassifier, SpanQuestionAnswerer, TokenClassifier
+from keras_ctx.tasks.transfer import (  # noqa: E402
+    ConcatPoolClassifier,
+    ConcatPooling,
+    GradualUnfreezing,
+    SlantedTriangular,
+    discriminative_multipliers,
+    layer_groups,
+    layer_wise_decay_multipliers,
+    with_layer_learning_rates,
+)

@@ -6,12 +6,13 @@ returning logits; `serving_outputs` names what an exported SavedModel returns
 """
 
 import keras
+import numpy as np
 from keras import ops
 
 from keras_ctx.layers.dropout import Dropout
 from keras_ctx.models.backbone import without_absent_optional_inputs
 
-POOLINGS = ("auto", "pooled", "first", "last", "mean")
+POOLINGS = ("auto", "pooled", "first", "last", "mean", "concat")
 
 
 def _padding_mask(inputs, like):
@@ -46,6 +47,54 @@ class Pool(keras.layers.Layer):
 
     def get_config(self):
         return dict(super().get_config(), mode=self.mode)
+
+
+# ULMFiT's concat pooling (Howard & Ruder 2018, Sec. 3.3).
+FLOAT32_MIN = float(np.finfo(np.float32).min)
+
+@keras.saving.register_keras_serializable(package="keras_ctx")
+class ConcatPooling(keras.layers.Layer):
+    """ULMFiT's concat pooling: h_c = [h_T; maxpool(H); meanpool(H)] (Sec. 3.3).
+
+    Over the real tokens only: h_T is the last real token's state (right
+    padding), the max and the mean skip padding.
+
+    Call arguments:
+        sequence: (batch, time, hidden).
+        padding_mask: (batch, time), 1 for real tokens.
+
+    Returns:
+        (batch, 3 * hidden).
+
+    Example:
+    >>> pooled = ConcatPooling()(sequence, padding_mask)
+
+    References:
+        Howard & Ruder, "Universal Language Model Fine-tuning for Text
+        Classification", 2018.
+    """
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.supports_masking = True  # it reads padding_mask; the time axis is gone
+
+    def compute_mask(self, sequence, padding_mask=None, mask=None):
+        return None
+
+    def call(self, sequence, padding_mask):
+        real = ops.cast(padding_mask, "bool")
+        counts = ops.sum(ops.cast(real, "int32"), axis=1)
+        last = ops.maximum(counts - 1, 0)
+        h_last = ops.take_along_axis(sequence, last[:, None, None], axis=1)[:, 0]
+        x = ops.cast(sequence, "float32")
+        h_max = ops.max(ops.where(real[:, :, None], x, FLOAT32_MIN), axis=1)
+        h_mean = ops.sum(ops.where(real[:, :, None], x, 0.0), axis=1) / ops.maximum(
+            ops.cast(counts, "float32")[:, None], 1.0)
+        pooled = [h_last, ops.cast(h_max, sequence.dtype), ops.cast(h_mean, sequence.dtype)]
+        return ops.concatenate(pooled, axis=-1)
+
+    def compute_output_shape(self, sequence_shape, padding_mask_shape=None):
+        return (sequence_shape[0], 3 * sequence_shape[-1])
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
@@ -99,7 +148,8 @@ class SequenceClassifier(Task):
             and a `sequence_output` output).
         num_classes: number of labels.
         pooling: "pooled" (the backbone's pooled_output, BERT), "first",
-            "last" (last real token, GPT/XLNet), "mean", or "auto": what the
+            "last" (last real token, GPT/XLNet), "mean", "concat" (ULMFiT's
+            [h_T; maxpool(H); meanpool(H)], AWD-LSTM's), or "auto": what the
             backbone's family says in `keras_ctx.families` (GPT and XLNet the
             last real token, T5 the mean of its encoder output, BART the
             decoder state at the final </s>); a backbone of no registered
@@ -136,7 +186,8 @@ class SequenceClassifier(Task):
                                  f"{sorted(features)}.")
             sequence = features[output]
             padding = inputs[mask] if mask in inputs else _padding_mask(None, sequence)
-            vector = Pool(pooling, name="pool")(sequence, padding)
+            pool = ConcatPooling if pooling == "concat" else lambda **k: Pool(pooling, **k)
+            vector = pool(name="pool")(sequence, padding)
         vector = Dropout(dropout, name="dropout")(vector)
         logits = keras.layers.Dense(num_classes, name="logits", dtype="float32")(vector)
         super().__init__(inputs, logits, **kwargs)

@@ -15,6 +15,7 @@ TINY = {  # first preset of each family, shrunk
     "xlnet": TRANSFORMER, "gpt": TRANSFORMER, "gpt2": TRANSFORMER, "t5": TRANSFORMER,
     "bart": TRANSFORMER, "elmo": dict(projection_dim=8, lstm_units=16, num_layers=1),
     "cove": dict(vocabulary_size=50, embedding_dim=8, hidden_dim=8, num_layers=1),
+    "awd_lstm": dict(vocabulary_size=50, embedding_size=8, hidden_size=16, num_layers=2),
 }
 
 

@@ -12,6 +12,9 @@ PUBLISHED = {  # millions, as quoted in the issues (released configurations)
     "elmo-original": 93.6, "gpt": 116.5, "gpt2": 124.4, "gpt2-medium": 354.8,
     "gpt2-large": 774.0, "gpt2-xl": 1560.0, "t5-small": 60.5, "t5-base": 222.9,
     "bart-base": 139.4, "bart-large": 406.3,
+    # ULMFiT's fastai WT-103 model, PyTorch's two LSTM biases per layer and the
+    # decoder bias included (tests/models/test_awd_lstm.py counts it by hand).
+    "awd-lstm-wt103": 44.27,
 }
 
 

@@ -218,6 +218,42 @@ def translation_batch():
     return x, labels * x["decoder_padding_mask"]
 
 
+def awd_lstm_lm():
+    from keras_ctx.models import AwdLstmBackbone
+    from keras_ctx.pretraining import AwdLstmLMPretrainer
+
+    return AwdLstmLMPretrainer(AwdLstmBackbone(
+        V, embedding_size=8, hidden_size=16, num_layers=2, embedding_dropout=0.0,
+        input_dropout=0.0, hidden_dropout=0.0, weight_dropout=0.0, output_dropout=0.0,
+        lstm_implementation="loop"))
+
+
+def cvt():
+    from keras_ctx.models import CvtEncoder
+    from keras_ctx.pretraining import CrossViewTrainer
+
+    return CrossViewTrainer(CvtEncoder(V, embedding_size=8, first_layer_size=8,
+                                       second_layer_size=6, filters=[[2, 4]],
+                                       character_embedding_size=4, max_characters_per_token=6,
+                                       dropout=0.0, lstm_implementation="loop"),
+                            {"a": 3, "b": 2}, hidden_size=8)
+
+
+def cvt_batch():
+    rng = np.random.default_rng(8)
+
+    def inputs():
+        padding = np.ones((BATCH, LENGTH), "int32")
+        padding[1, -3:] = 0
+        x = {"token_ids": _ids(rng, (BATCH, LENGTH)) * padding, "padding_mask": padding}
+        x["character_ids"] = rng.integers(1, 262, x["token_ids"].shape + (6,)).astype("int32")
+        x["character_ids"][x["padding_mask"] == 0] = 0
+        return x
+
+    x, u, tags = inputs(), inputs(), rng.integers(0, 3, (BATCH, LENGTH)).astype("int32")
+    return {"labelled": {"a": (x, tags), "b": (x, tags % 2)}, "unlabelled": {"a": u, "b": x}}
+
+
 # ELECTRA's lambda = 50 overflows float16 gradients at Keras' first loss scale
 # (2^15): the LossScaleOptimizer skips steps and halves the scale until 2^9;
 # start there to check the step that is applied.
@@ -242,6 +278,8 @@ CASES = {
     "t5": (t5, _seq2seq_batch),
     "bart": (bart, _seq2seq_batch),
     "translation": (translation, translation_batch),
+    "awd_lstm_lm": (awd_lstm_lm, causal_lm_batch),
+    "cvt": (cvt, cvt_batch),
 }
 
 

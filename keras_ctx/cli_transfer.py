@@ -1,0 +1,51 @@
+"""`keras-ctx ulmfit` and `keras-ctx cvt`: argparse only (the work is in recipes_ulmfit_cvt)."""
+
+
+def _ulmfit(args):
+    from keras_ctx import recipes_ulmfit_cvt
+
+    return recipes_ulmfit_cvt.ulmfit_from_args(args)
+
+
+def _cvt(args):
+    from keras_ctx import recipes_ulmfit_cvt
+
+    return recipes_ulmfit_cvt.cvt_from_args(args)
+
+
+def add_commands(commands):
+    """Adds the two subcommands to `keras-ctx`'s subparsers."""
+    ulmfit = commands.add_parser(
+        "ulmfit", help="ULMFiT: fine-tune an AWD-LSTM LM on target text, then a classifier "
+                       "on a TSV of text<TAB>label (Howard & Ruder 2018)")
+    ulmfit.add_argument("--text", required=True, help="target-domain text, one document "
+                                                      "per line")
+    ulmfit.add_argument("--train", required=True, help="TSV file: text<TAB>label")
+    ulmfit.add_argument("--general-text", default=None,
+                        help="general-domain text for stage 1 (default: skip it)")
+    ulmfit.add_argument("--out", required=True, help="a new directory for the classifier")
+    ulmfit.add_argument("--lm-epochs", type=int, default=1)
+    ulmfit.add_argument("--epochs", type=int, default=None,
+                        help="classifier epochs (default: one per layer group)")
+    ulmfit.add_argument("--batch-size", type=int, default=64)
+    ulmfit.add_argument("--sequence-length", type=int, default=70)
+    ulmfit.add_argument("--vocabulary-size", type=int, default=60000)
+    ulmfit.add_argument("--seed", type=int, default=0)
+    ulmfit.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="AwdLstmBackbone config, e.g. --set hidden_size=256")
+    ulmfit.set_defaults(run=_ulmfit)
+
+    cvt = commands.add_parser(
+        "cvt", help="cross-view training of a tagger: tagged TSV (token<TAB>tag, blank "
+                    "line between sentences) + unlabelled sentences (Clark et al. 2018)")
+    cvt.add_argument("--train", required=True)
+    cvt.add_argument("--unlabelled", required=True, help="one sentence per line")
+    cvt.add_argument("--out", required=True, help="a new directory for the tagger")
+    cvt.add_argument("--steps", type=int, default=1000, help="labelled+unlabelled pairs")
+    cvt.add_argument("--batch-size", type=int, default=64)
+    cvt.add_argument("--vocabulary-size", type=int, default=20000)
+    cvt.add_argument("--learning-rate", type=float, default=0.5)
+    cvt.add_argument("--seed", type=int, default=0)
+    cvt.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                     help="CvtEncoder config, e.g. --set first_layer_size=256")
+    cvt.set_defaults(run=_cvt)

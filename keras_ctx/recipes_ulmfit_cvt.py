@@ -1,0 +1,381 @@
+"""ULMFiT's three stages and CVT tagging as Python functions (the CLI calls these).
+
+ULMFiT (Howard & Ruder 2018, Sec. 3):
+    1. `pretrain_language_model`: the AWD-LSTM LM on general-domain text;
+    2. `fine_tune_language_model`: the same LM on the target task's text, with
+       discriminative rates and STLR;
+    3. `fine_tune_classifier`: concat pooling + two linear blocks, with
+       discriminative rates, STLR and gradual unfreezing.
+Hyperparameters from Sec. 4: Adam with beta_1 = 0.7, beta_2 = 0.99; base
+learning rates 0.004 (LM fine-tuning) and 0.01 (classifier); cut_frac 0.1,
+ratio 32; eta^(l-1) = eta^l / 2.6.
+
+CVT (Clark et al. 2018): `train_cvt_tagger` reads a CoNLL-style TSV of tagged
+sentences and a file of unlabelled sentences and trains `CrossViewTrainer`.
+"""
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_ctx.tasks.transfer import (
+    ConcatPoolClassifier,
+    GradualUnfreezing,
+    SlantedTriangular,
+    discriminative_multipliers,
+    layer_groups,
+    with_layer_learning_rates,
+)
+
+# Howard & Ruder 2018, Sec. 4.
+ULMFIT_ADAM = dict(beta_1=0.7, beta_2=0.99)
+LM_FINE_TUNING_RATE = 0.004
+CLASSIFIER_RATE = 0.01
+
+
+def _steps(dataset, steps_per_epoch):
+    if steps_per_epoch is not None:
+        return steps_per_epoch
+    count = int(dataset.cardinality())
+    if count < 0:
+        raise ValueError("The dataset's length is unknown (or infinite): pass steps_per_epoch.")
+    return count
+
+
+def _ulmfit_optimizer(model, backbone, learning_rate, total_steps):
+    groups = layer_groups(model, backbone)
+    adam = keras.optimizers.Adam(SlantedTriangular(learning_rate, total_steps), **ULMFIT_ADAM)
+    return with_layer_learning_rates(adam, groups, discriminative_multipliers(len(groups))), \
+        groups
+
+
+def pretrain_language_model(backbone, dataset, epochs=1, learning_rate=1e-3,
+                            steps_per_epoch=None, **fit_kwargs):
+    """Stage 1: the general-domain LM (Adam; AWD-LSTM's AR/TAR and dropouts).
+
+    Args:
+        backbone: an `AwdLstmBackbone`.
+        dataset: batches of {"token_ids", "padding_mask"}.
+
+    Returns:
+        The `AwdLstmLMPretrainer` (its backbone is `backbone`, trained).
+    """
+    from keras_ctx.pretraining.awd_lstm import AwdLstmLMPretrainer
+
+    lm = AwdLstmLMPretrainer(backbone)
+    lm.compile(keras.optimizers.Adam(learning_rate, **ULMFIT_ADAM))
+    lm.fit(dataset, epochs=epochs, steps_per_epoch=steps_per_epoch, **fit_kwargs)
+    return lm
+
+
+def fine_tune_language_model(lm_or_backbone, dataset, epochs=1,
+                             learning_rate=LM_FINE_TUNING_RATE, steps_per_epoch=None,
+                             **fit_kwargs):
+    """Stage 2: target-task LM fine-tuning with discriminative rates and STLR (Sec. 3.2).
+
+    Args:
+        lm_or_backbone: the stage-1 `AwdLstmLMPretrainer` (keeps its output
+            bias) or a bare backbone.
+        dataset: batches of the target task's text, {"token_ids", "padding_mask"}.
+
+    Returns:
+        The fine-tuned `AwdLstmLMPretrainer`.
+    """
+    from keras_ctx.pretraining.awd_lstm import AwdLstmLMPretrainer
+
+    lm = lm_or_backbone
+    if not isinstance(lm, AwdLstmLMPretrainer):
+        lm = AwdLstmLMPretrainer(lm_or_backbone)
+    total = epochs * _steps(dataset, steps_per_epoch)
+    optimizer, _ = _ulmfit_optimizer(lm, lm.backbone, learning_rate, total)
+    lm.compile(optimizer)
+    lm.fit(dataset, epochs=epochs, steps_per_epoch=steps_per_epoch, **fit_kwargs)
+    return lm
+
+
+def fine_tune_classifier(backbone, dataset, num_classes, epochs=None,
+                         learning_rate=CLASSIFIER_RATE, steps_per_epoch=None,
+                         gradual_unfreezing=True, validation_data=None, **fit_kwargs):
+    """Stage 3: the classifier, with discriminative rates, STLR and gradual unfreezing.
+
+    Args:
+        backbone: the fine-tuned LM's backbone.
+        dataset: batches of ({"token_ids", "padding_mask"}, label).
+        num_classes: labels.
+        epochs: default: one per layer group (the last epoch trains everything).
+        gradual_unfreezing: unfreeze from the top, one group per epoch (Sec. 3.3).
+
+    Returns:
+        (the `ConcatPoolClassifier`, its History).
+    """
+    classifier = ConcatPoolClassifier(backbone, num_classes)
+    groups = layer_groups(classifier)
+    epochs = epochs or len(groups)
+    total = epochs * _steps(dataset, steps_per_epoch)
+    optimizer, groups = _ulmfit_optimizer(classifier, backbone, learning_rate, total)
+    classifier.compile(optimizer, keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                       metrics=["accuracy"])
+    callbacks = list(fit_kwargs.pop("callbacks", []))
+    if gradual_unfreezing:
+        callbacks.insert(0, GradualUnfreezing(groups))
+    history = classifier.fit(dataset, epochs=epochs, steps_per_epoch=steps_per_epoch,
+                             validation_data=validation_data, callbacks=callbacks,
+                             **fit_kwargs)
+    return classifier, history
+
+
+def ulmfit(backbone, target_text, labelled, num_classes, general_text=None,
+           lm_epochs=1, classifier_epochs=None, **fit_kwargs):
+    """All three stages; `general_text=None` skips stage 1 (a pretrained backbone).
+
+    Returns:
+        (classifier, History of stage 3).
+    """
+    lm = backbone
+    if general_text is not None:
+        lm = pretrain_language_model(backbone, general_text, epochs=lm_epochs, **fit_kwargs)
+    lm = fine_tune_language_model(lm, target_text, epochs=lm_epochs, **fit_kwargs)
+    return fine_tune_classifier(lm.backbone, labelled, num_classes, epochs=classifier_epochs,
+                                **fit_kwargs)
+
+
+# ---------------------------------------------------------------- CVT tagging
+
+def read_tagged_tsv(path):
+    """CoNLL-style TSV: `token<TAB>tag` per line, a blank line between sentences.
+
+    Returns:
+        (sentences as token lists, tag lists).
+    """
+    sentences, tags, words, labels = [], [], [], []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            line = line.rstrip("\n")
+            if not line.strip():
+                if words:
+                    sentences.append(words)
+                    tags.append(labels)
+                words, labels = [], []
+                continue
+            token, sep, tag = line.rpartition("\t")
+            if not sep or not token or not tag:
+                raise ValueError(f"{path}:{number}: expected token<TAB>tag, got {line!r}.")
+            words.append(token)
+            labels.append(tag)
+    if words:
+        sentences.append(words)
+        tags.append(labels)
+    if not sentences:
+        raise ValueError(f"{path} has no tagged sentences.")
+    return sentences, tags
+
+
+def read_sentences(path):
+    """One whitespace-tokenised sentence per non-empty line."""
+    with open(path, encoding="utf-8") as handle:
+        sentences = [line.split() for line in handle if line.strip()]
+    if not sentences:
+        raise ValueError(f"{path} has no sentences.")
+    return sentences
+
+
+def tagging_inputs(sentences, vocabulary, sequence_length, max_characters_per_token=50):
+    """{"token_ids", "character_ids", "padding_mask"} numpy arrays; unknown words -> id 1.
+
+    Id 0 is padding, 1 the unknown word. A sentence longer than
+    `sequence_length` raises (nothing is cut).
+    """
+    from keras_ctx.data.characters import tokens_to_character_ids
+
+    too_long = [i for i, s in enumerate(sentences) if len(s) > sequence_length]
+    if too_long:
+        raise ValueError(f"Sentence {too_long[0]} has {len(sentences[too_long[0]])} tokens, "
+                         f"more than sequence_length={sequence_length}: raise it.")
+    index = {word: i + 2 for i, word in enumerate(vocabulary)}
+    ids = np.zeros((len(sentences), sequence_length), "int32")
+    padded = np.full((len(sentences), sequence_length), "", object)
+    for row, words in enumerate(sentences):
+        ids[row, :len(words)] = [index.get(w, 1) for w in words]
+        padded[row, :len(words)] = words
+    characters = tokens_to_character_ids(tf.constant(padded.astype(str)),
+                                         max_characters_per_token)
+    return {"token_ids": ids, "character_ids": np.asarray(characters),
+            "padding_mask": (np.arange(sequence_length) < np.array(
+                [len(s) for s in sentences])[:, None]).astype("int32")}
+
+
+def train_cvt_tagger(labelled_path, unlabelled_path, steps, sequence_length=None,
+                     batch_size=64, vocabulary_size=20000, learning_rate=0.5,
+                     encoder_config=None, seed=0, **fit_kwargs):
+    """CVT on a tagged TSV and an unlabelled text file.
+
+    Optimizer: SGD with momentum 0.9, gradient clipping 1.0 and learning rate
+    0.5 / (1 + 0.005 sqrt(step)) (Clark et al. 2018's training setup as in
+    their cvt_text code, recalled, not checked against it here).
+
+    Returns:
+        (trainer, vocabulary, tag names).
+    """
+    from keras_ctx.models.cvt import CvtEncoder
+    from keras_ctx.pretraining.cvt import CrossViewTrainer, cvt_dataset
+
+    sentences, tags = read_tagged_tsv(labelled_path)
+    unlabelled = read_sentences(unlabelled_path)
+    tag_names = sorted({t for row in tags for t in row})
+    counts = {}
+    for words in sentences + unlabelled:
+        for w in words:
+            counts[w] = counts.get(w, 0) + 1
+    vocabulary = sorted(counts, key=lambda w: (-counts[w], w))[:vocabulary_size - 2]
+    length = sequence_length or max(len(s) for s in sentences + unlabelled)
+    x = tagging_inputs(sentences, vocabulary, length)
+    y = np.zeros_like(x["token_ids"])
+    for row, labels in enumerate(tags):
+        y[row, :len(labels)] = [tag_names.index(t) for t in labels]
+    u = tagging_inputs(unlabelled, vocabulary, length)
+    labelled = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(
+        len(sentences), seed=seed).batch(min(batch_size, len(sentences)), drop_remainder=True)
+    unlabelled_data = tf.data.Dataset.from_tensor_slices(u).shuffle(
+        min(len(unlabelled), 100_000), seed=seed).batch(
+        min(batch_size, len(unlabelled)), drop_remainder=True)
+    encoder = CvtEncoder(len(vocabulary) + 2, **(encoder_config or {}))
+    trainer = CrossViewTrainer(encoder, len(tag_names))
+
+    class CvtRate(keras.optimizers.schedules.LearningRateSchedule):
+        def __call__(self, step):
+            step = keras.ops.cast(step, "float32")
+            return learning_rate / (1.0 + 0.005 * keras.ops.sqrt(step))
+
+    trainer.compile(keras.optimizers.SGD(CvtRate(), momentum=0.9, clipnorm=1.0))
+    trainer.fit(cvt_dataset(labelled, unlabelled_data), steps_per_epoch=steps, epochs=1,
+                **fit_kwargs)
+    return trainer, vocabulary, tag_names
+
+
+# ---------------------------------------------------------------- the CLI's commands
+
+def _word_vocabulary(texts, size):
+    counts = {}
+    for text in texts:
+        for word in text.split():
+            counts[word] = counts.get(word, 0) + 1
+    return sorted(counts, key=lambda w: (-counts[w], w))[:size - 2]
+
+
+def _ids(text, index):
+    return [index.get(w, 1) for w in text.split()]  # 0 padding, 1 unknown
+
+
+def _lm_dataset(texts, index, sequence_length, batch_size, seed):
+    """The texts' words as one stream, cut into (sequence_length + 1)-word chunks."""
+    stream = np.array([i for text in texts for i in _ids(text, index)], "int32")
+    rows = len(stream) // sequence_length
+    if rows < batch_size:
+        raise ValueError(f"The text has {len(stream)} words: fewer than one batch of "
+                         f"{batch_size} x {sequence_length}; lower --batch-size.")
+    ids = stream[:rows * sequence_length].reshape(rows, sequence_length)
+    data = {"token_ids": ids, "padding_mask": np.ones_like(ids)}
+    return tf.data.Dataset.from_tensor_slices(data).shuffle(rows, seed=seed).batch(
+        batch_size, drop_remainder=True)
+
+
+def _save_atomically(out, files):
+    """Writes {name: writer(path)} beside their targets in `out`, then renames them in."""
+    import os
+
+    os.makedirs(out, exist_ok=True)
+    for name, write in files.items():
+        final = os.path.join(out, name)
+        partial = os.path.join(out, ".partial-" + name)
+        write(partial)
+        os.replace(partial, final)
+
+
+def _json_writer(data):
+    import json
+
+    def write(path):
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=1)
+
+    return write
+
+
+def _check_out(out):
+    import os
+
+    if os.path.isdir(out) and os.listdir(out):
+        raise ValueError(f"{out} is not empty: choose a new --out directory.")
+
+
+def ulmfit_from_args(args):
+    """`keras-ctx ulmfit`: target LM fine-tuning, then the classifier (stages 2-3)."""
+    from keras_ctx.models.awd_lstm import AwdLstmBackbone
+    from keras_ctx.finetuning import read_labelled_tsv
+    from keras_ctx.recipes import parse_overrides
+
+    overrides = parse_overrides(args.set)
+    texts, labels = read_labelled_tsv(args.train)
+    with open(args.text, encoding="utf-8") as handle:
+        target = [line for line in handle if line.strip()]
+    general = None
+    if args.general_text:
+        with open(args.general_text, encoding="utf-8") as handle:
+            general = [line for line in handle if line.strip()]
+    _check_out(args.out)
+    # STLR needs T * cut_frac >= 1: check the classifier's T before any training.
+    layers = overrides.get("num_layers", 3)  # AwdLstmBackbone's default
+    epochs = args.epochs or layers + 2  # groups: embeddings, each LSTM, the head
+    SlantedTriangular(1.0, epochs * -(-len(texts) // args.batch_size))
+    keras.utils.set_random_seed(args.seed)
+    classes = sorted(set(labels))
+    vocabulary = _word_vocabulary((general or []) + target + texts, args.vocabulary_size)
+    index = {w: i + 2 for i, w in enumerate(vocabulary)}
+    backbone = AwdLstmBackbone(len(vocabulary) + 2, **overrides)
+    lm = backbone
+    if general:
+        lm = pretrain_language_model(backbone, _lm_dataset(
+            general, index, args.sequence_length, args.batch_size, args.seed),
+            epochs=args.lm_epochs, verbose=2)
+    lm = fine_tune_language_model(lm, _lm_dataset(
+        target, index, args.sequence_length, args.batch_size, args.seed),
+        epochs=args.lm_epochs, verbose=2)
+    rows = [_ids(t, index) for t in texts]
+    length = max(len(r) for r in rows)
+    ids = np.zeros((len(rows), length), "int32")
+    for i, row in enumerate(rows):
+        ids[i, :len(row)] = row
+    y = np.array([classes.index(label) for label in labels], "int32")
+    data = tf.data.Dataset.from_tensor_slices(
+        ({"token_ids": ids, "padding_mask": (ids > 0).astype("int32")}, y)).shuffle(
+        len(y), seed=args.seed).batch(args.batch_size)
+    classifier, _ = fine_tune_classifier(lm.backbone, data, len(classes), epochs=epochs,
+                                         verbose=2)
+    _save_atomically(args.out, {
+        "classifier.keras": classifier.save,
+        "vocabulary.json": _json_writer({"words": vocabulary, "padding_id": 0,
+                                         "unknown_id": 1, "classes": classes}),
+    })
+    print(f"Saved the ULMFiT classifier ({len(classes)} classes) to {args.out}.")
+    return 0
+
+
+def cvt_from_args(args):
+    """`keras-ctx cvt`: a CVT tagger from a tagged TSV and an unlabelled text file."""
+    from keras_ctx.recipes import parse_overrides
+
+    config = parse_overrides(args.set)
+    _check_out(args.out)
+    keras.utils.set_random_seed(args.seed)
+    trainer, vocabulary, tags = train_cvt_tagger(
+        args.train, args.unlabelled, steps=args.steps, batch_size=args.batch_size,
+        vocabulary_size=args.vocabulary_size, learning_rate=args.learning_rate,
+        encoder_config=config, seed=args.seed, verbose=2)
+    _save_atomically(args.out, {
+        "encoder.keras": trainer.encoder.save,
+        "tagger.weights.h5": trainer.save_weights,
+        "vocabulary.json": _json_writer({"words": vocabulary, "padding_id": 0,
+                                         "unknown_id": 1, "tags": tags}),
+    })
+    print(f"Saved the CVT tagger ({len(tags)} tags) to {args.out}.")
+    return 0

@@ -1,0 +1,148 @@
+"""AWD-LSTM: the published model's size, its three dropouts, and its LM objective."""
+
+import keras
+import numpy as np
+import pytest
+
+from keras_ctx.layers import EmbeddingDropout, LockedDropout, WeightDropLSTM
+from keras_ctx.models import AwdLstmBackbone
+from keras_ctx.models.awd_lstm import awd_lstm_parameter_count
+from keras_ctx.pretraining.awd_lstm import AwdLstmLMPretrainer
+
+
+def published_wt103_parameters():
+    """ULMFiT's WT-103 AWD-LSTM in PyTorch (fastai), counted by hand.
+
+    Embedding 60,000 x 400 (tied to the decoder), decoder bias 60,000, and
+    three nn.LSTM layers 400 -> 1150 -> 1150 -> 400, each with W_ih (4h x in),
+    W_hh (4h x h) and two biases b_ih, b_hh (4h each).
+    """
+    vocabulary, sizes = 60000, [400, 1150, 1150, 400]
+    lstm = sum(4 * h * i + 4 * h * h + 2 * 4 * h for i, h in zip(sizes, sizes[1:]))
+    return vocabulary * 400 + vocabulary + lstm
+
+
+def test_parameter_count_matches_the_published_model():
+    assert published_wt103_parameters() == 44_271_600
+    # Keras' LSTM has one bias (PyTorch's b_ih + b_hh summed): 4h fewer per layer.
+    redundant_biases = 4 * (1150 + 1150 + 400)
+    lm = AwdLstmLMPretrainer(AwdLstmBackbone.from_preset("awd-lstm-wt103"))
+    assert lm.count_params() == published_wt103_parameters() - redundant_biases
+    assert lm.backbone.count_params() == awd_lstm_parameter_count(60000) == 44_200_800
+
+
+def test_analytic_count_matches_a_build():
+    backbone = AwdLstmBackbone(50, embedding_size=6, hidden_size=10, num_layers=2)
+    assert backbone.count_params() == awd_lstm_parameter_count(50, 6, 10, 2)
+
+
+def _inputs(rows=3, length=7, vocabulary=40, seed=0):
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(1, vocabulary, (rows, length)).astype("int32")
+    mask = np.ones_like(ids)
+    mask[1, 4:] = 0
+    ids[mask == 0] = 0
+    return {"token_ids": ids, "padding_mask": mask}
+
+
+def test_backbone_outputs_and_inference_is_deterministic():
+    backbone = AwdLstmBackbone(40, embedding_size=6, hidden_size=10, num_layers=3)
+    inputs = _inputs()
+    out = backbone(inputs)
+    assert out["sequence_output"].shape == (3, 7, 6)
+    assert [tuple(h.shape) for h in out["hidden_states"]] == [
+        (3, 7, 6), (3, 7, 10), (3, 7, 10), (3, 7, 6)]
+    again = backbone(inputs)["sequence_output"]
+    np.testing.assert_array_equal(out["sequence_output"], again)
+    trained = backbone(inputs, training=True)["sequence_output"]
+    assert not np.allclose(trained, again)
+    assert np.all(keras.ops.convert_to_numpy(out["sequence_output"])[1, 4:] == 0)
+
+
+def test_locked_dropout_shares_one_mask_over_time():
+    x = np.ones((64, 10, 16), "float32")
+    y = keras.ops.convert_to_numpy(LockedDropout(0.3, seed=1)(x, training=True))
+    assert np.all(y == y[:, :1])  # the same at every step
+    np.testing.assert_allclose(np.unique(y), [0.0, 1 / 0.7], rtol=1e-6)
+    assert abs((y[:, 0] == 0).mean() - 0.3) < 0.05
+    np.testing.assert_array_equal(LockedDropout(0.3)(x), x)
+
+
+def test_embedding_dropout_drops_word_types_everywhere():
+    ids = np.tile(np.arange(1, 21, dtype="int32"), (8, 3))  # each word 24 times
+    x = np.ones(ids.shape + (4,), "float32")
+    y = keras.ops.convert_to_numpy(EmbeddingDropout(21, 0.5, seed=3)(x, ids, training=True))
+    for word in range(1, 21):
+        values = y[ids == word]
+        assert np.all(values == values[0])  # dropped or kept as a whole
+    kept = np.array([y[ids == w][0, 0] for w in range(1, 21)])
+    assert np.all(np.isin(kept, [0.0, 2.0])) and 0 < (kept == 0).sum() < 20
+
+
+def test_weight_drop_reaches_only_the_recurrent_weights():
+    layer = WeightDropLSTM(8, weight_dropout=0.5, implementation="loop", seed=4)
+    x = np.random.default_rng(0).normal(size=(2, 5, 3)).astype("float32")
+    plain = keras.ops.convert_to_numpy(layer(x))
+    dropped = keras.ops.convert_to_numpy(layer(x, training=True))
+    # Step 0 has h_(-1) = 0: the recurrent weights, dropped or not, play no part.
+    np.testing.assert_allclose(dropped[:, 0], plain[:, 0], rtol=1e-6)
+    assert not np.allclose(dropped[:, 1:], plain[:, 1:])
+    # An LSTMP with the same weights gives the inference output.
+    from keras_ctx.layers import LSTMP
+
+    reference = LSTMP(8, implementation="loop")
+    reference.build(x.shape)
+    reference.set_weights(layer.get_weights())
+    np.testing.assert_allclose(reference(x), plain, rtol=1e-6)
+    config = layer.get_config()
+    assert config["weight_dropout"] == 0.5
+    assert WeightDropLSTM.from_config(config).weight_dropout == 0.5
+
+
+def test_lm_losses_ar_tar_and_the_loss_falls():
+    backbone = AwdLstmBackbone(40, embedding_size=8, hidden_size=16, num_layers=2,
+                               lstm_implementation="loop")
+    lm = AwdLstmLMPretrainer(backbone)
+    inputs = _inputs(rows=4, length=8)
+    losses = lm.compute_losses(inputs, training=True)
+    assert set(losses) == {"lm", "ar", "tar"}
+    assert float(losses["lm"]) == pytest.approx(np.log(40), rel=0.1)
+    assert set(lm.compute_losses(inputs, training=False)) == {"lm"}
+    # TAR by hand on the undropped output (real consecutive pairs only).
+    h = keras.ops.convert_to_numpy(backbone(inputs)["sequence_output"])
+    mask = inputs["padding_mask"].astype("float32")
+    pairs = mask[:, 1:] * mask[:, :-1]
+    want = (((h[:, 1:] - h[:, :-1]) ** 2).mean(-1) * pairs).sum() / pairs.sum()
+    no_dropout = AwdLstmLMPretrainer(AwdLstmBackbone(
+        40, embedding_size=8, hidden_size=16, num_layers=2, embedding_dropout=0.0,
+        input_dropout=0.0, hidden_dropout=0.0, weight_dropout=0.0, output_dropout=0.0))
+    no_dropout.backbone.set_weights(backbone.get_weights())
+    got = no_dropout.compute_losses(inputs, training=True)["tar"]
+    assert float(got) == pytest.approx(want, rel=1e-5)
+    no_dropout.compile(keras.optimizers.Adam(3e-2, beta_1=0.7, beta_2=0.99))
+    history = no_dropout.fit(inputs, epochs=15, verbose=0).history
+    assert history["lm_loss"][-1] < history["lm_loss"][0] - 0.5
+
+
+@pytest.mark.slow
+def test_lm_pretrainer_matrix():
+    # 24 s on 2 cores; the lead adds the case to tests/pretraining/matrix_cases.py.
+    from keras_ctx.testing import run_pretrainer_test
+
+    def make():
+        return AwdLstmLMPretrainer(AwdLstmBackbone(
+            40, embedding_size=8, hidden_size=16, num_layers=2, embedding_dropout=0.0,
+            input_dropout=0.0, hidden_dropout=0.0, weight_dropout=0.0, output_dropout=0.0,
+            lstm_implementation="loop"))
+
+    run_pretrainer_test(make, lambda: _inputs(rows=4, length=8),
+                        checks=("mixed_float16", "mixed_bfloat16", "xla", "nan"))
+
+
+def test_config_round_trips():
+    backbone = AwdLstmBackbone(40, embedding_size=6, hidden_size=10, num_layers=2)
+    again = AwdLstmBackbone.from_config(backbone.get_config())
+    assert again.count_params() == backbone.count_params()
+    lm = AwdLstmLMPretrainer(backbone, activation_regularization=1.5)
+    copy = AwdLstmLMPretrainer.from_config(lm.get_config())
+    assert copy.activation_regularization == 1.5 and copy.output_dropout == 0.4

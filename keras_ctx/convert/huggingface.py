@@ -308,6 +308,8 @@ def default_model_type(backbone):
         if type(backbone).__name__ == cls_name:
             if model_type == "gpt2" and getattr(backbone, "final_norm", True) is None:
                 return "openai-gpt"  # post-LN: the original GPT
+            if model_type == "gpt2" and "local" in getattr(backbone, "attention_types", ()):
+                return "gpt_neo"  # banded layers: GPT-Neo's layout
             return model_type
     raise CheckpointError(f"No Hugging Face export for {type(backbone).__name__}; "
                           f"exportable model types: {', '.join(sorted(EXPORTERS))}.")

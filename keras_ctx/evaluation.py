@@ -212,16 +212,22 @@ def _tokenize(tokenizer, text):
 
 def evaluate_multiple_choice(backbone, tokenizer, examples, train_examples=(), num_shots=0,
                              seed=0, separator="\n\n", batch_size=8, sequence_length=None,
-                             jit_compile=True):
+                             jit_compile=True, unconditional_context=None):
     """Accuracy of picking the most likely choice, by summed and per-token log-likelihood.
 
     Context and choices are tokenized separately (a choice carries its own
     leading space, e.g. " Paris", as byte-level BPE expects).
 
+    `unconditional_context` (e.g. "Answer:" or "A:") adds GPT-3's third rule
+    for ARC, OpenBookQA and RACE (Brown et al. 2020, Sec. 2.4): pick the choice
+    maximising P(choice | context) / P(choice | unconditional_context).
+
     Returns:
         {"accuracy_sum", "accuracy_per_token": fractions correct,
          "num_examples", "log_likelihood": [per-example arrays over choices],
-         "num_tokens": [same], "predictions_sum", "predictions_per_token"}.
+         "num_tokens": [same], "predictions_sum", "predictions_per_token"};
+        with `unconditional_context` also "accuracy_unconditional",
+        "predictions_unconditional" and "unconditional_log_likelihood".
     """
     examples = list(examples)
     for index, example in enumerate(examples):
@@ -245,10 +251,20 @@ def evaluate_multiple_choice(backbone, tokenizer, examples, train_examples=(), n
     by_sum = np.array([int(np.argmax(s)) for s in sums])
     by_token = np.array([int(np.argmax(s / n)) for s, n in zip(sums, tokens)])
     labels = np.array([e.label for e in examples])
-    return {"accuracy_sum": float(np.mean(by_sum == labels)),
-            "accuracy_per_token": float(np.mean(by_token == labels)),
-            "num_examples": len(examples), "log_likelihood": sums, "num_tokens": tokens,
-            "predictions_sum": by_sum, "predictions_per_token": by_token}
+    result = {"accuracy_sum": float(np.mean(by_sum == labels)),
+              "accuracy_per_token": float(np.mean(by_token == labels)),
+              "num_examples": len(examples), "log_likelihood": sums, "num_tokens": tokens,
+              "predictions_sum": by_sum, "predictions_per_token": by_token}
+    if unconditional_context is not None:
+        answer_context = _tokenize(tokenizer, unconditional_context)
+        unconditional = score_continuations(
+            backbone, [answer_context] * len(continuations), continuations, batch_size,
+            sequence_length, jit_compile)["log_likelihood"]
+        base = [unconditional[rows] for rows in per_example]
+        by_ratio = np.array([int(np.argmax(s - b)) for s, b in zip(sums, base)])
+        result.update(accuracy_unconditional=float(np.mean(by_ratio == labels)),
+                      predictions_unconditional=by_ratio, unconditional_log_likelihood=base)
+    return result
 
 
 def evaluate_completion(backbone, tokenizer, examples, train_examples=(), num_shots=0,

@@ -130,21 +130,41 @@ def test_multiple_choice_and_completion_tasks_pick_by_numpy_likelihoods():
     train = [MultipleChoiceExample(f"q{i} =", [f" a{i}", " x"], label=0) for i in range(4)]
     tests = [MultipleChoiceExample("q1 =", [" a1", " x yy", " a3"], label=2),
              MultipleChoiceExample("q2 =", [" x", " a2"], label=1)]
-    result = evaluate_multiple_choice(backbone, tokenizer, tests, train, num_shots=2, seed=1)
+    result = evaluate_multiple_choice(backbone, tokenizer, tests, train, num_shots=2, seed=1,
+                                      unconditional_context="<eot> =")
     prompts = few_shot_contexts(tests, train, num_shots=2, seed=1)
-    correct_sum = correct_token = 0
-    for example, prompt, sums in zip(tests, prompts, result["log_likelihood"]):
+    correct_sum = correct_token = correct_ratio = 0
+    for i, (example, prompt, sums) in enumerate(zip(tests, prompts, result["log_likelihood"])):
         context = tokenizer(prompt)
         want = [by_hand(log_probs, context, tokenizer(c))[0] for c in example.choices]
         np.testing.assert_allclose(sums, want, atol=1e-4)
         lengths = [len(tokenizer(c)) for c in example.choices]
         correct_sum += int(np.argmax(want)) == example.label
         correct_token += int(np.argmax(np.array(want) / lengths)) == example.label
+        # GPT-3's P(choice | context) / P(choice | "Answer:")-style rule.
+        base = [by_hand(log_probs, tokenizer("<eot> ="), tokenizer(c))[0]
+                for c in example.choices]
+        np.testing.assert_allclose(result["unconditional_log_likelihood"][i], base, atol=1e-4)
+        ratio = int(np.argmax(np.array(want) - base))
+        assert ratio == result["predictions_unconditional"][i]
+        correct_ratio += ratio == example.label
     assert result["accuracy_sum"] == correct_sum / 2
     assert result["accuracy_per_token"] == correct_token / 2
+    assert result["accuracy_unconditional"] == correct_ratio / 2
 
     completions = [CompletionExample("q3 =", " a3 x")]
     done = evaluate_completion(backbone, tokenizer, completions, [], num_shots=0)
     total, greedy = by_hand(log_probs, tokenizer("q3 ="), tokenizer(" a3 x"))
     np.testing.assert_allclose(done["log_likelihood"], total, atol=1e-4)
     assert done["accuracy"] == float(greedy)
+
+
+def test_converted_checkpoint_scores_like_the_original(tmp_path):
+    """A GPT-Neo written as a Hugging Face checkpoint and read back scores the same."""
+    from keras_ctx.convert import from_huggingface, to_huggingface
+
+    backbone, _ = numpy_model("gpt_neo")
+    converted = from_huggingface(to_huggingface(backbone, tmp_path / "neo"))
+    pairs = ([[3, 7, 1, 4, 9, 2, 5, 5]], [[12, 4]])
+    np.testing.assert_array_equal(score_continuations(converted, *pairs)["log_likelihood"],
+                                  score_continuations(backbone, *pairs)["log_likelihood"])

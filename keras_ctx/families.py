@@ -272,6 +272,10 @@ def _bilm_pretrainer(backbone, vocabulary, run):
 
 # ---------------------------------------------------------------- the families
 
+def _banded(backbone):
+    return "local" in getattr(backbone, "attention_types", ())
+
+
 def _register_builtin():
     from keras_ctx.models import albert, awd_lstm, bart, bert, cove, electra, elmo, gpt, t5, xlnet
 
@@ -323,7 +327,22 @@ def _register_builtin():
         _tokenizer("train_byte_level_bpe", special_tokens=(GPT_END_OF_TEXT,)), GPT_FRAMING,
         pooling=last, dataset=_pipeline("causal_lm_dataset", end_token=GPT_END_OF_TEXT),
         pretrainer=_pretrainer("CausalLMPretrainer"), huggingface=("gpt2",),
-        keras_hub=("GPT2Backbone",), matches=lambda backbone: backbone.normalize_first))
+        keras_hub=("GPT2Backbone",),
+        matches=lambda backbone: backbone.normalize_first and not _banded(backbone)))
+    # GPT-3 (Brown et al. 2020): GPT-2 with alternating dense / banded layers.
+    register_family(Family(
+        "gpt3", gpt.GPTBackbone, gpt.GPT3_PRESETS,
+        _tokenizer("train_byte_level_bpe", special_tokens=(GPT_END_OF_TEXT,)), GPT_FRAMING,
+        pooling=last, dataset=_pipeline("causal_lm_dataset", end_token=GPT_END_OF_TEXT),
+        pretrainer=_pretrainer("CausalLMPretrainer"),
+        matches=lambda backbone: _banded(backbone) and backbone.attention_scale is None))
+    # GPT-Neo: GPT-3's pattern as EleutherAI released it (unscaled scores).
+    register_family(Family(
+        "gpt_neo", gpt.GPTBackbone, gpt.GPT_NEO_PRESETS,
+        _tokenizer("train_byte_level_bpe", special_tokens=(GPT_END_OF_TEXT,)), GPT_FRAMING,
+        pooling=last, dataset=_pipeline("causal_lm_dataset", end_token=GPT_END_OF_TEXT),
+        pretrainer=_pretrainer("CausalLMPretrainer"), huggingface=("gpt_neo",),
+        matches=lambda backbone: _banded(backbone) and backbone.attention_scale is not None))
     # T5 classifies from its encoder; BART from the decoder state at the final
     # </s> (Lewis et al. 2020, Sec. 3.1), the last real decoder position.
     register_family(Family(

@@ -95,6 +95,15 @@ def gpt2_weight_map(backbone, original_gpt=False):
         raise CheckpointError(
             "GPT-2 checkpoints are pre-LN (normalize_first=True) and the original GPT's "
             f"post-LN; this GPTBackbone has normalize_first={backbone.final_norm is not None}.")
+    c = backbone.get_config()
+    if ("local" in backbone.attention_types or c.get("attention_scale") is not None
+            or not c.get("use_qkv_bias", True)
+            or backbone.head_size * backbone.num_heads != backbone.hidden_size):
+        raise CheckpointError(
+            "GPT-2/GPT checkpoints have dense, 1/sqrt(d)-scaled attention with q/k/v biases "
+            "and head_size = hidden / heads; this GPTBackbone differs (banded layers, "
+            "attention_scale, use_qkv_bias or head_size). GPT-Neo-shaped backbones (unscaled, "
+            "no q/k/v biases) export as model_type='gpt_neo'.")
     heads = backbone.num_heads
     token, position = ("tokens_embed", "positions_embed") if original_gpt else ("wte", "wpe")
     entries = [Entry(backbone.token_embedding.embeddings, token + ".weight"),

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_ctx.layers import _checks
+from keras_ctx.layers import _checks, banded_attention
 from keras_ctx.layers.dropout import Dropout
 
 # Added to masked scores; large enough to zero a softmax in float32, finite so
@@ -76,6 +76,14 @@ class MultiHeadAttention(keras.layers.Layer):
         kernel_initializer, bias_initializer: for all projections.
         output_kernel_initializer: for the output projection only; defaults to
             `kernel_initializer` (GPT-2 scales it by 1/sqrt(2 * layers)).
+        use_qkv_bias: biases on the query/key/value projections; defaults to
+            `use_bias` (GPT-Neo: False, with a bias on the output only).
+        window_size: None for dense attention; an int w for GPT-3's locally
+            banded causal attention: query i attends key j when
+            i - w < j <= i (GPT-Neo's local attention). Self-attention is
+            then computed in blocks of w, in O(T * w) time and memory (see
+            `keras_ctx.layers.banded_attention`), and a cached decoding step
+            reads only the last w keys. Requires `use_causal_mask=True`.
 
     Call arguments:
         query: (batch, q, dim).
@@ -120,9 +128,13 @@ class MultiHeadAttention(keras.layers.Layer):
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         output_kernel_initializer=None,
+        use_qkv_bias=None,
+        window_size=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.use_qkv_bias = use_bias if use_qkv_bias is None else bool(use_qkv_bias)
+        self.window_size = _checks.optional_positive_int("window_size", window_size)
         self.num_heads = _checks.positive_int("num_heads", num_heads)
         self.key_dim = _checks.positive_int("key_dim", key_dim)
         self.value_dim = _checks.optional_positive_int("value_dim", value_dim)
@@ -141,7 +153,7 @@ class MultiHeadAttention(keras.layers.Layer):
         return keras.layers.EinsumDense(
             "btd,dnh->btnh",
             output_shape=(None, self.num_heads, heads_dim),
-            bias_axes="nh" if self.use_bias else None,
+            bias_axes="nh" if self.use_qkv_bias else None,
             kernel_initializer=self.kernel_initializer,
             bias_initializer=self.bias_initializer,
             dtype=self.dtype_policy,
@@ -199,8 +211,12 @@ class MultiHeadAttention(keras.layers.Layer):
     ):
         value = query if value is None else value
         key = value if key is None else key
+        if self.window_size is not None and not use_causal_mask:
+            raise ValueError("A banded layer (window_size set) is causal: call it with "
+                             "use_causal_mask=True, or build it with window_size=None.")
         q = self.query_dense(query)
         query_offset = 0
+        key_positions = None
         if cache is not None and cache_update_index is None:
             k, v = cache[:, 0], cache[:, 1]
         else:
@@ -212,25 +228,66 @@ class MultiHeadAttention(keras.layers.Layer):
                 v = ops.slice_update(cache[:, 1], start, ops.cast(v, cache.dtype))
                 cache = ops.stack([k, v], axis=1)
                 query_offset = cache_update_index
+        scale = self.scale if self.scale is not None else self.key_dim**-0.5
+        q = q * ops.cast(scale, q.dtype)
 
+        if self._use_blocked_band(q, k, cache, attention_mask, attention_bias,
+                                  return_attention_scores):
+            context = banded_attention.blocked_band_attention(
+                q, k, v, self.window_size, padding_mask=padding_mask,
+                dropout=lambda p: self.dropout_layer(p, training=training))
+            return self._results(self.output_dense(context), cache, None,
+                                 return_attention_scores)
+
+        if self.window_size is not None and cache is not None and not return_attention_scores:
+            # Decoding: only the last w (+ new) keys of the cache can be in band.
+            start, span = banded_attention.band_window(
+                k.shape[1], q.shape[1], self.window_size, query_offset)
+            if span is not None and span < k.shape[1]:
+                k = ops.slice(k, [0, start, 0, 0], [ops.shape(k)[0], span] + list(k.shape[2:]))
+                v = ops.slice(v, [0, start, 0, 0], [ops.shape(v)[0], span] + list(v.shape[2:]))
+                if padding_mask is not None:
+                    padding_mask = ops.slice(padding_mask, [0, start],
+                                             [ops.shape(padding_mask)[0], span])
+                key_positions = ops.arange(span) + start
         mask = merge_attention_masks(
             ops.shape(q)[1],
             ops.shape(k)[1],
             padding_mask=padding_mask,
             attention_mask=attention_mask,
-            use_causal_mask=use_causal_mask,
+            use_causal_mask=use_causal_mask and self.window_size is None,
             query_offset=query_offset,
         )
-        scale = self.scale if self.scale is not None else self.key_dim**-0.5
-        q = q * ops.cast(scale, q.dtype)
+        if self.window_size is not None:
+            if key_positions is None:
+                key_positions = ops.arange(ops.shape(k)[1])
+            band = banded_attention.band_mask(
+                ops.arange(ops.shape(q)[1]) + query_offset, key_positions,
+                self.window_size)[None]
+            mask = band if mask is None else ops.logical_and(mask, band)
         scores = ops.einsum("bqnh,bknh->bnqk", q, k)
         probabilities = masked_softmax(scores, mask, attention_bias)
         dropped = self.dropout_layer(probabilities, training=training)
         context = ops.einsum(
             "bnqk,bknh->bqnh", ops.cast(dropped, v.dtype), v
         )
-        output = self.output_dense(context)
+        return self._results(self.output_dense(context), cache, probabilities,
+                             return_attention_scores)
 
+    def _use_blocked_band(self, q, k, cache, attention_mask, attention_bias,
+                          return_attention_scores):
+        """Whether the O(T * w) blocked path applies (else: dense scores, band mask)."""
+        if self.window_size is None or cache is not None:
+            return False
+        if attention_mask is not None or attention_bias is not None or return_attention_scores:
+            return False  # these need the full (q, k) matrix anyway
+        length = q.shape[1]
+        if length != k.shape[1]:
+            return False  # not self-attention over the same positions
+        # Up to w positions the band is the causal mask: dense is as cheap.
+        return length is None or length > self.window_size
+
+    def _results(self, output, cache, probabilities, return_attention_scores):
         results = (output,)
         if cache is not None:
             results += (cache,)
@@ -266,6 +323,8 @@ class MultiHeadAttention(keras.layers.Layer):
                 "dropout": self.dropout,
                 "use_bias": self.use_bias,
                 "scale": self.scale,
+                "use_qkv_bias": self.use_qkv_bias,
+                "window_size": self.window_size,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
                 "output_kernel_initializer": keras.initializers.serialize(

@@ -125,6 +125,8 @@ class FeedForward(keras.layers.Layer):
 class _TransformerBlock(keras.layers.Layer):
     """What encoder and decoder blocks share: arguments, sublayers, residuals."""
 
+    window_size = None  # banded self-attention: causal decoder blocks only
+
     def __init__(
         self,
         num_heads,
@@ -142,13 +144,17 @@ class _TransformerBlock(keras.layers.Layer):
         attention_scale=None,
         kernel_initializer="glorot_uniform",
         output_kernel_initializer=None,
+        head_size=None,
+        use_qkv_bias=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.num_heads = _checks.positive_int("num_heads", num_heads)
         self.intermediate_size = _checks.positive_int("intermediate_size", intermediate_size)
         self.hidden_size = _checks.optional_positive_int("hidden_size", hidden_size)
-        if hidden_size is not None:
+        self.head_size = _checks.optional_positive_int("head_size", head_size)
+        self.use_qkv_bias = use_qkv_bias if use_qkv_bias is None else bool(use_qkv_bias)
+        if hidden_size is not None and head_size is None:
             _checks.divisible("hidden_size", hidden_size, "num_heads", num_heads)
         self.activation = activation
         self.dropout = _checks.rate("dropout", dropout)
@@ -184,15 +190,18 @@ class _TransformerBlock(keras.layers.Layer):
                 f"The input's last dimension is {hidden}, but `hidden_size` is "
                 f"{self.hidden_size}."
             )
-        _checks.divisible("hidden size", hidden, "num_heads", self.num_heads)
+        if self.head_size is None:
+            _checks.divisible("hidden size", hidden, "num_heads", self.num_heads)
 
-    def _attention(self, name, hidden):
+    def _attention(self, name, hidden, window_size=None):
         return MultiHeadAttention(
             num_heads=self.num_heads,
-            key_dim=hidden // self.num_heads,
+            key_dim=self.head_size or hidden // self.num_heads,
             dropout=self.attention_dropout,
             use_bias=self.use_bias,
+            use_qkv_bias=self.use_qkv_bias,
             scale=self.attention_scale,
+            window_size=window_size,
             kernel_initializer=self.kernel_initializer,
             output_kernel_initializer=self.output_kernel_initializer,
             dtype=self.dtype_policy,
@@ -208,7 +217,7 @@ class _TransformerBlock(keras.layers.Layer):
         hidden = input_shape[-1]
         self._check_hidden(hidden)
         self.self_attention = self._lent.get("self_attention") or self._attention(
-            "self_attention", hidden
+            "self_attention", hidden, self.window_size
         )
         self.self_attention_norm = self._lent.get("self_attention_norm") or self._norm(
             "self_attention_norm"
@@ -272,6 +281,8 @@ class _TransformerBlock(keras.layers.Layer):
                 "gated_feedforward": self.gated_feedforward,
                 "feedforward_dropout": self.feedforward_dropout,
                 "attention_scale": self.attention_scale,
+                "head_size": self.head_size,
+                "use_qkv_bias": self.use_qkv_bias,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "output_kernel_initializer": keras.initializers.serialize(
                     self.output_kernel_initializer
@@ -296,7 +307,12 @@ _BLOCK_DOC_ARGS = """
         use_bias: biases in attention and feed-forward (T5: False).
         gated_feedforward: gated (GLU) feed-forward (T5 v1.1).
         feedforward_dropout: dropout after the feed-forward activation (T5).
-        attention_scale: score multiplier; None = 1/sqrt(head size), T5 = 1.0.
+        attention_scale: score multiplier; None = 1/sqrt(head size), T5 and
+            GPT-Neo = 1.0.
+        head_size: per-head width; defaults to hidden / num_heads (GPT-3's
+            Table 2.1 has rows where heads * head_size != hidden).
+        use_qkv_bias: biases on the query/key/value projections; defaults to
+            use_bias (GPT-Neo: False).
         kernel_initializer, output_kernel_initializer: the latter for the
             projections that write into the residual stream (GPT-2 scales it).
 """
@@ -377,6 +393,9 @@ class TransformerDecoderBlock(_TransformerBlock):
         + _BLOCK_DOC_ARGS
         + """        use_cross_attention: add a cross-attention sublayer over an
             encoder's output (T5, BART decoders); False for GPT-style decoders.
+        window_size: None = dense causal self-attention; an int w = GPT-3's
+            locally banded self-attention, position i attending i - w < j <= i
+            (see `keras_ctx.layers.banded_attention`).
 
     Call arguments:
         inputs: decoder sequence (batch, time, hidden).
@@ -402,9 +421,10 @@ class TransformerDecoderBlock(_TransformerBlock):
     """
     )
 
-    def __init__(self, *args, use_cross_attention=False, **kwargs):
+    def __init__(self, *args, use_cross_attention=False, window_size=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.use_cross_attention = bool(use_cross_attention)
+        self.window_size = _checks.optional_positive_int("window_size", window_size)
 
     def build(self, inputs_shape, encoder_sequence_shape=None):
         self._build_common(inputs_shape)
@@ -492,6 +512,7 @@ class TransformerDecoderBlock(_TransformerBlock):
     def get_config(self):
         config = super().get_config()
         config["use_cross_attention"] = self.use_cross_attention
+        config["window_size"] = self.window_size
         return config
 
 

@@ -1,10 +1,12 @@
-"""GPT (Radford et al., 2018) and GPT-2 (Radford et al., 2019) decoder-only backbones.
+"""GPT (Radford et al., 2018), GPT-2 (Radford et al., 2019) and GPT-3 (Brown et al., 2020).
 
     h_0 = W_e[tokens] + W_p[positions]
     h_l = block(h_{l-1})             l = 1..N, causal self-attention
     GPT:   post-LN blocks (norm(x + f(x))), no final norm.
     GPT-2: pre-LN blocks (x + f(norm(x))), a final layer norm, and the residual
            projections initialised with stddev 0.02 / sqrt(N_residual).
+    GPT-3: GPT-2's blocks, with layers alternating dense and locally banded
+           causal attention (position i attends i - w < j <= i), 2048 positions.
     logits = h_N W_e^T               (output layer tied to the token embedding)
 """
 
@@ -15,6 +17,26 @@ from keras import ops
 
 from keras_ctx.layers import Dropout, PositionEmbedding, TokenEmbedding, TransformerDecoderBlock
 from keras_ctx.models.backbone import Backbone
+
+ATTENTION_TYPES = ("dense", "local")
+
+
+def attention_types(attention_pattern, num_layers):
+    """Per-layer attention types of a pattern: "dense" (every layer), "alternating"
+    (GPT-3: dense, local, dense, ...; Brown et al. 2020, Sec. 2.1) or a list of
+    "dense"/"local" with one entry per layer."""
+    if attention_pattern == "dense":
+        return ["dense"] * num_layers
+    if attention_pattern == "alternating":
+        return [ATTENTION_TYPES[i % 2] for i in range(num_layers)]
+    if isinstance(attention_pattern, str) or not hasattr(attention_pattern, "__len__"):
+        raise ValueError(f"`attention_pattern` must be \"dense\", \"alternating\" or a "
+                         f"list of \"dense\"/\"local\" per layer, got {attention_pattern!r}.")
+    types = list(attention_pattern)
+    if len(types) != num_layers or any(t not in ATTENTION_TYPES for t in types):
+        raise ValueError(f"`attention_pattern` needs one of {ATTENTION_TYPES} per layer "
+                         f"({num_layers} layers), got {types!r}.")
+    return types
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
@@ -37,6 +59,19 @@ class GPTBackbone(Backbone):
         activation: feed-forward activation; both papers' code uses the tanh
             GELU ("gelu_approximate", Hugging Face's "gelu_new").
         lookup: "gather" or "one_hot" token lookup (see TokenEmbedding).
+        head_size: per-head width; defaults to hidden_size / num_heads (GPT-3's
+            Table 2.1 lists it separately: its XL row has 24 heads of 128 on a
+            2048-wide model).
+        attention_pattern: "dense" (GPT, GPT-2), "alternating" (GPT-3: even
+            layers dense, odd layers locally banded) or a per-layer list of
+            "dense"/"local".
+        window_size: the band width w of "local" layers: position i attends
+            keys i - w < j <= i, as GPT-Neo's local attention (256). GPT-3's
+            paper does not give its band width; its presets use GPT-Neo's.
+        attention_scale: score multiplier; None = 1/sqrt(head_size). GPT-Neo
+            does not scale its scores: 1.0.
+        use_qkv_bias: biases on the query/key/value projections (GPT-Neo has
+            none; its output projection keeps one).
 
     Inputs: `token_ids`, `padding_mask` (batch, time).
     Outputs: `sequence_output` (batch, time, hidden), `hidden_states`
@@ -47,13 +82,16 @@ class GPTBackbone(Backbone):
 
     Example:
     >>> backbone = keras_ctx.models.GPTBackbone.from_preset("gpt2")
+    >>> gpt3 = keras_ctx.models.GPTBackbone.from_preset("gpt3-small")  # alternating
     >>> out = backbone({"token_ids": ids, "padding_mask": mask})
     >>> logits = backbone.logits(out["sequence_output"])
 
     References:
         Radford et al., "Improving Language Understanding by Generative
         Pre-Training", 2018. Radford et al., "Language Models are
-        Unsupervised Multitask Learners", 2019.
+        Unsupervised Multitask Learners", 2019. Brown et al., "Language
+        Models are Few-Shot Learners", 2020. Child et al., "Generating Long
+        Sequences with Sparse Transformers", 2019.
     """
 
     def __init__(
@@ -70,9 +108,15 @@ class GPTBackbone(Backbone):
         scale_residual_init=None,
         activation="gelu_approximate",
         lookup="gather",
+        head_size=None,
+        attention_pattern="dense",
+        window_size=256,
+        attention_scale=None,
+        use_qkv_bias=True,
         dtype=None,
         **kwargs,
     ):
+        layer_types = attention_types(attention_pattern, num_layers)
         if scale_residual_init is None:
             scale_residual_init = normalize_first
         # GPT and GPT-2 both initialise weights from N(0, 0.02).
@@ -105,10 +149,14 @@ class GPTBackbone(Backbone):
                 layer_norm_epsilon=layer_norm_epsilon,
                 kernel_initializer=init,
                 output_kernel_initializer=output_init,
+                head_size=head_size,
+                use_qkv_bias=use_qkv_bias,
+                attention_scale=attention_scale,
+                window_size=window_size if layer_type == "local" else None,
                 dtype=dtype,
                 name=f"decoder_block_{i}",
             )
-            for i in range(num_layers)
+            for i, layer_type in enumerate(layer_types)
         ]
         final_norm = None
         if normalize_first:
@@ -137,11 +185,8 @@ class GPTBackbone(Backbone):
         self.embedding_dropout = embedding_dropout
         self.blocks = blocks
         self.final_norm = final_norm
-        self.vocabulary_size = vocabulary_size
-        self.num_layers = num_layers
-        self.num_heads = num_heads
-        self.hidden_size = hidden_size
-        self.max_sequence_length = max_sequence_length
+        self.attention_types = layer_types
+        head_size = head_size or hidden_size // num_heads
         self._config = {
             "vocabulary_size": vocabulary_size,
             "num_layers": num_layers,
@@ -155,6 +200,11 @@ class GPTBackbone(Backbone):
             "scale_residual_init": scale_residual_init,
             "activation": activation,
             "lookup": lookup,
+            "head_size": head_size,
+            "attention_pattern": attention_pattern,
+            "window_size": window_size,
+            "attention_scale": attention_scale,
+            "use_qkv_bias": use_qkv_bias,
         }
 
     @property
@@ -177,16 +227,16 @@ class GPTBackbone(Backbone):
                 f"max_length {max_length} exceeds the backbone's "
                 f"max_sequence_length {self.max_sequence_length}; generate fewer tokens."
             )
-        head_dim = self.hidden_size // self.num_heads
         return ops.zeros(
-            (batch_size, self.num_layers, 2, max_length, self.num_heads, head_dim),
+            (batch_size, self.num_layers, 2, max_length, self.num_heads, self.head_size),
             dtype=self.compute_dtype,
         )
 
     def call_with_cache(self, token_ids, cache, cache_update_index):
         """Runs `token_ids` (batch, t) at positions cache_update_index.. with the cache.
 
-        Returns `(sequence_output, cache)` with the new keys/values written.
+        Local (banded) layers read only the last window_size keys of their
+        cache at each step. Returns `(sequence_output, cache)` with the new keys/values written.
         """
         tokens = self._token_embedding(token_ids)
         x = tokens + self.position_embedding(tokens, start_index=cache_update_index)
@@ -202,10 +252,12 @@ class GPTBackbone(Backbone):
 
 
 def gpt_parameter_count(vocabulary_size, num_layers, hidden_size, intermediate_size,
-                        max_sequence_length=1024, normalize_first=True, **unused):
+                        max_sequence_length=1024, normalize_first=True, num_heads=None,
+                        head_size=None, use_qkv_bias=True, **unused):
     """Parameters of a GPTBackbone config, counted analytically (no weights built)."""
     h, f = hidden_size, intermediate_size
-    attention = 4 * h * h + 4 * h
+    a = num_heads * head_size if head_size else h  # the attention's inner width
+    attention = 3 * h * a + a * h + h + (3 * a if use_qkv_bias else 0)
     feedforward = 2 * h * f + f + h
     norms = 2 * 2 * h
     total = vocabulary_size * h + max_sequence_length * h
@@ -237,3 +289,52 @@ GPT2_PRESETS = {
     "gpt2-xl": (_gpt2(48, 25, 1600), "GPT-2 XL, 1.56B parameters"),
 }
 
+
+def _gpt3(num_layers, hidden_size, num_heads, head_size):
+    # Brown et al. 2020: GPT-2's model (pre-LN, modified init) with alternating
+    # dense / locally banded attention, n_ctx = 2048, d_ff = 4 * d_model, and
+    # GPT-2's 50257-token byte-level BPE.
+    return dict(vocabulary_size=50257, num_layers=num_layers, num_heads=num_heads,
+                hidden_size=hidden_size, intermediate_size=4 * hidden_size,
+                head_size=head_size, max_sequence_length=2048, normalize_first=True,
+                attention_pattern="alternating", window_size=256)
+
+
+# Brown et al. 2020, Table 2.1: (n_layers, d_model, n_heads, d_head) and the
+# table's rounded parameter count; `list_presets` prints ours, counted from the
+# config (tests/models/test_gpt3.py compares them).
+GPT3_TABLE = {
+    "gpt3-small": ("Small", (12, 768, 12, 64), "125M"),
+    "gpt3-medium": ("Medium", (24, 1024, 16, 64), "350M"),
+    "gpt3-large": ("Large", (24, 1536, 16, 96), "760M"),
+    # The row is inconsistent: 24 heads x 128 = 3072 != d_model 2048. Taken
+    # literally (as here) it counts 1.52B; 16 heads of 128 would give 1.32B.
+    "gpt3-xl": ("XL", (24, 2048, 24, 128), "1.3B"),
+    "gpt3-2.7b": ("2.7B", (32, 2560, 32, 80), "2.7B"),
+    "gpt3-6.7b": ("6.7B", (32, 4096, 32, 128), "6.7B"),
+    "gpt3-13b": ("13B", (40, 5140, 40, 128), "13.0B"),
+    "gpt3-175b": ("175B", (96, 12288, 96, 128), "175.0B"),
+}
+GPT3_PRESETS = {}
+for _name, (_label, _shape, _published) in GPT3_TABLE.items():
+    _config = _gpt3(*_shape)
+    GPT3_PRESETS[_name] = (_config, f"GPT-3 {_label} (Brown et al. 2020, Table 2.1: {_published}; "
+                                    f"counted: {gpt_parameter_count(**_config) / 1e9:.3f}B)")
+
+
+def _gpt_neo(num_layers, hidden_size, num_heads):
+    # EleutherAI's GPT-Neo (Hugging Face gpt_neo configs): attention_types
+    # [[["global", "local"], n/2]], window_size 256, 2048 positions, no dropout,
+    # unscaled attention scores, no query/key/value biases.
+    return dict(vocabulary_size=50257, num_layers=num_layers, num_heads=num_heads,
+                hidden_size=hidden_size, intermediate_size=4 * hidden_size,
+                max_sequence_length=2048, dropout=0.0, normalize_first=True,
+                scale_residual_init=False, attention_pattern="alternating",
+                window_size=256, attention_scale=1.0, use_qkv_bias=False)
+
+
+GPT_NEO_PRESETS = {
+    "gpt-neo-125m": (_gpt_neo(12, 768, 12), "GPT-Neo 125M (EleutherAI), 125.2M parameters"),
+    "gpt-neo-1.3b": (_gpt_neo(24, 2048, 16), "GPT-Neo 1.3B (EleutherAI), 1.32B parameters"),
+    "gpt-neo-2.7b": (_gpt_neo(32, 2560, 20), "GPT-Neo 2.7B (EleutherAI), 2.65B parameters"),
+}

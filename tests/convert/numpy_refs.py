@@ -335,3 +335,35 @@ def numpy_electra(tensors, ids, mask, segments, heads, num_layers, prefix="elect
     for i in range(num_layers):
         x = post_ln_layer(x, mask, t, bert_layer_names(i, prefix), heads, eps, references.gelu)
     return x
+
+
+def numpy_gpt_neo(tensors, config, ids, mask, prefix="transformer."):
+    """GPT-Neo (HF modeling_gpt_neo): GPT-2's pre-LN decoder with per-layer "global"
+    (causal) or "local" attention, the local buffer being
+    tril(ones) XOR tril(ones, -window_size); scores are NOT scaled by 1/sqrt(d);
+    q/k/v projections bias-free torch Linear; MLP torch Linear (out, in)."""
+    t = _f64(tensors)
+    eps, heads = config["layer_norm_epsilon"], config["num_heads"]
+    act = ACTIVATIONS[config["activation_function"]]
+    layers = [kind for kinds, repeat in config["attention_types"] for kind in kinds * repeat]
+
+    def ln(x, p):
+        return references.layer_norm(x, t[p + ".weight"], t[p + ".bias"], eps)
+
+    length = ids.shape[1]
+    x = t[prefix + "wte.weight"][ids] + t[prefix + "wpe.weight"][:length]
+    causal = np.tril(np.ones((length, length), bool))
+    local = np.logical_xor(causal, np.tril(causal, -config["window_size"]))
+    for i, kind in enumerate(layers):
+        p = f"{prefix}h.{i}."
+        a = ln(x, p + "ln_1")
+        allowed = mask[:, None, :].astype(bool) & (causal if kind == "global" else local)[None]
+        s = p + "attn.attention."
+        weights = {"q": (t[s + "q_proj.weight"], None), "k": (t[s + "k_proj.weight"], None),
+                   "v": (t[s + "v_proj.weight"], None),
+                   "o": (t[s + "out_proj.weight"], t[s + "out_proj.bias"])}
+        x = x + mha(a, a, weights, heads, 1.0, allowed)
+        m = ln(x, p + "ln_2")
+        hidden = act(m @ t[p + "mlp.c_fc.weight"].T + t[p + "mlp.c_fc.bias"])
+        x = x + hidden @ t[p + "mlp.c_proj.weight"].T + t[p + "mlp.c_proj.bias"]
+    return ln(x, prefix + "ln_f")

@@ -137,7 +137,7 @@ def add_adapter(model, name, config="pfeiffer", activate=True, **overrides):
             if slot.placement != config["placement"]:
                 raise ValueError(f"{block.name}'s {place} already holds {slot.placement} "
                                  f"adapters; a {config['placement']} adapter cannot share it.")
-            adapter = BottleneckAdapter(config["reduction_factor"], config["activation"],
+            adapter = BottleneckAdapter(config["reduction_factor"], activation=config["activation"],
                                         dtype=block.dtype_policy, name=name)
             adapter.build((None, None, hidden))
             slot.add(name, adapter)
@@ -146,7 +146,7 @@ def add_adapter(model, name, config="pfeiffer", activate=True, **overrides):
                      lambda: InvertibleAdapterSlot(dtype=stack.dtype_policy,
                                                    name="input_adapters"))
         hidden = stack.blocks[0].feedforward.output_dense.units
-        adapter = InvertibleAdapter(config["invertible_reduction_factor"],
+        adapter = InvertibleAdapter(config["invertible_reduction_factor"], activation=
                                     config["activation"], dtype=stack.dtype_policy, name=name)
         adapter.build((None, None, hidden))
         slot.add(name, adapter)

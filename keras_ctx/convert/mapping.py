@@ -238,6 +238,7 @@ BACKBONE_MODEL_TYPES = {
     "BartBackbone": "bart",
     "T5Backbone": "t5",
     "ElectraBackbone": "electra",
+    "XLMBackbone": "xlm",
 }
 
 

@@ -37,6 +37,7 @@ from keras_ctx.layers.adapters import (
     InvertibleAdapterSlot,
     adapter_config,
 )
+from keras_ctx.pretraining.masked_lm import MaskedLMPretrainer, backbone_inputs, sequence_rows
 
 FORMAT = "keras_ctx.adapter"
 LORA_FORMAT = "keras_ctx.lora"
@@ -201,6 +202,26 @@ def invert_output(model, sequence_output):
     return sequence_output
 
 
+@keras.saving.register_keras_serializable(package="keras_ctx")
+class AdapterMaskedLMPretrainer(MaskedLMPretrainer):
+    """Masked LM whose head reads the inverse of the invertible adapters (MAD-X Sec. 3.2).
+
+    MAD-X trains a language adapter and its invertible adapter with MLM on
+    that language, the backbone frozen: `train_only(pretrainer, adapters=[name])`.
+    Without invertible adapters it is `MaskedLMPretrainer(sentence_objective=None)`.
+    """
+
+    def __init__(self, backbone, **kwargs):
+        kwargs.pop("sentence_objective", None)
+        super().__init__(backbone, sentence_objective=None, **kwargs)
+
+    def call(self, batch, training=False):
+        inputs = backbone_inputs(self.backbone, batch)
+        rows = sequence_rows(self.backbone, inputs, batch["mask_positions"], training,
+                             sparse=self.sparse_last_layer)
+        return {"mlm": self.mlm_head(invert_output(self.backbone, rows))}
+
+
 def _named_variables(layer, prefix):
     out = {}
     for sub in layer._flatten_layers(include_self=False, recursive=True):
@@ -235,18 +256,28 @@ def train_only(model, adapters=(), lora=False, keep=()):
     `keep` lists layers (e.g. a task head) whose variables stay trainable.
     Returns the number of trainable parameters. Recompile after calling it.
     """
-    trainable = set()
-    for name in adapters:
-        trainable.update(id(v) for v in adapter_variables(model, name).values())
     if lora:
         lora_vars = lora_variables(model)
         if not lora_vars:
             raise ValueError("lora=True, but no layer has LoRA enabled; call enable_lora first.")
-        trainable.update(id(v) for v in lora_vars.values())
+    variables = [v for name in adapters for v in adapter_variables(model, name).values()]
+    if lora:
+        variables += lora_vars.values()
     for layer in keep:
-        trainable.update(id(v) for v in layer.weights)
+        variables += layer.weights
+    return freeze_except(model, variables)
+
+
+def freeze_except(model, variables):
+    """Sets `trainable` on every variable of `model`: True for `variables`, else False.
+
+    Per variable, as Keras' enable_lora freezes its kernel: layers stay in
+    training mode (dropout) and frozen weights stay bit-identical. Returns the
+    number of trainable parameters. Recompile after calling it.
+    """
+    keep = {id(v) for v in variables}
     for variable in model.weights:
-        variable.trainable = id(variable) in trainable
+        variable.trainable = id(variable) in keep
     return sum(int(np.prod(v.shape)) for v in model.trainable_weights)
 
 
@@ -365,6 +396,6 @@ def load_lora(model, path):
 
 
 __all__ = ["add_adapter", "adapter_names", "adapter_variables", "delete_adapter",
-           "enable_lora", "invert_output", "load_adapter", "load_lora", "lora_variables",
+           "enable_lora", "freeze_except", "AdapterMaskedLMPretrainer", "invert_output", "load_adapter", "load_lora", "lora_variables",
            "save_adapter", "save_lora", "set_active_adapters", "train_only",
            "transformer_blocks"]

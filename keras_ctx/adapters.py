@@ -141,7 +141,7 @@ def add_adapter(model, name, config="pfeiffer", activate=True, **overrides):
             adapter = BottleneckAdapter(config["reduction_factor"], activation=config["activation"],
                                         dtype=block.dtype_policy, name=name)
             adapter.build((None, None, hidden))
-            slot.add(name, adapter)
+            slot.add(name, adapter, config)
     for stack in stacks:
         slot = _slot(stack, "input_adapters",
                      lambda: InvertibleAdapterSlot(dtype=stack.dtype_policy,
@@ -150,17 +150,61 @@ def add_adapter(model, name, config="pfeiffer", activate=True, **overrides):
         adapter = InvertibleAdapter(config["invertible_reduction_factor"], activation=
                                     config["activation"], dtype=stack.dtype_policy, name=name)
         adapter.build((None, None, hidden))
-        slot.add(name, adapter)
-    configs = dict(getattr(model, "_adapter_configs", {}))
-    configs[name] = config
-    object.__setattr__(model, "_adapter_configs", configs)
+        slot.add(name, adapter, config)
     if activate:
-        set_active_adapters(model, list(_active(model)) + [name])
+        set_active_adapters(model, list(active_adapters(model)) + [name])
+    else:
+        _record(model)
     return config
 
 
-def _active(model):
-    return tuple(getattr(model, "_active_adapters", ()))
+def _slots(model):
+    for block in transformer_blocks(model):
+        for place in ("attention", "cross_attention", "feedforward"):
+            slot = getattr(block, f"{place}_adapters", None)
+            if slot is not None:
+                yield slot
+
+
+def active_adapters(model):
+    """The active adapter stack, lowest first."""
+    active = []
+    for slot in _slots(model):
+        active += [n for n in slot.active if n not in active]
+    return active
+
+
+def adapter_state(model):
+    """{"configs": {name: config}, "active": [...]}: what rebuilds the adapters, or None."""
+    configs = {}
+    for slot in _slots(model):
+        for name in slot.names:
+            configs.setdefault(name, slot.configs[name])
+    if not configs:
+        return None
+    return {"configs": configs, "active": active_adapters(model)}
+
+
+def restore_adapters(model, state):
+    """Re-inserts the adapters `adapter_state` described (fresh weights; load them after)."""
+    for name, config in state["configs"].items():
+        add_adapter(model, name, config, activate=False)
+    set_active_adapters(model, state["active"])
+
+
+def _record(model):
+    """Keeps a keras_ctx backbone's config in step, so .keras files rebuild the adapters."""
+    from keras_ctx.models.backbone import Backbone
+
+    owners = [model] if isinstance(model, Backbone) else [
+        layer for layer in model._flatten_layers(include_self=False, recursive=True)
+        if isinstance(layer, Backbone)]
+    for owner in owners:
+        state = adapter_state(owner)
+        if state is None:
+            owner._config.pop("adapters", None)
+        else:
+            owner._config["adapters"] = state
 
 
 def set_active_adapters(model, names):
@@ -179,7 +223,7 @@ def set_active_adapters(model, names):
         slot = getattr(stack, "input_adapters", None)
         if slot is not None:
             slot.active = tuple(n for n in names if n in slot.names)
-    object.__setattr__(model, "_active_adapters", tuple(names))
+    _record(model)
 
 
 def delete_adapter(model, name):
@@ -187,10 +231,10 @@ def delete_adapter(model, name):
     sites = _adapter_sites(model, name)
     if not sites:
         raise ValueError(f"No adapter named {name!r}; the model has {adapter_names(model)}.")
-    set_active_adapters(model, [n for n in _active(model) if n != name])
+    set_active_adapters(model, [n for n in active_adapters(model) if n != name])
     for _, slot in sites:
         slot.remove(name)
-    getattr(model, "_adapter_configs", {}).pop(name, None)
+    _record(model)
 
 
 def invert_output(model, sequence_output):
@@ -349,7 +393,7 @@ def save_adapter(model, name, path, overwrite=False):
     variables = adapter_variables(model, name)
     tensors = {k: np.asarray(keras.ops.convert_to_numpy(v)) for k, v in variables.items()}
     metadata = {"format": FORMAT, "name": name,
-                "config": json.dumps(model._adapter_configs[name])}
+                "config": json.dumps(_adapter_sites(model, name)[0][1].configs[name])}
     _write(path, tensors, metadata, overwrite)
 
 
@@ -395,7 +439,7 @@ def load_lora(model, path):
     _assign(lora_variables(model), tensors, path)
 
 
-__all__ = ["add_adapter", "adapter_names", "adapter_variables", "delete_adapter",
+__all__ = ["active_adapters", "add_adapter", "adapter_names", "adapter_state", "adapter_variables", "delete_adapter",
            "enable_lora", "freeze_except", "AdapterMaskedLMPretrainer", "invert_output", "load_adapter", "load_lora", "lora_variables",
-           "save_adapter", "save_lora", "set_active_adapters", "train_only",
+           "restore_adapters", "save_adapter", "save_lora", "set_active_adapters", "train_only",
            "transformer_blocks"]

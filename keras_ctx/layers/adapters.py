@@ -236,14 +236,16 @@ class _NamedAdapters(keras.layers.Layer):
         super().__init__(**kwargs)
         self.names = ()
         self.active = ()
+        object.__setattr__(self, "configs", {})  # name -> adapter config (plain data)
         self.built = True
 
-    def add(self, name, layer):
+    def add(self, name, layer, config):
         if name in self.names:
             raise ValueError(f"An adapter named {name!r} is already here; delete it "
                              "(`delete_adapter`) or pick another name.")
         _attach(self, f"adapter_{name}", layer)
         self.names = self.names + (name,)
+        self.configs[name] = config
 
     def remove(self, name):
         self._tracker.unlock()
@@ -253,6 +255,7 @@ class _NamedAdapters(keras.layers.Layer):
             self._tracker.lock()
         self.names = tuple(n for n in self.names if n != name)
         self.active = tuple(n for n in self.active if n != name)
+        self.configs.pop(name, None)
 
     def get(self, name):
         return getattr(self, f"adapter_{name}")

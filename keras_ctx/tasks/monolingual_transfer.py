@@ -43,6 +43,9 @@ def resize_vocabulary(backbone, vocabulary_size, rows=None, seed=None):
         The new backbone (the input is not changed).
     """
     config = backbone.get_config()
+    if config.get("adapters"):
+        raise ValueError("resize_vocabulary copies a plain backbone; resize before adding "
+                         "adapters (keras_ctx.adapters), or delete them first.")
     if "vocabulary_size" not in config:
         raise ValueError(f"{type(backbone).__name__}'s config has no vocabulary_size.")
     if seed is not None:

@@ -256,3 +256,39 @@ def test_save_load_swap_adapters_alone(tmp_path):
     with pytest.raises(ValueError, match="does not fit"):
         adapters.load_adapter(other, path)
     assert adapters.adapter_names(other) == []  # nothing half-loaded
+
+
+def test_keras_file_round_trip_keeps_adapters(tmp_path):
+    backbone = _bert()
+    adapters.add_adapter(backbone, "lang", "madx_language")
+    adapters.add_adapter(backbone, "task", "madx_task")
+    adapters.add_adapter(backbone, "off", "pfeiffer", activate=False)
+    _randomize(backbone, "lang")
+    _randomize(backbone, "task", seed=2)
+    x = _inputs(seed=6)
+    want = keras.ops.convert_to_numpy(backbone(x)["sequence_output"])
+    backbone.save(tmp_path / "adapted.keras")
+    loaded = keras.saving.load_model(tmp_path / "adapted.keras")
+    assert adapters.adapter_names(loaded) == ["lang", "task", "off"]
+    assert adapters.active_adapters(loaded) == ["lang", "task"]
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(loaded(x)["sequence_output"]), want,
+                               atol=1e-6)
+    adapters.delete_adapter(loaded, "off")
+    assert "off" not in loaded.get_config()["adapters"]["configs"]
+
+
+def test_sparse_last_layer_masked_lm_matches_dense_with_invertible_adapters():
+    backbone = _bert()
+    adapters.add_adapter(backbone, "lang", "madx_language")
+    _randomize(backbone, "lang")
+    batch = dict(_inputs(seed=7), mask_positions=np.array([[1, 3], [2, 5]], "int32"),
+                 mask_ids=np.ones((2, 2), "int32"), mask_weights=np.ones((2, 2), "float32"))
+    sparse = adapters.AdapterMaskedLMPretrainer(backbone)
+    dense = adapters.AdapterMaskedLMPretrainer(backbone, sparse_last_layer=False)
+    dense.mlm_head = sparse.mlm_head
+    got = keras.ops.convert_to_numpy(sparse(batch)["mlm"])
+    np.testing.assert_allclose(got, keras.ops.convert_to_numpy(dense(batch)["mlm"]), atol=1e-4)
+    # The head reads the inverse: without it the logits differ.
+    plain = sparse.mlm_head(backbone(_inputs(seed=7))["sequence_output"],
+                            mask_positions=batch["mask_positions"])
+    assert not np.allclose(keras.ops.convert_to_numpy(plain), got, atol=1e-4)

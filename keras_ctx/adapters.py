@@ -248,7 +248,7 @@ def invert_output(model, sequence_output):
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
 class AdapterMaskedLMPretrainer(MaskedLMPretrainer):
-    """Masked LM whose head reads the inverse of the invertible adapters (MAD-X Sec. 3.2).
+    """Masked LM with the invertible adapters' inverse before the output embeddings (MAD-X).
 
     MAD-X trains a language adapter and its invertible adapter with MLM on
     that language, the backbone frozen: `train_only(pretrainer, adapters=[name])`.
@@ -263,7 +263,14 @@ class AdapterMaskedLMPretrainer(MaskedLMPretrainer):
         inputs = backbone_inputs(self.backbone, batch)
         rows = sequence_rows(self.backbone, inputs, batch["mask_positions"], training,
                              sparse=self.sparse_last_layer)
-        return {"mlm": self.mlm_head(invert_output(self.backbone, rows))}
+        head = self.mlm_head
+        if not head.built:
+            head.build(rows.shape)
+        # adapter-hub's masked-LM head: its transform, then the inverse, then the
+        # (tied) output embeddings and bias.
+        hidden = invert_output(self.backbone, head.layer_norm(head.dense(rows)))
+        logits = head.token_embedding.reverse(hidden)
+        return {"mlm": logits + keras.ops.cast(head.output_bias, logits.dtype)}
 
 
 def _named_variables(layer, prefix):

@@ -46,16 +46,22 @@ LORA_FORMAT = "keras_ctx.lora"
 def transformer_blocks(model):
     """Every distinct keras_ctx transformer block of `model`, in a stable order."""
     from keras_ctx.layers.transformer import _TransformerBlock
+    from keras_ctx.models.xlnet import XLNetBlock
 
     seen, blocks = set(), []
     for layer in model._flatten_layers(include_self=False, recursive=True):
-        if isinstance(layer, _TransformerBlock) and id(layer) not in seen:
+        if isinstance(layer, (_TransformerBlock, XLNetBlock)) and id(layer) not in seen:
             seen.add(id(layer))
             blocks.append(layer)
     if not blocks:
         raise ValueError(f"{type(model).__name__} has no keras_ctx transformer blocks to put "
                          "adapters in; in a block of your own use BottleneckAdapter directly.")
     return blocks
+
+
+def _hidden_size(block):
+    feedforward = getattr(block, "feedforward", None) or block.feed_forward  # XLNet's name
+    return feedforward.output_dense.units
 
 
 def _encoder_stacks(model):
@@ -128,7 +134,7 @@ def add_adapter(model, name, config="pfeiffer", activate=True, **overrides):
         raise ValueError("Invertible adapters go on a TransformerEncoderStack's input, and "
                          f"{type(model).__name__} has none; use invertible=False.")
     for block in blocks:
-        hidden = block.feedforward.output_dense.units
+        hidden = _hidden_size(block)
         for place in config["places"]:
             if place == "cross_attention" and not getattr(block, "use_cross_attention", False):
                 continue
@@ -146,7 +152,7 @@ def add_adapter(model, name, config="pfeiffer", activate=True, **overrides):
         slot = _slot(stack, "input_adapters",
                      lambda: InvertibleAdapterSlot(dtype=stack.dtype_policy,
                                                    name="input_adapters"))
-        hidden = stack.blocks[0].feedforward.output_dense.units
+        hidden = _hidden_size(stack.blocks[0])
         adapter = InvertibleAdapter(config["invertible_reduction_factor"], activation=
                                     config["activation"], dtype=stack.dtype_policy, name=name)
         adapter.build((None, None, hidden))

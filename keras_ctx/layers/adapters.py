@@ -300,6 +300,19 @@ class AdapterSlot(_NamedAdapters):
         return z if normalize_first else norm(z)
 
 
+def add_and_norm(block, place, x, y, norm, normalize_first=False, training=None):
+    """A block's `norm(x + y)` (pre-LN: `x + y`), through its adapters at `place` if any.
+
+    The hook for blocks outside keras_ctx.layers.transformer (XLNet's, or yours):
+    `add_adapter` attaches an `AdapterSlot` as `block.<place>_adapters`.
+    """
+    slot = getattr(block, f"{place}_adapters", None)
+    if slot is not None:
+        return slot.add_and_norm(x, y, norm, normalize_first, training)
+    x = x + y
+    return x if normalize_first else norm(x)
+
+
 class InvertibleAdapterSlot(_NamedAdapters):
     """Invertible adapters on a stack's input: forward in call, `inverse()` for the output."""
 
@@ -314,5 +327,5 @@ class InvertibleAdapterSlot(_NamedAdapters):
         return outputs
 
 
-__all__ = ["ADAPTER_CONFIGS", "AdapterSlot", "BottleneckAdapter", "InvertibleAdapter",
+__all__ = ["ADAPTER_CONFIGS", "AdapterSlot", "add_and_norm", "BottleneckAdapter", "InvertibleAdapter",
            "InvertibleAdapterSlot", "adapter_config"]

@@ -114,13 +114,14 @@ def test_houlsby_matches_paper_placement():
 
 @pytest.mark.parametrize("preset,config", [
     ("bert-tiny", "madx_language"), ("bert-tiny", "houlsby"), ("gpt2", "pfeiffer"),
-    ("t5-small", "houlsby"), ("bart-base", "pfeiffer")])
+    ("t5-small", "houlsby"), ("bart-base", "pfeiffer"), ("xlnet-base", "houlsby")])
 def test_zero_adapters_leave_every_backbone_unchanged(preset, config):
     keras.utils.set_random_seed(0)
     small = dict(vocabulary_size=50, num_layers=1, num_heads=2, hidden_size=16,
                  intermediate_size=32)
-    if preset == "bert-tiny":
-        model = from_preset(preset, **small, max_sequence_length=16)
+    if preset in ("bert-tiny", "xlnet-base"):
+        extra = {"max_sequence_length": 16} if preset == "bert-tiny" else {}
+        model = from_preset(preset, **small, **extra)
         inputs = _inputs(time=6)
     elif preset == "gpt2":
         model = from_preset(preset, **small, max_sequence_length=16)

@@ -9,6 +9,7 @@ import keras
 from keras import ops
 
 from keras_ctx.layers import _checks, activations
+from keras_ctx.layers.adapters import add_and_norm
 from keras_ctx.layers.attention import MultiHeadAttention
 from keras_ctx.layers.dropout import Dropout
 from keras_ctx.layers.gather import gather_positions
@@ -240,9 +241,10 @@ class _TransformerBlock(keras.layers.Layer):
         With `positions` (batch, P), only those rows are computed: the
         sublayer gets them as its queries and the whole sequence as context,
         `sublayer(rows, context)`, and the result has P rows. Adapters that
-        `keras_ctx.layers.adapters.add_adapter` put at `place` ("attention",
-        "cross_attention", "feedforward") take over the add & norm; a block
-        without adapters has no such attribute.
+        `keras_ctx.adapters.add_adapter` put at `place` ("attention",
+        "cross_attention", "feedforward") take over the add & norm
+        (`keras_ctx.layers.adapters.add_and_norm`); without adapters it is
+        the plain one.
         """
         inputs = norm(x) if self.normalize_first else x
         if positions is None:
@@ -250,14 +252,8 @@ class _TransformerBlock(keras.layers.Layer):
         else:
             x = gather_positions(x, positions)
             y, extras = sublayer(gather_positions(inputs, positions), inputs)
-        slot = getattr(self, f"{place}_adapters", None) if place else None
-        if slot is not None:
-            y = self.dropout_layer(y, training=training)
-            return slot.add_and_norm(x, y, norm, self.normalize_first, training), extras
-        x = x + self.dropout_layer(y, training=training)
-        if not self.normalize_first:
-            x = norm(x)
-        return x, extras
+        y = self.dropout_layer(y, training=training)
+        return add_and_norm(self, place, x, y, norm, self.normalize_first, training), extras
 
     def compute_output_shape(self, input_shape, *args, **kwargs):
         return input_shape

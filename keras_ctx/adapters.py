@@ -36,6 +36,7 @@ from keras_ctx.layers.adapters import (
     InvertibleAdapter,
     InvertibleAdapterSlot,
     adapter_config,
+    attach_sublayer,
 )
 from keras_ctx.pretraining.masked_lm import MaskedLMPretrainer, backbone_inputs, sequence_rows
 
@@ -75,11 +76,7 @@ def _slot(parent, attribute, make):
     slot = getattr(parent, attribute, None)
     if slot is None:
         slot = make()
-        parent._tracker.unlock()
-        try:
-            setattr(parent, attribute, slot)
-        finally:
-            parent._tracker.lock()
+        attach_sublayer(parent, attribute, slot)
     return slot
 
 
@@ -101,10 +98,8 @@ def _adapter_sites(model, name):
 def adapter_names(model):
     """Names of the adapters in `model`, in the order they were added."""
     names = []
-    for block in transformer_blocks(model):
-        for place in ("attention", "cross_attention", "feedforward"):
-            slot = getattr(block, f"{place}_adapters", None)
-            names += [n for n in (slot.names if slot else ()) if n not in names]
+    for slot in _slots(model):
+        names += [n for n in slot.names if n not in names]
     return names
 
 

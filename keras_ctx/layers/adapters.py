@@ -220,7 +220,7 @@ class InvertibleAdapter(_Adapter):
 
 
 
-def _attach(parent, attribute, layer):
+def attach_sublayer(parent, attribute, layer):
     """Adds a sublayer to a built layer (Keras' own `enable_lora` unlocks the same way)."""
     parent._tracker.unlock()
     try:
@@ -243,7 +243,7 @@ class _NamedAdapters(keras.layers.Layer):
         if name in self.names:
             raise ValueError(f"An adapter named {name!r} is already here; delete it "
                              "(`delete_adapter`) or pick another name.")
-        _attach(self, f"adapter_{name}", layer)
+        attach_sublayer(self, f"adapter_{name}", layer)
         self.names = self.names + (name,)
         self.configs[name] = config
 
@@ -327,5 +327,5 @@ class InvertibleAdapterSlot(_NamedAdapters):
         return outputs
 
 
-__all__ = ["ADAPTER_CONFIGS", "AdapterSlot", "add_and_norm", "BottleneckAdapter", "InvertibleAdapter",
+__all__ = ["ADAPTER_CONFIGS", "AdapterSlot", "add_and_norm", "attach_sublayer", "BottleneckAdapter", "InvertibleAdapter",
            "InvertibleAdapterSlot", "adapter_config"]

@@ -209,12 +209,18 @@ def _record(model):
 
 
 def set_active_adapters(model, names):
-    """Makes `names` the active stack (first = lowest, MAD-X: language then task); [] = none."""
+    """Switches on `names` (first = lowest, MAD-X: language then task) and off the rest.
+
+    The switches are variables, so models compiled or traced before keep
+    following them (no recompiling to swap a language adapter)."""
     names = list(names)
     known = adapter_names(model)
     missing = [n for n in names if n not in known]
     if missing:
         raise ValueError(f"No adapters named {missing} in the model; it has {known}.")
+    if names != [n for n in known if n in names]:
+        raise ValueError(f"Active adapters stack in the order they were added ({known}); "
+                         f"got {names}. Add them in the stacking order you need.")
     for block in transformer_blocks(model):
         for place in ("attention", "cross_attention", "feedforward"):
             slot = getattr(block, f"{place}_adapters", None)

@@ -229,13 +229,34 @@ def attach_sublayer(parent, attribute, layer):
         parent._tracker.lock()
 
 
+class _Gate(keras.layers.Layer):
+    """A non-trainable 0/1 scalar: whether one adapter is active.
+
+    A variable, not Python state, so that switching adapters also switches
+    them inside functions traced before the switch (compiled predict/fit).
+    """
+
+    def build(self, input_shape=None):
+        self.value = self.add_weight(name="value", shape=(), initializer="zeros",
+                                     trainable=False)
+        self.built = True
+
+    def mix(self, on, off):
+        """on where active, off where not."""
+        gate = ops.cast(self.value, on.dtype)
+        return gate * on + (1 - gate) * off
+
+
 class _NamedAdapters(keras.layers.Layer):
-    """Named adapters at one place, and which of them are active (in stack order)."""
+    """Named adapters at one place, in the order added; `active` names the switched-on ones.
+
+    Active adapters always stack in the order they were added (MAD-X: the
+    language adapter, then the task adapter on it).
+    """
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.names = ()
-        self.active = ()
         object.__setattr__(self, "configs", {})  # name -> adapter config (plain data)
         self.built = True
 
@@ -244,6 +265,9 @@ class _NamedAdapters(keras.layers.Layer):
             raise ValueError(f"An adapter named {name!r} is already here; delete it "
                              "(`delete_adapter`) or pick another name.")
         attach_sublayer(self, f"adapter_{name}", layer)
+        gate = _Gate(dtype="float32", name=f"gate_{name}")
+        gate.build()
+        attach_sublayer(self, f"gate_{name}", gate)
         self.names = self.names + (name,)
         self.configs[name] = config
 
@@ -251,17 +275,31 @@ class _NamedAdapters(keras.layers.Layer):
         self._tracker.unlock()
         try:
             delattr(self, f"adapter_{name}")
+            delattr(self, f"gate_{name}")
         finally:
             self._tracker.lock()
         self.names = tuple(n for n in self.names if n != name)
-        self.active = tuple(n for n in self.active if n != name)
         self.configs.pop(name, None)
 
     def get(self, name):
         return getattr(self, f"adapter_{name}")
 
-    def active_layers(self):
-        return [self.get(name) for name in self.active]
+    def _gate(self, name):
+        return getattr(self, f"gate_{name}")
+
+    @property
+    def active(self):
+        return tuple(n for n in self.names
+                     if float(keras.ops.convert_to_numpy(self._gate(n).value)) > 0.5)
+
+    @active.setter
+    def active(self, names):
+        for name in self.names:
+            self._gate(name).value.assign(1.0 if name in names else 0.0)
+
+    def gated_layers(self):
+        """[(adapter, gate)] in stack order."""
+        return [(self.get(name), self._gate(name)) for name in self.names]
 
 
 class AdapterSlot(_NamedAdapters):
@@ -281,23 +319,28 @@ class AdapterSlot(_NamedAdapters):
 
         x: the residual input; y: the sublayer's output after dropout; norm:
         the block's layer norm there; normalize_first: pre-LN block (no norm
-        after the add).
+        after the add). Inactive adapters pass their input through.
         """
-        adapters = self.active_layers()
+        adapters = self.gated_layers()
         if self.placement == "houlsby":
-            for adapter in adapters:  # Houlsby Fig. 2: y + A(y), before the skip
-                y = y + adapter(y)
+            for adapter, gate in adapters:  # Houlsby Fig. 2: y + A(y), before the skip
+                y = gate.mix(y + adapter(y), y)
             out = x + y
             return out if normalize_first else norm(out)
         residual = x + y
+        plain = residual if normalize_first else norm(residual)
         if not adapters:
-            return residual if normalize_first else norm(residual)
+            return plain
         # MAD-X Eq. 1-2: A_l(h, r) = U(ReLU(D(h))) + r, the task adapter
         # reading the language adapter's output, both with residual r.
-        z = residual if normalize_first else norm(residual)
-        for adapter in adapters:
-            z = residual + adapter(z)
-        return z if normalize_first else norm(z)
+        z = plain
+        any_active = ops.zeros((), "float32")
+        for adapter, gate in adapters:
+            z = gate.mix(residual + adapter(z), z)
+            any_active = ops.maximum(any_active, gate.value)
+        out = z if normalize_first else norm(z)
+        any_active = ops.cast(any_active, out.dtype)  # none active: the plain block
+        return any_active * out + (1 - any_active) * plain
 
 
 def add_and_norm(block, place, x, y, norm, normalize_first=False, training=None):
@@ -317,13 +360,13 @@ class InvertibleAdapterSlot(_NamedAdapters):
     """Invertible adapters on a stack's input: forward in call, `inverse()` for the output."""
 
     def call(self, inputs):
-        for adapter in self.active_layers():
-            inputs = adapter(inputs)
+        for adapter, gate in self.gated_layers():
+            inputs = gate.mix(adapter(inputs), inputs)
         return inputs
 
     def inverse(self, outputs):
-        for adapter in reversed(self.active_layers()):
-            outputs = adapter(outputs, inverse=True)
+        for adapter, gate in reversed(self.gated_layers()):
+            outputs = gate.mix(adapter(outputs, inverse=True), outputs)
         return outputs
 
 

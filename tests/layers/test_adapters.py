@@ -299,3 +299,32 @@ def test_sparse_last_layer_masked_lm_matches_dense_with_invertible_adapters():
     np.testing.assert_allclose(got, keras.ops.convert_to_numpy(want), atol=1e-4)
     plain = head(rows)  # without the inverse the logits differ
     assert not np.allclose(keras.ops.convert_to_numpy(plain), got, atol=1e-3)
+
+
+def test_swapping_adapters_reaches_compiled_functions():
+    """A traced/compiled predict follows set_active_adapters (the switch is a variable)."""
+    backbone = _bert()
+    adapters.add_adapter(backbone, "a", "pfeiffer")
+    adapters.add_adapter(backbone, "b", "pfeiffer", activate=False)
+    _randomize(backbone, "a")
+    _randomize(backbone, "b", seed=3)
+    x = _inputs(seed=8)
+    predict = tf_function(lambda inputs: backbone(inputs)["sequence_output"])
+    with_a = keras.ops.convert_to_numpy(predict(x))
+    adapters.set_active_adapters(backbone, ["b"])
+    with_b = keras.ops.convert_to_numpy(predict(x))
+    assert not np.allclose(with_a, with_b)
+    np.testing.assert_allclose(with_b, keras.ops.convert_to_numpy(backbone(x)["sequence_output"]),
+                               atol=1e-5)
+    adapters.set_active_adapters(backbone, [])
+    plain = _bert()
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(predict(x)),
+                               keras.ops.convert_to_numpy(plain(x)["sequence_output"]), atol=1e-5)
+    with pytest.raises(ValueError, match="order they were added"):
+        adapters.set_active_adapters(backbone, ["b", "a"])
+
+
+def tf_function(function):
+    import tensorflow as tf
+
+    return tf.function(function, jit_compile=True)

@@ -20,8 +20,10 @@ OFFSET = 5
 # Word classes (indices into one language's WORDS words).
 DETERMINERS = {0: [0, 1], 1: [2, 3]}  # by gender
 NOUNS = {0: [4, 5, 6, 7], 1: [8, 9, 10, 11]}  # by gender
-ADJECTIVES = {0: [12, 13, 14, 15], 1: [16, 17, 18, 19]}  # by polarity (0 = +)
-VERBS = {0: [20, 21, 22], 1: [23, 24, 25]}  # by polarity
+# Polarity classes of different sizes: otherwise swapping + and - would be a
+# symmetry of the grammar, and text alone could not tell which is which.
+ADJECTIVES = {0: [12, 13, 14, 15, 16], 1: [17, 18, 19]}  # by polarity (0 = +)
+VERBS = {0: [20, 21], 1: [22, 23, 24, 25]}  # by polarity
 WORDS = 26
 SENTENCE_LENGTH = 7
 

@@ -26,7 +26,7 @@ TINY = dict(num_layers=2, num_heads=2, hidden_size=32, intermediate_size=128,
 
 
 def test_mbert_presets_match_released_sizes():
-    rows = {name: count for name, _, count, _ in list_presets("multilingual")}
+    rows = {name: count for name, _, count, _ in list_presets("bert")}
     # Released BertModel sizes: 12 x 768, vocabularies 119,547 (cased) / 105,879 (uncased).
     assert abs(rows["bert-base-multilingual-cased"] - 177_853_440) / 177_853_440 < 0.01
     assert abs(rows["bert-base-multilingual-uncased"] - 167_356_416) / 167_356_416 < 0.01

@@ -151,14 +151,12 @@ def test_zero_adapters_leave_every_backbone_unchanged(preset, config):
 def _encoder_decoder_config(preset):
     config = dict(vocabulary_size=50, num_layers=1, num_heads=2, hidden_size=16,
                   intermediate_size=32)
-    if preset == "t5-small":
-        config["head_size"] = 8
-    else:
+    if preset != "t5-small":
         config["max_sequence_length"] = 16
     from keras_ctx.models.presets import preset_config
 
     _, known = preset_config(preset)
-    return {k: v for k, v in config.items() if k in known or k == "head_size"}
+    return {k: v for k, v in config.items() if k in known}
 
 
 def _classifier(backbone):

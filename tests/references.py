@@ -19,7 +19,7 @@ def softmax(x, axis=-1):
 def attention(layer, query, value, mask=None, bias=None):
     """Multi-head attention by explicit per-head loops, from `layer`'s weights."""
     w = weights_by_name(layer)
-    heads, size = layer.num_heads, layer.key_dim
+    heads, size = layer.num_heads, layer.head_size
 
     def project(x, name):
         y = np.einsum("btd,dnh->btnh", x, w[f"{name}/kernel"])

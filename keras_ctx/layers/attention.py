@@ -67,12 +67,12 @@ class MultiHeadAttention(keras.layers.Layer):
 
     Args:
         num_heads: number of attention heads.
-        key_dim: size of each head for queries and keys.
-        value_dim: size of each head for values; defaults to `key_dim`.
+        head_size: size of each head for queries and keys.
+        value_dim: size of each head for values; defaults to `head_size`.
         output_dim: size of the output; defaults to the query's last dimension.
         dropout: dropout rate on the attention probabilities.
         use_bias: whether the projections have biases (T5 has none).
-        scale: multiplier of the scores; defaults to 1/sqrt(key_dim) (T5 uses 1).
+        scale: multiplier of the scores; defaults to 1/sqrt(head_size) (T5 uses 1).
         kernel_initializer, bias_initializer: for all projections.
         output_kernel_initializer: for the output projection only; defaults to
             `kernel_initializer` (GPT-2 scales it by 1/sqrt(2 * layers)).
@@ -107,7 +107,7 @@ class MultiHeadAttention(keras.layers.Layer):
         with `return_attention_scores`, the scores appended.
 
     Example:
-    >>> layer = keras_ctx.layers.MultiHeadAttention(num_heads=4, key_dim=16)
+    >>> layer = keras_ctx.layers.MultiHeadAttention(num_heads=4, head_size=16)
     >>> x = np.random.rand(2, 10, 64).astype("float32")
     >>> layer(x, padding_mask=np.ones((2, 10)), use_causal_mask=True).shape
     (2, 10, 64)
@@ -119,7 +119,7 @@ class MultiHeadAttention(keras.layers.Layer):
     def __init__(
         self,
         num_heads,
-        key_dim,
+        head_size,
         value_dim=None,
         output_dim=None,
         dropout=0.0,
@@ -136,7 +136,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.use_qkv_bias = use_bias if use_qkv_bias is None else bool(use_qkv_bias)
         self.window_size = _checks.optional_positive_int("window_size", window_size)
         self.num_heads = _checks.positive_int("num_heads", num_heads)
-        self.key_dim = _checks.positive_int("key_dim", key_dim)
+        self.head_size = _checks.positive_int("head_size", head_size)
         self.value_dim = _checks.optional_positive_int("value_dim", value_dim)
         self.output_dim = _checks.optional_positive_int("output_dim", output_dim)
         self.dropout = _checks.rate("dropout", dropout)
@@ -163,11 +163,11 @@ class MultiHeadAttention(keras.layers.Layer):
     def build(self, query_shape, value_shape=None, key_shape=None):
         value_shape = query_shape if value_shape is None else value_shape
         key_shape = value_shape if key_shape is None else key_shape
-        value_dim = self.value_dim or self.key_dim
+        value_dim = self.value_dim or self.head_size
         output_dim = self.output_dim or query_shape[-1]
-        self.query_dense = self._projection("query", self.key_dim)
+        self.query_dense = self._projection("query", self.head_size)
         self.query_dense.build(query_shape)
-        self.key_dense = self._projection("key", self.key_dim)
+        self.key_dense = self._projection("key", self.head_size)
         self.key_dense.build(key_shape)
         self.value_dense = self._projection("value", value_dim)
         self.value_dense.build(value_shape)
@@ -228,7 +228,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 v = ops.slice_update(cache[:, 1], start, ops.cast(v, cache.dtype))
                 cache = ops.stack([k, v], axis=1)
                 query_offset = cache_update_index
-        scale = self.scale if self.scale is not None else self.key_dim**-0.5
+        scale = self.scale if self.scale is not None else self.head_size**-0.5
         q = q * ops.cast(scale, q.dtype)
 
         if self._use_blocked_band(q, k, cache, attention_mask, attention_bias,
@@ -312,12 +312,19 @@ class MultiHeadAttention(keras.layers.Layer):
                 dtype="float32"),)
         return results[0] if len(results) == 1 else results
 
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        if "key_dim" in config:  # files saved before the per-head width was `head_size`
+            config["head_size"] = config.pop("key_dim")
+        return cls(**config)
+
     def get_config(self):
         config = super().get_config()
         config.update(
             {
                 "num_heads": self.num_heads,
-                "key_dim": self.key_dim,
+                "head_size": self.head_size,
                 "value_dim": self.value_dim,
                 "output_dim": self.output_dim,
                 "dropout": self.dropout,

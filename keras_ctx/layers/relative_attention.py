@@ -153,7 +153,7 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
         ac = (q + r_w_bias) . k_j
         bd = (q + r_r_bias) . k_r[distance (i + M) - j]
         ef = (q + r_s_bias) . seg_embed[segment_matrix[i, j]]
-        a  = softmax((ac + bd + ef) / sqrt(key_dim) + mask)
+        a  = softmax((ac + bd + ef) / sqrt(head_size) + mask)
         out = (a v) W_o
 
     Both streams share all weights; queries come from their own stream, keys
@@ -165,7 +165,7 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
 
     Args:
         num_heads: number of attention heads.
-        key_dim: size of each head (XLNet's `d_head`).
+        head_size: size of each head (XLNet's `d_head`).
         dropout: dropout rate on the attention probabilities.
         kernel_initializer: for the q, k, v, r and output projections.
         bias_initializer: for `r_w_bias`, `r_r_bias`, `r_s_bias` and
@@ -202,7 +202,7 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
         functional model cannot carry a None output). In the compute dtype.
 
     Example:
-    >>> layer = TwoStreamRelativeAttention(num_heads=2, key_dim=8)
+    >>> layer = TwoStreamRelativeAttention(num_heads=2, head_size=8)
     >>> h = np.random.rand(2, 4, 16).astype("float32")
     >>> r = relative_positional_encoding(4, 4, 16)
     >>> content_mask, query_mask = two_stream_masks(np.array([[2, 1, 3, 0]] * 2))
@@ -221,7 +221,7 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
     def __init__(
         self,
         num_heads,
-        key_dim,
+        head_size,
         dropout=0.0,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
@@ -229,7 +229,7 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
     ):
         super().__init__(**kwargs)
         self.num_heads = _checks.positive_int("num_heads", num_heads)
-        self.key_dim = _checks.positive_int("key_dim", key_dim)
+        self.head_size = _checks.positive_int("head_size", head_size)
         self.dropout = _checks.rate("dropout", dropout)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
@@ -238,7 +238,7 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
     def _projection(self, name):
         return keras.layers.EinsumDense(
             "btd,dnh->btnh",
-            output_shape=(None, self.num_heads, self.key_dim),
+            output_shape=(None, self.num_heads, self.head_size),
             kernel_initializer=self.kernel_initializer,
             dtype=self.dtype_policy,
             name=name,
@@ -268,8 +268,8 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
             dtype=self.dtype_policy,
             name="attention_output",
         )
-        self.output_dense.build((None, None, self.num_heads, self.key_dim))
-        heads = (self.num_heads, self.key_dim)
+        self.output_dense.build((None, None, self.num_heads, self.head_size))
+        heads = (self.num_heads, self.head_size)
         self.r_w_bias = self._head_weight("r_w_bias", heads)
         self.r_r_bias = self._head_weight("r_r_bias", heads)
         self.r_s_bias = self._head_weight("r_s_bias", heads)
@@ -374,7 +374,7 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
             ef = ops.cast(ef, "float32")
             different = ops.cast(segment_matrix, "bool")[:, None, :, :]
             scores = scores + ops.where(different, ef[..., 1:], ef[..., :1])
-        scores = scores * (self.key_dim**-0.5)
+        scores = scores * (self.head_size**-0.5)
         if mask is not None:
             mask = ops.cast(mask, "bool")
         probabilities = masked_softmax(scores, mask)
@@ -452,12 +452,19 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
         )
         return content_output, query_output
 
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        if "key_dim" in config:  # files saved before the per-head width was `head_size`
+            config["head_size"] = config.pop("key_dim")
+        return cls(**config)
+
     def get_config(self):
         config = super().get_config()
         config.update(
             {
                 "num_heads": self.num_heads,
-                "key_dim": self.key_dim,
+                "head_size": self.head_size,
                 "dropout": self.dropout,
                 "kernel_initializer": keras.initializers.serialize(
                     self.kernel_initializer

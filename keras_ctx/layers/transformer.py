@@ -197,7 +197,7 @@ class _TransformerBlock(keras.layers.Layer):
     def _attention(self, name, hidden, window_size=None):
         return MultiHeadAttention(
             num_heads=self.num_heads,
-            key_dim=self.head_size or hidden // self.num_heads,
+            head_size=self.head_size or hidden // self.num_heads,
             dropout=self.attention_dropout,
             use_bias=self.use_bias,
             use_qkv_bias=self.use_qkv_bias,

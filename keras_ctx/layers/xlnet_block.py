@@ -73,7 +73,7 @@ class XLNetBlock(keras.layers.Layer):
         initializer = xlnet_initializer(self.initializer_range)
         self.attention = TwoStreamRelativeAttention(
             num_heads=self.num_heads,
-            key_dim=hidden_size // self.num_heads,
+            head_size=hidden_size // self.num_heads,
             dropout=self.attention_dropout,
             kernel_initializer=initializer,
             bias_initializer=initializer,

@@ -25,7 +25,7 @@ def test_layer_harness_cross_attention_with_masks():
     padding[1, 4:] = 0
     run_layer_test(
         MultiHeadAttention,
-        {"num_heads": N, "key_dim": H, "dropout": 0.1},
+        {"num_heads": N, "head_size": H, "dropout": 0.1},
         {"query": query, "value": value, "padding_mask": padding},
         expected_output_shape=(B, T, D),
     )
@@ -35,7 +35,7 @@ def test_layer_harness_causal_self_attention():
     query, _ = make_inputs()
     run_layer_test(
         MultiHeadAttention,
-        {"num_heads": N, "key_dim": H, "output_dim": 6, "use_bias": False},
+        {"num_heads": N, "head_size": H, "output_dim": 6, "use_bias": False},
         query,
         call_kwargs={"use_causal_mask": True},
         expected_output_shape=(B, T, 6),
@@ -44,7 +44,7 @@ def test_layer_harness_causal_self_attention():
 
 def test_matches_numpy_with_padding_attention_mask_and_bias():
     query, value = make_inputs()
-    layer = MultiHeadAttention(num_heads=N, key_dim=H)
+    layer = MultiHeadAttention(num_heads=N, head_size=H)
     rng = np.random.default_rng(1)
     padding = np.ones((B, S), bool)
     padding[0, 5:] = False
@@ -60,7 +60,7 @@ def test_matches_numpy_with_padding_attention_mask_and_bias():
 
 def test_causal_mask_matches_numpy_and_leaks_nothing():
     query, _ = make_inputs()
-    layer = MultiHeadAttention(num_heads=N, key_dim=H)
+    layer = MultiHeadAttention(num_heads=N, head_size=H)
     got = layer(query, use_causal_mask=True).numpy()
     causal = np.tril(np.ones((T, T), bool))[None].repeat(B, 0)
     np.testing.assert_allclose(got, numpy_attention(layer, query, query, causal), atol=1e-5)
@@ -74,7 +74,7 @@ def test_causal_mask_matches_numpy_and_leaks_nothing():
 
 def test_padding_keys_are_ignored():
     query, value = make_inputs()
-    layer = MultiHeadAttention(num_heads=N, key_dim=H)
+    layer = MultiHeadAttention(num_heads=N, head_size=H)
     padding = np.ones((B, S), "int32")
     padding[:, 3:] = 0
     out = layer(query, value, padding_mask=padding).numpy()
@@ -86,7 +86,7 @@ def test_padding_keys_are_ignored():
 
 def test_attention_scores_are_probabilities_in_float32_under_mixed_precision():
     query, _ = make_inputs()
-    layer = MultiHeadAttention(num_heads=N, key_dim=H, dtype="mixed_bfloat16")
+    layer = MultiHeadAttention(num_heads=N, head_size=H, dtype="mixed_bfloat16")
     out, scores = layer(query * 100, use_causal_mask=True, return_attention_scores=True)
     assert out.dtype == "bfloat16"
     assert scores.dtype == "float32"
@@ -96,7 +96,7 @@ def test_attention_scores_are_probabilities_in_float32_under_mixed_precision():
 
 def test_cached_decoding_equals_full_causal_attention():
     query, _ = make_inputs()
-    layer = MultiHeadAttention(num_heads=N, key_dim=H)
+    layer = MultiHeadAttention(num_heads=N, head_size=H)
     full = layer(query, use_causal_mask=True).numpy()
     cache = np.zeros((B, 2, T, N, H), "float32")
     steps = []
@@ -111,7 +111,7 @@ def test_cached_decoding_compiles_under_xla():
     import tensorflow as tf
 
     query, _ = make_inputs()
-    layer = MultiHeadAttention(num_heads=N, key_dim=H)
+    layer = MultiHeadAttention(num_heads=N, head_size=H)
     full = layer(query, use_causal_mask=True).numpy()
 
     @tf.function(jit_compile=True)
@@ -126,7 +126,7 @@ def test_cached_decoding_compiles_under_xla():
 
 def test_precomputed_cross_attention_cache_is_used_as_is():
     query, value = make_inputs()
-    layer = MultiHeadAttention(num_heads=N, key_dim=H)
+    layer = MultiHeadAttention(num_heads=N, head_size=H)
     direct = layer(query, value).numpy()
     cache = layer.compute_key_value_cache(value)
     out, same_cache = layer(query, value, cache=cache)
@@ -136,7 +136,7 @@ def test_precomputed_cross_attention_cache_is_used_as_is():
 
 def test_dropout_only_in_training():
     query, _ = make_inputs()
-    layer = MultiHeadAttention(num_heads=N, key_dim=H, dropout=0.5)
+    layer = MultiHeadAttention(num_heads=N, head_size=H, dropout=0.5)
     a = layer(query, training=False).numpy()
     b = layer(query, training=False).numpy()
     c = layer(query, training=True).numpy()
@@ -147,12 +147,20 @@ def test_dropout_only_in_training():
 @pytest.mark.parametrize(
     "kwargs, argument",
     [
-        ({"num_heads": 0, "key_dim": 4}, "num_heads"),
-        ({"num_heads": 2, "key_dim": -1}, "key_dim"),
-        ({"num_heads": 2, "key_dim": 4, "dropout": 1.5}, "dropout"),
-        ({"num_heads": 2, "key_dim": 4, "value_dim": 0}, "value_dim"),
+        ({"num_heads": 0, "head_size": 4}, "num_heads"),
+        ({"num_heads": 2, "head_size": -1}, "head_size"),
+        ({"num_heads": 2, "head_size": 4, "dropout": 1.5}, "dropout"),
+        ({"num_heads": 2, "head_size": 4, "value_dim": 0}, "value_dim"),
     ],
 )
 def test_bad_arguments_fail_at_construction(kwargs, argument):
     with pytest.raises(ValueError, match=argument):
         MultiHeadAttention(**kwargs)
+
+
+def test_configs_saved_with_key_dim_still_load():
+    """The per-head width is `head_size` everywhere; older files said `key_dim`."""
+    config = MultiHeadAttention(num_heads=2, head_size=4).get_config()
+    assert "key_dim" not in config and config["head_size"] == 4
+    config["key_dim"] = config.pop("head_size")
+    assert MultiHeadAttention.from_config(config).head_size == 4

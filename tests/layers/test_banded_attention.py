@@ -29,7 +29,7 @@ def inputs(seed=0, length=T):
 
 def dense_twin(layer):
     """A dense layer (window_size=None) with the same weights."""
-    twin = MultiHeadAttention(num_heads=layer.num_heads, key_dim=layer.key_dim,
+    twin = MultiHeadAttention(num_heads=layer.num_heads, head_size=layer.head_size,
                               use_bias=layer.use_bias)
     twin(np.zeros((1, 2, D), "float32"))
     twin.set_weights(layer.get_weights())
@@ -45,7 +45,7 @@ def test_band_is_gpt_neo_local_attention():
 
 def test_blocked_forward_matches_numpy_band_reference():
     x, padding = inputs()
-    layer = MultiHeadAttention(num_heads=N, key_dim=H, window_size=W)
+    layer = MultiHeadAttention(num_heads=N, head_size=H, window_size=W)
     got = layer(x, padding_mask=padding, use_causal_mask=True).numpy()
     mask = gpt_neo_band(T, W)[None] & padding[:, None, :].astype(bool)
     want = references.attention(layer, x.astype("float64"), x.astype("float64"), mask=mask)
@@ -58,7 +58,7 @@ def test_blocked_forward_matches_numpy_band_reference():
 
 def test_blocked_gradient_equals_dense_with_band_mask():
     x, padding = inputs(1)
-    layer = MultiHeadAttention(num_heads=N, key_dim=H, window_size=W)
+    layer = MultiHeadAttention(num_heads=N, head_size=H, window_size=W)
     layer(x, use_causal_mask=True)
     twin = dense_twin(layer)
     band = gpt_neo_band(T, W)[None].repeat(B, 0)
@@ -83,7 +83,7 @@ def test_cached_band_decoding_equals_full_pass():
     """A prompt of 3 positions, then one token per step; the cache (T) is longer
     than w + 1, so each step reads a w-long slice of it."""
     x, _ = inputs(2)
-    layer = MultiHeadAttention(num_heads=N, key_dim=H, window_size=W)
+    layer = MultiHeadAttention(num_heads=N, head_size=H, window_size=W)
     full = layer(x, use_causal_mask=True).numpy()
     cache = np.zeros((B, 2, T, N, H), "float32")
     out, cache = layer(x[:, :3], use_causal_mask=True, cache=cache, cache_update_index=0)
@@ -101,7 +101,7 @@ def test_cached_band_gradient_equals_dense_with_band_mask():
     gradient in TensorFlow, so the gradient is taken along the query and output
     path: the query/output projections, through scores over the sliced keys."""
     x, _ = inputs(3)
-    layer = MultiHeadAttention(num_heads=N, key_dim=H, window_size=W)
+    layer = MultiHeadAttention(num_heads=N, head_size=H, window_size=W)
     layer(x, use_causal_mask=True)
     twin = dense_twin(layer)
     index = 7
@@ -135,7 +135,7 @@ def test_blocked_path_compiles_under_xla_without_a_t_by_t_tensor():
     length, window = 64, 4
     rng = np.random.default_rng(5)
     x = tf.constant(rng.normal(size=(1, length, 8)), "float32")
-    layer = MultiHeadAttention(num_heads=2, key_dim=4, window_size=window)
+    layer = MultiHeadAttention(num_heads=2, head_size=4, window_size=window)
     eager = layer(x, use_causal_mask=True).numpy()
 
     @tf.function(jit_compile=True)
@@ -160,13 +160,13 @@ def test_layer_harness_and_config():
     x, padding = inputs()
     run_layer_test(
         MultiHeadAttention,
-        {"num_heads": N, "key_dim": H, "window_size": W, "use_qkv_bias": False,
+        {"num_heads": N, "head_size": H, "window_size": W, "use_qkv_bias": False,
          "dropout": 0.1},
         x,
         call_kwargs={"use_causal_mask": True, "padding_mask": padding},
         expected_output_shape=(B, T, D),
     )
-    layer = MultiHeadAttention(num_heads=N, key_dim=H, use_qkv_bias=False)
+    layer = MultiHeadAttention(num_heads=N, head_size=H, use_qkv_bias=False)
     layer(x)
     names = sorted(v.path.split("/", 1)[1] for v in layer.weights)
     assert names == ["attention_output/bias", "attention_output/kernel", "key/kernel",
@@ -175,8 +175,8 @@ def test_layer_harness_and_config():
 
 def test_band_needs_the_causal_mask():
     x, _ = inputs()
-    layer = MultiHeadAttention(num_heads=N, key_dim=H, window_size=W)
+    layer = MultiHeadAttention(num_heads=N, head_size=H, window_size=W)
     with pytest.raises(ValueError, match="use_causal_mask=True"):
         layer(x)
     with pytest.raises(ValueError, match="window_size"):
-        MultiHeadAttention(num_heads=N, key_dim=H, window_size=0)
+        MultiHeadAttention(num_heads=N, head_size=H, window_size=0)

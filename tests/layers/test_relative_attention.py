@@ -15,7 +15,7 @@ from keras_ctx.testing import run_layer_test
 
 HIDDEN = 8
 HEADS = 2
-KEY_DIM = 4
+HEAD_SIZE = 4
 
 
 def _np(x):
@@ -75,7 +75,7 @@ def _reference(layer, h, pos, content_mask, g=None, query_mask=None,
                         if segment_matrix is not None:
                             s = int(segment_matrix[b, i, j])
                             ef = (q[b, i, n] + r_s[n]) @ seg[s, n]
-                        scores[j] = (ac + bd + ef) / math.sqrt(KEY_DIM)
+                        scores[j] = (ac + bd + ef) / math.sqrt(HEAD_SIZE)
                     p = np.exp(scores - scores.max())
                     p /= p.sum()
                     context[b, i, n] = p @ v[b, :, n]
@@ -107,7 +107,7 @@ def test_run_layer_test():
         TwoStreamRelativeAttention,
         {
             "num_heads": HEADS,
-            "key_dim": KEY_DIM,
+            "head_size": HEAD_SIZE,
             "dropout": 0.1,
             "kernel_initializer": keras.initializers.RandomNormal(stddev=0.3),
             "bias_initializer": keras.initializers.RandomNormal(stddev=0.3),
@@ -143,7 +143,7 @@ def test_matches_numpy_reference(bidirectional):
         pos = np.repeat(pos, batch, 0)
         assert pos.shape == (batch, key_length + 1, HIDDEN)
 
-    layer = TwoStreamRelativeAttention(num_heads=HEADS, key_dim=KEY_DIM)
+    layer = TwoStreamRelativeAttention(num_heads=HEADS, head_size=HEAD_SIZE)
     layer(h, pos, content_mask, query_stream=g, query_attention_mask=query_mask,
           segment_matrix=segment_matrix, memory=memory)
     _randomize(layer)
@@ -228,7 +228,7 @@ def test_xlnet_paper_order():
     g = rng.normal(size=(1, length, HIDDEN)).astype("float32")
     memory = rng.normal(size=(1, 1, HIDDEN)).astype("float32")
     pos = relative_positional_encoding(length, length + 1, HIDDEN)
-    layer = TwoStreamRelativeAttention(num_heads=HEADS, key_dim=KEY_DIM)
+    layer = TwoStreamRelativeAttention(num_heads=HEADS, head_size=HEAD_SIZE)
 
     def run(content):
         h_out, g_out = layer(content, pos, mem_content, query_stream=g,
@@ -258,7 +258,7 @@ def test_memory_is_used_without_gradient():
     h = tf.constant(rng.normal(size=(batch, length, HIDDEN)), "float32")
     memory = tf.constant(rng.normal(size=(batch, mem_length, HIDDEN)), "float32")
     pos = relative_positional_encoding(length, mem_length + length, HIDDEN)
-    layer = TwoStreamRelativeAttention(num_heads=HEADS, key_dim=KEY_DIM)
+    layer = TwoStreamRelativeAttention(num_heads=HEADS, head_size=HEAD_SIZE)
 
     with tf.GradientTape(persistent=True) as tape:
         tape.watch([h, memory])
@@ -286,7 +286,7 @@ def test_target_mapping_equals_gathering_full_query_stream():
     segment_ids = np.array([[0, 0, 0, 1, 1], [0, 0, 1, 1, 1]])
     segment_matrix = segment_ids[:, :, None] != segment_ids[:, None, :]
     pos = relative_positional_encoding(length, length, HIDDEN)
-    layer = TwoStreamRelativeAttention(num_heads=HEADS, key_dim=KEY_DIM)
+    layer = TwoStreamRelativeAttention(num_heads=HEADS, head_size=HEAD_SIZE)
     common = dict(content_attention_mask=content_mask,
                   query_attention_mask=query_mask, segment_matrix=segment_matrix)
     layer(h, pos, query_stream=g_full, **common)
@@ -304,11 +304,11 @@ def test_target_mapping_equals_gathering_full_query_stream():
 @pytest.mark.parametrize(
     "kwargs, name",
     [
-        ({"num_heads": 0, "key_dim": 4}, "num_heads"),
-        ({"num_heads": 2.0, "key_dim": 4}, "num_heads"),
-        ({"num_heads": 2, "key_dim": -1}, "key_dim"),
-        ({"num_heads": 2, "key_dim": 4, "dropout": 1.0}, "dropout"),
-        ({"num_heads": 2, "key_dim": 4, "dropout": -0.1}, "dropout"),
+        ({"num_heads": 0, "head_size": 4}, "num_heads"),
+        ({"num_heads": 2.0, "head_size": 4}, "num_heads"),
+        ({"num_heads": 2, "head_size": -1}, "head_size"),
+        ({"num_heads": 2, "head_size": 4, "dropout": 1.0}, "dropout"),
+        ({"num_heads": 2, "head_size": 4, "dropout": -0.1}, "dropout"),
     ],
 )
 def test_bad_arguments_fail_at_construction(kwargs, name):
@@ -319,7 +319,7 @@ def test_bad_arguments_fail_at_construction(kwargs, name):
 def test_bad_shapes_fail_at_call():
     h = np.zeros((2, 4, HIDDEN), "float32")
     memory = np.zeros((2, 2, HIDDEN), "float32")
-    layer = TwoStreamRelativeAttention(num_heads=HEADS, key_dim=KEY_DIM)
+    layer = TwoStreamRelativeAttention(num_heads=HEADS, head_size=HEAD_SIZE)
     # Memory makes K = 6: the encoding must have 6 + 4 rows, not 8.
     with pytest.raises(
         ValueError, match=r"position_encoding.*relative_positional_encoding\(4, 6, 8\)"

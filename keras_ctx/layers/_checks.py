@@ -32,3 +32,12 @@ def divisible(name, value, divisor_name, divisor):
             f"`{name}` ({value}) must be divisible by `{divisor_name}` "
             f"({divisor}); pick sizes where {name} = {divisor_name} * head size."
         )
+
+
+def renamed(config, old_to_new):
+    """`config` with keys renamed from what older saved files called them."""
+    config = dict(config)
+    for old, new in old_to_new.items():
+        if old in config:
+            config[new] = config.pop(old)
+    return config

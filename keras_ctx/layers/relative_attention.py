@@ -454,10 +454,7 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
 
     @classmethod
     def from_config(cls, config):
-        config = dict(config)
-        if "key_dim" in config:  # files saved before the per-head width was `head_size`
-            config["head_size"] = config.pop("key_dim")
-        return cls(**config)
+        return cls(**_checks.renamed(config, {"key_dim": "head_size"}))
 
     def get_config(self):
         config = super().get_config()

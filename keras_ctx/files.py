@@ -25,8 +25,9 @@ LOCK_FILE = ".keras_ctx.lock"
 
 def _beside(path, tag):
     directory, name = os.path.split(os.path.abspath(path))
-    stem, extension = os.path.splitext(name)
-    # Keep the extension: Keras picks the format of `save` from it.
+    # Keep the whole extension (`.weights.h5` too): Keras picks the format from it.
+    stem, dot, extension = name.partition(".")
+    extension = dot + extension
     return os.path.join(directory, f".{stem}.{tag}-{os.getpid()}{extension}")
 
 

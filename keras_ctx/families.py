@@ -277,7 +277,8 @@ def _banded(backbone):
 
 
 def _register_builtin():
-    from keras_ctx.models import albert, awd_lstm, bart, bert, cove, electra, elmo, gpt, t5, xlnet
+    from keras_ctx.models import (albert, awd_lstm, bart, bert, cove, electra, elmo, gpt, t5, xlm,
+                                  xlnet)
 
     pooled = ("pooled_output", "padding_mask", "pooled")
     last = ("sequence_output", "padding_mask", "last")
@@ -343,6 +344,13 @@ def _register_builtin():
         pooling=last, dataset=_pipeline("causal_lm_dataset", end_token=GPT_END_OF_TEXT),
         pretrainer=_pretrainer("CausalLMPretrainer"), huggingface=("gpt_neo",),
         matches=lambda backbone: _banded(backbone) and backbone.attention_scale is not None))
+    # XLM (Lample & Conneau 2019): its inputs add language ids and explicit
+    # positions, which the one-text path does not make; it pretrains from Python
+    # (keras_ctx.data.multilingual streams and TLM pairs).
+    register_family(Family(
+        "xlm", xlm.XLMBackbone, xlm.XLM_PRESETS, huggingface=("xlm",),
+        no_pretraining="XLM pretrains from Python: keras_ctx.data.multilingual "
+                       "(text_stream, tlm_pairs) with keras_ctx.pretraining."))
     # T5 classifies from its encoder; BART from the decoder state at the final
     # </s> (Lewis et al. 2020, Sec. 3.1), the last real decoder position.
     register_family(Family(

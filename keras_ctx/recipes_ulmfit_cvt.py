@@ -311,7 +311,7 @@ def _check_out(out):
 def ulmfit_from_args(args):
     """`keras-ctx ulmfit`: target LM fine-tuning, then the classifier (stages 2-3)."""
     from keras_ctx.models.awd_lstm import AwdLstmBackbone
-    from keras_ctx.finetuning import read_labelled_tsv
+    from keras_ctx.data.labelled import read_labelled_tsv
     from keras_ctx.recipes import parse_overrides
 
     overrides = parse_overrides(args.set)

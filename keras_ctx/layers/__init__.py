@@ -1,6 +1,7 @@
 """Reusable Keras layers: drop them into any Keras 3 model."""
 
 from keras_ctx.layers.activations import gelu_approximate
+from keras_ctx.layers.adapters import BottleneckAdapter, InvertibleAdapter
 from keras_ctx.layers.attention import MultiHeadAttention
 from keras_ctx.layers.char_cnn import CharCNNHighwayEmbedder, Highway
 from keras_ctx.layers.dropout import Dropout, EmbeddingDropout, LockedDropout

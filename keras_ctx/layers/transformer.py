@@ -9,6 +9,7 @@ import keras
 from keras import ops
 
 from keras_ctx.layers import _checks, activations
+from keras_ctx.layers.adapters import add_and_norm
 from keras_ctx.layers.attention import MultiHeadAttention
 from keras_ctx.layers.dropout import Dropout
 from keras_ctx.layers.gather import gather_positions
@@ -243,12 +244,16 @@ class _TransformerBlock(keras.layers.Layer):
             self.self_attention.build(input_shape, input_shape)
         self.dropout_layer = Dropout(self.dropout, dtype=self.dtype_policy)
 
-    def _residual(self, x, norm, sublayer, training, positions=None):
+    def _residual(self, x, norm, sublayer, training, positions=None, place=None):
         """Post-LN: norm(x + f(x)); pre-LN: x + f(norm(x)). `sublayer` -> (y, extras).
 
         With `positions` (batch, P), only those rows are computed: the
         sublayer gets them as its queries and the whole sequence as context,
-        `sublayer(rows, context)`, and the result has P rows.
+        `sublayer(rows, context)`, and the result has P rows. Adapters that
+        `keras_ctx.adapters.add_adapter` put at `place` ("attention",
+        "cross_attention", "feedforward") take over the add & norm
+        (`keras_ctx.layers.adapters.add_and_norm`); without adapters it is
+        the plain one.
         """
         inputs = norm(x) if self.normalize_first else x
         if positions is None:
@@ -256,10 +261,8 @@ class _TransformerBlock(keras.layers.Layer):
         else:
             x = gather_positions(x, positions)
             y, extras = sublayer(gather_positions(inputs, positions), inputs)
-        x = x + self.dropout_layer(y, training=training)
-        if not self.normalize_first:
-            x = norm(x)
-        return x, extras
+        y = self.dropout_layer(y, training=training)
+        return add_and_norm(self, place, x, y, norm, self.normalize_first, training), extras
 
     def compute_output_shape(self, input_shape, *args, **kwargs):
         return input_shape
@@ -374,8 +377,9 @@ class TransformerEncoderBlock(_TransformerBlock):
             return self.feedforward(x, training=training), None
 
         x, _ = self._residual(inputs, self.self_attention_norm, attend, training,
-                              positions=query_positions)
-        x, _ = self._residual(x, self.feedforward_norm, feedforward, training)
+                              positions=query_positions, place="attention")
+        x, _ = self._residual(x, self.feedforward_norm, feedforward, training,
+                              place="feedforward")
         return x
 
     def compute_output_spec(self, inputs, *args, query_positions=None, **kwargs):
@@ -488,10 +492,13 @@ class TransformerDecoderBlock(_TransformerBlock):
         def feedforward(x):
             return self.feedforward(x, training=training), None
 
-        x, new_self_cache = self._residual(inputs, self.self_attention_norm, attend, training)
+        x, new_self_cache = self._residual(inputs, self.self_attention_norm, attend, training,
+                                           place="attention")
         if self.use_cross_attention:
-            x, _ = self._residual(x, self.cross_attention_norm, cross_attend, training)
-        x, _ = self._residual(x, self.feedforward_norm, feedforward, training)
+            x, _ = self._residual(x, self.cross_attention_norm, cross_attend, training,
+                                  place="cross_attention")
+        x, _ = self._residual(x, self.feedforward_norm, feedforward, training,
+                              place="feedforward")
 
         if self_attention_cache is None:
             return x
@@ -573,7 +580,9 @@ class TransformerEncoderStack(keras.layers.Layer):
     def call(self, inputs, padding_mask=None, attention_mask=None, attention_bias=None,
              last_layer_positions=None, training=None):
         outputs = []
-        x = inputs
+        # Invertible adapters (MAD-X) on the embedding output, when added.
+        slot = getattr(self, "input_adapters", None)
+        x = inputs if slot is None else slot(inputs)
         for index, block in enumerate(self.blocks):
             last = index == len(self.blocks) - 1
             x = block(

@@ -4,6 +4,7 @@ import keras
 
 from keras_ctx.layers import _checks
 from keras_ctx.layers.dropout import Dropout
+from keras_ctx.layers.adapters import add_and_norm
 from keras_ctx.layers.relative_attention import TwoStreamRelativeAttention
 from keras_ctx.layers.transformer import FeedForward
 
@@ -106,13 +107,11 @@ class XLNetBlock(keras.layers.Layer):
         self.built = True
 
     def _post_attention(self, stream, attention_output, training):
-        x = self.attention_norm(
-            stream + self.attention_dropout_layer(attention_output, training=training)
-        )
-        ffn = self.feed_forward(x, training=training)
-        return self.feed_forward_norm(
-            x + self.feed_forward_dropout(ffn, training=training)
-        )
+        # norm(x + y) twice, through adapters when keras_ctx.adapters added some.
+        y = self.attention_dropout_layer(attention_output, training=training)
+        x = add_and_norm(self, "attention", stream, y, self.attention_norm, training=training)
+        y = self.feed_forward_dropout(self.feed_forward(x, training=training), training=training)
+        return add_and_norm(self, "feedforward", x, y, self.feed_forward_norm, training=training)
 
     def call(
         self,

@@ -19,3 +19,4 @@ from keras_ctx.models.elmo import Elmo, ElmoBackbone  # noqa: E402
 from keras_ctx.models.gpt import GPTBackbone  # noqa: E402
 from keras_ctx.models.t5 import T5Backbone  # noqa: E402
 from keras_ctx.models.xlnet import XLNetBackbone  # noqa: E402
+from keras_ctx.models.xlm import XLMBackbone  # noqa: E402

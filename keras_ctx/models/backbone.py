@@ -71,7 +71,14 @@ class Backbone(keras.Model):
 
     @classmethod
     def from_config(cls, config):
-        return cls(**config)
+        config = dict(config)
+        adapters = config.pop("adapters", None)  # keras_ctx.adapters.adapter_state
+        model = cls(**config)
+        if adapters:
+            from keras_ctx.adapters import restore_adapters
+
+            restore_adapters(model, adapters)
+        return model
 
     @classmethod
     def from_preset(cls, name, **overrides):

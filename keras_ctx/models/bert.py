@@ -178,6 +178,11 @@ SPANBERT_PRESETS = {
     # SpanBERT (Joshi et al. 2020): BERT shapes, cased 28996-token vocabulary.
     "spanbert-base": (_bert(12, 768, vocabulary_size=28996), "SpanBERT-base cased, 108.3M"),
     "spanbert-large": (_bert(24, 1024, vocabulary_size=28996), "SpanBERT-large cased, 333.6M"),
+    # mBERT (Devlin et al., multilingual/README.md): BERT-base over 104 languages.
+    "bert-base-multilingual-cased": (_bert(12, 768, vocabulary_size=119547),
+                                     "mBERT cased, 104 languages, 177.9M"),
+    "bert-base-multilingual-uncased": (_bert(12, 768, vocabulary_size=105879),
+                                       "mBERT uncased, 102 languages, 167.4M"),
 }
 
 

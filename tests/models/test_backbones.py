@@ -19,6 +19,7 @@ TINY = {  # first preset of each family, shrunk
     "gpt3": dict(TRANSFORMER, num_layers=2, head_size=8, window_size=2,
                  max_sequence_length=16),
     "gpt_neo": dict(TRANSFORMER, num_layers=2, window_size=2, max_sequence_length=16),
+    "xlm": dict(TRANSFORMER, max_sequence_length=64),
     "awd_lstm": dict(vocabulary_size=50, embedding_size=8, hidden_size=16, num_layers=2),
 }
 

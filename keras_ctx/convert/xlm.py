@@ -1,0 +1,124 @@
+"""Hugging Face XLM checkpoints (model_type "xlm") <-> XLMBackbone.
+
+HF's XLMModel names: embeddings, position_embeddings, lang_embeddings (when
+n_langs > 1 and use_lang_emb), layer_norm_emb, then per layer i
+attentions.i.{q,k,v,out}_lin, layer_norm1.i, ffns.i.lin1/lin2, layer_norm2.i
+(post-LN, as ours). The FFN is 4 * emb_dim wide in every XLM.
+"""
+
+from keras_ctx.convert.huggingface import (
+    CheckpointError,
+    register_converter,
+    register_exporter,
+)
+from keras_ctx.convert.mapping import (
+    Entry,
+    block_entries,
+    export_weight_map,
+    layer_by_name,
+    load_checkpoint,
+    norm_entries,
+)
+
+# Buffers and heads (XLMWithLMHeadModel's pred_layer, classifiers' sequence_summary).
+XLM_IGNORED = ("position_ids", "pred_layer.", "sequence_summary.", "qa_outputs.",
+               "classifier.")
+
+
+def xlm_config_from_huggingface(config):
+    missing = [k for k in ("vocab_size", "emb_dim", "n_layers", "n_heads") if k not in config]
+    if missing:
+        raise CheckpointError(f"config.json lacks {', '.join(missing)}, needed to build XLM.")
+    if config.get("sinusoidal_embeddings"):
+        raise CheckpointError("sinusoidal_embeddings=True XLM checkpoints are not supported "
+                              "(every released XLM learns its positions).")
+    activation = "gelu" if config.get("gelu_activation", True) else "relu"
+    return dict(
+        vocabulary_size=config["vocab_size"],
+        num_layers=config["n_layers"],
+        num_heads=config["n_heads"],
+        hidden_size=config["emb_dim"],
+        intermediate_size=4 * config["emb_dim"],  # XLM's TransformerFFN: 4 * dim
+        num_languages=config.get("n_langs", 1),
+        use_language_embeddings=config.get("use_lang_emb", True),
+        causal=config.get("causal", False),
+        dropout=config.get("dropout", 0.1),
+        attention_dropout=config.get("attention_dropout", 0.1),
+        max_sequence_length=config.get("max_position_embeddings", 512),
+        layer_norm_epsilon=config.get("layer_norm_eps", 1e-12),
+        activation=activation,
+    )
+
+
+def _gelu(activation):
+    if activation not in ("gelu", "relu"):
+        raise CheckpointError(f"HF XLM has GeLU or ReLU FFNs, not {activation!r}.")
+    return activation == "gelu"
+
+
+def xlm_config_to_huggingface(backbone):
+    if backbone.intermediate_size != 4 * backbone.hidden_size:
+        raise CheckpointError(f"HF XLM fixes the FFN at 4 * emb_dim ({4 * backbone.hidden_size}),"
+                              f" this backbone has {backbone.intermediate_size}.")
+    return {
+        "model_type": "xlm",
+        "architectures": ["XLMModel"],
+        "vocab_size": backbone.vocabulary_size,
+        "emb_dim": backbone.hidden_size,
+        "n_layers": backbone.num_layers,
+        "n_heads": backbone.num_heads,
+        "n_langs": backbone.num_languages,
+        "use_lang_emb": backbone.use_language_embeddings,
+        "causal": backbone.causal,
+        "dropout": backbone.dropout,
+        "attention_dropout": backbone.attention_dropout,
+        "max_position_embeddings": backbone.max_sequence_length,
+        "layer_norm_eps": backbone.layer_norm_epsilon,
+        "gelu_activation": _gelu(backbone.activation),
+        "sinusoidal_embeddings": False,
+        "asm": False,
+        "init_std": 0.02,
+    }
+
+
+def xlm_weight_map(backbone):
+    """[Entry] of an XLMBackbone in HF XLM names (without the "transformer." prefix)."""
+    entries = [
+        Entry(backbone.token_embedding.embeddings, "embeddings.weight"),
+        Entry(layer_by_name(backbone, "position_embedding").embeddings,
+              "position_embeddings.weight"),
+    ]
+    if backbone.use_language_embeddings and backbone.num_languages > 1:
+        entries.append(Entry(layer_by_name(backbone, "language_embedding").embeddings,
+                             "lang_embeddings.weight"))
+    entries += norm_entries(layer_by_name(backbone, "embeddings_norm"), "layer_norm_emb")
+    for i, block in enumerate(layer_by_name(backbone, "encoder").blocks):
+        entries += block_entries(block, {
+            "query": f"attentions.{i}.q_lin", "key": f"attentions.{i}.k_lin",
+            "value": f"attentions.{i}.v_lin", "attention_output": f"attentions.{i}.out_lin",
+            "attention_norm": f"layer_norm1.{i}", "intermediate": f"ffns.{i}.lin1",
+            "output": f"ffns.{i}.lin2", "output_norm": f"layer_norm2.{i}",
+        }, backbone.num_heads)
+    return entries
+
+
+@register_converter("xlm")
+def convert_xlm(config, tensors):
+    from keras_ctx.models.xlm import XLMBackbone
+
+    backbone = XLMBackbone(**xlm_config_from_huggingface(config))
+    if tensors is None:
+        return backbone
+    load_checkpoint(xlm_weight_map(backbone), tensors, prefixes=("transformer.", ""),
+                    ignore=XLM_IGNORED)
+    return backbone
+
+
+@register_exporter("xlm")
+def export_xlm(backbone):
+    from keras_ctx.models.xlm import XLMBackbone
+
+    if not isinstance(backbone, XLMBackbone):
+        raise CheckpointError(f"model_type 'xlm' exports an XLMBackbone, not a "
+                              f"{type(backbone).__name__}.")
+    return xlm_config_to_huggingface(backbone), export_weight_map(xlm_weight_map(backbone))

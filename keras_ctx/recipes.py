@@ -236,6 +236,8 @@ def export_run(model_or_run, out, version=1, overwrite=False, sequence_length=No
         if with_text:
             preprocessor = TextPreprocessor(tokenizer, sequence_length, info["family"])
     else:
+        say(f"{model_or_run} is a preset, not a run directory: its weights are random "
+            "(untrained). Export a `keras-ctx pretrain` --out directory for trained ones.")
         backbone = from_preset(model_or_run)
     path = export_saved_model(backbone, out, version=version, overwrite=overwrite,
                               sequence_length=sequence_length, preprocessor=preprocessor)

@@ -169,3 +169,12 @@ def test_pretrain_says_what_it_is_doing_phase_by_phase(tmp_path):
     at = [output.find(phase) for phase in phases]
     assert -1 not in at, [p for p, i in zip(phases, at) if i == -1]
     assert at == sorted(at), output[:3000]
+
+
+def test_exporting_a_preset_says_its_weights_are_random(tmp_path, capsys):
+    from keras_ctx.recipes import export_run
+
+    export_run("bert-tiny", str(tmp_path / "export"), sequence_length=8)
+    printed = capsys.readouterr().out
+    assert "weights are random (untrained)" in printed
+    assert printed.index("random") < printed.index("Exported a SavedModel")

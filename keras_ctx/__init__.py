@@ -6,7 +6,10 @@ import os
 # unless the user already chose (and then insist below).
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
-import keras  # noqa: E402
+from keras_ctx.startup import quiet_startup  # noqa: E402  (standard library only)
+
+with quiet_startup():
+    import keras  # noqa: E402
 
 if keras.backend.backend() != "tensorflow":
     raise ImportError(
@@ -15,8 +18,9 @@ if keras.backend.backend() != "tensorflow":
         "importing keras."
     )
 
-from keras_ctx import layers, models, tasks  # noqa: E402,F401
-from keras_ctx import data, families, generation, pretraining  # noqa: E402,F401
-from keras_ctx import convert, export  # noqa: E402,F401
+with quiet_startup():
+    from keras_ctx import layers, models, tasks  # noqa: E402,F401
+    from keras_ctx import data, families, generation, pretraining  # noqa: E402,F401
+    from keras_ctx import convert, export  # noqa: E402,F401
 
 __version__ = "0.1.0"

@@ -107,6 +107,9 @@ def build_parser():
         description="Contextual word representations for Keras 3: pretrain, fine-tune, "
                     "embed, export and convert the models of the keras_ctx zoo.",
     )
+    parser.add_argument("--verbose", action="store_true",
+                        help="show TensorFlow's start-up and C++ log lines (hidden by "
+                             "default); put it before the command: keras-ctx --verbose ...")
     commands = parser.add_subparsers(dest="command", required=True)
 
     pretrain = commands.add_parser("pretrain", help="pretrain a preset on a corpus")
@@ -176,7 +179,6 @@ def build_parser():
 
 
 def main(argv=None):
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     args = build_parser().parse_args(argv)
     import tensorflow as tf
 

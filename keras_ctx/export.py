@@ -17,8 +17,10 @@ Batch size is dynamic everywhere. Sequence length is dynamic in
 `sequence_length` (the preprocessor decides); `serve_examples` needs it fixed.
 
 Outputs: each output tensor under its own name in float32 (mixed-precision
-models are cast), a list output (hidden_states) stacked into one tensor
-(layers first).
+models are cast), batch first like every input. A list output (hidden_states,
+XLNet's memory) is stacked into one tensor on axis 1: hidden_states is
+(batch, layers, time, hidden), embeddings first. The backbone's own Python
+output stays a list.
 """
 
 import os
@@ -60,13 +62,14 @@ def _input_specs(named, sequence_length):
 
 
 def _flat_outputs(outputs):
-    """Named float32 (or int) tensors; lists stacked, dicts flattened by key."""
+    """Named float32 (or int) tensors; lists stacked after the batch axis."""
     if not isinstance(outputs, dict):
         outputs = {"outputs": outputs}
     flat = {}
     for name, value in outputs.items():
         if isinstance(value, (list, tuple)):
-            value = tf.stack([tf.convert_to_tensor(v) for v in value], axis=0)
+            # Batch first, like every other output: (batch, layers, ...).
+            value = tf.stack([tf.convert_to_tensor(v) for v in value], axis=1)
         value = tf.convert_to_tensor(value)
         if value.dtype.is_floating:
             value = tf.cast(value, tf.float32)

@@ -12,6 +12,8 @@ saves a run directory (`keras_ctx.runs`).
 """
 
 import os
+import sys
+import time
 
 import keras
 import tensorflow as tf
@@ -21,6 +23,54 @@ from keras_ctx.data import corpora
 from keras_ctx.finetuning import finetune  # noqa: F401  (keras-ctx finetune)
 from keras_ctx.preprocessing import TextPreprocessor
 from keras_ctx.word_vectors import embed, show_context, word_vectors  # noqa: F401
+
+
+def say(message):
+    """One progress line of a recipe, shown at once (also when piped)."""
+    print(message, flush=True)
+
+
+def _duration(seconds):
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60} min"
+
+
+class TrainingProgress(keras.callbacks.Callback):
+    """Says when the first (compiling) step is done, then steps done and time left.
+
+    One line per checkpoint chunk (Keras' own line, or its progress bar on a
+    terminal, shows the loss); the time left is measured after the first
+    step, which also traces and compiles the step.
+    """
+
+    def __init__(self, steps):
+        super().__init__()
+        self.steps = steps
+        self.first = None  # (step, time) after the first step of this process
+
+    def _step(self):
+        return int(self.model.optimizer.iterations.numpy())
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.first is None:
+            self.first = (self._step(), time.time())
+            say(f"Compiled the training step in {_duration(time.time() - self.began)}; "
+                f"training to step {self.steps}.")
+
+    def on_train_begin(self, logs=None):
+        if self.first is None:
+            self.began = time.time()
+
+    def on_epoch_end(self, epoch, logs=None):
+        step, (first_step, first_time) = self._step(), self.first
+        if step > first_step:
+            left = (time.time() - first_time) / (step - first_step) * (self.steps - step)
+            say(f"Step {step}/{self.steps}, about {_duration(left)} left.")
+
 
 def build(preset, documents, run, overrides=None):
     """(backbone, pretrainer, endless dataset, tokenizer to save, extra run info).
@@ -37,11 +87,19 @@ def build(preset, documents, run, overrides=None):
     if family.dataset is None:
         raise ValueError(family.no_pretraining
                          or f"`keras-ctx pretrain` has no recipe for {family.name} yet.")
+    say(f"Reading the corpus and training the tokenizer on it (up to "
+        f"{run.vocabulary_size} entries)...")
+    began = time.time()
     tokenizer = family.train_tokenizer(documents.unbatch(), run.vocabulary_size)
+    size = getattr(tokenizer, "vocabulary_size", None)
+    say(f"Trained the tokenizer in {_duration(time.time() - began)}"
+        + (f" ({size()} entries)." if callable(size) else "."))
     overrides = dict(overrides or {})
     if family.sized_by_tokenizer:
         overrides["vocabulary_size"] = tokenizer.vocabulary_size() + family.extra_tokens
+    say(f"Building {preset}...")
     backbone = from_preset(preset, **overrides)
+    say(f"Built {preset}: {backbone.count_params():,} parameters.")
     pretrainer = family.pretrainer(backbone, tokenizer, run)
     dataset = family.dataset(documents, tokenizer, run)
     saved_tokenizer, extra = family.run_files(tokenizer)
@@ -132,6 +190,8 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
                                                                 overrides)
         hidden = getattr(backbone, "hidden_size", 512)
         rate = learning_rate or (1e-3 if hidden <= 256 else 1e-4)
+        say(f"Compiling the training step{' with XLA' if use_xla(xla) else ''} "
+            "(the first step traces it)...")
         pretrainer.compile(optimizer=optimizer(rate, steps), jit_compile=use_xla(xla))
     info = {"model": preset, "family": family.name, "sequence_length": sequence_length,
             "overrides": overrides, "corpus": corpus, "steps": steps, "seed": seed, **extra}
@@ -140,15 +200,20 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
                 "vocabulary_size": vocabulary_size, "seed": seed}
     with RunLock(out):
         runs.claim(out, settings, fresh=not resume)
+        # A live progress bar with ETA on a terminal; one line per chunk when piped.
         result = fit_resumable(pretrainer, dataset, steps, out,
-                               checkpoint_every=checkpoint_every, resume=resume, verbose=2)
+                               checkpoint_every=checkpoint_every, resume=resume,
+                               callbacks=[TrainingProgress(steps)],
+                               verbose=1 if sys.stdout.isatty() else 2)
         if result["history"]:
             first, last = result["history"][0], result["history"][-1]
             print(f"Loss {first.get('loss', float('nan')):.3f} (step {first['step']}) -> "
                   f"{last.get('loss', float('nan')):.3f} (step {last['step']}).")
+        say(f"Saving the run to {out}...")
         runs.save_run(out, info, backbone, tokenizer, overwrite=True)  # its own run
         print(f"Saved the backbone and tokenizer to {out}.")
         if export:
+            say(f"Exporting a SavedModel to {export}...")
             export_run(out, export, overwrite=overwrite)
             if text_export and tokenizer is not None and getattr(tokenizer, "in_graph", True):
                 export_run(out, export.rstrip("/") + "-text", overwrite=overwrite,
@@ -171,6 +236,8 @@ def export_run(model_or_run, out, version=1, overwrite=False, sequence_length=No
         if with_text:
             preprocessor = TextPreprocessor(tokenizer, sequence_length, info["family"])
     else:
+        say(f"{model_or_run} is a preset, not a run directory: its weights are random "
+            "(untrained). Export a `keras-ctx pretrain` --out directory for trained ones.")
         backbone = from_preset(model_or_run)
     path = export_saved_model(backbone, out, version=version, overwrite=overwrite,
                               sequence_length=sequence_length, preprocessor=preprocessor)

@@ -133,3 +133,48 @@ def test_mirrored_strategy_on_two_logical_cpus_matches_one_device(tmp_path):
         losses[strategy] = float(line.split("->")[1].split()[0])
     # The same global batch split over two replicas: the same model and loss.
     assert abs(losses["mirrored"] - losses["default"]) < 1e-3 * max(1.0, losses["default"]), losses
+
+
+def test_tensorflow_start_up_lines_hidden_unless_verbose():
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+
+    def stderr_of(*args):
+        result = subprocess.run([sys.executable, "-m", "keras_ctx.cli", *args], env=env,
+                                capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert "bert-tiny" in result.stdout
+        return result.stderr
+
+    quiet = stderr_of("presets")
+    for noise in ("cuInit", "oneDNN", "absl::InitializeLog", "cpu_feature_guard"):
+        assert noise not in quiet, quiet[:2000]
+    # --verbose brings TensorFlow's own lines back (oneDNN is on by default in
+    # TensorFlow's x86 builds, and it says so at load time).
+    assert "oneDNN" in stderr_of("--verbose", "presets")
+
+
+def test_pretrain_says_what_it_is_doing_phase_by_phase(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    write_corpus(corpus, documents=20)
+    process = keras_ctx("pretrain", "bert-tiny", "--corpus", str(corpus), "--steps", "4",
+                        "--checkpoint-every", "2", *TINY, "--out", str(tmp_path / "run"),
+                        "--export", str(tmp_path / "export"))
+    output, _ = process.communicate(timeout=600)
+    assert process.returncode == 0, output[-3000:]
+    phases = ["Reading the corpus and training the tokenizer", "Trained the tokenizer in",
+              "Building bert-tiny", "Built bert-tiny:", "Compiling the training step",
+              "Compiled the training step in", "Step 2/4, about", "Step 4/4, about",
+              "Saving the run to", "Exporting a SavedModel to", "Exported a SavedModel to",
+              "The same word, different contexts"]
+    at = [output.find(phase) for phase in phases]
+    assert -1 not in at, [p for p, i in zip(phases, at) if i == -1]
+    assert at == sorted(at), output[:3000]
+
+
+def test_exporting_a_preset_says_its_weights_are_random(tmp_path, capsys):
+    from keras_ctx.recipes import export_run
+
+    export_run("bert-tiny", str(tmp_path / "export"), sequence_length=8)
+    printed = capsys.readouterr().out
+    assert "weights are random (untrained)" in printed
+    assert printed.index("random") < printed.index("Exported a SavedModel")

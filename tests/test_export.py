@@ -76,9 +76,13 @@ def test_serving_default_and_examples_match_keras_in_a_tensorflow_only_process(t
         assert set(got) == {"sequence_output", "pooled_output", "hidden_states"}
         np.testing.assert_allclose(got["sequence_output"], expected["sequence_output"], atol=1e-5)
         np.testing.assert_allclose(got["pooled_output"], expected["pooled_output"], atol=1e-5)
-        np.testing.assert_allclose(
-            got["hidden_states"], np.stack([t.numpy() for t in expected["hidden_states"]]),
-            atol=1e-5)
+        # Batch first like every other output: (batch, layers, time, hidden).
+        layers = expected["hidden_states"]
+        assert np.shape(got["hidden_states"]) == (
+            len(inputs["token_ids"]), len(layers), L, layers[0].shape[-1])
+        for i, layer in enumerate(layers):
+            np.testing.assert_allclose(np.asarray(got["hidden_states"])[:, i], layer.numpy(),
+                                       atol=1e-5)
 
 
 def test_saved_model_cli_lists_signatures_names_dtypes_and_shapes(tmp_path):

@@ -54,11 +54,11 @@ def serialized_examples(inputs):
 
 
 def flat(outputs):
-    """The Keras outputs as the export names them: lists stacked, float32."""
+    """The Keras outputs as the export names them: lists stacked batch first, float32."""
     result = {}
     for name, value in outputs.items():
         if isinstance(value, (list, tuple)):
-            value = np.stack([keras.ops.convert_to_numpy(v) for v in value])
+            value = np.stack([keras.ops.convert_to_numpy(v) for v in value], axis=1)
         result[name] = np.asarray(keras.ops.convert_to_numpy(value), "float32")
     return result
 

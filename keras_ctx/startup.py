@@ -1,0 +1,45 @@
+"""Start-up of the `keras-ctx` command: TensorFlow's load-time lines hidden.
+
+Standard library only: keras_ctx/__init__.py imports it before TensorFlow.
+"""
+
+import contextlib
+import os
+import sys
+
+
+def _invoked_as_cli():
+    # The console script (`keras-ctx ...`) or `python -m keras_ctx.cli ...`;
+    # a Python user who imports keras_ctx keeps TensorFlow's own logging.
+    orig_argv = getattr(sys, "orig_argv", [])
+    return (os.path.basename(sys.argv[0]) == "keras-ctx"
+            or orig_argv[1:3] == ["-m", "keras_ctx.cli"])
+
+
+@contextlib.contextmanager
+def quiet_startup():
+    """Hides TensorFlow's start-up lines for the `keras-ctx` command (not --verbose).
+
+    keras_ctx/__init__.py imports TensorFlow inside this context. Two kinds of
+    lines need two measures: those logged before absl::InitializeLog (oneDNN,
+    cudart stub, CPU features; printed once per TensorFlow shared library)
+    ignore TF_CPP_MIN_LOG_LEVEL, so stderr's file descriptor points at
+    /dev/null while TensorFlow loads; `failed call to cuInit` (an E line at
+    the first op, on machines without a GPU) needs TF_CPP_MIN_LOG_LEVEL=3,
+    which TensorFlow reads at import. A value the user set is kept.
+    """
+    if not _invoked_as_cli() or "--verbose" in getattr(sys, "orig_argv", sys.argv):
+        yield
+        return
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)

@@ -26,8 +26,8 @@ setup(
     version="0.1.0",
     description=(
         "Keras 3 layers, backbones and pretraining objectives for contextual "
-        "word representations: CoVe, ELMo, GPT, BERT, RoBERTa, ALBERT, "
-        "SpanBERT, ELECTRA, XLNet, T5, BART."
+        "word representations: CoVe, ELMo, CVT, ULMFiT, GPT, GPT-2, GPT-3, BERT, "
+        "RoBERTa, ALBERT, SpanBERT, ELECTRA, XLNet, T5, BART, mBERT, XLM, MAD-X."
     ),
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",

@@ -228,6 +228,15 @@ def awd_lstm_lm():
         lstm_implementation="loop"))
 
 
+def awd_lstm_lm_carried():
+    """The LM with its LSTM states carried over the stream (truncated BPTT)."""
+    from keras_ctx.pretraining import AwdLstmLMPretrainer
+
+    lm = awd_lstm_lm()
+    return AwdLstmLMPretrainer(lm.backbone, output_dropout=0.0, batch_size=BATCH,
+                               carry_state=True)
+
+
 def cvt():
     from keras_ctx.models import CvtEncoder
     from keras_ctx.pretraining import CrossViewTrainer
@@ -279,6 +288,7 @@ CASES = {
     "bart": (bart, _seq2seq_batch),
     "translation": (translation, translation_batch),
     "awd_lstm_lm": (awd_lstm_lm, causal_lm_batch),
+    "awd_lstm_lm_carried": (awd_lstm_lm_carried, causal_lm_batch),
     "cvt": (cvt, cvt_batch),
 }
 
@@ -312,6 +322,31 @@ def xlnet_memory_under_replicas(strategy, steps=2):
     half = BATCH // 2
     want = np.concatenate([run(slice(0, half), default), run(slice(half, BATCH), default)],
                           axis=1)
+    got = run(slice(0, BATCH), strategy)
+    return float(np.abs(got - want).max()), float(np.abs(want).max())
+
+
+def awd_lstm_state_under_replicas(strategy, steps=2):
+    """AwdLstmLMPretrainer's carried LSTM states after `steps` batches under `strategy`
+    vs one device per half-batch (learning rate 0). Returns (max |difference|, max |state|)."""
+    import keras
+
+    batches = [causal_lm_batch() for _ in range(steps)]
+
+    def run(rows, strategy_):
+        keras.utils.set_random_seed(0)
+        with strategy_.scope():
+            lm = awd_lstm_lm_carried()
+            lm = type(lm)(lm.backbone, batch_size=rows.stop - rows.start, carry_state=True)
+            lm.compile(optimizer=keras.optimizers.SGD(0.0))
+        data = tf.data.Dataset.from_tensor_slices(
+            {k: np.stack([b[k][rows] for b in batches]) for k in batches[0]})
+        lm.fit(data, epochs=1, verbose=0, shuffle=False)
+        return keras.ops.convert_to_numpy(lm.state)
+
+    default = tf.distribute.get_strategy()
+    half = BATCH // 2
+    want = np.concatenate([run(slice(0, half), default), run(slice(half, BATCH), default)])
     got = run(slice(0, BATCH), strategy)
     return float(np.abs(got - want).max()), float(np.abs(want).max())
 
@@ -359,6 +394,8 @@ def main():
     for name in names:
         out[name] = testing.measure_pretrainer(*CASES[name], checks=("mirrored",))
     strategy = testing.mirrored_cpu_strategy()
+    if "awd_lstm_lm_carried" in names:
+        out["awd_lstm_state"] = awd_lstm_state_under_replicas(strategy)
     if "xlnet" not in names:  # the variants' run: no extras
         print(json.dumps(out))
         return

@@ -216,5 +216,7 @@ def test_carrying_the_state_needs_the_batch_size_and_checks_it():
         lm.compute_losses(batch, training=True)
     config = lm.get_config()
     assert config["carry_state"] is True and config["batch_size"] == 4
+    revived = AwdLstmLMPretrainer.from_config(config)
+    assert revived.carry_state and tuple(revived.state.shape) == (4, 2 * (16 + 8))
     # The backbone's saved config is untouched by the new option.
     assert "carry_state" not in lm.backbone.get_config()

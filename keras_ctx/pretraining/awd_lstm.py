@@ -49,12 +49,15 @@ class AwdLstmLMPretrainer(Pretrainer):
             batch from zero states (default).
 
     Data: `{"token_ids", "padding_mask"}` batches; targets are the inputs
-    shifted left. Losses: `lm`, `ar`, `tar`; metrics `loss`, `lm_loss`,
-    `accuracy`.
+    shifted left. With `carry_state`, consecutive batches of exactly
+    `batch_size` rows that continue one another (`text_stream`), not shuffled.
+    Losses: `lm`, `ar`, `tar`; metrics `loss`, `lm_loss`, `accuracy`.
 
     Example:
     >>> lm = AwdLstmLMPretrainer(AwdLstmBackbone(vocabulary_size=60000))
     >>> lm.compile(keras.optimizers.Adam(1e-3, beta_1=0.7, beta_2=0.99))
+    >>> stream = AwdLstmLMPretrainer(backbone, batch_size=64, carry_state=True)
+    >>> stream.fit(text_stream(documents, 70, 64), callbacks=[StateReset()])
     """
 
     def __init__(self, backbone, output_dropout=None,

@@ -49,47 +49,75 @@ def _ulmfit_optimizer(model, backbone, learning_rate, total_steps):
         groups
 
 
+def _language_model(lm_or_backbone, stream_batch_size):
+    """An `AwdLstmLMPretrainer` on the backbone that carries its LSTM states over
+    batches of `stream_batch_size` rows (None: a fresh state per batch); a given
+    pretrainer's output bias is kept."""
+    from keras_ctx.pretraining.awd_lstm import AwdLstmLMPretrainer
+
+    lm = lm_or_backbone
+    carry = stream_batch_size is not None
+    if isinstance(lm, AwdLstmLMPretrainer):
+        if lm.carry_state == carry and (not carry or lm.batch_size == stream_batch_size):
+            return lm
+        bias = lm.output_bias
+        lm = AwdLstmLMPretrainer(lm.backbone, batch_size=stream_batch_size,
+                                 carry_state=carry)
+        lm.output_bias.assign(bias)
+        return lm
+    return AwdLstmLMPretrainer(lm, batch_size=stream_batch_size, carry_state=carry)
+
+
+def _fit_language_model(lm, dataset, epochs, steps_per_epoch, fit_kwargs):
+    from keras_ctx.pretraining.awd_lstm import StateReset
+
+    callbacks = list(fit_kwargs.pop("callbacks", None) or [])
+    if lm.carry_state:
+        callbacks.append(StateReset())  # each epoch reads the stream from its start
+    lm.fit(dataset, epochs=epochs, steps_per_epoch=steps_per_epoch, callbacks=callbacks,
+           **fit_kwargs)
+
+
 def pretrain_language_model(backbone, dataset, epochs=1, learning_rate=1e-3,
-                            steps_per_epoch=None, **fit_kwargs):
+                            steps_per_epoch=None, stream_batch_size=None, **fit_kwargs):
     """Stage 1: the general-domain LM (Adam; AWD-LSTM's AR/TAR and dropouts).
 
     Args:
         backbone: an `AwdLstmBackbone`.
         dataset: batches of {"token_ids", "padding_mask"}.
+        stream_batch_size: when `dataset` is a continuous stream (row i of
+            batch k + 1 continues row i of batch k, as from `text_stream`) of
+            this fixed batch size: carry the LSTM states from batch to batch
+            (truncated BPTT, Merity et al. 2017). None: zero states per batch.
 
     Returns:
         The `AwdLstmLMPretrainer` (its backbone is `backbone`, trained).
     """
-    from keras_ctx.pretraining.awd_lstm import AwdLstmLMPretrainer
-
-    lm = AwdLstmLMPretrainer(backbone)
+    lm = _language_model(backbone, stream_batch_size)
     lm.compile(keras.optimizers.Adam(learning_rate, **ULMFIT_ADAM))
-    lm.fit(dataset, epochs=epochs, steps_per_epoch=steps_per_epoch, **fit_kwargs)
+    _fit_language_model(lm, dataset, epochs, steps_per_epoch, fit_kwargs)
     return lm
 
 
 def fine_tune_language_model(lm_or_backbone, dataset, epochs=1,
                              learning_rate=LM_FINE_TUNING_RATE, steps_per_epoch=None,
-                             **fit_kwargs):
+                             stream_batch_size=None, **fit_kwargs):
     """Stage 2: target-task LM fine-tuning with discriminative rates and STLR (Sec. 3.2).
 
     Args:
         lm_or_backbone: the stage-1 `AwdLstmLMPretrainer` (keeps its output
             bias) or a bare backbone.
         dataset: batches of the target task's text, {"token_ids", "padding_mask"}.
+        stream_batch_size: as for `pretrain_language_model`.
 
     Returns:
         The fine-tuned `AwdLstmLMPretrainer`.
     """
-    from keras_ctx.pretraining.awd_lstm import AwdLstmLMPretrainer
-
-    lm = lm_or_backbone
-    if not isinstance(lm, AwdLstmLMPretrainer):
-        lm = AwdLstmLMPretrainer(lm_or_backbone)
+    lm = _language_model(lm_or_backbone, stream_batch_size)
     total = epochs * _steps(dataset, steps_per_epoch)
     optimizer, _ = _ulmfit_optimizer(lm, lm.backbone, learning_rate, total)
     lm.compile(optimizer)
-    lm.fit(dataset, epochs=epochs, steps_per_epoch=steps_per_epoch, **fit_kwargs)
+    _fit_language_model(lm, dataset, epochs, steps_per_epoch, fit_kwargs)
     return lm
 
 
@@ -266,17 +294,23 @@ def _ids(text, index):
     return [index.get(w, 1) for w in text.split()]  # 0 padding, 1 unknown
 
 
-def _lm_dataset(texts, index, sequence_length, batch_size, seed):
-    """The texts' words as one stream, cut into (sequence_length + 1)-word chunks."""
+def _lm_dataset(texts, index, sequence_length, batch_size):
+    """The texts' words as one stream for truncated BPTT (Merity et al.'s `batchify`):
+    cut into `batch_size` contiguous parts, row i of every batch the next
+    `sequence_length` words of part i. Not shuffled: the LM carries its state."""
+    from keras_ctx.data.permutation import text_stream
+
     stream = np.array([i for text in texts for i in _ids(text, index)], "int32")
-    rows = len(stream) // sequence_length
-    if rows < batch_size:
+    length = len(stream) // batch_size
+    if length < sequence_length:
         raise ValueError(f"The text has {len(stream)} words: fewer than one batch of "
                          f"{batch_size} x {sequence_length}; lower --batch-size.")
-    ids = stream[:rows * sequence_length].reshape(rows, sequence_length)
-    data = {"token_ids": ids, "padding_mask": np.ones_like(ids)}
-    return tf.data.Dataset.from_tensor_slices(data).shuffle(rows, seed=seed).batch(
-        batch_size, drop_remainder=True)
+    parts = tf.data.Dataset.from_tensor_slices(
+        stream[:batch_size * length].reshape(batch_size, length))
+    batches = text_stream(parts, sequence_length, batch_size).map(
+        lambda batch: {"token_ids": batch["token_ids"], "padding_mask": batch["padding_mask"]})
+    # The stream's length is known here (STLR needs the step count).
+    return batches.apply(tf.data.experimental.assert_cardinality(length // sequence_length))
 
 
 def _save(out, writers):
@@ -345,10 +379,12 @@ def ulmfit(train, text, out, general_text=None, lm_epochs=1, epochs=None, batch_
     backbone = AwdLstmBackbone(len(vocabulary) + 2, **overrides)
     lm = backbone
     if general:
-        lm = pretrain_language_model(backbone, _lm_dataset(
-            general, index, sequence_length, batch_size, seed), epochs=lm_epochs, verbose=2)
-    lm = fine_tune_language_model(lm, _lm_dataset(
-        target, index, sequence_length, batch_size, seed), epochs=lm_epochs, verbose=2)
+        lm = pretrain_language_model(
+            backbone, _lm_dataset(general, index, sequence_length, batch_size),
+            epochs=lm_epochs, stream_batch_size=batch_size, verbose=2)
+    lm = fine_tune_language_model(
+        lm, _lm_dataset(target, index, sequence_length, batch_size), epochs=lm_epochs,
+        stream_batch_size=batch_size, verbose=2)
     rows = [_ids(t, index) for t in texts]
     length = max(len(r) for r in rows)
     ids = np.zeros((len(rows), length), "int32")

@@ -199,7 +199,7 @@ class LSTMP(keras.layers.Layer):
         # Masked steps keep the state (so right padding is skipped in reverse).
         return (m * new_h + (1.0 - m) * h, m * new_c + (1.0 - m) * c)
 
-    def _loop(self, inputs, mask, recurrent_kernel=None):
+    def _loop(self, inputs, mask, recurrent_kernel=None, initial_state=None):
         batch = tf.shape(inputs)[0]
         w = ops.cast(self.kernel, self.compute_dtype)
         xw = ops.matmul(ops.cast(inputs, self.compute_dtype), w)
@@ -210,30 +210,36 @@ class LSTMP(keras.layers.Layer):
             m = tf.cast(mask, "float32")
         xw_t = tf.transpose(xw, (1, 0, 2))  # time major
         m_t = tf.transpose(m, (1, 0))[..., None]
-        init = (
-            tf.zeros(tf.stack([batch, self.output_dim]), "float32"),
-            tf.zeros(tf.stack([batch, self.units]), "float32"),
-        )
-        hs, _ = tf.scan(
+        if initial_state is None:
+            init = (
+                tf.zeros(tf.stack([batch, self.output_dim]), "float32"),
+                tf.zeros(tf.stack([batch, self.units]), "float32"),
+            )
+        else:
+            init = tuple(tf.cast(s, "float32") for s in initial_state)
+        hs, cs = tf.scan(
             lambda state, x: self._step(state, x, recurrent_kernel),
             (xw_t, m_t), initializer=init, reverse=self.reverse,
         )
         outputs = tf.transpose(hs * m_t, (1, 0, 2))  # zeros at masked steps
+        last = 0 if self.reverse else -1  # masked steps keep the state: the final one
+        final_state = (hs[last], cs[last])
         if self.return_sequences:
-            return outputs
-        if self.reverse:
-            return tf.transpose(hs, (1, 0, 2))[:, 0]
-        return tf.transpose(hs, (1, 0, 2))[:, -1]
+            return outputs, final_state
+        return tf.transpose(hs, (1, 0, 2))[:, last], final_state
 
-    def _cudnn(self, inputs, mask, recurrent_kernel=None):
+    def _cudnn(self, inputs, mask, recurrent_kernel=None, initial_state=None):
         from keras.src.backend.tensorflow import rnn as tf_rnn
 
-        batch = tf.shape(inputs)[0]
-        zeros = tf.zeros(tf.stack([batch, self.units]), inputs.dtype)
-        last, outputs, _ = tf_rnn.lstm(
+        if initial_state is None:
+            batch = tf.shape(inputs)[0]
+            zeros = tf.zeros(tf.stack([batch, self.units]), inputs.dtype)
+            initial_state = (zeros, zeros)
+        h0, c0 = (tf.cast(s, inputs.dtype) for s in initial_state)
+        last, outputs, final_state = tf_rnn.lstm(
             inputs,
-            zeros,
-            zeros,
+            h0,
+            c0,
             mask,
             kernel=self.kernel,
             recurrent_kernel=(self.recurrent_kernel if recurrent_kernel is None
@@ -249,19 +255,29 @@ class LSTMP(keras.layers.Layer):
             outputs = tf.reverse(outputs, axis=[1])
         if mask is not None:
             outputs = outputs * tf.cast(mask, outputs.dtype)[..., None]
-        return outputs if self.return_sequences else last
+        final_state = tuple(tf.cast(s, "float32") for s in final_state)
+        return (outputs if self.return_sequences else last), final_state
 
-    def call(self, inputs, mask=None):
-        return self._run(inputs, mask)
+    def call(self, inputs, mask=None, initial_state=None, return_state=False):
+        """`initial_state`: optional (h, c), each (batch, out) / (batch, units),
+        zeros if None. With `return_state`, returns (outputs, (h, c)): the state
+        after the last step (float32), to start the next segment of a stream.
+        """
+        return self._run(inputs, mask, None, initial_state, return_state)
 
-    def _run(self, inputs, mask, recurrent_kernel=None):
+    def _run(self, inputs, mask, recurrent_kernel=None, initial_state=None,
+             return_state=False):
+        result = None
         if self._use_cudnn:
             try:
-                return ops.cast(self._cudnn(inputs, mask, recurrent_kernel),
-                                self.compute_dtype)
+                result = self._cudnn(inputs, mask, recurrent_kernel, initial_state)
             except NotImplementedError:
                 pass
-        return ops.cast(self._loop(inputs, mask, recurrent_kernel), self.compute_dtype)
+        if result is None:
+            result = self._loop(inputs, mask, recurrent_kernel, initial_state)
+        outputs, final_state = result
+        outputs = ops.cast(outputs, self.compute_dtype)
+        return (outputs, final_state) if return_state else outputs
 
     def compute_mask(self, inputs, mask=None):
         return mask if self.return_sequences else None
@@ -332,12 +348,13 @@ class WeightDropLSTM(LSTMP):
         self.seed = seed
         self.seed_generator = keras.random.SeedGenerator(seed)
 
-    def call(self, inputs, mask=None, training=None):
+    def call(self, inputs, mask=None, training=None, initial_state=None,
+             return_state=False):
         kernel = None
         if training and self.weight_dropout > 0:
             kernel = keras.random.dropout(self.recurrent_kernel, self.weight_dropout,
                                           seed=self.seed_generator)
-        return self._run(inputs, mask, kernel)
+        return self._run(inputs, mask, kernel, initial_state, return_state)
 
     def get_config(self):
         return dict(super().get_config(), weight_dropout=self.weight_dropout, seed=self.seed)

@@ -76,9 +76,11 @@ class AwdLstmBackbone(Backbone):
         padding_mask = keras.Input((None,), dtype="int32", name="padding_mask")
         mask = ops.cast(padding_mask, "bool")
         x = embedding(token_ids)
-        x = EmbeddingDropout(vocabulary_size, embedding_dropout, dtype=dtype,
-                             name="embedding_dropout")(x, token_ids)
-        x = LockedDropout(input_dropout, dtype=dtype, name="input_dropout")(x)
+        word_dropout = EmbeddingDropout(vocabulary_size, embedding_dropout, dtype=dtype,
+                                        name="embedding_dropout")
+        x = word_dropout(x, token_ids)
+        dropouts = [LockedDropout(input_dropout, dtype=dtype, name="input_dropout")]
+        x = dropouts[0](x)
         hidden_states = [x]
         lstms = []
         for l in range(num_layers):
@@ -90,12 +92,16 @@ class AwdLstmBackbone(Backbone):
             x = lstm(x, mask=mask)
             hidden_states.append(x)
             if l < num_layers - 1:
-                x = LockedDropout(hidden_dropout, dtype=dtype, name=f"hidden_dropout_{l}")(x)
+                dropouts.append(LockedDropout(hidden_dropout, dtype=dtype,
+                                              name=f"hidden_dropout_{l}"))
+                x = dropouts[-1](x)
         super().__init__(inputs={"token_ids": token_ids, "padding_mask": padding_mask},
                          outputs={"sequence_output": hidden_states[-1],
                                   "hidden_states": hidden_states},
                          dtype=dtype, **kwargs)
         self._token_embedding = embedding
+        self._word_dropout = word_dropout
+        self._locked_dropouts = dropouts  # before LSTM 1, ..., before LSTM L
         self.lstms = lstms
         self.vocabulary_size = vocabulary_size
         self.embedding_size = embedding_size
@@ -111,6 +117,44 @@ class AwdLstmBackbone(Backbone):
     @property
     def token_embedding(self):
         return self._token_embedding
+
+    def initial_states(self, batch_size):
+        """Zero states [(h, c) per LSTM], each (batch_size, units) float32."""
+        return [(ops.zeros((batch_size, l.units), "float32"),) * 2 for l in self.lstms]
+
+    def forward(self, inputs, states=None, training=None):
+        """The same computation as calling the backbone, from given LSTM states.
+
+        Truncated BPTT over a text stream (Merity et al. 2017, Sec. 4.1): the
+        states a segment ends in start the next segment of the same rows.
+
+        Args:
+            inputs: {"token_ids", "padding_mask"} (batch, time).
+            states: [(h, c) per LSTM] as from `initial_states` or a previous
+                `forward`; None for zero states (the plain call).
+            training: dropouts on or off.
+
+        Returns:
+            The backbone's outputs plus "states": [(h, c) per LSTM] after the
+            last real step.
+        """
+        token_ids = inputs["token_ids"]
+        mask = ops.cast(inputs["padding_mask"], "bool")
+        if states is not None and len(states) != len(self.lstms):
+            raise ValueError(f"`states` needs one (h, c) per LSTM layer ({len(self.lstms)}), "
+                             f"got {len(states)}.")
+        x = self._token_embedding(token_ids)
+        x = self._word_dropout(x, token_ids, training=training)
+        hidden_states, final_states = [], []
+        for l, lstm in enumerate(self.lstms):
+            x = self._locked_dropouts[l](x, training=training)
+            if l == 0:
+                hidden_states.append(x)
+            x, state = lstm(x, mask=mask, training=training, return_state=True,
+                            initial_state=None if states is None else states[l])
+            hidden_states.append(x)
+            final_states.append(state)
+        return {"sequence_output": x, "hidden_states": hidden_states, "states": final_states}
 
     def logits(self, hidden):
         """Tied softmax logits h E^T (the LM objective adds its output bias)."""

@@ -6,15 +6,23 @@
          + beta  * mean((h^L_t - h^L_(t-1))^2)                    (TAR, on undropped h)
 
 alpha = 2, beta = 1 (Merity et al. 2017, Sec. 4.6; ULMFiT keeps them). The
-means run over real tokens only. Training batches are fixed-length chunks with
-a fresh LSTM state per batch (no state carried between batches).
+means run over real tokens only.
+
+Truncated BPTT (Merity et al. 2017, Sec. 4.1; ULMFiT): with `carry_state=True`
+the LSTM states a training batch ends in start the next batch (no gradient
+flows back into them), so row i of batch k + 1 must continue row i of batch k:
+use `keras_ctx.data.permutation.text_stream` and `StateReset` each epoch.
+Evaluation starts every batch from zero states. Variable-length BPTT (Sec.
+4.1: bptt or bptt / 2, then N(., 5), the learning rate scaled by length /
+bptt) is not implemented: every batch has the stream's fixed length.
 """
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 from keras_ctx.layers.dropout import LockedDropout
-from keras_ctx.pretraining.base import Pretrainer
+from keras_ctx.pretraining.base import Pretrainer, num_replicas
 from keras_ctx.pretraining.losses import TokenAccuracy, weighted_cross_entropy, weighted_mean
 
 # Merity et al. 2017, Sec. 4.6 / 5.
@@ -32,21 +40,40 @@ class AwdLstmLMPretrainer(Pretrainer):
             backbone's `output_dropout`, 0.4 in ULMFiT).
         activation_regularization: alpha (2).
         temporal_activation_regularization: beta (1).
+        batch_size: the fixed (global) batch size of the training stream;
+            needed with `carry_state`, to hold the states in a variable. Under
+            a tf.distribute strategy replica r reads and writes rows
+            r*b .. (r+1)*b - 1 (b = batch_size / replicas).
+        carry_state: carry the LSTM states from training batch to training
+            batch (truncated BPTT over a continuous stream), or start every
+            batch from zero states (default).
 
     Data: `{"token_ids", "padding_mask"}` batches; targets are the inputs
-    shifted left. Losses: `lm`, `ar`, `tar`; metrics `loss`, `lm_loss`,
-    `accuracy`.
+    shifted left. With `carry_state`, consecutive batches of exactly
+    `batch_size` rows that continue one another (`text_stream`), not shuffled.
+    Losses: `lm`, `ar`, `tar`; metrics `loss`, `lm_loss`, `accuracy`.
 
     Example:
     >>> lm = AwdLstmLMPretrainer(AwdLstmBackbone(vocabulary_size=60000))
     >>> lm.compile(keras.optimizers.Adam(1e-3, beta_1=0.7, beta_2=0.99))
+    >>> stream = AwdLstmLMPretrainer(backbone, batch_size=64, carry_state=True)
+    >>> stream.fit(text_stream(documents, 70, 64), callbacks=[StateReset()])
     """
 
     def __init__(self, backbone, output_dropout=None,
                  activation_regularization=ACTIVATION_REGULARIZATION,
                  temporal_activation_regularization=TEMPORAL_ACTIVATION_REGULARIZATION,
-                 **kwargs):
+                 batch_size=None, carry_state=False, **kwargs):
         super().__init__(**kwargs)
+        if carry_state and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
+                            or batch_size < 1):
+            raise ValueError(
+                f"carry_state=True needs the stream's fixed `batch_size` (a positive "
+                f"integer), got {batch_size!r}.")
+        if carry_state and not hasattr(backbone, "forward"):
+            raise ValueError(
+                f"carry_state=True needs a backbone with `forward(inputs, states)` "
+                f"({type(backbone).__name__} has none); use AwdLstmBackbone.")
         if output_dropout is None:
             output_dropout = backbone.get_config().get("output_dropout", 0.0)
         self.backbone = backbone
@@ -57,6 +84,17 @@ class AwdLstmLMPretrainer(Pretrainer):
         self.output_bias = self.add_weight(name="output_bias",
                                            shape=(backbone.vocabulary_size,),
                                            initializer="zeros")
+        self.batch_size = batch_size
+        self.carry_state = bool(carry_state)
+        self.state = None
+        if self.carry_state:
+            # [h_1, c_1, ..., h_L, c_L] side by side, one row per stream row.
+            self._state_sizes = [l.units for l in backbone.lstms for _ in (0, 1)]
+            self.state = self.add_weight(
+                name="lstm_state", shape=(batch_size, sum(self._state_sizes)),
+                initializer="zeros", trainable=False,
+                # Every replica assigns the same all-gathered value: keep the first.
+                aggregation="only_first_replica")
         self.lm_loss = keras.metrics.Mean(name="lm_loss")
         self.accuracy = TokenAccuracy(name="accuracy")
         self.objective_metrics = [self.lm_loss, self.accuracy]
@@ -69,9 +107,46 @@ class AwdLstmLMPretrainer(Pretrainer):
         hidden = self.backbone(inputs, training=training)["sequence_output"]
         return self.logits(self.output_dropout_layer(hidden, training=training))
 
+    def reset_state(self):
+        """Zeroes the carried states (start of an epoch or of a new stream)."""
+        if self.state is not None:
+            self.state.assign(ops.zeros_like(self.state))
+
+    def _carried_states(self, rows):
+        """This replica's rows of the carried states: [(h, c) per LSTM], no gradient."""
+        if rows * num_replicas() != self.batch_size:
+            raise ValueError(
+                f"The carried state holds batches of {self.batch_size} rows but a batch "
+                f"has {rows} per replica x {num_replicas()} replicas: batch the stream "
+                f"with exactly batch_size={self.batch_size} and drop_remainder=True "
+                "(text_stream does).")
+        state = self.state
+        if num_replicas() > 1:
+            replica = tf.distribute.get_replica_context().replica_id_in_sync_group
+            state = tf.slice(state, [replica * rows, 0], [rows, -1])
+        parts = tf.split(ops.stop_gradient(state), self._state_sizes, axis=-1)
+        return list(zip(parts[0::2], parts[1::2]))
+
+    def _carry(self, states):
+        """Stores every replica's final states in its rows (all-gathered in replica order)."""
+        state = ops.concatenate([ops.cast(s, "float32") for pair in states for s in pair],
+                                axis=-1)
+        if num_replicas() > 1:
+            state = tf.distribute.get_replica_context().all_gather(state, axis=0)
+        self.state.assign(ops.stop_gradient(state))
+
     def compute_losses(self, batch, training):
         inputs, _, _ = keras.utils.unpack_x_y_sample_weight(batch)
-        hidden = self.backbone(inputs, training=training)["sequence_output"]
+        if training and self.carry_state:
+            rows = inputs["token_ids"].shape[0]
+            if rows is None:
+                rows = self.batch_size // num_replicas()
+            outputs = self.backbone.forward(inputs, self._carried_states(rows),
+                                            training=training)
+            self._carry(outputs["states"])
+            hidden = outputs["sequence_output"]
+        else:
+            hidden = self.backbone(inputs, training=training)["sequence_output"]
         dropped = self.output_dropout_layer(hidden, training=training)
         # The last position predicts nothing.
         logits = self.logits(dropped[:, :-1])
@@ -95,4 +170,13 @@ class AwdLstmLMPretrainer(Pretrainer):
     def get_config(self):
         return dict(super().get_config(), output_dropout=self.output_dropout,
                     activation_regularization=self.activation_regularization,
-                    temporal_activation_regularization=self.temporal_activation_regularization)
+                    temporal_activation_regularization=self.temporal_activation_regularization,
+                    batch_size=self.batch_size, carry_state=self.carry_state)
+
+
+class StateReset(keras.callbacks.Callback):
+    """Zeroes an `AwdLstmLMPretrainer`'s carried states at each epoch's start,
+    as Merity et al.'s training loop does (the stream starts over)."""
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.model.reset_state()

@@ -146,3 +146,77 @@ def test_config_round_trips():
     lm = AwdLstmLMPretrainer(backbone, activation_regularization=1.5)
     copy = AwdLstmLMPretrainer.from_config(lm.get_config())
     assert copy.activation_regularization == 1.5 and copy.output_dropout == 0.4
+
+
+# -- truncated BPTT: the LSTM state carried over a continuous stream --------------
+
+def _tiny_lm(carry_state=True, batch_size=3):
+    backbone = AwdLstmBackbone(
+        50, embedding_size=8, hidden_size=16, num_layers=2, embedding_dropout=0.0,
+        input_dropout=0.0, hidden_dropout=0.0, weight_dropout=0.0, output_dropout=0.0,
+        lstm_implementation="loop")
+    return AwdLstmLMPretrainer(backbone, batch_size=batch_size, carry_state=carry_state)
+
+
+def _stream_ids(rows=3, length=10):
+    ids = np.random.default_rng(0).integers(2, 50, (rows, length)).astype("int32")
+    return ids, {"token_ids": ids, "padding_mask": np.ones_like(ids)}
+
+
+def test_carrying_the_state_over_two_halves_equals_one_pass_over_the_whole():
+    lm = _tiny_lm()
+    ids, whole = _stream_ids()
+    want = keras.ops.convert_to_numpy(lm(whole))  # zero state, one pass
+    first = {k: v[:, :4] for k, v in whole.items()}
+    second = {k: v[:, 4:] for k, v in whole.items()}
+    lm.compute_losses(first, training=True)  # a training step moves the state on
+    carried = lm.backbone.forward(second, lm._carried_states(3))["sequence_output"]
+    fresh = lm.backbone.forward(second)["sequence_output"]
+    got = keras.ops.convert_to_numpy(lm.logits(carried))
+    np.testing.assert_allclose(got, want[:, 4:], atol=1e-5)
+    # The carried state matters: from zeros the second half differs.
+    assert np.abs(keras.ops.convert_to_numpy(lm.logits(fresh)) - want[:, 4:]).max() > 1e-3
+    # The plain call is unchanged: forward without states is the functional graph.
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(lm.logits(lm.backbone.forward(whole)["sequence_output"])),
+        want, atol=1e-6)
+
+
+def test_no_gradient_reaches_the_carried_state_and_evaluation_starts_from_zero():
+    import tensorflow as tf
+
+    lm = _tiny_lm()
+    _, batch = _stream_ids()
+    lm.compute_losses(batch, training=True)
+    before = keras.ops.convert_to_numpy(lm.state)
+    assert np.abs(before).max() > 1e-3
+    assert any(w is lm.state for w in lm.non_trainable_weights)
+    assert not any(w is lm.state for w in lm.trainable_weights)
+    with tf.GradientTape() as tape:
+        tape.watch(lm.state.value)
+        loss = sum(lm.compute_losses(batch, training=True).values())
+    grads = tape.gradient(
+        loss, [lm.state.value] + [w.value for w in lm.backbone.lstms[0].trainable_weights])
+    assert grads[0] is None
+    assert all(g is not None for g in grads[1:])
+    # Evaluation neither reads nor moves the state; reset_state zeroes it.
+    after_train = keras.ops.convert_to_numpy(lm.state)
+    lm.compute_losses(batch, training=False)
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(lm.state), after_train)
+    lm.reset_state()
+    assert not np.any(keras.ops.convert_to_numpy(lm.state))
+
+
+def test_carrying_the_state_needs_the_batch_size_and_checks_it():
+    with pytest.raises(ValueError, match="batch_size"):
+        _tiny_lm(batch_size=None)
+    lm = _tiny_lm(batch_size=4)
+    _, batch = _stream_ids(rows=3)
+    with pytest.raises(ValueError, match="batch_size=4"):
+        lm.compute_losses(batch, training=True)
+    config = lm.get_config()
+    assert config["carry_state"] is True and config["batch_size"] == 4
+    revived = AwdLstmLMPretrainer.from_config(config)
+    assert revived.carry_state and tuple(revived.state.shape) == (4, 2 * (16 + 8))
+    # The backbone's saved config is untouched by the new option.
+    assert "carry_state" not in lm.backbone.get_config()

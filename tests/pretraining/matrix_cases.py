@@ -228,6 +228,14 @@ def awd_lstm_lm():
         lstm_implementation="loop"))
 
 
+def awd_lstm_lm_carried(batch_size=BATCH):
+    """The LM with its LSTM states carried over the stream (truncated BPTT)."""
+    from keras_ctx.pretraining import AwdLstmLMPretrainer
+
+    return AwdLstmLMPretrainer(awd_lstm_lm().backbone, batch_size=batch_size,
+                               carry_state=True)
+
+
 def cvt():
     from keras_ctx.models import CvtEncoder
     from keras_ctx.pretraining import CrossViewTrainer
@@ -279,41 +287,57 @@ CASES = {
     "bart": (bart, _seq2seq_batch),
     "translation": (translation, translation_batch),
     "awd_lstm_lm": (awd_lstm_lm, causal_lm_batch),
+    "awd_lstm_lm_carried": (awd_lstm_lm_carried, causal_lm_batch),
     "cvt": (cvt, cvt_batch),
 }
 
 
-def xlnet_memory_under_replicas(strategy, steps=2):
-    """Carried memory after `steps` batches under `strategy` vs one device per half-batch.
+def _carried_under_replicas(strategy, batches, make, carried, axis):
+    """A carried variable after `batches` under `strategy` vs one device per half-batch.
 
-    The learning rate is 0, so that the weights stay equal and only the memory
-    moves on. Returns (max |difference|, max |memory|).
+    `make(rows)` builds the pretrainer for batches of `rows`; `carried(model)`
+    is its carried variable, whose axis `axis` runs over the batch rows. The
+    learning rate is 0, so that the weights stay equal and only the carried
+    variable moves on. Returns (max |difference|, max |value|).
     """
     import keras
-
-    from keras_ctx.models import XLNetBackbone
-    from keras_ctx.pretraining import XLNetPretrainer
-
-    batches = [xlnet_batch(seed) for seed in range(steps)]
 
     def run(rows, strategy_):
         keras.utils.set_random_seed(0)
         with strategy_.scope():
-            backbone = XLNetBackbone(V, 2, 2, 32, 64, dropout=0.0, attention_dropout=0.0,
-                                     mem_len=XLNET_MEMORY)
-            model = XLNetPretrainer(backbone, batch_size=rows.stop - rows.start)
+            model = make(rows.stop - rows.start)
             model.compile(optimizer=keras.optimizers.SGD(0.0))
         data = tf.data.Dataset.from_tensor_slices(
             {k: np.stack([b[k][rows] for b in batches]) for k in batches[0]})
         model.fit(data, epochs=1, verbose=0, shuffle=False)
-        return keras.ops.convert_to_numpy(model.memory)
+        return keras.ops.convert_to_numpy(carried(model))
 
     default = tf.distribute.get_strategy()
     half = BATCH // 2
     want = np.concatenate([run(slice(0, half), default), run(slice(half, BATCH), default)],
-                          axis=1)
+                          axis=axis)
     got = run(slice(0, BATCH), strategy)
     return float(np.abs(got - want).max()), float(np.abs(want).max())
+
+
+def xlnet_memory_under_replicas(strategy, steps=2):
+    """XLNet's carried memory under `strategy` vs one device per half-batch."""
+    from keras_ctx.models import XLNetBackbone
+    from keras_ctx.pretraining import XLNetPretrainer
+
+    def make(rows):
+        backbone = XLNetBackbone(V, 2, 2, 32, 64, dropout=0.0, attention_dropout=0.0,
+                                 mem_len=XLNET_MEMORY)
+        return XLNetPretrainer(backbone, batch_size=rows)
+
+    return _carried_under_replicas(strategy, [xlnet_batch(seed) for seed in range(steps)],
+                                   make, lambda model: model.memory, axis=1)
+
+
+def awd_lstm_state_under_replicas(strategy, steps=2):
+    """AwdLstmLMPretrainer's carried LSTM states under `strategy` vs one device per half."""
+    return _carried_under_replicas(strategy, [causal_lm_batch() for _ in range(steps)],
+                                   awd_lstm_lm_carried, lambda model: model.state, axis=0)
 
 
 def xla_under_replicas(strategy):
@@ -359,6 +383,8 @@ def main():
     for name in names:
         out[name] = testing.measure_pretrainer(*CASES[name], checks=("mirrored",))
     strategy = testing.mirrored_cpu_strategy()
+    if "awd_lstm_lm_carried" in names:
+        out["awd_lstm_state"] = awd_lstm_state_under_replicas(strategy)
     if "xlnet" not in names:  # the variants' run: no extras
         print(json.dumps(out))
         return

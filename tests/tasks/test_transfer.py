@@ -353,3 +353,37 @@ def test_sequence_classifier_concat_pooling_is_the_awd_lstm_family_default():
     h = keras.ops.convert_to_numpy(backbone(x)["sequence_output"])
     want = np.concatenate([h[1, 2], h[1, :3].max(0), h[1, :3].mean(0)])
     np.testing.assert_allclose(keras.ops.convert_to_numpy(pooled)[1], want, rtol=1e-5)
+
+
+def test_ulmfit_recipe_trains_its_language_model_on_one_continuous_stream():
+    from keras_ctx.recipes_ulmfit_cvt import (
+        _lm_dataset,
+        fine_tune_language_model,
+        pretrain_language_model,
+    )
+    from keras_ctx.models import AwdLstmBackbone
+
+    # Words w0 .. w99 in order over several lines: id of w_k is k + 2.
+    words = [f"w{k}" for k in range(100)]
+    texts = [" ".join(words[i:i + 7]) for i in range(0, 100, 7)]
+    index = {w: k + 2 for k, w in enumerate(words)}
+    batches = [b["token_ids"].numpy() for b in _lm_dataset(texts, index, 6, 4)]
+    # batchify: 4 contiguous parts of 25 words, 4 batches of 6 (the last word of each
+    # part left over); row i of batch k + 1 continues row i of batch k.
+    assert len(batches) == 4 and all(b.shape == (4, 6) for b in batches)
+    rows = np.concatenate(batches, axis=1)
+    np.testing.assert_array_equal(rows, np.arange(100).reshape(4, 25)[:, :24] + 2)
+
+    backbone = AwdLstmBackbone(102, embedding_size=8, hidden_size=16, num_layers=1,
+                               lstm_implementation="loop")
+    data = _lm_dataset(texts, index, 6, 4)
+    lm = pretrain_language_model(backbone, data, stream_batch_size=4, verbose=0)
+    assert lm.carry_state and lm.batch_size == 4
+    # After the epoch's 4 batches, the state is that of row i after its 24 words.
+    assert np.abs(keras.ops.convert_to_numpy(lm.state)).max() > 1e-3
+    lm.output_bias.assign(np.full(102, 0.5, "float32"))
+    tuned = fine_tune_language_model(lm, data, epochs=3, stream_batch_size=4, verbose=0)
+    assert tuned is lm  # same stream batch: the stage-1 LM goes on
+    fresh = fine_tune_language_model(lm, data.unbatch().batch(4), epochs=3, verbose=0)
+    assert not fresh.carry_state and fresh.backbone is backbone
+    assert np.all(keras.ops.convert_to_numpy(fresh.output_bias) != 0)  # bias kept

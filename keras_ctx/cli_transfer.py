@@ -3,22 +3,23 @@
 
 def _ulmfit(args):
     from keras_ctx.recipes import parse_overrides
-    from keras_ctx.recipes_ulmfit_cvt import ulmfit
+    from keras_ctx.recipes_ulmfit_cvt import ulmfit_from_files
 
-    ulmfit(args.train, args.text, args.out, general_text=args.general_text,
-           lm_epochs=args.lm_epochs, epochs=args.epochs, batch_size=args.batch_size,
-           sequence_length=args.sequence_length, vocabulary_size=args.vocabulary_size,
-           seed=args.seed, overrides=parse_overrides(args.set))
+    ulmfit_from_files(args.train, args.text, args.out, general_text=args.general_text,
+                      lm_epochs=args.lm_epochs, epochs=args.epochs, batch_size=args.batch_size,
+                      sequence_length=args.sequence_length, vocabulary_size=args.vocabulary_size,
+                      seed=args.seed, overrides=parse_overrides(args.set))
     return 0
 
 
 def _cvt(args):
     from keras_ctx.recipes import parse_overrides
-    from keras_ctx.recipes_ulmfit_cvt import cvt
+    from keras_ctx.recipes_ulmfit_cvt import cvt_from_files
 
-    cvt(args.train, args.unlabelled, args.out, steps=args.steps, batch_size=args.batch_size,
-        vocabulary_size=args.vocabulary_size, learning_rate=args.learning_rate,
-        seed=args.seed, overrides=parse_overrides(args.set))
+    cvt_from_files(args.train, args.unlabelled, args.out, steps=args.steps,
+                   batch_size=args.batch_size, vocabulary_size=args.vocabulary_size,
+                   learning_rate=args.learning_rate, seed=args.seed,
+                   overrides=parse_overrides(args.set))
     return 0
 
 

@@ -347,7 +347,7 @@ def _lines(path):
         return [line for line in handle if line.strip()]
 
 
-def ulmfit(train, text, out, general_text=None, lm_epochs=1, epochs=None, batch_size=64,
+def ulmfit_from_files(train, text, out, general_text=None, lm_epochs=1, epochs=None, batch_size=64,
            sequence_length=70, vocabulary_size=60000, seed=0, overrides=None):
     """`keras-ctx ulmfit`: the three ULMFiT stages into the new directory `out`.
 
@@ -405,7 +405,7 @@ def ulmfit(train, text, out, general_text=None, lm_epochs=1, epochs=None, batch_
     return classifier
 
 
-def cvt(train, unlabelled, out, steps=1000, batch_size=64, vocabulary_size=20000,
+def cvt_from_files(train, unlabelled, out, steps=1000, batch_size=64, vocabulary_size=20000,
         learning_rate=0.5, seed=0, overrides=None):
     """`keras-ctx cvt`: a CVT tagger from a tagged TSV and unlabelled sentences, into `out`."""
     from keras_ctx import validation

@@ -116,6 +116,24 @@ def test_every_command_on_a_pretrained_run(family, pretrained, workdir, capsys):
     assert codes["embed tuned"] == 2, codes  # refused: embed the run it came from
 
 
+@pytest.mark.parametrize("family", ["t5", pytest.param("bart", marks=pytest.mark.slow)])
+def test_encoder_decoder_word_vectors_are_the_encoders(family, pretrained):
+    """A word's vector is the encoder state over its pieces (the decoder's are shifted)."""
+    from keras_ctx import runs
+    from keras_ctx.preprocessing import word_positions
+    from keras_ctx.word_vectors import text_inputs, word_vectors
+
+    run = pretrained(family)
+    info, backbone, tokenizer = runs.load_run(run)
+    inputs, preprocessor = text_inputs(families.get(family), tokenizer, TEXTS, 16)
+    encoder = np.asarray(backbone({k: v for k, v in inputs.items() if k in backbone.input})
+                         ["encoder_sequence_output"])
+    expected = [encoder[i, word_positions(tokenizer, text, "bank",
+                                          offset=len(preprocessor.start_ids))].mean(0)
+                for i, text in enumerate(TEXTS)]
+    np.testing.assert_allclose(word_vectors(run, TEXTS, "bank"), expected, atol=1e-5)
+
+
 def test_elmo_classifier_pools_only_real_words(pretrained, workdir, capsys):
     """ELMo's mean pooling masks padded words (all-zero character rows)."""
     from keras_ctx import runs

@@ -150,7 +150,8 @@ def build_parser():
     embed.set_defaults(run=_embed)
 
     export = commands.add_parser("export", help="export a SavedModel for TF Serving")
-    export.add_argument("model", help="a run directory or a preset name")
+    export.add_argument("model", help="a run directory, a `keras-ctx finetune` --out "
+                                         "directory (its classifier) or a preset name")
     export.add_argument("out", help="base directory; the export goes to OUT/<version>")
     export.add_argument("--version", type=int, default=1)
     export.add_argument("--overwrite", action="store_true")

@@ -71,6 +71,9 @@ class Family:
             "encoder_decoder" (T5, BART).
         pooling: how a classifier reads the backbone: (output name, mask
             name, mode) with mode "pooled", "first", "last", "mean" or "concat".
+        word_vectors: the output `keras-ctx embed` reads a word's vectors
+            from, one position per input id (encoder-decoders: the encoder's,
+            whose positions are the text's; the decoder's are shifted).
         extra_tokens: ids after the tokenizer's vocabulary (T5's sentinels).
         sized_by_tokenizer: whether the backbone's vocabulary_size is the
             trained tokenizer's (+ extra_tokens); ELMo reads characters.
@@ -95,6 +98,7 @@ class Family:
     framing: Optional[Framing] = None
     inputs: str = "tokens"
     pooling: tuple = ("sequence_output", "padding_mask", "first")
+    word_vectors: str = "sequence_output"
     extra_tokens: int = 0
     sized_by_tokenizer: bool = True
     dataset: Optional[Callable] = None
@@ -357,14 +361,14 @@ def _register_builtin():
         "t5", t5.T5Backbone, t5.T5_PRESETS, _tokenizer("train_sentencepiece"), T5_FRAMING,
         inputs="encoder_decoder",
         pooling=("encoder_sequence_output", "encoder_padding_mask", "mean"),
-        extra_tokens=T5_SENTINELS,
+        word_vectors="encoder_sequence_output", extra_tokens=T5_SENTINELS,
         dataset=_pipeline("span_corruption_dataset", num_sentinels=T5_SENTINELS),
         pretrainer=_pretrainer("Seq2SeqPretrainer"), huggingface=("t5",)))
     register_family(Family(
         "bart", bart.BartBackbone, bart.BART_PRESETS, _tokenizer("train_byte_level_bpe"),
         BART_FRAMING, inputs="encoder_decoder",
         pooling=("decoder_sequence_output", "decoder_padding_mask", "last"),
-        dataset=_pipeline("denoising_dataset"), pretrainer=_pretrainer("Seq2SeqPretrainer"),
+        word_vectors="encoder_sequence_output", dataset=_pipeline("denoising_dataset"), pretrainer=_pretrainer("Seq2SeqPretrainer"),
         huggingface=("bart",), keras_hub=("BartBackbone",)))
     register_family(Family(
         "elmo", elmo.ElmoBackbone, elmo.ELMO_PRESETS, _word_vocabulary, inputs="characters",

@@ -28,7 +28,7 @@ def finetune(run_dir, train, out, epochs=3, batch_size=16, learning_rate=5e-5, e
 
     validation.check_training_args(epochs=epochs, batch_size=batch_size,
                                    learning_rate=learning_rate)
-    target = os.path.join(out, "classifier.keras")
+    target = os.path.join(out, runs.CLASSIFIER_FILE)
     if os.path.exists(target) and not overwrite:
         raise runs.RunDirectoryError(f"{target} already exists; pass --overwrite to "
                                      "replace it, or choose another --out.")
@@ -49,6 +49,10 @@ def finetune(run_dir, train, out, epochs=3, batch_size=16, learning_rate=5e-5, e
     model.fit(inputs, y, batch_size=batch_size, epochs=epochs, verbose=2)
     with files.replacing(target, overwrite=overwrite) as staging:
         model.save(staging)
+    # What `export` and the refusals of `embed` / `finetune` read back.
+    runs.save_finetuned_info(out, {"run": os.path.abspath(run_dir), "family": family.name,
+                                   "sequence_length": info["sequence_length"],
+                                   "classes": [str(c) for c in classes]})
     print(f"Saved the classifier ({len(classes)} classes: {classes}) to {out}.")
     if export:
         from keras_ctx.export import export_saved_model

@@ -230,7 +230,11 @@ def export_run(model_or_run, out, version=1, overwrite=False, sequence_length=No
     from keras_ctx.models import from_preset
 
     preprocessor = None
-    if os.path.isdir(model_or_run):
+    if os.path.isdir(model_or_run) and runs.is_finetuned(model_or_run) and not with_text:
+        # A `keras-ctx finetune --out` directory: export its classifier.
+        info, backbone = runs.load_finetuned(model_or_run)
+        sequence_length = sequence_length or info.get("sequence_length")
+    elif os.path.isdir(model_or_run):
         info, backbone, tokenizer = runs.load_run(model_or_run, need_tokenizer=with_text)
         sequence_length = sequence_length or info.get("sequence_length")
         if with_text:

@@ -8,6 +8,11 @@
     OUT/logs/                   TensorBoard logs
     OUT/.keras_ctx.lock         held by the process writing the directory
 
+`keras-ctx finetune --out` writes another kind of directory, a fine-tuned one:
+
+    OUT/classifier.keras        the fine-tuned classifier (what `export` exports)
+    OUT/finetune.json           the run it came from, its family, length and classes
+
 Each file is written beside and renamed into place (keras_ctx.files), run.json
 last: a directory with run.json is a finished run.
 """
@@ -25,6 +30,8 @@ SETTINGS_FILE = "pretrain_settings.json"
 BACKBONE_FILE = "backbone.keras"
 TOKENIZER_DIR = "tokenizer"
 REQUIRED_KEYS = ("family", "sequence_length")
+CLASSIFIER_FILE = "classifier.keras"
+FINETUNE_FILE = "finetune.json"
 
 
 def save_tokenizer(tokenizer, directory):
@@ -100,6 +107,12 @@ def save_run(out_dir, info, backbone, tokenizer=None, overwrite=False):
 def read_info(run_dir):
     """run.json of a finished run, checked for the keys the commands read."""
     path = os.path.join(run_dir, RUN_FILE)
+    if not os.path.isfile(path) and is_finetuned(run_dir):
+        origin = _read_json(os.path.join(run_dir, FINETUNE_FILE)).get("run")
+        raise RunDirectoryError(
+            f"{run_dir} holds a fine-tuned classifier, not a pretrained or converted run: "
+            f"give the run it was fine-tuned from{f' ({origin})' if origin else ''}; "
+            f"`keras-ctx export {run_dir} OUT` exports the classifier.")
     if not os.path.isfile(path):
         raise RunDirectoryError(
             f"{run_dir} is not a finished keras-ctx run (no {RUN_FILE}); give the --out "
@@ -114,6 +127,45 @@ def read_info(run_dir):
         raise RunDirectoryError(f"{path} lacks {', '.join(missing)}; the run is incomplete: "
                                 "pretrain or convert it again.")
     return info
+
+
+def _read_json(path):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            value = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def is_finetuned(directory):
+    """Whether `directory` is a `keras-ctx finetune --out` directory (no run.json)."""
+    return (os.path.isfile(os.path.join(directory, CLASSIFIER_FILE))
+            and not os.path.isfile(os.path.join(directory, RUN_FILE)))
+
+
+def save_finetuned_info(out_dir, info):
+    files.write_json(os.path.join(out_dir, FINETUNE_FILE), info)
+
+
+def load_finetuned(directory):
+    """(finetune.json's info, the classifier) of a fine-tuned directory.
+
+    A directory written before finetune.json existed still loads (info {}).
+    """
+    import zipfile
+
+    import keras_ctx  # noqa: F401  (registers our classes for loading)
+
+    path = os.path.join(directory, CLASSIFIER_FILE)
+    try:
+        model = keras.saving.load_model(path, compile=False)
+    except (zipfile.BadZipFile, OSError, ValueError, KeyError, EOFError) as error:
+        from keras_ctx.errors import one_line
+
+        raise RunDirectoryError(f"{path} is corrupt ({one_line(error)}); fine-tune "
+                                "again.") from None
+    return _read_json(os.path.join(directory, FINETUNE_FILE)), model
 
 
 def load_backbone(run_dir):

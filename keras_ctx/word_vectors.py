@@ -53,9 +53,7 @@ def sequence_outputs(run_dir, texts):
     family = families.get(info["family"])
     inputs, preprocessor = text_inputs(family, tokenizer, list(texts), info["sequence_length"])
     inputs = {k: v for k, v in inputs.items() if k in backbone.input}
-    output, _, _ = family.pooling
-    name = output if output.endswith("sequence_output") else "sequence_output"
-    sequence = keras.ops.convert_to_numpy(backbone(inputs)[name])
+    sequence = keras.ops.convert_to_numpy(backbone(inputs)[family.word_vectors])
     return info, backbone, tokenizer, preprocessor, sequence
 
 
@@ -96,8 +94,8 @@ def embed(run_dir, texts, word=None, save=None, overwrite=False):
             for j in range(i + 1, len(texts)):
                 print(f"cosine({i}, {j}) = {cosine(vectors[i], vectors[j]):+.4f}")
     else:
-        vectors = sequence_outputs(run_dir, texts)[-1]
-        print(f"sequence_output: shape {vectors.shape}")
+        info, *_, vectors = sequence_outputs(run_dir, texts)
+        print(f"{families.get(info['family']).word_vectors}: shape {vectors.shape}")
     if save:
         from keras_ctx.files import save_npz
 

@@ -15,11 +15,15 @@ from keras_ctx.models.backbone import without_absent_optional_inputs
 POOLINGS = ("auto", "pooled", "first", "last", "mean", "concat")
 
 
-def _padding_mask(inputs, like):
-    """The padding mask among the inputs, or all ones shaped like `like[:, :, 0]`."""
-    if isinstance(inputs, dict) and "padding_mask" in inputs:
-        return inputs["padding_mask"]
-    return ops.ones(ops.shape(like)[:2], "int32")
+def _padding_mask(inputs, like, name="padding_mask"):
+    """The mask `name` among the inputs, or one from them, or all ones like `like[:, :, 0]`."""
+    if isinstance(inputs, dict) and name in inputs:
+        return inputs[name]
+    if isinstance(inputs, dict) and "character_ids" in inputs:
+        # Character inputs (ELMo): a padded word is a row of zero character ids.
+        return ops.cast(ops.any(ops.not_equal(inputs["character_ids"], 0), axis=-1), "int32")
+    # ones_like, not ones(shape): symbolic inputs have no static batch/time size.
+    return ops.ones_like(like[:, :, 0], "int32")
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
@@ -185,7 +189,7 @@ class SequenceClassifier(Task):
                 raise ValueError(f"{backbone.name!r} has no output {output!r}; it has "
                                  f"{sorted(features)}.")
             sequence = features[output]
-            padding = inputs[mask] if mask in inputs else _padding_mask(None, sequence)
+            padding = _padding_mask(inputs, sequence, mask)
             pool = ConcatPooling if pooling == "concat" else lambda **k: Pool(pooling, **k)
             vector = pool(name="pool")(sequence, padding)
         vector = Dropout(dropout, name="dropout")(vector)

@@ -1,0 +1,166 @@
+"""Every family x every command that takes a run directory, on tiny runs (issue 24).
+
+Each family with a pretraining recipe pretrains once (two steps, tiny sizes);
+then embed, embed --word, finetune, export, and export / embed of the
+directory finetune wrote each exit 0, or exit 2 with one `keras-ctx` line.
+"""
+
+import os
+
+import numpy as np
+import pytest
+
+from keras_ctx import families
+from keras_ctx.cli import main
+from tests.test_cli import write_corpus
+from tests.test_recipes import FAMILIES as TINY_PRESETS
+
+TINY_PRESETS = dict(TINY_PRESETS, **{
+    "gpt3-small": ["num_layers=2", "num_heads=2", "hidden_size=32", "intermediate_size=64"],
+    "gpt-neo-125m": ["num_layers=2", "num_heads=2", "hidden_size=32", "intermediate_size=64"],
+})
+PRESET_OF = {families.of_preset(p).name: p for p in TINY_PRESETS}
+RECIPES = sorted(n for n in families.names() if families.get(n).dataset is not None)
+FAST = {"bert", "gpt2", "t5", "elmo"}
+TEXTS = ["the bank of the river", "a bank loan of money"]
+
+
+def _params():
+    return [pytest.param(n, marks=() if n in FAST else pytest.mark.slow) for n in RECIPES]
+
+
+def test_every_family_with_a_recipe_has_a_tiny_preset_here():
+    assert set(RECIPES) <= set(PRESET_OF)
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("matrix")
+    write_corpus(root / "corpus.txt", documents=30)
+    with open(root / "train.tsv", "w", encoding="utf-8") as handle:
+        for i in range(8):
+            handle.write(f"{TEXTS[i % 2]} {i}\t{'pos' if i % 2 else 'neg'}\n")
+    return root
+
+
+def run_cli(capsys, *args):
+    """(exit code, stdout); a refusal must be exit 2 with exactly one keras-ctx line."""
+    code = main([str(a) for a in args])
+    captured = capsys.readouterr()
+    lines = [line for line in captured.err.splitlines() if line.strip()]
+    assert code in (0, 2), (code, captured.err)
+    if code == 2:
+        assert len(lines) == 1 and lines[0].startswith("keras-ctx"), captured.err
+        with capsys.disabled():
+            print("REFUSED", args[0], lines[0])
+    return code, captured.out, captured.err
+
+
+@pytest.fixture(scope="module")
+def pretrained(workdir):
+    made = {}
+
+    def get(family):
+        if family not in made:
+            preset = PRESET_OF[family]
+            overrides = [a for item in TINY_PRESETS[preset] for a in ("--set", item)]
+            out = workdir / f"run-{family}"
+            code = main(["pretrain", preset, "--corpus", str(workdir / "corpus.txt"),
+                         "--steps", "2", "--checkpoint-every", "2", "--vocabulary-size",
+                         "200", "--sequence-length", "16", "--batch-size", "4",
+                         *overrides, "--out", str(out)])
+            assert code == 0
+            made[family] = out
+        return made[family]
+
+    return get
+
+
+def check_commands(capsys, run, workdir, tag):
+    """Every run-directory command on `run`; returns {command: exit code}."""
+    codes = {}
+    codes["embed"], out, _ = run_cli(capsys, "embed", run, *TEXTS)
+    if codes["embed"] == 0:
+        assert "sequence_output: shape (2," in out, out
+    codes["embed --word"], out, _ = run_cli(capsys, "embed", run, *TEXTS, "--word", "bank")
+    if codes["embed --word"] == 0:
+        assert "cosine(0, 1) = " in out
+    tuned = workdir / f"tuned-{tag}"
+    codes["finetune"], out, _ = run_cli(capsys, "finetune", run, "--train",
+                                        workdir / "train.tsv", "--out", tuned, "--epochs", 1,
+                                        "--batch-size", 4)
+    if codes["finetune"] == 0:
+        assert os.path.isfile(tuned / "classifier.keras")
+    codes["export"], out, _ = run_cli(capsys, "export", run, workdir / f"export-{tag}")
+    if codes["export"] == 0:
+        assert os.path.isdir(workdir / f"export-{tag}" / "1")
+    if codes["finetune"] == 0:
+        codes["export tuned"], _, err = run_cli(capsys, "export", tuned,
+                                                workdir / f"export-tuned-{tag}")
+        if codes["export tuned"] == 0:
+            assert os.path.isdir(workdir / f"export-tuned-{tag}" / "1")
+        codes["embed tuned"], _, err = run_cli(capsys, "embed", tuned, *TEXTS)
+        if codes["embed tuned"] == 2:  # names the run to give instead, and export
+            assert "fine-tuned classifier" in err and str(run) in err, err
+            assert "keras-ctx export" in err, err
+    return codes
+
+
+@pytest.mark.parametrize("family", _params())
+def test_every_command_on_a_pretrained_run(family, pretrained, workdir, capsys):
+    codes = check_commands(capsys, pretrained(family), workdir, family)
+    print(family, codes)
+    # What every family must support: its vectors, a classifier, an export.
+    assert codes["embed"] == codes["embed --word"] == codes["finetune"] == 0, codes
+    assert codes["export"] == 0 and codes["export tuned"] == 0, codes
+    assert codes["embed tuned"] == 2, codes  # refused: embed the run it came from
+
+
+@pytest.mark.parametrize("family", ["t5", pytest.param("bart", marks=pytest.mark.slow)])
+def test_encoder_decoder_word_vectors_are_the_encoders(family, pretrained):
+    """A word's vector is the encoder state over its pieces (the decoder's are shifted)."""
+    from keras_ctx import runs
+    from keras_ctx.preprocessing import word_positions
+    from keras_ctx.word_vectors import text_inputs, word_vectors
+
+    run = pretrained(family)
+    info, backbone, tokenizer = runs.load_run(run)
+    inputs, preprocessor = text_inputs(families.get(family), tokenizer, TEXTS, 16)
+    encoder = np.asarray(backbone({k: v for k, v in inputs.items() if k in backbone.input})
+                         ["encoder_sequence_output"])
+    expected = [encoder[i, word_positions(tokenizer, text, "bank",
+                                          offset=len(preprocessor.start_ids))].mean(0)
+                for i, text in enumerate(TEXTS)]
+    np.testing.assert_allclose(word_vectors(run, TEXTS, "bank"), expected, atol=1e-5)
+
+
+def test_elmo_classifier_pools_only_real_words(pretrained, workdir, capsys):
+    """ELMo's mean pooling masks padded words (all-zero character rows)."""
+    from keras_ctx import runs
+    from keras_ctx.preprocessing import character_inputs
+
+    run_cli(capsys, "finetune", pretrained("elmo"), "--train", workdir / "train.tsv",
+            "--out", workdir / "tuned-elmo-pad", "--epochs", 1, "--batch-size", 4)
+    _, classifier = runs.load_finetuned(workdir / "tuned-elmo-pad")
+    short = np.asarray(classifier(character_inputs(["the bank"], 4)))
+    padded = np.asarray(classifier(character_inputs(["the bank"], 12)))
+    np.testing.assert_allclose(short, padded, atol=1e-5)
+
+
+def test_converted_huggingface_run_takes_every_command(pretrained, workdir, capsys):
+    """A Hugging Face BERT directory, converted, embeds like the run it came from."""
+    from keras_ctx import runs
+    from keras_ctx.convert import to_huggingface
+
+    _, backbone, tokenizer = runs.load_run(pretrained("bert"))
+    backbone.tokenizer = tokenizer
+    to_huggingface(backbone, workdir / "hf-bert")
+    converted = workdir / "converted-bert"
+    assert run_cli(capsys, "convert", workdir / "hf-bert", converted)[0] == 0
+    codes = check_commands(capsys, converted, workdir, "converted")
+    assert codes == {"embed": 0, "embed --word": 0, "finetune": 0, "export": 0,
+                     "export tuned": 0, "embed tuned": 2}, codes
+    from keras_ctx.word_vectors import word_vectors
+
+    np.testing.assert_allclose(word_vectors(converted, TEXTS, "bank"),
+                               word_vectors(pretrained("bert"), TEXTS, "bank"), atol=1e-4)

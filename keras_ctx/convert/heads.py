@@ -33,7 +33,8 @@ from keras_ctx.convert.huggingface import (
 )
 from keras_ctx.convert.mapping import Entry, LINEAR, load_weight_map
 
-# model_type -> (prefixes of the head, dense, norm (None: no transform), output bias, decoder weight, activation)
+# model_type -> (prefixes of the head, dense, norm, output bias, decoder weight, activation);
+# dense and norm None: no transform (XLM).
 HEADS = {
     "bert": ("cls.predictions.transform.dense", "cls.predictions.transform.LayerNorm",
              "cls.predictions.bias", "cls.predictions.decoder.weight", None),

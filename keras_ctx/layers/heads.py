@@ -148,9 +148,11 @@ class MaskedLMHead(_TiedOutput):
 
     def call(self, inputs, mask_positions=None):
         x = inputs if mask_positions is None else gather_positions(inputs, mask_positions)
-        if self.transform:
-            x = self.layer_norm(self.dense(x))
-        return self._logits(x)
+        return self._logits(self.transformed(x))
+
+    def transformed(self, x):
+        """The vectors fed to the output table: the transform's output, or x without one."""
+        return self.layer_norm(self.dense(x)) if self.transform else x
 
     def compute_output_shape(self, inputs_shape, mask_positions_shape=None):
         length = inputs_shape[1] if mask_positions_shape is None else mask_positions_shape[1]

@@ -67,10 +67,13 @@ def test_same_seed_same_masks_and_different_seed_different_masks():
     assert (a["mask_positions"] != c["mask_positions"]).any()
 
 
-def test_compiles_with_xla():
+@pytest.mark.parametrize("weighted", [False, True])
+def test_compiles_with_xla(weighted):
     ids, padding = _batch(batch=4, length=32)
+    weights = _weighted_vocab()[1] if weighted else None
     fn = tf.function(lambda i, p, s: masking.mask_tokens(
-        i, s, VOCAB, MASK_ID, padding_mask=p, special_token_ids=SPECIALS), jit_compile=True)
+        i, s, VOCAB, MASK_ID, padding_mask=p, special_token_ids=SPECIALS,
+        token_weights=weights), jit_compile=True)
     out = {k: v.numpy() for k, v in fn(ids, padding, tf.constant([3, 4])).items()}
     # (XLA's random bits may differ from the eager kernels'; the recipe may not.)
     candidates = (padding == 1) & ~np.isin(ids, SPECIALS)

@@ -114,10 +114,6 @@ class XLMBackbone(Backbone):
         for key, value in self._config.items():
             setattr(self, key, value)
 
-    # XLM's PredLayer (facebookresearch/XLM): the tied output + bias, no
-    # transform; MaskedLMPretrainer builds its head so.
-    mlm_head_transform = False
-
     @property
     def token_embedding(self):
         return self._token_embedding

@@ -74,9 +74,9 @@ class MaskedLMPretrainer(HeadsPretrainer):
             and gradients without ~70% of the last layer's work (15% masked).
             Backbones that cannot do it compute every position.
         head_transform: whether the MLM head has BERT's dense + LayerNorm
-            transform; default: the backbone's `mlm_head_transform` (False
-            for XLM, whose `PredLayer` is the tied output + bias alone),
-            True otherwise.
+            transform; False gives XLM's `PredLayer` (tied output + bias
+            alone). Default: the backbone's `mlm_head_transform` if it has
+            one, else True.
 
     Call: a batch dict -> {"mlm": (batch, P, V) logits[, "nsp"/"sop": (batch, 2)]}.
     Metrics: loss, mlm_loss, mlm_accuracy[, nsp_loss, nsp_accuracy / sop_...].

@@ -243,9 +243,9 @@ def test_xlm_pretrainer_uses_xlm_pred_layer_head():
 
     backbone = XLMBackbone(V, 1, 2, 32, 128, num_languages=2, max_sequence_length=32,
                            dropout=0.0, attention_dropout=0.0)
-    model = MaskedLMPretrainer(backbone)
+    model = MaskedLMPretrainer(backbone, head_transform=False)
     assert model.mlm_head.transform is False
-    assert MaskedLMPretrainer(backbone, head_transform=True).mlm_head.transform is True
+    assert MaskedLMPretrainer(backbone).mlm_head.transform is True
     assert MaskedLMPretrainer.from_config(model.get_config()).head_transform is False
     rng = np.random.default_rng(0)
     ids = rng.integers(10, V, (4, 16)).astype("int32")

@@ -273,9 +273,9 @@ class AdapterMaskedLMPretrainer(MaskedLMPretrainer):
         head = self.mlm_head
         if not head.built:
             head.build(rows.shape)
-        # adapter-hub's masked-LM head: its transform, then the inverse, then the
-        # (tied) output embeddings and bias.
-        hidden = invert_output(self.backbone, head.layer_norm(head.dense(rows)))
+        # adapter-hub's masked-LM head: its transform (none for XLM's), then the
+        # inverse, then the (tied) output embeddings and bias.
+        hidden = invert_output(self.backbone, head.transformed(rows))
         logits = head.token_embedding.reverse(hidden)
         return {"mlm": logits + keras.ops.cast(head.output_bias, logits.dtype)}
 

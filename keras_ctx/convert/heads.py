@@ -15,6 +15,8 @@ token embedding, with the checkpoint's transform, LayerNorm and output bias
     roberta  lm_head.dense / lm_head.layer_norm / lm_head.bias
     albert   predictions.dense / predictions.LayerNorm / predictions.bias   (H -> E)
     electra  generator_predictions.dense / .LayerNorm / generator_lm_head.bias (generator)
+    xlm      pred_layer.proj.bias only: XLM's PredLayer has no transform
+             (`MaskedLMHead(transform=False)`; asm=True checkpoints are not supported)
 
 `logits = head(outputs["sequence_output"])`.
 """
@@ -31,7 +33,8 @@ from keras_ctx.convert.huggingface import (
 )
 from keras_ctx.convert.mapping import Entry, LINEAR, load_weight_map
 
-# model_type -> (prefixes of the head, dense, norm, output bias, decoder weight, activation)
+# model_type -> (prefixes of the head, dense, norm, output bias, decoder weight, activation);
+# dense and norm None: no transform (XLM).
 HEADS = {
     "bert": ("cls.predictions.transform.dense", "cls.predictions.transform.LayerNorm",
              "cls.predictions.bias", "cls.predictions.decoder.weight", None),
@@ -41,6 +44,8 @@ HEADS = {
                "predictions.decoder.weight", None),
     "electra": ("generator_predictions.dense", "generator_predictions.LayerNorm",
                 "generator_lm_head.bias", "generator_lm_head.weight", "gelu"),
+    # XLM's PredLayer (asm=False): the tied proj + bias, no transform.
+    "xlm": (None, None, "pred_layer.proj.bias", "pred_layer.proj.weight", None),
 }
 
 
@@ -54,6 +59,9 @@ def masked_lm_from_huggingface(directory):
         raise CheckpointError(f"No masked-LM head converter for model_type {model_type!r}; "
                               f"supported: {', '.join(sorted(HEADS))}.")
     dense, norm, bias, decoder, activation = HEADS[model_type]
+    if config.get("asm"):
+        raise CheckpointError("XLM checkpoints with an adaptive softmax output (asm=True) are "
+                              "not supported; only the tied pred_layer.proj is.")
     backbone = from_huggingface(directory)
     tensors = read_tensors(directory)
     read = TensorReader(tensors)
@@ -68,9 +76,13 @@ def masked_lm_from_huggingface(directory):
     activation = activation_from_huggingface(activation or config.get("hidden_act", "gelu"))
     head = MaskedLMHead(token_embedding=backbone.token_embedding, activation=activation,
                         layer_norm_epsilon=config.get("layer_norm_eps", 1e-12),
-                        name="masked_lm_head")
-    hidden = config.get("hidden_size") or read(dense + ".weight").shape[1]
+                        transform=dense is not None, name="masked_lm_head")
+    hidden = (config.get("hidden_size") or config.get("emb_dim")
+              or read(dense + ".weight").shape[1])
     head.build((None, None, hidden))
+    if dense is None:
+        load_weight_map([Entry(head.output_bias, bias)], read)
+        return backbone, head
     load_weight_map([Entry(head.dense.kernel, dense + ".weight", LINEAR),
                      Entry(head.dense.bias, dense + ".bias"),
                      Entry(head.layer_norm.gamma, norm + ".weight"),

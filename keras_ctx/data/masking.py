@@ -13,10 +13,17 @@ Static masking (BERT): masks drawn once, optionally `duplicate` times per
 sequence with different masks, identical every epoch. Dynamic masking
 (RoBERTa, Liu et al. 2019, Sec. 4.1): a fresh mask every time a sequence is
 seen.
+
+XLM (Lample & Conneau 2019, Sec. 3.3) keeps the 15% budget but draws the
+tokens "according to a multinomial distribution whose weights are
+proportional to the square root of their invert frequencies" (after
+Mikolov's subsampling), so that frequent tokens are masked less:
+`token_weights=inverse_frequency_weights(counts)`.
 """
 
 import math
 
+import numpy as np
 import tensorflow as tf
 
 MASK_RATE = 0.15  # Devlin et al. 2019
@@ -39,6 +46,33 @@ def _check_rates(mask_rate, mask_token_rate, random_token_rate):
         )
 
 
+def inverse_frequency_weights(counts, power=0.5):
+    """XLM's masking weights: max(count, 1) ** -power per vocabulary id (numpy float32).
+
+    power=0.5 is the paper's square root (Lample & Conneau 2019, Sec. 3.3);
+    counts of 0 count as 1, as in XLM's code, so unseen ids stay drawable.
+    """
+    counts = np.asarray(counts, np.float64)
+    if counts.ndim != 1 or not len(counts) or np.any(counts < 0) or not np.all(
+            np.isfinite(counts)):
+        raise ValueError("`counts` must be a 1-D array of non-negative token counts, one per "
+                         f"vocabulary id; got shape {counts.shape}.")
+    if power < 0:
+        raise ValueError(f"`power` must be >= 0, got {power}.")
+    return (np.maximum(counts, 1.0) ** -power).astype(np.float32)
+
+
+def _check_token_weights(token_weights, vocabulary_size):
+    weights = np.asarray(token_weights, np.float32)
+    if weights.shape != (vocabulary_size,):
+        raise ValueError(f"`token_weights` must have one weight per vocabulary id, shape "
+                         f"({vocabulary_size},); got {weights.shape}.")
+    if not np.all(np.isfinite(weights)) or np.any(weights <= 0):
+        raise ValueError("`token_weights` must be positive and finite; exclude tokens with "
+                         "`special_token_ids` instead of a zero weight.")
+    return weights
+
+
 def candidate_mask(token_ids, padding_mask=None, special_token_ids=()):
     """True where a token may be selected: real (padding_mask) and not special."""
     token_ids = tf.convert_to_tensor(token_ids)
@@ -50,12 +84,18 @@ def candidate_mask(token_ids, padding_mask=None, special_token_ids=()):
     return ok
 
 
-def select_positions(candidates, seed, mask_rate=MASK_RATE, max_predictions=None):
-    """Chooses round(mask_rate * n) candidate positions per row, uniformly without replacement.
+def select_positions(candidates, seed, mask_rate=MASK_RATE, max_predictions=None,
+                     weights=None):
+    """Chooses round(mask_rate * n) candidate positions per row, without replacement.
+
+    Uniformly, or with `weights` by successive draws proportional to them
+    (Gumbel top-k: top-k of log w + Gumbel noise draws k without replacement
+    as a weighted multinomial does, e.g. numpy's `choice(replace=False, p=)`).
 
     Args:
         candidates: (batch, time) bool.
         seed: shape (2,) int seed of the stateless random ops.
+        weights: optional (batch, time) positive float, each position's weight.
 
     Returns:
         positions (batch, P) int32 (0 where unused), weights (batch, P)
@@ -71,7 +111,13 @@ def select_positions(candidates, seed, mask_rate=MASK_RATE, max_predictions=None
     count = tf.minimum(tf.maximum(1.0, tf.round(n * mask_rate)), float(max_predictions))
     count = tf.minimum(count, n)
     scores = tf.random.stateless_uniform(tf.shape(candidates), seed)
-    scores = tf.where(candidates, scores, -1.0)
+    if weights is None:
+        scores = tf.where(candidates, scores, -1.0)
+    else:
+        tiny = float(np.finfo(np.float32).tiny)
+        gumbel = -tf.math.log(-tf.math.log(tf.maximum(scores, tiny)))
+        scores = tf.math.log(tf.cast(weights, tf.float32)) + gumbel
+        scores = tf.where(candidates, scores, -float("inf"))
     _, positions = tf.math.top_k(scores, k=max_predictions)
     slots = tf.range(max_predictions, dtype=tf.float32)[None, :]
     weights = tf.cast(slots < count[:, None], tf.float32)
@@ -95,6 +141,7 @@ def mask_tokens(
     random_token_rate=RANDOM_TOKEN_RATE,
     max_predictions=None,
     random_token_range=None,
+    token_weights=None,
 ):
     """BERT masking of a dense (batch, time) batch with a stateless seed.
 
@@ -107,6 +154,10 @@ def mask_tokens(
         padding_mask: (batch, time), 1 for real tokens.
         special_token_ids: ids never selected ([CLS], [SEP], [PAD], ...).
         max_predictions: P, the static number of prediction slots.
+        token_weights: optional (vocabulary_size,) positive weights: the
+            selection draws tokens proportionally to them (XLM:
+            `inverse_frequency_weights(counts)`); the count stays
+            round(mask_rate * n). Default: uniform.
 
     Returns:
         dict with `token_ids` (corrupted), `mask_positions` (batch, P),
@@ -118,8 +169,11 @@ def mask_tokens(
     select_seed, action_seed, random_seed = tf.unstack(
         tf.random.experimental.stateless_split(seed, 3))
     candidates = candidate_mask(token_ids, padding_mask, special_token_ids)
+    position_weights = None
+    if token_weights is not None:
+        position_weights = tf.gather(tf.cast(token_weights, tf.float32), token_ids)
     positions, weights, selected = select_positions(
-        candidates, select_seed, mask_rate, max_predictions)
+        candidates, select_seed, mask_rate, max_predictions, position_weights)
     low, high = random_token_range or (0, vocabulary_size)
     action = tf.random.stateless_uniform(tf.shape(token_ids), action_seed)
     random_ids = tf.random.stateless_uniform(
@@ -148,7 +202,7 @@ class MLMMasker:
     Args:
         vocabulary_size, mask_token_id, special_token_ids, mask_rate,
         mask_token_rate, random_token_rate, max_predictions,
-        random_token_range: as `mask_tokens`.
+        random_token_range, token_weights: as `mask_tokens`.
         dynamic: True (RoBERTa): new masks each epoch; False (BERT): fixed.
         duplicate: static only: each batch repeated with this many different
             masks (BERT's dupe_factor), the same every epoch.
@@ -158,7 +212,8 @@ class MLMMasker:
     def __init__(self, vocabulary_size, mask_token_id, special_token_ids=(),
                  mask_rate=MASK_RATE, mask_token_rate=MASK_TOKEN_RATE,
                  random_token_rate=RANDOM_TOKEN_RATE, max_predictions=None,
-                 random_token_range=None, dynamic=True, duplicate=1, seed=0):
+                 random_token_range=None, dynamic=True, duplicate=1, seed=0,
+                 token_weights=None):
         _check_rates(mask_rate, mask_token_rate, random_token_rate)
         if mask_token_id >= vocabulary_size:
             raise ValueError(
@@ -178,6 +233,8 @@ class MLMMasker:
         self.dynamic = dynamic
         self.duplicate = duplicate
         self.seed = seed
+        self.token_weights = (None if token_weights is None
+                              else _check_token_weights(token_weights, vocabulary_size))
 
     def __call__(self, batch, seed):
         batch = dict(batch)
@@ -187,6 +244,7 @@ class MLMMasker:
             special_token_ids=self.special_token_ids, mask_rate=self.mask_rate,
             mask_token_rate=self.mask_token_rate, random_token_rate=self.random_token_rate,
             max_predictions=self.max_predictions, random_token_range=self.random_token_range,
+            token_weights=self.token_weights,
         )
         batch.update(masked)
         return batch

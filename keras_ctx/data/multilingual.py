@@ -18,8 +18,9 @@ sides so that a masked word can be predicted from its translation.
 
 Examples are dicts of int32 (sequence_length,) `token_ids`, `padding_mask`,
 `position_ids`, `language_ids` (the XLM backbone's inputs); batch them with
-`drop_remainder=True`, then mask with `keras_ctx.data.masking.MLMMasker`
-(special_token_ids = (pad, eos)).
+`drop_remainder=True`, then mask with `xlm_masker` (an `MLMMasker` with
+special_token_ids = (pad, eos) that draws tokens with weights 1/sqrt(count),
+Lample & Conneau 2019, Sec. 3.3).
 """
 
 import numpy as np
@@ -175,5 +176,25 @@ def tlm_pairs(pairs, sequence_length, eos_id, pad_id, source_language, target_la
     return pairs.map(make)
 
 
+def xlm_masker(vocabulary_size, mask_id, eos_id, pad_id, token_counts, seed=0, **kwargs):
+    """XLM's MLM / TLM masking: BERT's 15% / 80-10-10, tokens drawn by 1/sqrt(frequency).
+
+    Lample & Conneau 2019, Sec. 3.3: the masked tokens "are sampled according
+    to a multinomial distribution whose weights are proportional to the square
+    root of their invert frequencies". `token_counts` are the training
+    corpus' counts per vocabulary id (XLM's dictionary counts).
+
+    Returns:
+        a `keras_ctx.data.masking.MLMMasker` (`masker.apply(batched_dataset)`);
+        `kwargs` go to it (dynamic, max_predictions, ...).
+    """
+    from keras_ctx.data.masking import MLMMasker, inverse_frequency_weights
+
+    for name, value in (("mask_id", mask_id), ("eos_id", eos_id), ("pad_id", pad_id)):
+        _check_ids(name, value)
+    return MLMMasker(vocabulary_size, mask_id, special_token_ids=(pad_id, eos_id), seed=seed,
+                     token_weights=inverse_frequency_weights(token_counts), **kwargs)
+
+
 __all__ = ["MBERT_ALPHA", "XLM_ALPHA", "XLM_STREAM_LENGTH", "sample_languages",
-           "smoothed_probabilities", "text_stream", "tlm_example", "tlm_pairs"]
+           "smoothed_probabilities", "text_stream", "tlm_example", "tlm_pairs", "xlm_masker"]

@@ -71,6 +71,8 @@ class MaskedLMHead(_TiedOutput):
     `logits = LN(gelu(x_p W + b)) E^T + b_out` at the masked positions p, where
     E is the input embedding table (Devlin et al. 2019; for ALBERT the
     transform maps H -> E=128 and E is the V x 128 table, Lan et al. 2020).
+    With `transform=False` it is XLM's `PredLayer` (Lample & Conneau 2019,
+    facebookresearch/XLM): `logits = x_p E^T + b_out`, no dense or LayerNorm.
 
     Args:
         vocabulary_size: V; taken from `token_embedding` when tied.
@@ -80,6 +82,8 @@ class MaskedLMHead(_TiedOutput):
         activation: of the transform ("gelu").
         layer_norm_epsilon: 1e-12 as in BERT.
         kernel_initializer: of the transform.
+        transform: False drops the dense + LayerNorm transform (XLM); the
+            output table must then be as wide as the hidden size.
 
     Call arguments:
         inputs: (batch, time, hidden) sequence output.
@@ -102,10 +106,15 @@ class MaskedLMHead(_TiedOutput):
         activation="gelu",
         layer_norm_epsilon=1e-12,
         kernel_initializer=None,
+        transform=True,
         **kwargs,
     ):
         super().__init__(vocabulary_size, token_embedding, **kwargs)
         self.embedding_size = _checks.optional_positive_int("embedding_size", embedding_size)
+        self.transform = bool(transform)
+        if not self.transform and self.embedding_size is not None:
+            raise ValueError("`embedding_size` sets the transform's width; with "
+                             "`transform=False` leave it out (the output reads the hidden size).")
         self.activation = activation
         self.layer_norm_epsilon = float(layer_norm_epsilon)
         self.kernel_initializer = keras.initializers.get(
@@ -114,6 +123,14 @@ class MaskedLMHead(_TiedOutput):
 
     def build(self, inputs_shape, mask_positions_shape=None):
         width = self._output_width(inputs_shape[-1])
+        if not self.transform:
+            if width != inputs_shape[-1]:
+                raise ValueError(
+                    f"Without a transform the output table ({width} wide) must be as wide "
+                    f"as the hidden size ({inputs_shape[-1]}); use `transform=True`.")
+            self._build_output(width)
+            self.built = True
+            return
         self.dense = keras.layers.Dense(
             width,
             activation=activations.get(self.activation),
@@ -131,7 +148,11 @@ class MaskedLMHead(_TiedOutput):
 
     def call(self, inputs, mask_positions=None):
         x = inputs if mask_positions is None else gather_positions(inputs, mask_positions)
-        return self._logits(self.layer_norm(self.dense(x)))
+        return self._logits(self.transformed(x))
+
+    def transformed(self, x):
+        """The vectors fed to the output table: the transform's output, or x without one."""
+        return self.layer_norm(self.dense(x)) if self.transform else x
 
     def compute_output_shape(self, inputs_shape, mask_positions_shape=None):
         length = inputs_shape[1] if mask_positions_shape is None else mask_positions_shape[1]
@@ -146,6 +167,7 @@ class MaskedLMHead(_TiedOutput):
                 "activation": self.activation,
                 "layer_norm_epsilon": self.layer_norm_epsilon,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "transform": self.transform,
             }
         )
         return config

@@ -73,6 +73,10 @@ class MaskedLMPretrainer(HeadsPretrainer):
             objective reads (`Backbone.sequence_output_at`): the same losses
             and gradients without ~70% of the last layer's work (15% masked).
             Backbones that cannot do it compute every position.
+        head_transform: whether the MLM head has BERT's dense + LayerNorm
+            transform; False gives XLM's `PredLayer` (tied output + bias
+            alone). Default: the backbone's `mlm_head_transform` if it has
+            one, else True.
 
     Call: a batch dict -> {"mlm": (batch, P, V) logits[, "nsp"/"sop": (batch, 2)]}.
     Metrics: loss, mlm_loss, mlm_accuracy[, nsp_loss, nsp_accuracy / sop_...].
@@ -83,7 +87,8 @@ class MaskedLMPretrainer(HeadsPretrainer):
     >>> pretrainer.fit(keras_ctx.data.pipelines.bert_dataset(...), epochs=1)
     """
 
-    def __init__(self, backbone, sentence_objective=None, sparse_last_layer=True, **kwargs):
+    def __init__(self, backbone, sentence_objective=None, sparse_last_layer=True,
+                 head_transform=None, **kwargs):
         if sentence_objective not in SENTENCE_OBJECTIVES:
             raise ValueError(
                 f"`sentence_objective` must be None, 'nsp' or 'sop', got {sentence_objective!r}.")
@@ -93,8 +98,12 @@ class MaskedLMPretrainer(HeadsPretrainer):
         self.sparse_last_layer = bool(sparse_last_layer)
         epsilon = getattr(backbone, "layer_norm_epsilon", 1e-12)
         activation = getattr(backbone, "activation", "gelu")
+        if head_transform is None:
+            head_transform = getattr(backbone, "mlm_head_transform", True)
+        self.head_transform = bool(head_transform)
         self.mlm_head = MaskedLMHead(token_embedding=backbone.token_embedding,
                                      activation=activation, layer_norm_epsilon=epsilon,
+                                     transform=self.head_transform,
                                      dtype=backbone.dtype_policy, name="mlm_head")
         self.objectives = ("mlm",) + ((sentence_objective,) if sentence_objective else ())
         if sentence_objective:
@@ -136,6 +145,7 @@ class MaskedLMPretrainer(HeadsPretrainer):
         config = super().get_config()
         config["sentence_objective"] = self.sentence_objective
         config["sparse_last_layer"] = self.sparse_last_layer
+        config["head_transform"] = self.head_transform
         return config
 
 

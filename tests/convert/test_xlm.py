@@ -115,3 +115,27 @@ def test_xlm_checkpoint_errors(tmp_path):
     missing = {k: v for k, v in tensors.items() if "lang_embeddings" not in k}
     with pytest.raises(CheckpointError, match="lang_embeddings"):
         from_huggingface(write_checkpoint(tmp_path / "c", XLM, missing))
+
+
+def test_xlm_masked_lm_head_matches_numpy_pred_layer(tmp_path):
+    """XLMWithLMHeadModel's pred_layer: proj (tied to the embeddings) + bias, no transform."""
+    from keras_ctx.convert.heads import masked_lm_from_huggingface
+
+    tensors = xlm_tensors()
+    tensors["pred_layer.proj.weight"] = tensors["transformer.embeddings.weight"].copy()
+    backbone, head = masked_lm_from_huggingface(write_checkpoint(tmp_path / "x", XLM, tensors))
+    assert head.transform is False
+    assert head.token_embedding.embeddings is backbone.token_embedding.embeddings
+    inputs = _inputs()
+    got = np.asarray(head(backbone(inputs)["sequence_output"]))
+    hidden = numpy_xlm(tensors, XLM, inputs["token_ids"], inputs["padding_mask"],
+                       inputs["position_ids"], inputs["language_ids"])
+    want = hidden @ tensors["pred_layer.proj.weight"].T + tensors["pred_layer.proj.bias"]
+    real = inputs["padding_mask"].astype(bool)
+    np.testing.assert_allclose(got[real], want[real], atol=5e-4)
+    untied = dict(tensors, **{"pred_layer.proj.weight": tensors["pred_layer.proj.weight"] + 1})
+    with pytest.raises(CheckpointError, match="not tied"):
+        masked_lm_from_huggingface(write_checkpoint(tmp_path / "u", XLM, untied))
+    with pytest.raises(CheckpointError, match="adaptive softmax"):
+        masked_lm_from_huggingface(write_checkpoint(tmp_path / "a", dict(XLM, asm=True),
+                                                    tensors))

@@ -67,10 +67,13 @@ def test_same_seed_same_masks_and_different_seed_different_masks():
     assert (a["mask_positions"] != c["mask_positions"]).any()
 
 
-def test_compiles_with_xla():
+@pytest.mark.parametrize("weighted", [False, True])
+def test_compiles_with_xla(weighted):
     ids, padding = _batch(batch=4, length=32)
+    weights = _weighted_vocab()[1] if weighted else None
     fn = tf.function(lambda i, p, s: masking.mask_tokens(
-        i, s, VOCAB, MASK_ID, padding_mask=p, special_token_ids=SPECIALS), jit_compile=True)
+        i, s, VOCAB, MASK_ID, padding_mask=p, special_token_ids=SPECIALS,
+        token_weights=weights), jit_compile=True)
     out = {k: v.numpy() for k, v in fn(ids, padding, tf.constant([3, 4])).items()}
     # (XLA's random bits may differ from the eager kernels'; the recipe may not.)
     candidates = (padding == 1) & ~np.isin(ids, SPECIALS)
@@ -129,3 +132,66 @@ def test_bad_arguments():
         masking.mask_tokens(np.ones((1, 4), "int32"), [0, 0], 10, 4, mask_rate=1.5)
     with pytest.raises(ValueError, match="duplicate"):
         masking.MLMMasker(10, 4, dynamic=True, duplicate=2)
+
+
+def test_inverse_frequency_weights_by_hand():
+    np.testing.assert_allclose(masking.inverse_frequency_weights([0, 1, 4, 100]),
+                               [1.0, 1.0, 0.5, 0.1], rtol=1e-6)
+    with pytest.raises(ValueError, match="counts"):
+        masking.inverse_frequency_weights([[1, 2]])
+
+
+def _weighted_vocab():
+    # ids 10..19 with counts 1, 4, 9, ..., 100 -> weights 1/sqrt(count) = 1, 1/2, ..., 1/10.
+    counts = np.full(VOCAB, 50.0)
+    counts[10:20] = np.arange(1, 11) ** 2
+    return counts, masking.inverse_frequency_weights(counts)
+
+
+def test_weighted_selection_matches_successive_multinomial_draws():
+    # Rows of the 10 ids 10..19: round(0.15 * 10) = 2 draws without replacement,
+    # P(i chosen) = p_i + sum_{j != i} p_j p_i / (1 - p_j) (XLM's np.random.choice).
+    _, weights = _weighted_vocab()
+    rows = 20000
+    ids = np.tile(np.arange(10, 20, dtype="int32"), (rows, 1))
+    out = masking.mask_tokens(ids, tf.constant([3, 4]), VOCAB, MASK_ID,
+                              token_weights=weights)
+    used = out["mask_weights"].numpy()
+    assert np.all(used.sum(axis=1) == 2)  # the 15% budget is kept
+    chosen = out["mask_ids"].numpy()[used > 0]
+    observed = np.bincount(chosen - 10, minlength=10)
+    p = weights[10:20].astype(np.float64) / weights[10:20].sum(dtype=np.float64)
+    inclusion = p + p * np.array([sum(p[j] / (1 - p[j]) for j in range(10) if j != i)
+                                  for i in range(10)])
+    np.testing.assert_allclose(inclusion.sum(), 2.0, rtol=1e-9)
+    expected = inclusion * rows
+    chi2 = ((observed - expected) ** 2 / expected).sum()
+    assert chi2 < 30, (chi2, observed, expected)  # chi2(9) 99.9% point is 27.9
+
+
+def test_weighted_selection_prefers_rare_tokens_and_keeps_budget():
+    counts = np.full(VOCAB, 1.0)
+    counts[500] = 10000.0  # frequent: weight 0.01 vs 1 for the others
+    weights = masking.inverse_frequency_weights(counts)
+    ids, padding = _batch(batch=256)
+    ids = np.where((padding == 1) & (np.arange(ids.shape[1]) % 2 == 0) & (ids > 3), 500, ids)
+    out = masking.mask_tokens(ids, tf.constant([5, 6]), VOCAB, MASK_ID, padding_mask=padding,
+                              special_token_ids=SPECIALS, token_weights=weights)
+    out = {k: v.numpy() for k, v in out.items()}
+    n = ((padding == 1) & ~np.isin(ids, SPECIALS)).sum(axis=1)
+    np.testing.assert_array_equal(out["mask_weights"].sum(axis=1),
+                                  np.maximum(1, np.round(0.15 * n)))
+    chosen = out["mask_ids"][out["mask_weights"] > 0]
+    assert not np.isin(chosen, SPECIALS).any()
+    frequent_share = np.mean(chosen == 500)
+    # About half of the candidates are id 500; uniform masking would pick ~50% of them.
+    assert frequent_share < 0.03, frequent_share
+
+
+def test_token_weights_are_checked():
+    with pytest.raises(ValueError, match="one weight per vocabulary id"):
+        masking.MLMMasker(VOCAB, MASK_ID, token_weights=np.ones(VOCAB - 1))
+    bad = np.ones(VOCAB)
+    bad[7] = 0.0
+    with pytest.raises(ValueError, match="positive"):
+        masking.MLMMasker(VOCAB, MASK_ID, token_weights=bad)

@@ -67,3 +67,19 @@ def test_tlm_truncates_each_side():
     assert example["token_ids"].numpy().tolist() == [1, 10, 11, 12, 1, 1, 30, 31, 32, 1]
     with pytest.raises(ValueError, match="no room"):
         ml.tlm_example([1], [2], 5, 1, 0, 0, 1)
+
+
+def test_xlm_masker_masks_rare_tokens_more_and_never_eos_or_pad():
+    # Lample & Conneau 2019, Sec. 3.3: weights proportional to 1/sqrt(frequency).
+    vocab, pad, eos, mask = 64, 2, 1, 5
+    counts = np.ones(vocab)
+    counts[10] = 400.0  # weight 1/20 of the others'
+    masker = ml.xlm_masker(vocab, mask, eos, pad, counts, seed=3)
+    ids = np.tile(np.array([eos] + [10, 11] * 20 + [pad] * 7, np.int32), (512, 1))
+    batch = {"token_ids": ids, "padding_mask": (ids != pad).astype(np.int32)}
+    masked = next(iter(masker.apply(tf.data.Dataset.from_tensors(batch))))
+    chosen = masked["mask_ids"].numpy()[masked["mask_weights"].numpy() > 0]
+    assert np.all(masked["mask_weights"].numpy().sum(axis=1) == 6)  # round(0.15 * 40)
+    assert not np.isin(chosen, (eos, pad)).any()
+    # Uniform masking would give ~1:1; the weights give at most ~1:20 per draw.
+    assert np.mean(chosen == 10) < 0.1

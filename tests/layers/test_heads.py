@@ -54,6 +54,36 @@ def test_masked_lm_head_ties_to_factorized_embedding_width():
     assert head.dense.kernel.shape == (8, 4)
 
 
+def test_masked_lm_head_without_transform_is_xlm_pred_layer():
+    # XLM's PredLayer: logits = x E^T + b, no dense, no LayerNorm.
+    embedding = TokenEmbedding(11, 8)
+    embedding.build()
+    head = MaskedLMHead(token_embedding=embedding, transform=False)
+    head.build(HIDDEN.shape)
+    head.output_bias.assign(RNG.normal(size=11).astype("float32"))
+    logits = head(HIDDEN, mask_positions=POSITIONS).numpy()
+    # Its only weights: the bias and the tied table itself.
+    assert sorted(w.path.split("/")[-1] for w in head.weights) == ["embeddings", "output_bias"]
+    assert not hasattr(head, "dense")
+    gathered = np.take_along_axis(HIDDEN, POSITIONS[:, :, None], axis=1)
+    want = gathered @ embedding.embeddings.numpy().T + head.output_bias.numpy()
+    np.testing.assert_allclose(logits, want, atol=1e-5)
+    assert MaskedLMHead.from_config(
+        MaskedLMHead(vocabulary_size=11, transform=False).get_config()).transform is False
+    run_layer_test(MaskedLMHead, {"vocabulary_size": 11, "transform": False},
+                   {"inputs": HIDDEN, "mask_positions": POSITIONS},
+                   expected_output_shape=(2, 3, 11))
+
+
+def test_masked_lm_head_without_transform_needs_hidden_wide_table():
+    with pytest.raises(ValueError, match="embedding_size"):
+        MaskedLMHead(vocabulary_size=11, embedding_size=4, transform=False)
+    embedding = FactorizedEmbedding(13, 4, 8)  # a V x 4 table under hidden size 8
+    embedding.build()
+    with pytest.raises(ValueError, match="as wide"):
+        MaskedLMHead(token_embedding=embedding, transform=False)(HIDDEN)
+
+
 def test_masked_lm_head_rejects_bad_arguments():
     embedding = TokenEmbedding(11, 8)
     with pytest.raises(ValueError, match="differs from the tied"):

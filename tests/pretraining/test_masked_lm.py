@@ -234,3 +234,39 @@ def test_sparse_last_layer_gives_the_same_logits_and_gradients(family):
     for s, d in used:
         np.testing.assert_allclose(tf.convert_to_tensor(s), tf.convert_to_tensor(d),
                                    atol=1e-5)
+
+
+def test_xlm_pretrainer_uses_xlm_pred_layer_head():
+    """XLM's PredLayer: logits = h_p E^T + b (tied, bias, no transform)."""
+    from keras_ctx.data.multilingual import xlm_masker
+    from keras_ctx.models.xlm import XLMBackbone
+
+    backbone = XLMBackbone(V, 1, 2, 32, 128, num_languages=2, max_sequence_length=32,
+                           dropout=0.0, attention_dropout=0.0)
+    model = MaskedLMPretrainer(backbone, head_transform=False)
+    assert model.mlm_head.transform is False
+    assert MaskedLMPretrainer(backbone).mlm_head.transform is True
+    assert MaskedLMPretrainer.from_config(model.get_config()).head_transform is False
+    rng = np.random.default_rng(0)
+    ids = rng.integers(10, V, (4, 16)).astype("int32")
+    ids[:, 0] = syn.SPECIAL["sep"]
+    batch = {"token_ids": ids, "padding_mask": np.ones_like(ids),
+             "position_ids": np.tile(np.arange(16, dtype="int32"), (4, 1)),
+             "language_ids": np.zeros_like(ids)}
+    masker = xlm_masker(V, syn.SPECIAL["mask"], syn.SPECIAL["sep"], syn.SPECIAL["pad"],
+                        np.ones(V), seed=1)
+    batch = next(iter(masker.apply(tf.data.Dataset.from_tensors(batch))))
+    model.mlm_head.build((None, None, 32))
+    model.mlm_head.output_bias.assign(rng.normal(size=V).astype("float32"))
+    logits = model(batch)["mlm"].numpy()
+    assert model.count_params() == backbone.count_params() + V  # only the output bias
+    inputs = {k: batch[k] for k in ("token_ids", "padding_mask", "position_ids",
+                                    "language_ids")}
+    hidden = backbone(inputs)["sequence_output"].numpy()
+    rows = np.take_along_axis(hidden, batch["mask_positions"].numpy()[:, :, None], axis=1)
+    want = rows @ backbone.token_embedding.embeddings.numpy().T + (
+        model.mlm_head.output_bias.numpy())
+    np.testing.assert_allclose(logits, want, atol=1e-4)
+    model.compile(optimizer=keras.optimizers.Adam(1e-3), jit_compile=True)
+    history = model.fit(tf.data.Dataset.from_tensors(batch).repeat(8), verbose=0).history
+    assert np.isfinite(history["mlm_loss"][-1])

@@ -21,7 +21,8 @@ weighted means over tokens normalise by the global batch's weight total
 exactly the one-device gradient.
 
 Hooks for objectives that need them: `step_variables` (ELECTRA's two-stage
-schedule trains subsets), `total_loss` (ELECTRA's lambda), and
+schedule trains subsets), `total_loss` (ELECTRA's lambda), `step_batches`
+(CVT's alternating minibatches), and
 `serialized_models` (the sub-models (de)serialised by get_config/from_config).
 State carried between steps (XLNet's memory) is read and assigned in
 `compute_losses`, per replica.
@@ -111,14 +112,31 @@ class Pretrainer(keras.Model):
         x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
         return x if y is None and sample_weight is None else (x, y, sample_weight)
 
+    def step_batches(self, batch):
+        """The minibatches one `train_step` updates on, in order: `batch` alone by default.
+
+        CVT alternates labelled and unlabelled minibatches inside one step;
+        each gets the whole update below.
+        """
+        return (batch,)
+
     def train_step(self, data):
-        batch = self.unpack_batch(data)
+        for batch in self.step_batches(self.unpack_batch(data)):
+            results = self._update(batch)
+        return results
+
+    def _update(self, batch):
         with tf.GradientTape() as tape:
             total = self.total_loss(self.compute_losses(batch, training=True))
             # The optimizer sums the replicas' gradients: average the loss over them.
             scaled = self.optimizer.scale_loss(total / num_replicas())
         # Asked after the forward pass, which builds lazily built heads.
         variables = self.step_variables()
+        if not self.optimizer.built:
+            # Every trainable variable, as Keras builds it under a strategy: updates
+            # of subsets (ELECTRA's stages, CVT, an unused pooler) share one
+            # optimizer, and a checkpoint restores into the same variables.
+            self.optimizer.build(self.trainable_variables)
         gradients = tape.gradient(scaled, variables)
         # Weights the step does not reach (e.g. RoBERTa's unused pooler) have none.
         used = [(g, v) for g, v in zip(gradients, variables) if g is not None]

@@ -148,25 +148,19 @@ class CrossViewTrainer(Pretrainer):
 
     # --- the alternating step -------------------------------------------------------------
 
-    def train_step(self, data):
-        """L_0, U, L_1, U, ..., L_(K-1), U: 2K updates, each the base's whole step.
+    def step_batches(self, batch):
+        """L_0, U, L_1, U, ..., L_(K-1), U: 2K updates, each the base's whole update.
 
-        Each update is `Pretrainer.train_step` on one minibatch's losses (loss
-        scaling, replicas, None gradients dropped), so it changes only the
-        weights its loss reaches. Sequential updates, no control flow: they
-        also run under MirroredStrategy, where a synchronising step inside a
-        `tf.cond` cannot.
+        Each update changes only the weights its loss reaches. Sequential
+        updates, no control flow: they also run under MirroredStrategy, where
+        a synchronising step inside a `tf.cond` cannot.
         """
-        batch = self.unpack_batch(data)
-        if not self.optimizer.built:
-            # Every variable, before the first update builds it with its own subset.
-            self.optimizer.build(self.trainable_variables)
-        step = super().train_step
+        batches = []
         for task in self.task_names:
             inputs, labels = batch["labelled"][task]
-            results = step({"branch": task, "inputs": inputs, "labels": labels})
-            results = step({"branch": UNLABELLED, "inputs": batch["unlabelled"][task]})
-        return results
+            batches.append({"branch": task, "inputs": inputs, "labels": labels})
+            batches.append({"branch": UNLABELLED, "inputs": batch["unlabelled"][task]})
+        return batches
 
     def test_step(self, data):
         """Evaluates the primary module of the first task on `(inputs, labels)` batches."""

@@ -273,13 +273,6 @@ class ElectraPretrainer(Pretrainer):
             if s is not t:
                 t.assign(s)
 
-    def compile(self, *args, **kwargs):
-        super().compile(*args, **kwargs)
-        # Build the optimizer on every trainable weight now: the stages then
-        # update subsets of them with one optimizer.
-        if self.optimizer is not None and not self.optimizer.built:
-            self.optimizer.build(self.trainable_variables)
-
     def step_variables(self):
         if self.stage == "generator":
             return _unique(self.generator.trainable_variables

@@ -363,7 +363,7 @@ def _register_builtin():
         pooling=("encoder_sequence_output", "encoder_padding_mask", "mean"),
         word_vectors="encoder_sequence_output", extra_tokens=T5_SENTINELS,
         dataset=_pipeline("span_corruption_dataset", num_sentinels=T5_SENTINELS),
-        pretrainer=_pretrainer("Seq2SeqPretrainer"), huggingface=("t5",)))
+        pretrainer=_pretrainer("Seq2SeqPretrainer"), huggingface=("t5", "mt5")))
     register_family(Family(
         "bart", bart.BartBackbone, bart.BART_PRESETS, _tokenizer("train_byte_level_bpe"),
         BART_FRAMING, inputs="encoder_decoder",

@@ -1,13 +1,19 @@
-"""Hugging Face T5 v1.0 checkpoints (model_type "t5") <-> T5Backbone.
+"""Hugging Face T5 / T5 v1.1 / mT5 checkpoints (model_type "t5", "mt5") <-> T5Backbone.
 
 T5 has no biases, RMS norms (`layer_norm.weight` only) and one relative
 position bias table per stack, in the first block
 (`encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight`,
 (num_buckets, heads)). The shared embedding is `shared.weight`
-(`encoder/decoder.embed_tokens.weight` and a tied `lm_head.weight` are
-copies). Gated feed-forwards (T5 v1.1, "gated-gelu") and untied output
-embeddings are refused: T5Backbone has neither.
+(`encoder/decoder.embed_tokens.weight` are copies). The layout is
+T5ForConditionalGeneration's: with `tie_word_embeddings` (v1.0) a stored
+`lm_head.weight` must equal `shared.weight` and is not written back; untied
+(v1.1, mT5) it is the backbone's `lm_head`. `feed_forward_proj`
+"gated-gelu" (v1.1, mT5) is `DenseGatedActDense`: `wi_0` (under the
+activation; HF maps "gated-gelu" to the tanh GELU "gelu_new") times `wi_1`,
+then `wo`.
 """
+
+import numpy as np
 
 from keras_ctx.convert.bert import _check_class, _required
 from keras_ctx.convert.huggingface import (
@@ -25,22 +31,20 @@ from keras_ctx.convert.mapping import (
     with_tied_copy,
 )
 
-T5_IGNORED = ("embed_tokens", "lm_head")
+T5_IGNORED = ("embed_tokens",)
+# feed_forward_proj -> (activation, gated). HF reads "gated-gelu" as gelu_new
+# (the tanh GELU of Mesh TensorFlow); a plain "gelu" is the exact one.
+PROJECTIONS = {"relu": ("relu", False), "gelu": ("gelu", False),
+               "gated-gelu": ("gelu_approximate", True), "gated-relu": ("relu", True)}
 
 
 def t5_config_from_huggingface(config):
     _required(config, "vocab_size", "d_model", "d_ff", "num_layers", "num_heads")
     projection = config.get("feed_forward_proj", "relu")
-    if projection not in ("relu", "gelu"):
-        raise CheckpointError(f"feed_forward_proj {projection!r}: T5Backbone has no gated "
-                              "feed-forward (T5 v1.1); only 'relu' / 'gelu' are supported.")
-    if not config.get("tie_word_embeddings", True):
-        raise CheckpointError("tie_word_embeddings=false (T5 v1.1): T5Backbone ties its "
-                              "output embedding.")
-    if config.get("d_kv", config["d_model"] // config["num_heads"]) * config["num_heads"] != \
-            config["d_model"]:
-        raise CheckpointError(f"d_kv {config['d_kv']} * num_heads {config['num_heads']} != "
-                              f"d_model {config['d_model']}: T5Backbone's heads split d_model.")
+    if projection not in PROJECTIONS:
+        raise CheckpointError(f"feed_forward_proj {projection!r} is not supported; supported: "
+                              f"{', '.join(sorted(PROJECTIONS))}.")
+    activation, gated = PROJECTIONS[projection]
     return dict(
         vocabulary_size=config["vocab_size"],
         num_layers=config["num_layers"],
@@ -49,7 +53,10 @@ def t5_config_from_huggingface(config):
         hidden_size=config["d_model"],
         intermediate_size=config["d_ff"],
         dropout=config.get("dropout_rate", 0.1),
-        activation=projection,
+        activation=activation,
+        gated_feedforward=gated,
+        head_size=config.get("d_kv") or config["d_model"] // config["num_heads"],
+        tie_embeddings=bool(config.get("tie_word_embeddings", True)),
         layer_norm_epsilon=config.get("layer_norm_epsilon", 1e-6),
         num_buckets=config.get("relative_attention_num_buckets", 32),
         max_distance=config.get("relative_attention_max_distance", 128),
@@ -62,8 +69,11 @@ def _names(p, kind):
 
 
 def t5_weight_map(backbone):
+    """[Entry] of a T5Backbone in T5ForConditionalGeneration names (lm_head if untied)."""
     heads = backbone.num_heads
     entries = [Entry(backbone.token_embedding.embeddings, "shared.weight")]
+    if backbone.lm_head is not None:
+        entries.append(Entry(backbone.lm_head.kernel, "lm_head.weight", LINEAR))
     for stack, blocks, bias, norm in (
             ("encoder", backbone.encoder_blocks, backbone.encoder_bias, backbone.encoder_norm),
             ("decoder", backbone.decoder_blocks, backbone.decoder_bias, backbone.decoder_norm)):
@@ -82,18 +92,31 @@ def t5_weight_map(backbone):
                 entries += rms_norm_entries(block.cross_attention_norm,
                                             p + ".1.layer_norm.weight")
                 ffn = 2
+            f, feedforward = f"{p}.{ffn}.DenseReluDense", block.feedforward
+            if backbone.gated_feedforward:  # act(x wi_0) * (x wi_1)
+                entries += [Entry(feedforward.intermediate_dense.kernel, f"{f}.wi_0.weight",
+                                  LINEAR),
+                            Entry(feedforward.gate_dense.kernel, f"{f}.wi_1.weight", LINEAR)]
+            else:
+                entries.append(Entry(feedforward.intermediate_dense.kernel, f"{f}.wi.weight",
+                                     LINEAR))
+            entries.append(Entry(feedforward.output_dense.kernel, f"{f}.wo.weight", LINEAR))
             f = f"{p}.{ffn}"
-            entries += [Entry(block.feedforward.intermediate_dense.kernel,
-                              f"{f}.DenseReluDense.wi.weight", LINEAR),
-                        Entry(block.feedforward.output_dense.kernel,
-                              f"{f}.DenseReluDense.wo.weight", LINEAR)]
             entries += rms_norm_entries(block.feedforward_norm, f"{f}.layer_norm.weight")
         entries += rms_norm_entries(norm, f"{stack}.final_layer_norm.weight")
     return entries
 
 
-@register_converter("t5")
-def convert_t5(config, tensors):
+def check_tied_copy(tensors, name, table_name):
+    """A stored copy of a tied table (`lm_head.weight`) must equal it: HF would overwrite it."""
+    if name in tensors and (tensors[name].shape != tensors[table_name].shape
+                            or not np.array_equal(tensors[name], tensors[table_name])):
+        raise CheckpointError(f"{name} differs from {table_name}, but config.json ties them "
+                              "(tie_word_embeddings); set tie_word_embeddings=false for an "
+                              "untied output layer.")
+
+
+def _convert(config, tensors):
     from keras_ctx.models.t5 import T5Backbone
 
     backbone = T5Backbone(**t5_config_from_huggingface(config))
@@ -101,25 +124,48 @@ def convert_t5(config, tensors):
         return backbone
     tensors = with_tied_copy(tensors, "shared.weight",
                              ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight"))
-    load_checkpoint(t5_weight_map(backbone), tensors,
-                    ignore=T5_IGNORED)
+    ignore = T5_IGNORED
+    if backbone.lm_head is None:
+        check_tied_copy(tensors, "lm_head.weight", "shared.weight")
+        ignore += ("lm_head.weight",)
+    load_checkpoint(t5_weight_map(backbone), tensors, ignore=ignore)
     return backbone
 
 
-@register_exporter("t5")
-def export_t5(backbone):
-    _check_class(backbone, "T5Backbone", "t5")
-    c = backbone.get_config()
-    config = {
-        "model_type": "t5", "architectures": ["T5Model"],
-        "vocab_size": c["vocabulary_size"], "d_model": c["hidden_size"],
-        "d_kv": c["hidden_size"] // c["num_heads"], "d_ff": c["intermediate_size"],
-        "num_layers": c["num_layers"], "num_decoder_layers": c["num_decoder_layers"],
-        "num_heads": c["num_heads"], "dropout_rate": c["dropout"],
-        "feed_forward_proj": c["activation"], "layer_norm_epsilon": c["layer_norm_epsilon"],
-        "relative_attention_num_buckets": c["num_buckets"],
-        "relative_attention_max_distance": c["max_distance"],
-        "tie_word_embeddings": True, "pad_token_id": 0, "eos_token_id": 1,
-        "decoder_start_token_id": 0,
-    }
-    return config, export_weight_map(t5_weight_map(backbone))
+register_converter("t5")(_convert)
+register_converter("mt5")(_convert)  # mT5: T5 v1.1's layout with a 250k vocabulary
+
+
+def _projection_name(backbone):
+    for name, (activation, gated) in PROJECTIONS.items():
+        if (activation, gated) == (backbone.activation, backbone.gated_feedforward):
+            return name
+    raise CheckpointError(f"A {'gated ' if backbone.gated_feedforward else ''}"
+                          f"{backbone.activation!r} feed-forward has no Hugging Face "
+                          f"feed_forward_proj; supported: {', '.join(sorted(PROJECTIONS))}.")
+
+
+def _exporter(model_type, architecture):
+    def export(backbone):
+        _check_class(backbone, "T5Backbone", model_type)
+        c = backbone.get_config()
+        config = {
+            "model_type": model_type, "architectures": [architecture],
+            "vocab_size": c["vocabulary_size"], "d_model": c["hidden_size"],
+            "d_kv": c["head_size"], "d_ff": c["intermediate_size"],
+            "num_layers": c["num_layers"], "num_decoder_layers": c["num_decoder_layers"],
+            "num_heads": c["num_heads"], "dropout_rate": c["dropout"],
+            "feed_forward_proj": _projection_name(backbone),
+            "layer_norm_epsilon": c["layer_norm_epsilon"],
+            "relative_attention_num_buckets": c["num_buckets"],
+            "relative_attention_max_distance": c["max_distance"],
+            "tie_word_embeddings": c["tie_embeddings"], "pad_token_id": 0, "eos_token_id": 1,
+            "decoder_start_token_id": 0,
+        }
+        return config, export_weight_map(t5_weight_map(backbone))
+
+    return export
+
+
+register_exporter("t5")(_exporter("t5", "T5ForConditionalGeneration"))
+register_exporter("mt5")(_exporter("mt5", "MT5ForConditionalGeneration"))

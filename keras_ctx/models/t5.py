@@ -6,7 +6,14 @@
     decoder: y = dropout(E[tgt]);  b_dec = RelPosBias_causal(y)  (first layer, shared)
              y = block_l(y, x, attention_bias=b_dec)   (causal self-, then cross-attention)
              y = dropout(rms_norm(y))
-    logits = (y * d_model^-0.5) E^T     (output tied to the shared embedding)
+    logits = (y * d_model^-0.5) E^T     (v1.0: output tied to the shared embedding)
+    logits = y W_out                    (v1.1 / mT5: untied, no rescale)
+
+T5 v1.1 (the released t5.1.1 gin configs) and mT5 (Xue et al. 2021) change
+three things: a gated-GELU feed-forward FFN(x) = (gelu(x W_0) * x W_1) W_o
+(Shazeer 2020), an output projection W_out separate from the embedding, and
+no dropout in pretraining. T5-3B/11B (and v1.1 small) have
+num_heads * head_size != d_model.
 """
 
 import keras
@@ -29,19 +36,27 @@ from keras_ctx.models.backbone import (
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
 class T5Backbone(Backbone):
-    """The T5 encoder-decoder (v1.0: ReLU feed-forward, tied embeddings).
+    """The T5 encoder-decoder: v1.0 (ReLU, tied output) or v1.1 / mT5 (gated GELU, untied).
 
     Args:
         vocabulary_size: 32128 (32000 SentencePiece pieces, 100 sentinels
             <extra_id_i> = 32099 - i, padding).
         num_layers: encoder blocks (and decoder blocks unless
             `num_decoder_layers` is given).
-        num_heads: attention heads (head size = hidden_size / num_heads).
+        num_heads: attention heads.
         hidden_size: d_model.
         intermediate_size: d_ff.
         num_decoder_layers: decoder depth; defaults to num_layers.
-        dropout: 0.1 in T5 (embeddings, residuals, feed-forward, final).
-        activation: "relu" (T5 v1.0) or "gelu".
+        dropout: 0.1 in T5 v1.0 (embeddings, residuals, feed-forward, final);
+            0 in v1.1 / mT5 pretraining (raise it for fine-tuning).
+        activation: "relu" (T5 v1.0), "gelu", or "gelu_approximate" (the
+            tanh GELU of Mesh TensorFlow, T5 v1.1's gated GELU).
+        head_size: d_kv, the per-head width; defaults to hidden_size /
+            num_heads (T5-3B/11B: 128 with 32/128 heads of a 1024 d_model).
+        gated_feedforward: act(x W_0) * (x W_1) feed-forward (T5 v1.1, mT5).
+        tie_embeddings: the output layer is the shared embedding, read after
+            a d_model^-0.5 rescale (v1.0); False: a separate `lm_head`
+            projection and no rescale (v1.1, mT5).
         layer_norm_epsilon: 1e-6.
         num_buckets, max_distance: relative position buckets (32, 128).
         lookup: "gather" or "one_hot" token lookup.
@@ -75,10 +90,18 @@ class T5Backbone(Backbone):
         num_buckets=32,
         max_distance=128,
         lookup="gather",
+        head_size=None,
+        gated_feedforward=False,
+        tie_embeddings=True,
         dtype=None,
         **kwargs,
     ):
         num_decoder_layers = num_decoder_layers or num_layers
+        if head_size is None:
+            if hidden_size % num_heads:
+                raise ValueError(f"hidden_size {hidden_size} is not divisible by num_heads "
+                                 f"{num_heads}; pass head_size (T5's d_kv).")
+            head_size = hidden_size // num_heads
         # Mesh TensorFlow T5 initialises the shared embedding from N(0, 1).
         token_embedding = TokenEmbedding(
             vocabulary_size, hidden_size, lookup=lookup,
@@ -90,6 +113,8 @@ class T5Backbone(Backbone):
             intermediate_size=intermediate_size,
             hidden_size=hidden_size,
             activation=activation,
+            gated_feedforward=gated_feedforward,
+            head_size=head_size,
             dropout=dropout,
             normalize_first=True,
             normalization="rms_norm",
@@ -146,6 +171,14 @@ class T5Backbone(Backbone):
             dtype=dtype,
             **kwargs,
         )
+        self.lm_head = None
+        if not tie_embeddings:
+            # Mesh TF's dense default (fan-in variance scaling) for the
+            # untied "logits" projection of T5 v1.1 / mT5.
+            self.lm_head = keras.layers.Dense(
+                vocabulary_size, use_bias=False, dtype=dtype, name="lm_head",
+                kernel_initializer=keras.initializers.RandomNormal(stddev=hidden_size**-0.5))
+            self.lm_head.build((None, None, hidden_size))
         self._token_embedding = token_embedding
         self.encoder_blocks = encoder_blocks
         self.decoder_blocks = decoder_blocks
@@ -168,6 +201,9 @@ class T5Backbone(Backbone):
             "num_buckets": num_buckets,
             "max_distance": max_distance,
             "lookup": lookup,
+            "head_size": head_size,
+            "gated_feedforward": gated_feedforward,
+            "tie_embeddings": tie_embeddings,
         }
 
     @property
@@ -180,8 +216,10 @@ class T5Backbone(Backbone):
         return t5_parameter_count(**config)
 
     def logits(self, hidden):
+        if self.lm_head is not None:  # untied (v1.1, mT5): no rescale
+            return self.lm_head(hidden)
         # Mesh TensorFlow T5 rescales the decoder output by d_model^-0.5
-        # before the tied output embedding.
+        # before the tied output embedding (HF T5 too, when tied only).
         hidden = hidden * ops.cast(self.hidden_size**-0.5, hidden.dtype)
         return self._token_embedding.reverse(hidden)
 
@@ -197,9 +235,8 @@ class T5Backbone(Backbone):
     def build_decoder_cache(self, encoder_output, max_length):
         """(self-attention caches of zeros, precomputed cross-attention caches)."""
         batch = ops.shape(encoder_output)[0]
-        head_size = self.hidden_size // self.num_heads
         self_cache = ops.zeros(
-            (batch, len(self.decoder_blocks), 2, max_length, self.num_heads, head_size),
+            (batch, len(self.decoder_blocks), 2, max_length, self.num_heads, self.head_size),
             dtype=self.compute_dtype,
         )
         cross_cache = ops.stack(
@@ -229,22 +266,59 @@ class T5Backbone(Backbone):
 
 
 def t5_parameter_count(vocabulary_size, num_layers, num_heads, hidden_size, intermediate_size,
-                       num_decoder_layers=None, num_buckets=32, **unused):
+                       num_decoder_layers=None, num_buckets=32, head_size=None,
+                       gated_feedforward=False, tie_embeddings=True, **unused):
     """Parameters of a T5Backbone config, counted analytically (no weights built)."""
     h, f = hidden_size, intermediate_size
+    inner = num_heads * (head_size or h // num_heads)
     num_decoder_layers = num_decoder_layers or num_layers
-    attention, feedforward = 4 * h * h, 2 * h * f
+    attention, feedforward = 4 * h * inner, (3 if gated_feedforward else 2) * h * f
     encoder = num_layers * (attention + feedforward + 2 * h) + num_buckets * num_heads + h
     decoder = (num_decoder_layers * (2 * attention + feedforward + 3 * h)
                + num_buckets * num_heads + h)
-    return vocabulary_size * h + encoder + decoder
+    embeddings = vocabulary_size * h * (1 if tie_embeddings else 2)
+    return embeddings + encoder + decoder
 
 
-# Raffel et al. 2020, Sec. 3.7 / Table 14 sizes.
+def _v1_1(vocabulary_size, hidden_size, num_layers, num_heads, intermediate_size):
+    # t5.1.1 / mT5 gin: d_kv 64, gated GELU ("gelu", "linear"), untied
+    # softmax, dropout_rate 0.0 in pretraining.
+    return dict(vocabulary_size=vocabulary_size, num_layers=num_layers, num_heads=num_heads,
+                hidden_size=hidden_size, intermediate_size=intermediate_size, head_size=64,
+                gated_feedforward=True, activation="gelu_approximate", tie_embeddings=False,
+                dropout=0.0)
+
+
+T5_VOCABULARY = 32128  # 32000 pieces + 100 sentinels, rounded up to a multiple of 128
+MT5_VOCABULARY = 250112  # mT5's 250k SentencePiece vocabulary, rounded to 128s (t5x gin)
+
 T5_PRESETS = {
-    "t5-small": (dict(vocabulary_size=32128, num_layers=6, num_heads=8, hidden_size=512,
+    # T5 v1.0: Raffel et al. 2020, Sec. 3.7 / Table 14; 3B and 11B from the
+    # released bi_v1_3B.gin / bi_v1_11B.gin (d_kv 128, heads * d_kv != d_model).
+    # Parameter counts as HF T5ForConditionalGeneration counts them (tied).
+    "t5-small": (dict(vocabulary_size=T5_VOCABULARY, num_layers=6, num_heads=8, hidden_size=512,
                       intermediate_size=2048), "T5 small, 60.5M parameters"),
-    "t5-base": (dict(vocabulary_size=32128, num_layers=12, num_heads=12, hidden_size=768,
-                     intermediate_size=3072), "T5 base, 222.9M parameters"),
+    "t5-base": (dict(vocabulary_size=T5_VOCABULARY, num_layers=12, num_heads=12,
+                     hidden_size=768, intermediate_size=3072), "T5 base, 222.9M parameters"),
+    "t5-large": (dict(vocabulary_size=T5_VOCABULARY, num_layers=24, num_heads=16,
+                      hidden_size=1024, intermediate_size=4096), "T5 large, 737.7M parameters"),
+    "t5-3b": (dict(vocabulary_size=T5_VOCABULARY, num_layers=24, num_heads=32, hidden_size=1024,
+                   intermediate_size=16384, head_size=128), "T5 3B, 2.85B parameters"),
+    "t5-11b": (dict(vocabulary_size=T5_VOCABULARY, num_layers=24, num_heads=128,
+                    hidden_size=1024, intermediate_size=65536, head_size=128),
+               "T5 11B, 11.3B parameters"),
+    # T5 v1.1: the released t5.1.1.{small,base,large,xl,xxl}.gin.
+    "t5.1.1-small": (_v1_1(T5_VOCABULARY, 512, 8, 6, 1024), "T5 v1.1 small, 77.0M parameters"),
+    "t5.1.1-base": (_v1_1(T5_VOCABULARY, 768, 12, 12, 2048), "T5 v1.1 base, 247.6M parameters"),
+    "t5.1.1-large": (_v1_1(T5_VOCABULARY, 1024, 24, 16, 2816),
+                     "T5 v1.1 large, 783.2M parameters"),
+    "t5.1.1-xl": (_v1_1(T5_VOCABULARY, 2048, 24, 32, 5120), "T5 v1.1 XL, 2.85B parameters"),
+    "t5.1.1-xxl": (_v1_1(T5_VOCABULARY, 4096, 24, 64, 10240), "T5 v1.1 XXL, 11.1B parameters"),
+    # mT5 (Xue et al. 2021): the T5 v1.1 shapes with a 250k vocabulary
+    # (t5x/examples/t5/mt5/*.gin; base as HF google/mt5-base).
+    "mt5-small": (_v1_1(MT5_VOCABULARY, 512, 8, 6, 1024), "mT5 small, 300M parameters"),
+    "mt5-base": (_v1_1(MT5_VOCABULARY, 768, 12, 12, 2048), "mT5 base, 580M parameters"),
+    "mt5-large": (_v1_1(MT5_VOCABULARY, 1024, 24, 16, 2816), "mT5 large, 1.2B parameters"),
+    "mt5-xl": (_v1_1(MT5_VOCABULARY, 2048, 24, 32, 5120), "mT5 XL, 3.7B parameters"),
+    "mt5-xxl": (_v1_1(MT5_VOCABULARY, 4096, 24, 64, 10240), "mT5 XXL, 13B parameters"),
 }
-

@@ -274,7 +274,11 @@ def t5_bucket(relative_position, bidirectional, num_buckets, max_distance):
 
 
 def numpy_t5(tensors, config, enc_ids, enc_mask, dec_ids, dec_mask):
-    """T5 v1.0 as HF T5Model: (encoder output, decoder output)."""
+    """T5 as HF T5Model: (encoder output, decoder output).
+
+    feed_forward_proj "gated-gelu" (v1.1, mT5): HF's T5DenseGatedActDense,
+    wo(gelu_new(wi_0 x) * wi_1 x); else T5DenseActDense, wo(act(wi x)).
+    """
     t = _f64(tensors)
     heads, eps = config["num_heads"], config["layer_norm_epsilon"]
     nb, md = config["relative_attention_num_buckets"], config["relative_attention_max_distance"]
@@ -290,9 +294,15 @@ def numpy_t5(tensors, config, enc_ids, enc_mask, dec_ids, dec_mask):
         values = table[t5_bucket(relative, bidirectional, nb, md)]  # (q, k, heads)
         return values.transpose(2, 0, 1)[None]
 
+    projection = config.get("feed_forward_proj", "relu")
+
     def ffn(x, p):
-        return np.maximum(x @ t[p + ".DenseReluDense.wi.weight"].T, 0) @ \
-            t[p + ".DenseReluDense.wo.weight"].T
+        f = p + ".DenseReluDense."
+        if projection == "gated-gelu":
+            hidden = gelu_new(x @ t[f + "wi_0.weight"].T) * (x @ t[f + "wi_1.weight"].T)
+        else:
+            hidden = ACTIVATIONS[projection](x @ t[f + "wi.weight"].T)
+        return hidden @ t[f + "wo.weight"].T
 
     x = t["shared.weight"][enc_ids]
     n = enc_ids.shape[1]
@@ -367,3 +377,14 @@ def numpy_gpt_neo(tensors, config, ids, mask, prefix="transformer."):
         hidden = act(m @ t[p + "mlp.c_fc.weight"].T + t[p + "mlp.c_fc.bias"])
         x = x + hidden @ t[p + "mlp.c_proj.weight"].T + t[p + "mlp.c_proj.bias"]
     return ln(x, prefix + "ln_f")
+
+
+def t5_lm_logits(tensors, config, decoder_output):
+    """HF T5ForConditionalGeneration's lm_logits from the decoder output.
+
+    Tied: lm_head(y * d_model^-0.5) with lm_head = shared; untied: lm_head(y).
+    """
+    t = _f64(tensors)
+    if config.get("tie_word_embeddings", True):
+        return decoder_output * config["d_model"] ** -0.5 @ t["shared.weight"].T
+    return decoder_output @ t["lm_head.weight"].T

@@ -1,5 +1,6 @@
 """HF GPT-2, BART and T5 checkpoints, written here in the real layout and names."""
 
+import json
 import os
 import warnings
 
@@ -180,8 +181,7 @@ T5 = {"model_type": "t5", "architectures": ["T5ForConditionalGeneration"], "voca
       "layer_norm_epsilon": 1e-6, "feed_forward_proj": "relu", "tie_word_embeddings": True}
 
 
-def t5_tensors(seed=2):
-    c = T5
+def t5_tensors(seed=2, c=T5):
     v, d, f, h, nb = c["vocab_size"], c["d_model"], c["d_ff"], c["num_heads"], \
         c["relative_attention_num_buckets"]
     inner = c["d_kv"] * h
@@ -205,30 +205,38 @@ def t5_tensors(seed=2):
                 attention(p + ".1.EncDecAttention")
                 shapes[p + ".1.layer_norm.weight"] = (d,)
                 ffn = 2
-            shapes.update({f"{p}.{ffn}.DenseReluDense.wi.weight": (f, d),
-                           f"{p}.{ffn}.DenseReluDense.wo.weight": (d, f),
+            wi = ("wi_0", "wi_1") if c["feed_forward_proj"].startswith("gated") else ("wi",)
+            shapes.update({f"{p}.{ffn}.DenseReluDense.{w}.weight": (f, d) for w in wi})
+            shapes.update({f"{p}.{ffn}.DenseReluDense.wo.weight": (d, f),
                            f"{p}.{ffn}.layer_norm.weight": (d,)})
     tensors = random_tensors(shapes, seed)
     for name in list(tensors):
         if "norm" in name:
             tensors[name] = 1 + 0.1 * tensors[name]
-    for name in ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "lm_head.weight"):
+    tied = ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight")
+    if c["tie_word_embeddings"]:
+        tied += ("lm_head.weight",)
+    for name in tied:
         tensors[name] = tensors["shared.weight"]
     return tensors
 
 
-def test_t5_matches_numpy_and_round_trips(tmp_path):
-    tensors = t5_tensors()
-    directory = write_checkpoint(tmp_path / "t5", T5, tensors)
-    backbone = from_huggingface(directory)
+def _t5_inputs():
     # Long enough (11 > max_exact) for the logarithmic buckets.
     rng = np.random.default_rng(5)
     enc_ids = rng.integers(2, 40, (2, 11)).astype("int32")
     enc_mask = np.array([[1] * 11, [1] * 8 + [0] * 3], "int32")
     dec_ids = rng.integers(2, 40, (2, 9)).astype("int32")
     dec_mask = np.array([[1] * 9, [1] * 6 + [0] * 3], "int32")
-    inputs = {"encoder_token_ids": enc_ids * enc_mask, "encoder_padding_mask": enc_mask,
-              "decoder_token_ids": dec_ids * dec_mask, "decoder_padding_mask": dec_mask}
+    return {"encoder_token_ids": enc_ids * enc_mask, "encoder_padding_mask": enc_mask,
+            "decoder_token_ids": dec_ids * dec_mask, "decoder_padding_mask": dec_mask}
+
+
+def test_t5_matches_numpy_and_round_trips(tmp_path):
+    tensors = t5_tensors()
+    directory = write_checkpoint(tmp_path / "t5", T5, tensors)
+    backbone = from_huggingface(directory)
+    inputs = _t5_inputs()
     want = numpy_refs.numpy_t5(tensors, T5, *inputs.values())
     got = _check_seq2seq(backbone, want, inputs)
 
@@ -246,9 +254,51 @@ def test_t5_matches_numpy_and_round_trips(tmp_path):
     copy = from_huggingface(write_checkpoint(tmp_path / "tied", T5, renamed))
     np.testing.assert_array_equal(copy(inputs)["decoder_sequence_output"].numpy(), got)
 
-    with pytest.raises(CheckpointError, match="gated"):
-        from_huggingface(write_checkpoint(tmp_path / "v11",
-                                          dict(T5, feed_forward_proj="gated-gelu"), tensors))
+    with pytest.raises(CheckpointError, match="feed_forward_proj 'gated-swish'"):
+        from_huggingface(write_checkpoint(tmp_path / "swish",
+                                          dict(T5, feed_forward_proj="gated-swish"), tensors))
+    # Tied, so a stored lm_head.weight must be the shared table.
+    untied = dict(tensors, **{"lm_head.weight": tensors["shared.weight"] + 1})
+    with pytest.raises(CheckpointError, match="lm_head.weight differs from shared.weight"):
+        from_huggingface(write_checkpoint(tmp_path / "bad_tie", T5, untied))
+
+
+# T5 v1.1 / mT5 (Xue et al. 2021): gated GELU, untied lm_head, and here
+# num_heads * d_kv = 12 != d_model = 16 as in T5-3B/11B.
+MT5 = dict(T5, model_type="mt5", architectures=["MT5ForConditionalGeneration"], d_kv=3,
+           feed_forward_proj="gated-gelu", tie_word_embeddings=False, dropout_rate=0.0)
+
+
+def test_gated_untied_t5_matches_numpy_and_round_trips(tmp_path):
+    tensors = t5_tensors(seed=3, c=MT5)
+    assert "lm_head.weight" in tensors and "encoder.block.1.layer.1.DenseReluDense.wi_1.weight" \
+        in tensors
+    backbone = from_huggingface(write_checkpoint(tmp_path / "mt5", MT5, tensors))
+    c = backbone.get_config()
+    assert (c["gated_feedforward"], c["tie_embeddings"], c["head_size"], c["activation"]) == (
+        True, False, 3, "gelu_approximate")
+    inputs = _t5_inputs()
+    want = numpy_refs.numpy_t5(tensors, MT5, *inputs.values())
+    got = _check_seq2seq(backbone, want, inputs)
+    # Next-token logits: lm_head(y), no d_model^-0.5 rescale when untied.
+    real = inputs["decoder_padding_mask"].astype(bool)
+    np.testing.assert_allclose(backbone.logits(got)[real],
+                               numpy_refs.t5_lm_logits(tensors, MT5, want[1])[real], atol=1e-4)
+
+    # The family's default export is model_type "t5" (the same HF modeling code).
+    exported = to_huggingface(backbone, tmp_path / "out", model_type="mt5")
+    with open(os.path.join(exported, "config.json")) as handle:
+        config = json.load(handle)
+    assert {k: config[k] for k in ("model_type", "d_kv", "feed_forward_proj",
+                                   "tie_word_embeddings")} == {
+        "model_type": "mt5", "d_kv": 3, "feed_forward_proj": "gated-gelu",
+        "tie_word_embeddings": False}
+    written = load_file(os.path.join(exported, "model.safetensors"))
+    assert set(written) == {k for k in tensors if "embed_tokens" not in k}
+    for name, value in written.items():
+        np.testing.assert_array_equal(value, tensors[name])
+    again = from_huggingface(exported)
+    np.testing.assert_array_equal(again(inputs)["decoder_sequence_output"].numpy(), got)
 
 
 OPENAI_GPT = {"model_type": "openai-gpt", "architectures": ["OpenAIGPTLMHeadModel"],

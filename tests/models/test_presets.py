@@ -11,6 +11,7 @@ PUBLISHED = {  # millions, as quoted in the issues (released configurations)
     "xlnet-base": 116.7, "xlnet-large": 360.3, "elmo-small": 13.6, "elmo-medium": 28.0,
     "elmo-original": 93.6, "gpt": 116.5, "gpt2": 124.4, "gpt2-medium": 354.8,
     "gpt2-large": 774.0, "gpt2-xl": 1560.0, "t5-small": 60.5, "t5-base": 222.9,
+    "t5-3b": 2850.0, "t5-11b": 11300.0,  # Raffel et al. 2020: 2.85B / 11.3B (tied, HF count)
     "bart-base": 139.4, "bart-large": 406.3,
     # ULMFiT's fastai WT-103 model, PyTorch's two LSTM biases per layer and the
     # decoder bias included (tests/models/test_awd_lstm.py counts it by hand).

@@ -5,9 +5,25 @@ import keras_ctx.models
 from keras_ctx.models.presets import preset_config
 from keras_ctx.models.t5 import T5Backbone, t5_parameter_count
 
-PUBLISHED = {"t5-small": 60.5e6, "t5-base": 222.9e6}  # Raffel et al. 2020 / HF T5Model
+PUBLISHED = {"t5-small": 60.5e6, "t5-base": 222.9e6,  # Raffel et al. 2020 / HF T5Model
+             "t5-3b": 2.85e9, "t5-11b": 11.3e9}
+# HF's num_parameters() of the released checkpoints (google/t5-v1_1-*, t5-large,
+# t5-3b, t5-11b; quoted from memory, each agrees with the gin shapes' closed form).
+HF_COUNTS = {"t5-large": 737_668_096, "t5-3b": 2_851_598_336, "t5-11b": 11_307_321_344,
+             "t5.1.1-small": 76_961_152, "t5.1.1-base": 247_577_856,
+             "t5.1.1-large": 783_150_080, "t5.1.1-xl": 2_849_757_184,
+             "t5.1.1-xxl": 11_135_332_352, "mt5-small": 300_176_768,
+             "mt5-base": 582_401_280}
+# mT5 (Xue et al. 2021, Sec. 3): 300M, 580M, 1.2B, 3.7B, 13B, rounded as
+# printed: the count must round to them.
+MT5_PUBLISHED = {"mt5-small": (300e6, 5e6), "mt5-base": (580e6, 5e6),
+                 "mt5-large": (1.2e9, 0.05e9), "mt5-xl": (3.7e9, 0.05e9),
+                 "mt5-xxl": (13e9, 0.5e9)}
 TINY = dict(vocabulary_size=40, num_layers=2, num_heads=2, hidden_size=16,
             intermediate_size=32, dropout=0.0)
+# T5 v1.1-shaped: gated GELU, untied output, heads * head_size (3 * 4) != 16.
+TINY_V11 = dict(TINY, num_heads=3, head_size=4, gated_feedforward=True,
+                activation="gelu_approximate", tie_embeddings=False)
 
 
 def feed(encoder_ids, decoder_ids):
@@ -26,6 +42,61 @@ def test_preset_counts_match_published_within_one_percent(name):
     _, config = preset_config(name)
     count = t5_parameter_count(**config)
     assert abs(count - PUBLISHED[name]) / PUBLISHED[name] < 0.01, count
+
+
+@pytest.mark.parametrize("name", sorted(HF_COUNTS))
+def test_preset_counts_equal_the_released_checkpoints(name):
+    _, config = preset_config(name)
+    assert t5_parameter_count(**config) == HF_COUNTS[name]
+
+
+@pytest.mark.parametrize("name", sorted(MT5_PUBLISHED))
+def test_mt5_counts_round_to_the_published_ones(name):
+    _, config = preset_config(name)
+    published, half_unit = MT5_PUBLISHED[name]
+    assert config["vocabulary_size"] == 250112 and not config["tie_embeddings"]
+    assert abs(t5_parameter_count(**config) - published) <= half_unit
+
+
+def test_v1_1_presets_are_the_released_architecture():
+    _, small = preset_config("t5.1.1-small")
+    # t5.1.1.small.gin: d_model 512, 6 heads of d_kv 64 (384 != 512), gated GELU, untied,
+    # no dropout in pretraining.
+    assert (small["hidden_size"], small["num_heads"], small["head_size"]) == (512, 6, 64)
+    assert small["gated_feedforward"] and small["dropout"] == 0.0
+    _, three = preset_config("t5-3b")
+    assert three["num_heads"] * three["head_size"] == 4096 != three["hidden_size"]
+
+
+def test_v1_1_analytic_count_equals_built_and_logits_use_the_untied_head():
+    model = T5Backbone(**TINY_V11, num_decoder_layers=3)
+    assert model.count_params() == t5_parameter_count(**TINY_V11, num_decoder_layers=3)
+    block = model.encoder_blocks[0]
+    assert block.feedforward.gated and block.self_attention.head_size == 4
+    assert block.self_attention.query_dense.kernel.shape == (16, 3, 4)
+    hidden = np.random.default_rng(0).normal(size=(2, 3, 16)).astype("float32")
+    np.testing.assert_allclose(model.logits(hidden), hidden @ model.lm_head.kernel.numpy(),
+                               rtol=1e-5, atol=1e-5)
+    tied = T5Backbone(**TINY)
+    table = tied.token_embedding.embeddings.numpy()
+    np.testing.assert_allclose(tied.logits(hidden), hidden * 16**-0.5 @ table.T,
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_v1_1_saves_and_loads_its_lm_head(tmp_path):
+    import keras
+
+    model = T5Backbone(**TINY_V11)
+    path = str(tmp_path / "t5.keras")
+    model.save(path)
+    again = keras.saving.load_model(path)
+    np.testing.assert_array_equal(again.lm_head.kernel.numpy(), model.lm_head.kernel.numpy())
+    assert again.get_config() == model.get_config()
+
+
+def test_heads_that_do_not_split_d_model_need_head_size():
+    with pytest.raises(ValueError, match="not divisible by num_heads.*head_size"):
+        T5Backbone(**dict(TINY, num_heads=3))
 
 
 def test_t5_small_builds_with_exact_published_count():
@@ -80,8 +151,9 @@ def test_encoder_padding_is_ignored():
                                atol=1e-6)
 
 
-def test_cached_decoding_equals_full_pass():
-    model = T5Backbone(**TINY)
+@pytest.mark.parametrize("config", [TINY, TINY_V11], ids=["v1.0", "v1.1"])
+def test_cached_decoding_equals_full_pass(config):
+    model = T5Backbone(**config)
     rng = np.random.default_rng(1)
     enc = rng.integers(1, 40, size=(2, 9)).astype("int32")
     dec = rng.integers(1, 40, size=(2, 6)).astype("int32")
@@ -97,6 +169,7 @@ def test_cached_decoding_equals_full_pass():
     assert logits.shape == (2, 6, 40)
 
 
-def test_config_round_trip():
-    model = T5Backbone(**TINY)
+@pytest.mark.parametrize("config", [TINY, TINY_V11], ids=["v1.0", "v1.1"])
+def test_config_round_trip(config):
+    model = T5Backbone(**config)
     assert T5Backbone.from_config(model.get_config()).get_config() == model.get_config()

@@ -10,19 +10,23 @@ are refused.
 """
 
 from keras_ctx.convert.bert import _check_class, _required
+from keras_ctx.convert.base import TensorReader
 from keras_ctx.convert.huggingface import (
     CheckpointError,
     activation_to_huggingface,
+    check_tied_copy,
     register_converter,
     register_exporter,
 )
 from keras_ctx.convert.mapping import (
     DropRows,
     Entry,
+    Reshape,
     attention_entries,
     dense_entries,
     export_weight_map,
     load_checkpoint,
+    load_weight_map,
     norm_entries,
     with_tied_copy,
 )
@@ -103,7 +107,19 @@ def convert_bart(config, tensors):
                              prefixes=("model.", ""))
     load_checkpoint(bart_weight_map(backbone), tensors,
                     prefixes=("model.", ""), ignore=BART_IGNORED)
+    # The LM head's names carry no "model." prefix. A BartModel checkpoint
+    # has no final_logits_bias: it stays zero, as HF initialises it.
+    shared = "model.shared.weight" if "model.shared.weight" in tensors else "shared.weight"
+    check_tied_copy(tensors, "lm_head.weight", shared, "BART ties it to the shared embedding")
+    if "final_logits_bias" in tensors:
+        load_weight_map(lm_head_entries(backbone), TensorReader(tensors))
     return backbone
+
+
+def lm_head_entries(backbone):
+    """BartForConditionalGeneration's final_logits_bias (1, vocab), top level."""
+    return [Entry(backbone.final_logits_bias, "final_logits_bias",
+                  Reshape((1, backbone.vocabulary_size)))]
 
 
 @register_exporter("bart")
@@ -111,7 +127,7 @@ def export_bart(backbone):
     _check_class(backbone, "BartBackbone", "bart")
     c = backbone.get_config()
     config = {
-        "model_type": "bart", "architectures": ["BartModel"],
+        "model_type": "bart", "architectures": ["BartForConditionalGeneration"],
         "vocab_size": c["vocabulary_size"], "d_model": c["hidden_size"],
         "encoder_layers": c["num_layers"], "decoder_layers": c["num_decoder_layers"],
         "encoder_attention_heads": c["num_heads"], "decoder_attention_heads": c["num_heads"],
@@ -122,4 +138,6 @@ def export_bart(backbone):
         "pad_token_id": 1, "bos_token_id": 0, "eos_token_id": 2,
         "decoder_start_token_id": 2,
     }
-    return config, export_weight_map(bart_weight_map(backbone))
+    tensors = {"model." + name: value
+               for name, value in export_weight_map(bart_weight_map(backbone)).items()}
+    return config, dict(tensors, **export_weight_map(lm_head_entries(backbone)))

@@ -139,6 +139,15 @@ def _read_safetensors_bfloat16(path):
     return tensors
 
 
+def check_tied_copy(tensors, name, table_name, why):
+    """A stored copy of a tied table (`lm_head.weight`) must equal it: HF would overwrite
+    it with the table, and so would we; a different one is a checkpoint we misread."""
+    if name in tensors and (tensors[name].shape != tensors[table_name].shape
+                            or not np.array_equal(tensors[name], tensors[table_name])):
+        raise CheckpointError(f"{name} differs from {table_name}, but the output layer is "
+                              f"tied to it ({why}).")
+
+
 def linear_to_heads(weight, bias, num_heads):
     """torch Linear (out, in) with out = heads * size -> kernel (in, heads, size), bias."""
     out_features, in_features = weight.shape

@@ -13,11 +13,10 @@ activation; HF maps "gated-gelu" to the tanh GELU "gelu_new") times `wi_1`,
 then `wo`.
 """
 
-import numpy as np
-
 from keras_ctx.convert.bert import _check_class, _required
 from keras_ctx.convert.huggingface import (
     CheckpointError,
+    check_tied_copy,
     register_converter,
     register_exporter,
 )
@@ -107,15 +106,6 @@ def t5_weight_map(backbone):
     return entries
 
 
-def check_tied_copy(tensors, name, table_name):
-    """A stored copy of a tied table (`lm_head.weight`) must equal it: HF would overwrite it."""
-    if name in tensors and (tensors[name].shape != tensors[table_name].shape
-                            or not np.array_equal(tensors[name], tensors[table_name])):
-        raise CheckpointError(f"{name} differs from {table_name}, but config.json ties them "
-                              "(tie_word_embeddings); set tie_word_embeddings=false for an "
-                              "untied output layer.")
-
-
 def _convert(config, tensors):
     from keras_ctx.models.t5 import T5Backbone
 
@@ -126,7 +116,8 @@ def _convert(config, tensors):
                              ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight"))
     ignore = T5_IGNORED
     if backbone.lm_head is None:
-        check_tied_copy(tensors, "lm_head.weight", "shared.weight")
+        check_tied_copy(tensors, "lm_head.weight", "shared.weight",
+                        "config.json tie_word_embeddings is true; untied checkpoints say false")
         ignore += ("lm_head.weight",)
     load_checkpoint(t5_weight_map(backbone), tensors, ignore=ignore)
     return backbone

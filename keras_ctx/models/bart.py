@@ -2,7 +2,8 @@
 
     encoder: x = dropout(LN(E[src] + P_enc[positions]));  x = block_l(x)   (bidirectional)
     decoder: y = dropout(LN(E[tgt] + P_dec[positions]));  y = block_l(y, x) (causal + cross)
-    logits = y E^T          (one token embedding shared by encoder, decoder and output)
+    logits = y E^T + b      (one token embedding shared by encoder, decoder and output;
+                             b: HF BartForConditionalGeneration's `final_logits_bias`)
 
 The noising functions that make BART's inputs are in `keras_ctx.data.noise`.
 """
@@ -43,6 +44,10 @@ class BartBackbone(Backbone):
 
     Inputs/outputs: as T5Backbone (`encoder_token_ids`, ... ->
     `encoder_sequence_output`, `decoder_sequence_output`, hidden states).
+    `logits(hidden)` is the LM head: the tied embedding plus
+    `final_logits_bias`, a non-trainable (vocabulary_size,) bias (zeros, as in
+    fairseq's BART; Hugging Face keeps it as a buffer that fine-tuned
+    checkpoints may fill).
 
     Example:
     >>> bart = keras_ctx.models.BartBackbone.from_preset("bart-base")
@@ -117,6 +122,10 @@ class BartBackbone(Backbone):
             dtype=dtype,
             **kwargs,
         )
+        # HF BartForConditionalGeneration's registered buffer: not trained.
+        self.final_logits_bias = self.add_weight(
+            name="final_logits_bias", shape=(vocabulary_size,), initializer="zeros",
+            trainable=False)
         self._token_embedding = token_embedding
         self.encoder_positions = encoder_positions
         self.decoder_positions = decoder_positions
@@ -150,7 +159,8 @@ class BartBackbone(Backbone):
         return bart_parameter_count(**config)
 
     def logits(self, hidden):
-        return self._token_embedding.reverse(hidden)
+        logits = self._token_embedding.reverse(hidden)
+        return logits + ops.cast(self.final_logits_bias, logits.dtype)
 
     # -- decoding (used by keras_ctx.generation) --------------------------------
 
@@ -201,14 +211,17 @@ class BartBackbone(Backbone):
 
 def bart_parameter_count(vocabulary_size, num_layers, hidden_size, intermediate_size,
                          num_decoder_layers=None, max_sequence_length=1024, **unused):
-    """Parameters of a BartBackbone config, counted analytically (no weights built)."""
+    """Parameters of a BartBackbone config, counted analytically (no weights built).
+
+    Includes the non-trainable final_logits_bias (vocabulary_size).
+    """
     h, f = hidden_size, intermediate_size
     num_decoder_layers = num_decoder_layers or num_layers
     attention = 4 * h * h + 4 * h
     feedforward = 2 * h * f + f + h
     encoder = num_layers * (attention + feedforward + 4 * h)
     decoder = num_decoder_layers * (2 * attention + feedforward + 6 * h)
-    embeddings = vocabulary_size * h + 2 * (max_sequence_length * h + 2 * h)
+    embeddings = vocabulary_size * (h + 1) + 2 * (max_sequence_length * h + 2 * h)
     return embeddings + encoder + decoder
 
 

@@ -254,6 +254,12 @@ def numpy_bart(tensors, config, enc_ids, enc_mask, dec_ids, dec_mask, prefix="mo
     return x, y
 
 
+def bart_lm_logits(tensors, decoder_output, prefix="model."):
+    """HF BartForConditionalGeneration: lm_head(y) + final_logits_bias, lm_head = shared."""
+    t = _f64(tensors)
+    return decoder_output @ t[prefix + "shared.weight"].T + t["final_logits_bias"][0]
+
+
 def t5_bucket(relative_position, bidirectional, num_buckets, max_distance):
     """HF T5Attention._relative_position_bucket, in numpy (Raffel et al. 2020)."""
     buckets = np.zeros_like(relative_position)

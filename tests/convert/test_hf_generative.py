@@ -122,8 +122,9 @@ def bart_tensors(seed=1):
     for name in list(tensors):
         if "norm" in name and name.endswith("weight"):
             tensors[name] = 1 + 0.1 * tensors[name]
-    for stack in ("encoder", "decoder"):  # tied copies, as HF saves them
-        tensors[f"model.{stack}.embed_tokens.weight"] = tensors["model.shared.weight"]
+    for name in ("model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight",
+                 "lm_head.weight"):  # tied copies, as HF saves them
+        tensors[name] = tensors["model.shared.weight"]
     return tensors
 
 
@@ -153,19 +154,33 @@ def test_bart_matches_numpy_and_round_trips(tmp_path):
     inputs = _seq2seq_inputs()
     want = numpy_refs.numpy_bart(tensors, BART, *inputs.values())
     got = _check_seq2seq(backbone, want, inputs)
+    # The LM head: shared^T plus final_logits_bias (HF BartForConditionalGeneration).
+    real = inputs["decoder_padding_mask"].astype(bool)
+    np.testing.assert_allclose(backbone.logits(got)[real],
+                               numpy_refs.bart_lm_logits(tensors, want[1])[real], atol=1e-4)
+    assert not backbone.final_logits_bias.trainable
 
     exported = to_huggingface(backbone, tmp_path / "out")
     written = load_file(os.path.join(exported, "model.safetensors"))
-    expected = {k[len("model."):] for k in tensors
-                if k.startswith("model.") and "embed_tokens" not in k}
-    assert set(written) == expected
+    # BartForConditionalGeneration's layout, less the tied copies HF drops.
+    assert set(written) == {k for k in tensors if "embed_tokens" not in k and "lm_head" not in k}
     for name, value in written.items():
-        original = tensors["model." + name]
+        original = tensors[name]
         if "embed_positions" in name:
             value, original = value[2:], original[2:]
         np.testing.assert_array_equal(value, original)
     again = from_huggingface(exported)
     np.testing.assert_array_equal(again(inputs)["decoder_sequence_output"].numpy(), got)
+    np.testing.assert_array_equal(again.final_logits_bias.numpy(),
+                                  tensors["final_logits_bias"][0])
+
+    # A BartModel checkpoint has no LM bias: zeros, as HF initialises it.
+    bare = {k: v for k, v in tensors.items() if k not in ("final_logits_bias", "lm_head.weight")}
+    assert not from_huggingface(write_checkpoint(tmp_path / "bare", BART, bare)
+                                ).final_logits_bias.numpy().any()
+    untied = dict(tensors, **{"lm_head.weight": tensors["model.shared.weight"] * 2})
+    with pytest.raises(CheckpointError, match="lm_head.weight differs"):
+        from_huggingface(write_checkpoint(tmp_path / "untied", BART, untied))
 
     with pytest.raises(CheckpointError, match="scale_embedding"):
         from_huggingface(write_checkpoint(tmp_path / "scaled", dict(BART, scale_embedding=True),
@@ -259,7 +274,7 @@ def test_t5_matches_numpy_and_round_trips(tmp_path):
                                           dict(T5, feed_forward_proj="gated-swish"), tensors))
     # Tied, so a stored lm_head.weight must be the shared table.
     untied = dict(tensors, **{"lm_head.weight": tensors["shared.weight"] + 1})
-    with pytest.raises(CheckpointError, match="lm_head.weight differs from shared.weight"):
+    with pytest.raises(CheckpointError, match="lm_head.weight differs from shared.weight.*tie_word_embeddings"):
         from_huggingface(write_checkpoint(tmp_path / "bad_tie", T5, untied))
 
 

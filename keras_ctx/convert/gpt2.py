@@ -5,8 +5,10 @@ i.e. already Keras kernels, and each layer's query/key/value projections are
 one fused `attn.c_attn` (d, 3d) tensor whose columns are [q | k | v]. The
 converter splits it into three virtual tensors `...c_attn.weight[q]` etc.
 (and the exporter joins them back). The causal-mask buffers `attn.bias` /
-`attn.masked_bias` of older checkpoints and the tied `lm_head.weight` are
-skipped.
+`attn.masked_bias` of older checkpoints are skipped; `lm_head.weight`
+(GPT2LMHeadModel, OpenAIGPTLMHeadModel) is tied to the token embedding, which
+`GPTBackbone.logits` reads: a stored copy must equal it. The exporter writes
+the *LMHeadModel architecture, without the tied copy (as HF saves it).
 
 GPT and GPT-2 use GELU's tanh approximation ("gelu_new"), passed to
 GPTBackbone as `activation="gelu_approximate"`.
@@ -20,6 +22,7 @@ from keras_ctx.convert.huggingface import (
     CheckpointError,
     activation_from_huggingface,
     activation_to_huggingface,
+    check_tied_copy,
     register_converter,
     register_exporter,
 )
@@ -131,6 +134,17 @@ def gpt2_weight_map(backbone, original_gpt=False):
     return entries
 
 
+def _load(backbone, tensors, original_gpt):
+    token = "tokens_embed.weight" if original_gpt else "wte.weight"
+    table = "transformer." + token if "transformer." + token in tensors else token
+    if table in tensors:
+        check_tied_copy(tensors, "lm_head.weight", table,
+                        "GPT and GPT-2 tie their output layer to the token embedding")
+    load_checkpoint(gpt2_weight_map(backbone, original_gpt=original_gpt), _split_fused(tensors),
+                    prefixes=("transformer.", ""), ignore=GPT2_IGNORED)
+    return backbone
+
+
 @register_converter("gpt2")
 def convert_gpt2(config, tensors):
     from keras_ctx.models.gpt import GPTBackbone
@@ -138,9 +152,7 @@ def convert_gpt2(config, tensors):
     backbone = GPTBackbone(**gpt2_config_from_huggingface(config))
     if tensors is None:
         return backbone
-    load_checkpoint(gpt2_weight_map(backbone), _split_fused(tensors),
-                    prefixes=("transformer.", ""), ignore=GPT2_IGNORED)
-    return backbone
+    return _load(backbone, tensors, original_gpt=False)
 
 
 @register_exporter("gpt2")
@@ -150,7 +162,7 @@ def export_gpt2(backbone):
     block = backbone.blocks[0]
     activation = getattr(block, "activation", "gelu")
     config = {
-        "model_type": "gpt2", "architectures": ["GPT2Model"],
+        "model_type": "gpt2", "architectures": ["GPT2LMHeadModel"],
         "vocab_size": c["vocabulary_size"], "n_embd": c["hidden_size"],
         "n_layer": c["num_layers"], "n_head": c["num_heads"],
         "n_inner": c["intermediate_size"], "n_positions": c["max_sequence_length"],
@@ -169,9 +181,7 @@ def convert_openai_gpt(config, tensors):
     backbone = GPTBackbone(**gpt2_config_from_huggingface(config, original_gpt=True))
     if tensors is None:
         return backbone
-    load_checkpoint(gpt2_weight_map(backbone, original_gpt=True), _split_fused(tensors),
-                    prefixes=("transformer.", ""), ignore=GPT2_IGNORED)
-    return backbone
+    return _load(backbone, tensors, original_gpt=True)
 
 
 @register_exporter("openai-gpt")
@@ -179,7 +189,7 @@ def export_openai_gpt(backbone):
     _check_class(backbone, "GPTBackbone", "openai-gpt")
     c = backbone.get_config()
     config = {
-        "model_type": "openai-gpt", "architectures": ["OpenAIGPTModel"],
+        "model_type": "openai-gpt", "architectures": ["OpenAIGPTLMHeadModel"],
         "vocab_size": c["vocabulary_size"], "n_embd": c["hidden_size"],
         "n_layer": c["num_layers"], "n_head": c["num_heads"],
         "n_positions": c["max_sequence_length"], "resid_pdrop": c["dropout"],

@@ -1,4 +1,10 @@
-"""Heads of Hugging Face checkpoints: masked LM and classification.
+"""Heads of Hugging Face checkpoints: masked LM, XLNet's LM and classification.
+
+The causal and seq2seq LM heads live in the backbones, so `from_huggingface`
+alone gives a model that generates: GPT-2 / GPT (`lm_head` tied to `wte`),
+T5 (tied `shared` after a d_model^-0.5 rescale, or v1.1 / mT5's untied
+`lm_head`) and BART (tied `shared` + `final_logits_bias`) are read into
+`backbone.logits(hidden)`.
 
 Classification: `classifier_from_huggingface(directory)` turns a
 *ForSequenceClassification (BERT, ALBERT) or *ForTokenClassification (BERT,
@@ -17,6 +23,8 @@ token embedding, with the checkpoint's transform, LayerNorm and output bias
     electra  generator_predictions.dense / .LayerNorm / generator_lm_head.bias (generator)
     xlm      pred_layer.proj.bias only: XLM's PredLayer has no transform
              (`MaskedLMHead(transform=False)`; asm=True checkpoints are not supported)
+    xlnet    lm_loss.bias only: XLNetLMHeadModel's logits = h E^T + b
+             (`MaskedLMHead(transform=False)` on the tied word embedding)
 
 `logits = head(outputs["sequence_output"])`.
 """
@@ -46,11 +54,14 @@ HEADS = {
                 "generator_lm_head.bias", "generator_lm_head.weight", "gelu"),
     # XLM's PredLayer (asm=False): the tied proj + bias, no transform.
     "xlm": (None, None, "pred_layer.proj.bias", "pred_layer.proj.weight", None),
+    # XLNetLMHeadModel's lm_loss: Linear tied to word_embedding, with a bias.
+    "xlnet": (None, None, "lm_loss.bias", "lm_loss.weight", None),
 }
 
 
 def masked_lm_from_huggingface(directory):
-    """(backbone, MaskedLMHead) of a *ForMaskedLM / *ForPreTraining checkpoint directory."""
+    """(backbone, MaskedLMHead) of a *ForMaskedLM / *ForPreTraining / XLNetLMHeadModel
+    checkpoint directory."""
     from keras_ctx.layers.heads import MaskedLMHead
 
     config = read_config(directory)
@@ -77,7 +88,7 @@ def masked_lm_from_huggingface(directory):
     head = MaskedLMHead(token_embedding=backbone.token_embedding, activation=activation,
                         layer_norm_epsilon=config.get("layer_norm_eps", 1e-12),
                         transform=dense is not None, name="masked_lm_head")
-    hidden = (config.get("hidden_size") or config.get("emb_dim")
+    hidden = (config.get("hidden_size") or config.get("emb_dim") or config.get("d_model")
               or read(dense + ".weight").shape[1])
     head.build((None, None, hidden))
     if dense is None:

@@ -153,3 +153,25 @@ def test_electra_generator_masked_lm_head(tmp_path):
                           "electra.embeddings.word_embeddings.weight", references.gelu, 1e-12)
     np.testing.assert_allclose(head(backbone(inputs)["sequence_output"]).numpy(), want,
                                atol=2e-4)
+
+
+def test_xlnet_lm_head_matches_numpy(tmp_path):
+    from tests.convert.test_hf_families import XLNET, xlnet_tensors
+
+    tensors = xlnet_tensors(seed=5)
+    tensors["lm_loss.weight"] = tensors["transformer.word_embedding.weight"]  # tied
+    backbone, head = masked_lm_from_huggingface(write_checkpoint(tmp_path / "x", XLNET, tensors))
+    ids = np.array([[5, 9, 17, 4, 3, 30, 2]], "int32")
+    mask, segments = np.ones_like(ids), np.zeros_like(ids)
+    hidden = backbone({"token_ids": ids, "padding_mask": mask,
+                       "segment_ids": segments})["sequence_output"]
+    # XLNetLMHeadModel: logits = lm_loss(h) = h E^T + lm_loss.bias, E the word embedding.
+    table = tensors["transformer.word_embedding.weight"].astype("float64")
+    want = (numpy_refs.numpy_xlnet(tensors, XLNET, ids, mask, segments) @ table.T
+            + tensors["lm_loss.bias"])
+    np.testing.assert_allclose(head(hidden), want, atol=1e-4)
+    assert head.token_embedding is backbone.token_embedding and not head.transform
+
+    tensors["lm_loss.weight"] = tensors["lm_loss.weight"] * 2
+    with pytest.raises(CheckpointError, match="lm_loss.weight is not tied"):
+        masked_lm_from_huggingface(write_checkpoint(tmp_path / "untied", XLNET, tensors))

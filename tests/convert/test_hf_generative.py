@@ -43,6 +43,7 @@ def gpt2_tensors(seed=0, config=GPT2):
     for name in list(tensors):
         if name.endswith("ln_1.weight") or name.endswith("ln_2.weight") or "ln_f.w" in name:
             tensors[name] = 1 + 0.1 * tensors[name]
+    tensors["lm_head.weight"] = tensors["transformer.wte.weight"]  # tied, as GPT2LMHeadModel
     # The causal-mask buffer of older GPT-2 checkpoints.
     tensors["transformer.h.0.attn.bias"] = np.tril(np.ones((p, p), "float32"))[None, None]
     return tensors
@@ -68,6 +69,37 @@ def test_gpt2_matches_numpy_and_round_trips(tmp_path):
     again = from_huggingface(exported)
     np.testing.assert_array_equal(
         again({"token_ids": ids, "padding_mask": mask})["sequence_output"].numpy(), got)
+
+
+def _greedy_continuation(logits_fn, ids, steps):
+    """Greedy decoding from a numpy next-token logits function of the ids so far."""
+    ids = list(ids)
+    for _ in range(steps):
+        ids.append(int(np.argmax(logits_fn(np.array([ids], "int32")))))
+    return ids
+
+
+def test_converted_gpt2_lm_head_generates_as_numpy(tmp_path):
+    from keras_ctx.generation import generate
+
+    tensors = gpt2_tensors(seed=6)
+    backbone = from_huggingface(write_checkpoint(tmp_path / "gpt2", GPT2, tensors))
+    ids = np.array([[5, 9, 17, 4, 3]], "int32")
+    hidden = backbone({"token_ids": ids, "padding_mask": np.ones_like(ids)})["sequence_output"]
+    # GPT2LMHeadModel: logits = ln_f(h) wte^T (lm_head tied, no bias).
+    wte = tensors["transformer.wte.weight"].astype("float64")
+    want = numpy_refs.numpy_gpt2(tensors, GPT2, ids, np.ones_like(ids)) @ wte.T
+    np.testing.assert_allclose(backbone.logits(hidden), want, atol=1e-4)
+
+    def numpy_next(prefix):
+        return numpy_refs.numpy_gpt2(tensors, GPT2, prefix, np.ones_like(prefix))[0, -1] @ wte.T
+
+    out = generate(backbone, ids, np.ones_like(ids), max_length=9, jit_compile=False)
+    np.testing.assert_array_equal(out["token_ids"][0], _greedy_continuation(numpy_next, ids[0], 4))
+
+    untied = dict(tensors, **{"lm_head.weight": tensors["transformer.wte.weight"] + 1})
+    with pytest.raises(CheckpointError, match="lm_head.weight differs from transformer.wte"):
+        from_huggingface(write_checkpoint(tmp_path / "untied", GPT2, untied))
 
 
 def test_gpt2_tanh_gelu_and_bad_fused_projection(tmp_path):
@@ -187,6 +219,33 @@ def test_bart_matches_numpy_and_round_trips(tmp_path):
                                           tensors))
 
 
+def _seq2seq_generation_matches_numpy(backbone, numpy_logits, start, steps=3):
+    """Greedy generate_seq2seq equals greedy decoding with the numpy LM logits."""
+    from keras_ctx.generation import generate_seq2seq
+
+    encoder_ids = np.array([[0, 5, 9, 17, 4, 2]], "int32")
+
+    def numpy_next(prefix):
+        return numpy_logits(encoder_ids, prefix)[0, -1]
+
+    out = generate_seq2seq(backbone, encoder_ids, max_length=steps + 1,
+                           decoder_start_token_id=start, jit_compile=False)
+    np.testing.assert_array_equal(out["token_ids"][0],
+                                  _greedy_continuation(numpy_next, [start], steps))
+
+
+def test_converted_bart_lm_head_generates_as_numpy(tmp_path):
+    tensors = bart_tensors(seed=4)
+    backbone = from_huggingface(write_checkpoint(tmp_path / "bart", BART, tensors))
+
+    def numpy_logits(enc, dec):
+        _, y = numpy_refs.numpy_bart(tensors, BART, enc, np.ones_like(enc), dec,
+                                     np.ones_like(dec))
+        return numpy_refs.bart_lm_logits(tensors, y)
+
+    _seq2seq_generation_matches_numpy(backbone, numpy_logits, start=2)
+
+
 # --- T5 ------------------------------------------------------------------------------
 
 T5 = {"model_type": "t5", "architectures": ["T5ForConditionalGeneration"], "vocab_size": 40,
@@ -276,6 +335,20 @@ def test_t5_matches_numpy_and_round_trips(tmp_path):
     untied = dict(tensors, **{"lm_head.weight": tensors["shared.weight"] + 1})
     with pytest.raises(CheckpointError, match="lm_head.weight differs from shared.weight.*tie_word_embeddings"):
         from_huggingface(write_checkpoint(tmp_path / "bad_tie", T5, untied))
+
+
+@pytest.mark.parametrize("config", ["t5", "mt5"])
+def test_converted_t5_lm_head_generates_as_numpy(tmp_path, config):
+    config = {"t5": T5, "mt5": MT5}[config]  # tied + rescaled / untied lm_head
+    tensors = t5_tensors(seed=7, c=config)
+    backbone = from_huggingface(write_checkpoint(tmp_path / "t5", config, tensors))
+
+    def numpy_logits(enc, dec):
+        _, y = numpy_refs.numpy_t5(tensors, config, enc, np.ones_like(enc), dec,
+                                   np.ones_like(dec))
+        return numpy_refs.t5_lm_logits(tensors, config, y)
+
+    _seq2seq_generation_matches_numpy(backbone, numpy_logits, start=0)
 
 
 # T5 v1.1 / mT5 (Xue et al. 2021): gated GELU, untied lm_head, and here

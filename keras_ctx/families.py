@@ -70,7 +70,9 @@ class Family:
         inputs: "tokens" (token_ids + padding_mask), "characters" (ELMo) or
             "encoder_decoder" (T5, BART).
         pooling: how a classifier reads the backbone: (output name, mask
-            name, mode) with mode "pooled", "first", "last", "mean" or "concat".
+            name, mode) with mode "pooled", "first", "last", "mean" or "concat",
+            and optionally a 4th item, the activation of a dense layer between
+            the pooled vector and the logits (BART's "tanh" head).
         word_vectors: the output `keras-ctx embed` reads a word's vectors
             from, one position per input id (encoder-decoders: the encoder's,
             whose positions are the text's; the decoder's are shifted).
@@ -356,7 +358,9 @@ def _register_builtin():
         no_pretraining="XLM pretrains from Python: keras_ctx.data.multilingual "
                        "(text_stream, tlm_pairs) with keras_ctx.pretraining."))
     # T5 classifies from its encoder; BART from the decoder state at the final
-    # </s> (Lewis et al. 2020, Sec. 3.1), the last real decoder position.
+    # </s> (Lewis et al. 2020, Sec. 3.1), the last real decoder position (the
+    # decoder reads the text shifted right, so it sits where the encoder's
+    # final </s> does), through dense + tanh as BartClassificationHead.
     register_family(Family(
         "t5", t5.T5Backbone, t5.T5_PRESETS, _tokenizer("train_sentencepiece"), T5_FRAMING,
         inputs="encoder_decoder",
@@ -367,7 +371,7 @@ def _register_builtin():
     register_family(Family(
         "bart", bart.BartBackbone, bart.BART_PRESETS, _tokenizer("train_byte_level_bpe"),
         BART_FRAMING, inputs="encoder_decoder",
-        pooling=("decoder_sequence_output", "decoder_padding_mask", "last"),
+        pooling=("decoder_sequence_output", "decoder_padding_mask", "last", "tanh"),
         word_vectors="encoder_sequence_output", dataset=_pipeline("denoising_dataset"), pretrainer=_pretrainer("Seq2SeqPretrainer"),
         huggingface=("bart",), keras_hub=("BartBackbone",)))
     register_family(Family(

@@ -114,6 +114,7 @@ def test_presets_are_not_registered_outside_the_registry():
 
 def test_pooling_comes_from_the_family():
     for family in families.names():
-        output, mask, mode = families.get(family).pooling
+        output, mask, mode, *transform = families.get(family).pooling
         assert mode in ("pooled", "first", "last", "mean", "concat"), family
+        assert transform in ([], ["tanh"]), family
     np.testing.assert_equal(families.get("xlnet").pooling[2], "last")

@@ -145,8 +145,12 @@ def test_t5_classifies_from_its_encoder_and_bart_from_the_final_decoder_state():
         classifier = SequenceClassifier(backbone, num_classes=2)
         inputs = _classifier_inputs(backbone, ids, mask)
         sequence = keras.ops.convert_to_numpy(backbone(inputs)[output])
+        vector = pick(sequence)
+        if classifier.get_config()["transform_activation"]:  # BART's head: dense + tanh
+            transform = classifier.get_layer("transform")
+            vector = np.tanh(vector @ transform.kernel.numpy() + transform.bias.numpy())
         dense = classifier.get_layer("logits")
-        want = pick(sequence) @ dense.kernel.numpy() + dense.bias.numpy()
+        want = vector @ dense.kernel.numpy() + dense.bias.numpy()
         np.testing.assert_allclose(classifier(inputs).numpy()[0], want, atol=1e-5)
 
 

@@ -102,24 +102,37 @@ def masked_lm_from_huggingface(directory):
     return backbone, head
 
 
-# Families whose *ForSequenceClassification head is one Linear on the pooled
-# output (RoBERTa's and ELECTRA's have an extra dense layer, not supported).
-_POOLED_CLASSIFIERS = ("bert", "albert")
+# *ForSequenceClassification heads: model_type -> (transform, logits) Linear
+# prefixes. BERT, ALBERT: one Linear on the pooled output; BART:
+# BartClassificationHead, dense + tanh then out_proj on the decoder state at
+# the last </s>. The pooling (and the transform's tanh) comes from the family
+# (SequenceClassifier(pooling="auto")). RoBERTa's and ELECTRA's heads are not
+# supported.
+_SEQUENCE_HEADS = {"bert": (None, "classifier"), "albert": (None, "classifier"),
+                   "bart": ("classification_head.dense", "classification_head.out_proj")}
 _TOKEN_CLASSIFIERS = ("bert", "albert", "roberta", "electra")
 
 
-def _num_labels(config, read):
-    if read.has("classifier.weight"):
-        return int(read("classifier.weight").shape[0])
-    raise CheckpointError("The checkpoint has no 'classifier.weight': it has no "
+def _num_labels(config, read, logits):
+    if read.has(logits + ".weight"):
+        return int(read(logits + ".weight").shape[0])
+    raise CheckpointError(f"The checkpoint has no '{logits}.weight': it has no "
                           f"classification head (architectures: {config.get('architectures')}).")
+
+
+def _classifier_dropout(config):
+    for key in ("classifier_dropout", "hidden_dropout_prob", "dropout"):
+        if config.get(key) is not None:
+            return config[key]
+    return 0.1
 
 
 def classifier_from_huggingface(directory):
     """A keras_ctx task model with the classification head of a HF checkpoint.
 
     `*ForSequenceClassification` (BERT, ALBERT: one Linear on the pooled
-    output) -> `keras_ctx.tasks.SequenceClassifier(pooling="pooled")`;
+    output; BART: dense + tanh + out_proj on the decoder's last </s>) ->
+    `keras_ctx.tasks.SequenceClassifier(pooling="auto")`;
     `*ForTokenClassification` (BERT, ALBERT, RoBERTa, ELECTRA) ->
     `keras_ctx.tasks.TokenClassifier`. The model's `.backbone.tokenizer` is
     the checkpoint's tokenizer.
@@ -135,19 +148,23 @@ def classifier_from_huggingface(directory):
         raise CheckpointError(f"config.json architectures {architectures} name no "
                               "*ForSequenceClassification / *ForTokenClassification model.")
     sequence = kind.endswith("ForSequenceClassification")
-    supported = _POOLED_CLASSIFIERS if sequence else _TOKEN_CLASSIFIERS
+    supported = sorted(_SEQUENCE_HEADS) if sequence else _TOKEN_CLASSIFIERS
     if model_type not in supported:
         raise CheckpointError(f"{kind}: the {model_type!r} head is not supported; supported: "
                               f"{', '.join(supported)}.")
     backbone = from_huggingface(directory)
     read = TensorReader(read_tensors(directory))
-    labels = _num_labels(config, read)
-    dropout = config.get("classifier_dropout") or config.get("hidden_dropout_prob", 0.1)
+    transform, logits = _SEQUENCE_HEADS[model_type] if sequence else (None, "classifier")
+    labels = _num_labels(config, read, logits)
+    dropout = _classifier_dropout(config)
     if sequence:
-        model = SequenceClassifier(backbone, labels, pooling="pooled", dropout=dropout)
+        model = SequenceClassifier(backbone, labels, pooling="auto", dropout=dropout)
     else:
         model = TokenClassifier(backbone, labels, dropout=dropout)
-    dense = model.get_layer("logits")
-    load_weight_map([Entry(dense.kernel, "classifier.weight", LINEAR),
-                     Entry(dense.bias, "classifier.bias")], read)
+    layers = [(model.get_layer("logits"), logits)]
+    if transform is not None:
+        layers.append((model.get_layer("transform"), transform))
+    load_weight_map([entry for layer, prefix in layers
+                     for entry in (Entry(layer.kernel, prefix + ".weight", LINEAR),
+                                   Entry(layer.bias, prefix + ".bias"))], read)
     return model

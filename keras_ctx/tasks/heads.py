@@ -156,9 +156,16 @@ class SequenceClassifier(Task):
             [h_T; maxpool(H); meanpool(H)], AWD-LSTM's), or "auto": what the
             backbone's family says in `keras_ctx.families` (GPT and XLNet the
             last real token, T5 the mean of its encoder output, BART the
-            decoder state at the final </s>); a backbone of no registered
-            family: pooled when it has a pooled_output, else first.
-        dropout: before the classifier (0.1 in BERT's fine-tuning).
+            decoder state at the final </s> through a dense + tanh layer); a
+            backbone of no registered family: pooled when it has a
+            pooled_output, else first.
+        dropout: before the classifier (0.1 in BERT's fine-tuning), and
+            before the transform when there is one.
+        transform_activation: None (the logits read the pooled vector), or
+            the activation of a dense layer of the vector's width in between:
+            "tanh" is BART's classification head (dropout, dense, tanh,
+            dropout, out_proj; Lewis et al. 2020, as fairseq and HF
+            BartClassificationHead). With pooling="auto", the family's.
         output: the backbone output to pool (default: the family's, else
             "sequence_output").
         mask: the input that marks real tokens for "last" and "mean".
@@ -169,14 +176,16 @@ class SequenceClassifier(Task):
     """
 
     def __init__(self, backbone, num_classes, pooling="auto", dropout=0.1, output=None,
-                 mask=None, **kwargs):
+                 mask=None, transform_activation=None, **kwargs):
         if pooling not in POOLINGS:
             raise ValueError(f"`pooling` must be one of {POOLINGS}, got {pooling!r}.")
         if not isinstance(num_classes, int) or num_classes < 1:
             raise ValueError(f"`num_classes` must be a positive integer, got {num_classes!r}.")
         inputs, features = self._backbone_features(backbone)
         if pooling == "auto":
-            pooling, output, mask = self._family_pooling(backbone, features, output, mask)
+            pooling, output, mask, family_transform = self._family_pooling(
+                backbone, features, output, mask)
+            transform_activation = transform_activation or family_transform
         output = output or "sequence_output"
         mask = mask or "padding_mask"
         if pooling == "pooled":
@@ -193,11 +202,16 @@ class SequenceClassifier(Task):
             pool = ConcatPooling if pooling == "concat" else lambda **k: Pool(pooling, **k)
             vector = pool(name="pool")(sequence, padding)
         vector = Dropout(dropout, name="dropout")(vector)
+        if transform_activation is not None:
+            vector = keras.layers.Dense(vector.shape[-1], activation=transform_activation,
+                                        name="transform")(vector)
+            vector = Dropout(dropout, name="transform_dropout")(vector)
         logits = keras.layers.Dense(num_classes, name="logits", dtype="float32")(vector)
         super().__init__(inputs, logits, **kwargs)
         self.backbone = backbone
         self._config = {"num_classes": num_classes, "pooling": pooling, "dropout": dropout,
-                        "output": output, "mask": mask}
+                        "output": output, "mask": mask,
+                        "transform_activation": transform_activation}
 
     @staticmethod
     def _family_pooling(backbone, features, output, mask):
@@ -205,9 +219,9 @@ class SequenceClassifier(Task):
 
         family = families.of_backbone(backbone)
         if family is None:
-            return ("pooled" if "pooled_output" in features else "first"), output, mask
-        family_output, family_mask, mode = family.pooling
-        return mode, output or family_output, mask or family_mask
+            return ("pooled" if "pooled_output" in features else "first"), output, mask, None
+        family_output, family_mask, mode, *transform = family.pooling
+        return mode, output or family_output, mask or family_mask, (transform or [None])[0]
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")

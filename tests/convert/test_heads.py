@@ -175,3 +175,37 @@ def test_xlnet_lm_head_matches_numpy(tmp_path):
     tensors["lm_loss.weight"] = tensors["lm_loss.weight"] * 2
     with pytest.raises(CheckpointError, match="lm_loss.weight is not tied"):
         masked_lm_from_huggingface(write_checkpoint(tmp_path / "untied", XLNET, tensors))
+
+
+def test_bart_eos_classification_head_matches_numpy(tmp_path):
+    from tests.convert.test_hf_generative import BART, bart_tensors
+
+    rng = np.random.default_rng(12)
+    tensors = {k: v for k, v in bart_tensors(seed=8).items()
+               if k not in ("lm_head.weight", "final_logits_bias")}
+    tensors.update({
+        "classification_head.dense.weight": rng.normal(0, .3, (16, 16)).astype("float32"),
+        "classification_head.dense.bias": rng.normal(0, .3, 16).astype("float32"),
+        "classification_head.out_proj.weight": rng.normal(0, .3, (3, 16)).astype("float32"),
+        "classification_head.out_proj.bias": rng.normal(0, .3, 3).astype("float32")})
+    config = dict(BART, architectures=["BartForSequenceClassification"], classifier_dropout=0.0)
+    model = classifier_from_huggingface(write_checkpoint(tmp_path / "bart", config, tensors))
+    ids = np.array([[0, 5, 9, 17, 4, 2], [0, 22, 13, 2, 1, 1]], "int32")  # </s> = 2, pad = 1
+    # HF: decoder_input_ids = shift_tokens_right(input_ids, pad, decoder_start=</s>); the
+    # head reads the decoder output at the last </s> of input_ids.
+    decoder_ids = np.concatenate([np.full((2, 1), 2, "int32"), ids[:, :-1]], 1)
+    t = {k: v.astype("float64") for k, v in tensors.items()}
+    _, y = numpy_refs.numpy_bart(tensors, BART, ids, (ids != 1).astype("int32"), decoder_ids,
+                                 np.ones_like(ids))
+    last_eos = [np.flatnonzero(row == 2)[-1] for row in ids]
+    hidden = np.tanh(y[[0, 1], last_eos] @ t["classification_head.dense.weight"].T
+                     + t["classification_head.dense.bias"])
+    want = (hidden @ t["classification_head.out_proj.weight"].T
+            + t["classification_head.out_proj.bias"])
+    # Our text path's encoder-decoder inputs (keras_ctx.preprocessing): the decoder reads
+    # the text shifted right under the encoder's padding mask.
+    mask = (ids != 1).astype("int32")
+    inputs = {"encoder_token_ids": ids, "encoder_padding_mask": mask,
+              "decoder_token_ids": decoder_ids, "decoder_padding_mask": mask}
+    np.testing.assert_allclose(model(inputs).numpy(), want, atol=1e-4)
+    assert model.get_config()["transform_activation"] == "tanh"

@@ -88,3 +88,21 @@ def test_cached_decoding_equals_full_pass():
 def test_config_round_trip():
     model = BartBackbone(**TINY)
     assert BartBackbone.from_config(model.get_config()).get_config() == model.get_config()
+
+
+def test_classifier_reads_the_last_real_decoder_state_through_dense_tanh():
+    from keras_ctx.tasks import SequenceClassifier
+
+    model = SequenceClassifier(BartBackbone(**TINY), num_classes=3)  # pooling from the family
+    transform = model.get_layer("transform")
+    assert transform.activation.__name__ == "tanh" and transform.units == TINY["hidden_size"]
+    ids = np.array([[0, 5, 9, 2, 1, 1]], "int32")
+    mask = np.array([[1, 1, 1, 1, 0, 0]], "int32")
+    inputs = {"encoder_token_ids": ids, "encoder_padding_mask": mask,
+              "decoder_token_ids": np.array([[2, 0, 5, 9, 2, 1]], "int32"),
+              "decoder_padding_mask": mask}
+    backbone_out = model.backbone(inputs)["decoder_sequence_output"].numpy()[:, 3]
+    dense, logits = transform, model.get_layer("logits")
+    want = np.tanh(backbone_out @ dense.kernel.numpy() + dense.bias.numpy())
+    want = want @ logits.kernel.numpy() + logits.bias.numpy()
+    np.testing.assert_allclose(model(inputs).numpy(), want, atol=1e-5)

@@ -106,3 +106,20 @@ def test_classifier_reads_the_last_real_decoder_state_through_dense_tanh():
     want = np.tanh(backbone_out @ dense.kernel.numpy() + dense.bias.numpy())
     want = want @ logits.kernel.numpy() + logits.bias.numpy()
     np.testing.assert_allclose(model(inputs).numpy(), want, atol=1e-5)
+
+
+def test_final_logits_bias_is_added_to_the_logits_and_not_trained(tmp_path):
+    import keras
+
+    model = BartBackbone(**TINY)
+    bias = np.arange(40, dtype="float32") / 10
+    model.final_logits_bias.assign(bias)
+    hidden = np.random.default_rng(0).normal(size=(1, 2, 16)).astype("float32")
+    table = model.token_embedding.embeddings.numpy()
+    np.testing.assert_allclose(model.logits(hidden), hidden @ table.T + bias, atol=1e-5)
+    # A buffer in HF's BartForConditionalGeneration: optimizers never see it.
+    assert not any(v is model.final_logits_bias for v in model.trainable_variables)
+    assert any(v is model.final_logits_bias for v in model.non_trainable_variables)
+    model.save(tmp_path / "bart.keras")
+    again = keras.saving.load_model(tmp_path / "bart.keras")
+    np.testing.assert_array_equal(again.final_logits_bias.numpy(), bias)

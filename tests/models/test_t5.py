@@ -173,3 +173,14 @@ def test_cached_decoding_equals_full_pass(config):
 def test_config_round_trip(config):
     model = T5Backbone(**config)
     assert T5Backbone.from_config(model.get_config()).get_config() == model.get_config()
+
+
+def test_the_untied_lm_head_is_trained():
+    import tensorflow as tf
+
+    model = T5Backbone(**TINY_V11)
+    assert any(v is model.lm_head.kernel for v in model.trainable_variables)
+    with tf.GradientTape() as tape:
+        hidden = model(feed([[5, 6, 7, 1]], [[0, 8, 9]]))["decoder_sequence_output"]
+        loss = tf.reduce_sum(model.logits(hidden)[..., 8])
+    assert np.abs(tape.gradient(loss, model.lm_head.kernel)).max() > 0

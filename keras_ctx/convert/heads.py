@@ -27,19 +27,25 @@ token embedding, with the checkpoint's transform, LayerNorm and output bias
              (`MaskedLMHead(transform=False)` on the tied word embedding)
 
 `logits = head(outputs["sequence_output"])`.
+`masked_lm_to_huggingface(backbone, head, directory)` writes the pair back in
+the head model's layout (the backbone under its prefix, the head's tensors;
+the tied decoder weight left out, as HF saves it).
 """
 
 import numpy as np
 
 from keras_ctx.convert.huggingface import (
+    EXPORTERS,
     CheckpointError,
     TensorReader,
     activation_from_huggingface,
+    default_model_type,
     from_huggingface,
     read_config,
     read_tensors,
+    write_checkpoint_directory,
 )
-from keras_ctx.convert.mapping import Entry, LINEAR, load_weight_map
+from keras_ctx.convert.mapping import Entry, LINEAR, export_weight_map, load_weight_map
 
 # model_type -> (prefixes of the head, dense, norm, output bias, decoder weight, activation);
 # dense and norm None: no transform (XLM).
@@ -57,6 +63,25 @@ HEADS = {
     # XLNetLMHeadModel's lm_loss: Linear tied to word_embedding, with a bias.
     "xlnet": (None, None, "lm_loss.bias", "lm_loss.weight", None),
 }
+
+
+# model_type -> (the head model's architecture, its backbone prefix).
+HEAD_MODELS = {"bert": ("BertForMaskedLM", "bert."), "roberta": ("RobertaForMaskedLM", "roberta."),
+               "albert": ("AlbertForMaskedLM", "albert."),
+               "electra": ("ElectraForMaskedLM", "electra."),
+               "xlm": ("XLMWithLMHeadModel", "transformer."),
+               "xlnet": ("XLNetLMHeadModel", "transformer.")}
+
+
+def _head_entries(head, model_type):
+    dense, norm, bias, _, _ = HEADS[model_type]
+    entries = [Entry(head.output_bias, bias)]
+    if dense is not None:
+        entries += [Entry(head.dense.kernel, dense + ".weight", LINEAR),
+                    Entry(head.dense.bias, dense + ".bias"),
+                    Entry(head.layer_norm.gamma, norm + ".weight"),
+                    Entry(head.layer_norm.beta, norm + ".bias")]
+    return entries
 
 
 def masked_lm_from_huggingface(directory):
@@ -91,15 +116,29 @@ def masked_lm_from_huggingface(directory):
     hidden = (config.get("hidden_size") or config.get("emb_dim") or config.get("d_model")
               or read(dense + ".weight").shape[1])
     head.build((None, None, hidden))
-    if dense is None:
-        load_weight_map([Entry(head.output_bias, bias)], read)
-        return backbone, head
-    load_weight_map([Entry(head.dense.kernel, dense + ".weight", LINEAR),
-                     Entry(head.dense.bias, dense + ".bias"),
-                     Entry(head.layer_norm.gamma, norm + ".weight"),
-                     Entry(head.layer_norm.beta, norm + ".bias"),
-                     Entry(head.output_bias, bias)], read)
+    load_weight_map(_head_entries(head, model_type), read)
     return backbone, head
+
+
+def masked_lm_to_huggingface(backbone, head, directory, model_type=None):
+    """Writes (backbone, MaskedLMHead) as the family's *ForMaskedLM / XLNetLMHeadModel.
+
+    `masked_lm_from_huggingface(directory)` reads it back exactly.
+    """
+    model_type = model_type or default_model_type(backbone)
+    if model_type not in HEAD_MODELS:
+        raise CheckpointError(f"No masked-LM head export for model_type {model_type!r}; "
+                              f"supported: {', '.join(sorted(HEAD_MODELS))}.")
+    if head.token_embedding is not backbone.token_embedding:
+        raise CheckpointError("The head is not tied to this backbone's token embedding; "
+                              f"{HEAD_MODELS[model_type][0]} ties its output layer.")
+    architecture, prefix = HEAD_MODELS[model_type]
+    config, tensors = EXPORTERS[model_type](backbone)
+    tensors = {prefix + name: value for name, value in tensors.items()}
+    tensors.update(export_weight_map(_head_entries(head, model_type)))
+    config = dict(config, architectures=[architecture])
+    return write_checkpoint_directory(directory, config, tensors,
+                                      getattr(backbone, "tokenizer", None))
 
 
 # *ForSequenceClassification heads: model_type -> (transform, logits) Linear

@@ -301,19 +301,26 @@ def to_huggingface(backbone, directory, model_type=None):
     (vocab.txt for WordPiece). `from_huggingface(directory)` reads it back
     exactly. Returns the directory.
     """
-    from safetensors.numpy import save_file
 
     model_type = model_type or default_model_type(backbone)
     if model_type not in EXPORTERS:
         raise CheckpointError(f"Cannot export to model_type {model_type!r}; exportable: "
                               f"{', '.join(sorted(EXPORTERS))}.")
     config, tensors = EXPORTERS[model_type](backbone)
+    return write_checkpoint_directory(directory, config, tensors,
+                                      getattr(backbone, "tokenizer", None))
+
+
+def write_checkpoint_directory(directory, config, tensors, tokenizer=None):
+    """config.json + model.safetensors (+ the tokenizer's files) in `directory`."""
+    from safetensors.numpy import save_file
+
     directory = os.fspath(directory)
     os.makedirs(directory, exist_ok=True)
     with open(os.path.join(directory, "config.json"), "w", encoding="utf-8") as handle:
         json.dump(config, handle, indent=2, sort_keys=True)
     save_file(tensors, os.path.join(directory, "model.safetensors"), metadata={"format": "pt"})
-    save_tokenizer_files(getattr(backbone, "tokenizer", None), directory)
+    save_tokenizer_files(tokenizer, directory)
     return directory
 
 

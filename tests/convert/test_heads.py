@@ -1,10 +1,17 @@
 """Masked-LM heads of HF checkpoints: logits match numpy from the checkpoint's tensors."""
 
+import os
+
 import numpy as np
 import pytest
+from safetensors.numpy import load_file
 
 from keras_ctx.convert import CheckpointError
-from keras_ctx.convert.heads import classifier_from_huggingface, masked_lm_from_huggingface
+from keras_ctx.convert.heads import (
+    classifier_from_huggingface,
+    masked_lm_from_huggingface,
+    masked_lm_to_huggingface,
+)
 from tests import references
 from tests.convert import numpy_refs
 from tests.convert.test_hf_families import (
@@ -61,6 +68,12 @@ def test_bert_and_albert_masked_lm_heads(tmp_path):
                           "bert.embeddings.word_embeddings.weight", references.gelu, 1e-12)
     got = head(backbone(inputs)["sequence_output"]).numpy()
     np.testing.assert_allclose(got, want, atol=2e-4)
+    written = load_file(os.path.join(masked_lm_to_huggingface(backbone, head, tmp_path / "bo"),
+                                     "model.safetensors"))
+    for name in ("cls.predictions.bias", "cls.predictions.transform.dense.weight",
+                 "cls.predictions.transform.LayerNorm.bias",
+                 "bert.encoder.layer.0.output.dense.weight"):
+        np.testing.assert_array_equal(written[name], tensors[name])
 
     tensors = albert_tensors()
     tensors["predictions.decoder.weight"] = tensors["albert.embeddings.word_embeddings.weight"]
@@ -171,6 +184,15 @@ def test_xlnet_lm_head_matches_numpy(tmp_path):
             + tensors["lm_loss.bias"])
     np.testing.assert_allclose(head(hidden), want, atol=1e-4)
     assert head.token_embedding is backbone.token_embedding and not head.transform
+
+    # Back to XLNetLMHeadModel's layout: every tensor as it was, the tied copy left out.
+    directory = masked_lm_to_huggingface(backbone, head, tmp_path / "out")
+    written = load_file(os.path.join(directory, "model.safetensors"))
+    assert set(written) == set(tensors) - {"lm_loss.weight"}
+    for name, value in written.items():
+        np.testing.assert_array_equal(value, tensors[name])
+    backbone, head = masked_lm_from_huggingface(directory)
+    np.testing.assert_allclose(head(hidden), want, atol=1e-4)
 
     tensors["lm_loss.weight"] = tensors["lm_loss.weight"] * 2
     with pytest.raises(CheckpointError, match="lm_loss.weight is not tied"):

@@ -197,6 +197,15 @@ def t5():
     return Seq2SeqPretrainer(T5Backbone(**SEQ2SEQ))
 
 
+def t5_v1_1():
+    from keras_ctx.models.t5 import T5Backbone
+    from keras_ctx.pretraining import Seq2SeqPretrainer
+
+    # T5 v1.1: gated GELU, untied output, heads x head_size != hidden_size.
+    return Seq2SeqPretrainer(T5Backbone(**SEQ2SEQ, head_size=8, gated_feedforward=True,
+                                        activation="gelu_approximate", tie_embeddings=False))
+
+
 def bart():
     from keras_ctx.models.bart import BartBackbone
     from keras_ctx.pretraining import Seq2SeqPretrainer
@@ -284,6 +293,7 @@ CASES = {
     "causal_lm": (causal_lm, causal_lm_batch),
     "gpt_fine_tuner": (gpt_fine_tuner, gpt_fine_tuner_batch),
     "t5": (t5, _seq2seq_batch),
+    "t5_v1_1": (t5_v1_1, _seq2seq_batch),
     "bart": (bart, _seq2seq_batch),
     "translation": (translation, translation_batch),
     "awd_lstm_lm": (awd_lstm_lm, causal_lm_batch),

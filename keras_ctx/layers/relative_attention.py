@@ -19,6 +19,7 @@ def relative_positional_encoding(
     hidden_size,
     bidirectional=True,
     clamp_length=-1,
+    reverse=False,
     dtype="float32",
 ):
     """Sinusoidal relative positional encodings, (1, positions, hidden_size).
@@ -37,6 +38,8 @@ def relative_positional_encoding(
             rows; `False` is only valid with a causal mask.
         clamp_length: if > 0, distances are clipped to
             `[-clamp_length, clamp_length]` (XLNet's `clamp_len`).
+        reverse: encode the negated distances `-pos_seq[p]`: XLNet's
+            `bi_data` rows that read the text backwards (its `bwd_pos_seq`).
         dtype: dtype of the result.
 
     Returns:
@@ -59,6 +62,8 @@ def relative_positional_encoding(
     # inv_freq = 1 / 10000^(2k / d), the sinusoids of Vaswani et al. (2017).
     end = -query_length if bidirectional else -1
     pos_seq = ops.arange(key_length, end, -1, dtype="float32")
+    if reverse:
+        pos_seq = -pos_seq
     if clamp_length > 0:
         pos_seq = ops.clip(pos_seq, -float(clamp_length), float(clamp_length))
     inv_freq = 1.0 / (
@@ -175,10 +180,13 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
 
     Call arguments:
         content_stream: h, (batch, T, hidden).
-        position_encoding: (1 or batch, K + T, hidden), from
+        position_encoding: (G, K + T, hidden), from
             `relative_positional_encoding(T, K, hidden)` with K = M + T; a
             unidirectional (K + 1 rows) encoding also works when every key
-            after the query is masked.
+            after the query is masked. G divides the batch: the rows are G
+            equal consecutive groups and group g reads encoding g (G = 1: one
+            for all; G = 2: XLNet's `bi_data` forward and backward halves;
+            G = batch: one per row).
         content_attention_mask: (batch, T, K), true/1 where content position i
             may attend key j (memory keys first). None: attend everywhere.
         query_stream: g, (batch, T, hidden), or (batch, P, hidden) with
@@ -299,18 +307,18 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
         key_length = _plus(memory_length, length)
         if position is None or len(position) != 3:
             raise ValueError(
-                "`position_encoding` must be (1 or batch, key_length + length, "
+                "`position_encoding` must be (groups, key_length + length, "
                 f"hidden), got shape {position}."
             )
         rows = position[1]
         if _differ(position[-1], hidden) or (
             rows is not None and key_length is not None and length is not None
             and rows not in (key_length + length, key_length + 1)
-        ) or (position[0] is not None and position[0] != 1
-              and _differ(position[0], batch)):
+        ) or (position[0] is not None and batch is not None and batch % position[0]):
             raise ValueError(
-                f"`position_encoding` has shape {position} but must be (1 or "
-                f"batch, key_length + length, hidden) = (1, {_plus(key_length, length)}, "
+                f"`position_encoding` has shape {position} but must be (groups "
+                f"dividing the batch, key_length + length, hidden) = (1, "
+                f"{_plus(key_length, length)}, "
                 f"{hidden}) for content_stream {content} and memory {memory}; "
                 f"build it with relative_positional_encoding({length}, "
                 f"{key_length}, {hidden})."
@@ -360,9 +368,12 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
         ac = ops.einsum("binh,bjnh->bnij", q_w, k)
         if k_r.shape[0] == 1:  # one encoding for the whole batch (the usual case)
             bd = ops.einsum("binh,pnh->bnip", q_r, k_r[0])
-        else:
-            k_r = ops.broadcast_to(k_r, (ops.shape(q)[0],) + tuple(ops.shape(k_r)[1:]))
-            bd = ops.einsum("binh,bpnh->bnip", q_r, k_r)
+        else:  # G groups of consecutive rows, group g reads encoding g
+            groups = ops.shape(k_r)[0]
+            shape = ops.shape(q_r)
+            q_r = ops.reshape(q_r, (groups, shape[0] // groups) + tuple(shape[1:]))
+            bd = ops.einsum("gbinh,gpnh->gbnip", q_r, k_r)
+            bd = ops.reshape(bd, (shape[0],) + tuple(ops.shape(bd)[2:]))
         bd = rel_shift(ops.cast(bd, "float32"), ops.shape(k)[1])
         scores = ops.cast(ac, "float32") + bd
         if segment_matrix is not None:

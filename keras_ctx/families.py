@@ -247,7 +247,7 @@ def _xlnet_pretrainer(backbone, tokenizer, run):
 
     # As pipelines.permutation_dataset lays the data out (XLNet's data_utils.py).
     return XLNetPretrainer(backbone, batch_size=run.batch_size,
-                           reuse_len=default_reuse_len(run.sequence_length), bi_data=True)
+                           reuse_len=default_reuse_len(run.sequence_length))
 
 
 def _electra_pretrainer(discriminator, tokenizer, run):

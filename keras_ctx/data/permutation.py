@@ -493,9 +493,8 @@ def _rows(data, sentence_ids, batch_size, bi_data, num_replicas):
     """XLNet `batchify` (+ `bi_data`): (batch, steps) rows and which rows are reversed.
 
     With `bi_data`, each replica's rows are b/2 streams, then the same b/2
-    streams reversed (XLNet `create_tfrecords`), so each replica's batch is
-    [forward half, backward half] as `XLNetBackbone.forward(bi_data=True)`
-    reads it.
+    streams reversed (XLNet `create_tfrecords`); the model reads which rows
+    are reversed from `is_backward`, so any replica count trains correctly.
     """
     streams = batch_size // 2 if bi_data else batch_size
     steps = len(data) // streams
@@ -547,6 +546,7 @@ def _shard_batches(data, sentence_ids, settings, rng):
             "segment_ids": np.stack([r[1] for r in rows]),
             "is_masked": np.stack([r[2] for r in rows]).astype(np.int32),
             "is_continuation": np.array([r[3] for r in rows], np.int32),
+            "is_backward": reverse.astype(np.int32),
         }
         i += reuse
 
@@ -582,7 +582,9 @@ def two_segment_stream(documents, sequence_length, batch_size, sep_id, cls_id, r
         bi_data: half of each replica's rows read backwards (XLNet: True).
         num_replicas: replicas the batch is split over (contiguous rows
             each, as tf.distribute splits it): each replica's rows are a
-            forward half then a backward half.
+            forward half then a backward half, as XLNet lays them out per
+            core (`is_backward` says which, so the model does not depend on
+            it).
         eod_id: appended to every document (XLNet's <eod>), or None.
         word_starts: bool array over ids, True where a piece starts a word
             (spans start there); None: every piece.
@@ -592,7 +594,8 @@ def two_segment_stream(documents, sequence_length, batch_size, sep_id, cls_id, r
 
     Returns:
         tf.data.Dataset of dicts, int32: `token_ids`, `padding_mask`,
-        `segment_ids`, `is_masked` (batch, T) and `is_continuation` (batch,);
+        `segment_ids`, `is_masked` (batch, T), `is_continuation` (batch,)
+        (1 where B follows A) and `is_backward` (batch,) (1 for reversed rows);
         feed it to `permutation_masks(..., is_masked given, functional_ids=
         (sep_id, cls_id), reuse_len=...)`.
     """
@@ -672,4 +675,5 @@ def two_segment_stream(documents, sequence_length, batch_size, sep_id, cls_id, r
     matrix = tf.TensorSpec((batch_size, sequence_length), tf.int32)
     return tf.data.Dataset.from_generator(batches, output_signature={
         "token_ids": matrix, "padding_mask": matrix, "segment_ids": matrix,
-        "is_masked": matrix, "is_continuation": tf.TensorSpec((batch_size,), tf.int32)})
+        "is_masked": matrix, "is_continuation": tf.TensorSpec((batch_size,), tf.int32),
+        "is_backward": tf.TensorSpec((batch_size,), tf.int32)})

@@ -198,8 +198,8 @@ def permutation_dataset(documents, tokenizer, batch_size, sequence_length=512, s
     perm_size = T / 2 (256 of 512), num_predict 85 of 512, mask_alpha 6,
     mask_beta 1, bi_data. `num_replicas` defaults to the current
     tf.distribute strategy's (each replica's rows are a forward and a
-    backward half). Train with `XLNetPretrainer(reuse_len=..., bi_data=...)`
-    set the same.
+    backward half, marked `is_backward`). Train with
+    `XLNetPretrainer(reuse_len=...)` set the same.
     """
     from keras_ctx.data.tokenizers import vocabulary
 

@@ -183,10 +183,8 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
         position_encoding: (G, K + T, hidden), from
             `relative_positional_encoding(T, K, hidden)` with K = M + T; a
             unidirectional (K + 1 rows) encoding also works when every key
-            after the query is masked. G divides the batch: the rows are G
-            equal consecutive groups and group g reads encoding g (G = 1: one
-            for all; G = 2: XLNet's `bi_data` forward and backward halves;
-            G = batch: one per row).
+            after the query is masked. G is 1 (one for all rows), the batch
+            (one per row), or any number with `position_index`.
         content_attention_mask: (batch, T, K), true/1 where content position i
             may attend key j (memory keys first). None: attend everywhere.
         query_stream: g, (batch, T, hidden), or (batch, P, hidden) with
@@ -201,6 +199,9 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
         target_mapping: (batch, P, T), one-hot rows mapping each of the P
             predictions to its position, as in XLNet: the query stream is
             mapped onto the T positions before attention and back after.
+        position_index: (batch,) int: row b reads encoding
+            `position_index[b]` of the G (XLNet's `bi_data`: 0 forward,
+            1 backward). The G encodings are projected once.
         training: whether attention dropout is active.
 
     Returns:
@@ -288,7 +289,7 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
         self.built = True
 
     def _check_shapes(self, content, position, content_mask, query, query_mask,
-                      segment_matrix, memory, target_mapping):
+                      segment_matrix, memory, target_mapping, grouped=False):
         """Static shape checks; unknown (None) sizes are not checked."""
         if content is None or len(content) != 3:
             raise ValueError(
@@ -307,17 +308,18 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
         key_length = _plus(memory_length, length)
         if position is None or len(position) != 3:
             raise ValueError(
-                "`position_encoding` must be (groups, key_length + length, "
+                "`position_encoding` must be (1 or batch, key_length + length, "
                 f"hidden), got shape {position}."
             )
         rows = position[1]
         if _differ(position[-1], hidden) or (
             rows is not None and key_length is not None and length is not None
             and rows not in (key_length + length, key_length + 1)
-        ) or (position[0] is not None and batch is not None and batch % position[0]):
+        ) or (position[0] is not None and position[0] != 1 and not grouped
+              and _differ(position[0], batch)):
             raise ValueError(
-                f"`position_encoding` has shape {position} but must be (groups "
-                f"dividing the batch, key_length + length, hidden) = (1, "
+                f"`position_encoding` has shape {position} but must be (1 or "
+                f"batch (any with position_index), key_length + length, hidden) = (1, "
                 f"{_plus(key_length, length)}, "
                 f"{hidden}) for content_stream {content} and memory {memory}; "
                 f"build it with relative_positional_encoding({length}, "
@@ -368,12 +370,9 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
         ac = ops.einsum("binh,bjnh->bnij", q_w, k)
         if k_r.shape[0] == 1:  # one encoding for the whole batch (the usual case)
             bd = ops.einsum("binh,pnh->bnip", q_r, k_r[0])
-        else:  # G groups of consecutive rows, group g reads encoding g
-            groups = ops.shape(k_r)[0]
-            shape = ops.shape(q_r)
-            q_r = ops.reshape(q_r, (groups, shape[0] // groups) + tuple(shape[1:]))
-            bd = ops.einsum("gbinh,gpnh->gbnip", q_r, k_r)
-            bd = ops.reshape(bd, (shape[0],) + tuple(ops.shape(bd)[2:]))
+        else:
+            k_r = ops.broadcast_to(k_r, (ops.shape(q)[0],) + tuple(ops.shape(k_r)[1:]))
+            bd = ops.einsum("binh,bpnh->bnip", q_r, k_r)
         bd = rel_shift(ops.cast(bd, "float32"), ops.shape(k)[1])
         scores = ops.cast(ac, "float32") + bd
         if segment_matrix is not None:
@@ -402,13 +401,14 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
         segment_matrix=None,
         memory=None,
         target_mapping=None,
+        position_index=None,
         training=None,
     ):
         self._check_shapes(
             _dims(content_stream), _dims(position_encoding),
             _dims(content_attention_mask), _dims(query_stream),
             _dims(query_attention_mask), _dims(segment_matrix), _dims(memory),
-            _dims(target_mapping),
+            _dims(target_mapping), grouped=position_index is not None,
         )
         h = content_stream
         if memory is not None:
@@ -420,6 +420,8 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
         k = self.key_dense(keys_in)
         v = self.value_dense(keys_in)
         k_r = self.position_dense(ops.cast(position_encoding, h.dtype))
+        if position_index is not None:
+            k_r = ops.take(k_r, ops.cast(position_index, "int32"), axis=0)
 
         q_h = self.query_dense(h)
         attn_h = self._attention(
@@ -445,12 +447,13 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
     def compute_output_spec(self, content_stream, position_encoding,
                             content_attention_mask=None, query_stream=None,
                             query_attention_mask=None, segment_matrix=None,
-                            memory=None, target_mapping=None, **kwargs):
+                            memory=None, target_mapping=None, position_index=None,
+                            **kwargs):
         self._check_shapes(
             _dims(content_stream), _dims(position_encoding),
             _dims(content_attention_mask), _dims(query_stream),
             _dims(query_attention_mask), _dims(segment_matrix), _dims(memory),
-            _dims(target_mapping),
+            _dims(target_mapping), grouped=position_index is not None,
         )
         content_output = keras.KerasTensor(
             content_stream.shape, dtype=self.compute_dtype

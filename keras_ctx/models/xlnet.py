@@ -99,9 +99,10 @@ def xlnet_position_encoding(query_length, key_length, hidden_size, clamp_length=
                             causal=False, bi_data=False, dtype="float32"):
     """XLNet `relative_positional_encoding`: (1, R, hidden), or (2, R, hidden) with `bi_data`.
 
-    With `bi_data` the batch's first half reads the text forwards and its
-    second half backwards (negated distances), as XLNet's `bi_data` pipeline
-    lays it out; `TwoStreamRelativeAttention` gives group g encoding g.
+    With `bi_data`, encoding 0 is the forward one and encoding 1 has the
+    distances negated, for rows that read the text backwards (XLNet's
+    `bwd_pos_seq`); `TwoStreamRelativeAttention(position_index=...)` picks
+    one per row.
     """
     def encoding(reverse):
         return relative_positional_encoding(
@@ -320,7 +321,7 @@ class XLNetBackbone(Backbone):
             for _ in range(self.num_layers)
         ]
 
-    def forward(self, inputs, memory=None, training=None, reuse_len=None, bi_data=False):
+    def forward(self, inputs, memory=None, training=None, reuse_len=None):
         """The full XLNet pass: content stream, query stream and memory.
 
         Args:
@@ -331,6 +332,9 @@ class XLNetBackbone(Backbone):
                 without it only the content stream (every real token visible).
                 `target_mapping` (batch, P, T) float one-hot rows: the query
                 stream is computed for those P positions only (needs perm_mask).
+                `is_backward` (batch,) int: 1 for rows that read their text
+                backwards (XLNet's `bi_data`): their relative distances are
+                negated (`two_segment_stream` makes it).
             memory: None, or a list of `num_layers` tensors (batch, M, hidden):
                 the states of the previous segment (memory columns are visible
                 to every position; no gradient flows into them).
@@ -339,8 +343,6 @@ class XLNetBackbone(Backbone):
                 memory (XLNet `_cache_mem`): the part of the example that the
                 next batch continues (`keras_ctx.data.permutation`'s two-segment
                 examples). None: all T positions.
-            bi_data: the batch's second half reads its text backwards
-                (XLNet's `bi_data`): its relative distances are negated.
 
         Returns:
             dict with `sequence_output` (content stream, (batch, T, hidden)),
@@ -369,12 +371,9 @@ class XLNetBackbone(Backbone):
             )
         length = ops.shape(token_ids)[1]
         memory_length = 0 if memory is None else int(memory[0].shape[1])
-        batch = token_ids.shape[0]
-        if bi_data and batch is not None and batch % 2:
-            raise ValueError(
-                f"`bi_data` needs an even batch (forward half, backward half), got {batch} "
-                "rows per replica."
-            )
+        backward = inputs.get("is_backward")
+        position_index = None if backward is None else ops.cast(
+            ops.not_equal(backward, 0), "int32")
         if reuse_len is not None and (
                 isinstance(reuse_len, bool) or not isinstance(reuse_len, int)
                 or reuse_len <= 0 or (token_ids.shape[1] or reuse_len) < reuse_len):
@@ -395,7 +394,7 @@ class XLNetBackbone(Backbone):
         )
         position = xlnet_position_encoding(
             length, length + memory_length, self.hidden_size,
-            clamp_length=self.clamp_length, causal=causal, bi_data=bi_data,
+            clamp_length=self.clamp_length, causal=causal, bi_data=backward is not None,
             dtype=self.compute_dtype,
         )
         position = self.position_dropout(position, training=training)
@@ -409,7 +408,8 @@ class XLNetBackbone(Backbone):
             outputs = block(
                 h, position, content_attention_mask=content_mask, query_stream=g,
                 query_attention_mask=query_mask, segment_matrix=segment_matrix,
-                memory=layer_memory, target_mapping=target_mapping, training=training,
+                memory=layer_memory, target_mapping=target_mapping,
+                position_index=position_index, training=training,
             )
             if g is None:
                 h = outputs

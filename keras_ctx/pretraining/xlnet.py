@@ -45,12 +45,11 @@ class XLNetPretrainer(Pretrainer):
         reuse_len: only the first `reuse_len` positions of each example
             enter the memory (XLNet's `reuse_len`, 256 of 512; the data's,
             `two_segment_stream`). None: all positions (`text_stream`).
-        bi_data: the second half of each replica's batch reads its text
-            backwards (XLNet's `bi_data`, as `two_segment_stream` lays it out).
 
     Data: dicts from `permutation_masks` (`token_ids`, `padding_mask`,
     `segment_ids`, `perm_mask`, `target_mapping`, `target_ids`,
-    `target_weights`), batched with a fixed size (drop_remainder=True).
+    `target_weights`, and `is_backward` for XLNet's `bi_data` rows), batched
+    with a fixed size (drop_remainder=True).
 
     Metrics: `loss` (mean cross-entropy over the targets) and `plm_accuracy`.
     `evaluate` starts every batch from zero memory and carries nothing.
@@ -62,7 +61,7 @@ class XLNetPretrainer(Pretrainer):
     """
 
     def __init__(self, backbone, batch_size=None, carry_memory=True, reuse_len=None,
-                 bi_data=False, **kwargs):
+                 **kwargs):
         super().__init__(**kwargs)
         for name in ("forward", "initial_memory", "token_embedding", "mem_len"):
             if not hasattr(backbone, name):
@@ -81,7 +80,6 @@ class XLNetPretrainer(Pretrainer):
         self.batch_size = batch_size
         self.carry_memory = bool(carry_memory)
         self.reuse_len = reuse_len
-        self.bi_data = bool(bi_data)
         vocabulary_size = backbone.token_embedding.vocabulary_size
         # XLNet `lm_loss`: logits = g E^T + b, the embedding table tied.
         self.lm_bias = self.add_weight(
@@ -127,7 +125,7 @@ class XLNetPretrainer(Pretrainer):
     def call(self, inputs, memory=None, training=None):
         """Logits (batch, P, vocabulary) of the targets, and the next memory (or None)."""
         outputs = self.backbone.forward(inputs, memory=memory, training=training,
-                                        reuse_len=self.reuse_len, bi_data=self.bi_data)
+                                        reuse_len=self.reuse_len)
         logits = self.backbone.token_embedding.reverse(outputs["query_output"])
         logits = ops.cast(logits, "float32") + ops.cast(self.lm_bias, "float32")
         return logits, outputs.get("memory")
@@ -171,5 +169,4 @@ class XLNetPretrainer(Pretrainer):
 
     def get_config(self):
         return {**super().get_config(), "batch_size": self.batch_size,
-                "carry_memory": self.carry_memory, "reuse_len": self.reuse_len,
-                "bi_data": self.bi_data}
+                "carry_memory": self.carry_memory, "reuse_len": self.reuse_len}

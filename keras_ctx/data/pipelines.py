@@ -208,7 +208,8 @@ def permutation_dataset(documents, tokenizer, batch_size, sequence_length=512, s
     if num_replicas is None:
         num_replicas = tf.distribute.get_strategy().num_replicas_in_sync
     reuse_len = permutation.default_reuse_len(sequence_length) if reuse_len is None else reuse_len
-    num_predict = num_predict or permutation.default_num_predict(sequence_length)
+    if num_predict is None:
+        num_predict = permutation.default_num_predict(sequence_length)
     stream = permutation.two_segment_stream(
         tokenize_documents(documents, tokenizer), sequence_length, batch_size, ids["sep"],
         ids["cls"], reuse_len=reuse_len, num_predict=num_predict, bi_data=bi_data,

@@ -386,3 +386,40 @@ def test_two_segment_stream_bad_inputs():
     tiny = permutation.two_segment_stream(_dataset(_documents(1)), 64, 4, SEP, CLS)
     with pytest.raises(Exception, match="no batch"):
         list(tiny.as_numpy_iterator())
+
+
+def test_xlnet_recipe_uses_the_released_settings():
+    from keras_ctx import families
+
+    # zihangdai/xlnet: data_utils.py flags num_predict=85 (of seq_len 512),
+    # mask_alpha=6, mask_beta=1, reuse_len=256; README: perm_size=256.
+    assert (permutation.default_num_predict(512), permutation.MASK_ALPHA,
+            permutation.MASK_BETA, permutation.default_reuse_len(512)) == (85, 6, 1, 256)
+    family = families.get("xlnet")
+    rng = np.random.default_rng(0)
+    words = "The river bank was Steep and the Money in the bank was safe on Monday".split()
+    docs = [[" ".join(rng.choice(words, rng.integers(5, 10))) + "."
+             for _ in range(rng.integers(3, 6))] for _ in range(30)]
+    documents = tf.data.Dataset.from_generator(
+        lambda: iter(docs), output_signature=tf.TensorSpec((None,), tf.string))
+    tokenizer = family.train_tokenizer(documents.unbatch(), 300)
+    assert type(tokenizer).__name__ == "SentencePieceTokenizer"  # as XLNet's spm_train
+    pieces = [tokenizer.id_to_token(i) for i in range(tokenizer.vocabulary_size())]
+    assert "<eod>" in pieces and any(p != p.lower() for p in pieces)  # cased
+    run = families.Run("xlnet-base", batch_size=4, sequence_length=64, vocabulary_size=300)
+    element = next(family.dataset(documents, tokenizer, run).as_numpy_iterator())
+    sep, cls = tokenizer.token_to_id("[SEP]"), tokenizer.token_to_id("[CLS]")
+    assert (element["token_ids"][:, -1] == cls).all() and (element["token_ids"][:, -2] == sep).all()
+    assert (element["segment_ids"][:, -1] == 2).all() and (element["segment_ids"][:, :32] == 0).all()
+    assert (element["is_masked"].sum(1) == permutation.default_num_predict(64)).all()  # 10
+    assert (element["is_masked"][:, :32].sum(1) == 5).all()
+    assert element["target_mapping"].shape == (4, 10, 64)
+    np.testing.assert_array_equal(element["is_backward"], [0, 0, 1, 1])
+    assert (element["perm_mask"][:, :32, 32:] == 1).all()  # the reuse part sees no further
+    assert family.pretrainer(from_preset_tiny(tokenizer), tokenizer, run).reuse_len == 32
+
+
+def from_preset_tiny(tokenizer):
+    from keras_ctx.models import XLNetBackbone
+
+    return XLNetBackbone(tokenizer.vocabulary_size(), 1, 2, 16, 32)

@@ -202,6 +202,10 @@ GPT_FRAMING = Framing(middle=(("<|endoftext|>",),), segments=1)
 T5_FRAMING = Framing(middle=(("</s>", "[SEP]"),), end=(("</s>", "[SEP]"),), segments=1,
                      decoder_start=(("<pad>", "[PAD]"),))
 
+# XLNet's SentencePiece (its README's spm_train): cased, control symbols
+# <cls> <sep> <pad> <mask> <eod> (spelled as keras_ctx's pipelines find them).
+XLNET_SPECIAL_TOKENS = ("<pad>", "<unk>", "[CLS]", "[SEP]", "<mask>", "<eod>")
+
 GPT_END_OF_TEXT = "<|endoftext|>"
 T5_SENTINELS = 100  # <extra_id_0..99> after the SentencePiece vocabulary (Raffel et al.)
 
@@ -240,9 +244,12 @@ def _pretrainer(name):
 
 
 def _xlnet_pretrainer(backbone, tokenizer, run):
+    from keras_ctx.data.permutation import default_reuse_len
     from keras_ctx.pretraining import XLNetPretrainer
 
-    return XLNetPretrainer(backbone, batch_size=run.batch_size)
+    # As pipelines.permutation_dataset lays the data out (XLNet's data_utils.py).
+    return XLNetPretrainer(backbone, batch_size=run.batch_size,
+                           reuse_len=default_reuse_len(run.sequence_length))
 
 
 def _electra_pretrainer(discriminator, tokenizer, run):
@@ -318,7 +325,9 @@ def _register_builtin():
         pretrainer=_electra_pretrainer, huggingface=("electra",),
         keras_hub=("ElectraBackbone",), tf_checkpoint="electra"))
     register_family(Family(
-        "xlnet", xlnet.XLNetBackbone, xlnet.XLNET_PRESETS, wordpiece, XLNET_FRAMING,
+        "xlnet", xlnet.XLNetBackbone, xlnet.XLNET_PRESETS, _tokenizer(
+            "train_sentencepiece", special_tokens=XLNET_SPECIAL_TOKENS, lowercase=False),
+        XLNET_FRAMING,
         pooling=last, dataset=_pipeline("permutation_dataset"),
         pretrainer=_xlnet_pretrainer, huggingface=("xlnet",), keras_hub=("XLNetBackbone",),
         tf_checkpoint="xlnet"))

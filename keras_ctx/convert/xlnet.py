@@ -31,9 +31,9 @@ XLNET_IGNORED = ("lm_loss", "sequence_summary", "logits_proj", "qa_outputs", "st
 
 def xlnet_config_from_huggingface(config):
     _required(config, "vocab_size", "n_layer", "n_head", "d_model", "d_inner")
-    if config.get("attn_type", "bi") != "bi":
-        raise CheckpointError(f"attn_type {config['attn_type']!r}: only XLNet's bidirectional "
-                              "attention ('bi') is supported.")
+    attention_type = config.get("attn_type", "bi")
+    if attention_type not in ("bi", "uni"):
+        raise CheckpointError(f"attn_type {attention_type!r}: XLNet has 'bi' and 'uni'.")
     if config.get("bi_data", False):
         raise CheckpointError("bi_data=true (bidirectional data pipeline) is not supported.")
     if config.get("d_head") not in (None, config["d_model"] // config["n_head"]):
@@ -49,6 +49,9 @@ def xlnet_config_from_huggingface(config):
         activation=activation_from_huggingface(config.get("ff_activation", "gelu")),
         mem_len=int(config.get("mem_len") or 0),
         clamp_length=config.get("clamp_len", -1),
+        attention_type=attention_type,
+        # HF, like XLNet's _create_mask, applies same_length to 'uni' attention only.
+        same_length=bool(config.get("same_length")) and attention_type == "uni",
         layer_norm_epsilon=config.get("layer_norm_eps", 1e-12),
         initializer_range=config.get("initializer_range", 0.02),
     )
@@ -110,7 +113,8 @@ def export_xlnet(backbone):
         "clamp_len": backbone.clamp_length,
         "layer_norm_eps": backbone.layer_norm_epsilon,
         "initializer_range": backbone.initializer_range,
-        "attn_type": "bi",
+        "attn_type": backbone.attention_type,
+        "same_length": backbone.same_length,
         "bi_data": False,
         "untie_r": True,
     }

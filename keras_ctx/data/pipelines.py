@@ -14,7 +14,7 @@ so the pretrainers' train steps compile with XLA.
     causal_lm_dataset  GPT / GPT-2: the token stream cut into chunks
     span_corruption_dataset  T5: sentinel span corruption
     denoising_dataset  BART: sentence permutation + text infilling
-    permutation_dataset  XLNet: the token stream + permutation masks
+    permutation_dataset  XLNet: two-segment examples + permutation masks
     bilm_dataset     ELMo: sentences as characters + word ids
 
 `keras_ctx.families` names each family's builder; `keras_ctx.recipes`
@@ -172,11 +172,52 @@ def denoising_dataset(documents, tokenizer, batch_size, sequence_length=512, see
     return examples.batch(batch_size, drop_remainder=True)
 
 
-def permutation_dataset(documents, tokenizer, batch_size, sequence_length=512, seed=0):
-    """XLNet: the token stream in (batch, length) rows + permutation masks (Yang et al. 2019)."""
-    stream = permutation.text_stream(token_documents(documents, tokenizer), sequence_length,
-                                     batch_size)
-    return permutation.permutation_masks(stream, seed=seed)
+def xlnet_word_starts(tokenizer):
+    """Bool array over ids: True where a piece starts a word (XLNet `_is_start_piece`).
+
+    Pieces that open a word (SentencePiece "▁"), special tokens and the
+    punctuation pieces XLNet lists start a span of `span_mask`.
+    """
+    from keras_ctx.data.tokenizers import vocabulary
+
+    punctuation = set('!"#$%&()*+,-./:;?@[\\]^_`{|}~')
+    pieces = vocabulary(tokenizer)
+    return ~continuation_table(tokenizer) | [p in punctuation for p in pieces]
+
+
+def permutation_dataset(documents, tokenizer, batch_size, sequence_length=512, seed=0,
+                        reuse_len=None, num_predict=None, perm_size=None, bi_data=True,
+                        num_replicas=None, eod_token="<eod>"):
+    """XLNet: two-segment examples + permutation masks, as its released code (Yang et al. 2019).
+
+    `permutation.two_segment_stream` (data_utils.py: [reuse, A, <sep>, B,
+    <sep>, <cls>], B the continuation or a random segment, span targets, the
+    backward `bi_data` rows), then `permutation.permutation_masks` with the
+    reuse part ordered on its own (its `_local_perm` and `get_dataset`).
+    Defaults are the released ones scaled to `sequence_length`: reuse_len =
+    perm_size = T / 2 (256 of 512), num_predict 85 of 512, mask_alpha 6,
+    mask_beta 1, bi_data. `num_replicas` defaults to the current
+    tf.distribute strategy's (each replica's rows are a forward and a
+    backward half, marked `is_backward`). Train with
+    `XLNetPretrainer(reuse_len=...)` set the same.
+    """
+    from keras_ctx.data.tokenizers import vocabulary
+
+    ids = special_token_ids(tokenizer)
+    eod_id = tokenizer.token_to_id(eod_token) if eod_token in vocabulary(tokenizer) else None
+    if num_replicas is None:
+        num_replicas = tf.distribute.get_strategy().num_replicas_in_sync
+    reuse_len = permutation.default_reuse_len(sequence_length) if reuse_len is None else reuse_len
+    if num_predict is None:
+        num_predict = permutation.default_num_predict(sequence_length)
+    stream = permutation.two_segment_stream(
+        tokenize_documents(documents, tokenizer), sequence_length, batch_size, ids["sep"],
+        ids["cls"], reuse_len=reuse_len, num_predict=num_predict, bi_data=bi_data,
+        num_replicas=num_replicas, eod_id=eod_id, word_starts=xlnet_word_starts(tokenizer),
+        seed=seed)
+    return permutation.permutation_masks(
+        stream, num_predict=num_predict, seed=seed, functional_ids=(ids["sep"], ids["cls"]),
+        reuse_len=reuse_len, perm_size=perm_size).prefetch(tf.data.AUTOTUNE)
 
 
 def bilm_dataset(documents, vocabulary, batch_size, sequence_length=64, seed=0):

@@ -19,6 +19,7 @@ def relative_positional_encoding(
     hidden_size,
     bidirectional=True,
     clamp_length=-1,
+    reverse=False,
     dtype="float32",
 ):
     """Sinusoidal relative positional encodings, (1, positions, hidden_size).
@@ -37,6 +38,8 @@ def relative_positional_encoding(
             rows; `False` is only valid with a causal mask.
         clamp_length: if > 0, distances are clipped to
             `[-clamp_length, clamp_length]` (XLNet's `clamp_len`).
+        reverse: encode the negated distances `-pos_seq[p]`: XLNet's
+            `bi_data` rows that read the text backwards (its `bwd_pos_seq`).
         dtype: dtype of the result.
 
     Returns:
@@ -59,6 +62,8 @@ def relative_positional_encoding(
     # inv_freq = 1 / 10000^(2k / d), the sinusoids of Vaswani et al. (2017).
     end = -query_length if bidirectional else -1
     pos_seq = ops.arange(key_length, end, -1, dtype="float32")
+    if reverse:
+        pos_seq = -pos_seq
     if clamp_length > 0:
         pos_seq = ops.clip(pos_seq, -float(clamp_length), float(clamp_length))
     inv_freq = 1.0 / (
@@ -175,10 +180,11 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
 
     Call arguments:
         content_stream: h, (batch, T, hidden).
-        position_encoding: (1 or batch, K + T, hidden), from
+        position_encoding: (G, K + T, hidden), from
             `relative_positional_encoding(T, K, hidden)` with K = M + T; a
             unidirectional (K + 1 rows) encoding also works when every key
-            after the query is masked.
+            after the query is masked. G is 1 (one for all rows), the batch
+            (one per row), or any number with `position_index`.
         content_attention_mask: (batch, T, K), true/1 where content position i
             may attend key j (memory keys first). None: attend everywhere.
         query_stream: g, (batch, T, hidden), or (batch, P, hidden) with
@@ -193,6 +199,9 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
         target_mapping: (batch, P, T), one-hot rows mapping each of the P
             predictions to its position, as in XLNet: the query stream is
             mapped onto the T positions before attention and back after.
+        position_index: (batch,) int: row b reads encoding
+            `position_index[b]` of the G (XLNet's `bi_data`: 0 forward,
+            1 backward). The G encodings are projected once.
         training: whether attention dropout is active.
 
     Returns:
@@ -280,7 +289,7 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
         self.built = True
 
     def _check_shapes(self, content, position, content_mask, query, query_mask,
-                      segment_matrix, memory, target_mapping):
+                      segment_matrix, memory, target_mapping, grouped=False):
         """Static shape checks; unknown (None) sizes are not checked."""
         if content is None or len(content) != 3:
             raise ValueError(
@@ -306,11 +315,12 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
         if _differ(position[-1], hidden) or (
             rows is not None and key_length is not None and length is not None
             and rows not in (key_length + length, key_length + 1)
-        ) or (position[0] is not None and position[0] != 1
+        ) or (position[0] is not None and position[0] != 1 and not grouped
               and _differ(position[0], batch)):
             raise ValueError(
                 f"`position_encoding` has shape {position} but must be (1 or "
-                f"batch, key_length + length, hidden) = (1, {_plus(key_length, length)}, "
+                f"batch (any with position_index), key_length + length, hidden) = (1, "
+                f"{_plus(key_length, length)}, "
                 f"{hidden}) for content_stream {content} and memory {memory}; "
                 f"build it with relative_positional_encoding({length}, "
                 f"{key_length}, {hidden})."
@@ -391,13 +401,14 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
         segment_matrix=None,
         memory=None,
         target_mapping=None,
+        position_index=None,
         training=None,
     ):
         self._check_shapes(
             _dims(content_stream), _dims(position_encoding),
             _dims(content_attention_mask), _dims(query_stream),
             _dims(query_attention_mask), _dims(segment_matrix), _dims(memory),
-            _dims(target_mapping),
+            _dims(target_mapping), grouped=position_index is not None,
         )
         h = content_stream
         if memory is not None:
@@ -409,6 +420,8 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
         k = self.key_dense(keys_in)
         v = self.value_dense(keys_in)
         k_r = self.position_dense(ops.cast(position_encoding, h.dtype))
+        if position_index is not None:
+            k_r = ops.take(k_r, ops.cast(position_index, "int32"), axis=0)
 
         q_h = self.query_dense(h)
         attn_h = self._attention(
@@ -434,12 +447,13 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
     def compute_output_spec(self, content_stream, position_encoding,
                             content_attention_mask=None, query_stream=None,
                             query_attention_mask=None, segment_matrix=None,
-                            memory=None, target_mapping=None, **kwargs):
+                            memory=None, target_mapping=None, position_index=None,
+                            **kwargs):
         self._check_shapes(
             _dims(content_stream), _dims(position_encoding),
             _dims(content_attention_mask), _dims(query_stream),
             _dims(query_attention_mask), _dims(segment_matrix), _dims(memory),
-            _dims(target_mapping),
+            _dims(target_mapping), grouped=position_index is not None,
         )
         content_output = keras.KerasTensor(
             content_stream.shape, dtype=self.compute_dtype

@@ -35,7 +35,8 @@ class XLNetBlock(keras.layers.Layer):
 
     Call arguments: those of `TwoStreamRelativeAttention` (content_stream,
     position_encoding, content_attention_mask, query_stream,
-    query_attention_mask, segment_matrix, memory, target_mapping, training).
+    query_attention_mask, segment_matrix, memory, target_mapping,
+    position_index, training).
 
     Returns:
         `(content_output, query_output)` with a query stream, else the content
@@ -123,6 +124,7 @@ class XLNetBlock(keras.layers.Layer):
         segment_matrix=None,
         memory=None,
         target_mapping=None,
+        position_index=None,
         training=None,
     ):
         outputs = self.attention(
@@ -134,6 +136,7 @@ class XLNetBlock(keras.layers.Layer):
             segment_matrix=segment_matrix,
             memory=memory,
             target_mapping=target_mapping,
+            position_index=position_index,
             training=training,
         )
         if query_stream is None:

@@ -35,15 +35,34 @@ from keras_ctx.layers.xlnet_block import xlnet_initializer
 from keras_ctx.models.backbone import Backbone
 
 
-def xlnet_attention_inputs(padding_mask, segment_ids, perm_mask=None, memory_length=0):
+def causal_attention_mask(query_length, memory_length=0, same_length=False):
+    """XLNet's `attn_type="uni"` mask, true = may attend: (T, M + T), memory first.
+
+    Query i (absolute position M + i) sees the memory and the current tokens
+    up to itself (XLNet `_create_mask`). With `same_length` it also loses the
+    first i columns, so every query sees exactly M + 1 keys (the same number
+    of previous tokens; Transformer-XL's evaluation setting).
+    """
+    row = ops.arange(query_length)[:, None]
+    column = ops.arange(memory_length + query_length)[None, :]
+    allowed = column <= row + memory_length
+    if same_length:
+        allowed = ops.logical_and(allowed, column >= row)
+    return allowed
+
+
+def xlnet_attention_inputs(padding_mask, segment_ids, perm_mask=None, memory_length=0,
+                           causal=False, same_length=False):
     """XLNet's masks and relative segment matrix, memory columns first.
 
     Args:
         padding_mask: (batch, T), true/1 for real tokens.
         segment_ids: (batch, T) int.
         perm_mask: (batch, T, T) or None; 1 where i may NOT attend j (XLNet).
-        memory_length: M, the number of memory columns (always visible;
-            their segment id is 0, as in XLNet's `mem_pad`).
+        memory_length: M, the number of memory columns (visible unless the
+            causal mask hides them; their segment id is 0, as XLNet's `mem_pad`).
+        causal: XLNet's `attn_type="uni"`: `causal_attention_mask` on top.
+        same_length: see `causal_attention_mask` (only with `causal`).
 
     Returns:
         `(content_mask, query_mask, segment_matrix)`, boolean (batch, T, M + T),
@@ -51,50 +70,73 @@ def xlnet_attention_inputs(padding_mask, segment_ids, perm_mask=None, memory_len
         `perm_mask`. The content stream always sees itself (XLNet's
         `non_tgt_mask`); both streams see real keys only.
     """
-    keys = ops.cast(padding_mask, "bool")[:, None, :]  # (batch, 1, T)
-    length = ops.shape(padding_mask)[1]
-    eye = ops.cast(ops.eye(length), "bool")[None]
-    if perm_mask is None:
-        query_mask = None
-        content_mask = ops.logical_or(keys, eye)
-    else:
-        query_mask = ops.logical_and(keys, ops.logical_not(ops.cast(perm_mask, "bool")))
-        content_mask = ops.logical_or(query_mask, eye)
+    batch, length = ops.shape(padding_mask)[0], ops.shape(padding_mask)[1]
+    allowed = ops.broadcast_to(ops.cast(padding_mask, "bool")[:, None, :],
+                               (batch, length, length))
+    if perm_mask is not None:
+        allowed = ops.logical_and(allowed, ops.logical_not(ops.cast(perm_mask, "bool")))
     segment_ids = ops.cast(segment_ids, "int32")
     key_segments = segment_ids
     if memory_length:
-        batch = ops.shape(padding_mask)[0]
         visible = ops.ones((batch, length, memory_length), "bool")
-        content_mask = ops.concatenate([visible, content_mask], axis=-1)
-        if query_mask is not None:
-            query_mask = ops.concatenate([visible, query_mask], axis=-1)
+        allowed = ops.concatenate([visible, allowed], axis=-1)
         key_segments = ops.concatenate(
             [ops.zeros((batch, memory_length), "int32"), segment_ids], axis=-1
         )
+    if causal:
+        allowed = ops.logical_and(
+            allowed, causal_attention_mask(length, memory_length, same_length)[None])
+    # XLNet `non_tgt_mask`: the content stream of i always sees i itself.
+    itself = ops.equal(ops.arange(memory_length + length)[None, :],
+                       ops.arange(length)[:, None] + memory_length)
+    content_mask = ops.logical_or(allowed, itself[None])
+    query_mask = None if perm_mask is None else allowed
     segment_matrix = ops.not_equal(segment_ids[:, :, None], key_segments[:, None, :])
     return content_mask, query_mask, segment_matrix
+
+
+def xlnet_position_encoding(query_length, key_length, hidden_size, clamp_length=-1,
+                            causal=False, bi_data=False, dtype="float32"):
+    """XLNet `relative_positional_encoding`: (1, R, hidden), or (2, R, hidden) with `bi_data`.
+
+    With `bi_data`, encoding 0 is the forward one and encoding 1 has the
+    distances negated, for rows that read the text backwards (XLNet's
+    `bwd_pos_seq`); `TwoStreamRelativeAttention(position_index=...)` picks
+    one per row.
+    """
+    def encoding(reverse):
+        return relative_positional_encoding(
+            query_length, key_length, hidden_size, bidirectional=not causal,
+            clamp_length=clamp_length, reverse=reverse, dtype=dtype)
+
+    if not bi_data:
+        return encoding(False)
+    return ops.concatenate([encoding(False), encoding(True)], axis=0)
 
 
 class _ContentAttentionInputs(keras.layers.Layer):
     """Functional-graph wrapper: content mask, segment matrix, position encoding."""
 
-    def __init__(self, hidden_size, clamp_length, **kwargs):
+    def __init__(self, hidden_size, clamp_length, causal=False, same_length=False, **kwargs):
         super().__init__(**kwargs)
         self.hidden_size = hidden_size
         self.clamp_length = clamp_length
+        self.causal = causal
+        self.same_length = same_length
 
     def call(self, padding_mask, segment_ids):
-        content_mask, _, segment_matrix = xlnet_attention_inputs(padding_mask, segment_ids)
+        content_mask, _, segment_matrix = xlnet_attention_inputs(
+            padding_mask, segment_ids, causal=self.causal, same_length=self.same_length)
         length = ops.shape(padding_mask)[1]
-        position = relative_positional_encoding(
+        position = xlnet_position_encoding(
             length, length, self.hidden_size, clamp_length=self.clamp_length,
-            dtype=self.compute_dtype,
+            causal=self.causal, dtype=self.compute_dtype,
         )
         return content_mask, segment_matrix, position
 
     def compute_output_spec(self, padding_mask, segment_ids):
         batch, length = padding_mask.shape
-        rows = None if length is None else 2 * length
+        rows = None if length is None else (length + 1 if self.causal else 2 * length)
         return (
             keras.KerasTensor((batch, length, length), dtype="bool"),
             keras.KerasTensor((batch, length, length), dtype="bool"),
@@ -140,6 +182,11 @@ class XLNetBackbone(Backbone):
         activation: FFN activation ("gelu").
         mem_len: length M of the memory `forward` returns (0: no memory).
         clamp_length: clip relative distances to [-c, c] (-1: no clipping).
+        attention_type: "bi" (XLNet: every position may attend every other,
+            as the permutation masks allow) or "uni" (Transformer-XL's causal
+            attention, XLNet's `attn_type`).
+        same_length: with "uni", every token attends the same number
+            (mem_len + 1) of keys (XLNet `_create_mask`'s `same_length`).
         layer_norm_epsilon: 1e-12 in XLNet.
         initializer_range: stddev of the normal initializer, 0.02.
         lookup: "gather" or "one_hot" embedding lookup (see TokenEmbedding).
@@ -171,6 +218,8 @@ class XLNetBackbone(Backbone):
         activation="gelu",
         mem_len=0,
         clamp_length=-1,
+        attention_type="bi",
+        same_length=False,
         layer_norm_epsilon=1e-12,
         initializer_range=0.02,
         lookup="gather",
@@ -188,6 +237,15 @@ class XLNetBackbone(Backbone):
         if isinstance(mem_len, bool) or not isinstance(mem_len, int) or mem_len < 0:
             raise ValueError(
                 f"`mem_len` must be a non-negative integer (0 = no memory), got {mem_len!r}."
+            )
+        if attention_type not in ("bi", "uni"):
+            raise ValueError(
+                f"`attention_type` must be 'bi' (XLNet) or 'uni' (causal), got {attention_type!r}."
+            )
+        if same_length and attention_type != "uni":
+            raise ValueError(
+                "`same_length=True` only applies to causal attention (XLNet applies it "
+                "with attn_type='uni' only): pass attention_type='uni' or same_length=False."
             )
         # === Layers ===
         self._token_embedding = TokenEmbedding(
@@ -223,7 +281,8 @@ class XLNetBackbone(Backbone):
         }
         h = self.embeddings_dropout(self._token_embedding(inputs["token_ids"]))
         content_mask, segment_matrix, position = _ContentAttentionInputs(
-            hidden_size, clamp_length, dtype=dtype, name="attention_inputs"
+            hidden_size, clamp_length, causal=attention_type == "uni",
+            same_length=same_length, dtype=dtype, name="attention_inputs"
         )(inputs["padding_mask"], inputs["segment_ids"])
         position = self.position_dropout(position)
         hidden_states = [h]
@@ -244,6 +303,8 @@ class XLNetBackbone(Backbone):
             "activation": activation,
             "mem_len": mem_len,
             "clamp_length": clamp_length,
+            "attention_type": attention_type,
+            "same_length": same_length,
             "layer_norm_epsilon": layer_norm_epsilon,
             "initializer_range": initializer_range,
             "lookup": lookup,
@@ -260,7 +321,7 @@ class XLNetBackbone(Backbone):
             for _ in range(self.num_layers)
         ]
 
-    def forward(self, inputs, memory=None, training=None):
+    def forward(self, inputs, memory=None, training=None, reuse_len=None):
         """The full XLNet pass: content stream, query stream and memory.
 
         Args:
@@ -271,10 +332,17 @@ class XLNetBackbone(Backbone):
                 without it only the content stream (every real token visible).
                 `target_mapping` (batch, P, T) float one-hot rows: the query
                 stream is computed for those P positions only (needs perm_mask).
+                `is_backward` (batch,) int: 1 for rows that read their text
+                backwards (XLNet's `bi_data`): their relative distances are
+                negated (`two_segment_stream` makes it).
             memory: None, or a list of `num_layers` tensors (batch, M, hidden):
                 the states of the previous segment (memory columns are visible
                 to every position; no gradient flows into them).
             training: dropout on or off.
+            reuse_len: only the first `reuse_len` positions go into the next
+                memory (XLNet `_cache_mem`): the part of the example that the
+                next batch continues (`keras_ctx.data.permutation`'s two-segment
+                examples). None: all T positions.
 
         Returns:
             dict with `sequence_output` (content stream, (batch, T, hidden)),
@@ -303,6 +371,17 @@ class XLNetBackbone(Backbone):
             )
         length = ops.shape(token_ids)[1]
         memory_length = 0 if memory is None else int(memory[0].shape[1])
+        backward = inputs.get("is_backward")
+        position_index = None if backward is None else ops.cast(
+            ops.not_equal(backward, 0), "int32")
+        if reuse_len is not None and (
+                isinstance(reuse_len, bool) or not isinstance(reuse_len, int)
+                or reuse_len <= 0 or (token_ids.shape[1] or reuse_len) < reuse_len):
+            raise ValueError(
+                f"`reuse_len` must be a positive integer up to the sequence length "
+                f"{token_ids.shape[1]} (or None), got {reuse_len!r}."
+            )
+        causal = self.attention_type == "uni"
 
         h = self.embeddings_dropout(self._token_embedding(token_ids), training=training)
         g = None
@@ -310,11 +389,13 @@ class XLNetBackbone(Backbone):
             reference = token_ids if target_mapping is None else target_mapping
             g = self.query_dropout(self.mask_embedding(reference), training=training)
         content_mask, query_mask, segment_matrix = xlnet_attention_inputs(
-            padding_mask, segment_ids, perm_mask, memory_length
+            padding_mask, segment_ids, perm_mask, memory_length, causal=causal,
+            same_length=self.same_length,
         )
-        position = relative_positional_encoding(
+        position = xlnet_position_encoding(
             length, length + memory_length, self.hidden_size,
-            clamp_length=self.clamp_length, dtype=self.compute_dtype,
+            clamp_length=self.clamp_length, causal=causal, bi_data=backward is not None,
+            dtype=self.compute_dtype,
         )
         position = self.position_dropout(position, training=training)
 
@@ -323,11 +404,12 @@ class XLNetBackbone(Backbone):
         for i, block in enumerate(self.blocks):
             layer_memory = None if memory is None else memory[i]
             if self.mem_len:
-                new_memory.append(self._cache(h, layer_memory))
+                new_memory.append(self._cache(h, layer_memory, reuse_len))
             outputs = block(
                 h, position, content_attention_mask=content_mask, query_stream=g,
                 query_attention_mask=query_mask, segment_matrix=segment_matrix,
-                memory=layer_memory, target_mapping=target_mapping, training=training,
+                memory=layer_memory, target_mapping=target_mapping,
+                position_index=position_index, training=training,
             )
             if g is None:
                 h = outputs
@@ -341,8 +423,11 @@ class XLNetBackbone(Backbone):
             result["memory"] = new_memory
         return result
 
-    def _cache(self, h, memory):
-        # XLNet `_cache_mem`: the last mem_len states of [mems; h], stop-gradient.
+    def _cache(self, h, memory, reuse_len=None):
+        # XLNet `_cache_mem`: the last mem_len states of [mems; h[:reuse_len]],
+        # stop-gradient.
+        if reuse_len is not None:
+            h = h[:, :reuse_len]
         states = h if memory is None else ops.concatenate(
             [ops.cast(memory, h.dtype), h], axis=1
         )

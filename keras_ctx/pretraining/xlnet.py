@@ -7,7 +7,10 @@ The content stream h and the query stream g run under the permutation masks
 of `keras_ctx.data.permutation`; the targets are read from the query stream
 (which never sees its own token). With `mem_len > 0` the content states of
 each batch are the memory of the next (Transformer-XL), so consecutive
-batches must continue one another: use `keras_ctx.data.permutation.text_stream`.
+batches must continue one another: use `keras_ctx.data.permutation.text_stream`,
+or XLNet's own two-segment examples (`two_segment_stream`, whose first
+`reuse_len` tokens continue the previous batch's: pass the same `reuse_len`
+here so that only they enter the memory, as XLNet's `_cache_mem` does).
 """
 
 import keras
@@ -39,10 +42,14 @@ class XLNetPretrainer(Pretrainer):
             b = batch_size / replicas), the rows of the global batch it gets.
         carry_memory: carry the memory from batch to batch in `fit` (True) or
             start every batch from zero memory.
+        reuse_len: only the first `reuse_len` positions of each example
+            enter the memory (XLNet's `reuse_len`, 256 of 512; the data's,
+            `two_segment_stream`). None: all positions (`text_stream`).
 
     Data: dicts from `permutation_masks` (`token_ids`, `padding_mask`,
     `segment_ids`, `perm_mask`, `target_mapping`, `target_ids`,
-    `target_weights`), batched with a fixed size (drop_remainder=True).
+    `target_weights`, and `is_backward` for XLNet's `bi_data` rows), batched
+    with a fixed size (drop_remainder=True).
 
     Metrics: `loss` (mean cross-entropy over the targets) and `plm_accuracy`.
     `evaluate` starts every batch from zero memory and carries nothing.
@@ -53,7 +60,8 @@ class XLNetPretrainer(Pretrainer):
     >>> pretrainer.fit(permutation_masks(text_stream(ids, 64, 8)), epochs=1)
     """
 
-    def __init__(self, backbone, batch_size=None, carry_memory=True, **kwargs):
+    def __init__(self, backbone, batch_size=None, carry_memory=True, reuse_len=None,
+                 **kwargs):
         super().__init__(**kwargs)
         for name in ("forward", "initial_memory", "token_embedding", "mem_len"):
             if not hasattr(backbone, name):
@@ -71,6 +79,7 @@ class XLNetPretrainer(Pretrainer):
         self.backbone = backbone
         self.batch_size = batch_size
         self.carry_memory = bool(carry_memory)
+        self.reuse_len = reuse_len
         vocabulary_size = backbone.token_embedding.vocabulary_size
         # XLNet `lm_loss`: logits = g E^T + b, the embedding table tied.
         self.lm_bias = self.add_weight(
@@ -115,7 +124,8 @@ class XLNetPretrainer(Pretrainer):
 
     def call(self, inputs, memory=None, training=None):
         """Logits (batch, P, vocabulary) of the targets, and the next memory (or None)."""
-        outputs = self.backbone.forward(inputs, memory=memory, training=training)
+        outputs = self.backbone.forward(inputs, memory=memory, training=training,
+                                        reuse_len=self.reuse_len)
         logits = self.backbone.token_embedding.reverse(outputs["query_output"])
         logits = ops.cast(logits, "float32") + ops.cast(self.lm_bias, "float32")
         return logits, outputs.get("memory")
@@ -159,4 +169,4 @@ class XLNetPretrainer(Pretrainer):
 
     def get_config(self):
         return {**super().get_config(), "batch_size": self.batch_size,
-                "carry_memory": self.carry_memory}
+                "carry_memory": self.carry_memory, "reuse_len": self.reuse_len}

@@ -350,3 +350,124 @@ def test_xlnet_base_built_count():
 @pytest.mark.slow
 def test_xlnet_large_built_count():
     assert XLNetBackbone.from_preset("xlnet-large").count_params() == 360_268_800
+
+
+# ---------------------------------------------------------------- released run settings
+from keras_ctx.models.xlnet import causal_attention_mask, xlnet_position_encoding  # noqa: E402
+
+
+def _released_causal_blocked(length, memory_length, same_length):
+    """XLNet modeling._create_mask in numpy: 1 = may NOT attend."""
+    ones = np.ones((length, length))
+    blocked = np.concatenate([np.zeros((length, memory_length)), np.triu(ones, 1)], axis=1)
+    if same_length:
+        blocked[:, :length] += np.tril(ones, -1)
+    return blocked > 0
+
+
+def test_causal_and_same_length_masks_by_hand():
+    # 3 queries after 2 memory slots: causal, then every query sees 3 keys.
+    np.testing.assert_array_equal(_np(causal_attention_mask(3, 2)),
+                                  [[1, 1, 1, 0, 0], [1, 1, 1, 1, 0], [1, 1, 1, 1, 1]])
+    np.testing.assert_array_equal(_np(causal_attention_mask(3, 2, same_length=True)),
+                                  [[1, 1, 1, 0, 0], [0, 1, 1, 1, 0], [0, 0, 1, 1, 1]])
+    for length, memory in ((4, 0), (3, 5), (5, 2)):
+        for same in (False, True):
+            np.testing.assert_array_equal(
+                _np(causal_attention_mask(length, memory, same)),
+                ~_released_causal_blocked(length, memory, same))
+
+
+def test_uni_attention_and_same_length_through_the_backbone():
+    backbone = _backbone(num_layers=1, attention_type="uni", mem_len=3)
+    rng = np.random.default_rng(8)
+    tokens = rng.integers(0, VOCAB, (1, 4))
+    base = backbone(_inputs(tokens))["sequence_output"]
+    changed = tokens.copy()
+    changed[0, 2] = (changed[0, 2] + 1) % VOCAB
+    np.testing.assert_array_equal(  # causal: position 2 is seen from 2 on
+        _changes(backbone(_inputs(changed))["sequence_output"], base), [0, 0, 1, 1])
+    memory = [rng.normal(size=(1, 3, HIDDEN)).astype("float32")]
+    same = _backbone(num_layers=1, attention_type="uni", same_length=True, mem_len=3)
+    for model, want in ((backbone, [[1, 1, 1, 1]] * 3),
+                        (same, [[1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0]])):
+        out = model.forward(_inputs(tokens), memory=memory)["sequence_output"]
+        for slot in range(3):
+            other = [memory[0].copy()]
+            other[0][0, slot] += 1.0
+            got = _changes(model.forward(_inputs(tokens), memory=other)["sequence_output"], out)
+            # same_length: query i sees the memory slots from i on (M + 1 keys each).
+            np.testing.assert_array_equal(got, want[slot], err_msg=f"slot {slot}")
+    with pytest.raises(ValueError, match="same_length"):
+        XLNetBackbone(VOCAB, 1, 2, 16, 32, same_length=True)
+    with pytest.raises(ValueError, match="attention_type"):
+        XLNetBackbone(VOCAB, 1, 2, 16, 32, attention_type="causal")
+
+
+def _released_position_encoding(qlen, klen, d_model, clamp_len, bi_data):
+    """XLNet modeling.relative_positional_encoding (attn_type 'bi') in numpy."""
+    inv_freq = 1 / (10000 ** (np.arange(0, d_model, 2.0) / d_model))
+    forward = np.arange(klen, -qlen, -1.0)
+    sequences = [forward, np.arange(-klen, qlen, 1.0)] if bi_data else [forward]
+    out = []
+    for pos_seq in sequences:
+        if clamp_len > 0:
+            pos_seq = np.clip(pos_seq, -clamp_len, clamp_len)
+        sinusoid = pos_seq[:, None] * inv_freq[None]
+        out.append(np.concatenate([np.sin(sinusoid), np.cos(sinusoid)], -1))
+    return np.stack(out)
+
+
+def test_bi_data_position_encodings_match_the_released_formula():
+    for clamp in (-1, 2):
+        got = _np(xlnet_position_encoding(3, 5, 8, clamp_length=clamp, bi_data=True))
+        np.testing.assert_allclose(got, _released_position_encoding(3, 5, 8, clamp, True),
+                                   atol=1e-6)
+        got = _np(xlnet_position_encoding(3, 5, 8, clamp_length=clamp))
+        np.testing.assert_allclose(got, _released_position_encoding(3, 5, 8, clamp, False),
+                                   atol=1e-6)
+
+
+def test_is_backward_rows_read_the_negated_distances():
+    from keras_ctx.layers import TwoStreamRelativeAttention
+
+    rng = np.random.default_rng(9)
+    layer = TwoStreamRelativeAttention(2, 8, bias_initializer="random_normal")
+    h = rng.normal(size=(3, 4, HIDDEN)).astype("float32")
+    both = _np(xlnet_position_encoding(4, 4, HIDDEN, bi_data=True))  # (2, R, hidden)
+    rows = np.array([1, 0, 1])
+    picked = layer(h, both, position_index=rows)
+    per_row = layer(h, both[rows])  # one encoding per row, the batch path
+    np.testing.assert_allclose(_np(picked), _np(per_row), atol=1e-5)
+    # Through the backbone: forward rows as without bi_data, backward rows differ.
+    backbone = _backbone(mem_len=2)
+    tokens = np.tile(rng.integers(0, VOCAB, (1, 5)), (2, 1))
+    plain = backbone.forward(_inputs(tokens))["sequence_output"]
+    bi = backbone.forward(dict(_inputs(tokens), is_backward=np.array([0, 1])))["sequence_output"]
+    np.testing.assert_allclose(_np(bi)[0], _np(plain)[0], atol=1e-5)
+    assert np.abs(_np(bi)[1] - _np(plain)[1]).max() > 1e-3
+
+
+def test_reuse_len_caches_the_reused_part_only():
+    backbone = _backbone(mem_len=3)
+    rng = np.random.default_rng(10)
+    memory = [rng.normal(size=(2, 3, HIDDEN)).astype("float32") for _ in range(LAYERS)]
+    out = backbone.forward(_inputs(rng.integers(0, VOCAB, (2, 6))), memory=memory, reuse_len=2)
+    for layer in range(LAYERS):
+        # XLNet _cache_mem: [mems; h[:reuse_len]][-mem_len:].
+        want = np.concatenate([memory[layer], _np(out["hidden_states"][layer])[:, :2]], 1)[:, -3:]
+        np.testing.assert_allclose(_np(out["memory"][layer]), want, atol=1e-6)
+    with pytest.raises(ValueError, match="reuse_len"):
+        backbone.forward(_inputs(np.zeros((1, 4))), reuse_len=5)
+
+
+def test_huggingface_attention_type_and_same_length():
+    from keras_ctx.convert.xlnet import xlnet_config_from_huggingface
+
+    config = {"vocab_size": 32, "n_layer": 1, "n_head": 2, "d_model": 16, "d_inner": 32}
+    uni = xlnet_config_from_huggingface(dict(config, attn_type="uni", same_length=True))
+    assert uni["attention_type"] == "uni" and uni["same_length"]
+    # HF (like XLNet) applies same_length to 'uni' attention only.
+    bi = xlnet_config_from_huggingface(dict(config, attn_type="bi", same_length=True))
+    assert bi["attention_type"] == "bi" and not bi["same_length"]
+    XLNetBackbone(**bi)

@@ -99,6 +99,7 @@ def electra_discriminator_stage():
 
 
 XLNET_MEMORY = 6
+XLNET_REUSE = 6  # XLNet's released layout: the first half is reused, half the rows backwards
 
 
 def xlnet():
@@ -107,15 +108,19 @@ def xlnet():
 
     backbone = XLNetBackbone(V, 2, 2, 32, 64, dropout=0.0, attention_dropout=0.0,
                              mem_len=XLNET_MEMORY)
-    return XLNetPretrainer(backbone, batch_size=BATCH)
+    return XLNetPretrainer(backbone, batch_size=BATCH, reuse_len=XLNET_REUSE)
 
 
 def xlnet_batch(seed=0):
     from keras_ctx.data.permutation import permutation_masks
 
     ids = _ids(np.random.default_rng(seed), (BATCH, LENGTH))
-    data = permutation_masks(tf.data.Dataset.from_tensors({"token_ids": ids}), num_predict=4,
-                             seed=seed)
+    ids[:, 8], ids[:, -2], ids[:, -1] = 2, 2, 3  # [reuse, A] <sep> B <sep> <cls>
+    segments = np.array([[0] * 9 + [1] * 2 + [2]] * BATCH, "int32")
+    element = {"token_ids": ids, "segment_ids": segments,
+               "is_backward": np.array([0, 1] * (BATCH // 2), "int32")}
+    data = permutation_masks(tf.data.Dataset.from_tensors(element), num_predict=4, seed=seed,
+                             functional_ids=(2, 3), reuse_len=XLNET_REUSE)
     return next(data.as_numpy_iterator())
 
 
@@ -338,7 +343,7 @@ def xlnet_memory_under_replicas(strategy, steps=2):
     def make(rows):
         backbone = XLNetBackbone(V, 2, 2, 32, 64, dropout=0.0, attention_dropout=0.0,
                                  mem_len=XLNET_MEMORY)
-        return XLNetPretrainer(backbone, batch_size=rows)
+        return XLNetPretrainer(backbone, batch_size=rows, reuse_len=XLNET_REUSE)
 
     return _carried_under_replicas(strategy, [xlnet_batch(seed) for seed in range(steps)],
                                    make, lambda model: model.memory, axis=1)

@@ -106,32 +106,11 @@ def test_dynamic_masks_differ_between_epochs_static_masks_do_not():
     np.testing.assert_array_equal(first[0]["mask_positions"], again[0]["mask_positions"])
 
 
-def test_static_duplication_gives_different_masks_per_copy():
-    ids, padding = _batch(batch=8, length=64)
-    dataset = tf.data.Dataset.from_tensor_slices(
-        {"token_ids": ids, "padding_mask": padding}).batch(8, drop_remainder=True)
-    masker = masking.MLMMasker(VOCAB, MASK_ID, SPECIALS, dynamic=False, duplicate=3, seed=0)
-    first, second = _epochs(masker, dataset)
-    assert len(first) == 3
-    for batch in first:  # every copy holds the same sequences ...
-        restored = batch["token_ids"].copy()
-        np.put_along_axis(restored, batch["mask_positions"],
-                          np.where(batch["mask_weights"] > 0, batch["mask_ids"],
-                                   np.take_along_axis(restored, batch["mask_positions"], 1)), 1)
-        np.testing.assert_array_equal(restored, ids)
-    # ... with different masks, fixed across epochs.
-    assert (first[0]["mask_positions"] != first[1]["mask_positions"]).any()
-    for a, b in zip(first, second):
-        np.testing.assert_array_equal(a["mask_positions"], b["mask_positions"])
-
-
 def test_bad_arguments():
     with pytest.raises(ValueError, match="vocabulary"):
         masking.MLMMasker(10, 12)
     with pytest.raises(ValueError, match="mask_rate"):
         masking.mask_tokens(np.ones((1, 4), "int32"), [0, 0], 10, 4, mask_rate=1.5)
-    with pytest.raises(ValueError, match="duplicate"):
-        masking.MLMMasker(10, 4, dynamic=True, duplicate=2)
 
 
 def test_inverse_frequency_weights_by_hand():

@@ -167,10 +167,12 @@ def ernie_dataset(documents, tokenizer, batch_size, sequence_length=512, phrases
     phrases, entities = (_lexicon(tokenizer, texts) for texts in (phrases, entities))
     if schedule is None:
         schedule = ernie_schedule(phrases is not None, entities is not None)
-        if phrases is None or entities is None:
-            warnings.warn(f"ERNIE masking without {'phrase' if phrases is None else 'entity'} "
-                          "units: give `phrases` / `entities` (lexicons) for those stages; "
-                          f"stages: {schedule.levels}.", stacklevel=2)
+        missing = [name for name, units in (("phrases", phrases), ("entities", entities))
+                   if units is None]
+        if missing:
+            warnings.warn(f"ERNIE masking without {' or '.join(missing)}: give them (lexicons) "
+                          f"for their stages; this run's stages: {schedule.levels}.",
+                          stacklevel=2)
     pairs = segments.nsp_pairs(documents, sequence_length, ids["cls"], ids["sep"], ids["pad"],
                                seed=seed)
     batches = pairs.batch(batch_size, drop_remainder=True).repeat()

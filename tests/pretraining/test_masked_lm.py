@@ -213,9 +213,10 @@ def test_sparse_last_layer_gives_the_same_logits_and_gradients(family):
     model = cls(backbone)
     assert model._sparse() and not cls(backbone, sparse_last_layer=False)._sparse()
     dataset = pipelines.albert_dataset if family == "albert" else pipelines.bert_dataset
+    words = {"word_continuations": np.zeros(V, bool)} if family == "albert" else {}
     batch = next(iter(dataset(
         syn.dataset(syn.documents(80)), None, 4, sequence_length=24,
-        special_ids=syn.SPECIAL, vocabulary_size=V)))
+        special_ids=syn.SPECIAL, vocabulary_size=V, **words)))
     batch["padding_mask"] = batch["padding_mask"].numpy()
     batch["padding_mask"][0, 18:] = 0  # padded keys must stay masked in the sparse layer
 

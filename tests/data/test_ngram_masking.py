@@ -148,3 +148,76 @@ def test_bad_arguments():
         ngram_masking.ngram_pmf(0)
     with pytest.raises(ValueError, match="pmf"):
         ngram_masking.ngram_mask(np.ones((1, 4), "int32"), [0, 0], 10, 4, pmf=(0.5, 0.2))
+
+
+# 300 random words: too many for the small vocabularies, so most are split.
+# 300 random words: too many for the small vocabularies, so most are split.
+WORDS = ["".join(np.random.default_rng(i).choice(list("abcdefghij"), 3 + i % 6))
+         for i in range(300)]
+
+
+def _wordpiece(lines, size):
+    import keras_hub
+
+    # A hand-made vocabulary (training one takes seconds): letters and "##" letters.
+    letters = list("abcdefghij")
+    vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + letters + [
+        "##" + c for c in letters] + ["abc", "##de", "##fgh"]
+    return keras_hub.tokenizers.WordPieceTokenizer(vocabulary=vocabulary)
+
+
+@pytest.mark.parametrize("kind,size,marker", [
+    ("wordpiece", 0, "##"),                   # "##" continues a word
+    ("train_byte_level_bpe", 280, "\u0120"),  # "Ġ" starts a word
+    ("train_sentencepiece", 60, "\u2581"),    # "▁" starts a word
+])
+def test_whole_word_masking_in_every_subword_pipeline(kind, size, marker):
+    from keras_ctx.data import tokenizers
+
+    rng = np.random.default_rng(0)
+    lines = [" ".join(rng.choice(WORDS, size=int(rng.integers(6, 12)))) for _ in range(48)]
+    tokenizer = (_wordpiece(lines, size) if kind == "wordpiece"
+                 else getattr(tokenizers, kind)(lines, size))
+    pieces = tokenizers.vocabulary(tokenizer)
+    special = set(tokenizers.special_token_ids(tokenizer).values())
+    if kind == "train_sentencepiece":  # the whole pipeline once
+        documents = tf.data.Dataset.from_tensor_slices([lines[i:i + 3] for i in range(0, 48, 3)])
+        data = pipelines.roberta_dataset(documents, tokenizer, 8, sequence_length=48,
+                                         whole_word_masking=True)
+        batches = list(data.take(3).as_numpy_iterator())
+    else:  # the masker the pipelines build, on the tokenizer's rows
+        rows = np.zeros((24, 48), "int32")
+        for r, line in enumerate(lines[:24]):
+            ids = np.asarray(tokenizer(line))[:46]
+            rows[r, :len(ids) + 2] = [min(special)] + list(ids) + [max(special)]
+        masker = ngram_masking.NgramMasker(
+            tokenizer.vocabulary_size(), tokenizers.special_token_ids(tokenizer)["mask"],
+            sorted(special), tokenizers.continuation_table(tokenizer))
+        batches = [{k: np.asarray(v) for k, v in masker(
+            {"token_ids": rows, "padding_mask": (rows != 0).astype("int32")},
+            tf.constant([1, 2])).items()}]
+
+    def starts_word(i):  # from the piece's spelling, independently of the masker
+        if i in special:
+            return True
+        return not pieces[i].startswith("##") if marker == "##" else pieces[i].startswith(marker)
+
+    multi = 0
+    for batch in batches:
+        original = batch["token_ids"].copy()
+        used = batch["mask_weights"] > 0
+        np.put_along_axis(original, batch["mask_positions"],
+                          np.where(used, batch["mask_ids"],
+                                   np.take_along_axis(original, batch["mask_positions"], 1)), 1)
+        for row, positions, weights in zip(original, batch["mask_positions"], used):
+            selected = set(positions[weights].tolist())
+            word = []
+            for t, i in enumerate(row.tolist() + [-1]):
+                if i == -1 or i in special or starts_word(i):
+                    inside = [p in selected for p in word]
+                    assert all(inside) or not any(inside), (kind, word, row)
+                    multi += len(word) > 1 and all(inside)
+                    word = []
+                if i != -1 and i not in special:
+                    word.append(t)
+    assert multi > 0  # words of several pieces were masked, whole

@@ -325,12 +325,12 @@ def _register_builtin():
         pretrainer=_electra_pretrainer, huggingface=("electra",),
         keras_hub=("ElectraBackbone",), tf_checkpoint="electra"))
     # ERNIE 1.0 (Sun et al. 2019): BERT's network and NSP, knowledge masking
-    # in stages; `keras-ctx pretrain` has no chunker / NER, so it masks basic
-    # units (words) only: phrase / entity lexicons go through
-    # keras_ctx.data.pipelines.ernie_dataset.
+    # in stages. `keras-ctx pretrain` has no chunker / NER: its phrases are the
+    # corpus' collocations and it has no entity stage (entity lexicons go
+    # through keras_ctx.data.pipelines.ernie_dataset).
     register_family(Family(
         "ernie", bert.BertBackbone, ernie.ERNIE_PRESETS, wordpiece, WORDPIECE_FRAMING,
-        pooling=pooled, dataset=_pipeline("ernie_dataset"),
+        pooling=pooled, dataset=_pipeline("ernie_dataset", phrases="collocations"),
         pretrainer=_pretrainer("BertPretrainer")))
     register_family(Family(
         "xlnet", xlnet.XLNetBackbone, xlnet.XLNET_PRESETS, wordpiece, XLNET_FRAMING,

@@ -174,6 +174,51 @@ class Lexicon:
         return tf.transpose(tf.where(t < end, current, -1))
 
 
+# word2phrase (Mikolov et al. 2013, Sec. 4; word2vec's word2phrase.c defaults).
+PHRASE_MIN_COUNT = 5
+PHRASE_THRESHOLD = 100.0
+
+
+def collocation_lexicon(documents, continuation_table=None, min_count=PHRASE_MIN_COUNT,
+                        threshold=PHRASE_THRESHOLD):
+    """Phrases learned from a tokenized corpus: word bigrams that occur together
+    far more often than by chance, as word2phrase finds them:
+
+        score(a, b) = (count(a b) - min_count) * N / (count(a) * count(b)) > threshold
+
+    (N words in the corpus; a, b each seen at least min_count times).
+    A stand-in, from the data, for the chunker ERNIE used (Sun et al. 2019, Sec. 3.2.2).
+
+    Args:
+        documents: documents as lists of 1-D int token-id sentences
+            (`keras_ctx.data.segments.load_documents`).
+        continuation_table: bool per vocabulary id (words of pieces), or None
+            (every token a word).
+
+    Returns:
+        a `Lexicon` of the phrases' token ids, or None if none scores above threshold.
+    """
+    table = None if continuation_table is None else np.asarray(continuation_table, bool)
+    unigrams, bigrams = {}, {}
+    for document in documents:
+        for sentence in document:
+            sentence = np.asarray(sentence).reshape(-1)
+            starts = (np.ones(len(sentence), bool) if table is None
+                      else ~table[sentence])
+            starts[:1] = True
+            cuts = np.flatnonzero(starts).tolist() + [len(sentence)]
+            words = [tuple(sentence[i:j].tolist()) for i, j in zip(cuts[:-1], cuts[1:])]
+            for word in words:
+                unigrams[word] = unigrams.get(word, 0) + 1
+            for pair in zip(words[:-1], words[1:]):
+                bigrams[pair] = bigrams.get(pair, 0) + 1
+    total = sum(unigrams.values())
+    phrases = [a + b for (a, b), count in bigrams.items()
+               if unigrams[a] >= min_count and unigrams[b] >= min_count
+               and (count - min_count) * total / (unigrams[a] * unigrams[b]) > threshold]
+    return Lexicon(sorted(phrases)) if phrases else None
+
+
 class KnowledgeMasker:
     """A tf.data map over batches: ERNIE's staged knowledge masking of `token_ids`.
 
@@ -254,4 +299,5 @@ class KnowledgeMasker:
         return map_with_seeds(dataset.enumerate(), self, self.seed, self.dynamic)
 
 
-__all__ = ["KnowledgeMasker", "KnowledgeMaskingSchedule", "Lexicon", "LEVELS"]
+__all__ = ["KnowledgeMasker", "KnowledgeMaskingSchedule", "Lexicon", "collocation_lexicon",
+           "LEVELS"]

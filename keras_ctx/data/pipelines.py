@@ -34,7 +34,12 @@ import warnings
 import tensorflow as tf
 
 from keras_ctx.data import noise, permutation, segments
-from keras_ctx.data.knowledge_masking import KnowledgeMasker, KnowledgeMaskingSchedule, Lexicon
+from keras_ctx.data.knowledge_masking import (
+    KnowledgeMasker,
+    KnowledgeMaskingSchedule,
+    Lexicon,
+    collocation_lexicon,
+)
 from keras_ctx.data.masking import MLMMasker
 from keras_ctx.data.ngram_masking import MAX_NGRAM, NgramMasker
 from keras_ctx.data.span_masking import SpanMasker
@@ -155,7 +160,8 @@ def ernie_dataset(documents, tokenizer, batch_size, sequence_length=512, phrases
     Args:
         phrases, entities: `Lexicon`s or lists of texts (tokenized with
             `tokenizer`); their matches are masked whole in the phrase and
-            entity stages.
+            entity stages. phrases="collocations": learned from the corpus
+            (`collocation_lexicon`, word2phrase's score).
         schedule: a `KnowledgeMaskingSchedule`; default `ernie_schedule` over
             the levels that have units.
         whole_word_basic: basic units are words (English, as the paper) or,
@@ -164,19 +170,25 @@ def ernie_dataset(documents, tokenizer, batch_size, sequence_length=512, phrases
     The stream repeats before masking, so the schedule counts training steps.
     """
     documents, ids, vocab = _prepare(documents, tokenizer, special_ids, vocabulary_size)
+    table = _continuations(tokenizer, word_continuations) if whole_word_basic else None
+    learned = isinstance(phrases, str) and phrases == "collocations"
+    if learned:
+        documents = segments.load_documents(documents)
+        phrases = collocation_lexicon(documents, table)
     phrases, entities = (_lexicon(tokenizer, texts) for texts in (phrases, entities))
     if schedule is None:
         schedule = ernie_schedule(phrases is not None, entities is not None)
         missing = [name for name, units in (("phrases", phrases), ("entities", entities))
                    if units is None]
         if missing:
-            warnings.warn(f"ERNIE masking without {' or '.join(missing)}: give them (lexicons) "
-                          f"for their stages; this run's stages: {schedule.levels}.",
-                          stacklevel=2)
+            found = " (no collocation in this corpus scores above the threshold)" * (
+                learned and phrases is None)
+            warnings.warn(f"ERNIE masking without {' or '.join(missing)}{found}: give them "
+                          f"(lexicons) for their stages; this run's stages: "
+                          f"{schedule.levels}.", stacklevel=2)
     pairs = segments.nsp_pairs(documents, sequence_length, ids["cls"], ids["sep"], ids["pad"],
                                seed=seed)
     batches = pairs.batch(batch_size, drop_remainder=True).repeat()
-    table = _continuations(tokenizer, word_continuations) if whole_word_basic else None
     masker = KnowledgeMasker(vocab, ids["mask"], _specials(ids), schedule, table,
                              phrases=phrases, entities=entities, dynamic=True, seed=seed,
                              max_predictions=max_predictions, **masking)
@@ -186,6 +198,9 @@ def ernie_dataset(documents, tokenizer, batch_size, sequence_length=512, phrases
 def _lexicon(tokenizer, texts):
     if texts is None or isinstance(texts, Lexicon):
         return texts
+    if isinstance(texts, str):
+        raise ValueError(f"phrases / entities must be a Lexicon, a list of texts or "
+                         f"phrases='collocations', got {texts!r}.")
     if tokenizer is None:
         raise ValueError("Without a tokenizer, give phrases / entities as "
                          "keras_ctx.data.knowledge_masking.Lexicon of token ids.")

@@ -148,3 +148,21 @@ def test_ernie_dataset_masks_lexicon_entities_whole():
                 whole += all(inside)
         assert {"token_ids", "segment_ids", "next_sentence_labels"} <= set(batch)
     assert whole > 0
+
+
+def test_collocations_score_as_word2phrase_by_hand():
+    # Words: 10 "new", 11 "york" (+ continuation piece 90 "##er" after 12);
+    # "new york" 8 times, "new" 2 more times and "york" 2 more times, fillers.
+    table = np.zeros(100, bool)
+    table[90] = True
+    sentences = ([[10, 11, 20 + i] for i in range(8)] + [[10, 30], [10, 31], [32, 11],
+                                                         [33, 11]] +
+                 [[12, 90, 40 + i] for i in range(6)])
+    lexicon = km.collocation_lexicon([sentences], table, min_count=5, threshold=1.0)
+    # N = 24 + 8 + 12 = 44 words; count(new) = count(york) = 10, count(new york) = 8:
+    # (8 - 5) * 44 / (10 * 10) = 1.32 > 1; "york 2x" pairs occur once (< min_count
+    # words); (12 ##er) counts 6 but its neighbours 40+i once each.
+    assert lexicon.entries == {2: ["10,11"]}
+    assert km.collocation_lexicon([sentences], table, min_count=5, threshold=1.4) is None
+    # The word with a continuation piece is one word: (12, 90) never splits.
+    assert km.collocation_lexicon([[[12, 90, 13]] * 6], table, 5, 0.0).entries == {3: ["12,90,13"]}

@@ -9,9 +9,12 @@ plus the label of the objective; batch with `drop_remainder=True` and mask.
 Pair sampling needs random access to other documents (a NotNext segment comes
 from a random *other* document), so like BERT's create_pretraining_data.py
 the documents are read into memory once, when the function is called; the
-examples are then produced lazily by a seeded generator feeding
+examples are then produced by a seeded generator feeding
 `tf.data.Dataset.from_generator`, a new sampling each epoch
-(`reshuffle_each_iteration`-like) unless `static=True`.
+(`reshuffle_each_iteration`-like) unless `static=True`. Pairs (NSP, SOP) of
+an epoch are all sampled first, `duplicate` passes over the documents, and
+shuffled together before the first is yielded, as BERT's script writes its
+instances (packing stays lazy: its text is contiguous by design).
 
 Conventions:
   next_sentence_labels: 0 = IsNext (B follows A), 1 = NotNext (B from another

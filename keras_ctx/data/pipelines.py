@@ -85,6 +85,12 @@ def _masker(tokenizer, special_ids, vocabulary_size, whole_word_masking=False, m
                      **kwargs)
 
 
+def _check_duplicate(duplicate, static_masking):
+    if duplicate != 1 and not static_masking:
+        raise ValueError("`duplicate` copies are for static masking; dynamic masking draws "
+                         "new masks every epoch (use duplicate=1).")
+
+
 def bert_dataset(documents, tokenizer, batch_size, sequence_length=128, static_masking=True,
                  duplicate=1, special_ids=None, vocabulary_size=None, seed=0,
                  max_predictions=None, **masking):
@@ -93,9 +99,7 @@ def bert_dataset(documents, tokenizer, batch_size, sequence_length=128, static_m
     `duplicate` (static only): BERT's dupe_factor, that many passes over the
     documents, each instance masked once, all shuffled together.
     """
-    if duplicate != 1 and not static_masking:
-        raise ValueError("`duplicate` copies are for static masking; dynamic masking draws "
-                         "new masks every epoch (use duplicate=1).")
+    _check_duplicate(duplicate, static_masking)
     documents, ids, vocab = _prepare(documents, tokenizer, special_ids, vocabulary_size)
     pairs = segments.nsp_pairs(documents, sequence_length, ids["cls"], ids["sep"], ids["pad"],
                                seed=seed, static=static_masking, duplicate=duplicate)
@@ -120,18 +124,21 @@ def roberta_dataset(documents, tokenizer, batch_size, sequence_length=512,
 
 def albert_dataset(documents, tokenizer, batch_size, sequence_length=512, special_ids=None,
                    vocabulary_size=None, seed=0, max_predictions=None, whole_word_masking=True,
-                   max_ngram=MAX_NGRAM, **masking):
+                   max_ngram=MAX_NGRAM, static_masking=False, duplicate=1, **masking):
     """ALBERT: SOP pairs + n-gram MLM (Lan et al. 2020).
 
     Masks n-grams of whole words, n <= 3 with p(n) proportional to 1/n, as
     the released create_pretraining_data.py (do_whole_word_mask=True, ngram=3).
+    That script writes static masks (dupe_factor=40): `static_masking=True,
+    duplicate=40`, as `bert_dataset`; the default masks dynamically.
     """
+    _check_duplicate(duplicate, static_masking)
     documents, ids, vocab = _prepare(documents, tokenizer, special_ids, vocabulary_size)
     pairs = segments.sop_pairs(documents, sequence_length, ids["cls"], ids["sep"], ids["pad"],
-                               seed=seed)
+                               seed=seed, static=static_masking, duplicate=duplicate)
     batches = pairs.batch(batch_size, drop_remainder=True)
     masker = _masker(tokenizer, ids, vocab, whole_word_masking=whole_word_masking,
-                     max_ngram=max_ngram, dynamic=True, seed=seed,
+                     max_ngram=max_ngram, dynamic=not static_masking, seed=seed,
                      max_predictions=max_predictions, **masking)
     return masker.apply(batches).prefetch(tf.data.AUTOTUNE)
 

@@ -221,3 +221,16 @@ def test_whole_word_masking_in_every_subword_pipeline(kind, size, marker):
                 if i != -1 and i not in special:
                     word.append(t)
     assert multi > 0  # words of several pieces were masked, whole
+
+
+def test_albert_static_masks_with_duplicates_as_the_released_data():
+    kwargs = dict(sequence_length=24, special_ids=syn.SPECIAL,
+                  vocabulary_size=syn.VOCABULARY_SIZE,
+                  word_continuations=np.zeros(syn.VOCABULARY_SIZE, bool))
+    once = pipelines.albert_dataset(syn.dataset(syn.documents(30)), None, 4, **kwargs)
+    twice = pipelines.albert_dataset(syn.dataset(syn.documents(30)), None, 4,
+                                     static_masking=True, duplicate=2, **kwargs)
+    first, again = list(twice.as_numpy_iterator()), list(twice.as_numpy_iterator())
+    assert abs(len(first) - 2 * len(list(once.as_numpy_iterator()))) <= 1
+    for a, b in zip(first, again):  # static: the same masks every epoch
+        np.testing.assert_array_equal(a["token_ids"], b["token_ids"])

@@ -234,3 +234,54 @@ def test_albert_static_masks_with_duplicates_as_the_released_data():
     assert abs(len(first) - 2 * len(list(once.as_numpy_iterator()))) <= 1
     for a, b in zip(first, again):  # static: the same masks every epoch
         np.testing.assert_array_equal(a["token_ids"], b["token_ids"])
+
+
+def _albert_reference(row, rng, max_ngram=3):
+    """google-research/albert create_masked_lm_predictions (do_whole_word_mask=True),
+    transcribed: the placed n-grams' lengths in words and the masked token count."""
+    words = [list(range(first, last + 1)) for first, last in _words(row)]
+    n = sum(len(w) for w in words)
+    budget = max(1, round(0.15 * n))  # as ours: the candidates, not [CLS]/[SEP]
+    pvals = 1.0 / np.arange(1, max_ngram + 1)
+    pvals /= pvals.sum()
+    ngram_indexes = [[words[i:i + k] for k in range(1, max_ngram + 1)] for i in range(len(words))]
+    rng.shuffle(ngram_indexes)
+    covered, masked, lengths = set(), 0, []
+    for candidate in ngram_indexes:
+        if masked >= budget:
+            break
+        k = rng.choice(np.arange(1, max_ngram + 1), p=pvals)
+        index_set = sum(candidate[k - 1], [])
+        k -= 1
+        while masked + len(index_set) > budget and k > 0:
+            index_set = sum(candidate[k - 1], [])
+            k -= 1
+        if masked + len(index_set) > budget or covered & set(index_set):
+            continue
+        covered |= set(index_set)
+        masked += len(index_set)
+        lengths.append(len(candidate[k]))
+    return lengths, masked
+
+
+def test_ngram_masking_matches_the_released_algorithm_in_distribution():
+    ids, padding = _rows(batch=1500, seed=3)
+    out = _mask(ids, padding, ngram_masking.ngram_pmf(3), seed=(11, 12))
+    ours = out["ngram_lengths"][out["ngram_lengths"] > 0]
+    rng = np.random.default_rng(0)
+    reference, masked = [], []
+    for row in ids:
+        lengths, count = _albert_reference(row, rng)
+        reference += lengths
+        masked.append(count)
+    a = np.bincount(ours, minlength=4)[1:]
+    b = np.bincount(reference, minlength=4)[1:]
+    # Two-sample chi-square (homogeneity), 2 degrees of freedom.
+    table = np.array([a, b], float)
+    expected = table.sum(1, keepdims=True) * table.sum(0, keepdims=True) / table.sum()
+    chi2 = ((table - expected) ** 2 / expected).sum()
+    assert chi2 < 13.8, (chi2, a / a.sum(), b / b.sum())
+    # The same masked tokens per row on average (the budget, short of it when
+    # no word fits the remainder).
+    ours_masked = out["mask_weights"].sum(1)
+    assert abs(ours_masked.mean() - np.mean(masked)) < 0.1, (ours_masked.mean(), np.mean(masked))

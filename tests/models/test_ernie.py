@@ -31,6 +31,9 @@ def test_ernie_is_a_family_with_bert_pretraining_and_knowledge_masking():
                        intermediate_size=32, vocabulary_size=50)
     pretrainer = family.pretrainer(tiny, None, None)
     assert pretrainer.sentence_objective == "nsp"
+    # ERNIE's mask_lm_trans_fc uses hidden_act (relu), then LayerNorm, tied output.
+    assert pretrainer.mlm_head.activation == "relu" and pretrainer.head_transform
+    assert pretrainer.mlm_head.token_embedding is tiny.token_embedding
     out = tiny({"token_ids": np.ones((1, 4), "int32"), "segment_ids": np.zeros((1, 4), "int32"),
                 "padding_mask": np.ones((1, 4), "int32")})
     assert out["pooled_output"].shape == (1, 16)

@@ -263,6 +263,13 @@ def _electra_pretrainer(discriminator, tokenizer, run):
     return ElectraPretrainer(generator, discriminator, seed=run.seed)
 
 
+def _electra_dataset(documents, tokenizer, run):
+    from keras_ctx.data.masking import ELECTRA_MASK_TOKEN_RATE, ELECTRA_RANDOM_TOKEN_RATE
+
+    return _pipeline("roberta_dataset", mask_token_rate=ELECTRA_MASK_TOKEN_RATE,
+                     random_token_rate=ELECTRA_RANDOM_TOKEN_RATE)(documents, tokenizer, run)
+
+
 def _word_vocabulary(sentences, vocabulary_size):
     from keras_ctx.data.vocabulary import word_vocabulary
 
@@ -290,8 +297,8 @@ def _banded(backbone):
 
 
 def _register_builtin():
-    from keras_ctx.models import (albert, awd_lstm, bart, bert, cove, electra, elmo, gpt, t5, xlm,
-                                  xlnet)
+    from keras_ctx.models import (albert, awd_lstm, bart, bert, cove, electra, elmo, ernie, gpt,
+                                  t5, xlm, xlnet)
 
     pooled = ("pooled_output", "padding_mask", "pooled")
     last = ("sequence_output", "padding_mask", "last")
@@ -318,12 +325,22 @@ def _register_builtin():
         _tokenizer("train_sentencepiece"), WORDPIECE_FRAMING, pooling=pooled,
         dataset=_pipeline("albert_dataset"), pretrainer=_pretrainer("AlbertPretrainer"),
         huggingface=("albert",), keras_hub=("AlbertBackbone",), tf_checkpoint="albert"))
-    # ELECTRA: BERT's masking on packed text, no NSP (Clark et al. 2020).
+    # ELECTRA: packed text, no NSP (Clark et al. 2020); the released masking
+    # (google-research/electra pretrain_helpers.mask): 85% [MASK], 15% unchanged.
     register_family(Family(
         "electra", electra.ElectraBackbone, electra.ELECTRA_PRESETS, wordpiece,
-        WORDPIECE_FRAMING, dataset=_pipeline("roberta_dataset"),
+        WORDPIECE_FRAMING,
+        dataset=_electra_dataset,
         pretrainer=_electra_pretrainer, huggingface=("electra",),
         keras_hub=("ElectraBackbone",), tf_checkpoint="electra"))
+    # ERNIE 1.0 (Sun et al. 2019): BERT's network and NSP, knowledge masking
+    # in stages. `keras-ctx pretrain` has no chunker / NER: its phrases are the
+    # corpus' collocations and it has no entity stage (entity lexicons go
+    # through keras_ctx.data.pipelines.ernie_dataset).
+    register_family(Family(
+        "ernie", bert.BertBackbone, ernie.ERNIE_PRESETS, wordpiece, WORDPIECE_FRAMING,
+        pooling=pooled, dataset=_pipeline("ernie_dataset", phrases="collocations"),
+        pretrainer=_pretrainer("BertPretrainer")))
     register_family(Family(
         "xlnet", xlnet.XLNetBackbone, xlnet.XLNET_PRESETS, _tokenizer(
             "train_sentencepiece", special_tokens=XLNET_SPECIAL_TOKENS, lowercase=False),

@@ -9,10 +9,16 @@ non-special, non-padding tokens (round(0.15 n), at least 1, at most
 `max_predictions`); of the selected, 80% -> [MASK], 10% -> a random token,
 10% unchanged. Loss only at selected positions (`mask_weights`).
 
-Static masking (BERT): masks drawn once, optionally `duplicate` times per
-sequence with different masks, identical every epoch. Dynamic masking
+Static masking (BERT): masks drawn once, identical every epoch (BERT's
+`dupe_factor` copies of every instance, each masked differently and shuffled
+among all instances, are made where the instances are:
+`keras_ctx.data.segments.nsp_pairs(duplicate=k)`). Dynamic masking
 (RoBERTa, Liu et al. 2019, Sec. 4.1): a fresh mask every time a sequence is
 seen.
+
+ELECTRA's released masking (google-research/electra, pretrain_helpers.mask):
+15% of the tokens, 85% of them [MASK] and 15% left unchanged, no random
+replacement: `mask_token_rate=ELECTRA_MASK_TOKEN_RATE, random_token_rate=0`.
 
 XLM (Lample & Conneau 2019, Sec. 3.3) keeps the 15% budget but draws the
 tokens "according to a multinomial distribution whose weights are
@@ -29,6 +35,10 @@ import tensorflow as tf
 MASK_RATE = 0.15  # Devlin et al. 2019
 MASK_TOKEN_RATE = 0.8
 RANDOM_TOKEN_RATE = 0.1
+# google-research/electra pretrain_helpers.mask: tf.less(uniform, 0.85) -> [MASK],
+# the rest unchanged (configure_pretraining.py: mask_prob 0.15).
+ELECTRA_MASK_TOKEN_RATE = 0.85
+ELECTRA_RANDOM_TOKEN_RATE = 0.0
 
 
 def default_max_predictions(sequence_length, mask_rate=MASK_RATE):
@@ -129,6 +139,19 @@ def select_positions(candidates, seed, mask_rate=MASK_RATE, max_predictions=None
     return tf.cast(positions, tf.int32), weights, selected
 
 
+def corrupt_selected(token_ids, selected, action, random_ids, mask_token_id,
+                     mask_token_rate=MASK_TOKEN_RATE, random_token_rate=RANDOM_TOKEN_RATE):
+    """BERT's replacement of the selected tokens, from one uniform `action` draw each.
+
+    action < mask_token_rate -> [MASK]; the next random_token_rate -> `random_ids`;
+    the rest unchanged (80 / 10 / 10 by default, Devlin et al. 2019).
+    """
+    corrupted = tf.where(selected & (action < mask_token_rate), mask_token_id, token_ids)
+    return tf.where(
+        selected & (action >= mask_token_rate) & (action < mask_token_rate + random_token_rate),
+        random_ids, corrupted)
+
+
 def mask_tokens(
     token_ids,
     seed,
@@ -178,10 +201,8 @@ def mask_tokens(
     action = tf.random.stateless_uniform(tf.shape(token_ids), action_seed)
     random_ids = tf.random.stateless_uniform(
         tf.shape(token_ids), random_seed, minval=low, maxval=high, dtype=tf.int32)
-    corrupted = tf.where(selected & (action < mask_token_rate), mask_token_id, token_ids)
-    corrupted = tf.where(
-        selected & (action >= mask_token_rate) & (action < mask_token_rate + random_token_rate),
-        random_ids, corrupted)
+    corrupted = corrupt_selected(token_ids, selected, action, random_ids, mask_token_id,
+                                 mask_token_rate, random_token_rate)
     mask_ids = tf.gather(token_ids, positions, batch_dims=1)
     return {
         "token_ids": corrupted,
@@ -204,24 +225,19 @@ class MLMMasker:
         mask_token_rate, random_token_rate, max_predictions,
         random_token_range, token_weights: as `mask_tokens`.
         dynamic: True (RoBERTa): new masks each epoch; False (BERT): fixed.
-        duplicate: static only: each batch repeated with this many different
-            masks (BERT's dupe_factor), the same every epoch.
         seed: integer seed of the whole masking stream.
     """
 
     def __init__(self, vocabulary_size, mask_token_id, special_token_ids=(),
                  mask_rate=MASK_RATE, mask_token_rate=MASK_TOKEN_RATE,
                  random_token_rate=RANDOM_TOKEN_RATE, max_predictions=None,
-                 random_token_range=None, dynamic=True, duplicate=1, seed=0,
-                 token_weights=None):
+                 random_token_range=None, dynamic=True, seed=0, token_weights=None):
         _check_rates(mask_rate, mask_token_rate, random_token_rate)
         if mask_token_id >= vocabulary_size:
             raise ValueError(
                 f"mask_token_id {mask_token_id} is not below vocabulary_size "
                 f"{vocabulary_size}; the tokenizer and the model disagree on the vocabulary."
             )
-        if duplicate < 1 or (dynamic and duplicate != 1):
-            raise ValueError("`duplicate` must be >= 1, and 1 with dynamic masking.")
         self.vocabulary_size = vocabulary_size
         self.mask_token_id = mask_token_id
         self.special_token_ids = tuple(special_token_ids)
@@ -231,7 +247,6 @@ class MLMMasker:
         self.max_predictions = max_predictions
         self.random_token_range = random_token_range
         self.dynamic = dynamic
-        self.duplicate = duplicate
         self.seed = seed
         self.token_weights = (None if token_weights is None
                               else _check_token_weights(token_weights, vocabulary_size))
@@ -251,16 +266,19 @@ class MLMMasker:
 
     def apply(self, dataset):
         """Masks every element of a batched dataset (static or dynamic, see the class)."""
-        if self.duplicate > 1:
-            dataset = dataset.flat_map(
-                lambda b: tf.data.Dataset.from_tensors(b).repeat(self.duplicate))
-        # Dataset.random with rerandomize_each_iteration: new seeds every epoch
-        # (dynamic), or the same seeds every epoch (static).
-        seeds = tf.data.Dataset.random(
-            seed=self.seed, rerandomize_each_iteration=self.dynamic).batch(2)
-        seeds = seeds.map(lambda s: tf.cast(s % (2**31 - 1), tf.int32))
-        return tf.data.Dataset.zip(dataset, seeds).map(
-            self, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        return map_with_seeds(dataset, self, self.seed, self.dynamic)
+
+
+def map_with_seeds(dataset, masker, seed, dynamic):
+    """`dataset.map(masker)` with a (2,) int32 stateless seed per element.
+
+    Dataset.random with rerandomize_each_iteration: new seeds every epoch
+    (dynamic), or the same seeds every epoch (static).
+    """
+    seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=dynamic).batch(2)
+    seeds = seeds.map(lambda s: tf.cast(s % (2**31 - 1), tf.int32))
+    return tf.data.Dataset.zip(dataset, seeds).map(
+        masker, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
 
 def mask_dataset(dataset, vocabulary_size, mask_token_id, **kwargs):

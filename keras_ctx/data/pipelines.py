@@ -7,9 +7,17 @@ tokenized (ragged [sentences, tokens] int32) plus `special_ids` and
 `vocabulary_size`. Output batches have static shapes (drop_remainder=True)
 so the pretrainers' train steps compile with XLA.
 
-    bert_dataset     NSP pairs, static masks (BERT) duplicated `duplicate` times
+The MLM builders take the masking options: `mask_token_rate` /
+`random_token_rate` (BERT's 80/10/10 by default; ELECTRA's recipe 85/0/15),
+`whole_word_masking` (words from the tokenizer's pieces: WordPiece "##",
+byte-level BPE "Ġ", SentencePiece "▁"; `word_continuations` without a
+tokenizer) and `max_ngram` (ALBERT's n-grams, p(n) proportional to 1/n).
+
+    bert_dataset     NSP pairs (`duplicate` passes, shuffled together), static or
+                     dynamic masks
     roberta_dataset  FULL-/DOC-SENTENCES packing, dynamic masks, no NSP
-    albert_dataset   SOP pairs, masks
+    albert_dataset   SOP pairs, n-gram masks of whole words (n <= 3)
+    ernie_dataset    NSP pairs, knowledge masking in stages (basic, phrase, entity)
     spanbert_dataset single contiguous segments, span masks + SBO targets
     causal_lm_dataset  GPT / GPT-2: the token stream cut into chunks
     span_corruption_dataset  T5: sentinel span corruption
@@ -21,10 +29,19 @@ so the pretrainers' train steps compile with XLA.
 calls it with the run's sizes.
 """
 
+import warnings
+
 import tensorflow as tf
 
 from keras_ctx.data import noise, permutation, segments
+from keras_ctx.data.knowledge_masking import (
+    KnowledgeMasker,
+    KnowledgeMaskingSchedule,
+    Lexicon,
+    collocation_lexicon,
+)
 from keras_ctx.data.masking import MLMMasker
+from keras_ctx.data.ngram_masking import MAX_NGRAM, NgramMasker
 from keras_ctx.data.span_masking import SpanMasker
 from keras_ctx.data.tokenizers import continuation_table, special_token_ids, tokenize_documents
 from keras_ctx.data.vocabulary import bilm_inputs
@@ -43,46 +60,158 @@ def _prepare(documents, tokenizer, special_ids, vocabulary_size):
     return documents, special_ids, vocabulary_size
 
 
-def _masker(special_ids, vocabulary_size, **kwargs):
-    specials = tuple(sorted({special_ids[r] for r in special_ids}))
-    return MLMMasker(vocabulary_size, special_ids["mask"], special_token_ids=specials, **kwargs)
+def _continuations(tokenizer, word_continuations):
+    if word_continuations is None:
+        if tokenizer is None:
+            raise ValueError("Without a tokenizer, give `word_continuations` "
+                             "(keras_ctx.data.tokenizers.continuation_table).")
+        word_continuations = continuation_table(tokenizer)
+    return word_continuations
+
+
+def _specials(special_ids):
+    return tuple(sorted(set(special_ids.values())))
+
+
+def _masker(tokenizer, special_ids, vocabulary_size, whole_word_masking=False, max_ngram=1,
+            word_continuations=None, **kwargs):
+    """BERT's token masking, or whole-word / n-gram masking (`NgramMasker`)."""
+    if whole_word_masking or max_ngram > 1:
+        table = (_continuations(tokenizer, word_continuations) if whole_word_masking
+                 else None)
+        return NgramMasker(vocabulary_size, special_ids["mask"], _specials(special_ids), table,
+                           max_ngram=max_ngram, **kwargs)
+    return MLMMasker(vocabulary_size, special_ids["mask"], special_token_ids=_specials(special_ids),
+                     **kwargs)
+
+
+def _check_duplicate(duplicate, static_masking):
+    if duplicate != 1 and not static_masking:
+        raise ValueError("`duplicate` copies are for static masking; dynamic masking draws "
+                         "new masks every epoch (use duplicate=1).")
 
 
 def bert_dataset(documents, tokenizer, batch_size, sequence_length=128, static_masking=True,
                  duplicate=1, special_ids=None, vocabulary_size=None, seed=0,
-                 max_predictions=None):
-    """BERT: NSP pairs + MLM; static masking (fixed masks, `duplicate` copies) or dynamic."""
+                 max_predictions=None, **masking):
+    """BERT: NSP pairs + MLM; static masking (fixed masks) or dynamic.
+
+    `duplicate` (static only): BERT's dupe_factor, that many passes over the
+    documents, each instance masked once, all shuffled together.
+    """
+    _check_duplicate(duplicate, static_masking)
     documents, ids, vocab = _prepare(documents, tokenizer, special_ids, vocabulary_size)
     pairs = segments.nsp_pairs(documents, sequence_length, ids["cls"], ids["sep"], ids["pad"],
-                               seed=seed, static=static_masking)
+                               seed=seed, static=static_masking, duplicate=duplicate)
     batches = pairs.batch(batch_size, drop_remainder=True)
-    masker = _masker(ids, vocab, dynamic=not static_masking,
-                     duplicate=duplicate if static_masking else 1, seed=seed,
-                     max_predictions=max_predictions)
+    masker = _masker(tokenizer, ids, vocab, dynamic=not static_masking, seed=seed,
+                     max_predictions=max_predictions, **masking)
     return masker.apply(batches).prefetch(tf.data.AUTOTUNE)
 
 
 def roberta_dataset(documents, tokenizer, batch_size, sequence_length=512,
                     packing="full_sentences", special_ids=None, vocabulary_size=None, seed=0,
-                    max_predictions=None):
+                    max_predictions=None, **masking):
     """RoBERTa: packed sentences, dynamic masking, no NSP (Liu et al. 2019)."""
     documents, ids, vocab = _prepare(documents, tokenizer, special_ids, vocabulary_size)
     packed = segments.pack_sentences(documents, sequence_length, ids["cls"], ids["sep"],
                                      ids["pad"], mode=packing, seed=seed)
     batches = packed.batch(batch_size, drop_remainder=True)
-    masker = _masker(ids, vocab, dynamic=True, seed=seed, max_predictions=max_predictions)
+    masker = _masker(tokenizer, ids, vocab, dynamic=True, seed=seed,
+                     max_predictions=max_predictions, **masking)
     return masker.apply(batches).prefetch(tf.data.AUTOTUNE)
 
 
 def albert_dataset(documents, tokenizer, batch_size, sequence_length=512, special_ids=None,
-                   vocabulary_size=None, seed=0, max_predictions=None):
-    """ALBERT: SOP pairs + MLM (Lan et al. 2020)."""
+                   vocabulary_size=None, seed=0, max_predictions=None, whole_word_masking=True,
+                   max_ngram=MAX_NGRAM, static_masking=False, duplicate=1, **masking):
+    """ALBERT: SOP pairs + n-gram MLM (Lan et al. 2020).
+
+    Masks n-grams of whole words, n <= 3 with p(n) proportional to 1/n, as
+    the released create_pretraining_data.py (do_whole_word_mask=True, ngram=3).
+    That script writes static masks (dupe_factor=40): `static_masking=True,
+    duplicate=40`, as `bert_dataset`; the default masks dynamically.
+    """
+    _check_duplicate(duplicate, static_masking)
     documents, ids, vocab = _prepare(documents, tokenizer, special_ids, vocabulary_size)
     pairs = segments.sop_pairs(documents, sequence_length, ids["cls"], ids["sep"], ids["pad"],
-                               seed=seed)
+                               seed=seed, static=static_masking, duplicate=duplicate)
     batches = pairs.batch(batch_size, drop_remainder=True)
-    masker = _masker(ids, vocab, dynamic=True, seed=seed, max_predictions=max_predictions)
+    masker = _masker(tokenizer, ids, vocab, whole_word_masking=whole_word_masking,
+                     max_ngram=max_ngram, dynamic=not static_masking, seed=seed,
+                     max_predictions=max_predictions, **masking)
     return masker.apply(batches).prefetch(tf.data.AUTOTUNE)
+
+
+# Stage lengths of the ERNIE recipe: the paper gives none (Sun et al. 2019,
+# Sec. 3.2 only orders the stages); these are keras_ctx's choice.
+ERNIE_STAGE_STEPS = 10_000
+
+
+def ernie_schedule(phrases=True, entities=True, stage_steps=ERNIE_STAGE_STEPS):
+    """Basic, then phrase, then entity masking, `stage_steps` each (the last until the end).
+
+    A level without units (no lexicon, no annotations) is left out.
+    """
+    levels = ["basic"] + ["phrase"] * bool(phrases) + ["entity"] * bool(entities)
+    return KnowledgeMaskingSchedule(tuple(
+        (level, None if i == len(levels) - 1 else stage_steps) for i, level in enumerate(levels)))
+
+
+def ernie_dataset(documents, tokenizer, batch_size, sequence_length=512, phrases=None,
+                  entities=None, schedule=None, whole_word_basic=True, special_ids=None,
+                  vocabulary_size=None, word_continuations=None, seed=0, max_predictions=None,
+                  **masking):
+    """ERNIE 1.0: NSP pairs + knowledge masking in stages (Sun et al. 2019).
+
+    Args:
+        phrases, entities: `Lexicon`s or lists of texts (tokenized with
+            `tokenizer`); their matches are masked whole in the phrase and
+            entity stages. phrases="collocations": learned from the corpus
+            (`collocation_lexicon`, word2phrase's score).
+        schedule: a `KnowledgeMaskingSchedule`; default `ernie_schedule` over
+            the levels that have units.
+        whole_word_basic: basic units are words (English, as the paper) or,
+            False, single tokens (Chinese characters).
+
+    The stream repeats before masking, so the schedule counts training steps.
+    """
+    documents, ids, vocab = _prepare(documents, tokenizer, special_ids, vocabulary_size)
+    table = _continuations(tokenizer, word_continuations) if whole_word_basic else None
+    learned = isinstance(phrases, str) and phrases == "collocations"
+    if learned:
+        documents = segments.load_documents(documents)
+        phrases = collocation_lexicon(documents, table)
+    phrases, entities = (_lexicon(tokenizer, texts) for texts in (phrases, entities))
+    if schedule is None:
+        schedule = ernie_schedule(phrases is not None, entities is not None)
+        missing = [name for name, units in (("phrases", phrases), ("entities", entities))
+                   if units is None]
+        if missing:
+            found = " (no collocation in this corpus scores above the threshold)" * (
+                learned and phrases is None)
+            warnings.warn(f"ERNIE masking without {' or '.join(missing)}{found}: give them "
+                          f"(lexicons) for their stages; this run's stages: "
+                          f"{schedule.levels}.", stacklevel=2)
+    pairs = segments.nsp_pairs(documents, sequence_length, ids["cls"], ids["sep"], ids["pad"],
+                               seed=seed)
+    batches = pairs.batch(batch_size, drop_remainder=True).repeat()
+    masker = KnowledgeMasker(vocab, ids["mask"], _specials(ids), schedule, table,
+                             phrases=phrases, entities=entities, dynamic=True, seed=seed,
+                             max_predictions=max_predictions, **masking)
+    return masker.apply(batches).prefetch(tf.data.AUTOTUNE)
+
+
+def _lexicon(tokenizer, texts):
+    if texts is None or isinstance(texts, Lexicon):
+        return texts
+    if isinstance(texts, str):
+        raise ValueError(f"phrases / entities must be a Lexicon, a list of texts or "
+                         f"phrases='collocations', got {texts!r}.")
+    if tokenizer is None:
+        raise ValueError("Without a tokenizer, give phrases / entities as "
+                         "keras_ctx.data.knowledge_masking.Lexicon of token ids.")
+    return Lexicon.from_texts(tokenizer, texts)
 
 
 def spanbert_dataset(documents, tokenizer, batch_size, sequence_length=512,
@@ -90,16 +219,11 @@ def spanbert_dataset(documents, tokenizer, batch_size, sequence_length=512,
                      seed=0, max_predictions=None):
     """SpanBERT: single contiguous segments, span masking + SBO targets (Joshi et al. 2020)."""
     documents, ids, vocab = _prepare(documents, tokenizer, special_ids, vocabulary_size)
-    if word_continuations is None:
-        if tokenizer is None:
-            raise ValueError("Without a tokenizer, give `word_continuations` "
-                             "(keras_ctx.data.tokenizers.continuation_table).")
-        word_continuations = continuation_table(tokenizer)
+    word_continuations = _continuations(tokenizer, word_continuations)
     packed = segments.pack_sentences(documents, sequence_length, ids["cls"], ids["sep"],
                                      ids["pad"], mode="full_sentences", seed=seed)
     batches = packed.batch(batch_size, drop_remainder=True)
-    specials = tuple(sorted(set(ids.values())))
-    masker = SpanMasker(vocab, ids["mask"], word_continuations, special_token_ids=specials,
+    masker = SpanMasker(vocab, ids["mask"], word_continuations, special_token_ids=_specials(ids),
                         max_predictions=max_predictions, seed=seed)
     return masker.apply(batches).prefetch(tf.data.AUTOTUNE)
 

@@ -9,9 +9,12 @@ plus the label of the objective; batch with `drop_remainder=True` and mask.
 Pair sampling needs random access to other documents (a NotNext segment comes
 from a random *other* document), so like BERT's create_pretraining_data.py
 the documents are read into memory once, when the function is called; the
-examples are then produced lazily by a seeded generator feeding
+examples are then produced by a seeded generator feeding
 `tf.data.Dataset.from_generator`, a new sampling each epoch
-(`reshuffle_each_iteration`-like) unless `static=True`.
+(`reshuffle_each_iteration`-like) unless `static=True`. Pairs (NSP, SOP) of
+an epoch are all sampled first, `duplicate` passes over the documents, and
+shuffled together before the first is yielded, as BERT's script writes its
+instances (packing stays lazy: its text is contiguous by design).
 
 Conventions:
   next_sentence_labels: 0 = IsNext (B follows A), 1 = NotNext (B from another
@@ -153,22 +156,50 @@ def _dataset(generate, sequence_length, label, seed, static):
         generator, output_signature=_example_signature(sequence_length, label))
 
 
+def _check_duplicate(duplicate):
+    if not isinstance(duplicate, int) or duplicate < 1:
+        raise ValueError(f"`duplicate` must be an int >= 1, got {duplicate!r}.")
+
+
+def _shuffled_pairs(instances, duplicate, sequence_length, cls_id, sep_id, pad_id, label):
+    """`generate(rng)`: `duplicate` passes of `instances(rng)`, all shuffled together.
+
+    BERT's create_training_instances (google-research/bert, create_pretraining_data.py;
+    ALBERT's is the same): `dupe_factor` passes over every document, each
+    sampling its own pairs, then `rng.shuffle(instances)` over all of them,
+    so neither documents nor a document's copies come out together.
+    """
+    def generate(rng):
+        pool = [instance for _ in range(duplicate) for instance in instances(rng)]
+        for i in rng.permutation(len(pool)):
+            a, b, value = pool[i]
+            example = _pair_example(a, b, sequence_length, cls_id, sep_id, pad_id)
+            example[label] = np.int32(value)
+            yield example
+
+    return generate
+
+
 def nsp_pairs(tokenized_documents, sequence_length, cls_id, sep_id, pad_id=0,
-              short_seq_prob=0.1, seed=0, static=False):
+              short_seq_prob=0.1, seed=0, static=False, duplicate=1):
     """BERT next-sentence-prediction examples `[CLS] A [SEP] B [SEP]`.
 
     B is the true continuation of A (label 0) or, with probability 1/2, text
     from a random other document (label 1), as Devlin et al. 2019 (Sec. 3.1).
     Pairs longer than sequence_length - 3 are truncated as BERT does
     (`truncate_pair`), the only truncation; every other sentence is used.
+    `duplicate` passes over the documents (BERT's dupe_factor) make the
+    instances of an epoch, shuffled together (`_shuffled_pairs`); with
+    `static=True` the same instances in the same order every epoch.
     """
     _check_length(sequence_length, 3)
+    _check_duplicate(duplicate)
     docs = load_documents(tokenized_documents)
     if len(docs) < 2:
         raise ValueError("NSP needs at least two documents (NotNext text comes from another).")
     max_tokens = sequence_length - 3
 
-    def generate(rng):
+    def instances(rng):
         for index in rng.permutation(len(docs)):
             doc = docs[index]
             for chunk, target in _chunks(doc, max_tokens, short_seq_prob, rng):
@@ -182,25 +213,27 @@ def nsp_pairs(tokenized_documents, sequence_length, cls_id, sep_id, pad_id=0,
                     if b is None:
                         continue
                 a, b = truncate_pair(a, b, max_tokens, rng)
-                example = _pair_example(a, b, sequence_length, cls_id, sep_id, pad_id)
-                example["next_sentence_labels"] = np.int32(label)
-                yield example
+                yield a, b, label
 
+    generate = _shuffled_pairs(instances, duplicate, sequence_length, cls_id, sep_id, pad_id,
+                               "next_sentence_labels")
     return _dataset(generate, sequence_length, "next_sentence_labels", seed, static)
 
 
 def sop_pairs(tokenized_documents, sequence_length, cls_id, sep_id, pad_id=0,
-              short_seq_prob=0.1, seed=0, static=False):
+              short_seq_prob=0.1, seed=0, static=False, duplicate=1):
     """ALBERT sentence-order-prediction examples (Lan et al. 2020, Sec. 3.1).
 
     Positive (label 0): two consecutive segments A, B of one document in order;
     negative (label 1), probability 1/2: the same two segments swapped.
+    Instances are shuffled across documents and `duplicate` passes as `nsp_pairs`.
     """
     _check_length(sequence_length, 3)
+    _check_duplicate(duplicate)
     docs = load_documents(tokenized_documents)
     max_tokens = sequence_length - 3
 
-    def generate(rng):
+    def instances(rng):
         for index in rng.permutation(len(docs)):
             for chunk, _ in _chunks(docs[index], max_tokens, short_seq_prob, rng):
                 split = _split_chunk(chunk, rng)
@@ -208,12 +241,10 @@ def sop_pairs(tokenized_documents, sequence_length, cls_id, sep_id, pad_id=0,
                     continue
                 a, b = truncate_pair(*split, max_tokens, rng)
                 label = int(rng.random() < 0.5)
-                if label:
-                    a, b = b, a
-                example = _pair_example(a, b, sequence_length, cls_id, sep_id, pad_id)
-                example["sentence_order_labels"] = np.int32(label)
-                yield example
+                yield (b, a, label) if label else (a, b, label)
 
+    generate = _shuffled_pairs(instances, duplicate, sequence_length, cls_id, sep_id, pad_id,
+                               "sentence_order_labels")
     return _dataset(generate, sequence_length, "sentence_order_labels", seed, static)
 
 

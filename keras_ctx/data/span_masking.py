@@ -27,7 +27,9 @@ from keras_ctx.data.masking import (
     MASK_TOKEN_RATE,
     RANDOM_TOKEN_RATE,
     candidate_mask,
+    corrupt_selected,
     default_max_predictions,
+    map_with_seeds,
 )
 
 GEOMETRIC_P = 0.2  # Joshi et al. 2020
@@ -146,10 +148,8 @@ def span_mask_example(token_ids, seed, vocabulary_size, mask_token_id, continuat
     # 80/10/10 per span (Joshi et al. 2020): one draw per span.
     action = tf.gather(tf.random.stateless_uniform((length,), seeds[2]), token_span)
     random_ids = tf.random.stateless_uniform((length,), seeds[3], 0, vocabulary_size, tf.int32)
-    corrupted = tf.where(selected & (action < mask_token_rate), mask_token_id, token_ids)
-    corrupted = tf.where(
-        selected & (action >= mask_token_rate) & (action < mask_token_rate + random_token_rate),
-        random_ids, corrupted)
+    corrupted = corrupt_selected(token_ids, selected, action, random_ids, mask_token_id,
+                                 mask_token_rate, random_token_rate)
 
     positions = tf.cast(tf.where(selected)[:, 0], tf.int32)
     count = tf.shape(positions)[0]
@@ -219,11 +219,7 @@ class SpanMasker:
 
     def apply(self, dataset):
         """Masks every batch (shapes must be static: batch with drop_remainder=True)."""
-        seeds = tf.data.Dataset.random(
-            seed=self.seed, rerandomize_each_iteration=self.dynamic).batch(2)
-        seeds = seeds.map(lambda s: tf.cast(s % (2**31 - 1), tf.int32))
-        return tf.data.Dataset.zip(dataset, seeds).map(
-            self, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        return map_with_seeds(dataset, self, self.seed, self.dynamic)
 
 
 __all__ = ["SpanMasker", "span_mask_example", "span_length_pmf", "sample_span_lengths",

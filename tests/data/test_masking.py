@@ -1,3 +1,5 @@
+import inspect
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -106,32 +108,11 @@ def test_dynamic_masks_differ_between_epochs_static_masks_do_not():
     np.testing.assert_array_equal(first[0]["mask_positions"], again[0]["mask_positions"])
 
 
-def test_static_duplication_gives_different_masks_per_copy():
-    ids, padding = _batch(batch=8, length=64)
-    dataset = tf.data.Dataset.from_tensor_slices(
-        {"token_ids": ids, "padding_mask": padding}).batch(8, drop_remainder=True)
-    masker = masking.MLMMasker(VOCAB, MASK_ID, SPECIALS, dynamic=False, duplicate=3, seed=0)
-    first, second = _epochs(masker, dataset)
-    assert len(first) == 3
-    for batch in first:  # every copy holds the same sequences ...
-        restored = batch["token_ids"].copy()
-        np.put_along_axis(restored, batch["mask_positions"],
-                          np.where(batch["mask_weights"] > 0, batch["mask_ids"],
-                                   np.take_along_axis(restored, batch["mask_positions"], 1)), 1)
-        np.testing.assert_array_equal(restored, ids)
-    # ... with different masks, fixed across epochs.
-    assert (first[0]["mask_positions"] != first[1]["mask_positions"]).any()
-    for a, b in zip(first, second):
-        np.testing.assert_array_equal(a["mask_positions"], b["mask_positions"])
-
-
 def test_bad_arguments():
     with pytest.raises(ValueError, match="vocabulary"):
         masking.MLMMasker(10, 12)
     with pytest.raises(ValueError, match="mask_rate"):
         masking.mask_tokens(np.ones((1, 4), "int32"), [0, 0], 10, 4, mask_rate=1.5)
-    with pytest.raises(ValueError, match="duplicate"):
-        masking.MLMMasker(10, 4, dynamic=True, duplicate=2)
 
 
 def test_inverse_frequency_weights_by_hand():
@@ -195,3 +176,89 @@ def test_token_weights_are_checked():
     bad[7] = 0.0
     with pytest.raises(ValueError, match="positive"):
         masking.MLMMasker(VOCAB, MASK_ID, token_weights=bad)
+
+
+def test_electra_rates_mask_85_percent_and_never_replace_at_random():
+    # google-research/electra pretrain_helpers.mask: 85% [MASK], 15% unchanged.
+    ids, padding = _batch(batch=256)
+    out = masking.mask_tokens(ids, tf.constant([7, 8]), VOCAB, MASK_ID, padding_mask=padding,
+                              special_token_ids=SPECIALS,
+                              mask_token_rate=masking.ELECTRA_MASK_TOKEN_RATE,
+                              random_token_rate=masking.ELECTRA_RANDOM_TOKEN_RATE)
+    out = {k: v.numpy() for k, v in out.items()}
+    used = out["mask_weights"] > 0
+    new = np.take_along_axis(out["token_ids"], out["mask_positions"], 1)[used]
+    old = out["mask_ids"][used]
+    n = used.sum()
+    assert abs(np.mean(new == MASK_ID) - 0.85) < 4 * np.sqrt(0.85 * 0.15 / n)
+    np.testing.assert_array_equal(new[new != MASK_ID], old[new != MASK_ID])  # no random ids
+    assert abs(np.mean(new == old) - 0.15) < 4 * np.sqrt(0.85 * 0.15 / n)
+
+
+def test_recipes_pass_their_papers_masking(monkeypatch):
+    from keras_ctx import families
+    from keras_ctx.data import pipelines
+
+    original_albert = pipelines.albert_dataset
+    seen = {}
+    for builder in ("roberta_dataset", "albert_dataset", "bert_dataset"):
+        monkeypatch.setattr(pipelines, builder,
+                            lambda *a, _name=builder, **k: seen.setdefault(_name, k))
+    run = families.Run("x", batch_size=2, sequence_length=16, vocabulary_size=50)
+    families.get("electra").dataset(None, None, run)
+    assert seen["roberta_dataset"]["mask_token_rate"] == 0.85
+    assert seen["roberta_dataset"]["random_token_rate"] == 0.0
+    # ALBERT's recipe keeps albert_dataset's defaults: whole-word n-grams, n <= 3.
+    families.get("albert").dataset(None, None, run)
+    assert not {"max_ngram", "whole_word_masking"} & set(seen["albert_dataset"])
+    defaults = inspect.signature(original_albert).parameters
+    assert defaults["max_ngram"].default == 3 and defaults["whole_word_masking"].default
+
+
+def _nsp_documents(count=40):
+    # Documents of two sentences: with short_seq_prob=0 each pass makes one
+    # instance per document whose segment A is the first sentence.
+    return [[[10 + 2 * d, 11 + 2 * d], [200 + d, 201 + d]] for d in range(count)]
+
+
+def test_static_duplicates_are_shuffled_globally_with_different_masks():
+    from keras_ctx.data import segments
+
+    k, count = 3, 40
+    docs = _nsp_documents(count)
+    pairs = segments.nsp_pairs(docs, 12, 2, 3, 0, short_seq_prob=0.0, seed=1, static=True,
+                               duplicate=k)
+    stream = [int(example["token_ids"][1] - 10) // 2 for example in pairs.as_numpy_iterator()]
+    assert sorted(stream) == sorted(list(range(count)) * k)  # each instance exactly k times
+    # Global shuffle (BERT: rng.shuffle(instances)): the k copies are not
+    # together, and documents are not in the order of any one pass.
+    positions = {d: [i for i, x in enumerate(stream) if x == d] for d in range(count)}
+    gaps = [np.diff(p).min() for p in positions.values()]
+    assert np.mean(gaps) > 4 * 2, gaps  # batches of 4 rows: no batch holds its copies
+    batches = [set(stream[i:i + 8]) for i in range(0, len(stream), 4)]
+    assert np.mean([len(b) for b in batches]) > 7  # consecutive batches: ~all distinct
+    first_pass = [x for i, x in enumerate(stream) if positions[x][0] == i]
+    assert abs(np.corrcoef(first_pass, range(count))[0, 1]) < 0.5
+    # Same instances and order every epoch (static); BERT's masks per copy differ.
+    again = [int(e["token_ids"][1] - 10) // 2 for e in pairs.as_numpy_iterator()]
+    assert again == stream
+
+
+def test_bert_dataset_duplicates_with_static_masks():
+    from keras_ctx.data import pipelines
+
+    docs = tf.data.Dataset.from_generator(
+        lambda: (tf.ragged.constant(d, dtype=tf.int32) for d in _nsp_documents()),
+        output_signature=tf.RaggedTensorSpec((None, None), tf.int32, ragged_rank=1))
+    data = pipelines.bert_dataset(docs, None, 4, sequence_length=12, duplicate=2,
+                                  special_ids={"pad": 0, "unk": 1, "cls": 2, "sep": 3,
+                                               "mask": MASK_ID},
+                                  vocabulary_size=VOCAB)
+    first = list(data.as_numpy_iterator())
+    assert len(first) == 2 * 40 // 4
+    second = list(data.as_numpy_iterator())
+    for a, b in zip(first, second):  # static: identical masks every epoch
+        np.testing.assert_array_equal(a["token_ids"], b["token_ids"])
+    with pytest.raises(ValueError, match="static"):
+        pipelines.bert_dataset(docs, None, 4, sequence_length=12, duplicate=2,
+                               static_masking=False, special_ids={}, vocabulary_size=VOCAB)

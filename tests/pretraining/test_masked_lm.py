@@ -89,7 +89,7 @@ def test_albert_pretrainer_ties_to_the_factorized_table_and_has_sop():
     assert model.mlm_head.token_embedding is backbone.token_embedding
     batch = next(iter(pipelines.albert_dataset(
         syn.dataset(syn.documents(80)), None, 4, sequence_length=24,
-        special_ids=syn.SPECIAL, vocabulary_size=V)))
+        special_ids=syn.SPECIAL, vocabulary_size=V, word_continuations=np.zeros(V, bool))))
     out = model(batch)
     assert out["mlm"].shape[-1] == V and out["sop"].shape == (4, 2)
     assert model.mlm_head.dense.kernel.shape == (32, 8)  # H -> E
@@ -112,9 +112,9 @@ def test_wrong_inputs_fail_clearly():
         model(long_batch)
 
 
-def _learn(pretrainer_cls, dataset_fn, backbone, steps=100, epochs=4):
+def _learn(pretrainer_cls, dataset_fn, backbone, steps=100, epochs=4, **masking):
     data = dataset_fn(syn.dataset(syn.documents(400)), None, 32, sequence_length=32,
-                      special_ids=syn.SPECIAL, vocabulary_size=V)
+                      special_ids=syn.SPECIAL, vocabulary_size=V, **masking)
     model = pretrainer_cls(backbone)
     model.compile(optimizer=keras.optimizers.Adam(1e-3), jit_compile=True)
     return model.fit(data.repeat(), steps_per_epoch=steps, epochs=epochs, verbose=0).history
@@ -131,7 +131,8 @@ def test_bert_mlm_and_nsp_learn():
 def test_albert_mlm_and_sop_learn():
     config = dict(TINY, hidden_size=64, intermediate_size=128)
     history = _learn(AlbertPretrainer, pipelines.albert_dataset,
-                     AlbertBackbone(embedding_size=32, **config), epochs=8)
+                     AlbertBackbone(embedding_size=32, **config), epochs=8,
+                     word_continuations=np.zeros(V, bool))  # every id a word
     assert history["sop_accuracy"][-1] > 0.75, history["sop_accuracy"]
     assert history["mlm_accuracy"][-1] > 0.15, history["mlm_accuracy"]  # chance ~1%
 
@@ -212,9 +213,10 @@ def test_sparse_last_layer_gives_the_same_logits_and_gradients(family):
     model = cls(backbone)
     assert model._sparse() and not cls(backbone, sparse_last_layer=False)._sparse()
     dataset = pipelines.albert_dataset if family == "albert" else pipelines.bert_dataset
+    words = {"word_continuations": np.zeros(V, bool)} if family == "albert" else {}
     batch = next(iter(dataset(
         syn.dataset(syn.documents(80)), None, 4, sequence_length=24,
-        special_ids=syn.SPECIAL, vocabulary_size=V)))
+        special_ids=syn.SPECIAL, vocabulary_size=V, **words)))
     batch["padding_mask"] = batch["padding_mask"].numpy()
     batch["padding_mask"][0, 18:] = 0  # padded keys must stay masked in the sparse layer
 

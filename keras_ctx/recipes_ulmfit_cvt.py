@@ -36,6 +36,8 @@ CLASSIFIER_RATE = 0.01
 def _steps(dataset, steps_per_epoch):
     if steps_per_epoch is not None:
         return steps_per_epoch
+    if _is_stream(dataset):  # its segment lengths are drawn: their expected count
+        return dataset.expected_steps()
     count = int(dataset.cardinality())
     if count < 0:
         raise ValueError("The dataset's length is unknown (or infinite): pass steps_per_epoch.")
@@ -68,9 +70,27 @@ def _language_model(lm_or_backbone, stream_batch_size):
     return AwdLstmLMPretrainer(lm, batch_size=stream_batch_size, carry_state=carry)
 
 
+def _is_stream(dataset):
+    from keras_ctx.data.lm_stream import BpttStream
+
+    return isinstance(dataset, BpttStream)
+
+
+def _stream_batch_size(dataset, stream_batch_size):
+    """A `BpttStream` carries the state over its own batch size."""
+    if _is_stream(dataset):
+        if stream_batch_size not in (None, dataset.batch_size):
+            raise ValueError(f"stream_batch_size={stream_batch_size} but the BpttStream "
+                             f"has batch_size={dataset.batch_size}: leave it out.")
+        return dataset.batch_size
+    return stream_batch_size
+
+
 def _fit_language_model(lm, dataset, epochs, steps_per_epoch, fit_kwargs):
     from keras_ctx.pretraining.awd_lstm import StateReset
 
+    if _is_stream(dataset):
+        dataset = dataset.dataset()  # each epoch draws its own segment lengths
     callbacks = list(fit_kwargs.pop("callbacks", None) or [])
     if lm.carry_state:
         callbacks.append(StateReset())  # each epoch reads the stream from its start
@@ -84,16 +104,19 @@ def pretrain_language_model(backbone, dataset, epochs=1, learning_rate=1e-3,
 
     Args:
         backbone: an `AwdLstmBackbone`.
-        dataset: batches of {"token_ids", "padding_mask"}.
-        stream_batch_size: when `dataset` is a continuous stream (row i of
-            batch k + 1 continues row i of batch k, as from `text_stream`) of
-            this fixed batch size: carry the LSTM states from batch to batch
-            (truncated BPTT, Merity et al. 2017). None: zero states per batch.
+        dataset: a `keras_ctx.data.lm_stream.BpttStream` (Merity et al.'s
+            training: the LSTM states carried from batch to batch,
+            variable-length BPTT with the learning rate rescaled per batch),
+            or a dataset of {"token_ids", "padding_mask"} batches.
+        stream_batch_size: for a dataset (not a BpttStream) that is a
+            continuous stream (row i of batch k + 1 continues row i of batch
+            k) of this fixed batch size: carry the LSTM states from batch to
+            batch. None: zero states per batch.
 
     Returns:
         The `AwdLstmLMPretrainer` (its backbone is `backbone`, trained).
     """
-    lm = _language_model(backbone, stream_batch_size)
+    lm = _language_model(backbone, _stream_batch_size(dataset, stream_batch_size))
     lm.compile(keras.optimizers.Adam(learning_rate, **ULMFIT_ADAM))
     _fit_language_model(lm, dataset, epochs, steps_per_epoch, fit_kwargs)
     return lm
@@ -107,13 +130,13 @@ def fine_tune_language_model(lm_or_backbone, dataset, epochs=1,
     Args:
         lm_or_backbone: the stage-1 `AwdLstmLMPretrainer` (keeps its output
             bias) or a bare backbone.
-        dataset: batches of the target task's text, {"token_ids", "padding_mask"}.
+        dataset: the target task's text, as for `pretrain_language_model`.
         stream_batch_size: as for `pretrain_language_model`.
 
     Returns:
         The fine-tuned `AwdLstmLMPretrainer`.
     """
-    lm = _language_model(lm_or_backbone, stream_batch_size)
+    lm = _language_model(lm_or_backbone, _stream_batch_size(dataset, stream_batch_size))
     total = epochs * _steps(dataset, steps_per_epoch)
     optimizer, _ = _ulmfit_optimizer(lm, lm.backbone, learning_rate, total)
     lm.compile(optimizer)
@@ -294,23 +317,16 @@ def _ids(text, index):
     return [index.get(w, 1) for w in text.split()]  # 0 padding, 1 unknown
 
 
-def _lm_dataset(texts, index, sequence_length, batch_size):
-    """The texts' words as one stream for truncated BPTT (Merity et al.'s `batchify`):
-    cut into `batch_size` contiguous parts, row i of every batch the next
-    `sequence_length` words of part i. Not shuffled: the LM carries its state."""
-    from keras_ctx.data.permutation import text_stream
+def _lm_dataset(texts, index, sequence_length, batch_size, seed=0):
+    """The texts' words as one `BpttStream` (Merity et al.'s `batchify` and
+    variable-length BPTT around `sequence_length`)."""
+    from keras_ctx.data.lm_stream import BpttStream
 
     stream = np.array([i for text in texts for i in _ids(text, index)], "int32")
-    length = len(stream) // batch_size
-    if length < sequence_length:
+    if len(stream) // batch_size < sequence_length:
         raise ValueError(f"The text has {len(stream)} words: fewer than one batch of "
                          f"{batch_size} x {sequence_length}; lower --batch-size.")
-    parts = tf.data.Dataset.from_tensor_slices(
-        stream[:batch_size * length].reshape(batch_size, length))
-    batches = text_stream(parts, sequence_length, batch_size).map(
-        lambda batch: {"token_ids": batch["token_ids"], "padding_mask": batch["padding_mask"]})
-    # The stream's length is known here (STLR needs the step count).
-    return batches.apply(tf.data.experimental.assert_cardinality(length // sequence_length))
+    return BpttStream(stream, batch_size, bptt=sequence_length, seed=seed)
 
 
 def _save(out, writers):
@@ -380,11 +396,11 @@ def ulmfit_from_files(train, text, out, general_text=None, lm_epochs=1, epochs=N
     lm = backbone
     if general:
         lm = pretrain_language_model(
-            backbone, _lm_dataset(general, index, sequence_length, batch_size),
-            epochs=lm_epochs, stream_batch_size=batch_size, verbose=2)
+            backbone, _lm_dataset(general, index, sequence_length, batch_size, seed),
+            epochs=lm_epochs, verbose=2)
     lm = fine_tune_language_model(
-        lm, _lm_dataset(target, index, sequence_length, batch_size), epochs=lm_epochs,
-        stream_batch_size=batch_size, verbose=2)
+        lm, _lm_dataset(target, index, sequence_length, batch_size, seed), epochs=lm_epochs,
+        verbose=2)
     rows = [_ids(t, index) for t in texts]
     length = max(len(r) for r in rows)
     ids = np.zeros((len(rows), length), "int32")

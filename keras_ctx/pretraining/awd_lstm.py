@@ -122,6 +122,7 @@ class AwdLstmLMPretrainer(Pretrainer):
         return ops.cast(self.backbone.logits(hidden), "float32") + self.output_bias
 
     def call(self, inputs, training=False):
+        inputs = {k: v for k, v in inputs.items() if k != "learning_rate_scale"}
         hidden = self.backbone(inputs, training=training)["sequence_output"]
         return self.logits(self.output_dropout_layer(hidden, training=training))
 

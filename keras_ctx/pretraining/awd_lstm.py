@@ -138,7 +138,7 @@ class AwdLstmLMPretrainer(Pretrainer):
                 f"The carried state holds batches of {self.batch_size} rows but a batch "
                 f"has {rows} per replica x {num_replicas()} replicas: batch the stream "
                 f"with exactly batch_size={self.batch_size} and drop_remainder=True "
-                "(text_stream does).")
+                "(keras_ctx.data.lm_stream.BpttStream does).")
         state = self.state
         if num_replicas() > 1:
             replica = tf.distribute.get_replica_context().replica_id_in_sync_group

@@ -1,4 +1,5 @@
-"""`keras-ctx ulmfit` and `keras-ctx cvt`: argparse only (the work is in recipes_ulmfit_cvt)."""
+"""`keras-ctx ulmfit`, `keras-ctx cvt` and `keras-ctx cvt-tag`: argparse only (the work is
+in recipes_ulmfit_cvt)."""
 
 
 def _ulmfit(args):
@@ -19,7 +20,15 @@ def _cvt(args):
     cvt_from_files(args.train, args.unlabelled, args.out, steps=args.steps,
                    batch_size=args.batch_size, vocabulary_size=args.vocabulary_size,
                    learning_rate=args.learning_rate, seed=args.seed,
-                   overrides=parse_overrides(args.set))
+                   overrides=parse_overrides(args.set), warm_up_steps=args.warm_up_steps)
+    return 0
+
+
+def _cvt_tag(args):
+    from keras_ctx.recipes_ulmfit_cvt import tag_file
+
+    for line in tag_file(args.run_dir, args.input, batch_size=args.batch_size):
+        print(line)
     return 0
 
 
@@ -54,8 +63,21 @@ def add_commands(commands):
     cvt.add_argument("--steps", type=int, default=1000, help="labelled+unlabelled pairs")
     cvt.add_argument("--batch-size", type=int, default=64)
     cvt.add_argument("--vocabulary-size", type=int, default=20000)
-    cvt.add_argument("--learning-rate", type=float, default=0.5)
+    cvt.add_argument("--learning-rate", type=float, default=0.5,
+                     help="peak learning rate of momentum SGD (cvt_text: 0.5)")
+    cvt.add_argument("--warm-up-steps", type=int, default=5000,
+                     help="updates of linear warm-up (cvt_text: 5000; each step makes "
+                          "a labelled and an unlabelled update)")
     cvt.add_argument("--seed", type=int, default=0)
     cvt.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                      help="CvtEncoder config, e.g. --set first_layer_size=256")
     cvt.set_defaults(run=_cvt)
+
+    tag = commands.add_parser(
+        "cvt-tag", help="tag sentences with a `keras-ctx cvt` tagger: prints one "
+                        "word/TAG line per input line")
+    tag.add_argument("run_dir", metavar="RUN_DIR", help="the --out directory of keras-ctx cvt")
+    tag.add_argument("--input", required=True,
+                     help="UTF-8 text, one whitespace-tokenised sentence per line")
+    tag.add_argument("--batch-size", type=int, default=64)
+    tag.set_defaults(run=_cvt_tag)

@@ -36,6 +36,8 @@ CLASSIFIER_RATE = 0.01
 def _steps(dataset, steps_per_epoch):
     if steps_per_epoch is not None:
         return steps_per_epoch
+    if _is_stream(dataset):  # its segment lengths are drawn: their expected count
+        return dataset.expected_steps()
     count = int(dataset.cardinality())
     if count < 0:
         raise ValueError("The dataset's length is unknown (or infinite): pass steps_per_epoch.")
@@ -68,9 +70,27 @@ def _language_model(lm_or_backbone, stream_batch_size):
     return AwdLstmLMPretrainer(lm, batch_size=stream_batch_size, carry_state=carry)
 
 
+def _is_stream(dataset):
+    from keras_ctx.data.lm_stream import BpttStream
+
+    return isinstance(dataset, BpttStream)
+
+
+def _stream_batch_size(dataset, stream_batch_size):
+    """A `BpttStream` carries the state over its own batch size."""
+    if _is_stream(dataset):
+        if stream_batch_size not in (None, dataset.batch_size):
+            raise ValueError(f"stream_batch_size={stream_batch_size} but the BpttStream "
+                             f"has batch_size={dataset.batch_size}: leave it out.")
+        return dataset.batch_size
+    return stream_batch_size
+
+
 def _fit_language_model(lm, dataset, epochs, steps_per_epoch, fit_kwargs):
     from keras_ctx.pretraining.awd_lstm import StateReset
 
+    if _is_stream(dataset):
+        dataset = dataset.dataset()  # each epoch draws its own segment lengths
     callbacks = list(fit_kwargs.pop("callbacks", None) or [])
     if lm.carry_state:
         callbacks.append(StateReset())  # each epoch reads the stream from its start
@@ -84,16 +104,19 @@ def pretrain_language_model(backbone, dataset, epochs=1, learning_rate=1e-3,
 
     Args:
         backbone: an `AwdLstmBackbone`.
-        dataset: batches of {"token_ids", "padding_mask"}.
-        stream_batch_size: when `dataset` is a continuous stream (row i of
-            batch k + 1 continues row i of batch k, as from `text_stream`) of
-            this fixed batch size: carry the LSTM states from batch to batch
-            (truncated BPTT, Merity et al. 2017). None: zero states per batch.
+        dataset: a `keras_ctx.data.lm_stream.BpttStream` (Merity et al.'s
+            training: the LSTM states carried from batch to batch,
+            variable-length BPTT with the learning rate rescaled per batch),
+            or a dataset of {"token_ids", "padding_mask"} batches.
+        stream_batch_size: for a dataset (not a BpttStream) that is a
+            continuous stream (row i of batch k + 1 continues row i of batch
+            k) of this fixed batch size: carry the LSTM states from batch to
+            batch. None: zero states per batch.
 
     Returns:
         The `AwdLstmLMPretrainer` (its backbone is `backbone`, trained).
     """
-    lm = _language_model(backbone, stream_batch_size)
+    lm = _language_model(backbone, _stream_batch_size(dataset, stream_batch_size))
     lm.compile(keras.optimizers.Adam(learning_rate, **ULMFIT_ADAM))
     _fit_language_model(lm, dataset, epochs, steps_per_epoch, fit_kwargs)
     return lm
@@ -107,13 +130,13 @@ def fine_tune_language_model(lm_or_backbone, dataset, epochs=1,
     Args:
         lm_or_backbone: the stage-1 `AwdLstmLMPretrainer` (keeps its output
             bias) or a bare backbone.
-        dataset: batches of the target task's text, {"token_ids", "padding_mask"}.
+        dataset: the target task's text, as for `pretrain_language_model`.
         stream_batch_size: as for `pretrain_language_model`.
 
     Returns:
         The fine-tuned `AwdLstmLMPretrainer`.
     """
-    lm = _language_model(lm_or_backbone, stream_batch_size)
+    lm = _language_model(lm_or_backbone, _stream_batch_size(dataset, stream_batch_size))
     total = epochs * _steps(dataset, steps_per_epoch)
     optimizer, _ = _ulmfit_optimizer(lm, lm.backbone, learning_rate, total)
     lm.compile(optimizer)
@@ -234,18 +257,21 @@ def tagging_inputs(sentences, vocabulary, sequence_length, max_characters_per_to
 
 def train_cvt_tagger(labelled_path, unlabelled_path, steps, sequence_length=None,
                      batch_size=64, vocabulary_size=20000, learning_rate=0.5,
-                     encoder_config=None, seed=0, **fit_kwargs):
-    """CVT on a tagged TSV and an unlabelled text file.
+                     encoder_config=None, seed=0, warm_up_steps=5000, **fit_kwargs):
+    """CVT on a tagged TSV and an unlabelled text file, trained as cvt_text trains it.
 
-    Optimizer: SGD with momentum 0.9, gradient clipping 1.0 and learning rate
-    0.5 / (1 + 0.005 sqrt(step)) (Clark et al. 2018's training setup as in
-    their cvt_text code, recalled, not checked against it here).
+    Optimizer (`keras_ctx.pretraining.cvt.cvt_optimizer`): momentum SGD (0.9),
+    global-norm clipping 1.0, learning rate
+    0.5 * min(t, 5000) / 5000 / (1 + 0.005 sqrt(t)) over updates t (each step
+    makes a labelled and an unlabelled update), and the weights' moving average
+    (0.998) as the final weights. Dropout 0.5 on labelled batches and 0.2 on
+    unlabelled ones, label smoothing 0.1 (`CrossViewTrainer`'s defaults).
 
     Returns:
         (trainer, vocabulary, tag names).
     """
     from keras_ctx.models.cvt import CvtEncoder
-    from keras_ctx.pretraining.cvt import CrossViewTrainer, cvt_dataset
+    from keras_ctx.pretraining.cvt import CrossViewTrainer, cvt_dataset, cvt_optimizer
 
     sentences, tags = read_tagged_tsv(labelled_path)
     unlabelled = read_sentences(unlabelled_path)
@@ -255,29 +281,77 @@ def train_cvt_tagger(labelled_path, unlabelled_path, steps, sequence_length=None
         for w in words:
             counts[w] = counts.get(w, 0) + 1
     vocabulary = sorted(counts, key=lambda w: (-counts[w], w))[:vocabulary_size - 2]
+    encoder = CvtEncoder(len(vocabulary) + 2, **(encoder_config or {}))
+    characters = encoder.get_config()["max_characters_per_token"]
     length = sequence_length or max(len(s) for s in sentences + unlabelled)
-    x = tagging_inputs(sentences, vocabulary, length)
+    x = tagging_inputs(sentences, vocabulary, length, characters)
     y = np.zeros_like(x["token_ids"])
     for row, labels in enumerate(tags):
         y[row, :len(labels)] = [tag_names.index(t) for t in labels]
-    u = tagging_inputs(unlabelled, vocabulary, length)
+    u = tagging_inputs(unlabelled, vocabulary, length, characters)
     labelled = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(
         len(sentences), seed=seed).batch(min(batch_size, len(sentences)), drop_remainder=True)
     unlabelled_data = tf.data.Dataset.from_tensor_slices(u).shuffle(
         min(len(unlabelled), 100_000), seed=seed).batch(
         min(batch_size, len(unlabelled)), drop_remainder=True)
-    encoder = CvtEncoder(len(vocabulary) + 2, **(encoder_config or {}))
     trainer = CrossViewTrainer(encoder, len(tag_names))
-
-    class CvtRate(keras.optimizers.schedules.LearningRateSchedule):
-        def __call__(self, step):
-            step = keras.ops.cast(step, "float32")
-            return learning_rate / (1.0 + 0.005 * keras.ops.sqrt(step))
-
-    trainer.compile(keras.optimizers.SGD(CvtRate(), momentum=0.9, clipnorm=1.0))
+    trainer.compile(cvt_optimizer(learning_rate, warm_up_steps))
     trainer.fit(cvt_dataset(labelled, unlabelled_data), steps_per_epoch=steps, epochs=1,
                 **fit_kwargs)
     return trainer, vocabulary, tag_names
+
+
+def load_cvt_tagger(run_dir):
+    """(trainer, vocabulary, tag names) saved by `keras-ctx cvt` in `run_dir`."""
+    import json
+    import os
+
+    from keras_ctx.pretraining.cvt import CrossViewTrainer
+
+    names = ("vocabulary.json", "encoder.keras", "tagger.weights.h5")
+    missing = [n for n in names if not os.path.isfile(os.path.join(run_dir, n))]
+    if missing:
+        raise ValueError(f"{run_dir} is not a `keras-ctx cvt` run directory (no {missing[0]}): "
+                         "pass the --out directory of `keras-ctx cvt`.")
+    with open(os.path.join(run_dir, "vocabulary.json"), encoding="utf-8") as handle:
+        saved = json.load(handle)
+    encoder = keras.saving.load_model(os.path.join(run_dir, "encoder.keras"), compile=False)
+    trainer = CrossViewTrainer(encoder, len(saved["tags"]),
+                               hidden_size=saved.get("hidden_size", 512))
+    trainer.load_weights(os.path.join(run_dir, "tagger.weights.h5"))
+    return trainer, saved["words"], saved["tags"]
+
+
+def tag_file(run_dir, input_path, batch_size=64):
+    """`keras-ctx cvt-tag`: one `word/TAG word/TAG ...` line per line of `input_path`.
+
+    Lines are whitespace-tokenised sentences; an empty line stays empty.
+    Words outside the vocabulary are the unknown word (their characters
+    still count).
+    """
+    from keras_ctx import validation
+
+    validation.check_training_args(batch_size=batch_size)
+    trainer, vocabulary, tags = load_cvt_tagger(run_dir)
+    try:
+        with open(input_path, encoding="utf-8") as handle:
+            sentences = [line.split() for line in handle.read().splitlines()]
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{input_path} is not UTF-8 text ({error.reason} at byte "
+                         f"{error.start}): convert it to UTF-8.") from None
+    rows = [i for i, words in enumerate(sentences) if words]
+    if not rows:
+        raise ValueError(f"{input_path} has no sentences: write one whitespace-tokenised "
+                         "sentence per line.")
+    characters = trainer.encoder.get_config()["max_characters_per_token"]
+    tagged = [""] * len(sentences)
+    for start in range(0, len(rows), batch_size):
+        chunk = [sentences[i] for i in rows[start:start + batch_size]]
+        x = tagging_inputs(chunk, vocabulary, max(len(s) for s in chunk), characters)
+        best = np.argmax(keras.ops.convert_to_numpy(trainer.primary_logits(x)), axis=-1)
+        for i, words, labels in zip(rows[start:start + batch_size], chunk, best):
+            tagged[i] = " ".join(f"{w}/{tags[k]}" for w, k in zip(words, labels))
+    return tagged
 
 
 # ---------------------------------------------------------------- the CLI's commands
@@ -294,23 +368,16 @@ def _ids(text, index):
     return [index.get(w, 1) for w in text.split()]  # 0 padding, 1 unknown
 
 
-def _lm_dataset(texts, index, sequence_length, batch_size):
-    """The texts' words as one stream for truncated BPTT (Merity et al.'s `batchify`):
-    cut into `batch_size` contiguous parts, row i of every batch the next
-    `sequence_length` words of part i. Not shuffled: the LM carries its state."""
-    from keras_ctx.data.permutation import text_stream
+def _lm_dataset(texts, index, sequence_length, batch_size, seed=0):
+    """The texts' words as one `BpttStream` (Merity et al.'s `batchify` and
+    variable-length BPTT around `sequence_length`)."""
+    from keras_ctx.data.lm_stream import BpttStream
 
     stream = np.array([i for text in texts for i in _ids(text, index)], "int32")
-    length = len(stream) // batch_size
-    if length < sequence_length:
+    if len(stream) // batch_size < sequence_length:
         raise ValueError(f"The text has {len(stream)} words: fewer than one batch of "
                          f"{batch_size} x {sequence_length}; lower --batch-size.")
-    parts = tf.data.Dataset.from_tensor_slices(
-        stream[:batch_size * length].reshape(batch_size, length))
-    batches = text_stream(parts, sequence_length, batch_size).map(
-        lambda batch: {"token_ids": batch["token_ids"], "padding_mask": batch["padding_mask"]})
-    # The stream's length is known here (STLR needs the step count).
-    return batches.apply(tf.data.experimental.assert_cardinality(length // sequence_length))
+    return BpttStream(stream, batch_size, bptt=sequence_length, seed=seed)
 
 
 def _save(out, writers):
@@ -380,11 +447,11 @@ def ulmfit_from_files(train, text, out, general_text=None, lm_epochs=1, epochs=N
     lm = backbone
     if general:
         lm = pretrain_language_model(
-            backbone, _lm_dataset(general, index, sequence_length, batch_size),
-            epochs=lm_epochs, stream_batch_size=batch_size, verbose=2)
+            backbone, _lm_dataset(general, index, sequence_length, batch_size, seed),
+            epochs=lm_epochs, verbose=2)
     lm = fine_tune_language_model(
-        lm, _lm_dataset(target, index, sequence_length, batch_size), epochs=lm_epochs,
-        stream_batch_size=batch_size, verbose=2)
+        lm, _lm_dataset(target, index, sequence_length, batch_size, seed), epochs=lm_epochs,
+        verbose=2)
     rows = [_ids(t, index) for t in texts]
     length = max(len(r) for r in rows)
     ids = np.zeros((len(rows), length), "int32")
@@ -406,23 +473,31 @@ def ulmfit_from_files(train, text, out, general_text=None, lm_epochs=1, epochs=N
 
 
 def cvt_from_files(train, unlabelled, out, steps=1000, batch_size=64, vocabulary_size=20000,
-        learning_rate=0.5, seed=0, overrides=None):
+        learning_rate=0.5, seed=0, overrides=None, warm_up_steps=5000):
     """`keras-ctx cvt`: a CVT tagger from a tagged TSV and unlabelled sentences, into `out`."""
     from keras_ctx import validation
 
     validation.check_training_args(steps=steps, batch_size=batch_size,
                                    learning_rate=learning_rate)
+    validation.check_training_args(steps=warm_up_steps)  # the same positive-integer check
     _check_out(out)
     keras.utils.set_random_seed(seed)
     trainer, vocabulary, tags = train_cvt_tagger(
         train, unlabelled, steps=steps, batch_size=batch_size,
         vocabulary_size=vocabulary_size, learning_rate=learning_rate,
-        encoder_config=dict(overrides or {}), seed=seed, verbose=2)
+        encoder_config=dict(overrides or {}), seed=seed, warm_up_steps=warm_up_steps,
+        verbose=2)
+    save_cvt_tagger(trainer, vocabulary, tags, out)
+    print(f"Saved the CVT tagger ({len(tags)} tags) to {out}.")
+    return trainer
+
+
+def save_cvt_tagger(trainer, vocabulary, tags, out):
+    """Writes what `load_cvt_tagger` reads into `out`, each file atomically."""
     _save(out, {
         "encoder.keras": trainer.encoder.save,
         "tagger.weights.h5": trainer.save_weights,
         "vocabulary.json": _json_writer({"words": vocabulary, "padding_id": 0,
-                                         "unknown_id": 1, "tags": tags}),
+                                         "unknown_id": 1, "tags": tags,
+                                         "hidden_size": trainer.hidden_size}),
     })
-    print(f"Saved the CVT tagger ({len(tags)} tags) to {out}.")
-    return trainer

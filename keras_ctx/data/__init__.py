@@ -4,6 +4,7 @@ from keras_ctx.data import (  # noqa: F401
     characters,
     corpora,
     glove,
+    lm_stream,
     masking,
     noise,
     parallel,

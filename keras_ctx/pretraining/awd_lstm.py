@@ -11,10 +11,13 @@ means run over real tokens only.
 Truncated BPTT (Merity et al. 2017, Sec. 4.1; ULMFiT): with `carry_state=True`
 the LSTM states a training batch ends in start the next batch (no gradient
 flows back into them), so row i of batch k + 1 must continue row i of batch k:
-use `keras_ctx.data.permutation.text_stream` and `StateReset` each epoch.
-Evaluation starts every batch from zero states. Variable-length BPTT (Sec.
-4.1: bptt or bptt / 2, then N(., 5), the learning rate scaled by length /
-bptt) is not implemented: every batch has the stream's fixed length.
+`keras_ctx.data.lm_stream.BpttStream` lays the corpus out so (every token
+after the first a target once per epoch) and draws each batch's length
+(bptt, or bptt / 2 with probability 0.05, then N(., 5)); its batches carry
+`learning_rate_scale` = length / bptt, which this objective applies to the
+optimizer's learning rate for that update (`ScaledLearningRate`, wrapped
+around any optimizer's rate at compile). Reset the states each epoch with
+`StateReset`. Evaluation starts every batch from zero states.
 """
 
 import keras
@@ -24,6 +27,7 @@ from keras import ops
 from keras_ctx.layers.dropout import LockedDropout
 from keras_ctx.pretraining.base import Pretrainer, num_replicas
 from keras_ctx.pretraining.losses import TokenAccuracy, weighted_cross_entropy, weighted_mean
+from keras_ctx.tasks.transfer import scale_learning_rate
 
 # Merity et al. 2017, Sec. 4.6 / 5.
 ACTIVATION_REGULARIZATION = 2.0
@@ -48,16 +52,20 @@ class AwdLstmLMPretrainer(Pretrainer):
             batch (truncated BPTT over a continuous stream), or start every
             batch from zero states (default).
 
-    Data: `{"token_ids", "padding_mask"}` batches; targets are the inputs
-    shifted left. With `carry_state`, consecutive batches of exactly
-    `batch_size` rows that continue one another (`text_stream`), not shuffled.
-    Losses: `lm`, `ar`, `tar`; metrics `loss`, `lm_loss`, `accuracy`.
+    Data: `{"token_ids", "padding_mask"}` batches, targets the inputs shifted
+    left (the last position predicts nothing); or `(x, next_token_ids,
+    sample_weight)` with explicit targets, as `BpttStream` makes them, where
+    x may hold `learning_rate_scale` (batch,) (the update's learning rate is
+    multiplied by its value). With `carry_state`, consecutive batches of
+    exactly `batch_size` rows that continue one another (`BpttStream`), not
+    shuffled. Losses: `lm`, `ar`, `tar`; metrics `loss`, `lm_loss`, `accuracy`.
 
     Example:
     >>> lm = AwdLstmLMPretrainer(AwdLstmBackbone(vocabulary_size=60000))
     >>> lm.compile(keras.optimizers.Adam(1e-3, beta_1=0.7, beta_2=0.99))
-    >>> stream = AwdLstmLMPretrainer(backbone, batch_size=64, carry_state=True)
-    >>> stream.fit(text_stream(documents, 70, 64), callbacks=[StateReset()])
+    >>> lm = AwdLstmLMPretrainer(backbone, batch_size=64, carry_state=True)
+    >>> lm.compile(keras.optimizers.Adam(1e-3, beta_1=0.7, beta_2=0.99))
+    >>> lm.fit(BpttStream(ids, 64, bptt=70).dataset(), callbacks=[StateReset()])
     """
 
     def __init__(self, backbone, output_dropout=None,
@@ -95,15 +103,26 @@ class AwdLstmLMPretrainer(Pretrainer):
                 initializer="zeros", trainable=False,
                 # Every replica assigns the same all-gathered value: keep the first.
                 aggregation="only_first_replica")
+        # length / bptt of the current update (variable-length BPTT), read by the
+        # optimizer's learning rate (`ScaledLearningRate`, set up in compile).
+        self.learning_rate_scale = self.add_weight(
+            name="learning_rate_scale", shape=(), initializer="ones", trainable=False,
+            aggregation="only_first_replica")
         self.lm_loss = keras.metrics.Mean(name="lm_loss")
         self.accuracy = TokenAccuracy(name="accuracy")
         self.objective_metrics = [self.lm_loss, self.accuracy]
         self.built = True  # the backbone is built and the bias made
 
+    def compile(self, optimizer="rmsprop", *args, **kwargs):
+        super().compile(optimizer, *args, **kwargs)
+        # After Keras' own wrapping (LossScaleOptimizer under mixed_float16).
+        scale_learning_rate(self.optimizer, self.learning_rate_scale)
+
     def logits(self, hidden):
         return ops.cast(self.backbone.logits(hidden), "float32") + self.output_bias
 
     def call(self, inputs, training=False):
+        inputs = {k: v for k, v in inputs.items() if k != "learning_rate_scale"}
         hidden = self.backbone(inputs, training=training)["sequence_output"]
         return self.logits(self.output_dropout_layer(hidden, training=training))
 
@@ -119,7 +138,7 @@ class AwdLstmLMPretrainer(Pretrainer):
                 f"The carried state holds batches of {self.batch_size} rows but a batch "
                 f"has {rows} per replica x {num_replicas()} replicas: batch the stream "
                 f"with exactly batch_size={self.batch_size} and drop_remainder=True "
-                "(text_stream does).")
+                "(keras_ctx.data.lm_stream.BpttStream does).")
         state = self.state
         if num_replicas() > 1:
             replica = tf.distribute.get_replica_context().replica_id_in_sync_group
@@ -136,7 +155,13 @@ class AwdLstmLMPretrainer(Pretrainer):
         self.state.assign(ops.stop_gradient(state))
 
     def compute_losses(self, batch, training):
-        inputs, _, _ = keras.utils.unpack_x_y_sample_weight(batch)
+        inputs, next_ids, target_weights = keras.utils.unpack_x_y_sample_weight(batch)
+        inputs = dict(inputs)
+        scale = inputs.pop("learning_rate_scale", None)
+        if training:
+            # Every row holds the same length / bptt; the optimizer reads it next.
+            self.learning_rate_scale.assign(
+                1.0 if scale is None else ops.cast(scale[0], "float32"))
         if training and self.carry_state:
             rows = inputs["token_ids"].shape[0]
             if rows is None:
@@ -148,11 +173,15 @@ class AwdLstmLMPretrainer(Pretrainer):
         else:
             hidden = self.backbone(inputs, training=training)["sequence_output"]
         dropped = self.output_dropout_layer(hidden, training=training)
-        # The last position predicts nothing.
-        logits = self.logits(dropped[:, :-1])
-        labels = inputs["token_ids"][:, 1:]
         real = ops.cast(inputs["padding_mask"], "float32")
-        weights = real[:, 1:]
+        if next_ids is None:
+            # Targets are the inputs shifted: the last position predicts nothing.
+            logits = self.logits(dropped[:, :-1])
+            labels = inputs["token_ids"][:, 1:]
+            weights = real[:, 1:]
+        else:
+            logits, labels = self.logits(dropped), next_ids
+            weights = real if target_weights is None else ops.cast(target_weights, "float32")
         lm = weighted_cross_entropy(labels, logits, weights)
         self.lm_loss.update_state(lm)
         self.accuracy.update_state(labels, logits, sample_weight=weights)

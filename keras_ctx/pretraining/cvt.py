@@ -3,14 +3,19 @@
 Training alternates minibatches (Sec. 3):
 
 - labelled (x, y) of task k: the primary module learns
-      L_sup = CE(y, p_k(y | x))                      (mean over real tokens)
+      L_sup = CE(smooth(y), p_k(y | x))           (mean over real tokens)
+  with label smoothing 0.1 and the encoder's dropout at 0.5 (cvt_text);
 - unlabelled x: every auxiliary module j of every task learns to match the
   primary module's prediction on the full input,
       L_CVT = sum_k sum_j KL(p_k(y | x) || p_k^j(y | x))
   "holding the primary module's prediction fixed (we do not back-propagate
   through it)": the targets come from a pass without dropout, under
-  stop_gradient; the auxiliary modules and the shared encoder learn, the
-  primary module does not.
+  stop_gradient; the student pass drops 0.2 (cvt_text's unlabeled_keep_prob
+  0.8); the auxiliary modules and the shared encoder learn, the primary
+  module does not. The five modules are cvt_text's: full, forward, backward,
+  future, past (keras_ctx.models.cvt). KL differs from cvt_text's
+  cross-entropy against the soft targets by the targets' entropy, a constant:
+  the same gradients.
 
 `CrossViewTrainer.train_step` takes one element of `cvt_dataset` (both
 streams zipped) and makes the updates L_0, U, L_1, U, ..., L_(K-1), U in turn
@@ -19,17 +24,39 @@ is the Pretrainer base's step on that minibatch's losses, so it changes only
 the weights its loss reaches (the primary module on labelled data, the
 auxiliary modules on unlabelled data, the encoder on both), as the paper's
 separate updates do.
+
+Optimisation as released (`cvt_optimizer`): SGD with momentum 0.9, global
+norm clipping 1.0, learning rate 0.5 * min(t, 5000) / 5000 / (1 + 0.005 sqrt(t))
+(`CvtLearningRate`), and an exponential moving average of the weights (decay
+0.998) that replaces them when `fit` ends, for evaluation (ema_test).
 """
 
 import keras
 import tensorflow as tf
 from keras import ops
 
-from keras_ctx.models.cvt import AUXILIARY_VIEWS, PredictionModule, auxiliary_views
+from keras_ctx.models.cvt import (
+    AUXILIARY_VIEWS,
+    PROJECTION_SIZE,
+    PredictionModule,
+    auxiliary_views,
+    view_weights,
+)
 from keras_ctx.pretraining.base import Pretrainer
-from keras_ctx.pretraining.losses import TokenAccuracy, weighted_cross_entropy, weighted_mean
+from keras_ctx.pretraining.losses import TokenAccuracy, weighted_mean
 
 UNLABELLED = "__unlabelled__"
+
+# cvt_text configure.py (Clark et al. 2018).
+LABEL_SMOOTHING = 0.1
+LABELLED_DROPOUT = 0.5
+UNLABELLED_DROPOUT = 0.2
+LEARNING_RATE = 0.5
+WARM_UP_STEPS = 5000
+LEARNING_RATE_DECAY = 0.005
+MOMENTUM = 0.9
+GRADIENT_CLIP = 1.0
+EMA_DECAY = 0.998
 
 
 def _kl(teacher_probabilities, student_logits):
@@ -40,25 +67,79 @@ def _kl(teacher_probabilities, student_logits):
     return ops.sum(p * (log_p - log_q), axis=-1)
 
 
+def smoothed_cross_entropy(labels, logits, smoothing):
+    """Per-token CE against (1 - smoothing) onehot(y) + smoothing / n, float32."""
+    log_q = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
+    labels = ops.expand_dims(ops.cast(labels, "int32"), -1)
+    nll = -ops.squeeze(ops.take_along_axis(log_q, labels, axis=-1), -1)
+    return (1.0 - smoothing) * nll - smoothing * ops.mean(log_q, axis=-1)
+
+
+@keras.saving.register_keras_serializable(package="keras_ctx")
+class CvtLearningRate(keras.optimizers.schedules.LearningRateSchedule):
+    """cvt_text's learning rate: warm-up, then inverse square-root decay.
+
+        eta_t = eta * min(t, warm_up_steps) / warm_up_steps / (1 + decay * sqrt(t))
+
+    t is the update count from 0 (cvt_text's global_step: the first update has
+    rate 0). Defaults: eta 0.5, 5000 warm-up steps, decay 0.005.
+    """
+
+    def __init__(self, learning_rate=LEARNING_RATE, warm_up_steps=WARM_UP_STEPS,
+                 decay=LEARNING_RATE_DECAY):
+        if not warm_up_steps > 0:
+            raise ValueError(f"`warm_up_steps` must be > 0, got {warm_up_steps!r}.")
+        self.learning_rate = float(learning_rate)
+        self.warm_up_steps = warm_up_steps
+        self.decay = float(decay)
+
+    def __call__(self, step):
+        t = ops.cast(step, "float32")
+        warm_up = ops.minimum(t, float(self.warm_up_steps)) / float(self.warm_up_steps)
+        return self.learning_rate * warm_up / (1.0 + self.decay * ops.sqrt(t))
+
+    def get_config(self):
+        return {"learning_rate": self.learning_rate, "warm_up_steps": self.warm_up_steps,
+                "decay": self.decay}
+
+
+def cvt_optimizer(learning_rate=LEARNING_RATE, warm_up_steps=WARM_UP_STEPS,
+                  ema_decay=EMA_DECAY):
+    """cvt_text's optimizer: momentum SGD, global-norm clip 1.0, `CvtLearningRate`, EMA.
+
+    With `ema_decay` (None: no average) Keras keeps the moving average of
+    every weight (updated after each update) and writes it into the weights
+    when `fit` ends: the model evaluated and saved is the average (ema_test).
+    """
+    ema = {} if ema_decay is None else dict(use_ema=True, ema_momentum=ema_decay)
+    return keras.optimizers.SGD(CvtLearningRate(learning_rate, warm_up_steps),
+                                momentum=MOMENTUM, global_clipnorm=GRADIENT_CLIP, **ema)
+
+
 @keras.saving.register_keras_serializable(package="keras_ctx")
 class CrossViewTrainer(Pretrainer):
-    """CVT over a `CvtEncoder`: primary and auxiliary modules per task, alternating steps.
+    """CVT over a `CvtEncoder`: primary and five auxiliary modules per task, alternating steps.
 
     Args:
-        encoder: a `CvtEncoder` (outputs `sequence_output` = [h1; h2],
-            `forward_states`, `backward_states`).
+        encoder: a `CvtEncoder` (`forward(inputs, dropout, training)` with
+            outputs `sequence_output` = [h1; h2], `forward_states`,
+            `backward_states`).
         tasks: {task name: number of labels}, or an int for one task "tags".
             Several tasks share the encoder (the multi-task variant).
-        hidden_size: the prediction modules' ReLU layer (512).
-        dropout: on the auxiliary modules' inputs (default: the encoder's).
+        hidden_size: the prediction modules' hidden layer (512).
+        labelled_dropout: the encoder's dropout on labelled batches (default:
+            the encoder's `dropout`, 0.5).
+        unlabelled_dropout: on the student pass of unlabelled batches (0.2).
+        label_smoothing: on the labelled targets only (0.1).
 
     Data: `cvt_dataset(labelled, unlabelled)`. `call(inputs)` returns
-    {task: primary logits}. Metrics: `loss`, `supervised_loss`, `cvt_loss`,
-    `accuracy` (the primary module's token accuracy on labelled batches).
+    {task: primary logits, "<task>_<view>": auxiliary logits}. Metrics: `loss`,
+    `supervised_loss`, `cvt_loss`, `accuracy` (the primary module's token
+    accuracy on labelled batches).
 
     Example:
     >>> trainer = CrossViewTrainer(CvtEncoder(vocabulary_size=20000), tasks={"ner": 9})
-    >>> trainer.compile(keras.optimizers.SGD(0.5, momentum=0.9, clipnorm=1.0))
+    >>> trainer.compile(cvt_optimizer())
     >>> trainer.fit(cvt_dataset(labelled, unlabelled), steps_per_epoch=1000)
 
     References:
@@ -68,7 +149,9 @@ class CrossViewTrainer(Pretrainer):
 
     serialized_models = ("encoder",)
 
-    def __init__(self, encoder, tasks, hidden_size=512, dropout=None, **kwargs):
+    def __init__(self, encoder, tasks, hidden_size=PROJECTION_SIZE, labelled_dropout=None,
+                 unlabelled_dropout=UNLABELLED_DROPOUT, label_smoothing=LABEL_SMOOTHING,
+                 **kwargs):
         super().__init__(**kwargs)
         if isinstance(tasks, int):
             tasks = {"tags": tasks}
@@ -76,26 +159,32 @@ class CrossViewTrainer(Pretrainer):
             raise ValueError(f"`tasks` must map task names to label counts > 0, got {tasks!r}.")
         if UNLABELLED in tasks:
             raise ValueError(f"{UNLABELLED!r} is reserved; rename that task.")
-        if dropout is None:
-            dropout = encoder.get_config().get("dropout", 0.0)
+        if labelled_dropout is None:
+            labelled_dropout = encoder.get_config().get("dropout", LABELLED_DROPOUT)
+        for name, rate in (("labelled_dropout", labelled_dropout),
+                           ("unlabelled_dropout", unlabelled_dropout),
+                           ("label_smoothing", label_smoothing)):
+            if isinstance(rate, bool) or not 0 <= rate < 1:
+                raise ValueError(f"`{name}` must be in [0, 1), got {rate!r}.")
         self.encoder = encoder
         self.tasks = dict(tasks)
         self.task_names = list(tasks)
         self.hidden_size = hidden_size
-        self.dropout = float(dropout)
+        self.labelled_dropout = float(labelled_dropout)
+        self.unlabelled_dropout = float(unlabelled_dropout)
+        self.label_smoothing = float(label_smoothing)
         self.primary = [PredictionModule(n, hidden_size, name=f"{t}_primary")
                         for t, n in tasks.items()]
-        self.auxiliary = [[PredictionModule(n, hidden_size, dropout=self.dropout,
+        self.auxiliary = [[PredictionModule(n, hidden_size, activate=view != "full",
                                             name=f"{t}_{view}") for view in AUXILIARY_VIEWS]
                           for t, n in tasks.items()]
         # Built here, so that Keras never has to trace `call` with a training batch.
-        config = encoder.get_config()
-        both_layers = 2 * (config["first_layer_size"] + config["second_layer_size"])
+        first, both_layers = encoder.output_sizes
         for module in self.primary:
             module.build((None, None, both_layers))
         for modules in self.auxiliary:
-            for module in modules:
-                module.build((None, None, config["first_layer_size"]))
+            for view, module in zip(AUXILIARY_VIEWS, modules):
+                module.build((None, None, both_layers if view == "full" else first))
         self.supervised_loss = keras.metrics.Mean(name="supervised_loss")
         self.cvt_loss = keras.metrics.Mean(name="cvt_loss")
         self.accuracy = TokenAccuracy(name="accuracy")
@@ -103,40 +192,46 @@ class CrossViewTrainer(Pretrainer):
         self.built = True
 
     def call(self, inputs, training=False):
-        features = self.encoder(inputs, training=training)
-        outputs = {t: m(features["sequence_output"], training=training)
+        features = self.encoder.forward(inputs, self.labelled_dropout, training=training)
+        outputs = {t: m(features["sequence_output"])
                    for t, m in zip(self.task_names, self.primary)}
-        views = auxiliary_views(features["forward_states"], features["backward_states"])
+        views = auxiliary_views(features)
         for t, modules in zip(self.task_names, self.auxiliary):
             for view, module in zip(AUXILIARY_VIEWS, modules):
-                outputs[f"{t}_{view}"] = module(views[view], training=training)
+                outputs[f"{t}_{view}"] = module(views[view])
         return outputs
+
+    def primary_logits(self, inputs, task=None):
+        """The primary module's logits of `task` (default: the first), no dropout."""
+        index = self.task_names.index(task or self.task_names[0])
+        features = self.encoder.forward(inputs, training=False)
+        return self.primary[index](features["sequence_output"])
 
     # --- losses ---------------------------------------------------------------------------
 
     def supervised_losses(self, inputs, labels, task, training):
         index = self.task_names.index(task)
-        features = self.encoder(inputs, training=training)
-        logits = self.primary[index](features["sequence_output"], training=training)
+        features = self.encoder.forward(inputs, self.labelled_dropout, training=training)
+        logits = self.primary[index](features["sequence_output"])
         weights = ops.cast(inputs["padding_mask"], "float32")
-        loss = weighted_cross_entropy(labels, logits, weights)
+        # cvt_text smooths the labelled targets in training only.
+        smoothing = self.label_smoothing if training else 0.0
+        loss = weighted_mean(smoothed_cross_entropy(labels, logits, smoothing), weights)
         self.supervised_loss.update_state(loss)
         self.accuracy.update_state(labels, logits, sample_weight=weights)
         return {"supervised": loss}
 
     def cvt_losses(self, inputs):
-        weights = ops.cast(inputs["padding_mask"], "float32")
         # Targets: the primary modules on the full input, without dropout, held fixed.
-        teacher = self.encoder(inputs, training=False)["sequence_output"]
-        targets = [ops.stop_gradient(ops.softmax(m(teacher, training=False), axis=-1))
+        teacher = self.encoder.forward(inputs, training=False)["sequence_output"]
+        targets = [ops.stop_gradient(ops.softmax(ops.cast(m(teacher), "float32"), axis=-1))
                    for m in self.primary]
-        student = self.encoder(inputs, training=True)
-        views = auxiliary_views(student["forward_states"], student["backward_states"])
+        student = self.encoder.forward(inputs, self.unlabelled_dropout, training=True)
+        views, weights = auxiliary_views(student), view_weights(inputs["padding_mask"])
         total = 0.0
         for target, modules in zip(targets, self.auxiliary):
             for view, module in zip(AUXILIARY_VIEWS, modules):
-                total += weighted_mean(_kl(target, module(views[view], training=True)),
-                                       weights)
+                total += weighted_mean(_kl(target, module(views[view])), weights[view])
         self.cvt_loss.update_state(total)
         return {"cvt": total}
 
@@ -155,6 +250,8 @@ class CrossViewTrainer(Pretrainer):
         updates, no control flow: they also run under MirroredStrategy, where
         a synchronising step inside a `tf.cond` cannot.
         """
+        if "branch" in batch:  # one minibatch already named (e.g. labelled-only training)
+            return (batch,)
         batches = []
         for task in self.task_names:
             inputs, labels = batch["labelled"][task]
@@ -171,7 +268,9 @@ class CrossViewTrainer(Pretrainer):
 
     def get_config(self):
         return dict(super().get_config(), tasks=self.tasks, hidden_size=self.hidden_size,
-                    dropout=self.dropout)
+                    labelled_dropout=self.labelled_dropout,
+                    unlabelled_dropout=self.unlabelled_dropout,
+                    label_smoothing=self.label_smoothing)
 
 
 def cvt_dataset(labelled, unlabelled, task_names=None):

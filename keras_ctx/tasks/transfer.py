@@ -95,6 +95,67 @@ class SlantedTriangular(keras.optimizers.schedules.LearningRateSchedule):
                 "cut_fraction": self.cut_fraction, "ratio": self.ratio}
 
 
+@keras.saving.register_keras_serializable(package="keras_ctx")
+class ScaledLearningRate(keras.optimizers.schedules.LearningRateSchedule):
+    """A learning rate (float or schedule) times a scale variable set per update.
+
+        eta_t = scale * base(t)
+
+    The optimizer evaluates its learning rate inside `apply`, after the loss
+    is computed: a model that assigns `scale` in its step rescales that very
+    update, for any Keras optimizer (Adam's m / sqrt(v) step included). AWD-LSTM's
+    variable-length BPTT sets scale = length / bptt (Merity et al. 2017, Sec. 4.1).
+
+    Args:
+        learning_rate: a float or a `LearningRateSchedule` (e.g. `SlantedTriangular`).
+        scale: a scalar float32 `keras.Variable` (default: a new one, 1.0).
+
+    Example:
+    >>> scale = keras.Variable(1.0, trainable=False)
+    >>> adam = keras.optimizers.Adam(ScaledLearningRate(1e-3, scale))
+    """
+
+    def __init__(self, learning_rate, scale=None):
+        if isinstance(learning_rate, dict):
+            learning_rate = keras.optimizers.schedules.deserialize(learning_rate)
+        self.learning_rate = learning_rate
+        # A reloaded schedule has no owner: its scale stays 1 until one is given.
+        self.scale = scale if scale is not None else keras.Variable(
+            1.0, dtype="float32", trainable=False, name="learning_rate_scale")
+
+    def __call__(self, step):
+        base = self.learning_rate
+        if isinstance(base, keras.optimizers.schedules.LearningRateSchedule):
+            base = base(step)
+        return ops.cast(base, "float32") * ops.cast(self.scale, "float32")
+
+    def get_config(self):
+        base = self.learning_rate
+        if isinstance(base, keras.optimizers.schedules.LearningRateSchedule):
+            base = keras.optimizers.schedules.serialize(base)
+        return {"learning_rate": base}
+
+
+def scale_learning_rate(optimizer, scale):
+    """Makes `optimizer`'s learning rate `ScaledLearningRate(its rate, scale)` (in place).
+
+    A rate already wrapped is rewrapped around `scale` (a reloaded model
+    compiles again); a LossScaleOptimizer's inner optimizer is the one changed.
+    """
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    base = inner._learning_rate
+    if isinstance(base, ScaledLearningRate):
+        base = base.learning_rate
+    elif isinstance(base, keras.Variable):
+        base = float(keras.ops.convert_to_numpy(base))
+    elif callable(base) and not isinstance(
+            base, keras.optimizers.schedules.LearningRateSchedule):
+        raise ValueError("A callable learning rate cannot be rescaled per update; pass a "
+                         "float or a keras LearningRateSchedule.")
+    inner.learning_rate = ScaledLearningRate(base, scale)
+    return optimizer
+
+
 # ------------------------------------------------------------------ layer groups
 
 def _unique(variables, seen):

@@ -27,7 +27,8 @@ def test_parameter_count_matches_the_published_model():
     # Keras' LSTM has one bias (PyTorch's b_ih + b_hh summed): 4h fewer per layer.
     redundant_biases = 4 * (1150 + 1150 + 400)
     lm = AwdLstmLMPretrainer(AwdLstmBackbone.from_preset("awd-lstm-wt103"))
-    assert lm.count_params() == published_wt103_parameters() - redundant_biases
+    trainable = sum(int(np.prod(w.shape)) for w in lm.trainable_weights)
+    assert trainable == published_wt103_parameters() - redundant_biases
     assert lm.backbone.count_params() == awd_lstm_parameter_count(60000) == 44_200_800
 
 
@@ -220,3 +221,129 @@ def test_carrying_the_state_needs_the_batch_size_and_checks_it():
     assert revived.carry_state and tuple(revived.state.shape) == (4, 2 * (16 + 8))
     # The backbone's saved config is untouched by the new option.
     assert "carry_state" not in lm.backbone.get_config()
+
+
+# -- the training stream: batchify without lost targets, variable-length BPTT ------
+
+def test_every_token_after_the_first_is_a_target_exactly_once_per_epoch():
+    from keras_ctx.data.lm_stream import BpttStream
+
+    corpus = np.arange(2, 105)  # 103 distinct ids: N - 1 = 102 targets, B = 4 leaves 2 over
+    stream = BpttStream(corpus, batch_size=4, bptt=6, seed=3)
+    for _ in range(2):  # two epochs, different length draws
+        targets, rows = [], [[] for _ in range(4)]
+        lengths = []
+        for x, y, w in stream.batches():
+            assert x["token_ids"].shape[1] % 8 == 0  # padded to the XLA bucket
+            real = w > 0
+            # Each target is the token after its input, in the corpus.
+            np.testing.assert_array_equal(y[real], x["token_ids"][real] + 1)
+            np.testing.assert_array_equal(x["padding_mask"][real], 1)
+            targets += y[real].tolist()
+            length = int(x["padding_mask"].sum(1).max())
+            lengths.append(length)
+            np.testing.assert_allclose(x["learning_rate_scale"], length / 6)
+            for i in range(4):
+                rows[i] += x["token_ids"][i][x["padding_mask"][i] > 0].tolist()
+        assert sorted(targets) == list(range(3, 105))
+        # Row i is one contiguous piece of the corpus, continued batch after batch.
+        for i, row in enumerate(rows):
+            np.testing.assert_array_equal(row, np.arange(len(row)) + row[0])
+        assert rows[0][0] == 2 and all(rows[i + 1][0] == rows[i][-1] + 1 for i in range(3))
+        assert len(set(lengths)) > 1  # drawn, not fixed
+
+
+def test_segment_lengths_follow_merity_et_al():
+    from keras_ctx.data.lm_stream import segment_lengths
+
+    rng = np.random.default_rng(0)
+    lengths = np.array(segment_lengths(rng, 2_000_000, 70))
+    assert lengths.sum() == 2_000_000 and lengths.min() >= 5
+    lengths = lengths[:-1]  # the last one is cut to what is left
+    half = lengths < 52  # bptt / 2 = 35 +- 5 sigma vs 70 +- 5 sigma: well apart
+    assert abs(half.mean() - 0.05) < 0.005
+    # int() truncates N(mean, 5) towards zero: mean - 0.5 on average.
+    assert lengths[~half].mean() == pytest.approx(69.5, abs=0.1)
+    assert lengths[half].mean() == pytest.approx(34.5, abs=0.3)
+    assert lengths[~half].std() == pytest.approx(5.0, abs=0.1)
+    fixed = segment_lengths(rng, 20, 6, variable_length=False)
+    assert fixed == [6, 6, 6, 2]
+
+
+def _stream_batch(scale, rows=2, length=8):
+    ids = np.random.default_rng(0).integers(2, 50, (rows, length + 1)).astype("int32")
+    x = {"token_ids": ids[:, :-1], "padding_mask": np.ones((rows, length), "int32"),
+         "learning_rate_scale": np.full((rows,), scale, "float32")}
+    return x, ids[:, 1:], np.ones((rows, length), "float32")
+
+
+def _first_update(scale, optimizer):
+    keras.utils.set_random_seed(0)
+    lm = _tiny_lm(carry_state=False)
+    lm.compile(optimizer, run_eagerly=True)  # the same step, without 10 s of tracing
+    before = [keras.ops.convert_to_numpy(w) for w in lm.trainable_weights]
+    lm.train_on_batch(*_stream_batch(scale))
+    return [keras.ops.convert_to_numpy(w) - b for w, b in zip(lm.trainable_weights, before)]
+
+
+def test_variable_length_rescales_the_learning_rate_of_that_update_under_adam():
+    from keras_ctx.tasks.transfer import (
+        SlantedTriangular,
+        ScaledLearningRate,
+        with_layer_learning_rates,
+    )
+
+    # Adam's first update is lr * g / (|g| + eps'): the scale multiplies it exactly
+    # (scaling the gradient or the loss instead would change nothing).
+    def first_update(scale):
+        return np.concatenate([s.ravel() for s in _first_update(
+            scale, keras.optimizers.Adam(0.01, epsilon=1e-10))])
+
+    plain = first_update(1.0)
+    assert np.abs(plain).max() == pytest.approx(0.01, rel=1e-4)
+    for scale in (0.5, 1.3):
+        np.testing.assert_allclose(first_update(scale), scale * plain, rtol=1e-4, atol=1e-9)
+    # With STLR and ULMFiT's per-layer rates: the product of all three.
+    lm = _tiny_lm(carry_state=False)
+    groups = [lm.backbone.layer_groups()[0], [w for g in lm.backbone.layer_groups()[1:]
+                                              for w in g] + [lm.output_bias]]
+    adam = with_layer_learning_rates(
+        keras.optimizers.Adam(SlantedTriangular(0.01, 100), epsilon=1e-10), groups, [0.25, 1])
+    keras.utils.set_random_seed(0)
+    lm.compile(adam, run_eagerly=True)
+    assert isinstance(lm.optimizer._learning_rate, ScaledLearningRate)
+    embedding = keras.ops.convert_to_numpy(groups[0][0])
+    lm.train_on_batch(*_stream_batch(0.8))
+    step = np.abs(keras.ops.convert_to_numpy(groups[0][0]) - embedding)
+    stlr_0 = 0.01 / 32  # STLR at t = 0: eta_max / ratio
+    assert step.max() == pytest.approx(stlr_0 * 0.25 * 0.8, rel=1e-3)
+    # A batch without a scale trains at the plain rate again.
+    lm.train_on_batch({"token_ids": _stream_batch(1)[0]["token_ids"],
+                       "padding_mask": np.ones((2, 8), "int32")})
+    assert float(lm.learning_rate_scale) == 1.0
+
+
+def _fit_stream(jit_compile, epochs):
+    from keras_ctx.data.lm_stream import BpttStream
+    from keras_ctx.pretraining.awd_lstm import StateReset
+
+    corpus = np.random.default_rng(0).integers(2, 50, 400)
+    stream = BpttStream(corpus, batch_size=3, bptt=12, seed=0)
+    lm = _tiny_lm(batch_size=3)
+    lm.compile(keras.optimizers.Adam(1e-3), jit_compile=jit_compile)
+    lm.fit(stream.dataset(), epochs=epochs, callbacks=[StateReset()], verbose=0)
+    return lm, stream
+
+
+@pytest.mark.slow
+def test_the_stream_trains_with_a_carried_state_under_xla():
+    # 48 s on 2 cores: one XLA program per length bucket (8, 16, 24 steps).
+    lm, _ = _fit_stream(jit_compile=True, epochs=2)
+    assert np.abs(keras.ops.convert_to_numpy(lm.state)).max() > 1e-3
+
+
+def test_the_stream_trains_with_a_carried_state():
+    lm, stream = _fit_stream(jit_compile=False, epochs=1)
+    assert np.abs(keras.ops.convert_to_numpy(lm.state)).max() > 1e-3
+    assert 0 < float(lm.learning_rate_scale) < 2
+    assert stream.expected_steps(2) == pytest.approx(2 * 133 / 11.7, rel=0.15)

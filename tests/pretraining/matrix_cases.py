@@ -250,6 +250,13 @@ def awd_lstm_lm_carried(batch_size=BATCH):
                                carry_state=True)
 
 
+def awd_lstm_stream_batch():
+    """A `BpttStream` batch: explicit next tokens, their weights, the LR scale."""
+    x = causal_lm_batch()
+    x["learning_rate_scale"] = np.full((BATCH,), 0.75, "float32")
+    return x, np.roll(x["token_ids"], -1, axis=1), x["padding_mask"].astype("float32")
+
+
 def cvt():
     from keras_ctx.models import CvtEncoder
     from keras_ctx.pretraining import CrossViewTrainer
@@ -258,7 +265,8 @@ def cvt():
                                        second_layer_size=6, filters=[[2, 4]],
                                        character_embedding_size=4, max_characters_per_token=6,
                                        dropout=0.0, lstm_implementation="loop"),
-                            {"a": 3, "b": 2}, hidden_size=8)
+                            {"a": 3, "b": 2}, hidden_size=8,
+                            unlabelled_dropout=0.0)  # random masks differ under XLA
 
 
 def cvt_batch():
@@ -303,6 +311,7 @@ CASES = {
     "translation": (translation, translation_batch),
     "awd_lstm_lm": (awd_lstm_lm, causal_lm_batch),
     "awd_lstm_lm_carried": (awd_lstm_lm_carried, causal_lm_batch),
+    "awd_lstm_lm_stream": (awd_lstm_lm_carried, awd_lstm_stream_batch),
     "cvt": (cvt, cvt_batch),
 }
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_ctx.models.cvt import AUXILIARY_VIEWS, CvtEncoder, auxiliary_views
+from keras_ctx.models.cvt import AUXILIARY_VIEWS, CvtEncoder, auxiliary_views, view_weights
 from keras_ctx.pretraining.cvt import CrossViewTrainer, cvt_dataset
 
 CHARS = 6
@@ -35,38 +35,62 @@ def _inputs(ids, spelling):
 def test_auxiliary_views_shift_the_first_layer():
     forward = np.arange(1, 13, dtype="float32").reshape(1, 4, 3)
     backward = -forward
-    views = {k: keras.ops.convert_to_numpy(v) for k, v in auxiliary_views(forward,
-                                                                          backward).items()}
+    full = np.ones((1, 4, 5), "float32")
+    views = {k: keras.ops.convert_to_numpy(v) for k, v in auxiliary_views(
+        {"forward_states": forward, "backward_states": backward,
+         "sequence_output": full}).items()}
+    assert set(views) == {"full", "forward", "backward", "future", "past"}
+    np.testing.assert_array_equal(views["full"], full)
     np.testing.assert_array_equal(views["forward"], forward)
     np.testing.assert_array_equal(views["backward"], backward)
     np.testing.assert_array_equal(views["future"][0, 1:], forward[0, :-1])  # h1->_(t-1)
     np.testing.assert_array_equal(views["past"][0, :-1], backward[0, 1:])  # h1<-_(t+1)
     assert not views["future"][0, 0].any() and not views["past"][0, -1].any()
+    # The positions a view has no input for are out of its loss (cvt_text's rolled mask).
+    weights = {k: keras.ops.convert_to_numpy(v) for k, v in
+               view_weights(np.array([[1, 1, 1, 0]])).items()}
+    np.testing.assert_array_equal(weights["future"], [[0, 1, 1, 0]])
+    np.testing.assert_array_equal(weights["past"], [[1, 1, 0, 0]])
+    np.testing.assert_array_equal(weights["full"], [[1, 1, 1, 0]])
 
 
-def test_each_view_sees_what_the_paper_says():
-    """Changing word t: forward/backward views at t change, future/past views at t do not."""
+def test_each_view_depends_on_exactly_the_tokens_the_paper_says():
+    """D[view][t, s]: does the module's prediction at t change when word s changes?"""
     spelling = _word_characters(30)
-    encoder = _encoder()
-    rng = np.random.default_rng(1)
-    ids = rng.integers(1, 30, (1, 7))
-    changed = ids.copy()
-    t = 3
-    changed[0, t] = ids[0, t] % 29 + 1
+    trainer = CrossViewTrainer(_encoder(), 3, hidden_size=8)
+    length = 6
+    ids = np.random.default_rng(1).integers(1, 30, (1, length))
 
     def views(token_ids):
-        out = encoder(_inputs(token_ids, spelling))
-        return {k: keras.ops.convert_to_numpy(v)[0] for k, v in
-                auxiliary_views(out["forward_states"], out["backward_states"]).items()}
+        outputs = trainer(_inputs(token_ids, spelling))
+        return {view: keras.ops.convert_to_numpy(outputs[f"tags_{view}"])[0]
+                for view in AUXILIARY_VIEWS}
 
-    before, after = views(ids), views(changed)
-    differs = {k: not np.allclose(before[k][t], after[k][t]) for k in AUXILIARY_VIEWS}
-    assert differs == {"forward": True, "backward": True, "future": False, "past": False}
-    # The forward view at t - 1 sees only the left context, the backward at t + 1 the right.
-    assert np.allclose(before["forward"][t - 1], after["forward"][t - 1])
-    assert np.allclose(before["backward"][t + 1], after["backward"][t + 1])
-    assert not np.allclose(before["future"][t + 1], after["future"][t + 1])
-    assert not np.allclose(before["past"][t - 1], after["past"][t - 1])
+    before = views(ids)
+    depends = {view: np.zeros((length, length), bool) for view in AUXILIARY_VIEWS}
+    for s in range(length):
+        changed = ids.copy()
+        changed[0, s] = ids[0, s] % 29 + 1
+        after = views(changed)
+        for view in AUXILIARY_VIEWS:
+            depends[view][:, s] = np.abs(after[view] - before[view]).max(-1) > 1e-7
+    t, s = np.indices((length, length))
+    np.testing.assert_array_equal(depends["forward"], s <= t)  # left context and x_t
+    np.testing.assert_array_equal(depends["backward"], s >= t)  # right context and x_t
+    np.testing.assert_array_equal(depends["future"], s < t)  # left context only
+    np.testing.assert_array_equal(depends["past"], s > t)  # right context only
+    assert depends["full"].all()  # both layers, both directions
+
+
+def test_full_module_is_linear_and_the_others_are_not():
+    from keras_ctx.models.cvt import PredictionModule
+
+    x = np.random.default_rng(0).normal(size=(1, 3, 4)).astype("float32")
+    for activate, linear in ((False, True), (True, False)):
+        module = PredictionModule(3, 8, activate=activate)
+        f = lambda v: keras.ops.convert_to_numpy(module(v))  # noqa: E731
+        zero = f(np.zeros_like(x))
+        assert np.allclose(f(-x) - zero, -(f(x) - zero), atol=1e-5) == linear
 
 
 def _batch(rng, spelling, rows=4, length=7, labels=3):
@@ -91,7 +115,7 @@ def test_each_loss_reaches_only_its_modules():
     assert "a_primary" in supervised and not supervised & {
         "b_primary", *(f"{t}_{v}" for t in "ab" for v in AUXILIARY_VIEWS)}
     unlabelled = reached(lambda: trainer.cvt_losses(x))
-    # Primary modules frozen (stop_gradient); all eight auxiliary modules learn.
+    # Primary modules frozen (stop_gradient); all ten auxiliary modules learn.
     assert not unlabelled & {"a_primary", "b_primary"}
     assert {f"{t}_{v}" for t in "ab" for v in AUXILIARY_VIEWS} <= unlabelled
     assert any(name in unlabelled for name in ("forward_lstm_1", "token_embedding"))
@@ -229,7 +253,7 @@ def test_cvt_command_refuses_a_used_out_directory_and_bad_tsv(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_cvt_command_trains_and_saves(tmp_path):
+def test_cvt_command_trains_and_saves(tmp_path, capsys):
     import json
 
     from keras_ctx.cli import main
@@ -242,12 +266,165 @@ def test_cvt_command_trains_and_saves(tmp_path):
                  "--set", "filters=[[2,4]]", "--set", "character_embedding_size=4"]) == 0
     assert json.loads((out / "vocabulary.json").read_text())["tags"] == ["A", "B", "O"]
     assert (out / "encoder.keras").is_file() and (out / "tagger.weights.h5").is_file()
+    # The saved tagger tags: one line per line, every word with one of the tags.
+    assert main(["cvt-tag", str(out), "--input", untagged]) == 0
+    lines = capsys.readouterr().out.splitlines()[-16:]
+    assert len(lines) == 16 and lines[0].split()[0].rsplit("/", 1)[1] in ("A", "B", "O")
 
 
 def test_config_round_trip():
     trainer = CrossViewTrainer(_encoder(), {"a": 3, "b": 2}, hidden_size=8)
     copy = CrossViewTrainer.from_config(trainer.get_config())
     assert copy.tasks == {"a": 3, "b": 2} and copy.hidden_size == 8
+    assert (copy.labelled_dropout, copy.unlabelled_dropout, copy.label_smoothing) == (
+        0.0, 0.2, 0.1)
     assert copy.count_params() == trainer.count_params()
     with pytest.raises(ValueError, match="label counts"):
         CrossViewTrainer(_encoder(), {"a": 0})
+
+
+# ---------------------------------------------------------------- as released (cvt_text)
+
+def test_default_sizes_count_as_cvt_text_builds_them():
+    """cvt_text's TF1 cells: LSTMCell(n, num_proj=p) has W ([x; h_p] -> 4n), b (4n) and
+    a projection n x p without bias; the char CNN conv1d(100, w) per width."""
+    vocabulary, chars = 100, 262
+    encoder = CvtEncoder(vocabulary)
+
+    def lstm(inputs, cells, projection):
+        return (inputs + projection) * 4 * cells + 4 * cells + cells * projection
+
+    embeddings = vocabulary * 300 + 1 + chars * 50  # + emb_scale
+    cnn = sum(w * 50 * 100 + 100 for w in (2, 3, 4))
+    first = 2 * lstm(300 + 300, 1024, 512)
+    second = 2 * lstm(2 * 512, 512, 512)
+    assert encoder.count_params() == embeddings + cnn + first + second
+    assert encoder.output_sizes == (512, 2048)  # [h1; h2] = 2 x 512 + 2 x 512
+    trainer = CrossViewTrainer(encoder, 9)
+    module = lambda inputs: inputs * 512 + 512 + 512 * 9 + 9  # noqa: E731
+    heads = module(2048) + module(2048) + 4 * module(512)  # primary, full, 4 restricted
+    assert trainer.count_params() == encoder.count_params() + heads
+    assert (trainer.labelled_dropout, trainer.unlabelled_dropout,
+            trainer.label_smoothing) == (0.5, 0.2, 0.1)
+
+
+@pytest.mark.parametrize("step", [0, 1, 7, 100, 2500, 4999, 5000, 5001, 12345, 100000])
+def test_learning_rate_matches_cvt_text_point_by_point(step):
+    import math
+
+    from keras_ctx.pretraining.cvt import CvtLearningRate
+
+    # model/multitask_model.py: lr * min(step, warm_up) / warm_up / (1 + decay sqrt(step)).
+    want = 0.5 * min(step, 5000) / 5000 * 1 / (1 + 0.005 * math.sqrt(step))
+    assert float(CvtLearningRate()(step)) == pytest.approx(want, rel=1e-6, abs=1e-12)
+
+
+def test_cvt_optimizer_is_momentum_sgd_with_clipping_and_an_average():
+    from keras_ctx.pretraining.cvt import CvtLearningRate, cvt_optimizer
+
+    optimizer = cvt_optimizer(warm_up_steps=1)
+    assert isinstance(optimizer, keras.optimizers.SGD)
+    assert optimizer.momentum == 0.9 and optimizer.global_clipnorm == 1.0
+    assert optimizer.use_ema and optimizer.ema_momentum == 0.998
+    assert isinstance(optimizer._learning_rate, CvtLearningRate)
+    # After fit the weights are the moving average (evaluation on the EMA weights).
+    spelling = _word_characters(30)
+    rng = np.random.default_rng(0)
+    trainer = CrossViewTrainer(_encoder(), 3, hidden_size=8)
+    x, y = _batch(rng, spelling)
+    trainer.compile(optimizer, run_eagerly=True)  # tracing the 2-update step: 50 s
+    trainer.fit(cvt_dataset(tf.data.Dataset.from_tensors((x, y)),
+                            tf.data.Dataset.from_tensors(x)), steps_per_epoch=3, verbose=0)
+    averages = {optimizer._var_key(v): a for v, a in zip(
+        optimizer._trainable_variables, optimizer._model_variables_moving_average)}
+    moved = 0
+    for variable in trainer.trainable_variables:
+        average = keras.ops.convert_to_numpy(averages[optimizer._var_key(variable)])
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(variable), average, rtol=1e-6)
+        moved += 1
+    assert moved == len(trainer.trainable_variables)
+
+
+def test_labelled_and_unlabelled_batches_drop_at_their_own_rates():
+    spelling = _word_characters(30)
+    encoder = _encoder(dropout=0.5, first_layer_size=64, second_layer_size=8)
+    trainer = CrossViewTrainer(encoder, 3, hidden_size=8)
+    x, y = _batch(np.random.default_rng(0), spelling, rows=16, length=10)
+    x["padding_mask"][:] = 1
+    calls = []
+    forward = encoder.forward
+
+    def recording(inputs, dropout=None, training=None):
+        outputs = forward(inputs, dropout, training)
+        zeros = float(np.mean(keras.ops.convert_to_numpy(outputs["forward_states"]) == 0))
+        calls.append((bool(training), zeros))
+        return outputs
+
+    encoder.forward = recording
+    trainer.supervised_losses(x, y, "tags", training=True)
+    trainer.cvt_losses(x)
+    (labelled_training, labelled), (teacher_training, teacher), (student_training, student) = calls
+    assert labelled_training and abs(labelled - 0.5) < 0.03  # labeled_keep_prob 0.5
+    assert not teacher_training and teacher == 0.0  # the teacher: no dropout
+    assert student_training and abs(student - 0.2) < 0.03  # unlabeled_keep_prob 0.8
+
+
+def test_label_smoothing_only_on_labelled_training_batches():
+    spelling = _word_characters(30)
+    trainer = CrossViewTrainer(_encoder(), 3, hidden_size=8)
+    x, y = _batch(np.random.default_rng(2), spelling)
+    logits = keras.ops.convert_to_numpy(trainer(x)["tags"]).astype("float64")
+    log_q = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    mask = x["padding_mask"].astype(bool)
+    nll = -np.take_along_axis(log_q, y[..., None], -1)[..., 0]
+    smoothed = 0.9 * nll - 0.1 * log_q.mean(-1)  # targets 0.9 onehot + 0.1 / 3
+    got = trainer.supervised_losses(x, y, "tags", training=True)["supervised"]
+    assert float(got) == pytest.approx(smoothed[mask].mean(), rel=1e-5)
+    got = trainer.supervised_losses(x, y, "tags", training=False)["supervised"]
+    assert float(got) == pytest.approx(nll[mask].mean(), rel=1e-5)
+
+
+# ---------------------------------------------------------------- keras-ctx cvt-tag
+
+def _saved_tagger(tmp_path):
+    from keras_ctx.recipes_ulmfit_cvt import save_cvt_tagger
+
+    trainer = CrossViewTrainer(_encoder(max_characters_per_token=50), 3, hidden_size=8)
+    logits = trainer.primary[0].output_layer
+    # Tag "B" wins everywhere: the ground truth does not depend on the encoder.
+    logits.kernel.assign(np.zeros(logits.kernel.shape, "float32"))
+    logits.bias.assign(np.array([0.0, 5.0, 0.0], "float32"))
+    run = tmp_path / "run"
+    save_cvt_tagger(trainer, ["the", "river", "bank"], ["A", "B", "O"], str(run))
+    return str(run)
+
+
+def test_cvt_tag_prints_one_tagged_line_per_input_line(tmp_path, capsys):
+    from keras_ctx.cli import main
+
+    run = _saved_tagger(tmp_path)
+    text = tmp_path / "in.txt"
+    text.write_text("the river bank\n\nunseen words here too\n", encoding="utf-8")
+    assert main(["cvt-tag", run, "--input", str(text)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == ["the/B river/B bank/B", "", "unseen/B words/B here/B too/B"]
+
+
+def test_cvt_tag_refuses_bad_input_with_one_line(tmp_path, capsys):
+    from keras_ctx.cli import main
+
+    run = _saved_tagger(tmp_path)
+    latin = tmp_path / "latin1.txt"
+    latin.write_bytes("caf\xe9 au lait\n".encode("latin-1"))
+    blank = tmp_path / "blank.txt"
+    blank.write_text("\n  \n", encoding="utf-8")
+    cases = [([str(tmp_path), "--input", str(latin)], "not a `keras-ctx cvt` run directory"),
+             ([run, "--input", str(latin)], "latin1.txt is not UTF-8 text"),
+             ([run, "--input", str(blank)], "blank.txt has no sentences"),
+             ([run, "--input", str(tmp_path / "missing.txt")], "No such file"),
+             ([run, "--input", str(blank), "--batch-size", "0"], "--batch-size")]
+    for args, message in cases:
+        assert main(["cvt-tag", *args]) == 2
+        captured = capsys.readouterr()
+        assert message in captured.err and len(captured.err.strip().splitlines()) == 1
+        assert captured.out == ""

@@ -367,23 +367,28 @@ def test_ulmfit_recipe_trains_its_language_model_on_one_continuous_stream():
     words = [f"w{k}" for k in range(100)]
     texts = [" ".join(words[i:i + 7]) for i in range(0, 100, 7)]
     index = {w: k + 2 for k, w in enumerate(words)}
-    batches = [b["token_ids"].numpy() for b in _lm_dataset(texts, index, 6, 4)]
-    # batchify: 4 contiguous parts of 25 words, 4 batches of 6 (the last word of each
-    # part left over); row i of batch k + 1 continues row i of batch k.
-    assert len(batches) == 4 and all(b.shape == (4, 6) for b in batches)
-    rows = np.concatenate(batches, axis=1)
-    np.testing.assert_array_equal(rows, np.arange(100).reshape(4, 25)[:, :24] + 2)
+    stream = _lm_dataset(texts, index, 6, 4)
+    # batchify without lost targets: 4 contiguous parts of 25 words sharing their ends
+    # (99 targets, the last part one short); each batch continues every part.
+    rows = [[] for _ in range(4)]
+    for x, y, w in stream.batches():
+        for i in range(4):
+            rows[i] += y[i][w[i] > 0].tolist()
+    np.testing.assert_array_equal(np.concatenate(rows), np.arange(1, 100) + 2)
+    assert [len(r) for r in rows] == [25, 25, 25, 24]
 
     backbone = AwdLstmBackbone(102, embedding_size=8, hidden_size=16, num_layers=1,
                                lstm_implementation="loop")
-    data = _lm_dataset(texts, index, 6, 4)
-    lm = pretrain_language_model(backbone, data, stream_batch_size=4, verbose=0)
+    lm = pretrain_language_model(backbone, stream, verbose=0)
     assert lm.carry_state and lm.batch_size == 4
-    # After the epoch's 4 batches, the state is that of row i after its 24 words.
+    # After the epoch the state is where each row stopped (not reset by evaluation).
     assert np.abs(keras.ops.convert_to_numpy(lm.state)).max() > 1e-3
     lm.output_bias.assign(np.full(102, 0.5, "float32"))
-    tuned = fine_tune_language_model(lm, data, epochs=3, stream_batch_size=4, verbose=0)
+    tuned = fine_tune_language_model(lm, stream, epochs=3, verbose=0)
     assert tuned is lm  # same stream batch: the stage-1 LM goes on
-    fresh = fine_tune_language_model(lm, data.unbatch().batch(4), epochs=3, verbose=0)
+    plain = tf.data.Dataset.from_tensor_slices(
+        {"token_ids": np.arange(96, dtype="int32").reshape(24, 4) + 2,
+         "padding_mask": np.ones((24, 4), "int32")}).batch(4)
+    fresh = fine_tune_language_model(lm, plain, epochs=3, verbose=0)
     assert not fresh.carry_state and fresh.backbone is backbone
     assert np.all(keras.ops.convert_to_numpy(fresh.output_bias) != 0)  # bias kept

@@ -54,8 +54,8 @@ def main(argv=None):
     l2_backbone = mono.resize_vocabulary(backbone, syn.vocabulary_size(1), seed=1)
     pretrainer = MaskedLMPretrainer(l2_backbone)
     count = mono.learn_token_embeddings(pretrainer)
-    print(f"step 2 trains {count} of {pretrainer.count_params()} parameters")
     fit_mlm(pretrainer, l2(syn.sentences(examples, seed=1)[0]), args.steps, 5e-3)
+    print(f"step 2 trains {count} of {pretrainer.count_params()} parameters")  # now built
 
     classifier = SequenceClassifier(backbone, num_classes=2, dropout=0.0)
     count = mono.freeze_token_embeddings(classifier, backbone)

@@ -162,8 +162,9 @@ def test_pretrain_says_what_it_is_doing_phase_by_phase(tmp_path):
     output, _ = process.communicate(timeout=600)
     assert process.returncode == 0, output[-3000:]
     phases = ["Reading the corpus and training the tokenizer", "sentences read in",
-              "sentences counted in", "Learning the WordPiece vocabulary (keras-hub",
-              "Learned the WordPiece vocabulary in", "Trained the tokenizer in",
+              "sentences fed to the trainer in",
+              "Learning the WordPiece vocabulary (keras-hub", "Learned the WordPiece vocabulary in",
+              "Trained the tokenizer in",
               "Building bert-tiny", "Built bert-tiny:", "Compiling the training step",
               "Compiled the training step in", "Step 2/4, about", "Step 4/4, about",
               "Saving the run to", "Exporting a SavedModel to", "Exported a SavedModel to",

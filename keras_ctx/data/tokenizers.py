@@ -54,12 +54,13 @@ def _texts(data):
 def _counted(items, total, learning, library, weight=None):
     """`items` counted aloud as a trainer reads them; then the step `learning` begins.
 
-    The trainers count words first (a pass over our iterator, so we can show it)
-    and then learn a vocabulary inside the library (no progress to show: the
-    step's lines say when it starts and how long it took).
+    The trainers read our iterator first (a pass we can show; they may buffer
+    ahead of their word counting) and then learn a vocabulary inside the
+    library (no progress to show: the step's lines say when it starts and how
+    long it took).
     """
-    return progress.current().count(items, "sentences counted", total=total, weight=weight,
-                                    then=(learning, library))
+    return progress.current().count(items, "sentences fed to the trainer", total=total,
+                                    weight=weight, then=(learning, library))
 
 
 def train_wordpiece(data, vocabulary_size, lowercase=True,

@@ -41,6 +41,7 @@ class Progress:
         self.say = say
         self.every = every
         self.clock = clock
+        self._started = None  # when the step under way began (`start`)
 
     def count(self, items, what, total=None, weight=None, then=None):
         """Yields `items`, saying every `every` s how many `what` went by.
@@ -86,18 +87,9 @@ class Progress:
     def finish(self, done):
         """Says `done` with the time since the last `start`."""
         if self.say is not None:
-            self.say(f"{done} in {duration(self.clock() - self._started)}.")
-
-    @contextlib.contextmanager
-    def step(self, doing, done, library):
-        """Lines around a call that reports no progress: before, then after with its time.
-
-        `doing` ("Learning the vocabulary") and `done` ("Learned the
-        vocabulary") name the step; `library` names who does it.
-        """
-        self.start(doing, library)
-        yield
-        self.finish(done)
+            took = "" if self._started is None else f" in {duration(self.clock() - self._started)}"
+            self.say(f"{done}{took}.")
+        self._started = None
 
 
 _silent = Progress()

@@ -7,10 +7,11 @@ Runs on CPU in under a minute:
     python examples/bert_pretrain_finetune.py --model albert        # MLM + SOP, SentencePiece
     python examples/bert_pretrain_finetune.py --model spanbert      # span masking + SBO
     python examples/bert_pretrain_finetune.py --text my_corpus.txt  # your own text
+    python examples/bert_pretrain_finetune.py --fast                # a smoke run in seconds
 
 1. Text: a file in BERT's format (one sentence per line, blank lines between
    documents). Without --text the script writes one itself: short documents
-   of sentences about one of two topics (made from a small grammar).
+   of sentences about one of two topics (`keras_ctx.data.synthetic_text`).
 2. Tokenizer: trained on that text (WordPiece / byte-level BPE / SentencePiece).
 3. Pretraining: the family's `keras_ctx.data.pipelines` builder (tokenize,
    pairs or packing, masking, all in tf.data) feeds the family's pretrainer
@@ -28,27 +29,16 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras  # noqa: E402
-import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from keras_ctx import families  # noqa: E402
+from keras_ctx import families, scripts  # noqa: E402
 from keras_ctx.data import tokenizers  # noqa: E402
+from keras_ctx.data import synthetic_text  # noqa: E402
 from keras_ctx.data.corpora import documents, text_lines  # noqa: E402
 from keras_ctx.models import from_preset  # noqa: E402
 from keras_ctx.preprocessing import TextPreprocessor  # noqa: E402
 from keras_ctx.tasks import SequenceClassifier  # noqa: E402
 
-TOPICS = {
-    "cooking": ("the cook", "a chef", "my aunt", "the baker"),
-    "sailing": ("the captain", "a sailor", "the crew", "my uncle"),
-}
-ACTIONS = {
-    "cooking": ("stirs the soup", "bakes fresh bread", "slices onions", "tastes the sauce",
-                "heats the oven", "adds some salt"),
-    "sailing": ("raises the sail", "checks the wind", "ties the rope", "steers the boat",
-                "reads the chart", "drops the anchor"),
-}
-CONNECTIVES = ("then", "after that", "later", "next", "slowly")
 SEQUENCE_LENGTH, BATCH_SIZE = 64, 16
 
 # Every family that pretrains on tokenized text (the registry says which); its
@@ -57,23 +47,6 @@ MODELS = [name for name in families.names() if families.get(name).inputs == "tok
           and families.get(name).dataset is not None]
 SMALL = dict(num_layers=2, num_heads=2, hidden_size=64, intermediate_size=256,
              max_sequence_length=SEQUENCE_LENGTH, dropout=0.0, embedding_size=32)
-
-
-def sentence(rng, topic):
-    subject = rng.choice(TOPICS[topic])
-    first, second = rng.choice(ACTIONS[topic], size=2, replace=False)
-    return f"{subject} {first} and {rng.choice(CONNECTIVES)} {second}."
-
-
-def write_corpus(path, documents_count=400, seed=0):
-    """A text file of short single-topic documents, BERT's format."""
-    rng = np.random.default_rng(seed)
-    with open(path, "w", encoding="utf-8") as f:
-        for _ in range(documents_count):
-            topic = rng.choice(list(TOPICS))
-            for _ in range(int(rng.integers(3, 7))):
-                f.write(sentence(rng, topic) + "\n")
-            f.write("\n")
 
 
 def backbone_for(family, vocabulary_size):
@@ -86,16 +59,14 @@ def backbone_for(family, vocabulary_size):
     return preset, from_preset(preset, vocabulary_size=vocabulary_size, **small)
 
 
-def fine_tune(backbone, tokenizer, family, steps, seed=1):
-    rng = np.random.default_rng(seed)
-    labels = rng.integers(0, 2, size=512)
-    texts = [sentence(rng, list(TOPICS)[label]) for label in labels]
+def fine_tune(backbone, tokenizer, family, steps, count=512):
+    texts, labels = synthetic_text.labelled_sentences(count)
     preprocess = TextPreprocessor(tokenizer, SEQUENCE_LENGTH, family,
                                   truncation="longest_first")
     data = tf.data.Dataset.from_tensor_slices((texts, labels)).batch(1).map(
         lambda text, label: ({k: v[0] for k, v in preprocess(text).items()}, label[0]))
-    train = data.take(384).batch(BATCH_SIZE, drop_remainder=True).cache()
-    test = data.skip(384).batch(BATCH_SIZE, drop_remainder=True).cache()
+    train = data.take(count * 3 // 4).batch(BATCH_SIZE, drop_remainder=True).cache()
+    test = data.skip(count * 3 // 4).batch(BATCH_SIZE, drop_remainder=True).cache()
     classifier = SequenceClassifier(backbone, num_classes=2)
     classifier.compile(optimizer=keras.optimizers.Adam(1e-3),
                        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
@@ -104,14 +75,16 @@ def fine_tune(backbone, tokenizer, family, steps, seed=1):
     return classifier.evaluate(test, verbose=0, return_dict=True)["accuracy"]
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", choices=MODELS, default="bert")
     parser.add_argument("--text", help="a text file (one sentence per line, blank lines "
                                        "between documents); default: one made here")
     parser.add_argument("--steps", type=int, default=150)
     parser.add_argument("--vocabulary-size", type=int, default=300)
-    args = parser.parse_args()
+    args = scripts.parse_args(parser, argv, fast="40 documents, 3 steps")
+    if args.fast:
+        args.steps = 3
     keras.utils.set_random_seed(0)
     family = families.get(args.model)
 
@@ -119,7 +92,7 @@ def main():
         path = args.text
         if path is None:
             path = os.path.join(tmp, "corpus.txt")
-            write_corpus(path)
+            synthetic_text.write_corpus(path, 40 if args.fast else 400)
         tokenizer = family.train_tokenizer(text_lines(path), args.vocabulary_size)
         vocabulary_size = tokenizer.vocabulary_size()
         preset, backbone = backbone_for(family, vocabulary_size)
@@ -135,7 +108,8 @@ def main():
         for name, values in history.items():
             print(f"  {name:14s} " + " -> ".join(f"{v:.3f}" for v in values))
 
-        accuracy = fine_tune(backbone, tokenizer, family, steps=60)
+        accuracy = fine_tune(backbone, tokenizer, family, steps=2 if args.fast else 60,
+                             count=64 if args.fast else 512)
         print(f"fine-tuned topic classification, held-out accuracy: {accuracy:.3f}")
 
 

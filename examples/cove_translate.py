@@ -3,6 +3,7 @@
 Runs on CPU in well under a minute:
 
     python examples/cove_translate.py [--glove glove.840B.300d.txt]
+    python examples/cove_translate.py --fast     # a smoke run in seconds
 
 1. Data: a synthetic parallel corpus ("translate" = reverse the words and
    upper-case them) written as two aligned text files, read with
@@ -26,6 +27,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
+from keras_ctx import scripts  # noqa: E402
 from keras_ctx.data.glove import glove_matrix  # noqa: E402
 from keras_ctx.data.parallel import (  # noqa: E402
     TARGET_SPECIALS,
@@ -67,10 +69,12 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--glove", help="a GloVe text file (default: random vectors)")
     parser.add_argument("--epochs", type=int, default=8)
-    args = parser.parse_args(argv)
+    args = scripts.parse_args(parser, argv, fast="96 sentence pairs, 1 epoch")
+    if args.fast:
+        args.epochs = 1
     keras.utils.set_random_seed(0)
     with tempfile.TemporaryDirectory() as tmp:
-        (src_path, tgt_path), src, tgt = write_corpus(tmp)
+        (src_path, tgt_path), src, tgt = write_corpus(tmp, 96 if args.fast else 768)
         source_vocabulary = build_vocabulary(src)
         target_vocabulary = build_vocabulary(tgt, specials=TARGET_SPECIALS)
         glove_path = args.glove or write_random_glove(tmp, WORDS, DIM)

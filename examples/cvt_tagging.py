@@ -3,6 +3,7 @@
 Runs on CPU in a few minutes:
 
     python examples/cvt_tagging.py
+    python examples/cvt_tagging.py --fast     # a smoke run in seconds
 
 The language: every word has a class, sentences walk through the classes
 (mostly to the next one, sometimes staying), and a word's tag is its class.
@@ -13,6 +14,7 @@ with the primary module's predictions), against the same model trained on
 the tagged minibatches only.
 """
 
+import argparse
 import os
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -22,8 +24,10 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from keras_ctx import scripts  # noqa: E402
 from keras_ctx.models import CvtEncoder  # noqa: E402
 from keras_ctx.pretraining import CrossViewTrainer, cvt_dataset  # noqa: E402
+from keras_ctx.pretraining.cvt import UNLABELLED  # noqa: E402
 
 WORDS, CLASSES, LENGTH, CHARACTERS = 120, 4, 10, 6
 rng = np.random.default_rng(0)
@@ -51,9 +55,8 @@ def train(use_untagged, tagged, untagged, steps=300):
                          max_characters_per_token=CHARACTERS, lstm_implementation="loop")
     trainer = CrossViewTrainer(encoder, tasks=CLASSES, hidden_size=32)
     if not use_untagged:  # the same tagged updates, nothing else
-        trainer.train_step = lambda data: super(CrossViewTrainer, trainer).train_step(
-            {"branch": "tags", "inputs": data["labelled"]["tags"][0],
-             "labels": data["labelled"]["tags"][1]})
+        trainer.step_batches = lambda batch: [
+            b for b in CrossViewTrainer.step_batches(trainer, batch) if b["branch"] != UNLABELLED]
     trainer.compile(keras.optimizers.Adam(2e-3, clipnorm=1.0))
     data = cvt_dataset(tf.data.Dataset.from_tensor_slices(tagged).shuffle(16).batch(16),
                        tf.data.Dataset.from_tensor_slices(untagged).shuffle(2000).batch(16))
@@ -61,11 +64,17 @@ def train(use_untagged, tagged, untagged, steps=300):
     return trainer
 
 
-if __name__ == "__main__":
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    args = scripts.parse_args(parser, argv, fast="64 untagged sentences, 2 steps")
     tagged = tagged_sentences(16)
-    untagged, _ = tagged_sentences(2000)
+    untagged, _ = tagged_sentences(64 if args.fast else 2000)
     test_inputs, test_tags = tagged_sentences(500)
     for name, use in (("tagged data only", False), ("cross-view training", True)):
-        trainer = train(use, tagged, untagged)
+        trainer = train(use, tagged, untagged, steps=2 if args.fast else 300)
         predicted = keras.ops.convert_to_numpy(trainer(test_inputs)["tags"]).argmax(-1)
         print(f"{name:22s} token accuracy {(predicted == test_tags).mean():.3f}")
+
+
+if __name__ == "__main__":
+    main()

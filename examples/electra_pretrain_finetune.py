@@ -4,9 +4,11 @@ Runs on CPU in under a minute:
 
     python examples/electra_pretrain_finetune.py
     python examples/electra_pretrain_finetune.py --text my_corpus.txt --steps 300
+    python examples/electra_pretrain_finetune.py --fast     # a smoke run in seconds
 
 1. Text: one sentence per line, blank lines between documents. Without --text
-   the script writes short single-topic documents (cooking or sailing).
+   the script writes short single-topic documents (cooking or sailing,
+   `keras_ctx.data.synthetic_text`).
 2. Tokenizer: WordPiece trained on that text.
 3. Pretraining: packed sentences with BERT's dynamic MLM masking
    (`keras_ctx.data.pipelines.roberta_dataset`, no NSP, as ELECTRA); a
@@ -24,43 +26,20 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras  # noqa: E402
-import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from keras_ctx.data import pipelines, tokenizers  # noqa: E402
+from keras_ctx import scripts  # noqa: E402
+from keras_ctx.data import pipelines, synthetic_text, tokenizers  # noqa: E402
 from keras_ctx.data.corpora import documents, text_lines  # noqa: E402
 from keras_ctx.models import ElectraBackbone, electra_generator  # noqa: E402
 from keras_ctx.pretraining import ElectraPretrainer  # noqa: E402
 from keras_ctx.tasks import SequenceClassifier  # noqa: E402
 
-WORDS = {
-    "cooking": ("the cook", "a chef", "stirs the soup", "bakes fresh bread", "slices onions",
-                "tastes the sauce", "heats the oven", "adds some salt"),
-    "sailing": ("the captain", "a sailor", "raises the sail", "checks the wind",
-                "ties the rope", "steers the boat", "reads the chart", "drops the anchor"),
-}
 SEQUENCE_LENGTH, BATCH_SIZE = 64, 16
 
 
-def sentence(rng, topic):
-    subjects, actions = WORDS[topic][:2], WORDS[topic][2:]
-    first, second = rng.choice(actions, size=2, replace=False)
-    return f"{rng.choice(subjects)} {first} and then {second}."
-
-
-def write_corpus(path, documents_count=300, seed=0):
-    rng = np.random.default_rng(seed)
-    with open(path, "w", encoding="utf-8") as f:
-        for _ in range(documents_count):
-            topic = rng.choice(list(WORDS))
-            f.write("\n".join(sentence(rng, topic) for _ in range(int(rng.integers(3, 7)))))
-            f.write("\n\n")
-
-
-def fine_tune(backbone, tokenizer, steps, seed=1):
-    rng = np.random.default_rng(seed)
-    labels = rng.integers(0, 2, size=512)
-    texts = [sentence(rng, list(WORDS)[label]) for label in labels]
+def fine_tune(backbone, tokenizer, steps, count=512):
+    texts, labels = synthetic_text.labelled_sentences(count)
     ids = tokenizers.special_token_ids(tokenizer)
 
     def features(text, label):
@@ -73,8 +52,8 @@ def fine_tune(backbone, tokenizer, steps, seed=1):
         return {k: tf.ensure_shape(v, [SEQUENCE_LENGTH]) for k, v in x.items()}, label
 
     data = tf.data.Dataset.from_tensor_slices((texts, labels)).map(features)
-    train = data.take(384).batch(BATCH_SIZE, drop_remainder=True).cache()
-    test = data.skip(384).batch(BATCH_SIZE, drop_remainder=True).cache()
+    train = data.take(count * 3 // 4).batch(BATCH_SIZE, drop_remainder=True).cache()
+    test = data.skip(count * 3 // 4).batch(BATCH_SIZE, drop_remainder=True).cache()
     classifier = SequenceClassifier(backbone, num_classes=2)  # ELECTRA: [CLS], no pooler
     classifier.compile(optimizer=keras.optimizers.Adam(1e-3),
                        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
@@ -83,21 +62,23 @@ def fine_tune(backbone, tokenizer, steps, seed=1):
     return classifier.evaluate(test, verbose=0, return_dict=True)["accuracy"]
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--text", help="a text file (one sentence per line, blank lines "
                                        "between documents); default: one made here")
     parser.add_argument("--steps", type=int, default=150)
     parser.add_argument("--vocabulary-size", type=int, default=200)
     parser.add_argument("--generator-fraction", type=float, default=0.25)
-    args = parser.parse_args()
+    args = scripts.parse_args(parser, argv, fast="40 documents, 3 steps")
+    if args.fast:
+        args.steps = 3
     keras.utils.set_random_seed(0)
 
     with tempfile.TemporaryDirectory() as tmp:
         path = args.text
         if path is None:
             path = os.path.join(tmp, "corpus.txt")
-            write_corpus(path)
+            synthetic_text.write_corpus(path, 40 if args.fast else 300)
         tokenizer = tokenizers.train_wordpiece(text_lines(path), args.vocabulary_size)
         # ELECTRA-small's shape in miniature: E < H, so both networks project E -> H.
         discriminator = ElectraBackbone(
@@ -118,7 +99,8 @@ def main():
         for name, values in history.items():
             print(f"  {name:24s} " + " -> ".join(f"{v:.3f}" for v in values))
 
-        accuracy = fine_tune(pretrainer.discriminator, tokenizer, steps=60)
+        accuracy = fine_tune(pretrainer.discriminator, tokenizer, steps=2 if args.fast else 60,
+                             count=64 if args.fast else 512)
         print(f"fine-tuned topic classification, held-out accuracy: {accuracy:.3f}")
 
 

@@ -3,6 +3,7 @@
 Runs on CPU in well under a minute:
 
     python examples/elmo_features.py
+    python examples/elmo_features.py --fast     # a smoke run in seconds
 
 1. Text: a tiny synthetic language with an ambiguous word. Each sentence
    has a topic (two word cycles) and the word "bank", whose sense is given
@@ -17,6 +18,7 @@ Runs on CPU in well under a minute:
 4. Strings in: `ElmoCharacterIds` in front of `Elmo` for raw-text inference.
 """
 
+import argparse
 import os
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -26,6 +28,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from keras_ctx import scripts  # noqa: E402
 from keras_ctx.data.characters import ElmoCharacterIds  # noqa: E402
 from keras_ctx.models import Elmo, ElmoBackbone  # noqa: E402
 from keras_ctx.pretraining import BiLMPretrainer  # noqa: E402
@@ -51,7 +54,10 @@ def sentences(count, seed):
     return out, np.array(senses), np.array(positions)
 
 
-def main():
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    args = scripts.parse_args(parser, argv, fast="1 epoch each")
+    epochs = (1, 1) if args.fast else (15, 30)  # biLM, downstream
     keras.utils.set_random_seed(0)
     vocabulary = make_vocabulary(TOPICS[0] + TOPICS[1] + ["bank"])
 
@@ -67,7 +73,7 @@ def main():
     pretrainer = BiLMPretrainer(backbone, len(vocabulary), num_sampled=6)
     pretrainer.compile(optimizer=keras.optimizers.Adam(0.01), jit_compile=True)
     before = pretrainer.evaluate(dataset(64, 1), verbose=0, return_dict=True)
-    pretrainer.fit(dataset(256, 0), epochs=15, verbose=0)
+    pretrainer.fit(dataset(64 if args.fast else 256, 0), epochs=epochs[0], verbose=0)
     after = pretrainer.evaluate(dataset(64, 1), verbose=0, return_dict=True)
     print(f"biLM perplexity (full softmax): {before['perplexity']:.2f} -> "
           f"{after['perplexity']:.2f} (forward {after['forward_perplexity']:.2f}, "
@@ -102,7 +108,8 @@ def main():
         ("ELMo", elmo_model, [features["ids"], positions]),
         ("random word vectors", random_model, [word_ids, positions]),
     ):
-        model.fit([i[:half] for i in inputs], senses[:half], epochs=30, batch_size=32, verbose=0)
+        model.fit([i[:half] for i in inputs], senses[:half], epochs=epochs[1], batch_size=32,
+                  verbose=0)
         results[name] = model.evaluate([i[half:] for i in inputs], senses[half:], verbose=0)[1]
         print(f"sense of 'bank' from {name}: accuracy {results[name]:.2f}")
     weights = keras.ops.convert_to_numpy(keras.ops.softmax(elmo.scalar_mix.scalar_parameters))

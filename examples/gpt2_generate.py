@@ -3,6 +3,7 @@
     python examples/gpt2_generate.py                 # ~1 min on a CPU
     python examples/gpt2_generate.py --benchmark     # tokens/s vs keras-hub's GPT2CausalLM
     python examples/gpt2_generate.py --benchmark --preset gpt2 --batch 8 --length 256
+    python examples/gpt2_generate.py --fast          # a smoke run in seconds
 
 Generation runs as one XLA-compiled loop with a static key/value cache; the
 same call does greedy, top-k, top-p and beam search.
@@ -10,6 +11,7 @@ same call does greedy, top-k, top-p and beam search.
 
 import argparse
 import os
+import tempfile
 import time
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -19,7 +21,8 @@ import keras_hub  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from keras_ctx import generation  # noqa: E402
+from keras_ctx import generation, scripts  # noqa: E402
+from keras_ctx.data import synthetic_text  # noqa: E402
 from keras_ctx.data.corpora import text_lines  # noqa: E402
 from keras_ctx.models import GPTBackbone  # noqa: E402
 from keras_ctx.pretraining import CausalLMPretrainer  # noqa: E402
@@ -28,9 +31,9 @@ LENGTH = 64
 END = 10  # "\n" ends a generated line
 
 
-def train(steps):
+def train(steps, corpus="builtin"):
     tokenizer = keras_hub.tokenizers.ByteTokenizer(lowercase=False)
-    lines = text_lines("builtin").take(6000).map(lambda s: tf.strings.join([s, "\n"]))
+    lines = text_lines(corpus).take(6000).map(lambda s: tf.strings.join([s, "\n"]))
     tokens = lines.map(tokenizer).unbatch().batch(LENGTH, drop_remainder=True)
     data = tokens.map(lambda ids: {"token_ids": ids, "padding_mask": tf.ones_like(ids)})
     data = data.shuffle(2048, seed=0).batch(32, drop_remainder=True).repeat().prefetch(2)
@@ -42,7 +45,7 @@ def train(steps):
     return model, tokenizer
 
 
-def sample(model, tokenizer):
+def sample(model, tokenizer, max_length=LENGTH):
     prompts = ["Return the ", "If the file "]
     encoded = [np.asarray(tokenizer(p)) for p in prompts]
     width = max(len(e) for e in encoded)
@@ -52,7 +55,8 @@ def sample(model, tokenizer):
         ids[i, :len(e)], mask[i, :len(e)] = e, True
     for sampler in ["greedy", generation.TopKSampler(k=10), generation.TopPSampler(p=0.9),
                     generation.BeamSampler(num_beams=4)]:
-        out = model.generate(ids, mask, max_length=LENGTH, sampler=sampler, end_token_id=END)
+        out = model.generate(ids, mask, max_length=max_length, sampler=sampler,
+                             end_token_id=END)
         name = sampler if isinstance(sampler, str) else type(sampler).__name__
         for row, row_mask in zip(out["token_ids"].numpy(), out["padding_mask"].numpy()):
             print(f"{name:>12}: {tokenizer.detokenize(row[row_mask])!r}")
@@ -115,7 +119,7 @@ def benchmark(preset, batch, length, prompt_length, repeats):
         print("| " + " | ".join(row) + " |")
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=200, help="training steps")
@@ -125,13 +129,18 @@ def main():
     parser.add_argument("--length", type=int, default=128)
     parser.add_argument("--prompt-length", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
+    args = scripts.parse_args(parser, argv, fast="40 made-up documents, 2 steps, 16-byte samples")
     if args.benchmark:
         benchmark(args.preset, args.batch, args.length, args.prompt_length, args.repeats)
         return
     keras.utils.set_random_seed(0)
-    model, tokenizer = train(args.steps)
-    sample(model, tokenizer)
+    if not args.fast:
+        sample(*train(args.steps))
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus = synthetic_text.write_corpus(os.path.join(tmp, "corpus.txt"), 40)
+        model, tokenizer = train(2, corpus)
+    sample(model, tokenizer, max_length=16)
 
 
 if __name__ == "__main__":

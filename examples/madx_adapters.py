@@ -1,6 +1,7 @@
 """MAD-X in miniature: language adapters, a task adapter stacked on them, and the swap.
 
     python examples/madx_adapters.py [--pretrain-steps 1000] [--steps 400]
+    python examples/madx_adapters.py --fast     # a smoke run in seconds
 
 1. A small XLM pretrained with MLM + TLM on two synthetic languages (the
    frozen multilingual base; MAD-X uses XLM-R).
@@ -22,7 +23,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from keras_ctx import adapters  # noqa: E402
+from keras_ctx import adapters, scripts  # noqa: E402
 from keras_ctx.data import synthetic_languages as syn  # noqa: E402
 from keras_ctx.models import XLMBackbone  # noqa: E402
 from keras_ctx.tasks.heads import SequenceClassifier  # noqa: E402
@@ -43,15 +44,17 @@ def fit_mlm(pretrainer, examples, steps, learning_rate):
                    epochs=1, verbose=2)
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pretrain-steps", type=int, default=1000)
     parser.add_argument("--steps", type=int, default=400)
-    args = parser.parse_args()
+    args = scripts.parse_args(parser, argv, fast="2 steps per stage")
+    if args.fast:
+        args.pretrain_steps = args.steps = 2
     keras.utils.set_random_seed(0)
     base = XLMBackbone(**CONFIG)
-    mlm = monolingual_streams(1024)
-    tlm = parallel_pairs(2048)
+    mlm = monolingual_streams(64 if args.fast else 1024)
+    tlm = parallel_pairs(128 if args.fast else 2048)
     from keras_ctx.pretraining import MaskedLMPretrainer
 
     fit_mlm(MaskedLMPretrainer(base), {k: np.concatenate([mlm[k], tlm[k]]) for k in mlm},
@@ -63,10 +66,12 @@ def main():
         adapters.add_adapter(base, name, "madx_language", activate=False)
         adapters.set_active_adapters(base, [name])
         pretrainer = adapters.AdapterMaskedLMPretrainer(base)
-        count = adapters.train_only(pretrainer, adapters=[name])
-        print(f"{name}: {count} trainable parameters of {pretrainer.count_params()}")
+        adapters.train_only(pretrainer, adapters=[name])
         mine = mlm["language_ids"][:, 0] == language
         fit_mlm(pretrainer, {k: v[mine] for k, v in mlm.items()}, args.steps, 1e-3)
+        # Counted after training: the pretrainer's MLM head is built at its first call.
+        trained = sum(int(np.prod(v.shape)) for v in pretrainer.trainable_weights)
+        print(f"{name}: {trained} trainable parameters of {pretrainer.count_params()}")
 
     adapters.add_adapter(base, "task", "madx_task", activate=False)
     adapters.set_active_adapters(base, ["lang0", "task"])
@@ -77,10 +82,10 @@ def main():
     classifier.compile(keras.optimizers.Adam(1e-3),
                        keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                        metrics=["accuracy"], jit_compile=True)
-    words, labels = syn.sentences(1024, seed=2)
+    words, labels = syn.sentences(64 if args.fast else 1024, seed=2)
     classifier.fit(syn.xlm_inputs(syn.to_ids(words, 0), 0, 24), labels, batch_size=32,
                    epochs=max(1, args.steps * 32 // 1024), verbose=2)
-    test, test_labels = syn.sentences(400, seed=3)
+    test, test_labels = syn.sentences(64 if args.fast else 400, seed=3)
 
     def accuracy(language):
         logits = classifier.predict(syn.xlm_inputs(syn.to_ids(test, language), language, 24),

@@ -1,6 +1,7 @@
 """mBERT-style zero-shot cross-lingual transfer in miniature: one encoder, two languages.
 
     python examples/mbert_zero_shot.py [--steps 800]
+    python examples/mbert_zero_shot.py --fast     # a smoke run in seconds
 
 1. Two synthetic languages (one grammar, disjoint vocabularies,
    `keras_ctx.data.synthetic_languages`), one 4x larger than the other.
@@ -21,6 +22,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from keras_ctx import scripts  # noqa: E402
 from keras_ctx.data import multilingual as ml  # noqa: E402
 from keras_ctx.data import synthetic_languages as syn  # noqa: E402
 from keras_ctx.models import from_preset  # noqa: E402
@@ -28,12 +30,15 @@ from keras_ctx.pretraining import MaskedLMPretrainer  # noqa: E402
 from keras_ctx.tasks.cross_lingual import zero_shot_transfer  # noqa: E402
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=800)
-    args = parser.parse_args()
+    args = scripts.parse_args(parser, argv, fast="2 steps, 1 epoch, 64 sentences")
+    if args.fast:
+        args.steps = 2
+    count = 64 if args.fast else 1024
     keras.utils.set_random_seed(0)
-    sizes = {"l1": 4096, "l2": 1024}
+    sizes = {"l1": 4 * count, "l2": count}
     streams = {}
     for language, name in enumerate(sizes):
         words, _ = syn.sentences(sizes[name], seed=language)
@@ -57,9 +62,11 @@ def main():
         words, labels = syn.sentences(count, seed=seed)
         return syn.classification_inputs(syn.to_ids(words, language)), labels
 
-    result = zero_shot_transfer(backbone, labelled(1024, 10, 0), labelled(400, 11, 1),
-                                num_classes=2, eval_l1=labelled(400, 11, 0), epochs=3,
-                                learning_rate=1e-3, dropout=0.0, verbose=2)
+    held_out = 64 if args.fast else 400
+    result = zero_shot_transfer(backbone, labelled(count, 10, 0), labelled(held_out, 11, 1),
+                                num_classes=2, eval_l1=labelled(held_out, 11, 0),
+                                epochs=1 if args.fast else 3, learning_rate=1e-3, dropout=0.0,
+                                verbose=2)
     print(f"language 1 accuracy: {result['l1_accuracy']:.3f} (trained)")
     print(f"language 2 accuracy: {result['l2_accuracy']:.3f} (zero-shot)")
 

@@ -1,6 +1,7 @@
 """XLM's translation LM vs MLM alone: cross-lingual sentence retrieval on synthetic languages.
 
     python examples/xlm_tlm.py [--steps 1000]
+    python examples/xlm_tlm.py --fast     # a smoke run in seconds
 
 Pretrains two small XLMs (language embeddings, explicit positions):
 MLM on monolingual streams of two languages, and MLM + TLM, where half of the
@@ -21,6 +22,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from keras_ctx import scripts  # noqa: E402
 from keras_ctx.data import multilingual as ml  # noqa: E402
 from keras_ctx.data import synthetic_languages as syn  # noqa: E402
 from keras_ctx.models import XLMBackbone  # noqa: E402
@@ -71,12 +73,14 @@ def retrieval(backbone, count=100):
     return float(((vectors[0] @ vectors[1].T).argmax(1) == np.arange(len(words))).mean())
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=1000)
-    args = parser.parse_args()
-    mlm = monolingual_streams(1024)
-    tlm = parallel_pairs(2048)
+    args = scripts.parse_args(parser, argv, fast="64 sentences a language, 2 steps")
+    if args.fast:
+        args.steps = 2
+    mlm = monolingual_streams(64 if args.fast else 1024)
+    tlm = parallel_pairs(128 if args.fast else 2048)
     for name, examples in (("MLM", mlm),
                            ("MLM+TLM", {k: np.concatenate([mlm[k], tlm[k]]) for k in mlm})):
         keras.utils.set_random_seed(0)

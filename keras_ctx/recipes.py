@@ -18,7 +18,7 @@ import time
 import keras
 import tensorflow as tf
 
-from keras_ctx import families, runs
+from keras_ctx import families, progress, runs
 from keras_ctx.data import corpora
 from keras_ctx.finetuning import finetune  # noqa: F401  (keras-ctx finetune)
 from keras_ctx.preprocessing import TextPreprocessor
@@ -28,15 +28,6 @@ from keras_ctx.word_vectors import embed, show_context, word_vectors  # noqa: F4
 def say(message):
     """One progress line of a recipe, shown at once (also when piped)."""
     print(message, flush=True)
-
-
-def _duration(seconds):
-    seconds = int(round(seconds))
-    if seconds < 60:
-        return f"{seconds} s"
-    if seconds < 3600:
-        return f"{seconds // 60} min {seconds % 60} s"
-    return f"{seconds // 3600} h {seconds % 3600 // 60} min"
 
 
 class TrainingProgress(keras.callbacks.Callback):
@@ -58,8 +49,8 @@ class TrainingProgress(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         if self.first is None:
             self.first = (self._step(), time.time())
-            say(f"Compiled the training step in {_duration(time.time() - self.began)}; "
-                f"training to step {self.steps}.")
+            took = progress.duration(time.time() - self.began)
+            say(f"Compiled the training step in {took}; training to step {self.steps}.")
 
     def on_train_begin(self, logs=None):
         if self.first is None:
@@ -69,7 +60,7 @@ class TrainingProgress(keras.callbacks.Callback):
         step, (first_step, first_time) = self._step(), self.first
         if step > first_step:
             left = (time.time() - first_time) / (step - first_step) * (self.steps - step)
-            say(f"Step {step}/{self.steps}, about {_duration(left)} left.")
+            say(f"Step {step}/{self.steps}, about {progress.duration(left)} left.")
 
 
 def build(preset, documents, run, overrides=None):
@@ -90,9 +81,10 @@ def build(preset, documents, run, overrides=None):
     say(f"Reading the corpus and training the tokenizer on it (up to "
         f"{run.vocabulary_size} entries)...")
     began = time.time()
-    tokenizer = family.train_tokenizer(documents.unbatch(), run.vocabulary_size)
+    with progress.reporting(say):  # counts while reading; the library's own steps timed
+        tokenizer = family.train_tokenizer(documents.unbatch(), run.vocabulary_size)
     size = getattr(tokenizer, "vocabulary_size", None)
-    say(f"Trained the tokenizer in {_duration(time.time() - began)}"
+    say(f"Trained the tokenizer in {progress.duration(time.time() - began)}"
         + (f" ({size()} entries)." if callable(size) else "."))
     overrides = dict(overrides or {})
     if family.sized_by_tokenizer:

@@ -161,7 +161,10 @@ def test_pretrain_says_what_it_is_doing_phase_by_phase(tmp_path):
                         "--export", str(tmp_path / "export"))
     output, _ = process.communicate(timeout=600)
     assert process.returncode == 0, output[-3000:]
-    phases = ["Reading the corpus and training the tokenizer", "Trained the tokenizer in",
+    phases = ["Reading the corpus and training the tokenizer", "sentences read in",
+              "sentences fed to the trainer in",
+              "Learning the WordPiece vocabulary (keras-hub", "Learned the WordPiece vocabulary in",
+              "Trained the tokenizer in",
               "Building bert-tiny", "Built bert-tiny:", "Compiling the training step",
               "Compiled the training step in", "Step 2/4, about", "Step 4/4, about",
               "Saving the run to", "Exporting a SavedModel to", "Exported a SavedModel to",
@@ -169,6 +172,31 @@ def test_pretrain_says_what_it_is_doing_phase_by_phase(tmp_path):
     at = [output.find(phase) for phase in phases]
     assert -1 not in at, [p for p, i in zip(phases, at) if i == -1]
     assert at == sorted(at), output[:3000]
+
+
+def test_progress_counts_rate_and_time_left_then_times_an_opaque_step():
+    from keras_ctx import progress
+
+    ticks = iter(range(100))  # a clock that moves 1 s per reading
+    lines = []
+    report = progress.Progress(lines.append, every=2, clock=lambda: next(ticks))
+    items = list(report.count(range(10), "sentences", total=10, then=("Learning", "lib")))
+    report.finish("Learned")
+    assert items == list(range(10))
+    # Began at 0, first item at 1; lines every 2 s after it: done / (now - 1) per
+    # second, (10 - done) / rate left.
+    assert lines == ["  3/10 sentences, 2/s, about 5 s left...",
+                     "  5/10 sentences, 1/s, about 4 s left...",
+                     "  7/10 sentences, 1/s, about 3 s left...",
+                     "  9/10 sentences, 1/s, about 1 s left...",
+                     "  10 sentences in 11 s.",
+                     "Learning (lib; it shows no progress of its own)...",
+                     "Learned in 1 s."]
+    # Library code is silent unless a command turns reporting on.
+    assert progress.current().say is None
+    with progress.reporting(lines.append) as active:
+        assert progress.current() is active and active.say is not None
+    assert progress.current().say is None
 
 
 def test_exporting_a_preset_says_its_weights_are_random(tmp_path, capsys):

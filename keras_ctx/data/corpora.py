@@ -163,30 +163,35 @@ def builtin_documents():
     imported), in a fixed order, so every machine with the same Python gets the
     same corpus.
     """
+    from keras_ctx import progress
+
     root = sysconfig.get_paths()["stdlib"]
-    documents = []
+    paths = []
     for directory, subdirectories, files in os.walk(root):
         subdirectories[:] = sorted(
             d for d in subdirectories
             if d not in ("test", "tests", "idlelib", "site-packages", "__pycache__")
             and not d.startswith(("lib2to3", "turtledemo"))
         )
-        for name in sorted(files):
-            if not name.endswith(".py"):
-                continue
-            try:
-                with open(os.path.join(directory, name), encoding="utf-8") as handle:
-                    tree = ast.parse(handle.read())
-            except (SyntaxError, UnicodeDecodeError, ValueError):
-                continue
-            for node in ast.walk(tree):
-                if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
-                                     ast.AsyncFunctionDef)):
-                    docstring = ast.get_docstring(node)
-                    if docstring:
-                        sentences = _docstring_sentences(docstring)
-                        if sentences:
-                            documents.append(sentences)
+        paths.extend(os.path.join(directory, name) for name in sorted(files)
+                     if name.endswith(".py"))
+    documents = []
+    # Parsing takes seconds: `keras-ctx pretrain` shows the count of files.
+    for path in progress.current().count(paths, "standard library files parsed",
+                                         total=len(paths)):
+        try:
+            with open(path, encoding="utf-8") as handle:
+                tree = ast.parse(handle.read())
+        except (SyntaxError, UnicodeDecodeError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
+                                 ast.AsyncFunctionDef)):
+                docstring = ast.get_docstring(node)
+                if docstring:
+                    sentences = _docstring_sentences(docstring)
+                    if sentences:
+                        documents.append(sentences)
     if not documents:
         raise CorpusError(f"No docstrings found under {root}; give a corpus path instead.")
     return documents

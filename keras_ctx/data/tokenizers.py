@@ -27,15 +27,20 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_ctx import progress
+
 BERT_SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 ROBERTA_SPECIAL_TOKENS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")  # fairseq order
 ALBERT_SPECIAL_TOKENS = ("<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]")  # ALBERT's spm ids 0-4
 
 
 def _texts(data):
-    """Python strings from a list, a tf.data of scalar strings or of 1-D string tensors."""
+    """Python strings from a list, a tf.data of scalar strings or of 1-D string tensors.
+
+    Reading a tf.data (a corpus) is the pass `keras-ctx pretrain` counts aloud.
+    """
     if isinstance(data, tf.data.Dataset):
-        for item in data.as_numpy_iterator():
+        for item in progress.current().count(data.as_numpy_iterator(), "sentences read"):
             if isinstance(item, bytes):
                 yield item.decode("utf-8")
             else:
@@ -46,6 +51,18 @@ def _texts(data):
             yield line.decode("utf-8") if isinstance(line, bytes) else line
 
 
+def _counted(items, total, learning, library, weight=None):
+    """`items` counted aloud as a trainer reads them; then the step `learning` begins.
+
+    The trainers read our iterator first (a pass we can show; they may buffer
+    ahead of their word counting) and then learn a vocabulary inside the
+    library (no progress to show: the step's lines say when it starts and how
+    long it took).
+    """
+    return progress.current().count(items, "sentences fed to the trainer", total=total,
+                                    weight=weight, then=(learning, library))
+
+
 def train_wordpiece(data, vocabulary_size, lowercase=True,
                     special_tokens=BERT_SPECIAL_TOKENS):
     """Learns a WordPiece vocabulary from `data` and returns a WordPieceTokenizer."""
@@ -54,9 +71,14 @@ def train_wordpiece(data, vocabulary_size, lowercase=True,
     lines = [t for t in _texts(data) if t.strip()]
     if not lines:
         raise ValueError("No text to learn a WordPiece vocabulary from.")
+    batches = [lines[i:i + 256] for i in range(0, len(lines), 256)]
+    counted = _counted(batches, len(lines), "Learning the WordPiece vocabulary", "keras-hub",
+                       weight=len)
     vocabulary = keras_hub.tokenizers.compute_word_piece_vocabulary(
-        tf.data.Dataset.from_tensor_slices(lines).batch(256), vocabulary_size,
+        tf.data.Dataset.from_generator(lambda: counted, output_signature=tf.TensorSpec(
+            (None,), tf.string)), vocabulary_size,
         lowercase=lowercase, reserved_tokens=list(special_tokens))
+    progress.current().finish("Learned the WordPiece vocabulary")
     return keras_hub.tokenizers.WordPieceTokenizer(
         vocabulary=vocabulary, lowercase=lowercase, oov_token="[UNK]",
         special_tokens=list(special_tokens))
@@ -68,10 +90,13 @@ def train_byte_level_bpe(data, vocabulary_size, special_tokens=ROBERTA_SPECIAL_T
     import keras_hub
     from tokenizers import ByteLevelBPETokenizer
 
+    lines = [t for t in _texts(data) if t.strip()]
     trainer = ByteLevelBPETokenizer(add_prefix_space=False)
-    trainer.train_from_iterator((t for t in _texts(data) if t.strip()),
+    trainer.train_from_iterator(_counted(lines, len(lines), "Learning byte-level BPE merges",
+                                         "Hugging Face tokenizers"),
                                 vocab_size=vocabulary_size, min_frequency=min_frequency,
                                 special_tokens=list(special_tokens), show_progress=False)
+    progress.current().finish("Learned the byte-level BPE merges")
     with tempfile.TemporaryDirectory() as tmp:
         vocab_file, merges_file = trainer.save_model(tmp)
         tokenizer = keras_hub.tokenizers.BytePairTokenizer(
@@ -98,12 +123,14 @@ def train_sentencepiece(data, vocabulary_size, model_type="unigram",
         with open(corpus, "w", encoding="utf-8") as f:
             f.write("\n".join(lines))
         prefix = os.path.join(tmp, "spm")
+        progress.current().start("Training the SentencePiece model", "sentencepiece")
         spm.SentencePieceTrainer.train(
             input=corpus, model_prefix=prefix, vocab_size=vocabulary_size,
             model_type=model_type, pad_id=0, pad_piece=pad, unk_id=1, unk_piece=unk,
             bos_id=-1, eos_id=-1, control_symbols=",".join(control),
             normalization_rule_name="nmt_nfkc_cf" if lowercase else "nmt_nfkc",
             hard_vocab_limit=False, minloglevel=2)
+        progress.current().finish("Trained the SentencePiece model")
         with open(prefix + ".model", "rb") as f:
             proto = f.read()
     return keras_hub.tokenizers.SentencePieceTokenizer(proto=proto)
@@ -241,7 +268,9 @@ def train_word_end_bpe(data, vocabulary_size, special_tokens=(), unknown_token="
     trainer = trainers.BpeTrainer(vocab_size=vocabulary_size, min_frequency=min_frequency,
                                   special_tokens=[unknown_token, *special_tokens],
                                   end_of_word_suffix=WORD_END, show_progress=False)
-    bpe.train_from_iterator(lines, trainer)
+    bpe.train_from_iterator(_counted(lines, len(lines), "Learning BPE merges",
+                                     "Hugging Face tokenizers"), trainer)
+    progress.current().finish("Learned the BPE merges")
     import json
 
     model = json.loads(bpe.to_str())["model"]

@@ -309,3 +309,45 @@ def test_stop_token_ids_are_checked(gpt):
         generation.generate(gpt, PROMPT, PROMPT > 0, max_length=8, end_token_id=[3, 50])
     with pytest.raises(ValueError, match="no_repeat_ngram_size"):
         generation.BeamSampler(2, no_repeat_ngram_size=-1)
+
+
+# ------------------------------------------------- bfloat16 and int8 decoding
+
+
+@pytest.fixture(scope="module")
+def moderate_gpt():
+    """Weights of std 0.15: logits spread ~0.9, greedy choices not near-ties everywhere."""
+    keras.utils.set_random_seed(3)
+    backbone = GPTBackbone(vocabulary_size=64, num_layers=2, num_heads=2, hidden_size=32,
+                           intermediate_size=64, max_sequence_length=32, dropout=0.0)
+    rng = np.random.default_rng(0)
+    for variable in backbone.weights:
+        if len(variable.shape) >= 2:
+            variable.assign(rng.normal(0.0, 0.15, variable.shape).astype("float32"))
+    return backbone
+
+
+def _full_logits(backbone, ids):
+    hidden = backbone({"token_ids": ids, "padding_mask": np.ones_like(ids)})["sequence_output"]
+    return np.asarray(keras.ops.cast(backbone.logits(hidden), "float32"))
+
+
+@pytest.mark.parametrize("precision", ["bfloat16", "int8"])
+def test_bfloat16_and_int8_decoding_stay_close_to_float32(moderate_gpt, precision):
+    prompt = np.random.default_rng(1).integers(1, 64, (4, 4))
+    reference = generation.generate(moderate_gpt, prompt, max_length=20)["token_ids"].numpy()
+    fast = generation.for_decoding(moderate_gpt, precision)
+    # The weights really are stored in the new precision; the original is untouched.
+    dtypes = {w.path: w.dtype for w in fast.weights}
+    assert dtypes["decoder_block_0/feedforward/intermediate/kernel"] == precision
+    assert all(w.dtype == "float32" for w in moderate_gpt.weights)
+    # Teacher-forced on float32's greedy output: logits and argmax agree.
+    expected, got = _full_logits(moderate_gpt, reference), _full_logits(fast, reference)
+    assert np.abs(got - expected).max() < 0.1 * expected.std()
+    assert (got.argmax(-1) == expected.argmax(-1)).mean() >= 0.95
+    # The compiled, cached loop in that precision: the first 8 generated tokens
+    # of every row are float32's.
+    out = generation.generate(fast, prompt, max_length=20)["token_ids"].numpy()
+    np.testing.assert_array_equal(out[:, :12], reference[:, :12])
+    with pytest.raises(ValueError, match="precision"):
+        generation.for_decoding(moderate_gpt, "float16")

@@ -22,9 +22,8 @@ cache and activations are small next to them), so tokens/s <= batch x
 bandwidth / bytes of weights. The bandwidth is measured in the same run: a
 numpy memcpy (read + write bytes / s, one thread) and a TensorFlow reduce_sum
 (bytes read / s, all threads) of a `--bandwidth-mb` buffer; the larger is used.
-Bytes of weights: every variable of the model as decoded (int8 kernels with
-their float32 scales; keras_ctx keeps the token embedding, and so the tied
-output projection, in float32 under int8).
+Bytes of weights: every variable of the model as decoded (int8 kernels and
+embeddings with their float32 scales).
 """
 
 import argparse

@@ -414,10 +414,9 @@ def for_decoding(backbone, precision):
       float32, the samplers' softmax too): half the bytes.
     - "int8": Keras' own post-training quantization, `model.quantize("int8")`:
       every Dense / EinsumDense kernel becomes int8 with a per-output-channel
-      abs-max scale, activations are quantized per token on the fly. Our
-      `TokenEmbedding` has no int8 mode, so the token embedding and the tied
-      output projection (for GPT-2 small 38.6M of 124M parameters) stay in
-      float32.
+      abs-max scale, activations are quantized per token on the fly;
+      `TokenEmbedding` (and so the tied output layer) keeps one scale per
+      token row. Layer norms, biases and position embeddings stay float32.
 
     The original backbone is left as it is. Example:
     >>> fast = keras_ctx.generation.for_decoding(backbone, "int8")

@@ -340,6 +340,7 @@ def test_bfloat16_and_int8_decoding_stay_close_to_float32(moderate_gpt, precisio
     # The weights really are stored in the new precision; the original is untouched.
     dtypes = {w.path: w.dtype for w in fast.weights}
     assert dtypes["decoder_block_0/feedforward/intermediate/kernel"] == precision
+    assert dtypes["token_embedding/embeddings"] == precision  # the tied output layer
     assert all(w.dtype == "float32" for w in moderate_gpt.weights)
     # Teacher-forced on float32's greedy output: logits and argmax agree.
     expected, got = _full_logits(moderate_gpt, reference), _full_logits(fast, reference)

@@ -352,3 +352,23 @@ def test_bfloat16_and_int8_decoding_stay_close_to_float32(moderate_gpt, precisio
     np.testing.assert_array_equal(out[:, :12], reference[:, :12])
     with pytest.raises(ValueError, match="precision"):
         generation.for_decoding(moderate_gpt, "float16")
+
+
+@pytest.mark.parametrize("family, precision", [("t5", "int8"), ("bart", "bfloat16")])
+def test_seq2seq_decoding_in_bfloat16_and_int8_keeps_float32_tokens(family, precision):
+    keras.utils.set_random_seed(5)
+    config = dict(SEQ2SEQ, vocabulary_size=64, num_layers=2, hidden_size=32,
+                  intermediate_size=64)
+    backbone = (T5Backbone(**config) if family == "t5"
+                else BartBackbone(**config, max_sequence_length=16))
+    rng = np.random.default_rng(0)
+    for variable in backbone.weights:
+        if len(variable.shape) >= 2:
+            variable.assign(rng.normal(0.0, 0.15, variable.shape).astype("float32"))
+    encoder_ids = rng.integers(1, 64, (4, 6))
+    kwargs = dict(max_length=12, decoder_start_token_id=1)
+    reference = generation.generate_seq2seq(backbone, encoder_ids, **kwargs)["token_ids"]
+    fast = generation.for_decoding(backbone, precision)
+    assert {w.dtype for w in fast.weights} >= {precision}
+    out = generation.generate_seq2seq(fast, encoder_ids, **kwargs)["token_ids"]
+    np.testing.assert_array_equal(out, reference)

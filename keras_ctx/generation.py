@@ -126,8 +126,8 @@ def gnmt_length_penalty(length, alpha):
     """GNMT's length penalty lp(Y) = ((5 + |Y|) / 6) ** alpha (Wu et al. 2016, Sec. 7).
 
     Beam search ranks finished hypotheses by log P(Y) / lp(Y): alpha = 0 is
-    the plain log-probability, alpha > 0 favours longer outputs (GNMT used
-    0.2-0.6; T5X's default is 0.6), alpha < 0 shorter ones. |Y| counts the
+    the plain log-probability, alpha > 0 favours longer outputs (T5's beam
+    search gin sets 0.6), alpha < 0 shorter ones. |Y| counts the
     generated tokens, the stop token included, not the prompt.
     """
     return ((5.0 + length) / 6.0) ** alpha

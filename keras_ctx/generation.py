@@ -6,8 +6,10 @@ step writes one position. With `use_cache=True` each step runs one token
 through the decoder with a static-shape key/value cache (written in place by
 `keras_ctx.layers.MultiHeadAttention`); with `use_cache=False` it re-runs the
 whole buffer (the reference the cache is tested against). Rows stop at
-`end_token_id` (later positions get `pad_token_id`); the loop stops once
-every row has.
+a stop token (`end_token_id`: one id or several; later positions get
+`pad_token_id`); the loop stops once every row has. Beam search
+(`BeamSampler`) returns every beam with its score, with GNMT's length
+penalty and n-gram blocking as options.
 
 Decoder-only backbones (GPT) provide `build_cache(batch, max_length)`,
 `call_with_cache(token_ids, cache, index)` and `logits(hidden)`;
@@ -22,6 +24,7 @@ Example:
 >>> out["token_ids"], out["padding_mask"]
 """
 
+import warnings
 import weakref
 
 import numpy as np
@@ -119,20 +122,50 @@ class TopPSampler(RandomSampler):
         return {"p": self.p, "temperature": self.temperature}
 
 
-class BeamSampler(Sampler):
-    """Beam search: keeps the `num_beams` highest log-probability sequences.
+def gnmt_length_penalty(length, alpha):
+    """GNMT's length penalty lp(Y) = ((5 + |Y|) / 6) ** alpha (Wu et al. 2016, Sec. 7).
 
-    Finished beams (ended with `end_token_id`) keep their score and are
-    extended with padding; the best beam of each row is returned.
+    Beam search ranks finished hypotheses by log P(Y) / lp(Y): alpha = 0 is
+    the plain log-probability, alpha > 0 favours longer outputs (T5's beam
+    search gin sets 0.6), alpha < 0 shorter ones. |Y| counts the
+    generated tokens, the stop token included, not the prompt.
+    """
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+class BeamSampler(Sampler):
+    """Beam search over the `num_beams` most probable continuations.
+
+    Two sets per row, as in GNMT / T5X: `num_beams` running beams ranked by
+    log-probability, and the `num_beams` best finished hypotheses (ended
+    with a stop token, or reaching max_length) ranked by
+    log P(Y) / gnmt_length_penalty(|Y|, length_penalty). A row is done when no
+    running beam can still enter its finished set (its log-probability can
+    only fall; the bound takes the most favourable length penalty left);
+    the loop ends when every row is done or at max_length. All beams are
+    returned with their scores, best first.
+
+    Args:
+        num_beams: beams kept per row.
+        length_penalty: alpha of `gnmt_length_penalty` (0 = none).
+        no_repeat_ngram_size: n > 0 forbids any token that would repeat an
+            n-gram already in the sequence (prompt included), as Hugging
+            Face's `no_repeat_ngram_size`; 0 = off.
     """
 
-    def __init__(self, num_beams=4):
+    def __init__(self, num_beams=4, length_penalty=0.0, no_repeat_ngram_size=0):
         if not isinstance(num_beams, int) or num_beams < 1:
             raise ValueError(f"`num_beams` must be a positive integer, got {num_beams!r}.")
+        if not isinstance(no_repeat_ngram_size, int) or no_repeat_ngram_size < 0:
+            raise ValueError("`no_repeat_ngram_size` must be an integer >= 0 (0 = off), "
+                             f"got {no_repeat_ngram_size!r}.")
         self.num_beams = num_beams
+        self.length_penalty = float(length_penalty)
+        self.no_repeat_ngram_size = no_repeat_ngram_size
 
     def get_config(self):
-        return {"num_beams": self.num_beams}
+        return {"num_beams": self.num_beams, "length_penalty": self.length_penalty,
+                "no_repeat_ngram_size": self.no_repeat_ngram_size}
 
 
 SAMPLERS = {
@@ -167,19 +200,27 @@ def _write_column(tensor, index, values):
     return ops.slice_update(tensor, [0, index], ops.cast(values, tensor.dtype)[:, None])
 
 
-def _final_mask(token_ids, prompt_mask, generated_until, end_token_id):
+def _is_end(tokens, end_tokens):
+    """True where `tokens` is one of the stop tokens (a tuple, or None: never)."""
+    if not end_tokens:
+        return tf.zeros_like(tokens, tf.bool)
+    ends = tf.constant(end_tokens, tf.int32)
+    return tf.reduce_any(tf.cast(tokens, tf.int32)[..., None] == ends, axis=-1)
+
+
+def _final_mask(token_ids, prompt_mask, generated_until, end_tokens):
     length = tf.shape(token_ids)[1]
     positions = tf.range(length)[None, :]
     mask = prompt_mask | (positions < generated_until)
-    if end_token_id is not None:
-        is_end = tf.cast((token_ids == end_token_id) & ~prompt_mask, tf.int32)
+    if end_tokens:
+        is_end = tf.cast(_is_end(token_ids, end_tokens) & ~prompt_mask, tf.int32)
         ended_before = (tf.cumsum(is_end, axis=1) - is_end) > 0
         mask = mask & ~ended_before
     return mask
 
 
 def _sampling_loop(step_fn, token_ids, prompt_mask, state, start, sampler, seed,
-                   end_token_id, pad_token_id):
+                   end_tokens, pad_token_id):
     """Writes positions start..L-1.
 
     step_fn(token_ids, state, i) -> (next-token logits at position i, state).
@@ -197,87 +238,202 @@ def _sampling_loop(step_fn, token_ids, prompt_mask, state, start, sampler, seed,
         sampled = tf.where(done, pad_token_id, sampled)
         new = tf.where(in_prompt, _column(token_ids, index), sampled)
         token_ids = _write_column(token_ids, index, new)
-        if end_token_id is not None:
-            done = done | (~in_prompt & (new == end_token_id))
+        done = done | (~in_prompt & _is_end(new, end_tokens))
         return index + 1, token_ids, state, done
 
     done = tf.zeros((batch,), tf.bool)
     index, token_ids, state, done = tf.while_loop(
         cond, body, (start, token_ids, state, done), maximum_iterations=length
     )
-    return token_ids, index
+    return {"token_ids": token_ids,
+            "padding_mask": _final_mask(token_ids, prompt_mask, index, end_tokens)}
 
 
-def _beam_loop(step_fn, token_ids, prompt_mask, state, start, num_beams,
-               end_token_id, pad_token_id):
+def repeated_ngram_tokens(token_ids, index, n, vocabulary_size):
+    """(rows, vocab) bool: tokens that, written at `index`, would repeat an n-gram
+    of token_ids[:, :index] (the n-gram blocking of Paulus et al. 2018, as
+    Hugging Face's `no_repeat_ngram_size`). Static shapes: every start j is
+    checked, those whose n-gram does not lie before `index` are masked out."""
+    rows, length = tf.shape(token_ids)[0], token_ids.shape[1]
+    starts = length - n + 1
+    if starts <= 0:
+        return tf.zeros((rows, vocabulary_size), tf.bool)
+    match = tf.broadcast_to(tf.range(starts)[None, :] <= index - n, (rows, starts))
+    for k in range(n - 1):  # the last n-1 tokens equal ids[j + k]
+        previous = tf.gather(token_ids, tf.clip_by_value(index - n + 1 + k, 0, length - 1),
+                             axis=1)
+        match = match & (token_ids[:, k:k + starts] == previous[:, None])
+    following = tf.clip_by_value(token_ids[:, n - 1:n - 1 + starts], 0, vocabulary_size - 1)
+    row = tf.broadcast_to(tf.range(rows)[:, None], (rows, starts))
+    indices = tf.reshape(tf.stack([row, following], axis=-1), (-1, 2))
+    banned = tf.tensor_scatter_nd_max(tf.zeros((rows, vocabulary_size), tf.int32), indices,
+                                      tf.reshape(tf.cast(match, tf.int32), (-1,)))
+    return banned > 0
+
+
+def _top(scores, k, *tensors):
+    """The k best of scores (batch, n) and the same entries of each (batch, n, ...) tensor."""
+    values, indices = tf.math.top_k(scores, k=k)
+    return (values,) + tuple(tf.gather(t, indices, batch_dims=1) for t in tensors)
+
+
+def _beam_loop(step_fn, token_ids, prompt_mask, state, start, sampler, end_tokens):
+    """Beam search (see BeamSampler). Scores are -inf for beams that do not exist."""
+    beams = sampler.num_beams
+    alpha, ngram = sampler.length_penalty, sampler.no_repeat_ngram_size
     batch = tf.shape(token_ids)[0]
     length = token_ids.shape[1]
+    stops = len(end_tokens or ())
+    prompt_length = tf.reduce_sum(tf.cast(prompt_mask, tf.int32), axis=1)  # (batch,)
+    generated_max = tf.cast(length - prompt_length, tf.float32)
+
+    def penalty(generated):  # lp of |Y| generated tokens (clamped: rows still in the prompt)
+        return gnmt_length_penalty(tf.maximum(tf.cast(generated, tf.float32), 1.0), alpha)
 
     def expand(t):
-        return tf.repeat(t, num_beams, axis=0)
+        return tf.repeat(t, beams, axis=0)
 
-    token_ids = expand(token_ids)
+    def per_row(t):  # (batch * k, ...) -> (batch, k, ...)
+        return tf.reshape(t, tf.concat([[batch, -1], tf.shape(t)[1:]], 0))
+
+    def flat(t):
+        return tf.reshape(t, tf.concat([[-1], tf.shape(t)[2:]], 0))
+
+    ids = expand(token_ids)
     prompt_mask = expand(prompt_mask)
     state = tf.nest.map_structure(expand, state)
-    scores = tf.tile(
-        tf.constant([0.0] + [NEG_INF] * (num_beams - 1), tf.float32), [batch]
-    )
-    done = tf.zeros((batch * num_beams,), tf.bool)
+    minus_inf = float("-inf")
+    # Only beam 0 exists at first (all beams hold the same prompt).
+    alive = tf.tile(tf.constant([[0.0] + [minus_inf] * (beams - 1)]), [batch, 1])
+    finished_ids = per_row(ids)
+    finished = tf.fill([batch, beams], minus_inf)  # penalised scores
+    finished_log_probs = finished
+    done = tf.zeros((batch,), tf.bool)
 
-    def cond(index, token_ids, state, scores, done):
+    def cond(index, ids, state, alive, finished_ids, finished, finished_log_probs, done):
         return (index < length) & ~tf.reduce_all(done)
 
-    def body(index, token_ids, state, scores, done):
-        token_ids_in, state_in, scores_in, done_in = token_ids, state, scores, done
-        logits, state = step_fn(token_ids, state, index - 1)
+    def body(index, ids, state, alive, finished_ids, finished, finished_log_probs, done):
+        old = (ids, state, alive, finished_ids, finished, finished_log_probs, done)
+        logits, state = step_fn(ids, state, index - 1)
         log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
-        vocabulary = tf.shape(log_probs)[-1]
+        vocabulary = log_probs.shape[-1] or tf.shape(log_probs)[-1]
+        if ngram:
+            banned = repeated_ngram_tokens(ids, index, ngram, vocabulary)
+            log_probs = tf.where(banned, minus_inf, log_probs)
+        # A position inside a row's prompt allows only its prompt token, at no cost.
         in_prompt = _column(prompt_mask, index)
-        # Prompt positions and finished beams have one allowed token, at no cost.
-        forced_token = tf.where(in_prompt, _column(token_ids, index), pad_token_id)
-        forced = tf.where(tf.one_hot(forced_token, vocabulary) > 0, 0.0, NEG_INF)
-        log_probs = tf.where((in_prompt | done)[:, None], forced, log_probs)
-        candidates = tf.reshape(scores[:, None] + log_probs, (batch, -1))
-        top_scores, top_indices = tf.math.top_k(candidates, k=num_beams)
-        beam = top_indices // vocabulary
-        token = top_indices % vocabulary
-        source = tf.reshape(tf.range(batch)[:, None] * num_beams + beam, (-1,))
+        forced = tf.one_hot(_column(ids, index), vocabulary, on_value=0.0,
+                            off_value=minus_inf)
+        log_probs = tf.where(in_prompt[:, None], forced, log_probs)
+        candidates = tf.reshape(flat(alive[..., None]) + log_probs, (batch, -1))
+        ending = _is_end(tf.range(vocabulary), end_tokens)[None, :] & ~in_prompt[:, None]
+        ending = tf.reshape(ending, (batch, -1))
+        token_of = tf.range(beams * vocabulary) % vocabulary
+        source_of = tf.range(beams * vocabulary) // vocabulary
 
-        def reorder(t):
-            return tf.gather(t, source, axis=0)
+        def pick(scores, k):
+            values, indices = tf.math.top_k(scores, k=k)
+            source = flat(tf.range(batch)[:, None] * beams + tf.gather(source_of, indices))
+            new_ids = _write_column(tf.gather(ids, source), index,
+                                    flat(tf.gather(token_of, indices)))
+            return values, source, new_ids
 
-        token_ids = reorder(token_ids)
-        state = tf.nest.map_structure(reorder, state)
-        done = reorder(done)
-        token = tf.reshape(token, (-1,))
-        token_ids = _write_column(token_ids, index, token)
-        if end_token_id is not None:
-            done = done | (~in_prompt & (token == end_token_id))
-        new = (token_ids, state, tf.reshape(top_scores, (-1,)), done)
-        old = (token_ids_in, state_in, scores_in, done_in)
+        if end_tokens:
+            # The stop-token candidates: at most beams * stops of them.
+            raw, _, ended_ids = pick(tf.where(ending, candidates, minus_inf),
+                                     min(beams * stops, beams * vocabulary))
+            generated = index + 1 - prompt_length
+            scores = raw / penalty(generated)[:, None]
+            finished, finished_ids, finished_log_probs = _top(
+                tf.concat([finished, scores], 1), beams,
+                tf.concat([finished_ids, per_row(ended_ids)], 1),
+                tf.concat([finished_log_probs, raw], 1))
+        alive, source, ids = pick(tf.where(ending, minus_inf, candidates), beams)
+        state = tf.nest.map_structure(lambda t: tf.gather(t, source, axis=0), state)
+        if end_tokens:
+            # No running beam can enter the finished set: its log-probability only
+            # falls, divided by the largest penalty of the lengths still possible.
+            generated = tf.cast(index + 1 - prompt_length, tf.float32)
+            best_penalty = tf.maximum(penalty(generated + 1.0), penalty(generated_max))
+            bound = tf.reduce_max(alive, axis=1) / best_penalty
+            done = (bound < finished[:, -1]) | tf.reduce_all(alive == minus_inf, axis=1)
+        new = (ids, state, alive, finished_ids, finished, finished_log_probs, done)
         for t, o in zip(tf.nest.flatten(new), tf.nest.flatten(old)):
             t.set_shape(o.shape)
         return (index + 1,) + new
 
-    index, token_ids, state, scores, done = tf.while_loop(
-        cond, body, (start, token_ids, state, scores, done), maximum_iterations=length
-    )
-    best = tf.argmax(tf.reshape(scores, (batch, num_beams)), axis=-1, output_type=tf.int32)
-    rows = tf.range(batch) * num_beams + best
-    return tf.gather(token_ids, rows), index
+    loop_vars = (start, ids, state, alive, finished_ids, finished, finished_log_probs, done)
+    (until, ids, state, alive, finished_ids, finished, finished_log_probs,
+     done) = tf.while_loop(cond, body, loop_vars, maximum_iterations=length)
+    # Running beams compete as they stand (max_length reached, or they cannot win).
+    scores = alive / penalty(until - prompt_length)[:, None]
+    scores, beam_ids, log_probs = _top(
+        tf.concat([finished, scores], 1), beams,
+        tf.concat([finished_ids, per_row(ids)], 1), tf.concat([finished_log_probs, alive], 1))
+    beam_mask = per_row(_final_mask(flat(beam_ids), prompt_mask, until, end_tokens))
+    return {"token_ids": beam_ids[:, 0], "padding_mask": beam_mask[:, 0],
+            "beam_token_ids": beam_ids, "beam_padding_mask": beam_mask,
+            "beam_scores": scores, "beam_log_probabilities": log_probs}
 
 
-def _run_loop(step_fn, token_ids, prompt_mask, state, sampler, seed, end_token_id,
+def _run_loop(step_fn, token_ids, prompt_mask, state, sampler, seed, end_tokens,
               pad_token_id):
     start = tf.maximum(tf.reduce_min(tf.reduce_sum(tf.cast(prompt_mask, tf.int32), axis=1)), 1)
     if isinstance(sampler, BeamSampler):
-        out, until = _beam_loop(step_fn, token_ids, prompt_mask, state, start,
-                                sampler.num_beams, end_token_id, pad_token_id)
-    else:
-        out, until = _sampling_loop(step_fn, token_ids, prompt_mask, state, start, sampler,
-                                    seed, end_token_id, pad_token_id)
-    return {"token_ids": out,
-            "padding_mask": _final_mask(out, prompt_mask, until, end_token_id)}
+        return _beam_loop(step_fn, token_ids, prompt_mask, state, start, sampler, end_tokens)
+    return _sampling_loop(step_fn, token_ids, prompt_mask, state, start, sampler, seed,
+                          end_tokens, pad_token_id)
+
+
+def _end_tokens(end_token_id, backbone):
+    """The stop tokens as a tuple (None: no stop token), checked against the vocabulary."""
+    if end_token_id is None:
+        return None
+    ends = (end_token_id,) if np.ndim(end_token_id) == 0 else tuple(end_token_id)
+    vocabulary = getattr(backbone, "vocabulary_size", None)
+    for end in ends:
+        if not float(end).is_integer() or end < 0 or (vocabulary and end >= vocabulary):
+            raise ValueError(f"`end_token_id` {end!r} is not a token id of the vocabulary "
+                             f"(size {vocabulary}); pass ids in [0, vocabulary_size).")
+    return tuple(int(end) for end in ends) or None
+
+
+PRECISIONS = ("float32", "bfloat16", "int8")
+
+
+def for_decoding(backbone, precision):
+    """A copy of `backbone` whose weights are stored (and read per token) in `precision`.
+
+    Decoding at small batch reads every weight once per token, so its speed
+    is bounded by bytes of weights / memory bandwidth; smaller weights help.
+
+    - "float32": a plain copy.
+    - "bfloat16": Keras' "bfloat16" dtype policy (weights and compute in
+      bfloat16; Keras' layer norms and our attention softmax compute in
+      float32, the samplers' softmax too): half the bytes.
+    - "int8": Keras' own post-training quantization, `model.quantize("int8")`:
+      every Dense / EinsumDense kernel becomes int8 with a per-output-channel
+      abs-max scale, activations are quantized per token on the fly;
+      `TokenEmbedding` (and so the tied output layer) keeps one scale per
+      token row. Layer norms, biases and position embeddings stay float32.
+
+    The original backbone is left as it is. Example:
+    >>> fast = keras_ctx.generation.for_decoding(backbone, "int8")
+    >>> keras_ctx.generation.generate(fast, prompt_ids, max_length=64)
+    """
+    if precision not in PRECISIONS:
+        raise ValueError(f"Unknown precision {precision!r}; use one of {PRECISIONS}.")
+    config = backbone.get_config()
+    if precision == "bfloat16":
+        config["dtype"] = "bfloat16"
+    copy = type(backbone).from_config(config)
+    copy.set_weights([np.asarray(w) for w in backbone.get_weights()])
+    if precision == "int8":
+        with warnings.catch_warnings():  # Keras warns for every layer it leaves as is
+            warnings.filterwarnings("ignore", message=".*does not have a `quantize` method")
+            copy.quantize("int8")
+    return copy
 
 
 _COMPILED = weakref.WeakKeyDictionary()
@@ -326,7 +482,8 @@ def generate(backbone, token_ids, padding_mask=None, max_length=None, sampler="g
         padding_mask: (batch, prompt_length), true for prompt tokens.
         max_length: total length of the output (prompt + generated).
         sampler: a Sampler or "greedy", "random", "top_k", "top_p", "beam".
-        end_token_id: rows stop after generating it; later positions are padded.
+        end_token_id: a stop token id, or a list of them: a row (a beam) ends
+            with the first one it generates; later positions get `pad_token_id`.
         use_cache: one token per step with a key/value cache (False re-runs
             the whole sequence per step; same tokens, slower).
         jit_compile: compile the whole loop with XLA.
@@ -334,12 +491,18 @@ def generate(backbone, token_ids, padding_mask=None, max_length=None, sampler="g
 
     Returns:
         {"token_ids": (batch, max_length), "padding_mask": prompt and
-        generated tokens, through the end token}.
+        generated tokens, through the end token}. Beam search adds every
+        beam, best first: "beam_token_ids" and "beam_padding_mask" (batch,
+        num_beams, max_length), "beam_scores" (batch, num_beams; the
+        length-penalised log-probability that ranks them) and
+        "beam_log_probabilities" (their log P of the generated tokens); beams
+        that do not exist (fewer continuations than beams) score -inf.
     """
     sampler = get_sampler(sampler)
     token_ids, prompt_mask = _prepare_prompt(token_ids, padding_mask, max_length,
                                              pad_token_id, "token_ids")
-    key = ("decoder", sampler._key(), end_token_id, pad_token_id, use_cache, jit_compile)
+    end_tokens = _end_tokens(end_token_id, backbone)
+    key = ("decoder", sampler._key(), end_tokens, pad_token_id, use_cache, jit_compile)
 
     def make():
         def run(token_ids, prompt_mask, seed):
@@ -362,7 +525,7 @@ def generate(backbone, token_ids, padding_mask=None, max_length=None, sampler="g
 
                 state = tf.zeros((batch,))
             return _run_loop(step, token_ids, prompt_mask, state, sampler, seed,
-                             end_token_id, pad_token_id)
+                             end_tokens, pad_token_id)
 
         return tf.function(run, jit_compile=jit_compile)
 
@@ -382,6 +545,8 @@ def generate_seq2seq(backbone, encoder_token_ids, encoder_padding_mask=None,
     optional decoder prompt; by default every row starts with
     `decoder_start_token_id` (T5: pad 0; BART: eos 2).
 
+    Other arguments and the beam-search outputs as in `generate`.
+
     Returns:
         {"token_ids": (batch, max_length) decoder tokens, start token first,
         "padding_mask"}.
@@ -395,7 +560,8 @@ def generate_seq2seq(backbone, encoder_token_ids, encoder_padding_mask=None,
     token_ids, prompt_mask = _prepare_prompt(decoder_token_ids, decoder_padding_mask,
                                              max_length, pad_token_id,
                                              "decoder_token_ids")
-    key = ("seq2seq", sampler._key(), end_token_id, pad_token_id, use_cache, jit_compile)
+    end_tokens = _end_tokens(end_token_id, backbone)
+    key = ("seq2seq", sampler._key(), end_tokens, pad_token_id, use_cache, jit_compile)
 
     def make():
         def run(token_ids, prompt_mask, encoder_ids, encoder_mask, seed):
@@ -426,7 +592,7 @@ def generate_seq2seq(backbone, encoder_token_ids, encoder_padding_mask=None,
 
                 state = (encoder_ids, encoder_mask)
             return _run_loop(step, token_ids, prompt_mask, state, sampler, seed,
-                             end_token_id, pad_token_id)
+                             end_tokens, pad_token_id)
 
         return tf.function(run, jit_compile=jit_compile)
 

@@ -41,3 +41,21 @@ def test_executed_flops_skip_the_last_layer_at_unselected_rows():
             - train_throughput.executed_flops(spec, "keras_ctx")) == skipped
     assert (train_throughput.executed_flops(spec, "keras-hub")
             == train_throughput.model_flops(spec, "keras-hub"))
+
+
+def test_generation_benchmark_tiny_gpt2_int8_runs_and_reports():
+    from benchmarks import generation
+
+    rows = generation.main([
+        "--layers", "1", "--hidden", "32", "--heads", "2", "--vocab", "64", "--prompt", "4",
+        "--max-length", "8", "--batches", "2", "--precisions", "int8", "--repeats", "1",
+        "--bandwidth-mb", "8",
+    ])
+    assert [row[:3] for row in rows] == [("int8", 2, "keras_ctx"), ("int8", 2, "keras-hub")]
+    for precision, batch, name, speed, mib, bound, share, ratio in rows:
+        speed, bound = float(speed.replace(",", "")), float(bound.replace(",", ""))
+        assert speed > 0 and bound > 0
+        assert float(share.rstrip("%")) == pytest.approx(100 * speed / bound, abs=1)
+    # Both quantize the same weights (the tied token embedding too): the same bound.
+    assert rows[0][5] == rows[1][5]
+    assert rows[1][7] == "1.00x"

@@ -144,3 +144,231 @@ def test_seq2seq_cached_generation_equals_uncached(family, sampler):
                                            use_cache=False, jit_compile=False, **kwargs)
     np.testing.assert_array_equal(cached["token_ids"], uncached["token_ids"])
     assert (cached["token_ids"].numpy()[:, 0] == 1).all()
+
+
+# ------------------------------------------ beam search against enumeration
+
+VOCAB = 5
+
+
+def _peaked(backbone, seed):
+    """Random weights with std 0.5 (not 0.02): distinct, peaked log-probabilities."""
+    rng = np.random.default_rng(seed)
+    for variable in backbone.weights:
+        if len(variable.shape) >= 2:
+            variable.assign(rng.normal(0.0, 0.5, variable.shape).astype("float32"))
+    return backbone
+
+
+def _log_softmax(x):
+    x = x - x.max(-1, keepdims=True)
+    return x - np.log(np.exp(x).sum(-1, keepdims=True))
+
+
+def _repeats_ngram(sequence, n):
+    """True if the last n-gram of `sequence` occurs earlier in it."""
+    if not n or len(sequence) < n:
+        return False
+    last = list(sequence[-n:])
+    return any(list(sequence[j:j + n]) == last for j in range(len(sequence) - n))
+
+
+def _enumerate(next_log_probs, prompt, max_length, end_tokens, alpha, ngram):
+    """Every continuation (a stop token ends one), scored by brute force:
+    [(penalised score, log P, generated ids)], best first."""
+    results, frontier = [], [(list(prompt), 0.0)]
+    while frontier and len(frontier[0][0]) < max_length:
+        log_probs = next_log_probs([ids for ids, _ in frontier])
+        extended = []
+        for (ids, score), row in zip(frontier, log_probs):
+            for token in range(VOCAB):
+                new = ids + [token]
+                if _repeats_ngram(new, ngram):
+                    continue
+                (results if token in end_tokens else extended).append(
+                    (new, score + float(row[token])))
+        frontier = extended
+    results += frontier
+    scored = [(lp / ((5 + len(ids) - len(prompt)) / 6) ** alpha, lp, ids[len(prompt):])
+              for ids, lp in results]
+    return sorted(scored, key=lambda s: -s[0])
+
+
+def _check_against_enumeration(out, references, prompts, beams):
+    ids, mask = out["beam_token_ids"].numpy(), out["beam_padding_mask"].numpy()
+    scores = out["beam_scores"].numpy()
+    log_probs = out["beam_log_probabilities"].numpy()
+    for row, (reference, prompt) in enumerate(zip(references, prompts)):
+        assert len(reference) >= beams
+        for beam, (score, log_prob, generated) in enumerate(reference[:beams]):
+            got = ids[row, beam][mask[row, beam]]
+            np.testing.assert_array_equal(got[:len(prompt)], prompt)
+            assert list(got[len(prompt):]) == generated, (row, beam)
+            np.testing.assert_allclose([scores[row, beam], log_probs[row, beam]],
+                                       [score, log_prob], rtol=1e-4, atol=1e-4)
+        assert (np.diff(scores[row]) <= 0).all()  # best first
+
+
+@pytest.mark.parametrize("family, alpha, end_tokens, ngram", [
+    ("gpt2", 0.0, (4,), 0),
+    ("gpt2", 1.5, (3, 4), 0),
+    ("gpt-neo", -1.0, (4,), 0),
+    ("gpt2", 0.0, (4,), 2),
+])
+def test_wide_beam_search_returns_the_exhaustive_top_k(family, alpha, end_tokens, ngram):
+    """Ragged prompts (3 and 4 generated tokens); a beam as wide as the running
+    continuations at the last step prunes nothing that could rank, so its beams
+    must be the true top-k of all sequences by brute force."""
+    keras.utils.set_random_seed(11)
+    extra = (dict(num_layers=2, attention_pattern="alternating", window_size=2,
+                  attention_scale=1.0, use_qkv_bias=False) if family == "gpt-neo"
+             else dict(num_layers=1))
+    gpt = _peaked(GPTBackbone(vocabulary_size=VOCAB, num_heads=2, hidden_size=16,
+                              intermediate_size=32, max_sequence_length=8, dropout=0.0,
+                              **extra), seed=1)
+    prompts = [[1, 2], [3]]
+    beams = (VOCAB - len(end_tokens)) ** 3  # running beams before the last step
+    sampler = generation.BeamSampler(beams, length_penalty=alpha, no_repeat_ngram_size=ngram)
+    out = generation.generate(gpt, np.array([[1, 2], [3, 0]]), np.array([[1, 1], [1, 0]]),
+                              max_length=5, sampler=sampler, end_token_id=list(end_tokens))
+
+    def next_log_probs(sequences):
+        x = np.array(sequences, "int32")
+        hidden = gpt({"token_ids": x, "padding_mask": np.ones_like(x)})["sequence_output"]
+        return _log_softmax(np.asarray(gpt.logits(hidden))[:, -1])
+
+    references = [_enumerate(next_log_probs, p, 5, end_tokens, alpha, ngram) for p in prompts]
+    _check_against_enumeration(out, references, prompts, beams)
+    # Stop tokens end beams: nothing after one, pads after it.
+    ids, mask = out["beam_token_ids"].numpy(), out["beam_padding_mask"].numpy()
+    for row, prompt in enumerate(prompts):
+        for beam in range(beams):
+            generated = ids[row, beam][mask[row, beam]][len(prompt):]
+            assert not np.isin(generated[:-1], end_tokens).any()
+            assert (ids[row, beam][~mask[row, beam]] == 0).all()
+
+
+@pytest.mark.parametrize("family", ["t5", "bart"])
+def test_wide_seq2seq_beam_search_returns_the_exhaustive_top_k(family):
+    keras.utils.set_random_seed(5)
+    config = dict(SEQ2SEQ, vocabulary_size=VOCAB)
+    backbone = _peaked(T5Backbone(**config) if family == "t5"
+                       else BartBackbone(**config, max_sequence_length=16), seed=2)
+    encoder_ids = np.array([[1, 2, 3, 4], [2, 4, 0, 0]])
+    beams = (VOCAB - 1) ** 2
+    out = generation.generate_seq2seq(
+        backbone, encoder_ids, encoder_ids > 0, max_length=4, decoder_start_token_id=1,
+        sampler=generation.BeamSampler(beams, length_penalty=0.6), end_token_id=2)
+    references = []
+    for row in range(2):
+        def next_log_probs(sequences, row=row):
+            x = np.array(sequences, "int32")
+            n = len(x)
+            outputs = backbone({
+                "encoder_token_ids": np.repeat(encoder_ids[row:row + 1], n, 0),
+                "encoder_padding_mask": np.repeat(encoder_ids[row:row + 1] > 0, n, 0),
+                "decoder_token_ids": x, "decoder_padding_mask": np.ones_like(x)})
+            return _log_softmax(np.asarray(
+                backbone.logits(outputs["decoder_sequence_output"]))[:, -1])
+
+        references.append(_enumerate(next_log_probs, [1], 4, (2,), 0.6, 0))
+    _check_against_enumeration(out, references, [[1], [1]], beams)
+
+
+def test_repeated_ngram_tokens_matches_brute_force():
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, 4, size=(6, 9)).astype("int32")
+    for n in (1, 2, 3):
+        for index in range(9):
+            banned = generation.repeated_ngram_tokens(tf.constant(ids), index, n, 4).numpy()
+            for row in range(6):
+                expected = [_repeats_ngram(list(ids[row, :index]) + [t], n) for t in range(4)]
+                np.testing.assert_array_equal(banned[row], expected, err_msg=f"{n} {index}")
+
+
+def test_ngram_blocking_never_emits_a_repeated_ngram(gpt):
+    # The small-init model repeats its last token: 2-grams repeat without blocking.
+    kwargs = dict(max_length=12)
+    free = generation.generate(gpt, PROMPT, PROMPT > 0, sampler=generation.BeamSampler(3),
+                               **kwargs)
+    blocked = generation.generate(
+        gpt, PROMPT, PROMPT > 0, sampler=generation.BeamSampler(3, no_repeat_ngram_size=2),
+        **kwargs)
+
+    def repeats(out):
+        ids, mask = out["beam_token_ids"].numpy(), out["beam_padding_mask"].numpy()
+        return [any(_repeats_ngram(seq[:end], 2) for end in range(3, len(seq) + 1))
+                for seq in (ids[r, b][mask[r, b]] for r in range(2) for b in range(3))]
+
+    assert any(repeats(free))
+    assert not any(repeats(blocked))
+
+
+def test_stop_token_ids_are_checked(gpt):
+    with pytest.raises(ValueError, match="end_token_id"):
+        generation.generate(gpt, PROMPT, PROMPT > 0, max_length=8, end_token_id=[3, 50])
+    with pytest.raises(ValueError, match="no_repeat_ngram_size"):
+        generation.BeamSampler(2, no_repeat_ngram_size=-1)
+
+
+# ------------------------------------------------- bfloat16 and int8 decoding
+
+
+@pytest.fixture(scope="module")
+def moderate_gpt():
+    """Weights of std 0.15: logits spread ~0.9, greedy choices not near-ties everywhere."""
+    keras.utils.set_random_seed(3)
+    backbone = GPTBackbone(vocabulary_size=64, num_layers=2, num_heads=2, hidden_size=32,
+                           intermediate_size=64, max_sequence_length=32, dropout=0.0)
+    rng = np.random.default_rng(0)
+    for variable in backbone.weights:
+        if len(variable.shape) >= 2:
+            variable.assign(rng.normal(0.0, 0.15, variable.shape).astype("float32"))
+    return backbone
+
+
+def _full_logits(backbone, ids):
+    hidden = backbone({"token_ids": ids, "padding_mask": np.ones_like(ids)})["sequence_output"]
+    return np.asarray(keras.ops.cast(backbone.logits(hidden), "float32"))
+
+
+@pytest.mark.parametrize("precision", ["bfloat16", "int8"])
+def test_bfloat16_and_int8_decoding_stay_close_to_float32(moderate_gpt, precision):
+    prompt = np.random.default_rng(1).integers(1, 64, (4, 4))
+    reference = generation.generate(moderate_gpt, prompt, max_length=20)["token_ids"].numpy()
+    fast = generation.for_decoding(moderate_gpt, precision)
+    # The weights really are stored in the new precision; the original is untouched.
+    dtypes = {w.path: w.dtype for w in fast.weights}
+    assert dtypes["decoder_block_0/feedforward/intermediate/kernel"] == precision
+    assert dtypes["token_embedding/embeddings"] == precision  # the tied output layer
+    assert all(w.dtype == "float32" for w in moderate_gpt.weights)
+    # Teacher-forced on float32's greedy output: logits and argmax agree.
+    expected, got = _full_logits(moderate_gpt, reference), _full_logits(fast, reference)
+    assert np.abs(got - expected).max() < 0.1 * expected.std()
+    assert (got.argmax(-1) == expected.argmax(-1)).mean() >= 0.95
+    # The compiled, cached loop in that precision: the first 8 generated tokens
+    # of every row are float32's.
+    out = generation.generate(fast, prompt, max_length=20)["token_ids"].numpy()
+    np.testing.assert_array_equal(out[:, :12], reference[:, :12])
+    with pytest.raises(ValueError, match="precision"):
+        generation.for_decoding(moderate_gpt, "float16")
+
+
+@pytest.mark.parametrize("family, precision", [("t5", "int8"), ("bart", "bfloat16")])
+def test_seq2seq_decoding_in_bfloat16_and_int8_keeps_float32_tokens(family, precision):
+    keras.utils.set_random_seed(5)
+    config = dict(SEQ2SEQ, vocabulary_size=64, num_layers=2, hidden_size=32,
+                  intermediate_size=64)
+    backbone = (T5Backbone(**config) if family == "t5"
+                else BartBackbone(**config, max_sequence_length=16))
+    rng = np.random.default_rng(0)
+    for variable in backbone.weights:
+        if len(variable.shape) >= 2:
+            variable.assign(rng.normal(0.0, 0.15, variable.shape).astype("float32"))
+    encoder_ids = rng.integers(1, 64, (4, 6))
+    kwargs = dict(max_length=12, decoder_start_token_id=1)
+    reference = generation.generate_seq2seq(backbone, encoder_ids, **kwargs)["token_ids"]
+    fast = generation.for_decoding(backbone, precision)
+    assert {w.dtype for w in fast.weights} >= {precision}
+    out = generation.generate_seq2seq(fast, encoder_ids, **kwargs)["token_ids"]
+    np.testing.assert_array_equal(out, reference)

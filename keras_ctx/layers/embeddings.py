@@ -93,19 +93,25 @@ class TokenEmbedding(keras.layers.Layer):
         )
 
     def build(self, input_shape=None):
-        self.embeddings = self.add_weight(
-            name="embeddings",
-            shape=(self.vocabulary_size, self.output_dim),
-            initializer=self.embeddings_initializer,
-        )
+        if self.quantization_mode == "int8":  # a quantized layer built from its config
+            self._int8_build()
+        else:
+            self.embeddings = self.add_weight(
+                name="embeddings",
+                shape=(self.vocabulary_size, self.output_dim),
+                initializer=self.embeddings_initializer,
+            )
         self.built = True
 
-    def call(self, token_ids):
-        table = ops.cast(self.embeddings, self.compute_dtype)
+    def _checked_ids(self, token_ids):
         if keras.backend.backend() == "tensorflow":
             token_ids = check_token_ids(token_ids, self.vocabulary_size,
                                         f"The token ids of layer {self.name}")
-        token_ids = ops.cast(token_ids, "int32")
+        return ops.cast(token_ids, "int32")
+
+    def call(self, token_ids):
+        table = ops.cast(self.embeddings, self.compute_dtype)
+        token_ids = self._checked_ids(token_ids)
         if self.lookup == "one_hot":
             one_hot = ops.one_hot(token_ids, self.vocabulary_size, dtype=self.compute_dtype)
             return ops.matmul(one_hot, table)
@@ -113,8 +119,44 @@ class TokenEmbedding(keras.layers.Layer):
 
     def reverse(self, hidden):
         """Logits over the vocabulary: `hidden @ embeddings^T`."""
+        if self.quantization_mode == "int8":
+            # int8 x int8 products as Keras' quantized Dense: hidden quantized per row.
+            values, scale = keras.quantizers.abs_max_quantize(hidden, axis=-1)
+            logits = ops.cast(ops.matmul(values, ops.transpose(self.embeddings)),
+                              self.compute_dtype)
+            return logits / ops.cast(scale * self.embeddings_scale, self.compute_dtype)
         table = ops.cast(self.embeddings, self.compute_dtype)
         return ops.matmul(ops.cast(hidden, self.compute_dtype), ops.transpose(table))
+
+    # Keras' int8 quantization (`model.quantize("int8")`), as keras.layers.Embedding:
+    # one abs-max scale per token row, used by both the lookup and `reverse`.
+    def quantize(self, mode=None, type_check=True, config=None):
+        if mode != "int8":
+            raise NotImplementedError(f"TokenEmbedding {self.name} quantizes to int8 only, "
+                                      f"not {mode!r}.")
+        values, scale = keras.quantizers.abs_max_quantize(self.embeddings, axis=-1,
+                                                          to_numpy=True)
+        del self.embeddings
+        self._int8_build()
+        self.embeddings.assign(values)
+        self.embeddings_scale.assign(ops.squeeze(scale, axis=-1))
+        if self.dtype_policy.quantization_mode is None:
+            self.dtype_policy = keras.dtype_policies.get(f"int8_from_{self.dtype_policy.name}")
+
+    def _int8_build(self):
+        self.embeddings = self.add_weight(
+            name="embeddings", shape=(self.vocabulary_size, self.output_dim),
+            initializer="zeros", dtype="int8", trainable=False)
+        self.embeddings_scale = self.add_weight(
+            name="embeddings_scale", shape=(self.vocabulary_size,), initializer="ones",
+            trainable=False)
+        self._is_quantized = True
+
+    def _int8_call(self, token_ids):
+        token_ids = self._checked_ids(token_ids)
+        rows = ops.cast(ops.take(self.embeddings, token_ids, axis=0), self.compute_dtype)
+        scale = ops.take(self.embeddings_scale, token_ids, axis=0)
+        return rows / ops.cast(scale[..., None], self.compute_dtype)
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape) + (self.output_dim,)

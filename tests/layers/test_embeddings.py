@@ -144,3 +144,28 @@ def test_embeddings_keep_float32_variables_under_mixed_precision():
     out = layer(TOKENS)
     assert layer.embeddings.dtype == "float32"
     assert keras.backend.standardize_dtype(out.dtype) == "bfloat16"
+
+
+def test_token_embedding_int8_quantization_matches_a_numpy_reference():
+    """Keras' model.quantize("int8") path: one abs-max scale per row (table / 127),
+    lookups dequantized, `reverse` as an int8 x int8 product with the hidden
+    vector quantized per row, as keras.layers.Dense's int8 mode."""
+    layer = TokenEmbedding(40, 8)
+    layer.build()
+    table = np.random.default_rng(0).normal(size=(40, 8)).astype("float32")
+    layer.embeddings.assign(table)
+    hidden = np.random.default_rng(1).normal(size=(2, 3, 8)).astype("float32")
+    ids = np.array([[0, 5, 39]])
+    layer.quantize("int8")
+    assert layer.embeddings.dtype == "int8" and layer.quantization_mode == "int8"
+    scale = 127 / np.abs(table).max(-1)
+    quantized = np.round(table * scale[:, None])
+    np.testing.assert_allclose(layer(ids), quantized[ids] / scale[ids][..., None], atol=1e-6)
+    hidden_scale = 127 / np.abs(hidden).max(-1, keepdims=True)
+    logits = np.round(hidden * hidden_scale) @ quantized.T / (hidden_scale * scale)
+    np.testing.assert_allclose(layer.reverse(hidden), logits, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(layer.reverse(hidden), hidden @ table.T, atol=0.1)
+    other = TokenEmbedding(4, 2)
+    other.build()
+    with pytest.raises(NotImplementedError, match="int8 only"):
+        other.quantize("int4")

@@ -20,6 +20,9 @@ Everything runs in one process: each configuration (model x library x XLA)
 is built and compiled first, then the parent alternates them, `--steps`
 steps per turn, `--repeats` turns, and reports the median ms/step, tokens/s
 and keras_ctx's ratio to keras-hub's tokens/s in the same configuration.
+`--threads N` limits TensorFlow (and XLA:CPU) to N intra-op threads and one
+inter-op thread: on a machine shared with other jobs, one thread each gives
+steadier ratios (both libraries are time-sliced alike), at N-core speed.
 """
 
 import argparse
@@ -119,6 +122,10 @@ def load_average():
 
 
 def run(args):
+    if args.threads:
+        import tensorflow as tf
+        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
     xla = {"on": [True], "off": [False], "both": [True, False]}[args.xla]
     load_start = load_average()
     configs = [(m, lib, j) for m in args.models for j in xla
@@ -143,7 +150,8 @@ def run(args):
         rows.append((model_name, library, "on" if jit else "off", f"{seconds * 1e3:.1f}",
                      f"{tokens / seconds:,.0f}", ratio))
     title = (f"bare backbone + Dense head + Keras loss, L{args.layers} H{args.hidden} "
-             f"A{args.heads}, batch {args.batch}, length {args.length}, float32")
+             f"A{args.heads}, batch {args.batch}, length {args.length}, float32"
+             + (f", {args.threads} thread(s)" if args.threads else ""))
     notes = (f"keras_ctx / keras-hub = keras_ctx's tokens/s over keras-hub's, same "
              f"configuration; median of {args.repeats} x {args.steps} steps, the "
              f"configurations alternated in one process; load average (1, 5, 15 min) at "
@@ -166,6 +174,8 @@ def parser():
     p.add_argument("--xla", default="both", choices=["on", "off", "both"])
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--threads", type=int, default=0,
+                   help="intra-op threads (0: TensorFlow's default, all cores)")
     p.add_argument("--record", action="store_true")
     return p
 

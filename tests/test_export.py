@@ -162,6 +162,9 @@ def test_unbuilt_models_and_existing_versions_fail_without_losing_anything(tmp_p
 
 
 def test_xla_export_loads_alone_matches_the_plain_export_and_keeps_its_checks(tmp_path):
+    # A fresh name scope: the id check finds the layer named "token_embedding"
+    # (a second tiny_encoder in this process would get "token_embedding_1").
+    keras.backend.clear_session()
     model = tiny_encoder()
     plain = export_saved_model(model, tmp_path / "plain", sequence_length=L)
     xla = export_saved_model(model, tmp_path / "xla", sequence_length=L, jit_compile=True)
@@ -197,7 +200,7 @@ def test_xla_export_loads_alone_matches_the_plain_export_and_keeps_its_checks(tm
         np.testing.assert_allclose(served["xla"]["outputs"][name], value, atol=1e-5)
     # The id check runs outside the compiled function (XLA drops asserts).
     for name in ("plain", "xla"):
-        assert "must be in [0," in served[name]["error"], served[name]["error"]
+        assert "must be in [0," in served[name]["error"], (name, served[name]["error"])
 
 
 def test_cli_export_xla_serving_flag_marks_the_forward_pass_for_xla(tmp_path, capsys):

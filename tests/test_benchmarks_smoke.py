@@ -54,7 +54,8 @@ def test_backbone_benchmark_tiny_bert_reports_both_libraries_and_their_ratio():
     assert float(tokens_ours.replace(",", "")) == pytest.approx(2 * 16 / (float(ms_ours) / 1e3),
                                                                 rel=0.05)
     # The ratio is keras-hub's time over ours (medians of the same repeats).
-    assert float(ratio.split("x")[0]) == pytest.approx(float(ms_hub) / float(ms_ours), rel=0.05)
+    assert float(ratio.split("x")[0]) == pytest.approx(float(ms_hub) / float(ms_ours),
+                                                      rel=0.05, abs=0.006)  # 2 decimals
 
 
 def test_backbone_benchmark_user_model_is_backbone_plus_dense_head():

@@ -77,6 +77,24 @@ def _batched(a, b):
     return tf.matmul(a, b, transpose_a=True)
 
 
+def cell(h, c, xw_t, m_t, u, p, cell_clip, projection_clip):
+    """One LSTMP step (module docstring): the new (h, c), masked steps keeping the
+    state, and what the backward pass needs: the activated gates [i, f, g, o],
+    the cell and the projection before their clips."""
+    z = xw_t + _matmul(h, u)
+    i, f, g, o = tf.split(z, 4, axis=-1)
+    i, f, g, o = tf.sigmoid(i), tf.sigmoid(f), tf.tanh(g), tf.sigmoid(o)
+    c_raw = f * c + i * g
+    new_c = c_raw if cell_clip is None else tf.clip_by_value(c_raw, -cell_clip, cell_clip)
+    new_h = h_raw = o * tf.tanh(new_c)
+    if p is not None:
+        h_raw = _matmul(new_h, p)
+        new_h = h_raw if projection_clip is None else tf.clip_by_value(
+            h_raw, -projection_clip, projection_clip)
+    return (m_t * new_h + (1.0 - m_t) * h, m_t * new_c + (1.0 - m_t) * c,
+            tf.concat([i, f, g, o], axis=-1), c_raw, h_raw)
+
+
 def recurrence(xw, m, h0, c0, u, p, cell_clip, projection_clip, reverse):
     """The LSTMP recurrence over time-major `xw` = x W + b; returns every (h_t, c_t).
 
@@ -95,21 +113,8 @@ def recurrence(xw, m, h0, c0, u, p, cell_clip, projection_clip, reverse):
     @tf.custom_gradient
     def run(xw, h0, c0, u, p_or_dummy):
         def step(state, inputs):
-            h, c = state[0], state[1]
-            xw_t, m_t = inputs
-            z = xw_t + _matmul(h, u)
-            i, f, g, o = tf.split(z, 4, axis=-1)
-            i, f, g, o = tf.sigmoid(i), tf.sigmoid(f), tf.tanh(g), tf.sigmoid(o)
-            c_raw = f * c + i * g
-            new_c = c_raw if cell_clip is None else tf.clip_by_value(
-                c_raw, -cell_clip, cell_clip)
-            new_h = h_raw = o * tf.tanh(new_c)
-            if p is not None:
-                h_raw = _matmul(new_h, p_or_dummy)
-                new_h = h_raw if projection_clip is None else tf.clip_by_value(
-                    h_raw, -projection_clip, projection_clip)
-            return (m_t * new_h + (1.0 - m_t) * h, m_t * new_c + (1.0 - m_t) * c,
-                    tf.concat([i, f, g, o], axis=-1), c_raw, h_raw)
+            return cell(state[0], state[1], inputs[0], inputs[1], u,
+                        None if p is None else p_or_dummy, cell_clip, projection_clip)
 
         zeros_b = tf.zeros_like(xw[0])
         init = (h0, c0, zeros_b, tf.zeros_like(c0), tf.zeros_like(h0))
@@ -292,6 +297,17 @@ class LSTMP(keras.layers.Layer):
                 initializer=self.kernel_initializer,
             )
         self.built = True
+
+    def _step(self, state, inputs, recurrent_kernel=None):
+        """One step (autodiff) for models that run their own loop (CoVe's decoder):
+        `state` (h, c), `inputs` (x W + b (batch, 4u), mask (batch, 1)), float32."""
+        u = ops.cast(self.recurrent_kernel if recurrent_kernel is None else recurrent_kernel,
+                     self.compute_dtype)
+        p = (None if self.projection_kernel is None
+             else ops.cast(self.projection_kernel, self.compute_dtype))
+        h, c, *_ = cell(state[0], state[1], inputs[0], inputs[1], u, p, self.cell_clip,
+                        self.projection_clip)
+        return h, c
 
     # -- the loop: XLA-compilable, with a hand-written backward pass ---------
     def _loop(self, inputs, mask, recurrent_kernel=None, initial_state=None):

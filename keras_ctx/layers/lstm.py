@@ -15,7 +15,10 @@ Sak et al. (2014). One step, with `[i, f, g, o]` the gates (Keras order):
 Two implementations of the same math and the same weights:
 
 - "loop": `x W + b` for all steps at once, then a `tf.scan` over time of the
-  recurrent step. Compiles under XLA (`jit_compile=True`) on CPU, GPU, TPU.
+  recurrent step, with a hand-written backward pass (`recurrence`: the weight
+  gradients as one matrix product over all steps, about 2x faster than
+  autodiff of the scan, benchmarks/RESULTS.md). Compiles under XLA
+  (`jit_compile=True`) on CPU, GPU, TPU.
 - "cudnn": Keras' cuDNN kernel (`CudnnRNNV3`, what `keras.layers.LSTM` picks on
   GPU). Only for a plain LSTM (no projection, no cell clip) on a GPU, and it
   does NOT compile under XLA: a layer that picks it sets `supports_jit = False`,

@@ -6,14 +6,15 @@ For each batch size, times one forward pass (no dropout) of
 
 - `keras_ctx SavedModel`: `keras_ctx.export.export_saved_model`, reloaded
   with `tf.saved_model.load` and called through `serving_default` (what TF
-  Serving runs; its outputs include every layer's hidden states);
+  Serving runs; its outputs include every layer's hidden states), exported
+  plain (XLA off) and with `jit_compile=True` (XLA on: `--xla-serving`);
 - `keras_ctx Keras (tf.function)` / `(XLA)`: the backbone called in a
   `tf.function`, without and with `jit_compile`;
 - `keras-hub backbone (tf.function)` / `(XLA)`: keras-hub's backbone of the
   same configuration, the same way.
 
 The implementations alternate within each repeat and the table shows the
-median latency in ms. The default configuration is the training benchmark's
+median latency in ms and its ratio to the Keras backbone under XLA. The default configuration is the training benchmark's
 (BERT L4 H256 A4, sequence 128); `--layers/--hidden/--heads` change it.
 """
 
@@ -57,10 +58,12 @@ def candidates(ours, theirs, export_dir):
 
     from keras_ctx.export import export_saved_model
 
-    path = export_saved_model(ours, export_dir, overwrite=True)
-    serving = tf.saved_model.load(path).signatures["serving_default"]
-    rows = [("keras_ctx SavedModel serving_default", None,
-             lambda x: serving(**{k: tf.constant(v) for k, v in x.items()}))]
+    rows = []
+    for jit in (False, True):
+        path = export_saved_model(ours, os.path.join(export_dir, str(jit)), jit_compile=jit)
+        serving = tf.saved_model.load(path).signatures["serving_default"]
+        rows.append(("keras_ctx SavedModel serving_default", jit,
+                     lambda x, s=serving: s(**{k: tf.constant(v) for k, v in x.items()})))
     for label, model in (("keras_ctx Keras", ours), ("keras-hub backbone", theirs)):
         for jit in (False, True):
             function = tf.function(lambda x, model=model: model(x, training=False),
@@ -108,10 +111,14 @@ def main(argv=None):
                         out = call(x)
                     tf.nest.map_structure(np.asarray, out)
                     times[index].append((time.perf_counter() - start) / args.calls)
+            reference = float(np.median(times[next(
+                i for i, (label, jit, _) in enumerate(impls)
+                if label == "keras_ctx Keras" and jit)]))
             for index, (label, jit, _) in enumerate(impls):
                 median = float(np.median(times[index]))
-                rows.append((label, "-" if jit is None else ("on" if jit else "off"), batch,
-                             f"{median * 1e3:.2f}", f"{batch * args.length / median:,.0f}"))
+                rows.append((label, "on" if jit else "off", batch,
+                             f"{median * 1e3:.2f}", f"{batch * args.length / median:,.0f}",
+                             f"{median / reference:.2f}"))
 
     title = (f"{args.model} inference latency, L{args.layers} H{args.hidden} "
              f"A{args.heads}, sequence {args.length}, float32")
@@ -119,7 +126,7 @@ def main(argv=None):
              f"at start {load_start}, at end "
              + "{:.2f} {:.2f} {:.2f}.".format(*os.getloadavg()))
     text = common.table(["implementation", "XLA", "batch", "latency ms (median)",
-                         "tokens/s"], rows) + "\n\n" + notes
+                         "tokens/s", "latency / keras_ctx Keras XLA"], rows) + "\n\n" + notes
     print(title)
     print(text)
     if args.record:

@@ -16,6 +16,7 @@ appends the table to benchmarks/RESULTS.md with the machine and versions.
 """
 
 import argparse
+import os
 import time
 
 import keras
@@ -27,12 +28,14 @@ from keras_ctx.layers.lstm import LSTMP
 
 
 def candidates(units, projection, gpu):
+    elmo = (f"LSTMP loop + projection {projection}, clips 3",
+            lambda: LSTMP(units, projection_dim=projection, cell_clip=3.0, projection_clip=3.0,
+                          implementation="loop"))
     rows = [
         ("LSTMP loop", True, lambda: LSTMP(units, implementation="loop")),
         ("LSTMP loop", False, lambda: LSTMP(units, implementation="loop")),
-        (f"LSTMP loop + projection {projection}, clips 3", True,
-         lambda: LSTMP(units, projection_dim=projection, cell_clip=3.0, projection_clip=3.0,
-                       implementation="loop")),
+        (elmo[0], True, elmo[1]),
+        (elmo[0], False, elmo[1]),
         ("keras.layers.LSTM use_cudnn=False", True,
          lambda: keras.layers.LSTM(units, return_sequences=True, use_cudnn=False)),
         ("keras.layers.LSTM (auto)", False,
@@ -41,6 +44,15 @@ def candidates(units, projection, gpu):
     if gpu:
         rows.append(("LSTMP cudnn", False, lambda: LSTMP(units, implementation="cudnn")))
     return rows
+
+
+def matmul_flops(args, projection):
+    """Forward + backward (3x) matmul FLOPs per token: x W, h U (and m P)."""
+    out = args.projection if projection else args.units
+    forward = 2 * (args.features * 4 * args.units + out * 4 * args.units)
+    if projection:
+        forward += 2 * args.units * args.projection
+    return 3 * forward
 
 
 def make_step(layer, x, mask, jit):
@@ -90,15 +102,23 @@ def main(argv=None):
     for (name, jit), values in times.items():
         median = float(np.median(values))
         tokens = args.batch * args.length / median
-        rows.append((name, "on" if jit else "off", f"{median * 1e3:.2f}", f"{tokens:,.0f}"))
+        flops = matmul_flops(args, "projection" in name) * args.batch * args.length
+        rows.append((name, "on" if jit else "off", f"{median * 1e3:.2f}", f"{tokens:,.0f}",
+                     f"{flops / median / 1e9:.4g}"))
 
     title = (f"LSTM forward+backward, batch {args.batch}, length {args.length}, "
              f"features {args.features}, units {args.units}, float32, right padding")
-    table = common.table(["layer", "XLA", "ms/step (median)", "tokens/s"], rows)
+    table = common.table(["layer", "XLA", "ms/step (median)", "tokens/s",
+                          "matmul GFLOP/s"], rows)
+    table += ("\n\nmatmul GFLOP/s: the layer's matrix products (forward + backward = 3x "
+              "forward; padded steps counted) over the median time; compare with "
+              "`python -m benchmarks.peak`. Load average (1, 5, 15 min) at end "
+              + "{:.2f} {:.2f} {:.2f}.".format(*os.getloadavg()))
     print(title)
     print(table)
     if args.record:
         common.record("lstm", title, table)
+    return rows
 
 
 if __name__ == "__main__":

@@ -65,7 +65,8 @@ def _embed(args):
 def _export(args):
     from keras_ctx.recipes import export_run
 
-    export_run(args.model, args.out, args.version, args.overwrite, args.sequence_length)
+    export_run(args.model, args.out, args.version, args.overwrite, args.sequence_length,
+               jit_compile=args.xla_serving)
     return 0
 
 
@@ -156,6 +157,9 @@ def build_parser():
     export.add_argument("--version", type=int, default=1)
     export.add_argument("--overwrite", action="store_true")
     export.add_argument("--sequence-length", type=int, default=None)
+    export.add_argument("--xla-serving", action="store_true",
+                        help="XLA-compile the serving functions (TF Serving on CPU needs "
+                             "--xla_cpu_compilation_enabled; see saved_models/README.md)")
     export.set_defaults(run=_export)
 
     convert = commands.add_parser("convert", help="convert a checkpoint (Hugging Face "

@@ -16,6 +16,13 @@ Batch size is dynamic everywhere. Sequence length is dynamic in
 `serving_default` unless the model fixes it; `serve_text` pads or rejects at
 `sequence_length` (the preprocessor decides); `serve_examples` needs it fixed.
 
+XLA (`jit_compile=True`): the model's forward pass in every signature is an
+XLA-compiled function (`tf.function(jit_compile=True)`, saved with
+`_XlaMustCompile`); the input checks, `parse_example` and the preprocessor
+stay outside it (XLA compiles asserts away). The runtime compiles it on the
+first call for each input shape (fix `sequence_length` so that there is one).
+Which servers run such a SavedModel: see saved_models/README.md.
+
 Outputs: each output tensor under its own name in float32 (mixed-precision
 models are cast), batch first like every input. A list output (hidden_states,
 XLNet's memory) is stacked into one tensor on axis 1: hidden_states is
@@ -108,19 +115,26 @@ def _checked_inputs(model, inputs):
     return checked
 
 
-def _call_model(model, inputs, input_dtypes):
+def _forward(model, jit_compile):
+    """inputs (cast to the model's dtypes) -> named outputs; XLA-compiled if asked."""
+
+    def forward(cast):
+        if not isinstance(model.input, dict):
+            cast = [cast[t.name] for t in model.inputs]
+            cast = cast[0] if len(cast) == 1 else cast
+        outputs = model(cast, training=False)
+        # Task models name their serving outputs (logits, probabilities, ...).
+        if hasattr(model, "serving_outputs"):
+            outputs = model.serving_outputs(outputs)
+        return _flat_outputs(outputs)
+
+    return tf.function(forward, jit_compile=True) if jit_compile else forward
+
+
+def _call_model(model, inputs, input_dtypes, forward):
+    # The checks run outside `forward`: XLA would compile them away.
     inputs = _checked_inputs(model, inputs)
-    cast = {
-        name: tf.cast(value, input_dtypes[name]) for name, value in inputs.items()
-    }
-    if not isinstance(model.input, dict):
-        cast = [cast[t.name] for t in model.inputs]
-        cast = cast[0] if len(cast) == 1 else cast
-    outputs = model(cast, training=False)
-    # Task models name their serving outputs (logits, probabilities, ...).
-    if hasattr(model, "serving_outputs"):
-        outputs = model.serving_outputs(outputs)
-    return _flat_outputs(outputs)
+    return forward({name: tf.cast(value, input_dtypes[name]) for name, value in inputs.items()})
 
 
 def check_export_target(directory, version=1, overwrite=False):
@@ -144,6 +158,7 @@ def export_saved_model(
     overwrite=False,
     preprocessor=None,
     sequence_length=None,
+    jit_compile=False,
 ):
     """Exports `model` to `directory/version` for TF Serving; returns that path.
 
@@ -160,6 +175,9 @@ def export_saved_model(
             model's input dict (or to its only input); adds `serve_text`.
         sequence_length: fixes the sequence axis of the integer signatures;
             required for `serve_examples` (skipped when the length is free).
+        jit_compile: XLA-compile the model's forward pass in every signature
+            (see the module docstring: the server must run XLA, e.g. TF
+            Serving with `--xla_cpu_compilation_enabled` on CPU).
 
     Returns:
         The path of the written version directory.
@@ -170,12 +188,13 @@ def export_saved_model(
     named = _named_inputs(model)
     specs = _input_specs(named, sequence_length)
     input_dtypes = {name: tensor.dtype for name, tensor in named.items()}
+    forward = _forward(model, bool(jit_compile))
 
     archive = keras.export.ExportArchive()
     archive.track(model)
 
     def serve(inputs):
-        return _call_model(model, inputs, input_dtypes)
+        return _call_model(model, inputs, input_dtypes, forward)
 
     archive.add_endpoint("serving_default", serve, input_signature=[specs])
 
@@ -188,7 +207,7 @@ def export_saved_model(
 
         def serve_examples(examples):
             parsed = tf.io.parse_example(examples, features)
-            return _call_model(model, parsed, input_dtypes)
+            return _call_model(model, parsed, input_dtypes, forward)
 
         archive.add_endpoint(
             "serve_examples",
@@ -210,7 +229,7 @@ def export_saved_model(
                         f"The preprocessor returned one tensor but the model takes "
                         f"{sorted(named)}; return a dict keyed by input name.")
                 features = {next(iter(named)): features}
-            return _call_model(model, features, input_dtypes)
+            return _call_model(model, features, input_dtypes, forward)
 
         archive.add_endpoint(
             "serve_text",

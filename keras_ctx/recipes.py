@@ -216,8 +216,9 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
 
 
 def export_run(model_or_run, out, version=1, overwrite=False, sequence_length=None,
-               with_text=False):
-    """Exports a run (or a preset); `with_text` adds serve_text (needs tensorflow-text ops)."""
+               with_text=False, jit_compile=False):
+    """Exports a run (or a preset); `with_text` adds serve_text (needs tensorflow-text ops),
+    `jit_compile` XLA-compiles the serving functions."""
     from keras_ctx.export import export_saved_model
     from keras_ctx.models import from_preset
 
@@ -236,10 +237,12 @@ def export_run(model_or_run, out, version=1, overwrite=False, sequence_length=No
             "(untrained). Export a `keras-ctx pretrain` --out directory for trained ones.")
         backbone = from_preset(model_or_run)
     path = export_saved_model(backbone, out, version=version, overwrite=overwrite,
-                              sequence_length=sequence_length, preprocessor=preprocessor)
+                              sequence_length=sequence_length, preprocessor=preprocessor,
+                              jit_compile=jit_compile)
     signatures = ["serving_default"] + (["serve_examples"] if sequence_length else []) + (
         ["serve_text"] if preprocessor else [])
-    print(f"Exported a SavedModel to {path} (signatures {', '.join(signatures)}).")
+    print(f"Exported a SavedModel to {path} (signatures {', '.join(signatures)}"
+          + (", XLA-compiled" if jit_compile else "") + ").")
     return path
 
 

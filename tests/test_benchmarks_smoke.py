@@ -59,3 +59,52 @@ def test_generation_benchmark_tiny_gpt2_int8_runs_and_reports():
     # Both quantize the same weights (the tied token embedding too): the same bound.
     assert rows[0][5] == rows[1][5]
     assert rows[1][7] == "1.00x"
+
+
+def test_backbone_benchmark_tiny_bert_reports_both_libraries_and_their_ratio():
+    from benchmarks import backbone
+
+    rows = backbone.main(["--models", "bert", "--layers", "1", "--hidden", "32", "--heads", "2",
+                          "--batch", "2", "--length", "16", "--xla", "off", "--repeats", "2",
+                          "--steps", "1", "--labels", "3"])
+    assert [row[:3] for row in rows] == [("bert", "keras_ctx", "off"), ("bert", "keras-hub", "off")]
+    (_, _, _, ms_ours, tokens_ours, ratio), (_, _, _, ms_hub, tokens_hub, _) = rows
+    assert float(tokens_ours.replace(",", "")) == pytest.approx(2 * 16 / (float(ms_ours) / 1e3),
+                                                                rel=0.05)
+    # The ratio is keras-hub's time over ours (medians of the same repeats).
+    assert float(ratio.split("x")[0]) == pytest.approx(float(ms_hub) / float(ms_ours),
+                                                      rel=0.05, abs=0.006)  # 2 decimals
+
+
+def test_backbone_benchmark_user_model_is_backbone_plus_dense_head():
+    from benchmarks import backbone
+
+    for library in ("keras_ctx", "keras-hub"):
+        model = backbone.user_model(backbone.backbone("gpt2", library, 1, 16, 2, 8), labels=3)
+        assert model.output.shape[-1] == 3 and model.layers[-1].name == "tagger"
+        assert set(model.input) == {"token_ids", "padding_mask"}
+
+
+def test_inference_latency_tiny_bert_times_the_xla_export_too():
+    from benchmarks import inference_latency
+
+    rows = inference_latency.main(["--layers", "1", "--hidden", "32", "--heads", "2",
+                                   "--batches", "1", "--length", "8", "--repeats", "1",
+                                   "--calls", "1"])
+    labels = [(row[0], row[1]) for row in rows]
+    assert ("keras_ctx SavedModel serving_default", "on") in labels
+    assert ("keras_ctx SavedModel serving_default", "off") in labels
+    reference = rows[labels.index(("keras_ctx Keras", "on"))]
+    assert float(reference[-1]) == 1.0  # latencies are relative to XLA Keras
+
+
+def test_lstm_benchmark_tiny_reports_the_projected_cell_with_and_without_xla():
+    from benchmarks import lstm
+
+    rows = lstm.main(["--batch", "2", "--length", "4", "--features", "8", "--units", "8",
+                      "--projection", "4", "--repeats", "1", "--steps", "1"])
+    projected = [row for row in rows if "projection" in row[0]]
+    assert sorted(row[1] for row in projected) == ["off", "on"]
+    # 3 x 2 x (8*32 + 4*32 + 8*4) FLOPs per token, 8 tokens, over the time.
+    name, _, ms, _, gflops = projected[0]
+    assert float(gflops) == pytest.approx(3 * 2 * 416 * 8 / (float(ms) / 1e3) / 1e9, rel=0.05)

@@ -159,3 +159,59 @@ def test_unbuilt_models_and_existing_versions_fail_without_losing_anything(tmp_p
     assert sorted(os.listdir(tmp_path / "m")) == ["1", "2"]
     with pytest.raises(ExportError, match="version"):
         export_saved_model(model, tmp_path / "m", version=0)
+
+
+def test_xla_export_loads_alone_matches_the_plain_export_and_keeps_its_checks(tmp_path):
+    # A fresh name scope: the id check finds the layer named "token_embedding"
+    # (a second tiny_encoder in this process would get "token_embedding_1").
+    keras.backend.clear_session()
+    model = tiny_encoder()
+    plain = export_saved_model(model, tmp_path / "plain", sequence_length=L)
+    xla = export_saved_model(model, tmp_path / "xla", sequence_length=L, jit_compile=True)
+    np.savez(tmp_path / "inputs.npz", **batch())
+    code = f"""
+        import json, numpy as np, tensorflow as tf
+        from tensorflow.core.protobuf import saved_model_pb2
+        inputs = {{k: tf.constant(v) for k, v in
+                   np.load({str(tmp_path / 'inputs.npz')!r}).items()}}
+        result = {{}}
+        for name, path in (("plain", {plain!r}), ("xla", {xla!r})):
+            proto = saved_model_pb2.SavedModel()
+            with open(path + "/saved_model.pb", "rb") as handle:
+                proto.ParseFromString(handle.read())
+            compiled = [f.signature.name for f in proto.meta_graphs[0].graph_def.library.function
+                        if f.attr["_XlaMustCompile"].b]
+            served = tf.saved_model.load(path).signatures["serving_default"](**inputs)
+            bad = dict(inputs, token_ids=tf.constant(np.full((2, {L}), {len(VOCAB)}, "int32")))
+            try:
+                tf.saved_model.load(path).signatures["serving_default"](**bad)
+                error = ""
+            except tf.errors.InvalidArgumentError as e:
+                error = e.message
+            result[name] = {{"compiled": len(compiled), "error": error,
+                             "outputs": {{k: v.numpy().tolist() for k, v in served.items()}}}}
+        print(json.dumps(result))
+    """
+    served = json.loads(run_isolated(code).strip().splitlines()[-1])
+    assert served["plain"]["compiled"] == 0
+    assert served["xla"]["compiled"] >= 1  # the forward pass is marked for XLA
+    assert set(served["xla"]["outputs"]) == set(served["plain"]["outputs"])
+    for name, value in served["plain"]["outputs"].items():
+        np.testing.assert_allclose(served["xla"]["outputs"][name], value, atol=1e-5)
+    # The id check runs outside the compiled function (XLA drops asserts).
+    for name in ("plain", "xla"):
+        assert "must be in [0," in served[name]["error"], (name, served[name]["error"])
+
+
+def test_cli_export_xla_serving_flag_marks_the_forward_pass_for_xla(tmp_path, capsys):
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    from keras_ctx import cli
+
+    cli.main(["export", "bert-tiny", str(tmp_path / "m"), "--sequence-length", "8",
+              "--xla-serving"])
+    assert "XLA-compiled" in capsys.readouterr().out
+    proto = saved_model_pb2.SavedModel()
+    proto.ParseFromString((tmp_path / "m" / "1" / "saved_model.pb").read_bytes())
+    assert any(f.attr["_XlaMustCompile"].b
+               for f in proto.meta_graphs[0].graph_def.library.function)

@@ -127,3 +127,72 @@ def test_cudnn_path_matches_loop(reverse):
         keras.ops.convert_to_numpy(cudnn(x, mask=mask)),
         keras.ops.convert_to_numpy(loop(x, mask=mask)), atol=1e-4,
     )
+
+
+def unrolled_lstmp(x, mask, kernel, recurrent, bias, projection, cell_clip, proj_clip,
+                   reverse, h0, c0):
+    """The same cell as `numpy_lstmp`, in TensorFlow ops unrolled in Python (autodiff
+    reference for the hand-written backward pass); returns outputs and final (h, c)."""
+    m = tf.cast(mask, "float32")[..., None]
+    h, c = h0, c0
+    outputs = [None] * x.shape[1]
+    for t in (reversed(range(x.shape[1])) if reverse else range(x.shape[1])):
+        z = x[:, t] @ kernel + h @ recurrent + bias
+        i, f, g, o = tf.split(z, 4, axis=-1)
+        new_c = tf.sigmoid(f) * c + tf.sigmoid(i) * tf.tanh(g)
+        if cell_clip is not None:
+            new_c = tf.clip_by_value(new_c, -cell_clip, cell_clip)
+        new_h = tf.sigmoid(o) * tf.tanh(new_c)
+        if projection is not None:
+            new_h = new_h @ projection
+            if proj_clip is not None:
+                new_h = tf.clip_by_value(new_h, -proj_clip, proj_clip)
+        h = m[:, t] * new_h + (1 - m[:, t]) * h
+        c = m[:, t] * new_c + (1 - m[:, t]) * c
+        outputs[t] = h * m[:, t]
+    return tf.stack(outputs, axis=1), h, c
+
+
+@pytest.mark.parametrize("reverse,projection", [(False, 5), (True, 5), (True, None)])
+def test_gradients_match_autodiff_of_the_unrolled_cell(reverse, projection):
+    # Clips active, right padding, an initial state and a loss on the outputs and
+    # the final state: every path of the hand-written backward pass is used.
+    x = tf.constant(inputs(7, time=6) * 3)
+    mask = np.ones((2, 6), bool)
+    mask[1, 4:] = False
+    layer = LSTMP(16, projection_dim=projection, cell_clip=0.5,
+                  projection_clip=0.3 if projection else None, reverse=reverse,
+                  implementation="loop")
+    layer(x)
+    rng = np.random.default_rng(8)
+    for w in layer.weights:
+        w.assign(rng.normal(size=w.shape).astype("float32") * 0.7)
+    out_dim = projection or 16
+    h0 = tf.constant(rng.normal(size=(2, out_dim)).astype("float32") * 0.2)
+    c0 = tf.constant(rng.normal(size=(2, 16)).astype("float32") * 0.2)
+    weights = [tf.constant(rng.normal(size=(2, 6, out_dim)).astype("float32")),
+               tf.constant(rng.normal(size=(2, out_dim)).astype("float32")),
+               tf.constant(rng.normal(size=(2, 16)).astype("float32"))]
+
+    def loss(outputs, h, c):
+        return sum(tf.reduce_sum(w * v) for w, v in zip(weights, (outputs, h, c)))
+
+    def ours():
+        with tf.GradientTape() as tape:
+            tape.watch([x, h0, c0])
+            outputs, (h, c) = layer(x, mask=mask, initial_state=(h0, c0), return_state=True)
+            value = loss(outputs, h, c)
+        return value, tape.gradient(value, [x, h0, c0] + layer.trainable_weights)
+
+    with tf.GradientTape() as tape:
+        tape.watch([x, h0, c0])
+        p = layer.projection_kernel if projection else None
+        value = loss(*unrolled_lstmp(x, mask, layer.kernel, layer.recurrent_kernel,
+                                     layer.bias, p, 0.5, 0.3 if projection else None,
+                                     reverse, h0, c0))
+    want = tape.gradient(value, [x, h0, c0] + layer.trainable_weights)
+    for got_value, got in (ours(), tf.function(ours, jit_compile=True)()):
+        np.testing.assert_allclose(got_value, value, rtol=1e-5)
+        for a, b in zip(got, want):
+            assert np.abs(b.numpy()).max() > 1e-3  # every gradient is really non-zero
+            np.testing.assert_allclose(a, b, atol=2e-5, rtol=1e-4)

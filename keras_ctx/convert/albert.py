@@ -9,6 +9,7 @@ not ALBERT's published configurations and are refused.
 
 from keras_ctx.convert.bert import _absolute_positions, _check_class, _required
 from keras_ctx.convert.huggingface import (
+    mapped_converter,
     CheckpointError,
     activation_from_huggingface,
     activation_to_huggingface,
@@ -21,9 +22,9 @@ from keras_ctx.convert.mapping import (
     dense_entries,
     export_weight_map,
     layer_by_name,
-    load_checkpoint,
     norm_entries,
 )
+from keras_ctx.models.albert import AlbertBackbone
 
 ALBERT_IGNORED = ("position_ids", "predictions.", "sop_classifier", "classifier", "qa_outputs")
 
@@ -82,16 +83,9 @@ def albert_weight_map(backbone):
     return entries
 
 
-@register_converter("albert")
-def convert_albert(config, tensors):
-    from keras_ctx.models.albert import AlbertBackbone
-
-    backbone = AlbertBackbone(**albert_config_from_huggingface(config))
-    if tensors is None:
-        return backbone
-    load_checkpoint(albert_weight_map(backbone), tensors,
-                    prefixes=("albert.", ""), ignore=ALBERT_IGNORED)
-    return backbone
+register_converter("albert")(mapped_converter(
+    AlbertBackbone, albert_config_from_huggingface, albert_weight_map,
+    prefixes=("albert.", ""), ignore=ALBERT_IGNORED))
 
 
 @register_exporter("albert")

@@ -15,6 +15,7 @@ from keras_ctx.convert.huggingface import (
     CheckpointError,
     activation_to_huggingface,
     check_tied_copy,
+    mapped_converter,
     register_converter,
     register_exporter,
 )
@@ -25,11 +26,11 @@ from keras_ctx.convert.mapping import (
     attention_entries,
     dense_entries,
     export_weight_map,
-    load_checkpoint,
     load_weight_map,
     norm_entries,
     with_tied_copy,
 )
+from keras_ctx.models.bart import BartBackbone
 
 BART_IGNORED = ("embed_tokens", "lm_head", "final_logits_bias", "classification_head",
                 "qa_outputs", "version")
@@ -95,25 +96,23 @@ def bart_weight_map(backbone):
     return entries
 
 
-@register_converter("bart")
-def convert_bart(config, tensors):
-    from keras_ctx.models.bart import BartBackbone
-
-    backbone = BartBackbone(**bart_config_from_huggingface(config))
-    if tensors is None:
-        return backbone
+def _prepare(tensors, backbone):
     tensors = with_tied_copy(tensors, "shared.weight",
                              ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight"),
                              prefixes=("model.", ""))
-    load_checkpoint(bart_weight_map(backbone), tensors,
-                    prefixes=("model.", ""), ignore=BART_IGNORED)
     # The LM head's names carry no "model." prefix. A BartModel checkpoint
     # has no final_logits_bias: it stays zero, as HF initialises it.
     shared = "model.shared.weight" if "model.shared.weight" in tensors else "shared.weight"
-    check_tied_copy(tensors, "lm_head.weight", shared, "BART ties it to the shared embedding")
+    if shared in tensors:  # else the weight map names what is missing
+        check_tied_copy(tensors, "lm_head.weight", shared, "BART ties it to the shared embedding")
     if "final_logits_bias" in tensors:
         load_weight_map(lm_head_entries(backbone), TensorReader(tensors))
-    return backbone
+    return tensors
+
+
+register_converter("bart")(mapped_converter(
+    BartBackbone, bart_config_from_huggingface, bart_weight_map,
+    prefixes=("model.", ""), ignore=BART_IGNORED, prepare=_prepare))
 
 
 def lm_head_entries(backbone):

@@ -1,9 +1,12 @@
 """Hugging Face BERT checkpoints (model_type "bert") <-> BertBackbone."""
 
+import functools
+
 from keras_ctx.convert.huggingface import (
     CheckpointError,
     activation_from_huggingface,
     activation_to_huggingface,
+    mapped_converter,
     register_converter,
     register_exporter,
 )
@@ -14,10 +17,10 @@ from keras_ctx.convert.mapping import (
     dense_entries,
     export_weight_map,
     layer_by_name,
-    load_checkpoint,
     load_weight_map,
     norm_entries,
 )
+from keras_ctx.models.bert import BertBackbone
 
 # Tensors of BERT checkpoints that are not part of the backbone: the
 # position_ids buffer and the heads of *ForPreTraining / *ForMaskedLM / ...
@@ -114,17 +117,11 @@ def load_bert_weights(backbone, read, num_heads=None):
     load_weight_map(bert_weight_map(backbone), read)
 
 
-@register_converter("bert")
-def convert_bert(config, tensors):
-    from keras_ctx.models.bert import BertBackbone
-
-    backbone = BertBackbone(**bert_config_from_huggingface(config))
-    if tensors is None:
-        return backbone
-    # BertForMaskedLM checkpoints have no pooler (BertModel / ForPreTraining do).
-    load_checkpoint(bert_weight_map(backbone, pooler_optional=True), tensors,
-                    prefixes=("bert.", ""), ignore=BERT_IGNORED)
-    return backbone
+# BertForMaskedLM checkpoints have no pooler (BertModel / ForPreTraining do).
+register_converter("bert")(mapped_converter(
+    BertBackbone, bert_config_from_huggingface,
+    functools.partial(bert_weight_map, pooler_optional=True),
+    prefixes=("bert.", ""), ignore=BERT_IGNORED))
 
 
 @register_exporter("bert")

@@ -17,6 +17,7 @@ from keras_ctx.convert.bert import (
     _required,
 )
 from keras_ctx.convert.huggingface import (
+    mapped_converter,
     activation_from_huggingface,
     activation_to_huggingface,
     register_converter,
@@ -28,9 +29,9 @@ from keras_ctx.convert.mapping import (
     dense_entries,
     export_weight_map,
     layer_by_name,
-    load_checkpoint,
     norm_entries,
 )
+from keras_ctx.models.electra import ElectraBackbone
 
 ELECTRA_IGNORED = BERT_IGNORED + ("discriminator_predictions", "generator_predictions",
                                   "generator_lm_head")
@@ -80,16 +81,9 @@ def electra_weight_map(backbone):
     return entries
 
 
-@register_converter("electra")
-def convert_electra(config, tensors):
-    from keras_ctx.models.electra import ElectraBackbone
-
-    backbone = ElectraBackbone(**electra_config_from_huggingface(config))
-    if tensors is None:
-        return backbone
-    load_checkpoint(electra_weight_map(backbone), tensors,
-                    prefixes=("electra.", ""), ignore=ELECTRA_IGNORED)
-    return backbone
+register_converter("electra")(mapped_converter(
+    ElectraBackbone, electra_config_from_huggingface, electra_weight_map,
+    prefixes=("electra.", ""), ignore=ELECTRA_IGNORED))
 
 
 @register_exporter("electra")

@@ -15,6 +15,8 @@ GPTBackbone as `activation="gelu_approximate"`.
 """
 
 
+import functools
+
 import numpy as np
 
 from keras_ctx.convert.bert import _check_class, _required
@@ -23,6 +25,7 @@ from keras_ctx.convert.huggingface import (
     activation_from_huggingface,
     activation_to_huggingface,
     check_tied_copy,
+    mapped_converter,
     register_converter,
     register_exporter,
 )
@@ -32,9 +35,9 @@ from keras_ctx.convert.mapping import (
     SplitHeadsIn,
     SplitHeadsOut,
     export_weight_map,
-    load_checkpoint,
     norm_entries,
 )
+from keras_ctx.models.gpt import GPTBackbone
 
 GPT2_IGNORED = ("attn.bias", "attn.masked_bias", "lm_head", "score.", "multiple_choice_head")
 _PARTS = ("q", "k", "v")
@@ -134,25 +137,25 @@ def gpt2_weight_map(backbone, original_gpt=False):
     return entries
 
 
-def _load(backbone, tensors, original_gpt):
-    token = "tokens_embed.weight" if original_gpt else "wte.weight"
-    table = "transformer." + token if "transformer." + token in tensors else token
-    if table in tensors:
-        check_tied_copy(tensors, "lm_head.weight", table,
-                        "GPT and GPT-2 tie their output layer to the token embedding")
-    load_checkpoint(gpt2_weight_map(backbone, original_gpt=original_gpt), _split_fused(tensors),
-                    prefixes=("transformer.", ""), ignore=GPT2_IGNORED)
-    return backbone
+def _gpt_converter(original_gpt):
+    """GPT-2's layout, or the original GPT's (Radford et al. 2018): post-LN, no final
+    norm, names tokens_embed..."""
+    def prepare(tensors, backbone):
+        token = "tokens_embed.weight" if original_gpt else "wte.weight"
+        table = "transformer." + token if "transformer." + token in tensors else token
+        if table in tensors:
+            check_tied_copy(tensors, "lm_head.weight", table,
+                            "GPT and GPT-2 tie their output layer to the token embedding")
+        return _split_fused(tensors)
+
+    return mapped_converter(
+        GPTBackbone, functools.partial(gpt2_config_from_huggingface, original_gpt=original_gpt),
+        functools.partial(gpt2_weight_map, original_gpt=original_gpt),
+        prefixes=("transformer.", ""), ignore=GPT2_IGNORED, prepare=prepare)
 
 
-@register_converter("gpt2")
-def convert_gpt2(config, tensors):
-    from keras_ctx.models.gpt import GPTBackbone
-
-    backbone = GPTBackbone(**gpt2_config_from_huggingface(config))
-    if tensors is None:
-        return backbone
-    return _load(backbone, tensors, original_gpt=False)
+register_converter("gpt2")(_gpt_converter(original_gpt=False))
+register_converter("openai-gpt")(_gpt_converter(original_gpt=True))
 
 
 @register_exporter("gpt2")
@@ -171,17 +174,6 @@ def export_gpt2(backbone):
         "activation_function": activation_to_huggingface(activation),
     }
     return config, _join_fused(export_weight_map(gpt2_weight_map(backbone)))
-
-
-@register_converter("openai-gpt")
-def convert_openai_gpt(config, tensors):
-    """The original GPT (Radford et al. 2018): post-LN, no final norm, names tokens_embed..."""
-    from keras_ctx.models.gpt import GPTBackbone
-
-    backbone = GPTBackbone(**gpt2_config_from_huggingface(config, original_gpt=True))
-    if tensors is None:
-        return backbone
-    return _load(backbone, tensors, original_gpt=True)
 
 
 @register_exporter("openai-gpt")

@@ -17,6 +17,7 @@ checkpoints and the tied `lm_head.weight` are skipped.
 
 from keras_ctx.convert.bert import _check_class, _required
 from keras_ctx.convert.huggingface import (
+    mapped_converter,
     CheckpointError,
     activation_from_huggingface,
     activation_to_huggingface,
@@ -28,9 +29,9 @@ from keras_ctx.convert.mapping import (
     attention_entries,
     dense_entries,
     export_weight_map,
-    load_checkpoint,
     norm_entries,
 )
+from keras_ctx.models.gpt import GPTBackbone
 
 GPT_NEO_IGNORED = ("attn.attention.bias", "attn.attention.masked_bias", "lm_head", "score.")
 # Hugging Face's names for GPT-Neo's two attention types -> ours.
@@ -119,16 +120,9 @@ def gpt_neo_weight_map(backbone):
     return entries
 
 
-@register_converter("gpt_neo")
-def convert_gpt_neo(config, tensors):
-    from keras_ctx.models.gpt import GPTBackbone
-
-    backbone = GPTBackbone(**gpt_neo_config_from_huggingface(config))
-    if tensors is None:
-        return backbone
-    load_checkpoint(gpt_neo_weight_map(backbone), tensors, prefixes=("transformer.", ""),
-                    ignore=GPT_NEO_IGNORED)
-    return backbone
+register_converter("gpt_neo")(mapped_converter(
+    GPTBackbone, gpt_neo_config_from_huggingface, gpt_neo_weight_map,
+    prefixes=("transformer.", ""), ignore=GPT_NEO_IGNORED))
 
 
 def _attention_types_to_huggingface(types):

@@ -14,6 +14,7 @@ import os
 import numpy as np
 
 from keras_ctx.convert.base import CheckpointError, TensorReader, assign  # noqa: F401
+from keras_ctx.convert.mapping import load_checkpoint
 
 CONVERTERS = {}
 EXPORTERS = {}
@@ -34,6 +35,29 @@ def register_exporter(model_type):
         return function
 
     return decorate
+
+
+def mapped_converter(backbone_class, settings, weight_map, prefixes=("",), ignore=(),
+                     prepare=None):
+    """A converter (config, tensors) -> backbone for a layout a weight map describes.
+
+    The backbone is `backbone_class(**settings(config))`; without tensors
+    (`load_weights=False`) that is all. Otherwise `prepare(tensors, backbone)`,
+    if given, returns the tensors fixed up first (tied copies checked and
+    filled in, fused matrices split, what the map does not name loaded or
+    dropped), then `weight_map(backbone)` fills every variable from names
+    under one of `prefixes`, and every tensor must be used or match `ignore`.
+    """
+    def convert(config, tensors):
+        backbone = backbone_class(**settings(config))
+        if tensors is None:
+            return backbone
+        if prepare is not None:
+            tensors = prepare(tensors, backbone)
+        load_checkpoint(weight_map(backbone), tensors, prefixes=prefixes, ignore=ignore)
+        return backbone
+
+    return convert
 
 
 def read_config(directory):

@@ -9,6 +9,8 @@ puts two zero rows back. Only real (non-padding) positions are affected;
 with right padding, HF's positions of real tokens are 2, 3, ..., as ours.
 """
 
+import functools
+
 from keras_ctx.convert.bert import (
     BERT_IGNORED,
     _check_class,
@@ -18,10 +20,12 @@ from keras_ctx.convert.bert import (
 )
 from keras_ctx.convert.huggingface import (
     CheckpointError,
+    mapped_converter,
     register_converter,
     register_exporter,
 )
-from keras_ctx.convert.mapping import export_weight_map, load_checkpoint
+from keras_ctx.convert.mapping import export_weight_map
+from keras_ctx.models.bert import RobertaBackbone
 
 
 def _offset(config):
@@ -29,10 +33,7 @@ def _offset(config):
     return int(config.get("pad_token_id", 1)) + 1
 
 
-@register_converter("roberta")
-def convert_roberta(config, tensors):
-    from keras_ctx.models.bert import RobertaBackbone
-
+def roberta_config_from_huggingface(config):
     settings = bert_config_from_huggingface(config)
     offset = _offset(config)
     settings["max_sequence_length"] = config.get("max_position_embeddings", 514) - offset
@@ -41,13 +42,16 @@ def convert_roberta(config, tensors):
     if settings["max_sequence_length"] <= 0:
         raise CheckpointError(f"max_position_embeddings {config.get('max_position_embeddings')}"
                               f" leaves no positions after RoBERTa's offset of {offset}.")
-    backbone = RobertaBackbone(**settings)
-    if tensors is None:
-        return backbone
+    return settings
+
+
+@register_converter("roberta")
+def convert_roberta(config, tensors):
     # RobertaForMaskedLM checkpoints (roberta-base) have no pooler.
-    load_checkpoint(bert_weight_map(backbone, offset, pooler_optional=True), tensors,
-                    prefixes=("roberta.", ""), ignore=BERT_IGNORED)
-    return backbone
+    weight_map = functools.partial(bert_weight_map, position_offset=_offset(config),
+                                   pooler_optional=True)
+    return mapped_converter(RobertaBackbone, roberta_config_from_huggingface, weight_map,
+                            prefixes=("roberta.", ""), ignore=BERT_IGNORED)(config, tensors)
 
 
 @register_exporter("roberta")

@@ -17,6 +17,7 @@ from keras_ctx.convert.bert import _check_class, _required
 from keras_ctx.convert.huggingface import (
     CheckpointError,
     check_tied_copy,
+    mapped_converter,
     register_converter,
     register_exporter,
 )
@@ -25,10 +26,10 @@ from keras_ctx.convert.mapping import (
     Entry,
     attention_entries,
     export_weight_map,
-    load_checkpoint,
     rms_norm_entries,
     with_tied_copy,
 )
+from keras_ctx.models.t5 import T5Backbone
 
 T5_IGNORED = ("embed_tokens",)
 # feed_forward_proj -> (activation, gated). HF reads "gated-gelu" as gelu_new
@@ -106,23 +107,18 @@ def t5_weight_map(backbone):
     return entries
 
 
-def _convert(config, tensors):
-    from keras_ctx.models.t5 import T5Backbone
-
-    backbone = T5Backbone(**t5_config_from_huggingface(config))
-    if tensors is None:
-        return backbone
+def _prepare(tensors, backbone):
     tensors = with_tied_copy(tensors, "shared.weight",
                              ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight"))
-    ignore = T5_IGNORED
     if backbone.lm_head is None:
         check_tied_copy(tensors, "lm_head.weight", "shared.weight",
                         "config.json tie_word_embeddings is true; untied checkpoints say false")
-        ignore += ("lm_head.weight",)
-    load_checkpoint(t5_weight_map(backbone), tensors, ignore=ignore)
-    return backbone
+        tensors = {name: value for name, value in tensors.items() if name != "lm_head.weight"}
+    return tensors
 
 
+_convert = mapped_converter(T5Backbone, t5_config_from_huggingface, t5_weight_map,
+                            ignore=T5_IGNORED, prepare=_prepare)
 register_converter("t5")(_convert)
 register_converter("mt5")(_convert)  # mT5: T5 v1.1's layout with a 250k vocabulary
 

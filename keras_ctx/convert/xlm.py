@@ -7,6 +7,7 @@ attentions.i.{q,k,v,out}_lin, layer_norm1.i, ffns.i.lin1/lin2, layer_norm2.i
 """
 
 from keras_ctx.convert.huggingface import (
+    mapped_converter,
     CheckpointError,
     register_converter,
     register_exporter,
@@ -16,9 +17,9 @@ from keras_ctx.convert.mapping import (
     block_entries,
     export_weight_map,
     layer_by_name,
-    load_checkpoint,
     norm_entries,
 )
+from keras_ctx.models.xlm import XLMBackbone
 
 # Buffers and heads (XLMWithLMHeadModel's pred_layer, classifiers' sequence_summary).
 XLM_IGNORED = ("position_ids", "pred_layer.", "sequence_summary.", "qa_outputs.",
@@ -102,16 +103,9 @@ def xlm_weight_map(backbone):
     return entries
 
 
-@register_converter("xlm")
-def convert_xlm(config, tensors):
-    from keras_ctx.models.xlm import XLMBackbone
-
-    backbone = XLMBackbone(**xlm_config_from_huggingface(config))
-    if tensors is None:
-        return backbone
-    load_checkpoint(xlm_weight_map(backbone), tensors, prefixes=("transformer.", ""),
-                    ignore=XLM_IGNORED)
-    return backbone
+register_converter("xlm")(mapped_converter(
+    XLMBackbone, xlm_config_from_huggingface, xlm_weight_map,
+    prefixes=("transformer.", ""), ignore=XLM_IGNORED))
 
 
 @register_exporter("xlm")

@@ -9,6 +9,7 @@ except the output projection `o`, applied as "ibnd,hnd->ibh": our
 
 from keras_ctx.convert.bert import _check_class, _required
 from keras_ctx.convert.huggingface import (
+    mapped_converter,
     CheckpointError,
     activation_from_huggingface,
     activation_to_huggingface,
@@ -21,9 +22,9 @@ from keras_ctx.convert.mapping import (
     Reshape,
     dense_entries,
     export_weight_map,
-    load_checkpoint,
     norm_entries,
 )
+from keras_ctx.models.xlnet import XLNetBackbone
 
 XLNET_IGNORED = ("lm_loss", "sequence_summary", "logits_proj", "qa_outputs", "start_logits",
                  "end_logits", "answer_class")
@@ -83,16 +84,9 @@ def xlnet_weight_map(backbone):
     return entries
 
 
-@register_converter("xlnet")
-def convert_xlnet(config, tensors):
-    from keras_ctx.models.xlnet import XLNetBackbone
-
-    backbone = XLNetBackbone(**xlnet_config_from_huggingface(config))
-    if tensors is None:
-        return backbone
-    load_checkpoint(xlnet_weight_map(backbone), tensors,
-                    prefixes=("transformer.", ""), ignore=XLNET_IGNORED)
-    return backbone
+register_converter("xlnet")(mapped_converter(
+    XLNetBackbone, xlnet_config_from_huggingface, xlnet_weight_map,
+    prefixes=("transformer.", ""), ignore=XLNET_IGNORED))
 
 
 @register_exporter("xlnet")

@@ -340,7 +340,7 @@ def _register_builtin():
     register_family(Family(
         "ernie", bert.BertBackbone, ernie.ERNIE_PRESETS, wordpiece, WORDPIECE_FRAMING,
         pooling=pooled, dataset=_pipeline("ernie_dataset", phrases="collocations"),
-        pretrainer=_pretrainer("BertPretrainer")))
+        pretrainer=_pretrainer("BertPretrainer"), huggingface=("ernie",)))
     register_family(Family(
         "xlnet", xlnet.XLNetBackbone, xlnet.XLNET_PRESETS, _tokenizer(
             "train_sentencepiece", special_tokens=XLNET_SPECIAL_TOKENS, lowercase=False),

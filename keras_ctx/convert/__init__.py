@@ -7,7 +7,7 @@ allennlp ELMo (`from_allennlp`, `to_allennlp`) and keras-hub backbones
 """
 
 # Importing the family modules registers their converters and exporters.
-from keras_ctx.convert import albert, bart, bert, electra, gpt2, gpt_neo  # noqa: F401
+from keras_ctx.convert import albert, bart, bert, electra, ernie, gpt2, gpt_neo  # noqa: F401
 from keras_ctx.convert import roberta, t5, xlnet  # noqa: F401
 from keras_ctx.convert import xlm  # noqa: F401
 from keras_ctx.convert.elmo import from_allennlp, to_allennlp

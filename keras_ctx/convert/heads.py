@@ -49,9 +49,11 @@ from keras_ctx.convert.mapping import Entry, LINEAR, export_weight_map, load_wei
 
 # model_type -> (prefixes of the head, dense, norm, output bias, decoder weight, activation);
 # dense and norm None: no transform (XLM).
+BERT_HEAD = ("cls.predictions.transform.dense", "cls.predictions.transform.LayerNorm",
+             "cls.predictions.bias", "cls.predictions.decoder.weight", None)
 HEADS = {
-    "bert": ("cls.predictions.transform.dense", "cls.predictions.transform.LayerNorm",
-             "cls.predictions.bias", "cls.predictions.decoder.weight", None),
+    "bert": BERT_HEAD,
+    "ernie": BERT_HEAD,  # ErnieLMPredictionHead is BERT's, under the same names
     "roberta": ("lm_head.dense", "lm_head.layer_norm", "lm_head.bias", "lm_head.decoder.weight",
                 "gelu"),
     "albert": ("predictions.dense", "predictions.LayerNorm", "predictions.bias",
@@ -67,7 +69,7 @@ HEADS = {
 
 # model_type -> (the head model's architecture, its backbone prefix).
 HEAD_MODELS = {"bert": ("BertForMaskedLM", "bert."), "roberta": ("RobertaForMaskedLM", "roberta."),
-               "albert": ("AlbertForMaskedLM", "albert."),
+               "ernie": ("ErnieForMaskedLM", "ernie."), "albert": ("AlbertForMaskedLM", "albert."),
                "electra": ("ElectraForMaskedLM", "electra."),
                "xlm": ("XLMWithLMHeadModel", "transformer."),
                "xlnet": ("XLNetLMHeadModel", "transformer.")}

@@ -42,6 +42,14 @@ def test_gpt_and_gpt2_share_a_class_but_not_a_family():
     assert families.of_huggingface("openai-gpt").name == "gpt"
 
 
+def test_ernie_and_bert_share_a_class_but_a_preset_keeps_its_family():
+    ernie = from_preset("ernie-1.0-base", vocabulary_size=50, max_sequence_length=8, **TINY)
+    bert = from_preset("bert-tiny", vocabulary_size=50, max_sequence_length=8, **TINY)
+    assert type(ernie) is type(bert) is BertBackbone
+    assert families.of_backbone(ernie).name == "ernie"
+    assert families.of_backbone(bert).name == "bert"
+
+
 @keras.saving.register_keras_serializable(package="tests")
 class ToyBackbone(BertBackbone):
     """A new family's backbone (here BERT's network under another name)."""

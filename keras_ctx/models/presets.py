@@ -72,7 +72,11 @@ def from_preset(name, **overrides):
     backbone_cls, config = preset_config(name)
     check_overrides(name, backbone_cls, config, overrides)
     config.update(overrides)
-    return backbone_cls(**config)
+    backbone = backbone_cls(**config)
+    # Families that share a class (ERNIE and BERT) are told apart by this, as
+    # the converters do for checkpoints.
+    backbone.family = get_preset(name).family
+    return backbone
 
 
 def list_presets(family=None):

@@ -131,8 +131,10 @@ def test_mirrored_strategy_on_two_logical_cpus_matches_one_device(tmp_path):
         assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
         line = next(l for l in result.stdout.splitlines() if l.startswith("Loss "))
         losses[strategy] = float(line.split("->")[1].split()[0])
-    # The same global batch split over two replicas: the same model and loss.
-    assert abs(losses["mirrored"] - losses["default"]) < 1e-3 * max(1.0, losses["default"]), losses
+    # The same global batch split over two replicas: the same data, model and loss
+    # (to the 3 printed decimals; reading a batch to build the model once moved
+    # the NSP sampling on by an epoch under the strategy: 4.957 against 4.996).
+    assert abs(losses["mirrored"] - losses["default"]) <= 1e-3 + 1e-9, losses
 
 
 def test_tensorflow_start_up_lines_hidden_unless_verbose():

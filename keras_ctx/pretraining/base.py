@@ -93,18 +93,17 @@ class Pretrainer(keras.Model):
     # --- the step ------------------------------------------------------------------------
 
     def _maybe_symbolic_build(self, iterator=None, data_batch=None):
-        # Under a strategy Keras builds the model from one batch, merged by ONE
-        # strategy.reduce over the whole nested batch: MultiWorkerMirroredStrategy
-        # cannot reduce a dict ("Attempt to convert a value ({'token_ids':
-        # PerReplica...}) to a Tensor"). Only shapes and dtypes matter: build
-        # from the first replica's tensors instead.
-        if iterator is not None and self._distribute_strategy is not None:
-            strategy = self._distribute_strategy
-            for _, _, it in iterator:
-                data_batch = tf.nest.map_structure(
-                    lambda v: strategy.experimental_local_results(v)[0], next(it))
-                break
-            iterator = None
+        # Keras builds the model from one batch it reads, which starts a pass
+        # over the data: a generator's next epoch (other NSP pairs, other
+        # masks) would then train, and a mirrored run would see other data
+        # than one device. Under a strategy that batch is also merged by ONE
+        # strategy.reduce, which MultiWorkerMirroredStrategy cannot do for a
+        # dict. Only shapes and dtypes matter: build from the dataset's spec.
+        if iterator is not None and data_batch is None:
+            adapter = getattr(iterator, "data_adapter", None)
+            if adapter is not None and hasattr(adapter, "get_tf_dataset"):
+                data_batch = adapter.get_tf_dataset().element_spec
+                iterator = None
         return super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
 
     @staticmethod

@@ -403,8 +403,8 @@ def run(args):
         peak = peaks["bfloat16" if config["precision"] == "mixed_bfloat16" else "float32"]
         rows.append((config["implementation"], "on" if config["xla"] else "off",
                      config["precision"], f"{seconds * 1e3:.1f}", f"{tokens / seconds:,.0f}",
-                     f"{flops / seconds / 1e9:,.1f}", f"{100 * flops / seconds / peak:.1f}%",
-                     f"{100 * executed / seconds / peak:.1f}%", f"{memory[id(w)]:,.0f}"))
+                     f"{flops / seconds / 1e9:,.1f}", f"{100 * flops / seconds / peak:.3g}%",
+                     f"{100 * executed / seconds / peak:.3g}%", f"{memory[id(w)]:,.0f}"))
     for config, message in failures.values():
         rows.append((config["implementation"], "on" if config["xla"] else "off",
                      config["precision"], "failed", message[:80], "", "", "", ""))

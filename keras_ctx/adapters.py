@@ -262,12 +262,13 @@ class AdapterMaskedLMPretrainer(MaskedLMPretrainer):
     Without invertible adapters it is `MaskedLMPretrainer(sentence_objective=None)`.
 
     Which head weights train is explicit (`train_head`): Pfeiffer et al. 2020
-    keep the pretrained model fixed, its MLM head included (adapter-hub trains
-    language adapters on the *ForMaskedLM model with every original weight
-    frozen), so a head from a checkpoint stays frozen; a fresh head has
-    nothing pretrained in it and trains with the adapter (else its random
+    train the language adapters by MLM with the pretrained model's weights
+    fixed, so a head from a checkpoint stays frozen by default; a fresh head
+    has nothing pretrained in it and trains with the adapter (else its random
     transform and zero bias would stay). The output table is the backbone's
-    token embedding: frozen either way.
+    token embedding: frozen either way. (adapter-hub's `freeze_model` freezes
+    only the base model, so its run_mlm also trains a checkpoint head's
+    transform and bias: `train_head=True` does that.)
 
     Args:
         backbone: the backbone with the language adapter.

@@ -69,7 +69,7 @@ def main(argv=None):
         adapters.train_only(pretrainer, adapters=[name])
         mine = mlm["language_ids"][:, 0] == language
         fit_mlm(pretrainer, {k: v[mine] for k, v in mlm.items()}, args.steps, 1e-3)
-        # Counted after training: the pretrainer's MLM head is built at its first call.
+        # The adapter and the fresh MLM head's own weights (a checkpoint's head stays frozen).
         trained = sum(int(np.prod(v.shape)) for v in pretrainer.trainable_weights)
         print(f"{name}: {trained} trainable parameters of {pretrainer.count_params()}")
 

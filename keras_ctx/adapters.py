@@ -260,11 +260,58 @@ class AdapterMaskedLMPretrainer(MaskedLMPretrainer):
     MAD-X trains a language adapter and its invertible adapter with MLM on
     that language, the backbone frozen: `train_only(pretrainer, adapters=[name])`.
     Without invertible adapters it is `MaskedLMPretrainer(sentence_objective=None)`.
+
+    Which head weights train is explicit (`train_head`): Pfeiffer et al. 2020
+    train the language adapters by MLM with the pretrained model's weights
+    fixed, so a head from a checkpoint stays frozen by default; a fresh head
+    has nothing pretrained in it and trains with the adapter (else its random
+    transform and zero bias would stay). The output table is the backbone's
+    token embedding: frozen either way. (adapter-hub's `freeze_model` freezes
+    only the base model, so its run_mlm also trains a checkpoint head's
+    transform and bias: `train_head=True` does that.)
+
+    Args:
+        backbone: the backbone with the language adapter.
+        mlm_head: the checkpoint's MaskedLMHead, tied to `backbone.token_embedding`
+            (e.g. `keras_ctx.convert.heads.masked_lm_from_huggingface`); its
+            weights are copied into this pretrainer's head. None: a fresh head.
+        train_head: whether `train_only` keeps the head's own weights (transform,
+            output bias) trainable. Default: True for a fresh head, False for
+            `mlm_head`.
+        **kwargs: as for `MaskedLMPretrainer` (no sentence objective).
     """
 
-    def __init__(self, backbone, **kwargs):
+    def __init__(self, backbone, mlm_head=None, train_head=None, **kwargs):
         kwargs.pop("sentence_objective", None)
+        if mlm_head is not None:
+            if mlm_head.token_embedding is not backbone.token_embedding:
+                raise ValueError("`mlm_head` is not tied to this backbone's token embedding; "
+                                 "pass the head read with this backbone.")
+            if kwargs.setdefault("head_transform", mlm_head.transform) != mlm_head.transform:
+                raise ValueError(f"head_transform={kwargs['head_transform']} but `mlm_head` "
+                                 f"has transform={mlm_head.transform}; leave it out.")
         super().__init__(backbone, sentence_objective=None, **kwargs)
+        self.train_head = mlm_head is None if train_head is None else bool(train_head)
+        # Built now, so that `train_only` (called before the first step) sees its weights.
+        if mlm_head is not None:
+            self.mlm_head.activation = mlm_head.activation
+            self.mlm_head.layer_norm_epsilon = mlm_head.layer_norm_epsilon
+        self.mlm_head.build((None, None, backbone.hidden_size))
+        if mlm_head is not None:
+            for mine, theirs in zip(self._own_head_weights(), _own_weights(mlm_head),
+                                    strict=True):
+                mine.assign(theirs)
+
+    def _own_head_weights(self):
+        return _own_weights(self.mlm_head)
+
+    @property
+    def trained_with_adapters(self):
+        """Variables `train_only` keeps trainable beside the adapters: a trained head's."""
+        return self._own_head_weights() if self.train_head else []
+
+    def get_config(self):
+        return dict(super().get_config(), train_head=self.train_head)
 
     def call(self, batch, training=False):
         inputs = backbone_inputs(self.backbone, batch)
@@ -278,6 +325,12 @@ class AdapterMaskedLMPretrainer(MaskedLMPretrainer):
         hidden = invert_output(self.backbone, head.transformed(rows))
         logits = head.token_embedding.reverse(hidden)
         return {"mlm": logits + keras.ops.cast(head.output_bias, logits.dtype)}
+
+
+def _own_weights(head):
+    """A tied head's weights without the backbone's token table it reads."""
+    tied = {id(v) for v in head.token_embedding.weights} if head.token_embedding else set()
+    return [v for v in head.weights if id(v) not in tied]
 
 
 def _named_variables(layer, prefix):
@@ -311,8 +364,10 @@ def lora_variables(model):
 def train_only(model, adapters=(), lora=False, keep=()):
     """Freezes every variable of `model` except the named adapters, LoRA factors and `keep`.
 
-    `keep` lists layers (e.g. a task head) whose variables stay trainable.
-    Returns the number of trainable parameters. Recompile after calling it.
+    `keep` lists layers (e.g. a task head) whose variables stay trainable, as
+    do the variables a model lists in `trained_with_adapters` (a fresh MLM
+    head of `AdapterMaskedLMPretrainer`). Returns the number of trainable
+    parameters. Recompile after calling it.
     """
     if lora:
         lora_vars = lora_variables(model)
@@ -323,6 +378,7 @@ def train_only(model, adapters=(), lora=False, keep=()):
         variables += lora_vars.values()
     for layer in keep:
         variables += layer.weights
+    variables += list(getattr(model, "trained_with_adapters", ()))
     return freeze_except(model, variables)
 
 

@@ -84,6 +84,21 @@ def _flat_outputs(outputs):
     return flat
 
 
+def _check_vocabulary_is_known(model, named):
+    """ExportError when the model takes token ids but their vocabulary size is unknown.
+
+    Exporting anyway would serve an out-of-range id as some other row.
+    """
+    from keras_ctx.layers.embeddings import vocabulary_size_of
+
+    token_inputs = sorted(name for name in named if name.endswith("token_ids"))
+    if token_inputs and vocabulary_size_of(model) is None:
+        raise ExportError(
+            f"Cannot find the vocabulary size of {model.name!r}, so its {token_inputs[0]} "
+            "input could not be checked for out-of-range ids: expose the token table as "
+            "the backbone's `token_embedding`, or feed the input into one TokenEmbedding.")
+
+
 def _checked_inputs(model, inputs):
     """Inputs after the checks serving needs: ids in the vocabulary, length in range.
 
@@ -186,6 +201,7 @@ def export_saved_model(
         raise ExportError(f"`version` must be a positive integer, got {version!r}.")
     target = check_export_target(directory, version, overwrite)
     named = _named_inputs(model)
+    _check_vocabulary_is_known(model, named)
     specs = _input_specs(named, sequence_length)
     input_dtypes = {name: tensor.dtype for name, tensor in named.items()}
     forward = _forward(model, bool(jit_compile))

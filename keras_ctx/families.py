@@ -91,6 +91,8 @@ class Family:
             ELMo keeps its word vocabulary in run.json.
         matches: backbone -> bool, where families share a backbone class
             and differ in its architecture (GPT is post-LN, GPT-2 pre-LN).
+        recipe_config: Run -> backbone config values the pretraining recipe
+            sets from the run's sizes (XLNet's memory length); `--set` wins.
     """
 
     name: str
@@ -111,6 +113,7 @@ class Family:
     tf_checkpoint: Optional[str] = None
     run_files: Callable = lambda tokenizer: (tokenizer, {})
     matches: Optional[Callable] = None
+    recipe_config: Callable = lambda run: {}
 
 
 _FAMILIES = {}
@@ -252,6 +255,12 @@ def _xlnet_pretrainer(backbone, tokenizer, run):
                            reuse_len=default_reuse_len(run.sequence_length))
 
 
+def _xlnet_recipe_config(run):
+    # The released pretraining (zihangdai/xlnet README: --seq_len=512
+    # --mem_len=384): a memory of 3/4 of the sequence, carried across batches.
+    return {"mem_len": run.sequence_length * 3 // 4}
+
+
 def _electra_pretrainer(discriminator, tokenizer, run):
     from keras_ctx.models.electra import ELECTRA_GENERATOR_FRACTIONS, electra_generator
     from keras_ctx.pretraining.electra import ElectraPretrainer
@@ -347,7 +356,7 @@ def _register_builtin():
         XLNET_FRAMING,
         pooling=last, dataset=_pipeline("permutation_dataset"),
         pretrainer=_xlnet_pretrainer, huggingface=("xlnet",), keras_hub=("XLNetBackbone",),
-        tf_checkpoint="xlnet"))
+        tf_checkpoint="xlnet", recipe_config=_xlnet_recipe_config))
     # GPT (Radford et al. 2018): BPE with end-of-word markers (</w>), not bytes.
     register_family(Family(
         "gpt", gpt.GPTBackbone, gpt.GPT_PRESETS,

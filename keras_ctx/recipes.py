@@ -70,7 +70,8 @@ def build(preset, documents, run, overrides=None):
         preset: a preset name; its family supplies the recipe.
         documents: tf.data of documents (1-D tf.string sentences).
         run: a `keras_ctx.families.Run` (sizes and seed).
-        overrides: backbone config values to change.
+        overrides: backbone config values to change (over the preset's and the
+            family's `recipe_config`).
     """
     from keras_ctx.models import from_preset
 
@@ -86,7 +87,7 @@ def build(preset, documents, run, overrides=None):
     size = getattr(tokenizer, "vocabulary_size", None)
     say(f"Trained the tokenizer in {progress.duration(time.time() - began)}"
         + (f" ({size()} entries)." if callable(size) else "."))
-    overrides = dict(overrides or {})
+    overrides = {**family.recipe_config(run), **(overrides or {})}  # the user's win
     if family.sized_by_tokenizer:
         overrides["vocabulary_size"] = tokenizer.vocabulary_size() + family.extra_tokens
     say(f"Building {preset}...")

@@ -36,7 +36,7 @@ CLASSIFIER_RATE = 0.01
 def _steps(dataset, steps_per_epoch):
     if steps_per_epoch is not None:
         return steps_per_epoch
-    if _is_stream(dataset):  # its segment lengths are drawn: their expected count
+    if _is_stream(dataset):  # every epoch has its steps_per_epoch segments
         return dataset.expected_steps()
     count = int(dataset.cardinality())
     if count < 0:
@@ -90,7 +90,7 @@ def _fit_language_model(lm, dataset, epochs, steps_per_epoch, fit_kwargs):
     from keras_ctx.pretraining.awd_lstm import StateReset
 
     if _is_stream(dataset):
-        dataset = dataset.dataset()  # each epoch draws its own segment lengths
+        dataset = dataset.dataset()  # each epoch draws its own lengths, always K of them
     callbacks = list(fit_kwargs.pop("callbacks", None) or [])
     if lm.carry_state:
         callbacks.append(StateReset())  # each epoch reads the stream from its start

@@ -142,9 +142,11 @@ def _madx(base, seed, steps, check=False):
         adapters.set_active_adapters(base, [f"lang{language}"])
         pretrainer = adapters.AdapterMaskedLMPretrainer(base)
         count = adapters.train_only(pretrainer, adapters=[f"lang{language}"])
-        # Per layer 2 h (h/2) + h/2 + h; invertible: F and G each 2 (h/2)(h/4) + h/4 + h/2.
+        # Per layer 2 h (h/2) + h/2 + h; invertible: F and G each 2 (h/2)(h/4) + h/4 + h/2;
+        # the fresh MLM head trains with it: transform h^2 + h, LayerNorm 2 h, bias V.
+        head = hidden * hidden + 3 * hidden + base.vocabulary_size
         assert count == layers * (hidden * hidden + hidden // 2 + hidden) + 2 * (
-            2 * (hidden // 2) * (hidden // 4) + hidden // 4 + hidden // 2)
+            2 * (hidden // 2) * (hidden // 4) + hidden // 4 + hidden // 2) + head
         frozen = _snapshot(pretrainer) if check else []
         examples = _mlm_examples(512, seed + language)
         mine = examples["language_ids"][:, 0] == language

@@ -161,10 +161,33 @@ def test_unbuilt_models_and_existing_versions_fail_without_losing_anything(tmp_p
         export_saved_model(model, tmp_path / "m", version=0)
 
 
+def test_every_model_in_a_process_refuses_out_of_range_ids(tmp_path):
+    # Keras names the second unnamed table "token_embedding_1": the check must not
+    # depend on the name (it was silently left out of the second export). Under XLA
+    # the export's check is the only one (the layer's own assert is compiled away).
+    first, second = tiny_encoder(), tiny_encoder()
+    assert "token_embedding" not in [layer.name for layer in second.layers]
+    bad = dict(batch(), token_ids=np.full((2, L), len(VOCAB), "int32"))
+    for i, model in enumerate((first, second)):
+        path = export_saved_model(model, tmp_path / str(i), sequence_length=L,
+                                  jit_compile=True)
+        serve = tf.saved_model.load(path).signatures["serving_default"]
+        with pytest.raises(tf.errors.InvalidArgumentError,
+                           match=f"input token_ids must be in \\[0, {len(VOCAB)}\\)"):
+            serve(**{k: tf.constant(v) for k, v in bad.items()})
+
+
+def test_token_ids_of_unknown_vocabulary_size_refuse_to_export(tmp_path):
+    token_ids = keras.Input((None,), dtype="int32", name="token_ids")
+    clamped = keras.ops.minimum(token_ids, 9)  # the table is not read by the input itself
+    model = keras.Model({"token_ids": token_ids},
+                        {"sequence_output": keras.layers.Embedding(10, 4)(clamped)})
+    with pytest.raises(ExportError, match="vocabulary size of .* token_ids input could not be"):
+        export_saved_model(model, tmp_path / "m")
+    assert not os.path.exists(tmp_path / "m" / "1")
+
+
 def test_xla_export_loads_alone_matches_the_plain_export_and_keeps_its_checks(tmp_path):
-    # A fresh name scope: the id check finds the layer named "token_embedding"
-    # (a second tiny_encoder in this process would get "token_embedding_1").
-    keras.backend.clear_session()
     model = tiny_encoder()
     plain = export_saved_model(model, tmp_path / "plain", sequence_length=L)
     xla = export_saved_model(model, tmp_path / "xla", sequence_length=L, jit_compile=True)

@@ -54,3 +54,19 @@ def test_pretrain_recipe_trains_saves_and_embeds(preset, corpus, tmp_path):
 def test_cove_needs_a_parallel_corpus(corpus, tmp_path, capsys):
     assert main(["pretrain", "cove-base", "--corpus", corpus, "--out", str(tmp_path)]) == 2
     assert "parallel corpus" in capsys.readouterr().err
+
+
+def test_xlnet_recipe_keeps_a_memory_of_three_quarters_of_the_sequence(corpus):
+    from keras_ctx.data import corpora
+
+    # The released pretraining: --seq_len=512 --mem_len=384 (zihangdai/xlnet README).
+    run = families.Run("xlnet-base", batch_size=4, sequence_length=32, vocabulary_size=300)
+    tiny = recipes.parse_overrides(ENCODER)
+    backbone, pretrainer = recipes.build("xlnet-base", corpora.documents(corpus), run, tiny)[:2]
+    assert backbone.mem_len == 24 and pretrainer.carry_memory
+    released = families.Run("xlnet-base", batch_size=1, sequence_length=512,
+                            vocabulary_size=300)
+    assert families.get("xlnet").recipe_config(released) == {"mem_len": 384}
+    explicit = recipes.parse_overrides(ENCODER + ["mem_len=0"])  # --set wins
+    backbone = recipes.build("xlnet-base", corpora.documents(corpus), run, explicit)[0]
+    assert backbone.mem_len == 0

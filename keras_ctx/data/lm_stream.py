@@ -22,6 +22,13 @@ over longer ones"). The batch says so in `learning_rate_scale`;
 `AwdLstmLMPretrainer` applies it to any Keras optimizer's learning rate. s is
 the segment's real length (shorter at the stream's end), as the paper words it.
 
+Every epoch has the same number of batches, so Keras knows the epoch's
+length (an unknown-length dataset makes Keras warn "Your input ran out of
+data" after each epoch and cut later epochs to the first one's count, losing
+targets). The count K is the median of the draws' counts; each epoch's
+lengths are drawn as above from (seed, epoch) and drawn again until they make
+K segments: Merity et al.'s distribution, conditioned on the epoch's count.
+
 Static shapes for XLA: each batch is right-padded to a multiple of
 `length_multiple` (8) time steps (padding_mask / sample weights 0), so a
 jit-compiled step compiles once per bucket (a handful of lengths around bptt
@@ -74,17 +81,22 @@ def segment_lengths(rng, total, bptt, variable_length=True, min_length=MIN_LENGT
     """One epoch's segment lengths over streams of `total` targets (they sum to total).
 
     Variable: Merity et al. 2017, Sec. 4.1 (see the module doc); fixed: bptt
-    each, the last one shorter.
+    each. The last one is cut to what is left.
     """
-    lengths, position = [], 0
-    while position < total:
-        length = bptt
-        if variable_length:
-            mean = bptt if rng.random() < FULL_LENGTH_PROBABILITY else bptt / 2
-            length = max(min_length, int(rng.normal(mean, LENGTH_STDDEV)))
-        length = min(length, total - position)
-        lengths.append(length)
-        position += length
+    if not variable_length:
+        full, rest = divmod(total, bptt)
+        return [bptt] * full + ([rest] if rest else [])
+    drawn, covered = [], 0
+    while covered < total:  # draw in blocks (a bit more than needed), keep what covers total
+        size = int((total - covered) / (0.9 * bptt)) + 16
+        mean = np.where(rng.random(size) < FULL_LENGTH_PROBABILITY, bptt, bptt / 2)
+        block = np.maximum(min_length, rng.normal(mean, LENGTH_STDDEV).astype(np.int64))
+        drawn.append(block)
+        covered += int(block.sum())
+    lengths = np.concatenate(drawn)
+    count = int(np.searchsorted(np.cumsum(lengths), total)) + 1  # first to reach total
+    lengths = lengths[:count].tolist()
+    lengths[-1] -= sum(lengths) - total
     return lengths
 
 
@@ -101,14 +113,16 @@ class BpttStream:
         min_length: the shortest drawn length (5).
         length_multiple: pad each batch's time axis to a multiple of this
             (static shapes for XLA; 1: no padding).
-        seed: the length draws; each pass over `dataset()` draws anew.
+        seed: a non-negative integer; epoch e's lengths are drawn from (seed, e),
+            e counting the passes over `batches()` / `dataset()`.
         padding_id: the id of padding positions.
 
     `dataset()` yields `(x, y, sample_weight)`: x = {"token_ids",
     "padding_mask", "learning_rate_scale"} with token_ids (B, T) int32 and
     learning_rate_scale (B,) float32 (the same length / bptt in every row),
     y the next tokens (B, T), sample_weight 1 where y is a real target. One
-    pass is one epoch: reset the LSTM state at its start (`StateReset`).
+    pass is one epoch of `steps_per_epoch` batches (the dataset's
+    cardinality): reset the LSTM state at its start (`StateReset`).
 
     Example:
     >>> stream = BpttStream(ids, batch_size=64, bptt=70)
@@ -126,20 +140,36 @@ class BpttStream:
         self.min_length = _positive("min_length", min_length)
         self.length_multiple = _positive("length_multiple", length_multiple)
         self.variable_length = bool(variable_length)
-        self.seed = seed
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise ValueError(f"`seed` must be a non-negative integer, got {seed!r}.")
+        self.seed = int(seed)
         self.padding_id = padding_id
         self.streams, self.mask = stream_layout(token_ids, batch_size, padding_id)
         self.targets = self.streams.shape[1] - 1  # per stream
-        self._rng = np.random.default_rng(seed)
+        self.epoch = 0  # the next pass's index
+        self.steps_per_epoch = self._count()
+
+    def _draw(self, *key):
+        rng = np.random.default_rng([self.seed, *key])  # keys of one length: no collisions
+        return segment_lengths(rng, self.targets, self.bptt, self.variable_length,
+                               self.min_length)
+
+    def _count(self):
+        """K: the median count of 31 draws (the most likely counts sit there)."""
+        return int(np.median([len(self._draw(1, i, 0)) for i in range(31)]))
+
+    def epoch_lengths(self, epoch):
+        """Epoch `epoch`'s K segment lengths: the first draw from (seed, epoch) with K."""
+        for attempt in range(100_000):
+            lengths = self._draw(0, epoch, attempt)
+            if len(lengths) == self.steps_per_epoch:
+                return lengths
+        raise RuntimeError(f"No draw of {self.steps_per_epoch} segments in 100000 tries "
+                           f"(bptt={self.bptt}, {self.targets} targets per stream).")
 
     def expected_steps(self, epochs=1):
-        """Batches in `epochs` epochs (for STLR's T), from draws beside the stream's own."""
-        if not self.variable_length:
-            return epochs * math.ceil(self.targets / self.bptt)
-        rng = np.random.default_rng([self.seed, 1])
-        counts = [len(segment_lengths(rng, self.targets, self.bptt, True, self.min_length))
-                  for _ in range(16)]
-        return max(1, round(epochs * float(np.mean(counts))))
+        """Batches in `epochs` epochs (for STLR's T): exactly epochs x steps_per_epoch."""
+        return epochs * self.steps_per_epoch
 
     def batches(self):
         """One epoch of (x, y, sample_weight) numpy batches."""
@@ -159,16 +189,17 @@ class BpttStream:
                    y, y_mask)
 
     def _segments(self):
-        lengths = segment_lengths(self._rng, self.targets, self.bptt, self.variable_length,
-                                  self.min_length)
+        lengths = self.epoch_lengths(self.epoch)
+        self.epoch += 1
         starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
         return zip(starts.tolist(), lengths)
 
     def dataset(self):
-        """A tf.data.Dataset of `batches()`; each iteration is a new epoch's draw."""
+        """`batches()` as a tf.data.Dataset of known cardinality; each pass: the next epoch."""
         b = self.batch_size
         signature = ({"token_ids": tf.TensorSpec((b, None), tf.int32),
                       "padding_mask": tf.TensorSpec((b, None), tf.int32),
                       "learning_rate_scale": tf.TensorSpec((b,), tf.float32)},
                      tf.TensorSpec((b, None), tf.int32), tf.TensorSpec((b, None), tf.float32))
-        return tf.data.Dataset.from_generator(self.batches, output_signature=signature)
+        dataset = tf.data.Dataset.from_generator(self.batches, output_signature=signature)
+        return dataset.apply(tf.data.experimental.assert_cardinality(self.steps_per_epoch))

@@ -31,14 +31,48 @@ def check_token_ids(token_ids, vocabulary_size, name="token_ids"):
         return tf.identity(token_ids)
 
 
-def vocabulary_size_of(model):
-    """The vocabulary size of the layers named "token_embedding" in a model, or None.
+def _table_size(layer):
+    """Rows of a token table: `vocabulary_size` of ours, `input_dim` of keras.layers.Embedding."""
+    for attribute in ("vocabulary_size", "input_dim"):
+        size = getattr(layer, attribute, None)
+        if isinstance(size, int) and not isinstance(size, bool):
+            return size
+    return None
 
-    Every backbone names its token (not segment) embedding so; None when there
-    is none, or several of different sizes.
+
+def _reads_token_ids(layer):
+    """Whether a functional graph feeds an input named `*token_ids` straight into `layer`."""
+    for node in getattr(layer, "_inbound_nodes", ()):
+        for tensor in node.input_tensors:
+            history = getattr(tensor, "_keras_history", None)
+            source = history.operation if history else None
+            if isinstance(source, keras.layers.InputLayer) and source.name.endswith("token_ids"):
+                return True
+    return False
+
+
+def vocabulary_size_of(model):
+    """The number of token ids `model` (or the backbones inside it) accepts, or None.
+
+    Found without relying on layer names (Keras renames a second unnamed layer
+    `token_embedding_1`): the `token_embedding` every backbone exposes, and any
+    table that a functional graph feeds an input named `*token_ids` directly.
+    None when there is none, or several of different sizes.
     """
-    sizes = {layer.vocabulary_size for layer in model._flatten_layers()
-             if layer.name == "token_embedding" and hasattr(layer, "vocabulary_size")}
+    from keras_ctx.models.backbone import Backbone
+
+    sizes = set()
+    for layer in model._flatten_layers(include_self=True):
+        if isinstance(layer, Backbone):
+            try:
+                table = layer.token_embedding
+            except NotImplementedError:
+                table = None
+            size = _table_size(table) if table is not None else None
+        else:
+            size = _table_size(layer) if _reads_token_ids(layer) else None
+        if size is not None:
+            sizes.add(size)
     return sizes.pop() if len(sizes) == 1 else None
 
 

@@ -326,3 +326,68 @@ def tf_function(function):
     import tensorflow as tf
 
     return tf.function(function, jit_compile=True)
+
+
+def _mlm_step(pretrainer, seed=3):
+    batch = dict(_inputs(seed=seed, batch=4), mask_positions=np.array([[1, 3]] * 4, "int32"),
+                 mask_ids=np.array([[5, 7]] * 4, "int32"),
+                 mask_weights=np.ones((4, 2), "float32"))
+    pretrainer.compile(keras.optimizers.Adam(1e-2), run_eagerly=True)  # one step: no tracing
+    pretrainer.train_on_batch(batch)
+
+
+def _own(head, backbone):
+    """The head's weights but the backbone's token table it reads."""
+    return [v for v in head.weights if v is not backbone.token_embedding.embeddings]
+
+
+def _values(variables):
+    return [np.array(keras.ops.convert_to_numpy(v)) for v in variables]
+
+
+@pytest.mark.parametrize("pretrained, train_head", [(False, None), (True, None), (True, True),
+                                                    (False, False)])
+def test_madx_head_trains_when_fresh_and_stays_frozen_when_pretrained(pretrained, train_head):
+    # Pfeiffer et al. 2020: the language adapter trains by MLM with the pretrained
+    # model fixed, its MLM head included; a fresh head (nothing pretrained) trains.
+    from keras_ctx.layers.heads import MaskedLMHead
+
+    backbone = _bert()
+    adapters.add_adapter(backbone, "lang", "madx_language")
+    checkpoint_head = None
+    if pretrained:  # as keras_ctx.convert.heads.masked_lm_from_huggingface returns it
+        checkpoint_head = MaskedLMHead(token_embedding=backbone.token_embedding)
+        checkpoint_head.build((None, None, 32))
+        rng = np.random.default_rng(5)
+        for variable in _own(checkpoint_head, backbone):
+            variable.assign(rng.normal(0, 0.5, variable.shape).astype("float32"))
+    pretrainer = adapters.AdapterMaskedLMPretrainer(backbone, mlm_head=checkpoint_head,
+                                                    train_head=train_head)
+    head = _own(pretrainer.mlm_head, backbone)
+    assert len(head) == 5  # transform kernel, bias, LayerNorm gamma, beta; output bias
+    if pretrained:
+        for mine, theirs in zip(head, _own(checkpoint_head, backbone)):
+            np.testing.assert_array_equal(mine.numpy(), theirs.numpy())
+    count = adapters.train_only(pretrainer, adapters=["lang"])
+    trains = pretrained is False if train_head is None else train_head
+    adapter = adapters.adapter_variables(backbone, "lang").values()
+    head_size = 32 * 32 + 32 + 2 * 32 + 50
+    assert count == sum(int(np.prod(v.shape)) for v in adapter) + trains * head_size
+    backbone_before, head_before = _values(backbone.weights), _values(head)
+    adapter_before = _values(adapter)
+    _mlm_step(pretrainer)
+    for variable, value in zip(backbone.weights, backbone_before):
+        if all(variable is not v for v in adapter):  # the tied table included
+            np.testing.assert_array_equal(variable.numpy(), value, err_msg=variable.path)
+    assert not any(np.array_equal(v.numpy(), b) for v, b in zip(adapter, adapter_before))
+    changed = [not np.array_equal(v.numpy(), b) for v, b in zip(head, head_before)]
+    assert changed == [trains] * 5
+
+
+def test_madx_head_must_be_tied_to_the_backbone():
+    from keras_ctx.layers.heads import MaskedLMHead
+
+    backbone = _bert()
+    other = MaskedLMHead(token_embedding=_bert(1).token_embedding)
+    with pytest.raises(ValueError, match="not tied to this backbone"):
+        adapters.AdapterMaskedLMPretrainer(backbone, mlm_head=other)

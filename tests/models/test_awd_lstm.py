@@ -253,6 +253,48 @@ def test_every_token_after_the_first_is_a_target_exactly_once_per_epoch():
         assert len(set(lengths)) > 1  # drawn, not fixed
 
 
+def test_fit_sees_every_target_once_per_epoch_without_running_out_of_data(capsys):
+    import warnings
+
+    import tensorflow as tf
+
+    from keras_ctx.data.lm_stream import BpttStream
+    from keras_ctx.pretraining.awd_lstm import StateReset
+
+    corpus = np.random.default_rng(1).integers(2, 50, 400)
+    stream = BpttStream(corpus, batch_size=3, bptt=12, seed=0)
+    seen, epochs = [], []
+
+    def record(x, y, w):
+        def keep(y, w):
+            seen.append(y.numpy()[w.numpy() > 0])
+            return 0
+        tf.py_function(keep, [y, w], tf.int32)
+        return x, y, w
+
+    class Epochs(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            epochs.append(np.concatenate(seen))
+            seen.clear()
+
+    lm = _tiny_lm(batch_size=3)
+    lm.compile(keras.optimizers.Adam(1e-3), run_eagerly=True)  # no tracing: seconds
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        history = lm.fit(stream.dataset().map(record), epochs=2, verbose=2,
+                         callbacks=[StateReset(), Epochs()])
+    out = capsys.readouterr()
+    noise = [str(w.message) for w in caught] + [out.out, out.err]
+    assert not [text for text in noise if "ran out of data" in text]
+    assert len(history.history["loss"]) == 2
+    for targets in epochs:  # the corpus after its first token, each once
+        np.testing.assert_array_equal(np.sort(targets), np.sort(corpus[1:]))
+    # Each epoch draws its own lengths from (seed, epoch), K segments each time.
+    first, second = stream.epoch_lengths(0), stream.epoch_lengths(1)
+    assert len(first) == len(second) == stream.steps_per_epoch
+    assert first != second and first == BpttStream(corpus, 3, 12, seed=0).epoch_lengths(0)
+
+
 def test_segment_lengths_follow_merity_et_al():
     from keras_ctx.data.lm_stream import segment_lengths
 

@@ -439,23 +439,30 @@ def for_decoding(backbone, precision):
 _COMPILED = weakref.WeakKeyDictionary()
 
 
-def resolve_jit_compile(jit_compile, backbone):
-    """`jit_compile` of the decode loop; "auto": XLA except float32 weights on a CPU.
+def resolve_jit_compile(jit_compile, backbone, rows=1):
+    """`jit_compile` of the decode loop over `rows` sequences (batch x beams).
 
-    Measured on a 2-core AMD EPYC (benchmarks/RESULTS.md, generation): with
-    float32 weights at batch 1 the XLA-compiled loop runs 0.5x the same loop
-    as a plain TF graph, whose matmuls are TF's own CPU kernels (keras-hub's
-    generate runs that way on a CPU: Keras' `jit_compile="auto"` turns XLA off
-    where there is no GPU); with int8 or bfloat16 weights XLA's kernels are
-    the faster ones. Any accelerator: XLA.
+    "auto": XLA, except one row of float32 weights on a machine without an
+    accelerator. Measured on a 2-core AMD EPYC (benchmarks/RESULTS.md,
+    generation): there XLA's CPU code for the matrix-vector products of one
+    row is slow (GPT-2 greedy 0.6x the same loop as a TF graph, T5 0.7x); from
+    two rows on, and with int8 or bfloat16 weights, XLA is the faster one
+    (keras-hub's generate always runs as a TF graph on a CPU: Keras'
+    `jit_compile="auto"` turns XLA off where there is no GPU). Any
+    accelerator: XLA.
     """
     if jit_compile != "auto":
         if not isinstance(jit_compile, bool):
             raise ValueError(f"`jit_compile` must be True, False or 'auto', got {jit_compile!r}.")
         return jit_compile
-    if any(d.device_type != "CPU" for d in tf.config.list_logical_devices()):
+    if rows > 1 or any(d.device_type != "CPU" for d in tf.config.list_logical_devices()):
         return True
     return not all(tf.as_dtype(w.dtype) == tf.float32 for w in backbone.weights)
+
+
+def _rows(token_ids, sampler):
+    beams = sampler.num_beams if isinstance(sampler, BeamSampler) else 1
+    return int(token_ids.shape[0]) * beams
 
 
 def _compiled(backbone, key, make):
@@ -507,8 +514,9 @@ def generate(backbone, token_ids, padding_mask=None, max_length=None, sampler="g
             the whole sequence per step; same tokens, slower).
         jit_compile: compile the whole loop with XLA (True), run it as a TF
             graph (False), or "auto" (`resolve_jit_compile`: XLA except for
-            float32 weights on a machine without an accelerator, where TF's
-            own CPU kernels decode faster). The tokens are the same.
+            one row (batch 1, no beams) of float32 weights on a machine
+            without an accelerator, where TF's own CPU kernels decode
+            faster). The tokens are the same.
         seed: int seed of the random samplers.
 
     Returns:
@@ -524,7 +532,7 @@ def generate(backbone, token_ids, padding_mask=None, max_length=None, sampler="g
     token_ids, prompt_mask = _prepare_prompt(token_ids, padding_mask, max_length,
                                              pad_token_id, "token_ids")
     end_tokens = _end_tokens(end_token_id, backbone)
-    jit_compile = resolve_jit_compile(jit_compile, backbone)
+    jit_compile = resolve_jit_compile(jit_compile, backbone, _rows(token_ids, sampler))
     key = ("decoder", sampler._key(), end_tokens, pad_token_id, use_cache, jit_compile)
 
     def make():
@@ -584,7 +592,7 @@ def generate_seq2seq(backbone, encoder_token_ids, encoder_padding_mask=None,
                                              max_length, pad_token_id,
                                              "decoder_token_ids")
     end_tokens = _end_tokens(end_token_id, backbone)
-    jit_compile = resolve_jit_compile(jit_compile, backbone)
+    jit_compile = resolve_jit_compile(jit_compile, backbone, _rows(token_ids, sampler))
     key = ("seq2seq", sampler._key(), end_tokens, pad_token_id, use_cache, jit_compile)
 
     def make():

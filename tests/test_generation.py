@@ -131,8 +131,8 @@ def test_beam_search_finds_at_least_greedy_log_probability(gpt):
 @pytest.mark.parametrize("sampler", ["greedy", generation.BeamSampler(3)],
                          ids=["greedy", "beam"])
 def test_the_loop_without_xla_gives_the_same_tokens_as_with_it(gpt, sampler):
-    # "auto" runs float32 weights on a CPU as a TF graph (faster there, see
-    # resolve_jit_compile): the tokens and beam scores are XLA's.
+    # "auto" runs one row of float32 weights on a CPU as a TF graph (faster
+    # there, see resolve_jit_compile): the tokens and beam scores are XLA's.
     kwargs = dict(max_length=12, sampler=sampler, end_token_id=int(PROMPT[0, 2]))
     graph = generation.generate(gpt, PROMPT, PROMPT > 0, jit_compile=False, **kwargs)
     xla = generation.generate(gpt, PROMPT, PROMPT > 0, jit_compile=True, **kwargs)
@@ -143,8 +143,9 @@ def test_the_loop_without_xla_gives_the_same_tokens_as_with_it(gpt, sampler):
             np.testing.assert_array_equal(graph[name], xla[name], err_msg=name)
 
 
-def test_auto_jit_compile_is_xla_except_float32_weights_on_a_cpu(gpt):
-    assert generation.resolve_jit_compile("auto", gpt) is False
+def test_auto_jit_compile_is_xla_except_one_float32_row_on_a_cpu(gpt):
+    assert generation.resolve_jit_compile("auto", gpt, rows=1) is False
+    assert generation.resolve_jit_compile("auto", gpt, rows=2) is True
     assert generation.resolve_jit_compile(True, gpt) is True
     assert generation.resolve_jit_compile("auto", generation.for_decoding(gpt, "int8"))
     assert generation.resolve_jit_compile("auto", generation.for_decoding(gpt, "bfloat16"))

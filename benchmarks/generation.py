@@ -4,15 +4,20 @@ machine's memory-bandwidth bound.
     python -m benchmarks.generation [--layers 12 --hidden 768 --heads 12 --vocab 50257]
         [--prompt 8 --max-length 40] [--batches 1 16]
         [--precisions float32 bfloat16 int8] [--compare keras-hub|none]
-        [--repeats 3] [--record]
+        [--repeats 3] [--ours-xla auto on off] [--record]
 
 Both sides are GPT-2 of the same shape with random weights (same shape, same
 bytes; the tokens differ), generating greedily from the same prompts to
-`--max-length` with no stop token, the whole loop compiled with XLA:
-keras_ctx's `generation.generate` on `generation.for_decoding(backbone,
-precision)`, keras-hub's `GPT2CausalLM.generate` (preprocessor None,
+`--max-length` with no stop token: keras_ctx's `generation.generate` on
+`generation.for_decoding(backbone, precision)`, the whole loop compiled with
+XLA (`--ours-xla on`, row "keras_ctx XLA"), as a plain TF graph
+(`off`, "keras_ctx no-XLA") and/or as `generate` chooses by default (`auto`:
+`generation.resolve_jit_compile`); keras-hub's `GPT2CausalLM.generate` (preprocessor None,
 `compile(sampler="greedy")`) on a `GPT2Backbone(dtype="bfloat16")` for bfloat16
-and after `quantize("int8")` for int8. The timed calls include the prompt's
+and after `quantize("int8")` for int8. keras-hub's generate is a
+`tf.function(jit_compile=model.jit_compile)`, and Keras' `compile(jit_compile=
+"auto")` turns XLA off on a machine without a GPU: on CPU its loop is a plain
+TF graph (the notes print the value it ran with). The timed calls include the prompt's
 prefill and the copy of the output to numpy; compilation is excluded (one
 warm-up call). Per precision and batch the two implementations alternate,
 `--repeats` times; medians.
@@ -63,7 +68,11 @@ def weight_bytes(model):
     return sum(int(np.prod(w.shape)) * np.dtype(w.dtype).itemsize for w in model.weights)
 
 
-def build_ours(args, precision):
+# --ours-xla: (row label, generate's jit_compile)
+OURS_XLA = {"on": ("XLA", True), "off": ("no-XLA", False), "auto": ("auto", "auto")}
+
+
+def build_ours(args, precision, jit_compile="auto"):
     import keras
 
     from keras_ctx import generation
@@ -77,7 +86,8 @@ def build_ours(args, precision):
     model = generation.for_decoding(backbone, precision)
 
     def run(prompt):
-        out = generation.generate(model, prompt, max_length=args.max_length)
+        out = generation.generate(model, prompt, max_length=args.max_length,
+                                  jit_compile=jit_compile)
         return out["token_ids"].numpy()
 
     return model, run
@@ -124,6 +134,9 @@ def main(argv=None):
     parser.add_argument("--compare", default="keras-hub", choices=["keras-hub", "none"])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--bandwidth-mb", type=int, default=256)
+    parser.add_argument("--ours-xla", nargs="+", default=["auto"], choices=sorted(OURS_XLA),
+                        help="keras_ctx's loop with XLA (on), as a TF graph (off), "
+                             "and/or generate's default choice (auto)")
     parser.add_argument("--record", action="store_true")
     args = parser.parse_args(argv)
     if not 0 < args.prompt < args.max_length:
@@ -137,7 +150,11 @@ def main(argv=None):
         for method, value in bandwidth(args.bandwidth_mb, repeats=1).items():
             measured[method] = max(measured[method], value)
 
-    builders = {"keras_ctx": build_ours}
+    builders = {}
+    for choice in args.ours_xla:  # default arguments bind each choice
+        builders[f"keras_ctx {OURS_XLA[choice][0]}"] = (
+            lambda args, precision, jit=OURS_XLA[choice][1]: build_ours(args, precision, jit))
+    hub_xla = []
     if args.compare == "keras-hub":
         builders["keras-hub"] = build_keras_hub
     generated = args.max_length - args.prompt
@@ -145,6 +162,8 @@ def main(argv=None):
     rows = []
     for precision in args.precisions:
         runs = {name: build(args, precision) for name, build in builders.items()}
+        if "keras-hub" in runs:
+            hub_xla.append(runs["keras-hub"][0].jit_compile)
         for batch in args.batches:
             prompt = rng.integers(1, args.vocab, (batch, args.prompt)).astype("int32")
             for _, run in runs.values():
@@ -173,11 +192,12 @@ def main(argv=None):
     rows = [tuple(row) for row in rows]
 
     title = (f"GPT-2 greedy generation, L{args.layers} H{args.hidden} A{args.heads} "
-             f"V{args.vocab}, prompt {args.prompt} + {generated} generated tokens, XLA")
+             f"V{args.vocab}, prompt {args.prompt} + {generated} generated tokens")
     notes = (f"Bandwidth measured in the same run: memcpy {measured['memcpy'] / 1e9:.1f} GB/s "
              f"(read + write), reduce_sum {measured['read'] / 1e9:.1f} GB/s (read); the "
              f"bound uses {peak / 1e9:.1f} GB/s: batch x bandwidth / bytes of weights. "
-             f"Median of {args.repeats} alternating calls. Load average (1, 5, 15 min) "
+             f"Median of {args.repeats} alternating calls. keras_ctx with XLA: "
+             f"{args.ours_xla}; keras-hub's jit_compile: {sorted(set(hub_xla))}. Load average (1, 5, 15 min) "
              f"at start {load_start}, at end " + "{:.2f} {:.2f} {:.2f}.".format(*os.getloadavg()))
     text = common.table(["precision", "batch", "implementation", "tokens/s", "weights MiB",
                          "bound tokens/s", "of bound", "vs keras-hub"], rows) + "\n\n" + notes

@@ -439,6 +439,32 @@ def for_decoding(backbone, precision):
 _COMPILED = weakref.WeakKeyDictionary()
 
 
+def resolve_jit_compile(jit_compile, backbone, rows=1):
+    """`jit_compile` of the decode loop over `rows` sequences (batch x beams).
+
+    "auto": XLA, except one row of float32 weights on a machine without an
+    accelerator. Measured on a 2-core AMD EPYC (benchmarks/RESULTS.md,
+    generation): there XLA's CPU code for the matrix-vector products of one
+    row is slow (GPT-2 greedy 0.6x the same loop as a TF graph, T5 0.7x); from
+    two rows on, and with int8 or bfloat16 weights, XLA is the faster one
+    (keras-hub's generate always runs as a TF graph on a CPU: Keras'
+    `jit_compile="auto"` turns XLA off where there is no GPU). Any
+    accelerator: XLA.
+    """
+    if jit_compile != "auto":
+        if not isinstance(jit_compile, bool):
+            raise ValueError(f"`jit_compile` must be True, False or 'auto', got {jit_compile!r}.")
+        return jit_compile
+    if rows > 1 or any(d.device_type != "CPU" for d in tf.config.list_logical_devices()):
+        return True
+    return not all(tf.as_dtype(w.dtype) == tf.float32 for w in backbone.weights)
+
+
+def _rows(token_ids, sampler):
+    beams = sampler.num_beams if isinstance(sampler, BeamSampler) else 1
+    return int(token_ids.shape[0]) * beams
+
+
 def _compiled(backbone, key, make):
     functions = _COMPILED.setdefault(backbone, {})
     if key not in functions:
@@ -473,7 +499,7 @@ def _prepare_prompt(token_ids, padding_mask, max_length, pad_token_id, name):
 
 
 def generate(backbone, token_ids, padding_mask=None, max_length=None, sampler="greedy",
-             end_token_id=None, pad_token_id=0, use_cache=True, jit_compile=True, seed=0):
+             end_token_id=None, pad_token_id=0, use_cache=True, jit_compile="auto", seed=0):
     """Continues right-padded prompts with a decoder-only backbone (GPT, GPT-2).
 
     Args:
@@ -486,7 +512,11 @@ def generate(backbone, token_ids, padding_mask=None, max_length=None, sampler="g
             with the first one it generates; later positions get `pad_token_id`.
         use_cache: one token per step with a key/value cache (False re-runs
             the whole sequence per step; same tokens, slower).
-        jit_compile: compile the whole loop with XLA.
+        jit_compile: compile the whole loop with XLA (True), run it as a TF
+            graph (False), or "auto" (`resolve_jit_compile`: XLA except for
+            one row (batch 1, no beams) of float32 weights on a machine
+            without an accelerator, where TF's own CPU kernels decode
+            faster). The tokens are the same.
         seed: int seed of the random samplers.
 
     Returns:
@@ -502,6 +532,7 @@ def generate(backbone, token_ids, padding_mask=None, max_length=None, sampler="g
     token_ids, prompt_mask = _prepare_prompt(token_ids, padding_mask, max_length,
                                              pad_token_id, "token_ids")
     end_tokens = _end_tokens(end_token_id, backbone)
+    jit_compile = resolve_jit_compile(jit_compile, backbone, _rows(token_ids, sampler))
     key = ("decoder", sampler._key(), end_tokens, pad_token_id, use_cache, jit_compile)
 
     def make():
@@ -536,7 +567,7 @@ def generate(backbone, token_ids, padding_mask=None, max_length=None, sampler="g
 def generate_seq2seq(backbone, encoder_token_ids, encoder_padding_mask=None,
                      max_length=32, decoder_start_token_id=0, decoder_token_ids=None,
                      decoder_padding_mask=None, sampler="greedy", end_token_id=None,
-                     pad_token_id=0, use_cache=True, jit_compile=True, seed=0):
+                     pad_token_id=0, use_cache=True, jit_compile="auto", seed=0):
     """Generates decoder sequences for an encoder-decoder backbone (T5, BART).
 
     The encoder runs once; each step runs the decoder on one token with a
@@ -561,6 +592,7 @@ def generate_seq2seq(backbone, encoder_token_ids, encoder_padding_mask=None,
                                              max_length, pad_token_id,
                                              "decoder_token_ids")
     end_tokens = _end_tokens(end_token_id, backbone)
+    jit_compile = resolve_jit_compile(jit_compile, backbone, _rows(token_ids, sampler))
     key = ("seq2seq", sampler._key(), end_tokens, pad_token_id, use_cache, jit_compile)
 
     def make():

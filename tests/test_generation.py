@@ -66,7 +66,8 @@ def test_bad_arguments_raise_value_errors(gpt):
                          ids=["greedy", "top_k", "top_p", "beam"])
 def test_cached_generation_gives_the_same_tokens_as_uncached(gpt, sampler):
     kwargs = dict(max_length=12, sampler=sampler, seed=7)
-    cached = generation.generate(gpt, PROMPT, PROMPT > 0, use_cache=True, **kwargs)
+    cached = generation.generate(gpt, PROMPT, PROMPT > 0, use_cache=True, jit_compile=True,
+                                 **kwargs)
     # The reference re-runs the whole sequence each step. Deterministic samplers
     # run it in graph mode without XLA (faster to build); random ones under XLA
     # too, since XLA and TF kernels draw different stateless random numbers.
@@ -125,6 +126,31 @@ def test_beam_search_finds_at_least_greedy_log_probability(gpt):
         logits_fn, out["token_ids"], full_mask, out["padding_mask"].numpy()).numpy()
         for name, out in (("greedy", greedy), ("beam", beam))}
     assert (score["beam"] >= score["greedy"] - 1e-4).all()
+
+
+@pytest.mark.parametrize("sampler", ["greedy", generation.BeamSampler(3)],
+                         ids=["greedy", "beam"])
+def test_the_loop_without_xla_gives_the_same_tokens_as_with_it(gpt, sampler):
+    # "auto" runs one row of float32 weights on a CPU as a TF graph (faster
+    # there, see resolve_jit_compile): the tokens and beam scores are XLA's.
+    kwargs = dict(max_length=12, sampler=sampler, end_token_id=int(PROMPT[0, 2]))
+    graph = generation.generate(gpt, PROMPT, PROMPT > 0, jit_compile=False, **kwargs)
+    xla = generation.generate(gpt, PROMPT, PROMPT > 0, jit_compile=True, **kwargs)
+    for name in graph:
+        if name.endswith("scores") or name.endswith("probabilities"):
+            np.testing.assert_allclose(graph[name], xla[name], rtol=1e-5, atol=1e-5)
+        else:
+            np.testing.assert_array_equal(graph[name], xla[name], err_msg=name)
+
+
+def test_auto_jit_compile_is_xla_except_one_float32_row_on_a_cpu(gpt):
+    assert generation.resolve_jit_compile("auto", gpt, rows=1) is False
+    assert generation.resolve_jit_compile("auto", gpt, rows=2) is True
+    assert generation.resolve_jit_compile(True, gpt) is True
+    assert generation.resolve_jit_compile("auto", generation.for_decoding(gpt, "int8"))
+    assert generation.resolve_jit_compile("auto", generation.for_decoding(gpt, "bfloat16"))
+    with pytest.raises(ValueError, match="jit_compile"):
+        generation.generate(gpt, PROMPT, max_length=12, jit_compile="yes")
 
 
 # --------------------------------------------------------- encoder-decoders

@@ -152,6 +152,27 @@ def corrupt_selected(token_ids, selected, action, random_ids, mask_token_id,
         random_ids, corrupted)
 
 
+def corrupted_batch(token_ids, selected, positions, weights, seeds, vocabulary_size,
+                    mask_token_id, mask_token_rate, random_token_rate, random_token_range):
+    """Every masker's output: the selected tokens replaced (`corrupt_selected`,
+    one action and one random id per token from the two `seeds`) and the
+    prediction slots `positions` (weights 1 where used) with their original ids."""
+    action_seed, random_seed = seeds
+    low, high = random_token_range or (0, vocabulary_size)
+    action = tf.random.stateless_uniform(tf.shape(token_ids), action_seed)
+    random_ids = tf.random.stateless_uniform(
+        tf.shape(token_ids), random_seed, minval=low, maxval=high, dtype=tf.int32)
+    corrupted = corrupt_selected(token_ids, selected, action, random_ids, mask_token_id,
+                                 mask_token_rate, random_token_rate)
+    mask_ids = tf.gather(token_ids, positions, batch_dims=1)
+    return {
+        "token_ids": corrupted,
+        "mask_positions": positions,
+        "mask_ids": tf.where(weights > 0, mask_ids, 0),
+        "mask_weights": weights,
+    }
+
+
 def mask_tokens(
     token_ids,
     seed,
@@ -197,19 +218,9 @@ def mask_tokens(
         position_weights = tf.gather(tf.cast(token_weights, tf.float32), token_ids)
     positions, weights, selected = select_positions(
         candidates, select_seed, mask_rate, max_predictions, position_weights)
-    low, high = random_token_range or (0, vocabulary_size)
-    action = tf.random.stateless_uniform(tf.shape(token_ids), action_seed)
-    random_ids = tf.random.stateless_uniform(
-        tf.shape(token_ids), random_seed, minval=low, maxval=high, dtype=tf.int32)
-    corrupted = corrupt_selected(token_ids, selected, action, random_ids, mask_token_id,
-                                 mask_token_rate, random_token_rate)
-    mask_ids = tf.gather(token_ids, positions, batch_dims=1)
-    return {
-        "token_ids": corrupted,
-        "mask_positions": positions,
-        "mask_ids": tf.where(weights > 0, mask_ids, 0),
-        "mask_weights": weights,
-    }
+    return corrupted_batch(token_ids, selected, positions, weights, (action_seed, random_seed),
+                           vocabulary_size, mask_token_id, mask_token_rate,
+                           random_token_rate, random_token_range)
 
 
 class MLMMasker:

@@ -42,7 +42,7 @@ from keras_ctx.data.masking import (
     RANDOM_TOKEN_RATE,
     _check_rates,
     candidate_mask,
-    corrupt_selected,
+    corrupted_batch,
     default_max_predictions,
     map_with_seeds,
 )
@@ -197,20 +197,11 @@ def ngram_mask(token_ids, seed, vocabulary_size, mask_token_id, starts=None,
     keys, positions = tf.math.top_k(order_key, k=max_predictions)
     weights = tf.cast(keys > 0, tf.float32)
     positions = tf.where(keys > 0, positions, 0)
-    low, high = random_token_range or (0, vocabulary_size)
-    action = tf.random.stateless_uniform([batch, length], seeds[2])
-    random_ids = tf.random.stateless_uniform([batch, length], seeds[3], minval=low,
-                                             maxval=high, dtype=tf.int32)
-    corrupted = corrupt_selected(token_ids, selected, action, random_ids, mask_token_id,
-                                 mask_token_rate, random_token_rate)
-    mask_ids = tf.gather(token_ids, positions, batch_dims=1)
-    return {
-        "token_ids": corrupted,
-        "mask_positions": positions,
-        "mask_ids": tf.where(weights > 0, mask_ids, 0),
-        "mask_weights": weights,
-        "ngram_lengths": lengths,
-    }
+    out = corrupted_batch(token_ids, selected, positions, weights, (seeds[2], seeds[3]),
+                          vocabulary_size, mask_token_id, mask_token_rate,
+                          random_token_rate, random_token_range)
+    out["ngram_lengths"] = lengths
+    return out
 
 
 class NgramMasker:

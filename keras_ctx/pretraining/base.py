@@ -96,13 +96,22 @@ class Pretrainer(keras.Model):
         # Keras builds the model from one batch it reads, which starts a pass
         # over the data: a generator's next epoch (other NSP pairs, other
         # masks) would then train, and a mirrored run would see other data
-        # than one device. Under a strategy that batch is also merged by ONE
-        # strategy.reduce, which MultiWorkerMirroredStrategy cannot do for a
-        # dict. Only shapes and dtypes matter: build from the dataset's spec.
+        # than one device. Only shapes and dtypes matter: a tf.data input
+        # builds from its spec (other adapters would copy their arrays again).
         if iterator is not None and data_batch is None:
             adapter = getattr(iterator, "data_adapter", None)
-            if adapter is not None and hasattr(adapter, "get_tf_dataset"):
+            if type(adapter).__name__ == "TFDatasetAdapter":
                 data_batch = adapter.get_tf_dataset().element_spec
+                iterator = None
+            elif self._distribute_strategy is not None:
+                # The read batch is merged by ONE strategy.reduce, which
+                # MultiWorkerMirroredStrategy cannot do for a dict: take the
+                # first replica's tensors.
+                strategy = self._distribute_strategy
+                for _, _, it in iterator:
+                    data_batch = tf.nest.map_structure(
+                        lambda v: strategy.experimental_local_results(v)[0], next(it))
+                    break
                 iterator = None
         return super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
 

@@ -139,6 +139,14 @@ def select_positions(candidates, seed, mask_rate=MASK_RATE, max_predictions=None
     return tf.cast(positions, tf.int32), weights, selected
 
 
+def check_mask_token_id(mask_token_id, vocabulary_size):
+    """Every masker's check that [MASK] is an id of the model's vocabulary."""
+    if mask_token_id >= vocabulary_size:
+        raise ValueError(
+            f"mask_token_id {mask_token_id} is not below vocabulary_size "
+            f"{vocabulary_size}; the tokenizer and the model disagree on the vocabulary.")
+
+
 def corrupt_selected(token_ids, selected, action, random_ids, mask_token_id,
                      mask_token_rate=MASK_TOKEN_RATE, random_token_rate=RANDOM_TOKEN_RATE):
     """BERT's replacement of the selected tokens, from one uniform `action` draw each.
@@ -244,11 +252,7 @@ class MLMMasker:
                  random_token_rate=RANDOM_TOKEN_RATE, max_predictions=None,
                  random_token_range=None, dynamic=True, seed=0, token_weights=None):
         _check_rates(mask_rate, mask_token_rate, random_token_rate)
-        if mask_token_id >= vocabulary_size:
-            raise ValueError(
-                f"mask_token_id {mask_token_id} is not below vocabulary_size "
-                f"{vocabulary_size}; the tokenizer and the model disagree on the vocabulary."
-            )
+        check_mask_token_id(mask_token_id, vocabulary_size)
         self.vocabulary_size = vocabulary_size
         self.mask_token_id = mask_token_id
         self.special_token_ids = tuple(special_token_ids)

@@ -42,6 +42,7 @@ from keras_ctx.data.masking import (
     RANDOM_TOKEN_RATE,
     _check_rates,
     candidate_mask,
+    check_mask_token_id,
     corrupted_batch,
     default_max_predictions,
     map_with_seeds,
@@ -238,10 +239,7 @@ class NgramMasker:
                  random_token_rate=RANDOM_TOKEN_RATE, max_predictions=None,
                  random_token_range=None, dynamic=True, seed=0):
         _check_rates(mask_rate, mask_token_rate, random_token_rate)
-        if mask_token_id >= vocabulary_size:
-            raise ValueError(
-                f"mask_token_id {mask_token_id} is not below vocabulary_size "
-                f"{vocabulary_size}; the tokenizer and the model disagree on the vocabulary.")
+        check_mask_token_id(mask_token_id, vocabulary_size)
         self.vocabulary_size = vocabulary_size
         self.mask_token_id = mask_token_id
         self.special_token_ids = tuple(special_token_ids)

@@ -27,6 +27,7 @@ from keras_ctx.data.masking import (
     MASK_TOKEN_RATE,
     RANDOM_TOKEN_RATE,
     candidate_mask,
+    check_mask_token_id,
     corrupt_selected,
     default_max_predictions,
     map_with_seeds,
@@ -184,9 +185,7 @@ class SpanMasker:
     def __init__(self, vocabulary_size, mask_token_id, continuation_table, special_token_ids=(),
                  mask_rate=MASK_RATE, max_predictions=None, p=GEOMETRIC_P,
                  max_span_words=MAX_SPAN_WORDS, dynamic=True, seed=0):
-        if mask_token_id >= vocabulary_size:
-            raise ValueError(
-                f"mask_token_id {mask_token_id} is not below vocabulary_size {vocabulary_size}.")
+        check_mask_token_id(mask_token_id, vocabulary_size)
         self.kwargs = dict(vocabulary_size=vocabulary_size, mask_token_id=mask_token_id,
                            continuation_table=np.asarray(continuation_table, bool),
                            special_token_ids=tuple(special_token_ids), mask_rate=mask_rate,

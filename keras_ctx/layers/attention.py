@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_ctx.layers import _checks, banded_attention
+from keras_ctx.layers import dense
 from keras_ctx.layers.dropout import Dropout
 
 # Added to masked scores; large enough to zero a softmax in float32, finite so
@@ -150,7 +151,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.supports_masking = False
 
     def _projection(self, name, heads_dim):
-        return keras.layers.EinsumDense(
+        return dense.EinsumDense(
             "btd,dnh->btnh",
             output_shape=(None, self.num_heads, heads_dim),
             bias_axes="nh" if self.use_qkv_bias else None,
@@ -171,7 +172,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.key_dense.build(key_shape)
         self.value_dense = self._projection("value", value_dim)
         self.value_dense.build(value_shape)
-        self.output_dense = keras.layers.EinsumDense(
+        self.output_dense = dense.EinsumDense(
             "btnh,nhd->btd",
             output_shape=(None, output_dim),
             bias_axes="d" if self.use_bias else None,

@@ -18,8 +18,8 @@ ways to make them cheaper, chosen where the layer is traced:
 
 import keras
 import tensorflow as tf
-from tensorflow.python.framework import ops as tf_ops
-from tensorflow.python.ops import control_flow_util
+
+from keras_ctx.layers._xla import in_xla_compilation
 
 # Philox-2x32 constants (Salmon et al. 2011, Random123): round multiplier and
 # Weyl key increment; 10 rounds, Random123's default.
@@ -38,11 +38,6 @@ def philox_2x32(counter_low, counter_high, key, rounds=PHILOX_ROUNDS):
         c0, c1 = tf.bitwise.bitwise_xor(tf.bitwise.bitwise_xor(high, key), c1), low
         key = key + tf.constant(PHILOX_W, tf.uint32)
     return c0
-
-
-def in_xla_compilation():
-    """True while tracing a function that XLA compiles (`jit_compile=True`)."""
-    return control_flow_util.GraphOrParentsInXlaContext(tf_ops.get_default_graph())
 
 
 def _elementwise_philox_keep(shape, seed, rate):

@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_ctx.layers import _checks
+from keras_ctx.layers import dense
 
 LOOKUPS = ("gather", "one_hot")
 
@@ -348,7 +349,7 @@ class FactorizedEmbedding(keras.layers.Layer):
             name="token_embedding",
         )
         self.token_embedding.build()
-        self.projection = keras.layers.Dense(
+        self.projection = dense.Dense(
             self.hidden_size,
             kernel_initializer=self.kernel_initializer,
             dtype=self.dtype_policy,

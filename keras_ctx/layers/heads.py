@@ -11,6 +11,7 @@ import keras
 from keras import ops
 
 from keras_ctx.layers import _checks, activations
+from keras_ctx.layers import dense, normalization
 from keras_ctx.layers.gather import gather_positions
 
 
@@ -131,7 +132,7 @@ class MaskedLMHead(_TiedOutput):
             self._build_output(width)
             self.built = True
             return
-        self.dense = keras.layers.Dense(
+        self.dense = dense.Dense(
             width,
             activation=activations.get(self.activation),
             kernel_initializer=self.kernel_initializer,
@@ -139,7 +140,7 @@ class MaskedLMHead(_TiedOutput):
             name="transform",
         )
         self.dense.build(inputs_shape)
-        self.layer_norm = keras.layers.LayerNormalization(
+        self.layer_norm = normalization.LayerNormalization(
             epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name="transform_norm"
         )
         self.layer_norm.build(tuple(inputs_shape[:-1]) + (width,))
@@ -233,17 +234,17 @@ class SpanBoundaryHead(_TiedOutput):
             initializer=keras.initializers.TruncatedNormal(stddev=0.02),
         )
 
-        def dense(units, name):
-            return keras.layers.Dense(units, activation=activations.get(self.activation),
-                                      kernel_initializer=self.kernel_initializer,
-                                      dtype=self.dtype_policy, name=name)
+        def projection(units, name):
+            return dense.Dense(units, activation=activations.get(self.activation),
+                               kernel_initializer=self.kernel_initializer,
+                               dtype=self.dtype_policy, name=name)
 
         def norm(name):
-            return keras.layers.LayerNormalization(
+            return normalization.LayerNormalization(
                 epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name)
 
-        self.dense_1, self.norm_1 = dense(hidden, "ffn_1"), norm("ffn_1_norm")
-        self.dense_2, self.norm_2 = dense(width, "ffn_2"), norm("ffn_2_norm")
+        self.dense_1, self.norm_1 = projection(hidden, "ffn_1"), norm("ffn_1_norm")
+        self.dense_2, self.norm_2 = projection(width, "ffn_2"), norm("ffn_2_norm")
         self.dense_1.build((None, None, 3 * hidden))
         self.norm_1.build((None, None, hidden))
         self.dense_2.build((None, None, hidden))
@@ -303,7 +304,7 @@ class SentencePairHead(keras.layers.Layer):
         )
 
     def build(self, input_shape):
-        self.dense = keras.layers.Dense(self.num_classes,
+        self.dense = dense.Dense(self.num_classes,
                                         kernel_initializer=self.kernel_initializer,
                                         dtype=self.dtype_policy, name="classifier")
         self.dense.build(input_shape)

@@ -9,6 +9,7 @@ import keras
 from keras import ops
 
 from keras_ctx.layers import _checks
+from keras_ctx.layers import dense
 from keras_ctx.layers.attention import masked_softmax
 from keras_ctx.layers.dropout import Dropout
 
@@ -245,7 +246,7 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
         self.supports_masking = False
 
     def _projection(self, name):
-        return keras.layers.EinsumDense(
+        return dense.EinsumDense(
             "btd,dnh->btnh",
             output_shape=(None, self.num_heads, self.head_size),
             kernel_initializer=self.kernel_initializer,
@@ -267,10 +268,10 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
         self.key_dense = self._projection("key")
         self.value_dense = self._projection("value")
         self.position_dense = self._projection("position")  # XLNet's `r`
-        for dense in (self.query_dense, self.key_dense, self.value_dense,
-                      self.position_dense):
-            dense.build((None, None, hidden_size))
-        self.output_dense = keras.layers.EinsumDense(
+        for projection in (self.query_dense, self.key_dense, self.value_dense,
+                           self.position_dense):
+            projection.build((None, None, hidden_size))
+        self.output_dense = dense.EinsumDense(
             "btnh,nhd->btd",
             output_shape=(None, hidden_size),
             kernel_initializer=self.kernel_initializer,

@@ -21,6 +21,7 @@ import keras
 
 from keras_ctx.layers import PositionEmbedding, TokenEmbedding, TransformerEncoderStack
 from keras_ctx.layers import Dropout, _checks
+from keras_ctx.layers import dense, normalization
 from keras_ctx.models.backbone import Backbone
 from keras_ctx.models.encoder import encoder_inputs, post_ln_block_config
 
@@ -112,7 +113,7 @@ class ElectraBackbone(Backbone):
                 "segment_embedding": TokenEmbedding(type_vocab_size, embedding_size,
                                                     lookup=lookup, dtype=dtype,
                                                     name="segment_embedding"),
-                "embeddings_norm": keras.layers.LayerNormalization(
+                "embeddings_norm": normalization.LayerNormalization(
                     epsilon=layer_norm_epsilon, dtype=dtype, name="embeddings_norm"),
             }
         inputs = encoder_inputs(with_segments=True)
@@ -125,7 +126,7 @@ class ElectraBackbone(Backbone):
         if embedding_size != hidden_size:
             # ELECTRA's "embeddings_project" (Clark et al. 2020, Sec. 3.2: the
             # generator is smaller than the shared embeddings).
-            x = keras.layers.Dense(
+            x = dense.Dense(
                 hidden_size, dtype=dtype, name="embeddings_projection",
                 kernel_initializer=keras.initializers.TruncatedNormal(stddev=0.02))(x)
         stack = TransformerEncoderStack(

@@ -16,6 +16,7 @@ import keras
 from keras import ops
 
 from keras_ctx.layers import Dropout, PositionEmbedding, TokenEmbedding, TransformerDecoderBlock
+from keras_ctx.layers import normalization
 from keras_ctx.models.backbone import Backbone
 
 ATTENTION_TYPES = ("dense", "local")
@@ -160,7 +161,7 @@ class GPTBackbone(Backbone):
         ]
         final_norm = None
         if normalize_first:
-            final_norm = keras.layers.LayerNormalization(
+            final_norm = normalization.LayerNormalization(
                 epsilon=layer_norm_epsilon, dtype=dtype, name="final_norm"
             )
 

@@ -1,0 +1,168 @@
+"""Dense projections whose gradients run at full speed on XLA:CPU.
+
+The weight gradient of `y = x W` is `dW = x^T dy`, a product over all
+batch x time rows. XLA:CPU runs it at about half the speed of the forward
+product when W has more rows than columns (a feed-forward output, 1024 -> 256:
+109 vs 200 GFLOP/s on one core, 2048 rows), and folds any transpose we add
+into the same slow product. Computing `(dy^T x)^T` instead, with an
+optimization barrier so that XLA keeps the transpose, runs at full speed
+(benchmarks/RESULTS.md, issue 23). Attention projections written as
+`EinsumDense` ("btd,dnh->btnh") are also differentiated per batch row by
+TensorFlow (a batched product, then a sum); here they are one 2-D product.
+
+Bias gradients are sums over all rows. XLA:CPU emits such a column sum as a
+strided loop (0.6 ms for 2048 x 256, 5.4 ms for 2048 x 1024 on one core);
+`column_sum` adds halves of the rows elementwise instead (0.05 and 0.15 ms).
+
+`Dense` and `EinsumDense` are Keras' layers with only `call` changed: same
+weights, names, LoRA and quantization (Keras' quantized path is untouched).
+"""
+
+import keras
+import tensorflow as tf
+from keras import ops
+
+from keras_ctx.layers._xla import in_xla_compilation, optimization_barrier
+
+
+def _weight_gradient(inputs, upstream):
+    """x^T dy for x (rows, in), dy (rows, out), in the orientation XLA:CPU runs fast."""
+    if inputs.shape[-1] is None or upstream.shape[-1] is None or (
+        inputs.shape[-1] <= upstream.shape[-1]
+    ):
+        return tf.matmul(inputs, upstream, transpose_a=True)
+    product = tf.matmul(upstream, inputs, transpose_a=True)  # (out, in)
+    if in_xla_compilation():
+        product = optimization_barrier(product)  # else XLA folds the transpose back
+    return tf.transpose(product)
+
+
+def _halving_sum(rows):
+    """Sum over axis 0 of a (static rows, width) tensor by adding halves."""
+    while rows.shape[0] > 1:
+        half = rows.shape[0] // 2
+        total = rows[:half] + rows[half:2 * half]
+        rows = total if rows.shape[0] % 2 == 0 else tf.concat([total, rows[2 * half:]], 0)
+    return rows[0]
+
+
+def column_sum(tensor):
+    """Sum over all axes but the last: (..., width) -> (width,).
+
+    Under XLA, by adding halves of the rows (contiguous, vectorised, fused)
+    instead of XLA:CPU's strided column reduction; elsewhere TensorFlow's
+    own reduction, which is fast.
+    """
+    tensor = tf.convert_to_tensor(tensor)
+    width = tensor.shape[-1]
+    if not in_xla_compilation() or width is None or tensor.shape.rank < 2:
+        return tf.reduce_sum(tensor, axis=tf.range(tf.rank(tensor) - 1))
+    # Computed once into a buffer: else XLA re-runs its producers (a dropout
+    # mask's generator, say) inside the sum.
+    rows = tf.reshape(optimization_barrier(tensor), [-1, width])
+    if rows.shape[0] is not None:
+        return _halving_sum(rows)
+    # Unknown row count when traced: halve 64 blocks of rows (zero-padded),
+    # then sum the remaining rows/64 directly.
+    blocks = 64
+    rows = tf.pad(rows, [[0, (-tf.shape(rows)[0]) % blocks], [0, 0]])
+    blocked = tf.reshape(rows, [blocks, -1, width])
+    return tf.reduce_sum(_halving_sum(blocked), axis=0)
+
+
+@tf.custom_gradient
+def bias_add(tensor, bias):
+    """`tensor (..., *bias.shape) + bias`, whose bias gradient is a `column_sum`."""
+
+    def gradient(upstream):
+        flat = tf.reshape(upstream, [-1, bias.shape.num_elements()])
+        return upstream, tf.reshape(column_sum(flat), tf.shape(bias))
+
+    return tensor + bias, gradient
+
+
+@tf.custom_gradient
+def _matmul_2d(inputs, kernel):
+    def gradient(upstream):
+        return (tf.matmul(upstream, kernel, transpose_b=True),
+                _weight_gradient(inputs, upstream))
+
+    return tf.matmul(inputs, kernel), gradient
+
+
+def matmul(inputs, kernel):
+    """`inputs (..., in) @ kernel (in, out)` as one 2-D product over all leading rows."""
+    inputs = tf.convert_to_tensor(inputs)
+    kernel = tf.convert_to_tensor(kernel)
+    if inputs.shape.rank == 2:
+        return _matmul_2d(inputs, kernel)
+    rows = tf.reshape(inputs, [-1, tf.shape(inputs)[-1]])
+    outputs = _matmul_2d(rows, kernel)
+    return _reshape(outputs, inputs, [kernel.shape[-1]], drop=1)
+
+
+def _reshape(tensor, like, trailing, drop):
+    """`tensor` reshaped to `like`'s leading dims (all but `drop` last) + `trailing`."""
+    leading = tf.shape(like)[:-drop]
+    dynamic = [tf.shape(tensor)[-1]] if trailing[-1] is None else trailing
+    result = tf.reshape(tensor, tf.concat([leading, dynamic], 0))
+    result.set_shape(like.shape[:-drop].concatenate(trailing))
+    return result
+
+
+@keras.saving.register_keras_serializable(package="keras_ctx")
+class Dense(keras.layers.Dense):
+    """`keras.layers.Dense` with a faster weight gradient (see the module docstring).
+
+    Example:
+    >>> layer = keras_ctx.layers.Dense(256)
+    >>> y = layer(x)   # (..., 256)
+    """
+
+    def quantize(self, mode=None, type_check=True, config=None):
+        # Keras refuses subclasses; the weights and the quantized call are Keras' own.
+        return super().quantize(mode, type_check=False, config=config)
+
+    def call(self, inputs, training=None):
+        x = matmul(inputs, self.kernel)
+        if self.bias is not None:
+            x = bias_add(x, ops.cast(self.bias, x.dtype))
+        if self.activation is not None:
+            x = self.activation(x)
+        return x
+
+
+# The two equations of multi-head attention: the input projection to heads and
+# the output projection from them, each one 2-D product.
+_SPLIT_HEADS = "btd,dnh->btnh"
+_MERGE_HEADS = "btnh,nhd->btd"
+
+
+@keras.saving.register_keras_serializable(package="keras_ctx")
+class EinsumDense(keras.layers.EinsumDense):
+    """`keras.layers.EinsumDense`; the attention equations run as one 2-D product.
+
+    "btd,dnh->btnh" (split into heads) and "btnh,nhd->btd" (merge heads) go
+    through `matmul`; any other equation is Keras' einsum.
+    """
+
+    def quantize(self, mode=None, type_check=True, config=None):
+        return super().quantize(mode, type_check=False, config=config)
+
+    def call(self, inputs, training=None):
+        if self.equation not in (_SPLIT_HEADS, _MERGE_HEADS):
+            return super().call(inputs, training=training)
+        kernel = self.kernel
+        if self.equation == _SPLIT_HEADS:
+            _, heads, size = kernel.shape
+            x = matmul(inputs, ops.reshape(kernel, (kernel.shape[0], heads * size)))
+            x = _reshape(x, inputs, [heads, size], drop=1)
+        else:
+            heads, size, output = kernel.shape
+            flat = _reshape(inputs, inputs, [heads * size], drop=2)
+            x = matmul(flat, ops.reshape(kernel, (heads * size, output)))
+        if self.bias is not None:
+            x = bias_add(x, ops.cast(self.bias, x.dtype))
+        if self.activation is not None:
+            x = self.activation(x)
+        return x

@@ -1,0 +1,105 @@
+"""Layer and RMS normalization whose gradients run at full speed on XLA:CPU.
+
+Keras' layers, with `call` changed for the usual case (the last axis, learned
+scale and offset): the row statistics are products with a ones vector and the
+scale/offset gradients are `column_sum`s (see `keras_ctx.layers.dense`), where
+XLA:CPU would emit slow strided reductions. Same weights and names; under XLA
+the statistics are the same sums in another order (float32 round-off only).
+"""
+
+import keras
+import tensorflow as tf
+
+from keras_ctx.layers.dense import column_sum
+from keras_ctx.layers._xla import in_xla_compilation
+
+
+@tf.custom_gradient
+def _row_mean(tensor):
+    """Mean over the last axis, keepdims, as a (rows, width) x (width, 1) product."""
+    width = tensor.shape[-1]
+    rows = tf.reshape(tensor, [-1, width])
+    mean = tf.matmul(rows, tf.fill([width, 1], tf.constant(1.0 / width, tensor.dtype)))
+    mean = tf.reshape(mean, tf.concat([tf.shape(tensor)[:-1], [1]], 0))
+
+    def gradient(upstream):  # d mean / d x = 1 / width everywhere
+        return tf.broadcast_to(upstream / width, tf.shape(tensor))
+
+    return mean, gradient
+
+
+def row_mean(tensor):
+    """`reduce_mean(tensor, -1, keepdims=True)`; under XLA, a product with ones."""
+    if in_xla_compilation() and tensor.shape[-1] is not None:
+        return _row_mean(tensor)
+    return tf.reduce_mean(tensor, axis=-1, keepdims=True)
+
+
+def _scale_shift(normalized, scale, offset):
+    """`normalized * scale (+ offset)`, whose scale/offset gradients are `column_sum`s."""
+
+    @tf.custom_gradient
+    def with_offset(normalized, scale, offset):
+        def gradient(upstream):
+            return (upstream * scale, column_sum(upstream * normalized),
+                    column_sum(upstream))
+
+        return normalized * scale + offset, gradient
+
+    @tf.custom_gradient
+    def scale_only(normalized, scale):
+        def gradient(upstream):
+            return upstream * scale, column_sum(upstream * normalized)
+
+        return normalized * scale, gradient
+
+    if offset is None:
+        return scale_only(normalized, scale)
+    return with_offset(normalized, scale, offset)
+
+
+def _is_last_axis(axis, rank):
+    axes = [axis] if isinstance(axis, int) else list(axis)
+    return len(axes) == 1 and axes[0] in (-1, rank - 1)
+
+
+@keras.saving.register_keras_serializable(package="keras_ctx")
+class LayerNormalization(keras.layers.LayerNormalization):
+    """`keras.layers.LayerNormalization` with faster gradients under XLA:CPU.
+
+    Statistics and the normalization run in float32, as in Keras; the output
+    is in the compute dtype. Other axes or options defer to Keras' `call`.
+
+    Example:
+    >>> norm = keras_ctx.layers.LayerNormalization(epsilon=1e-12)
+    >>> y = norm(x)   # same shape as x
+    """
+
+    def call(self, inputs):
+        if (not in_xla_compilation() or self.rms_scaling or not self.scale
+                or not _is_last_axis(self.axis, len(inputs.shape))):
+            return super().call(inputs)
+        x = tf.cast(inputs, "float32")
+        centred = x - row_mean(x)
+        normalized = centred * tf.math.rsqrt(row_mean(centred * centred) + self.epsilon)
+        offset = tf.cast(self.beta, "float32") if self.center else None
+        outputs = _scale_shift(normalized, tf.cast(self.gamma, "float32"), offset)
+        return tf.cast(outputs, self.compute_dtype)
+
+
+@keras.saving.register_keras_serializable(package="keras_ctx")
+class RMSNormalization(keras.layers.RMSNormalization):
+    """`keras.layers.RMSNormalization` (T5) with faster gradients under XLA:CPU.
+
+    Example:
+    >>> norm = keras_ctx.layers.RMSNormalization(epsilon=1e-6)
+    >>> y = norm(x)   # same shape as x
+    """
+
+    def call(self, x):
+        if not in_xla_compilation() or not _is_last_axis(self.axis, len(x.shape)):
+            return super().call(x)
+        x32 = tf.cast(x, "float32")
+        normalized = x32 * tf.math.rsqrt(row_mean(x32 * x32) + self.epsilon)
+        outputs = _scale_shift(normalized, tf.cast(self.scale, "float32"), None)
+        return tf.cast(outputs, self.compute_dtype)

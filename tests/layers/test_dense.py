@@ -1,0 +1,120 @@
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_ctx.layers import dense
+from keras_ctx.layers._xla import in_xla_compilation
+
+
+def _run(fn, *args, jit):
+    @tf.function(jit_compile=jit)
+    def run(*args):
+        return fn(*args), in_xla_compilation()
+
+    result, under_xla = run(*args)
+    assert bool(under_xla) == jit  # the path meant is the one exercised
+    return tf.nest.map_structure(np.asarray, result)
+
+
+@pytest.mark.parametrize("jit", [False, True])
+@pytest.mark.parametrize("shape", [(16, 8, 5), (2048, 3), (1905, 7), (1, 4)])
+def test_column_sum_matches_numpy(jit, shape):
+    x = np.random.default_rng(0).normal(size=shape).astype("float32")
+    got = _run(dense.column_sum, tf.constant(x), jit=jit)
+    np.testing.assert_allclose(got, x.reshape(-1, shape[-1]).sum(0), rtol=1e-5, atol=1e-4)
+
+
+def test_column_sum_with_a_row_count_unknown_when_traced():
+    # Keras traces with the dataset's spec: the batch is None unless drop_remainder.
+    @tf.function(jit_compile=True, input_signature=[tf.TensorSpec([None, 9, 6])])
+    def run(x):
+        return dense.column_sum(x)
+
+    for batch in (1, 7, 64):
+        x = np.random.default_rng(batch).normal(size=(batch, 9, 6)).astype("float32")
+        np.testing.assert_allclose(run(x), x.reshape(-1, 6).sum(0), rtol=1e-5, atol=1e-4)
+
+
+def _value_and_gradients(layer, x):
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = layer(x)
+        loss = tf.reduce_sum(y * tf.cos(y))  # a non-trivial upstream gradient
+    return y, tape.gradient(loss, [x] + [v.value for v in layer.trainable_variables])
+
+
+def _compare(ours, theirs, input_shape, jit):
+    x = tf.constant(np.random.default_rng(1).normal(size=input_shape).astype("float32"))
+    ours.build(input_shape)
+    theirs.build(input_shape)
+    for ours_weight, their_weight in zip(ours.weights, theirs.weights):
+        assert ours_weight.path.split("/")[-1] == their_weight.path.split("/")[-1]
+        their_weight.assign(np.random.default_rng(2).normal(size=their_weight.shape))
+        ours_weight.assign(their_weight.numpy())
+    want = _run(lambda x: _value_and_gradients(theirs, x), x, jit=jit)
+    got = _run(lambda x: _value_and_gradients(ours, x), x, jit=jit)
+    for g, w in zip(tf.nest.flatten(got), tf.nest.flatten(want)):
+        assert g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=2e-4, atol=2e-4 * np.abs(w).max())
+
+
+@pytest.mark.parametrize("jit", [False, True])
+@pytest.mark.parametrize("input_shape,units", [((4, 6, 32), 8),    # in > out: the transposed path
+                                               ((4, 6, 8), 32),    # in < out
+                                               ((5, 16), 16)])     # rank 2, square
+def test_dense_equals_keras_dense_values_and_gradients(jit, input_shape, units):
+    _compare(dense.Dense(units, activation="tanh"),
+             keras.layers.Dense(units, activation="tanh"), input_shape, jit)
+
+
+@pytest.mark.parametrize("jit", [False, True])
+@pytest.mark.parametrize("equation,output_shape,bias_axes,input_shape", [
+    ("btd,dnh->btnh", (None, 4, 8), "nh", (3, 5, 16)),
+    ("btnh,nhd->btd", (None, 16), "d", (3, 5, 4, 8)),
+    ("btd,de->bte", (None, 8), "e", (3, 5, 16)),  # any other equation: Keras' einsum
+])
+def test_einsum_dense_equals_keras(jit, equation, output_shape, bias_axes, input_shape):
+    _compare(dense.EinsumDense(equation, output_shape, bias_axes=bias_axes),
+             keras.layers.EinsumDense(equation, output_shape, bias_axes=bias_axes),
+             input_shape, jit)
+
+
+def test_lora_and_int8_keep_working():
+    # Keras quantizes only its own classes unless told; a model's quantize skips
+    # others with a warning, which would leave int8 decoding in float32.
+    layer = dense.Dense(8)
+    layer.build((None, 16))
+    x = np.random.default_rng(0).normal(size=(3, 16)).astype("float32")
+    before = np.asarray(layer(x))
+    layer.enable_lora(rank=2)
+    np.testing.assert_allclose(layer(x), before, atol=1e-6)  # lora_b starts at zero
+    assert {v.path.split("/")[-1] for v in layer.trainable_variables} == {"lora_kernel_a",
+                                                                         "lora_kernel_b",
+                                                                         "bias"}
+    quantized = dense.Dense(8)
+    quantized.build((None, 16))
+    reference = np.asarray(quantized(x))
+    quantized.quantize("int8")
+    assert quantized.quantization_mode == "int8"
+    np.testing.assert_allclose(quantized(x), reference, atol=0.05 * np.abs(reference).max())
+    heads = dense.EinsumDense("btd,dnh->btnh", (None, 2, 4), bias_axes="nh")
+    model = keras.Sequential([keras.Input((5, 16)), heads])
+    model.quantize("int8")
+    assert heads.quantization_mode == "int8"
+
+
+def test_mixed_precision_gradients_flow_in_the_compute_dtype():
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        layer = dense.Dense(4)
+        x = tf.ones((2, 3, 8))
+        with tf.GradientTape() as tape:
+            y = layer(x)
+            loss = tf.reduce_sum(tf.cast(y, "float32"))
+        grads = tape.gradient(loss, layer.trainable_variables)
+        assert y.dtype == tf.bfloat16
+        assert [g.dtype for g in grads] == [tf.float32, tf.float32]
+        np.testing.assert_allclose(grads[1], np.full(4, 6.0))  # 2 x 3 rows of ones
+    finally:
+        keras.mixed_precision.set_global_policy("float32")

@@ -47,10 +47,9 @@ def column_sum(tensor):
     TensorFlow's own reduction, which is fast.
     """
     tensor = tf.convert_to_tensor(tensor)
-    width = tensor.shape[-1]
-    if not in_xla_compilation() or width is None or tensor.shape.rank < 2:
+    if not in_xla_compilation() or tensor.shape.rank is None or tensor.shape.rank < 2:
         return tf.reduce_sum(tensor, axis=tf.range(tf.rank(tensor) - 1))
-    rows = tf.reshape(tensor, [-1, width])
+    rows = tf.reshape(tensor, [-1, tf.shape(tensor)[-1]])
     # Eight columns of ones, not one: XLA:CPU runs a one-column product as a
     # slow matrix-vector loop (0.7 vs 0.2 ms for 2048 x 256).
     ones = tf.ones([tf.shape(rows)[0], 8], rows.dtype)

@@ -118,3 +118,23 @@ def test_mixed_precision_gradients_flow_in_the_compute_dtype():
         np.testing.assert_allclose(grads[1], np.full(4, 6.0))  # 2 x 3 rows of ones
     finally:
         keras.mixed_precision.set_global_policy("float32")
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_position_embedding_gradient_sums_over_the_batch(jit):
+    from keras_ctx.layers import PositionEmbedding
+
+    layer = PositionEmbedding(12)
+    x = tf.zeros((3, 5, 4))
+    layer.build(x.shape)
+    upstream = np.random.default_rng(0).normal(size=(3, 5, 4)).astype("float32")
+
+    def gradient(x):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(layer(x) * upstream)
+        return tape.gradient(loss, layer.position_embeddings.value)
+
+    got = _run(gradient, x, jit=jit)
+    want = np.zeros((12, 4), "float32")
+    want[:5] = upstream.sum(0)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

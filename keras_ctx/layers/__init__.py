@@ -4,11 +4,13 @@ from keras_ctx.layers.activations import gelu_approximate
 from keras_ctx.layers.adapters import BottleneckAdapter, InvertibleAdapter
 from keras_ctx.layers.attention import MultiHeadAttention
 from keras_ctx.layers.char_cnn import CharCNNHighwayEmbedder, Highway
+from keras_ctx.layers.dense import Dense, EinsumDense
 from keras_ctx.layers.dropout import Dropout, EmbeddingDropout, LockedDropout
 from keras_ctx.layers.embeddings import FactorizedEmbedding, PositionEmbedding, TokenEmbedding
 from keras_ctx.layers.gather import gather_positions
 from keras_ctx.layers.heads import MaskedLMHead, SentencePairHead, SpanBoundaryHead
 from keras_ctx.layers.lstm import LSTMP, WeightDropLSTM
+from keras_ctx.layers.normalization import LayerNormalization, RMSNormalization
 from keras_ctx.layers.position import (
     RelativePositionBias,
     SinusoidalPositionEncoding,

@@ -1,5 +1,6 @@
 """What the layers need to know about XLA: whether they are being compiled by it."""
 
+import tensorflow as tf
 from tensorflow.python.framework import ops as tf_ops
 from tensorflow.python.ops import control_flow_util
 
@@ -18,3 +19,14 @@ def optimization_barrier(tensor):
 
     (result,) = xla.optimization_barrier(tensor)
     return result
+
+
+def _barrier_gradient(op, *upstream):
+    """The barrier is the identity: so is its gradient (second-order gradients need it)."""
+    return list(upstream)
+
+
+try:
+    tf.RegisterGradient("XlaOptimizationBarrier")(_barrier_gradient)
+except KeyError:  # registered already (by TensorFlow, or an earlier import)
+    pass

@@ -17,8 +17,11 @@ generator, say). `column_sum` is a product with ones instead (0.2 and 0.9
 ms), which reads the gradient from the buffer the weight-gradient product
 reads anyway: BERT-mini's training step, 334 -> 312 ms.
 
-`Dense` and `EinsumDense` are Keras' layers with only `call` changed: same
-weights, names, LoRA and quantization (Keras' quantized path is untouched).
+`Dense` and `EinsumDense` are Keras' layers with only `call` changed, and
+only under XLA: same weights, names, LoRA and quantization (Keras' quantized
+path is untouched). Outside XLA they are Keras' own: TensorFlow's kernels do
+not have these problems, and a custom gradient's extra ops would slow
+one-token decoding in a TF graph (0.92x keras-hub at batch 1).
 """
 
 import keras
@@ -98,7 +101,7 @@ def _reshape(tensor, like, trailing, drop):
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
 class Dense(keras.layers.Dense):
-    """`keras.layers.Dense` with a faster weight gradient (see the module docstring).
+    """`keras.layers.Dense` with faster gradients under XLA (see the module docstring).
 
     Example:
     >>> layer = keras_ctx.layers.Dense(256)
@@ -110,6 +113,8 @@ class Dense(keras.layers.Dense):
         return super().quantize(mode, type_check=False, config=config)
 
     def call(self, inputs, training=None):
+        if not in_xla_compilation():  # TensorFlow's own kernels are fast here
+            return super().call(inputs, training=training)
         x = matmul(inputs, self.kernel)
         if self.bias is not None:
             x = bias_add(x, ops.cast(self.bias, x.dtype))
@@ -126,17 +131,17 @@ _MERGE_HEADS = "btnh,nhd->btd"
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
 class EinsumDense(keras.layers.EinsumDense):
-    """`keras.layers.EinsumDense`; the attention equations run as one 2-D product.
+    """`keras.layers.EinsumDense`; under XLA the attention equations are one 2-D product.
 
     "btd,dnh->btnh" (split into heads) and "btnh,nhd->btd" (merge heads) go
-    through `matmul`; any other equation is Keras' einsum.
+    through `matmul`; any other equation, and any call outside XLA, is Keras'.
     """
 
     def quantize(self, mode=None, type_check=True, config=None):
         return super().quantize(mode, type_check=False, config=config)
 
     def call(self, inputs, training=None):
-        if self.equation not in (_SPLIT_HEADS, _MERGE_HEADS):
+        if not in_xla_compilation() or self.equation not in (_SPLIT_HEADS, _MERGE_HEADS):
             return super().call(inputs, training=training)
         kernel = self.kernel
         if self.equation == _SPLIT_HEADS:

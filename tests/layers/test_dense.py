@@ -138,3 +138,20 @@ def test_position_embedding_gradient_sums_over_the_batch(jit):
     want = np.zeros((12, 4), "float32")
     want[:5] = upstream.sum(0)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_second_order_gradients_under_xla():
+    # A gradient penalty on the weight gradient differentiates the barrier too.
+    x = tf.constant(np.random.default_rng(0).normal(size=(6, 8)).astype("float32"))
+    kernel = tf.Variable(np.random.default_rng(1).normal(size=(8, 3)).astype("float32"))
+
+    def penalty_gradient(project):
+        with tf.GradientTape() as outer:
+            with tf.GradientTape() as inner:
+                loss = tf.reduce_sum(project(x, kernel) ** 2)
+            penalty = tf.reduce_sum(inner.gradient(loss, kernel) ** 2)
+        return outer.gradient(penalty, kernel)
+
+    got = _run(lambda: penalty_gradient(dense.matmul), jit=True)
+    want = _run(lambda: penalty_gradient(tf.matmul), jit=True)
+    np.testing.assert_allclose(got, want, rtol=1e-4)

@@ -1,4 +1,4 @@
-"""What the layers need to know about XLA: whether they are being compiled by it."""
+"""XLA for the layers: whether XLA compiles the trace, and a barrier it keeps."""
 
 import tensorflow as tf
 from tensorflow.python.framework import ops as tf_ops

@@ -305,8 +305,8 @@ class SentencePairHead(keras.layers.Layer):
 
     def build(self, input_shape):
         self.dense = dense.Dense(self.num_classes,
-                                        kernel_initializer=self.kernel_initializer,
-                                        dtype=self.dtype_policy, name="classifier")
+                                 kernel_initializer=self.kernel_initializer,
+                                 dtype=self.dtype_policy, name="classifier")
         self.dense.build(input_shape)
         self.built = True
 

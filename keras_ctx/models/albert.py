@@ -71,7 +71,7 @@ class AlbertBackbone(Backbone):
                                   name="segment_embedding")(inputs["segment_ids"])
         x = keras.layers.Add(dtype=dtype, name="embeddings_add")([x, positions, segments])
         x = normalization.LayerNormalization(epsilon=layer_norm_epsilon, dtype=dtype,
-                                            name="embeddings_norm")(x)
+                                             name="embeddings_norm")(x)
         x = Dropout(dropout, dtype=dtype, name="embeddings_dropout")(x)
         x = embedding.projection(x)
         stack = TransformerEncoderStack(

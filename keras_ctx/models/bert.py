@@ -86,7 +86,7 @@ class BertBackbone(Backbone):
                                   name="segment_embedding")(segment_ids)
         x = keras.layers.Add(dtype=dtype, name="embeddings_add")([x, positions, segments])
         x = normalization.LayerNormalization(epsilon=layer_norm_epsilon, dtype=dtype,
-                                            name="embeddings_norm")(x)
+                                             name="embeddings_norm")(x)
         x = Dropout(dropout, dtype=dtype, name="embeddings_dropout")(x)
         stack = TransformerEncoderStack(
             num_layers,

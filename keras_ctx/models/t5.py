@@ -140,7 +140,7 @@ class T5Backbone(Backbone):
 
         def norm(name):
             return normalization.RMSNormalization(epsilon=layer_norm_epsilon, dtype=dtype,
-                                                 name=name)
+                                                  name=name)
 
         encoder_norm, decoder_norm = norm("encoder_final_norm"), norm("decoder_final_norm")
         dropout_layer = Dropout(dropout, dtype=dtype, name="dropout")

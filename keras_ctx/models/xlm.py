@@ -86,7 +86,7 @@ class XLMBackbone(Backbone):
                 inputs["language_ids"]))
         x = keras.layers.Add(dtype=dtype, name="embeddings_add")(parts)
         x = normalization.LayerNormalization(epsilon=layer_norm_epsilon, dtype=dtype,
-                                            name="embeddings_norm")(x)
+                                             name="embeddings_norm")(x)
         x = Dropout(dropout, dtype=dtype, name="embeddings_dropout")(x)
         x = x * ops.cast(inputs["padding_mask"], x.dtype)[:, :, None]  # XLM zeroes padding
         block_config = {

@@ -90,10 +90,7 @@ def main(argv=None):
     title = (f"Self-attention forward+backward, batch {args.batch}, length {args.length}, "
              f"hidden {args.hidden}, {args.heads} heads, float32")
     table = common.table(["layer", "XLA", "ms/step (median)", "tokens/s"], rows)
-    print(title)
-    print(table)
-    if args.record:
-        common.record("attention", title, table)
+    common.report("attention", title, table, args.record)
 
 
 if __name__ == "__main__":

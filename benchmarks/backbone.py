@@ -26,7 +26,6 @@ steadier ratios (both libraries are time-sliced alike), at N-core speed.
 """
 
 import argparse
-import os
 import time
 
 import numpy as np
@@ -117,17 +116,13 @@ def time_steps(train, iterator, steps):
     return (time.perf_counter() - start) / steps
 
 
-def load_average():
-    return "{:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
-
-
 def run(args):
     if args.threads:
         import tensorflow as tf
         tf.config.threading.set_intra_op_parallelism_threads(args.threads)
         tf.config.threading.set_inter_op_parallelism_threads(1)
     xla = {"on": [True], "off": [False], "both": [True, False]}[args.xla]
-    load_start = load_average()
+    load_start = common.load_average()
     configs = [(m, lib, j) for m in args.models for j in xla
                for lib in ("keras_ctx", "keras-hub")]
     built = {config: build(*config, args) for config in configs}
@@ -155,13 +150,10 @@ def run(args):
     notes = (f"keras_ctx / keras-hub = keras_ctx's tokens/s over keras-hub's, same "
              f"configuration; median of {args.repeats} x {args.steps} steps, the "
              f"configurations alternated in one process; load average (1, 5, 15 min) at "
-             f"start {load_start}, at end {load_average()}.")
+             f"start {load_start}, at end {common.load_average()}.")
     text = common.table(["model", "library", "XLA", "ms/step", "tokens/s (median)",
                          "keras_ctx / keras-hub"], rows) + "\n\n" + notes
-    print(title)
-    print(text)
-    if args.record:
-        common.record("backbone", title, text)
+    common.report("backbone", title, text, args.record)
     return rows
 
 

@@ -135,10 +135,6 @@ def measure_in_subprocess(length, args):
                        f"out-of-memory killer):\n{out.stderr[-2000:]}")
 
 
-def load_average():
-    return "{:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--lengths", nargs="+", type=int, default=[1024, 2048, 4096, 8192])
@@ -163,7 +159,7 @@ def main(argv=None):
 
     from benchmarks import common
 
-    load_start = load_average()
+    load_start = common.load_average()
     header = ["T", "implementation", "ms/step (median)", "speed vs dense+mask",
               "step peak memory MB"]
     rows = []
@@ -185,12 +181,8 @@ def main(argv=None):
     note = (f"Median of {args.repeats} x {args.steps} steps, the implementations alternated "
             "in one process per length; memory: the step's peak in TensorFlow's CPU "
             f"(BFC) allocator. Load average (1, 5, 15 min) at start {load_start}, at end "
-            f"{load_average()}.")
-    print(title)
-    print(table)
-    print(note)
-    if args.record:
-        common.record("banded_attention", title, table + "\n\n" + note)
+            f"{common.load_average()}.")
+    common.report("banded_attention", title, table + "\n\n" + note, args.record)
     return rows
 
 

@@ -32,6 +32,19 @@ def machine():
             f"Python {platform.python_version()}")
 
 
+def load_average():
+    """The 1, 5 and 15 minute load averages, as the tables' notes print them."""
+    return "{:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
+
+
+def report(name, title, text, record_it):
+    """Prints a result (title, then its table and notes); appends it to RESULTS.md if asked."""
+    print(title)
+    print(text)
+    if record_it:
+        record(name, title, text)
+
+
 def record(name, title, markdown_table):
     """Appends a result section to benchmarks/RESULTS.md."""
     date = datetime.date.today().isoformat()

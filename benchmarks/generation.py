@@ -33,7 +33,6 @@ embeddings with their float32 scales).
 """
 
 import argparse
-import os
 import time
 import warnings
 
@@ -142,7 +141,7 @@ def main(argv=None):
     if not 0 < args.prompt < args.max_length:
         parser.error("--prompt must be in [1, --max-length).")
 
-    load_start = "{:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
+    load_start = common.load_average()
     # Measured between the timed calls too (the load changes): the best of all.
     measured = bandwidth(args.bandwidth_mb)
 
@@ -198,13 +197,10 @@ def main(argv=None):
              f"bound uses {peak / 1e9:.1f} GB/s: batch x bandwidth / bytes of weights. "
              f"Median of {args.repeats} alternating calls. keras_ctx with XLA: "
              f"{args.ours_xla}; keras-hub's jit_compile: {sorted(set(hub_xla))}. Load average (1, 5, 15 min) "
-             f"at start {load_start}, at end " + "{:.2f} {:.2f} {:.2f}.".format(*os.getloadavg()))
+             f"at start {load_start}, at end {common.load_average()}.")
     text = common.table(["precision", "batch", "implementation", "tokens/s", "weights MiB",
                          "bound tokens/s", "of bound", "vs keras-hub"], rows) + "\n\n" + notes
-    print(title)
-    print(text)
-    if args.record:
-        common.record("generation", title, text)
+    common.report("generation", title, text, args.record)
     return rows
 
 

@@ -89,7 +89,7 @@ def main(argv=None):
 
     import tensorflow as tf
 
-    load_start = "{:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
+    load_start = common.load_average()
     ours, theirs = build(args.model, args.layers, args.hidden, args.heads)
     rng = np.random.default_rng(0)
     rows = []
@@ -123,14 +123,10 @@ def main(argv=None):
     title = (f"{args.model} inference latency, L{args.layers} H{args.hidden} "
              f"A{args.heads}, sequence {args.length}, float32")
     notes = (f"Median of {args.repeats} x {args.calls} calls; load average (1, 5, 15 min) "
-             f"at start {load_start}, at end "
-             + "{:.2f} {:.2f} {:.2f}.".format(*os.getloadavg()))
+             f"at start {load_start}, at end {common.load_average()}.")
     text = common.table(["implementation", "XLA", "batch", "latency ms (median)",
                          "tokens/s", "latency / keras_ctx Keras XLA"], rows) + "\n\n" + notes
-    print(title)
-    print(text)
-    if args.record:
-        common.record("inference_latency", title, text)
+    common.report("inference_latency", title, text, args.record)
     return rows
 
 

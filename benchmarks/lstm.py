@@ -16,7 +16,6 @@ appends the table to benchmarks/RESULTS.md with the machine and versions.
 """
 
 import argparse
-import os
 import time
 
 import keras
@@ -112,12 +111,9 @@ def main(argv=None):
                           "matmul GFLOP/s"], rows)
     table += ("\n\nmatmul GFLOP/s: the layer's matrix products (forward + backward = 3x "
               "forward; padded steps counted) over the median time; compare with "
-              "`python -m benchmarks.peak`. Load average (1, 5, 15 min) at end "
-              + "{:.2f} {:.2f} {:.2f}.".format(*os.getloadavg()))
-    print(title)
-    print(table)
-    if args.record:
-        common.record("lstm", title, table)
+              f"`python -m benchmarks.peak`. Load average (1, 5, 15 min) at end "
+              f"{common.load_average()}.")
+    common.report("lstm", title, table, args.record)
     return rows
 
 

@@ -99,10 +99,7 @@ def main(argv=None):
             f"model FLOPs/step {model / 1e9:,.2f} G. The MFU ceiling is the model FLOPs "
             "over the time of the matmuls alone: what the step would reach if nothing "
             "else took time.")
-    print(title)
-    print(text)
-    if args.record:
-        common.record("mfu_ceiling", title, text)
+    common.report("mfu_ceiling", title, text, args.record)
     return rows
 
 

@@ -356,10 +356,6 @@ def implementations(model, compare):
     return impls
 
 
-def load_average():
-    return "{:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
-
-
 def run(args):
     xla = {"on": [True], "off": [False], "both": [True, False]}[args.xla]
     precisions = (["float32", "mixed_bfloat16"] if args.precision == "both"
@@ -370,7 +366,7 @@ def run(args):
             "steps": args.steps}
     configs = [dict(base, implementation=i, xla=j, precision=p)
                for p in precisions for j in xla for i in impls]
-    load_start = load_average()
+    load_start = common.load_average()
 
     dtypes = ["float32"] + (["bfloat16"] if "mixed_bfloat16" in precisions else [])
     peak_worker_ = Worker(["--peak-worker", ",".join(dtypes)])
@@ -418,12 +414,9 @@ def run(args):
              + f"; model FLOPs/step {model_flops(configs[0], 'keras_ctx') / 1e9:,.2f} G, "
              f"executed by keras_ctx {executed_flops(configs[0], 'keras_ctx') / 1e9:,.2f} G; "
              f"median of {args.repeats} x {args.steps} steps; "
-             f"load average (1, 5, 15 min) at start {load_start}, at end {load_average()}.")
+             f"load average (1, 5, 15 min) at start {load_start}, at end {common.load_average()}.")
     text = common.table(header, rows) + "\n\n" + notes
-    print(title)
-    print(text)
-    if args.record:
-        common.record("train_throughput", title, text)
+    common.report("train_throughput", title, text, args.record)
     return rows
 
 

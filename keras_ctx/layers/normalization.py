@@ -10,7 +10,7 @@ the statistics are the same sums in another order (float32 round-off only).
 import keras
 import tensorflow as tf
 
-from keras_ctx.layers.dense import column_sum
+from keras_ctx.layers.dense import bias_add, column_sum
 from keras_ctx.layers._xla import in_xla_compilation
 
 
@@ -35,27 +35,14 @@ def row_mean(tensor):
     return tf.reduce_mean(tensor, axis=-1, keepdims=True)
 
 
-def _scale_shift(normalized, scale, offset):
-    """`normalized * scale (+ offset)`, whose scale/offset gradients are `column_sum`s."""
+@tf.custom_gradient
+def _scale(normalized, scale):
+    """`normalized * scale`, whose scale gradient is a `column_sum`."""
 
-    @tf.custom_gradient
-    def with_offset(normalized, scale, offset):
-        def gradient(upstream):
-            return (upstream * scale, column_sum(upstream * normalized),
-                    column_sum(upstream))
+    def gradient(upstream):
+        return upstream * scale, column_sum(upstream * normalized)
 
-        return normalized * scale + offset, gradient
-
-    @tf.custom_gradient
-    def scale_only(normalized, scale):
-        def gradient(upstream):
-            return upstream * scale, column_sum(upstream * normalized)
-
-        return normalized * scale, gradient
-
-    if offset is None:
-        return scale_only(normalized, scale)
-    return with_offset(normalized, scale, offset)
+    return normalized * scale, gradient
 
 
 def _is_last_axis(axis, rank):
@@ -82,8 +69,9 @@ class LayerNormalization(keras.layers.LayerNormalization):
         x = tf.cast(inputs, "float32")
         centred = x - row_mean(x)
         normalized = centred * tf.math.rsqrt(row_mean(centred * centred) + self.epsilon)
-        offset = tf.cast(self.beta, "float32") if self.center else None
-        outputs = _scale_shift(normalized, tf.cast(self.gamma, "float32"), offset)
+        outputs = _scale(normalized, tf.cast(self.gamma, "float32"))
+        if self.center:
+            outputs = bias_add(outputs, tf.cast(self.beta, "float32"))
         return tf.cast(outputs, self.compute_dtype)
 
 
@@ -101,5 +89,5 @@ class RMSNormalization(keras.layers.RMSNormalization):
             return super().call(x)
         x32 = tf.cast(x, "float32")
         normalized = x32 * tf.math.rsqrt(row_mean(x32 * x32) + self.epsilon)
-        outputs = _scale_shift(normalized, tf.cast(self.scale, "float32"), None)
+        outputs = _scale(normalized, tf.cast(self.scale, "float32"))
         return tf.cast(outputs, self.compute_dtype)

@@ -325,6 +325,14 @@ def _register_builtin():
         pooling=("sequence_output", "padding_mask", "first"),
         dataset=_pipeline("roberta_dataset"), pretrainer=_pretrainer("RobertaPretrainer"),
         huggingface=("roberta",), keras_hub=("RobertaBackbone",)))
+    # mBERT (Devlin et al., multilingual/README.md): BERT's network and
+    # objective (MLM + NSP) over a shared WordPiece vocabulary; its cased
+    # release is the recommended one, so its tokenizer keeps case.
+    register_family(Family(
+        "mbert", bert.BertBackbone, bert.MBERT_PRESETS,
+        _tokenizer("train_wordpiece", lowercase=False), WORDPIECE_FRAMING,
+        pooling=pooled, dataset=_pipeline("bert_dataset", static_masking=False),
+        pretrainer=_pretrainer("BertPretrainer")))
     register_family(Family(
         "spanbert", bert.BertBackbone, bert.SPANBERT_PRESETS, wordpiece, WORDPIECE_FRAMING,
         pooling=pooled, dataset=_pipeline("spanbert_dataset"),

@@ -14,6 +14,7 @@ FAMILIES = {
     "roberta-base": ENCODER,
     "albert-base": ENCODER + ["embedding_size=16"],
     "spanbert-base": ENCODER,
+    "bert-base-multilingual-cased": ENCODER,
     "ernie-1.0-base": ENCODER,
     "electra-small": ENCODER + ["embedding_size=16"],
     "xlnet-base": ENCODER,

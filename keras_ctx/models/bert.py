@@ -179,7 +179,11 @@ SPANBERT_PRESETS = {
     # SpanBERT (Joshi et al. 2020): BERT shapes, cased 28996-token vocabulary.
     "spanbert-base": (_bert(12, 768, vocabulary_size=28996), "SpanBERT-base cased, 108.3M"),
     "spanbert-large": (_bert(24, 1024, vocabulary_size=28996), "SpanBERT-large cased, 333.6M"),
-    # mBERT (Devlin et al., multilingual/README.md): BERT-base over 104 languages.
+}
+
+MBERT_PRESETS = {
+    # mBERT (Devlin et al., multilingual/README.md): BERT-base over 104 languages,
+    # pretrained as BERT is (MLM + NSP), not as SpanBERT.
     "bert-base-multilingual-cased": (_bert(12, 768, vocabulary_size=119547),
                                      "mBERT cased, 104 languages, 177.9M"),
     "bert-base-multilingual-uncased": (_bert(12, 768, vocabulary_size=105879),
@@ -211,7 +215,7 @@ def check_sequence_length(backbone, sequence_length):
 
 
 __all__ = ["BertBackbone", "RobertaBackbone", "BERT_PRESETS", "ROBERTA_PRESETS",
-           "SPANBERT_PRESETS", "bert_parameter_count", "check_sequence_length"]
+           "SPANBERT_PRESETS", "MBERT_PRESETS", "bert_parameter_count", "check_sequence_length"]
 
 
 # Lets `list_presets` count without building (keras_ctx.models.presets).

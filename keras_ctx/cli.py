@@ -11,6 +11,11 @@ import os
 import sys
 
 
+MODEL_HELP = ("a model: a run directory, a checkpoint directory `convert` reads, "
+              "hf://ORG/NAME[@REVISION], kaggle://OWNER/MODEL/FRAMEWORK/VARIATION[/VERSION] "
+              "or a preset name (random weights)")
+
+
 def _presets(args):
     from keras_ctx.models import list_presets
 
@@ -128,7 +133,7 @@ def build_parser():
 
     finetune = commands.add_parser("finetune", help="fine-tune a pretrained run on a TSV "
                                                     "of text<TAB>label")
-    finetune.add_argument("run_dir", help="a `keras-ctx pretrain` --out directory")
+    finetune.add_argument("run_dir", metavar="MODEL", help=MODEL_HELP)
     finetune.add_argument("--train", required=True, help="TSV file: text<TAB>label")
     finetune.add_argument("--out", required=True)
     finetune.add_argument("--epochs", type=int, default=3)
@@ -142,7 +147,7 @@ def build_parser():
     finetune.set_defaults(run=_finetune)
 
     embed = commands.add_parser("embed", help="print contextual vectors of words in texts")
-    embed.add_argument("run_dir", help="a `keras-ctx pretrain` --out directory")
+    embed.add_argument("run_dir", metavar="MODEL", help=MODEL_HELP)
     embed.add_argument("texts", nargs="+")
     embed.add_argument("--word", default=None,
                        help="compare this word's vectors across the texts (cosine)")
@@ -151,8 +156,8 @@ def build_parser():
     embed.set_defaults(run=_embed)
 
     export = commands.add_parser("export", help="export a SavedModel for TF Serving")
-    export.add_argument("model", help="a run directory, a `keras-ctx finetune` --out "
-                                         "directory (its classifier) or a preset name")
+    export.add_argument("model", help=MODEL_HELP + " (or a `keras-ctx finetune` --out "
+                                      "directory: its classifier)")
     export.add_argument("out", help="base directory; the export goes to OUT/<version>")
     export.add_argument("--version", type=int, default=1)
     export.add_argument("--overwrite", action="store_true")

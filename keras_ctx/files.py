@@ -124,6 +124,20 @@ def save_npz(path, overwrite=False, **arrays):
     return path
 
 
+def checkpoint_root(directory):
+    """The directory a checkpoint's files may resolve into: the directory itself, or for
+    a Hugging Face cache snapshot (`models--ORG--NAME/snapshots/REV`) the repository's
+    cache folder, whose `blobs/` the snapshot's relative symlinks point into."""
+    root = os.path.realpath(directory)
+    snapshots = os.path.dirname(root)
+    repo = os.path.dirname(snapshots)
+    if (os.path.basename(snapshots) == "snapshots"
+            and os.path.basename(repo).startswith(("models--", "datasets--"))
+            and os.path.isdir(os.path.join(repo, "blobs"))):
+        return repo
+    return root
+
+
 def shard_files(directory, index):
     """The shard files a (Hugging Face style) index.json names, all inside `directory`.
 
@@ -137,10 +151,10 @@ def shard_files(directory, index):
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
         raise RunDirectoryError(f"{index} is not a checkpoint index: it needs a "
                                 f"\"weight_map\" of tensor name -> shard file ({error!r}).") from None
-    root = os.path.realpath(directory)
+    root = checkpoint_root(directory)
     paths = []
     for shard in shards:
-        path = os.path.realpath(os.path.join(root, str(shard)))
+        path = os.path.realpath(os.path.join(directory, str(shard)))
         if os.path.commonpath([root, path]) != root:
             raise RunDirectoryError(f"{index} names the shard {shard!r}, outside the "
                                     f"checkpoint directory {directory}; refused.")

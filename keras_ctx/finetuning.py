@@ -10,7 +10,7 @@ import os
 import keras
 import numpy as np
 
-from keras_ctx import families, runs
+from keras_ctx import families, handles, runs
 from keras_ctx.word_vectors import text_inputs
 
 
@@ -35,7 +35,7 @@ def finetune(run_dir, train, out, epochs=3, batch_size=16, learning_rate=5e-5, e
     if export:
         check_export_target(export, 1, overwrite)
     texts, labels = read_labelled_tsv(train, header=header)
-    info, backbone, tokenizer = runs.load_run(run_dir, need_tokenizer=True)
+    info, backbone, tokenizer = handles.load(run_dir, need_tokenizer=True)
     family = families.get(info["family"])
     backbone.family = family.name
     classes = sorted(set(labels))
@@ -50,7 +50,7 @@ def finetune(run_dir, train, out, epochs=3, batch_size=16, learning_rate=5e-5, e
     with files.replacing(target, overwrite=overwrite) as staging:
         model.save(staging)
     # What `export` and the refusals of `embed` / `finetune` read back.
-    runs.save_finetuned_info(out, {"run": os.path.abspath(run_dir), "family": family.name,
+    runs.save_finetuned_info(out, {"run": handles.canonical(run_dir), "family": family.name,
                                    "sequence_length": info["sequence_length"],
                                    "classes": [str(c) for c in classes]})
     print(f"Saved the classifier ({len(classes)} classes: {classes}) to {out}.")

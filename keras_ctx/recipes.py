@@ -73,7 +73,7 @@ def build(preset, documents, run, overrides=None):
         overrides: backbone config values to change (over the preset's and the
             family's `recipe_config`).
     """
-    from keras_ctx.models import from_preset
+    from keras_ctx.models.presets import build as build_preset
 
     family = families.of_preset(preset)
     if family.dataset is None:
@@ -91,7 +91,7 @@ def build(preset, documents, run, overrides=None):
     if family.sized_by_tokenizer:
         overrides["vocabulary_size"] = tokenizer.vocabulary_size() + family.extra_tokens
     say(f"Building {preset}...")
-    backbone = from_preset(preset, **overrides)
+    backbone = build_preset(preset, **overrides)
     say(f"Built {preset}: {backbone.count_params():,} parameters.")
     pretrainer = family.pretrainer(backbone, tokenizer, run)
     dataset = family.dataset(documents, tokenizer, run)
@@ -218,25 +218,27 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
 
 def export_run(model_or_run, out, version=1, overwrite=False, sequence_length=None,
                with_text=False, jit_compile=False):
-    """Exports a run (or a preset); `with_text` adds serve_text (needs tensorflow-text ops),
-    `jit_compile` XLA-compiles the serving functions."""
+    """Exports a run, a fine-tuned classifier or any model handle (`keras_ctx.handles`);
+    `with_text` adds serve_text (needs tensorflow-text ops), `jit_compile` XLA-compiles
+    the serving functions."""
+    from keras_ctx import handles
     from keras_ctx.export import export_saved_model
-    from keras_ctx.models import from_preset
 
     preprocessor = None
     if os.path.isdir(model_or_run) and runs.is_finetuned(model_or_run) and not with_text:
         # A `keras-ctx finetune --out` directory: export its classifier.
         info, backbone = runs.load_finetuned(model_or_run)
         sequence_length = sequence_length or info.get("sequence_length")
-    elif os.path.isdir(model_or_run):
-        info, backbone, tokenizer = runs.load_run(model_or_run, need_tokenizer=with_text)
-        sequence_length = sequence_length or info.get("sequence_length")
-        if with_text:
-            preprocessor = TextPreprocessor(tokenizer, sequence_length, info["family"])
     else:
-        say(f"{model_or_run} is a preset, not a run directory: its weights are random "
-            "(untrained). Export a `keras-ctx pretrain` --out directory for trained ones.")
-        backbone = from_preset(model_or_run)
+        # A run directory, a checkpoint (local, hf://, kaggle://) or a preset (random
+        # weights, said in one line; exported at the given length only).
+        resolved = handles.resolve(model_or_run, need_tokenizer=with_text)
+        backbone, info = resolved.backbone, resolved.info
+        if resolved.has_weights:
+            sequence_length = sequence_length or info.get("sequence_length")
+        if with_text:
+            preprocessor = TextPreprocessor(resolved.tokenizer, sequence_length,
+                                            info["family"])
     path = export_saved_model(backbone, out, version=version, overwrite=overwrite,
                               sequence_length=sequence_length, preprocessor=preprocessor,
                               jit_compile=jit_compile)

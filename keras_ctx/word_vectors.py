@@ -9,7 +9,7 @@ cover its characters in the whole-text tokenization
 import keras
 import numpy as np
 
-from keras_ctx import families, runs
+from keras_ctx import families, handles
 from keras_ctx.preprocessing import TextPreprocessor, character_inputs, word_positions
 
 # The seeds' examples of one word with different meanings in different contexts.
@@ -49,7 +49,7 @@ def _positions(preprocessor, tokenizer, text, word):
 
 def sequence_outputs(run_dir, texts):
     """(info, backbone, tokenizer, preprocessor, sequence_output) of a run on `texts`."""
-    info, backbone, tokenizer = runs.load_run(run_dir, need_tokenizer=True)
+    info, backbone, tokenizer = handles.load(run_dir, need_tokenizer=True)
     family = families.get(info["family"])
     inputs, preprocessor = text_inputs(family, tokenizer, list(texts), info["sequence_length"])
     inputs = {k: v for k, v in inputs.items() if k in backbone.input}

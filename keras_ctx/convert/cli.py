@@ -129,6 +129,19 @@ def family_of_backbone(backbone):
     return family.name
 
 
+def run_info(model, backbone, format, sequence_length=128):
+    """The run.json info of a converted backbone (`model` names where it came from).
+
+    The sequence length is capped at the backbone's own position limit.
+    """
+    limit = getattr(backbone, "max_sequence_length", None)
+    if limit is not None:
+        sequence_length = min(sequence_length, limit)
+    return {"model": model, "family": family_of_backbone(backbone),
+            "sequence_length": sequence_length, "source_format": format,
+            "backbone": type(backbone).__name__}
+
+
 def convert(source, dest, format=None, sequence_length=128, overwrite=False):
     """Converts `source` (any supported format) into the run directory `dest`.
 
@@ -139,12 +152,7 @@ def convert(source, dest, format=None, sequence_length=128, overwrite=False):
 
     runs.check_free(os.fspath(dest), overwrite)  # before the (long) load
     backbone, format = load(source, format)
-    limit = getattr(backbone, "max_sequence_length", None)
-    if limit is not None:
-        sequence_length = min(sequence_length, limit)
-    info = {"model": os.path.abspath(os.fspath(source)), "family": family_of_backbone(backbone),
-            "sequence_length": sequence_length, "source_format": format,
-            "backbone": type(backbone).__name__}
+    info = run_info(os.path.abspath(os.fspath(source)), backbone, format, sequence_length)
     tokenizer = getattr(backbone, "tokenizer", None)
     runs.save_run(os.fspath(dest), info, backbone, tokenizer, overwrite=overwrite)
     return info

@@ -81,13 +81,24 @@ class Backbone(keras.Model):
         return model
 
     @classmethod
-    def from_preset(cls, name, **overrides):
-        from keras_ctx.models.presets import from_preset
+    def from_preset(cls, handle, **overrides):
+        """The backbone a handle names (`keras_ctx.handles`), checked to be a `cls`.
 
-        model = from_preset(name, **overrides)
+        Args:
+            handle: a preset name (random weights), a local checkpoint or run
+                directory, `hf://ORG/NAME[@REVISION]` or `kaggle://...`.
+            **overrides: backbone config values to change (unknown keys raise).
+
+        Returns:
+            The backbone, with its `.tokenizer` (None for presets and ELMo).
+        """
+        from keras_ctx.handles import from_preset
+
+        model = from_preset(handle, **overrides)
         if not isinstance(model, cls):
             raise ValueError(
-                f"Preset {name!r} builds a {type(model).__name__}, not a {cls.__name__}."
+                f"{handle!r} holds a {type(model).__name__}, not a {cls.__name__}: use "
+                f"{type(model).__name__}.from_preset or keras_ctx.models.from_preset."
             )
         return model
 

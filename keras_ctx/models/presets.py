@@ -2,8 +2,9 @@
 
 Presets are data: each family's entry in `keras_ctx.families` lists its
 presets and `register_family` registers them here, so every preset carries
-its family. A preset builds a randomly initialised backbone; published
-weights are loaded by `keras_ctx.convert`.
+its family. `build(name)` makes a randomly initialised backbone of a preset;
+`from_preset(handle)` also takes checkpoints (local, hf://, kaggle://) through
+`keras_ctx.handles`, the one resolver of model handles.
 """
 
 import dataclasses
@@ -65,7 +66,25 @@ def preset_family(name):
     return get_preset(name).family
 
 
-def from_preset(name, **overrides):
+def from_preset(handle, **overrides):
+    """The backbone a handle names, with its `.tokenizer`.
+
+    Args:
+        handle: a preset name (random weights, said in one log line), a local
+            checkpoint or run directory, `hf://ORG/NAME[@REVISION]` or
+            `kaggle://OWNER/MODEL/FRAMEWORK/VARIATION[/VERSION]`
+            (`keras_ctx.handles`).
+        **overrides: backbone config values to change (unknown keys raise).
+
+    Returns:
+        The backbone.
+    """
+    from keras_ctx import handles
+
+    return handles.from_preset(handle, **overrides)
+
+
+def build(name, **overrides):
     """A randomly initialised backbone of the named size; `overrides` change its config."""
     from keras_ctx.validation import check_overrides
 

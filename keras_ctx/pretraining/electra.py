@@ -347,7 +347,10 @@ class ElectraPretrainer(Pretrainer):
 
     @classmethod
     def from_preset(cls, name, generator_fraction=None, **kwargs):
-        """Discriminator of preset `name` + a generator of Table 6's size, sharing embeddings.
+        """Discriminator of `name` + a generator of Table 6's size, sharing embeddings.
+
+        `name` is any model handle (`keras_ctx.handles`): a preset (random
+        weights), a checkpoint directory, `hf://...` or `kaggle://...`.
 
         `generator_fraction` defaults to Clark et al. 2020, Table 6
         (electra-small 1/4, electra-base 1/3, electra-large 1/4; 1/4 otherwise).

@@ -1,0 +1,357 @@
+"""One way to name a model: the handles every `from_preset` and CLI command accepts.
+
+A handle is one of
+
+- a preset name (`bert-base`): the architecture only, randomly initialised
+  (one log line says so);
+- a local directory in any format `keras-ctx convert` reads (a Hugging Face
+  checkpoint, a google-research TF checkpoint, allennlp ELMo, a keras-hub
+  preset), detected as `convert` detects it (`keras_ctx.convert.cli`);
+- a keras-ctx run directory (`pretrain` / `convert` --out);
+- `hf://ORG/NAME[@REVISION]`: a Hugging Face Hub repository, downloaded with
+  `huggingface_hub.snapshot_download` into its cache (HF_HUB_CACHE; offline
+  with HF_HUB_OFFLINE=1 once cached), only the files the converter reads;
+- `kaggle://OWNER/MODEL/FRAMEWORK/VARIATION[/VERSION]`: a Kaggle model (the
+  keras-hub presets live there), downloaded with `kagglehub` into its cache
+  (KAGGLEHUB_CACHE).
+
+    >>> resolved = keras_ctx.handles.resolve("hf://sentence-transformers/all-MiniLM-L6-v2")
+    >>> resolved.backbone, resolved.tokenizer, resolved.info["family"]
+"""
+
+import dataclasses
+import logging
+import os
+import re
+
+from keras_ctx.convert.base import CheckpointError
+
+HF_SCHEME = "hf://"
+KAGGLE_SCHEME = "kaggle://"
+logger = logging.getLogger(__name__)
+
+# What the format of a Hub repository is told by (downloaded first, a few KB).
+HF_PROBE_FILES = ["config.json", "metadata.json"]
+# What `convert.huggingface` reads: config, safetensors (single or sharded +
+# index) and the tokenizer files `tokenizer_from_huggingface` knows.
+HF_CHECKPOINT_FILES = [
+    "config.json", "model.safetensors", "model.safetensors.index.json",
+    "model-*-of-*.safetensors", "tokenizer_config.json", "vocab.txt", "vocab.json",
+    "merges.txt", "spiece.model", "sentencepiece.bpe.model", "30k-clean.model",
+]
+# What `keras_hub.models.Backbone.from_preset` / `Tokenizer.from_preset` read.
+KERAS_HUB_PRESET_FILES = ["config.json", "metadata.json", "model.weights.h5",
+                          "model.weights.json", "model_*.weights.h5", "tokenizer.json",
+                          "assets/*", "assets/**/*"]
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+
+
+@dataclasses.dataclass
+class Resolved:
+    """What a handle names, loaded.
+
+    Attributes:
+        handle: the handle as given.
+        kind: "preset" (random weights), "run" (a keras-ctx run directory) or
+            "checkpoint" (a converted local, hf:// or kaggle:// checkpoint).
+        backbone: the backbone (with `.tokenizer` and `.family` set).
+        tokenizer: its tokenizer, or None (ELMo reads characters).
+        info: run.json's keys: `model`, `family`, `sequence_length` (and, for
+            checkpoints, `source_format`).
+        head: with `head=True`, the checkpoint's head when it has one: a
+            `MaskedLMHead` (MLM checkpoints) or a task model holding the
+            backbone (classifiers); else None.
+        directory: the local directory read (None for presets).
+    """
+
+    handle: str
+    kind: str
+    backbone: object
+    tokenizer: object
+    info: dict
+    head: object = None
+    directory: str = None
+
+    @property
+    def has_weights(self):
+        return self.kind != "preset"
+
+
+def resolve(handle, head=False, need_tokenizer=False, **overrides):
+    """Loads what `handle` names.
+
+    Args:
+        handle: a preset name, a local directory (checkpoint or run),
+            `hf://ORG/NAME[@REVISION]` or `kaggle://OWNER/MODEL/FRAMEWORK/VARIATION[/N]`.
+        head: also load the checkpoint's head (masked LM, classifier) when it
+            has one.
+        need_tokenizer: raise when a backbone that reads token ids comes
+            without its tokenizer (for callers that turn text into ids).
+        **overrides: backbone config values to change (unknown keys raise);
+            on a checkpoint only those that keep every weight's shape.
+
+    Returns:
+        A `Resolved`.
+    """
+    from keras_ctx import runs
+    from keras_ctx.convert import cli as convert_cli
+    from keras_ctx.models import presets
+
+    name = os.fspath(handle)
+    if not isinstance(name, str) or not name:
+        raise CheckpointError(f"A model handle is a non-empty string, got {handle!r}.")
+    if name.startswith(HF_SCHEME):
+        directory = huggingface_directory(name[len(HF_SCHEME):])
+    elif name.startswith(KAGGLE_SCHEME):
+        directory = kaggle_directory(name[len(KAGGLE_SCHEME):])
+    elif os.path.exists(name):
+        directory = name
+    elif name in presets.preset_names():
+        backbone = presets.build(name, **overrides)
+        logger.warning("%s is a preset name: its weights are random (untrained). Give a "
+                       "checkpoint (hf://ORG/NAME, kaggle://..., a directory) for trained "
+                       "ones.", name)
+        return Resolved(name, "preset", backbone, None,
+                        convert_cli.run_info(name, backbone, "preset"))
+    else:
+        raise CheckpointError(
+            f"Unknown model handle {name!r}: not a preset name (`keras-ctx presets` lists "
+            "them), not an existing directory, and not hf://ORG/NAME[@REVISION] or "
+            "kaggle://OWNER/MODEL/FRAMEWORK/VARIATION[/VERSION].")
+    resolved = _from_directory(name, directory, head)
+    tokenizer = resolved.tokenizer
+    if need_tokenizer and tokenizer is None and "character_ids" not in resolved.backbone.input:
+        if resolved.kind == "run":
+            runs.load_run(directory, need_tokenizer=True)  # raises the run's own message
+        raise CheckpointError(
+            f"{name} has no tokenizer files (vocab.txt, vocab.json + merges.txt, "
+            "spiece.model or a keras-hub tokenizer.json), and text cannot become ids "
+            "without them: use a checkpoint that has its tokenizer files.")
+    if overrides:
+        resolved.backbone = _with_overrides(name, resolved.backbone, overrides)
+    return resolved
+
+
+def load(handle, need_tokenizer=False):
+    """(info, backbone, tokenizer) of a handle: what `runs.load_run` returns for a run.
+
+    The one function the CLI commands load their model through.
+    """
+    resolved = resolve(handle, need_tokenizer=need_tokenizer)
+    return resolved.info, resolved.backbone, resolved.tokenizer
+
+
+def canonical(handle):
+    """What to record as a model's origin: existing paths made absolute, other handles as given."""
+    name = os.fspath(handle)
+    return os.path.abspath(name) if os.path.exists(name) else name
+
+
+def from_preset(handle, **overrides):
+    """The backbone `handle` names (see `resolve`), its `.tokenizer` set."""
+    return resolve(handle, **overrides).backbone
+
+
+def _from_directory(name, directory, head):
+    from keras_ctx import runs
+    from keras_ctx.convert import cli as convert_cli
+
+    if runs.is_finetuned(directory):
+        runs.read_info(directory)  # raises: names the run it came from, and `export`
+    if runs.is_run(directory):
+        info, backbone, tokenizer = runs.load_run(directory)
+        backbone.tokenizer, backbone.family = tokenizer, info["family"]
+        return Resolved(name, "run", backbone, tokenizer, info, None, directory)
+    format = convert_cli.detect_format(directory)
+    model_head = None
+    if head and format == "huggingface":
+        backbone, model_head = _huggingface_head(directory)
+    else:
+        backbone, format = convert_cli.load(directory, format)
+    info = convert_cli.run_info(name, backbone, format)
+    return Resolved(name, "checkpoint", backbone, getattr(backbone, "tokenizer", None), info,
+                    model_head, directory)
+
+
+def _huggingface_head(directory):
+    """(backbone, head or None) of a Hugging Face checkpoint: `convert.heads` decides."""
+    from keras_ctx.convert import heads
+    from keras_ctx.convert.huggingface import from_huggingface, read_config
+
+    config = read_config(directory)
+    architectures = config.get("architectures") or []
+    if any(a.endswith(("ForSequenceClassification", "ForTokenClassification"))
+           for a in architectures):
+        model = heads.classifier_from_huggingface(directory)
+        return model.backbone, model
+    head_names = heads.HEADS.get(config.get("model_type"))
+    if head_names is not None and head_names[2] in tensor_names(directory):
+        return heads.masked_lm_from_huggingface(directory)
+    return from_huggingface(directory), None
+
+
+def tensor_names(directory):
+    """The tensor names of a safetensors checkpoint, read from headers only."""
+    from safetensors import safe_open
+
+    from keras_ctx.files import shard_files
+
+    single = os.path.join(directory, "model.safetensors")
+    index = os.path.join(directory, "model.safetensors.index.json")
+    paths = [single] if os.path.isfile(single) else (
+        shard_files(directory, index) if os.path.isfile(index) else [])
+    names = set()
+    for path in paths:
+        with safe_open(path, framework="numpy") as handle:
+            names.update(handle.keys())
+    return names
+
+
+def _with_overrides(name, backbone, overrides):
+    """The backbone rebuilt with `overrides` in its config and its weights kept."""
+    from keras_ctx.validation import check_overrides
+
+    config = backbone.get_config()
+    check_overrides(name, type(backbone), config, overrides)
+    rebuilt = type(backbone).from_config({**config, **overrides})
+    try:
+        rebuilt.set_weights(backbone.get_weights())
+    except ValueError as error:
+        raise CheckpointError(f"{name}: the overrides {sorted(overrides)} change the shape "
+                              f"of the checkpoint's weights ({error}); override only "
+                              "settings such as dropout.") from None
+    rebuilt.tokenizer, rebuilt.family = backbone.tokenizer, backbone.family
+    return rebuilt
+
+
+# ---------------------------------------------------------------- hf://
+
+
+def _truthy(value):
+    return str(value or "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _hf_snapshot(repo, revision, patterns):
+    """snapshot_download of `patterns`, huggingface_hub's errors as one-line CheckpointErrors.
+
+    The cache and offline settings are read when called (not when
+    huggingface_hub was imported), so setting them in a running process works.
+    """
+    from huggingface_hub import errors, snapshot_download
+
+    handle = HF_SCHEME + repo + (f"@{revision}" if revision else "")
+    try:
+        return snapshot_download(
+            repo, revision=revision, allow_patterns=patterns,
+            cache_dir=os.environ.get("HF_HUB_CACHE") or None,
+            local_files_only=_truthy(os.environ.get("HF_HUB_OFFLINE")))
+    except errors.GatedRepoError:
+        raise CheckpointError(
+            f"{handle} is gated: accept its terms on https://huggingface.co/{repo} and log "
+            "in (`hf auth login`, or set HF_TOKEN).") from None
+    except errors.RevisionNotFoundError:
+        raise CheckpointError(f"{handle}: the repository has no revision {revision!r}; give "
+                              "a branch, tag or commit it has.") from None
+    except errors.RepositoryNotFoundError:
+        raise CheckpointError(
+            f"{handle}: no such model repository on the Hugging Face Hub (or it is private: "
+            "log in with `hf auth login`, or set HF_TOKEN).") from None
+    except (errors.LocalEntryNotFoundError, errors.IncompleteSnapshotError):
+        raise CheckpointError(
+            f"{handle} is not (completely) in the Hugging Face cache "
+            f"({os.environ.get('HF_HUB_CACHE') or 'HF_HUB_CACHE'}) and the Hub cannot be "
+            "reached (no network, or HF_HUB_OFFLINE=1): download it once with network "
+            "access.") from None
+    except errors.HfHubHTTPError as error:
+        from keras_ctx.errors import one_line
+
+        raise CheckpointError(f"{handle}: the Hugging Face Hub answered with an error "
+                              f"({one_line(error)}).") from None
+
+
+def huggingface_directory(spec):
+    """The local (cached) directory of `ORG/NAME[@REVISION]`, with only the files needed.
+
+    The config comes first: an unsupported model_type is refused before any
+    weights are downloaded.
+    """
+    from keras_ctx.convert.huggingface import CONVERTERS, read_config
+    from keras_ctx.convert.kerashub import is_keras_hub_preset
+
+    repo, _, revision = spec.partition("@")
+    if not re.fullmatch(r"[\w.-]+/[\w.-]+", repo) or "@" in revision:
+        raise CheckpointError(f"hf://{spec} is not hf://ORG/NAME[@REVISION] "
+                              "(e.g. hf://google-bert/bert-base-uncased).")
+    revision = revision or None
+    handle = HF_SCHEME + spec
+    directory = _hf_snapshot(repo, revision, HF_PROBE_FILES)
+    if not os.path.isfile(os.path.join(directory, "config.json")):
+        raise CheckpointError(f"{handle} has no config.json: not a Hugging Face transformers "
+                              "checkpoint or keras-hub preset.")
+    if is_keras_hub_preset(directory):  # keras-hub presets are on the Hub too
+        return _hf_snapshot(repo, revision, KERAS_HUB_PRESET_FILES)
+    model_type = read_config(directory).get("model_type")
+    if model_type not in CONVERTERS:
+        raise CheckpointError(f"{handle}: model_type {model_type!r} is not supported; "
+                              f"supported: {', '.join(sorted(CONVERTERS))}.")
+    directory = _hf_snapshot(repo, revision, HF_CHECKPOINT_FILES)
+    if not any(os.path.isfile(os.path.join(directory, n))
+               for n in ("model.safetensors", "model.safetensors.index.json")):
+        files = _hf_repo_files(repo, revision, directory)
+        pickles = sorted(f for f in files if f.endswith(PICKLE_SUFFIXES))
+        if pickles:
+            raise CheckpointError(
+                f"{handle} has only PyTorch pickle weights ({', '.join(pickles[:2])}), which "
+                "keras-ctx does not load (unpickling can run code): use a revision with "
+                "model.safetensors (the Hub's safetensors convert bot can add one).")
+        raise CheckpointError(f"{handle} has no model.safetensors (or sharded index).")
+    return directory
+
+
+def _hf_repo_files(repo, revision, directory):
+    """The repository's file names: the Hub's listing when reachable, else the local copy."""
+    names = set()
+    for root, _, files in os.walk(directory):
+        names.update(os.path.relpath(os.path.join(root, f), directory) for f in files)
+    if not _truthy(os.environ.get("HF_HUB_OFFLINE")):
+        try:
+            from huggingface_hub import HfApi
+
+            names.update(HfApi().list_repo_files(repo, revision=revision))
+        except Exception:  # noqa: BLE001  (only a better message is lost)
+            pass
+    return names
+
+
+# ---------------------------------------------------------------- kaggle://
+
+
+def kaggle_directory(spec):
+    """The local (cached) directory of a Kaggle model `OWNER/MODEL/FRAMEWORK/VARIATION[/N]`."""
+    import kagglehub
+    import requests
+
+    handle = KAGGLE_SCHEME + spec
+    if len(spec.split("/")) not in (4, 5) or not all(spec.split("/")):
+        raise CheckpointError(f"{handle} is not kaggle://OWNER/MODEL/FRAMEWORK/VARIATION"
+                              "[/VERSION] (e.g. kaggle://keras/bert/keras/bert_tiny_en_uncased/2).")
+    try:
+        return kagglehub.model_download(spec)
+    except requests.exceptions.HTTPError as error:
+        status = getattr(error.response, "status_code", None)
+        if status in (401, 403):
+            raise CheckpointError(
+                f"{handle} needs consent or credentials: accept its license on kaggle.com "
+                "and set KAGGLE_USERNAME/KAGGLE_KEY (or ~/.kaggle/kaggle.json).") from None
+        if status == 404:
+            raise CheckpointError(f"{handle}: no such model (or version) on Kaggle.") from None
+        raise CheckpointError(f"{handle}: Kaggle answered HTTP {status}.") from None
+    except requests.exceptions.RequestException:
+        raise CheckpointError(
+            f"{handle} is not in the kagglehub cache "
+            f"({os.environ.get('KAGGLEHUB_CACHE') or '~/.cache/kagglehub'}) and Kaggle "
+            "cannot be reached: download it once with network access (an unversioned "
+            "handle always asks Kaggle for the latest version: add /VERSION to work "
+            "offline).") from None
+    except ValueError as error:
+        raise CheckpointError(f"{handle}: {error}") from None

@@ -164,6 +164,12 @@ SIZE_FIELDS = {
     "type_vocab_size": ("type_vocab_size",),
     "num_languages": ("n_langs",),
     "num_buckets": ("relative_attention_num_buckets",),
+    # ELMo's options file (sections flattened as "lstm.dim").
+    "projection_dim": ("lstm.projection_dim",),
+    "lstm_units": ("lstm.dim",),
+    "character_embedding_dim": ("char_cnn.embedding.dim",),
+    "num_highway_layers": ("char_cnn.n_highway",),
+    "max_characters_per_token": ("char_cnn.max_characters_per_token",),
 }
 # Sizes that are the length of some tensor axis in every checkpoint we read.
 AXIS_SIZES = ("vocabulary_size", "hidden_size", "intermediate_size", "embedding_size")
@@ -190,13 +196,14 @@ def check_settings(settings, config, source):
     """Types and ranges of a backbone's settings, each error naming the config field."""
     for key, value in settings.items():
         if key in SIZE_FIELDS or key in LAYER_COUNTS:
-            low = 0 if key in ("type_vocab_size", "num_languages", "num_decoder_layers") else 1
+            low = 0 if key in ("type_vocab_size", "num_languages", "num_decoder_layers",
+                               "num_highway_layers") else 1
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
                     or value < low or value >= 2**31:
                 field = config_field(config, key, value)
                 raise CheckpointError(f"{source}: {field} = {value!r} is not a size (an "
                                       f"integer in [{low}, 2**31)); fix the field.")
-            if key in LAYER_COUNTS and value > MAX_LAYERS:
+            if key in LAYER_COUNTS + ("num_highway_layers",) and value > MAX_LAYERS:
                 field = config_field(config, key, value)
                 raise CheckpointError(f"{source}: {field} = {value} layers is more than "
                                       f"{MAX_LAYERS}; the file is damaged.")
@@ -253,8 +260,12 @@ def check_sizes(settings, shapes, config, source, shared_layers=False):
     width = settings.get("embedding_size") or hidden
     implied = (settings.get("vocabulary_size", 0) * width
                + layers * (4 * hidden * inner + 2 * hidden * settings.get("intermediate_size", 0)))
-    if implied > 1.01 * stored + 1024:
-        raise CheckpointError(f"{source}: its sizes imply at least {implied:,} weights, but the "
+    if implied > stored:  # a lower bound: every family stores at least these
+        named = ", ".join(f"{config_field(config, k, settings[k])} = {settings[k]}" for k in
+                          ("vocabulary_size", "embedding_size", "hidden_size", "num_heads",
+                           "head_size", "intermediate_size") + LAYER_COUNTS if k in settings)
+        raise CheckpointError(f"{source}: its sizes ({named}) imply at least {implied:,} "
+                              "weights, but the "
                               f"checkpoint stores {stored:,}; the config does not match its "
                               "weights.")
 

@@ -238,7 +238,8 @@ def _check_sizes(settings, options, shapes, source):
              if name.startswith("RNN_0/RNN/MultiRNNCell/")}
     if settings["num_layers"] != len(cells):
         raise CheckpointError(f"{source}: lstm.n_layers = {settings['num_layers']}, but the "
-                              f"weight file holds {len(cells)} LSTM layers.")
+                              f"weight file holds {len(cells)} LSTM layers "
+                              f"({', '.join(sorted(cells))}).")
 
 
 def to_allennlp(backbone, options_file, weight_file):

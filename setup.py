@@ -19,6 +19,7 @@ INSTALL_REQUIRES = [
 TEST_REQUIRES = [
     "pytest==9.2.0",
     "pytest-xdist==3.8.0",
+    "hypothesis==6.170.17",
 ]
 
 setup(

@@ -114,9 +114,12 @@ def _checked_inputs(model, inputs):
     for name, value in inputs.items():
         checks = []
         if value.dtype == tf.int64:  # serve_examples: no wrap-around when cast to int32
+            # Two bounds, not tf.abs: the abs of int64's minimum is itself negative.
+            message = f"input {name} holds a value outside int32."
             checks.append(tf.debugging.assert_less_equal(
-                tf.abs(value), tf.constant(2**31 - 1, tf.int64),
-                message=f"input {name} holds a value outside int32."))
+                value, tf.constant(2**31 - 1, tf.int64), message=message))
+            checks.append(tf.debugging.assert_greater_equal(
+                value, tf.constant(-(2**31), tf.int64), message=message))
         if max_positions is not None and value.shape.rank >= 2:
             checks.append(tf.debugging.assert_less_equal(
                 tf.shape(value)[1], max_positions,

@@ -26,7 +26,8 @@ from keras_ctx.convert.mapping import (
 )
 from keras_ctx.models.albert import AlbertBackbone
 
-ALBERT_IGNORED = ("position_ids", "predictions.", "sop_classifier", "classifier", "qa_outputs")
+ALBERT_IGNORED = (r"embeddings\.position_ids", r"predictions\..+", r"sop_classifier\..+",
+                  r"classifier\.(weight|bias)", r"qa_outputs\.(weight|bias)")
 
 
 def albert_config_from_huggingface(config):
@@ -85,7 +86,8 @@ def albert_weight_map(backbone):
 
 register_converter("albert")(mapped_converter(
     AlbertBackbone, albert_config_from_huggingface, albert_weight_map,
-    prefixes=("albert.", ""), ignore=ALBERT_IGNORED))
+    prefixes=("albert.", ""), ignore=ALBERT_IGNORED,
+    shared_layers=True))  # one layer group, called num_hidden_layers times
 
 
 @register_exporter("albert")

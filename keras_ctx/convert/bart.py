@@ -32,8 +32,9 @@ from keras_ctx.convert.mapping import (
 )
 from keras_ctx.models.bart import BartBackbone
 
-BART_IGNORED = ("embed_tokens", "lm_head", "final_logits_bias", "classification_head",
-                "qa_outputs", "version")
+BART_IGNORED = (r"(encoder|decoder)\.embed_tokens\.weight", r"lm_head\.weight",
+                r"final_logits_bias", r"classification_head\..+", r"qa_outputs\.(weight|bias)",
+                r"((encoder|decoder)\.)?version")
 OFFSET = 2  # BartLearnedPositionalEmbedding.offset
 
 

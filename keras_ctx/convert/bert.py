@@ -24,7 +24,10 @@ from keras_ctx.models.bert import BertBackbone
 
 # Tensors of BERT checkpoints that are not part of the backbone: the
 # position_ids buffer and the heads of *ForPreTraining / *ForMaskedLM / ...
-BERT_IGNORED = ("position_ids", "cls.", "lm_head", "classifier", "qa_outputs")
+# Regular expressions matched against whole names (after the model prefix).
+HEAD = r"\.(weight|bias)"
+BERT_IGNORED = (r"embeddings\.position_ids", r"cls\..+", r"lm_head\..+",
+                r"classifier(\.dense|\.out_proj)?" + HEAD, r"qa_outputs" + HEAD)
 
 
 def _required(config, *keys):

@@ -33,8 +33,8 @@ from keras_ctx.convert.mapping import (
 )
 from keras_ctx.models.electra import ElectraBackbone
 
-ELECTRA_IGNORED = BERT_IGNORED + ("discriminator_predictions", "generator_predictions",
-                                  "generator_lm_head")
+ELECTRA_IGNORED = BERT_IGNORED + (r"discriminator_predictions\..+",
+                                  r"generator_predictions\..+", r"generator_lm_head\..+")
 
 
 def electra_config_from_huggingface(config):

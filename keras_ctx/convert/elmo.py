@@ -28,7 +28,13 @@ import os
 
 import numpy as np
 
-from keras_ctx.convert.huggingface import CheckpointError, assign
+from keras_ctx.convert.base import (
+    CheckpointError,
+    assign,
+    check_finite_tensor,
+    check_settings,
+    config_field,
+)
 
 
 def _read_options(options_file):
@@ -113,13 +119,23 @@ def from_allennlp(options_file, weight_file):
     from keras_ctx.models.elmo import ElmoBackbone
 
     options = _read_options(options_file)
-    backbone = ElmoBackbone(**elmo_config_from_options(options))
+    try:
+        settings = elmo_config_from_options(options)
+    except (TypeError, ValueError, KeyError, AttributeError) as error:
+        raise CheckpointError(f"{options_file} has a field of the wrong type or value "
+                              f"({type(error).__name__}: {error}); fix it.") from None
     try:
         handle = h5py.File(os.fspath(weight_file), "r")
     except (OSError, FileNotFoundError) as error:
         raise CheckpointError(f"{weight_file} is not a readable hdf5 file ({error}); the "
                               "download may be incomplete.") from None
     with handle:
+        _check_sizes(settings, options, _dataset_shapes(handle), options_file)
+        try:
+            backbone = ElmoBackbone(**settings)
+        except (ValueError, TypeError) as error:
+            raise CheckpointError(f"{options_file}: its values do not build an ElmoBackbone "
+                                  f"({error}); fix the field.") from None
         used = set()
 
         def read(name):
@@ -128,10 +144,12 @@ def from_allennlp(options_file, weight_file):
                                       "match its options file.")
             used.add(name)
             try:
-                return np.asarray(handle[name][...], dtype="float32")
+                value = np.asarray(handle[name][...], dtype="float32")
             except OSError as error:
                 raise CheckpointError(f"{name}: unreadable data in {weight_file} "
                                       f"({error}).") from None
+            check_finite_tensor(name, value)
+            return value
 
         embedder = backbone.token_embedder
         table = read("char_embed")
@@ -185,6 +203,43 @@ def from_allennlp(options_file, weight_file):
             raise CheckpointError(f"{len(unused)} hdf5 datasets have no place in the model "
                                   f"(first: {unused[:3]}); options and weights disagree.")
     return backbone
+
+
+def _dataset_shapes(handle):
+    """{name: shape} of every dataset in an hdf5 file, read from its metadata only."""
+    import h5py
+
+    shapes = {}
+    handle.visititems(lambda name, obj: shapes.__setitem__(name, tuple(obj.shape))
+                      if isinstance(obj, h5py.Dataset) else None)
+    return shapes
+
+
+def _check_sizes(settings, options, shapes, source):
+    """The options' sizes against the weight file's dataset shapes, before building."""
+    flat = {f"{section}.{key}": value for section in ("lstm", "char_cnn")
+            for key, value in options[section].items()}
+    flat["char_cnn.embedding.dim"] = options["char_cnn"]["embedding"].get("dim")
+    sizes = dict(settings, filters=None, cell_clip=None, projection_clip=None,
+                 use_residual=None)
+    check_settings({k: v for k, v in sizes.items() if v is not None}, flat, source)
+    axes = {n for shape in shapes.values() for n in shape}
+    for key in ("projection_dim", "lstm_units", "character_embedding_dim"):
+        if settings[key] not in axes:
+            field = config_field(flat, key, settings[key])
+            raise CheckpointError(f"{source}: {field} = {settings[key]} is not the size of any "
+                                  "dataset in the weight file; options and weights disagree.")
+    for width, count in settings["filters"]:
+        if type(width) is not int or type(count) is not int or count not in axes \
+                or not 0 < width <= max(axes, default=0):
+            raise CheckpointError(f"{source}: char_cnn.filters holds [{width}, {count}], which "
+                                  "no CNN kernel in the weight file has.")
+    cells = {name.split("/MultiRNNCell/")[1].split("/")[0] for name in shapes
+             if name.startswith("RNN_0/RNN/MultiRNNCell/")}
+    if settings["num_layers"] != len(cells):
+        raise CheckpointError(f"{source}: lstm.n_layers = {settings['num_layers']}, but the "
+                              f"weight file holds {len(cells)} LSTM layers "
+                              f"({', '.join(sorted(cells))}).")
 
 
 def to_allennlp(backbone, options_file, weight_file):

@@ -39,7 +39,8 @@ from keras_ctx.convert.mapping import (
 )
 from keras_ctx.models.gpt import GPTBackbone
 
-GPT2_IGNORED = ("attn.bias", "attn.masked_bias", "lm_head", "score.", "multiple_choice_head")
+GPT2_IGNORED = (r"h\.\d+\.attn\.(bias|masked_bias)", r"lm_head\.weight", r"score\.(weight|bias)",
+                r"multiple_choice_head\..+")
 _PARTS = ("q", "k", "v")
 
 

@@ -33,7 +33,8 @@ from keras_ctx.convert.mapping import (
 )
 from keras_ctx.models.gpt import GPTBackbone
 
-GPT_NEO_IGNORED = ("attn.attention.bias", "attn.attention.masked_bias", "lm_head", "score.")
+GPT_NEO_IGNORED = (r"h\.\d+\.attn\.attention\.(bias|masked_bias)", r"lm_head\.weight",
+                   r"score\.(weight|bias)")
 # Hugging Face's names for GPT-Neo's two attention types -> ours.
 _TYPES = {"global": "dense", "local": "local"}
 

@@ -122,8 +122,11 @@ def masked_lm_from_huggingface(directory):
     return backbone, head
 
 
-def masked_lm_to_huggingface(backbone, head, directory, model_type=None):
+def masked_lm_to_huggingface(backbone, head, directory, model_type=None, overwrite=False):
     """Writes (backbone, MaskedLMHead) as the family's *ForMaskedLM / XLNetLMHeadModel.
+
+    `overwrite`: replace the checkpoint files already in `directory` (as
+    `to_huggingface`).
 
     `masked_lm_from_huggingface(directory)` reads it back exactly.
     """
@@ -140,7 +143,7 @@ def masked_lm_to_huggingface(backbone, head, directory, model_type=None):
     tensors.update(export_weight_map(_head_entries(head, model_type)))
     config = dict(config, architectures=[architecture])
     return write_checkpoint_directory(directory, config, tensors,
-                                      getattr(backbone, "tokenizer", None))
+                                      getattr(backbone, "tokenizer", None), overwrite=overwrite)
 
 
 # *ForSequenceClassification heads: model_type -> (transform, logits) Linear

@@ -209,7 +209,7 @@ def _electra(source, c):
     for i, block in enumerate(layer_by_name(ours, "encoder").blocks):
         entries += _block_entries(block, f"transformer_layer_{i}")
     # keras-hub adds a pooler; the released discriminators (and ours) have none.
-    return ours, entries, ("pooled_dense/",)
+    return ours, entries, (r"pooled_dense/(kernel|bias)",)
 
 
 def _gpt2(source, c):
@@ -289,9 +289,12 @@ def from_keras_hub_preset(directory):
     directory = os.fspath(directory)
     if not os.path.isfile(os.path.join(directory, "config.json")):
         raise CheckpointError(f"{directory} has no config.json: not a keras-hub preset.")
+    from keras_ctx.convert.base import read_json_object
+
+    read_json_object(os.path.join(directory, "config.json"), "keras-hub preset config.json")
     try:
         source = keras_hub.models.Backbone.from_preset(directory)
-    except (ValueError, OSError, KeyError, TypeError) as error:
+    except (ValueError, OSError, KeyError, TypeError, AttributeError) as error:
         raise CheckpointError(f"{directory} is not a loadable keras-hub preset "
                               f"({type(error).__name__}: {error}).") from None
     ours = from_keras_hub(source)

@@ -278,7 +278,7 @@ def load_checkpoint(entries, tensors, prefixes=("",), ignore=()):
     """Fills every entry from a checkpoint's tensors, then insists each tensor was used.
 
     `prefixes` are the model prefixes the names may carry ("bert." ...);
-    `ignore` lists substrings of tensors that are known to have no place
+    `ignore` lists regular expressions of whole tensor names known to have no place
     (buffers, heads).
     """
     read = TensorReader(tensors, prefixes=prefixes)

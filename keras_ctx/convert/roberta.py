@@ -46,12 +46,13 @@ def roberta_config_from_huggingface(config):
 
 
 @register_converter("roberta")
-def convert_roberta(config, tensors):
+def convert_roberta(config, tensors, source="config.json"):
     # RobertaForMaskedLM checkpoints (roberta-base) have no pooler.
     weight_map = functools.partial(bert_weight_map, position_offset=_offset(config),
                                    pooler_optional=True)
     return mapped_converter(RobertaBackbone, roberta_config_from_huggingface, weight_map,
-                            prefixes=("roberta.", ""), ignore=BERT_IGNORED)(config, tensors)
+                            prefixes=("roberta.", ""), ignore=BERT_IGNORED)(config, tensors,
+                                                                                 source)
 
 
 @register_exporter("roberta")

@@ -31,7 +31,7 @@ from keras_ctx.convert.mapping import (
 )
 from keras_ctx.models.t5 import T5Backbone
 
-T5_IGNORED = ("embed_tokens",)
+T5_IGNORED = (r"(encoder|decoder)\.embed_tokens\.weight",)
 # feed_forward_proj -> (activation, gated). HF reads "gated-gelu" as gelu_new
 # (the tanh GELU of Mesh TensorFlow); a plain "gelu" is the exact one.
 PROJECTIONS = {"relu": ("relu", False), "gelu": ("gelu", False),

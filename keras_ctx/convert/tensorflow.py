@@ -35,7 +35,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from keras_ctx import families
-from keras_ctx.convert.base import CheckpointError
+from keras_ctx.convert.base import CheckpointError, read_json_object
 from keras_ctx.convert.huggingface import CONVERTERS, EXPORTERS
 
 # Module paths: (TF regex, HF replacement), per layout; applied to the name
@@ -397,17 +397,20 @@ def from_tf_checkpoint(directory, family=None, generator=False):
         path = os.path.join(directory, layout.config_file)
         if not os.path.isfile(path):
             raise CheckpointError(f"{directory} has no {layout.config_file}.")
-        try:
-            with open(path, encoding="utf-8") as handle:
-                config = json.load(handle)
-        except json.JSONDecodeError as error:
-            raise CheckpointError(f"{path} is not valid JSON ({error}).") from None
-    variables = read_tf_checkpoint(_checkpoint_prefix(directory))
-    config, tensors = layout.read(variables, config, generator)
-    backbone = CONVERTERS[family](config, tensors)
-    from keras_ctx.convert.huggingface import tokenizer_from_huggingface
+        config = read_json_object(path, layout.config_file)
+    prefix = _checkpoint_prefix(directory)
+    variables = read_tf_checkpoint(prefix)
+    try:
+        config, tensors = layout.read(variables, config, generator)
+    except (TypeError, ValueError, IndexError) as error:  # e.g. a non-integer n_layer
+        raise CheckpointError(f"{path if layout.config_file else prefix} does not fit its "
+                              f"checkpoint ({type(error).__name__}: {error}).") from None
+    source = path if layout.config_file else prefix + " (sizes read from its variables)"
+    backbone = CONVERTERS[family](config, tensors, source=source)
+    from keras_ctx.convert.huggingface import check_tokenizer_fits, tokenizer_from_huggingface
 
     backbone.tokenizer = tokenizer_from_huggingface(directory, _vocabulary_is_lowercase(directory))
+    check_tokenizer_fits(backbone, backbone.tokenizer, directory)
     backbone.family = families.with_tf_checkpoints()[family].name
     return backbone
 
@@ -422,22 +425,40 @@ def _vocabulary_is_lowercase(directory):
     if not os.path.isfile(path) or os.path.isfile(os.path.join(directory,
                                                                 "tokenizer_config.json")):
         return None
-    with open(path, encoding="utf-8") as handle:
-        tokens = [line.rstrip("\n") for line in handle]
+    from keras_ctx.convert.huggingface import read_vocabulary
+
+    tokens = read_vocabulary(path)
     return not any(t != t.lower() for t in tokens if not (t.startswith("[") and t.endswith("]")))
 
 
-def to_tf_checkpoint(backbone, directory, family=None):
+def to_tf_checkpoint(backbone, directory, family=None, overwrite=False):
     """Writes `backbone` as a google-research checkpoint directory (config + TF1 checkpoint).
 
     The variables get the original code's names (`bert/encoder/layer_0/...`,
     `electra/...` for an ELECTRA discriminator, `model/transformer/...` for
     XLNet), saved with a tf.compat.v1 Saver as `bert_model.ckpt` (ALBERT,
     ELECTRA, XLNet: `model.ckpt`); `from_tf_checkpoint` reads it back exactly.
+
+    Args:
+        backbone: the backbone to write.
+        directory: where; other files in it are left alone.
+        family: the layout ("bert", "albert", "electra", "xlnet"); default:
+            the backbone's family.
+        overwrite: replace the config, checkpoint and tokenizer files already
+            there (without it, any of them existing is an error); tokenizer
+            files the new export does not write are removed.
+
+    Returns:
+        The directory.
     """
+    import shutil
+    import tempfile
+
     import tensorflow as tf
 
-    from keras_ctx.convert.huggingface import save_tokenizer_files
+    from keras_ctx.convert.huggingface import (TOKENIZER_FILES, check_writable,
+                                               save_tokenizer_files, tokenizer_file_names,
+                                               write_json_file)
 
     if family is None:  # the layout the backbone's family entry names
         entry = families.of_backbone(backbone)
@@ -446,21 +467,44 @@ def to_tf_checkpoint(backbone, directory, family=None):
         raise CheckpointError(f"No TF checkpoint layout for {family!r}; supported: "
                               f"{', '.join(sorted(LAYOUTS))}.")
     layout = LAYOUTS[family]
-    config, tensors = EXPORTERS[family](backbone)
     directory = os.fspath(directory)
-    os.makedirs(directory, exist_ok=True)
+    ours = ((layout.config_file,) if layout.config_file else ()) + (
+        "checkpoint", layout.checkpoint + ".index") + TOKENIZER_FILES
+    existing = ours + tuple(os.path.basename(p) for p in glob.glob(
+        os.path.join(glob.escape(directory), glob.escape(layout.checkpoint) + ".data-*")))
+    check_writable(directory, existing, overwrite)
+    config, tensors = EXPORTERS[family](backbone)
     config, variables = layout.write(config, tensors)
+    os.makedirs(directory, exist_ok=True)
+    # Saved beside, then renamed into place file by file: a failed save leaves the
+    # directory as it was.
+    staging = tempfile.mkdtemp(prefix=".tf-checkpoint-", dir=directory)
+    try:
+        graph = tf.Graph()
+        with graph.as_default():
+            made = [tf.compat.v1.Variable(value, name=name) for name, value in variables.items()]
+            saver = tf.compat.v1.train.Saver(made)
+            with tf.compat.v1.Session(graph=graph) as session:
+                session.run(tf.compat.v1.global_variables_initializer())
+                saver.save(session, os.path.join(staging, layout.checkpoint),
+                           write_meta_graph=False, write_state=False)
+        written = tokenizer_file_names(getattr(backbone, "tokenizer", None))
+        for name in set(TOKENIZER_FILES) - set(written):
+            if os.path.lexists(os.path.join(directory, name)):
+                os.remove(os.path.join(directory, name))
+        for old in glob.glob(os.path.join(glob.escape(directory),
+                                          glob.escape(layout.checkpoint) + ".data-*")):
+            os.remove(old)
+        for name in sorted(os.listdir(staging)):
+            os.replace(os.path.join(staging, name), os.path.join(directory, name))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    with open(os.path.join(directory, ".checkpoint.partial"), "w", encoding="utf-8") as handle:
+        handle.write(f'model_checkpoint_path: "{layout.checkpoint}"\n'
+                     f'all_model_checkpoint_paths: "{layout.checkpoint}"\n')
+    os.replace(os.path.join(directory, ".checkpoint.partial"),
+               os.path.join(directory, "checkpoint"))
     if layout.config_file:
-        with open(os.path.join(directory, layout.config_file), "w",
-                  encoding="utf-8") as handle:
-            json.dump(config, handle, indent=2, sort_keys=True)
-    graph = tf.Graph()
-    with graph.as_default():
-        made = [tf.compat.v1.Variable(value, name=name) for name, value in variables.items()]
-        saver = tf.compat.v1.train.Saver(made)
-        with tf.compat.v1.Session(graph=graph) as session:
-            session.run(tf.compat.v1.global_variables_initializer())
-            saver.save(session, os.path.join(directory, layout.checkpoint),
-                       write_meta_graph=False)
+        write_json_file(os.path.join(directory, layout.config_file), config)
     save_tokenizer_files(getattr(backbone, "tokenizer", None), directory)
     return directory

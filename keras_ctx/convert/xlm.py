@@ -22,8 +22,8 @@ from keras_ctx.convert.mapping import (
 from keras_ctx.models.xlm import XLMBackbone
 
 # Buffers and heads (XLMWithLMHeadModel's pred_layer, classifiers' sequence_summary).
-XLM_IGNORED = ("position_ids", "pred_layer.", "sequence_summary.", "qa_outputs.",
-               "classifier.")
+XLM_IGNORED = (r"position_ids", r"pred_layer\..+", r"sequence_summary\..+", r"qa_outputs\..+",
+               r"classifier\..+")
 
 
 def xlm_config_from_huggingface(config):

@@ -26,8 +26,8 @@ from keras_ctx.convert.mapping import (
 )
 from keras_ctx.models.xlnet import XLNetBackbone
 
-XLNET_IGNORED = ("lm_loss", "sequence_summary", "logits_proj", "qa_outputs", "start_logits",
-                 "end_logits", "answer_class")
+XLNET_IGNORED = (r"lm_loss\.(weight|bias)", r"sequence_summary\..+", r"logits_proj\..+",
+                 r"qa_outputs\..+", r"start_logits\..+", r"end_logits\..+", r"answer_class\..+")
 
 
 def xlnet_config_from_huggingface(config):

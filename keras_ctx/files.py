@@ -124,44 +124,6 @@ def save_npz(path, overwrite=False, **arrays):
     return path
 
 
-def checkpoint_root(directory):
-    """The directory a checkpoint's files may resolve into: the directory itself, or for
-    a Hugging Face cache snapshot (`models--ORG--NAME/snapshots/REV`) the repository's
-    cache folder, whose `blobs/` the snapshot's relative symlinks point into."""
-    root = os.path.realpath(directory)
-    snapshots = os.path.dirname(root)
-    repo = os.path.dirname(snapshots)
-    if (os.path.basename(snapshots) == "snapshots"
-            and os.path.basename(repo).startswith(("models--", "datasets--"))
-            and os.path.isdir(os.path.join(repo, "blobs"))):
-        return repo
-    return root
-
-
-def shard_files(directory, index):
-    """The shard files a (Hugging Face style) index.json names, all inside `directory`.
-
-    An index whose `weight_map` names a path outside the checkpoint directory
-    (`../outside.safetensors`, an absolute path) is refused, not read.
-    """
-    try:
-        with open(index, encoding="utf-8") as handle:
-            weight_map = json.load(handle)["weight_map"]
-        shards = sorted(set(weight_map.values()))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
-        raise RunDirectoryError(f"{index} is not a checkpoint index: it needs a "
-                                f"\"weight_map\" of tensor name -> shard file ({error!r}).") from None
-    root = checkpoint_root(directory)
-    paths = []
-    for shard in shards:
-        path = os.path.realpath(os.path.join(directory, str(shard)))
-        if os.path.commonpath([root, path]) != root:
-            raise RunDirectoryError(f"{index} names the shard {shard!r}, outside the "
-                                    f"checkpoint directory {directory}; refused.")
-        paths.append(path)
-    return paths
-
-
 def _fsync(path):
     with open(path, "rb") as handle:
         os.fsync(handle.fileno())

@@ -192,19 +192,9 @@ def _huggingface_head(directory):
 
 def tensor_names(directory):
     """The tensor names of a safetensors checkpoint, read from headers only."""
-    from safetensors import safe_open
+    from keras_ctx.convert.huggingface import read_tensors
 
-    from keras_ctx.files import shard_files
-
-    single = os.path.join(directory, "model.safetensors")
-    index = os.path.join(directory, "model.safetensors.index.json")
-    paths = [single] if os.path.isfile(single) else (
-        shard_files(directory, index) if os.path.isfile(index) else [])
-    names = set()
-    for path in paths:
-        with safe_open(path, framework="numpy") as handle:
-            names.update(handle.keys())
-    return names
+    return set(read_tensors(directory))
 
 
 def _with_overrides(name, backbone, overrides):

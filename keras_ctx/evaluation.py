@@ -102,8 +102,8 @@ def score_continuations(backbone, contexts, continuations, batch_size=8,
 
     Returns:
         {"log_likelihood": summed log-probability (float64 array),
-         "num_tokens": continuation lengths, "mean_log_likelihood": per token,
-         "is_greedy": whether every continuation token is the argmax}.
+            "num_tokens": continuation lengths, "mean_log_likelihood": per token,
+            "is_greedy": whether every continuation token is the argmax}.
     """
     if not hasattr(backbone, "logits"):
         raise ValueError(f"{type(backbone).__name__} has no `logits(hidden)`: in-context "
@@ -224,8 +224,8 @@ def evaluate_multiple_choice(backbone, tokenizer, examples, train_examples=(), n
 
     Returns:
         {"accuracy_sum", "accuracy_per_token": fractions correct,
-         "num_examples", "log_likelihood": [per-example arrays over choices],
-         "num_tokens": [same], "predictions_sum", "predictions_per_token"};
+            "num_examples", "log_likelihood": [per-example arrays over choices],
+            "num_tokens": [same], "predictions_sum", "predictions_per_token"};
         with `unconditional_context` also "accuracy_unconditional",
         "predictions_unconditional" and "unconditional_log_likelihood".
     """
@@ -274,9 +274,9 @@ def evaluate_completion(backbone, tokenizer, examples, train_examples=(), num_sh
 
     Returns:
         {"accuracy": fraction whose every target token is the argmax,
-         "log_likelihood": mean over examples of the summed log-probability,
-         "mean_log_likelihood": per target token, over all tokens,
-         "num_examples", "scores": score_continuations' arrays}.
+            "log_likelihood": mean over examples of the summed log-probability,
+            "mean_log_likelihood": per target token, over all tokens,
+            "num_examples", "scores": score_continuations' arrays}.
     """
     examples = list(examples)
     prompts = few_shot_contexts(examples, train_examples, num_shots, seed, separator)

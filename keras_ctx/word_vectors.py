@@ -12,17 +12,6 @@ import numpy as np
 from keras_ctx import families, handles
 from keras_ctx.preprocessing import TextPreprocessor, character_inputs, word_positions
 
-# The seeds' examples of one word with different meanings in different contexts.
-CONTEXT_EXAMPLES = {
-    "bank": ["I deposited the money at the bank.",
-             "The bank approved the loan.",
-             "We sat on the bank of the river."],
-    "broke": ["He broke the glass on the floor.",
-              "The window broke during the storm.",
-              "After the trip she was broke and owed money."],
-}
-
-
 def text_inputs(family, tokenizer, texts, sequence_length):
     """(inputs, preprocessor or None) for `texts`; rows at least `sequence_length` long.
 
@@ -72,15 +61,13 @@ def cosine(a, b):
 
 
 def show_context(run_dir):
-    """Prints how similar one word's contextual vectors are across sentences."""
-    print("\nThe same word, different contexts (cosine similarity of its vectors):")
-    for word, texts in CONTEXT_EXAMPLES.items():
-        vectors = word_vectors(run_dir, texts, word)
-        for i in range(len(texts)):
-            for j in range(i + 1, len(texts)):
-                print(f"  {word!r}: {cosine(vectors[i], vectors[j]):+.3f}  "
-                      f"{texts[i]!r} vs {texts[j]!r}")
-    print("Static word embeddings would give +1.000 for every pair.")
+    """Prints the main job's sense table and writes it as a heatmap into the run.
+
+    See `keras_ctx.sense_table` (imported here late: it builds on this module).
+    """
+    from keras_ctx.sense_table import show_sense_table
+
+    return show_sense_table(run_dir)
 
 
 def embed(run_dir, texts, word=None, save=None, overwrite=False):

@@ -1,4 +1,5 @@
-"""The repository's promises: README's test command is what CI runs."""
+"""The repository's promises: README's test command is what CI runs, and the
+documentation's command list is the parser's."""
 
 import argparse
 import pathlib
@@ -20,6 +21,17 @@ def test_readme_has_two_setup_commands_and_ci_runs_the_test_one():
     assert test_command in ci.splitlines(), (
         f"README's test command {test_command!r} is not a line of .ci/run"
     )
+
+
+def test_getting_started_repeats_readmes_setup_commands():
+    text = (ROOT / "docs" / "getting-started.md").read_text()
+    guide = re.findall(r"```bash\n(.*?)\n```", text, re.S)
+    assert guide[:2] == readme_commands()[:2]
+
+
+def test_readme_test_command_installs_the_docs_extra():
+    """So that tests/test_docs.py builds the site in CI instead of skipping."""
+    assert ".[test,docs]" in readme_commands()[1]
 
 
 def test_ci_treats_no_tests_collected_as_failure():
@@ -52,11 +64,11 @@ def test_main_job_writes_only_ignored_paths():
             assert not inside, f"{name} {target} would overwrite tracked files {inside[:3]}"
 
 
-def test_readme_command_list_names_every_command_and_flag_of_the_parser():
+def test_cli_page_names_every_command_and_flag_of_the_parser():
     from keras_ctx.cli import build_parser
 
-    block = re.search(r"## The command line\n\n```bash\n(.*?)```",
-                      (ROOT / "README.md").read_text(), re.S).group(1)
+    block = re.search(r"# The command line\n\n```bash\n(.*?)```",
+                      (ROOT / "docs" / "cli.md").read_text(), re.S).group(1)
     documented = {}  # command -> its README lines (first line and continuations)
     for line in block.splitlines():
         if line.startswith("keras-ctx "):
@@ -68,12 +80,12 @@ def test_readme_command_list_names_every_command_and_flag_of_the_parser():
     global_flags = [o for a in parser._actions for o in a.option_strings if o != "-h"
                     and o != "--help"]
     for flag in global_flags:
-        assert f"keras-ctx {flag}" in block, f"README's command list lacks {flag}"
+        assert f"keras-ctx {flag}" in block, f"docs/cli.md's command list lacks {flag}"
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     for name, subparser in commands.choices.items():
-        assert name in documented, f"README's command list lacks `keras-ctx {name}`"
+        assert name in documented, f"docs/cli.md's command list lacks `keras-ctx {name}`"
         for action in subparser._actions:
             for flag in action.option_strings:
                 if flag.startswith("--") and flag != "--help":
                     assert re.search(rf"{re.escape(flag)}\b", documented[name]), (
-                        f"README's `keras-ctx {name}` lacks {flag}")
+                        f"docs/cli.md's `keras-ctx {name}` lacks {flag}")

@@ -4,7 +4,7 @@ A source is one of:
   - a path to a text file, a directory (all its *.txt files, recursively), a
     glob pattern, or a list of those. Files are UTF-8, one sentence (or line)
     per line, documents separated by blank lines (BERT's pretraining format);
-  - "tfds:NAME[:SPLIT][#FEATURE]", a TensorFlow Datasets text data set (each
+  - `"tfds:NAME[:SPLIT][#FEATURE]"`, a TensorFlow Datasets text data set (each
     example one document; FEATURE defaults to "text"; needs the data set
     downloaded or prepared beforehand);
   - "builtin": real English text every Python installation has, the docstrings

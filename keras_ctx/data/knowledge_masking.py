@@ -228,9 +228,9 @@ class KnowledgeMasker:
     `keras_ctx.data.masking.MLMMasker` (the unit keys are dropped).
 
     Args:
-        vocabulary_size, mask_token_id, special_token_ids, mask_rate,
-        mask_token_rate, random_token_rate, max_predictions, dynamic, seed:
-            as `MLMMasker`.
+        vocabulary_size, mask_token_id, special_token_ids: as `MLMMasker`.
+        mask_rate, mask_token_rate, random_token_rate: as `MLMMasker`.
+        max_predictions, dynamic, seed: as `MLMMasker`.
         schedule: a `KnowledgeMaskingSchedule`.
         continuation_table: bool per vocabulary id: basic units are words
             (English, Sun et al. 2019); None: tokens (Chinese characters).

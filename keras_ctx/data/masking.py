@@ -240,9 +240,9 @@ class MLMMasker:
     dynamic masking (it pairs each batch with a seed).
 
     Args:
-        vocabulary_size, mask_token_id, special_token_ids, mask_rate,
-        mask_token_rate, random_token_rate, max_predictions,
-        random_token_range, token_weights: as `mask_tokens`.
+        vocabulary_size, mask_token_id, special_token_ids: as `mask_tokens`.
+        mask_rate, mask_token_rate, random_token_rate: as `mask_tokens`.
+        max_predictions, random_token_range, token_weights: as `mask_tokens`.
         dynamic: True (RoBERTa): new masks each epoch; False (BERT): fixed.
         seed: integer seed of the whole masking stream.
     """

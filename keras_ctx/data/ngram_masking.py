@@ -214,9 +214,9 @@ class NgramMasker:
     `keras_ctx.data.masking.MLMMasker`.
 
     Args:
-        vocabulary_size, mask_token_id, special_token_ids, mask_rate,
-        mask_token_rate, random_token_rate, max_predictions,
-        random_token_range, dynamic, seed: as `MLMMasker`.
+        vocabulary_size, mask_token_id, special_token_ids: as `MLMMasker`.
+        mask_rate, mask_token_rate, random_token_rate: as `MLMMasker`.
+        max_predictions, random_token_range, dynamic, seed: as `MLMMasker`.
         continuation_table: bool per vocabulary id (word units), or None
             (every token is a unit).
         max_ngram: largest n-gram in units (ALBERT: 3; whole words: 1).

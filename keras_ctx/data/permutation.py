@@ -350,8 +350,9 @@ def permutation_masks(dataset, num_predict=None, k=6, span_based=False,
             (B, T) with a static T, e.g. from `text_stream`; or plain token id
             tensors. An `is_masked` entry (from `two_segment_stream`) gives
             the targets; without it they are sampled here.
-        num_predict, k, span_based, max_span_length, functional_ids,
-        reuse_len, perm_size: see `sample_permutation`.
+        num_predict, k, span_based: see `sample_permutation`.
+        max_span_length, functional_ids, reuse_len, perm_size: see
+            `sample_permutation`.
         seed: None, or an int: element i is then sampled with the stateless
             seed (seed, i), so the result is reproducible whatever the
             parallelism.

@@ -10,7 +10,7 @@ verb of polarity s, so a masked word is predictable from its neighbours and
 each word's role is visible from co-occurrence alone. The task label is s.
 Language `k`'s word w has id `OFFSET + k * WORDS + w` (shared id space, as
 one multilingual vocabulary), or, with `permutation`, its own vocabulary.
-Ids 0-4 are [PAD] [UNK] [CLS] [SEP] [MASK].
+Ids 0-4 are `[PAD] [UNK] [CLS] [SEP] [MASK]`.
 """
 
 import numpy as np

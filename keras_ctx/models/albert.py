@@ -29,8 +29,8 @@ class AlbertBackbone(Backbone):
         embedding_size: E (128 in every ALBERT size).
         sharing: "all" (ALBERT), "attention", "ffn" or "none".
         dropout: 0 in ALBERT v2; 0.1 default here as v1.
-        max_sequence_length, type_vocab_size, layer_norm_epsilon, activation,
-        lookup: as BERT.
+        max_sequence_length, type_vocab_size: as BERT.
+        layer_norm_epsilon, activation, lookup: as BERT.
 
     Inputs/outputs: as `BertBackbone`. `token_embedding` is the
     `FactorizedEmbedding`, whose `.reverse` reads the V x E table.

@@ -38,8 +38,8 @@ class ElectraBackbone(Backbone):
         num_layers, num_heads, hidden_size, intermediate_size: L, A, H, FFN.
         embedding_size: E; None means E = H (ELECTRA-base/large); 128 for
             ELECTRA-small. When E != H a dense layer projects E -> H.
-        dropout, max_sequence_length, type_vocab_size, layer_norm_epsilon,
-        activation, lookup: as `BertBackbone`.
+        dropout, max_sequence_length, type_vocab_size: as `BertBackbone`.
+        layer_norm_epsilon, activation, lookup: as `BertBackbone`.
         shared_embeddings: another `ElectraBackbone` whose embedding block
             (token/position/segment tables + LayerNorm) this one reuses:
             the same variables, not copies. Not serialized: the ELECTRA

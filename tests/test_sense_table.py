@@ -1,0 +1,78 @@
+"""The main job's sense table: what it measures, what it prints, the heatmap."""
+
+import builtins
+import sys
+
+import numpy as np
+import pytest
+
+from keras_ctx import sense_table, word_vectors
+
+# Two senses, two sentences each; the sense shows in the second coordinate,
+# the large common part (word + position) in the first.
+VECTORS = np.array([[10.0, 1.0, 0.2], [10.0, 1.0, -0.2], [10.0, -1.0, 0.1], [10.0, -1.0, -0.3]],
+                   "float32")
+EXAMPLES = {"set": {"a": ["Make a set now.", "Take a set here."],
+                    "b": ["We will set it.", "You can set it."]}}
+
+
+@pytest.fixture
+def fake_vectors(monkeypatch):
+    monkeypatch.setattr(sense_table, "word_vectors", lambda run_dir, texts, word: VECTORS)
+
+
+def test_similarities_remove_the_words_mean_vector(fake_vectors):
+    senses, texts, raw, added = sense_table.sense_similarities("run", EXAMPLES)["set"]
+    assert senses == ["a", "a", "b", "b"] and texts[2] == "We will set it."
+    centred = VECTORS - VECTORS.mean(0)   # mean (10, 0, -0.05)
+    expected = centred @ centred.T / np.outer(*[np.linalg.norm(centred, axis=1)] * 2)
+    np.testing.assert_allclose(added, expected, atol=1e-6)
+    # By hand: rows 0 and 1 are (0, 1, .25) and (0, 1, -.15): cos = (1 - .0375) / ...
+    assert added[0, 1] == pytest.approx((1 - 0.0375) / np.sqrt(1.0625 * 1.0225), abs=1e-6)
+    assert raw.min() > 0.97  # the raw cosines all look alike
+    assert sense_table.separation(senses, added) == (pytest.approx(min(added[0, 1], added[2, 3])),
+                                                     pytest.approx(added[:2, 2:].max()))
+
+
+def test_separation_reads_pairs_above_the_diagonal():
+    similarities = np.array([[1, .5, .1], [.5, 1, .3], [.1, .3, 1]])
+    assert sense_table.separation(["a", "a", "b"], similarities) == (.5, .3)
+
+
+def test_every_example_word_is_the_third_token_of_each_sentence():
+    """Position embeddings then add the same to every vector of a word."""
+    for word, by_sense in sense_table.SENSE_EXAMPLES.items():
+        assert len(by_sense) == 2 and all(len(texts) >= 3 for texts in by_sense.values())
+        for texts in by_sense.values():
+            assert all(text.split()[2].strip(".,").lower() == word for text in texts), texts
+
+
+def test_show_context_prints_the_table_and_writes_the_heatmap(fake_vectors, monkeypatch,
+                                                              tmp_path, capsys):
+    pytest.importorskip("matplotlib", reason='pip install -e ".[plot]" (the test extra has it)')
+    monkeypatch.setattr(sense_table, "SENSE_EXAMPLES", EXAMPLES)
+    table = word_vectors.show_context(str(tmp_path))
+    out = capsys.readouterr().out
+    assert "'set': same sense" in out and "senses separated" in out
+    path = tmp_path / sense_table.HEATMAP
+    assert f"Heatmap: {path}" in out
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert [p.name for p in tmp_path.iterdir()] == [sense_table.HEATMAP]  # nothing left beside
+    assert set(table) == {"set"}
+
+
+def test_without_matplotlib_one_line_says_so(fake_vectors, monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(sense_table, "SENSE_EXAMPLES", EXAMPLES)
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name.split(".")[0] == "matplotlib":
+            raise ImportError("No module named 'matplotlib'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.delitem(sys.modules, "matplotlib", raising=False)
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    word_vectors.show_context(str(tmp_path))
+    lines = [line for line in capsys.readouterr().out.splitlines() if "matplotlib" in line]
+    assert lines == ['No heatmap: matplotlib is not installed (pip install "keras-ctx[plot]").']
+    assert not list(tmp_path.iterdir())

@@ -87,6 +87,8 @@ def _defined_and_used(block):
             defined.add(node.arg)
         elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
             defined.add(node.name)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            defined.add(node.name)
     return defined, used
 
 

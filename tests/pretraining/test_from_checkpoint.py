@@ -15,7 +15,12 @@ from keras_ctx.convert.huggingface import from_huggingface
 from keras_ctx.pretraining import ElectraPretrainer, MaskedLMPretrainer
 from tests import references
 from tests.convert import numpy_refs
-from tests.convert.test_heads import BERT, _mlm_reference, bert_mlm_tensors
+from tests.convert.test_heads import (
+    BERT,
+    _mlm_reference,
+    bert_mlm_tensors,
+    electra_generator_checkpoint,
+)
 from tests.convert.test_hf_families import write_checkpoint
 
 IDS = np.array([[2, 7, 11, 29, 3, 4], [2, 5, 6, 3, 9, 3]], "int32")
@@ -56,19 +61,7 @@ def test_masked_lm_continues_from_the_checkpoint_head(tmp_path):
 
 
 def test_electra_continues_from_the_generator_checkpoint_head(tmp_path):
-    from tests.convert.test_hf_families import ELECTRA, electra_tensors
-
-    config = dict(ELECTRA, architectures=["ElectraForMaskedLM"])
-    tensors = {k: v for k, v in electra_tensors().items()
-               if not k.startswith("discriminator_predictions")}
-    rng = np.random.default_rng(3)
-    tensors.update({
-        "generator_predictions.dense.weight": rng.normal(0, .3, (8, 16)).astype("float32"),
-        "generator_predictions.dense.bias": rng.normal(0, .3, 8).astype("float32"),
-        "generator_predictions.LayerNorm.weight": (1 + rng.normal(0, .1, 8)).astype("float32"),
-        "generator_predictions.LayerNorm.bias": rng.normal(0, .1, 8).astype("float32"),
-        "generator_lm_head.bias": rng.normal(0, .3, 30).astype("float32"),
-        "generator_lm_head.weight": tensors["electra.embeddings.word_embeddings.weight"]})
+    config, tensors = electra_generator_checkpoint(seed=3)
     directory = write_checkpoint(tmp_path, config, tensors)
     generator, head = masked_lm_from_huggingface(directory)
     pretrainer = ElectraPretrainer(generator, from_huggingface(directory),

@@ -21,6 +21,6 @@ if keras.backend.backend() != "tensorflow":
 with quiet_startup():
     from keras_ctx import layers, models, tasks  # noqa: E402,F401
     from keras_ctx import data, families, generation, pretraining  # noqa: E402,F401
-    from keras_ctx import convert, export  # noqa: E402,F401
+    from keras_ctx import convert, export, optimizers  # noqa: E402,F401
 
 __version__ = "0.1.0"

@@ -38,7 +38,12 @@ from keras_ctx.layers.adapters import (
     adapter_config,
     attach_sublayer,
 )
-from keras_ctx.pretraining.masked_lm import MaskedLMPretrainer, backbone_inputs, sequence_rows
+from keras_ctx.pretraining.masked_lm import (
+    MaskedLMPretrainer,
+    backbone_inputs,
+    own_head_weights,
+    sequence_rows,
+)
 
 FORMAT = "keras_ctx.adapter"
 LORA_FORMAT = "keras_ctx.lora"
@@ -283,27 +288,14 @@ class AdapterMaskedLMPretrainer(MaskedLMPretrainer):
 
     def __init__(self, backbone, mlm_head=None, train_head=None, **kwargs):
         kwargs.pop("sentence_objective", None)
-        if mlm_head is not None:
-            if mlm_head.token_embedding is not backbone.token_embedding:
-                raise ValueError("`mlm_head` is not tied to this backbone's token embedding; "
-                                 "pass the head read with this backbone.")
-            if kwargs.setdefault("head_transform", mlm_head.transform) != mlm_head.transform:
-                raise ValueError(f"head_transform={kwargs['head_transform']} but `mlm_head` "
-                                 f"has transform={mlm_head.transform}; leave it out.")
-        super().__init__(backbone, sentence_objective=None, **kwargs)
+        super().__init__(backbone, sentence_objective=None, mlm_head=mlm_head, **kwargs)
         self.train_head = mlm_head is None if train_head is None else bool(train_head)
         # Built now, so that `train_only` (called before the first step) sees its weights.
-        if mlm_head is not None:
-            self.mlm_head.activation = mlm_head.activation
-            self.mlm_head.layer_norm_epsilon = mlm_head.layer_norm_epsilon
-        self.mlm_head.build((None, None, backbone.hidden_size))
-        if mlm_head is not None:
-            for mine, theirs in zip(self._own_head_weights(), _own_weights(mlm_head),
-                                    strict=True):
-                mine.assign(theirs)
+        if not self.mlm_head.built:
+            self.mlm_head.build((None, None, backbone.hidden_size))
 
     def _own_head_weights(self):
-        return _own_weights(self.mlm_head)
+        return own_head_weights(self.mlm_head)
 
     @property
     def trained_with_adapters(self):
@@ -325,12 +317,6 @@ class AdapterMaskedLMPretrainer(MaskedLMPretrainer):
         hidden = invert_output(self.backbone, head.transformed(rows))
         logits = head.token_embedding.reverse(hidden)
         return {"mlm": logits + keras.ops.cast(head.output_bias, logits.dtype)}
-
-
-def _own_weights(head):
-    """A tied head's weights without the backbone's token table it reads."""
-    tied = {id(v) for v in head.token_embedding.weights} if head.token_embedding else set()
-    return [v for v in head.weights if id(v) not in tied]
 
 
 def _named_variables(layer, prefix):

@@ -21,6 +21,7 @@ import tensorflow as tf
 from keras_ctx import families, progress, runs
 from keras_ctx.data import corpora
 from keras_ctx.finetuning import finetune  # noqa: F401  (keras-ctx finetune)
+from keras_ctx.optimizers import bert_adamw
 from keras_ctx.preprocessing import TextPreprocessor
 from keras_ctx.word_vectors import embed, show_context, word_vectors  # noqa: F401
 
@@ -127,10 +128,7 @@ def optimizer(learning_rate, steps):
             return keras.ops.where(step < warmup, learning_rate * (step + 1) / warmup,
                                    schedule(step - warmup))
 
-    # Devlin et al. 2019: weight decay 0.01, not on LayerNorm or biases.
-    adamw = keras.optimizers.AdamW(WarmupThenDecay(), weight_decay=0.01, clipnorm=1.0)
-    adamw.exclude_from_weight_decay(var_names=["bias", "gamma", "beta", "_norm"])
-    return adamw
+    return bert_adamw(WarmupThenDecay(), clipnorm=1.0)
 
 
 def use_xla(choice):

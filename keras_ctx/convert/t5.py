@@ -5,13 +5,28 @@ position bias table per stack, in the first block
 (`encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight`,
 (num_buckets, heads)). The shared embedding is `shared.weight`
 (`encoder/decoder.embed_tokens.weight` are copies). The layout is
-T5ForConditionalGeneration's: with `tie_word_embeddings` (v1.0) a stored
-`lm_head.weight` must equal `shared.weight` and is not written back; untied
-(v1.1, mT5) it is the backbone's `lm_head`. `feed_forward_proj`
+T5ForConditionalGeneration's. Two things decide the output layer, read as
+transformers 4 and 5 read them (`output_layer`):
+
+    tied     no `lm_head.weight`, or one equal to `shared.weight` (not written back);
+             a distinct stored `lm_head.weight` is the backbone's `lm_head`
+             (transformers 5 writes `tie_word_embeddings: true` for every T5 and
+             mT5 and unties on load when the stored head differs)
+    rescale  the decoder output times d_model^-0.5 before the head:
+             `scale_decoder_outputs` where the config records it (transformers 5:
+             false for v1.1); else `tie_word_embeddings` (transformers 4's rule, and
+             5's T5Config default), except an mT5 saved by transformers >= 5, which
+             never rescales (its MT5Config forces tie true)
+
+Refused: `tie_word_embeddings: false` without a stored `lm_head.weight`. Written
+back: `tie_word_embeddings` (false where there is an `lm_head`, so transformers 4
+unties too) and `scale_decoder_outputs` explicitly. `feed_forward_proj`
 "gated-gelu" (v1.1, mT5) is `DenseGatedActDense`: `wi_0` (under the
 activation; HF maps "gated-gelu" to the tanh GELU "gelu_new") times `wi_1`,
 then `wo`.
 """
+
+import numpy as np
 
 from keras_ctx.convert.bert import _check_class, _required
 from keras_ctx.convert.huggingface import (
@@ -57,10 +72,40 @@ def t5_config_from_huggingface(config):
         gated_feedforward=gated,
         head_size=config.get("d_kv") or config["d_model"] // config["num_heads"],
         tie_embeddings=bool(config.get("tie_word_embeddings", True)),
+        scale_decoder_outputs=scales_decoder_outputs(config),
         layer_norm_epsilon=config.get("layer_norm_epsilon", 1e-6),
         num_buckets=config.get("relative_attention_num_buckets", 32),
         max_distance=config.get("relative_attention_max_distance", 128),
     )
+
+
+def _major_version(config):
+    try:
+        return int(str(config.get("transformers_version", "0")).split(".")[0])
+    except ValueError:
+        return 0
+
+
+def scales_decoder_outputs(config):
+    """Whether transformers multiplies this checkpoint's decoder output by d_model^-0.5."""
+    if "scale_decoder_outputs" in config:
+        return bool(config["scale_decoder_outputs"])
+    if config.get("model_type") == "mt5" and _major_version(config) >= 5:
+        return False  # MT5Config 5 forces tie_word_embeddings true; mT5 never rescales
+    return config.get("tie_word_embeddings", True) is not False
+
+
+def output_layer(config, tensors):
+    """`config` with `tie_word_embeddings` as the stored tensors say (see the module doc)."""
+    head, table = tensors.get("lm_head.weight"), tensors.get("shared.weight")
+    if head is None and config.get("tie_word_embeddings", True) is False:
+        raise CheckpointError("config.json says tie_word_embeddings: false but the "
+                              "checkpoint has no lm_head.weight: it is incomplete.")
+    distinct = head is not None and (table is None or head.shape != table.shape
+                                     or not np.array_equal(head, table))
+    # The scale as the original keys say, before tie_word_embeddings is rewritten.
+    return dict(config, tie_word_embeddings=not distinct,
+                scale_decoder_outputs=scales_decoder_outputs(config))
 
 
 def _names(p, kind):
@@ -117,8 +162,16 @@ def _prepare(tensors, backbone):
     return tensors
 
 
-_convert = mapped_converter(T5Backbone, t5_config_from_huggingface, t5_weight_map,
-                            ignore=T5_IGNORED, prepare=_prepare)
+_mapped = mapped_converter(T5Backbone, t5_config_from_huggingface, t5_weight_map,
+                           ignore=T5_IGNORED, prepare=_prepare)
+
+
+def _convert(config, tensors):
+    if tensors is not None:
+        config = output_layer(config, tensors)
+    return _mapped(config, tensors)
+
+
 register_converter("t5")(_convert)
 register_converter("mt5")(_convert)  # mT5: T5 v1.1's layout with a 250k vocabulary
 
@@ -146,7 +199,9 @@ def _exporter(model_type, architecture):
             "layer_norm_epsilon": c["layer_norm_epsilon"],
             "relative_attention_num_buckets": c["num_buckets"],
             "relative_attention_max_distance": c["max_distance"],
-            "tie_word_embeddings": c["tie_embeddings"], "pad_token_id": 0, "eos_token_id": 1,
+            "tie_word_embeddings": c["tie_embeddings"],
+            "scale_decoder_outputs": backbone.scale_decoder_outputs,
+            "pad_token_id": 0, "eos_token_id": 1,
             "decoder_start_token_id": 0,
         }
         return config, export_weight_map(t5_weight_map(backbone))

@@ -8,6 +8,7 @@ from keras_ctx.layers import _checks
 from keras_ctx.layers import dense
 from keras_ctx.layers._xla import in_xla_compilation
 from keras_ctx.layers.dense import column_sum
+from keras_ctx.layers.lookup import take_rows
 
 LOOKUPS = ("gather", "one_hot")
 
@@ -151,7 +152,8 @@ class TokenEmbedding(keras.layers.Layer):
         if self.lookup == "one_hot":
             one_hot = ops.one_hot(token_ids, self.vocabulary_size, dtype=self.compute_dtype)
             return ops.matmul(one_hot, table)
-        return ops.take(table, token_ids, axis=0)
+        # Repeated ids' gradients summed before any optimizer squares them (lookup.py).
+        return take_rows(table, token_ids)
 
     def reverse(self, hidden):
         """Logits over the vocabulary: `hidden @ embeddings^T`."""

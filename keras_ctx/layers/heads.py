@@ -13,6 +13,7 @@ from keras import ops
 from keras_ctx.layers import _checks, activations
 from keras_ctx.layers import dense, normalization
 from keras_ctx.layers.gather import gather_positions
+from keras_ctx.layers.lookup import take_rows
 
 
 class _TiedOutput(keras.layers.Layer):
@@ -257,7 +258,7 @@ class SpanBoundaryHead(_TiedOutput):
         right = gather_positions(inputs, right_positions)
         offsets = ops.clip(ops.cast(span_offsets, "int32"), 0, self.max_span_length - 1)
         table = ops.cast(self.position_embeddings, self.compute_dtype)
-        positions = ops.take(table, offsets, axis=0)
+        positions = take_rows(table, offsets)  # offsets repeat: summed gradients
         h0 = ops.concatenate([left, right, positions], axis=-1)
         h1 = self.norm_1(self.dense_1(h0))
         y = self.norm_2(self.dense_2(h1))

@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from keras_ctx.layers import _checks
+from keras_ctx.layers.lookup import take_rows
 
 
 def sinusoidal_encoding(positions, dim, max_wavelength=10000.0):
@@ -157,7 +158,8 @@ class RelativePositionBias(keras.layers.Layer):
             self.num_buckets,
             self.max_distance,
         )
-        values = ops.take(ops.cast(self.bias_table, self.compute_dtype), buckets, axis=0)
+        # Each bucket is read by many (query, key) pairs: summed gradients (lookup.py).
+        values = take_rows(ops.cast(self.bias_table, self.compute_dtype), buckets)
         return ops.transpose(values, (2, 0, 1))[None]
 
     def compute_output_shape(self, query_shape, key_shape=None, *args, **kwargs):

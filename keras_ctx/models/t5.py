@@ -55,9 +55,12 @@ class T5Backbone(Backbone):
         head_size: d_kv, the per-head width; defaults to hidden_size /
             num_heads (T5-3B/11B: 128 with 32/128 heads of a 1024 d_model).
         gated_feedforward: act(x W_0) * (x W_1) feed-forward (T5 v1.1, mT5).
-        tie_embeddings: the output layer is the shared embedding, read after
-            a d_model^-0.5 rescale (v1.0); False: a separate `lm_head`
-            projection and no rescale (v1.1, mT5).
+        tie_embeddings: the output layer is the shared embedding (v1.0);
+            False: a separate `lm_head` projection (v1.1, mT5).
+        scale_decoder_outputs: multiply the decoder output by d_model^-0.5
+            before the output layer (Mesh TensorFlow's v1.0 with its tied
+            output; transformers 5 records it apart from tying, e.g. an mT5 it
+            ties but never rescales). None: as `tie_embeddings`.
         layer_norm_epsilon: 1e-6.
         num_buckets, max_distance: relative position buckets (32, 128).
         lookup: "gather" or "one_hot" token lookup.
@@ -94,6 +97,7 @@ class T5Backbone(Backbone):
         head_size=None,
         gated_feedforward=False,
         tie_embeddings=True,
+        scale_decoder_outputs=None,
         dtype=None,
         **kwargs,
     ):
@@ -205,6 +209,8 @@ class T5Backbone(Backbone):
             "head_size": head_size,
             "gated_feedforward": gated_feedforward,
             "tie_embeddings": tie_embeddings,
+            "scale_decoder_outputs": (bool(tie_embeddings) if scale_decoder_outputs is None
+                                      else bool(scale_decoder_outputs)),
         }
 
     @property
@@ -217,11 +223,12 @@ class T5Backbone(Backbone):
         return t5_parameter_count(**config)
 
     def logits(self, hidden):
-        if self.lm_head is not None:  # untied (v1.1, mT5): no rescale
+        if self.scale_decoder_outputs:
+            # Mesh TensorFlow T5 v1.0 rescales the decoder output by d_model^-0.5
+            # before its tied output embedding; v1.1 and mT5 do not.
+            hidden = hidden * ops.cast(self.hidden_size**-0.5, hidden.dtype)
+        if self.lm_head is not None:
             return self.lm_head(hidden)
-        # Mesh TensorFlow T5 rescales the decoder output by d_model^-0.5
-        # before the tied output embedding (HF T5 too, when tied only).
-        hidden = hidden * ops.cast(self.hidden_size**-0.5, hidden.dtype)
         return self._token_embedding.reverse(hidden)
 
     # -- decoding (used by keras_ctx.generation) --------------------------------

@@ -8,7 +8,8 @@ The base owns the step, the same way Keras' own `train_step` does it:
 
     total  = total_loss(losses)                  (a sum unless the objective weighs them)
     scaled = optimizer.scale_loss(total / num_replicas_in_sync)
-    grads  = d scaled / d step_variables()       (None gradients dropped)
+    grads  = d scaled / d step_variables()       (None gradients dropped; a lookup's
+                                                  repeated rows summed, see layers/lookup.py)
     optimizer.apply(grads)                       (a LossScaleOptimizer unscales here)
 
 Dividing by the replicas matters because MirroredStrategy sums the replicas'
@@ -32,6 +33,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from keras_ctx.layers.lookup import summed_rows
 from keras_ctx.pretraining.losses import TokenAccuracy, weighted_cross_entropy
 from keras_ctx.training import check_xla
 
@@ -145,7 +147,9 @@ class Pretrainer(keras.Model):
             # of subsets (ELECTRA's stages, CVT, an unused pooler) share one
             # optimizer, and a checkpoint restores into the same variables.
             self.optimizer.build(self.trainable_variables)
-        gradients = tape.gradient(scaled, variables)
+        # A lookup's gradient repeats a row once per read; Keras' Adam squares each
+        # repeat apart (keras_ctx/layers/lookup.py): sum them, whatever layer read the table.
+        gradients = [summed_rows(g) for g in tape.gradient(scaled, variables)]
         # Weights the step does not reach (e.g. RoBERTa's unused pooler) have none.
         used = [(g, v) for g, v in zip(gradients, variables) if g is not None]
         self.optimizer.apply([g for g, _ in used], [v for _, v in used])

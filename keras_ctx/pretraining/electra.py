@@ -29,7 +29,13 @@ from keras_ctx.layers import activations
 from keras_ctx.layers.heads import MaskedLMHead
 from keras_ctx.pretraining.base import Pretrainer
 from keras_ctx.pretraining.losses import TokenAccuracy, weighted_cross_entropy, weighted_mean
-from keras_ctx.pretraining.masked_lm import backbone_inputs, sequence_rows
+from keras_ctx.pretraining.masked_lm import (
+    backbone_inputs,
+    checkpoint_head_settings,
+    load_head_weights,
+    sequence_rows,
+    sequence_width,
+)
 
 DISCRIMINATOR_WEIGHT = 50.0  # lambda, Clark et al. 2020, Sec. 2 / Table 6
 STAGES = ("joint", "generator", "discriminator")
@@ -132,12 +138,7 @@ class ReplacedTokenHead(keras.layers.Layer):
 
 
 def _sequence_shape(backbone):
-    output = backbone.output
-    if not isinstance(output, dict) or "sequence_output" not in output:
-        raise ValueError(
-            f"{backbone.name!r} must return a dict with `sequence_output`, as every "
-            "keras_ctx backbone does.")
-    return (None, None, output["sequence_output"].shape[-1])
+    return (None, None, sequence_width(backbone))
 
 
 def _unique(variables):
@@ -170,6 +171,10 @@ class ElectraPretrainer(Pretrainer):
         seed: of the sampling noise.
         sparse_last_layer: the generator computes its last layer only at the
             masked positions, all its MLM head reads (see `MaskedLMPretrainer`).
+        mlm_head: the generator's MLM head to continue from, tied to
+            `generator.token_embedding` (an ElectraForMaskedLM checkpoint:
+            `generator, mlm_head = masked_lm_from_huggingface(d)`); its weights are
+            copied into the generator head. None: a fresh head.
 
     Call: a batch dict -> {"mlm": (batch, P, V) generator logits, "rtd":
     (batch, time) discriminator logits, "labels", "token_ids" (corrupted),
@@ -190,7 +195,7 @@ class ElectraPretrainer(Pretrainer):
 
     def __init__(self, generator, discriminator, discriminator_weight=DISCRIMINATOR_WEIGHT,
                  share_embeddings=True, disallow_correct=False, temperature=1.0,
-                 stage="joint", seed=None, sparse_last_layer=True, **kwargs):
+                 stage="joint", seed=None, sparse_last_layer=True, mlm_head=None, **kwargs):
         super().__init__(**kwargs)
         if generator is discriminator:
             raise ValueError("`generator` and `discriminator` must be two different models.")
@@ -212,17 +217,22 @@ class ElectraPretrainer(Pretrainer):
         self.seed = seed
         self.sparse_last_layer = bool(sparse_last_layer)
         self.seed_generator = keras.random.SeedGenerator(seed, name="sampling_seed")
+        activation = getattr(generator, "activation", "gelu")
+        epsilon = getattr(generator, "layer_norm_epsilon", 1e-12)
+        if mlm_head is not None:
+            _, activation, epsilon = checkpoint_head_settings(
+                mlm_head, generator.token_embedding, head_transform=True)
         self.mlm_head = MaskedLMHead(
-            token_embedding=generator.token_embedding,
-            activation=getattr(generator, "activation", "gelu"),
-            layer_norm_epsilon=getattr(generator, "layer_norm_epsilon", 1e-12),
-            dtype=generator.dtype_policy, name="generator_head")
+            token_embedding=generator.token_embedding, activation=activation,
+            layer_norm_epsilon=epsilon, dtype=generator.dtype_policy, name="generator_head")
         self.rtd_head = ReplacedTokenHead(
             activation=getattr(discriminator, "activation", "gelu"),
             dtype=discriminator.dtype_policy, name="discriminator_head")
         # Build the heads now, so that the optimizer (built by fit before the
         # first trace) knows all their weights.
         self.mlm_head.build(_sequence_shape(generator), (None, None))
+        if mlm_head is not None:
+            load_head_weights(self.mlm_head, mlm_head, _sequence_shape(generator))
         self.rtd_head.build(_sequence_shape(discriminator))
         self.built = True
         self.stage = None

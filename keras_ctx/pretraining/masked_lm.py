@@ -60,6 +60,53 @@ def sequence_rows(backbone, inputs, positions, training=None, sparse=True):
     return gather_positions(backbone(inputs, training=training)["sequence_output"], positions)
 
 
+def own_head_weights(head):
+    """A tied head's weights without the backbone's token table it reads."""
+    tied = {id(v) for v in head.token_embedding.weights} if head.token_embedding else set()
+    return [v for v in head.weights if id(v) not in tied]
+
+
+def checkpoint_head_settings(mlm_head, token_embedding, head_transform=None):
+    """(transform, activation, layer_norm_epsilon) of a head that continues `mlm_head`.
+
+    Args:
+        mlm_head: a checkpoint's `MaskedLMHead`, e.g. from
+            `keras_ctx.convert.heads.masked_lm_from_huggingface`.
+        token_embedding: the table the new head reads; must be the one `mlm_head` reads.
+        head_transform: the caller's `head_transform` argument (None: the checkpoint's).
+
+    Returns:
+        The checkpoint head's settings; raises ValueError where they conflict.
+    """
+    if mlm_head.token_embedding is not token_embedding:
+        raise ValueError("`mlm_head` is not tied to this backbone's token embedding; pass the "
+                         "head read with this backbone (masked_lm_from_huggingface gives both).")
+    if head_transform is not None and bool(head_transform) != mlm_head.transform:
+        raise ValueError(f"head_transform={head_transform} but `mlm_head` has transform="
+                         f"{mlm_head.transform}; leave head_transform out.")
+    return mlm_head.transform, mlm_head.activation, mlm_head.layer_norm_epsilon
+
+
+def load_head_weights(head, mlm_head, inputs_shape):
+    """Builds `head` for `inputs_shape` and copies `mlm_head`'s own weights into it."""
+    if not head.built:
+        head.build(inputs_shape)
+    for mine, theirs in zip(own_head_weights(head), own_head_weights(mlm_head), strict=True):
+        if tuple(mine.shape) != tuple(theirs.shape):
+            raise ValueError(f"`mlm_head`'s {theirs.path} is {tuple(theirs.shape)}, this "
+                             f"backbone's head needs {tuple(mine.shape)}.")
+        mine.assign(theirs)
+
+
+def sequence_width(backbone):
+    """The width of `backbone`'s `sequence_output` (what a head on it reads)."""
+    output = backbone.output
+    if not isinstance(output, dict) or "sequence_output" not in output:
+        raise ValueError(f"{backbone.name!r} must return a dict with `sequence_output`, as "
+                         "every keras_ctx backbone does.")
+    return output["sequence_output"].shape[-1]
+
+
 @keras.saving.register_keras_serializable(package="keras_ctx")
 class MaskedLMPretrainer(HeadsPretrainer):
     """Masked LM, plus NSP (`sentence_objective="nsp"`) or SOP (`"sop"`).
@@ -77,6 +124,11 @@ class MaskedLMPretrainer(HeadsPretrainer):
             transform; False gives XLM's `PredLayer` (tied output + bias
             alone). Default: the backbone's `mlm_head_transform` if it has
             one, else True.
+        mlm_head: a checkpoint's `MaskedLMHead` to continue from (its transform,
+            LayerNorm and output bias are copied into this pretrainer's head, whose
+            settings follow it), tied to `backbone.token_embedding`: e.g.
+            `backbone, mlm_head = keras_ctx.convert.heads.masked_lm_from_huggingface(d)`.
+            None: a fresh head.
 
     Call: a batch dict -> {"mlm": (batch, P, V) logits[, "nsp"/"sop": (batch, 2)]}.
     Metrics: loss, mlm_loss, mlm_accuracy[, nsp_loss, nsp_accuracy / sop_...].
@@ -88,7 +140,7 @@ class MaskedLMPretrainer(HeadsPretrainer):
     """
 
     def __init__(self, backbone, sentence_objective=None, sparse_last_layer=True,
-                 head_transform=None, **kwargs):
+                 head_transform=None, mlm_head=None, **kwargs):
         if sentence_objective not in SENTENCE_OBJECTIVES:
             raise ValueError(
                 f"`sentence_objective` must be None, 'nsp' or 'sop', got {sentence_objective!r}.")
@@ -98,6 +150,9 @@ class MaskedLMPretrainer(HeadsPretrainer):
         self.sparse_last_layer = bool(sparse_last_layer)
         epsilon = getattr(backbone, "layer_norm_epsilon", 1e-12)
         activation = getattr(backbone, "activation", "gelu")
+        if mlm_head is not None:
+            head_transform, activation, epsilon = checkpoint_head_settings(
+                mlm_head, backbone.token_embedding, head_transform)
         if head_transform is None:
             head_transform = getattr(backbone, "mlm_head_transform", True)
         self.head_transform = bool(head_transform)
@@ -105,6 +160,8 @@ class MaskedLMPretrainer(HeadsPretrainer):
                                      activation=activation, layer_norm_epsilon=epsilon,
                                      transform=self.head_transform,
                                      dtype=backbone.dtype_policy, name="mlm_head")
+        if mlm_head is not None:
+            load_head_weights(self.mlm_head, mlm_head, (None, None, sequence_width(backbone)))
         self.objectives = ("mlm",) + ((sentence_objective,) if sentence_objective else ())
         if sentence_objective:
             self.pair_head = SentencePairHead(2, dtype=backbone.dtype_policy,

@@ -141,13 +141,14 @@ def test_sequence_and_token_classifiers(tmp_path):
         classifier_from_huggingface(write_checkpoint(tmp_path / "rs", config, tensors))
 
 
-def test_electra_generator_masked_lm_head(tmp_path):
+def electra_generator_checkpoint(seed=12):
+    """(config, tensors) of a tiny ElectraForMaskedLM (a generator with its MLM head)."""
     from tests.convert.test_hf_families import ELECTRA, electra_tensors
 
     config = dict(ELECTRA, architectures=["ElectraForMaskedLM"])
     tensors = {k: v for k, v in electra_tensors().items()
                if not k.startswith("discriminator_predictions")}
-    rng = np.random.default_rng(12)
+    rng = np.random.default_rng(seed)
     tensors.update({
         "generator_predictions.dense.weight": rng.normal(0, .3, (8, 16)).astype("float32"),
         "generator_predictions.dense.bias": rng.normal(0, .3, 8).astype("float32"),
@@ -155,6 +156,11 @@ def test_electra_generator_masked_lm_head(tmp_path):
         "generator_predictions.LayerNorm.bias": rng.normal(0, .1, 8).astype("float32"),
         "generator_lm_head.bias": rng.normal(0, .3, 30).astype("float32"),
         "generator_lm_head.weight": tensors["electra.embeddings.word_embeddings.weight"]})
+    return config, tensors
+
+
+def test_electra_generator_masked_lm_head(tmp_path):
+    config, tensors = electra_generator_checkpoint()
     backbone, head = masked_lm_from_huggingface(write_checkpoint(tmp_path, config, tensors))
     ids = np.array([[2, 7, 11, 29, 3]], "int32")
     inputs = {"token_ids": ids, "padding_mask": np.ones_like(ids),

@@ -63,7 +63,7 @@ class TrainingProgress(keras.callbacks.Callback):
             say(f"Step {step}/{self.steps}, about {progress.duration(left)} left.")
 
 
-def build(preset, documents, run, overrides=None):
+def build(preset, documents, run, overrides=None, sample=None):
     """(backbone, pretrainer, endless dataset, tokenizer to save, extra run info).
 
     Args:
@@ -72,6 +72,8 @@ def build(preset, documents, run, overrides=None):
         run: a `keras_ctx.families.Run` (sizes and seed).
         overrides: backbone config values to change (over the preset's and the
             family's `recipe_config`).
+        sample: the sentences the tokenizer learns from (`corpora.sample_sentences`);
+            default a seeded sample of `documents`.
     """
     from keras_ctx.models import from_preset
 
@@ -79,14 +81,7 @@ def build(preset, documents, run, overrides=None):
     if family.dataset is None:
         raise ValueError(family.no_pretraining
                          or f"`keras-ctx pretrain` has no recipe for {family.name} yet.")
-    say(f"Reading the corpus and training the tokenizer on it (up to "
-        f"{run.vocabulary_size} entries)...")
-    began = time.time()
-    with progress.reporting(say):  # counts while reading; the library's own steps timed
-        tokenizer = family.train_tokenizer(documents.unbatch(), run.vocabulary_size)
-    size = getattr(tokenizer, "vocabulary_size", None)
-    say(f"Trained the tokenizer in {progress.duration(time.time() - began)}"
-        + (f" ({size()} entries)." if callable(size) else "."))
+    tokenizer, sampled = train_tokenizer(family, documents if sample is None else sample, run)
     overrides = {**family.recipe_config(run), **(overrides or {})}  # the user's win
     if family.sized_by_tokenizer:
         overrides["vocabulary_size"] = tokenizer.vocabulary_size() + family.extra_tokens
@@ -96,7 +91,31 @@ def build(preset, documents, run, overrides=None):
     pretrainer = family.pretrainer(backbone, tokenizer, run)
     dataset = family.dataset(documents, tokenizer, run)
     saved_tokenizer, extra = family.run_files(tokenizer)
-    return backbone, pretrainer, dataset.repeat(), saved_tokenizer, extra
+    return backbone, pretrainer, dataset.repeat(), saved_tokenizer, dict(extra, **sampled)
+
+
+def train_tokenizer(family, source, run):
+    """(tokenizer, {"tokenizer_sample": ...}): `family`'s tokenizer trained on a seeded sample.
+
+    `source` is a corpus source, a tf.data of documents, or a `corpora.Sample`
+    already drawn; the sample is at most `corpora.TOKENIZER_SAMPLE_SENTENCES`
+    sentences (sentencepiece's input_sentence_size), read in one stream.
+    """
+    say(f"Reading the corpus and training the tokenizer on it (up to "
+        f"{run.vocabulary_size} entries)...")
+    began = time.time()
+    sample = source if isinstance(source, corpora.Sample) else corpora.sample_sentences(
+        source, seed=run.seed)
+    say(f"Sampled {len(sample):,} of the corpus' {sample.seen:,} sentences for the "
+        f"tokenizer (at most {corpora.TOKENIZER_SAMPLE_SENTENCES:,}, seed {run.seed}).")
+    with progress.reporting(say):  # the library's own steps timed
+        tokenizer = family.train_tokenizer(sample, run.vocabulary_size)
+    size = getattr(tokenizer, "vocabulary_size", None)
+    say(f"Trained the tokenizer in {progress.duration(time.time() - began)}"
+        + (f" ({size()} entries)." if callable(size) else "."))
+    return tokenizer, {"tokenizer_sample": {"sentences": len(sample),
+                                            "corpus_sentences": sample.seen,
+                                            "seed": run.seed}}
 
 
 def parse_overrides(pairs):
@@ -179,8 +198,8 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
     run = families.Run(preset, batch_size, sequence_length, vocabulary_size, seed)
     documents = corpora.documents(corpus)
     with make_strategy(strategy).scope():
-        backbone, pretrainer, dataset, tokenizer, extra = build(preset, documents, run,
-                                                                overrides)
+        backbone, pretrainer, dataset, tokenizer, extra = build(
+            preset, documents, run, overrides, sample=corpora.sample_sentences(corpus, seed=seed))
         hidden = getattr(backbone, "hidden_size", 512)
         rate = learning_rate or (1e-3 if hidden <= 256 else 1e-4)
         say(f"Compiling the training step{' with XLA' if use_xla(xla) else ''} "

@@ -82,16 +82,45 @@ def build(preset, documents, run, overrides=None, sample=None):
         raise ValueError(family.no_pretraining
                          or f"`keras-ctx pretrain` has no recipe for {family.name} yet.")
     tokenizer, sampled = train_tokenizer(family, documents if sample is None else sample, run)
+    backbone, pretrainer = _model(preset, family, tokenizer, run, overrides)
+    dataset = family.dataset(documents, tokenizer, run)
+    saved_tokenizer, extra = family.run_files(tokenizer)
+    return backbone, pretrainer, dataset.repeat(), saved_tokenizer, dict(extra, **sampled)
+
+
+def _model(preset, family, tokenizer, run, overrides):
+    from keras_ctx.models import from_preset
+
     overrides = {**family.recipe_config(run), **(overrides or {})}  # the user's win
     if family.sized_by_tokenizer:
         overrides["vocabulary_size"] = tokenizer.vocabulary_size() + family.extra_tokens
     say(f"Building {preset}...")
     backbone = from_preset(preset, **overrides)
     say(f"Built {preset}: {backbone.count_params():,} parameters.")
-    pretrainer = family.pretrainer(backbone, tokenizer, run)
-    dataset = family.dataset(documents, tokenizer, run)
+    return backbone, family.pretrainer(backbone, tokenizer, run)
+
+
+def build_prepared(preset, data_dir, run, overrides=None):
+    """As `build`, from a `keras-ctx prepare` directory (its manifest checked first)."""
+    from keras_ctx.data import prepare
+    from keras_ctx.data.prepared_input import PreparedInput
+
+    family = families.of_preset(preset)
+    manifest = prepare.load_manifest(data_dir)
+    settings = manifest["settings"]
+    if settings["family"] != family.name or settings["sequence_length"] != run.sequence_length:
+        raise prepare.PreparedDataError(
+            f"{data_dir} was prepared for {settings['model']} ({settings['family']}) at "
+            f"sequence length {settings['sequence_length']}, not {preset} at "
+            f"{run.sequence_length}; prepare it for this model and length.")
+    tokenizer = runs.load_tokenizer(os.path.join(data_dir, runs.TOKENIZER_DIR))
+    backbone, pretrainer = _model(preset, family, tokenizer, run, overrides)
+    dataset = PreparedInput(data_dir, manifest, family.prepared(tokenizer, run),
+                            run.batch_size, run.seed)
     saved_tokenizer, extra = family.run_files(tokenizer)
-    return backbone, pretrainer, dataset.repeat(), saved_tokenizer, dict(extra, **sampled)
+    record = {k: manifest[k] for k in ("examples", "layout", "tokenizer", "settings")}
+    record["sha256"] = [s["sha256"] for s in manifest["shards"]]
+    return backbone, pretrainer, dataset, saved_tokenizer, dict(extra, data=record)
 
 
 def train_tokenizer(family, source, run):
@@ -165,8 +194,11 @@ def use_xla(choice):
 def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_length=64,
              vocabulary_size=8000, learning_rate=None, seed=0, strategy="default",
              mixed_precision=False, xla="auto", checkpoint_every=100, resume=True,
-             overrides=None, export=None, overwrite=False, show_contexts=True):
+             overrides=None, export=None, overwrite=False, show_contexts=True, data=None):
     """Pretrains `preset` on `corpus` into the run directory `out` (resumable).
+
+    `data`: a `keras-ctx prepare` directory to train on instead of `corpus`
+    (its manifest is checked and recorded in run.json under "data").
 
     Returns the run info written to `out/run.json`.
     """
@@ -196,10 +228,15 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
     if mixed_precision:
         keras.config.set_dtype_policy("mixed_bfloat16")
     run = families.Run(preset, batch_size, sequence_length, vocabulary_size, seed)
-    documents = corpora.documents(corpus)
     with make_strategy(strategy).scope():
-        backbone, pretrainer, dataset, tokenizer, extra = build(
-            preset, documents, run, overrides, sample=corpora.sample_sentences(corpus, seed=seed))
+        if data is not None:
+            corpus = None
+            backbone, pretrainer, dataset, tokenizer, extra = build_prepared(
+                preset, data, run, overrides)
+        else:
+            backbone, pretrainer, dataset, tokenizer, extra = build(
+                preset, corpora.documents(corpus), run, overrides,
+                sample=corpora.sample_sentences(corpus, seed=seed))
         hidden = getattr(backbone, "hidden_size", 512)
         rate = learning_rate or (1e-3 if hidden <= 256 else 1e-4)
         say(f"Compiling the training step{' with XLA' if use_xla(xla) else ''} "
@@ -208,6 +245,7 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
     info = {"model": preset, "family": family.name, "sequence_length": sequence_length,
             "overrides": overrides, "corpus": corpus, "steps": steps, "seed": seed, **extra}
     settings = {"model": preset, "overrides": overrides, "corpus": corpus,
+                **({"data": data} if data else {}),
                 "sequence_length": sequence_length, "batch_size": batch_size,
                 "vocabulary_size": vocabulary_size, "seed": seed}
     with RunLock(out):

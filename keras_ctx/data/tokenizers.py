@@ -87,8 +87,9 @@ def train_wordpiece(data, vocabulary_size, lowercase=True,
     learner.train_from_iterator(_counted(lines, len(lines), "Learning the WordPiece vocabulary",
                                          "Hugging Face tokenizers"), trainer)
     progress.current().finish("Learned the WordPiece vocabulary")
-    pieces = learner.get_vocab()
-    vocabulary = sorted(pieces, key=pieces.get)
+    # The trainer's ids of equally frequent pieces vary between processes (hash
+    # order): sorted pieces after the special tokens make the ids a function of the text.
+    vocabulary = list(special_tokens) + sorted(set(learner.get_vocab()) - set(special_tokens))
     return keras_hub.tokenizers.WordPieceTokenizer(
         vocabulary=vocabulary, lowercase=lowercase, oov_token=special_tokens[1],
         special_tokens=list(special_tokens))

@@ -96,3 +96,49 @@ def test_plan_cuts_shards_at_document_boundaries(tmp_path):
     assert plan[0][1] == 0 and plan[-1][2] == len(data)
     assert all(a[2] == b[1] for a, b in zip(plan, plan[1:]))
     assert all(data[end - 2:end] == b"\n\n" for _, _, end in plan[:-1])
+
+
+_SCRIPT = """
+import sys
+from keras_ctx.data.prepare import prepare
+if __name__ == "__main__":
+    prepare("bert-tiny", sys.argv[1], sys.argv[2], sequence_length=32,
+            vocabulary_size=400, workers=1, shard_bytes=20_000)
+"""
+
+
+@pytest.mark.slow  # three preparations in TensorFlow processes: ~2-4 min on 2 cores
+def test_kill_9_during_preparation_resumes_to_identical_shards(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join("\n".join(d) + "\n\n" for d in corpora.builtin_documents()[:600]))
+    script = tmp_path / "run.py"
+    script.write_text(_SCRIPT)
+
+    def run(out, kill_after_shards=None):
+        process = subprocess.Popen([sys.executable, str(script), str(corpus), str(out)],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if kill_after_shards is None:
+            assert process.wait(timeout=600) == 0
+            return prepare.load_manifest(str(out))
+        def finished():
+            return len([f for f in os.listdir(out) if f.startswith("shard-")
+                        and f.endswith(".json")]) if os.path.isdir(out) else 0
+
+        while finished() < kill_after_shards:
+            assert process.poll() is None, "finished before it could be killed"
+            time.sleep(0.05)
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()
+
+    whole = run(tmp_path / "whole")
+    assert len(whole["shards"]) >= 4
+    run(tmp_path / "killed", kill_after_shards=2)
+    assert not os.path.isfile(tmp_path / "killed" / "manifest.json")
+    resumed = run(tmp_path / "killed")
+    assert [s["sha256"] for s in resumed["shards"]] == [s["sha256"] for s in whole["shards"]]
+    assert resumed["examples"] == whole["examples"]

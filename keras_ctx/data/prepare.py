@@ -179,8 +179,9 @@ def _prepare_shard(out_dir, index, path, start, end, seed):
     with tf.io.TFRecordWriter(target + ".partial") as writer:
         for example in layout.examples(documents, np.random.default_rng([seed, index])):
             features = {name: _feature(example[name]) for name in layout.features}
+            # deterministic: a proto map's order otherwise varies between processes
             writer.write(tf.train.Example(features=tf.train.Features(
-                feature=features)).SerializeToString())
+                feature=features)).SerializeToString(deterministic=True))
             count += 1
     os.replace(target + ".partial", target)
     record = {"file": os.path.basename(target), "examples": count, "sha256": sha256(target),

@@ -47,7 +47,16 @@ def _pretrain(args):
         seed=args.seed, strategy=args.strategy, mixed_precision=args.mixed_precision,
         xla=args.xla, checkpoint_every=args.checkpoint_every, resume=not args.no_resume,
         overrides=recipes.parse_overrides(args.set), export=args.export,
-        overwrite=args.overwrite)
+        overwrite=args.overwrite, data=args.data)
+    return 0
+
+
+def _prepare(args):
+    from keras_ctx.data.prepare import prepare
+
+    prepare(args.model, args.corpus, args.out, sequence_length=args.sequence_length,
+            vocabulary_size=args.vocabulary_size, seed=args.seed, workers=args.workers,
+            shard_bytes=args.shard_mb << 20, tokenizer_sample=args.tokenizer_sample)
     return 0
 
 
@@ -128,8 +137,28 @@ def build_parser():
                           help="also export a SavedModel for TF Serving to this directory")
     pretrain.add_argument("--overwrite", action="store_true",
                           help="replace an existing --export version")
+    pretrain.add_argument("--data", default=None,
+                          help="a `keras-ctx prepare` directory to train on (instead of "
+                               "--corpus)")
     _add_training_options(pretrain)
     pretrain.set_defaults(run=_pretrain)
+
+    prepare = commands.add_parser("prepare", help="tokenize a corpus once into sharded "
+                                                  "TFRecords for `pretrain --data`")
+    prepare.add_argument("model", help="a preset name (its family says what an example is)")
+    prepare.add_argument("--corpus", required=True,
+                         help="text file/dir/glob, tfds:NAME, or builtin")
+    prepare.add_argument("--out", required=True, help="the data directory (resumable)")
+    prepare.add_argument("--sequence-length", type=int, default=64)
+    prepare.add_argument("--vocabulary-size", type=int, default=8000)
+    prepare.add_argument("--seed", type=int, default=0)
+    prepare.add_argument("--workers", type=int, default=None,
+                         help="processes (default: every core)")
+    prepare.add_argument("--shard-mb", type=int, default=32,
+                         help="corpus MB per shard (bounds each process' memory)")
+    prepare.add_argument("--tokenizer-sample", type=int, default=None,
+                         help="sentences the tokenizer learns from (default 1,000,000)")
+    prepare.set_defaults(run=_prepare)
 
     finetune = commands.add_parser("finetune", help="fine-tune a pretrained run on a TSV "
                                                     "of text<TAB>label")

@@ -80,6 +80,9 @@ class Family:
         sized_by_tokenizer: whether the backbone's vocabulary_size is the
             trained tokenizer's (+ extra_tokens); ELMo reads characters.
         dataset: (documents, tokenizer, Run) -> tf.data of pretraining batches.
+        prepared: (tokenizer, Run) -> a `keras_ctx.data.pipelines.Layout`: how
+            `keras-ctx prepare` writes the family's examples to shards and how
+            `pretrain --data` reads them. None: no prepared path yet.
         pretrainer: (backbone, tokenizer, Run) -> a Pretrainer.
         no_pretraining: why `keras-ctx pretrain` has no recipe (CoVe).
         huggingface: Hugging Face model_types; the first is what
@@ -106,6 +109,7 @@ class Family:
     extra_tokens: int = 0
     sized_by_tokenizer: bool = True
     dataset: Optional[Callable] = None
+    prepared: Optional[Callable] = None
     pretrainer: Optional[Callable] = None
     no_pretraining: str = ""
     huggingface: tuple = ()
@@ -237,6 +241,45 @@ def _pipeline(builder, **kwargs):
     return build
 
 
+def _layout(builder, **kwargs):
+    def build(tokenizer, run):
+        from keras_ctx.data import pipelines
+
+        return getattr(pipelines, builder)(tokenizer, run, **kwargs)
+
+    return build
+
+
+def _chunks(read, shorter=0, end_token=None):
+    """The token-chunk layout (GPT, T5, BART): `read(tokenizer, run)` maps a chunk when read."""
+    def build(tokenizer, run):
+        from keras_ctx.data import pipelines
+
+        return pipelines.chunks_layout(tokenizer, run, read, end_token=end_token,
+                                       length=run.sequence_length - shorter)
+
+    return build
+
+
+def _causal_read(tokenizer, run):
+    from keras_ctx.data import pipelines
+
+    return pipelines.causal_lm_example
+
+
+def _t5_read(tokenizer, run):
+    from keras_ctx.data import pipelines
+
+    return pipelines.span_corruption_example(tokenizer, run.sequence_length, T5_SENTINELS)
+
+
+def _bart_read(tokenizer, run):
+    from keras_ctx.data import pipelines
+
+    # BART's chunks leave room for <s> and </s> (pipelines.denoising_dataset).
+    return pipelines.denoising_example(tokenizer, run.sequence_length)
+
+
 def _pretrainer(name):
     def build(backbone, tokenizer, run):
         import keras_ctx.pretraining as pretraining
@@ -279,6 +322,13 @@ def _electra_dataset(documents, tokenizer, run):
                      random_token_rate=ELECTRA_RANDOM_TOKEN_RATE)(documents, tokenizer, run)
 
 
+def _electra_layout(tokenizer, run):
+    from keras_ctx.data.masking import ELECTRA_MASK_TOKEN_RATE, ELECTRA_RANDOM_TOKEN_RATE
+
+    return _layout("packed_layout", mask_token_rate=ELECTRA_MASK_TOKEN_RATE,
+                   random_token_rate=ELECTRA_RANDOM_TOKEN_RATE)(tokenizer, run)
+
+
 def _word_vocabulary(sentences, vocabulary_size):
     from keras_ctx.data.vocabulary import word_vocabulary
 
@@ -317,13 +367,15 @@ def _register_builtin():
     register_family(Family(
         "bert", bert.BertBackbone, bert.BERT_PRESETS, wordpiece, WORDPIECE_FRAMING,
         pooling=pooled, dataset=_pipeline("bert_dataset", static_masking=False),
+        prepared=_layout("pairs_layout", kind="nsp"),
         pretrainer=_pretrainer("BertPretrainer"), huggingface=("bert",),
         keras_hub=("BertBackbone",), tf_checkpoint="bert"))
     register_family(Family(
         "roberta", bert.RobertaBackbone, bert.ROBERTA_PRESETS,
         _tokenizer("train_byte_level_bpe"), FAIRSEQ_FRAMING,
         pooling=("sequence_output", "padding_mask", "first"),
-        dataset=_pipeline("roberta_dataset"), pretrainer=_pretrainer("RobertaPretrainer"),
+        dataset=_pipeline("roberta_dataset"), prepared=_layout("packed_layout"),
+        pretrainer=_pretrainer("RobertaPretrainer"),
         huggingface=("roberta",), keras_hub=("RobertaBackbone",)))
     # mBERT (Devlin et al., multilingual/README.md): BERT's network and
     # objective (MLM + NSP) over a shared WordPiece vocabulary; its cased
@@ -336,18 +388,20 @@ def _register_builtin():
     register_family(Family(
         "spanbert", bert.BertBackbone, bert.SPANBERT_PRESETS, wordpiece, WORDPIECE_FRAMING,
         pooling=pooled, dataset=_pipeline("spanbert_dataset"),
+        prepared=_layout("packed_layout", spans=True),
         pretrainer=_pretrainer("SpanBertPretrainer")))
     register_family(Family(
         "albert", albert.AlbertBackbone, albert.ALBERT_PRESETS,
         _tokenizer("train_sentencepiece"), WORDPIECE_FRAMING, pooling=pooled,
         dataset=_pipeline("albert_dataset"), pretrainer=_pretrainer("AlbertPretrainer"),
+        prepared=_layout("pairs_layout", kind="sop", whole_word_masking=True, max_ngram=3),
         huggingface=("albert",), keras_hub=("AlbertBackbone",), tf_checkpoint="albert"))
     # ELECTRA: packed text, no NSP (Clark et al. 2020); the released masking
     # (google-research/electra pretrain_helpers.mask): 85% [MASK], 15% unchanged.
     register_family(Family(
         "electra", electra.ElectraBackbone, electra.ELECTRA_PRESETS, wordpiece,
         WORDPIECE_FRAMING,
-        dataset=_electra_dataset,
+        dataset=_electra_dataset, prepared=_electra_layout,
         pretrainer=_electra_pretrainer, huggingface=("electra",),
         keras_hub=("ElectraBackbone",), tf_checkpoint="electra"))
     # ERNIE 1.0 (Sun et al. 2019): BERT's network and NSP, knowledge masking
@@ -370,12 +424,14 @@ def _register_builtin():
         "gpt", gpt.GPTBackbone, gpt.GPT_PRESETS,
         _tokenizer("train_word_end_bpe", special_tokens=(GPT_END_OF_TEXT,)), GPT_FRAMING,
         pooling=last, dataset=_pipeline("causal_lm_dataset", end_token=GPT_END_OF_TEXT),
+        prepared=_chunks(_causal_read, end_token=GPT_END_OF_TEXT),
         pretrainer=_pretrainer("CausalLMPretrainer"), huggingface=("openai-gpt",),
         matches=lambda backbone: not backbone.normalize_first))
     register_family(Family(
         "gpt2", gpt.GPTBackbone, gpt.GPT2_PRESETS,
         _tokenizer("train_byte_level_bpe", special_tokens=(GPT_END_OF_TEXT,)), GPT_FRAMING,
         pooling=last, dataset=_pipeline("causal_lm_dataset", end_token=GPT_END_OF_TEXT),
+        prepared=_chunks(_causal_read, end_token=GPT_END_OF_TEXT),
         pretrainer=_pretrainer("CausalLMPretrainer"), huggingface=("gpt2",),
         keras_hub=("GPT2Backbone",),
         matches=lambda backbone: backbone.normalize_first and not _banded(backbone)))
@@ -384,6 +440,7 @@ def _register_builtin():
         "gpt3", gpt.GPTBackbone, gpt.GPT3_PRESETS,
         _tokenizer("train_byte_level_bpe", special_tokens=(GPT_END_OF_TEXT,)), GPT_FRAMING,
         pooling=last, dataset=_pipeline("causal_lm_dataset", end_token=GPT_END_OF_TEXT),
+        prepared=_chunks(_causal_read, end_token=GPT_END_OF_TEXT),
         pretrainer=_pretrainer("CausalLMPretrainer"),
         matches=lambda backbone: _banded(backbone) and backbone.attention_scale is None))
     # GPT-Neo: GPT-3's pattern as EleutherAI released it (unscaled scores).
@@ -391,6 +448,7 @@ def _register_builtin():
         "gpt_neo", gpt.GPTBackbone, gpt.GPT_NEO_PRESETS,
         _tokenizer("train_byte_level_bpe", special_tokens=(GPT_END_OF_TEXT,)), GPT_FRAMING,
         pooling=last, dataset=_pipeline("causal_lm_dataset", end_token=GPT_END_OF_TEXT),
+        prepared=_chunks(_causal_read, end_token=GPT_END_OF_TEXT),
         pretrainer=_pretrainer("CausalLMPretrainer"), huggingface=("gpt_neo",),
         matches=lambda backbone: _banded(backbone) and backbone.attention_scale is not None))
     # XLM (Lample & Conneau 2019): its inputs add language ids and explicit
@@ -410,12 +468,14 @@ def _register_builtin():
         pooling=("encoder_sequence_output", "encoder_padding_mask", "mean"),
         word_vectors="encoder_sequence_output", extra_tokens=T5_SENTINELS,
         dataset=_pipeline("span_corruption_dataset", num_sentinels=T5_SENTINELS),
+        prepared=_chunks(_t5_read),
         pretrainer=_pretrainer("Seq2SeqPretrainer"), huggingface=("t5", "mt5")))
     register_family(Family(
         "bart", bart.BartBackbone, bart.BART_PRESETS, _tokenizer("train_byte_level_bpe"),
         BART_FRAMING, inputs="encoder_decoder",
         pooling=("decoder_sequence_output", "decoder_padding_mask", "last", "tanh"),
-        word_vectors="encoder_sequence_output", dataset=_pipeline("denoising_dataset"), pretrainer=_pretrainer("Seq2SeqPretrainer"),
+        word_vectors="encoder_sequence_output", dataset=_pipeline("denoising_dataset"),
+        prepared=_chunks(_bart_read, shorter=2), pretrainer=_pretrainer("Seq2SeqPretrainer"),
         huggingface=("bart",), keras_hub=("BartBackbone",)))
     register_family(Family(
         "elmo", elmo.ElmoBackbone, elmo.ELMO_PRESETS, _word_vocabulary, inputs="characters",

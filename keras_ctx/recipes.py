@@ -64,7 +64,7 @@ class TrainingProgress(keras.callbacks.Callback):
             say(f"Step {step}/{self.steps}, about {progress.duration(left)} left.")
 
 
-def build(preset, documents, run, overrides=None):
+def build(preset, documents, run, overrides=None, sample=None):
     """(backbone, pretrainer, endless dataset, tokenizer to save, extra run info).
 
     Args:
@@ -73,6 +73,8 @@ def build(preset, documents, run, overrides=None):
         run: a `keras_ctx.families.Run` (sizes and seed).
         overrides: backbone config values to change (over the preset's and the
             family's `recipe_config`).
+        sample: the sentences the tokenizer learns from (`corpora.sample_sentences`);
+            default a seeded sample of `documents`.
     """
     from keras_ctx.models.presets import build as build_preset
 
@@ -80,24 +82,70 @@ def build(preset, documents, run, overrides=None):
     if family.dataset is None:
         raise ValueError(family.no_pretraining
                          or f"`keras-ctx pretrain` has no recipe for {family.name} yet.")
-    say(f"Reading the corpus and training the tokenizer on it (up to "
-        f"{run.vocabulary_size} entries)...")
-    began = time.time()
-    with progress.reporting(say):  # counts while reading; the library's own steps timed
-        tokenizer = family.train_tokenizer(documents.unbatch(), run.vocabulary_size)
-    size = getattr(tokenizer, "vocabulary_size", None)
-    say(f"Trained the tokenizer in {progress.duration(time.time() - began)}"
-        + (f" ({size()} entries)." if callable(size) else "."))
+    tokenizer, sampled = train_tokenizer(family, documents if sample is None else sample, run)
+    backbone, pretrainer = _model(preset, family, tokenizer, run, overrides)
+    dataset = family.dataset(documents, tokenizer, run)
+    saved_tokenizer, extra = family.run_files(tokenizer)
+    return backbone, pretrainer, dataset.repeat(), saved_tokenizer, dict(extra, **sampled)
+
+
+def _model(preset, family, tokenizer, run, overrides):
+    from keras_ctx.models import from_preset
+
     overrides = {**family.recipe_config(run), **(overrides or {})}  # the user's win
     if family.sized_by_tokenizer:
         overrides["vocabulary_size"] = tokenizer.vocabulary_size() + family.extra_tokens
     say(f"Building {preset}...")
     backbone = build_preset(preset, **overrides)
     say(f"Built {preset}: {backbone.count_params():,} parameters.")
-    pretrainer = family.pretrainer(backbone, tokenizer, run)
-    dataset = family.dataset(documents, tokenizer, run)
+    return backbone, family.pretrainer(backbone, tokenizer, run)
+
+
+def build_prepared(preset, data_dir, run, overrides=None):
+    """As `build`, from a `keras-ctx prepare` directory (its manifest checked first)."""
+    from keras_ctx.data import prepare
+    from keras_ctx.data.prepared_input import PreparedInput
+
+    family = families.of_preset(preset)
+    manifest = prepare.load_manifest(data_dir)
+    settings = manifest["settings"]
+    if settings["family"] != family.name or settings["sequence_length"] != run.sequence_length:
+        raise prepare.PreparedDataError(
+            f"{data_dir} was prepared for {settings['model']} ({settings['family']}) at "
+            f"sequence length {settings['sequence_length']}, not {preset} at "
+            f"{run.sequence_length}; prepare it for this model and length.")
+    tokenizer = runs.load_tokenizer(os.path.join(data_dir, runs.TOKENIZER_DIR))
+    backbone, pretrainer = _model(preset, family, tokenizer, run, overrides)
+    dataset = PreparedInput(data_dir, manifest, family.prepared(tokenizer, run),
+                            run.batch_size, run.seed)
     saved_tokenizer, extra = family.run_files(tokenizer)
-    return backbone, pretrainer, dataset.repeat(), saved_tokenizer, extra
+    record = {k: manifest[k] for k in ("examples", "layout", "tokenizer", "settings")}
+    record["sha256"] = [s["sha256"] for s in manifest["shards"]]
+    return backbone, pretrainer, dataset, saved_tokenizer, dict(extra, data=record)
+
+
+def train_tokenizer(family, source, run):
+    """(tokenizer, {"tokenizer_sample": ...}): `family`'s tokenizer trained on a seeded sample.
+
+    `source` is a corpus source, a tf.data of documents, or a `corpora.Sample`
+    already drawn; the sample is at most `corpora.TOKENIZER_SAMPLE_SENTENCES`
+    sentences (sentencepiece's input_sentence_size), read in one stream.
+    """
+    say(f"Reading the corpus and training the tokenizer on it (up to "
+        f"{run.vocabulary_size} entries)...")
+    began = time.time()
+    sample = source if isinstance(source, corpora.Sample) else corpora.sample_sentences(
+        source, seed=run.seed)
+    say(f"Sampled {len(sample):,} of the corpus' {sample.seen:,} sentences for the "
+        f"tokenizer (at most {corpora.TOKENIZER_SAMPLE_SENTENCES:,}, seed {run.seed}).")
+    with progress.reporting(say):  # the library's own steps timed
+        tokenizer = family.train_tokenizer(sample, run.vocabulary_size)
+    size = getattr(tokenizer, "vocabulary_size", None)
+    say(f"Trained the tokenizer in {progress.duration(time.time() - began)}"
+        + (f" ({size()} entries)." if callable(size) else "."))
+    return tokenizer, {"tokenizer_sample": {"sentences": len(sample),
+                                            "corpus_sentences": sample.seen,
+                                            "seed": run.seed}}
 
 
 def parse_overrides(pairs):
@@ -144,8 +192,11 @@ def use_xla(choice):
 def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_length=64,
              vocabulary_size=8000, learning_rate=None, seed=0, strategy="default",
              mixed_precision=False, xla="auto", checkpoint_every=100, resume=True,
-             overrides=None, export=None, overwrite=False, show_contexts=True):
+             overrides=None, export=None, overwrite=False, show_contexts=True, data=None):
     """Pretrains `preset` on `corpus` into the run directory `out` (resumable).
+
+    `data`: a `keras-ctx prepare` directory to train on instead of `corpus`
+    (its manifest is checked and recorded in run.json under "data").
 
     Returns the run info written to `out/run.json`.
     """
@@ -175,10 +226,15 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
     if mixed_precision:
         keras.config.set_dtype_policy("mixed_bfloat16")
     run = families.Run(preset, batch_size, sequence_length, vocabulary_size, seed)
-    documents = corpora.documents(corpus)
     with make_strategy(strategy).scope():
-        backbone, pretrainer, dataset, tokenizer, extra = build(preset, documents, run,
-                                                                overrides)
+        if data is not None:
+            corpus = None
+            backbone, pretrainer, dataset, tokenizer, extra = build_prepared(
+                preset, data, run, overrides)
+        else:
+            backbone, pretrainer, dataset, tokenizer, extra = build(
+                preset, corpora.documents(corpus), run, overrides,
+                sample=corpora.sample_sentences(corpus, seed=seed))
         hidden = getattr(backbone, "hidden_size", 512)
         rate = learning_rate or (1e-3 if hidden <= 256 else 1e-4)
         say(f"Compiling the training step{' with XLA' if use_xla(xla) else ''} "
@@ -187,6 +243,7 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
     info = {"model": preset, "family": family.name, "sequence_length": sequence_length,
             "overrides": overrides, "corpus": corpus, "steps": steps, "seed": seed, **extra}
     settings = {"model": preset, "overrides": overrides, "corpus": corpus,
+                **({"data": data} if data else {}),
                 "sequence_length": sequence_length, "batch_size": batch_size,
                 "vocabulary_size": vocabulary_size, "seed": seed}
     with RunLock(out):

@@ -230,8 +230,10 @@ class _Guard(keras.callbacks.Callback):
 class _CheckpointEachEpoch(keras.callbacks.Callback):
     """An "epoch" is one chunk of steps: checkpoint after each good one."""
 
-    def __init__(self, checkpointer, guard, first_step, steps_per_epoch, history):
+    def __init__(self, checkpointer, guard, first_step, steps_per_epoch, history,
+                 position=lambda step: {"step": step}):
         super().__init__()
+        self.position = position
         self.checkpointer, self.guard = checkpointer, guard
         self.step, self.steps_per_epoch, self.history = first_step, steps_per_epoch, history
 
@@ -241,7 +243,8 @@ class _CheckpointEachEpoch(keras.callbacks.Callback):
         step = self.step + self.steps_per_epoch
         try:
             # The loss was finite, but the update after it may not have been.
-            self.checkpointer.save(self.model, step)
+            self.checkpointer.save(self.model, step,
+                                   {"input_position": self.position(step)})
         except TrainingDiverged as error:
             self.guard.bad_loss, self.guard.problem = float("nan"), str(error)
             self.model.stop_training = True
@@ -249,6 +252,17 @@ class _CheckpointEachEpoch(keras.callbacks.Callback):
         self.step = step
         self.history.append(dict({k: float(v) for k, v in (logs or {}).items()},
                                  step=self.step))
+
+
+def positioned_input(dataset, step):
+    """(the input from the first batch `step` steps did not consume, its position to save).
+
+    A `keras_ctx.data.prepared_input.PreparedInput` starts there itself
+    (`at_step`, no re-reading); a plain endless tf.data skips `step` batches.
+    """
+    if hasattr(dataset, "at_step"):
+        return dataset.at_step(step), dataset.position
+    return dataset.skip(step), lambda at: {"step": at}
 
 
 def fit_resumable(
@@ -265,7 +279,8 @@ def fit_resumable(
 
     Args:
         model: a compiled keras.Model (a pretrainer).
-        dataset: an endless (repeated) deterministic tf.data.Dataset of batches.
+        dataset: an endless (repeated) deterministic tf.data.Dataset of batches, or
+            a `PreparedInput` (its position is saved in each checkpoint).
         steps: total optimizer steps of the whole run.
         out_dir: holds checkpoints/ and logs/.
         checkpoint_every: steps between checkpoints.
@@ -277,7 +292,7 @@ def fit_resumable(
     if steps < 1 or checkpoint_every < 1:
         raise ValueError(f"`steps` ({steps}) and `checkpoint_every` "
                          f"({checkpoint_every}) must be positive.")
-    dataset = checked_token_ids(dataset, model)
+    source = dataset
     checkpointer = Checkpointer(os.path.join(out_dir, "checkpoints"))
     step = checkpointer.latest_step() if resume else 0
     if step > steps:
@@ -289,7 +304,7 @@ def fit_resumable(
     # Variables made here must live under the strategy the model was made in.
     with model.distribute_strategy.scope():
         if not model.built:
-            _build_from_spec(model, dataset.element_spec)
+            _build_from_spec(model, source.element_spec)
         if step:
             checkpointer.restore(model, step)
             if verbose:
@@ -303,8 +318,9 @@ def fit_resumable(
         if chunk == 0 or epochs == 0:
             continue
         guard = _Guard()
-        saver = _CheckpointEachEpoch(checkpointer, guard, step, chunk, history)
-        model.fit(dataset.skip(step), steps_per_epoch=chunk, epochs=epochs, shuffle=False,
+        data, position = positioned_input(source, step)
+        saver = _CheckpointEachEpoch(checkpointer, guard, step, chunk, history, position)
+        model.fit(checked_token_ids(data, model), steps_per_epoch=chunk, epochs=epochs, shuffle=False,
                   callbacks=[guard, saver, tensorboard, *callbacks], verbose=verbose)
         if guard.bad_loss is not None:
             what = guard.problem or f"The loss became {guard.bad_loss} after step {saver.step}."

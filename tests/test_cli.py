@@ -166,9 +166,9 @@ def test_pretrain_says_what_it_is_doing_phase_by_phase(tmp_path):
                         "--export", str(tmp_path / "export"))
     output, _ = process.communicate(timeout=600)
     assert process.returncode == 0, output[-3000:]
-    phases = ["Reading the corpus and training the tokenizer", "sentences read in",
+    phases = ["Reading the corpus and training the tokenizer", "Sampled",
               "sentences fed to the trainer in",
-              "Learning the WordPiece vocabulary (keras-hub", "Learned the WordPiece vocabulary in",
+              "Learning the WordPiece vocabulary (Hugging Face tokenizers", "Learned the WordPiece vocabulary in",
               "Trained the tokenizer in",
               "Building bert-tiny", "Built bert-tiny:", "Compiling the training step",
               "Compiled the training step in", "Step 2/4, about", "Step 4/4, about",

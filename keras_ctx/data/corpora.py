@@ -64,42 +64,73 @@ MAX_LINE_CHARS = 1 << 16
 MAX_DOCUMENT_CHARS = 1 << 20
 
 
-def _bounded_lines(handle):
-    """The handle's lines, each cut into pieces of at most MAX_LINE_CHARS characters."""
-    carry = ""
-    while True:
-        piece = handle.readline(MAX_LINE_CHARS - len(carry))
-        if not piece:
-            if carry:
-                yield carry
-            return
-        piece = carry + piece
-        carry = ""
-        if piece.endswith("\n") or len(piece) < MAX_LINE_CHARS:
-            yield piece
-            continue
-        cut = max(piece.rfind(" "), piece.rfind("\t"))
+_CHUNK_CHARS = 1 << 20  # text is read in chunks this size (bounded memory, C-speed splits)
+
+
+def _cut(text):
+    """Pieces of `text` of at most MAX_LINE_CHARS, each cut at its last blank (dropped)."""
+    while len(text) > MAX_LINE_CHARS:
+        head = text[:MAX_LINE_CHARS]
+        cut = max(head.rfind(" "), head.rfind("\t"))
         if cut <= 0:
-            yield piece  # one word longer than the bound: cut inside it
+            yield head  # one word longer than the bound: cut inside it
+            text = text[MAX_LINE_CHARS:]
         else:
-            yield piece[:cut]
-            carry = piece[cut + 1:]
+            yield head[:cut]
+            text = text[cut + 1:]
+    yield text
 
 
-def _read_file_documents(path):
-    """Yields each document of a (checked) file as a list of its non-empty lines."""
+def _bounded_lines(handle):
+    """The handle's lines (without "\n"), each cut into pieces of at most MAX_LINE_CHARS.
+
+    Reads chunks of _CHUNK_CHARS and splits them with `str.split` (C speed): a
+    Python `readline` per line costs more than the disk on a fast machine.
+    """
+    carry = ""
+    while chunk := handle.read(_CHUNK_CHARS):
+        lines = (carry + chunk).split("\n")
+        carry = lines.pop()
+        for line in lines:
+            if len(line) > MAX_LINE_CHARS:
+                yield from _cut(line)
+            else:
+                yield line
+        if len(carry) > MAX_LINE_CHARS:  # a line still going on: keep only its tail
+            *pieces, carry = _cut(carry)
+            yield from pieces
+    if carry:
+        yield from _cut(carry)
+
+
+def documents_of_lines(lines):
+    """Groups lines into documents (lists of stripped non-empty lines), split on blank lines.
+
+    A document longer than MAX_DOCUMENT_CHARS continues as the next one.
+    """
     document, size = [], 0
-    with open(path, encoding="utf-8") as handle:
-        for line in _bounded_lines(handle):
-            line = line.strip()
-            if line:
-                document.append(line)
-                size += len(line)
-            if document and (not line or size >= MAX_DOCUMENT_CHARS):
-                yield document
-                document, size = [], 0
+    for line in lines:
+        line = line.strip()
+        if line:
+            document.append(line)
+            size += len(line)
+            if size < MAX_DOCUMENT_CHARS:
+                continue
+        if document:
+            yield document
+            document, size = [], 0
     if document:
         yield document
+
+
+def read_file_documents(path):
+    """Yields each document of a UTF-8 text file as a list of its non-empty lines."""
+    with open(path, encoding="utf-8") as handle:
+        try:
+            yield from documents_of_lines(_bounded_lines(handle))
+        except UnicodeDecodeError as error:
+            raise CorpusError(f"{path} is not valid UTF-8 ({error.reason}). Convert it "
+                              "first, e.g. `iconv -f latin1 -t utf-8`.") from None
 
 
 def _check_files(files):
@@ -134,7 +165,7 @@ def _file_documents(source):
 
     def generate():
         for path in files:
-            yield from _read_file_documents(path)
+            yield from read_file_documents(path)
 
     return generate
 
@@ -223,6 +254,76 @@ def documents(source):
     return tf.data.Dataset.from_generator(
         generate, output_signature=tf.TensorSpec((None,), tf.string)
     )
+
+
+def iter_documents(source):
+    """Python iterator of documents, each a list of its sentences (str), for any source.
+
+    Files are read in chunks (tens of MB/s per core, memory flat); "builtin" from
+    memory; a tf.data or "tfds:" source through TensorFlow (slower).
+    """
+    if isinstance(source, str) and source == BUILTIN:
+        yield from builtin_documents()
+        return
+    if isinstance(source, tf.data.Dataset) or (isinstance(source, str)
+                                               and source.startswith("tfds:")):
+        for document in documents(source).as_numpy_iterator():
+            yield [s.decode("utf-8") for s in document]
+        return
+    for path in resolve_files(source):
+        yield from read_file_documents(path)
+
+
+# Sentences the tokenizer is trained on at most (sentencepiece's `input_sentence_size`):
+# keras_ctx's choice, about 100 MB of English text, which a trainer learns in well
+# under a minute; the sample, not the corpus, bounds the trainer's memory.
+TOKENIZER_SAMPLE_SENTENCES = 1_000_000
+
+
+class Sample(list):
+    """The sampled sentences (a list), with `seen`: the corpus' sentence count."""
+
+    seen = 0
+
+
+def sample_sentences(source, size=TOKENIZER_SAMPLE_SENTENCES, seed=0):
+    """A seeded uniform sample of at most `size` sentences of `source`, read in one stream.
+
+    Reservoir sampling (Li 1994, "Algorithm L": geometric skips, so the
+    random draws are few however long the corpus). Deterministic for a seed.
+
+    Args:
+        source: a corpus source (see the module docstring) or a tf.data of documents.
+        size: the most sentences kept (None: all).
+        seed: the sampling seed.
+
+    Returns:
+        A `Sample` (a list of str) whose `seen` is the number of sentences read.
+    """
+    import math
+    import random
+
+    if size is not None and (not isinstance(size, int) or size < 1):
+        raise ValueError(f"The tokenizer sample size must be a positive int, got {size!r}.")
+    rng = random.Random(seed)
+    sample, seen = Sample(), 0
+
+    def skip(weight):  # Algorithm L: how many sentences pass before the next replacement
+        return math.floor(math.log(1.0 - rng.random()) / math.log(1.0 - weight))
+
+    weight = math.exp(math.log(1.0 - rng.random()) / size) if size else 0.0
+    replace_at = (size + skip(weight)) if size else None
+    for document in iter_documents(source):
+        if size is None or seen < size:
+            sample.extend(document[:None if size is None else size - seen])
+        # Only the sentences Algorithm L picks are touched (a per-sentence loop halves the speed).
+        while replace_at is not None and replace_at < seen + len(document):
+            sample[rng.randrange(size)] = document[replace_at - seen]
+            weight *= math.exp(math.log(1.0 - rng.random()) / size)
+            replace_at += skip(weight) + 1
+        seen += len(document)
+    sample.seen = seen
+    return sample
 
 
 def text_lines(source):

@@ -29,8 +29,11 @@ tokenizer) and `max_ngram` (ALBERT's n-grams, p(n) proportional to 1/n).
 calls it with the run's sizes.
 """
 
+import dataclasses
 import warnings
+from typing import Callable
 
+import numpy as np
 import tensorflow as tf
 
 from keras_ctx.data import noise, permutation, segments
@@ -254,8 +257,13 @@ def causal_lm_dataset(documents, tokenizer, batch_size, sequence_length=1024,
     """GPT / GPT-2: documents joined by `end_token`, cut into full-length chunks."""
     end_id = tokenizer.token_to_id(end_token)
     chunks = token_chunks(documents, tokenizer, sequence_length, end_id, seed).map(
-        lambda ids: {"token_ids": ids, "padding_mask": tf.ones_like(ids)})
+        causal_lm_example)
     return chunks.batch(batch_size, drop_remainder=True)
+
+
+def causal_lm_example(ids):
+    """A GPT example of one full-length chunk of the token stream."""
+    return {"token_ids": ids, "padding_mask": tf.ones_like(ids)}
 
 
 def span_corruption_dataset(documents, tokenizer, batch_size, sequence_length=512,
@@ -265,14 +273,19 @@ def span_corruption_dataset(documents, tokenizer, batch_size, sequence_length=51
     The `num_sentinels` <extra_id_i> ids follow the tokenizer's vocabulary
     (counting down from the last); id 0 (<pad>) starts the decoder.
     """
+    examples = token_chunks(documents, tokenizer, sequence_length, None, seed).map(
+        span_corruption_example(tokenizer, sequence_length, num_sentinels, eos_token))
+    return examples.batch(batch_size, drop_remainder=True)
+
+
+def span_corruption_example(tokenizer, sequence_length, num_sentinels=100, eos_token="[SEP]"):
+    """T5's map from one `sequence_length` chunk of ids to encoder / decoder features."""
     eos_id = tokenizer.token_to_id(eos_token)
     first_sentinel = tokenizer.vocabulary_size() + num_sentinels - 1
     encoder_length, decoder_length = noise.span_corruption_lengths(sequence_length)
-    examples = token_chunks(documents, tokenizer, sequence_length, None, seed).map(
-        lambda ids: noise.seq2seq_features(
-            noise.span_corruption(ids, first_sentinel_id=first_sentinel, eos_id=eos_id),
-            encoder_length, decoder_length, decoder_start_id=0))
-    return examples.batch(batch_size, drop_remainder=True)
+    return lambda ids: noise.seq2seq_features(
+        noise.span_corruption(ids, first_sentinel_id=first_sentinel, eos_id=eos_id),
+        encoder_length, decoder_length, decoder_start_id=0)
 
 
 def denoising_dataset(documents, tokenizer, batch_size, sequence_length=512, seed=0):
@@ -280,6 +293,13 @@ def denoising_dataset(documents, tokenizer, batch_size, sequence_length=512, see
 
     fairseq ids: <s>, <pad>, </s>, <mask>; the decoder starts with </s>.
     """
+    examples = token_chunks(documents, tokenizer, sequence_length - 2, None, seed).map(
+        denoising_example(tokenizer, sequence_length))
+    return examples.batch(batch_size, drop_remainder=True)
+
+
+def denoising_example(tokenizer, sequence_length):
+    """BART's map from one chunk of `sequence_length - 2` ids to encoder / decoder features."""
     bos, pad, eos, mask = (tokenizer.token_to_id(t) for t in ("<s>", "<pad>", "</s>", "<mask>"))
     period = tokenizer.token_to_id(".")
     # 30% of tokens masked in Poisson(3) spans, sentences shuffled.
@@ -292,8 +312,7 @@ def denoising_dataset(documents, tokenizer, batch_size, sequence_length=512, see
                                       sequence_length + 1, sequence_length,
                                       decoder_start_id=eos, pad_id=pad)
 
-    examples = token_chunks(documents, tokenizer, sequence_length - 2, None, seed).map(example)
-    return examples.batch(batch_size, drop_remainder=True)
+    return example
 
 
 def xlnet_word_starts(tokenizer):
@@ -349,3 +368,98 @@ def bilm_dataset(documents, vocabulary, batch_size, sequence_length=64, seed=0):
     sentences = documents.unbatch().shuffle(10_000, seed=seed)
     return (sentences.batch(batch_size, drop_remainder=True)
             .map(lambda s: bilm_inputs(s, vocabulary, sequence_length)))
+
+
+# ---------------------------------------------------------------- prepared layouts
+# `keras-ctx prepare` (keras_ctx.data.prepare) writes a family's examples once,
+# before any corruption; the read side batches them and corrupts dynamically
+# (RoBERTa, ELECTRA, T5, BART: a fresh corruption every time an example is read).
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """How a family's pretraining examples are written to shards and read back.
+
+    Args:
+        name: the layout's name, recorded in the manifest.
+        features: {feature name: length} of the int32 features written
+            (length 0: a scalar).
+        examples: (documents, numpy Generator) -> iterator of numpy example
+            dicts, one epoch of a shard's documents (lists of int32 sentences).
+        batches: tf.data of parsed example dicts -> the pretrainer's batches.
+    """
+
+    name: str
+    features: dict
+    examples: Callable
+    batches: Callable
+
+
+def _ids_and_size(tokenizer):
+    return special_token_ids(tokenizer), tokenizer.vocabulary_size()
+
+
+def pairs_layout(tokenizer, run, kind="nsp", duplicate=1, **masking):
+    """NSP (BERT) or SOP (ALBERT) pairs as `segments.pair_examples`, masked when read."""
+    ids, vocab = _ids_and_size(tokenizer)
+    length = run.sequence_length
+    label = segments.PAIR_LABELS[kind]
+
+    def examples(docs, rng):
+        return segments.pair_examples(kind, docs, length, ids["cls"], ids["sep"], ids["pad"],
+                                      duplicate=duplicate, rng=rng)
+
+    def batches(dataset):
+        masker = _masker(tokenizer, ids, vocab, dynamic=True, seed=run.seed, **masking)
+        return masker.apply(dataset.batch(run.batch_size, drop_remainder=True)).prefetch(
+            tf.data.AUTOTUNE)
+
+    features = {"token_ids": length, "segment_ids": length, "padding_mask": length, label: 0}
+    return Layout(kind, features, examples, batches)
+
+
+def packed_layout(tokenizer, run, spans=False, **masking):
+    """FULL-SENTENCES packing (RoBERTa, ELECTRA; SpanBERT with `spans`), masked when read."""
+    ids, vocab = _ids_and_size(tokenizer)
+    length = run.sequence_length
+
+    def examples(docs, rng):
+        return segments.packed_examples(docs, length, ids["cls"], ids["sep"], ids["pad"],
+                                        rng=rng)
+
+    def batches(dataset):
+        dataset = dataset.batch(run.batch_size, drop_remainder=True)
+        if spans:
+            masker = SpanMasker(vocab, ids["mask"], continuation_table(tokenizer),
+                                special_token_ids=_specials(ids), seed=run.seed)
+        else:
+            masker = _masker(tokenizer, ids, vocab, dynamic=True, seed=run.seed, **masking)
+        return masker.apply(dataset).prefetch(tf.data.AUTOTUNE)
+
+    features = {"token_ids": length, "segment_ids": length, "padding_mask": length}
+    return Layout("packed_spans" if spans else "packed", features, examples, batches)
+
+
+def chunks_layout(tokenizer, run, example, length=None, end_token=None):
+    """The token stream (documents joined by `end_token`) cut into `length`-id chunks.
+
+    `example(tokenizer, run)` gives the map from a chunk to its features
+    (`causal_lm_example`, `span_corruption_example`, `denoising_example`),
+    applied when read. A shard's last partial chunk is dropped (less than one
+    chunk per shard).
+    """
+    length = length or run.sequence_length
+    end = [tokenizer.token_to_id(end_token)] if end_token else []
+
+    def examples(docs, rng):
+        stream = np.concatenate([np.concatenate([*doc, end]).astype(np.int32)
+                                 for doc in docs]) if docs else np.zeros(0, np.int32)
+        for start in range(0, len(stream) - length + 1, length):
+            yield {"token_ids": stream[start:start + length]}
+
+    def batches(dataset):
+        mapped = dataset.map(lambda features: example(tokenizer, run)(features["token_ids"]),
+                             num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        return mapped.batch(run.batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+
+    return Layout("chunks", {"token_ids": length}, examples, batches)

@@ -22,6 +22,8 @@ Conventions:
   sentence_order_labels: 0 = in order, 1 = swapped (ALBERT, Lan et al. 2020).
 """
 
+import functools
+
 import numpy as np
 import tensorflow as tf
 
@@ -180,6 +182,52 @@ def _shuffled_pairs(instances, duplicate, sequence_length, cls_id, sep_id, pad_i
     return generate
 
 
+def nsp_instances(docs, max_tokens, short_seq_prob, rng):
+    """BERT's NSP instances (a, b, label) of one pass over `docs` (lists of int32 sentences)."""
+    for index in rng.permutation(len(docs)):
+        doc = docs[index]
+        for chunk, target in _chunks(doc, max_tokens, short_seq_prob, rng):
+            split = _split_chunk(chunk, rng)
+            if split is None:
+                continue
+            a, b = split
+            label = int(rng.random() < 0.5)
+            if label == 1:
+                b = _random_segment(docs, index, max(1, target - len(a)), rng)
+                if b is None:
+                    continue
+            a, b = truncate_pair(a, b, max_tokens, rng)
+            yield a, b, label
+
+
+def sop_instances(docs, max_tokens, short_seq_prob, rng):
+    """ALBERT's SOP instances (a, b, label) of one pass over `docs`."""
+    for index in rng.permutation(len(docs)):
+        for chunk, _ in _chunks(docs[index], max_tokens, short_seq_prob, rng):
+            split = _split_chunk(chunk, rng)
+            if split is None:
+                continue
+            a, b = truncate_pair(*split, max_tokens, rng)
+            label = int(rng.random() < 0.5)
+            yield (b, a, label) if label else (a, b, label)
+
+
+def pair_examples(kind, docs, sequence_length, cls_id, sep_id, pad_id=0, short_seq_prob=0.1,
+                  duplicate=1, rng=None):
+    """One epoch of NSP (`kind="nsp"`) or SOP (`"sop"`) examples of `docs`, as `nsp_pairs`.
+
+    What `nsp_pairs` / `sop_pairs` yield in an epoch drawn with `rng`; used
+    directly by `keras_ctx.data.prepare` on each shard's documents.
+    """
+    _check_length(sequence_length, 3)
+    _check_duplicate(duplicate)
+    instances, label = _PAIRS[kind]
+    generate = _shuffled_pairs(
+        functools.partial(instances, docs, sequence_length - 3, short_seq_prob), duplicate,
+        sequence_length, cls_id, sep_id, pad_id, label)
+    return generate(rng)
+
+
 def nsp_pairs(tokenized_documents, sequence_length, cls_id, sep_id, pad_id=0,
               short_seq_prob=0.1, seed=0, static=False, duplicate=1):
     """BERT next-sentence-prediction examples `[CLS] A [SEP] B [SEP]`.
@@ -197,24 +245,7 @@ def nsp_pairs(tokenized_documents, sequence_length, cls_id, sep_id, pad_id=0,
     docs = load_documents(tokenized_documents)
     if len(docs) < 2:
         raise ValueError("NSP needs at least two documents (NotNext text comes from another).")
-    max_tokens = sequence_length - 3
-
-    def instances(rng):
-        for index in rng.permutation(len(docs)):
-            doc = docs[index]
-            for chunk, target in _chunks(doc, max_tokens, short_seq_prob, rng):
-                split = _split_chunk(chunk, rng)
-                if split is None:
-                    continue
-                a, b = split
-                label = int(rng.random() < 0.5)
-                if label == 1:
-                    b = _random_segment(docs, index, max(1, target - len(a)), rng)
-                    if b is None:
-                        continue
-                a, b = truncate_pair(a, b, max_tokens, rng)
-                yield a, b, label
-
+    instances = functools.partial(nsp_instances, docs, sequence_length - 3, short_seq_prob)
     generate = _shuffled_pairs(instances, duplicate, sequence_length, cls_id, sep_id, pad_id,
                                "next_sentence_labels")
     return _dataset(generate, sequence_length, "next_sentence_labels", seed, static)
@@ -231,22 +262,15 @@ def sop_pairs(tokenized_documents, sequence_length, cls_id, sep_id, pad_id=0,
     _check_length(sequence_length, 3)
     _check_duplicate(duplicate)
     docs = load_documents(tokenized_documents)
-    max_tokens = sequence_length - 3
-
-    def instances(rng):
-        for index in rng.permutation(len(docs)):
-            for chunk, _ in _chunks(docs[index], max_tokens, short_seq_prob, rng):
-                split = _split_chunk(chunk, rng)
-                if split is None:
-                    continue
-                a, b = truncate_pair(*split, max_tokens, rng)
-                label = int(rng.random() < 0.5)
-                yield (b, a, label) if label else (a, b, label)
-
+    instances = functools.partial(sop_instances, docs, sequence_length - 3, short_seq_prob)
     generate = _shuffled_pairs(instances, duplicate, sequence_length, cls_id, sep_id, pad_id,
                                "sentence_order_labels")
     return _dataset(generate, sequence_length, "sentence_order_labels", seed, static)
 
+
+_PAIRS = {"nsp": (nsp_instances, "next_sentence_labels"),
+          "sop": (sop_instances, "sentence_order_labels")}
+PAIR_LABELS = {kind: label for kind, (_, label) in _PAIRS.items()}
 
 PACKING = ("full_sentences", "doc_sentences")
 
@@ -267,6 +291,18 @@ def pack_sentences(tokenized_documents, sequence_length, cls_id, sep_id, pad_id=
     if mode not in PACKING:
         raise ValueError(f"`mode` must be one of {PACKING}, got {mode!r}.")
     docs = load_documents(tokenized_documents)
+
+    def generate(rng):
+        return packed_examples(docs, sequence_length, cls_id, sep_id, pad_id, mode,
+                               document_separator_id, shuffle, rng)
+
+    return _dataset(generate, sequence_length, None, seed, static)
+
+
+def packed_examples(docs, sequence_length, cls_id, sep_id, pad_id=0, mode="full_sentences",
+                    document_separator_id=None, shuffle=True, rng=None):
+    """One epoch of `pack_sentences`' examples of `docs` (lists of int32 sentences)."""
+    _check_length(sequence_length, 2)
     budget = sequence_length - 2
     doc_sep = sep_id if document_separator_id is None else document_separator_id
 
@@ -274,27 +310,24 @@ def pack_sentences(tokenized_documents, sequence_length, cls_id, sep_id, pad_id=
         tokens = np.concatenate([[cls_id], tokens, [sep_id]]).astype(np.int32)
         return _pad(tokens, np.zeros(len(tokens), np.int32), sequence_length, pad_id)
 
-    def generate(rng):
-        order = rng.permutation(len(docs)) if shuffle else range(len(docs))
-        buffer = []
-        for doc_number, index in enumerate(order):
-            if mode == "doc_sentences" and buffer:
+    order = rng.permutation(len(docs)) if shuffle else range(len(docs))
+    buffer = []
+    for doc_number, index in enumerate(order):
+        if mode == "doc_sentences" and buffer:
+            yield emit(np.concatenate(buffer))
+            buffer = []
+        elif mode == "full_sentences" and doc_number > 0 and buffer:
+            if sum(map(len, buffer)) + 1 > budget:
                 yield emit(np.concatenate(buffer))
                 buffer = []
-            elif mode == "full_sentences" and doc_number > 0 and buffer:
-                if sum(map(len, buffer)) + 1 > budget:
+            else:
+                buffer.append(np.asarray([doc_sep], np.int32))
+        for sentence in docs[index]:
+            pieces = [sentence[i:i + budget] for i in range(0, len(sentence), budget)]
+            for piece in pieces:
+                if buffer and sum(map(len, buffer)) + len(piece) > budget:
                     yield emit(np.concatenate(buffer))
                     buffer = []
-                else:
-                    buffer.append(np.asarray([doc_sep], np.int32))
-            for sentence in docs[index]:
-                pieces = [sentence[i:i + budget] for i in range(0, len(sentence), budget)]
-                for piece in pieces:
-                    if buffer and sum(map(len, buffer)) + len(piece) > budget:
-                        yield emit(np.concatenate(buffer))
-                        buffer = []
-                    buffer.append(piece)
-        if buffer:
-            yield emit(np.concatenate(buffer))
-
-    return _dataset(generate, sequence_length, None, seed, static)
+                buffer.append(piece)
+    if buffer:
+        yield emit(np.concatenate(buffer))

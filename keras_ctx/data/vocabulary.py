@@ -49,9 +49,10 @@ def bilm_inputs(sentences, vocabulary, sequence_length):
 def word_vocabulary(sentences, size):
     """make_vocabulary of the `size` most frequent whitespace-separated words.
 
-    `sentences` is a tf.data of scalar strings; ties keep first-seen order.
+    `sentences` is a tf.data of scalar strings or a list of str; ties keep
+    first-seen order.
     """
-    counts = collections.Counter(
-        word.decode("utf-8") for sentence in sentences.as_numpy_iterator()
-        for word in sentence.split())
+    if isinstance(sentences, tf.data.Dataset):
+        sentences = (s.decode("utf-8") for s in sentences.as_numpy_iterator())
+    counts = collections.Counter(word for sentence in sentences for word in sentence.split())
     return make_vocabulary([word for word, _ in counts.most_common(size)])

@@ -1,0 +1,317 @@
+"""`keras-ctx prepare`: a family's pretraining examples, tokenized once, in sharded TFRecords.
+
+As the papers' own pipelines (BERT's create_pretraining_data.py, XLNet's
+create_tfrecords): the corpus is cut into shards of about `shard_bytes` at
+document boundaries; one process per core tokenizes a shard and writes its
+examples (the family's `Layout`, `keras_ctx.families.Family.prepared`), so a
+worker holds one shard at a time. NSP's NotNext text comes from another
+document of the same shard, as BERT's script samples within its input file.
+
+    DATA_DIR/
+      tokenizer/                 trained once on a seeded sample of the corpus
+      settings.json              what the shards were made with (a rerun must match)
+      shard-00000.tfrecord       finished shards (written as *.partial, then renamed)
+      shard-00000.json           its example count and sha256 (written after it)
+      manifest.json              counts, tokenizer, settings, checksums: written last
+
+Run it again after a kill (even kill -9): finished shards are kept, the
+rest are made again, identically (shard k draws from seed (seed, k)).
+`keras_ctx.data.prepared_input` reads the result.
+"""
+
+import concurrent.futures
+import hashlib
+import json
+import multiprocessing
+import os
+import re
+
+import numpy as np
+
+from keras_ctx.data import corpora
+
+MANIFEST = "manifest.json"
+SETTINGS = "settings.json"
+SHARD_BYTES = 32 << 20  # keras_ctx's choice: a worker's memory stays in the hundreds of MB
+_BOUNDARY = re.compile(rb"\n[ \t\r]*\n")  # a blank line ends a document
+_TOKENIZE_BATCH = 4096  # sentences per tokenizer call
+
+
+class PreparedDataError(ValueError):
+    """A prepared data directory that is missing, incomplete, corrupt or does not match."""
+
+
+def _write_json(path, value):
+    staging = path + ".partial"
+    with open(staging, "w", encoding="utf-8") as handle:
+        json.dump(value, handle, indent=1, sort_keys=True)
+    os.replace(staging, path)
+
+
+def _read_json(path):
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 22):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def plan_shards(files, shard_bytes=SHARD_BYTES):
+    """[(path, start, end)]: byte ranges of about `shard_bytes`, cut after a blank line.
+
+    A range never splits a document unless no blank line follows within
+    corpora.MAX_DOCUMENT_CHARS * 4 bytes (then it is cut after a line).
+    """
+    ranges = []
+    for path in files:
+        size = os.path.getsize(path)
+        start = 0
+        with open(path, "rb") as handle:
+            while start < size:
+                end = min(size, start + shard_bytes)
+                if end < size:
+                    handle.seek(end)
+                    window = handle.read(corpora.MAX_DOCUMENT_CHARS * 4)
+                    found = _BOUNDARY.search(window) or re.search(rb"\n", window)
+                    end = min(size, end + found.end()) if found else size
+                ranges.append((path, start, end))
+                start = end
+    return ranges
+
+
+def _stage_source(source, out_dir, shard_bytes):
+    """A non-file source (builtin, tfds, tf.data) written as text files under out_dir/corpus."""
+    directory = os.path.join(out_dir, "corpus")
+    done = os.path.join(directory, "done.json")
+    if os.path.isfile(done):
+        return _read_json(done)["files"]
+    os.makedirs(directory, exist_ok=True)
+    files, handle, size = [], None, shard_bytes
+    for document in corpora.iter_documents(source):
+        if size >= shard_bytes:
+            if handle:
+                handle.close()
+            files.append(os.path.join(directory, f"part-{len(files):05d}.txt"))
+            handle, size = open(files[-1], "w", encoding="utf-8"), 0
+        text = "\n".join(document) + "\n\n"
+        handle.write(text)
+        size += len(text.encode("utf-8"))
+    if handle:
+        handle.close()
+    _write_json(done, {"files": files})
+    return files
+
+
+# ---------------------------------------------------------------- the worker side
+
+_WORKER = {}
+
+
+def _init_worker(out_dir, preset, run_fields):
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from keras_ctx import families, runs
+
+    run = families.Run(**run_fields)
+    tokenizer = runs.load_tokenizer(os.path.join(out_dir, runs.TOKENIZER_DIR))
+    _WORKER.update(layout=families.of_preset(preset).prepared(tokenizer, run),
+                   tokenizer=tokenizer, run=run)
+
+
+def _tokenized_documents(text, tokenizer):
+    """The documents of `text` as lists of int32 arrays (empty sentences dropped)."""
+    import io
+
+    import tensorflow as tf
+
+    documents = list(corpora.documents_of_lines(corpora._bounded_lines(io.StringIO(text))))
+    sentences = [s for document in documents for s in document]
+    ids = []
+    for start in range(0, len(sentences), _TOKENIZE_BATCH):
+        tokens = tokenizer(tf.constant(sentences[start:start + _TOKENIZE_BATCH]))
+        if isinstance(tokens, tf.RaggedTensor):  # keras-hub gives lists in eager mode
+            values = tokens.flat_values.numpy().astype(np.int32)
+            ids.extend(np.split(values, tokens.row_splits.numpy()[1:-1]))
+        else:
+            ids.extend(np.asarray(row, np.int32) for row in tokens)
+    out, position = [], 0
+    for document in documents:
+        tokenized = [s for s in ids[position:position + len(document)] if len(s)]
+        position += len(document)
+        if tokenized:
+            out.append(tokenized)
+    return out
+
+
+def _feature(value):
+    import tensorflow as tf
+
+    return tf.train.Feature(int64_list=tf.train.Int64List(value=np.ravel(value)))
+
+
+def shard_path(out_dir, index):
+    return os.path.join(out_dir, f"shard-{index:05d}.tfrecord")
+
+
+def _prepare_shard(out_dir, index, path, start, end, seed):
+    """Writes shard `index` (examples of bytes [start, end) of `path`); returns its record."""
+    import tensorflow as tf
+
+    layout, tokenizer = _WORKER["layout"], _WORKER["tokenizer"]
+    with open(path, "rb") as handle:
+        handle.seek(start)
+        raw = handle.read(end - start)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise corpora.CorpusError(
+            f"{path} is not valid UTF-8 (byte {start + error.start}: {error.reason}). Convert "
+            "it first, e.g. `iconv -f latin1 -t utf-8`.") from None
+    del raw
+    documents = _tokenized_documents(text, tokenizer)
+    del text
+    target = shard_path(out_dir, index)
+    count = 0
+    with tf.io.TFRecordWriter(target + ".partial") as writer:
+        for example in layout.examples(documents, np.random.default_rng([seed, index])):
+            features = {name: _feature(example[name]) for name in layout.features}
+            # deterministic: a proto map's order otherwise varies between processes
+            writer.write(tf.train.Example(features=tf.train.Features(
+                feature=features)).SerializeToString(deterministic=True))
+            count += 1
+    os.replace(target + ".partial", target)
+    record = {"file": os.path.basename(target), "examples": count, "sha256": sha256(target),
+              "source": [os.path.abspath(path), start, end]}
+    _write_json(os.path.splitext(target)[0] + ".json", record)
+    return record
+
+
+# ---------------------------------------------------------------- the main side
+
+def prepare(preset, corpus, out, sequence_length=128, vocabulary_size=8000, seed=0,
+            workers=None, shard_bytes=SHARD_BYTES, tokenizer_sample=None, say=print):
+    """Writes `preset`'s pretraining examples of `corpus` as sharded TFRecords in `out`.
+
+    Args:
+        preset: a preset name; its family's `prepared` layout says what an example is.
+        corpus: a corpus source (`keras_ctx.data.corpora`).
+        out: the data directory (created; an unfinished one with the same
+            settings is resumed).
+        sequence_length, vocabulary_size, seed: as `keras-ctx pretrain`.
+        workers: processes (default: every core).
+        shard_bytes: corpus bytes per shard (bounds each worker's memory).
+        tokenizer_sample: sentences the tokenizer learns from (default
+            `corpora.TOKENIZER_SAMPLE_SENTENCES`).
+
+    Returns:
+        The manifest (a dict, also written to `out/manifest.json`).
+    """
+    from keras_ctx import families, runs, validation
+    from keras_ctx.recipes import train_tokenizer
+
+    family = families.of_preset(preset)
+    if family.prepared is None:
+        raise PreparedDataError(
+            f"`keras-ctx prepare` has no example layout for {family.name} yet "
+            f"({family.no_pretraining or 'its pipeline needs the whole corpus at once'}); "
+            f"use `keras-ctx pretrain {preset} --corpus ...` instead.")
+    validation.check_training_args(steps=1, batch_size=1, sequence_length=sequence_length,
+                                   checkpoint_every=1, learning_rate=None,
+                                   vocabulary_size=vocabulary_size)
+    if not isinstance(shard_bytes, int) or shard_bytes < 1:
+        raise ValueError(f"`shard_bytes` must be a positive int, got {shard_bytes!r}.")
+    workers = workers or os.cpu_count() or 1
+    run = families.Run(preset, 1, sequence_length, vocabulary_size, seed)
+    settings = {"model": preset, "family": family.name, "corpus": str(corpus),
+                "sequence_length": sequence_length, "vocabulary_size": vocabulary_size,
+                "seed": seed, "shard_bytes": shard_bytes,
+                "tokenizer_sample": tokenizer_sample or corpora.TOKENIZER_SAMPLE_SENTENCES}
+    os.makedirs(out, exist_ok=True)
+    settings_path = os.path.join(out, SETTINGS)
+    if os.path.isfile(settings_path):
+        earlier = _read_json(settings_path)
+        if earlier != settings:
+            changed = sorted(k for k in settings if earlier.get(k) != settings[k])
+            raise PreparedDataError(
+                f"{out} holds data prepared with other settings ({', '.join(changed)}); "
+                "give another --out, or delete it to prepare again.")
+    elif os.listdir(out):
+        raise PreparedDataError(f"{out} is not empty and holds no prepared data; give an "
+                                "empty or new directory.")
+    else:
+        _write_json(settings_path, settings)
+    tokenizer_dir = os.path.join(out, runs.TOKENIZER_DIR)
+    tokenizer_info = os.path.join(out, "tokenizer.json")
+    if not os.path.isfile(tokenizer_info):
+        sample = corpora.sample_sentences(corpus, settings["tokenizer_sample"], seed)
+        tokenizer, sampled = train_tokenizer(family, sample, run)
+        from keras_ctx import files
+
+        with files.replacing_directory(tokenizer_dir, overwrite=True) as staging:
+            runs.save_tokenizer(tokenizer, staging)
+        _write_json(tokenizer_info, dict(sampled, vocabulary_size=tokenizer.vocabulary_size()))
+    if isinstance(corpus, str) and corpus != corpora.BUILTIN and not corpus.startswith("tfds:"):
+        paths = corpora.resolve_files(corpus)
+    else:
+        paths = _stage_source(corpus, out, shard_bytes)
+    plan = plan_shards(paths, shard_bytes)
+    records, todo = {}, []
+    for index, (path, start, end) in enumerate(plan):
+        done = os.path.splitext(shard_path(out, index))[0] + ".json"
+        if os.path.isfile(done) and os.path.isfile(shard_path(out, index)):
+            records[index] = _read_json(done)
+        else:
+            todo.append((index, path, start, end))
+    say(f"Preparing {len(todo)} of {len(plan)} shards with {min(workers, len(todo) or 1)} "
+        f"processes ({len(plan) - len(todo)} already done).")
+    if todo:
+        context = multiprocessing.get_context("spawn")  # TensorFlow is not fork-safe
+        with concurrent.futures.ProcessPoolExecutor(
+                min(workers, len(todo)), mp_context=context, initializer=_init_worker,
+                initargs=(out, preset, {**run.__dict__})) as pool:
+            futures = {pool.submit(_prepare_shard, out, index, path, start, end, seed): index
+                       for index, path, start, end in todo}
+            for future in concurrent.futures.as_completed(futures):
+                records[futures[future]] = future.result()
+                say(f"Shard {futures[future]}: {records[futures[future]]['examples']:,} "
+                    "examples.")
+    shards = [records[i] for i in range(len(plan))]
+    layout = family.prepared(runs.load_tokenizer(tokenizer_dir), run)
+    manifest = {"version": 1, "settings": settings, "layout": layout.name,
+                "features": layout.features, "tokenizer": _read_json(tokenizer_info),
+                "examples": sum(s["examples"] for s in shards), "shards": shards,
+                "corpus_bytes": sum(end - start for _, start, end in plan)}
+    _write_json(os.path.join(out, MANIFEST), manifest)
+    say(f"Prepared {manifest['examples']:,} examples in {len(shards)} shards in {out}.")
+    return manifest
+
+
+def load_manifest(data_dir, verify=True):
+    """The manifest of a prepared directory, checked: every shard present and unchanged.
+
+    Raises:
+        PreparedDataError: naming the problem and the fix.
+    """
+    path = os.path.join(data_dir, MANIFEST)
+    if not os.path.isfile(path):
+        raise PreparedDataError(
+            f"{data_dir} has no {MANIFEST}: it is not prepared data, or `keras-ctx prepare` "
+            "did not finish (run it again with the same arguments to resume).")
+    manifest = _read_json(path)
+    for shard in manifest["shards"]:
+        file = os.path.join(data_dir, shard["file"])
+        if not os.path.isfile(file):
+            raise PreparedDataError(f"{file} is missing; run `keras-ctx prepare` again into "
+                                    f"{data_dir} to remake it.")
+        if verify and sha256(file) != shard["sha256"]:
+            raise PreparedDataError(f"{file} does not match its checksum in {MANIFEST} "
+                                    "(changed or corrupt); delete it and run `keras-ctx "
+                                    "prepare` again to remake it.")
+    if not manifest["examples"]:
+        raise PreparedDataError(f"{data_dir} holds no examples: the corpus is too small for "
+                                "this sequence length.")
+    return manifest

@@ -166,10 +166,10 @@ _mapped = mapped_converter(T5Backbone, t5_config_from_huggingface, t5_weight_map
                            ignore=T5_IGNORED, prepare=_prepare)
 
 
-def _convert(config, tensors):
+def _convert(config, tensors, **kwargs):
     if tensors is not None:
         config = output_layer(config, tensors)
-    return _mapped(config, tensors)
+    return _mapped(config, tensors, **kwargs)
 
 
 register_converter("t5")(_convert)

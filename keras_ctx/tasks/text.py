@@ -889,3 +889,25 @@ class LanguageModel(keras.Model):
         config = dict(config)
         config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
         return cls(**config)
+
+
+def language_model(handle, sequence_length=None):
+    """The CausalLM or Seq2SeqLM of a run directory or a saved text task.
+
+    Which one comes from the family's registry entry (encoder-decoders read
+    a source text, the others continue a prompt).
+    """
+    import json
+
+    handle = os.fspath(handle)
+    task_file = os.path.join(handle, TASK_FILE)
+    if os.path.isfile(task_file):
+        with open(task_file, encoding="utf-8") as f:
+            name = json.load(f).get("task")
+        if name not in ("CausalLM", "Seq2SeqLM"):
+            raise ValueError(f"{handle} holds a {name}, which does not generate text.")
+        return _TASKS[name].load(handle)
+    info = runs.read_info(handle)
+    family = families.get(info["family"])
+    cls = Seq2SeqLM if family.inputs == "encoder_decoder" else CausalLM
+    return cls.from_run(handle, sequence_length=sequence_length)

@@ -109,3 +109,16 @@ def test_generate_takes_strings_streams_the_same_text_and_reloads(family, tmp_pa
                                             seed=3)) == top_k
     task.save(str(tmp_path / family))
     assert cls.load(str(tmp_path / family)).generate(prompts, max_length=12) == out
+
+
+def test_cli_generate_prints_what_generate_returns(tmp_path, capsys):
+    from keras_ctx import runs
+    from keras_ctx.cli import main
+
+    out = str(tmp_path / "run")
+    runs.save_run(out, {"model": "gpt2", "family": "gpt2", "sequence_length": 16},
+                  backbone("gpt2"), tokenizer("gpt2"))
+    want = text.CausalLM.from_run(out).generate("the bank", max_length=10)
+    for flags in ([], ["--stream"]):
+        assert main(["generate", out, "the bank", "--max-length", "10"] + flags) == 0
+        assert capsys.readouterr().out.rstrip("\n").splitlines()[-1] == want

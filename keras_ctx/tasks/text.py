@@ -587,6 +587,12 @@ class _Generator(TextTask):
         task._setup_generation()
         return task
 
+    def compile(self, optimizer="adam", loss=None, weighted_metrics=(), **kwargs):
+        """`keras.Model.compile` with next-token cross-entropy on the logits by default."""
+        loss = loss or keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        return self.model.compile(optimizer=optimizer, loss=loss,
+                                  weighted_metrics=list(weighted_metrics), **kwargs)
+
     def _setup_generation(self):
         pre = self.preprocessor
         self.stop_ids = _token_ids(self.tokenizer, self.family.framing.stop)
@@ -689,11 +695,6 @@ class CausalLM(_Generator):
                          backbone=backbone)
         self._setup_generation()
 
-    def compile(self, optimizer="adam", loss=None, weighted_metrics=(), **kwargs):
-        loss = loss or keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-        return self.model.compile(optimizer=optimizer, loss=loss,
-                                  weighted_metrics=list(weighted_metrics), **kwargs)
-
     def _targets(self, inputs, y):
         return _next_tokens(inputs["token_ids"], inputs["padding_mask"])
 
@@ -778,11 +779,6 @@ class Seq2SeqLM(_Generator):
         super().__init__(model, tokenizer, family, sequence_length, truncation,
                          backbone=backbone)
         self._setup_generation()
-
-    def compile(self, optimizer="adam", loss=None, weighted_metrics=(), **kwargs):
-        loss = loss or keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-        return self.model.compile(optimizer=optimizer, loss=loss,
-                                  weighted_metrics=list(weighted_metrics), **kwargs)
 
     def _inputs(self, text):
         source = self.preprocessor(text[0] if isinstance(text, (tuple, list)) else text)

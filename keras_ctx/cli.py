@@ -84,6 +84,21 @@ def _export(args):
     return 0
 
 
+def _generate(args):
+    from keras_ctx.tasks.text import language_model
+
+    model = language_model(args.model)
+    if args.stream:
+        for chunk in model.generate_stream(args.prompt, max_length=args.max_length,
+                                           sampler=args.sampler, seed=args.seed):
+            print(chunk, end="", flush=True)
+        print()
+    else:
+        print(model.generate(args.prompt, max_length=args.max_length, sampler=args.sampler,
+                             seed=args.seed))
+    return 0
+
+
 def _convert(args):
     from keras_ctx.recipes import convert
 
@@ -195,6 +210,18 @@ def build_parser():
                         help="XLA-compile the serving functions (TF Serving on CPU needs "
                              "--xla_cpu_compilation_enabled; see saved_models/README.md)")
     export.set_defaults(run=_export)
+
+    generate = commands.add_parser("generate", help="generate text from a prompt (a run or "
+                                   "saved CausalLM/Seq2SeqLM directory)")
+    generate.add_argument("model", help="a run directory or a saved text task")
+    generate.add_argument("prompt", help="the prompt (encoder-decoders: the source text)")
+    generate.add_argument("--stream", action="store_true", help="print text as it is decoded")
+    generate.add_argument("--max-length", type=int, default=None,
+                          help="most tokens (default: the run's sequence length)")
+    generate.add_argument("--sampler", default="greedy",
+                          choices=["greedy", "random", "top_k", "top_p"])
+    generate.add_argument("--seed", type=int, default=0)
+    generate.set_defaults(run=_generate)
 
     convert = commands.add_parser("convert", help="convert a checkpoint (Hugging Face "
                                                   "directory, ...) to a keras_ctx run dir")

@@ -35,6 +35,8 @@ class Framing:
     Segment ids are 0 up to and including `middle`, 1 after it, for
     families with two segment rows; single-segment families take none.
     Encoder-decoders' decoders read `decoder_start` then the text shifted.
+    `stop`: the tokens that end a generated text (the first one the
+    vocabulary has of each); none: generation runs to max_length.
     """
 
     start: tuple = ()
@@ -43,6 +45,7 @@ class Framing:
     pad: tuple = (("[PAD]", "<pad>"),)
     segments: int = 2
     decoder_start: tuple = ()
+    stop: tuple = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -199,15 +202,17 @@ WORDPIECE_FRAMING = Framing(start=(("[CLS]",),), middle=(("[SEP]",),), end=(("[S
 FAIRSEQ_FRAMING = Framing(start=(("<s>",),), middle=(("</s>",), ("</s>",)), end=(("</s>",),),
                           segments=1)
 # BART's decoder starts with </s> (fairseq).
-BART_FRAMING = dataclasses.replace(FAIRSEQ_FRAMING, decoder_start=(("</s>",),))
+BART_FRAMING = dataclasses.replace(FAIRSEQ_FRAMING, decoder_start=(("</s>",),),
+                                   stop=(("</s>",),))
 # XLNet: A <sep> B <sep> <cls>, the summary token last (Yang et al. 2019).
 XLNET_FRAMING = Framing(middle=(("[SEP]", "<sep>"),),
                         end=(("[SEP]", "<sep>"), ("[CLS]", "<cls>")))
 # GPT-2: no start token; a pair is joined by <|endoftext|>.
-GPT_FRAMING = Framing(middle=(("<|endoftext|>",),), segments=1)
+GPT_FRAMING = Framing(middle=(("<|endoftext|>",),), segments=1,
+                      stop=(("<|endoftext|>",),))
 # T5: text </s> (Raffel et al. 2020); our trained SentencePiece spells </s> [SEP].
 T5_FRAMING = Framing(middle=(("</s>", "[SEP]"),), end=(("</s>", "[SEP]"),), segments=1,
-                     decoder_start=(("<pad>", "[PAD]"),))
+                     decoder_start=(("<pad>", "[PAD]"),), stop=(("</s>", "[SEP]"),))
 
 # XLNet's SentencePiece (its README's spm_train): cased, control symbols
 # <cls> <sep> <pad> <mask> <eod> (spelled as keras_ctx's pipelines find them).

@@ -498,6 +498,40 @@ def _prepare_prompt(token_ids, padding_mask, max_length, pad_token_id, name):
     return tf.constant(token_ids, tf.int32), tf.constant(padding_mask)
 
 
+def decoder_prefill(backbone, token_ids):
+    """The key/value cache of a decoder-only backbone after reading `token_ids`."""
+    cache = backbone.build_cache(tf.shape(token_ids)[0], token_ids.shape[1])
+    return backbone.call_with_cache(token_ids, cache, 0)[1]
+
+
+def decoder_step(backbone):
+    """step(ids, cache, i) -> (logits of the token after position i, cache)."""
+    def step(ids, cache, i):
+        hidden, cache = backbone.call_with_cache(tf.gather(ids, [i], axis=1), cache, i)
+        return backbone.logits(hidden)[:, 0], cache
+
+    return step
+
+
+def seq2seq_prefill(backbone, token_ids, encoder_ids, encoder_mask):
+    """(decoder cache after reading `token_ids`, encoder mask): the encoder runs once."""
+    encoder_output = backbone.encode(encoder_ids, encoder_mask)
+    cache = backbone.build_decoder_cache(encoder_output, token_ids.shape[1])
+    _, cache = backbone.decode_with_cache(token_ids, cache, 0, encoder_mask)
+    return cache, encoder_mask
+
+
+def seq2seq_step(backbone):
+    """step(ids, (cache, encoder mask), i) -> (logits after position i, state)."""
+    def step(ids, state, i):
+        cache, encoder_mask = state
+        hidden, cache = backbone.decode_with_cache(tf.gather(ids, [i], axis=1), cache, i,
+                                                   encoder_mask)
+        return backbone.logits(hidden)[:, 0], (cache, encoder_mask)
+
+    return step
+
+
 def generate(backbone, token_ids, padding_mask=None, max_length=None, sampler="greedy",
              end_token_id=None, pad_token_id=0, use_cache=True, jit_compile="auto", seed=0):
     """Continues right-padded prompts with a decoder-only backbone (GPT, GPT-2).
@@ -539,15 +573,7 @@ def generate(backbone, token_ids, padding_mask=None, max_length=None, sampler="g
         def run(token_ids, prompt_mask, seed):
             batch, length = tf.shape(token_ids)[0], token_ids.shape[1]
             if use_cache:
-                cache = backbone.build_cache(batch, length)
-                _, cache = backbone.call_with_cache(token_ids, cache, 0)
-
-                def step(ids, cache, i):
-                    hidden, cache = backbone.call_with_cache(
-                        tf.gather(ids, [i], axis=1), cache, i)
-                    return backbone.logits(hidden)[:, 0], cache
-
-                state = cache
+                state, step = decoder_prefill(backbone, token_ids), decoder_step(backbone)
             else:
                 def step(ids, state, i):
                     hidden = backbone({"token_ids": ids,
@@ -597,19 +623,9 @@ def generate_seq2seq(backbone, encoder_token_ids, encoder_padding_mask=None,
 
     def make():
         def run(token_ids, prompt_mask, encoder_ids, encoder_mask, seed):
-            length = token_ids.shape[1]
             if use_cache:
-                encoder_output = backbone.encode(encoder_ids, encoder_mask)
-                cache = backbone.build_decoder_cache(encoder_output, length)
-                _, cache = backbone.decode_with_cache(token_ids, cache, 0, encoder_mask)
-
-                def step(ids, state, i):
-                    cache, encoder_mask = state
-                    hidden, cache = backbone.decode_with_cache(
-                        tf.gather(ids, [i], axis=1), cache, i, encoder_mask)
-                    return backbone.logits(hidden)[:, 0], (cache, encoder_mask)
-
-                state = (cache, encoder_mask)
+                state = seq2seq_prefill(backbone, token_ids, encoder_ids, encoder_mask)
+                step = seq2seq_step(backbone)
             else:
                 def step(ids, state, i):
                     encoder_ids, encoder_mask = state
@@ -647,3 +663,67 @@ def sequence_log_probability(logits_fn, token_ids, prompt_mask, padding_mask):
     keep = tf.cast(np.asarray(padding_mask)[:, 1:] & ~np.asarray(prompt_mask)[:, 1:],
                    tf.float32)
     return tf.reduce_sum(picked * keep, axis=1)
+
+
+def stream(backbone, token_ids, max_length=None, sampler="greedy", end_token_id=None,
+           pad_token_id=0, seed=0, encoder_token_ids=None, encoder_padding_mask=None):
+    """Yields the generated token ids of one prompt, one at a time, as they are decoded.
+
+    The same tokens as `generate` (encoder-decoders: `generate_seq2seq` with
+    `decoder_token_ids=token_ids`) with the same sampler and seed: the same
+    prefill, step and sampler call (seeded by position), run one step per
+    Python iteration (a TF graph, not XLA) instead of inside one loop. Ends
+    after a stop token or at max_length. Beam search cannot stream (a beam's
+    tokens change until it finishes).
+
+    Args:
+        backbone: a decoder-only or (with `encoder_token_ids`) an
+            encoder-decoder backbone.
+        token_ids: (1, prompt_length) prompt (the decoder's, start token first).
+        encoder_token_ids, encoder_padding_mask: (1, source_length) for an
+            encoder-decoder.
+        Others as in `generate`.
+
+    Yields:
+        int token ids.
+    """
+    sampler = get_sampler(sampler)
+    if isinstance(sampler, BeamSampler):
+        raise ValueError("Beam search cannot stream (a beam's tokens change until it ends); "
+                         "use a greedy, top_k, top_p or random sampler, or `generate`.")
+    token_ids, prompt_mask = _prepare_prompt(token_ids, None, max_length, pad_token_id,
+                                             "token_ids")
+    if token_ids.shape[0] != 1:
+        raise ValueError(f"`stream` decodes one prompt, got a batch of {token_ids.shape[0]}.")
+    end_tokens = _end_tokens(end_token_id, backbone) or ()
+    key = ("stream", encoder_token_ids is not None, sampler._key())
+
+    def make():
+        if encoder_token_ids is None:
+            prefill = tf.function(lambda ids, *_: decoder_prefill(backbone, ids))
+            step = decoder_step(backbone)
+        else:
+            prefill = tf.function(lambda ids, e, m: seq2seq_prefill(backbone, ids, e, m))
+            step = seq2seq_step(backbone)
+
+        @tf.function
+        def next_token(ids, state, index, seed):
+            logits, state = step(ids, state, index - 1)
+            return tf.cast(sampler(logits, index, seed), tf.int32), state
+
+        return prefill, next_token
+
+    prefill, next_token = _compiled(backbone, key, make)
+    encoder = () if encoder_token_ids is None else (
+        tf.constant(np.asarray(encoder_token_ids), tf.int32),
+        tf.constant(np.ones_like(encoder_token_ids) if encoder_padding_mask is None
+                    else np.asarray(encoder_padding_mask), tf.int32))
+    state = prefill(token_ids, *encoder)
+    seed = tf.constant(seed, tf.int32)
+    for index in range(int(tf.reduce_sum(tf.cast(prompt_mask, tf.int32))), token_ids.shape[1]):
+        sampled, state = next_token(token_ids, state, tf.constant(index), seed)
+        token_ids = _write_column(token_ids, index, sampled)
+        token = int(sampled[0])
+        yield token
+        if token in end_tokens:
+            return

@@ -23,6 +23,7 @@ from keras_ctx.data import corpora
 from keras_ctx.finetuning import finetune  # noqa: F401  (keras-ctx finetune)
 from keras_ctx.optimizers import bert_adamw
 from keras_ctx.preprocessing import TextPreprocessor
+from keras_ctx.schedules import WarmupThenDecay
 from keras_ctx.word_vectors import embed, show_context, word_vectors  # noqa: F401
 
 
@@ -166,17 +167,7 @@ def parse_overrides(pairs):
 
 def optimizer(learning_rate, steps):
     """AdamW, linear warmup over 10% of the steps then linear decay (BERT's schedule)."""
-    warmup = max(1, steps // 10)
-    schedule = keras.optimizers.schedules.PolynomialDecay(
-        learning_rate, decay_steps=max(1, steps - warmup), end_learning_rate=0.0)
-
-    class WarmupThenDecay(keras.optimizers.schedules.LearningRateSchedule):
-        def __call__(self, step):
-            step = keras.ops.cast(step, "float32")
-            return keras.ops.where(step < warmup, learning_rate * (step + 1) / warmup,
-                                   schedule(step - warmup))
-
-    return bert_adamw(WarmupThenDecay(), clipnorm=1.0)
+    return bert_adamw(WarmupThenDecay.for_steps(learning_rate, steps), clipnorm=1.0)
 
 
 def use_xla(choice):

@@ -44,6 +44,9 @@ from keras_ctx.models.cvt import (
 )
 from keras_ctx.pretraining.base import Pretrainer
 from keras_ctx.pretraining.losses import TokenAccuracy, weighted_mean
+from keras_ctx.schedules import CVT_LEARNING_RATE as LEARNING_RATE
+from keras_ctx.schedules import CVT_WARM_UP_STEPS as WARM_UP_STEPS
+from keras_ctx.schedules import CvtLearningRate  # noqa: F401 (re-exported)
 
 UNLABELLED = "__unlabelled__"
 
@@ -51,9 +54,6 @@ UNLABELLED = "__unlabelled__"
 LABEL_SMOOTHING = 0.1
 LABELLED_DROPOUT = 0.5
 UNLABELLED_DROPOUT = 0.2
-LEARNING_RATE = 0.5
-WARM_UP_STEPS = 5000
-LEARNING_RATE_DECAY = 0.005
 MOMENTUM = 0.9
 GRADIENT_CLIP = 1.0
 EMA_DECAY = 0.998
@@ -73,34 +73,6 @@ def smoothed_cross_entropy(labels, logits, smoothing):
     labels = ops.expand_dims(ops.cast(labels, "int32"), -1)
     nll = -ops.squeeze(ops.take_along_axis(log_q, labels, axis=-1), -1)
     return (1.0 - smoothing) * nll - smoothing * ops.mean(log_q, axis=-1)
-
-
-@keras.saving.register_keras_serializable(package="keras_ctx")
-class CvtLearningRate(keras.optimizers.schedules.LearningRateSchedule):
-    """cvt_text's learning rate: warm-up, then inverse square-root decay.
-
-        eta_t = eta * min(t, warm_up_steps) / warm_up_steps / (1 + decay * sqrt(t))
-
-    t is the update count from 0 (cvt_text's global_step: the first update has
-    rate 0). Defaults: eta 0.5, 5000 warm-up steps, decay 0.005.
-    """
-
-    def __init__(self, learning_rate=LEARNING_RATE, warm_up_steps=WARM_UP_STEPS,
-                 decay=LEARNING_RATE_DECAY):
-        if not warm_up_steps > 0:
-            raise ValueError(f"`warm_up_steps` must be > 0, got {warm_up_steps!r}.")
-        self.learning_rate = float(learning_rate)
-        self.warm_up_steps = warm_up_steps
-        self.decay = float(decay)
-
-    def __call__(self, step):
-        t = ops.cast(step, "float32")
-        warm_up = ops.minimum(t, float(self.warm_up_steps)) / float(self.warm_up_steps)
-        return self.learning_rate * warm_up / (1.0 + self.decay * ops.sqrt(t))
-
-    def get_config(self):
-        return {"learning_rate": self.learning_rate, "warm_up_steps": self.warm_up_steps,
-                "decay": self.decay}
 
 
 def cvt_optimizer(learning_rate=LEARNING_RATE, warm_up_steps=WARM_UP_STEPS,

@@ -1,6 +1,15 @@
 """Fine-tuning models over any backbone."""
 
 from keras_ctx.tasks.heads import SequenceClassifier, SpanQuestionAnswerer, TokenClassifier
+from keras_ctx.tasks.text import (  # noqa: F401  (text in, text out)
+    CausalLM,
+    LanguageModel,
+    Seq2SeqLM,
+    TextClassifier,
+    TextEmbedder,
+    TextTask,
+)
+from keras_ctx.tasks import text  # noqa: F401  (text.TokenClassifier, text.SpanQuestionAnswerer)
 from keras_ctx.tasks.transfer import (  # noqa: E402
     ConcatPoolClassifier,
     ConcatPooling,

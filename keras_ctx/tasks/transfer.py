@@ -22,119 +22,20 @@ Layer groups are lists of variables, embeddings first, the task head last:
 `layer_groups(model, backbone)`.
 """
 
-import math
-
 import keras
 import tensorflow as tf
-from keras import ops
 
 from keras_ctx.layers.dropout import Dropout
 from keras_ctx.tasks.heads import ConcatPooling, Task  # noqa: F401 (re-exported)
 
 # Howard & Ruder 2018, Sec. 3.2: "eta^(l-1) = eta^l / 2.6 works well".
 DISCRIMINATIVE_FACTOR = 2.6
-# Howard & Ruder 2018, Sec. 4 (hyperparameters): cut_frac 0.1, ratio 32.
-STLR_CUT_FRACTION = 0.1
-STLR_RATIO = 32.0
-
-
-# ------------------------------------------------------------------ STLR
-
-@keras.saving.register_keras_serializable(package="keras_ctx")
-class SlantedTriangular(keras.optimizers.schedules.LearningRateSchedule):
-    """Slanted triangular learning rates (Howard & Ruder 2018, Eq. 3).
-
-        cut   = floor(T * cut_frac)
-        p     = t / cut                                   if t < cut
-                1 - (t - cut) / (cut * (1 / cut_frac - 1)) otherwise
-        eta_t = eta_max * (1 + p * (ratio - 1)) / ratio
-
-    `t` is the optimizer's update count (0 for the first update). p reaches 0
-    at t = cut / cut_frac, which is T when T * cut_frac is an integer and
-    earlier otherwise (floor); from there the rate stays at eta_max / ratio
-    (p is clipped at 0) instead of turning negative.
-
-    Args:
-        max_learning_rate: eta_max.
-        total_steps: T, the number of updates of the whole fine-tuning run.
-        cut_fraction: the fraction of T spent increasing (0.1 in the paper).
-        ratio: how much smaller the lowest rate is than eta_max (32).
-
-    Example:
-    >>> schedule = SlantedTriangular(0.01, total_steps=1000)
-    >>> optimizer = keras.optimizers.Adam(schedule, beta_1=0.7, beta_2=0.99)
-    """
-
-    def __init__(self, max_learning_rate, total_steps, cut_fraction=STLR_CUT_FRACTION,
-                 ratio=STLR_RATIO):
-        if not 0 < cut_fraction < 1:
-            raise ValueError(f"`cut_fraction` must be in (0, 1), got {cut_fraction!r}.")
-        if ratio < 1:
-            raise ValueError(f"`ratio` must be >= 1, got {ratio!r}.")
-        cut = math.floor(total_steps * cut_fraction)
-        if cut < 1:
-            raise ValueError(
-                f"total_steps * cut_fraction = {total_steps} * {cut_fraction} < 1 leaves no "
-                "increasing phase: train for more steps or raise cut_fraction.")
-        self.max_learning_rate = float(max_learning_rate)
-        self.total_steps = int(total_steps)
-        self.cut_fraction = float(cut_fraction)
-        self.ratio = float(ratio)
-        self.cut = cut
-
-    def __call__(self, step):
-        t = ops.cast(step, "float32")
-        cut = float(self.cut)
-        rising = t / cut
-        falling = 1.0 - (t - cut) / (cut * (1.0 / self.cut_fraction - 1.0))
-        p = ops.maximum(ops.where(t < cut, rising, falling), 0.0)
-        return self.max_learning_rate * (1.0 + p * (self.ratio - 1.0)) / self.ratio
-
-    def get_config(self):
-        return {"max_learning_rate": self.max_learning_rate, "total_steps": self.total_steps,
-                "cut_fraction": self.cut_fraction, "ratio": self.ratio}
-
-
-@keras.saving.register_keras_serializable(package="keras_ctx")
-class ScaledLearningRate(keras.optimizers.schedules.LearningRateSchedule):
-    """A learning rate (float or schedule) times a scale variable set per update.
-
-        eta_t = scale * base(t)
-
-    The optimizer evaluates its learning rate inside `apply`, after the loss
-    is computed: a model that assigns `scale` in its step rescales that very
-    update, for any Keras optimizer (Adam's m / sqrt(v) step included). AWD-LSTM's
-    variable-length BPTT sets scale = length / bptt (Merity et al. 2017, Sec. 4.1).
-
-    Args:
-        learning_rate: a float or a `LearningRateSchedule` (e.g. `SlantedTriangular`).
-        scale: a scalar float32 `keras.Variable` (default: a new one, 1.0).
-
-    Example:
-    >>> scale = keras.Variable(1.0, trainable=False)
-    >>> adam = keras.optimizers.Adam(ScaledLearningRate(1e-3, scale))
-    """
-
-    def __init__(self, learning_rate, scale=None):
-        if isinstance(learning_rate, dict):
-            learning_rate = keras.optimizers.schedules.deserialize(learning_rate)
-        self.learning_rate = learning_rate
-        # A reloaded schedule has no owner: its scale stays 1 until one is given.
-        self.scale = scale if scale is not None else keras.Variable(
-            1.0, dtype="float32", trainable=False, name="learning_rate_scale")
-
-    def __call__(self, step):
-        base = self.learning_rate
-        if isinstance(base, keras.optimizers.schedules.LearningRateSchedule):
-            base = base(step)
-        return ops.cast(base, "float32") * ops.cast(self.scale, "float32")
-
-    def get_config(self):
-        base = self.learning_rate
-        if isinstance(base, keras.optimizers.schedules.LearningRateSchedule):
-            base = keras.optimizers.schedules.serialize(base)
-        return {"learning_rate": base}
-
+from keras_ctx.schedules import (  # noqa: F401 (re-exported)
+    STLR_CUT_FRACTION,
+    STLR_RATIO,
+    ScaledLearningRate,
+    SlantedTriangular,
+)
 
 def scale_learning_rate(optimizer, scale):
     """Makes `optimizer`'s learning rate `ScaledLearningRate(its rate, scale)` (in place).

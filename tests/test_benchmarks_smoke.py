@@ -9,12 +9,15 @@ def test_train_throughput_tiny_bert_runs_and_reports():
     rows = train_throughput.main([
         "--model", "bert", "--compare", "none", "--layers", "1", "--hidden", "32",
         "--heads", "2", "--batch", "2", "--length", "16", "--xla", "off",
-        "--repeats", "1", "--steps", "1",
+        "--repeats", "2", "--steps", "2",
     ])
     assert len(rows) == 1
-    implementation, xla, precision, ms, tokens, gflops, mfu, hfu, rss = rows[0]
+    implementation, xla, precision, ms, spread, faults, tokens, gflops, mfu, hfu, rss = rows[0]
     assert (implementation, xla, precision) == ("keras_ctx", "off", "float32")
     assert float(ms) > 0
+    low, high = (float(v) for v in spread.split("-"))
+    assert low <= float(ms) <= high  # the median of the 4 single steps lies within p10-p90
+    assert float(faults.replace(",", "")) >= 0
     assert float(tokens.replace(",", "")) == pytest.approx(2 * 16 / (float(ms) / 1e3), rel=0.05)
     # Three significant digits: a tiny model at 0.9% still shows the sparse last layer.
     assert 0 < float(hfu.rstrip("%")) < float(mfu.rstrip("%")) < 100  # sparse last layer

@@ -34,6 +34,14 @@ DOCS_REQUIRES = [
     "mkdocstrings-python==2.0.11",
 ]
 
+# ONNX export (keras_ctx.export.export_onnx) and ONNX Runtime: the versions it was
+# checked with; they leave every pin above (protobuf included) as it is.
+ONNX_REQUIRES = [
+    "tf2onnx==1.17.0",
+    "onnx==1.23.2",
+    "onnxruntime==1.32.0",
+]
+
 setup(
     name="keras-ctx",
     version="0.1.0",
@@ -47,6 +55,7 @@ setup(
     packages=find_packages(include=["keras_ctx", "keras_ctx.*"]),
     python_requires=">=3.10",
     install_requires=INSTALL_REQUIRES,
-    extras_require={"test": TEST_REQUIRES, "docs": DOCS_REQUIRES, "plot": PLOT_REQUIRES},
+    extras_require={"test": TEST_REQUIRES, "docs": DOCS_REQUIRES, "plot": PLOT_REQUIRES,
+                    "onnx": ONNX_REQUIRES},
     entry_points={"console_scripts": ["keras-ctx=keras_ctx.cli:main"]},
 )

@@ -17,16 +17,21 @@ XLNet defaults to 0; it is given 0.1, as ours). XLNet runs without memory
 (mem_len 0) and as a plain bidirectional encoder (its fine-tuning use).
 
 Everything runs in one process: each configuration (model x library x XLA)
-is built and compiled first, then the parent alternates them, `--steps`
-steps per turn, `--repeats` turns, and reports the median ms/step, tokens/s
-and keras_ctx's ratio to keras-hub's tokens/s in the same configuration.
+is built and compiled first, then single steps are timed in turns (A B, B A,
+A B, ...; `--steps` of each), so drift and other jobs on the machine hit all
+alike. Reported per configuration: the median ms/step and its p10-p90 spread,
+the median minor page faults per step (`getrusage`), tokens/s, and
+keras-hub's time over keras_ctx's per turn (the two steps timed back to back),
+median and p10-p90. Whole-`fit` or multi-step timings can't separate two
+libraries on a shared VM (they come out at multiples of the scheduler's
+slice); per-step interleaved medians can. TensorFlow runs with the caching
+allocator (benchmarks/__init__.py; TF_CPU_ALLOCATOR_USE_BFC=false for glibc's).
 `--threads N` limits TensorFlow (and XLA:CPU) to N intra-op threads and one
 inter-op thread: on a machine shared with other jobs, one thread each gives
 steadier ratios (both libraries are time-sliced alike), at N-core speed.
 """
 
 import argparse
-import time
 
 import numpy as np
 
@@ -106,14 +111,11 @@ def build(model_name, library, xla, args):
     return train, iterator
 
 
-def time_steps(train, iterator, steps):
+def one_step(train, iterator):
+    """A callable that runs one training step and waits for it."""
     import tensorflow as tf
 
-    start = time.perf_counter()
-    for _ in range(steps):
-        logs = train(iterator)
-    np.asarray(tf.nest.flatten(logs)[0])  # waits for the last step
-    return (time.perf_counter() - start) / steps
+    return lambda: np.asarray(tf.nest.flatten(train(iterator))[0])
 
 
 def run(args):
@@ -125,34 +127,30 @@ def run(args):
     load_start = common.load_average()
     configs = [(m, lib, j) for m in args.models for j in xla
                for lib in ("keras_ctx", "keras-hub")]
-    built = {config: build(*config, args) for config in configs}
-    times = {config: [] for config in configs}
-    for _ in range(args.repeats):
-        for config in configs:  # alternate, so that drift hits all alike
-            times[config].append(time_steps(*built[config], args.steps))
+    steps = {config: one_step(*build(*config, args)) for config in configs}
+    samples = common.interleave(steps, args.steps)
 
     tokens = args.batch * args.length
     rows = []
     for model_name, library, jit in configs:
-        seconds = float(np.median(times[(model_name, library, jit)]))
-        ours = float(np.median(times[(model_name, "keras_ctx", jit)]))
-        theirs = float(np.median(times[(model_name, "keras-hub", jit)]))
-        # Per repeat: the ratio of the two measured back to back, then its median.
-        ratios = [b / a for a, b in zip(times[(model_name, "keras_ctx", jit)],
-                                        times[(model_name, "keras-hub", jit)])]
-        ratio = (f"{theirs / ours:.2f}x (per repeat {min(ratios):.2f}-{max(ratios):.2f})"
-                 if library == "keras_ctx" else "")
+        seconds, spread, faults = common.summary(samples[(model_name, library, jit)])
+        ratio = ""
+        if library == "keras_ctx":
+            median, ratio_spread = common.paired_ratio(
+                samples[(model_name, "keras_ctx", jit)], samples[(model_name, "keras-hub", jit)])
+            ratio = f"{median:.2f}x ({ratio_spread})"
         rows.append((model_name, library, "on" if jit else "off", f"{seconds * 1e3:.1f}",
-                     f"{tokens / seconds:,.0f}", ratio))
+                     spread, f"{faults:,.0f}", f"{tokens / seconds:,.0f}", ratio))
     title = (f"bare backbone + Dense head + Keras loss, L{args.layers} H{args.hidden} "
              f"A{args.heads}, batch {args.batch}, length {args.length}, float32"
              + (f", {args.threads} thread(s)" if args.threads else ""))
-    notes = (f"keras_ctx / keras-hub = keras_ctx's tokens/s over keras-hub's, same "
-             f"configuration; median of {args.repeats} x {args.steps} steps, the "
-             f"configurations alternated in one process; load average (1, 5, 15 min) at "
-             f"start {load_start}, at end {common.load_average()}.")
-    text = common.table(["model", "library", "XLA", "ms/step", "tokens/s (median)",
-                         "keras_ctx / keras-hub"], rows) + "\n\n" + notes
+    notes = (f"Median of {args.steps} single steps per configuration, timed in turns in one "
+             f"process; p10-p90 in brackets. keras_ctx / keras-hub = keras-hub's step time "
+             f"over keras_ctx's, per turn. {common.allocator()}. Load average (1, 5, 15 "
+             f"min) at start {load_start}, at end {common.load_average()}.")
+    text = common.table(["model", "library", "XLA", "ms/step (median)", "p10-p90 ms",
+                         "page faults/step", "tokens/s", "keras_ctx / keras-hub"],
+                        rows) + "\n\n" + notes
     common.report("backbone", title, text, args.record)
     return rows
 
@@ -164,8 +162,8 @@ def parser():
     for name, value in DEFAULTS.items():
         p.add_argument(f"--{name}", type=int, default=value)
     p.add_argument("--xla", default="both", choices=["on", "off", "both"])
-    p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--steps", type=int, default=30,
+                   help="single steps timed per configuration, in turns")
     p.add_argument("--threads", type=int, default=0,
                    help="intra-op threads (0: TensorFlow's default, all cores)")
     p.add_argument("--record", action="store_true")

@@ -11,7 +11,11 @@ For each batch size, times one forward pass (no dropout) of
 - `keras_ctx Keras (tf.function)` / `(XLA)`: the backbone called in a
   `tf.function`, without and with `jit_compile`;
 - `keras-hub backbone (tf.function)` / `(XLA)`: keras-hub's backbone of the
-  same configuration, the same way.
+  same configuration, the same way;
+- `keras_ctx ONNX Runtime`: `keras_ctx.export.export_onnx` (the same
+  outputs as serving_default), run by ONNX Runtime's CPU provider with its
+  default threads and graph optimizations (skipped without the `[onnx]`
+  extra, or with `--no-onnx`).
 
 The implementations alternate within each repeat and the table shows the
 median latency in ms and its ratio to the Keras backbone under XLA. The default configuration is the training benchmark's
@@ -53,12 +57,28 @@ def inputs_for(model, batch, length, rng):
     return {name: data[name] for name in names}
 
 
-def candidates(ours, theirs, export_dir):
+def onnx_runtime(ours, export_dir):
+    """(label, XLA, call) of the backbone exported to ONNX and run by ONNX Runtime."""
+    import onnxruntime
+
+    from keras_ctx.export import export_onnx
+
+    path = export_onnx(ours, os.path.join(export_dir, "backbone.onnx"))
+    session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+    return ("keras_ctx ONNX Runtime", None, lambda x: session.run(None, x))
+
+
+def candidates(ours, theirs, export_dir, onnx=True):
     import tensorflow as tf
 
     from keras_ctx.export import export_saved_model
 
     rows = []
+    if onnx:
+        try:
+            rows.append(onnx_runtime(ours, export_dir))
+        except (ImportError, ValueError) as error:  # no [onnx] extra (ExportError)
+            print(f"ONNX Runtime skipped: {error}")
     for jit in (False, True):
         path = export_saved_model(ours, os.path.join(export_dir, str(jit)), jit_compile=jit)
         serving = tf.saved_model.load(path).signatures["serving_default"]
@@ -84,6 +104,8 @@ def main(argv=None):
     parser.add_argument("--length", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--calls", type=int, default=10, help="calls timed per repeat")
+    parser.add_argument("--no-onnx", dest="onnx", action="store_false",
+                        help="skip the ONNX export and ONNX Runtime")
     parser.add_argument("--record", action="store_true")
     args = parser.parse_args(argv)
 
@@ -94,7 +116,7 @@ def main(argv=None):
     rng = np.random.default_rng(0)
     rows = []
     with tempfile.TemporaryDirectory() as export_dir:
-        impls = candidates(ours, theirs, export_dir)
+        impls = candidates(ours, theirs, export_dir, args.onnx)
         for batch in args.batches:
             x_ours = inputs_for(ours, batch, args.length, rng)
             x_theirs = inputs_for(theirs, batch, args.length, rng)
@@ -116,13 +138,13 @@ def main(argv=None):
                 if label == "keras_ctx Keras" and jit)]))
             for index, (label, jit, _) in enumerate(impls):
                 median = float(np.median(times[index]))
-                rows.append((label, "on" if jit else "off", batch,
+                rows.append((label, {True: "on", False: "off", None: "-"}[jit], batch,
                              f"{median * 1e3:.2f}", f"{batch * args.length / median:,.0f}",
                              f"{median / reference:.2f}"))
 
     title = (f"{args.model} inference latency, L{args.layers} H{args.hidden} "
              f"A{args.heads}, sequence {args.length}, float32")
-    notes = (f"Median of {args.repeats} x {args.calls} calls; load average (1, 5, 15 min) "
+    notes = (f"Median of {args.repeats} x {args.calls} calls; {common.allocator()}; load average (1, 5, 15 min) "
              f"at start {load_start}, at end {common.load_average()}.")
     text = common.table(["implementation", "XLA", "batch", "latency ms (median)",
                          "tokens/s", "latency / keras_ctx Keras XLA"], rows) + "\n\n" + notes

@@ -7,8 +7,12 @@ One training step (forward, backward, Adam update, the objective's metrics)
 of each implementation is timed on a fixed synthetic batch (random token
 ids, fixed masks), so the input pipeline is not measured. Every
 configuration (implementation x XLA x precision) runs in its own worker
-subprocess, compiled once; the parent then alternates the workers, `--steps`
-steps each, `--repeats` times, and reports the median. Peak memory is the
+subprocess (a precision policy is global), compiled once; the parent then
+alternates the workers, `--steps` single steps each per turn, `--repeats`
+turns (the order reversed every other turn), each step timed on its own with
+its minor page faults (`getrusage`). Reported: the median ms/step, its
+p10-p90 spread and the median page faults per step. TensorFlow runs with the
+caching allocator (benchmarks/__init__.py). Peak memory is the
 worker's RSS high-water mark (`resource.getrusage`), TensorFlow runtime
 included (about 0.5-0.7 GB of it is the imported libraries).
 
@@ -291,11 +295,13 @@ def worker(spec):
     for line in sys.stdin:
         command = line.strip()
         if command == "run":
-            start = time.perf_counter()
-            for _ in range(spec["steps"]):
-                logs = train(iterator)
-            loss = float(np.asarray(tf.nest.flatten(logs)[0]))  # waits for the last step
-            report({"seconds": (time.perf_counter() - start) / spec["steps"], "loss": loss})
+            losses = []
+
+            def step():  # one step, waiting for it
+                losses.append(float(np.asarray(tf.nest.flatten(train(iterator))[0])))
+
+            samples = [common.timed_step(step) for _ in range(spec["steps"])]
+            report({"samples": samples, "loss": losses[-1]})
         elif command == "quit":
             break
     report({"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
@@ -382,10 +388,11 @@ def run(args):
             failures[len(failures)] = (config, str(error).splitlines()[-1])
     times = {id(w): [] for _, w in workers}
     peak_runs = []
-    for _ in range(args.repeats):
+    for turn in range(args.repeats):
         peak_runs.append(peak_worker_.send("run"))
-        for _, w in workers:  # alternate, so that drift hits all alike
-            times[id(w)].append(w.send("run")["seconds"])
+        # Alternate (A B, B A, ...), so that drift and other jobs hit all alike.
+        for _, w in (workers if turn % 2 == 0 else workers[::-1]):
+            times[id(w)].extend(w.send("run")["samples"])
     memory = {id(w): w.close()["peak_rss_mb"] for _, w in workers}
     peak_worker_.close()
     peaks = {d: float(np.median([r[d] for r in peak_runs])) for d in dtypes}
@@ -393,18 +400,20 @@ def run(args):
     rows = []
     tokens = args.batch * args.length
     for config, w in workers:
-        seconds = float(np.median(times[id(w)]))
+        seconds, spread, faults = common.summary(times[id(w)])
         flops = model_flops(config, config["implementation"])
         executed = executed_flops(config, config["implementation"])
         peak = peaks["bfloat16" if config["precision"] == "mixed_bfloat16" else "float32"]
         rows.append((config["implementation"], "on" if config["xla"] else "off",
-                     config["precision"], f"{seconds * 1e3:.1f}", f"{tokens / seconds:,.0f}",
+                     config["precision"], f"{seconds * 1e3:.1f}", spread, f"{faults:,.0f}",
+                     f"{tokens / seconds:,.0f}",
                      f"{flops / seconds / 1e9:,.1f}", f"{100 * flops / seconds / peak:.3g}%",
                      f"{100 * executed / seconds / peak:.3g}%", f"{memory[id(w)]:,.0f}"))
     for config, message in failures.values():
         rows.append((config["implementation"], "on" if config["xla"] else "off",
-                     config["precision"], "failed", message[:80], "", "", "", ""))
-    header = ["implementation", "XLA", "precision", "ms/step", "tokens/s (median)",
+                     config["precision"], "failed", message[:80], "", "", "", "", "", ""))
+    header = ["implementation", "XLA", "precision", "ms/step (median)", "p10-p90 ms",
+              "page faults/step", "tokens/s (median)",
               "model GFLOP/s", "MFU", "HFU", "peak RSS MB"]
     title = (f"{args.model} training, L{args.layers} H{args.hidden} A{args.heads}, "
              f"batch {args.batch}, length {args.length}")
@@ -413,7 +422,8 @@ def run(args):
                 else "")
              + f"; model FLOPs/step {model_flops(configs[0], 'keras_ctx') / 1e9:,.2f} G, "
              f"executed by keras_ctx {executed_flops(configs[0], 'keras_ctx') / 1e9:,.2f} G; "
-             f"median of {args.repeats} x {args.steps} steps; "
+             f"median of {args.repeats} turns x {args.steps} single steps, each timed; "
+             f"{common.allocator()}; "
              f"load average (1, 5, 15 min) at start {load_start}, at end {common.load_average()}.")
     text = common.table(header, rows) + "\n\n" + notes
     common.report("train_throughput", title, text, args.record)
@@ -430,8 +440,8 @@ def parser():
     p.add_argument("--xla", default="both", choices=["on", "off", "both"])
     p.add_argument("--precision", default="float32",
                    choices=["float32", "mixed_bfloat16", "both"])
-    p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--repeats", type=int, default=30, help="turns over the configurations")
+    p.add_argument("--steps", type=int, default=1, help="single steps per configuration a turn")
     p.add_argument("--record", action="store_true")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--peak-worker", help=argparse.SUPPRESS)

@@ -6,7 +6,9 @@ import os
 # unless the user already chose (and then insist below).
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
-from keras_ctx.startup import quiet_startup  # noqa: E402  (standard library only)
+from keras_ctx.startup import quiet_startup, use_caching_allocator  # noqa: E402  (stdlib only)
+
+use_caching_allocator()  # the `keras-ctx` command only; before TensorFlow starts
 
 with quiet_startup():
     import keras  # noqa: E402

@@ -271,3 +271,6 @@ def export_saved_model(
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+from keras_ctx.export_onnx import export_onnx  # noqa: E402,F401  (needs the helpers above)

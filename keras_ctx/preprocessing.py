@@ -172,9 +172,9 @@ def _piece_surface(tokenizer, piece):
     import keras_hub
 
     if isinstance(tokenizer, keras_hub.tokenizers.BytePairTokenizer):
-        from keras_hub.src.tokenizers.byte_pair_tokenizer import bytes_to_unicode
+        from keras_ctx import compat
 
-        byte_values, characters = bytes_to_unicode()
+        byte_values, characters = compat.bytes_to_unicode()
         byte_of = dict(zip(characters, byte_values))  # "Ġ" -> b" "
         raw = b"".join(byte_of[c] for c in piece if c in byte_of)
         return raw.decode("utf-8", errors="ignore")

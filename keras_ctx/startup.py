@@ -1,4 +1,4 @@
-"""Start-up of the `keras-ctx` command: TensorFlow's load-time lines hidden.
+"""Start-up of the `keras-ctx` command: a caching allocator, TensorFlow's load-time lines hidden.
 
 Standard library only: keras_ctx/__init__.py imports it before TensorFlow.
 """
@@ -14,6 +14,24 @@ def _invoked_as_cli():
     orig_argv = getattr(sys, "orig_argv", [])
     return (os.path.basename(sys.argv[0]) == "keras-ctx"
             or orig_argv[1:3] == ["-m", "keras_ctx.cli"])
+
+
+# TensorFlow's BFC allocator for host memory: it keeps the buffers XLA:CPU
+# allocates each step instead of glibc handing them back to the kernel and
+# faulting them in again (about 115,000 page faults per bert-mini step;
+# docs/notes/speed.md, benchmarks/RESULTS.md).
+CACHING_ALLOCATOR = ("TF_CPU_ALLOCATOR_USE_BFC", "true")
+
+
+def use_caching_allocator():
+    """Sets `TF_CPU_ALLOCATOR_USE_BFC=true` unless the user set it; before TensorFlow starts.
+
+    Only for the `keras-ctx` command: a Python user's process is theirs
+    (docs/notes/speed.md gives them the one line). TensorFlow reads the
+    variable when it creates its CPU allocator, so this must run first.
+    """
+    if _invoked_as_cli():
+        os.environ.setdefault(*CACHING_ALLOCATOR)
 
 
 @contextlib.contextmanager

@@ -18,17 +18,19 @@ ms), which reads the gradient from the buffer the weight-gradient product
 reads anyway: BERT-mini's training step, 334 -> 312 ms.
 
 `Dense` and `EinsumDense` are Keras' layers with only `call` changed, and
-only under XLA: same weights, names, LoRA and quantization (Keras' quantized
-path is untouched). Outside XLA they are Keras' own: TensorFlow's kernels do
-not have these problems, and a custom gradient's extra ops would slow
-one-token decoding in a TF graph (0.92x keras-hub at batch 1).
+only under XLA for a CPU (`_xla.cpu_rewrites`): same weights, names, LoRA and
+quantization (Keras' quantized path is untouched). Outside XLA they are
+Keras' own: TensorFlow's kernels do not have these problems, and a custom
+gradient's extra ops would slow one-token decoding in a TF graph (0.92x
+keras-hub at batch 1). On GPU and TPU they are Keras' own too: XLA fuses
+these reductions there, and a barrier would only block fusion.
 """
 
 import keras
 import tensorflow as tf
 from keras import ops
 
-from keras_ctx.layers._xla import in_xla_compilation, optimization_barrier
+from keras_ctx.layers._xla import cpu_rewrites, in_xla_compilation, optimization_barrier
 
 
 def _weight_gradient(inputs, upstream):
@@ -46,11 +48,11 @@ def _weight_gradient(inputs, upstream):
 def column_sum(tensor):
     """Sum over all axes but the last: (..., width) -> (width,).
 
-    Under XLA, as the product of the rows with a block of ones; elsewhere
-    TensorFlow's own reduction, which is fast.
+    Under XLA for a CPU, as the product of the rows with a block of ones;
+    elsewhere TensorFlow's (or XLA:GPU/TPU's) own reduction, which is fast.
     """
     tensor = tf.convert_to_tensor(tensor)
-    if not in_xla_compilation() or tensor.shape.rank is None or tensor.shape.rank < 2:
+    if not cpu_rewrites() or tensor.shape.rank is None or tensor.shape.rank < 2:
         return tf.reduce_sum(tensor, axis=tf.range(tf.rank(tensor) - 1))
     rows = tf.reshape(tensor, [-1, tf.shape(tensor)[-1]])
     # Eight columns of ones, not one: XLA:CPU runs a one-column product as a
@@ -101,7 +103,7 @@ def _reshape(tensor, like, trailing, drop):
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
 class Dense(keras.layers.Dense):
-    """`keras.layers.Dense` with faster gradients under XLA (see the module docstring).
+    """`keras.layers.Dense` with faster gradients under XLA:CPU (see the module docstring).
 
     Example:
     >>> layer = keras_ctx.layers.Dense(256)
@@ -113,7 +115,7 @@ class Dense(keras.layers.Dense):
         return super().quantize(mode, type_check=False, config=config)
 
     def call(self, inputs, training=None):
-        if not in_xla_compilation():  # TensorFlow's own kernels are fast here
+        if not cpu_rewrites():  # TensorFlow's kernels, XLA:GPU/TPU are fast here
             return super().call(inputs, training=training)
         x = matmul(inputs, self.kernel)
         if self.bias is not None:
@@ -131,17 +133,17 @@ _MERGE_HEADS = "btnh,nhd->btd"
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
 class EinsumDense(keras.layers.EinsumDense):
-    """`keras.layers.EinsumDense`; under XLA the attention equations are one 2-D product.
+    """`keras.layers.EinsumDense`; under XLA:CPU the attention equations are one 2-D product.
 
     "btd,dnh->btnh" (split into heads) and "btnh,nhd->btd" (merge heads) go
-    through `matmul`; any other equation, and any call outside XLA, is Keras'.
+    through `matmul`; any other equation, and any call outside XLA:CPU, is Keras'.
     """
 
     def quantize(self, mode=None, type_check=True, config=None):
         return super().quantize(mode, type_check=False, config=config)
 
     def call(self, inputs, training=None):
-        if not in_xla_compilation() or self.equation not in (_SPLIT_HEADS, _MERGE_HEADS):
+        if not cpu_rewrites() or self.equation not in (_SPLIT_HEADS, _MERGE_HEADS):
             return super().call(inputs, training=training)
         kernel = self.kernel
         if self.equation == _SPLIT_HEADS:

@@ -6,7 +6,7 @@ from keras import ops
 
 from keras_ctx.layers import _checks
 from keras_ctx.layers import dense
-from keras_ctx.layers._xla import in_xla_compilation
+from keras_ctx.layers._xla import cpu_rewrites
 from keras_ctx.layers.dense import column_sum
 from keras_ctx.layers.lookup import take_rows
 
@@ -288,7 +288,7 @@ class PositionEmbedding(keras.layers.Layer):
                     length = tf.identity(length)
         table = ops.cast(self.position_embeddings, self.compute_dtype)
         positions = ops.slice(table, (start_index, 0), (length, ops.shape(table)[1]))
-        if in_xla_compilation():
+        if cpu_rewrites():  # XLA:CPU only (layers/_xla.py)
             return _broadcast_over_batch(positions, ops.shape(inputs))
         return ops.broadcast_to(positions[None], ops.shape(inputs))
 

@@ -345,14 +345,14 @@ class LSTMP(keras.layers.Layer):
         return tf.transpose(hs, (1, 0, 2))[:, last], final_state
 
     def _cudnn(self, inputs, mask, recurrent_kernel=None, initial_state=None):
-        from keras.src.backend.tensorflow import rnn as tf_rnn
+        from keras_ctx import compat
 
         if initial_state is None:
             batch = tf.shape(inputs)[0]
             zeros = tf.zeros(tf.stack([batch, self.units]), inputs.dtype)
             initial_state = (zeros, zeros)
         h0, c0 = (tf.cast(s, inputs.dtype) for s in initial_state)
-        last, outputs, final_state = tf_rnn.lstm(
+        last, outputs, final_state = compat.cudnn_lstm()(
             inputs,
             h0,
             c0,

@@ -3,15 +3,16 @@
 Keras' layers, with `call` changed for the usual case (the last axis, learned
 scale and offset): the row statistics are products with a ones vector and the
 scale/offset gradients are `column_sum`s (see `keras_ctx.layers.dense`), where
-XLA:CPU would emit slow strided reductions. Same weights and names; under XLA
-the statistics are the same sums in another order (float32 round-off only).
+XLA:CPU would emit slow strided reductions. Same weights and names; under
+XLA:CPU the statistics are the same sums in another order (float32 round-off
+only). Outside XLA, and under XLA for a GPU or TPU, Keras' own `call`.
 """
 
 import keras
 import tensorflow as tf
 
 from keras_ctx.layers.dense import bias_add, column_sum
-from keras_ctx.layers._xla import in_xla_compilation
+from keras_ctx.layers._xla import cpu_rewrites
 
 
 @tf.custom_gradient
@@ -29,8 +30,8 @@ def _row_mean(tensor):
 
 
 def row_mean(tensor):
-    """`reduce_mean(tensor, -1, keepdims=True)`; under XLA, a product with ones."""
-    if in_xla_compilation() and tensor.shape[-1] is not None:
+    """`reduce_mean(tensor, -1, keepdims=True)`; under XLA:CPU, a product with ones."""
+    if cpu_rewrites() and tensor.shape[-1] is not None:
         return _row_mean(tensor)
     return tf.reduce_mean(tensor, axis=-1, keepdims=True)
 
@@ -63,7 +64,7 @@ class LayerNormalization(keras.layers.LayerNormalization):
     """
 
     def call(self, inputs):
-        if (not in_xla_compilation() or self.rms_scaling or not self.scale
+        if (not cpu_rewrites() or self.rms_scaling or not self.scale
                 or not _is_last_axis(self.axis, len(inputs.shape))):
             return super().call(inputs)
         x = tf.cast(inputs, "float32")
@@ -85,7 +86,7 @@ class RMSNormalization(keras.layers.RMSNormalization):
     """
 
     def call(self, x):
-        if not in_xla_compilation() or not _is_last_axis(self.axis, len(x.shape)):
+        if not cpu_rewrites() or not _is_last_axis(self.axis, len(x.shape)):
             return super().call(x)
         x32 = tf.cast(x, "float32")
         normalized = x32 * tf.math.rsqrt(row_mean(x32 * x32) + self.epsilon)

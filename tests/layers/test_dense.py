@@ -155,3 +155,120 @@ def test_second_order_gradients_under_xla():
     got = _run(lambda: penalty_gradient(dense.matmul), jit=True)
     want = _run(lambda: penalty_gradient(tf.matmul), jit=True)
     np.testing.assert_allclose(got, want, rtol=1e-4)
+
+
+# --- The XLA:CPU rewrites apply only to steps compiled for a CPU ------------------------
+
+from keras_ctx.layers._xla import compiled_device_type, compiled_for, cpu_rewrites  # noqa: E402
+
+
+def _decision(jit, device=None):
+    """What `cpu_rewrites` and `compiled_device_type` say inside a traced function."""
+    seen = []
+
+    @tf.function(jit_compile=jit)
+    def run(x):
+        if device is None:
+            seen.append((cpu_rewrites(), compiled_device_type()))
+        else:
+            with tf.device(device):
+                seen.append((cpu_rewrites(), compiled_device_type()))
+        return x
+
+    run.get_concrete_function(tf.TensorSpec([2]))  # traced only: no GPU needed
+    return seen[0]
+
+
+def test_rewrites_follow_the_device_the_step_is_compiled_for():
+    visible = "GPU" if tf.config.list_logical_devices("GPU") else "CPU"
+    assert _decision(jit=True) == (visible == "CPU", visible)
+    assert _decision(jit=False)[0] is False  # no XLA, no rewrite
+    assert _decision(jit=True, device="/device:CPU:0") == (True, "CPU")
+    assert _decision(jit=True, device="/device:GPU:0") == (False, "GPU")  # a scope wins
+    for kind in ("GPU", "TPU"):
+        with compiled_for(kind):
+            assert _decision(jit=True) == (False, kind)
+    with compiled_for("CPU"):
+        assert _decision(jit=True, device="/device:GPU:0") == (True, "CPU")  # forcing wins
+    with pytest.raises(ValueError, match="'CPU', 'GPU' or 'TPU'"):
+        with compiled_for("npu"):
+            pass
+
+
+def test_a_strategy_on_a_gpu_turns_the_rewrites_off():
+    class FakeExtended:  # a strategy whose replicas are GPUs (none needed to trace)
+        worker_devices = ("/job:localhost/replica:0/task:0/device:GPU:0",)
+
+    class FakeStrategy:
+        extended = FakeExtended()
+
+    from unittest import mock
+
+    with mock.patch.object(tf.distribute, "has_strategy", return_value=True), \
+            mock.patch.object(tf.distribute, "get_strategy", return_value=FakeStrategy()):
+        assert _decision(jit=True) == (False, "GPU")
+
+
+def _op_types(layer, x, jit):
+    """The op types of the traced forward + backward pass of `layer` on `x`."""
+    fn = tf.function(lambda x: _value_and_gradients(layer, x), jit_compile=jit)
+    graph = fn.get_concrete_function(x).graph
+    return sorted(op.type for op in graph.get_operations())
+
+
+@pytest.mark.parametrize("make", [
+    lambda module: module.Dense(8, activation="tanh"),
+    lambda module: module.EinsumDense("btd,dnh->btnh", (None, 4, 8), bias_axes="nh"),
+    lambda module: module.EinsumDense("btnh,nhd->btd", (None, 16), bias_axes="d"),
+    lambda module: module.LayerNormalization(epsilon=1e-12),
+    lambda module: module.RMSNormalization(epsilon=1e-6),
+], ids=["dense", "einsum-split", "einsum-merge", "layer-norm", "rms-norm"])
+def test_on_gpu_the_step_is_keras_own_and_on_cpu_it_is_rewritten(make):
+    from keras_ctx import layers as ours
+
+    shape = (3, 5, 4, 8) if "nhd" in str(getattr(make(ours), "equation", "")) else (3, 5, 32)
+    x = tf.constant(np.random.default_rng(1).normal(size=shape).astype("float32"))
+    layer, theirs = make(ours), make(keras.layers)
+    layer.build(shape)
+    theirs.build(shape)
+    for ours_weight, their_weight in zip(layer.weights, theirs.weights):
+        their_weight.assign(np.random.default_rng(2).normal(size=their_weight.shape))
+        ours_weight.assign(their_weight.numpy())
+    keras_graph = _op_types(theirs, x, jit=True)
+    with compiled_for("GPU"):  # the same graph as Keras' layer: no rewrite at all
+        assert _op_types(layer, x, jit=True) == keras_graph
+        _compare(make(ours), make(keras.layers), shape, jit=True)  # values and gradients
+    with compiled_for("CPU"):
+        cpu_graph = _op_types(layer, x, jit=True)
+        _compare(make(ours), make(keras.layers), shape, jit=True)
+    assert cpu_graph != keras_graph  # the rewrite (products with ones, custom gradients)
+    assert "IdentityN" in cpu_graph and "IdentityN" not in keras_graph  # tf.custom_gradient
+
+
+def test_the_weight_gradient_barrier_only_on_cpu():
+    x = tf.constant(np.ones((4, 6, 32), "float32"))
+    layer = dense.Dense(8)  # in > out: the transposed product behind a barrier
+    layer.build(x.shape)
+    with compiled_for("CPU"):
+        assert "XlaOptimizationBarrier" in _op_types(layer, x, jit=True)
+    with compiled_for("GPU"):
+        assert "XlaOptimizationBarrier" not in _op_types(layer, x, jit=True)
+
+
+def test_position_embedding_sums_over_the_batch_by_product_only_on_cpu():
+    from keras_ctx.layers import PositionEmbedding
+
+    x = tf.constant(np.random.default_rng(0).normal(size=(3, 5, 8)).astype("float32"))
+    layer = PositionEmbedding(16)
+    layer.build(x.shape)
+
+    def ops_and_gradient():
+        fn = tf.function(lambda x: _value_and_gradients(layer, x)[1][1], jit_compile=True)
+        return _op_types(layer, x, jit=True), np.asarray(fn(x))
+
+    with compiled_for("CPU"):
+        cpu_ops, cpu_gradient = ops_and_gradient()
+    with compiled_for("GPU"):
+        gpu_ops, gpu_gradient = ops_and_gradient()
+    assert "IdentityN" in cpu_ops and "IdentityN" not in gpu_ops
+    np.testing.assert_allclose(cpu_gradient, gpu_gradient, rtol=1e-5, atol=1e-5)

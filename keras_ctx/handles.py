@@ -184,8 +184,8 @@ def _huggingface_head(directory):
            for a in architectures):
         model = heads.classifier_from_huggingface(directory)
         return model.backbone, model
-    head_names = heads.HEADS.get(config.get("model_type"))
-    if head_names is not None and head_names[2] in tensor_names(directory):
+    layout = heads.masked_lm_layout(config.get("model_type"))
+    if layout is not None and layout.bias in tensor_names(directory):
         return heads.masked_lm_from_huggingface(directory)
     return from_huggingface(directory), None
 

@@ -22,6 +22,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_ctx import registry
+
 TRUNCATIONS = ("error", "longest_first")
 
 
@@ -38,9 +40,7 @@ def token_id(tokenizer, spellings):
 
 
 def _family(family):
-    from keras_ctx import families
-
-    return families.get(family) if isinstance(family, str) else family
+    return registry.get(family) if isinstance(family, str) else family
 
 
 class TextPreprocessor(keras.layers.Layer):

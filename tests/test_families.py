@@ -86,7 +86,8 @@ def test_a_new_family_is_one_registry_entry(toy_family):
         [[line, line] for line in lines])
     run = families.Run("toy-tiny", batch_size=2, sequence_length=16, vocabulary_size=60)
     backbone, pretrainer, dataset, tokenizer, extra = recipes.build("toy-tiny", documents, run)
-    assert isinstance(backbone, ToyBackbone) and extra == {}
+    # run.json's extras: only how the tokenizer sampled the corpus (no family files).
+    assert isinstance(backbone, ToyBackbone) and set(extra) == {"tokenizer_sample"}
     assert backbone.vocabulary_size == tokenizer.vocabulary_size()
     batch = next(iter(dataset))
     assert batch["token_ids"].shape == (2, 16)
@@ -96,28 +97,77 @@ def test_a_new_family_is_one_registry_entry(toy_family):
     assert classifier.get_config()["pooling"] == "mean"
 
 
-def test_no_family_name_branches_outside_the_registry():
-    # `family == "bert"`, `in ("gpt", ...)`, {"xlnet": ...}[family]: the registry's job.
-    names = "|".join(re.escape(n) for n in families.names())
-    branch = re.compile(rf"""(==|!=|\bin)\s*\(?\s*["']({names})["']|\{{\s*["']({names})["']\s*:""")
-    offenders = []
-    for folder in ("", "data", "pretraining", "tasks"):
-        directory = os.path.join(ROOT, folder)
-        for name in sorted(os.listdir(directory)):
-            if not name.endswith(".py") or name == "families.py":
-                continue
-            with open(os.path.join(directory, name), encoding="utf-8") as handle:
-                for number, line in enumerate(handle, 1):
-                    if branch.search(line):
-                        offenders.append(f"{folder}/{name}:{number}: {line.strip()}")
+def _sources(skip=()):
+    """(relative path, text) of every keras_ctx module outside `skip` (folders or files)."""
+    for folder, _, files in sorted(os.walk(ROOT)):
+        for name in sorted(files):
+            path = os.path.relpath(os.path.join(folder, name), ROOT)
+            if name.endswith(".py") and not any(path == s or path.startswith(s + os.sep)
+                                                for s in skip):
+                with open(os.path.join(folder, name), encoding="utf-8") as handle:
+                    yield path, handle.read()
+
+
+def _listed_names():
+    """Every name a family claims: its own, its model_types, keras-hub classes, TF layouts."""
+    found = set()
+    for family in map(families.get, families.names()):
+        found.add(family.name)
+        found.update(spec.model_type for spec in family.huggingface)
+        found.update(spec.class_name for spec in family.keras_hub)
+        if family.tf_checkpoint is not None:
+            found.add(family.tf_checkpoint.name)
+    return found
+
+
+def test_no_module_outside_the_families_lists_or_branches_on_families():
+    # `family == "bert"`, `in ("gpt", ...)`, {"xlnet": ...}, a `"bert": ...` entry of a
+    # multi-line table, `register_converter("bert")`: the family modules' job.
+    def alternatives(found):
+        return "|".join(re.escape(n) for n in sorted(found, key=len, reverse=True))
+
+    names = alternatives(_listed_names())
+    # Preset names ("gpt2") may key the presets' own data and name a preset in an example.
+    only = alternatives(_listed_names() - set(preset_names()))
+    listing = re.compile(
+        rf"""(==|!=|\bin)\s*\(?\s*["']({names})["']"""  # a branch
+        rf"""|\{{\s*["']({names})["']\s*:"""  # a dict keyed by family
+        rf"""|^\s*["']({only})["']\s*:"""  # a further line of such a dict
+        rf"""|\w\(\s*["']({only})["']\s*\)""")  # registration under one name
+    offenders = [f"{path}:{number}: {line.strip()}"
+                 for path, text in _sources(skip=("families", "registry.py"))
+                 for number, line in enumerate(text.splitlines(), 1) if listing.search(line)]
     assert not offenders, offenders
 
 
-def test_presets_are_not_registered_outside_the_registry():
-    for name in sorted(os.listdir(os.path.join(ROOT, "models"))):
-        if name.endswith(".py") and name != "presets.py":
-            with open(os.path.join(ROOT, "models", name), encoding="utf-8") as handle:
-                assert "register_preset(" not in handle.read(), name
+# What the family modules import (the commands above them may read them freely).
+BELOW_THE_FAMILIES = ("layers", "models", "data", "pretraining", "convert", "preprocessing.py")
+
+
+def test_the_registry_is_a_leaf_and_registration_flows_one_way():
+    import ast
+
+    def imports(text):
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Import):
+                yield from (alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                yield node.module
+                yield from (f"{node.module}.{alias.name}" for alias in node.names)
+
+    sources = dict(_sources())
+    assert not [m for m in imports(sources["registry.py"]) if m.startswith("keras_ctx")]
+    for path, text in sources.items():
+        found = set(imports(text))
+        # What the families build on never reaches back into them.
+        if path.split(os.sep)[0] in BELOW_THE_FAMILIES:
+            assert not {m for m in found if m.startswith("keras_ctx.families")}, path
+        if path.startswith("layers"):  # layers never reach up to models
+            assert not {m for m in found if m.startswith("keras_ctx.models")}, path
+    # The presets read the registry, imported where its dependency shows: at the top.
+    top = ast.parse(sources[os.path.join("models", "presets.py")]).body
+    assert any(isinstance(node, ast.ImportFrom) and node.module == "keras_ctx"
+               and "registry" in [a.name for a in node.names] for node in top)
 
 
 def test_pooling_comes_from_the_family():
@@ -126,3 +176,72 @@ def test_pooling_comes_from_the_family():
         assert mode in ("pooled", "first", "last", "mean", "concat"), family
         assert transform in ([], ["tanh"]), family
     np.testing.assert_equal(families.get("xlnet").pooling[2], "last")
+
+
+# A toy family's converter: BERT's Hugging Face layout under model_type "toy-bert".
+def _toy_export(backbone):
+    from keras_ctx.convert.base import check_class
+    from keras_ctx.convert.bert import bert_config_to_huggingface, bert_weight_map
+    from keras_ctx.convert.mapping import export_weight_map
+
+    check_class(backbone, "ToyBackbone", "toy-bert")
+    config = bert_config_to_huggingface(backbone, "toy-bert", "ToyModel")
+    return config, export_weight_map(bert_weight_map(backbone))
+
+
+@pytest.fixture
+def toy_with_converter():
+    from keras_ctx.convert.bert import bert_config_from_huggingface, bert_weight_map
+    from keras_ctx.convert.huggingface import mapped_converter
+
+    family = families.register_family(families.Family(
+        "toy", ToyBackbone, {"toy-tiny": (dict(vocabulary_size=64, **TINY), "a toy")},
+        framing=families.WORDPIECE_FRAMING,
+        huggingface=(families.HuggingFace(
+            "toy-bert", mapped_converter(ToyBackbone, bert_config_from_huggingface,
+                                         bert_weight_map, prefixes=("toy.", "")),
+            _toy_export),)))
+    yield family
+    families.unregister_family("toy")
+
+
+def test_a_new_family_brings_its_converter_in_its_one_entry(toy_with_converter, tmp_path):
+    from keras_ctx.convert import from_huggingface, to_huggingface
+    from keras_ctx.convert.cli import convert
+
+    ours = from_preset("toy-tiny", max_sequence_length=8)
+    to_huggingface(ours, tmp_path / "hf")  # the family's first model_type by default
+    with open(tmp_path / "hf" / "config.json", encoding="utf-8") as handle:
+        assert '"model_type": "toy-bert"' in handle.read()
+    back = from_huggingface(tmp_path / "hf")
+    assert type(back) is ToyBackbone and back.family == "toy"
+    for mine, theirs in zip(ours.weights, back.weights):
+        np.testing.assert_array_equal(mine.numpy(), theirs.numpy())
+    ids = np.array([[2, 5, 9, 3]], "int32")
+    inputs = {"token_ids": ids, "padding_mask": np.ones_like(ids),
+              "segment_ids": np.zeros_like(ids)}
+    np.testing.assert_allclose(back(inputs)["sequence_output"],
+                               ours(inputs)["sequence_output"], atol=1e-6)
+    # `keras-ctx convert` records the family the model_type names.
+    assert convert(tmp_path / "hf", tmp_path / "run")["family"] == "toy"
+
+
+def test_a_model_type_is_claimed_by_one_family_only(toy_with_converter, tmp_path):
+    import json
+
+    from keras_ctx.convert import CheckpointError, from_huggingface
+
+    clash = families.Family("clash", ToyBackbone, {"clash-tiny": ({}, "")},
+                            huggingface=(families.HuggingFace("bert", _toy_export),))
+    with pytest.raises(ValueError, match="'bert' is registered twice"):
+        families.register_family(clash)
+    assert "clash" not in families.names()
+    assert "clash-tiny" not in preset_names()  # nothing half-registered
+    # Unregistered, the toy's model_type is unknown again: no second table remembers it.
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "toy-bert"}))
+    families.unregister_family("toy")
+    try:
+        with pytest.raises(CheckpointError, match="model_type 'toy-bert' is not supported"):
+            from_huggingface(tmp_path, load_weights=False)
+    finally:
+        families.register_family(toy_with_converter)

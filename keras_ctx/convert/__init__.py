@@ -6,10 +6,8 @@ allennlp ELMo (`from_allennlp`, `to_allennlp`) and keras-hub backbones
 (`from_keras_hub`, `from_keras_hub_preset`). See docs/usage_convert.md.
 """
 
-# Importing the family modules registers their converters and exporters.
-from keras_ctx.convert import albert, bart, bert, electra, ernie, gpt2, gpt_neo  # noqa: F401
-from keras_ctx.convert import roberta, t5, xlnet  # noqa: F401
-from keras_ctx.convert import xlm  # noqa: F401
+# Each family's converters are named by its module under `keras_ctx.families`
+# (registered in `keras_ctx.registry`); these modules read that registry.
 from keras_ctx.convert.elmo import from_allennlp, to_allennlp
 from keras_ctx.convert.huggingface import (
     CheckpointError,

@@ -7,14 +7,12 @@ several groups or inner layers (num_hidden_groups, inner_group_num > 1) are
 not ALBERT's published configurations and are refused.
 """
 
-from keras_ctx.convert.bert import _absolute_positions, _check_class, _required
+from keras_ctx.convert.base import absolute_positions, check_class, required
 from keras_ctx.convert.huggingface import (
     mapped_converter,
     CheckpointError,
     activation_from_huggingface,
     activation_to_huggingface,
-    register_converter,
-    register_exporter,
 )
 from keras_ctx.convert.mapping import (
     Entry,
@@ -31,9 +29,9 @@ ALBERT_IGNORED = (r"embeddings\.position_ids", r"predictions\..+", r"sop_classif
 
 
 def albert_config_from_huggingface(config):
-    _required(config, "vocab_size", "num_hidden_layers", "num_attention_heads",
+    required(config, "vocab_size", "num_hidden_layers", "num_attention_heads",
               "hidden_size", "intermediate_size")
-    _absolute_positions(config)
+    absolute_positions(config)
     for key in ("num_hidden_groups", "inner_group_num"):
         if config.get(key, 1) != 1:
             raise CheckpointError(f"config.json {key}={config[key]}: only ALBERT's published "
@@ -84,15 +82,14 @@ def albert_weight_map(backbone):
     return entries
 
 
-register_converter("albert")(mapped_converter(
+convert_albert = mapped_converter(
     AlbertBackbone, albert_config_from_huggingface, albert_weight_map,
     prefixes=("albert.", ""), ignore=ALBERT_IGNORED,
-    shared_layers=True))  # one layer group, called num_hidden_layers times
+    shared_layers=True)  # one layer group, called num_hidden_layers times
 
 
-@register_exporter("albert")
 def export_albert(backbone):
-    _check_class(backbone, "AlbertBackbone", "albert")
+    check_class(backbone, "AlbertBackbone", "albert")
     config = {
         "model_type": "albert",
         "architectures": ["AlbertModel"],

@@ -9,15 +9,12 @@ are tied copies and skipped; `final_logits_bias` is a head). Variants with
 are refused.
 """
 
-from keras_ctx.convert.bert import _check_class, _required
-from keras_ctx.convert.base import TensorReader
+from keras_ctx.convert.base import TensorReader, check_class, required
 from keras_ctx.convert.huggingface import (
     CheckpointError,
     activation_to_huggingface,
     check_tied_copy,
     mapped_converter,
-    register_converter,
-    register_exporter,
 )
 from keras_ctx.convert.mapping import (
     DropRows,
@@ -39,7 +36,7 @@ OFFSET = 2  # BartLearnedPositionalEmbedding.offset
 
 
 def bart_config_from_huggingface(config):
-    _required(config, "vocab_size", "d_model", "encoder_layers", "decoder_layers",
+    required(config, "vocab_size", "d_model", "encoder_layers", "decoder_layers",
               "encoder_attention_heads", "encoder_ffn_dim")
     for key in ("scale_embedding", "normalize_before", "add_final_layer_norm"):
         if config.get(key):
@@ -111,9 +108,9 @@ def _prepare(tensors, backbone):
     return tensors
 
 
-register_converter("bart")(mapped_converter(
+convert_bart = mapped_converter(
     BartBackbone, bart_config_from_huggingface, bart_weight_map,
-    prefixes=("model.", ""), ignore=BART_IGNORED, prepare=_prepare))
+    prefixes=("model.", ""), ignore=BART_IGNORED, prepare=_prepare)
 
 
 def lm_head_entries(backbone):
@@ -122,9 +119,8 @@ def lm_head_entries(backbone):
                   Reshape((1, backbone.vocabulary_size)))]
 
 
-@register_exporter("bart")
 def export_bart(backbone):
-    _check_class(backbone, "BartBackbone", "bart")
+    check_class(backbone, "BartBackbone", "bart")
     c = backbone.get_config()
     config = {
         "model_type": "bart", "architectures": ["BartForConditionalGeneration"],

@@ -62,6 +62,28 @@ class TensorReader:
             )
 
 
+def required(config, *keys):
+    """CheckpointError naming the fields `config` lacks, of those the backbone needs."""
+    missing = [key for key in keys if key not in config]
+    if missing:
+        raise CheckpointError(f"config.json lacks {', '.join(missing)}, needed to build "
+                              f"the {config.get('model_type')} backbone.")
+
+
+def absolute_positions(config):
+    """CheckpointError unless the config's position embeddings are absolute (a table)."""
+    if config.get("position_embedding_type", "absolute") != "absolute":
+        raise CheckpointError(f"position_embedding_type {config['position_embedding_type']!r}"
+                              " is not supported (absolute positions only).")
+
+
+def check_class(backbone, name, model_type):
+    """CheckpointError unless `backbone` is a `name` (or a subclass) that `model_type` exports."""
+    if name not in [cls.__name__ for cls in type(backbone).__mro__]:
+        raise CheckpointError(f"model_type {model_type!r} exports a {name}, not a "
+                              f"{type(backbone).__name__}.")
+
+
 def assign(variable, value, name):
     if tuple(variable.shape) != tuple(value.shape):
         raise CheckpointError(f"{name}: checkpoint shape {value.shape} does not fit the "

@@ -2,13 +2,11 @@
 
 import functools
 
+from keras_ctx.convert.base import absolute_positions, check_class, required
 from keras_ctx.convert.huggingface import (
-    CheckpointError,
     activation_from_huggingface,
     activation_to_huggingface,
     mapped_converter,
-    register_converter,
-    register_exporter,
 )
 from keras_ctx.convert.mapping import (
     DropRows,
@@ -17,7 +15,6 @@ from keras_ctx.convert.mapping import (
     dense_entries,
     export_weight_map,
     layer_by_name,
-    load_weight_map,
     norm_entries,
 )
 from keras_ctx.models.bert import BertBackbone
@@ -30,23 +27,10 @@ BERT_IGNORED = (r"embeddings\.position_ids", r"cls\..+", r"lm_head\..+",
                 r"classifier(\.dense|\.out_proj)?" + HEAD, r"qa_outputs" + HEAD)
 
 
-def _required(config, *keys):
-    missing = [key for key in keys if key not in config]
-    if missing:
-        raise CheckpointError(f"config.json lacks {', '.join(missing)}, needed to build "
-                              f"the {config.get('model_type')} backbone.")
-
-
-def _absolute_positions(config):
-    if config.get("position_embedding_type", "absolute") != "absolute":
-        raise CheckpointError(f"position_embedding_type {config['position_embedding_type']!r}"
-                              " is not supported (absolute positions only).")
-
-
 def bert_config_from_huggingface(config):
-    _required(config, "vocab_size", "num_hidden_layers", "num_attention_heads",
+    required(config, "vocab_size", "num_hidden_layers", "num_attention_heads",
               "hidden_size", "intermediate_size")
-    _absolute_positions(config)
+    absolute_positions(config)
     return dict(
         vocabulary_size=config["vocab_size"],
         num_layers=config["num_hidden_layers"],
@@ -114,26 +98,13 @@ def bert_weight_map(backbone, position_offset=0, pooler_optional=False):
     return entries
 
 
-def load_bert_weights(backbone, read, num_heads=None):
-    """Copies HF BERT tensors (names without the model prefix) into a BertBackbone."""
-    del num_heads  # read from the backbone
-    load_weight_map(bert_weight_map(backbone), read)
-
-
 # BertForMaskedLM checkpoints have no pooler (BertModel / ForPreTraining do).
-register_converter("bert")(mapped_converter(
+convert_bert = mapped_converter(
     BertBackbone, bert_config_from_huggingface,
     functools.partial(bert_weight_map, pooler_optional=True),
-    prefixes=("bert.", ""), ignore=BERT_IGNORED))
+    prefixes=("bert.", ""), ignore=BERT_IGNORED)
 
 
-@register_exporter("bert")
 def export_bert(backbone):
-    _check_class(backbone, "BertBackbone", "bert")
+    check_class(backbone, "BertBackbone", "bert")
     return bert_config_to_huggingface(backbone), export_weight_map(bert_weight_map(backbone))
-
-
-def _check_class(backbone, name, model_type):
-    if name not in [cls.__name__ for cls in type(backbone).__mro__]:
-        raise CheckpointError(f"model_type {model_type!r} exports a {name}, not a "
-                              f"{type(backbone).__name__}.")

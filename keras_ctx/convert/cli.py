@@ -21,6 +21,7 @@ import glob
 import json
 import os
 
+from keras_ctx import registry
 from keras_ctx.convert.base import CheckpointError
 
 FORMATS = ("huggingface", "tensorflow", "allennlp", "keras_hub")
@@ -121,9 +122,7 @@ def load(source, format=None):
 
 def family_of_backbone(backbone):
     """The registry's family of a converted backbone (set by its format's loader)."""
-    from keras_ctx import families
-
-    family = families.of_backbone(backbone)
+    family = registry.of_backbone(backbone)
     if family is None:
         raise CheckpointError(f"No keras-ctx family for {type(backbone).__name__}.")
     return family.name

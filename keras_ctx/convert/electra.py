@@ -10,18 +10,12 @@ backbones with their own (equal, in the released checkpoints) embeddings;
 `ElectraBackbone(shared_embeddings=...)` re-ties them for further training.
 """
 
-from keras_ctx.convert.bert import (
-    BERT_IGNORED,
-    _absolute_positions,
-    _check_class,
-    _required,
-)
+from keras_ctx.convert.base import absolute_positions, check_class, required
+from keras_ctx.convert.bert import BERT_IGNORED
 from keras_ctx.convert.huggingface import (
     mapped_converter,
     activation_from_huggingface,
     activation_to_huggingface,
-    register_converter,
-    register_exporter,
 )
 from keras_ctx.convert.mapping import (
     Entry,
@@ -38,9 +32,9 @@ ELECTRA_IGNORED = BERT_IGNORED + (r"discriminator_predictions\..+",
 
 
 def electra_config_from_huggingface(config):
-    _required(config, "vocab_size", "num_hidden_layers", "num_attention_heads",
+    required(config, "vocab_size", "num_hidden_layers", "num_attention_heads",
               "hidden_size", "intermediate_size")
-    _absolute_positions(config)
+    absolute_positions(config)
     return dict(
         vocabulary_size=config["vocab_size"],
         num_layers=config["num_hidden_layers"],
@@ -81,14 +75,13 @@ def electra_weight_map(backbone):
     return entries
 
 
-register_converter("electra")(mapped_converter(
+convert_electra = mapped_converter(
     ElectraBackbone, electra_config_from_huggingface, electra_weight_map,
-    prefixes=("electra.", ""), ignore=ELECTRA_IGNORED))
+    prefixes=("electra.", ""), ignore=ELECTRA_IGNORED)
 
 
-@register_exporter("electra")
 def export_electra(backbone):
-    _check_class(backbone, "ElectraBackbone", "electra")
+    check_class(backbone, "ElectraBackbone", "electra")
     config = {
         "model_type": "electra", "architectures": ["ElectraModel"],
         "vocab_size": backbone.vocabulary_size, "embedding_size": backbone.embedding_size,

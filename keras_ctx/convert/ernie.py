@@ -19,8 +19,8 @@ import functools
 import numpy as np
 
 from keras_ctx.convert import bert
-from keras_ctx.convert.base import CheckpointError
-from keras_ctx.convert.huggingface import mapped_converter, register_converter, register_exporter
+from keras_ctx.convert.base import CheckpointError, check_class
+from keras_ctx.convert.huggingface import mapped_converter
 from keras_ctx.convert.mapping import export_weight_map
 from keras_ctx.models.bert import BertBackbone
 
@@ -41,15 +41,14 @@ def _without_task_types(tensors, backbone):
 
 
 # ErnieForMaskedLM checkpoints have no pooler (ErnieModel ones do).
-register_converter("ernie")(mapped_converter(
+convert_ernie = mapped_converter(
     BertBackbone, bert.bert_config_from_huggingface,
     functools.partial(bert.bert_weight_map, pooler_optional=True),
-    prefixes=("ernie.", ""), ignore=bert.BERT_IGNORED, prepare=_without_task_types))
+    prefixes=("ernie.", ""), ignore=bert.BERT_IGNORED, prepare=_without_task_types)
 
 
-@register_exporter("ernie")
 def export_ernie(backbone):
-    bert._check_class(backbone, "BertBackbone", "ernie")
+    check_class(backbone, "BertBackbone", "ernie")
     config = bert.bert_config_to_huggingface(backbone, "ernie", "ErnieModel")
     config.update(use_task_id=False, pad_token_id=0)
     return config, export_weight_map(bert.bert_weight_map(backbone))

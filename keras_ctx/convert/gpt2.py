@@ -19,15 +19,13 @@ import functools
 
 import numpy as np
 
-from keras_ctx.convert.bert import _check_class, _required
+from keras_ctx.convert.base import check_class, required
 from keras_ctx.convert.huggingface import (
     CheckpointError,
     activation_from_huggingface,
     activation_to_huggingface,
     check_tied_copy,
     mapped_converter,
-    register_converter,
-    register_exporter,
 )
 from keras_ctx.convert.mapping import (
     Entry,
@@ -70,7 +68,7 @@ def _join_fused(tensors):
 
 
 def gpt2_config_from_huggingface(config, original_gpt=False):
-    _required(config, "vocab_size", "n_embd", "n_layer", "n_head")
+    required(config, "vocab_size", "n_embd", "n_layer", "n_head")
     hidden = config["n_embd"]
     settings = dict(
         vocabulary_size=config["vocab_size"],
@@ -155,13 +153,12 @@ def _gpt_converter(original_gpt):
         prefixes=("transformer.", ""), ignore=GPT2_IGNORED, prepare=prepare)
 
 
-register_converter("gpt2")(_gpt_converter(original_gpt=False))
-register_converter("openai-gpt")(_gpt_converter(original_gpt=True))
+convert_gpt2 = _gpt_converter(original_gpt=False)
+convert_openai_gpt = _gpt_converter(original_gpt=True)
 
 
-@register_exporter("gpt2")
 def export_gpt2(backbone):
-    _check_class(backbone, "GPTBackbone", "gpt2")
+    check_class(backbone, "GPTBackbone", "gpt2")
     c = backbone.get_config()
     block = backbone.blocks[0]
     activation = getattr(block, "activation", "gelu")
@@ -177,9 +174,8 @@ def export_gpt2(backbone):
     return config, _join_fused(export_weight_map(gpt2_weight_map(backbone)))
 
 
-@register_exporter("openai-gpt")
 def export_openai_gpt(backbone):
-    _check_class(backbone, "GPTBackbone", "openai-gpt")
+    check_class(backbone, "GPTBackbone", "openai-gpt")
     c = backbone.get_config()
     config = {
         "model_type": "openai-gpt", "architectures": ["OpenAIGPTLMHeadModel"],

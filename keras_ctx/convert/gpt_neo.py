@@ -15,14 +15,12 @@ The causal buffers `attn.attention.bias` / `masked_bias` of older
 checkpoints and the tied `lm_head.weight` are skipped.
 """
 
-from keras_ctx.convert.bert import _check_class, _required
+from keras_ctx.convert.base import check_class, required
 from keras_ctx.convert.huggingface import (
     mapped_converter,
     CheckpointError,
     activation_from_huggingface,
     activation_to_huggingface,
-    register_converter,
-    register_exporter,
 )
 from keras_ctx.convert.mapping import (
     Entry,
@@ -52,7 +50,7 @@ def expand_attention_types(attention_types):
 
 
 def gpt_neo_config_from_huggingface(config):
-    _required(config, "vocab_size", "hidden_size", "num_layers", "num_heads",
+    required(config, "vocab_size", "hidden_size", "num_layers", "num_heads",
               "attention_types")
     layers = expand_attention_types(config["attention_types"])
     if len(layers) != config["num_layers"]:
@@ -121,9 +119,9 @@ def gpt_neo_weight_map(backbone):
     return entries
 
 
-register_converter("gpt_neo")(mapped_converter(
+convert_gpt_neo = mapped_converter(
     GPTBackbone, gpt_neo_config_from_huggingface, gpt_neo_weight_map,
-    prefixes=("transformer.", ""), ignore=GPT_NEO_IGNORED))
+    prefixes=("transformer.", ""), ignore=GPT_NEO_IGNORED)
 
 
 def _attention_types_to_huggingface(types):
@@ -134,9 +132,8 @@ def _attention_types_to_huggingface(types):
     return [[[t], 1] for t in theirs]
 
 
-@register_exporter("gpt_neo")
 def export_gpt_neo(backbone):
-    _check_class(backbone, "GPTBackbone", "gpt_neo")
+    check_class(backbone, "GPTBackbone", "gpt_neo")
     _check_exportable(backbone)
     c = backbone.get_config()
     attention_types = _attention_types_to_huggingface(backbone.attention_types)

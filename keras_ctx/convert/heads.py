@@ -32,10 +32,13 @@ the head model's layout (the backbone under its prefix, the head's tensors;
 the tied decoder weight left out, as HF saves it).
 """
 
+import dataclasses
+from typing import Optional
+
 import numpy as np
 
+from keras_ctx import registry
 from keras_ctx.convert.huggingface import (
-    EXPORTERS,
     CheckpointError,
     TensorReader,
     activation_from_huggingface,
@@ -47,42 +50,52 @@ from keras_ctx.convert.huggingface import (
 )
 from keras_ctx.convert.mapping import Entry, LINEAR, export_weight_map, load_weight_map
 
-# model_type -> (prefixes of the head, dense, norm, output bias, decoder weight, activation);
-# dense and norm None: no transform (XLM).
-BERT_HEAD = ("cls.predictions.transform.dense", "cls.predictions.transform.LayerNorm",
-             "cls.predictions.bias", "cls.predictions.decoder.weight", None)
-HEADS = {
-    "bert": BERT_HEAD,
-    "ernie": BERT_HEAD,  # ErnieLMPredictionHead is BERT's, under the same names
-    "roberta": ("lm_head.dense", "lm_head.layer_norm", "lm_head.bias", "lm_head.decoder.weight",
-                "gelu"),
-    "albert": ("predictions.dense", "predictions.LayerNorm", "predictions.bias",
-               "predictions.decoder.weight", None),
-    "electra": ("generator_predictions.dense", "generator_predictions.LayerNorm",
-                "generator_lm_head.bias", "generator_lm_head.weight", "gelu"),
-    # XLM's PredLayer (asm=False): the tied proj + bias, no transform.
-    "xlm": (None, None, "pred_layer.proj.bias", "pred_layer.proj.weight", None),
-    # XLNetLMHeadModel's lm_loss: Linear tied to word_embedding, with a bias.
-    "xlnet": (None, None, "lm_loss.bias", "lm_loss.weight", None),
-}
+@dataclasses.dataclass(frozen=True)
+class MaskedLMLayout:
+    """Where a *ForMaskedLM checkpoint keeps its head (a family's `HuggingFace.masked_lm`).
+
+    Args:
+        architecture: the head model's class, written to config.json.
+        prefix: the backbone's tensor-name prefix inside it ("bert.").
+        bias: the output bias.
+        decoder: the (tied) output weight, checked against the word embeddings.
+        dense, norm: the transform's Linear and LayerNorm prefixes; None: no
+            transform (XLM's PredLayer, XLNet's lm_loss).
+        activation: the transform's activation when config.json's hidden_act
+            is not it (RoBERTa's and ELECTRA's heads use GELU).
+    """
+
+    architecture: str
+    prefix: str
+    bias: str
+    decoder: str
+    dense: Optional[str] = None
+    norm: Optional[str] = None
+    activation: Optional[str] = None
 
 
-# model_type -> (the head model's architecture, its backbone prefix).
-HEAD_MODELS = {"bert": ("BertForMaskedLM", "bert."), "roberta": ("RobertaForMaskedLM", "roberta."),
-               "ernie": ("ErnieForMaskedLM", "ernie."), "albert": ("AlbertForMaskedLM", "albert."),
-               "electra": ("ElectraForMaskedLM", "electra."),
-               "xlm": ("XLMWithLMHeadModel", "transformer."),
-               "xlnet": ("XLNetLMHeadModel", "transformer.")}
+def masked_lm_layout(model_type):
+    """The `MaskedLMLayout` of a model_type, or None (no masked-LM head is read)."""
+    found = registry.huggingface(model_type)
+    return found[1].masked_lm if found else None
 
 
-def _head_entries(head, model_type):
-    dense, norm, bias, _, _ = HEADS[model_type]
-    entries = [Entry(head.output_bias, bias)]
-    if dense is not None:
-        entries += [Entry(head.dense.kernel, dense + ".weight", LINEAR),
-                    Entry(head.dense.bias, dense + ".bias"),
-                    Entry(head.layer_norm.gamma, norm + ".weight"),
-                    Entry(head.layer_norm.beta, norm + ".bias")]
+def _with_masked_lm():
+    return [t for t in registry.huggingface_model_types() if masked_lm_layout(t) is not None]
+
+
+def _huggingface(model_type):
+    found = registry.huggingface(model_type)
+    return found[1] if found else None
+
+
+def _head_entries(head, layout):
+    entries = [Entry(head.output_bias, layout.bias)]
+    if layout.dense is not None:
+        entries += [Entry(head.dense.kernel, layout.dense + ".weight", LINEAR),
+                    Entry(head.dense.bias, layout.dense + ".bias"),
+                    Entry(head.layer_norm.gamma, layout.norm + ".weight"),
+                    Entry(head.layer_norm.beta, layout.norm + ".bias")]
     return entries
 
 
@@ -93,10 +106,11 @@ def masked_lm_from_huggingface(directory):
 
     config = read_config(directory)
     model_type = config.get("model_type")
-    if model_type not in HEADS:
+    layout = masked_lm_layout(model_type)
+    if layout is None:
         raise CheckpointError(f"No masked-LM head converter for model_type {model_type!r}; "
-                              f"supported: {', '.join(sorted(HEADS))}.")
-    dense, norm, bias, decoder, activation = HEADS[model_type]
+                              f"supported: {', '.join(_with_masked_lm())}.")
+    dense, bias, decoder = layout.dense, layout.bias, layout.decoder
     if config.get("asm"):
         raise CheckpointError("XLM checkpoints with an adaptive softmax output (asm=True) are "
                               "not supported; only the tied pred_layer.proj is.")
@@ -111,14 +125,15 @@ def masked_lm_from_huggingface(directory):
         if read(decoder).shape != table.shape or not np.allclose(read(decoder), table):
             raise CheckpointError(f"{decoder} is not tied to the word embeddings; an untied "
                                   "output layer is not supported.")
-    activation = activation_from_huggingface(activation or config.get("hidden_act", "gelu"))
+    activation = activation_from_huggingface(layout.activation
+                                             or config.get("hidden_act", "gelu"))
     head = MaskedLMHead(token_embedding=backbone.token_embedding, activation=activation,
                         layer_norm_epsilon=config.get("layer_norm_eps", 1e-12),
                         transform=dense is not None, name="masked_lm_head")
     hidden = (config.get("hidden_size") or config.get("emb_dim") or config.get("d_model")
               or read(dense + ".weight").shape[1])
     head.build((None, None, hidden))
-    load_weight_map(_head_entries(head, model_type), read)
+    load_weight_map(_head_entries(head, layout), read)
     return backbone, head
 
 
@@ -131,30 +146,28 @@ def masked_lm_to_huggingface(backbone, head, directory, model_type=None, overwri
     `masked_lm_from_huggingface(directory)` reads it back exactly.
     """
     model_type = model_type or default_model_type(backbone)
-    if model_type not in HEAD_MODELS:
+    spec = _huggingface(model_type)
+    if spec is None or spec.masked_lm is None or spec.export is None:
         raise CheckpointError(f"No masked-LM head export for model_type {model_type!r}; "
-                              f"supported: {', '.join(sorted(HEAD_MODELS))}.")
+                              f"supported: {', '.join(_with_masked_lm())}.")
+    layout = spec.masked_lm
     if head.token_embedding is not backbone.token_embedding:
         raise CheckpointError("The head is not tied to this backbone's token embedding; "
-                              f"{HEAD_MODELS[model_type][0]} ties its output layer.")
-    architecture, prefix = HEAD_MODELS[model_type]
-    config, tensors = EXPORTERS[model_type](backbone)
-    tensors = {prefix + name: value for name, value in tensors.items()}
-    tensors.update(export_weight_map(_head_entries(head, model_type)))
-    config = dict(config, architectures=[architecture])
+                              f"{layout.architecture} ties its output layer.")
+    config, tensors = spec.export(backbone)
+    tensors = {layout.prefix + name: value for name, value in tensors.items()}
+    tensors.update(export_weight_map(_head_entries(head, layout)))
+    config = dict(config, architectures=[layout.architecture])
     return write_checkpoint_directory(directory, config, tensors,
                                       getattr(backbone, "tokenizer", None), overwrite=overwrite)
 
 
-# *ForSequenceClassification heads: model_type -> (transform, logits) Linear
-# prefixes. BERT, ALBERT: one Linear on the pooled output; BART:
-# BartClassificationHead, dense + tanh then out_proj on the decoder state at
-# the last </s>. The pooling (and the transform's tanh) comes from the family
-# (SequenceClassifier(pooling="auto")). RoBERTa's and ELECTRA's heads are not
-# supported.
-_SEQUENCE_HEADS = {"bert": (None, "classifier"), "albert": (None, "classifier"),
-                   "bart": ("classification_head.dense", "classification_head.out_proj")}
-_TOKEN_CLASSIFIERS = ("bert", "albert", "roberta", "electra")
+# *ForSequenceClassification heads: each family's `HuggingFace.sequence_classifier`
+# names its (transform, logits) Linear prefixes. BERT, ALBERT: one Linear on the
+# pooled output; BART: BartClassificationHead, dense + tanh then out_proj on the
+# decoder state at the last </s>. The pooling (and the transform's tanh) comes
+# from the family (SequenceClassifier(pooling="auto")). *ForTokenClassification:
+# one `classifier` Linear, where `HuggingFace.token_classifier` says so.
 
 
 def _num_labels(config, read, logits):
@@ -192,13 +205,22 @@ def classifier_from_huggingface(directory):
         raise CheckpointError(f"config.json architectures {architectures} name no "
                               "*ForSequenceClassification / *ForTokenClassification model.")
     sequence = kind.endswith("ForSequenceClassification")
-    supported = sorted(_SEQUENCE_HEADS) if sequence else _TOKEN_CLASSIFIERS
-    if model_type not in supported:
+
+    def head_of(model_type):
+        spec = _huggingface(model_type)
+        if spec is None:
+            return None
+        if sequence:
+            return spec.sequence_classifier
+        return (None, "classifier") if spec.token_classifier else None
+
+    if head_of(model_type) is None:
+        supported = [t for t in registry.huggingface_model_types() if head_of(t) is not None]
         raise CheckpointError(f"{kind}: the {model_type!r} head is not supported; supported: "
                               f"{', '.join(supported)}.")
     backbone = from_huggingface(directory)
     read = TensorReader(read_tensors(directory))
-    transform, logits = _SEQUENCE_HEADS[model_type] if sequence else (None, "classifier")
+    transform, logits = head_of(model_type)
     labels = _num_labels(config, read, logits)
     dropout = _classifier_dropout(config)
     if sequence:

@@ -2,18 +2,21 @@
 
 `from_huggingface(directory)` reads the config, builds the matching backbone,
 and copies every tensor with safetensors' numpy API (no PyTorch). Each family
-registers a converter under its `model_type`; a converter lists, for each of
+names its converter under its `model_type` in its registry entry
+(`keras_ctx.registry.HuggingFace`); a converter lists, for each of
 our variables, the checkpoint tensor and the transform (transpose, reshape)
 that maps it, and every checkpoint tensor must be used or explicitly ignored,
 so a layout we do not understand fails loudly instead of loading half a model.
 """
 
+import collections.abc
 import json
 import math
 import os
 
 import numpy as np
 
+from keras_ctx import registry
 from keras_ctx.convert.base import (  # noqa: F401
     CheckpointError,
     LazyTensors,
@@ -28,25 +31,35 @@ from keras_ctx.convert.base import (  # noqa: F401
 )
 from keras_ctx.convert.mapping import load_checkpoint
 
-CONVERTERS = {}
-EXPORTERS = {}
 
 
-def register_converter(model_type):
-    def decorate(function):
-        CONVERTERS[model_type] = function
+class _ByModelType(collections.abc.Mapping):
+    """{model_type: converter or exporter}, read from the registry (no table of its own)."""
+
+    def __init__(self, field):
+        self.field = field
+
+    def __getitem__(self, model_type):
+        found = registry.huggingface(model_type)
+        function = getattr(found[1], self.field) if found else None
+        if function is None:
+            raise KeyError(model_type)
         return function
 
-    return decorate
+    def __iter__(self):
+        return iter([t for t in registry.huggingface_model_types() if t in self])
+
+    def __contains__(self, model_type):
+        found = registry.huggingface(model_type)
+        return found is not None and getattr(found[1], self.field) is not None
+
+    def __len__(self):
+        return len(list(iter(self)))
 
 
-def register_exporter(model_type):
-    """An exporter takes (backbone) and returns (config dict, {name: numpy tensor})."""
-    def decorate(function):
-        EXPORTERS[model_type] = function
-        return function
-
-    return decorate
+# (config, tensors, source=) -> backbone, and backbone -> (config, tensors), by model_type.
+CONVERTERS = _ByModelType("convert")
+EXPORTERS = _ByModelType("export")
 
 
 def mapped_converter(backbone_class, settings, weight_map, prefixes=("",), ignore=(),
@@ -289,20 +302,6 @@ def check_tied_copy(tensors, name, table_name, why):
                               f"tied to it ({why}).")
 
 
-def linear_to_heads(weight, bias, num_heads):
-    """torch Linear (out, in) with out = heads * size -> kernel (in, heads, size), bias."""
-    out_features, in_features = weight.shape
-    size = out_features // num_heads
-    return (weight.T.reshape(in_features, num_heads, size),
-            bias.reshape(num_heads, size) if bias is not None else None)
-
-
-def heads_to_linear_output(weight, num_heads):
-    """torch Linear (out, heads * size) -> our output kernel (heads, size, out)."""
-    out_features, in_features = weight.shape
-    return weight.T.reshape(num_heads, in_features // num_heads, out_features)
-
-
 # HF activation names -> the names our FeedForward accepts.
 HF_ACTIVATIONS = {
     "gelu": "gelu",
@@ -331,24 +330,29 @@ def activation_to_huggingface(activation):
 def from_huggingface(directory, load_weights=True):
     """A keras_ctx backbone with the weights of a Hugging Face checkpoint directory."""
     config = read_config(directory)
-    model_type = config.get("model_type")
-    if model_type not in CONVERTERS:
-        raise CheckpointError(
-            f"model_type {model_type!r} is not supported; supported: "
-            f"{', '.join(sorted(CONVERTERS))}."
-        )
-    from keras_ctx import families
-
+    family, spec = huggingface_format(config.get("model_type"))
     tensors = read_tensors(directory) if load_weights else None
-    backbone = CONVERTERS[model_type](config, tensors,
-                                      source=os.path.join(os.fspath(directory), "config.json"))
+    backbone = spec.convert(config, tensors,
+                            source=os.path.join(os.fspath(directory), "config.json"))
     # Which family the checkpoint is (recorded in run directories), from its
     # model_type through the registry: never guessed from sizes.
-    backbone.family = families.of_huggingface(model_type).name
+    backbone.family = family.name
     # Not part of the model's config: the text side travels beside it.
     backbone.tokenizer = tokenizer_from_huggingface(directory)
     check_tokenizer_fits(backbone, backbone.tokenizer, directory)
     return backbone
+
+
+def huggingface_format(model_type):
+    """(Family, `registry.HuggingFace` spec) of a model_type, or a CheckpointError naming
+    the supported ones: the one look-up of a model_type."""
+    found = registry.huggingface(model_type)
+    if found is None:
+        raise CheckpointError(
+            f"model_type {model_type!r} is not supported; supported: "
+            f"{', '.join(registry.huggingface_model_types())}."
+        )
+    return found
 
 
 def tokenizer_from_huggingface(directory, lowercase=None):
@@ -476,13 +480,11 @@ def check_tokenizer_fits(backbone, tokenizer, directory):
 
 def default_model_type(backbone):
     """The Hugging Face model_type the backbone's family writes (its registry entry)."""
-    from keras_ctx import families
-
-    family = families.of_backbone(backbone)
+    family = registry.of_backbone(backbone)
     if family is None or not family.huggingface:
         raise CheckpointError(f"No Hugging Face export for {type(backbone).__name__}; "
-                              f"exportable model types: {', '.join(sorted(EXPORTERS))}.")
-    return family.huggingface[0]
+                              f"exportable model types: {', '.join(EXPORTERS)}.")
+    return family.huggingface[0].model_type
 
 
 def to_huggingface(backbone, directory, model_type=None, overwrite=False):
@@ -510,7 +512,7 @@ def to_huggingface(backbone, directory, model_type=None, overwrite=False):
     model_type = model_type or default_model_type(backbone)
     if model_type not in EXPORTERS:
         raise CheckpointError(f"Cannot export to model_type {model_type!r}; exportable: "
-                              f"{', '.join(sorted(EXPORTERS))}.")
+                              f"{', '.join(EXPORTERS)}.")
     check_writable(directory, HF_FILES, overwrite)
     config, tensors = EXPORTERS[model_type](backbone)
     return write_checkpoint_directory(directory, config, tensors,

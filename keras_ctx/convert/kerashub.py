@@ -22,6 +22,7 @@ import warnings
 
 import numpy as np
 
+from keras_ctx import registry
 from keras_ctx.convert.base import CheckpointError, TensorReader
 from keras_ctx.convert.huggingface import HF_ACTIVATIONS
 from keras_ctx.convert.mapping import (
@@ -72,7 +73,7 @@ def _embedding_entries(ours, token, position, segment=None):
     return entries
 
 
-def _bert(source, c):
+def bert_from_keras_hub(source, c):
     from keras_ctx.models.bert import BertBackbone
 
     ours = BertBackbone(vocabulary_size=c["vocabulary_size"], num_layers=c["num_layers"],
@@ -91,7 +92,7 @@ def _bert(source, c):
     return ours, entries
 
 
-def _roberta(source, c):
+def roberta_from_keras_hub(source, c):
     from keras_ctx.models.bert import RobertaBackbone
 
     ours = RobertaBackbone(vocabulary_size=c["vocabulary_size"], num_layers=c["num_layers"],
@@ -111,7 +112,7 @@ def _roberta(source, c):
     return ours, entries
 
 
-def _albert(source, c):
+def albert_from_keras_hub(source, c):
     from keras_ctx.models.albert import AlbertBackbone
 
     for key in ("num_groups", "num_inner_repetitions"):
@@ -143,7 +144,7 @@ def _albert(source, c):
     return ours, entries
 
 
-def _xlnet(source, c):
+def xlnet_from_keras_hub(source, c):
     from keras_ctx.models.xlnet import XLNetBackbone
 
     ours = XLNetBackbone(vocabulary_size=c["vocabulary_size"], num_layers=c["num_layers"],
@@ -181,7 +182,7 @@ def _xlnet(source, c):
     return ours, entries
 
 
-def _electra(source, c):
+def electra_from_keras_hub(source, c):
     from keras_ctx.models.electra import ElectraBackbone
 
     ours = ElectraBackbone(vocabulary_size=c["vocab_size"], num_layers=c["num_layers"],
@@ -212,7 +213,7 @@ def _electra(source, c):
     return ours, entries, (r"pooled_dense/(kernel|bias)",)
 
 
-def _gpt2(source, c):
+def gpt2_from_keras_hub(source, c):
     from keras_ctx.models.gpt import GPTBackbone
 
     settings = dict(vocabulary_size=c["vocabulary_size"], num_layers=c["num_layers"],
@@ -232,7 +233,7 @@ def _gpt2(source, c):
     return ours, entries
 
 
-def _bart(source, c):
+def bart_from_keras_hub(source, c):
     from keras_ctx.models.bart import BartBackbone
 
     ours = BartBackbone(vocabulary_size=c["vocabulary_size"], num_layers=c["num_layers"],
@@ -254,24 +255,29 @@ def _bart(source, c):
     return ours, entries
 
 
-# keras-hub backbone class -> the function that builds ours and its weight map.
-# Which family each class is comes from the registry (keras_ctx.families).
-CONVERTERS = {"BertBackbone": _bert, "RobertaBackbone": _roberta, "AlbertBackbone": _albert,
-              "XLNetBackbone": _xlnet, "ElectraBackbone": _electra, "GPT2Backbone": _gpt2,
-              "BartBackbone": _bart}
+# Each family's registry entry names its keras-hub classes and the function above
+# that builds ours and its weight map (`keras_ctx.registry.KerasHub`).
 
 
 def from_keras_hub(backbone):
-    """A keras_ctx backbone with the weights of a keras-hub backbone of the same family."""
-    from keras_ctx import families
+    """A keras_ctx backbone with the weights of a keras-hub backbone of the same family.
 
+    Args:
+        backbone: a keras-hub backbone of a class a family's registry entry names.
+
+    Returns:
+        Our backbone, its `family` set.
+    """
     name = type(backbone).__name__
     module = type(backbone).__module__
-    family = families.of_keras_hub(name)
-    if family is None or name not in CONVERTERS or not module.startswith("keras_hub"):
+    found = registry.keras_hub(name)
+    if found is None or not module.startswith("keras_hub"):
+        supported = sorted(spec.class_name for family in map(registry.get, registry.names())
+                           for spec in family.keras_hub)
         raise CheckpointError(f"{module}.{name} is not a supported keras-hub backbone; "
-                              f"supported: keras_hub.models.{', '.join(sorted(CONVERTERS))}.")
-    ours, entries, *ignored = CONVERTERS[name](backbone, backbone.get_config())
+                              f"supported: keras_hub.models.{', '.join(supported)}.")
+    family, spec = found
+    ours, entries, *ignored = spec.convert(backbone, backbone.get_config())
     tensors = {w.path: np.asarray(w.numpy(), "float32") for w in backbone.weights}
     if len(tensors) != len(backbone.weights):
         raise CheckpointError(f"{name} has variables with duplicate paths; cannot map them.")

@@ -11,9 +11,9 @@ with right padding, HF's positions of real tokens are 2, 3, ..., as ours.
 
 import functools
 
+from keras_ctx.convert.base import check_class
 from keras_ctx.convert.bert import (
     BERT_IGNORED,
-    _check_class,
     bert_config_from_huggingface,
     bert_config_to_huggingface,
     bert_weight_map,
@@ -21,8 +21,6 @@ from keras_ctx.convert.bert import (
 from keras_ctx.convert.huggingface import (
     CheckpointError,
     mapped_converter,
-    register_converter,
-    register_exporter,
 )
 from keras_ctx.convert.mapping import export_weight_map
 from keras_ctx.models.bert import RobertaBackbone
@@ -45,7 +43,6 @@ def roberta_config_from_huggingface(config):
     return settings
 
 
-@register_converter("roberta")
 def convert_roberta(config, tensors, source="config.json"):
     # RobertaForMaskedLM checkpoints (roberta-base) have no pooler.
     weight_map = functools.partial(bert_weight_map, position_offset=_offset(config),
@@ -55,9 +52,8 @@ def convert_roberta(config, tensors, source="config.json"):
                                                                                  source)
 
 
-@register_exporter("roberta")
 def export_roberta(backbone):
-    _check_class(backbone, "BertBackbone", "roberta")
+    check_class(backbone, "BertBackbone", "roberta")
     config = bert_config_to_huggingface(backbone, "roberta", "RobertaModel",
                                         position_offset=2)
     config.update(pad_token_id=1, bos_token_id=0, eos_token_id=2)

@@ -28,13 +28,11 @@ then `wo`.
 
 import numpy as np
 
-from keras_ctx.convert.bert import _check_class, _required
+from keras_ctx.convert.base import check_class, required
 from keras_ctx.convert.huggingface import (
     CheckpointError,
     check_tied_copy,
     mapped_converter,
-    register_converter,
-    register_exporter,
 )
 from keras_ctx.convert.mapping import (
     LINEAR,
@@ -54,7 +52,7 @@ PROJECTIONS = {"relu": ("relu", False), "gelu": ("gelu", False),
 
 
 def t5_config_from_huggingface(config):
-    _required(config, "vocab_size", "d_model", "d_ff", "num_layers", "num_heads")
+    required(config, "vocab_size", "d_model", "d_ff", "num_layers", "num_heads")
     projection = config.get("feed_forward_proj", "relu")
     if projection not in PROJECTIONS:
         raise CheckpointError(f"feed_forward_proj {projection!r} is not supported; supported: "
@@ -90,8 +88,6 @@ def scales_decoder_outputs(config):
     """Whether transformers multiplies this checkpoint's decoder output by d_model^-0.5."""
     if "scale_decoder_outputs" in config:
         return bool(config["scale_decoder_outputs"])
-    if config.get("model_type") == "mt5" and _major_version(config) >= 5:
-        return False  # MT5Config 5 forces tie_word_embeddings true; mT5 never rescales
     return config.get("tie_word_embeddings", True) is not False
 
 
@@ -172,8 +168,15 @@ def _convert(config, tensors, **kwargs):
     return _mapped(config, tensors, **kwargs)
 
 
-register_converter("t5")(_convert)
-register_converter("mt5")(_convert)  # mT5: T5 v1.1's layout with a 250k vocabulary
+convert_t5 = _convert
+
+
+def convert_mt5(config, tensors, **kwargs):
+    """mT5: T5 v1.1's layout with a 250k vocabulary. MT5Config 5 forces
+    tie_word_embeddings true, yet mT5 never rescales its decoder output."""
+    if _major_version(config) >= 5 and "scale_decoder_outputs" not in config:
+        config = dict(config, scale_decoder_outputs=False)
+    return _convert(config, tensors, **kwargs)
 
 
 def _projection_name(backbone):
@@ -187,7 +190,7 @@ def _projection_name(backbone):
 
 def _exporter(model_type, architecture):
     def export(backbone):
-        _check_class(backbone, "T5Backbone", model_type)
+        check_class(backbone, "T5Backbone", model_type)
         c = backbone.get_config()
         config = {
             "model_type": model_type, "architectures": [architecture],
@@ -209,5 +212,5 @@ def _exporter(model_type, architecture):
     return export
 
 
-register_exporter("t5")(_exporter("t5", "T5ForConditionalGeneration"))
-register_exporter("mt5")(_exporter("mt5", "MT5ForConditionalGeneration"))
+export_t5 = _exporter("t5", "T5ForConditionalGeneration")
+export_mt5 = _exporter("mt5", "MT5ForConditionalGeneration")

@@ -34,16 +34,16 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from keras_ctx import families
+from keras_ctx import registry
 from keras_ctx.convert.base import CheckpointError, read_json_object
-from keras_ctx.convert.huggingface import CONVERTERS, EXPORTERS
+from keras_ctx.convert.huggingface import huggingface_format
 
 # Module paths: (TF regex, HF replacement), per layout; applied to the name
 # without its last part (kernel, bias, gamma, beta) after dropping the root.
 _ALBERT_LAYER = "encoder.albert_layer_groups.0.albert_layers.0"
-_LAYER_TF_TO_HF = ((r"^encoder/layer_(\d+)/", r"encoder.layer.\1."),)
-_LAYER_HF_TO_TF = ((r"^encoder\.layer\.(\d+)\.", r"encoder/layer_\1/"),)
-_ALBERT_TF_TO_HF = (
+LAYER_TF_TO_HF = ((r"^encoder/layer_(\d+)/", r"encoder.layer.\1."),)
+LAYER_HF_TO_TF = ((r"^encoder\.layer\.(\d+)\.", r"encoder/layer_\1/"),)
+ALBERT_TF_TO_HF = (
         (r"^encoder/transformer/group_0/inner_group_0/attention_1/self/(query|key|value)$",
          _ALBERT_LAYER + r".attention.\1"),
         (r"^encoder/transformer/group_0/inner_group_0/attention_1/output/dense$",
@@ -58,7 +58,7 @@ _ALBERT_TF_TO_HF = (
          _ALBERT_LAYER + ".full_layer_layer_norm"),
         (r"^pooler/dense$", "pooler"),
 )
-_ALBERT_HF_TO_TF = (
+ALBERT_HF_TO_TF = (
         (r"^" + re.escape(_ALBERT_LAYER) + r"\.attention\.(query|key|value)$",
          r"encoder/transformer/group_0/inner_group_0/attention_1/self/\1"),
         (r"^" + re.escape(_ALBERT_LAYER) + r"\.attention\.dense$",
@@ -79,11 +79,25 @@ SKIPPED = re.compile(r"(^global_step$|/adam_[mv]$|/lamb_[mv]$|^cls/|^output_weig
                      r"^generator_predictions/|^model/lm_loss/)")
 
 
+def layouts():
+    """{layout name: TFLayout} of every family that names one in its registry entry."""
+    return {name: family.tf_checkpoint
+            for name, family in registry.with_tf_checkpoints().items()}
+
+
+def _layout(name):
+    found = layouts()
+    if name not in found:
+        raise CheckpointError(f"No TF checkpoint layout {name!r}; supported: "
+                              f"{', '.join(sorted(found))}.")
+    return found[name]
+
+
 def tf_name_to_hf(name, family, root=None):
     """(HF name, transpose?) of a TF variable name; None for skipped variables."""
     if SKIPPED.search(name):
         return None
-    layout = LAYOUTS[family]
+    layout = _layout(family)
     root = root or layout.root
     if not name.startswith(root):
         return f"<unknown TF variable {name}>", False
@@ -104,7 +118,7 @@ def tf_name_to_hf(name, family, root=None):
 
 def hf_name_to_tf(name, family):
     """(TF name, transpose?) of an exported HF name (inverse of tf_name_to_hf)."""
-    layout = LAYOUTS[family]
+    layout = _layout(family)
     root = layout.root
     path, leaf = name.rsplit(".", 1)
     parent = path.rsplit(".", 1)[-1]
@@ -137,7 +151,7 @@ def find_tf_config(directory):
     """(layout, config path or None) of a google-research checkpoint directory, or None."""
     import tensorflow as tf
 
-    for name, layout in LAYOUTS.items():
+    for name, layout in layouts().items():
         path = os.path.join(directory, layout.config_file or "")
         if layout.config_file and os.path.isfile(path):
             return name, path
@@ -145,7 +159,7 @@ def find_tf_config(directory):
         names = [n for n, _ in tf.train.list_variables(_checkpoint_prefix(directory))]
     except (CheckpointError, tf.errors.OpError, ValueError):
         return None
-    return next(((name, None) for name, layout in LAYOUTS.items()
+    return next(((name, None) for name, layout in layouts().items()
                  if layout.signature and layout.signature in names), None)
 
 
@@ -184,7 +198,7 @@ def _electra_config(tensors):
             "hidden_act": "gelu", "layer_norm_eps": 1e-12}
 
 
-def _electra_read(variables, config, generator):
+def electra_read(variables, config, generator):
     tensors = _electra_tensors(variables, generator)
     return _electra_config(tensors), tensors
 
@@ -286,12 +300,12 @@ def _xlnet_config_to_hf(config):
             "untie_r": config.get("untie_r", True), "layer_norm_eps": 1e-12}
 
 
-def _xlnet_read(variables, config, generator):
+def xlnet_read(variables, config, generator):
     config = _xlnet_config_to_hf(config)
     return config, _xlnet_tensors(variables, config["n_layer"])
 
 
-def _xlnet_write(config, tensors):
+def xlnet_write(config, tensors):
     variables = _xlnet_variables(tensors, config["n_layer"])
     config = {"n_token": config["vocab_size"], "d_model": config["d_model"],
               "n_layer": config["n_layer"], "n_head": config["n_head"],
@@ -300,7 +314,7 @@ def _xlnet_write(config, tensors):
     return config, variables
 
 
-def _renaming_reader(layout_name):
+def renaming_reader(layout_name):
     """BERT-style layouts: each variable renamed to its Hugging Face name."""
     def read(variables, config, generator):
         tensors = {}
@@ -314,7 +328,7 @@ def _renaming_reader(layout_name):
     return read
 
 
-def _renaming_writer(layout_name):
+def renaming_writer(layout_name):
     def write(config, tensors):
         variables = {}
         for name, value in tensors.items():
@@ -328,9 +342,12 @@ def _renaming_writer(layout_name):
 
 @dataclasses.dataclass(frozen=True)
 class TFLayout:
-    """One family's google-research checkpoint, declared.
+    """One family's google-research checkpoint, declared (a `Family.tf_checkpoint`).
 
     Args:
+        name: the layout's name (`from_tf_checkpoint(family=...)`).
+        model_type: the Hugging Face model_type whose names `read` gives the
+            tensors (its converter builds the backbone); default: `name`.
         config_file: its config's name; None: sizes come from the variables.
         root: the variable-name prefix of the encoder.
         tf_to_hf, hf_to_tf: module-path rewrites (regex, replacement).
@@ -341,6 +358,7 @@ class TFLayout:
         generator: whether the checkpoint also holds a generator (ELECTRA).
     """
 
+    name: str
     config_file: Optional[str]
     root: str
     read: Callable
@@ -350,21 +368,11 @@ class TFLayout:
     checkpoint: str = "model.ckpt"
     signature: Optional[str] = None
     generator: bool = False
+    model_type: Optional[str] = None
 
-
-# Keyed by the layout names that `keras_ctx.families` entries give as `tf_checkpoint`;
-# each layout's model type is also its Hugging Face converter's.
-LAYOUTS = {
-    "bert": TFLayout("bert_config.json", "bert/", _renaming_reader("bert"),
-                     _renaming_writer("bert"), _LAYER_TF_TO_HF, _LAYER_HF_TO_TF,
-                     checkpoint="bert_model.ckpt"),
-    "albert": TFLayout("albert_config.json", "bert/", _renaming_reader("albert"),
-                       _renaming_writer("albert"), _ALBERT_TF_TO_HF, _ALBERT_HF_TO_TF),
-    "electra": TFLayout(None, "electra/", _electra_read, _renaming_writer("electra"),
-                        _LAYER_TF_TO_HF, _LAYER_HF_TO_TF,
-                        signature="electra/embeddings/word_embeddings", generator=True),
-    "xlnet": TFLayout("xlnet_config.json", "model/transformer/", _xlnet_read, _xlnet_write),
-}
+    @property
+    def huggingface_type(self):
+        return self.model_type or self.name
 
 
 def from_tf_checkpoint(directory, family=None, generator=False):
@@ -382,14 +390,14 @@ def from_tf_checkpoint(directory, family=None, generator=False):
     directory = os.fspath(directory)
     found = find_tf_config(directory)
     if found is None and family is None:
-        names = [l.config_file for l in LAYOUTS.values() if l.config_file]
+        names = [l.config_file for l in layouts().values() if l.config_file]
         raise CheckpointError(f"{directory} has no {' or '.join(names)} "
                               "and no ELECTRA checkpoint.")
     family = family or found[0]
-    if family not in LAYOUTS:
+    if family not in layouts():
         raise CheckpointError(f"family {family!r} is not supported for TF checkpoints; "
-                              f"supported: {', '.join(sorted(LAYOUTS))}.")
-    layout = LAYOUTS[family]
+                              f"supported: {', '.join(sorted(layouts()))}.")
+    layout = layouts()[family]
     if generator and not layout.generator:
         raise CheckpointError("generator=True is for ELECTRA checkpoints only.")
     config = {}
@@ -406,12 +414,13 @@ def from_tf_checkpoint(directory, family=None, generator=False):
         raise CheckpointError(f"{path if layout.config_file else prefix} does not fit its "
                               f"checkpoint ({type(error).__name__}: {error}).") from None
     source = path if layout.config_file else prefix + " (sizes read from its variables)"
-    backbone = CONVERTERS[family](config, tensors, source=source)
+    _, spec = huggingface_format(layout.huggingface_type)
+    backbone = spec.convert(config, tensors, source=source)
     from keras_ctx.convert.huggingface import check_tokenizer_fits, tokenizer_from_huggingface
 
     backbone.tokenizer = tokenizer_from_huggingface(directory, _vocabulary_is_lowercase(directory))
     check_tokenizer_fits(backbone, backbone.tokenizer, directory)
-    backbone.family = families.with_tf_checkpoints()[family].name
+    backbone.family = registry.with_tf_checkpoints()[family].name
     return backbone
 
 
@@ -461,19 +470,23 @@ def to_tf_checkpoint(backbone, directory, family=None, overwrite=False):
                                                write_json_file)
 
     if family is None:  # the layout the backbone's family entry names
-        entry = families.of_backbone(backbone)
-        family = entry.tf_checkpoint if entry is not None else type(backbone).__name__
-    if family not in LAYOUTS:
+        entry = registry.of_backbone(backbone)
+        family = (entry.tf_checkpoint.name if entry is not None and entry.tf_checkpoint
+                  else type(backbone).__name__)
+    if family not in layouts():
         raise CheckpointError(f"No TF checkpoint layout for {family!r}; supported: "
-                              f"{', '.join(sorted(LAYOUTS))}.")
-    layout = LAYOUTS[family]
+                              f"{', '.join(sorted(layouts()))}.")
+    layout = layouts()[family]
     directory = os.fspath(directory)
     ours = ((layout.config_file,) if layout.config_file else ()) + (
         "checkpoint", layout.checkpoint + ".index") + TOKENIZER_FILES
     existing = ours + tuple(os.path.basename(p) for p in glob.glob(
         os.path.join(glob.escape(directory), glob.escape(layout.checkpoint) + ".data-*")))
     check_writable(directory, existing, overwrite)
-    config, tensors = EXPORTERS[family](backbone)
+    spec = huggingface_format(layout.huggingface_type)[1]
+    if spec.export is None:
+        raise CheckpointError(f"The {family!r} layout's model_type has no exporter.")
+    config, tensors = spec.export(backbone)
     config, variables = layout.write(config, tensors)
     os.makedirs(directory, exist_ok=True)
     # Saved beside, then renamed into place file by file: a failed save leaves the

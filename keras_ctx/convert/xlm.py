@@ -9,8 +9,6 @@ attentions.i.{q,k,v,out}_lin, layer_norm1.i, ffns.i.lin1/lin2, layer_norm2.i
 from keras_ctx.convert.huggingface import (
     mapped_converter,
     CheckpointError,
-    register_converter,
-    register_exporter,
 )
 from keras_ctx.convert.mapping import (
     Entry,
@@ -103,12 +101,11 @@ def xlm_weight_map(backbone):
     return entries
 
 
-register_converter("xlm")(mapped_converter(
+convert_xlm = mapped_converter(
     XLMBackbone, xlm_config_from_huggingface, xlm_weight_map,
-    prefixes=("transformer.", ""), ignore=XLM_IGNORED))
+    prefixes=("transformer.", ""), ignore=XLM_IGNORED)
 
 
-@register_exporter("xlm")
 def export_xlm(backbone):
     from keras_ctx.models.xlm import XLMBackbone
 

@@ -7,14 +7,12 @@ except the output projection `o`, applied as "ibnd,hnd->ibh": our
 (1, 1, d_model) is the query stream's start `w`.
 """
 
-from keras_ctx.convert.bert import _check_class, _required
+from keras_ctx.convert.base import check_class, required
 from keras_ctx.convert.huggingface import (
     mapped_converter,
     CheckpointError,
     activation_from_huggingface,
     activation_to_huggingface,
-    register_converter,
-    register_exporter,
 )
 from keras_ctx.convert.mapping import (
     Entry,
@@ -31,7 +29,7 @@ XLNET_IGNORED = (r"lm_loss\.(weight|bias)", r"sequence_summary\..+", r"logits_pr
 
 
 def xlnet_config_from_huggingface(config):
-    _required(config, "vocab_size", "n_layer", "n_head", "d_model", "d_inner")
+    required(config, "vocab_size", "n_layer", "n_head", "d_model", "d_inner")
     attention_type = config.get("attn_type", "bi")
     if attention_type not in ("bi", "uni"):
         raise CheckpointError(f"attn_type {attention_type!r}: XLNet has 'bi' and 'uni'.")
@@ -84,14 +82,13 @@ def xlnet_weight_map(backbone):
     return entries
 
 
-register_converter("xlnet")(mapped_converter(
+convert_xlnet = mapped_converter(
     XLNetBackbone, xlnet_config_from_huggingface, xlnet_weight_map,
-    prefixes=("transformer.", ""), ignore=XLNET_IGNORED))
+    prefixes=("transformer.", ""), ignore=XLNET_IGNORED)
 
 
-@register_exporter("xlnet")
 def export_xlnet(backbone):
-    _check_class(backbone, "XLNetBackbone", "xlnet")
+    check_class(backbone, "XLNetBackbone", "xlnet")
     config = {
         "model_type": "xlnet",
         "architectures": ["XLNetModel"],

@@ -28,6 +28,7 @@ import re
 
 import numpy as np
 
+from keras_ctx import registry
 from keras_ctx.data import corpora
 
 MANIFEST = "manifest.json"
@@ -114,11 +115,11 @@ _WORKER = {}
 
 def _init_worker(out_dir, preset, run_fields):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from keras_ctx import families, runs
+    from keras_ctx import runs
 
-    run = families.Run(**run_fields)
+    run = registry.Run(**run_fields)
     tokenizer = runs.load_tokenizer(os.path.join(out_dir, runs.TOKENIZER_DIR))
-    _WORKER.update(layout=families.of_preset(preset).prepared(tokenizer, run),
+    _WORKER.update(layout=registry.of_preset(preset).prepared(tokenizer, run),
                    tokenizer=tokenizer, run=run)
 
 
@@ -210,10 +211,10 @@ def prepare(preset, corpus, out, sequence_length=128, vocabulary_size=8000, seed
     Returns:
         The manifest (a dict, also written to `out/manifest.json`).
     """
-    from keras_ctx import families, runs, validation
+    from keras_ctx import runs, validation
     from keras_ctx.recipes import train_tokenizer
 
-    family = families.of_preset(preset)
+    family = registry.of_preset(preset)
     if family.prepared is None:
         raise PreparedDataError(
             f"`keras-ctx prepare` has no example layout for {family.name} yet "
@@ -225,7 +226,7 @@ def prepare(preset, corpus, out, sequence_length=128, vocabulary_size=8000, seed
     if not isinstance(shard_bytes, int) or shard_bytes < 1:
         raise ValueError(f"`shard_bytes` must be a positive int, got {shard_bytes!r}.")
     workers = workers or os.cpu_count() or 1
-    run = families.Run(preset, 1, sequence_length, vocabulary_size, seed)
+    run = registry.Run(preset, 1, sequence_length, vocabulary_size, seed)
     settings = {"model": preset, "family": family.name, "corpus": str(corpus),
                 "sequence_length": sequence_length, "vocabulary_size": vocabulary_size,
                 "seed": seed, "shard_bytes": shard_bytes,

@@ -58,15 +58,14 @@ def vocabulary_size_of(model):
     """The number of token ids `model` (or the backbones inside it) accepts, or None.
 
     Found without relying on layer names (Keras renames a second unnamed layer
-    `token_embedding_1`): the `token_embedding` every backbone exposes, and any
-    table that a functional graph feeds an input named `*token_ids` directly.
-    None when there is none, or several of different sizes.
+    `token_embedding_1`): the `token_embedding` property every backbone
+    exposes (read by duck typing: layers never import models), and any table
+    that a functional graph feeds an input named `*token_ids` directly. None
+    when there is none, or several of different sizes.
     """
-    from keras_ctx.models.backbone import Backbone
-
     sizes = set()
     for layer in model._flatten_layers(include_self=True):
-        if isinstance(layer, Backbone):
+        if isinstance(getattr(type(layer), "token_embedding", None), property):
             try:
                 table = layer.token_embedding
             except NotImplementedError:

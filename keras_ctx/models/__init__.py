@@ -1,11 +1,11 @@
 """Backbones (functional keras.Model) of every family, and their presets.
 
-Each family's presets are data in its module; `keras_ctx.families` registers
-them (with their family) when first read.
+Each family's presets are data in its module; its module under
+`keras_ctx.families` registers them (with their family) in `keras_ctx.registry`.
 """
 
 from keras_ctx.models.backbone import Backbone
-from keras_ctx.models.presets import from_preset, list_presets, register_preset  # noqa: F401
+from keras_ctx.models.presets import from_preset, list_presets  # noqa: F401
 
 from keras_ctx.models import awd_lstm, albert, bart, bert, cove, electra, elmo, gpt, t5, xlnet  # noqa: F401,E402,I001
 from keras_ctx.models.albert import AlbertBackbone  # noqa: E402

@@ -1,15 +1,16 @@
 """Named sizes of every backbone family: `from_preset(name)`, `list_presets()`.
 
-Presets are data: each family's entry in `keras_ctx.families` lists its
-presets and `register_family` registers them here, so every preset carries
-its family. `build(name)` makes a randomly initialised backbone of a preset;
-`from_preset(handle)` also takes checkpoints (local, hf://, kaggle://) through
-`keras_ctx.handles`, the one resolver of model handles.
+Presets are data: each family's module under `keras_ctx.families` names its
+presets and registers them with the family in `keras_ctx.registry`, so every
+preset carries its family. `build(name)` makes a randomly initialised backbone
+of a preset; `from_preset(handle)` also takes checkpoints (local, hf://,
+kaggle://) through `keras_ctx.handles`, the one resolver of model handles.
 """
 
 import dataclasses
+import inspect
 
-_PRESETS = {}
+from keras_ctx import registry
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,32 +28,16 @@ class Preset:
         return count_parameters(self.backbone_cls, self.config)
 
 
-def register_preset(name, backbone_cls, config, description="", *, family):
-    """Registers `name` -> `backbone_cls(**config)` of `family`; names are unique."""
-    if name in _PRESETS:
-        raise ValueError(f"Preset {name!r} is registered twice.")
-    _PRESETS[name] = Preset(name, family, backbone_cls, dict(config), description)
-
-
-def unregister_preset(name):
-    """Removes a preset (for tests that register toy families)."""
-    _PRESETS.pop(name, None)
-
-
 def preset_names():
-    _load_families()
-    return sorted(_PRESETS)
+    """Every preset's name, sorted."""
+    return registry.preset_names()
 
 
 def get_preset(name):
     """The `Preset` of `name`, with a clear error if unknown."""
-    _load_families()
-    if name not in _PRESETS:
-        raise ValueError(
-            f"Unknown preset {name!r}. Known presets: {', '.join(preset_names())}. "
-            "`keras_ctx.models.list_presets()` lists them with parameter counts."
-        )
-    return _PRESETS[name]
+    family = registry.of_preset(name)
+    config, description = family.presets[name]
+    return Preset(name, family.name, family.backbone, dict(config), description)
 
 
 def preset_config(name):
@@ -106,7 +91,7 @@ def list_presets(family=None):
     """
     rows = []
     for name in preset_names():
-        preset = _PRESETS[name]
+        preset = get_preset(name)
         if family and family.lower() not in (
                 preset.family + " " + preset.backbone_cls.__name__).lower():
             continue
@@ -123,8 +108,6 @@ def count_parameters(backbone_cls, config):
     """
     analytic = getattr(backbone_cls, "analytic_parameter_count", None)
     if analytic is not None:
-        import inspect
-
         parameters = inspect.signature(analytic).parameters
         if not any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
             config = {k: v for k, v in config.items() if k in parameters}
@@ -134,7 +117,3 @@ def count_parameters(backbone_cls, config):
     del model
     return count
 
-
-def _load_families():
-    # The registry registers the built-in presets when it is first imported.
-    import keras_ctx.families  # noqa: F401

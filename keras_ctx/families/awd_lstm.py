@@ -1,0 +1,11 @@
+"""AWD-LSTM (Merity et al. 2018), ULMFiT's language model."""
+
+from keras_ctx.models import awd_lstm
+from keras_ctx.registry import Family, register_family
+
+# ULMFiT classifies from concat pooling (Howard & Ruder 2018, Sec. 3.3).
+AWD_LSTM = register_family(Family(
+    "awd_lstm", awd_lstm.AwdLstmBackbone, awd_lstm.AWD_LSTM_PRESETS,
+    pooling=("sequence_output", "padding_mask", "concat"),
+    no_pretraining="AWD-LSTM trains in `keras-ctx ulmfit` "
+                   "(keras_ctx.recipes_ulmfit_cvt: word vocabulary, AR/TAR, STLR)."))

@@ -1,0 +1,30 @@
+"""BART (Lewis et al. 2020): a denoising autoencoder, encoder-decoder."""
+
+from keras_ctx.convert import bart as convert_bart
+from keras_ctx.convert import kerashub
+from keras_ctx.data import pipelines, tokenizers
+from keras_ctx.families.common import BART_FRAMING, chunks, pipeline, pretrainer
+from keras_ctx.models import bart
+from keras_ctx.pretraining import Seq2SeqPretrainer
+from keras_ctx.registry import Family, HuggingFace, KerasHub, register_family
+
+
+def _bart_read(tokenizer, run):
+    # BART's chunks leave room for <s> and </s> (pipelines.denoising_dataset).
+    return pipelines.denoising_example(tokenizer, run.sequence_length)
+
+
+# BART classifies from the decoder state at the final </s> (Lewis et al. 2020,
+# Sec. 3.1), the last real decoder position (the decoder reads the text shifted
+# right, so it sits where the encoder's final </s> does), through dense + tanh
+# as BartClassificationHead.
+BART = register_family(Family(
+    "bart", bart.BartBackbone, bart.BART_PRESETS, tokenizers.train_byte_level_bpe,
+    BART_FRAMING, inputs="encoder_decoder",
+    pooling=("decoder_sequence_output", "decoder_padding_mask", "last", "tanh"),
+    word_vectors="encoder_sequence_output", dataset=pipeline(pipelines.denoising_dataset),
+    prepared=chunks(_bart_read, shorter=2), pretrainer=pretrainer(Seq2SeqPretrainer),
+    huggingface=(HuggingFace("bart", convert_bart.convert_bart, convert_bart.export_bart,
+                             sequence_classifier=("classification_head.dense",
+                                                  "classification_head.out_proj")),),
+    keras_hub=(KerasHub("BartBackbone", kerashub.bart_from_keras_hub),)))

@@ -1,0 +1,71 @@
+"""What several families share: their framings, special tokens and recipe adapters.
+
+The adapters turn a data builder or a pretrainer class (referenced directly,
+never looked up by name) into the `(documents, tokenizer, Run)` /
+`(backbone, tokenizer, Run)` callables a `Family` holds.
+"""
+
+import dataclasses
+import functools
+
+from keras_ctx.data import pipelines
+from keras_ctx.registry import Framing
+
+WORDPIECE_FRAMING = Framing(start=(("[CLS]",),), middle=(("[SEP]",),), end=(("[SEP]",),))
+# fairseq: <s> A </s></s> B </s> (Liu et al. 2019; Lewis et al. 2020).
+FAIRSEQ_FRAMING = Framing(start=(("<s>",),), middle=(("</s>",), ("</s>",)), end=(("</s>",),),
+                          segments=1)
+# BART's decoder starts with </s> (fairseq).
+BART_FRAMING = dataclasses.replace(FAIRSEQ_FRAMING, decoder_start=(("</s>",),),
+                                   stop=(("</s>",),))
+# XLNet: A <sep> B <sep> <cls>, the summary token last (Yang et al. 2019).
+XLNET_FRAMING = Framing(middle=(("[SEP]", "<sep>"),),
+                        end=(("[SEP]", "<sep>"), ("[CLS]", "<cls>")))
+# GPT-2: no start token; a pair is joined by <|endoftext|>.
+GPT_FRAMING = Framing(middle=(("<|endoftext|>",),), segments=1,
+                      stop=(("<|endoftext|>",),))
+# T5: text </s> (Raffel et al. 2020); our trained SentencePiece spells </s> [SEP].
+T5_FRAMING = Framing(middle=(("</s>", "[SEP]"),), end=(("</s>", "[SEP]"),), segments=1,
+                     decoder_start=(("<pad>", "[PAD]"),), stop=(("</s>", "[SEP]"),))
+
+# XLNet's SentencePiece (its README's spm_train): cased, control symbols
+# <cls> <sep> <pad> <mask> <eod> (spelled as keras_ctx's pipelines find them).
+XLNET_SPECIAL_TOKENS = ("<pad>", "<unk>", "[CLS]", "[SEP]", "<mask>", "<eod>")
+
+GPT_END_OF_TEXT = "<|endoftext|>"
+T5_SENTINELS = 100  # <extra_id_0..99> after the SentencePiece vocabulary (Raffel et al.)
+
+POOLED = ("pooled_output", "padding_mask", "pooled")
+LAST = ("sequence_output", "padding_mask", "last")
+
+
+def pipeline(builder, **options):
+    """`builder(documents, tokenizer, batch_size=, sequence_length=, seed=, **options)`
+    as a `Family.dataset`: (documents, tokenizer, Run) -> tf.data."""
+    def build(documents, tokenizer, run):
+        return builder(documents, tokenizer, batch_size=run.batch_size,
+                       sequence_length=run.sequence_length, seed=run.seed, **options)
+
+    return build
+
+
+def layout(builder, **options):
+    """`builder(tokenizer, run, **options)` as a `Family.prepared`."""
+    return functools.partial(builder, **options)
+
+
+def chunks(read, shorter=0, end_token=None):
+    """The token-chunk layout (GPT, T5, BART): `read(tokenizer, run)` maps a chunk when read."""
+    def build(tokenizer, run):
+        return pipelines.chunks_layout(tokenizer, run, read, end_token=end_token,
+                                       length=run.sequence_length - shorter)
+
+    return build
+
+
+def pretrainer(objective):
+    """A Pretrainer class that takes only the backbone, as a `Family.pretrainer`."""
+    def build(backbone, tokenizer, run):
+        return objective(backbone)
+
+    return build

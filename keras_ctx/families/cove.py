@@ -1,0 +1,10 @@
+"""CoVe (McCann et al. 2017): the encoder of a translation model, over word vectors."""
+
+from keras_ctx.models import cove
+from keras_ctx.registry import Family, register_family
+
+COVE = register_family(Family(
+    "cove", cove.CoveBackbone, cove.COVE_PRESETS, inputs="words",
+    pooling=("sequence_output", "padding_mask", "mean"),
+    no_pretraining="CoVe trains on a parallel corpus: see examples/cove_translate.py "
+                   "and keras_ctx.pretraining.TranslationPretrainer."))

@@ -1,0 +1,56 @@
+"""GPT, GPT-2, GPT-3 and GPT-Neo: one GPTBackbone class, four families told apart by
+its architecture (`matches`), all causal LM over token chunks."""
+
+import functools
+
+from keras_ctx.convert import gpt2 as convert_gpt2
+from keras_ctx.convert import gpt_neo as convert_gpt_neo
+from keras_ctx.convert import kerashub
+from keras_ctx.data import pipelines, tokenizers
+from keras_ctx.families.common import GPT_END_OF_TEXT, GPT_FRAMING, LAST, chunks, pipeline
+from keras_ctx.families.common import pretrainer
+from keras_ctx.models import gpt
+from keras_ctx.pretraining import CausalLMPretrainer
+from keras_ctx.registry import Family, HuggingFace, KerasHub, register_family
+
+
+def _causal_read(tokenizer, run):
+    return pipelines.causal_lm_example
+
+
+def _banded(backbone):
+    return "local" in getattr(backbone, "attention_types", ())
+
+
+# What the four share: causal LM over chunks joined by <|endoftext|>.
+_CAUSAL = dict(pooling=LAST,
+               dataset=pipeline(pipelines.causal_lm_dataset, end_token=GPT_END_OF_TEXT),
+               prepared=chunks(_causal_read, end_token=GPT_END_OF_TEXT),
+               pretrainer=pretrainer(CausalLMPretrainer))
+_BYTE_LEVEL_BPE = functools.partial(tokenizers.train_byte_level_bpe,
+                                    special_tokens=(GPT_END_OF_TEXT,))
+
+# GPT (Radford et al. 2018): BPE with end-of-word markers (</w>), not bytes; post-LN.
+GPT = register_family(Family(
+    "gpt", gpt.GPTBackbone, gpt.GPT_PRESETS,
+    functools.partial(tokenizers.train_word_end_bpe, special_tokens=(GPT_END_OF_TEXT,)),
+    GPT_FRAMING, **_CAUSAL,
+    huggingface=(HuggingFace("openai-gpt", convert_gpt2.convert_openai_gpt,
+                             convert_gpt2.export_openai_gpt),),
+    matches=lambda backbone: not backbone.normalize_first))
+# GPT-2 (Radford et al. 2019): byte-level BPE, pre-LN.
+GPT2 = register_family(Family(
+    "gpt2", gpt.GPTBackbone, gpt.GPT2_PRESETS, _BYTE_LEVEL_BPE, GPT_FRAMING, **_CAUSAL,
+    huggingface=(HuggingFace("gpt2", convert_gpt2.convert_gpt2, convert_gpt2.export_gpt2),),
+    keras_hub=(KerasHub("GPT2Backbone", kerashub.gpt2_from_keras_hub),),
+    matches=lambda backbone: backbone.normalize_first and not _banded(backbone)))
+# GPT-3 (Brown et al. 2020): GPT-2 with alternating dense / banded layers.
+GPT3 = register_family(Family(
+    "gpt3", gpt.GPTBackbone, gpt.GPT3_PRESETS, _BYTE_LEVEL_BPE, GPT_FRAMING, **_CAUSAL,
+    matches=lambda backbone: _banded(backbone) and backbone.attention_scale is None))
+# GPT-Neo: GPT-3's pattern as EleutherAI released it (unscaled scores).
+GPT_NEO = register_family(Family(
+    "gpt_neo", gpt.GPTBackbone, gpt.GPT_NEO_PRESETS, _BYTE_LEVEL_BPE, GPT_FRAMING, **_CAUSAL,
+    huggingface=(HuggingFace("gpt_neo", convert_gpt_neo.convert_gpt_neo,
+                             convert_gpt_neo.export_gpt_neo),),
+    matches=lambda backbone: _banded(backbone) and backbone.attention_scale is not None))

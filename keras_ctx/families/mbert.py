@@ -1,0 +1,20 @@
+"""mBERT (Devlin et al., multilingual/README.md): BERT over a shared multilingual vocabulary.
+
+BERT's network and objective (MLM + NSP) over a shared WordPiece vocabulary;
+its cased release is the recommended one, so its tokenizer keeps case. Its
+Hugging Face checkpoints are model_type "bert" (read as the bert family).
+"""
+
+import functools
+
+from keras_ctx.data import pipelines, tokenizers
+from keras_ctx.families.common import POOLED, WORDPIECE_FRAMING, pipeline, pretrainer
+from keras_ctx.models import bert
+from keras_ctx.pretraining import BertPretrainer
+from keras_ctx.registry import Family, register_family
+
+MBERT = register_family(Family(
+    "mbert", bert.BertBackbone, bert.MBERT_PRESETS,
+    functools.partial(tokenizers.train_wordpiece, lowercase=False), WORDPIECE_FRAMING,
+    pooling=POOLED, dataset=pipeline(pipelines.bert_dataset, static_masking=False),
+    pretrainer=pretrainer(BertPretrainer)))

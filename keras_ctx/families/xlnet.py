@@ -1,0 +1,43 @@
+"""XLNet (Yang et al. 2019): permutation language modelling with two-stream attention."""
+
+import functools
+
+from keras_ctx.convert import kerashub
+from keras_ctx.convert import xlnet as convert_xlnet
+from keras_ctx.convert.heads import MaskedLMLayout
+from keras_ctx.convert.tensorflow import TFLayout, xlnet_read, xlnet_write
+from keras_ctx.data import pipelines, tokenizers
+from keras_ctx.data.permutation import default_reuse_len
+from keras_ctx.families.common import LAST, XLNET_FRAMING, XLNET_SPECIAL_TOKENS, pipeline
+from keras_ctx.models import xlnet
+from keras_ctx.pretraining import XLNetPretrainer
+from keras_ctx.registry import Family, HuggingFace, KerasHub, register_family
+
+# XLNetLMHeadModel's lm_loss: Linear tied to word_embedding, with a bias.
+MASKED_LM = MaskedLMLayout("XLNetLMHeadModel", "transformer.", bias="lm_loss.bias",
+                           decoder="lm_loss.weight")
+
+
+def xlnet_pretrainer(backbone, tokenizer, run):
+    # As pipelines.permutation_dataset lays the data out (XLNet's data_utils.py).
+    return XLNetPretrainer(backbone, batch_size=run.batch_size,
+                           reuse_len=default_reuse_len(run.sequence_length))
+
+
+def xlnet_recipe_config(run):
+    # The released pretraining (zihangdai/xlnet README: --seq_len=512
+    # --mem_len=384): a memory of 3/4 of the sequence, carried across batches.
+    return {"mem_len": run.sequence_length * 3 // 4}
+
+
+XLNET = register_family(Family(
+    "xlnet", xlnet.XLNetBackbone, xlnet.XLNET_PRESETS,
+    functools.partial(tokenizers.train_sentencepiece, special_tokens=XLNET_SPECIAL_TOKENS,
+                      lowercase=False),
+    XLNET_FRAMING, pooling=LAST, dataset=pipeline(pipelines.permutation_dataset),
+    pretrainer=xlnet_pretrainer, recipe_config=xlnet_recipe_config,
+    huggingface=(HuggingFace("xlnet", convert_xlnet.convert_xlnet, convert_xlnet.export_xlnet,
+                             masked_lm=MASKED_LM),),
+    keras_hub=(KerasHub("XLNetBackbone", kerashub.xlnet_from_keras_hub),),
+    tf_checkpoint=TFLayout("xlnet", "xlnet_config.json", "model/transformer/", xlnet_read,
+                           xlnet_write)))

@@ -1,0 +1,287 @@
+"""The family registry: `Family`, `Framing`, `Run`, and register / look up.
+
+A leaf: it imports nothing else of keras_ctx, so models, presets,
+preprocessing, tasks and the converters may all read it. What it holds is
+filled in by `keras_ctx.families`, one module per family, which imports the
+models, pipelines, pretrainers and converters and registers each family
+once; nothing else keeps a list of families or branches on a family's name.
+
+A new family is one module (its backbone, presets, recipe and converter
+specs by reference) plus one call:
+
+    register_family(Family(
+        name="toy", backbone=ToyBackbone, presets={"toy-tiny": (config, "a toy")},
+        train_tokenizer=tokenizers.train_wordpiece, framing=WORDPIECE_FRAMING,
+        dataset=toy_dataset, pretrainer=lambda backbone, tokenizer, run: ...,
+        huggingface=(HuggingFace("toy", convert=convert_toy, export=export_toy),)))
+"""
+
+import dataclasses
+from typing import Callable, Optional
+
+
+@dataclasses.dataclass(frozen=True)
+class Framing:
+    """How one text, or a pair, becomes one row of ids.
+
+    single: start + a + end;  pair: start + a + middle + b + end. Each token
+    is a tuple of spellings; the first one the vocabulary has is used (a
+    tokenizer trained here and a converted one may spell [SEP] as </s>).
+    Segment ids are 0 up to and including `middle`, 1 after it, for
+    families with two segment rows; single-segment families take none.
+    Encoder-decoders' decoders read `decoder_start` then the text shifted.
+    `stop`: the tokens that end a generated text (the first one the
+    vocabulary has of each); none: generation runs to max_length.
+    """
+
+    start: tuple = ()
+    middle: tuple = ()
+    end: tuple = ()
+    pad: tuple = (("[PAD]", "<pad>"),)
+    segments: int = 2
+    decoder_start: tuple = ()
+    stop: tuple = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """The sizes a pretraining recipe builds with (what `keras-ctx pretrain` takes)."""
+
+    preset: str
+    batch_size: int
+    sequence_length: int
+    vocabulary_size: int
+    seed: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class HuggingFace:
+    """One Hugging Face `model_type` a family reads (and writes).
+
+    Args:
+        model_type: config.json's `model_type`.
+        convert: (config dict, {name: tensor} or None, source=...) -> backbone
+            (`keras_ctx.convert.huggingface.mapped_converter` builds one).
+        export: backbone -> (config dict, {name: numpy tensor}); None: read only.
+        masked_lm: the *ForMaskedLM head's tensor names
+            (`keras_ctx.convert.heads.MaskedLMLayout`), or None.
+        sequence_classifier: (transform Linear or None, logits Linear) prefixes
+            of its *ForSequenceClassification head, or None.
+        token_classifier: whether its *ForTokenClassification head (one
+            `classifier` Linear) is read.
+    """
+
+    model_type: str
+    convert: Callable
+    export: Optional[Callable] = None
+    masked_lm: Optional[object] = None
+    sequence_classifier: Optional[tuple] = None
+    token_classifier: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class KerasHub:
+    """One keras-hub backbone class a family's weights transfer from.
+
+    Args:
+        class_name: the keras-hub class (`keras_hub.models.BertBackbone`).
+        convert: (keras-hub backbone, its get_config()) -> (our backbone,
+            [weight-map Entry], optional ignored-path patterns).
+    """
+
+    class_name: str
+    convert: Callable
+
+
+@dataclasses.dataclass(frozen=True)
+class Family:
+    """One model family. See the module docstring.
+
+    Args:
+        name: the family's name, recorded in run directories.
+        backbone: its backbone class.
+        presets: {preset name: (config, description)}.
+        train_tokenizer: (sentences tf.data, vocabulary_size) -> a keras-hub
+            tokenizer (or a word vocabulary list, ELMo). None: no recipe.
+        framing: how texts become ids (`Framing`); None for character inputs.
+        inputs: "tokens" (token_ids + padding_mask), "characters" (ELMo) or
+            "encoder_decoder" (T5, BART).
+        pooling: how a classifier reads the backbone: (output name, mask
+            name, mode) with mode "pooled", "first", "last", "mean" or "concat",
+            and optionally a 4th item, the activation of a dense layer between
+            the pooled vector and the logits (BART's "tanh" head).
+        word_vectors: the output `keras-ctx embed` reads a word's vectors
+            from, one position per input id (encoder-decoders: the encoder's,
+            whose positions are the text's; the decoder's are shifted).
+        extra_tokens: ids after the tokenizer's vocabulary (T5's sentinels).
+        sized_by_tokenizer: whether the backbone's vocabulary_size is the
+            trained tokenizer's (+ extra_tokens); ELMo reads characters.
+        dataset: (documents, tokenizer, Run) -> tf.data of pretraining batches.
+        prepared: (tokenizer, Run) -> a `keras_ctx.data.pipelines.Layout`: how
+            `keras-ctx prepare` writes the family's examples to shards and how
+            `pretrain --data` reads them. None: no prepared path yet.
+        pretrainer: (backbone, tokenizer, Run) -> a Pretrainer.
+        no_pretraining: why `keras-ctx pretrain` has no recipe (CoVe).
+        huggingface: `HuggingFace` specs; the first is what `to_huggingface`
+            writes by default.
+        keras_hub: `KerasHub` specs: the keras-hub classes `from_keras_hub` reads.
+        tf_checkpoint: the google-research checkpoint layout
+            (`keras_ctx.convert.tensorflow.TFLayout`, named by its `name`), or None.
+        run_files: tokenizer -> (tokenizer to save, extra run.json info);
+            ELMo keeps its word vocabulary in run.json.
+        matches: backbone -> bool, where families share a backbone class
+            and differ in its architecture (GPT is post-LN, GPT-2 pre-LN).
+        recipe_config: Run -> backbone config values the pretraining recipe
+            sets from the run's sizes (XLNet's memory length); `--set` wins.
+    """
+
+    name: str
+    backbone: type
+    presets: dict = dataclasses.field(default_factory=dict)
+    train_tokenizer: Optional[Callable] = None
+    framing: Optional[Framing] = None
+    inputs: str = "tokens"
+    pooling: tuple = ("sequence_output", "padding_mask", "first")
+    word_vectors: str = "sequence_output"
+    extra_tokens: int = 0
+    sized_by_tokenizer: bool = True
+    dataset: Optional[Callable] = None
+    prepared: Optional[Callable] = None
+    pretrainer: Optional[Callable] = None
+    no_pretraining: str = ""
+    huggingface: tuple = ()
+    keras_hub: tuple = ()
+    tf_checkpoint: Optional[object] = None
+    run_files: Callable = lambda tokenizer: (tokenizer, {})
+    matches: Optional[Callable] = None
+    recipe_config: Callable = lambda run: {}
+
+
+_FAMILIES = {}
+# Indexes filled by register_family: preset name / model_type / keras-hub class /
+# TF layout name -> family name.
+_PRESETS = {}
+_HUGGINGFACE = {}
+_KERAS_HUB = {}
+_TF_LAYOUTS = {}
+
+
+def _keys(family):
+    """(index, key, what) of everything `family` claims, for the uniqueness check."""
+    yield from ((_PRESETS, name, "Preset") for name in family.presets)
+    yield from ((_HUGGINGFACE, spec.model_type, "Hugging Face model_type")
+                for spec in family.huggingface)
+    yield from ((_KERAS_HUB, spec.class_name, "keras-hub class") for spec in family.keras_hub)
+    if family.tf_checkpoint is not None:
+        yield _TF_LAYOUTS, family.tf_checkpoint.name, "TF checkpoint layout"
+
+
+def register_family(family):
+    """Adds `family`: its name, presets, model_types, keras-hub classes and TF layout.
+
+    Args:
+        family: a `Family`.
+
+    Returns:
+        The family. Raises ValueError if it, or anything it claims, is
+        registered already (nothing is added then).
+    """
+    if family.name in _FAMILIES:
+        raise ValueError(f"Family {family.name!r} is registered twice.")
+    claims = list(_keys(family))
+    for index, key, what in claims:
+        if key in index:
+            raise ValueError(f"{what} {key!r} is registered twice (families "
+                             f"{index[key]!r} and {family.name!r}).")
+    if len({(id(index), key) for index, key, _ in claims}) != len(claims):
+        raise ValueError(f"Family {family.name!r} claims one name twice: {claims}.")
+    _FAMILIES[family.name] = family
+    for index, key, _ in claims:
+        index[key] = family.name
+    return family
+
+
+def unregister_family(name):
+    """Removes a family and everything it claimed (for tests that add toy families)."""
+    family = _FAMILIES[name]
+    for index, key, _ in list(_keys(family)):
+        index.pop(key, None)
+    del _FAMILIES[name]
+
+
+def get(name):
+    """The `Family` called `name`, with a clear error if unknown."""
+    if name not in _FAMILIES:
+        raise ValueError(f"Unknown model family {name!r}; known: {', '.join(names())}.")
+    return _FAMILIES[name]
+
+
+def names():
+    """The registered families' names, sorted."""
+    return sorted(_FAMILIES)
+
+
+def preset_names():
+    """Every registered preset's name, sorted."""
+    return sorted(_PRESETS)
+
+
+def of_preset(preset):
+    """The `Family` of a preset name, with a clear error if unknown."""
+    if preset not in _PRESETS:
+        raise ValueError(
+            f"Unknown preset {preset!r}. Known presets: {', '.join(preset_names())}. "
+            "`keras_ctx.models.list_presets()` lists them with parameter counts."
+        )
+    return _FAMILIES[_PRESETS[preset]]
+
+
+def of_backbone(backbone):
+    """The `Family` of a backbone: its `family` attribute if it has one (set by the
+    converters), else the first family registered for its class; None if none."""
+    name = getattr(backbone, "family", None)
+    if isinstance(name, str):
+        return get(name)
+    for family in _FAMILIES.values():
+        if type(backbone) is family.backbone and (family.matches is None
+                                                  or family.matches(backbone)):
+            return family
+    return None
+
+
+def huggingface(model_type):
+    """(Family, HuggingFace spec) of a Hugging Face model_type, or None."""
+    if model_type not in _HUGGINGFACE:
+        return None
+    family = _FAMILIES[_HUGGINGFACE[model_type]]
+    return family, next(s for s in family.huggingface if s.model_type == model_type)
+
+
+def huggingface_model_types():
+    """Every registered Hugging Face model_type, sorted."""
+    return sorted(_HUGGINGFACE)
+
+
+def of_huggingface(model_type):
+    """The `Family` whose checkpoints carry this Hugging Face model_type, or None."""
+    found = huggingface(model_type)
+    return found[0] if found else None
+
+
+def keras_hub(class_name):
+    """(Family, KerasHub spec) of a keras-hub backbone class name, or None."""
+    if class_name not in _KERAS_HUB:
+        return None
+    family = _FAMILIES[_KERAS_HUB[class_name]]
+    return family, next(s for s in family.keras_hub if s.class_name == class_name)
+
+
+def of_keras_hub(class_name):
+    """The `Family` a keras-hub backbone class converts to, or None."""
+    found = keras_hub(class_name)
+    return found[0] if found else None
+
+
+def with_tf_checkpoints():
+    """Families with a google-research TF checkpoint layout, by layout name."""
+    return {layout: _FAMILIES[name] for layout, name in sorted(_TF_LAYOUTS.items())}

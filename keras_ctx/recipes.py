@@ -18,7 +18,7 @@ import time
 import keras
 import tensorflow as tf
 
-from keras_ctx import families, progress, runs
+from keras_ctx import families, fingerprints, progress, runs, runs_data
 from keras_ctx.data import corpora
 from keras_ctx.finetuning import finetune  # noqa: F401  (keras-ctx finetune)
 from keras_ctx.preprocessing import TextPreprocessor
@@ -146,8 +146,13 @@ def use_xla(choice):
 def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_length=64,
              vocabulary_size=8000, learning_rate=None, seed=0, strategy="default",
              mixed_precision=False, xla="auto", checkpoint_every=100, resume=True,
-             overrides=None, export=None, overwrite=False, show_contexts=True):
+             overrides=None, export=None, overwrite=False, show_contexts=True,
+             corpus_changed="refuse"):
     """Pretrains `preset` on `corpus` into the run directory `out` (resumable).
+
+    `corpus_changed="continue"` resumes a run whose corpus (or the tokenizer
+    trained on it) differs from the one its checkpoints were trained on;
+    by default that resume is refused (`keras_ctx.runs.check_data`).
 
     Returns the run info written to `out/run.json`.
     """
@@ -168,6 +173,12 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
                                    vocabulary_size=vocabulary_size)
     overrides = dict(overrides or {})
     validation.check_overrides(preset, backbone_cls, config, overrides)
+    run = families.Run(preset, batch_size, sequence_length, vocabulary_size, seed)
+    validation.check_override_values(
+        preset, family, {**config, **family.recipe_config(run), **overrides}, overrides,
+        sequence_length)
+    validation.check_export_path(export)
+    data = runs_data.check_corpus(corpus, out, resume, corpus_changed)
     text_export = export and family.framing is not None
     if export:
         check_export_target(export, 1, overwrite)
@@ -176,11 +187,13 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
     keras.utils.set_random_seed(seed)
     if mixed_precision:
         keras.config.set_dtype_policy("mixed_bfloat16")
-    run = families.Run(preset, batch_size, sequence_length, vocabulary_size, seed)
     documents = corpora.documents(corpus)
     with make_strategy(strategy).scope():
         backbone, pretrainer, dataset, tokenizer, extra = build(preset, documents, run,
                                                                 overrides)
+        validation.check_overrides_applied(preset, backbone, overrides)
+        runs_data.check_sequence_length(backbone, sequence_length)
+        data["tokenizer"] = fingerprints.tokenizer(tokenizer)
         hidden = getattr(backbone, "hidden_size", 512)
         rate = learning_rate or (1e-3 if hidden <= 256 else 1e-4)
         say(f"Compiling the training step{' with XLA' if use_xla(xla) else ''} "
@@ -192,7 +205,7 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
                 "sequence_length": sequence_length, "batch_size": batch_size,
                 "vocabulary_size": vocabulary_size, "seed": seed}
     with RunLock(out):
-        runs.claim(out, settings, fresh=not resume)
+        runs.claim(out, settings, fresh=not resume, data=data, corpus_changed=corpus_changed)
         # A live progress bar with ETA on a terminal; one line per chunk when piped.
         result = fit_resumable(pretrainer, dataset, steps, out,
                                checkpoint_every=checkpoint_every, resume=resume,
@@ -251,6 +264,7 @@ def convert(source, dest, overwrite=False):
     """Converts a checkpoint (any supported format) into the run directory `dest`."""
     from keras_ctx.convert.cli import convert as convert_checkpoint
 
-    info = convert_checkpoint(source, dest, overwrite=overwrite)
+    with runs.writing(dest):  # a pretrain, finetune or convert writing DEST refuses us
+        info = convert_checkpoint(source, dest, overwrite=overwrite)
     print(f"Converted {source} to {dest}.")
     return info

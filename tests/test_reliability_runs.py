@@ -218,15 +218,24 @@ def test_finetune_and_convert_meet_the_run_lock(tiny_run, tmp_path, capsys):
     assert os.listdir(out) == [files.LOCK_FILE]
 
 
-def test_a_convert_killed_before_run_json_can_be_run_again(tmp_path, capsys):
+def test_a_convert_killed_before_run_json_can_be_run_again(tmp_path, capsys, monkeypatch):
     from keras_ctx.convert import to_huggingface
 
     source = tmp_path / "hf"
     to_huggingface(tiny_backbone(seed=5), str(source))
     dest = tmp_path / "dest"
+    write_json = files.write_json
+
+    def stopped_before_run_json(path, *args, **kwargs):
+        if os.path.basename(path) == runs.RUN_FILE:
+            raise KeyboardInterrupt  # Ctrl-C after backbone.keras is in place
+        return write_json(path, *args, **kwargs)
+
+    monkeypatch.setattr(files, "write_json", stopped_before_run_json)
     code, output = run_cli(capsys, "convert", str(source), str(dest))
-    assert code == 0, output
-    (dest / "run.json").unlink()  # killed after backbone.keras, before run.json
+    assert code == 130 and (dest / "backbone.keras").is_file(), output
+    assert not (dest / "run.json").exists()
+    monkeypatch.setattr(files, "write_json", write_json)
     code, output = run_cli(capsys, "convert", str(source), str(dest))
     assert code == 0, output
     assert runs.read_info(str(dest))["family"] == "bert"

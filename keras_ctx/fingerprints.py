@@ -93,18 +93,23 @@ def corpus(source):
     return {"files": [file_fingerprint(path) for path in corpora.resolve_files(source)]}
 
 
-def tokenizer(tokenizer_or_vocabulary):
+def tokenizer(tokenizer_or_vocabulary, extra=None):
     """The SHA-256 of a tokenizer's config (less its name) and vocabulary files, or None.
 
     Args:
         tokenizer_or_vocabulary: a keras-hub tokenizer, a word list (ELMo's
             vocabulary), or None.
+        extra: the run-file info a family keeps beside (or instead of) a
+            tokenizer (ELMo's word vocabulary), hashed with it.
     """
     import tempfile
 
-    if tokenizer_or_vocabulary is None:
+    if tokenizer_or_vocabulary is None and not extra:
         return None
     digest = hashlib.sha256()
+    digest.update(json.dumps(extra or {}, sort_keys=True, default=str).encode("utf-8"))
+    if tokenizer_or_vocabulary is None:
+        return digest.hexdigest()
     if isinstance(tokenizer_or_vocabulary, (list, tuple)):
         digest.update(json.dumps(list(tokenizer_or_vocabulary)).encode("utf-8"))
         return digest.hexdigest()

@@ -150,9 +150,9 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
              corpus_changed="refuse"):
     """Pretrains `preset` on `corpus` into the run directory `out` (resumable).
 
-    `corpus_changed="continue"` resumes a run whose corpus (or the tokenizer
-    trained on it) differs from the one its checkpoints were trained on;
-    by default that resume is refused (`keras_ctx.runs.check_data`).
+    `corpus_changed="continue"` resumes a run whose corpus differs from the one
+    its checkpoints were trained on (by default refused); a tokenizer that
+    differs is always refused (`keras_ctx.runs.check_data`).
 
     Returns the run info written to `out/run.json`.
     """
@@ -193,7 +193,7 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
                                                                 overrides)
         validation.check_overrides_applied(preset, backbone, overrides)
         runs_data.check_sequence_length(backbone, sequence_length)
-        data["tokenizer"] = fingerprints.tokenizer(tokenizer)
+        data["tokenizer"] = fingerprints.tokenizer(tokenizer, extra)
         hidden = getattr(backbone, "hidden_size", 512)
         rate = learning_rate or (1e-3 if hidden <= 256 else 1e-4)
         say(f"Compiling the training step{' with XLA' if use_xla(xla) else ''} "

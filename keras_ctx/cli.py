@@ -47,7 +47,7 @@ def _pretrain(args):
         seed=args.seed, strategy=args.strategy, mixed_precision=args.mixed_precision,
         xla=args.xla, checkpoint_every=args.checkpoint_every, resume=not args.no_resume,
         overrides=recipes.parse_overrides(args.set), export=args.export,
-        overwrite=args.overwrite, data=args.data)
+        overwrite=args.overwrite, data=args.data, corpus_changed=args.corpus_changed)
     return 0
 
 
@@ -155,6 +155,10 @@ def build_parser():
     pretrain.add_argument("--data", default=None,
                           help="a `keras-ctx prepare` directory to train on (instead of "
                                "--corpus)")
+    pretrain.add_argument("--corpus-changed", choices=["refuse", "continue"],
+                          default="refuse",
+                          help="when resuming a run whose corpus (or tokenizer) changed: "
+                               "refuse (default), or continue training on the new one")
     _add_training_options(pretrain)
     pretrain.set_defaults(run=_pretrain)
 
@@ -246,21 +250,9 @@ def build_parser():
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    import tensorflow as tf
+    from keras_ctx import cli_errors
 
-    from keras_ctx.errors import one_line
-    from keras_ctx.training import TrainingDiverged
-
-    try:
-        return args.run(args)
-    except TrainingDiverged as error:
-        print(f"keras-ctx {args.command}: stopped: {error}", file=sys.stderr)
-        return 3
-    except (ValueError, OSError, tf.errors.OpError) as error:
-        # One line, without Keras' "Exception encountered when calling" wrapper;
-        # errors from inside tf.data or a compiled step say what happened first.
-        print(f"keras-ctx {args.command}: error: {one_line(error)}", file=sys.stderr)
-        return 2
+    return cli_errors.run_command(args.run, args, args.command, verbose=args.verbose)
 
 
 if __name__ == "__main__":

@@ -37,6 +37,8 @@ import tempfile
 import keras
 import tensorflow as tf
 
+from keras_ctx import files
+
 
 class ExportError(ValueError):
     """The model or the directory cannot be exported as asked."""
@@ -258,7 +260,9 @@ def export_saved_model(
 
     parent = os.path.dirname(os.path.abspath(target))
     os.makedirs(parent, exist_ok=True)
-    staging = tempfile.mkdtemp(prefix=".export-", dir=parent)
+    # The pid in the name lets the next export remove what a killed one left.
+    files.remove_dead_staging(parent, ".export-")
+    staging = tempfile.mkdtemp(prefix=f".export-{os.getpid()}-", dir=parent)
     try:
         archive.write_out(os.path.join(staging, "model"), verbose=False)
         if os.path.exists(target):

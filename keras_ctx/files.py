@@ -18,7 +18,7 @@ import os
 import shutil
 import socket
 
-from keras_ctx.errors import RunDirectoryError, RunLocked
+from keras_ctx.errors import DataError, RunDirectoryError, RunLocked
 
 LOCK_FILE = ".keras_ctx.lock"
 
@@ -47,6 +47,20 @@ def _remove_stale(path):
                     shutil.rmtree(leftover, ignore_errors=True)
                 else:
                     os.remove(leftover)
+
+
+def remove_dead_staging(directory, prefix):
+    """Deletes `directory/PREFIX<pid>-*` staging directories whose writer pid is dead.
+
+    A writer that names its staging directory this way (`prefix` + its pid +
+    "-") and is killed leaves it behind; the next writer calls this first.
+    """
+    import glob
+
+    for leftover in glob.glob(os.path.join(glob.escape(directory), glob.escape(prefix) + "*")):
+        pid = os.path.basename(leftover)[len(prefix):].partition("-")[0]
+        if pid.isdigit() and not _pid_alive(int(pid)) and os.path.isdir(leftover):
+            shutil.rmtree(leftover, ignore_errors=True)
 
 
 def _refuse(path, overwrite, flag):
@@ -99,6 +113,23 @@ def replacing_directory(path, overwrite=False, flag="--overwrite"):
             os.replace(staging, path)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def naming_decode_errors(path):
+    """Turns a UnicodeDecodeError inside the block into a DataError naming `path`.
+
+    Example:
+    >>> with naming_decode_errors("train.tsv"):
+    ...     rows = read_tsv("train.tsv")
+    """
+    try:
+        yield
+    except UnicodeDecodeError as error:
+        raise DataError(
+            f"{path} is not UTF-8 text (byte {error.start}: {error.object[error.start:error.start + 1]!r}); "
+            "convert it to UTF-8 (e.g. iconv -f latin1 -t utf-8) and run the command again."
+        ) from None
 
 
 def write_text(path, text, overwrite=True):

@@ -24,7 +24,6 @@ def finetune(run_dir, train, out, epochs=3, batch_size=16, learning_rate=5e-5, e
     from keras_ctx import files, validation
     from keras_ctx.data.labelled import read_labelled_tsv
     from keras_ctx.export import check_export_target
-    from keras_ctx.tasks import SequenceClassifier
 
     validation.check_training_args(epochs=epochs, batch_size=batch_size,
                                    learning_rate=learning_rate)
@@ -34,7 +33,22 @@ def finetune(run_dir, train, out, epochs=3, batch_size=16, learning_rate=5e-5, e
                                      "replace it, or choose another --out.")
     if export:
         check_export_target(export, 1, overwrite)
-    texts, labels = read_labelled_tsv(train, header=header)
+    validation.check_export_path(export)
+    with files.naming_decode_errors(train):
+        texts, labels = read_labelled_tsv(train, header=header)
+    with runs.writing(out):  # a second finetune (or pretrain, convert) into OUT refuses
+        return _finetune(run_dir, out, target, texts, labels, epochs, batch_size,
+                         learning_rate, export, overwrite)
+
+
+def _finetune(run_dir, out, target, texts, labels, epochs, batch_size, learning_rate, export,
+              overwrite):
+    from keras_ctx import files
+    from keras_ctx.tasks import SequenceClassifier
+
+    if os.path.exists(target) and not overwrite:  # again, now that OUT is ours
+        raise runs.RunDirectoryError(f"{target} already exists; pass --overwrite to "
+                                     "replace it, or choose another --out.")
     info, backbone, tokenizer = handles.load(run_dir, need_tokenizer=True)
     family = families.get(info["family"])
     backbone.family = family.name

@@ -18,7 +18,7 @@ import time
 import keras
 import tensorflow as tf
 
-from keras_ctx import families, progress, runs
+from keras_ctx import families, fingerprints, progress, runs, runs_data
 from keras_ctx.data import corpora
 from keras_ctx.finetuning import finetune  # noqa: F401  (keras-ctx finetune)
 from keras_ctx.optimizers import bert_adamw
@@ -65,7 +65,7 @@ class TrainingProgress(keras.callbacks.Callback):
             say(f"Step {step}/{self.steps}, about {progress.duration(left)} left.")
 
 
-def build(preset, documents, run, overrides=None, sample=None):
+def build(preset, documents, run, overrides=None, sample=None, claimed=None):
     """(backbone, pretrainer, endless dataset, tokenizer to save, extra run info).
 
     Args:
@@ -76,12 +76,19 @@ def build(preset, documents, run, overrides=None, sample=None):
             family's `recipe_config`).
         sample: the sentences the tokenizer learns from (`corpora.sample_sentences`);
             default a seeded sample of `documents`.
+        claimed: (tokenizer, its run.json info) to use instead of training one: a
+            resumed run's (`keras_ctx.runs.claimed_tokenizer`).
     """
     family = families.of_preset(preset)
     if family.dataset is None:
         raise ValueError(family.no_pretraining
                          or f"`keras-ctx pretrain` has no recipe for {family.name} yet.")
-    tokenizer, sampled = train_tokenizer(family, documents if sample is None else sample, run)
+    if claimed is None:
+        tokenizer, sampled = train_tokenizer(family, documents if sample is None else sample,
+                                             run)
+    else:
+        say("Reusing the tokenizer this run was started with.")
+        tokenizer, sampled = claimed
     backbone, pretrainer = _model(preset, family, tokenizer, run, overrides)
     dataset = family.dataset(documents, tokenizer, run)
     saved_tokenizer, extra = family.run_files(tokenizer)
@@ -123,6 +130,9 @@ def build_prepared(preset, data_dir, run, overrides=None):
     return backbone, pretrainer, dataset, saved_tokenizer, dict(extra, data=record)
 
 
+TOKENIZER_SAMPLE = "tokenizer_sample"  # run.json: how many sentences the tokenizer read
+
+
 def train_tokenizer(family, source, run):
     """(tokenizer, {"tokenizer_sample": ...}): `family`'s tokenizer trained on a seeded sample.
 
@@ -142,7 +152,7 @@ def train_tokenizer(family, source, run):
     size = getattr(tokenizer, "vocabulary_size", None)
     say(f"Trained the tokenizer in {progress.duration(time.time() - began)}"
         + (f" ({size()} entries)." if callable(size) else "."))
-    return tokenizer, {"tokenizer_sample": {"sentences": len(sample),
+    return tokenizer, {TOKENIZER_SAMPLE: {"sentences": len(sample),
                                             "corpus_sentences": sample.seen,
                                             "seed": run.seed}}
 
@@ -181,11 +191,15 @@ def use_xla(choice):
 def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_length=64,
              vocabulary_size=8000, learning_rate=None, seed=0, strategy="default",
              mixed_precision=False, xla="auto", checkpoint_every=100, resume=True,
-             overrides=None, export=None, overwrite=False, show_contexts=True, data=None):
+             overrides=None, export=None, overwrite=False, show_contexts=True, data=None,
+             corpus_changed="refuse"):
     """Pretrains `preset` on `corpus` into the run directory `out` (resumable).
 
     `data`: a `keras-ctx prepare` directory to train on instead of `corpus`
     (its manifest is checked and recorded in run.json under "data").
+    `corpus_changed="continue"` resumes a run whose corpus differs from the one
+    its checkpoints were trained on (by default refused); the run keeps the
+    tokenizer it started with (`keras_ctx.runs.check_data`).
 
     Returns the run info written to `out/run.json`.
     """
@@ -206,6 +220,14 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
                                    vocabulary_size=vocabulary_size)
     overrides = dict(overrides or {})
     validation.check_overrides(preset, backbone_cls, config, overrides)
+    run = families.Run(preset, batch_size, sequence_length, vocabulary_size, seed)
+    validation.check_override_values(
+        preset, family, {**config, **family.recipe_config(run), **overrides}, overrides,
+        sequence_length)
+    validation.check_export_path(export)
+    # The data's fingerprint (the corpus, or the prepared data's manifest).
+    fingerprint = runs_data.check_corpus(data if data is not None else corpus, out, resume,
+                                         corpus_changed)
     text_export = export and family.framing is not None
     if export:
         check_export_target(export, 1, overwrite)
@@ -214,7 +236,9 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
     keras.utils.set_random_seed(seed)
     if mixed_precision:
         keras.config.set_dtype_policy("mixed_bfloat16")
-    run = families.Run(preset, batch_size, sequence_length, vocabulary_size, seed)
+    # A resumed run keeps the tokenizer it was claimed with: trainers break ties
+    # between equally frequent pieces differently in each process.
+    claimed = runs.claimed_tokenizer(out) if resume and data is None else None
     with make_strategy(strategy).scope():
         if data is not None:
             corpus = None
@@ -223,7 +247,13 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
         else:
             backbone, pretrainer, dataset, tokenizer, extra = build(
                 preset, corpora.documents(corpus), run, overrides,
-                sample=corpora.sample_sentences(corpus, seed=seed))
+                sample=corpora.sample_sentences(corpus, seed=seed) if claimed is None else None,
+                claimed=claimed)
+        validation.check_overrides_applied(preset, backbone, overrides)
+        runs_data.check_sequence_length(backbone, sequence_length)
+        # The tokenizer and what the family keeps beside it (not the sample's counts).
+        fingerprint["tokenizer"] = fingerprints.tokenizer(
+            tokenizer, {k: v for k, v in extra.items() if k != TOKENIZER_SAMPLE})
         hidden = getattr(backbone, "hidden_size", 512)
         rate = learning_rate or (1e-3 if hidden <= 256 else 1e-4)
         say(f"Compiling the training step{' with XLA' if use_xla(xla) else ''} "
@@ -236,7 +266,11 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
                 "sequence_length": sequence_length, "batch_size": batch_size,
                 "vocabulary_size": vocabulary_size, "seed": seed}
     with RunLock(out):
-        runs.claim(out, settings, fresh=not resume)
+        runs.claim(out, settings, fresh=not resume, data=fingerprint,
+                   corpus_changed=corpus_changed)
+        if claimed is None:
+            runs.save_claimed_tokenizer(out, tokenizer,
+                                        {k: v for k, v in extra.items() if k == TOKENIZER_SAMPLE})
         # A live progress bar with ETA on a terminal; one line per chunk when piped.
         result = fit_resumable(pretrainer, dataset, steps, out,
                                checkpoint_every=checkpoint_every, resume=resume,
@@ -297,6 +331,7 @@ def convert(source, dest, overwrite=False):
     """Converts a checkpoint (any supported format) into the run directory `dest`."""
     from keras_ctx.convert.cli import convert as convert_checkpoint
 
-    info = convert_checkpoint(source, dest, overwrite=overwrite)
+    with runs.writing(dest):  # a pretrain, finetune or convert writing DEST refuses us
+        info = convert_checkpoint(source, dest, overwrite=overwrite)
     print(f"Converted {source} to {dest}.")
     return info

@@ -198,8 +198,10 @@ def read_tagged_tsv(path):
     Returns:
         (sentences as token lists, tag lists).
     """
+    from keras_ctx.files import naming_decode_errors
+
     sentences, tags, words, labels = [], [], [], []
-    with open(path, encoding="utf-8") as handle:
+    with naming_decode_errors(path), open(path, encoding="utf-8") as handle:
         for number, line in enumerate(handle, 1):
             line = line.rstrip("\n")
             if not line.strip():
@@ -208,9 +210,11 @@ def read_tagged_tsv(path):
                     tags.append(labels)
                 words, labels = [], []
                 continue
-            token, sep, tag = line.rpartition("\t")
-            if not sep or not token or not tag:
-                raise ValueError(f"{path}:{number}: expected token<TAB>tag, got {line!r}.")
+            fields = line.rstrip("\r").split("\t")
+            if len(fields) != 2 or not fields[0] or not fields[1].strip():
+                raise ValueError(f"{path}:{number}: expected exactly token<TAB>tag (2 "
+                                 f"fields), got {len(fields)} field(s): {line!r}.")
+            token, tag = fields[0], fields[1].strip()
             words.append(token)
             labels.append(tag)
     if words:
@@ -223,7 +227,9 @@ def read_tagged_tsv(path):
 
 def read_sentences(path):
     """One whitespace-tokenised sentence per non-empty line."""
-    with open(path, encoding="utf-8") as handle:
+    from keras_ctx.files import naming_decode_errors
+
+    with naming_decode_errors(path), open(path, encoding="utf-8") as handle:
         sentences = [line.split() for line in handle if line.strip()]
     if not sentences:
         raise ValueError(f"{path} has no sentences.")
@@ -410,7 +416,9 @@ def _check_out(out):
 
 
 def _lines(path):
-    with open(path, encoding="utf-8") as handle:
+    from keras_ctx.files import naming_decode_errors
+
+    with naming_decode_errors(path), open(path, encoding="utf-8") as handle:
         return [line for line in handle if line.strip()]
 
 
@@ -432,7 +440,10 @@ def ulmfit_from_files(train, text, out, general_text=None, lm_epochs=1, epochs=N
                                    sequence_length=sequence_length)
     validation.check_training_args(epochs=lm_epochs)
     _check_out(out)
-    texts, labels = read_labelled_tsv(train)
+    from keras_ctx.files import naming_decode_errors
+
+    with naming_decode_errors(train):
+        texts, labels = read_labelled_tsv(train)
     target = _lines(text)
     general = _lines(general_text) if general_text else None
     # STLR needs T * cut_frac >= 1: check the classifier's T before any training.

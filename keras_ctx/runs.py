@@ -17,6 +17,7 @@ Each file is written beside and renamed into place (keras_ctx.files), run.json
 last: a directory with run.json is a finished run.
 """
 
+import contextlib
 import json
 import os
 
@@ -31,7 +32,32 @@ BACKBONE_FILE = "backbone.keras"
 TOKENIZER_DIR = "tokenizer"
 REQUIRED_KEYS = ("family", "sequence_length")
 CLASSIFIER_FILE = "classifier.keras"
+# Recorded in run.json and checked against backbone.keras when a run is loaded.
+SIZE_KEYS = ("vocabulary_size", "hidden_size", "num_layers", "num_heads", "intermediate_size",
+             "embedding_size", "max_sequence_length")
 FINETUNE_FILE = "finetune.json"
+# Present while save_run writes: what a killed save left may be replaced without --overwrite.
+SAVING_FILE = ".keras_ctx.saving"
+
+
+@contextlib.contextmanager
+def writing(directory):
+    """Holds the run lock of `directory` while the block writes it (see files.RunLock).
+
+    A directory the block created but left with nothing but the lock file
+    (the command failed before writing) is removed again.
+    """
+    directory = os.fspath(directory)
+    existed = os.path.isdir(directory)
+    try:
+        with files.RunLock(directory):
+            yield directory
+    finally:
+        if not existed and os.path.isdir(directory) and set(os.listdir(directory)) <= {
+                files.LOCK_FILE}:
+            import shutil
+
+            shutil.rmtree(directory, ignore_errors=True)
 
 
 def save_tokenizer(tokenizer, directory):
@@ -57,6 +83,38 @@ def load_tokenizer(directory):
     return tokenizer
 
 
+CLAIMED_SAMPLE_FILE = "sample.json"
+
+
+def save_claimed_tokenizer(out_dir, tokenizer, info):
+    """Keeps a new run's tokenizer (and its run.json info) in OUT/tokenizer/ before training.
+
+    A resumed run reads it back (`claimed_tokenizer`) instead of training
+    again: fast trainers break ties between equally frequent pieces
+    differently in each process, and the checkpoints hold the embedding
+    rows of this tokenizer's ids. Nothing is kept for a run without one.
+    """
+    if tokenizer is None:
+        return
+    with files.replacing_directory(os.path.join(out_dir, TOKENIZER_DIR),
+                                   overwrite=True) as staging:
+        save_tokenizer(tokenizer, staging)
+        with open(os.path.join(staging, CLAIMED_SAMPLE_FILE), "w", encoding="utf-8") as handle:
+            json.dump(info, handle)
+
+
+def claimed_tokenizer(out_dir):
+    """(tokenizer, its run.json info) kept by `save_claimed_tokenizer` in a claimed run, or None."""
+    if read_settings(out_dir) is None:
+        return None
+    directory = os.path.join(out_dir, TOKENIZER_DIR)
+    tokenizer = load_tokenizer(directory)
+    if tokenizer is None:
+        return None
+    sample = os.path.join(directory, CLAIMED_SAMPLE_FILE)
+    return tokenizer, (_read_json(sample) if os.path.isfile(sample) else {})
+
+
 def is_run(directory):
     """Whether `directory` holds a keras-ctx run (finished or in progress)."""
     return any(os.path.isfile(os.path.join(directory, name))
@@ -68,12 +126,24 @@ def check_free(out_dir, overwrite=False):
 
     Call it before loading or training what is to be saved there.
     """
-    taken = [n for n in (RUN_FILE, BACKBONE_FILE, TOKENIZER_DIR)
-             if os.path.lexists(os.path.join(os.fspath(out_dir), n))]
+    out_dir = os.fspath(out_dir)
+    taken = [n for n in (RUN_FILE, BACKBONE_FILE, TOKENIZER_DIR, CLASSIFIER_FILE, SETTINGS_FILE)
+             if os.path.lexists(os.path.join(out_dir, n))]
+    if taken and not (set(taken) & {RUN_FILE, SETTINGS_FILE, CLASSIFIER_FILE}) and (
+            os.path.isfile(os.path.join(out_dir, SAVING_FILE))):
+        # A save of ours killed before run.json (written last): the marker says
+        # keras-ctx wrote these files, and no finished or in-progress run is lost.
+        taken = []
     if taken and not overwrite:
         raise RunDirectoryError(
             f"{out_dir} already holds a run ({', '.join(taken)}); pass --overwrite "
             "(overwrite=True) to replace it, or choose another directory.")
+
+
+def sizes(backbone):
+    """The backbone's size settings recorded in run.json (what `load_run` checks)."""
+    config = backbone.get_config()
+    return {k: config[k] for k in SIZE_KEYS if isinstance(config.get(k), int)}
 
 
 def save_run(out_dir, info, backbone, tokenizer=None, overwrite=False):
@@ -91,6 +161,9 @@ def save_run(out_dir, info, backbone, tokenizer=None, overwrite=False):
     run_file = os.path.join(out_dir, RUN_FILE)
     if os.path.lexists(run_file):
         os.remove(run_file)
+    marker = os.path.join(out_dir, SAVING_FILE)
+    with open(marker, "w", encoding="utf-8"):
+        pass
     with files.replacing(os.path.join(out_dir, BACKBONE_FILE), overwrite=True) as staging:
         backbone.save(staging)
     tokenizer_dir = os.path.join(out_dir, TOKENIZER_DIR)
@@ -101,7 +174,8 @@ def save_run(out_dir, info, backbone, tokenizer=None, overwrite=False):
         import shutil
 
         shutil.rmtree(tokenizer_dir)
-    files.write_json(run_file, info)
+    files.write_json(run_file, {**info, "sizes": sizes(backbone)})
+    os.remove(marker)
 
 
 def read_info(run_dir):
@@ -185,6 +259,30 @@ def load_backbone(run_dir):
                                 "pretrain/convert the run again.") from None
 
 
+def check_backbone(run_dir, info, backbone):
+    """Raises when backbone.keras is not the family and size run.json says it is."""
+    from keras_ctx import families
+
+    expected = families.get(info["family"]) if info["family"] in families.names() else None
+    if expected is not None and type(backbone) is not expected.backbone:
+        found = families.of_backbone(backbone)
+        raise RunDirectoryError(
+            f"{run_dir}/{BACKBONE_FILE} is a {type(backbone).__name__}"
+            f"{f' ({found.name})' if found else ''} but {RUN_FILE} says {info['family']} "
+            f"({expected.backbone.__name__}): the files come from different runs; pretrain "
+            "or convert the run again.")
+    recorded = info.get("sizes")
+    found = sizes(backbone)
+    if isinstance(recorded, dict):
+        wrong = sorted(k for k in recorded if k in found and found[k] != recorded[k])
+        if wrong:
+            raise RunDirectoryError(
+                f"{run_dir}/{BACKBONE_FILE} has "
+                + ", ".join(f"{k}={found[k]}" for k in wrong) + f" but {RUN_FILE} records "
+                + ", ".join(f"{k}={recorded[k]}" for k in wrong)
+                + ": the files come from different runs; pretrain or convert the run again.")
+
+
 def load_run(run_dir, need_tokenizer=False):
     """(info dict, backbone, tokenizer or None) of a finished run directory.
 
@@ -193,6 +291,7 @@ def load_run(run_dir, need_tokenizer=False):
     """
     info = read_info(run_dir)
     backbone = load_backbone(run_dir)
+    check_backbone(run_dir, info, backbone)
     tokenizer = load_tokenizer(os.path.join(run_dir, TOKENIZER_DIR))
     # ELMo reads characters: it needs no tokenizer.
     if need_tokenizer and tokenizer is None and "character_ids" not in backbone.input:
@@ -203,34 +302,111 @@ def load_run(run_dir, need_tokenizer=False):
     return info, backbone, tokenizer
 
 
-def claim(out_dir, settings, fresh=False):
+CORPUS_CHANGED = ("refuse", "continue")
+
+
+def read_settings(out_dir):
+    """The settings an earlier pretrain recorded in `out_dir`, or None when there are none.
+
+    A settings file that is not JSON (damaged outside keras-ctx: the library
+    writes it atomically) raises, naming the file and saying the checkpoints
+    are safe; it is never read as "another run" (whose advice, --no-resume,
+    would delete them).
+    """
+    path = os.path.join(os.fspath(out_dir), SETTINGS_FILE)
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as handle:
+            previous = json.load(handle)
+        if not isinstance(previous, dict):
+            raise ValueError("not a JSON object")
+    except (OSError, ValueError) as error:
+        from keras_ctx.errors import one_line
+
+        raise RunDirectoryError(
+            f"{path} is damaged ({one_line(error)}); the checkpoints in {out_dir} are kept: "
+            f"delete only {SETTINGS_FILE} and run the same command again to resume from "
+            "them with its arguments.") from None
+    return previous
+
+
+def _has_checkpoints(out_dir):
+    from keras_ctx.training import Checkpointer
+
+    return bool(Checkpointer(os.path.join(out_dir, "checkpoints")).steps())
+
+
+def check_data(out_dir, data, corpus_changed="refuse"):
+    """Refuses to resume `out_dir` on other data than its checkpoints were trained on.
+
+    Args:
+        out_dir: a run directory (a missing one, or one without recorded data,
+            passes).
+        data: {"corpus": fingerprint, "tokenizer": fingerprint (optional)}
+            from `keras_ctx.fingerprints`.
+        corpus_changed: "refuse", or "continue" to resume on a changed corpus on
+            purpose (allowed only while the tokenizer trained on it is the one the
+            checkpoints were trained with).
+    """
+    if corpus_changed not in CORPUS_CHANGED:
+        raise RunDirectoryError(f"--corpus-changed takes {' or '.join(CORPUS_CHANGED)}, "
+                                f"got {corpus_changed!r}.")
+    previous = (read_settings(out_dir) or {}).get("data") or {}
+    if not _has_checkpoints(os.fspath(out_dir)):
+        return
+    from keras_ctx import fingerprints
+
+    if (corpus_changed == "refuse" and "corpus" in previous and "corpus" in data
+            and previous["corpus"] != data["corpus"]):
+        raise RunDirectoryError(
+            f"{out_dir} was trained on another corpus than the one given now "
+            f"({fingerprints.describe_change(previous['corpus'], data['corpus'])}): resuming "
+            "would continue its checkpoints on other text. Give the corpus it was trained "
+            "on, choose another --out, or pass --corpus-changed continue to resume on the "
+            "new corpus on purpose.")
+    if previous.get("tokenizer") and data.get("tokenizer") and (
+            previous["tokenizer"] != data["tokenizer"]):
+        # Never allowed: the embeddings would continue under other ids.
+        raise RunDirectoryError(
+            f"{out_dir} was trained with another tokenizer than the one trained on the "
+            "corpus now (its vocabulary files differ): its embeddings would continue under "
+            "other ids. Give the corpus it was trained on, or start a new run (another --out, "
+            "or --no-resume to start over there).")
+
+
+def claim(out_dir, settings, fresh=False, data=None, corpus_changed="refuse"):
     """Makes `out_dir` this run's directory; call only after every argument is valid.
 
     `out_dir` must be new or empty, or hold a run of the same `settings` (to
-    resume it). With `fresh` an earlier run of ours there starts over: its
-    checkpoints are deleted (only the ones the library wrote). A directory
-    that holds something else is never touched.
+    resume it) trained on the same `data` (`check_data`). With `fresh` an
+    earlier run of ours there starts over: its checkpoints are deleted (only
+    the ones the library wrote). A directory that holds something else is
+    never touched. A run whose settings file was deleted (see
+    `read_settings`) but whose checkpoints are there is resumed.
     """
     from keras_ctx.training import Checkpointer
 
     out_dir = os.fspath(out_dir)
     settings = json.loads(json.dumps(settings))  # tuples become lists, as read back
     path = os.path.join(out_dir, SETTINGS_FILE)
-    if os.path.isfile(path):
-        with open(path, encoding="utf-8") as handle:
-            try:
-                previous = json.load(handle)
-            except ValueError:
-                previous = {}
+    previous = read_settings(out_dir)
+    if previous is not None:
+        previous_data = previous.pop("data", None)
         if previous != settings and not fresh:
             changed = sorted(k for k in settings if previous.get(k) != settings[k])
             raise RunDirectoryError(
                 f"{out_dir} holds another run ({previous.get('model')}; different "
                 f"{', '.join(changed)}): resume it with its own arguments, choose another "
                 "--out, or pass --no-resume to start over there.")
-    elif os.path.isdir(out_dir) and set(os.listdir(out_dir)) - {files.LOCK_FILE}:
+        if data is not None and not fresh:
+            check_data(out_dir, data, corpus_changed)
+        elif data is None:
+            data = previous_data
+    elif (os.path.isdir(out_dir) and set(os.listdir(out_dir)) - {files.LOCK_FILE}
+          and not _has_checkpoints(out_dir)):
         raise RunDirectoryError(f"{out_dir} is not empty and holds no keras-ctx run: choose "
                                 "another --out.")
     if fresh:
         Checkpointer(os.path.join(out_dir, "checkpoints")).clear()
-    files.write_json(path, settings)
+    files.write_json(path, {**settings, **({"data": data} if data is not None else {})})

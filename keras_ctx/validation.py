@@ -85,3 +85,64 @@ def check_training_args(steps=None, batch_size=None, sequence_length=None,
         raise ConfigError(
             f"--vocabulary-size must be at least {MIN_VOCABULARY_SIZE} (the special tokens "
             f"plus pieces to spell words with), got {vocabulary!r}.")
+
+
+def check_override_values(preset, family, config, overrides, sequence_length):
+    """Refuses `--set` values that could not be applied as given, before any work.
+
+    Args:
+        preset: the preset name (for the messages).
+        family: its `keras_ctx.families.Family`.
+        config: the backbone config the run builds from (the preset's, the
+            recipe's and the overrides merged).
+        overrides: the user's `--set` values.
+        sequence_length: the run's `--sequence-length`.
+    """
+    if family.sized_by_tokenizer and "vocabulary_size" in overrides:
+        raise ConfigError(
+            f"--set vocabulary_size cannot be applied to {preset}: its embedding has one row "
+            "per entry of the tokenizer trained on the corpus; use --vocabulary-size "
+            f"{overrides['vocabulary_size']} instead.")
+    for key, value in overrides.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"--set {key}={value!r}: config values must be finite numbers.")
+        if key.endswith("dropout") or key.endswith("dropout_rate"):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+                    0 <= value < 1):
+                raise ConfigError(f"--set {key} must be a number in [0, 1), got {value!r}.")
+    limit = config.get("max_sequence_length")
+    if isinstance(limit, int) and sequence_length is not None and sequence_length > limit:
+        where = "--set max_sequence_length" if "max_sequence_length" in overrides else preset
+        raise ConfigError(
+            f"--sequence-length {sequence_length} is longer than the backbone's "
+            f"max_sequence_length {limit} (from {where}): use --sequence-length <= {limit}"
+            f" or --set max_sequence_length={sequence_length}.")
+
+
+def check_overrides_applied(preset, backbone, overrides):
+    """Raises when a built backbone's config differs from an override it was given.
+
+    The last guard of "every --set key is applied or refused": a key a
+    constructor accepts but replaces (or a recipe recomputes) is reported,
+    never recorded in run.json and ignored.
+    """
+    config = backbone.get_config()
+    for key, value in overrides.items():
+        if key in config and _normalised(config[key]) != _normalised(value):
+            raise ConfigError(f"--set {key}={value!r} was not applied to {preset}: the built "
+                              f"backbone has {key}={config[key]!r}.")
+
+
+def _normalised(value):
+    import json
+
+    return json.loads(json.dumps(value))  # tuples and lists compare equal
+
+
+def check_export_path(path):
+    """An --export path that exists must be a directory (versions go under it)."""
+    import os
+
+    if path and os.path.lexists(path) and not os.path.isdir(path):
+        raise ConfigError(f"--export {path} exists and is not a directory; choose another "
+                          "path (the export goes to PATH/<version>/).")

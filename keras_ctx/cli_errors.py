@@ -1,0 +1,69 @@
+"""The one error path of the `keras-ctx` command: every failure ends as one line.
+
+`run_command` runs a command's function and turns what it raises into the
+line the user reads and the exit status scripts test:
+
+    0    done
+    2    an error: "keras-ctx CMD: error: <what, which file, the fix>"
+    3    training diverged (non-finite loss or weights)
+    130  Ctrl-C (SIGINT): "keras-ctx CMD: stopped; resume with the same command."
+    143  SIGTERM: the same line
+
+No traceback is printed unless `--verbose` (then after the line). A command
+stopped by a signal leaves what it wrote whole (every file is written
+beside and renamed into place), so running it again resumes.
+"""
+
+import errno
+import signal
+import sys
+import traceback
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread like KeyboardInterrupt (not an Exception)."""
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated()
+
+
+def _describe(error):
+    from keras_ctx.errors import KerasCtxError, one_line
+
+    if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+        where = f" writing {error.filename}" if error.filename else ""
+        return (f"no space left on the device{where}. Free some space (or choose an --out "
+                "on another disk) and run the same command again: what was saved is whole, "
+                "and training resumes from its last checkpoint.")
+    if isinstance(error, UnicodeDecodeError):
+        return (f"a file is not UTF-8 text ({one_line(error)}); convert it to UTF-8 "
+                "(e.g. iconv -f latin1 -t utf-8).")
+    message = one_line(error)
+    if isinstance(error, (KerasCtxError, OSError)) or type(error) is ValueError:
+        return message
+    # Another library's or Python's own type: its name says more than the message alone.
+    return f"{type(error).__name__}: {message}"
+
+
+def run_command(function, args, command, verbose=False):
+    """Runs `function(args)`; returns the exit status (see the module docstring)."""
+    from keras_ctx.training import TrainingDiverged
+
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        return function(args)
+    except (KeyboardInterrupt, Terminated) as stop:
+        print(f"keras-ctx {command}: stopped; resume with the same command.", file=sys.stderr,
+              flush=True)
+        return 130 if isinstance(stop, KeyboardInterrupt) else 143
+    except TrainingDiverged as error:
+        print(f"keras-ctx {command}: stopped: {error}", file=sys.stderr)
+        return 3
+    except Exception as error:  # noqa: BLE001  (the one place every error is reported)
+        print(f"keras-ctx {command}: error: {_describe(error)}", file=sys.stderr, flush=True)
+        if verbose:
+            traceback.print_exc()
+        return 2
+    finally:
+        signal.signal(signal.SIGTERM, previous)

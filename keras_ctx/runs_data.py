@@ -1,0 +1,69 @@
+"""Checks of a pretraining run's data and sizes, made before its directory is claimed.
+
+`check_corpus` fingerprints the corpus (`keras_ctx.fingerprints`), refuses an
+`--out` inside it (the run's own files would become corpus on the next
+read), and refuses to resume a run on another corpus than its checkpoints'.
+"""
+
+import glob
+import os
+
+from keras_ctx import fingerprints, runs
+from keras_ctx.errors import ConfigError
+
+
+def _inside(path, root):
+    path, root = os.path.realpath(path), os.path.realpath(root)
+    return os.path.commonpath([path, root]) == root
+
+
+def _corpus_roots(corpus):
+    """The directories whose files (recursively) a path / directory / glob source reads."""
+    sources = [corpus] if isinstance(corpus, (str, os.PathLike)) else list(corpus)
+    roots = []
+    for item in map(os.fspath, sources):
+        if os.path.isdir(item):
+            roots.append(item)
+        elif glob.has_magic(item) and "**" in item:
+            roots.append(item[:item.index("**")] or ".")
+    return roots
+
+
+def check_out_outside_corpus(corpus, out):
+    """Refuses an --out inside a directory (or recursive glob) the corpus is read from."""
+    if not isinstance(corpus, (str, os.PathLike, list, tuple)):
+        return
+    if isinstance(corpus, str) and (corpus == "builtin" or corpus.startswith("tfds:")):
+        return
+    for root in _corpus_roots(corpus):
+        if _inside(out, root):
+            raise ConfigError(
+                f"--out {out} is inside the corpus directory {root}: the run's own files "
+                "(its vocabulary, logs) would be read as corpus. Choose an --out outside it.")
+
+
+def check_corpus(corpus, out, resume=True, corpus_changed="refuse"):
+    """The run's data fingerprint {"corpus": ...}; raises before any work on bad data.
+
+    Args:
+        corpus: the `--corpus` source.
+        out: the run directory.
+        resume: whether an earlier run in `out` is to be resumed (its data
+            must then be this one, unless `corpus_changed="continue"`).
+        corpus_changed: "refuse" or "continue" (see `keras_ctx.runs.check_data`).
+    """
+    check_out_outside_corpus(corpus, out)
+    data = {"corpus": fingerprints.corpus(corpus)}
+    if resume:
+        runs.check_data(out, data, corpus_changed)
+    return data
+
+
+def check_sequence_length(backbone, sequence_length):
+    """Refuses a --sequence-length the built backbone cannot take (before the claim)."""
+    limit = getattr(backbone, "max_sequence_length", None)
+    if isinstance(limit, int) and sequence_length > limit:
+        raise ConfigError(
+            f"--sequence-length {sequence_length} is longer than the backbone's "
+            f"max_sequence_length {limit}: use --sequence-length <= {limit} or "
+            f"--set max_sequence_length={sequence_length}.")

@@ -1,0 +1,384 @@
+"""Run directories under faults and hostile input (issue 38, the command half).
+
+What a run directory records about its data, checks before a directory is
+claimed, locks on every writer, and the CLI's one error path (Ctrl-C,
+SIGTERM, full disks, files that are not UTF-8).
+"""
+
+import errno
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import keras
+import pytest
+
+import keras_ctx
+from keras_ctx import cli, files, runs
+
+from tests.test_cli import keras_ctx as keras_ctx_process
+from tests.test_cli import write_corpus
+from tests.test_reliability import (TINY_SET, copy_run, make_run, one_line_error, run_cli,
+                                    tiny_backbone)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("run") / "run"
+    make_run(directory)
+    return directory
+
+
+def pretrain(capsys, corpus, out, *flags):
+    return run_cli(capsys, "pretrain", "bert-tiny", "--corpus", str(corpus), "--out",
+                   str(out), *TINY_SET, *flags)
+
+
+# ------------------------------------------------------------ silent wrong results
+
+def test_a_run_refuses_to_resume_on_other_data_than_its_checkpoints(tmp_path):
+    from keras_ctx import fingerprints
+
+    corpus = tmp_path / "corpus.txt"
+    write_corpus(corpus, documents=10)
+    out = tmp_path / "run"
+    settings = {"model": "bert-tiny", "corpus": str(corpus)}
+    data = {"corpus": fingerprints.corpus(str(corpus)), "tokenizer": "a" * 64}
+    runs.claim(str(out), settings, data=data)
+    (out / "checkpoints" / "step-000000002").mkdir(parents=True)
+    runs.claim(str(out), settings, data=data)  # the same data: resumes
+
+    with open(corpus, "a", encoding="utf-8") as handle:
+        handle.write("the cat sat on a mat.\n")
+    changed = {"corpus": fingerprints.corpus(str(corpus)), "tokenizer": "a" * 64}
+    with pytest.raises(ValueError, match="trained on another corpus") as error:
+        runs.claim(str(out), settings, data=changed)
+    assert f"changed {corpus}" in str(error.value)
+    assert "--corpus-changed continue" in str(error.value)
+    runs.claim(str(out), settings, data=changed, corpus_changed="continue")
+    assert runs.read_settings(out)["data"] == changed  # resumes from now on
+    runs.claim(str(out), settings, data=changed)
+
+    other_tokenizer = {**changed, "tokenizer": "b" * 64}
+    for choice in ("refuse", "continue"):  # never under other ids
+        with pytest.raises(ValueError, match="another tokenizer"):
+            runs.claim(str(out), settings, data=other_tokenizer, corpus_changed=choice)
+    assert (out / "checkpoints" / "step-000000002").is_dir()
+
+
+@pytest.mark.slow
+def test_resume_on_a_changed_corpus_is_refused_unless_asked(tmp_path, capsys):
+    corpus = tmp_path / "corpus.txt"
+    write_corpus(corpus, documents=10)
+    out = tmp_path / "run"
+    code, output = pretrain(capsys, corpus, out)
+    assert code == 0, output[-2000:]
+    recorded = json.loads((out / runs.SETTINGS_FILE).read_text())["data"]
+    assert recorded["corpus"]["files"][0]["size"] == corpus.stat().st_size
+    assert len(recorded["tokenizer"]) == 64  # a SHA-256 of the tokenizer's files
+
+    text = corpus.read_text()
+    corpus.write_text(text + "\n" + text)  # more text of the same words
+    code, output = pretrain(capsys, corpus, out, "--steps", "4")
+    line = one_line_error(output)
+    assert code == 2 and "another corpus" in line and str(corpus) in line
+    assert "Resuming" not in output
+    code, output = pretrain(capsys, corpus, out, "--steps", "4", "--corpus-changed",
+                            "continue")
+    assert code == 0 and "Resuming" in output, output[-2000:]
+    assert (out / "checkpoints" / "step-000000004").is_dir()
+
+
+def test_out_inside_the_corpus_directory_is_refused(tmp_path, capsys):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    write_corpus(corpus / "a.txt", documents=10)
+    for out in (corpus / "run", corpus):
+        code, output = pretrain(capsys, corpus, out)
+        assert code == 2 and "inside the corpus directory" in one_line_error(output)
+    assert sorted(os.listdir(corpus)) == ["a.txt"]
+    code, output = pretrain(capsys, f"{tmp_path}/**/*.txt", corpus / "run")
+    assert code == 2 and "inside the corpus directory" in one_line_error(output)
+
+
+def test_a_corpus_from_a_pipe_is_refused_clearly(tmp_path, capsys):
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    code, output = pretrain(capsys, pipe, tmp_path / "run")
+    line = one_line_error(output)
+    assert code == 2 and "is a pipe" in line and "Save it to a file" in line
+    assert "empty" not in line and not (tmp_path / "run").exists()
+
+
+def test_corpus_fingerprint_sees_an_edit_that_keeps_the_size(tmp_path):
+    from keras_ctx import fingerprints
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_bytes(b"a" * 300_000)
+    before = fingerprints.corpus(str(corpus))
+    stat = corpus.stat()
+    with open(corpus, "r+b") as handle:  # one byte in the middle, size and mtime kept
+        handle.seek(150_000)
+        handle.write(b"b")
+    os.utime(corpus, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    after = fingerprints.corpus(str(corpus))
+    assert before["files"][0]["size"] == after["files"][0]["size"]
+    assert before["files"][0]["mtime_ns"] == after["files"][0]["mtime_ns"]
+    assert before != after
+    assert fingerprints.corpus(str(corpus)) == after  # deterministic
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--set", "vocabulary_size=10"], "use --vocabulary-size 10 instead"),
+    (["--sequence-length", "1000"], "longer than the backbone's max_sequence_length 512"),
+    (["--set", "max_sequence_length=8"], "--set max_sequence_length"),
+    (["--set", "dropout=nan"], "--set dropout must be a number in [0, 1)"),
+    (["--set", "dropout=1.5"], "--set dropout must be a number in [0, 1)"),
+    (["--set", "layer_norm_epsilon=1e999"], "must be finite"),
+])
+def test_set_and_sizes_are_checked_before_the_run_dir_is_claimed(tmp_path, capsys, flags,
+                                                                 message):
+    corpus = tmp_path / "corpus.txt"
+    write_corpus(corpus, documents=10)
+    code, output = pretrain(capsys, corpus, tmp_path / "run", *flags)
+    assert code == 2 and message in one_line_error(output)
+    assert not (tmp_path / "run").exists()
+
+
+def test_export_onto_an_existing_file_is_refused_before_the_claim(tmp_path, capsys):
+    corpus = tmp_path / "corpus.txt"
+    write_corpus(corpus, documents=10)
+    (tmp_path / "model").write_text("the user's file")
+    code, output = pretrain(capsys, corpus, tmp_path / "run", "--export", str(tmp_path / "model"))
+    assert code == 2 and "is not a directory" in one_line_error(output)
+    assert (tmp_path / "model").read_text() == "the user's file"
+    assert not (tmp_path / "run").exists()
+
+
+def test_an_override_the_backbone_did_not_take_is_reported():
+    from keras_ctx import validation
+
+    backbone = tiny_backbone()
+    validation.check_overrides_applied("bert-tiny", backbone, {"hidden_size": 32})
+    with pytest.raises(ValueError, match="--set hidden_size=64 was not applied.*hidden_size=32"):
+        validation.check_overrides_applied("bert-tiny", backbone, {"hidden_size": 64})
+
+
+def test_a_backbone_of_another_family_or_size_than_run_json_is_refused(tiny_run, tmp_path,
+                                                                       capsys):
+    gpt2 = copy_run(tiny_run, tmp_path / "gpt2")
+    keras_ctx.models.from_preset("gpt2", num_layers=1, hidden_size=32, num_heads=2,
+                                 intermediate_size=64, vocabulary_size=17).save(
+        gpt2 / "backbone.keras")
+    code, output = run_cli(capsys, "embed", str(gpt2), "the bank")
+    line = one_line_error(output)
+    assert code == 2 and "GPTBackbone" in line and "run.json says bert" in line
+
+    bigger = copy_run(tiny_run, tmp_path / "bigger")
+    keras_ctx.models.from_preset("bert-tiny", num_layers=2, hidden_size=32, num_heads=2,
+                                 intermediate_size=64, vocabulary_size=17,
+                                 max_sequence_length=32).save(bigger / "backbone.keras")
+    code, output = run_cli(capsys, "embed", str(bigger), "the bank")
+    line = one_line_error(output)
+    assert code == 2 and "num_layers=2" in line and "num_layers=1" in line
+
+
+def test_a_damaged_settings_file_is_not_another_run(tmp_path, capsys):
+    corpus = tmp_path / "corpus.txt"
+    write_corpus(corpus, documents=10)
+    out = tmp_path / "run"
+    (out / "checkpoints" / "step-000000002").mkdir(parents=True)
+    (out / runs.SETTINGS_FILE).write_text('{"model": "bert-ti')  # truncated
+    code, output = pretrain(capsys, corpus, out)
+    line = one_line_error(output)
+    assert code == 2 and "is damaged" in line and "checkpoints" in line
+    assert "--no-resume" not in output and "another run" not in output
+    assert (out / "checkpoints" / "step-000000002").is_dir()
+
+
+# ------------------------------------------------------------ lost results
+
+def test_finetune_and_convert_meet_the_run_lock(tiny_run, tmp_path, capsys):
+    from keras_ctx.convert import to_huggingface
+
+    train = tmp_path / "train.tsv"
+    train.write_text("the film was good\tpos\nthe film was bad\tneg\n")
+    source = tmp_path / "hf"
+    to_huggingface(tiny_backbone(seed=5), str(source))
+    out = tmp_path / "out"
+    with files.RunLock(out):  # another process writing OUT (a separate flock)
+        code, output = run_cli(capsys, "finetune", str(tiny_run), "--train", str(train),
+                               "--out", str(out), "--epochs", "1")
+        assert code == 2 and "is in use by" in one_line_error(output)
+        code, output = run_cli(capsys, "convert", str(source), str(out))
+        assert code == 2 and "is in use by" in one_line_error(output)
+    assert os.listdir(out) == [files.LOCK_FILE]
+
+
+def test_a_convert_killed_before_run_json_can_be_run_again(tmp_path, capsys, monkeypatch):
+    from keras_ctx.convert import to_huggingface
+
+    source = tmp_path / "hf"
+    to_huggingface(tiny_backbone(seed=5), str(source))
+    dest = tmp_path / "dest"
+    write_json = files.write_json
+
+    def stopped_before_run_json(path, *args, **kwargs):
+        if os.path.basename(path) == runs.RUN_FILE:
+            raise KeyboardInterrupt  # Ctrl-C after backbone.keras is in place
+        return write_json(path, *args, **kwargs)
+
+    monkeypatch.setattr(files, "write_json", stopped_before_run_json)
+    code, output = run_cli(capsys, "convert", str(source), str(dest))
+    assert code == 130 and (dest / "backbone.keras").is_file(), output
+    assert not (dest / "run.json").exists()
+    monkeypatch.setattr(files, "write_json", write_json)
+    code, output = run_cli(capsys, "convert", str(source), str(dest))
+    assert code == 0, output
+    assert runs.read_info(str(dest))["family"] == "bert"
+    # A user's backbone.keras (no keras-ctx lock file beside it) is still never replaced.
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "backbone.keras").write_text("mine")
+    code, output = run_cli(capsys, "convert", str(source), str(user))
+    assert code == 2 and "already holds" in one_line_error(output)
+    assert (user / "backbone.keras").read_text() == "mine"
+
+
+def test_a_failed_convert_leaves_no_directory_behind(tmp_path, capsys):
+    code, output = run_cli(capsys, "convert", str(tmp_path / "missing"), str(tmp_path / "d"))
+    assert code == 2 and "does not exist" in one_line_error(output)
+    assert not (tmp_path / "d").exists()
+
+
+def test_a_killed_exports_staging_directory_is_removed_by_the_next(tiny_run, tmp_path,
+                                                                   capsys):
+    stale = tmp_path / "export" / ".export-999999999-abcd"  # no such pid
+    stale.mkdir(parents=True)
+    (stale / "saved_model.pb").write_text("half")
+    code, output = run_cli(capsys, "export", str(tiny_run), str(tmp_path / "export"))
+    assert code == 0, output
+    assert sorted(os.listdir(tmp_path / "export")) == ["1"]
+
+
+# ------------------------------------------------------------ one error path
+
+def test_files_users_give_that_are_not_utf8_are_named(tiny_run, tmp_path, capsys):
+    bad = b"caf\xe9 good\tpos\nbad film\tneg\n"
+    train = tmp_path / "train.tsv"
+    train.write_bytes(bad)
+    code, output = run_cli(capsys, "finetune", str(tiny_run), "--train", str(train),
+                           "--out", str(tmp_path / "clf"), "--epochs", "1")
+    line = one_line_error(output)
+    assert code == 2 and f"{train} is not UTF-8" in line and "iconv" in line
+    text = tmp_path / "text.txt"
+    text.write_bytes(b"caf\xe9 au lait\n")
+    train.write_text("good film\tpos\nbad film\tneg\n")
+    code, output = run_cli(capsys, "ulmfit", "--text", str(text), "--train", str(train),
+                           "--out", str(tmp_path / "u"))
+    assert code == 2 and f"{text} is not UTF-8" in one_line_error(output)
+    code, output = run_cli(capsys, "cvt", "--train", str(text), "--unlabelled", str(text),
+                           "--out", str(tmp_path / "c"))
+    assert code == 2 and f"{text} is not UTF-8" in one_line_error(output)
+
+
+def test_cvt_refuses_a_three_field_line_naming_file_and_line(tmp_path, capsys):
+    train = tmp_path / "train.tsv"
+    train.write_text("We\tPRP\nrun\tVBP\tX\n")
+    unlabelled = tmp_path / "u.txt"
+    unlabelled.write_text("we run\n")
+    code, output = run_cli(capsys, "cvt", "--train", str(train), "--unlabelled",
+                           str(unlabelled), "--out", str(tmp_path / "c"))
+    line = one_line_error(output)
+    assert code == 2 and f"{train}:2: expected exactly token<TAB>tag" in line
+
+
+@pytest.mark.parametrize("raised, code, message", [
+    (TypeError("unsupported operand"), 2, "error: TypeError: unsupported operand"),
+    (json.JSONDecodeError("Expecting value", "x", 0), 2, "error: JSONDecodeError: Expecting"),
+    (AttributeError("'list' object has no attribute 'get'"), 2, "error: AttributeError"),
+    (KeyboardInterrupt(), 130, "stopped; resume with the same command."),
+])
+def test_every_exception_is_one_line(monkeypatch, capsys, raised, code, message):
+    from keras_ctx import word_vectors
+
+    def fail(*args, **kwargs):
+        raise raised
+
+    monkeypatch.setattr(word_vectors, "embed", fail)
+    returned, output = run_cli(capsys, "embed", "run", "text")
+    assert returned == code and message in output
+    assert "Traceback" not in output and len(output.strip().splitlines()) == 1
+
+
+def test_a_full_disk_ends_in_one_line_and_the_same_command_resumes(tmp_path, capsys,
+                                                                   monkeypatch):
+    corpus = tmp_path / "corpus.txt"
+    write_corpus(corpus, documents=10)
+    out = tmp_path / "run"
+    save = keras.Model.save
+
+    def full_disk(model, path, *args, **kwargs):
+        with open(path, "wb") as handle:
+            handle.write(b"PK\x03\x04 half a zip")
+        raise OSError(errno.ENOSPC, "No space left on device", path)
+
+    monkeypatch.setattr(keras.Model, "save", full_disk)
+    code, output = pretrain(capsys, corpus, out)
+    line = one_line_error(output)
+    assert code == 2 and "no space left on the device writing" in line
+    assert "run the same command again" in line
+    assert not (out / "backbone.keras").exists() and not (out / "run.json").exists()
+    assert not [n for n in os.listdir(out) if "partial" in n], os.listdir(out)
+    monkeypatch.setattr(keras.Model, "save", save)
+    code, output = pretrain(capsys, corpus, out)
+    assert code == 0 and "Resuming" in output, output[-2000:]
+    runs.load_run(str(out))
+
+
+def _wait_for(path, process, seconds=600):
+    deadline = time.time() + seconds
+    while not os.path.exists(path):
+        assert process.poll() is None, process.stdout.read()[-3000:]
+        assert time.time() < deadline
+        time.sleep(0.2)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_ctrl_c_and_sigterm_print_one_line_and_the_run_resumes(tmp_path, signum, code):
+    corpus = tmp_path / "corpus.txt"
+    write_corpus(corpus, documents=10)
+    out = tmp_path / "run"
+    argv = ["pretrain", "bert-tiny", "--corpus", str(corpus), "--out", str(out),
+            *TINY_SET[:-4], "--steps", "400", "--checkpoint-every", "2"]
+    first = keras_ctx_process(*argv)
+    _wait_for(out / "checkpoints" / "step-000000002", first)
+    first.send_signal(signum)
+    output, _ = first.communicate(timeout=120)
+    assert first.returncode == code, output[-3000:]
+    assert "Traceback" not in output
+    assert output.strip().splitlines()[-1] == (
+        "keras-ctx pretrain: stopped; resume with the same command.")
+    second = keras_ctx_process(*argv[:-4], "--steps", "4", "--checkpoint-every", "2")
+    output, _ = second.communicate(timeout=600)
+    # A settings mismatch would refuse: --steps is not a setting, so this resumes.
+    assert second.returncode == 0 and "Resuming" in output, output[-3000:]
+
+
+@pytest.mark.slow
+def test_two_finetunes_into_one_out_cannot_both_succeed(tiny_run, tmp_path):
+    train = tmp_path / "train.tsv"
+    train.write_text("".join(f"the film was good {i}\tpos\nthe film was bad {i}\tneg\n"
+                             for i in range(200)))
+    out = tmp_path / "clf"
+    argv = ["finetune", str(tiny_run), "--train", str(train), "--out", str(out),
+            "--epochs", "3"]
+    processes = [keras_ctx_process(*argv) for _ in range(2)]
+    outputs = [p.communicate(timeout=600)[0] for p in processes]
+    codes = sorted(p.returncode for p in processes)
+    assert codes == [0, 2], outputs
+    assert any("is in use by" in o or "already exists" in o for o in outputs), outputs

@@ -62,14 +62,24 @@ def _counted(items, total, learning, library, weight=None):
                                     weight=weight, then=(learning, library))
 
 
+WORD_START = "\u2581"  # marks a word's first piece while learning (SentencePiece's ▁)
+
+
 def train_wordpiece(data, vocabulary_size, lowercase=True,
                     special_tokens=BERT_SPECIAL_TOKENS):
     """Learns a WordPiece vocabulary from `data` and returns a WordPieceTokenizer.
 
-    Hugging Face `tokenizers` learns the vocabulary (its WordPiece trainer, with
-    BERT's normalization and pre-tokenization: lowercased, accents stripped,
-    split on spaces and punctuation, as keras-hub's WordPieceTokenizer splits),
-    in Rust: seconds for a million sentences.
+    Hugging Face `tokenizers` learns the pieces in Rust (seconds for a million
+    sentences) with BERT's normalization and pre-tokenization (lowercased,
+    accents stripped, split on spaces and punctuation, as keras-hub's
+    WordPieceTokenizer splits). It learns BPE merges over words marked
+    `▁word`, not with its WordPieceTrainer: that trainer numbers `##x`
+    symbols in hash order, so equally frequent merges were broken differently
+    in each process and two runs with one seed learned different vocabularies.
+    Over single characters the ids are ordered and the merges reproducible.
+    A piece `▁xy` becomes the word-initial `xy`, any other `xy` the
+    continuation `##xy`; every character is kept in both forms, and the
+    latest merges are dropped to fit `vocabulary_size`.
     """
     import keras_hub
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
@@ -77,19 +87,31 @@ def train_wordpiece(data, vocabulary_size, lowercase=True,
     lines = [t for t in _texts(data) if t.strip()]
     if not lines:
         raise ValueError("No text to learn a WordPiece vocabulary from.")
-    learner = Tokenizer(models.WordPiece(unk_token=special_tokens[1]))
+    learner = Tokenizer(models.BPE(unk_token=special_tokens[1]))
     learner.normalizer = normalizers.BertNormalizer(lowercase=lowercase,
                                                     strip_accents=lowercase)
-    learner.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    trainer = trainers.WordPieceTrainer(vocab_size=vocabulary_size,
-                                        special_tokens=list(special_tokens),
-                                        continuing_subword_prefix="##", show_progress=False)
+    learner.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.BertPreTokenizer(),
+        pre_tokenizers.Metaspace(replacement=WORD_START, prepend_scheme="always")])
+    trainer = trainers.BpeTrainer(vocab_size=vocabulary_size, show_progress=False,
+                                  special_tokens=list(special_tokens))
     learner.train_from_iterator(_counted(lines, len(lines), "Learning the WordPiece vocabulary",
                                          "Hugging Face tokenizers"), trainer)
     progress.current().finish("Learned the WordPiece vocabulary")
-    # The trainer's ids of equally frequent pieces vary between processes (hash
-    # order): sorted pieces after the special tokens make the ids a function of the text.
-    vocabulary = list(special_tokens) + sorted(set(learner.get_vocab()) - set(special_tokens))
+    learned = sorted(learner.get_vocab().items(), key=lambda item: item[1])  # merge order
+    pieces = [piece for piece, _ in learned if piece not in special_tokens]
+    characters = sorted({c for piece in pieces for c in piece if c != WORD_START})
+    vocabulary = list(dict.fromkeys(
+        [*special_tokens, *characters, *(f"##{c}" for c in characters)]))
+    for piece in pieces:
+        if len(vocabulary) >= vocabulary_size:
+            break
+        if piece.startswith(WORD_START):
+            piece = piece[len(WORD_START):]
+        else:
+            piece = f"##{piece}"
+        if piece and piece not in vocabulary:
+            vocabulary.append(piece)
     return keras_hub.tokenizers.WordPieceTokenizer(
         vocabulary=vocabulary, lowercase=lowercase, oov_token=special_tokens[1],
         special_tokens=list(special_tokens))

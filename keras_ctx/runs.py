@@ -410,3 +410,9 @@ def claim(out_dir, settings, fresh=False, data=None, corpus_changed="refuse"):
     if fresh:
         Checkpointer(os.path.join(out_dir, "checkpoints")).clear()
     files.write_json(path, {**settings, **({"data": data} if data is not None else {})})
+
+
+def check_new_directory(out):
+    """Refuses an `out` that holds anything (commands that make a new directory)."""
+    if os.path.isdir(out) and os.listdir(out):
+        raise ValueError(f"{out} is not empty: choose a new --out directory.")

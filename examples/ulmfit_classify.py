@@ -27,7 +27,7 @@ import tensorflow as tf  # noqa: E402
 
 from keras_ctx import scripts  # noqa: E402
 from keras_ctx.models import AwdLstmBackbone  # noqa: E402
-from keras_ctx.recipes_ulmfit_cvt import (  # noqa: E402
+from keras_ctx.tasks.ulmfit import (  # noqa: E402
     fine_tune_classifier,
     fine_tune_language_model,
     pretrain_language_model,

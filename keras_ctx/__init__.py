@@ -24,5 +24,6 @@ with quiet_startup():
     from keras_ctx import layers, models, tasks  # noqa: E402,F401
     from keras_ctx import data, families, generation, pretraining  # noqa: E402,F401
     from keras_ctx import convert, export, optimizers  # noqa: E402,F401
+    from keras_ctx import adapters, handles  # noqa: E402,F401  (they provide services models call)
 
 __version__ = "0.1.0"

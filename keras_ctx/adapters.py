@@ -30,6 +30,7 @@ import os
 import keras
 import numpy as np
 
+from keras_ctx import registry
 from keras_ctx.layers.adapters import (
     AdapterSlot,
     BottleneckAdapter,
@@ -499,3 +500,6 @@ __all__ = ["active_adapters", "add_adapter", "adapter_names", "adapter_state", "
            "enable_lora", "freeze_except", "AdapterMaskedLMPretrainer", "invert_output", "load_adapter", "load_lora", "lora_variables",
            "restore_adapters", "save_adapter", "save_lora", "set_active_adapters", "train_only",
            "transformer_blocks"]
+
+
+registry.provide("restore_adapters", restore_adapters)  # Backbone.from_config

@@ -1,9 +1,8 @@
-"""The `keras-ctx` command: pretrain, fine-tune, embed, export, convert, presets.
+"""The `keras-ctx` command: argument parsing only.
 
-Argument parsing only: each command calls a Python function that takes
-arguments (`keras_ctx.recipes.pretrain`, `keras_ctx.finetuning.finetune`,
-`keras_ctx.word_vectors.embed`, `keras_ctx.recipes.export_run`,
-`keras_ctx.recipes.convert`).
+Each command calls one Python function that takes arguments, in its own module
+of `keras_ctx.commands` (imported on use, so `keras-ctx presets` stays quick);
+every failure leaves through `keras_ctx.cli_errors.run_command`.
 """
 
 import argparse
@@ -17,42 +16,35 @@ MODEL_HELP = ("a model: a run directory, a checkpoint directory `convert` reads,
 
 
 def _presets(args):
-    from keras_ctx.models import list_presets
+    from keras_ctx.commands.presets import presets
 
-    rows = list_presets(args.family)
-    print(f"{'preset':22s} {'backbone':18s} {'parameters':>14s}  description")
-    for name, family, count, description in rows:
-        print(f"{name:22s} {family:18s} {count:>14,d}  {description}")
+    presets(args.family)
     return 0
 
 
 def _layers(args):
-    import keras_ctx.layers as layers
+    from keras_ctx.commands.layers import layers
 
-    names = sorted(n for n in dir(layers) if n[0].isupper())
-    print("keras_ctx.layers:")
-    for name in names:
-        doc = (getattr(layers, name).__doc__ or "").strip().splitlines()
-        print(f"  {name:32s} {doc[0] if doc else ''}")
+    layers()
     return 0
 
 
 def _pretrain(args):
-    from keras_ctx import recipes
+    from keras_ctx.commands.pretrain import parse_overrides, pretrain
 
-    recipes.pretrain(
+    pretrain(
         args.model, args.out, corpus=args.corpus, steps=args.steps,
         batch_size=args.batch_size, sequence_length=args.sequence_length,
         vocabulary_size=args.vocabulary_size, learning_rate=args.learning_rate,
         seed=args.seed, strategy=args.strategy, mixed_precision=args.mixed_precision,
         xla=args.xla, checkpoint_every=args.checkpoint_every, resume=not args.no_resume,
-        overrides=recipes.parse_overrides(args.set), export=args.export,
+        overrides=parse_overrides(args.set), export=args.export,
         overwrite=args.overwrite, data=args.data, corpus_changed=args.corpus_changed)
     return 0
 
 
 def _prepare(args):
-    from keras_ctx.data.prepare import prepare
+    from keras_ctx.commands.prepare import prepare
 
     prepare(args.model, args.corpus, args.out, sequence_length=args.sequence_length,
             vocabulary_size=args.vocabulary_size, seed=args.seed, workers=args.workers,
@@ -61,7 +53,7 @@ def _prepare(args):
 
 
 def _finetune(args):
-    from keras_ctx.finetuning import finetune
+    from keras_ctx.commands.finetune import finetune
 
     finetune(args.run_dir, args.train, args.out, epochs=args.epochs,
              batch_size=args.batch_size, learning_rate=args.learning_rate, export=args.export,
@@ -70,14 +62,14 @@ def _finetune(args):
 
 
 def _embed(args):
-    from keras_ctx.word_vectors import embed
+    from keras_ctx.commands.embed import embed
 
     embed(args.run_dir, args.texts, word=args.word, save=args.save, overwrite=args.overwrite)
     return 0
 
 
 def _export(args):
-    from keras_ctx.recipes import export_run
+    from keras_ctx.commands.export import export_run
 
     export_run(args.model, args.out, args.version, args.overwrite, args.sequence_length,
                jit_compile=args.xla_serving)
@@ -85,24 +77,47 @@ def _export(args):
 
 
 def _generate(args):
-    from keras_ctx.tasks.text import language_model
+    from keras_ctx.commands.generate import generate
 
-    model = language_model(args.model)
-    if args.stream:
-        for chunk in model.generate_stream(args.prompt, max_length=args.max_length,
-                                           sampler=args.sampler, seed=args.seed):
-            print(chunk, end="", flush=True)
-        print()
-    else:
-        print(model.generate(args.prompt, max_length=args.max_length, sampler=args.sampler,
-                             seed=args.seed))
+    generate(args.model, args.prompt, stream=args.stream, max_length=args.max_length,
+             sampler=args.sampler, seed=args.seed)
     return 0
 
 
 def _convert(args):
-    from keras_ctx.recipes import convert
+    from keras_ctx.commands.convert import convert
 
     convert(args.source, args.dest, overwrite=args.overwrite)
+    return 0
+
+
+def _ulmfit(args):
+    from keras_ctx.commands.pretrain import parse_overrides
+    from keras_ctx.commands.ulmfit import ulmfit_from_files
+
+    ulmfit_from_files(args.train, args.text, args.out, general_text=args.general_text,
+                      lm_epochs=args.lm_epochs, epochs=args.epochs, batch_size=args.batch_size,
+                      sequence_length=args.sequence_length, vocabulary_size=args.vocabulary_size,
+                      seed=args.seed, overrides=parse_overrides(args.set))
+    return 0
+
+
+def _cvt(args):
+    from keras_ctx.commands.cvt import cvt_from_files
+    from keras_ctx.commands.pretrain import parse_overrides
+
+    cvt_from_files(args.train, args.unlabelled, args.out, steps=args.steps,
+                   batch_size=args.batch_size, vocabulary_size=args.vocabulary_size,
+                   learning_rate=args.learning_rate, seed=args.seed,
+                   overrides=parse_overrides(args.set), warm_up_steps=args.warm_up_steps)
+    return 0
+
+
+def _cvt_tag(args):
+    from keras_ctx.commands.cvt_tag import tag_file
+
+    for line in tag_file(args.run_dir, args.input, batch_size=args.batch_size):
+        print(line)
     return 0
 
 
@@ -242,10 +257,59 @@ def build_parser():
     layers = commands.add_parser("layers", help="list the reusable layers")
     layers.set_defaults(run=_layers)
 
-    from keras_ctx import cli_transfer
-
-    cli_transfer.add_commands(commands)
+    _add_transfer_commands(commands)
     return parser
+
+
+def _add_transfer_commands(commands):
+    """`ulmfit`, `cvt` and `cvt-tag`."""
+    ulmfit = commands.add_parser(
+        "ulmfit", help="ULMFiT: fine-tune an AWD-LSTM LM on target text, then a classifier "
+                       "on a TSV of text<TAB>label (Howard & Ruder 2018)")
+    ulmfit.add_argument("--text", required=True, help="target-domain text, one document "
+                                                      "per line")
+    ulmfit.add_argument("--train", required=True, help="TSV file: text<TAB>label")
+    ulmfit.add_argument("--general-text", default=None,
+                        help="general-domain text for stage 1 (default: skip it)")
+    ulmfit.add_argument("--out", required=True, help="a new directory for the classifier")
+    ulmfit.add_argument("--lm-epochs", type=int, default=1)
+    ulmfit.add_argument("--epochs", type=int, default=None,
+                        help="classifier epochs (default: one per layer group)")
+    ulmfit.add_argument("--batch-size", type=int, default=64)
+    ulmfit.add_argument("--sequence-length", type=int, default=70)
+    ulmfit.add_argument("--vocabulary-size", type=int, default=60000)
+    ulmfit.add_argument("--seed", type=int, default=0)
+    ulmfit.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="AwdLstmBackbone config, e.g. --set hidden_size=256")
+    ulmfit.set_defaults(run=_ulmfit)
+
+    cvt = commands.add_parser(
+        "cvt", help="cross-view training of a tagger: tagged TSV (token<TAB>tag, blank "
+                    "line between sentences) + unlabelled sentences (Clark et al. 2018)")
+    cvt.add_argument("--train", required=True)
+    cvt.add_argument("--unlabelled", required=True, help="one sentence per line")
+    cvt.add_argument("--out", required=True, help="a new directory for the tagger")
+    cvt.add_argument("--steps", type=int, default=1000, help="labelled+unlabelled pairs")
+    cvt.add_argument("--batch-size", type=int, default=64)
+    cvt.add_argument("--vocabulary-size", type=int, default=20000)
+    cvt.add_argument("--learning-rate", type=float, default=0.5,
+                     help="peak learning rate of momentum SGD (cvt_text: 0.5)")
+    cvt.add_argument("--warm-up-steps", type=int, default=5000,
+                     help="updates of linear warm-up (cvt_text: 5000; each step makes "
+                          "a labelled and an unlabelled update)")
+    cvt.add_argument("--seed", type=int, default=0)
+    cvt.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                     help="CvtEncoder config, e.g. --set first_layer_size=256")
+    cvt.set_defaults(run=_cvt)
+
+    tag = commands.add_parser(
+        "cvt-tag", help="tag sentences with a `keras-ctx cvt` tagger: prints one "
+                        "word/TAG line per input line")
+    tag.add_argument("run_dir", metavar="RUN_DIR", help="the --out directory of keras-ctx cvt")
+    tag.add_argument("--input", required=True,
+                     help="UTF-8 text, one whitespace-tokenised sentence per line")
+    tag.add_argument("--batch-size", type=int, default=64)
+    tag.set_defaults(run=_cvt_tag)
 
 
 def main(argv=None):

@@ -230,3 +230,20 @@ class RunLock:
 
     def __exit__(self, *exc):
         self.release()
+
+
+def write_files(out, writers):
+    """Writes {name: writer(path)} into the new directory `out`, each file atomically."""
+    os.makedirs(out, exist_ok=True)
+    for name, write in writers.items():
+        with replacing(os.path.join(out, name)) as staging:
+            write(staging)
+
+
+def json_writer(data):
+    def write(path):
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=1)
+
+    return write
+

@@ -24,6 +24,7 @@ import logging
 import os
 import re
 
+from keras_ctx import registry
 from keras_ctx.convert.base import CheckpointError
 
 HF_SCHEME = "hf://"
@@ -345,3 +346,6 @@ def kaggle_directory(spec):
             "offline).") from None
     except ValueError as error:
         raise CheckpointError(f"{handle}: {error}") from None
+
+
+registry.provide("from_preset", from_preset)  # Backbone.from_preset, models.from_preset

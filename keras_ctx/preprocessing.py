@@ -252,3 +252,18 @@ def character_inputs(texts, sequence_length):
     longest = max(len(t.split()) for t in texts) + 2
     return {"character_ids": sentences_to_character_ids(
         tf.constant(texts), max(sequence_length, longest))}
+
+
+def text_inputs(family, tokenizer, texts, sequence_length):
+    """(inputs, preprocessor or None) for `texts`; rows at least `sequence_length` long.
+
+    Longer texts get longer rows (up to the backbone's own position limit,
+    which it checks), never truncation.
+    """
+    if family.framing is None:
+        return character_inputs(texts, sequence_length), None
+    probe = TextPreprocessor(tokenizer, sequence_length, family)
+    length = max([sequence_length] + [probe.framed_length(t) for t in texts])
+    preprocessor = TextPreprocessor(tokenizer, length, family)
+    inputs = preprocessor(np.array(texts, dtype=object))
+    return {k: np.asarray(v) for k, v in inputs.items()}, preprocessor

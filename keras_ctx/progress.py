@@ -110,3 +110,8 @@ def reporting(say, every=5.0):
         yield _current
     finally:
         _current = previous
+
+
+def say(message):
+    """One progress line of a recipe, shown at once (also when piped)."""
+    print(message, flush=True)

@@ -285,3 +285,23 @@ def of_keras_hub(class_name):
 def with_tf_checkpoints():
     """Families with a google-research TF checkpoint layout, by layout name."""
     return {layout: _FAMILIES[name] for layout, name in sorted(_TF_LAYOUTS.items())}
+
+
+# Services that live above the models and that models call back (resolving a
+# model handle, re-adding saved adapters): the module that owns one provides it
+# here when it is imported (`import keras_ctx` imports them all), so models read
+# only this registry and never import what imports them.
+_SERVICES = {}
+
+
+def provide(name, function):
+    """Makes `function` the service `name` (`keras_ctx.handles`, `keras_ctx.peft`)."""
+    _SERVICES[name] = function
+
+
+def service(name):
+    """The function provided as `name`; raises naming the module that provides it."""
+    if name not in _SERVICES:
+        raise RuntimeError(f"No {name!r} service is registered: import keras_ctx (its "
+                           "package imports the modules that provide it).")
+    return _SERVICES[name]

@@ -23,7 +23,7 @@ import os
 
 import keras
 
-from keras_ctx import files
+from keras_ctx import files, registry
 from keras_ctx.errors import RunDirectoryError
 
 RUN_FILE = "run.json"
@@ -261,11 +261,9 @@ def load_backbone(run_dir):
 
 def check_backbone(run_dir, info, backbone):
     """Raises when backbone.keras is not the family and size run.json says it is."""
-    from keras_ctx import families
-
-    expected = families.get(info["family"]) if info["family"] in families.names() else None
+    expected = registry.get(info["family"]) if info["family"] in registry.names() else None
     if expected is not None and type(backbone) is not expected.backbone:
-        found = families.of_backbone(backbone)
+        found = registry.of_backbone(backbone)
         raise RunDirectoryError(
             f"{run_dir}/{BACKBONE_FILE} is a {type(backbone).__name__}"
             f"{f' ({found.name})' if found else ''} but {RUN_FILE} says {info['family']} "
@@ -410,3 +408,9 @@ def claim(out_dir, settings, fresh=False, data=None, corpus_changed="refuse"):
     if fresh:
         Checkpointer(os.path.join(out_dir, "checkpoints")).clear()
     files.write_json(path, {**settings, **({"data": data} if data is not None else {})})
+
+
+def check_new_directory(out):
+    """Refuses an `out` that holds anything (commands that make a new directory)."""
+    if os.path.isdir(out) and os.listdir(out):
+        raise ValueError(f"{out} is not empty: choose a new --out directory.")

@@ -209,3 +209,23 @@ class CvtLearningRate(LearningRateSchedule):
     def get_config(self):
         return {"learning_rate": self.learning_rate, "warm_up_steps": self.warm_up_steps,
                 "decay": self.decay}
+
+
+def scale_learning_rate(optimizer, scale):
+    """Makes `optimizer`'s learning rate `ScaledLearningRate(its rate, scale)` (in place).
+
+    A rate already wrapped is rewrapped around `scale` (a reloaded model
+    compiles again); a LossScaleOptimizer's inner optimizer is the one changed.
+    """
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    base = inner._learning_rate
+    if isinstance(base, ScaledLearningRate):
+        base = base.learning_rate
+    elif isinstance(base, keras.Variable):
+        base = float(keras.ops.convert_to_numpy(base))
+    elif callable(base) and not isinstance(
+            base, keras.optimizers.schedules.LearningRateSchedule):
+        raise ValueError("A callable learning rate cannot be rescaled per update; pass a "
+                         "float or a keras LearningRateSchedule.")
+    inner.learning_rate = ScaledLearningRate(base, scale)
+    return optimizer

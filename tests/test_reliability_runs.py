@@ -303,7 +303,7 @@ def test_cvt_refuses_a_three_field_line_naming_file_and_line(tmp_path, capsys):
     (KeyboardInterrupt(), 130, "stopped; resume with the same command."),
 ])
 def test_every_exception_is_one_line(monkeypatch, capsys, raised, code, message):
-    from keras_ctx import word_vectors
+    from keras_ctx.commands import embed as word_vectors
 
     def fail(*args, **kwargs):
         raise raised

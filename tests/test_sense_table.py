@@ -6,7 +6,7 @@ import sys
 import numpy as np
 import pytest
 
-from keras_ctx import sense_table, word_vectors
+from keras_ctx.commands import sense_table
 
 # Two senses, two sentences each; the sense shows in the second coordinate,
 # the large common part (word + position) in the first.
@@ -51,7 +51,7 @@ def test_show_context_prints_the_table_and_writes_the_heatmap(fake_vectors, monk
                                                               tmp_path, capsys):
     pytest.importorskip("matplotlib", reason='pip install -e ".[plot]" (the test extra has it)')
     monkeypatch.setattr(sense_table, "SENSE_EXAMPLES", EXAMPLES)
-    table = word_vectors.show_context(str(tmp_path))
+    table = sense_table.show_sense_table(str(tmp_path))
     out = capsys.readouterr().out
     assert "'set': same sense" in out and "senses separated" in out
     path = tmp_path / sense_table.HEATMAP
@@ -72,7 +72,7 @@ def test_without_matplotlib_one_line_says_so(fake_vectors, monkeypatch, tmp_path
 
     monkeypatch.delitem(sys.modules, "matplotlib", raising=False)
     monkeypatch.setattr(builtins, "__import__", no_matplotlib)
-    word_vectors.show_context(str(tmp_path))
+    sense_table.show_sense_table(str(tmp_path))
     lines = [line for line in capsys.readouterr().out.splitlines() if "matplotlib" in line]
     assert lines == ['No heatmap: matplotlib is not installed (pip install "keras-ctx[plot]").']
     assert not list(tmp_path.iterdir())

@@ -30,6 +30,7 @@ import numpy as np
 
 from keras_ctx import registry
 from keras_ctx.data import corpora
+from keras_ctx.data.tokenizers import train_tokenizer
 
 MANIFEST = "manifest.json"
 SETTINGS = "settings.json"
@@ -212,7 +213,6 @@ def prepare(preset, corpus, out, sequence_length=128, vocabulary_size=8000, seed
         The manifest (a dict, also written to `out/manifest.json`).
     """
     from keras_ctx import runs, validation
-    from keras_ctx.recipes import train_tokenizer
 
     family = registry.of_preset(preset)
     if family.prepared is None:

@@ -21,12 +21,14 @@ clearly when the tokenizer and the embedding table disagree.
 
 import os
 import tempfile
+import time
 
 import keras
 import numpy as np
 import tensorflow as tf
 
 from keras_ctx import progress
+from keras_ctx.data import corpora
 
 BERT_SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 ROBERTA_SPECIAL_TOKENS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")  # fairseq order
@@ -373,3 +375,30 @@ def tokenize_documents(documents, tokenizer):
         return tf.cast(tokens, tf.int32)
 
     return documents.map(tokenize)
+
+
+TOKENIZER_SAMPLE = "tokenizer_sample"  # run.json: how many sentences the tokenizer read
+
+
+def train_tokenizer(family, source, run):
+    """(tokenizer, {"tokenizer_sample": ...}): `family`'s tokenizer trained on a seeded sample.
+
+    `source` is a corpus source, a tf.data of documents, or a `corpora.Sample`
+    already drawn; the sample is at most `corpora.TOKENIZER_SAMPLE_SENTENCES`
+    sentences (sentencepiece's input_sentence_size), read in one stream.
+    """
+    progress.say(f"Reading the corpus and training the tokenizer on it (up to "
+                 f"{run.vocabulary_size} entries)...")
+    began = time.time()
+    sample = source if isinstance(source, corpora.Sample) else corpora.sample_sentences(
+        source, seed=run.seed)
+    progress.say(f"Sampled {len(sample):,} of the corpus' {sample.seen:,} sentences for the "
+                 f"tokenizer (at most {corpora.TOKENIZER_SAMPLE_SENTENCES:,}, seed {run.seed}).")
+    with progress.reporting(progress.say):  # the library's own steps timed
+        tokenizer = family.train_tokenizer(sample, run.vocabulary_size)
+    size = getattr(tokenizer, "vocabulary_size", None)
+    progress.say(f"Trained the tokenizer in {progress.duration(time.time() - began)}"
+                 + (f" ({size()} entries)." if callable(size) else "."))
+    return tokenizer, {TOKENIZER_SAMPLE: {"sentences": len(sample),
+                                            "corpus_sentences": sample.seen,
+                                            "seed": run.seed}}

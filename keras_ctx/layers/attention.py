@@ -6,10 +6,7 @@ from keras import ops
 from keras_ctx.layers import _checks, banded_attention
 from keras_ctx.layers import dense
 from keras_ctx.layers.dropout import Dropout
-
-# Added to masked scores; large enough to zero a softmax in float32, finite so
-# that a fully masked row gives a uniform (not NaN) distribution.
-MASK_VALUE = -1e9
+from keras_ctx.layers.masking import MASK_VALUE
 
 
 def merge_attention_masks(

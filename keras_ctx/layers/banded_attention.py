@@ -20,8 +20,7 @@ O(T * w), not O(T^2), with static shapes when T is static (XLA compiles it).
 
 from keras import ops
 
-# Module import: attention.py imports this module while it initialises.
-from keras_ctx.layers import attention
+from keras_ctx.layers.masking import MASK_VALUE
 
 
 def band_mask(query_positions, key_positions, window_size):
@@ -88,7 +87,7 @@ def blocked_band_attention(query, key, value, window_size, padding_mask=None,
 
     scores = ops.einsum("bcqnh,bcknh->bncqk", q, k)
     scores = ops.where(mask[:, None], ops.cast(scores, "float32"),
-                       attention.MASK_VALUE)
+                       MASK_VALUE)
     probabilities = ops.softmax(scores, axis=-1)
     if dropout is not None:
         probabilities = dropout(probabilities)

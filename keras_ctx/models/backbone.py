@@ -2,6 +2,8 @@
 
 import keras
 
+from keras_ctx import registry
+
 # keras-hub's names for an encoder-decoder backbone's inputs (DESIGN.md).
 ENCODER_DECODER_INPUTS = ("encoder_token_ids", "encoder_padding_mask",
                           "decoder_token_ids", "decoder_padding_mask")
@@ -75,9 +77,7 @@ class Backbone(keras.Model):
         adapters = config.pop("adapters", None)  # keras_ctx.adapters.adapter_state
         model = cls(**config)
         if adapters:
-            from keras_ctx.adapters import restore_adapters
-
-            restore_adapters(model, adapters)
+            registry.service("restore_adapters")(model, adapters)  # keras_ctx.peft
         return model
 
     @classmethod
@@ -92,9 +92,7 @@ class Backbone(keras.Model):
         Returns:
             The backbone, with its `.tokenizer` (None for presets and ELMo).
         """
-        from keras_ctx.handles import from_preset
-
-        model = from_preset(handle, **overrides)
+        model = registry.service("from_preset")(handle, **overrides)  # keras_ctx.handles
         if not isinstance(model, cls):
             raise ValueError(
                 f"{handle!r} holds a {type(model).__name__}, not a {cls.__name__}: use "

@@ -64,9 +64,7 @@ def from_preset(handle, **overrides):
     Returns:
         The backbone.
     """
-    from keras_ctx import handles
-
-    return handles.from_preset(handle, **overrides)
+    return registry.service("from_preset")(handle, **overrides)  # keras_ctx.handles
 
 
 def build(name, **overrides):

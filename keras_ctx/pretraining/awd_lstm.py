@@ -27,7 +27,7 @@ from keras import ops
 from keras_ctx.layers.dropout import LockedDropout
 from keras_ctx.pretraining.base import Pretrainer, num_replicas
 from keras_ctx.pretraining.losses import TokenAccuracy, weighted_cross_entropy, weighted_mean
-from keras_ctx.tasks.transfer import scale_learning_rate
+from keras_ctx.schedules import scale_learning_rate
 
 # Merity et al. 2017, Sec. 4.6 / 5.
 ACTIVATION_REGULARIZATION = 2.0

@@ -9,6 +9,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_ctx import registry
 from keras_ctx.layers.dropout import Dropout
 from keras_ctx.models.backbone import without_absent_optional_inputs
 
@@ -215,9 +216,7 @@ class SequenceClassifier(Task):
 
     @staticmethod
     def _family_pooling(backbone, features, output, mask):
-        from keras_ctx import families
-
-        family = families.of_backbone(backbone)
+        family = registry.of_backbone(backbone)
         if family is None:
             return ("pooled" if "pooled_output" in features else "first"), output, mask, None
         family_output, family_mask, mode, *transform = family.pooling

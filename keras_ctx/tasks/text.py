@@ -28,7 +28,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_ctx import families, files, runs
+from keras_ctx import files, runs
+from keras_ctx import registry as families  # lookups only: keras_ctx.families registers
 from keras_ctx.preprocessing import TextPreprocessor, piece_spans, token_id
 
 TASK_FILE = "task.json"

@@ -35,26 +35,8 @@ from keras_ctx.schedules import (  # noqa: F401 (re-exported)
     STLR_RATIO,
     ScaledLearningRate,
     SlantedTriangular,
+    scale_learning_rate,
 )
-
-def scale_learning_rate(optimizer, scale):
-    """Makes `optimizer`'s learning rate `ScaledLearningRate(its rate, scale)` (in place).
-
-    A rate already wrapped is rewrapped around `scale` (a reloaded model
-    compiles again); a LossScaleOptimizer's inner optimizer is the one changed.
-    """
-    inner = getattr(optimizer, "inner_optimizer", optimizer)
-    base = inner._learning_rate
-    if isinstance(base, ScaledLearningRate):
-        base = base.learning_rate
-    elif isinstance(base, keras.Variable):
-        base = float(keras.ops.convert_to_numpy(base))
-    elif callable(base) and not isinstance(
-            base, keras.optimizers.schedules.LearningRateSchedule):
-        raise ValueError("A callable learning rate cannot be rescaled per update; pass a "
-                         "float or a keras LearningRateSchedule.")
-    inner.learning_rate = ScaledLearningRate(base, scale)
-    return optimizer
 
 
 # ------------------------------------------------------------------ layer groups

@@ -237,7 +237,7 @@ def _write_corpus(tmp_path):
 
 def test_cvt_command_refuses_a_used_out_directory_and_bad_tsv(tmp_path, capsys):
     from keras_ctx.cli import main
-    from keras_ctx.recipes_ulmfit_cvt import read_tagged_tsv
+    from keras_ctx.tasks.cvt_tagger import read_tagged_tsv
 
     tagged, untagged = _write_corpus(tmp_path)
     out = tmp_path / "out"
@@ -387,7 +387,7 @@ def test_label_smoothing_only_on_labelled_training_batches():
 # ---------------------------------------------------------------- keras-ctx cvt-tag
 
 def _saved_tagger(tmp_path):
-    from keras_ctx.recipes_ulmfit_cvt import save_cvt_tagger
+    from keras_ctx.tasks.cvt_tagger import save_cvt_tagger
 
     trainer = CrossViewTrainer(_encoder(max_characters_per_token=50), 3, hidden_size=8)
     logits = trainer.primary[0].output_layer

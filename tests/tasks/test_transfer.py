@@ -236,7 +236,7 @@ def synthetic_topics(seed, vocabulary_size=402, topics=2, length=12, topical=0.5
 
 def _ulmfit_vs_scratch(seed, labelled_rows=24, unlabelled_rows=3000, lm_epochs=4):
     from keras_ctx.models import AwdLstmBackbone
-    from keras_ctx.recipes_ulmfit_cvt import (
+    from keras_ctx.tasks.ulmfit import (
         fine_tune_classifier,
         fine_tune_language_model,
         pretrain_language_model,
@@ -356,11 +356,8 @@ def test_sequence_classifier_concat_pooling_is_the_awd_lstm_family_default():
 
 
 def test_ulmfit_recipe_trains_its_language_model_on_one_continuous_stream():
-    from keras_ctx.recipes_ulmfit_cvt import (
-        _lm_dataset,
-        fine_tune_language_model,
-        pretrain_language_model,
-    )
+    from keras_ctx.commands.ulmfit import _lm_dataset
+    from keras_ctx.tasks.ulmfit import fine_tune_language_model, pretrain_language_model
     from keras_ctx.models import AwdLstmBackbone
 
     # Words w0 .. w99 in order over several lines: id of w_k is k + 2.

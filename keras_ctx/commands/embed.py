@@ -1,0 +1,66 @@
+"""`keras-ctx embed`: contextual vectors of words in texts, on the one text path.
+
+Texts become inputs through the family's `TextPreprocessor` (the same ids as
+pretraining and `serve_text`); a word's vector is the mean of the pieces that
+cover its characters in the whole-text tokenization
+(`keras_ctx.preprocessing.word_positions`).
+"""
+
+import keras
+import numpy as np
+
+from keras_ctx import families, handles
+from keras_ctx.files import save_npz
+from keras_ctx.preprocessing import text_inputs, word_positions
+
+
+def _positions(preprocessor, tokenizer, text, word):
+    if preprocessor is None:  # characters: word i sits after <S>
+        words = [w.strip(".,!?;:").lower() for w in text.split()]
+        if word.lower() not in words:
+            raise ValueError(f"{word!r} does not occur in {text!r}.")
+        return [words.index(word.lower()) + 1]
+    return word_positions(tokenizer, text, word, offset=len(preprocessor.start_ids))
+
+
+def sequence_outputs(run_dir, texts):
+    """(info, backbone, tokenizer, preprocessor, sequence_output) of a run on `texts`."""
+    info, backbone, tokenizer = handles.load(run_dir, need_tokenizer=True)
+    family = families.get(info["family"])
+    inputs, preprocessor = text_inputs(family, tokenizer, list(texts), info["sequence_length"])
+    inputs = {k: v for k, v in inputs.items() if k in backbone.input}
+    sequence = keras.ops.convert_to_numpy(backbone(inputs)[family.word_vectors])
+    return info, backbone, tokenizer, preprocessor, sequence
+
+
+def word_vectors(run_dir, texts, word):
+    """The contextual vector of `word` (mean of its pieces) in each text."""
+    _, _, tokenizer, preprocessor, sequence = sequence_outputs(run_dir, texts)
+    vectors = []
+    for i, text in enumerate(texts):
+        positions = _positions(preprocessor, tokenizer, text, word)
+        vectors.append(sequence[i, positions].astype("float32").mean(0))
+    return np.stack(vectors)
+
+
+def cosine(a, b):
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-12))
+
+
+def embed(run_dir, texts, word=None, save=None, overwrite=False):
+    """Prints (and returns) the vectors of `word` in each text, or every sequence output."""
+    if word:
+        vectors = word_vectors(run_dir, texts, word)
+        for i, text in enumerate(texts):
+            first = ", ".join(f"{v:+.4f}" for v in vectors[i][:4])
+            print(f"{text!r}: |v| = {np.linalg.norm(vectors[i]):.3f}, first values [{first}]")
+        for i in range(len(texts)):
+            for j in range(i + 1, len(texts)):
+                print(f"cosine({i}, {j}) = {cosine(vectors[i], vectors[j]):+.4f}")
+    else:
+        info, *_, vectors = sequence_outputs(run_dir, texts)
+        print(f"{families.get(info['family']).word_vectors}: shape {vectors.shape}")
+    if save:
+        path = save_npz(save, overwrite=overwrite, vectors=vectors, texts=np.array(texts))
+        print(f"Saved to {path}.")
+    return vectors

@@ -1,0 +1,39 @@
+"""`keras-ctx export`: a SavedModel for TF Serving from a run, a classifier or any handle."""
+
+import os
+
+from keras_ctx import runs
+from keras_ctx.preprocessing import TextPreprocessor
+
+
+def export_run(model_or_run, out, version=1, overwrite=False, sequence_length=None,
+               with_text=False, jit_compile=False):
+    """Exports a run, a fine-tuned classifier or any model handle (`keras_ctx.handles`);
+    `with_text` adds serve_text (needs tensorflow-text ops), `jit_compile` XLA-compiles
+    the serving functions."""
+    from keras_ctx import handles
+    from keras_ctx.export import export_saved_model
+
+    preprocessor = None
+    if os.path.isdir(model_or_run) and runs.is_finetuned(model_or_run) and not with_text:
+        # A `keras-ctx finetune --out` directory: export its classifier.
+        info, backbone = runs.load_finetuned(model_or_run)
+        sequence_length = sequence_length or info.get("sequence_length")
+    else:
+        # A run directory, a checkpoint (local, hf://, kaggle://) or a preset (random
+        # weights, said in one line; exported at the given length only).
+        resolved = handles.resolve(model_or_run, need_tokenizer=with_text)
+        backbone, info = resolved.backbone, resolved.info
+        if resolved.has_weights:
+            sequence_length = sequence_length or info.get("sequence_length")
+        if with_text:
+            preprocessor = TextPreprocessor(resolved.tokenizer, sequence_length,
+                                            info["family"])
+    path = export_saved_model(backbone, out, version=version, overwrite=overwrite,
+                              sequence_length=sequence_length, preprocessor=preprocessor,
+                              jit_compile=jit_compile)
+    signatures = ["serving_default"] + (["serve_examples"] if sequence_length else []) + (
+        ["serve_text"] if preprocessor else [])
+    print(f"Exported a SavedModel to {path} (signatures {', '.join(signatures)}"
+          + (", XLA-compiled" if jit_compile else "") + ").")
+    return path

@@ -1,0 +1,76 @@
+"""`keras-ctx finetune`: a sequence classifier on a pretrained run, from a TSV.
+
+Texts become inputs through the family's `TextPreprocessor` (the ids that
+pretraining and `serve_text` see); the classifier pools as the family's
+registry entry says (`SequenceClassifier(pooling="auto")`).
+"""
+
+import os
+
+import keras
+import numpy as np
+
+from keras_ctx import families, handles, runs
+from keras_ctx.preprocessing import text_inputs
+
+
+def finetune(run_dir, train, out, epochs=3, batch_size=16, learning_rate=5e-5, export=None,
+             overwrite=False, header=None):
+    """Fine-tunes the run's backbone on `train` (text<TAB>label); saves OUT/classifier.keras.
+
+    `header`: whether the TSV's first line is a header (None: detect). Nothing
+    that exists is replaced unless `overwrite`; every check runs before training.
+    """
+    from keras_ctx import files, validation
+    from keras_ctx.data.labelled import read_labelled_tsv
+    from keras_ctx.export import check_export_target
+
+    validation.check_training_args(epochs=epochs, batch_size=batch_size,
+                                   learning_rate=learning_rate)
+    target = os.path.join(out, runs.CLASSIFIER_FILE)
+    if os.path.exists(target) and not overwrite:
+        raise runs.RunDirectoryError(f"{target} already exists; pass --overwrite to "
+                                     "replace it, or choose another --out.")
+    if export:
+        check_export_target(export, 1, overwrite)
+    validation.check_export_path(export)
+    with files.naming_decode_errors(train):
+        texts, labels = read_labelled_tsv(train, header=header)
+    with runs.writing(out):  # a second finetune (or pretrain, convert) into OUT refuses
+        return _finetune(run_dir, out, target, texts, labels, epochs, batch_size,
+                         learning_rate, export, overwrite)
+
+
+def _finetune(run_dir, out, target, texts, labels, epochs, batch_size, learning_rate, export,
+              overwrite):
+    from keras_ctx import files
+    from keras_ctx.tasks import SequenceClassifier
+
+    if os.path.exists(target) and not overwrite:  # again, now that OUT is ours
+        raise runs.RunDirectoryError(f"{target} already exists; pass --overwrite to "
+                                     "replace it, or choose another --out.")
+    info, backbone, tokenizer = handles.load(run_dir, need_tokenizer=True)
+    family = families.get(info["family"])
+    backbone.family = family.name
+    classes = sorted(set(labels))
+    y = np.array([classes.index(label) for label in labels], "int32")
+    inputs, _ = text_inputs(family, tokenizer, texts, info["sequence_length"])
+    inputs = {k: v for k, v in inputs.items() if k in backbone.input}
+    model = SequenceClassifier(backbone, num_classes=len(classes))
+    model.compile(keras.optimizers.AdamW(learning_rate),
+                  keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
+    model.fit(inputs, y, batch_size=batch_size, epochs=epochs, verbose=2)
+    with files.replacing(target, overwrite=overwrite) as staging:
+        model.save(staging)
+    # What `export` and the refusals of `embed` / `finetune` read back.
+    runs.save_finetuned_info(out, {"run": handles.canonical(run_dir), "family": family.name,
+                                   "sequence_length": info["sequence_length"],
+                                   "classes": [str(c) for c in classes]})
+    print(f"Saved the classifier ({len(classes)} classes: {classes}) to {out}.")
+    if export:
+        from keras_ctx.export import export_saved_model
+
+        export_saved_model(model, export, overwrite=overwrite,
+                           sequence_length=info["sequence_length"])
+    return model

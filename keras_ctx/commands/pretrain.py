@@ -1,0 +1,254 @@
+"""`keras-ctx pretrain`: a preset pretrained on a corpus into a run directory.
+
+A pretraining recipe turns (preset, corpus, sizes) into a tokenizer trained
+on the corpus, a backbone, the family's pretrainer and its endless tf.data
+pipeline; everything family-specific comes from the preset's entry in
+`keras_ctx.families` (its tokenizer, `keras_ctx.data.pipelines` builder and
+pretrainer). `pretrain` trains with `keras_ctx.training.fit_resumable` and
+saves a run directory (`keras_ctx.runs`).
+
+    >>> from keras_ctx.commands.pretrain import pretrain
+    >>> pretrain("bert-tiny", out="runs/bert", corpus="corpus.txt", steps=300)
+"""
+
+import ast
+import os
+import sys
+import time
+
+import keras
+import tensorflow as tf
+
+from keras_ctx import families, fingerprints, progress, runs, runs_data, validation
+from keras_ctx.commands.export import export_run
+from keras_ctx.commands.sense_table import show_sense_table
+from keras_ctx.data import corpora, prepare
+from keras_ctx.data.prepared_input import PreparedInput
+from keras_ctx.data.tokenizers import TOKENIZER_SAMPLE, train_tokenizer
+from keras_ctx.export import check_export_target
+from keras_ctx.files import RunLock
+from keras_ctx.models.presets import build as build_preset
+from keras_ctx.models.presets import preset_config
+from keras_ctx.optimizers import bert_adamw
+from keras_ctx.progress import say
+from keras_ctx.schedules import WarmupThenDecay
+from keras_ctx.training import fit_resumable, make_strategy
+
+
+class TrainingProgress(keras.callbacks.Callback):
+    """Says when the first (compiling) step is done, then steps done and time left.
+
+    One line per checkpoint chunk (Keras' own line, or its progress bar on a
+    terminal, shows the loss); the time left is measured after the first
+    step, which also traces and compiles the step.
+    """
+
+    def __init__(self, steps):
+        super().__init__()
+        self.steps = steps
+        self.first = None  # (step, time) after the first step of this process
+
+    def _step(self):
+        return int(self.model.optimizer.iterations.numpy())
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.first is None:
+            self.first = (self._step(), time.time())
+            took = progress.duration(time.time() - self.began)
+            say(f"Compiled the training step in {took}; training to step {self.steps}.")
+
+    def on_train_begin(self, logs=None):
+        if self.first is None:
+            self.began = time.time()
+
+    def on_epoch_end(self, epoch, logs=None):
+        step, (first_step, first_time) = self._step(), self.first
+        if step > first_step:
+            left = (time.time() - first_time) / (step - first_step) * (self.steps - step)
+            say(f"Step {step}/{self.steps}, about {progress.duration(left)} left.")
+
+
+def build(preset, documents, run, overrides=None, sample=None, claimed=None):
+    """(backbone, pretrainer, endless dataset, tokenizer to save, extra run info).
+
+    Args:
+        preset: a preset name; its family supplies the recipe.
+        documents: tf.data of documents (1-D tf.string sentences).
+        run: a `keras_ctx.families.Run` (sizes and seed).
+        overrides: backbone config values to change (over the preset's and the
+            family's `recipe_config`).
+        sample: the sentences the tokenizer learns from (`corpora.sample_sentences`);
+            default a seeded sample of `documents`.
+        claimed: (tokenizer, its run.json info) to use instead of training one: a
+            resumed run's (`keras_ctx.runs.claimed_tokenizer`).
+    """
+    family = families.of_preset(preset)
+    if family.dataset is None:
+        raise ValueError(family.no_pretraining
+                         or f"`keras-ctx pretrain` has no recipe for {family.name} yet.")
+    if claimed is None:
+        tokenizer, sampled = train_tokenizer(family, documents if sample is None else sample,
+                                             run)
+    else:
+        say("Reusing the tokenizer this run was started with.")
+        tokenizer, sampled = claimed
+    backbone, pretrainer = _model(preset, family, tokenizer, run, overrides)
+    dataset = family.dataset(documents, tokenizer, run)
+    saved_tokenizer, extra = family.run_files(tokenizer)
+    return backbone, pretrainer, dataset.repeat(), saved_tokenizer, dict(extra, **sampled)
+
+
+def _model(preset, family, tokenizer, run, overrides):
+    overrides = {**family.recipe_config(run), **(overrides or {})}  # the user's win
+    if family.sized_by_tokenizer:
+        overrides["vocabulary_size"] = tokenizer.vocabulary_size() + family.extra_tokens
+    say(f"Building {preset}...")
+    backbone = build_preset(preset, **overrides)
+    say(f"Built {preset}: {backbone.count_params():,} parameters.")
+    return backbone, family.pretrainer(backbone, tokenizer, run)
+
+
+def build_prepared(preset, data_dir, run, overrides=None):
+    """As `build`, from a `keras-ctx prepare` directory (its manifest checked first)."""
+    family = families.of_preset(preset)
+    manifest = prepare.load_manifest(data_dir)
+    settings = manifest["settings"]
+    if settings["family"] != family.name or settings["sequence_length"] != run.sequence_length:
+        raise prepare.PreparedDataError(
+            f"{data_dir} was prepared for {settings['model']} ({settings['family']}) at "
+            f"sequence length {settings['sequence_length']}, not {preset} at "
+            f"{run.sequence_length}; prepare it for this model and length.")
+    tokenizer = runs.load_tokenizer(os.path.join(data_dir, runs.TOKENIZER_DIR))
+    backbone, pretrainer = _model(preset, family, tokenizer, run, overrides)
+    dataset = PreparedInput(data_dir, manifest, family.prepared(tokenizer, run),
+                            run.batch_size, run.seed)
+    saved_tokenizer, extra = family.run_files(tokenizer)
+    record = {k: manifest[k] for k in ("examples", "layout", "tokenizer", "settings")}
+    record["sha256"] = [s["sha256"] for s in manifest["shards"]]
+    return backbone, pretrainer, dataset, saved_tokenizer, dict(extra, data=record)
+
+
+def parse_overrides(pairs):
+    """["num_layers=2", "dropout=0.0"] -> {"num_layers": 2, "dropout": 0.0}."""
+    overrides = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--set takes KEY=VALUE, got {pair!r}.")
+        try:
+            overrides[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            overrides[key] = value
+    return overrides
+
+
+def optimizer(learning_rate, steps):
+    """AdamW, linear warmup over 10% of the steps then linear decay (BERT's schedule)."""
+    return bert_adamw(WarmupThenDecay.for_steps(learning_rate, steps), clipnorm=1.0)
+
+
+def use_xla(choice):
+    if choice != "auto":
+        return choice == "on"
+    # On CPU, TensorFlow's own (oneDNN) kernels beat XLA for these models
+    # (benchmarks/RESULTS.md); on GPU/TPU XLA fuses and wins.
+    return bool(tf.config.list_physical_devices("GPU") or tf.config.list_physical_devices("TPU"))
+
+
+def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_length=64,
+             vocabulary_size=8000, learning_rate=None, seed=0, strategy="default",
+             mixed_precision=False, xla="auto", checkpoint_every=100, resume=True,
+             overrides=None, export=None, overwrite=False, show_contexts=True, data=None,
+             corpus_changed="refuse"):
+    """Pretrains `preset` on `corpus` into the run directory `out` (resumable).
+
+    `data`: a `keras-ctx prepare` directory to train on instead of `corpus`
+    (its manifest is checked and recorded in run.json under "data").
+    `corpus_changed="continue"` resumes a run whose corpus differs from the one
+    its checkpoints were trained on (by default refused); the run keeps the
+    tokenizer it started with (`keras_ctx.runs.check_data`).
+
+    Returns the run info written to `out/run.json`.
+    """
+    # Every argument is checked before any work, and `out` is claimed only then.
+    family = families.of_preset(preset)  # unknown presets fail here
+    backbone_cls, config = preset_config(preset)
+    validation.check_training_args(steps=steps, batch_size=batch_size,
+                                   sequence_length=sequence_length,
+                                   checkpoint_every=checkpoint_every,
+                                   learning_rate=learning_rate,
+                                   vocabulary_size=vocabulary_size)
+    overrides = dict(overrides or {})
+    validation.check_overrides(preset, backbone_cls, config, overrides)
+    run = families.Run(preset, batch_size, sequence_length, vocabulary_size, seed)
+    validation.check_override_values(
+        preset, family, {**config, **family.recipe_config(run), **overrides}, overrides,
+        sequence_length)
+    validation.check_export_path(export)
+    # The data's fingerprint (the corpus, or the prepared data's manifest).
+    fingerprint = runs_data.check_corpus(data if data is not None else corpus, out, resume,
+                                         corpus_changed)
+    text_export = export and family.framing is not None
+    if export:
+        check_export_target(export, 1, overwrite)
+    if text_export:
+        check_export_target(export.rstrip("/") + "-text", 1, overwrite)
+    keras.utils.set_random_seed(seed)
+    if mixed_precision:
+        keras.config.set_dtype_policy("mixed_bfloat16")
+    # A resumed run keeps the tokenizer it was claimed with: trainers break ties
+    # between equally frequent pieces differently in each process.
+    claimed = runs.claimed_tokenizer(out) if resume and data is None else None
+    with make_strategy(strategy).scope():
+        if data is not None:
+            corpus = None
+            backbone, pretrainer, dataset, tokenizer, extra = build_prepared(
+                preset, data, run, overrides)
+        else:
+            backbone, pretrainer, dataset, tokenizer, extra = build(
+                preset, corpora.documents(corpus), run, overrides,
+                sample=corpora.sample_sentences(corpus, seed=seed) if claimed is None else None,
+                claimed=claimed)
+        validation.check_overrides_applied(preset, backbone, overrides)
+        runs_data.check_sequence_length(backbone, sequence_length)
+        # The tokenizer and what the family keeps beside it (not the sample's counts).
+        fingerprint["tokenizer"] = fingerprints.tokenizer(
+            tokenizer, {k: v for k, v in extra.items() if k != TOKENIZER_SAMPLE})
+        hidden = getattr(backbone, "hidden_size", 512)
+        rate = learning_rate or (1e-3 if hidden <= 256 else 1e-4)
+        say(f"Compiling the training step{' with XLA' if use_xla(xla) else ''} "
+            "(the first step traces it)...")
+        pretrainer.compile(optimizer=optimizer(rate, steps), jit_compile=use_xla(xla))
+    info = {"model": preset, "family": family.name, "sequence_length": sequence_length,
+            "overrides": overrides, "corpus": corpus, "steps": steps, "seed": seed, **extra}
+    settings = {"model": preset, "overrides": overrides, "corpus": corpus,
+                **({"data": data} if data else {}),
+                "sequence_length": sequence_length, "batch_size": batch_size,
+                "vocabulary_size": vocabulary_size, "seed": seed}
+    with RunLock(out):
+        runs.claim(out, settings, fresh=not resume, data=fingerprint,
+                   corpus_changed=corpus_changed)
+        if claimed is None:
+            runs.save_claimed_tokenizer(out, tokenizer,
+                                        {k: v for k, v in extra.items() if k == TOKENIZER_SAMPLE})
+        # A live progress bar with ETA on a terminal; one line per chunk when piped.
+        result = fit_resumable(pretrainer, dataset, steps, out,
+                               checkpoint_every=checkpoint_every, resume=resume,
+                               callbacks=[TrainingProgress(steps)],
+                               verbose=1 if sys.stdout.isatty() else 2)
+        if result["history"]:
+            first, last = result["history"][0], result["history"][-1]
+            print(f"Loss {first.get('loss', float('nan')):.3f} (step {first['step']}) -> "
+                  f"{last.get('loss', float('nan')):.3f} (step {last['step']}).")
+        say(f"Saving the run to {out}...")
+        runs.save_run(out, info, backbone, tokenizer, overwrite=True)  # its own run
+        print(f"Saved the backbone and tokenizer to {out}.")
+        if export:
+            say(f"Exporting a SavedModel to {export}...")
+            export_run(out, export, overwrite=overwrite)
+            if text_export and tokenizer is not None and getattr(tokenizer, "in_graph", True):
+                export_run(out, export.rstrip("/") + "-text", overwrite=overwrite,
+                           with_text=True)
+    if show_contexts and family.inputs != "encoder_decoder":
+        show_sense_table(out)
+    return info

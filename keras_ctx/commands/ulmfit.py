@@ -1,0 +1,106 @@
+"""`keras-ctx ulmfit`: the three ULMFiT stages on files (Howard & Ruder 2018).
+
+The stages themselves are `keras_ctx.tasks.ulmfit`.
+"""
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_ctx.files import json_writer, write_files
+from keras_ctx.runs import check_new_directory
+from keras_ctx.tasks.transfer import SlantedTriangular
+from keras_ctx.tasks.ulmfit import fine_tune_classifier, fine_tune_language_model, pretrain_language_model
+
+
+def _word_vocabulary(texts, size):
+    counts = {}
+    for text in texts:
+        for word in text.split():
+            counts[word] = counts.get(word, 0) + 1
+    return sorted(counts, key=lambda w: (-counts[w], w))[:size - 2]
+
+
+def _ids(text, index):
+    return [index.get(w, 1) for w in text.split()]  # 0 padding, 1 unknown
+
+
+def _lm_dataset(texts, index, sequence_length, batch_size, seed=0):
+    """The texts' words as one `BpttStream` (Merity et al.'s `batchify` and
+    variable-length BPTT around `sequence_length`)."""
+    from keras_ctx.data.lm_stream import BpttStream
+
+    stream = np.array([i for text in texts for i in _ids(text, index)], "int32")
+    if len(stream) // batch_size < sequence_length:
+        raise ValueError(f"The text has {len(stream)} words: fewer than one batch of "
+                         f"{batch_size} x {sequence_length}; lower --batch-size.")
+    return BpttStream(stream, batch_size, bptt=sequence_length, seed=seed)
+
+
+
+def _lines(path):
+    from keras_ctx.files import naming_decode_errors
+
+    with naming_decode_errors(path), open(path, encoding="utf-8") as handle:
+        return [line for line in handle if line.strip()]
+
+
+def ulmfit_from_files(train, text, out, general_text=None, lm_epochs=1, epochs=None, batch_size=64,
+           sequence_length=70, vocabulary_size=60000, seed=0, overrides=None):
+    """`keras-ctx ulmfit`: the three ULMFiT stages into the new directory `out`.
+
+    Stage 1 (general-domain LM) runs on `general_text` when given; stage 2
+    fine-tunes the LM on the target `text` (one document per line); stage 3
+    fine-tunes the classifier on `train` (text<TAB>label) with gradual
+    unfreezing, discriminative rates and STLR (Howard & Ruder 2018).
+    """
+    from keras_ctx import validation
+    from keras_ctx.data.labelled import read_labelled_tsv
+    from keras_ctx.models.awd_lstm import AwdLstmBackbone
+
+    overrides = dict(overrides or {})
+    validation.check_training_args(epochs=epochs, batch_size=batch_size,
+                                   sequence_length=sequence_length)
+    validation.check_training_args(epochs=lm_epochs)
+    check_new_directory(out)
+    from keras_ctx.files import naming_decode_errors
+
+    with naming_decode_errors(train):
+        texts, labels = read_labelled_tsv(train)
+    target = _lines(text)
+    general = _lines(general_text) if general_text else None
+    # STLR needs T * cut_frac >= 1: check the classifier's T before any training.
+    layers = overrides.get("num_layers", 3)  # AwdLstmBackbone's default
+    epochs = epochs or layers + 2  # groups: embeddings, each LSTM, the head
+    SlantedTriangular(1.0, epochs * -(-len(texts) // batch_size))
+    keras.utils.set_random_seed(seed)
+    classes = sorted(set(labels))
+    vocabulary = _word_vocabulary((general or []) + target + texts, vocabulary_size)
+    index = {w: i + 2 for i, w in enumerate(vocabulary)}
+    backbone = AwdLstmBackbone(len(vocabulary) + 2, **overrides)
+    lm = backbone
+    if general:
+        lm = pretrain_language_model(
+            backbone, _lm_dataset(general, index, sequence_length, batch_size, seed),
+            epochs=lm_epochs, verbose=2)
+    lm = fine_tune_language_model(
+        lm, _lm_dataset(target, index, sequence_length, batch_size, seed), epochs=lm_epochs,
+        verbose=2)
+    rows = [_ids(t, index) for t in texts]
+    length = max(len(r) for r in rows)
+    ids = np.zeros((len(rows), length), "int32")
+    for i, row in enumerate(rows):
+        ids[i, :len(row)] = row
+    y = np.array([classes.index(label) for label in labels], "int32")
+    data = tf.data.Dataset.from_tensor_slices(
+        ({"token_ids": ids, "padding_mask": (ids > 0).astype("int32")}, y)).shuffle(
+        len(y), seed=seed).batch(batch_size)
+    classifier, _ = fine_tune_classifier(lm.backbone, data, len(classes), epochs=epochs,
+                                         verbose=2)
+    write_files(out, {
+        "classifier.keras": classifier.save,
+        "vocabulary.json": json_writer({"words": vocabulary, "padding_id": 0,
+                                         "unknown_id": 1, "classes": classes}),
+    })
+    print(f"Saved the ULMFiT classifier ({len(classes)} classes) to {out}.")
+    return classifier

@@ -1,0 +1,159 @@
+"""A CVT tagger (Clark et al. 2018) from files: read, train, save, load.
+
+`train_cvt_tagger` reads a CoNLL-style TSV of tagged sentences and a file of
+unlabelled sentences and trains `CrossViewTrainer`; `save_cvt_tagger` and
+`load_cvt_tagger` write and read the directory `keras-ctx cvt` makes.
+"""
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_ctx.files import json_writer, write_files
+
+
+def read_tagged_tsv(path):
+    """CoNLL-style TSV: `token<TAB>tag` per line, a blank line between sentences.
+
+    Returns:
+        (sentences as token lists, tag lists).
+    """
+    from keras_ctx.files import naming_decode_errors
+
+    sentences, tags, words, labels = [], [], [], []
+    with naming_decode_errors(path), open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            line = line.rstrip("\n")
+            if not line.strip():
+                if words:
+                    sentences.append(words)
+                    tags.append(labels)
+                words, labels = [], []
+                continue
+            fields = line.rstrip("\r").split("\t")
+            if len(fields) != 2 or not fields[0] or not fields[1].strip():
+                raise ValueError(f"{path}:{number}: expected exactly token<TAB>tag (2 "
+                                 f"fields), got {len(fields)} field(s): {line!r}.")
+            token, tag = fields[0], fields[1].strip()
+            words.append(token)
+            labels.append(tag)
+    if words:
+        sentences.append(words)
+        tags.append(labels)
+    if not sentences:
+        raise ValueError(f"{path} has no tagged sentences.")
+    return sentences, tags
+
+
+def read_sentences(path):
+    """One whitespace-tokenised sentence per non-empty line."""
+    from keras_ctx.files import naming_decode_errors
+
+    with naming_decode_errors(path), open(path, encoding="utf-8") as handle:
+        sentences = [line.split() for line in handle if line.strip()]
+    if not sentences:
+        raise ValueError(f"{path} has no sentences.")
+    return sentences
+
+
+def tagging_inputs(sentences, vocabulary, sequence_length, max_characters_per_token=50):
+    """{"token_ids", "character_ids", "padding_mask"} numpy arrays; unknown words -> id 1.
+
+    Id 0 is padding, 1 the unknown word. A sentence longer than
+    `sequence_length` raises (nothing is cut).
+    """
+    from keras_ctx.data.characters import tokens_to_character_ids
+
+    too_long = [i for i, s in enumerate(sentences) if len(s) > sequence_length]
+    if too_long:
+        raise ValueError(f"Sentence {too_long[0]} has {len(sentences[too_long[0]])} tokens, "
+                         f"more than sequence_length={sequence_length}: raise it.")
+    index = {word: i + 2 for i, word in enumerate(vocabulary)}
+    ids = np.zeros((len(sentences), sequence_length), "int32")
+    padded = np.full((len(sentences), sequence_length), "", object)
+    for row, words in enumerate(sentences):
+        ids[row, :len(words)] = [index.get(w, 1) for w in words]
+        padded[row, :len(words)] = words
+    characters = tokens_to_character_ids(tf.constant(padded.astype(str)),
+                                         max_characters_per_token)
+    return {"token_ids": ids, "character_ids": np.asarray(characters),
+            "padding_mask": (np.arange(sequence_length) < np.array(
+                [len(s) for s in sentences])[:, None]).astype("int32")}
+
+
+def train_cvt_tagger(labelled_path, unlabelled_path, steps, sequence_length=None,
+                     batch_size=64, vocabulary_size=20000, learning_rate=0.5,
+                     encoder_config=None, seed=0, warm_up_steps=5000, **fit_kwargs):
+    """CVT on a tagged TSV and an unlabelled text file, trained as cvt_text trains it.
+
+    Optimizer (`keras_ctx.pretraining.cvt.cvt_optimizer`): momentum SGD (0.9),
+    global-norm clipping 1.0, learning rate
+    0.5 * min(t, 5000) / 5000 / (1 + 0.005 sqrt(t)) over updates t (each step
+    makes a labelled and an unlabelled update), and the weights' moving average
+    (0.998) as the final weights. Dropout 0.5 on labelled batches and 0.2 on
+    unlabelled ones, label smoothing 0.1 (`CrossViewTrainer`'s defaults).
+
+    Returns:
+        (trainer, vocabulary, tag names).
+    """
+    from keras_ctx.models.cvt import CvtEncoder
+    from keras_ctx.pretraining.cvt import CrossViewTrainer, cvt_dataset, cvt_optimizer
+
+    sentences, tags = read_tagged_tsv(labelled_path)
+    unlabelled = read_sentences(unlabelled_path)
+    tag_names = sorted({t for row in tags for t in row})
+    counts = {}
+    for words in sentences + unlabelled:
+        for w in words:
+            counts[w] = counts.get(w, 0) + 1
+    vocabulary = sorted(counts, key=lambda w: (-counts[w], w))[:vocabulary_size - 2]
+    encoder = CvtEncoder(len(vocabulary) + 2, **(encoder_config or {}))
+    characters = encoder.get_config()["max_characters_per_token"]
+    length = sequence_length or max(len(s) for s in sentences + unlabelled)
+    x = tagging_inputs(sentences, vocabulary, length, characters)
+    y = np.zeros_like(x["token_ids"])
+    for row, labels in enumerate(tags):
+        y[row, :len(labels)] = [tag_names.index(t) for t in labels]
+    u = tagging_inputs(unlabelled, vocabulary, length, characters)
+    labelled = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(
+        len(sentences), seed=seed).batch(min(batch_size, len(sentences)), drop_remainder=True)
+    unlabelled_data = tf.data.Dataset.from_tensor_slices(u).shuffle(
+        min(len(unlabelled), 100_000), seed=seed).batch(
+        min(batch_size, len(unlabelled)), drop_remainder=True)
+    trainer = CrossViewTrainer(encoder, len(tag_names))
+    trainer.compile(cvt_optimizer(learning_rate, warm_up_steps))
+    trainer.fit(cvt_dataset(labelled, unlabelled_data), steps_per_epoch=steps, epochs=1,
+                **fit_kwargs)
+    return trainer, vocabulary, tag_names
+
+
+def load_cvt_tagger(run_dir):
+    """(trainer, vocabulary, tag names) saved by `keras-ctx cvt` in `run_dir`."""
+    import json
+    import os
+
+    from keras_ctx.pretraining.cvt import CrossViewTrainer
+
+    names = ("vocabulary.json", "encoder.keras", "tagger.weights.h5")
+    missing = [n for n in names if not os.path.isfile(os.path.join(run_dir, n))]
+    if missing:
+        raise ValueError(f"{run_dir} is not a `keras-ctx cvt` run directory (no {missing[0]}): "
+                         "pass the --out directory of `keras-ctx cvt`.")
+    with open(os.path.join(run_dir, "vocabulary.json"), encoding="utf-8") as handle:
+        saved = json.load(handle)
+    encoder = keras.saving.load_model(os.path.join(run_dir, "encoder.keras"), compile=False)
+    trainer = CrossViewTrainer(encoder, len(saved["tags"]),
+                               hidden_size=saved.get("hidden_size", 512))
+    trainer.load_weights(os.path.join(run_dir, "tagger.weights.h5"))
+    return trainer, saved["words"], saved["tags"]
+
+
+def save_cvt_tagger(trainer, vocabulary, tags, out):
+    """Writes what `load_cvt_tagger` reads into `out`, each file atomically."""
+    write_files(out, {
+        "encoder.keras": trainer.encoder.save,
+        "tagger.weights.h5": trainer.save_weights,
+        "vocabulary.json": json_writer({"words": vocabulary, "padding_id": 0,
+                                         "unknown_id": 1, "tags": tags,
+                                         "hidden_size": trainer.hidden_size}),
+    })

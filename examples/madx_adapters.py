@@ -23,7 +23,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from keras_ctx import adapters, scripts  # noqa: E402
+from keras_ctx import peft as adapters, scripts  # noqa: E402
 from keras_ctx.data import synthetic_languages as syn  # noqa: E402
 from keras_ctx.models import XLMBackbone  # noqa: E402
 from keras_ctx.tasks.heads import SequenceClassifier  # noqa: E402

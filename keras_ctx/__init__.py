@@ -1,4 +1,27 @@
-"""keras_ctx: a Keras 3 (TensorFlow backend) zoo of contextual word representations."""
+"""keras_ctx: a Keras 3 (TensorFlow backend) zoo of contextual word representations.
+
+The house, bottom to top (imports flow downwards only; tests/test_import_graph.py
+fails on a circle):
+
+- packages: `layers` (reusable layers), `models` (backbones), `data` (text to
+  pretraining batches), `pretraining` (objectives), `tasks` (fine-tuning
+  models and transfer recipes), `convert` (checkpoint formats), `families`
+  (one module per model family, registering itself), `commands` (one module
+  per `keras-ctx` command, each a Python function).
+- the registry: `registry` (Family, Framing, Run; imports nothing of ours).
+- modules every layer of the house may use: `compat` (private upstream APIs,
+  fenced), `errors`, `files` (atomic writes, locks), `progress`, `startup`.
+- the package's face, one concept each: `preprocessing` (the one text path),
+  `handles` (model handles: presets, directories, hf://, kaggle://),
+  `generation`, `export` / `export_onnx`, `peft` (adapters and LoRA on a
+  backbone), `optimizers`, `schedules`, `training` (resumable fit),
+  `runs` / `runs_data` / `fingerprints` / `validation` (run directories),
+  `evaluation`, `testing` (run_layer_test, run_backbone_test), `scripts`,
+  `cli` / `cli_errors` (argparse and the one error path).
+- aliases kept for one release (they re-export their new homes): `adapters`
+  (-> `peft`), `recipes`, `recipes_ulmfit_cvt`, `finetuning`, `word_vectors`,
+  `sense_table` (-> `commands`, `tasks.ulmfit`, `tasks.cvt_tagger`).
+"""
 
 import os
 
@@ -24,6 +47,6 @@ with quiet_startup():
     from keras_ctx import layers, models, tasks  # noqa: E402,F401
     from keras_ctx import data, families, generation, pretraining  # noqa: E402,F401
     from keras_ctx import convert, export, optimizers  # noqa: E402,F401
-    from keras_ctx import adapters, handles  # noqa: E402,F401  (they provide services models call)
+    from keras_ctx import handles, peft  # noqa: E402,F401  (they provide services models call)
 
 __version__ = "0.1.0"

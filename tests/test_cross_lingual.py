@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_ctx import adapters
+from keras_ctx import peft as adapters
 from keras_ctx.data import multilingual as ml
 from keras_ctx.data import synthetic_languages as syn
 from keras_ctx.models import BertBackbone, XLMBackbone, list_presets

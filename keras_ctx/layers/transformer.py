@@ -251,7 +251,7 @@ class _TransformerBlock(keras.layers.Layer):
         With `positions` (batch, P), only those rows are computed: the
         sublayer gets them as its queries and the whole sequence as context,
         `sublayer(rows, context)`, and the result has P rows. Adapters that
-        `keras_ctx.adapters.add_adapter` put at `place` ("attention",
+        `keras_ctx.peft.add_adapter` put at `place` ("attention",
         "cross_attention", "feedforward") take over the add & norm
         (`keras_ctx.layers.adapters.add_and_norm`); without adapters it is
         the plain one.

@@ -109,7 +109,7 @@ class XLNetBlock(keras.layers.Layer):
         self.built = True
 
     def _post_attention(self, stream, attention_output, training):
-        # norm(x + y) twice, through adapters when keras_ctx.adapters added some.
+        # norm(x + y) twice, through adapters when keras_ctx.peft added some.
         y = self.attention_dropout_layer(attention_output, training=training)
         x = add_and_norm(self, "attention", stream, y, self.attention_norm, training=training)
         y = self.feed_forward_dropout(self.feed_forward(x, training=training), training=training)

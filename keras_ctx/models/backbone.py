@@ -74,7 +74,7 @@ class Backbone(keras.Model):
     @classmethod
     def from_config(cls, config):
         config = dict(config)
-        adapters = config.pop("adapters", None)  # keras_ctx.adapters.adapter_state
+        adapters = config.pop("adapters", None)  # keras_ctx.peft.adapter_state
         model = cls(**config)
         if adapters:
             registry.service("restore_adapters")(model, adapters)  # keras_ctx.peft

@@ -7,7 +7,7 @@ of Monolingual Representations"), as steps over any encoder backbone with a `tok
     3. fine-tune on L1 task data with L1's embeddings frozen -> `freeze_token_embeddings`
     4. swap in L2's embeddings and predict on L2, zero-shot  -> `swap_token_embeddings`
 
-Freezing is per variable (`keras_ctx.adapters.freeze_except`), so frozen
+Freezing is per variable (`keras_ctx.peft.freeze_except`), so frozen
 weights stay bit-identical. The masked LM's output layer is tied to the token
 embeddings; its output bias is vocabulary-specific and is learned with them
 in step 2. Position and segment embeddings are language-independent and
@@ -17,7 +17,7 @@ belong to the frozen body.
 import keras
 import numpy as np
 
-from keras_ctx.adapters import freeze_except
+from keras_ctx.peft import freeze_except
 
 
 def _table(backbone):
@@ -45,7 +45,7 @@ def resize_vocabulary(backbone, vocabulary_size, rows=None, seed=None):
     config = backbone.get_config()
     if config.get("adapters"):
         raise ValueError("resize_vocabulary copies a plain backbone; resize before adding "
-                         "adapters (keras_ctx.adapters), or delete them first.")
+                         "adapters (keras_ctx.peft), or delete them first.")
     if "vocabulary_size" not in config:
         raise ValueError(f"{type(backbone).__name__}'s config has no vocabulary_size.")
     if seed is not None:

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import keras
 
-from keras_ctx import adapters
+from keras_ctx import peft as adapters
 from keras_ctx.layers.adapters import BottleneckAdapter, InvertibleAdapter, adapter_config
 from keras_ctx.models import from_preset
 from keras_ctx.testing import run_layer_test

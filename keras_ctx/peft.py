@@ -1,0 +1,505 @@
+"""Parameter-efficient training on any keras_ctx backbone: adapters (MAD-X, Houlsby) and LoRA.
+
+Adapters (`keras_ctx.layers.adapters` has the math):
+
+    add_adapter(backbone, "de", "madx_language")    # into every transformer block
+    add_adapter(backbone, "ner", "madx_task")
+    set_active_adapters(backbone, ["de", "ner"])    # MAD-X stack: language, then task
+    train_only(model, adapters=["ner"], keep=[classifier_head])
+    save_adapter(backbone, "ner", "ner.safetensors")  # the adapter alone
+    load_adapter(other_backbone, "ner.safetensors")    # re-inserted from the file's config
+
+LoRA (Hu et al. 2022) on any Dense / EinsumDense whose path matches a pattern,
+by Keras' own `layer.enable_lora(rank)` (W x + (alpha / r) B A x, A random,
+B zero):
+
+    enable_lora(backbone, rank=8, patterns=["*self_attention/query", "*self_attention/value"])
+    train_only(model, lora=True)
+    save_lora(backbone, "lora.safetensors"); load_lora(other_backbone, "lora.safetensors")
+
+Files are safetensors with the adapter config in the metadata; they never hold
+backbone weights. Freezing is per variable (`variable.trainable = False`, as
+Keras' enable_lora freezes its kernel), so layers stay in training mode and the
+frozen weights stay bit-identical.
+"""
+
+import fnmatch
+import json
+import os
+
+import keras
+import numpy as np
+
+from keras_ctx import registry
+from keras_ctx.layers.adapters import (
+    AdapterSlot,
+    BottleneckAdapter,
+    InvertibleAdapter,
+    InvertibleAdapterSlot,
+    adapter_config,
+    attach_sublayer,
+)
+from keras_ctx.pretraining.masked_lm import (
+    MaskedLMPretrainer,
+    backbone_inputs,
+    own_head_weights,
+    sequence_rows,
+)
+
+FORMAT = "keras_ctx.adapter"
+LORA_FORMAT = "keras_ctx.lora"
+
+
+def transformer_blocks(model):
+    """Every distinct keras_ctx transformer block of `model`, in a stable order."""
+    from keras_ctx.layers.transformer import _TransformerBlock
+    from keras_ctx.models.xlnet import XLNetBlock
+
+    seen, blocks = set(), []
+    for layer in model._flatten_layers(include_self=False, recursive=True):
+        if isinstance(layer, (_TransformerBlock, XLNetBlock)) and id(layer) not in seen:
+            seen.add(id(layer))
+            blocks.append(layer)
+    if not blocks:
+        raise ValueError(f"{type(model).__name__} has no keras_ctx transformer blocks to put "
+                         "adapters in; in a block of your own use BottleneckAdapter directly.")
+    return blocks
+
+
+def _hidden_size(block):
+    feedforward = getattr(block, "feedforward", None) or block.feed_forward  # XLNet's name
+    return feedforward.output_dense.units
+
+
+def _encoder_stacks(model):
+    from keras_ctx.layers.transformer import TransformerEncoderStack
+
+    return [layer for layer in model._flatten_layers(include_self=False, recursive=True)
+            if isinstance(layer, TransformerEncoderStack)]
+
+
+def _slot(parent, attribute, make):
+    slot = getattr(parent, attribute, None)
+    if slot is None:
+        slot = make()
+        attach_sublayer(parent, attribute, slot)
+    return slot
+
+
+def _adapter_sites(model, name):
+    """[(key prefix, slot)] of every slot holding adapter `name`."""
+    sites = []
+    for index, block in enumerate(transformer_blocks(model)):
+        for place in ("attention", "cross_attention", "feedforward"):
+            slot = getattr(block, f"{place}_adapters", None)
+            if slot is not None and name in slot.names:
+                sites.append((f"layer_{index}.{place}", slot))
+    for index, stack in enumerate(_encoder_stacks(model)):
+        slot = getattr(stack, "input_adapters", None)
+        if slot is not None and name in slot.names:
+            sites.append((f"stack_{index}.invertible", slot))
+    return sites
+
+
+def adapter_names(model):
+    """Names of the adapters in `model`, in the order they were added."""
+    names = []
+    for slot in _slots(model):
+        names += [n for n in slot.names if n not in names]
+    return names
+
+
+def add_adapter(model, name, config="pfeiffer", activate=True, **overrides):
+    """Inserts adapter `name` into every transformer block of a built `model`.
+
+    Args:
+        model: a built model holding keras_ctx transformer blocks (a backbone
+            or a task model around one).
+        name: the adapter's name (language "de", task "ner", ...).
+        config: "houlsby", "pfeiffer", "madx_task", "madx_language" or a dict
+            (`keras_ctx.layers.adapters.adapter_config`); `overrides` change keys
+            (e.g. reduction_factor=8).
+        activate: stack it on top of the active adapters.
+
+    Returns:
+        The full config dict (saved with the adapter).
+    """
+    config = adapter_config(config, **overrides)
+    if name in adapter_names(model):
+        raise ValueError(f"{type(model).__name__} already has an adapter {name!r}.")
+    if not str(name).isidentifier():
+        raise ValueError(f"Adapter names must be identifiers (letters, digits, _), got {name!r}.")
+    blocks = transformer_blocks(model)
+    stacks = _encoder_stacks(model) if config["invertible"] else []
+    if config["invertible"] and not stacks:
+        raise ValueError("Invertible adapters go on a TransformerEncoderStack's input, and "
+                         f"{type(model).__name__} has none; use invertible=False.")
+    for block in blocks:
+        hidden = _hidden_size(block)
+        for place in config["places"]:
+            if place == "cross_attention" and not getattr(block, "use_cross_attention", False):
+                continue
+            slot = _slot(block, f"{place}_adapters",
+                         lambda: AdapterSlot(config["placement"], dtype=block.dtype_policy,
+                                             name=f"{place}_adapters"))
+            if slot.placement != config["placement"]:
+                raise ValueError(f"{block.name}'s {place} already holds {slot.placement} "
+                                 f"adapters; a {config['placement']} adapter cannot share it.")
+            adapter = BottleneckAdapter(config["reduction_factor"], activation=config["activation"],
+                                        dtype=block.dtype_policy, name=name)
+            adapter.build((None, None, hidden))
+            slot.add(name, adapter, config)
+    for stack in stacks:
+        slot = _slot(stack, "input_adapters",
+                     lambda: InvertibleAdapterSlot(dtype=stack.dtype_policy,
+                                                   name="input_adapters"))
+        hidden = _hidden_size(stack.blocks[0])
+        adapter = InvertibleAdapter(config["invertible_reduction_factor"], activation=
+                                    config["activation"], dtype=stack.dtype_policy, name=name)
+        adapter.build((None, None, hidden))
+        slot.add(name, adapter, config)
+    if activate:
+        set_active_adapters(model, list(active_adapters(model)) + [name])
+    else:
+        _record(model)
+    return config
+
+
+def _slots(model):
+    for block in transformer_blocks(model):
+        for place in ("attention", "cross_attention", "feedforward"):
+            slot = getattr(block, f"{place}_adapters", None)
+            if slot is not None:
+                yield slot
+
+
+def active_adapters(model):
+    """The active adapter stack, lowest first."""
+    active = []
+    for slot in _slots(model):
+        active += [n for n in slot.active if n not in active]
+    return active
+
+
+def adapter_state(model):
+    """{"configs": {name: config}, "active": [...]}: what rebuilds the adapters, or None."""
+    configs = {}
+    for slot in _slots(model):
+        for name in slot.names:
+            configs.setdefault(name, slot.configs[name])
+    if not configs:
+        return None
+    return {"configs": configs, "active": active_adapters(model)}
+
+
+def restore_adapters(model, state):
+    """Re-inserts the adapters `adapter_state` described (fresh weights; load them after)."""
+    for name, config in state["configs"].items():
+        add_adapter(model, name, config, activate=False)
+    set_active_adapters(model, state["active"])
+
+
+def _record(model):
+    """Keeps a keras_ctx backbone's config in step, so .keras files rebuild the adapters."""
+    from keras_ctx.models.backbone import Backbone
+
+    owners = [model] if isinstance(model, Backbone) else [
+        layer for layer in model._flatten_layers(include_self=False, recursive=True)
+        if isinstance(layer, Backbone)]
+    for owner in owners:
+        state = adapter_state(owner)
+        if state is None:
+            owner._config.pop("adapters", None)
+        else:
+            owner._config["adapters"] = state
+
+
+def set_active_adapters(model, names):
+    """Switches on `names` (first = lowest, MAD-X: language then task) and off the rest.
+
+    The switches are variables, so models compiled or traced before keep
+    following them (no recompiling to swap a language adapter)."""
+    names = list(names)
+    known = adapter_names(model)
+    missing = [n for n in names if n not in known]
+    if missing:
+        raise ValueError(f"No adapters named {missing} in the model; it has {known}.")
+    if names != [n for n in known if n in names]:
+        raise ValueError(f"Active adapters stack in the order they were added ({known}); "
+                         f"got {names}. Add them in the stacking order you need.")
+    for block in transformer_blocks(model):
+        for place in ("attention", "cross_attention", "feedforward"):
+            slot = getattr(block, f"{place}_adapters", None)
+            if slot is not None:
+                slot.active = tuple(n for n in names if n in slot.names)
+    for stack in _encoder_stacks(model):
+        slot = getattr(stack, "input_adapters", None)
+        if slot is not None:
+            slot.active = tuple(n for n in names if n in slot.names)
+    _record(model)
+
+
+def delete_adapter(model, name):
+    """Removes adapter `name` from every block (and the active stack)."""
+    sites = _adapter_sites(model, name)
+    if not sites:
+        raise ValueError(f"No adapter named {name!r}; the model has {adapter_names(model)}.")
+    set_active_adapters(model, [n for n in active_adapters(model) if n != name])
+    for _, slot in sites:
+        slot.remove(name)
+    _record(model)
+
+
+def invert_output(model, sequence_output):
+    """The active invertible adapters' inverse, to apply before an output embedding (MAD-X)."""
+    for stack in _encoder_stacks(model):
+        slot = getattr(stack, "input_adapters", None)
+        if slot is not None:
+            sequence_output = slot.inverse(sequence_output)
+    return sequence_output
+
+
+@keras.saving.register_keras_serializable(package="keras_ctx")
+class AdapterMaskedLMPretrainer(MaskedLMPretrainer):
+    """Masked LM with the invertible adapters' inverse before the output embeddings (MAD-X).
+
+    MAD-X trains a language adapter and its invertible adapter with MLM on
+    that language, the backbone frozen: `train_only(pretrainer, adapters=[name])`.
+    Without invertible adapters it is `MaskedLMPretrainer(sentence_objective=None)`.
+
+    Which head weights train is explicit (`train_head`): Pfeiffer et al. 2020
+    train the language adapters by MLM with the pretrained model's weights
+    fixed, so a head from a checkpoint stays frozen by default; a fresh head
+    has nothing pretrained in it and trains with the adapter (else its random
+    transform and zero bias would stay). The output table is the backbone's
+    token embedding: frozen either way. (adapter-hub's `freeze_model` freezes
+    only the base model, so its run_mlm also trains a checkpoint head's
+    transform and bias: `train_head=True` does that.)
+
+    Args:
+        backbone: the backbone with the language adapter.
+        mlm_head: the checkpoint's MaskedLMHead, tied to `backbone.token_embedding`
+            (e.g. `keras_ctx.convert.heads.masked_lm_from_huggingface`); its
+            weights are copied into this pretrainer's head. None: a fresh head.
+        train_head: whether `train_only` keeps the head's own weights (transform,
+            output bias) trainable. Default: True for a fresh head, False for
+            `mlm_head`.
+        **kwargs: as for `MaskedLMPretrainer` (no sentence objective).
+    """
+
+    def __init__(self, backbone, mlm_head=None, train_head=None, **kwargs):
+        kwargs.pop("sentence_objective", None)
+        super().__init__(backbone, sentence_objective=None, mlm_head=mlm_head, **kwargs)
+        self.train_head = mlm_head is None if train_head is None else bool(train_head)
+        # Built now, so that `train_only` (called before the first step) sees its weights.
+        if not self.mlm_head.built:
+            self.mlm_head.build((None, None, backbone.hidden_size))
+
+    def _own_head_weights(self):
+        return own_head_weights(self.mlm_head)
+
+    @property
+    def trained_with_adapters(self):
+        """Variables `train_only` keeps trainable beside the adapters: a trained head's."""
+        return self._own_head_weights() if self.train_head else []
+
+    def get_config(self):
+        return dict(super().get_config(), train_head=self.train_head)
+
+    def call(self, batch, training=False):
+        inputs = backbone_inputs(self.backbone, batch)
+        rows = sequence_rows(self.backbone, inputs, batch["mask_positions"], training,
+                             sparse=self.sparse_last_layer)
+        head = self.mlm_head
+        if not head.built:
+            head.build(rows.shape)
+        # adapter-hub's masked-LM head: its transform (none for XLM's), then the
+        # inverse, then the (tied) output embeddings and bias.
+        hidden = invert_output(self.backbone, head.transformed(rows))
+        logits = head.token_embedding.reverse(hidden)
+        return {"mlm": logits + keras.ops.cast(head.output_bias, logits.dtype)}
+
+
+def _named_variables(layer, prefix):
+    out = {}
+    for sub in layer._flatten_layers(include_self=False, recursive=True):
+        for variable in sub._trainable_variables + sub._non_trainable_variables:
+            out[f"{prefix}.{sub.name}.{variable.name}"] = variable
+    return out
+
+
+def adapter_variables(model, name):
+    """{stable key: variable} of adapter `name` (keys are what save_adapter writes)."""
+    out = {}
+    for prefix, slot in _adapter_sites(model, name):
+        out.update(_named_variables(slot.get(name), prefix))
+    if not out:
+        raise ValueError(f"No adapter named {name!r}; the model has {adapter_names(model)}.")
+    return out
+
+
+def lora_variables(model):
+    """{layer path + .lora_kernel_a/b: variable} of every LoRA-enabled layer."""
+    out = {}
+    for layer in model._flatten_layers(include_self=False, recursive=True):
+        if getattr(layer, "lora_enabled", False):
+            out[f"{layer.path}.lora_kernel_a"] = layer.lora_kernel_a
+            out[f"{layer.path}.lora_kernel_b"] = layer.lora_kernel_b
+    return out
+
+
+def train_only(model, adapters=(), lora=False, keep=()):
+    """Freezes every variable of `model` except the named adapters, LoRA factors and `keep`.
+
+    `keep` lists layers (e.g. a task head) whose variables stay trainable, as
+    do the variables a model lists in `trained_with_adapters` (a fresh MLM
+    head of `AdapterMaskedLMPretrainer`). Returns the number of trainable
+    parameters. Recompile after calling it.
+    """
+    if lora:
+        lora_vars = lora_variables(model)
+        if not lora_vars:
+            raise ValueError("lora=True, but no layer has LoRA enabled; call enable_lora first.")
+    variables = [v for name in adapters for v in adapter_variables(model, name).values()]
+    if lora:
+        variables += lora_vars.values()
+    for layer in keep:
+        variables += layer.weights
+    variables += list(getattr(model, "trained_with_adapters", ()))
+    return freeze_except(model, variables)
+
+
+def freeze_except(model, variables):
+    """Sets `trainable` on every variable of `model`: True for `variables`, else False.
+
+    Per variable, as Keras' enable_lora freezes its kernel: layers stay in
+    training mode (dropout) and frozen weights stay bit-identical. Returns the
+    number of trainable parameters. Recompile after calling it.
+    """
+    keep = {id(v) for v in variables}
+    for variable in model.weights:
+        variable.trainable = id(variable) in keep
+    return sum(int(np.prod(v.shape)) for v in model.trainable_weights)
+
+
+def enable_lora(model, rank, patterns, alpha=None):
+    """Keras' `enable_lora(rank, lora_alpha)` on every Dense / EinsumDense matching a pattern.
+
+    Patterns are shell-style (fnmatch) over the layer's path (e.g.
+    "bert_backbone/encoder/block_0/self_attention/query"), so any projection
+    can be chosen: `["*self_attention/query", "*self_attention/value"]` is
+    Hu et al. 2022's W_q, W_v. Returns the paths enabled; no match raises.
+    """
+    patterns = [patterns] if isinstance(patterns, str) else list(patterns)
+    enabled = []
+    for layer in model._flatten_layers(include_self=False, recursive=True):
+        if not isinstance(layer, (keras.layers.Dense, keras.layers.EinsumDense)):
+            continue
+        if not any(fnmatch.fnmatchcase(layer.path, p) for p in patterns):
+            continue
+        if layer.lora_enabled:
+            raise ValueError(f"LoRA is already enabled on {layer.path}.")
+        layer.enable_lora(rank, lora_alpha=alpha)
+        enabled.append(layer.path)
+    if not enabled:
+        paths = [layer.path for layer in model._flatten_layers(include_self=False)
+                 if isinstance(layer, (keras.layers.Dense, keras.layers.EinsumDense))]
+        raise ValueError(f"No Dense/EinsumDense layer path matches {patterns}; some paths: "
+                         f"{paths[:6]}.")
+    return enabled
+
+
+def _write(path, tensors, metadata, overwrite):
+    from safetensors.numpy import save_file
+
+    path = os.fspath(path)
+    if os.path.exists(path) and not overwrite:
+        raise FileExistsError(f"{path} exists; pass overwrite=True to replace it.")
+    partial = path + ".partial"
+    save_file(tensors, partial, metadata=metadata)
+    os.replace(partial, path)  # written beside, renamed into place
+
+
+def _read(path, expected_format):
+    from safetensors import safe_open
+
+    with safe_open(os.fspath(path), framework="numpy") as handle:
+        metadata = handle.metadata() or {}
+        if metadata.get("format") != expected_format:
+            raise ValueError(f"{path} is not a {expected_format} file (format "
+                             f"{metadata.get('format')!r}).")
+        tensors = {key: handle.get_tensor(key) for key in handle.keys()}
+    return metadata, tensors
+
+
+def _assign(variables, tensors, path):
+    missing = sorted(set(variables) - set(tensors))
+    extra = sorted(set(tensors) - set(variables))
+    if missing or extra:
+        raise ValueError(f"{path} does not fit this model: missing {missing[:4]}, "
+                         f"unexpected {extra[:4]} (was it saved from another architecture?).")
+    for key, variable in variables.items():
+        if tuple(tensors[key].shape) != tuple(variable.shape):
+            raise ValueError(f"{path}: {key} has shape {tensors[key].shape}, the model's "
+                             f"{tuple(variable.shape)}.")
+        variable.assign(tensors[key])
+
+
+def save_adapter(model, name, path, overwrite=False):
+    """Writes adapter `name` alone (weights + config) as safetensors."""
+    variables = adapter_variables(model, name)
+    tensors = {k: np.asarray(keras.ops.convert_to_numpy(v)) for k, v in variables.items()}
+    metadata = {"format": FORMAT, "name": name,
+                "config": json.dumps(_adapter_sites(model, name)[0][1].configs[name])}
+    _write(path, tensors, metadata, overwrite)
+
+
+def load_adapter(model, path, name=None, activate=True):
+    """Inserts the adapter saved at `path` (as `name`, default its saved name) and loads it."""
+    metadata, tensors = _read(path, FORMAT)
+    name = name or metadata["name"]
+    add_adapter(model, name, json.loads(metadata["config"]), activate=activate)
+    variables = adapter_variables(model, name)
+    try:
+        _assign(variables, tensors, path)
+    except ValueError:
+        delete_adapter(model, name)
+        raise
+    return name
+
+
+def save_lora(model, path, overwrite=False):
+    """Writes every LoRA factor pair of `model` (not the frozen kernels) as safetensors."""
+    variables = lora_variables(model)
+    if not variables:
+        raise ValueError("No layer of the model has LoRA enabled.")
+    tensors = {k: np.asarray(keras.ops.convert_to_numpy(v)) for k, v in variables.items()}
+    alphas = {}
+    for layer in model._flatten_layers(include_self=False, recursive=True):
+        if getattr(layer, "lora_enabled", False):
+            alphas[layer.path] = [layer.lora_rank, layer.lora_alpha]
+    _write(path, tensors, {"format": LORA_FORMAT, "layers": json.dumps(alphas)}, overwrite)
+
+
+def load_lora(model, path):
+    """Enables LoRA on the layers the file names (same rank and alpha) and loads the factors."""
+    metadata, tensors = _read(path, LORA_FORMAT)
+    layers = json.loads(metadata["layers"])
+    by_path = {layer.path: layer
+               for layer in model._flatten_layers(include_self=False, recursive=True)}
+    for layer_path, (rank, alpha) in layers.items():
+        layer = by_path.get(layer_path)
+        if layer is None:
+            raise ValueError(f"{path} holds LoRA for {layer_path}, which this model lacks.")
+        if not layer.lora_enabled:
+            layer.enable_lora(rank, lora_alpha=alpha)
+    _assign(lora_variables(model), tensors, path)
+
+
+__all__ = ["active_adapters", "add_adapter", "adapter_names", "adapter_state", "adapter_variables", "delete_adapter",
+           "enable_lora", "freeze_except", "AdapterMaskedLMPretrainer", "invert_output", "load_adapter", "load_lora", "lora_variables",
+           "restore_adapters", "save_adapter", "save_lora", "set_active_adapters", "train_only",
+           "transformer_blocks"]
+
+
+registry.provide("restore_adapters", restore_adapters)  # Backbone.from_config

@@ -99,24 +99,13 @@ class AwdLstmBackbone(Backbone):
                          outputs={"sequence_output": hidden_states[-1],
                                   "hidden_states": hidden_states},
                          dtype=dtype, **kwargs)
-        self._token_embedding = embedding
         self._word_dropout = word_dropout
         self._locked_dropouts = dropouts  # before LSTM 1, ..., before LSTM L
         self.lstms = lstms
         self.vocabulary_size = vocabulary_size
         self.embedding_size = embedding_size
         self.num_layers = num_layers
-        self._config = {
-            "vocabulary_size": vocabulary_size, "embedding_size": embedding_size,
-            "hidden_size": hidden_size, "num_layers": num_layers,
-            "embedding_dropout": embedding_dropout, "input_dropout": input_dropout,
-            "hidden_dropout": hidden_dropout, "weight_dropout": weight_dropout,
-            "output_dropout": output_dropout, "lstm_implementation": lstm_implementation,
-        }
-
-    @property
-    def token_embedding(self):
-        return self._token_embedding
+        self._record_config(locals(), token_embedding=embedding)
 
     def initial_states(self, batch_size):
         """Zero states [(h, c) per LSTM], each (batch_size, units) float32."""

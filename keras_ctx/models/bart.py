@@ -127,7 +127,6 @@ class BartBackbone(Backbone):
         self.final_logits_bias = self.add_weight(
             name="final_logits_bias", shape=(vocabulary_size,), initializer="zeros",
             trainable=False)
-        self._token_embedding = token_embedding
         self.encoder_positions = encoder_positions
         self.decoder_positions = decoder_positions
         self.encoder_embedding_norm = encoder_embedding_norm
@@ -137,22 +136,7 @@ class BartBackbone(Backbone):
         self.hidden_size = hidden_size
         self.num_heads = num_heads
         self.max_sequence_length = max_sequence_length
-        self._config = {
-            "vocabulary_size": vocabulary_size,
-            "num_layers": num_layers,
-            "num_heads": num_heads,
-            "hidden_size": hidden_size,
-            "intermediate_size": intermediate_size,
-            "num_decoder_layers": num_decoder_layers,
-            "max_sequence_length": max_sequence_length,
-            "dropout": dropout,
-            "layer_norm_epsilon": layer_norm_epsilon,
-            "lookup": lookup,
-        }
-
-    @property
-    def token_embedding(self):
-        return self._token_embedding
+        self._record_config(locals(), token_embedding=token_embedding)
 
     @classmethod
     def analytic_parameter_count(cls, **config):

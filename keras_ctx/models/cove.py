@@ -85,7 +85,6 @@ class CoveBackbone(Backbone):
             dtype=dtype,
             **kwargs,
         )
-        self.word_embedding = embedding
         if embeddings is not None:
             embeddings = np.asarray(embeddings, "float32")
             if embeddings.shape != (vocabulary_size, embedding_dim):
@@ -94,20 +93,7 @@ class CoveBackbone(Backbone):
                     f"(vocabulary_size, embedding_dim) = ({vocabulary_size}, {embedding_dim})."
                 )
             embedding.embeddings.assign(embeddings)
-        self.embedding_dim = embedding_dim
-        self.hidden_dim = hidden_dim
-        self._config = {
-            "vocabulary_size": vocabulary_size,
-            "embedding_dim": embedding_dim,
-            "hidden_dim": hidden_dim,
-            "num_layers": num_layers,
-            "trainable_embeddings": trainable_embeddings,
-            "lstm_implementation": lstm_implementation,
-        }
-
-    @property
-    def token_embedding(self):
-        return self.word_embedding
+        self._record_config(locals(), token_embedding=embedding, exclude=("embeddings",))
 
     @property
     def output_dim(self):

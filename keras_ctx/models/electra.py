@@ -144,25 +144,8 @@ class ElectraBackbone(Backbone):
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
         self._expose_encoder(inputs, x, stack)
         self._embedding_layers = layers
-        self._token_embedding = layers["token_embedding"]
-        self._config = {
-            "vocabulary_size": vocabulary_size,
-            "num_layers": num_layers,
-            "num_heads": num_heads,
-            "hidden_size": hidden_size,
-            "intermediate_size": intermediate_size,
-            "embedding_size": embedding_size,
-            "dropout": dropout,
-            "max_sequence_length": max_sequence_length,
-            "type_vocab_size": type_vocab_size,
-            "layer_norm_epsilon": layer_norm_epsilon,
-            "activation": activation,
-            "lookup": lookup,
-        }
-
-    @property
-    def token_embedding(self):
-        return self._token_embedding
+        self._record_config(locals(), token_embedding=layers["token_embedding"],
+                            exclude=("shared_embeddings",))
 
     @property
     def embedding_layers(self):

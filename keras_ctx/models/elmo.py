@@ -119,26 +119,7 @@ class ElmoBackbone(Backbone):
             **kwargs,
         )
         self.token_embedder = embedder
-        self.projection_dim = projection_dim
-        self.num_layers = num_layers
-        self._config = {
-            "projection_dim": projection_dim,
-            "lstm_units": lstm_units,
-            "num_layers": num_layers,
-            "filters": filters,
-            "num_highway_layers": num_highway_layers,
-            "cell_clip": cell_clip,
-            "projection_clip": projection_clip,
-            "use_residual": use_residual,
-            "dropout": dropout,
-            "max_characters_per_token": max_characters_per_token,
-            "character_embedding_dim": character_embedding_dim,
-            "lstm_implementation": lstm_implementation,
-        }
-
-    @property
-    def token_embedding(self):
-        return self.token_embedder
+        self._record_config(locals(), token_embedding=embedder)
 
     @property
     def output_dim(self):

@@ -181,36 +181,13 @@ class GPTBackbone(Backbone):
             dtype=dtype,
             **kwargs,
         )
-        self._token_embedding = token_embedding
         self.position_embedding = position_embedding
         self.embedding_dropout = embedding_dropout
         self.blocks = blocks
         self.final_norm = final_norm
         self.attention_types = layer_types
         head_size = head_size or hidden_size // num_heads
-        self._config = {
-            "vocabulary_size": vocabulary_size,
-            "num_layers": num_layers,
-            "num_heads": num_heads,
-            "hidden_size": hidden_size,
-            "intermediate_size": intermediate_size,
-            "max_sequence_length": max_sequence_length,
-            "dropout": dropout,
-            "normalize_first": normalize_first,
-            "layer_norm_epsilon": layer_norm_epsilon,
-            "scale_residual_init": scale_residual_init,
-            "activation": activation,
-            "lookup": lookup,
-            "head_size": head_size,
-            "attention_pattern": attention_pattern,
-            "window_size": window_size,
-            "attention_scale": attention_scale,
-            "use_qkv_bias": use_qkv_bias,
-        }
-
-    @property
-    def token_embedding(self):
-        return self._token_embedding
+        self._record_config(locals(), token_embedding=token_embedding)
 
     @classmethod
     def analytic_parameter_count(cls, **config):

@@ -184,38 +184,15 @@ class T5Backbone(Backbone):
                 vocabulary_size, use_bias=False, dtype=dtype, name="lm_head",
                 kernel_initializer=keras.initializers.RandomNormal(stddev=hidden_size**-0.5))
             self.lm_head.build((None, None, hidden_size))
-        self._token_embedding = token_embedding
         self.encoder_blocks = encoder_blocks
         self.decoder_blocks = decoder_blocks
         self.encoder_bias = encoder_bias
         self.decoder_bias = decoder_bias
         self.encoder_norm = encoder_norm
         self.decoder_norm = decoder_norm
-        self.hidden_size = hidden_size
-        self.num_heads = num_heads
-        self._config = {
-            "vocabulary_size": vocabulary_size,
-            "num_layers": num_layers,
-            "num_heads": num_heads,
-            "hidden_size": hidden_size,
-            "intermediate_size": intermediate_size,
-            "num_decoder_layers": num_decoder_layers,
-            "dropout": dropout,
-            "activation": activation,
-            "layer_norm_epsilon": layer_norm_epsilon,
-            "num_buckets": num_buckets,
-            "max_distance": max_distance,
-            "lookup": lookup,
-            "head_size": head_size,
-            "gated_feedforward": gated_feedforward,
-            "tie_embeddings": tie_embeddings,
-            "scale_decoder_outputs": (bool(tie_embeddings) if scale_decoder_outputs is None
-                                      else bool(scale_decoder_outputs)),
-        }
-
-    @property
-    def token_embedding(self):
-        return self._token_embedding
+        scale_decoder_outputs = (bool(tie_embeddings) if scale_decoder_outputs is None
+                                 else bool(scale_decoder_outputs))
+        self._record_config(locals(), token_embedding=token_embedding)
 
     @classmethod
     def analytic_parameter_count(cls, **config):

@@ -102,22 +102,9 @@ class XLMBackbone(Backbone):
         layers = stack(x, padding_mask=inputs["padding_mask"], attention_mask=attention_mask)
         outputs = {"sequence_output": layers[-1], "hidden_states": [x] + list(layers)}
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
-        self._token_embedding = token_embedding
-        self._config = {
-            "vocabulary_size": vocabulary_size, "num_layers": num_layers,
-            "num_heads": num_heads, "hidden_size": hidden_size,
-            "intermediate_size": intermediate_size, "num_languages": num_languages,
-            "use_language_embeddings": use_language_embeddings, "causal": causal,
-            "dropout": dropout, "attention_dropout": attention_dropout,
-            "max_sequence_length": max_sequence_length,
-            "layer_norm_epsilon": layer_norm_epsilon, "activation": activation,
-        }
+        self._record_config(locals(), token_embedding=token_embedding)
         for key, value in self._config.items():
             setattr(self, key, value)
-
-    @property
-    def token_embedding(self):
-        return self._token_embedding
 
 
 def xlm_parameter_count(vocabulary_size, num_layers, hidden_size, intermediate_size,

@@ -292,27 +292,7 @@ class XLNetBackbone(Backbone):
             hidden_states.append(h)
         outputs = {"sequence_output": h, "hidden_states": hidden_states}
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
-        self._config = {
-            "vocabulary_size": vocabulary_size,
-            "num_layers": num_layers,
-            "num_heads": num_heads,
-            "hidden_size": hidden_size,
-            "intermediate_size": intermediate_size,
-            "dropout": dropout,
-            "attention_dropout": attention_dropout,
-            "activation": activation,
-            "mem_len": mem_len,
-            "clamp_length": clamp_length,
-            "attention_type": attention_type,
-            "same_length": same_length,
-            "layer_norm_epsilon": layer_norm_epsilon,
-            "initializer_range": initializer_range,
-            "lookup": lookup,
-        }
-
-    @property
-    def token_embedding(self):
-        return self._token_embedding
+        self._record_config(locals(), token_embedding=self._token_embedding)
 
     def initial_memory(self, batch_size):
         """Zero memory (XLNet starts its `mems` at zeros): L x (batch, mem_len, hidden)."""

@@ -15,7 +15,7 @@ from keras_ctx.layers import FactorizedEmbedding, PositionEmbedding, TokenEmbedd
 from keras_ctx.layers import TransformerEncoderStack
 from keras_ctx.layers import Dropout, _checks
 from keras_ctx.layers import normalization
-from keras_ctx.models.backbone import Backbone
+from keras_ctx.models.backbone import Backbone, BackbonePreset
 from keras_ctx.models.encoder import cls_pooler, encoder_inputs, post_ln_block_config
 
 
@@ -93,6 +93,22 @@ class AlbertBackbone(Backbone):
         self._expose_encoder(inputs, x, stack, pooler)
         self._record_config(locals(), token_embedding=embedding)
 
+    @classmethod
+    def analytic_parameter_count(cls, vocabulary_size, num_layers, num_heads, hidden_size,
+                                 intermediate_size, embedding_size=128, sharing="all",
+                                 max_sequence_length=512, type_vocab_size=2, **unused):
+        """Closed-form parameter count of an AlbertBackbone config (pooler included)."""
+        del num_heads, unused
+        h, f, e = hidden_size, intermediate_size, embedding_size
+        embeddings = (vocabulary_size + max_sequence_length + type_vocab_size) * e + 2 * e
+        projection = e * h + h
+        attention = 4 * (h * h + h) + 2 * h
+        ffn = (h * f + f) + (f * h + h) + 2 * h
+        distinct_attention = 1 if sharing in ("all", "attention") else num_layers
+        distinct_ffn = 1 if sharing in ("all", "ffn") else num_layers
+        layers = distinct_attention * attention + distinct_ffn * ffn
+        return embeddings + projection + layers + h * h + h
+
 
 def _albert(num_layers, hidden_size, num_heads, intermediate_size):
     # Lan et al. 2020, Table 1: V=30000 SentencePiece, E=128, all layers shared.
@@ -102,33 +118,20 @@ def _albert(num_layers, hidden_size, num_heads, intermediate_size):
 
 
 ALBERT_PRESETS = {
-    "albert-base": (_albert(12, 768, 12, 3072), "ALBERT-base (Lan et al. 2020), 11.7M"),
-    "albert-large": (_albert(24, 1024, 16, 4096), "ALBERT-large (Lan et al. 2020), 17.7M"),
-    "albert-xlarge": (_albert(24, 2048, 16, 8192), "ALBERT-xlarge (Lan et al. 2020), 58.7M"),
-    "albert-xxlarge": (_albert(12, 4096, 64, 16384),
-                       "ALBERT-xxlarge (Lan et al. 2020), 222.6M"),
+    "albert-base": BackbonePreset(
+        _albert(12, 768, 12, 3072),
+        "ALBERT-base (Lan et al. 2020)", 11_683_584),
+    "albert-large": BackbonePreset(
+        _albert(24, 1024, 16, 4096),
+        "ALBERT-large (Lan et al. 2020)", 17_683_968),
+    "albert-xlarge": BackbonePreset(
+        _albert(24, 2048, 16, 8192),
+        "ALBERT-xlarge (Lan et al. 2020)", 58_724_864),
+    "albert-xxlarge": BackbonePreset(
+        _albert(12, 4096, 64, 16384),
+        "ALBERT-xxlarge (Lan et al. 2020)", 222_595_584),
 }
 
 
+__all__ = ["AlbertBackbone", "ALBERT_PRESETS"]
 
-def albert_parameter_count(vocabulary_size, num_layers, num_heads, hidden_size,
-                           intermediate_size, embedding_size=128, sharing="all",
-                           max_sequence_length=512, type_vocab_size=2, **unused):
-    """Closed-form parameter count of an AlbertBackbone config (pooler included)."""
-    del num_heads, unused
-    h, f, e = hidden_size, intermediate_size, embedding_size
-    embeddings = (vocabulary_size + max_sequence_length + type_vocab_size) * e + 2 * e
-    projection = e * h + h
-    attention = 4 * (h * h + h) + 2 * h
-    ffn = (h * f + f) + (f * h + h) + 2 * h
-    distinct_attention = 1 if sharing in ("all", "attention") else num_layers
-    distinct_ffn = 1 if sharing in ("all", "ffn") else num_layers
-    layers = distinct_attention * attention + distinct_ffn * ffn
-    return embeddings + projection + layers + h * h + h
-
-
-__all__ = ["AlbertBackbone", "ALBERT_PRESETS", "albert_parameter_count"]
-
-
-# Lets `list_presets` count without building (keras_ctx.models.presets).
-AlbertBackbone.analytic_parameter_count = staticmethod(albert_parameter_count)

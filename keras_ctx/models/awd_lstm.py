@@ -23,7 +23,7 @@ from keras import ops
 from keras_ctx.layers.dropout import EmbeddingDropout, LockedDropout
 from keras_ctx.layers.embeddings import TokenEmbedding
 from keras_ctx.layers.lstm import WeightDropLSTM
-from keras_ctx.models.backbone import Backbone
+from keras_ctx.models.backbone import Backbone, BackbonePreset
 
 # Howard & Ruder 2018, Sec. 4.
 ULMFIT_DROPOUTS = dict(output_dropout=0.4, hidden_dropout=0.3, input_dropout=0.4,
@@ -156,28 +156,22 @@ class AwdLstmBackbone(Backbone):
     @classmethod
     def analytic_parameter_count(cls, vocabulary_size, embedding_size=400, hidden_size=1150,
                                  num_layers=3, **unused):
-        return awd_lstm_parameter_count(vocabulary_size, embedding_size, hidden_size,
-                                        num_layers)
-
-
-def awd_lstm_parameter_count(vocabulary_size, embedding_size=400, hidden_size=1150,
-                             num_layers=3):
-    """Parameters of `AwdLstmBackbone`: E, then per LSTM W (in x 4h), U (h x 4h), b (4h)."""
-    total = vocabulary_size * embedding_size
-    width = embedding_size
-    for l in range(num_layers):
-        units = embedding_size if l == num_layers - 1 else hidden_size
-        total += 4 * units * (width + units) + 4 * units
-        width = units
-    return total
+        """Parameters of `AwdLstmBackbone`: E, then per LSTM W (in x 4h), U (h x 4h), b (4h)."""
+        total = vocabulary_size * embedding_size
+        width = embedding_size
+        for l in range(num_layers):
+            units = embedding_size if l == num_layers - 1 else hidden_size
+            total += 4 * units * (width + units) + 4 * units
+            width = units
+        return total
 
 
 # ULMFiT's published English model: AWD-LSTM trained on WikiText-103 with a
 # 60,000-word vocabulary (Howard & Ruder 2018, Sec. 3.1 / 4; fastai's wt103).
 # Registered by keras_ctx.families.
 AWD_LSTM_PRESETS = {
-    "awd-lstm-wt103": (
+    "awd-lstm-wt103": BackbonePreset(
         dict(vocabulary_size=60000, embedding_size=400, hidden_size=1150, num_layers=3,
              **ULMFIT_DROPOUTS),
-        "AWD-LSTM 3x1150, 400 embedding, WT-103 60k vocabulary (ULMFiT), 44.2M"),
+        "AWD-LSTM 3x1150, 400 embedding, WT-103 60k vocabulary (ULMFiT)", 44_200_800),
 }

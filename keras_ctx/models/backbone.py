@@ -1,9 +1,32 @@
 """What every backbone shares: config recording and round trip, `token_embedding`,
 `from_preset`, and the one shape of a family's analytic parameter count."""
 
+import dataclasses
 import inspect
 
 import keras
+
+@dataclasses.dataclass(frozen=True)
+class BackbonePreset:
+    """A named size of a family's backbone, as data (keras-hub's preset metadata).
+
+    Attributes:
+        config: the backbone's constructor arguments.
+        description: one line for `list_presets` (the paper or release it follows).
+        parameter_count: the parameters of `Backbone(**config)`, an integer
+            (tests/models/test_presets.py checks it against the family's
+            `analytic_parameter_count`, a build for the small sizes, and the
+            published count).
+    """
+
+    config: dict
+    description: str
+    parameter_count: int
+
+    def __iter__(self):
+        # The family registry reads a preset as `(config, description)`.
+        return iter((self.config, self.description))
+
 
 # keras-hub's names for an encoder-decoder backbone's inputs (DESIGN.md).
 ENCODER_DECODER_INPUTS = ("encoder_token_ids", "encoder_padding_mask",

@@ -26,7 +26,7 @@ from keras import ops
 
 from keras_ctx.layers import _checks
 from keras_ctx.layers.lstm import LSTMP
-from keras_ctx.models.backbone import Backbone
+from keras_ctx.models.backbone import Backbone, BackbonePreset
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
@@ -99,14 +99,26 @@ class CoveBackbone(Backbone):
     def output_dim(self):
         return 2 * self.hidden_dim
 
+    @classmethod
+    def analytic_parameter_count(cls, vocabulary_size, embedding_dim=300, hidden_dim=300,
+                                 num_layers=2, **unused):
+        """Parameters of a CoveBackbone config: the word table, then per biLSTM layer two
+        LSTMs of W (in x 4h), U (h x 4h), b (4h)."""
+        del unused
+        total, width = vocabulary_size * embedding_dim, embedding_dim
+        for _ in range(num_layers):
+            total += 2 * (4 * hidden_dim * (width + hidden_dim) + 4 * hidden_dim)
+            width = 2 * hidden_dim
+        return total
+
 
 # McCann et al., 2017: GloVe 840B (300d) inputs, 2-layer biLSTM of 300 per direction.
 # The published model uses GloVe's 2.2M-word table; the preset keeps a 100k
 # vocabulary (load your own table with glove_matrix).
 COVE_PRESETS = {
-    "cove-base": (dict(vocabulary_size=100_000, embedding_dim=300, hidden_dim=300,
-                       num_layers=2),
-                  "CoVe MT-LSTM (McCann et al., 2017), 100k-word GloVe table"),
+    "cove-base": BackbonePreset(
+        dict(vocabulary_size=100_000, embedding_dim=300, hidden_dim=300, num_layers=2),
+        "CoVe MT-LSTM (McCann et al., 2017), 100k-word GloVe table", 33_604_800),
 }
 
 

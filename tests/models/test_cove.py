@@ -38,8 +38,8 @@ def test_backbone_outputs_and_padding_does_not_leak():
 def test_embeddings_are_copied_and_fixed():
     table = np.arange(30, dtype="float32").reshape(10, 3)
     backbone = CoveBackbone(10, embedding_dim=3, hidden_dim=2, embeddings=table)
-    np.testing.assert_array_equal(backbone.word_embedding.embeddings.numpy(), table)
-    assert not backbone.word_embedding.trainable
+    np.testing.assert_array_equal(backbone.token_embedding.embeddings.numpy(), table)
+    assert not backbone.token_embedding.trainable
     with pytest.raises(ValueError, match="expected"):
         CoveBackbone(10, embedding_dim=4, hidden_dim=2, embeddings=table)
 
@@ -50,6 +50,7 @@ def test_cove_preset_parameter_count():
     want = 100_000 * 300 + 2 * lstm(300, 300) + 2 * lstm(600, 300)
     model = CoveBackbone.from_preset("cove-base")
     assert model.count_params() == want
+    assert CoveBackbone.analytic_parameter_count(**preset_config("cove-base")[1]) == want
     assert preset_config("cove-base")[1]["hidden_dim"] == 300
 
 
@@ -59,7 +60,7 @@ def test_cove_layer_concatenates_glove_and_cove():
     layer = Cove(backbone)
     got = to_numpy(layer(ids))
     assert got.shape == (2, 6, 14)
-    np.testing.assert_allclose(got[..., :4], backbone.word_embedding.embeddings.numpy()[ids])
+    np.testing.assert_allclose(got[..., :4], backbone.token_embedding.embeddings.numpy()[ids])
     out = backbone({"token_ids": ids, "padding_mask": mask})["sequence_output"]
     np.testing.assert_allclose(got[..., 4:], to_numpy(out), atol=1e-6)
     np.testing.assert_array_equal(to_numpy(layer.compute_mask(ids)), mask.astype(bool))

@@ -594,11 +594,12 @@ class TransformerEncoderStack(keras.layers.Layer):
 
     @classmethod
     def from_config(cls, config):
-        if cls is TransformerEncoderStack and config.get("sharing", "none") != "none":
-            # Saved before ALBERT's sharing moved out of the generic stack.
-            from keras_ctx.models.albert import AlbertEncoderStack
+        if cls is TransformerEncoderStack and "sharing" in config:
+            # Saved when ALBERT's sharing was a flag of this generic stack.
+            config = dict(config)
+            sharing = config.pop("sharing")
+            if sharing != "none":
+                from keras_ctx.models.albert import AlbertEncoderStack
 
-            return AlbertEncoderStack.from_config(config)
-        config = dict(config)
-        config.pop("sharing", None)
-        return cls(**config)
+                return AlbertEncoderStack.from_config(dict(config, sharing=sharing))
+        return super().from_config(config)

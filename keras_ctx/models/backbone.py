@@ -6,6 +6,8 @@ import inspect
 
 import keras
 
+from keras_ctx.layers import _checks
+
 @dataclasses.dataclass(frozen=True)
 class BackbonePreset:
     """A named size of a family's backbone, as data (keras-hub's preset metadata).
@@ -130,7 +132,7 @@ class Backbone(keras.Model):
 
     @classmethod
     def from_config(cls, config):
-        config = _renamed(cls, config)
+        config = _checks.renamed(config, cls.renamed_arguments)
         adapters = config.pop("adapters", None)  # keras_ctx.adapters.adapter_state
         model = cls(**config)
         if adapters:
@@ -234,14 +236,3 @@ class Backbone(keras.Model):
                              "the first position.")
         return self._first_row_pooler(first_row)
 
-
-def _renamed(cls, config):
-    """`config` with the arguments `cls` renamed under their new names (a saved config)."""
-    config = dict(config)
-    for old, new in cls.renamed_arguments.items():
-        if old in config:
-            if new in config:
-                raise ValueError(f"{cls.__name__} config has both {old!r} and its new name "
-                                 f"{new!r}: keep {new!r}.")
-            config[new] = config.pop(old)
-    return config

@@ -199,17 +199,6 @@ MBERT_PRESETS = {
 }
 
 
-def check_sequence_length(backbone, sequence_length):
-    """ValueError if `sequence_length` exceeds the backbone's position table."""
-    limit = getattr(backbone, "max_sequence_length", None)
-    if limit is not None and sequence_length > limit:
-        raise ValueError(
-            f"Sequences of {sequence_length} tokens are longer than the backbone's "
-            f"max_sequence_length ({limit}). Use sequence_length <= {limit} or a "
-            "backbone with more positions."
-        )
-
-
 __all__ = ["BertBackbone", "RobertaBackbone", "BERT_PRESETS", "ROBERTA_PRESETS",
-           "SPANBERT_PRESETS", "MBERT_PRESETS", "check_sequence_length"]
+           "SPANBERT_PRESETS", "MBERT_PRESETS"]
 

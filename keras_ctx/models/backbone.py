@@ -8,6 +8,7 @@ import keras
 
 from keras_ctx.layers import _checks
 
+
 @dataclasses.dataclass(frozen=True)
 class BackbonePreset:
     """A named size of a family's backbone, as data (keras-hub's preset metadata).

@@ -8,7 +8,6 @@ import pytest
 import keras_ctx.models as models
 from keras_ctx.layers import FactorizedEmbedding
 from keras_ctx.models import AlbertBackbone
-from keras_ctx.models.albert import AlbertBackbone
 from keras_ctx.models.presets import count_parameters
 
 # Lan et al. 2020, Table 1 (12M / 18M / 60M / 235M rounded); the released

@@ -6,7 +6,6 @@ import pytest
 
 from keras_ctx.layers import EmbeddingDropout, LockedDropout, WeightDropLSTM
 from keras_ctx.models import AwdLstmBackbone
-from keras_ctx.models.awd_lstm import AwdLstmBackbone
 from keras_ctx.pretraining.awd_lstm import AwdLstmLMPretrainer
 
 

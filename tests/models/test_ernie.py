@@ -4,7 +4,6 @@ import numpy as np
 
 from keras_ctx import families
 from keras_ctx.models import BertBackbone, from_preset
-from keras_ctx.models.bert import BertBackbone
 from keras_ctx.models.presets import count_parameters, preset_config
 
 

@@ -5,7 +5,6 @@ import keras
 import pytest
 
 from keras_ctx.models import XLMBackbone, from_preset, list_presets
-from keras_ctx.models.xlm import XLMBackbone
 
 SMALL = dict(vocabulary_size=60, num_layers=2, hidden_size=32, num_heads=2,
              intermediate_size=128, max_sequence_length=24)

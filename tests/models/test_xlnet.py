@@ -11,7 +11,7 @@ from keras_ctx.layers.relative_attention import two_stream_masks
 from keras_ctx.models import XLNetBackbone, from_preset
 from keras_ctx.models.presets import preset_config
 from keras_ctx.layers.relative_attention import relative_positional_encoding
-from keras_ctx.models.xlnet import XLNetBlock, xlnet_attention_inputs, XLNetBackbone
+from keras_ctx.models.xlnet import XLNetBlock, xlnet_attention_inputs
 from keras_ctx.testing import run_layer_test
 
 VOCAB, LAYERS, HEADS, HIDDEN, FFN = 40, 2, 2, 16, 32

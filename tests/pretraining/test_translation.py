@@ -76,7 +76,7 @@ def test_tiny_cove_learns_to_reverse_and_serves_as_frozen_layer(tmp_path):
     chance = 1.0 / (len(tv) - 1)
     assert accuracy[0] < 0.5 and accuracy[-1] > 0.9, accuracy  # well above chance
     assert accuracy[-1] > 5 * chance
-    np.testing.assert_array_equal(encoder.word_embedding.embeddings.numpy(), glove)  # fixed
+    np.testing.assert_array_equal(encoder.token_embedding.embeddings.numpy(), glove)  # fixed
     # Greedy decoding reverses an unseen sentence.
     words = ["gold", "red", "teal"]
     ids = np.array([[sv.index(w) for w in words] + [0, 0, 0]])

@@ -88,7 +88,7 @@ def main(argv=None):
             )
         )
         encoder = CoveBackbone(
-            len(source_vocabulary), embedding_dim=vectors.shape[1], hidden_dim=32,
+            len(source_vocabulary), embedding_size=vectors.shape[1], hidden_size=32,
             embeddings=vectors, lstm_implementation="loop",
         )
         model = TranslationPretrainer(

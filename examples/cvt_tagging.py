@@ -26,7 +26,8 @@ import tensorflow as tf  # noqa: E402
 
 from keras_ctx import scripts  # noqa: E402
 from keras_ctx.models import CvtEncoder  # noqa: E402
-from keras_ctx.pretraining import CrossViewTrainer, cvt_dataset  # noqa: E402
+from keras_ctx.data.cvt import cvt_dataset  # noqa: E402
+from keras_ctx.pretraining import CrossViewTrainer  # noqa: E402
 from keras_ctx.pretraining.cvt import UNLABELLED  # noqa: E402
 
 WORDS, CLASSES, LENGTH, CHARACTERS = 120, 4, 10, 6

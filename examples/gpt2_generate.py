@@ -70,7 +70,7 @@ def benchmark(preset, batch, length, prompt_length, repeats):
         config = dict(vocabulary_size=50257, num_layers=2, num_heads=4, hidden_size=256,
                       intermediate_size=1024, max_sequence_length=1024)
     else:
-        config = dict(GPT_PRESETS[preset][0])
+        config = dict(GPT_PRESETS[preset].config)
     ours = GPTBackbone(**config, dropout=0.0)
     hub_backbone = keras_hub.models.GPT2Backbone(
         vocabulary_size=config["vocabulary_size"], num_layers=config["num_layers"],

@@ -33,7 +33,13 @@ import dataclasses
 import numpy as np
 import tensorflow as tf
 
-from keras_ctx.data.masking import MASK_RATE, MASK_TOKEN_RATE, RANDOM_TOKEN_RATE, map_with_seeds
+from keras_ctx.data.masking import (
+    MASK_RATE,
+    MASK_TOKEN_RATE,
+    RANDOM_TOKEN_RATE,
+    Masker,
+    map_with_seeds,
+)
 from keras_ctx.data.ngram_masking import NgramMasker
 
 LEVELS = ("basic", "phrase", "entity")  # Sun et al. 2019, Sec. 3.2.1-3.2.3
@@ -219,7 +225,7 @@ def collocation_lexicon(documents, continuation_table=None, min_count=PHRASE_MIN
     return Lexicon(sorted(phrases)) if phrases else None
 
 
-class KnowledgeMasker:
+class KnowledgeMasker(Masker):
     """A tf.data map over batches: ERNIE's staged knowledge masking of `token_ids`.
 
     Each batch is masked at the level its step has in `schedule`; phrase and
@@ -258,6 +264,10 @@ class KnowledgeMasker:
             if lexicon is not None and not isinstance(lexicon, Lexicon):
                 raise ValueError("`phrases` and `entities` must be Lexicon objects "
                                  "(Lexicon.from_texts(tokenizer, texts)).")
+        super().__init__(vocabulary_size, mask_token_id, special_token_ids, mask_rate,
+                         mask_token_rate, random_token_rate, max_predictions,
+                         dynamic=dynamic, seed=seed)
+        # Every level masks whole units; the units differ per stage.
         self.units = NgramMasker(vocabulary_size, mask_token_id, special_token_ids,
                                  continuation_table, max_ngram=1, mask_rate=mask_rate,
                                  mask_token_rate=mask_token_rate,
@@ -265,8 +275,6 @@ class KnowledgeMasker:
                                  max_predictions=max_predictions, dynamic=dynamic, seed=seed)
         self.schedule = schedule
         self.lexicons = {"phrase": phrases, "entity": entities}
-        self.dynamic = dynamic
-        self.seed = seed
 
     def _level_units(self, batch, level):
         key = UNIT_KEYS[level]

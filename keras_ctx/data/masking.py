@@ -231,26 +231,34 @@ def mask_tokens(
                            random_token_rate, random_token_range)
 
 
-class MLMMasker:
-    """A tf.data map: `dataset.map(masker)` on batches of dicts with `token_ids`.
+class Masker:
+    """What every masker shares: its checked vocabulary, rates and seed stream.
 
-    The batch dict keeps its other keys (`padding_mask`, `segment_ids`,
-    labels); `token_ids` is replaced by the corrupted ids and `mask_positions`,
-    `mask_ids`, `mask_weights` are added. Use `apply(dataset)` to get static or
-    dynamic masking (it pairs each batch with a seed).
+    A masker is a tf.data map over batches: `masker(batch, seed)` returns the
+    corrupted batch; `apply(dataset)` pairs each batch with a stateless seed,
+    the same every epoch (static, BERT) or new every epoch (dynamic, RoBERTa).
+    Subclasses implement `__call__`.
 
     Args:
-        vocabulary_size, mask_token_id, special_token_ids: as `mask_tokens`.
-        mask_rate, mask_token_rate, random_token_rate: as `mask_tokens`.
-        max_predictions, random_token_range, token_weights: as `mask_tokens`.
-        dynamic: True (RoBERTa): new masks each epoch; False (BERT): fixed.
+        vocabulary_size: V; `mask_token_id` must be below it.
+        mask_token_id: the [MASK] id.
+        special_token_ids: ids never selected (padding, [CLS], [SEP], ...).
+        mask_rate: share of the candidate tokens selected (0.15, Devlin et al. 2019).
+        mask_token_rate: share of the selected replaced by [MASK] (0.8).
+        random_token_rate: share of the selected replaced by a random token
+            (0.1); the rest stay unchanged.
+        max_predictions: prediction slots per sequence (None: enough for
+            `mask_rate`).
+        random_token_range: (low, high) of the random replacement ids (None:
+            the whole vocabulary).
+        dynamic: True: new masks each epoch; False: the same masks every epoch.
         seed: integer seed of the whole masking stream.
     """
 
     def __init__(self, vocabulary_size, mask_token_id, special_token_ids=(),
                  mask_rate=MASK_RATE, mask_token_rate=MASK_TOKEN_RATE,
                  random_token_rate=RANDOM_TOKEN_RATE, max_predictions=None,
-                 random_token_range=None, dynamic=True, seed=0, token_weights=None):
+                 random_token_range=None, dynamic=True, seed=0):
         _check_rates(mask_rate, mask_token_rate, random_token_rate)
         check_mask_token_id(mask_token_id, vocabulary_size)
         self.vocabulary_size = vocabulary_size
@@ -263,6 +271,37 @@ class MLMMasker:
         self.random_token_range = random_token_range
         self.dynamic = dynamic
         self.seed = seed
+
+    def __call__(self, batch, seed):
+        raise NotImplementedError
+
+    def apply(self, dataset):
+        """Masks every element of a batched dataset (static or dynamic, see the class)."""
+        return map_with_seeds(dataset, self, self.seed, self.dynamic)
+
+
+class MLMMasker(Masker):
+    """A tf.data map: `dataset.map(masker)` on batches of dicts with `token_ids`.
+
+    The batch dict keeps its other keys (`padding_mask`, `segment_ids`,
+    labels); `token_ids` is replaced by the corrupted ids and `mask_positions`,
+    `mask_ids`, `mask_weights` are added. Use `apply(dataset)` to get static or
+    dynamic masking (it pairs each batch with a seed).
+
+    Args:
+        vocabulary_size, mask_token_id, special_token_ids: as `mask_tokens`.
+        mask_rate, mask_token_rate, random_token_rate: as `Masker`.
+        max_predictions, random_token_range, dynamic, seed: as `Masker`.
+        token_weights: as `mask_tokens` (XLM's frequency-weighted selection).
+    """
+
+    def __init__(self, vocabulary_size, mask_token_id, special_token_ids=(),
+                 mask_rate=MASK_RATE, mask_token_rate=MASK_TOKEN_RATE,
+                 random_token_rate=RANDOM_TOKEN_RATE, max_predictions=None,
+                 random_token_range=None, dynamic=True, seed=0, token_weights=None):
+        super().__init__(vocabulary_size, mask_token_id, special_token_ids, mask_rate,
+                         mask_token_rate, random_token_rate, max_predictions,
+                         random_token_range, dynamic, seed)
         self.token_weights = (None if token_weights is None
                               else _check_token_weights(token_weights, vocabulary_size))
 
@@ -278,10 +317,6 @@ class MLMMasker:
         )
         batch.update(masked)
         return batch
-
-    def apply(self, dataset):
-        """Masks every element of a batched dataset (static or dynamic, see the class)."""
-        return map_with_seeds(dataset, self, self.seed, self.dynamic)
 
 
 def map_with_seeds(dataset, masker, seed, dynamic):

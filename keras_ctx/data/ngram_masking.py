@@ -40,12 +40,11 @@ from keras_ctx.data.masking import (
     MASK_RATE,
     MASK_TOKEN_RATE,
     RANDOM_TOKEN_RATE,
+    Masker,
     _check_rates,
     candidate_mask,
-    check_mask_token_id,
     corrupted_batch,
     default_max_predictions,
-    map_with_seeds,
 )
 
 MAX_NGRAM = 3  # ALBERT create_pretraining_data.py: --ngram=3, --favor_shorter_ngram=True
@@ -205,7 +204,7 @@ def ngram_mask(token_ids, seed, vocabulary_size, mask_token_id, starts=None,
     return out
 
 
-class NgramMasker:
+class NgramMasker(Masker):
     """A tf.data map over batches: whole-word / n-gram masking of `token_ids`.
 
     `NgramMasker(..., continuation_table=table)` is whole-word masking;
@@ -214,9 +213,9 @@ class NgramMasker:
     `keras_ctx.data.masking.MLMMasker`.
 
     Args:
-        vocabulary_size, mask_token_id, special_token_ids: as `MLMMasker`.
-        mask_rate, mask_token_rate, random_token_rate: as `MLMMasker`.
-        max_predictions, random_token_range, dynamic, seed: as `MLMMasker`.
+        vocabulary_size, mask_token_id, special_token_ids: as `Masker`.
+        mask_rate, mask_token_rate, random_token_rate: as `Masker`.
+        max_predictions, random_token_range, dynamic, seed: as `Masker`.
         continuation_table: bool per vocabulary id (word units), or None
             (every token is a unit).
         max_ngram: largest n-gram in units (ALBERT: 3; whole words: 1).
@@ -238,24 +237,15 @@ class NgramMasker:
                  mask_rate=MASK_RATE, mask_token_rate=MASK_TOKEN_RATE,
                  random_token_rate=RANDOM_TOKEN_RATE, max_predictions=None,
                  random_token_range=None, dynamic=True, seed=0):
-        _check_rates(mask_rate, mask_token_rate, random_token_rate)
-        check_mask_token_id(mask_token_id, vocabulary_size)
-        self.vocabulary_size = vocabulary_size
-        self.mask_token_id = mask_token_id
-        self.special_token_ids = tuple(special_token_ids)
+        super().__init__(vocabulary_size, mask_token_id, special_token_ids, mask_rate,
+                         mask_token_rate, random_token_rate, max_predictions,
+                         random_token_range, dynamic, seed)
         self.continuation_table = (None if continuation_table is None else
                                    check_continuation_table(continuation_table,
                                                             vocabulary_size))
         self.max_ngram = max_ngram
         self.favor_shorter_ngram = favor_shorter_ngram
         self.pmf = ngram_pmf(max_ngram, favor_shorter_ngram)
-        self.mask_rate = mask_rate
-        self.mask_token_rate = mask_token_rate
-        self.random_token_rate = random_token_rate
-        self.max_predictions = max_predictions
-        self.random_token_range = random_token_range
-        self.dynamic = dynamic
-        self.seed = seed
 
     def mask(self, batch, seed, unit_ids=None):
         """The masked batch (a new dict); `unit_ids` (batch, time) overrides the batch's."""
@@ -277,10 +267,6 @@ class NgramMasker:
 
     def __call__(self, batch, seed):
         return self.mask(batch, seed)
-
-    def apply(self, dataset):
-        """Masks every batch (static or dynamic, as `MLMMasker.apply`)."""
-        return map_with_seeds(dataset, self, self.seed, self.dynamic)
 
 
 __all__ = ["NgramMasker", "ngram_mask", "ngram_pmf", "unit_starts", "check_continuation_table",

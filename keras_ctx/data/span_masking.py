@@ -26,11 +26,10 @@ from keras_ctx.data.masking import (
     MASK_RATE,
     MASK_TOKEN_RATE,
     RANDOM_TOKEN_RATE,
+    Masker,
     candidate_mask,
-    check_mask_token_id,
     corrupt_selected,
     default_max_predictions,
-    map_with_seeds,
 )
 
 GEOMETRIC_P = 0.2  # Joshi et al. 2020
@@ -175,24 +174,27 @@ def span_mask_example(token_ids, seed, vocabulary_size, mask_token_id, continuat
     }
 
 
-class SpanMasker:
+class SpanMasker(Masker):
     """A tf.data map over *batches*: SpanBERT masking of `token_ids` (+ SBO targets).
 
-    Args: as `span_mask_example`, plus `dynamic` / `seed` as `MLMMasker`
+    Args: as `span_mask_example`, plus `dynamic` / `seed` as `Masker`
     (SpanBERT, built on RoBERTa's recipe, masks dynamically).
     """
 
     def __init__(self, vocabulary_size, mask_token_id, continuation_table, special_token_ids=(),
                  mask_rate=MASK_RATE, max_predictions=None, p=GEOMETRIC_P,
-                 max_span_words=MAX_SPAN_WORDS, dynamic=True, seed=0):
-        check_mask_token_id(mask_token_id, vocabulary_size)
+                 max_span_words=MAX_SPAN_WORDS, dynamic=True, seed=0,
+                 mask_token_rate=MASK_TOKEN_RATE, random_token_rate=RANDOM_TOKEN_RATE):
+        super().__init__(vocabulary_size, mask_token_id, special_token_ids, mask_rate,
+                         mask_token_rate, random_token_rate, max_predictions,
+                         dynamic=dynamic, seed=seed)
         self.kwargs = dict(vocabulary_size=vocabulary_size, mask_token_id=mask_token_id,
                            continuation_table=np.asarray(continuation_table, bool),
-                           special_token_ids=tuple(special_token_ids), mask_rate=mask_rate,
+                           special_token_ids=self.special_token_ids, mask_rate=mask_rate,
+                           mask_token_rate=mask_token_rate,
+                           random_token_rate=random_token_rate,
                            max_predictions=max_predictions, p=p,
                            max_span_words=max_span_words)
-        self.dynamic = dynamic
-        self.seed = seed
 
     def __call__(self, batch, seed):
         batch = dict(batch)
@@ -215,10 +217,6 @@ class SpanMasker:
         out = tf.map_fn(one, (batch["token_ids"], padding, seeds), fn_output_signature=signature)
         batch.update(out)
         return batch
-
-    def apply(self, dataset):
-        """Masks every batch (shapes must be static: batch with drop_remainder=True)."""
-        return map_with_seeds(dataset, self, self.seed, self.dynamic)
 
 
 __all__ = ["SpanMasker", "span_mask_example", "span_length_pmf", "sample_span_lengths",

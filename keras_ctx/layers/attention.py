@@ -53,6 +53,11 @@ def masked_softmax(scores, mask=None, bias=None):
     return ops.softmax(scores, axis=-1)
 
 
+# Names of saved configs from before DESIGN.md's vocabulary (old -> new).
+RENAMED_ARGUMENTS = {"key_dim": "head_size", "value_dim": "value_head_size",
+                     "output_dim": "hidden_size"}
+
+
 @keras.saving.register_keras_serializable(package="keras_ctx")
 class MultiHeadAttention(keras.layers.Layer):
     """Multi-head attention with masks, additive bias and a key/value cache.
@@ -66,8 +71,8 @@ class MultiHeadAttention(keras.layers.Layer):
     Args:
         num_heads: number of attention heads.
         head_size: size of each head for queries and keys.
-        value_dim: size of each head for values; defaults to `head_size`.
-        output_dim: size of the output; defaults to the query's last dimension.
+        value_head_size: size of each head for values; defaults to `head_size`.
+        hidden_size: size of the output; defaults to the query's last dimension.
         dropout: dropout rate on the attention probabilities.
         use_bias: whether the projections have biases (T5 has none).
         scale: multiplier of the scores; defaults to 1/sqrt(head_size) (T5 uses 1).
@@ -101,7 +106,7 @@ class MultiHeadAttention(keras.layers.Layer):
             probabilities.
 
     Returns:
-        The output (batch, q, output_dim); with a cache, `(output, cache)`;
+        The output (batch, q, hidden_size); with a cache, `(output, cache)`;
         with `return_attention_scores`, the scores appended.
 
     Example:
@@ -109,6 +114,10 @@ class MultiHeadAttention(keras.layers.Layer):
     >>> x = np.random.rand(2, 10, 64).astype("float32")
     >>> layer(x, padding_mask=np.ones((2, 10)), use_causal_mask=True).shape
     (2, 10, 64)
+
+    Renamed arguments (configs saved with the old names still load):
+    `key_dim` -> `head_size`, `value_dim` -> `value_head_size`,
+    `output_dim` -> `hidden_size`.
 
     References:
         Vaswani et al., "Attention Is All You Need", 2017.
@@ -118,8 +127,8 @@ class MultiHeadAttention(keras.layers.Layer):
         self,
         num_heads,
         head_size,
-        value_dim=None,
-        output_dim=None,
+        value_head_size=None,
+        hidden_size=None,
         dropout=0.0,
         use_bias=True,
         scale=None,
@@ -135,8 +144,8 @@ class MultiHeadAttention(keras.layers.Layer):
         self.window_size = _checks.optional_positive_int("window_size", window_size)
         self.num_heads = _checks.positive_int("num_heads", num_heads)
         self.head_size = _checks.positive_int("head_size", head_size)
-        self.value_dim = _checks.optional_positive_int("value_dim", value_dim)
-        self.output_dim = _checks.optional_positive_int("output_dim", output_dim)
+        self.value_head_size = _checks.optional_positive_int("value_head_size", value_head_size)
+        self.hidden_size = _checks.optional_positive_int("hidden_size", hidden_size)
         self.dropout = _checks.rate("dropout", dropout)
         self.use_bias = use_bias
         self.scale = scale
@@ -147,10 +156,10 @@ class MultiHeadAttention(keras.layers.Layer):
         )
         self.supports_masking = False
 
-    def _projection(self, name, heads_dim):
+    def _projection(self, name, head_size):
         return dense.EinsumDense(
             "btd,dnh->btnh",
-            output_shape=(None, self.num_heads, heads_dim),
+            output_shape=(None, self.num_heads, head_size),
             bias_axes="nh" if self.use_qkv_bias else None,
             kernel_initializer=self.kernel_initializer,
             bias_initializer=self.bias_initializer,
@@ -161,17 +170,17 @@ class MultiHeadAttention(keras.layers.Layer):
     def build(self, query_shape, value_shape=None, key_shape=None):
         value_shape = query_shape if value_shape is None else value_shape
         key_shape = value_shape if key_shape is None else key_shape
-        value_dim = self.value_dim or self.head_size
-        output_dim = self.output_dim or query_shape[-1]
+        value_head_size = self.value_head_size or self.head_size
+        hidden_size = self.hidden_size or query_shape[-1]
         self.query_dense = self._projection("query", self.head_size)
         self.query_dense.build(query_shape)
         self.key_dense = self._projection("key", self.head_size)
         self.key_dense.build(key_shape)
-        self.value_dense = self._projection("value", value_dim)
+        self.value_dense = self._projection("value", value_head_size)
         self.value_dense.build(value_shape)
         self.output_dense = dense.EinsumDense(
             "btnh,nhd->btd",
-            output_shape=(None, output_dim),
+            output_shape=(None, hidden_size),
             bias_axes="d" if self.use_bias else None,
             kernel_initializer=self.output_kernel_initializer,
             bias_initializer=self.bias_initializer,
@@ -179,7 +188,7 @@ class MultiHeadAttention(keras.layers.Layer):
             name="attention_output",
         )
         self.output_dense.build(
-            tuple(query_shape[:-1]) + (self.num_heads, value_dim)
+            tuple(query_shape[:-1]) + (self.num_heads, value_head_size)
         )
         self.dropout_layer = Dropout(self.dropout, dtype=self.dtype_policy)
         self.built = True
@@ -295,9 +304,9 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def compute_output_spec(self, query, value=None, key=None, cache=None,
                             return_attention_scores=False, **kwargs):
-        output_dim = self.output_dim or query.shape[-1]
+        hidden_size = self.hidden_size or query.shape[-1]
         output = keras.KerasTensor(
-            tuple(query.shape[:-1]) + (output_dim,), dtype=self.compute_dtype
+            tuple(query.shape[:-1]) + (hidden_size,), dtype=self.compute_dtype
         )
         results = (output,)
         if cache is not None:
@@ -312,7 +321,7 @@ class MultiHeadAttention(keras.layers.Layer):
 
     @classmethod
     def from_config(cls, config):
-        return cls(**_checks.renamed(config, {"key_dim": "head_size"}))
+        return cls(**_checks.renamed(config, RENAMED_ARGUMENTS))
 
     def get_config(self):
         config = super().get_config()
@@ -320,8 +329,8 @@ class MultiHeadAttention(keras.layers.Layer):
             {
                 "num_heads": self.num_heads,
                 "head_size": self.head_size,
-                "value_dim": self.value_dim,
-                "output_dim": self.output_dim,
+                "value_head_size": self.value_head_size,
+                "hidden_size": self.hidden_size,
                 "dropout": self.dropout,
                 "use_bias": self.use_bias,
                 "scale": self.scale,

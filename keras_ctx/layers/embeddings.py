@@ -87,14 +87,15 @@ def max_positions_of(model):
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
 class TokenEmbedding(keras.layers.Layer):
-    """A vocabulary_size x output_dim lookup table that can also be read in reverse.
+    """A vocabulary_size x embedding_size lookup table that can also be read in reverse.
 
     `reverse(hidden)` gives logits `hidden @ embeddings^T`, the output layer
     tied to the input embeddings (BERT, GPT-2, XLNet, T5's shared vocabulary).
 
     Args:
         vocabulary_size: number of token ids.
-        output_dim: size of each vector.
+        embedding_size: size of each vector (Keras' `output_dim`; configs saved
+            under that name still load).
         lookup: "gather" (default) or "one_hot": a one-hot matmul, which some
             TensorFlow versions compile better under XLA, TPU and
             MirroredStrategy than a gather.
@@ -104,7 +105,7 @@ class TokenEmbedding(keras.layers.Layer):
         token_ids: int tensor of any shape.
 
     Returns:
-        `token_ids.shape + (output_dim,)`.
+        `token_ids.shape + (embedding_size,)`.
 
     Example:
     >>> embedding = keras_ctx.layers.TokenEmbedding(1000, 64)
@@ -115,14 +116,14 @@ class TokenEmbedding(keras.layers.Layer):
     def __init__(
         self,
         vocabulary_size,
-        output_dim,
+        embedding_size,
         lookup="gather",
         embeddings_initializer=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.vocabulary_size = _checks.positive_int("vocabulary_size", vocabulary_size)
-        self.output_dim = _checks.positive_int("output_dim", output_dim)
+        self.embedding_size = _checks.positive_int("embedding_size", embedding_size)
         self.lookup = _checks.one_of("lookup", lookup, LOOKUPS)
         self.embeddings_initializer = keras.initializers.get(
             embeddings_initializer or keras.initializers.TruncatedNormal(stddev=0.02)
@@ -134,7 +135,7 @@ class TokenEmbedding(keras.layers.Layer):
         else:
             self.embeddings = self.add_weight(
                 name="embeddings",
-                shape=(self.vocabulary_size, self.output_dim),
+                shape=(self.vocabulary_size, self.embedding_size),
                 initializer=self.embeddings_initializer,
             )
         self.built = True
@@ -182,7 +183,7 @@ class TokenEmbedding(keras.layers.Layer):
 
     def _int8_build(self):
         self.embeddings = self.add_weight(
-            name="embeddings", shape=(self.vocabulary_size, self.output_dim),
+            name="embeddings", shape=(self.vocabulary_size, self.embedding_size),
             initializer="zeros", dtype="int8", trainable=False)
         self.embeddings_scale = self.add_weight(
             name="embeddings_scale", shape=(self.vocabulary_size,), initializer="ones",
@@ -196,14 +197,19 @@ class TokenEmbedding(keras.layers.Layer):
         return rows / ops.cast(scale[..., None], self.compute_dtype)
 
     def compute_output_shape(self, input_shape):
-        return tuple(input_shape) + (self.output_dim,)
+        return tuple(input_shape) + (self.embedding_size,)
+
+    @classmethod
+    def from_config(cls, config):
+        # Layer.from_config also revives a serialized (e.g. int8) dtype policy.
+        return super().from_config(_checks.renamed(config, {"output_dim": "embedding_size"}))
 
     def get_config(self):
         config = super().get_config()
         config.update(
             {
                 "vocabulary_size": self.vocabulary_size,
-                "output_dim": self.output_dim,
+                "embedding_size": self.embedding_size,
                 "lookup": self.lookup,
                 "embeddings_initializer": keras.initializers.serialize(
                     self.embeddings_initializer

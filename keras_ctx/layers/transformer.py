@@ -16,7 +16,6 @@ from keras_ctx.layers.dropout import Dropout
 from keras_ctx.layers.gather import gather_positions
 
 NORMALIZATIONS = ("layer_norm", "rms_norm")
-SHARING = ("none", "all", "attention", "ffn")
 
 
 def _normalization(kind, epsilon, dtype, name):
@@ -174,17 +173,6 @@ class _TransformerBlock(keras.layers.Layer):
         self.output_kernel_initializer = keras.initializers.get(
             output_kernel_initializer or kernel_initializer
         )
-        # Sublayers another block lends (ALBERT sharing); see _share_from.
-        self._lent = {}
-
-    def _share_from(self, other, parts):
-        """Reuse `other`'s sublayers for the named parts ("attention", "ffn")."""
-        if "attention" in parts:
-            self._lent["self_attention"] = other.self_attention
-            self._lent["self_attention_norm"] = other.self_attention_norm
-        if "ffn" in parts:
-            self._lent["feedforward"] = other.feedforward
-            self._lent["feedforward_norm"] = other.feedforward_norm
 
     def _check_hidden(self, hidden):
         if self.hidden_size is not None and hidden != self.hidden_size:
@@ -215,16 +203,8 @@ class _TransformerBlock(keras.layers.Layer):
             self.normalization, self.layer_norm_epsilon, self.dtype_policy, name
         )
 
-    def _build_common(self, input_shape):
-        hidden = input_shape[-1]
-        self._check_hidden(hidden)
-        self.self_attention = self._lent.get("self_attention") or self._attention(
-            "self_attention", hidden, self.window_size
-        )
-        self.self_attention_norm = self._lent.get("self_attention_norm") or self._norm(
-            "self_attention_norm"
-        )
-        self.feedforward = self._lent.get("feedforward") or FeedForward(
+    def _feedforward(self):
+        return FeedForward(
             self.intermediate_size,
             activation=self.activation,
             gated=self.gated_feedforward,
@@ -235,9 +215,16 @@ class _TransformerBlock(keras.layers.Layer):
             dtype=self.dtype_policy,
             name="feedforward",
         )
-        self.feedforward_norm = self._lent.get("feedforward_norm") or self._norm(
-            "feedforward_norm"
-        )
+
+    def _build_common(self, input_shape):
+        hidden = input_shape[-1]
+        self._check_hidden(hidden)
+        # Made by methods, so that a block can take a sublayer from elsewhere
+        # (ALBERT's partly shared blocks, keras_ctx.models.albert).
+        self.self_attention = self._attention("self_attention", hidden, self.window_size)
+        self.self_attention_norm = self._norm("self_attention_norm")
+        self.feedforward = self._feedforward()
+        self.feedforward_norm = self._norm("feedforward_norm")
         for layer in (self.self_attention_norm, self.feedforward_norm, self.feedforward):
             if not layer.built:
                 layer.build(input_shape)
@@ -526,14 +513,15 @@ class TransformerDecoderBlock(_TransformerBlock):
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
 class TransformerEncoderStack(keras.layers.Layer):
-    """`num_layers` encoder blocks, optionally sharing weights across depth (ALBERT).
+    """`num_layers` encoder blocks, each with its own weights.
+
+    (ALBERT's cross-layer sharing is `keras_ctx.models.albert.AlbertEncoderStack`,
+    which calls one block again; a config saved with the former `sharing`
+    argument loads as that class.)
 
     Args:
         num_layers: depth.
         block_config: keyword arguments of `TransformerEncoderBlock`.
-        sharing: "none"; "all" (one block applied num_layers times, ALBERT's
-            default); "attention" or "ffn" (only that sublayer and its
-            normalisation shared, ALBERT's ablations in Lan et al. 2020, Table 4).
 
     Call arguments:
         inputs, padding_mask, attention_mask, attention_bias: as for the block.
@@ -546,15 +534,14 @@ class TransformerEncoderStack(keras.layers.Layer):
 
     Example:
     >>> stack = keras_ctx.layers.TransformerEncoderStack(
-    ...     12, {"num_heads": 12, "intermediate_size": 3072}, sharing="all")
+    ...     12, {"num_heads": 12, "intermediate_size": 3072})
     >>> hidden_states = stack(x, padding_mask=mask)   # 12 tensors
     """
 
-    def __init__(self, num_layers, block_config, sharing="none", **kwargs):
+    def __init__(self, num_layers, block_config, **kwargs):
         super().__init__(**kwargs)
         self.num_layers = _checks.positive_int("num_layers", num_layers)
         self.block_config = dict(block_config)
-        self.sharing = _checks.one_of("sharing", sharing, SHARING)
         # Fail now, not at build, on a bad block configuration.
         TransformerEncoderBlock(**self.block_config)
 
@@ -563,19 +550,16 @@ class TransformerEncoderStack(keras.layers.Layer):
             **self.block_config, dtype=self.dtype_policy, name=f"block_{index}"
         )
 
+    def _make_blocks(self, input_shape):
+        """The num_layers blocks, built (subclasses may repeat or share blocks)."""
+        blocks = []
+        for index in range(self.num_layers):  # made and built in turn (the seed order)
+            blocks.append(self._new_block(index))
+            blocks[-1].build(input_shape)
+        return blocks
+
     def build(self, input_shape):
-        first = self._new_block(0)
-        first.build(input_shape)
-        self.blocks = [first]
-        for index in range(1, self.num_layers):
-            if self.sharing == "all":
-                self.blocks.append(first)
-                continue
-            block = self._new_block(index)
-            if self.sharing != "none":
-                block._share_from(first, (self.sharing,))
-            block.build(input_shape)
-            self.blocks.append(block)
+        self.blocks = self._make_blocks(input_shape)
         self.built = True
 
     def call(self, inputs, padding_mask=None, attention_mask=None, attention_bias=None,
@@ -605,11 +589,17 @@ class TransformerEncoderStack(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(
-            {
-                "num_layers": self.num_layers,
-                "block_config": self.block_config,
-                "sharing": self.sharing,
-            }
-        )
+        config.update({"num_layers": self.num_layers, "block_config": self.block_config})
         return config
+
+    @classmethod
+    def from_config(cls, config):
+        if cls is TransformerEncoderStack and "sharing" in config:
+            # Saved when ALBERT's sharing was a flag of this generic stack.
+            config = dict(config)
+            sharing = config.pop("sharing")
+            if sharing != "none":
+                from keras_ctx.models.albert import AlbertEncoderStack
+
+                return AlbertEncoderStack.from_config(dict(config, sharing=sharing))
+        return super().from_config(config)

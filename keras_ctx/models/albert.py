@@ -12,11 +12,74 @@ Embedding parameters drop from V*H to V*E + E*H. `sharing` also takes
 import keras
 
 from keras_ctx.layers import FactorizedEmbedding, PositionEmbedding, TokenEmbedding
-from keras_ctx.layers import TransformerEncoderStack
+from keras_ctx.layers import TransformerEncoderBlock, TransformerEncoderStack
 from keras_ctx.layers import Dropout, _checks
 from keras_ctx.layers import normalization
-from keras_ctx.models.backbone import Backbone
+from keras_ctx.models.backbone import Backbone, BackbonePreset
 from keras_ctx.models.encoder import cls_pooler, encoder_inputs, post_ln_block_config
+
+# Lan et al. 2020: "all" (ALBERT), and Table 4's ablations sharing only the
+# attention or only the feed-forward sublayer (each with its normalisation).
+SHARING = ("all", "attention", "ffn", "none")
+
+
+class _PartlySharedBlock(TransformerEncoderBlock):
+    """An encoder block whose attention or feed-forward sublayer (and its norm) is
+    `first`'s: the same layer object, so the same weights."""
+
+    def __init__(self, first, part, **kwargs):
+        super().__init__(**kwargs)
+        # Untracked: the first block owns these weights; this one only calls them.
+        object.__setattr__(self, "_first", first)
+        self._part = part
+
+    def _attention(self, name, hidden, window_size=None):
+        if self._part == "attention":
+            return self._first.self_attention
+        return super()._attention(name, hidden, window_size)
+
+    def _feedforward(self):
+        return self._first.feedforward if self._part == "ffn" else super()._feedforward()
+
+    def _norm(self, name):
+        shared = {"attention": "self_attention_norm", "ffn": "feedforward_norm"}[self._part]
+        return getattr(self._first, name) if name == shared else super()._norm(name)
+
+
+@keras.saving.register_keras_serializable(package="keras_ctx")
+class AlbertEncoderStack(TransformerEncoderStack):
+    """ALBERT's encoder: one block called again at every layer (cross-layer sharing).
+
+    Args:
+        num_layers, block_config: as `TransformerEncoderStack`.
+        sharing: "all" (ALBERT: `blocks` is one block num_layers times);
+            "attention" or "ffn" (only that sublayer and its normalisation
+            shared, Lan et al. 2020, Table 4); "none" (BERT's stack).
+
+    Call arguments and returns: as `TransformerEncoderStack`.
+    """
+
+    def __init__(self, num_layers, block_config, sharing="all", **kwargs):
+        super().__init__(num_layers, block_config, **kwargs)
+        self.sharing = _checks.one_of("sharing", sharing, SHARING)
+
+    def _make_blocks(self, input_shape):
+        if self.sharing == "none":
+            return super()._make_blocks(input_shape)
+        first = self._new_block(0)
+        first.build(input_shape)
+        if self.sharing == "all":
+            return [first] * self.num_layers
+        blocks = [first]
+        for index in range(1, self.num_layers):
+            block = _PartlySharedBlock(first, self.sharing, **self.block_config,
+                                       dtype=self.dtype_policy, name=f"block_{index}")
+            block.build(input_shape)
+            blocks.append(block)
+        return blocks
+
+    def get_config(self):
+        return dict(super().get_config(), sharing=self.sharing)
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
@@ -74,7 +137,7 @@ class AlbertBackbone(Backbone):
                                              name="embeddings_norm")(x)
         x = Dropout(dropout, dtype=dtype, name="embeddings_dropout")(x)
         x = embedding.projection(x)
-        stack = TransformerEncoderStack(
+        stack = AlbertEncoderStack(
             num_layers,
             post_ln_block_config(num_heads, hidden_size, intermediate_size, activation, dropout,
                                  layer_norm_epsilon),
@@ -91,26 +154,23 @@ class AlbertBackbone(Backbone):
         }
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
         self._expose_encoder(inputs, x, stack, pooler)
-        self._token_embedding = embedding
-        self._config = {
-            "vocabulary_size": vocabulary_size,
-            "num_layers": num_layers,
-            "num_heads": num_heads,
-            "hidden_size": hidden_size,
-            "intermediate_size": intermediate_size,
-            "embedding_size": embedding_size,
-            "sharing": sharing,
-            "dropout": dropout,
-            "max_sequence_length": max_sequence_length,
-            "type_vocab_size": type_vocab_size,
-            "layer_norm_epsilon": layer_norm_epsilon,
-            "activation": activation,
-            "lookup": lookup,
-        }
+        self._record_config(locals(), token_embedding=embedding)
 
-    @property
-    def token_embedding(self):
-        return self._token_embedding
+    @classmethod
+    def analytic_parameter_count(cls, vocabulary_size, num_layers, num_heads, hidden_size,
+                                 intermediate_size, embedding_size=128, sharing="all",
+                                 max_sequence_length=512, type_vocab_size=2, **unused):
+        """Closed-form parameter count of an AlbertBackbone config (pooler included)."""
+        del num_heads, unused
+        h, f, e = hidden_size, intermediate_size, embedding_size
+        embeddings = (vocabulary_size + max_sequence_length + type_vocab_size) * e + 2 * e
+        projection = e * h + h
+        attention = 4 * (h * h + h) + 2 * h
+        ffn = (h * f + f) + (f * h + h) + 2 * h
+        distinct_attention = 1 if sharing in ("all", "attention") else num_layers
+        distinct_ffn = 1 if sharing in ("all", "ffn") else num_layers
+        layers = distinct_attention * attention + distinct_ffn * ffn
+        return embeddings + projection + layers + h * h + h
 
 
 def _albert(num_layers, hidden_size, num_heads, intermediate_size):
@@ -121,33 +181,20 @@ def _albert(num_layers, hidden_size, num_heads, intermediate_size):
 
 
 ALBERT_PRESETS = {
-    "albert-base": (_albert(12, 768, 12, 3072), "ALBERT-base (Lan et al. 2020), 11.7M"),
-    "albert-large": (_albert(24, 1024, 16, 4096), "ALBERT-large (Lan et al. 2020), 17.7M"),
-    "albert-xlarge": (_albert(24, 2048, 16, 8192), "ALBERT-xlarge (Lan et al. 2020), 58.7M"),
-    "albert-xxlarge": (_albert(12, 4096, 64, 16384),
-                       "ALBERT-xxlarge (Lan et al. 2020), 222.6M"),
+    "albert-base": BackbonePreset(
+        _albert(12, 768, 12, 3072),
+        "ALBERT-base (Lan et al. 2020)", 11_683_584),
+    "albert-large": BackbonePreset(
+        _albert(24, 1024, 16, 4096),
+        "ALBERT-large (Lan et al. 2020)", 17_683_968),
+    "albert-xlarge": BackbonePreset(
+        _albert(24, 2048, 16, 8192),
+        "ALBERT-xlarge (Lan et al. 2020)", 58_724_864),
+    "albert-xxlarge": BackbonePreset(
+        _albert(12, 4096, 64, 16384),
+        "ALBERT-xxlarge (Lan et al. 2020)", 222_595_584),
 }
 
 
+__all__ = ["AlbertBackbone", "AlbertEncoderStack", "ALBERT_PRESETS"]
 
-def albert_parameter_count(vocabulary_size, num_layers, num_heads, hidden_size,
-                           intermediate_size, embedding_size=128, sharing="all",
-                           max_sequence_length=512, type_vocab_size=2, **unused):
-    """Closed-form parameter count of an AlbertBackbone config (pooler included)."""
-    del num_heads, unused
-    h, f, e = hidden_size, intermediate_size, embedding_size
-    embeddings = (vocabulary_size + max_sequence_length + type_vocab_size) * e + 2 * e
-    projection = e * h + h
-    attention = 4 * (h * h + h) + 2 * h
-    ffn = (h * f + f) + (f * h + h) + 2 * h
-    distinct_attention = 1 if sharing in ("all", "attention") else num_layers
-    distinct_ffn = 1 if sharing in ("all", "ffn") else num_layers
-    layers = distinct_attention * attention + distinct_ffn * ffn
-    return embeddings + projection + layers + h * h + h
-
-
-__all__ = ["AlbertBackbone", "ALBERT_PRESETS", "albert_parameter_count"]
-
-
-# Lets `list_presets` count without building (keras_ctx.models.presets).
-AlbertBackbone.analytic_parameter_count = staticmethod(albert_parameter_count)

@@ -23,7 +23,7 @@ from keras import ops
 from keras_ctx.layers.dropout import EmbeddingDropout, LockedDropout
 from keras_ctx.layers.embeddings import TokenEmbedding
 from keras_ctx.layers.lstm import WeightDropLSTM
-from keras_ctx.models.backbone import Backbone
+from keras_ctx.models.backbone import Backbone, BackbonePreset
 
 # Howard & Ruder 2018, Sec. 4.
 ULMFIT_DROPOUTS = dict(output_dropout=0.4, hidden_dropout=0.3, input_dropout=0.4,
@@ -99,24 +99,13 @@ class AwdLstmBackbone(Backbone):
                          outputs={"sequence_output": hidden_states[-1],
                                   "hidden_states": hidden_states},
                          dtype=dtype, **kwargs)
-        self._token_embedding = embedding
         self._word_dropout = word_dropout
         self._locked_dropouts = dropouts  # before LSTM 1, ..., before LSTM L
         self.lstms = lstms
         self.vocabulary_size = vocabulary_size
         self.embedding_size = embedding_size
         self.num_layers = num_layers
-        self._config = {
-            "vocabulary_size": vocabulary_size, "embedding_size": embedding_size,
-            "hidden_size": hidden_size, "num_layers": num_layers,
-            "embedding_dropout": embedding_dropout, "input_dropout": input_dropout,
-            "hidden_dropout": hidden_dropout, "weight_dropout": weight_dropout,
-            "output_dropout": output_dropout, "lstm_implementation": lstm_implementation,
-        }
-
-    @property
-    def token_embedding(self):
-        return self._token_embedding
+        self._record_config(locals(), token_embedding=embedding)
 
     def initial_states(self, batch_size):
         """Zero states [(h, c) per LSTM], each (batch_size, units) float32."""
@@ -167,28 +156,22 @@ class AwdLstmBackbone(Backbone):
     @classmethod
     def analytic_parameter_count(cls, vocabulary_size, embedding_size=400, hidden_size=1150,
                                  num_layers=3, **unused):
-        return awd_lstm_parameter_count(vocabulary_size, embedding_size, hidden_size,
-                                        num_layers)
-
-
-def awd_lstm_parameter_count(vocabulary_size, embedding_size=400, hidden_size=1150,
-                             num_layers=3):
-    """Parameters of `AwdLstmBackbone`: E, then per LSTM W (in x 4h), U (h x 4h), b (4h)."""
-    total = vocabulary_size * embedding_size
-    width = embedding_size
-    for l in range(num_layers):
-        units = embedding_size if l == num_layers - 1 else hidden_size
-        total += 4 * units * (width + units) + 4 * units
-        width = units
-    return total
+        """Parameters of `AwdLstmBackbone`: E, then per LSTM W (in x 4h), U (h x 4h), b (4h)."""
+        total = vocabulary_size * embedding_size
+        width = embedding_size
+        for l in range(num_layers):
+            units = embedding_size if l == num_layers - 1 else hidden_size
+            total += 4 * units * (width + units) + 4 * units
+            width = units
+        return total
 
 
 # ULMFiT's published English model: AWD-LSTM trained on WikiText-103 with a
 # 60,000-word vocabulary (Howard & Ruder 2018, Sec. 3.1 / 4; fastai's wt103).
 # Registered by keras_ctx.families.
 AWD_LSTM_PRESETS = {
-    "awd-lstm-wt103": (
+    "awd-lstm-wt103": BackbonePreset(
         dict(vocabulary_size=60000, embedding_size=400, hidden_size=1150, num_layers=3,
              **ULMFIT_DROPOUTS),
-        "AWD-LSTM 3x1150, 400 embedding, WT-103 60k vocabulary (ULMFiT), 44.2M"),
+        "AWD-LSTM 3x1150, 400 embedding, WT-103 60k vocabulary (ULMFiT)", 44_200_800),
 }

@@ -1,8 +1,36 @@
-"""What every backbone shares: config round trip and `from_preset`."""
+"""What every backbone shares: config recording and round trip, `token_embedding`,
+`from_preset`, and the one shape of a family's analytic parameter count."""
+
+import dataclasses
+import inspect
 
 import keras
 
 from keras_ctx import registry
+from keras_ctx.layers import _checks
+
+
+@dataclasses.dataclass(frozen=True)
+class BackbonePreset:
+    """A named size of a family's backbone, as data (keras-hub's preset metadata).
+
+    Attributes:
+        config: the backbone's constructor arguments.
+        description: one line for `list_presets` (the paper or release it follows).
+        parameter_count: the parameters of `Backbone(**config)`, an integer
+            (tests/models/test_presets.py checks it against the family's
+            `analytic_parameter_count`, a build for the small sizes, and the
+            published count).
+    """
+
+    config: dict
+    description: str
+    parameter_count: int
+
+    def __iter__(self):
+        # The family registry reads a preset as `(config, description)`.
+        return iter((self.config, self.description))
+
 
 # keras-hub's names for an encoder-decoder backbone's inputs (DESIGN.md).
 ENCODER_DECODER_INPUTS = ("encoder_token_ids", "encoder_padding_mask",
@@ -45,12 +73,19 @@ def without_absent_optional_inputs(model, inputs):
 class Backbone(keras.Model):
     """Base of the functional backbones.
 
-    A family subclass builds its functional graph in `__init__`, passes
-    `inputs`/`outputs` to `super().__init__`, and stores its constructor
-    arguments in `self._config`: `get_config` returns them and each becomes
-    an attribute of the same name (`backbone.hidden_size`). It exposes the
-    input-side `token_embedding` for tied output layers.
+    A family subclass builds its graph in `__init__`, passes `inputs`/`outputs`
+    to `super().__init__`, then calls `self._record_config(locals(), ...)`:
+    every named constructor argument becomes an attribute of the same name
+    (`backbone.hidden_size`) and is what `get_config` returns, and the
+    input-side `token_embedding` (for tied output layers) is kept.
+
+    Class attributes a family may set:
+        renamed_arguments: {old name: new name} of constructor arguments
+            renamed since a release; `from_config` reads configs saved with
+            the old names.
     """
+
+    renamed_arguments = {}
 
     @property
     def _config(self):
@@ -64,6 +99,32 @@ class Backbone(keras.Model):
             if not isinstance(getattr(type(self), key, None), property):
                 setattr(self, key, value)
 
+    def _record_config(self, arguments, token_embedding=None, exclude=()):
+        """Records the constructor's arguments and the input token embedding.
+
+        Args:
+            arguments: `locals()` of the constructor, after `super().__init__`:
+                each named parameter of `__init__` (of this class and its
+                backbone bases, less `self`, `dtype` and `**kwargs`) is
+                recorded with its value at that point, so a default the
+                constructor resolved (`num_decoder_layers=None` -> `num_layers`)
+                is recorded resolved.
+            token_embedding: the layer mapping token ids to vectors, returned
+                by `token_embedding` (None: the backbone has none).
+            exclude: parameters that are not config (e.g. weights to load).
+        """
+        names = []
+        for cls in type(self).__mro__:
+            if not (isinstance(cls, type) and issubclass(cls, Backbone)) or cls is Backbone:
+                continue
+            for name in inspect.signature(cls.__init__).parameters:
+                if name in arguments and name not in names:
+                    names.append(name)
+        skipped = {"self", "dtype", "kwargs", *exclude}
+        self._config = {name: arguments[name] for name in names if name not in skipped}
+        if token_embedding is not None:
+            self._token_embedding = token_embedding
+
     def call(self, inputs, training=None, mask=None):
         return super().call(without_absent_optional_inputs(self, inputs), training=training,
                             mask=mask)
@@ -73,7 +134,7 @@ class Backbone(keras.Model):
 
     @classmethod
     def from_config(cls, config):
-        config = dict(config)
+        config = _checks.renamed(config, cls.renamed_arguments)
         adapters = config.pop("adapters", None)  # keras_ctx.peft.adapter_state
         model = cls(**config)
         if adapters:
@@ -102,7 +163,11 @@ class Backbone(keras.Model):
 
     @property
     def token_embedding(self):
-        raise NotImplementedError(f"{type(self).__name__} has no token embedding.")
+        """The layer that maps token ids to input vectors (tied output layers reuse it)."""
+        layer = getattr(self, "_token_embedding", None)
+        if layer is None:
+            raise NotImplementedError(f"{type(self).__name__} has no token embedding.")
+        return layer
 
     def _expose_encoder(self, inputs, embeddings, stack, pooler=None):
         """Declares the backbone's two halves: inputs -> `embeddings` -> `stack`.
@@ -168,3 +233,4 @@ class Backbone(keras.Model):
             raise ValueError(f"{type(self).__name__}'s pooled output is not a pooler over "
                              "the first position.")
         return self._first_row_pooler(first_row)
+

@@ -22,6 +22,7 @@ from keras_ctx.layers import normalization
 from keras_ctx.models.backbone import (
     ENCODER_DECODER_INPUTS,
     Backbone,
+    BackbonePreset,
     encoder_decoder_inputs,
     encoder_decoder_outputs,
 )
@@ -127,7 +128,6 @@ class BartBackbone(Backbone):
         self.final_logits_bias = self.add_weight(
             name="final_logits_bias", shape=(vocabulary_size,), initializer="zeros",
             trainable=False)
-        self._token_embedding = token_embedding
         self.encoder_positions = encoder_positions
         self.decoder_positions = decoder_positions
         self.encoder_embedding_norm = encoder_embedding_norm
@@ -137,27 +137,24 @@ class BartBackbone(Backbone):
         self.hidden_size = hidden_size
         self.num_heads = num_heads
         self.max_sequence_length = max_sequence_length
-        self._config = {
-            "vocabulary_size": vocabulary_size,
-            "num_layers": num_layers,
-            "num_heads": num_heads,
-            "hidden_size": hidden_size,
-            "intermediate_size": intermediate_size,
-            "num_decoder_layers": num_decoder_layers,
-            "max_sequence_length": max_sequence_length,
-            "dropout": dropout,
-            "layer_norm_epsilon": layer_norm_epsilon,
-            "lookup": lookup,
-        }
-
-    @property
-    def token_embedding(self):
-        return self._token_embedding
+        self._record_config(locals(), token_embedding=token_embedding)
 
     @classmethod
-    def analytic_parameter_count(cls, **config):
-        """Parameter count of a config without building weights (for big presets)."""
-        return bart_parameter_count(**config)
+    def analytic_parameter_count(cls, vocabulary_size, num_layers, hidden_size,
+                                 intermediate_size, num_decoder_layers=None,
+                                 max_sequence_length=1024, **unused):
+        """Parameters of a BartBackbone config, counted analytically (no weights built).
+
+        Includes the non-trainable final_logits_bias (vocabulary_size).
+        """
+        h, f = hidden_size, intermediate_size
+        num_decoder_layers = num_decoder_layers or num_layers
+        attention = 4 * h * h + 4 * h
+        feedforward = 2 * h * f + f + h
+        encoder = num_layers * (attention + feedforward + 4 * h)
+        decoder = num_decoder_layers * (2 * attention + feedforward + 6 * h)
+        embeddings = vocabulary_size * (h + 1) + 2 * (max_sequence_length * h + 2 * h)
+        return embeddings + encoder + decoder
 
     def logits(self, hidden):
         logits = self._token_embedding.reverse(hidden)
@@ -210,27 +207,15 @@ class BartBackbone(Backbone):
         return y, (ops.stack(caches, axis=1), cross_cache)
 
 
-def bart_parameter_count(vocabulary_size, num_layers, hidden_size, intermediate_size,
-                         num_decoder_layers=None, max_sequence_length=1024, **unused):
-    """Parameters of a BartBackbone config, counted analytically (no weights built).
-
-    Includes the non-trainable final_logits_bias (vocabulary_size).
-    """
-    h, f = hidden_size, intermediate_size
-    num_decoder_layers = num_decoder_layers or num_layers
-    attention = 4 * h * h + 4 * h
-    feedforward = 2 * h * f + f + h
-    encoder = num_layers * (attention + feedforward + 4 * h)
-    decoder = num_decoder_layers * (2 * attention + feedforward + 6 * h)
-    embeddings = vocabulary_size * (h + 1) + 2 * (max_sequence_length * h + 2 * h)
-    return embeddings + encoder + decoder
-
-
 # Lewis et al. 2020: base 6+6 layers, 768 wide; large 12+12 layers, 1024 wide.
 BART_PRESETS = {
-    "bart-base": (dict(vocabulary_size=50265, num_layers=6, num_heads=12, hidden_size=768,
-                       intermediate_size=3072), "BART base, 139.4M parameters"),
-    "bart-large": (dict(vocabulary_size=50265, num_layers=12, num_heads=16, hidden_size=1024,
-                        intermediate_size=4096), "BART large, 406.3M parameters"),
+    "bart-base": BackbonePreset(
+        dict(vocabulary_size=50265, num_layers=6, num_heads=12, hidden_size=768,
+             intermediate_size=3072),
+        "BART base", 139_467_609),
+    "bart-large": BackbonePreset(
+        dict(vocabulary_size=50265, num_layers=12, num_heads=16, hidden_size=1024,
+             intermediate_size=4096),
+        "BART large", 406_337_625),
 }
 

@@ -19,7 +19,7 @@ import keras
 from keras_ctx.layers import PositionEmbedding, TokenEmbedding, TransformerEncoderStack
 from keras_ctx.layers import Dropout, _checks
 from keras_ctx.layers import normalization
-from keras_ctx.models.backbone import Backbone
+from keras_ctx.models.backbone import Backbone, BackbonePreset
 from keras_ctx.models.encoder import cls_pooler, encoder_inputs, post_ln_block_config
 
 
@@ -104,24 +104,18 @@ class BertBackbone(Backbone):
         }
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
         self._expose_encoder(inputs, x, stack, pooler)
-        self._token_embedding = token_embedding
-        self._config = {
-            "vocabulary_size": vocabulary_size,
-            "num_layers": num_layers,
-            "num_heads": num_heads,
-            "hidden_size": hidden_size,
-            "intermediate_size": intermediate_size,
-            "dropout": dropout,
-            "max_sequence_length": max_sequence_length,
-            "type_vocab_size": type_vocab_size,
-            "layer_norm_epsilon": layer_norm_epsilon,
-            "activation": activation,
-            "lookup": lookup,
-        }
+        self._record_config(locals(), token_embedding=token_embedding)
 
-    @property
-    def token_embedding(self):
-        return self._token_embedding
+    @classmethod
+    def analytic_parameter_count(cls, vocabulary_size, num_layers, num_heads, hidden_size,
+                                 intermediate_size, max_sequence_length=512, type_vocab_size=2,
+                                 **unused):
+        """Closed-form parameter count of a BertBackbone config (pooler included)."""
+        del num_heads, unused
+        h, f = hidden_size, intermediate_size
+        embeddings = (vocabulary_size + max_sequence_length + type_vocab_size) * h + 2 * h
+        layer = 4 * (h * h + h) + 2 * h + (h * f + f) + (f * h + h) + 2 * h
+        return embeddings + num_layers * layer + h * h + h
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
@@ -162,50 +156,49 @@ def _roberta(num_layers, hidden_size):
 
 
 BERT_PRESETS = {
-    "bert-tiny": (_bert(2, 128), "BERT L=2 H=128 (Turc et al. 2019), 4.4M"),
-    "bert-mini": (_bert(4, 256), "BERT L=4 H=256 (Turc et al. 2019), 11.2M"),
-    "bert-small": (_bert(4, 512), "BERT L=4 H=512 (Turc et al. 2019), 28.8M"),
-    "bert-medium": (_bert(8, 512), "BERT L=8 H=512 (Turc et al. 2019), 41.4M"),
-    "bert-base": (_bert(12, 768), "BERT-base uncased (Devlin et al. 2019), 109.5M"),
-    "bert-large": (_bert(24, 1024), "BERT-large uncased (Devlin et al. 2019), 335.1M"),
+    "bert-tiny": BackbonePreset(_bert(2, 128), "BERT L=2 H=128 (Turc et al. 2019)", 4_385_920),
+    "bert-mini": BackbonePreset(_bert(4, 256), "BERT L=4 H=256 (Turc et al. 2019)", 11_170_560),
+    "bert-small": BackbonePreset(_bert(4, 512), "BERT L=4 H=512 (Turc et al. 2019)", 28_763_648),
+    "bert-medium": BackbonePreset(_bert(8, 512), "BERT L=8 H=512 (Turc et al. 2019)", 41_373_184),
+    "bert-base": BackbonePreset(
+        _bert(12, 768),
+        "BERT-base uncased (Devlin et al. 2019)", 109_482_240),
+    "bert-large": BackbonePreset(
+        _bert(24, 1024),
+        "BERT-large uncased (Devlin et al. 2019)", 335_141_888),
 }
 
 ROBERTA_PRESETS = {
-    "roberta-base": (_roberta(12, 768), "RoBERTa-base (Liu et al. 2019), 124.6M"),
-    "roberta-large": (_roberta(24, 1024), "RoBERTa-large (Liu et al. 2019), 355.4M"),
+    "roberta-base": BackbonePreset(
+        _roberta(12, 768),
+        "RoBERTa-base (Liu et al. 2019)", 124_645_632),
+    "roberta-large": BackbonePreset(
+        _roberta(24, 1024),
+        "RoBERTa-large (Liu et al. 2019)", 355_359_744),
 }
 
 SPANBERT_PRESETS = {
     # SpanBERT (Joshi et al. 2020): BERT shapes, cased 28996-token vocabulary.
-    "spanbert-base": (_bert(12, 768, vocabulary_size=28996), "SpanBERT-base cased, 108.3M"),
-    "spanbert-large": (_bert(24, 1024, vocabulary_size=28996), "SpanBERT-large cased, 333.6M"),
+    "spanbert-base": BackbonePreset(
+        _bert(12, 768, vocabulary_size=28996),
+        "SpanBERT-base cased", 108_310_272),
+    "spanbert-large": BackbonePreset(
+        _bert(24, 1024, vocabulary_size=28996),
+        "SpanBERT-large cased", 333_579_264),
 }
 
 MBERT_PRESETS = {
     # mBERT (Devlin et al., multilingual/README.md): BERT-base over 104 languages,
     # pretrained as BERT is (MLM + NSP), not as SpanBERT.
-    "bert-base-multilingual-cased": (_bert(12, 768, vocabulary_size=119547),
-                                     "mBERT cased, 104 languages, 177.9M"),
-    "bert-base-multilingual-uncased": (_bert(12, 768, vocabulary_size=105879),
-                                       "mBERT uncased, 102 languages, 167.4M"),
+    "bert-base-multilingual-cased": BackbonePreset(
+        _bert(12, 768, vocabulary_size=119547),
+        "mBERT cased, 104 languages", 177_853_440),
+    "bert-base-multilingual-uncased": BackbonePreset(
+        _bert(12, 768, vocabulary_size=105879),
+        "mBERT uncased, 102 languages", 167_356_416),
 }
 
 
-
-def bert_parameter_count(vocabulary_size, num_layers, num_heads, hidden_size,
-                         intermediate_size, max_sequence_length=512, type_vocab_size=2,
-                         **unused):
-    """Closed-form parameter count of a BertBackbone config (pooler included)."""
-    del num_heads, unused
-    h, f = hidden_size, intermediate_size
-    embeddings = (vocabulary_size + max_sequence_length + type_vocab_size) * h + 2 * h
-    layer = 4 * (h * h + h) + 2 * h + (h * f + f) + (f * h + h) + 2 * h
-    return embeddings + num_layers * layer + h * h + h
-
-
 __all__ = ["BertBackbone", "RobertaBackbone", "BERT_PRESETS", "ROBERTA_PRESETS",
-           "SPANBERT_PRESETS", "MBERT_PRESETS", "bert_parameter_count"]
+           "SPANBERT_PRESETS", "MBERT_PRESETS"]
 
-
-# Lets `list_presets` count without building (keras_ctx.models.presets).
-BertBackbone.analytic_parameter_count = staticmethod(bert_parameter_count)

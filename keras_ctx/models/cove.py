@@ -26,7 +26,7 @@ from keras import ops
 
 from keras_ctx.layers import _checks
 from keras_ctx.layers.lstm import LSTMP
-from keras_ctx.models.backbone import Backbone
+from keras_ctx.models.backbone import Backbone, BackbonePreset
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
@@ -35,25 +35,30 @@ class CoveBackbone(Backbone):
 
     Args:
         vocabulary_size: rows of the word-vector table (id 0 = padding).
-        embedding_dim: size of the word vectors (300 for GloVe 840B).
-        hidden_dim: LSTM size per direction (300 in CoVe: outputs are 600).
+        embedding_size: size of the word vectors (300 for GloVe 840B).
+        hidden_size: LSTM size per direction (300 in CoVe: outputs are 600).
         num_layers: biLSTM layers (2 in CoVe).
-        embeddings: optional (vocabulary_size, embedding_dim) array of word
+        embeddings: optional (vocabulary_size, embedding_size) array of word
             vectors (e.g. from `keras_ctx.data.glove.glove_matrix`) copied in
             after building; not part of the config (it is a weight).
         trainable_embeddings: False keeps the word vectors fixed, as in CoVe.
         lstm_implementation: see `LSTMP` ("auto": cuDNN on GPU without XLA).
 
     Inputs: {"token_ids": int (batch, time), "padding_mask": (batch, time)}.
-    Outputs: {"sequence_output": (batch, time, 2 * hidden_dim),
+    Outputs: {"sequence_output": (batch, time, 2 * hidden_size),
     "hidden_states": [word vectors, biLSTM layer 1, ..., layer L]}.
+
+    Renamed arguments (configs saved with the old names still load):
+    `embedding_dim` -> `embedding_size`, `hidden_dim` -> `hidden_size`.
     """
+
+    renamed_arguments = {"embedding_dim": "embedding_size", "hidden_dim": "hidden_size"}
 
     def __init__(
         self,
         vocabulary_size,
-        embedding_dim=300,
-        hidden_dim=300,
+        embedding_size=300,
+        hidden_size=300,
         num_layers=2,
         embeddings=None,
         trainable_embeddings=False,
@@ -64,7 +69,7 @@ class CoveBackbone(Backbone):
         token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
         padding_mask = keras.Input(shape=(None,), dtype="int32", name="padding_mask")
         embedding = keras.layers.Embedding(
-            vocabulary_size, embedding_dim, trainable=trainable_embeddings, dtype=dtype,
+            vocabulary_size, embedding_size, trainable=trainable_embeddings, dtype=dtype,
             name="word_embedding",
         )
         mask = ops.cast(padding_mask, "bool")
@@ -72,7 +77,7 @@ class CoveBackbone(Backbone):
         hidden_states = [x]
         for j in range(num_layers):
             outputs = [
-                LSTMP(hidden_dim, reverse=reverse, implementation=lstm_implementation,
+                LSTMP(hidden_size, reverse=reverse, implementation=lstm_implementation,
                       dtype=dtype, name=f"{'backward' if reverse else 'forward'}_lstm_{j}")(
                     x, mask=mask)
                 for reverse in (False, True)
@@ -85,42 +90,40 @@ class CoveBackbone(Backbone):
             dtype=dtype,
             **kwargs,
         )
-        self.word_embedding = embedding
         if embeddings is not None:
             embeddings = np.asarray(embeddings, "float32")
-            if embeddings.shape != (vocabulary_size, embedding_dim):
+            if embeddings.shape != (vocabulary_size, embedding_size):
                 raise ValueError(
                     f"`embeddings` has shape {embeddings.shape}, expected "
-                    f"(vocabulary_size, embedding_dim) = ({vocabulary_size}, {embedding_dim})."
+                    f"(vocabulary_size, embedding_size) = ({vocabulary_size}, {embedding_size})."
                 )
             embedding.embeddings.assign(embeddings)
-        self.embedding_dim = embedding_dim
-        self.hidden_dim = hidden_dim
-        self._config = {
-            "vocabulary_size": vocabulary_size,
-            "embedding_dim": embedding_dim,
-            "hidden_dim": hidden_dim,
-            "num_layers": num_layers,
-            "trainable_embeddings": trainable_embeddings,
-            "lstm_implementation": lstm_implementation,
-        }
-
-    @property
-    def token_embedding(self):
-        return self.word_embedding
+        self._record_config(locals(), token_embedding=embedding, exclude=("embeddings",))
 
     @property
     def output_dim(self):
-        return 2 * self.hidden_dim
+        return 2 * self.hidden_size
+
+    @classmethod
+    def analytic_parameter_count(cls, vocabulary_size, embedding_size=300, hidden_size=300,
+                                 num_layers=2, **unused):
+        """Parameters of a CoveBackbone config: the word table, then per biLSTM layer two
+        LSTMs of W (in x 4h), U (h x 4h), b (4h)."""
+        del unused
+        total, width = vocabulary_size * embedding_size, embedding_size
+        for _ in range(num_layers):
+            total += 2 * (4 * hidden_size * (width + hidden_size) + 4 * hidden_size)
+            width = 2 * hidden_size
+        return total
 
 
 # McCann et al., 2017: GloVe 840B (300d) inputs, 2-layer biLSTM of 300 per direction.
 # The published model uses GloVe's 2.2M-word table; the preset keeps a 100k
 # vocabulary (load your own table with glove_matrix).
 COVE_PRESETS = {
-    "cove-base": (dict(vocabulary_size=100_000, embedding_dim=300, hidden_dim=300,
-                       num_layers=2),
-                  "CoVe MT-LSTM (McCann et al., 2017), 100k-word GloVe table"),
+    "cove-base": BackbonePreset(
+        dict(vocabulary_size=100_000, embedding_size=300, hidden_size=300, num_layers=2),
+        "CoVe MT-LSTM (McCann et al., 2017), 100k-word GloVe table", 33_604_800),
 }
 
 
@@ -227,7 +230,7 @@ class Cove(keras.layers.Layer):
         inputs: int token ids (batch, time) in the backbone's vocabulary, 0 = padding.
 
     Returns:
-        (batch, time, embedding_dim + 2 * hidden_dim), with a (batch, time) mask.
+        (batch, time, embedding_size + 2 * hidden_size), with a (batch, time) mask.
 
     Example:
     >>> ids = keras.Input((None,), dtype="int32")
@@ -270,7 +273,7 @@ class Cove(keras.layers.Layer):
         return ops.not_equal(inputs, 0)
 
     def compute_output_shape(self, input_shape):
-        return tuple(input_shape) + (self.backbone.embedding_dim + self.backbone.output_dim,)
+        return tuple(input_shape) + (self.backbone.embedding_size + self.backbone.output_dim,)
 
     def get_config(self):
         config = super().get_config()

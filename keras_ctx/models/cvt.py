@@ -161,25 +161,7 @@ class CvtEncoder(Backbone):
             layers[f"bilstm_{i}"] = keras.layers.Concatenate(dtype=dtype, name=f"bilstm_{i}")
         super().__init__(inputs=inputs, outputs=_encode(layers, inputs), dtype=dtype, **kwargs)
         self._layers_by_role = layers
-        self._token_embedding = layers["token_embedding"]
-        self.vocabulary_size = vocabulary_size
-        self.first_layer_size = first_layer_size
-        self.second_layer_size = second_layer_size
-        self.projection_size = projection_size
-        self.dropout = dropout
-        self._config = {
-            "vocabulary_size": vocabulary_size, "embedding_size": embedding_size,
-            "first_layer_size": first_layer_size, "second_layer_size": second_layer_size,
-            "projection_size": projection_size, "filters": filters,
-            "character_embedding_size": character_embedding_size,
-            "max_characters_per_token": max_characters_per_token,
-            "character_vocabulary_size": character_vocabulary_size, "dropout": dropout,
-            "lstm_implementation": lstm_implementation,
-        }
-
-    @property
-    def token_embedding(self):
-        return self._token_embedding
+        self._record_config(locals(), token_embedding=layers["token_embedding"])
 
     @property
     def output_sizes(self):

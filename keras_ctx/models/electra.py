@@ -22,7 +22,7 @@ import keras
 from keras_ctx.layers import PositionEmbedding, TokenEmbedding, TransformerEncoderStack
 from keras_ctx.layers import Dropout, _checks
 from keras_ctx.layers import dense, normalization
-from keras_ctx.models.backbone import Backbone
+from keras_ctx.models.backbone import Backbone, BackbonePreset
 from keras_ctx.models.encoder import encoder_inputs, post_ln_block_config
 
 EMBEDDING_LAYERS = ("token_embedding", "position_embedding", "segment_embedding",
@@ -144,25 +144,21 @@ class ElectraBackbone(Backbone):
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
         self._expose_encoder(inputs, x, stack)
         self._embedding_layers = layers
-        self._token_embedding = layers["token_embedding"]
-        self._config = {
-            "vocabulary_size": vocabulary_size,
-            "num_layers": num_layers,
-            "num_heads": num_heads,
-            "hidden_size": hidden_size,
-            "intermediate_size": intermediate_size,
-            "embedding_size": embedding_size,
-            "dropout": dropout,
-            "max_sequence_length": max_sequence_length,
-            "type_vocab_size": type_vocab_size,
-            "layer_norm_epsilon": layer_norm_epsilon,
-            "activation": activation,
-            "lookup": lookup,
-        }
+        self._record_config(locals(), token_embedding=layers["token_embedding"],
+                            exclude=("shared_embeddings",))
 
-    @property
-    def token_embedding(self):
-        return self._token_embedding
+    @classmethod
+    def analytic_parameter_count(cls, vocabulary_size, num_layers, num_heads, hidden_size,
+                                 intermediate_size, embedding_size=None,
+                                 max_sequence_length=512, type_vocab_size=2, **unused):
+        """Closed-form parameter count of an ElectraBackbone config (no pooler, no head)."""
+        del num_heads, unused
+        h, f = hidden_size, intermediate_size
+        e = embedding_size or h
+        embeddings = (vocabulary_size + max_sequence_length + type_vocab_size) * e + 2 * e
+        projection = (e * h + h) if e != h else 0
+        layer = 4 * (h * h + h) + 2 * h + (h * f + f) + (f * h + h) + 2 * h
+        return embeddings + projection + num_layers * layer
 
     @property
     def embedding_layers(self):
@@ -216,19 +212,6 @@ def electra_generator(discriminator, hidden_fraction=0.25, layer_fraction=1.0, n
     return ElectraBackbone(shared_embeddings=discriminator, **config)
 
 
-def electra_parameter_count(vocabulary_size, num_layers, num_heads, hidden_size,
-                            intermediate_size, embedding_size=None, max_sequence_length=512,
-                            type_vocab_size=2, **unused):
-    """Closed-form parameter count of an ElectraBackbone config (no pooler, no head)."""
-    del num_heads, unused
-    h, f = hidden_size, intermediate_size
-    e = embedding_size or h
-    embeddings = (vocabulary_size + max_sequence_length + type_vocab_size) * e + 2 * e
-    projection = (e * h + h) if e != h else 0
-    layer = 4 * (h * h + h) + 2 * h + (h * f + f) + (f * h + h) + 2 * h
-    return embeddings + projection + num_layers * layer
-
-
 def _electra(num_layers, hidden_size, num_heads, embedding_size=None):
     # Clark et al. 2020, Table 6; BERT's uncased 30522 WordPiece, 512 positions,
     # 2 segments; FFN = 4H.
@@ -240,12 +223,15 @@ def _electra(num_layers, hidden_size, num_heads, embedding_size=None):
 # Discriminator parameter counts as released (Hugging Face ElectraModel: no
 # pooler, no RTD head): 13.5M / 108.9M / 334.1M.
 ELECTRA_PRESETS = {
-    "electra-small": (_electra(12, 256, 4, embedding_size=128),
-                      "ELECTRA-small discriminator (Clark et al. 2020), E=128, 13.5M"),
-    "electra-base": (_electra(12, 768, 12),
-                     "ELECTRA-base discriminator (Clark et al. 2020), 108.9M"),
-    "electra-large": (_electra(24, 1024, 16),
-                      "ELECTRA-large discriminator (Clark et al. 2020), 334.1M"),
+    "electra-small": BackbonePreset(
+        _electra(12, 256, 4, embedding_size=128),
+        "ELECTRA-small discriminator (Clark et al. 2020), E=128", 13_483_008),
+    "electra-base": BackbonePreset(
+        _electra(12, 768, 12),
+        "ELECTRA-base discriminator (Clark et al. 2020)", 108_891_648),
+    "electra-large": BackbonePreset(
+        _electra(24, 1024, 16),
+        "ELECTRA-large discriminator (Clark et al. 2020)", 334_092_288),
 }
 
 # Generator hidden-size fraction per size (Clark et al. 2020, Table 6).
@@ -253,10 +239,6 @@ ELECTRA_GENERATOR_FRACTIONS = {"electra-small": 1 / 4, "electra-base": 1 / 3,
                                "electra-large": 1 / 4}
 
 
-
 __all__ = ["ElectraBackbone", "ELECTRA_PRESETS", "ELECTRA_GENERATOR_FRACTIONS",
-           "electra_generator", "electra_parameter_count", "generator_config"]
+           "electra_generator", "generator_config"]
 
-
-# Lets `list_presets` count without building (keras_ctx.models.presets).
-ElectraBackbone.analytic_parameter_count = staticmethod(electra_parameter_count)

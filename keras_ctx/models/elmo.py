@@ -23,7 +23,7 @@ from keras_ctx.layers.char_cnn import ELMO_FILTERS, CharCNNHighwayEmbedder
 from keras_ctx.layers.dropout import Dropout
 from keras_ctx.layers.lstm import LSTMP
 from keras_ctx.layers.scalar_mix import ScalarMix
-from keras_ctx.models.backbone import Backbone
+from keras_ctx.models.backbone import Backbone, BackbonePreset
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
@@ -119,55 +119,39 @@ class ElmoBackbone(Backbone):
             **kwargs,
         )
         self.token_embedder = embedder
-        self.projection_dim = projection_dim
-        self.num_layers = num_layers
-        self._config = {
-            "projection_dim": projection_dim,
-            "lstm_units": lstm_units,
-            "num_layers": num_layers,
-            "filters": filters,
-            "num_highway_layers": num_highway_layers,
-            "cell_clip": cell_clip,
-            "projection_clip": projection_clip,
-            "use_residual": use_residual,
-            "dropout": dropout,
-            "max_characters_per_token": max_characters_per_token,
-            "character_embedding_dim": character_embedding_dim,
-            "lstm_implementation": lstm_implementation,
-        }
-
-    @property
-    def token_embedding(self):
-        return self.token_embedder
+        self._record_config(locals(), token_embedding=embedder)
 
     @property
     def output_dim(self):
         return 2 * self.projection_dim
 
-
-def elmo_parameter_count(
-    projection_dim, lstm_units, num_layers=2, filters=ELMO_FILTERS, num_highway_layers=2,
-    character_embedding_dim=16, num_characters=262,
-):
-    """Analytic parameter count of `ElmoBackbone` (no softmax), for the presets table."""
-    cnn_features = sum(count for _, count in filters)
-    embedder = num_characters * character_embedding_dim
-    embedder += sum(w * character_embedding_dim * c + c for w, c in filters)
-    embedder += num_highway_layers * 2 * (cnn_features * cnn_features + cnn_features)
-    embedder += cnn_features * projection_dim + projection_dim
-    lstm = 2 * projection_dim * 4 * lstm_units + 4 * lstm_units + lstm_units * projection_dim
-    return embedder + 2 * num_layers * lstm
+    @classmethod
+    def analytic_parameter_count(cls, projection_dim, lstm_units, num_layers=2,
+                                 filters=ELMO_FILTERS, num_highway_layers=2,
+                                 character_embedding_dim=16, num_characters=262, **unused):
+        """Analytic parameter count of `ElmoBackbone` (no softmax), for the presets table."""
+        del unused
+        cnn_features = sum(count for _, count in filters)
+        embedder = num_characters * character_embedding_dim
+        embedder += sum(w * character_embedding_dim * c + c for w, c in filters)
+        embedder += num_highway_layers * 2 * (cnn_features * cnn_features + cnn_features)
+        embedder += cnn_features * projection_dim + projection_dim
+        lstm = 2 * projection_dim * 4 * lstm_units + 4 * lstm_units + lstm_units * projection_dim
+        return embedder + 2 * num_layers * lstm
 
 
 # Published bilm-tf / allennlp options files (Peters et al., 2018; allennlp ELMo page):
 # small 13.6M, medium 28.0M, original 93.6M parameters without the softmax.
 ELMO_PRESETS = {
-    "elmo-small": (dict(projection_dim=128, lstm_units=1024, num_highway_layers=1),
-                   "ELMo small (Peters et al., 2018)"),
-    "elmo-medium": (dict(projection_dim=256, lstm_units=2048, num_highway_layers=1),
-                    "ELMo medium (Peters et al., 2018)"),
-    "elmo-original": (dict(projection_dim=512, lstm_units=4096, num_highway_layers=2),
-                      "ELMo original (Peters et al., 2018)"),
+    "elmo-small": BackbonePreset(
+        dict(projection_dim=128, lstm_units=1024, num_highway_layers=1),
+        "ELMo small (Peters et al., 2018)", 13_593_312),
+    "elmo-medium": BackbonePreset(
+        dict(projection_dim=256, lstm_units=2048, num_highway_layers=1),
+        "ELMo medium (Peters et al., 2018)", 28_027_744),
+    "elmo-original": BackbonePreset(
+        dict(projection_dim=512, lstm_units=4096, num_highway_layers=2),
+        "ELMo original (Peters et al., 2018)", 93_600_864),
 }
 
 
@@ -280,6 +264,3 @@ class Elmo(keras.layers.Layer):
         )
         return config
 
-
-# Lets `list_presets` count without building (keras_ctx.models.presets).
-ElmoBackbone.analytic_parameter_count = staticmethod(elmo_parameter_count)

@@ -1,3 +1,4 @@
+from keras_ctx.models.backbone import BackbonePreset
 """ERNIE 1.0 (Sun et al. 2019): BERT's network, pretrained with knowledge masking.
 
 ERNIE keeps BERT's multi-layer Transformer encoder (Sec. 3.1) and changes
@@ -29,7 +30,9 @@ def _ernie(num_layers, hidden_size):
 
 
 ERNIE_PRESETS = {
-    "ernie-1.0-base": (_ernie(12, 768), "ERNIE 1.0 base, Chinese (Sun et al. 2019), 99.9M"),
+    "ernie-1.0-base": BackbonePreset(
+        _ernie(12, 768),
+        "ERNIE 1.0 base, Chinese (Sun et al. 2019)", 99_866_112),
 }
 
 __all__ = ["ERNIE_PRESETS", "ERNIE_VOCABULARY_SIZE"]

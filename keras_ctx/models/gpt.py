@@ -17,7 +17,7 @@ from keras import ops
 
 from keras_ctx.layers import Dropout, PositionEmbedding, TokenEmbedding, TransformerDecoderBlock
 from keras_ctx.layers import normalization
-from keras_ctx.models.backbone import Backbone
+from keras_ctx.models.backbone import Backbone, BackbonePreset
 
 ATTENTION_TYPES = ("dense", "local")
 
@@ -181,41 +181,30 @@ class GPTBackbone(Backbone):
             dtype=dtype,
             **kwargs,
         )
-        self._token_embedding = token_embedding
         self.position_embedding = position_embedding
         self.embedding_dropout = embedding_dropout
         self.blocks = blocks
         self.final_norm = final_norm
         self.attention_types = layer_types
         head_size = head_size or hidden_size // num_heads
-        self._config = {
-            "vocabulary_size": vocabulary_size,
-            "num_layers": num_layers,
-            "num_heads": num_heads,
-            "hidden_size": hidden_size,
-            "intermediate_size": intermediate_size,
-            "max_sequence_length": max_sequence_length,
-            "dropout": dropout,
-            "normalize_first": normalize_first,
-            "layer_norm_epsilon": layer_norm_epsilon,
-            "scale_residual_init": scale_residual_init,
-            "activation": activation,
-            "lookup": lookup,
-            "head_size": head_size,
-            "attention_pattern": attention_pattern,
-            "window_size": window_size,
-            "attention_scale": attention_scale,
-            "use_qkv_bias": use_qkv_bias,
-        }
-
-    @property
-    def token_embedding(self):
-        return self._token_embedding
+        self._record_config(locals(), token_embedding=token_embedding)
 
     @classmethod
-    def analytic_parameter_count(cls, **config):
-        """Parameter count of a config without building weights (for big presets)."""
-        return gpt_parameter_count(**config)
+    def analytic_parameter_count(cls, vocabulary_size, num_layers, hidden_size,
+                                 intermediate_size, max_sequence_length=1024,
+                                 normalize_first=True, num_heads=None, head_size=None,
+                                 use_qkv_bias=True, **unused):
+        """Parameters of a GPTBackbone config, counted analytically (no weights built)."""
+        h, f = hidden_size, intermediate_size
+        a = num_heads * head_size if head_size else h  # the attention's inner width
+        attention = 3 * h * a + a * h + h + (3 * a if use_qkv_bias else 0)
+        feedforward = 2 * h * f + f + h
+        norms = 2 * 2 * h
+        total = vocabulary_size * h + max_sequence_length * h
+        total += num_layers * (attention + feedforward + norms)
+        if normalize_first:
+            total += 2 * h
+        return total
 
     def logits(self, hidden):
         """Next-token logits from hidden states, tied to the input embeddings."""
@@ -252,22 +241,6 @@ class GPTBackbone(Backbone):
         return x, ops.stack(caches, axis=1)
 
 
-def gpt_parameter_count(vocabulary_size, num_layers, hidden_size, intermediate_size,
-                        max_sequence_length=1024, normalize_first=True, num_heads=None,
-                        head_size=None, use_qkv_bias=True, **unused):
-    """Parameters of a GPTBackbone config, counted analytically (no weights built)."""
-    h, f = hidden_size, intermediate_size
-    a = num_heads * head_size if head_size else h  # the attention's inner width
-    attention = 3 * h * a + a * h + h + (3 * a if use_qkv_bias else 0)
-    feedforward = 2 * h * f + f + h
-    norms = 2 * 2 * h
-    total = vocabulary_size * h + max_sequence_length * h
-    total += num_layers * (attention + feedforward + norms)
-    if normalize_first:
-        total += 2 * h
-    return total
-
-
 def _gpt2(num_layers, num_heads, hidden_size):
     return dict(vocabulary_size=50257, num_layers=num_layers, num_heads=num_heads,
                 hidden_size=hidden_size, intermediate_size=4 * hidden_size,
@@ -277,17 +250,18 @@ def _gpt2(num_layers, num_heads, hidden_size):
 GPT_PRESETS = {
     # Radford et al. 2018: 12 layers, 768 wide, 12 heads, 3072 FFN, 512 positions,
     # a 40,000-merge BPE vocabulary (40478 ids).
-    "gpt": (dict(vocabulary_size=40478, num_layers=12, num_heads=12, hidden_size=768,
-                 intermediate_size=3072, max_sequence_length=512, normalize_first=False),
-            "GPT (Radford et al., 2018), 116.5M parameters"),
+    "gpt": BackbonePreset(
+        dict(vocabulary_size=40478, num_layers=12, num_heads=12, hidden_size=768,
+             intermediate_size=3072, max_sequence_length=512, normalize_first=False),
+        "GPT (Radford et al., 2018)", 116_534_784),
 }
 
 GPT2_PRESETS = {
     # Radford et al. 2019, Table 2.
-    "gpt2": (_gpt2(12, 12, 768), "GPT-2 small, 124.4M parameters"),
-    "gpt2-medium": (_gpt2(24, 16, 1024), "GPT-2 medium, 354.8M parameters"),
-    "gpt2-large": (_gpt2(36, 20, 1280), "GPT-2 large, 774M parameters"),
-    "gpt2-xl": (_gpt2(48, 25, 1600), "GPT-2 XL, 1.56B parameters"),
+    "gpt2": BackbonePreset(_gpt2(12, 12, 768), "GPT-2 small", 124_439_808),
+    "gpt2-medium": BackbonePreset(_gpt2(24, 16, 1024), "GPT-2 medium", 354_823_168),
+    "gpt2-large": BackbonePreset(_gpt2(36, 20, 1280), "GPT-2 large", 774_030_080),
+    "gpt2-xl": BackbonePreset(_gpt2(48, 25, 1600), "GPT-2 XL", 1_557_611_200),
 }
 
 
@@ -301,26 +275,36 @@ def _gpt3(num_layers, hidden_size, num_heads, head_size):
                 attention_pattern="alternating", window_size=256)
 
 
-# Brown et al. 2020, Table 2.1: (n_layers, d_model, n_heads, d_head) and the
-# table's rounded parameter count; `list_presets` prints ours, counted from the
-# config (tests/models/test_gpt3.py compares them).
-GPT3_TABLE = {
-    "gpt3-small": ("Small", (12, 768, 12, 64), "125M"),
-    "gpt3-medium": ("Medium", (24, 1024, 16, 64), "350M"),
-    "gpt3-large": ("Large", (24, 1536, 16, 96), "760M"),
+# Brown et al. 2020, Table 2.1: (n_layers, d_model, n_heads, d_head); the paper's
+# rounded n_params are in tests/models/test_gpt3.py, beside these exact counts.
+GPT3_PRESETS = {
+    "gpt3-small": BackbonePreset(
+        _gpt3(12, 768, 12, 64),
+        "GPT-3 Small (Brown et al. 2020)", 125_226_240),
+    "gpt3-medium": BackbonePreset(
+        _gpt3(24, 1024, 16, 64),
+        "GPT-3 Medium (Brown et al. 2020)", 355_871_744),
+    "gpt3-large": BackbonePreset(
+        _gpt3(24, 1536, 16, 96),
+        "GPT-3 Large (Brown et al. 2020)", 760_300_032),
     # The row is inconsistent: 24 heads x 128 = 3072 != d_model 2048. Taken
     # literally (as here) it counts 1.52B; 16 heads of 128 would give 1.32B.
-    "gpt3-xl": ("XL", (24, 2048, 24, 128), "1.3B"),
-    "gpt3-2.7b": ("2.7B", (32, 2560, 32, 80), "2.7B"),
-    "gpt3-6.7b": ("6.7B", (32, 4096, 32, 128), "6.7B"),
-    "gpt3-13b": ("13B", (40, 5140, 40, 128), "13.0B"),
-    "gpt3-175b": ("175B", (96, 12288, 96, 128), "175.0B"),
+    "gpt3-xl": BackbonePreset(
+        _gpt3(24, 2048, 24, 128),
+        "GPT-3 XL (Brown et al. 2020)", 1_517_123_584),
+    "gpt3-2.7b": BackbonePreset(
+        _gpt3(32, 2560, 32, 80),
+        "GPT-3 2.7B (Brown et al. 2020)", 2_651_553_280),
+    "gpt3-6.7b": BackbonePreset(
+        _gpt3(32, 4096, 32, 128),
+        "GPT-3 6.7B (Brown et al. 2020)", 6_658_404_352),
+    "gpt3-13b": BackbonePreset(
+        _gpt3(40, 5140, 40, 128),
+        "GPT-3 13B (Brown et al. 2020)", 12_936_488_380),
+    "gpt3-175b": BackbonePreset(
+        _gpt3(96, 12288, 96, 128),
+        "GPT-3 175B (Brown et al. 2020)", 174_604_259_328),
 }
-GPT3_PRESETS = {}
-for _name, (_label, _shape, _published) in GPT3_TABLE.items():
-    _config = _gpt3(*_shape)
-    GPT3_PRESETS[_name] = (_config, f"GPT-3 {_label} (Brown et al. 2020, Table 2.1: {_published}; "
-                                    f"counted: {gpt_parameter_count(**_config) / 1e9:.3f}B)")
 
 
 def _gpt_neo(num_layers, hidden_size, num_heads):
@@ -335,7 +319,11 @@ def _gpt_neo(num_layers, hidden_size, num_heads):
 
 
 GPT_NEO_PRESETS = {
-    "gpt-neo-125m": (_gpt_neo(12, 768, 12), "GPT-Neo 125M (EleutherAI), 125.2M parameters"),
-    "gpt-neo-1.3b": (_gpt_neo(24, 2048, 16), "GPT-Neo 1.3B (EleutherAI), 1.32B parameters"),
-    "gpt-neo-2.7b": (_gpt_neo(32, 2560, 20), "GPT-Neo 2.7B (EleutherAI), 2.65B parameters"),
+    "gpt-neo-125m": BackbonePreset(_gpt_neo(12, 768, 12), "GPT-Neo 125M (EleutherAI)", 125_198_592),
+    "gpt-neo-1.3b": BackbonePreset(
+        _gpt_neo(24, 2048, 16),
+        "GPT-Neo 1.3B (EleutherAI)", 1_315_575_808),
+    "gpt-neo-2.7b": BackbonePreset(
+        _gpt_neo(32, 2560, 20),
+        "GPT-Neo 2.7B (EleutherAI)", 2_651_307_520),
 }

@@ -30,6 +30,7 @@ from keras_ctx.layers import normalization
 from keras_ctx.models.backbone import (
     ENCODER_DECODER_INPUTS,
     Backbone,
+    BackbonePreset,
     encoder_decoder_inputs,
     encoder_decoder_outputs,
 )
@@ -184,43 +185,31 @@ class T5Backbone(Backbone):
                 vocabulary_size, use_bias=False, dtype=dtype, name="lm_head",
                 kernel_initializer=keras.initializers.RandomNormal(stddev=hidden_size**-0.5))
             self.lm_head.build((None, None, hidden_size))
-        self._token_embedding = token_embedding
         self.encoder_blocks = encoder_blocks
         self.decoder_blocks = decoder_blocks
         self.encoder_bias = encoder_bias
         self.decoder_bias = decoder_bias
         self.encoder_norm = encoder_norm
         self.decoder_norm = decoder_norm
-        self.hidden_size = hidden_size
-        self.num_heads = num_heads
-        self._config = {
-            "vocabulary_size": vocabulary_size,
-            "num_layers": num_layers,
-            "num_heads": num_heads,
-            "hidden_size": hidden_size,
-            "intermediate_size": intermediate_size,
-            "num_decoder_layers": num_decoder_layers,
-            "dropout": dropout,
-            "activation": activation,
-            "layer_norm_epsilon": layer_norm_epsilon,
-            "num_buckets": num_buckets,
-            "max_distance": max_distance,
-            "lookup": lookup,
-            "head_size": head_size,
-            "gated_feedforward": gated_feedforward,
-            "tie_embeddings": tie_embeddings,
-            "scale_decoder_outputs": (bool(tie_embeddings) if scale_decoder_outputs is None
-                                      else bool(scale_decoder_outputs)),
-        }
-
-    @property
-    def token_embedding(self):
-        return self._token_embedding
+        scale_decoder_outputs = (bool(tie_embeddings) if scale_decoder_outputs is None
+                                 else bool(scale_decoder_outputs))
+        self._record_config(locals(), token_embedding=token_embedding)
 
     @classmethod
-    def analytic_parameter_count(cls, **config):
-        """Parameter count of a config without building weights (for big presets)."""
-        return t5_parameter_count(**config)
+    def analytic_parameter_count(cls, vocabulary_size, num_layers, num_heads, hidden_size,
+                                 intermediate_size, num_decoder_layers=None, num_buckets=32,
+                                 head_size=None, gated_feedforward=False, tie_embeddings=True,
+                                 **unused):
+        """Parameters of a T5Backbone config, counted analytically (no weights built)."""
+        h, f = hidden_size, intermediate_size
+        inner = num_heads * (head_size or h // num_heads)
+        num_decoder_layers = num_decoder_layers or num_layers
+        attention, feedforward = 4 * h * inner, (3 if gated_feedforward else 2) * h * f
+        encoder = num_layers * (attention + feedforward + 2 * h) + num_buckets * num_heads + h
+        decoder = (num_decoder_layers * (2 * attention + feedforward + 3 * h)
+                   + num_buckets * num_heads + h)
+        embeddings = vocabulary_size * h * (1 if tie_embeddings else 2)
+        return embeddings + encoder + decoder
 
     def logits(self, hidden):
         if self.scale_decoder_outputs:
@@ -273,21 +262,6 @@ class T5Backbone(Backbone):
         return self.decoder_norm(y), (ops.stack(caches, axis=1), cross_cache)
 
 
-def t5_parameter_count(vocabulary_size, num_layers, num_heads, hidden_size, intermediate_size,
-                       num_decoder_layers=None, num_buckets=32, head_size=None,
-                       gated_feedforward=False, tie_embeddings=True, **unused):
-    """Parameters of a T5Backbone config, counted analytically (no weights built)."""
-    h, f = hidden_size, intermediate_size
-    inner = num_heads * (head_size or h // num_heads)
-    num_decoder_layers = num_decoder_layers or num_layers
-    attention, feedforward = 4 * h * inner, (3 if gated_feedforward else 2) * h * f
-    encoder = num_layers * (attention + feedforward + 2 * h) + num_buckets * num_heads + h
-    decoder = (num_decoder_layers * (2 * attention + feedforward + 3 * h)
-               + num_buckets * num_heads + h)
-    embeddings = vocabulary_size * h * (1 if tie_embeddings else 2)
-    return embeddings + encoder + decoder
-
-
 def _v1_1(vocabulary_size, hidden_size, num_layers, num_heads, intermediate_size):
     # t5.1.1 / mT5 gin: d_kv 64, gated GELU ("gelu", "linear"), untied
     # softmax, dropout_rate 0.0 in pretraining.
@@ -304,29 +278,51 @@ T5_PRESETS = {
     # T5 v1.0: Raffel et al. 2020, Sec. 3.7 / Table 14; 3B and 11B from the
     # released bi_v1_3B.gin / bi_v1_11B.gin (d_kv 128, heads * d_kv != d_model).
     # Parameter counts as HF T5ForConditionalGeneration counts them (tied).
-    "t5-small": (dict(vocabulary_size=T5_VOCABULARY, num_layers=6, num_heads=8, hidden_size=512,
-                      intermediate_size=2048), "T5 small, 60.5M parameters"),
-    "t5-base": (dict(vocabulary_size=T5_VOCABULARY, num_layers=12, num_heads=12,
-                     hidden_size=768, intermediate_size=3072), "T5 base, 222.9M parameters"),
-    "t5-large": (dict(vocabulary_size=T5_VOCABULARY, num_layers=24, num_heads=16,
-                      hidden_size=1024, intermediate_size=4096), "T5 large, 737.7M parameters"),
-    "t5-3b": (dict(vocabulary_size=T5_VOCABULARY, num_layers=24, num_heads=32, hidden_size=1024,
-                   intermediate_size=16384, head_size=128), "T5 3B, 2.85B parameters"),
-    "t5-11b": (dict(vocabulary_size=T5_VOCABULARY, num_layers=24, num_heads=128,
-                    hidden_size=1024, intermediate_size=65536, head_size=128),
-               "T5 11B, 11.3B parameters"),
+    "t5-small": BackbonePreset(
+        dict(vocabulary_size=T5_VOCABULARY, num_layers=6, num_heads=8, hidden_size=512,
+             intermediate_size=2048),
+        "T5 small", 60_506_624),
+    "t5-base": BackbonePreset(
+        dict(vocabulary_size=T5_VOCABULARY, num_layers=12, num_heads=12,
+             hidden_size=768, intermediate_size=3072),
+        "T5 base", 222_903_552),
+    "t5-large": BackbonePreset(
+        dict(vocabulary_size=T5_VOCABULARY, num_layers=24, num_heads=16,
+             hidden_size=1024, intermediate_size=4096),
+        "T5 large", 737_668_096),
+    "t5-3b": BackbonePreset(
+        dict(vocabulary_size=T5_VOCABULARY, num_layers=24, num_heads=32, hidden_size=1024,
+             intermediate_size=16384, head_size=128),
+        "T5 3B", 2_851_598_336),
+    "t5-11b": BackbonePreset(
+        dict(vocabulary_size=T5_VOCABULARY, num_layers=24, num_heads=128,
+             hidden_size=1024, intermediate_size=65536, head_size=128),
+        "T5 11B", 11_307_321_344),
     # T5 v1.1: the released t5.1.1.{small,base,large,xl,xxl}.gin.
-    "t5.1.1-small": (_v1_1(T5_VOCABULARY, 512, 8, 6, 1024), "T5 v1.1 small, 77.0M parameters"),
-    "t5.1.1-base": (_v1_1(T5_VOCABULARY, 768, 12, 12, 2048), "T5 v1.1 base, 247.6M parameters"),
-    "t5.1.1-large": (_v1_1(T5_VOCABULARY, 1024, 24, 16, 2816),
-                     "T5 v1.1 large, 783.2M parameters"),
-    "t5.1.1-xl": (_v1_1(T5_VOCABULARY, 2048, 24, 32, 5120), "T5 v1.1 XL, 2.85B parameters"),
-    "t5.1.1-xxl": (_v1_1(T5_VOCABULARY, 4096, 24, 64, 10240), "T5 v1.1 XXL, 11.1B parameters"),
+    "t5.1.1-small": BackbonePreset(
+        _v1_1(T5_VOCABULARY, 512, 8, 6, 1024),
+        "T5 v1.1 small", 76_961_152),
+    "t5.1.1-base": BackbonePreset(
+        _v1_1(T5_VOCABULARY, 768, 12, 12, 2048),
+        "T5 v1.1 base", 247_577_856),
+    "t5.1.1-large": BackbonePreset(
+        _v1_1(T5_VOCABULARY, 1024, 24, 16, 2816),
+        "T5 v1.1 large", 783_150_080),
+    "t5.1.1-xl": BackbonePreset(
+        _v1_1(T5_VOCABULARY, 2048, 24, 32, 5120),
+        "T5 v1.1 XL", 2_849_757_184),
+    "t5.1.1-xxl": BackbonePreset(
+        _v1_1(T5_VOCABULARY, 4096, 24, 64, 10240),
+        "T5 v1.1 XXL", 11_135_332_352),
     # mT5 (Xue et al. 2021): the T5 v1.1 shapes with a 250k vocabulary
     # (t5x/examples/t5/mt5/*.gin; base as HF google/mt5-base).
-    "mt5-small": (_v1_1(MT5_VOCABULARY, 512, 8, 6, 1024), "mT5 small, 300M parameters"),
-    "mt5-base": (_v1_1(MT5_VOCABULARY, 768, 12, 12, 2048), "mT5 base, 580M parameters"),
-    "mt5-large": (_v1_1(MT5_VOCABULARY, 1024, 24, 16, 2816), "mT5 large, 1.2B parameters"),
-    "mt5-xl": (_v1_1(MT5_VOCABULARY, 2048, 24, 32, 5120), "mT5 XL, 3.7B parameters"),
-    "mt5-xxl": (_v1_1(MT5_VOCABULARY, 4096, 24, 64, 10240), "mT5 XXL, 13B parameters"),
+    "mt5-small": BackbonePreset(_v1_1(MT5_VOCABULARY, 512, 8, 6, 1024), "mT5 small", 300_176_768),
+    "mt5-base": BackbonePreset(_v1_1(MT5_VOCABULARY, 768, 12, 12, 2048), "mT5 base", 582_401_280),
+    "mt5-large": BackbonePreset(
+        _v1_1(MT5_VOCABULARY, 1024, 24, 16, 2816),
+        "mT5 large", 1_229_581_312),
+    "mt5-xl": BackbonePreset(_v1_1(MT5_VOCABULARY, 2048, 24, 32, 5120), "mT5 XL", 3_742_619_648),
+    "mt5-xxl": BackbonePreset(
+        _v1_1(MT5_VOCABULARY, 4096, 24, 64, 10240),
+        "mT5 XXL", 12_921_057_280),
 }

@@ -15,7 +15,7 @@ from keras import ops
 
 from keras_ctx.layers import Dropout, TokenEmbedding, TransformerEncoderStack, _checks
 from keras_ctx.layers import normalization
-from keras_ctx.models.backbone import Backbone
+from keras_ctx.models.backbone import Backbone, BackbonePreset
 
 INPUTS = ("token_ids", "padding_mask", "position_ids", "language_ids")
 
@@ -102,37 +102,20 @@ class XLMBackbone(Backbone):
         layers = stack(x, padding_mask=inputs["padding_mask"], attention_mask=attention_mask)
         outputs = {"sequence_output": layers[-1], "hidden_states": [x] + list(layers)}
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
-        self._token_embedding = token_embedding
-        self._config = {
-            "vocabulary_size": vocabulary_size, "num_layers": num_layers,
-            "num_heads": num_heads, "hidden_size": hidden_size,
-            "intermediate_size": intermediate_size, "num_languages": num_languages,
-            "use_language_embeddings": use_language_embeddings, "causal": causal,
-            "dropout": dropout, "attention_dropout": attention_dropout,
-            "max_sequence_length": max_sequence_length,
-            "layer_norm_epsilon": layer_norm_epsilon, "activation": activation,
-        }
-        for key, value in self._config.items():
-            setattr(self, key, value)
+        self._record_config(locals(), token_embedding=token_embedding)
 
-    @property
-    def token_embedding(self):
-        return self._token_embedding
-
-
-def xlm_parameter_count(vocabulary_size, num_layers, hidden_size, intermediate_size,
-                        num_languages=1, use_language_embeddings=True,
-                        max_sequence_length=512, **unused):
-    """Closed-form parameter count of an XLMBackbone config."""
-    del unused
-    h, f = hidden_size, intermediate_size
-    languages = num_languages if use_language_embeddings and num_languages > 1 else 0
-    embeddings = (vocabulary_size + max_sequence_length + languages) * h + 2 * h
-    layer = 4 * (h * h + h) + 2 * h + (h * f + f) + (f * h + h) + 2 * h
-    return embeddings + num_layers * layer
-
-
-XLMBackbone.analytic_parameter_count = staticmethod(xlm_parameter_count)
+    @classmethod
+    def analytic_parameter_count(cls, vocabulary_size, num_layers, hidden_size,
+                                 intermediate_size, num_languages=1,
+                                 use_language_embeddings=True, max_sequence_length=512,
+                                 **unused):
+        """Closed-form parameter count of an XLMBackbone config."""
+        del unused
+        h, f = hidden_size, intermediate_size
+        languages = num_languages if use_language_embeddings and num_languages > 1 else 0
+        embeddings = (vocabulary_size + max_sequence_length + languages) * h + 2 * h
+        layer = 4 * (h * h + h) + 2 * h + (h * f + f) + (f * h + h) + 2 * h
+        return embeddings + num_layers * layer
 
 
 def _xlm(vocabulary_size, num_layers, hidden_size, num_heads, num_languages, **extra):
@@ -144,22 +127,35 @@ def _xlm(vocabulary_size, num_layers, hidden_size, num_heads, num_languages, **e
 
 
 XLM_PRESETS = {
-    "xlm-mlm-en-2048": (_xlm(30145, 12, 2048, 16, 1), "XLM MLM English"),
-    "xlm-mlm-ende-1024": (_xlm(64699, 6, 1024, 8, 2), "XLM MLM English-German"),
-    "xlm-mlm-enfr-1024": (_xlm(64139, 6, 1024, 8, 2), "XLM MLM English-French"),
-    "xlm-mlm-enro-1024": (_xlm(64592, 6, 1024, 8, 2), "XLM MLM English-Romanian"),
-    "xlm-mlm-xnli15-1024": (_xlm(95000, 12, 1024, 8, 15), "XLM MLM, 15 XNLI languages"),
-    "xlm-mlm-tlm-xnli15-1024": (_xlm(95000, 12, 1024, 8, 15),
-                                "XLM MLM+TLM, 15 XNLI languages"),
-    "xlm-clm-enfr-1024": (_xlm(64139, 6, 1024, 8, 2, causal=True), "XLM CLM English-French"),
-    "xlm-clm-ende-1024": (_xlm(64699, 6, 1024, 8, 2, causal=True), "XLM CLM English-German"),
-    "xlm-mlm-17-1280": (_xlm(200000, 16, 1280, 16, 17, use_language_embeddings=False),
-                        "XLM MLM, 17 languages"),
-    "xlm-mlm-100-1280": (_xlm(200000, 16, 1280, 16, 100, use_language_embeddings=False),
-                         "XLM MLM, 100 languages"),
+    "xlm-mlm-en-2048": BackbonePreset(_xlm(30145, 12, 2048, 16, 1), "XLM MLM English", 667_088_896),
+    "xlm-mlm-ende-1024": BackbonePreset(
+        _xlm(64699, 6, 1024, 8, 2),
+        "XLM MLM English-German", 142_357_504),
+    "xlm-mlm-enfr-1024": BackbonePreset(
+        _xlm(64139, 6, 1024, 8, 2),
+        "XLM MLM English-French", 141_784_064),
+    "xlm-mlm-enro-1024": BackbonePreset(
+        _xlm(64592, 6, 1024, 8, 2),
+        "XLM MLM English-Romanian", 142_247_936),
+    "xlm-mlm-xnli15-1024": BackbonePreset(
+        _xlm(95000, 12, 1024, 8, 15),
+        "XLM MLM, 15 XNLI languages", 248_976_384),
+    "xlm-mlm-tlm-xnli15-1024": BackbonePreset(
+        _xlm(95000, 12, 1024, 8, 15),
+        "XLM MLM+TLM, 15 XNLI languages", 248_976_384),
+    "xlm-clm-enfr-1024": BackbonePreset(
+        _xlm(64139, 6, 1024, 8, 2, causal=True),
+        "XLM CLM English-French", 141_784_064),
+    "xlm-clm-ende-1024": BackbonePreset(
+        _xlm(64699, 6, 1024, 8, 2, causal=True),
+        "XLM CLM English-German", 142_357_504),
+    "xlm-mlm-17-1280": BackbonePreset(
+        _xlm(200000, 16, 1280, 16, 17, use_language_embeddings=False),
+        "XLM MLM, 17 languages", 571_496_960),
+    "xlm-mlm-100-1280": BackbonePreset(
+        _xlm(200000, 16, 1280, 16, 100, use_language_embeddings=False),
+        "XLM MLM, 100 languages", 571_496_960),
 }
 
-XLM_PRESETS = {name: (config, f"{description}, {xlm_parameter_count(**config) / 1e6:.1f}M")
-               for name, (config, description) in XLM_PRESETS.items()}
 
-__all__ = ["XLMBackbone", "XLM_PRESETS", "xlm_parameter_count"]
+__all__ = ["XLMBackbone", "XLM_PRESETS"]

@@ -32,7 +32,7 @@ from keras_ctx.layers import TokenEmbedding, XLNetBlock
 from keras_ctx.layers import Dropout, _checks
 from keras_ctx.layers.relative_attention import relative_positional_encoding
 from keras_ctx.layers.xlnet_block import xlnet_initializer
-from keras_ctx.models.backbone import Backbone
+from keras_ctx.models.backbone import Backbone, BackbonePreset
 
 
 def causal_attention_mask(query_length, memory_length=0, same_length=False):
@@ -292,27 +292,18 @@ class XLNetBackbone(Backbone):
             hidden_states.append(h)
         outputs = {"sequence_output": h, "hidden_states": hidden_states}
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
-        self._config = {
-            "vocabulary_size": vocabulary_size,
-            "num_layers": num_layers,
-            "num_heads": num_heads,
-            "hidden_size": hidden_size,
-            "intermediate_size": intermediate_size,
-            "dropout": dropout,
-            "attention_dropout": attention_dropout,
-            "activation": activation,
-            "mem_len": mem_len,
-            "clamp_length": clamp_length,
-            "attention_type": attention_type,
-            "same_length": same_length,
-            "layer_norm_epsilon": layer_norm_epsilon,
-            "initializer_range": initializer_range,
-            "lookup": lookup,
-        }
+        self._record_config(locals(), token_embedding=self._token_embedding)
 
-    @property
-    def token_embedding(self):
-        return self._token_embedding
+    @classmethod
+    def analytic_parameter_count(cls, vocabulary_size, num_layers, num_heads, hidden_size,
+                                 intermediate_size, **unused):
+        """Closed-form parameter count of an XLNetBackbone config."""
+        del num_heads, unused
+        d, f = hidden_size, intermediate_size
+        # q, k, v, r, o projections (no biases); r_w, r_r, r_s biases; seg_embed (2 rows).
+        attention = 5 * d * d + 3 * d + 2 * d
+        layer = attention + 2 * d + (d * f + f) + (f * d + d) + 2 * d
+        return vocabulary_size * d + d + num_layers * layer  # + mask_emb
 
     def initial_memory(self, batch_size):
         """Zero memory (XLNet starts its `mems` at zeros): L x (batch, mem_len, hidden)."""
@@ -438,33 +429,17 @@ class XLNetBackbone(Backbone):
         return ops.stop_gradient(states[:, -self.mem_len:, :])
 
 
-def xlnet_parameter_count(vocabulary_size, num_layers, num_heads, hidden_size,
-                          intermediate_size, **unused):
-    """Closed-form parameter count of an XLNetBackbone config."""
-    del num_heads, unused
-    d, f = hidden_size, intermediate_size
-    # q, k, v, r, o projections (no biases); r_w, r_r, r_s biases; seg_embed (2 rows).
-    attention = 5 * d * d + 3 * d + 2 * d
-    layer = attention + 2 * d + (d * f + f) + (f * d + d) + 2 * d
-    return vocabulary_size * d + d + num_layers * layer  # + mask_emb
-
-
 XLNET_PRESETS = {
     # Yang et al. (2019), section 3.1: XLNet-Base has BERT-Base's shape, XLNet-Large
     # BERT-Large's; 32000 SentencePiece pieces, d_inner = 4 d_model, d_head = 64.
-    "xlnet-base": (
+    "xlnet-base": BackbonePreset(
         dict(vocabulary_size=32000, num_layers=12, num_heads=12, hidden_size=768,
              intermediate_size=3072),
-        "XLNet-Base cased (Yang et al. 2019), 116.7M",
-    ),
-    "xlnet-large": (
+        "XLNet-Base cased (Yang et al. 2019)", 116_718_336),
+    "xlnet-large": BackbonePreset(
         dict(vocabulary_size=32000, num_layers=24, num_heads=16, hidden_size=1024,
              intermediate_size=4096),
-        "XLNet-Large cased (Yang et al. 2019), 360.3M",
-    ),
+        "XLNet-Large cased (Yang et al. 2019)", 360_268_800),
 }
 
 
-
-# Lets `list_presets` count without building (keras_ctx.models.presets).
-XLNetBackbone.analytic_parameter_count = staticmethod(xlnet_parameter_count)

@@ -3,8 +3,8 @@
 from keras_ctx.pretraining.awd_lstm import AwdLstmLMPretrainer
 from keras_ctx.pretraining.base import Pretrainer
 from keras_ctx.pretraining.bilm import BiLMPretrainer
-from keras_ctx.pretraining.causal_lm import CausalLMPretrainer, GPTFineTuner
-from keras_ctx.pretraining.cvt import CrossViewTrainer, cvt_dataset
+from keras_ctx.pretraining.causal_lm import CausalLMPretrainer
+from keras_ctx.pretraining.cvt import CrossViewTrainer, cvt_dataset  # cvt_dataset: keras_ctx.data.cvt
 from keras_ctx.pretraining.electra import ElectraPretrainer
 from keras_ctx.pretraining.masked_lm import (
     AlbertPretrainer,
@@ -16,3 +16,13 @@ from keras_ctx.pretraining.seq2seq import Seq2SeqPretrainer
 from keras_ctx.pretraining.span_bert import SpanBertPretrainer
 from keras_ctx.pretraining.translation import TranslationPretrainer
 from keras_ctx.pretraining.xlnet import XLNetPretrainer
+
+
+def __getattr__(name):
+    # GPTFineTuner moved to keras_ctx.tasks (DESIGN.md: fine-tuners live there);
+    # resolved lazily because keras_ctx.tasks imports this package.
+    if name == "GPTFineTuner":
+        from keras_ctx.tasks.gpt_finetuner import GPTFineTuner
+
+        return GPTFineTuner
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

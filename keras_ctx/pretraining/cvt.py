@@ -32,7 +32,6 @@ norm clipping 1.0, learning rate 0.5 * min(t, 5000) / 5000 / (1 + 0.005 sqrt(t))
 """
 
 import keras
-import tensorflow as tf
 from keras import ops
 
 from keras_ctx.models.cvt import (
@@ -42,6 +41,7 @@ from keras_ctx.models.cvt import (
     auxiliary_views,
     view_weights,
 )
+from keras_ctx.data.cvt import cvt_dataset  # noqa: F401 (moved to keras_ctx.data.cvt)
 from keras_ctx.pretraining.base import Pretrainer
 from keras_ctx.pretraining.losses import TokenAccuracy, weighted_mean
 from keras_ctx.schedules import CVT_LEARNING_RATE as LEARNING_RATE
@@ -243,32 +243,3 @@ class CrossViewTrainer(Pretrainer):
                     labelled_dropout=self.labelled_dropout,
                     unlabelled_dropout=self.unlabelled_dropout,
                     label_smoothing=self.label_smoothing)
-
-
-def cvt_dataset(labelled, unlabelled, task_names=None):
-    """The two streams of `CrossViewTrainer`, zipped: one element feeds one step.
-
-    Args:
-        labelled: a dataset of `(inputs, labels)` batches, or {task: such a
-            dataset} for the multi-task variant.
-        unlabelled: a dataset of `inputs` batches (the same input names and
-            shapes). With K tasks, each step takes K of its batches.
-        task_names: the trainer's task names when `labelled` is one dataset
-            (default "tags", `CrossViewTrainer(tasks=int)`'s name).
-
-    Returns:
-        An endless dataset of {"labelled": {task: (inputs, labels)},
-        "unlabelled": {task: inputs}}.
-    """
-    if not isinstance(labelled, dict):
-        names = list(task_names or ["tags"])
-        if len(names) != 1:
-            raise ValueError(f"One labelled dataset but tasks {names}: pass {{task: dataset}}.")
-        labelled = {names[0]: labelled}
-    names = list(labelled)
-    stream = unlabelled.repeat()
-    return tf.data.Dataset.zip({
-        "labelled": {t: labelled[t].repeat() for t in names},
-        # Every K-th unlabelled batch for each task: no batch is used twice per pass.
-        "unlabelled": {t: stream.shard(len(names), k) for k, t in enumerate(names)},
-    })

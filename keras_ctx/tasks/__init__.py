@@ -1,5 +1,6 @@
 """Fine-tuning models over any backbone."""
 
+from keras_ctx.tasks.gpt_finetuner import GPTFineTuner  # noqa: E402
 from keras_ctx.tasks.heads import SequenceClassifier, SpanQuestionAnswerer, TokenClassifier
 from keras_ctx.tasks.text import (  # noqa: F401  (text in, text out)
     CausalLM,

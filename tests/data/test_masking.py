@@ -262,3 +262,75 @@ def test_bert_dataset_duplicates_with_static_masks():
     with pytest.raises(ValueError, match="static"):
         pipelines.bert_dataset(docs, None, 4, sequence_length=12, duplicate=2,
                                static_masking=False, special_ids={}, vocabulary_size=VOCAB)
+
+
+# --- One masker base: the same masks as before for fixed seeds (pinned from the
+# maskers before they shared `Masker`), and the same checks everywhere.
+
+def _pinned_case():
+    ids = np.array([[1, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 2],
+                    [1, 15, 16, 17, 18, 19, 20, 21, 2, 0, 0, 0]], "int32")
+    table = np.zeros(30, bool)
+    table[[6, 9, 16, 20]] = True  # continuation pieces: words (5 6), (8 9), (15 16), (19 20)
+    return {"token_ids": ids, "padding_mask": (ids != 0).astype("int32")}, table
+
+
+PINNED = {  # masker: (token_ids, mask_positions) for seed (7, 11), mask_rate 0.3
+    "mlm": ([[1, 5, 6, 7, 3, 9, 3, 11, 12, 3, 14, 2], [1, 15, 16, 17, 3, 19, 3, 21, 2, 0, 0, 0]],
+            [[6, 9, 4, 0, 0], [4, 6, 0, 0, 0]]),
+    "ngram": ([[1, 5, 6, 7, 3, 9, 3, 11, 12, 13, 14, 2], [1, 3, 3, 17, 18, 19, 20, 21, 2, 0, 0, 0]],
+              [[4, 5, 6, 0, 0], [1, 2, 0, 0, 0]]),
+    "span": ([[1, 5, 6, 7, 8, 9, 10, 3, 3, 3, 14, 2], [1, 14, 28, 17, 18, 19, 20, 21, 2, 0, 0, 0]],
+             [[7, 8, 9, 0, 0], [1, 2, 0, 0, 0]]),
+    "knowledge@5": ([[1, 5, 6, 7, 8, 9, 3, 3, 12, 13, 14, 2],
+                     [1, 15, 16, 17, 8, 19, 20, 3, 2, 0, 0, 0]],
+                    [[5, 6, 7, 0, 0], [4, 7, 0, 0, 0]]),
+}
+
+
+def _maskers(table, vocabulary_size=30, **rates):
+    from keras_ctx.data.knowledge_masking import KnowledgeMasker, KnowledgeMaskingSchedule
+    from keras_ctx.data.ngram_masking import NgramMasker
+    from keras_ctx.data.span_masking import SpanMasker
+
+    specials = (0, 1, 2)
+    schedule = KnowledgeMaskingSchedule((("basic", 1), ("entity", None)))
+    return {  # name: a function making the masker (each raises on its own)
+        "mlm": lambda: masking.MLMMasker(vocabulary_size, 3, specials, seed=1, **rates),
+        "ngram": lambda: NgramMasker(vocabulary_size, 3, specials, table, max_ngram=3, **rates),
+        "span": lambda: SpanMasker(vocabulary_size, 3, table, specials, **rates),
+        "knowledge@5": lambda: KnowledgeMasker(vocabulary_size, 3, specials, schedule, table,
+                                               **rates),
+    }
+
+
+def test_every_masker_gives_the_pinned_masks_for_a_fixed_seed():
+    batch, table = _pinned_case()
+    seed = tf.constant([7, 11], tf.int32)
+    entities = np.array([[-1, 0, 0, 0, -1, 1, 1, -1, -1, -1, -1, -1]] * 2, "int32")
+    for name, make in _maskers(table, mask_rate=0.3).items():
+        masker = make()
+        if name == "knowledge@5":
+            out = masker((tf.constant(5, tf.int64), dict(batch, entity_ids=entities)), seed)
+        else:
+            out = masker(batch, seed)
+        ids, positions = PINNED[name]
+        np.testing.assert_array_equal(out["token_ids"], ids, err_msg=name)
+        np.testing.assert_array_equal(out["mask_positions"], positions, err_msg=name)
+
+
+def test_every_masker_shares_the_base_and_its_checks():
+    _, table = _pinned_case()
+    for name, make in _maskers(table).items():
+        masker = make()
+        assert isinstance(masker, masking.Masker), name
+        assert (masker.mask_rate, masker.mask_token_rate, masker.random_token_rate) == (
+            0.15, 0.8, 0.1), name
+    for bad in (dict(mask_rate=1.5), dict(mask_token_rate=0.9, random_token_rate=0.2)):
+        for name in ("mlm", "ngram", "span", "knowledge@5"):
+            with pytest.raises(ValueError, match="must be"):
+                _maskers(table, **bad)[name]()
+    for name in ("mlm", "ngram", "span", "knowledge@5"):
+        with pytest.raises(ValueError, match="not below vocabulary_size"):
+            _maskers(table, vocabulary_size=3)[name]()
+

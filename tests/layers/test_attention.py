@@ -35,7 +35,7 @@ def test_layer_harness_causal_self_attention():
     query, _ = make_inputs()
     run_layer_test(
         MultiHeadAttention,
-        {"num_heads": N, "head_size": H, "output_dim": 6, "use_bias": False},
+        {"num_heads": N, "head_size": H, "hidden_size": 6, "use_bias": False},
         query,
         call_kwargs={"use_causal_mask": True},
         expected_output_shape=(B, T, 6),
@@ -150,7 +150,7 @@ def test_dropout_only_in_training():
         ({"num_heads": 0, "head_size": 4}, "num_heads"),
         ({"num_heads": 2, "head_size": -1}, "head_size"),
         ({"num_heads": 2, "head_size": 4, "dropout": 1.5}, "dropout"),
-        ({"num_heads": 2, "head_size": 4, "value_dim": 0}, "value_dim"),
+        ({"num_heads": 2, "head_size": 4, "value_head_size": 0}, "value_head_size"),
     ],
 )
 def test_bad_arguments_fail_at_construction(kwargs, argument):
@@ -164,3 +164,15 @@ def test_configs_saved_with_key_dim_still_load():
     assert "key_dim" not in config and config["head_size"] == 4
     config["key_dim"] = config.pop("head_size")
     assert MultiHeadAttention.from_config(config).head_size == 4
+
+
+def test_configs_saved_with_the_old_argument_names_still_load():
+    # value_dim -> value_head_size, output_dim -> hidden_size (#35), key_dim -> head_size.
+    layer = MultiHeadAttention.from_config(
+        {"num_heads": 2, "key_dim": 4, "value_dim": 3, "output_dim": 5})
+    assert (layer.head_size, layer.value_head_size, layer.hidden_size) == (4, 3, 5)
+    config = layer.get_config()
+    assert not {"key_dim", "value_dim", "output_dim"} & set(config)
+    x = np.random.default_rng(0).normal(size=(1, 2, 8)).astype("float32")
+    assert layer(x).shape == (1, 2, 5)
+    assert layer.value_dense.kernel.shape == (8, 2, 3)

@@ -9,6 +9,7 @@ from keras_ctx.layers import (
     TransformerEncoderBlock,
     TransformerEncoderStack,
 )
+from keras_ctx.models.albert import AlbertEncoderStack
 from keras_ctx.testing import run_layer_test
 from tests import references
 
@@ -136,16 +137,31 @@ def test_decoder_without_encoder_sequence_fails_clearly():
 
 
 def test_stack_harness():
-    run_layer_test(TransformerEncoderStack, {"num_layers": 2, "block_config": BLOCK,
-                                             "sharing": "attention"}, inputs(),
+    run_layer_test(TransformerEncoderStack, {"num_layers": 2, "block_config": BLOCK}, inputs(),
                    expected_output_shape=(B, T, D))
+
+
+def test_albert_stack_harness_and_configs_saved_with_the_old_sharing_flag():
+    run_layer_test(AlbertEncoderStack, {"num_layers": 2, "block_config": BLOCK,
+                                        "sharing": "attention"}, inputs(),
+                   expected_output_shape=(B, T, D))
+    # A stack saved when sharing was a flag of the generic stack loads as ALBERT's.
+    old = {"name": "encoder", "num_layers": 3, "block_config": BLOCK, "sharing": "all"}
+    stack = TransformerEncoderStack.from_config(old)
+    assert type(stack) is AlbertEncoderStack and stack.sharing == "all"
+    stack(inputs())
+    assert stack.blocks[0] is stack.blocks[1] is stack.blocks[2]
+    plain = TransformerEncoderStack.from_config(dict(old, sharing="none"))
+    assert type(plain) is TransformerEncoderStack
+    # The generic block carries no sharing machinery any more.
+    assert not hasattr(TransformerEncoderBlock(**BLOCK), "_share_from")
 
 
 def test_stack_sharing_counts_and_numpy():
     x = inputs()
     counts = {}
     for sharing in ("none", "all", "attention", "ffn"):
-        stack = TransformerEncoderStack(3, BLOCK, sharing=sharing)
+        stack = AlbertEncoderStack(3, BLOCK, sharing=sharing)
         outputs = stack(x)
         assert len(outputs) == 3
         counts[sharing] = stack.count_params()
@@ -159,7 +175,7 @@ def test_stack_sharing_counts_and_numpy():
     assert counts["attention"] == 3 * per_block - 2 * attention
     assert counts["ffn"] == 3 * per_block - 2 * ffn
     # All-shared = the same block applied three times.
-    stack = TransformerEncoderStack(3, BLOCK, sharing="all")
+    stack = AlbertEncoderStack(3, BLOCK, sharing="all")
     outputs = stack(x)
     y = x
     for _ in range(3):
@@ -172,8 +188,8 @@ def test_bad_block_arguments_fail_at_construction():
         TransformerEncoderBlock(num_heads=5, intermediate_size=8, hidden_size=16)
     with pytest.raises(ValueError, match="normalization"):
         TransformerEncoderBlock(num_heads=2, intermediate_size=8, normalization="batch")
-    with pytest.raises(ValueError, match="sharing"):
-        TransformerEncoderStack(2, BLOCK, sharing="everything")
+    with pytest.raises((TypeError, ValueError), match="sharing"):
+        TransformerEncoderStack(2, BLOCK, sharing="all")  # ALBERT's: AlbertEncoderStack
     with pytest.raises(ValueError, match="intermediate_size"):
         TransformerEncoderStack(2, {"num_heads": 2, "intermediate_size": 0})
     with pytest.raises(ValueError, match="num_heads"):
@@ -212,7 +228,7 @@ def test_query_positions_equal_the_gathered_full_output(normalize_first):
 def test_stack_last_layer_positions_only_change_the_last_output():
     x = inputs(4)
     positions = np.array([[1, 4], [0, 5]])
-    stack = TransformerEncoderStack(3, BLOCK, sharing="all")
+    stack = AlbertEncoderStack(3, BLOCK, sharing="all")
     full = [o.numpy() for o in stack(x)]
     sparse = [o.numpy() for o in stack(x, last_layer_positions=positions)]
     for f, s in zip(full[:-1], sparse[:-1]):

@@ -6,7 +6,6 @@ import pytest
 
 from keras_ctx.layers import EmbeddingDropout, LockedDropout, WeightDropLSTM
 from keras_ctx.models import AwdLstmBackbone
-from keras_ctx.models.awd_lstm import awd_lstm_parameter_count
 from keras_ctx.pretraining.awd_lstm import AwdLstmLMPretrainer
 
 
@@ -29,12 +28,13 @@ def test_parameter_count_matches_the_published_model():
     lm = AwdLstmLMPretrainer(AwdLstmBackbone.from_preset("awd-lstm-wt103"))
     trainable = sum(int(np.prod(w.shape)) for w in lm.trainable_weights)
     assert trainable == published_wt103_parameters() - redundant_biases
-    assert lm.backbone.count_params() == awd_lstm_parameter_count(60000) == 44_200_800
+    analytic = AwdLstmBackbone.analytic_parameter_count(60000)
+    assert lm.backbone.count_params() == analytic == 44_200_800
 
 
 def test_analytic_count_matches_a_build():
     backbone = AwdLstmBackbone(50, embedding_size=6, hidden_size=10, num_layers=2)
-    assert backbone.count_params() == awd_lstm_parameter_count(50, 6, 10, 2)
+    assert backbone.count_params() == AwdLstmBackbone.analytic_parameter_count(50, 6, 10, 2)
 
 
 def _inputs(rows=3, length=7, vocabulary=40, seed=0):

@@ -15,7 +15,7 @@ TINY = {  # first preset of each family, shrunk
     "albert": dict(TRANSFORMER, embedding_size=8), "electra": dict(TRANSFORMER, embedding_size=8),
     "xlnet": TRANSFORMER, "gpt": TRANSFORMER, "gpt2": TRANSFORMER, "t5": TRANSFORMER,
     "bart": TRANSFORMER, "elmo": dict(projection_dim=8, lstm_units=16, num_layers=1),
-    "cove": dict(vocabulary_size=50, embedding_dim=8, hidden_dim=8, num_layers=1),
+    "cove": dict(vocabulary_size=50, embedding_size=8, hidden_size=8, num_layers=1),
     # Two layers (dense, then a band of 2) at length 6, so the band really cuts.
     "gpt3": dict(TRANSFORMER, num_layers=2, head_size=8, window_size=2,
                  max_sequence_length=16),

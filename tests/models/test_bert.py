@@ -7,7 +7,7 @@ import pytest
 
 import keras_ctx.models as models
 from keras_ctx.models import BertBackbone
-from keras_ctx.models.bert import BERT_PRESETS, bert_parameter_count
+from keras_ctx.models.bert import BERT_PRESETS
 from keras_ctx.models.presets import preset_config
 from keras_ctx.models.presets import count_parameters
 
@@ -43,7 +43,7 @@ def _inputs(batch=2, length=7, seed=0):
 
 @pytest.mark.parametrize("name", sorted(PUBLISHED))
 def test_preset_parameter_counts_analytic(name):
-    count = bert_parameter_count(**preset_config(name)[1])
+    count = BertBackbone.analytic_parameter_count(**preset_config(name)[1])
     assert abs(count - PUBLISHED[name]) / PUBLISHED[name] < 0.01, count
 
 
@@ -51,7 +51,7 @@ def test_preset_parameter_counts_analytic(name):
 def test_built_base_presets_match_published_counts(name):
     backbone_cls, config = models.presets.preset_config(name)
     count = count_parameters(backbone_cls, config)
-    assert count == bert_parameter_count(**config)
+    assert count == BertBackbone.analytic_parameter_count(**config)
     assert abs(count - PUBLISHED[name]) / PUBLISHED[name] < 0.01
 
 
@@ -66,7 +66,8 @@ def test_built_large_presets_match_published_counts(name):
 def test_closed_form_count_matches_built_model_on_small_configs():
     for overrides in ({}, {"type_vocab_size": 1, "max_sequence_length": 14}):
         config = dict(TINY, **overrides)
-        assert BertBackbone(**config).count_params() == bert_parameter_count(**config)
+        analytic = BertBackbone.analytic_parameter_count(**config)
+        assert BertBackbone(**config).count_params() == analytic
 
 
 def test_outputs_structure_and_pooler_matches_numpy():
@@ -122,7 +123,7 @@ def test_from_preset_and_overrides_and_errors():
     assert backbone.token_embedding.vocabulary_size == 100
     roberta = models.from_preset("roberta-base", num_layers=1)
     assert roberta.type_vocab_size == 1 and roberta.max_sequence_length == 514
-    with pytest.raises(ValueError, match="Unknown preset"):
+    with pytest.raises(ValueError, match="Unknown model handle"):
         models.from_preset("bert-gigantic")
     with pytest.raises(ValueError, match="divisible"):
         BertBackbone(**dict(TINY, num_heads=3))

@@ -17,7 +17,7 @@ def to_numpy(x):
 
 
 def test_backbone_outputs_and_padding_does_not_leak():
-    backbone = CoveBackbone(10, embedding_dim=4, hidden_dim=5)
+    backbone = CoveBackbone(10, embedding_size=4, hidden_size=5)
     ids, mask = ids_and_mask()
     out = backbone({"token_ids": ids, "padding_mask": mask})
     assert out["sequence_output"].shape == (2, 6, 10)
@@ -37,11 +37,11 @@ def test_backbone_outputs_and_padding_does_not_leak():
 
 def test_embeddings_are_copied_and_fixed():
     table = np.arange(30, dtype="float32").reshape(10, 3)
-    backbone = CoveBackbone(10, embedding_dim=3, hidden_dim=2, embeddings=table)
-    np.testing.assert_array_equal(backbone.word_embedding.embeddings.numpy(), table)
-    assert not backbone.word_embedding.trainable
+    backbone = CoveBackbone(10, embedding_size=3, hidden_size=2, embeddings=table)
+    np.testing.assert_array_equal(backbone.token_embedding.embeddings.numpy(), table)
+    assert not backbone.token_embedding.trainable
     with pytest.raises(ValueError, match="expected"):
-        CoveBackbone(10, embedding_dim=4, hidden_dim=2, embeddings=table)
+        CoveBackbone(10, embedding_size=4, hidden_size=2, embeddings=table)
 
 
 def test_cove_preset_parameter_count():
@@ -50,16 +50,17 @@ def test_cove_preset_parameter_count():
     want = 100_000 * 300 + 2 * lstm(300, 300) + 2 * lstm(600, 300)
     model = CoveBackbone.from_preset("cove-base")
     assert model.count_params() == want
-    assert preset_config("cove-base")[1]["hidden_dim"] == 300
+    assert CoveBackbone.analytic_parameter_count(**preset_config("cove-base")[1]) == want
+    assert preset_config("cove-base")[1]["hidden_size"] == 300
 
 
 def test_cove_layer_concatenates_glove_and_cove():
-    backbone = CoveBackbone(10, embedding_dim=4, hidden_dim=5)
+    backbone = CoveBackbone(10, embedding_size=4, hidden_size=5)
     ids, mask = ids_and_mask()
     layer = Cove(backbone)
     got = to_numpy(layer(ids))
     assert got.shape == (2, 6, 14)
-    np.testing.assert_allclose(got[..., :4], backbone.word_embedding.embeddings.numpy()[ids])
+    np.testing.assert_allclose(got[..., :4], backbone.token_embedding.embeddings.numpy()[ids])
     out = backbone({"token_ids": ids, "padding_mask": mask})["sequence_output"]
     np.testing.assert_allclose(got[..., 4:], to_numpy(out), atol=1e-6)
     np.testing.assert_array_equal(to_numpy(layer.compute_mask(ids)), mask.astype(bool))
@@ -95,3 +96,39 @@ def test_attentional_decoder_ignores_masked_source_and_is_causal():
     new = to_numpy(layer(later, encoder, encoder_mask=mask))
     np.testing.assert_allclose(new[0, :2], base[0, :2], atol=1e-6)
     assert np.abs(new[0, 2:] - base[0, 2:]).max() > 1e-4
+
+
+def _with_old_keys(path, renames):
+    """Rewrites a .keras file's config under the argument names before #35 (as saved then)."""
+    import json
+    import zipfile
+
+    with zipfile.ZipFile(path) as archive:
+        files = {name: archive.read(name) for name in archive.namelist()}
+    config = json.loads(files["config.json"])
+    inner = config["config"]
+    for new, old in renames.items():
+        inner[old] = inner.pop(new)
+    files["config.json"] = json.dumps(config).encode()
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+    return inner
+
+
+def test_configs_saved_with_the_old_argument_names_still_load(tmp_path):
+    backbone = CoveBackbone(10, embedding_size=4, hidden_size=5)
+    ids, mask = ids_and_mask()
+    want = to_numpy(backbone({"token_ids": ids, "padding_mask": mask})["sequence_output"])
+    path = str(tmp_path / "cove.keras")
+    backbone.save(path)
+    saved = _with_old_keys(path, {"embedding_size": "embedding_dim", "hidden_size": "hidden_dim"})
+    assert saved["embedding_dim"] == 4 and "embedding_size" not in saved
+    loaded = keras.saving.load_model(path)
+    assert (loaded.embedding_size, loaded.hidden_size) == (4, 5)
+    got = to_numpy(loaded({"token_ids": ids, "padding_mask": mask})["sequence_output"])
+    np.testing.assert_allclose(got, want, atol=1e-6)
+    old = CoveBackbone.from_config({"vocabulary_size": 10, "embedding_dim": 4, "hidden_dim": 5})
+    assert old.get_config()["hidden_size"] == 5 and "hidden_dim" not in old.get_config()
+    with pytest.raises(ValueError, match="both 'hidden_dim' and its new name 'hidden_size'"):
+        CoveBackbone.from_config({"vocabulary_size": 10, "hidden_dim": 5, "hidden_size": 5})

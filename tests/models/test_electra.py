@@ -10,7 +10,6 @@ from keras_ctx.models import ElectraBackbone, electra_generator
 from keras_ctx.models.electra import (
     ELECTRA_GENERATOR_FRACTIONS,
     ELECTRA_PRESETS,
-    electra_parameter_count,
     generator_config,
 )
 from keras_ctx.models.presets import count_parameters
@@ -39,7 +38,7 @@ def _inputs(batch=2, length=7, seed=0):
 
 @pytest.mark.parametrize("name", sorted(PUBLISHED))
 def test_preset_parameter_counts_analytic(name):
-    count = electra_parameter_count(**ELECTRA_PRESETS[name][0])
+    count = ElectraBackbone.analytic_parameter_count(**ELECTRA_PRESETS[name].config)
     assert abs(count - PUBLISHED[name]) / PUBLISHED[name] < 0.005, count
 
 
@@ -48,7 +47,7 @@ def test_built_presets_match_published_counts(name):
     backbone_cls, config = models.presets.preset_config(name)
     assert backbone_cls is ElectraBackbone
     count = count_parameters(backbone_cls, config)
-    assert count == electra_parameter_count(**config)
+    assert count == ElectraBackbone.analytic_parameter_count(**config)
     assert abs(count - PUBLISHED[name]) / PUBLISHED[name] < 0.01
 
 
@@ -61,20 +60,21 @@ def test_built_large_preset_matches_published_count():
 def test_closed_form_count_matches_built_model_with_and_without_projection():
     for overrides in ({}, {"embedding_size": None}, {"embedding_size": 16}):
         config = dict(TINY, **overrides)
-        assert ElectraBackbone(**config).count_params() == electra_parameter_count(**config)
+        analytic = ElectraBackbone.analytic_parameter_count(**config)
+        assert ElectraBackbone(**config).count_params() == analytic
 
 
 def test_generator_sizes_follow_table_6_and_the_released_generators():
     for name, (hidden, heads, ffn) in RELEASED_GENERATORS.items():
-        config = generator_config(ELECTRA_PRESETS[name][0], ELECTRA_GENERATOR_FRACTIONS[name])
+        config = generator_config(ELECTRA_PRESETS[name].config, ELECTRA_GENERATOR_FRACTIONS[name])
         got = (config["hidden_size"], config["num_heads"], config["intermediate_size"])
         assert got == (hidden, heads, ffn)
-        assert config["num_layers"] == ELECTRA_PRESETS[name][0]["num_layers"]
-    small = generator_config(ELECTRA_PRESETS["electra-small"][0], 0.25)
+        assert config["num_layers"] == ELECTRA_PRESETS[name].config["num_layers"]
+    small = generator_config(ELECTRA_PRESETS["electra-small"].config, 0.25)
     assert (small["hidden_size"], small["num_heads"], small["intermediate_size"],
             small["embedding_size"]) == (64, 1, 256, 128)
     with pytest.raises(ValueError, match="hidden_fraction"):
-        generator_config(ELECTRA_PRESETS["electra-small"][0], 1.5)
+        generator_config(ELECTRA_PRESETS["electra-small"].config, 1.5)
 
 
 def test_outputs_and_projected_embeddings_match_numpy():

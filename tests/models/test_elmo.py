@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from keras_ctx.data.characters import ElmoCharacterIds
-from keras_ctx.models.elmo import ELMO_PRESETS, Elmo, ElmoBackbone, elmo_parameter_count
+from keras_ctx.models.elmo import ELMO_PRESETS, Elmo, ElmoBackbone
 from keras_ctx.models.presets import preset_config
 
 TINY = dict(projection_dim=6, lstm_units=10, filters=[[1, 4], [2, 4]], num_highway_layers=1)
@@ -34,7 +34,7 @@ def to_numpy(x):
     "name,published", [("elmo-small", 13.6e6), ("elmo-medium", 28.0e6), ("elmo-original", 93.6e6)]
 )
 def test_preset_parameter_counts_analytic(name, published):
-    count = elmo_parameter_count(**ELMO_PRESETS[name][0])
+    count = ElmoBackbone.analytic_parameter_count(**ELMO_PRESETS[name].config)
     assert abs(count - published) / published < 0.01, count
     _, config = preset_config(name)
     assert config["lstm_units"] == {"elmo-small": 1024, "elmo-medium": 2048,
@@ -43,7 +43,8 @@ def test_preset_parameter_counts_analytic(name, published):
 
 def test_small_preset_built_count_matches_analytic():
     model = ElmoBackbone.from_preset("elmo-small")
-    assert model.count_params() == elmo_parameter_count(**ELMO_PRESETS["elmo-small"][0])
+    analytic = ElmoBackbone.analytic_parameter_count(**ELMO_PRESETS["elmo-small"].config)
+    assert model.count_params() == analytic
 
 
 @pytest.mark.slow

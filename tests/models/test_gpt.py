@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import keras_ctx.models
-from keras_ctx.models.gpt import GPT_PRESETS, GPTBackbone, gpt_parameter_count
+from keras_ctx.models.gpt import GPT_PRESETS, GPTBackbone
 from keras_ctx.models.presets import preset_config
 
 # Published sizes (Radford et al. 2018/2019; the Hugging Face checkpoints' counts).
@@ -30,14 +30,15 @@ def inputs(ids):
 @pytest.mark.parametrize("name", sorted(PUBLISHED))
 def test_preset_parameter_counts_match_published_within_one_percent(name):
     _, config = preset_config(name)
-    count = gpt_parameter_count(**config)
+    count = GPTBackbone.analytic_parameter_count(**config)
     assert abs(count - PUBLISHED[name]) / PUBLISHED[name] < 0.01, (name, count)
 
 
 @pytest.mark.parametrize("normalize_first", [True, False])
 def test_analytic_count_equals_built_model(normalize_first):
     model = GPTBackbone(**TINY, normalize_first=normalize_first)
-    assert model.count_params() == gpt_parameter_count(**TINY, normalize_first=normalize_first)
+    analytic = GPTBackbone.analytic_parameter_count(**TINY, normalize_first=normalize_first)
+    assert model.count_params() == analytic
     # GPT-2 adds a final layer norm; GPT (post-LN) has none.
     assert (model.final_norm is not None) == normalize_first
 
@@ -52,7 +53,8 @@ def test_gpt2_preset_builds_with_published_count():
 @pytest.mark.parametrize("name", ["gpt", "gpt2-medium", "gpt2-large", "gpt2-xl"])
 def test_big_presets_build_with_analytic_count(name):
     _, config = preset_config(name)
-    assert GPTBackbone.from_preset(name).count_params() == gpt_parameter_count(**config)
+    analytic = GPTBackbone.analytic_parameter_count(**config)
+    assert GPTBackbone.from_preset(name).count_params() == analytic
 
 
 @pytest.mark.parametrize("normalize_first", [True, False])
@@ -135,5 +137,6 @@ def test_presets_registered():
 
 
 def test_analytic_count_classmethod_for_preset_listing():
+    # Hugging Face's gpt2-xl checkpoint: 1,557,611,200 parameters.
     _, config = preset_config("gpt2-xl")
-    assert GPTBackbone.analytic_parameter_count(**config) == gpt_parameter_count(**config)
+    assert GPTBackbone.analytic_parameter_count(**config) == 1_557_611_200

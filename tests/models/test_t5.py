@@ -3,7 +3,7 @@ import pytest
 
 import keras_ctx.models
 from keras_ctx.models.presets import preset_config
-from keras_ctx.models.t5 import T5Backbone, t5_parameter_count
+from keras_ctx.models.t5 import T5Backbone
 
 PUBLISHED = {"t5-small": 60.5e6, "t5-base": 222.9e6,  # Raffel et al. 2020 / HF T5Model
              "t5-3b": 2.85e9, "t5-11b": 11.3e9}
@@ -40,14 +40,14 @@ def feed(encoder_ids, decoder_ids):
 @pytest.mark.parametrize("name", sorted(PUBLISHED))
 def test_preset_counts_match_published_within_one_percent(name):
     _, config = preset_config(name)
-    count = t5_parameter_count(**config)
+    count = T5Backbone.analytic_parameter_count(**config)
     assert abs(count - PUBLISHED[name]) / PUBLISHED[name] < 0.01, count
 
 
 @pytest.mark.parametrize("name", sorted(HF_COUNTS))
 def test_preset_counts_equal_the_released_checkpoints(name):
     _, config = preset_config(name)
-    assert t5_parameter_count(**config) == HF_COUNTS[name]
+    assert T5Backbone.analytic_parameter_count(**config) == HF_COUNTS[name]
 
 
 @pytest.mark.parametrize("name", sorted(MT5_PUBLISHED))
@@ -55,7 +55,7 @@ def test_mt5_counts_round_to_the_published_ones(name):
     _, config = preset_config(name)
     published, half_unit = MT5_PUBLISHED[name]
     assert config["vocabulary_size"] == 250112 and not config["tie_embeddings"]
-    assert abs(t5_parameter_count(**config) - published) <= half_unit
+    assert abs(T5Backbone.analytic_parameter_count(**config) - published) <= half_unit
 
 
 def test_v1_1_presets_are_the_released_architecture():
@@ -70,7 +70,8 @@ def test_v1_1_presets_are_the_released_architecture():
 
 def test_v1_1_analytic_count_equals_built_and_logits_use_the_untied_head():
     model = T5Backbone(**TINY_V11, num_decoder_layers=3)
-    assert model.count_params() == t5_parameter_count(**TINY_V11, num_decoder_layers=3)
+    analytic = T5Backbone.analytic_parameter_count(**TINY_V11, num_decoder_layers=3)
+    assert model.count_params() == analytic
     block = model.encoder_blocks[0]
     assert block.feedforward.gated and block.self_attention.head_size == 4
     assert block.self_attention.query_dense.kernel.shape == (16, 3, 4)
@@ -110,7 +111,8 @@ def test_t5_base_builds_with_exact_published_count():
 
 def test_analytic_count_equals_built_and_architecture_is_t5s():
     model = T5Backbone(**TINY, num_decoder_layers=3)
-    assert model.count_params() == t5_parameter_count(**TINY, num_decoder_layers=3)
+    analytic = T5Backbone.analytic_parameter_count(**TINY, num_decoder_layers=3)
+    assert model.count_params() == analytic
     # One relative position table per stack, computed once and shared by all layers.
     tables = [w for w in model.weights if "relative_attention_bias" in w.path]
     assert len(tables) == 2

@@ -5,7 +5,6 @@ import keras
 import pytest
 
 from keras_ctx.models import XLMBackbone, from_preset, list_presets
-from keras_ctx.models.xlm import xlm_parameter_count
 
 SMALL = dict(vocabulary_size=60, num_layers=2, hidden_size=32, num_heads=2,
              intermediate_size=128, max_sequence_length=24)
@@ -22,7 +21,7 @@ def _inputs(batch=2, time=8, seed=0):
 @pytest.mark.parametrize("languages,use", [(1, True), (3, True), (17, False)])
 def test_parameter_count_matches_build(languages, use):
     model = XLMBackbone(**SMALL, num_languages=languages, use_language_embeddings=use)
-    assert model.count_params() == xlm_parameter_count(**model.get_config())
+    assert model.count_params() == XLMBackbone.analytic_parameter_count(**model.get_config())
     # By hand: (V + P + langs) H + 2H + L (4(H^2 + H) + 4H + 2HF + F + H).
     h, f = 32, 128
     langs = languages if use and languages > 1 else 0

@@ -11,7 +11,7 @@ from keras_ctx.layers.relative_attention import two_stream_masks
 from keras_ctx.models import XLNetBackbone, from_preset
 from keras_ctx.models.presets import preset_config
 from keras_ctx.layers.relative_attention import relative_positional_encoding
-from keras_ctx.models.xlnet import XLNetBlock, xlnet_attention_inputs, xlnet_parameter_count
+from keras_ctx.models.xlnet import XLNetBlock, xlnet_attention_inputs
 from keras_ctx.testing import run_layer_test
 
 VOCAB, LAYERS, HEADS, HIDDEN, FFN = 40, 2, 2, 16, 32
@@ -335,10 +335,10 @@ PUBLISHED = {"xlnet-base": 116.7e6, "xlnet-large": 360.3e6}
 def test_preset_parameter_counts_analytic():
     for name, published in PUBLISHED.items():
         _, config = preset_config(name)
-        count = xlnet_parameter_count(**config)
+        count = XLNetBackbone.analytic_parameter_count(**config)
         assert abs(count - published) / published < 0.01, (name, count)
-    assert xlnet_parameter_count(**preset_config("xlnet-base")[1]) == 116_718_336
-    assert xlnet_parameter_count(**preset_config("xlnet-large")[1]) == 360_268_800
+    assert XLNetBackbone.analytic_parameter_count(**preset_config("xlnet-base")[1]) == 116_718_336
+    assert XLNetBackbone.analytic_parameter_count(**preset_config("xlnet-large")[1]) == 360_268_800
 
 
 def test_xlnet_base_built_count():

@@ -170,7 +170,7 @@ def causal_lm_batch():
 
 
 def gpt_fine_tuner():
-    from keras_ctx.pretraining import GPTFineTuner
+    from keras_ctx.tasks import GPTFineTuner
 
     return GPTFineTuner(_gpt(), num_classes=3, dropout=0.0)
 
@@ -222,7 +222,7 @@ def translation():
     from keras_ctx.models.cove import CoveBackbone
     from keras_ctx.pretraining import TranslationPretrainer
 
-    return TranslationPretrainer(CoveBackbone(V, embedding_dim=8, hidden_dim=8),
+    return TranslationPretrainer(CoveBackbone(V, embedding_size=8, hidden_size=8),
                                  target_vocabulary_size=V, target_embedding_dim=8,
                                  decoder_units=16)
 

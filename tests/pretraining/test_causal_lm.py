@@ -6,10 +6,10 @@ import tensorflow as tf
 from keras_ctx.models.gpt import GPTBackbone
 from keras_ctx.pretraining.causal_lm import (
     CausalLMPretrainer,
-    GPTFineTuner,
     gpt_finetuning_inputs,
     masked_token_loss,
 )
+from keras_ctx.tasks import GPTFineTuner
 
 VOCAB, LENGTH = 24, 16
 
@@ -120,3 +120,16 @@ def test_pretrainer_saves_and_loads_with_its_backbone(tmp_path):
     loaded = keras.saving.load_model(path)
     assert isinstance(loaded.backbone, GPTBackbone)
     np.testing.assert_allclose(loaded(x), model(x), atol=1e-6)
+
+
+def test_moved_objects_keep_their_old_import_paths_and_saved_name():
+    # GPTFineTuner moved to keras_ctx.tasks, cvt_dataset to keras_ctx.data.cvt (#35).
+    import keras_ctx.pretraining as pretraining
+    from keras_ctx.data.cvt import cvt_dataset
+    from keras_ctx.pretraining import causal_lm, cvt
+
+    assert pretraining.GPTFineTuner is causal_lm.GPTFineTuner is GPTFineTuner
+    assert pretraining.cvt_dataset is cvt.cvt_dataset is cvt_dataset
+    assert GPTFineTuner.__module__ == "keras_ctx.tasks.gpt_finetuner"
+    # .keras files saved before the move name the class by its registered name.
+    assert keras.saving.get_registered_object("keras_ctx>GPTFineTuner") is GPTFineTuner

@@ -6,7 +6,8 @@ import pytest
 import tensorflow as tf
 
 from keras_ctx.models.cvt import AUXILIARY_VIEWS, CvtEncoder, auxiliary_views, view_weights
-from keras_ctx.pretraining.cvt import CrossViewTrainer, cvt_dataset
+from keras_ctx.data.cvt import cvt_dataset
+from keras_ctx.pretraining.cvt import CrossViewTrainer
 
 CHARS = 6
 

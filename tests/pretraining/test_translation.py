@@ -68,7 +68,7 @@ def test_tiny_cove_learns_to_reverse_and_serves_as_frozen_layer(tmp_path):
     ds = ds.map(lambda s, t: translation_inputs(s, t, sv, tv, 6, 7)).cache()
     glove = np.random.default_rng(0).normal(size=(len(sv), 8)).astype("float32")
     glove[0] = 0
-    encoder = CoveBackbone(len(sv), embedding_dim=8, hidden_dim=16, embeddings=glove)
+    encoder = CoveBackbone(len(sv), embedding_size=8, hidden_size=16, embeddings=glove)
     model = TranslationPretrainer(encoder, len(tv), target_embedding_dim=8, decoder_units=32)
     model.compile(optimizer=keras.optimizers.Adam(0.02), jit_compile=True)
     history = model.fit(ds, epochs=8, verbose=0)
@@ -76,7 +76,7 @@ def test_tiny_cove_learns_to_reverse_and_serves_as_frozen_layer(tmp_path):
     chance = 1.0 / (len(tv) - 1)
     assert accuracy[0] < 0.5 and accuracy[-1] > 0.9, accuracy  # well above chance
     assert accuracy[-1] > 5 * chance
-    np.testing.assert_array_equal(encoder.word_embedding.embeddings.numpy(), glove)  # fixed
+    np.testing.assert_array_equal(encoder.token_embedding.embeddings.numpy(), glove)  # fixed
     # Greedy decoding reverses an unseen sentence.
     words = ["gold", "red", "teal"]
     ids = np.array([[sv.index(w) for w in words] + [0, 0, 0]])
@@ -101,7 +101,7 @@ def test_tiny_cove_learns_to_reverse_and_serves_as_frozen_layer(tmp_path):
 
 def test_pretrainer_keras_round_trip(tmp_path):
     model = TranslationPretrainer(
-        CoveBackbone(10, embedding_dim=4, hidden_dim=5), 12, target_embedding_dim=3,
+        CoveBackbone(10, embedding_size=4, hidden_size=5), 12, target_embedding_dim=3,
         decoder_units=7,
     )
     x = {"encoder_token_ids": np.array([[1, 2, 3]]), "encoder_padding_mask": np.array([[1, 1, 0]]),

@@ -637,6 +637,41 @@ class _Generator(TextTask):
         return texts[0] if single else texts
 
 
+    def export(self, directory, max_length=None, sampler="greedy", version=1,
+               overwrite=False, jit_compile=False):
+        """Exports a SavedModel that generates, for TF Serving; returns its version path.
+
+        Signatures (keras_ctx.export): `serving_default` (the backbone's
+        forward pass), `serve_text`, `serve_generate` (prompt ids -> generated
+        ids, the decode loop in the graph, core TensorFlow ops only) and
+        `serve_generate_text` (prompt strings -> generated strings, as
+        `generate` returns them; needs the tokenizer's ops, as `serve_text`).
+        Random samplers take a `seed` input: the same seed gives
+        `generate(..., seed=seed)`'s tokens.
+
+        Args:
+            directory: the model's base directory (TF Serving watches it).
+            max_length: as `generate` (default sequence_length); fixed in
+                the export.
+            sampler: as `generate`, fixed in the export.
+            version, overwrite, jit_compile: as `export_saved_model`.
+
+        Returns:
+            The path of the written version directory.
+        """
+        from keras_ctx.export import Generation, export_saved_model
+
+        generation = Generation(
+            max_length or self.sequence_length, sampler,
+            end_token_id=list(self.stop_ids) or None, pad_token_id=self.preprocessor.pad_id,
+            decoder_start_token_id=(self.preprocessor.decoder_start_ids[0]
+                                    if isinstance(self, Seq2SeqLM) else None),
+            text=GenerationText(self))
+        return export_saved_model(self.backbone, directory, version=version,
+                                  overwrite=overwrite, preprocessor=self.preprocessor,
+                                  sequence_length=self.sequence_length,
+                                  jit_compile=jit_compile, generation=generation)
+
     def generate_stream(self, prompt, max_length=None, sampler="greedy", seed=0):
         """Yields the text of one prompt in chunks as its tokens are decoded.
 
@@ -661,6 +696,47 @@ class _Generator(TextTask):
         text = self.detokenize(ids)
         if text != shown:
             yield text[len(shown):] if text.startswith(shown) else text
+
+
+class GenerationText(keras.layers.Layer):
+    """The text codec of an exported language model (`serve_generate_text`), in the graph.
+
+    `encode` turns prompts into the ids `generate` reads (a CausalLM's
+    prompt pieces, right-padded; a Seq2SeqLM's framed source); `decode`
+    turns generated rows into text as `detokenize` does (framing, stop,
+    padding and out-of-vocabulary ids left out). Not saved with the model:
+    `export` builds it from the task.
+
+    Args:
+        task: a CausalLM or Seq2SeqLM.
+    """
+
+    def __init__(self, task, **kwargs):
+        super().__init__(**kwargs)
+        self.tokenizer = task.tokenizer
+        self.text_preprocessor = task.preprocessor
+        self.encoder_decoder = isinstance(task, Seq2SeqLM)
+        self.special_ids = sorted(task._special)
+        self.tokenizer_size = int(task.tokenizer.vocabulary_size())
+        self.built = True
+
+    def encode(self, text):
+        pre = self.text_preprocessor
+        if self.encoder_decoder:
+            inputs = pre(text)
+            return {"encoder_token_ids": inputs["encoder_token_ids"],
+                    "encoder_padding_mask": inputs["encoder_padding_mask"]}
+        pieces = pre._tokenize(text)
+        return {"token_ids": pieces.to_tensor(pre.pad_id),
+                "padding_mask": tf.sequence_mask(pieces.row_lengths(), dtype=tf.int32)}
+
+    def decode(self, token_ids, padding_mask):
+        ids = tf.cast(token_ids, tf.int32)
+        special = tf.reduce_any(ids[..., None] == tf.constant(self.special_ids, tf.int32),
+                                axis=-1)
+        keep = tf.cast(padding_mask, tf.bool) & ~special & (ids < self.tokenizer_size)
+        text = self.tokenizer.detokenize(tf.ragged.boolean_mask(ids, keep))
+        return tf.reshape(text, [-1])
 
 
 @_registered

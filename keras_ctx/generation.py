@@ -401,7 +401,7 @@ def end_tokens_of(end_token_id, backbone):
     return tuple(int(end) for end in ends) or None
 
 
-PRECISIONS = ("float32", "bfloat16", "int8")
+PRECISIONS = ("float32", "bfloat16", "int8", "int4", "float8")
 
 
 def for_decoding(backbone, precision):
@@ -419,6 +419,12 @@ def for_decoding(backbone, precision):
       abs-max scale, activations are quantized per token on the fly;
       `TokenEmbedding` (and so the tied output layer) keeps one scale per
       token row. Layer norms, biases and position embeddings stay float32.
+    - "int4": the same with int4 weights (Keras' sub-channel blocks of 128
+      for Dense kernels; one scale per token row, two values per byte, for
+      `TokenEmbedding`).
+    - "float8": Keras' float8 (e4m3 weights and activations, scaled) for the
+      Dense / EinsumDense kernels; the token table stays float32 (Keras'
+      Embedding has no float8 mode).
 
     The original backbone is left as it is. Example:
     >>> fast = keras_ctx.generation.for_decoding(backbone, "int8")
@@ -431,10 +437,11 @@ def for_decoding(backbone, precision):
         config["dtype"] = "bfloat16"
     copy = type(backbone).from_config(config)
     copy.set_weights([np.asarray(w) for w in backbone.get_weights()])
-    if precision == "int8":
+    if precision in ("int8", "int4", "float8"):
         with warnings.catch_warnings():  # Keras warns for every layer it leaves as is
             warnings.filterwarnings("ignore", message=".*does not have a `quantize` method")
-            copy.quantize("int8")
+            warnings.filterwarnings("ignore", message=".*TokenEmbedding.*quantizes to")
+            copy.quantize(precision)
     return copy
 
 

@@ -3,7 +3,8 @@ machine's memory-bandwidth bound.
 
     python -m benchmarks.generation [--layers 12 --hidden 768 --heads 12 --vocab 50257]
         [--prompt 8 --max-length 40] [--batches 1 16]
-        [--precisions float32 bfloat16 int8] [--compare keras-hub|none]
+        [--precisions float32 bfloat16 int8 int4 float8] [--interleave-precisions]
+        [--compare keras-hub|none]
         [--repeats 3] [--ours-xla auto on off] [--record]
 
 Both sides are GPT-2 of the same shape with random weights (same shape, same
@@ -103,10 +104,10 @@ def build_keras_hub(args, precision):
         max_sequence_length=args.max_length, dropout=0.0,
         dtype="bfloat16" if precision == "bfloat16" else None)
     model = keras_hub.models.GPT2CausalLM(backbone=backbone, preprocessor=None)
-    if precision == "int8":
+    if precision in ("int8", "int4", "float8"):
         with warnings.catch_warnings():  # one per layer it leaves as is
             warnings.filterwarnings("ignore", message=".*does not have a `quantize` method")
-            model.quantize("int8")
+            model.quantize(precision)
     model.compile(sampler="greedy")
     pad = args.max_length - args.prompt
 
@@ -116,6 +117,30 @@ def build_keras_hub(args, precision):
         return np.asarray(model.generate(inputs, stop_token_ids=None)["token_ids"])
 
     return model, run
+
+
+def _timed(args, runs, rng, generated, measure_bandwidth):
+    """Rows of tokens/s for `runs` {(precision, implementation): (model, run)}, alternating."""
+    rows = []
+    for batch in args.batches:
+        prompt = rng.integers(1, args.vocab, (batch, args.prompt)).astype("int32")
+        for _, run in runs.values():
+            run(prompt)  # compile
+        times = {key: [] for key in runs}
+        for _ in range(args.repeats):
+            for key, (_, run) in runs.items():  # alternate
+                start = time.perf_counter()
+                run(prompt)
+                times[key].append(time.perf_counter() - start)
+            measure_bandwidth()
+        speeds = {key: batch * generated / float(np.median(t)) for key, t in times.items()}
+        for (precision, name), (model, _) in runs.items():
+            hub = speeds.get((precision, "keras-hub"))
+            ratio = f"{speeds[(precision, name)] / hub:.2f}x" if hub else "-"
+            rows.append([precision, batch, name, speeds[(precision, name)],
+                         weight_bytes(model), ratio])
+            print(*rows[-1], flush=True)
+    return rows
 
 
 def main(argv=None):
@@ -129,7 +154,10 @@ def main(argv=None):
     parser.add_argument("--max-length", type=int, default=40, help="prompt + generated")
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 16])
     parser.add_argument("--precisions", nargs="+", default=["float32", "bfloat16", "int8"],
-                        choices=["float32", "bfloat16", "int8"])
+                        choices=["float32", "bfloat16", "int8", "int4", "float8"])
+    parser.add_argument("--interleave-precisions", action="store_true",
+                        help="build every precision first, then alternate over all of them "
+                             "in each repeat (a loaded machine's load hits every row alike)")
     parser.add_argument("--compare", default="keras-hub", choices=["keras-hub", "none"])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--bandwidth-mb", type=int, default=256)
@@ -153,33 +181,18 @@ def main(argv=None):
     for choice in args.ours_xla:  # default arguments bind each choice
         builders[f"keras_ctx {OURS_XLA[choice][0]}"] = (
             lambda args, precision, jit=OURS_XLA[choice][1]: build_ours(args, precision, jit))
-    hub_xla = []
     if args.compare == "keras-hub":
         builders["keras-hub"] = build_keras_hub
     generated = args.max_length - args.prompt
     rng = np.random.default_rng(0)
     rows = []
-    for precision in args.precisions:
-        runs = {name: build(args, precision) for name, build in builders.items()}
-        if "keras-hub" in runs:
-            hub_xla.append(runs["keras-hub"][0].jit_compile)
-        for batch in args.batches:
-            prompt = rng.integers(1, args.vocab, (batch, args.prompt)).astype("int32")
-            for _, run in runs.values():
-                run(prompt)  # compile
-            times = {name: [] for name in runs}
-            for _ in range(args.repeats):
-                for name, (_, run) in runs.items():  # alternate
-                    start = time.perf_counter()
-                    run(prompt)
-                    times[name].append(time.perf_counter() - start)
-                measure_bandwidth()
-            speeds = {name: batch * generated / float(np.median(t)) for name, t in times.items()}
-            for name, (model, _) in runs.items():
-                ratio = (f"{speeds[name] / speeds['keras-hub']:.2f}x"
-                         if "keras-hub" in speeds else "-")
-                rows.append([precision, batch, name, speeds[name], weight_bytes(model), ratio])
-                print(*rows[-1], flush=True)
+    groups = [[p] for p in args.precisions]
+    if args.interleave_precisions:
+        groups = [list(args.precisions)]
+    for group in groups:
+        runs = {(precision, name): build(args, precision) for precision in group
+                for name, build in builders.items()}
+        rows += _timed(args, runs, rng, generated, measure_bandwidth)
         del runs
 
     peak = max(measured.values())
@@ -196,7 +209,9 @@ def main(argv=None):
              f"(read + write), reduce_sum {measured['read'] / 1e9:.1f} GB/s (read); the "
              f"bound uses {peak / 1e9:.1f} GB/s: batch x bandwidth / bytes of weights. "
              f"Median of {args.repeats} alternating calls. keras_ctx with XLA: "
-             f"{args.ours_xla}; keras-hub's jit_compile: {sorted(set(hub_xla))}. Load average (1, 5, 15 min) "
+             f"{args.ours_xla}; keras-hub: Keras' jit_compile='auto' (no XLA without a GPU). "
+             f"Precisions {'interleaved' if args.interleave_precisions else 'one at a time'}. "
+             f"Load average (1, 5, 15 min) "
              f"at start {load_start}, at end {common.load_average()}.")
     text = common.table(["precision", "batch", "implementation", "tokens/s", "weights MiB",
                          "bound tokens/s", "of bound", "vs keras-hub"], rows) + "\n\n" + notes

@@ -12,6 +12,15 @@ Writes `directory/<version>/` with three signatures:
     `tf.saved_model.load` in Python); `serving_default` never does.
   - `serve_examples`: serialized tf.Example protos whose int64 features are
     named as the inputs, each of the fixed `sequence_length`.
+  - `serve_generate` (when `generation` is given, for a decoder-only or an
+    encoder-decoder language model): prompt ids -> generated ids. The whole
+    decode loop (prefill, key/value cache, sampler, stop tokens) runs
+    inside the graph, with core TensorFlow ops only (XLA-compiled with
+    `jit_compile=True`), so stock TF Serving generates.
+  - `serve_generate_text` (when `generation` has a `text` codec, which
+    `CausalLM.export` / `Seq2SeqLM.export` attach): strings -> generated
+    strings, tokenized and detokenized inside the graph (the tokenizer's
+    ops, as `serve_text`).
 Batch size is dynamic everywhere. Sequence length is dynamic in
 `serving_default` unless the model fixes it; `serve_text` pads or rejects at
 `sequence_length` (the preprocessor decides); `serve_examples` needs it fixed.
@@ -44,8 +53,15 @@ class ExportError(ValueError):
     """The model or the directory cannot be exported as asked."""
 
 
-def _named_inputs(model):
-    """{input name: KerasTensor} of a built model."""
+def named_inputs(model):
+    """{input name: KerasTensor} of a built model; ExportError if it is not built.
+
+    Args:
+        model: a keras.Model.
+
+    Returns:
+        A dict from input name to the model's symbolic input.
+    """
     if not model.built or not getattr(model, "inputs", None):
         raise ExportError(
             f"The model {model.name!r} has not been built: call it on a batch "
@@ -56,7 +72,16 @@ def _named_inputs(model):
     return {t.name: t for t in model.inputs}
 
 
-def _input_specs(named, sequence_length):
+def input_specs(named, sequence_length):
+    """tf.TensorSpecs of the served inputs: batch free, integers as int32.
+
+    Args:
+        named: `named_inputs(model)`.
+        sequence_length: fixes axis 1 of every input of rank >= 2 (None: free).
+
+    Returns:
+        {input name: tf.TensorSpec}.
+    """
     specs = {}
     for name, tensor in named.items():
         shape = list(tensor.shape)
@@ -70,8 +95,16 @@ def _input_specs(named, sequence_length):
     return specs
 
 
-def _flat_outputs(outputs):
-    """Named float32 (or int) tensors; lists stacked after the batch axis."""
+def flat_outputs(outputs):
+    """Named float32 (or int) tensors; lists stacked after the batch axis.
+
+    Args:
+        outputs: a model's outputs: a dict, or one tensor (named "outputs").
+
+    Returns:
+        {name: tensor}, floating tensors cast to float32, a list output
+        stacked into one tensor on axis 1.
+    """
     if not isinstance(outputs, dict):
         outputs = {"outputs": outputs}
     flat = {}
@@ -135,8 +168,17 @@ def _checked_inputs(model, inputs):
     return checked
 
 
-def _forward(model, jit_compile):
-    """inputs (cast to the model's dtypes) -> named outputs; XLA-compiled if asked."""
+def forward_function(model, jit_compile):
+    """A function: inputs (cast to the model's dtypes) -> `flat_outputs`; XLA if asked.
+
+    Args:
+        model: a built keras.Model (task models may name their serving
+            outputs with a `serving_outputs(outputs)` method).
+        jit_compile: wrap it in `tf.function(jit_compile=True)`.
+
+    Returns:
+        The function (a dict of input tensors -> a dict of output tensors).
+    """
 
     def forward(cast):
         if not isinstance(model.input, dict):
@@ -146,7 +188,7 @@ def _forward(model, jit_compile):
         # Task models name their serving outputs (logits, probabilities, ...).
         if hasattr(model, "serving_outputs"):
             outputs = model.serving_outputs(outputs)
-        return _flat_outputs(outputs)
+        return flat_outputs(outputs)
 
     return tf.function(forward, jit_compile=True) if jit_compile else forward
 
@@ -155,6 +197,145 @@ def _call_model(model, inputs, input_dtypes, forward):
     # The checks run outside `forward`: XLA would compile them away.
     inputs = _checked_inputs(model, inputs)
     return forward({name: tf.cast(value, input_dtypes[name]) for name, value in inputs.items()})
+
+
+class Generation:
+    """What `serve_generate` decodes: `export_saved_model(..., generation=Generation(...))`.
+
+    Args:
+        max_length: the static length of the generated rows (decoder-only:
+            prompt included; encoder-decoder: the decoder's output, start
+            token first).
+        sampler: a `keras_ctx.generation` sampler or its name ("greedy",
+            "top_k", "top_p", "random", "beam"). The random ones add a
+            `seed` input (int32 scalar); the same seed gives Python
+            `generate`'s tokens.
+        end_token_id: a stop token id or a list of them (None: none).
+        pad_token_id: the id after a row's stop token, and the prompts' padding.
+        decoder_start_token_id: an encoder-decoder's decoder start token.
+        text: optional codec for `serve_generate_text`: an object with
+            `encode(strings) -> dict of prompt inputs` and
+            `decode(token_ids, padding_mask) -> strings` (tracked with the
+            export, so a layer's tables travel with it).
+        use_cache: decode one token per step with the key/value cache.
+    """
+
+    def __init__(self, max_length, sampler="greedy", end_token_id=None, pad_token_id=0,
+                 decoder_start_token_id=None, text=None, use_cache=True):
+        from keras_ctx import generation
+
+        if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 2:
+            raise ExportError(f"`max_length` must be an integer >= 2, got {max_length!r}.")
+        self.max_length = max_length
+        self.sampler = generation.get_sampler(sampler)
+        self.end_token_id = end_token_id
+        self.pad_token_id = int(pad_token_id)
+        self.decoder_start_token_id = decoder_start_token_id
+        self.text = text
+        self.use_cache = bool(use_cache)
+
+    @property
+    def seeded(self):
+        """True when the sampler draws at random (the signatures take a `seed`)."""
+        from keras_ctx.generation import BeamSampler, GreedySampler
+
+        return not isinstance(self.sampler, (GreedySampler, BeamSampler))
+
+
+def _generation_functions(model, generation, jit_compile):
+    """(serve_generate, its input signature, serve_generate_text or None) for `model`."""
+    from keras_ctx import generation as decoding
+    from keras_ctx.layers.embeddings import (check_token_ids, max_positions_of,
+                                             vocabulary_size_of)
+
+    backbone = getattr(model, "backbone", model)
+    seq2seq = hasattr(backbone, "decode_with_cache")
+    if not seq2seq and not hasattr(backbone, "call_with_cache"):
+        raise ExportError(f"{backbone.name!r} is not a language model: `generation` needs a "
+                          "decoder-only (GPT) or encoder-decoder (T5, BART) backbone.")
+    if seq2seq and generation.decoder_start_token_id is None:
+        raise ExportError("An encoder-decoder generates from a decoder start token: pass "
+                          "Generation(..., decoder_start_token_id=ID) (T5: 0, BART: 2).")
+    max_positions = max_positions_of(backbone)
+    if max_positions is not None and generation.max_length > max_positions:
+        raise ExportError(f"max_length {generation.max_length} is more than the "
+                          f"{max_positions} positions of {backbone.name!r}; lower it.")
+    end_tokens = decoding.end_tokens_of(generation.end_token_id, backbone)
+    vocabulary_size = vocabulary_size_of(backbone)
+    length, pad = generation.max_length, generation.pad_token_id
+    prompt_names = (("encoder_token_ids", "encoder_padding_mask") if seq2seq
+                    else ("token_ids", "padding_mask"))
+
+    def loop(token_ids, prompt_mask, seed, encoder_ids, encoder_mask):
+        return decoding.decode(backbone, token_ids, prompt_mask, generation.sampler, seed,
+                               end_tokens, pad, use_cache=generation.use_cache,
+                               encoder_token_ids=encoder_ids,
+                               encoder_padding_mask=encoder_mask)
+
+    loop = tf.function(loop, jit_compile=True) if jit_compile else loop
+
+    def checked(ids, name):
+        ids = tf.cast(ids, tf.int32)
+        if vocabulary_size is not None:
+            ids = check_token_ids(ids, vocabulary_size, f"input {name}")
+        return ids
+
+    def run(inputs, seed):
+        # The checks run outside `loop`: XLA would compile them away.
+        ids = checked(inputs[prompt_names[0]], prompt_names[0])
+        mask = tf.cast(inputs[prompt_names[1]], tf.bool)
+        if seq2seq:
+            if max_positions is not None:
+                with tf.control_dependencies([tf.debugging.assert_less_equal(
+                        tf.shape(ids)[1], max_positions,
+                        message=f"a source is longer than the {max_positions} positions "
+                                "of the encoder; shorten it.")]):
+                    ids = tf.identity(ids)
+            encoder = (ids, tf.cast(mask, tf.int32))
+            ids = tf.fill([tf.shape(ids)[0], 1], generation.decoder_start_token_id)
+            mask = tf.ones_like(ids, tf.bool)
+        else:
+            encoder = (None, None)
+        width = tf.shape(ids)[1]
+        checks = [
+            tf.debugging.assert_less_equal(
+                width, length, message=f"a prompt is longer than max_length={length}; "
+                                       "shorten it or export a larger max_length."),
+            tf.debugging.assert_greater(
+                width, 0, message="a prompt is empty: generation needs a token."),
+        ]
+        if not seq2seq:
+            checks.append(tf.debugging.assert_equal(
+                tf.reduce_all(mask[:, 0]), True,
+                message="every prompt needs a token at position 0 (right-padded)."))
+        with tf.control_dependencies(checks):
+            padding = [[0, 0], [0, length - width]]
+            ids = tf.pad(ids, padding, constant_values=pad)
+            mask = tf.pad(mask, padding, constant_values=False)
+        ids.set_shape([None, length])
+        mask.set_shape([None, length])
+        out = loop(ids, mask, seed, *encoder)
+        out = dict(out)
+        for name in ("padding_mask", "beam_padding_mask"):
+            if name in out:
+                out[name] = tf.cast(out[name], tf.int32)
+        return out
+
+    seed_spec = [tf.TensorSpec([], tf.int32, name="seed")] if generation.seeded else []
+    id_specs = {name: tf.TensorSpec([None, None], tf.int32, name=name)
+                for name in prompt_names}
+
+    def serve_generate(inputs, *seed):
+        return run(inputs, seed[0] if seed else tf.constant(0, tf.int32))
+
+    serve_text = None
+    if generation.text is not None:
+        def serve_text(text, *seed):
+            out = serve_generate(generation.text.encode(text), *seed)
+            out["text"] = generation.text.decode(out["token_ids"], out["padding_mask"])
+            return out
+
+    return serve_generate, [id_specs] + seed_spec, serve_text, seed_spec
 
 
 def check_export_target(directory, version=1, overwrite=False):
@@ -179,6 +360,7 @@ def export_saved_model(
     preprocessor=None,
     sequence_length=None,
     jit_compile=False,
+    generation=None,
 ):
     """Exports `model` to `directory/version` for TF Serving; returns that path.
 
@@ -197,7 +379,11 @@ def export_saved_model(
             required for `serve_examples` (skipped when the length is free).
         jit_compile: XLA-compile the model's forward pass in every signature
             (see the module docstring: the server must run XLA, e.g. TF
-            Serving with `--xla_cpu_compilation_enabled` on CPU).
+            Serving with `--xla_cpu_compilation_enabled` on CPU); with
+            `generation`, the whole decode loop is compiled.
+        generation: a `Generation` (max_length, sampler, stop tokens, ...)
+            adds `serve_generate` (and `serve_generate_text` when it has a
+            text codec) for a language model or its backbone.
 
     Returns:
         The path of the written version directory.
@@ -205,11 +391,11 @@ def export_saved_model(
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise ExportError(f"`version` must be a positive integer, got {version!r}.")
     target = check_export_target(directory, version, overwrite)
-    named = _named_inputs(model)
+    named = named_inputs(model)
     _check_vocabulary_is_known(model, named)
-    specs = _input_specs(named, sequence_length)
+    specs = input_specs(named, sequence_length)
     input_dtypes = {name: tensor.dtype for name, tensor in named.items()}
-    forward = _forward(model, bool(jit_compile))
+    forward = forward_function(model, bool(jit_compile))
 
     archive = keras.export.ExportArchive()
     archive.track(model)
@@ -257,6 +443,20 @@ def export_saved_model(
             serve_text,
             input_signature=[tf.TensorSpec([None], tf.string, name="text")],
         )
+
+    if generation is not None:
+        if not isinstance(generation, Generation):
+            raise ExportError("`generation` must be a keras_ctx.export.Generation, got "
+                              f"{type(generation).__name__}.")
+        serve_generate, signature, serve_generate_text, seed_spec = _generation_functions(
+            model, generation, bool(jit_compile))
+        archive.add_endpoint("serve_generate", serve_generate, input_signature=signature)
+        if serve_generate_text is not None:
+            if isinstance(generation.text, (keras.layers.Layer, tf.Module)):
+                archive.track(generation.text)
+            archive.add_endpoint(
+                "serve_generate_text", serve_generate_text,
+                input_signature=[tf.TensorSpec([None], tf.string, name="text")] + seed_spec)
 
     parent = os.path.dirname(os.path.abspath(target))
     os.makedirs(parent, exist_ok=True)

@@ -22,8 +22,8 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from keras_ctx.export import (ExportError, _flat_outputs, _forward, _input_specs,
-                              _named_inputs)
+from keras_ctx.export import (ExportError, flat_outputs, forward_function, input_specs,
+                              named_inputs)
 from keras_ctx.files import replacing
 
 OPSET = 17
@@ -51,11 +51,11 @@ def _guarded(ids, vocabulary_size):
 def _onnx_function(model, sequence_length):
     from keras_ctx.layers.embeddings import vocabulary_size_of
 
-    named = _named_inputs(model)
-    specs = _input_specs(named, sequence_length)
+    named = named_inputs(model)
+    specs = input_specs(named, sequence_length)
     dtypes = {name: tensor.dtype for name, tensor in named.items()}
     vocabulary_size = vocabulary_size_of(model)
-    forward = _forward(model, jit_compile=False)
+    forward = forward_function(model, jit_compile=False)
 
     def serve(inputs):
         checked = {}
@@ -63,7 +63,7 @@ def _onnx_function(model, sequence_length):
             if vocabulary_size is not None and name.endswith("token_ids"):
                 value = _guarded(value, vocabulary_size)
             checked[name] = tf.cast(value, dtypes[name])
-        return _flat_outputs(forward(checked))
+        return flat_outputs(forward(checked))
 
     return tf.function(serve), [specs]
 

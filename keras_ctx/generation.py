@@ -31,6 +31,8 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
+from keras_ctx.layers._xla import update_positions
+
 NEG_INF = -1e9
 
 
@@ -197,7 +199,7 @@ def _column(tensor, index):
 
 
 def _write_column(tensor, index, values):
-    return ops.slice_update(tensor, [0, index], ops.cast(values, tensor.dtype)[:, None])
+    return update_positions(tensor, index, ops.cast(values, tensor.dtype)[:, None])
 
 
 def _is_end(tokens, end_tokens):
@@ -386,7 +388,7 @@ def _run_loop(step_fn, token_ids, prompt_mask, state, sampler, seed, end_tokens,
                           end_tokens, pad_token_id)
 
 
-def _end_tokens(end_token_id, backbone):
+def end_tokens_of(end_token_id, backbone):
     """The stop tokens as a tuple (None: no stop token), checked against the vocabulary."""
     if end_token_id is None:
         return None
@@ -399,7 +401,7 @@ def _end_tokens(end_token_id, backbone):
     return tuple(int(end) for end in ends) or None
 
 
-PRECISIONS = ("float32", "bfloat16", "int8")
+PRECISIONS = ("float32", "bfloat16", "int8", "int4", "float8")
 
 
 def for_decoding(backbone, precision):
@@ -417,6 +419,12 @@ def for_decoding(backbone, precision):
       abs-max scale, activations are quantized per token on the fly;
       `TokenEmbedding` (and so the tied output layer) keeps one scale per
       token row. Layer norms, biases and position embeddings stay float32.
+    - "int4": the same with int4 weights (Keras' sub-channel blocks of 128
+      for Dense kernels; one scale per token row, two values per byte, for
+      `TokenEmbedding`).
+    - "float8": Keras' float8 (e4m3 weights and activations, scaled) for the
+      Dense / EinsumDense kernels; the token table stays float32 (Keras'
+      Embedding has no float8 mode).
 
     The original backbone is left as it is. Example:
     >>> fast = keras_ctx.generation.for_decoding(backbone, "int8")
@@ -429,10 +437,11 @@ def for_decoding(backbone, precision):
         config["dtype"] = "bfloat16"
     copy = type(backbone).from_config(config)
     copy.set_weights([np.asarray(w) for w in backbone.get_weights()])
-    if precision == "int8":
+    if precision in ("int8", "int4", "float8"):
         with warnings.catch_warnings():  # Keras warns for every layer it leaves as is
             warnings.filterwarnings("ignore", message=".*does not have a `quantize` method")
-            copy.quantize("int8")
+            warnings.filterwarnings("ignore", message=".*TokenEmbedding.*quantizes to")
+            copy.quantize(precision)
     return copy
 
 
@@ -532,6 +541,63 @@ def seq2seq_step(backbone):
     return step
 
 
+def decode(backbone, token_ids, prompt_mask, sampler, seed, end_tokens=None,
+           pad_token_id=0, use_cache=True, encoder_token_ids=None,
+           encoder_padding_mask=None):
+    """The decode loop on tensors, inside the caller's graph (a tf.function or an export).
+
+    `generate` and `generate_seq2seq` run it in a compiled function after
+    checking their arguments; `keras_ctx.export`'s `serve_generate` runs it
+    inside the served graph (core TensorFlow ops only outside XLA).
+
+    Args:
+        backbone: a decoder-only backbone, or an encoder-decoder when
+            `encoder_token_ids` is given.
+        token_ids: (batch, max_length) int32: the prompt (the decoder's,
+            start token first), right-padded to the static output length.
+        prompt_mask: (batch, max_length) bool, true on prompt tokens.
+        sampler: a Sampler (`get_sampler`).
+        seed: int32 scalar tensor of the random samplers.
+        end_tokens: a tuple of stop token ids, or None.
+        pad_token_id: written after a row's stop token.
+        use_cache: one token per step with a key/value cache.
+        encoder_token_ids, encoder_padding_mask: (batch, source_length)
+            int32 for an encoder-decoder.
+
+    Returns:
+        `generate`'s dict of tensors.
+    """
+    batch = tf.shape(token_ids)[0]
+    if encoder_token_ids is None:
+        if use_cache:
+            state, step = decoder_prefill(backbone, token_ids), decoder_step(backbone)
+        else:
+            def step(ids, state, i):
+                hidden = backbone({"token_ids": ids,
+                                   "padding_mask": tf.ones_like(ids)})["sequence_output"]
+                return backbone.logits(tf.gather(hidden, i, axis=1)), state
+
+            state = tf.zeros((batch,))
+    elif use_cache:
+        state = seq2seq_prefill(backbone, token_ids, encoder_token_ids, encoder_padding_mask)
+        step = seq2seq_step(backbone)
+    else:
+        def step(ids, state, i):
+            encoder_ids, encoder_mask = state
+            outputs = backbone({
+                "encoder_token_ids": encoder_ids,
+                "encoder_padding_mask": encoder_mask,
+                "decoder_token_ids": ids,
+                "decoder_padding_mask": tf.ones_like(ids),
+            })
+            hidden = tf.gather(outputs["decoder_sequence_output"], i, axis=1)
+            return backbone.logits(hidden), state
+
+        state = (encoder_token_ids, encoder_padding_mask)
+    return _run_loop(step, token_ids, prompt_mask, state, sampler, seed, end_tokens,
+                     pad_token_id)
+
+
 def generate(backbone, token_ids, padding_mask=None, max_length=None, sampler="greedy",
              end_token_id=None, pad_token_id=0, use_cache=True, jit_compile="auto", seed=0):
     """Continues right-padded prompts with a decoder-only backbone (GPT, GPT-2).
@@ -565,24 +631,14 @@ def generate(backbone, token_ids, padding_mask=None, max_length=None, sampler="g
     sampler = get_sampler(sampler)
     token_ids, prompt_mask = _prepare_prompt(token_ids, padding_mask, max_length,
                                              pad_token_id, "token_ids")
-    end_tokens = _end_tokens(end_token_id, backbone)
+    end_tokens = end_tokens_of(end_token_id, backbone)
     jit_compile = resolve_jit_compile(jit_compile, backbone, _rows(token_ids, sampler))
     key = ("decoder", sampler._key(), end_tokens, pad_token_id, use_cache, jit_compile)
 
     def make():
         def run(token_ids, prompt_mask, seed):
-            batch, length = tf.shape(token_ids)[0], token_ids.shape[1]
-            if use_cache:
-                state, step = decoder_prefill(backbone, token_ids), decoder_step(backbone)
-            else:
-                def step(ids, state, i):
-                    hidden = backbone({"token_ids": ids,
-                                       "padding_mask": tf.ones_like(ids)})["sequence_output"]
-                    return backbone.logits(tf.gather(hidden, i, axis=1)), state
-
-                state = tf.zeros((batch,))
-            return _run_loop(step, token_ids, prompt_mask, state, sampler, seed,
-                             end_tokens, pad_token_id)
+            return decode(backbone, token_ids, prompt_mask, sampler, seed, end_tokens,
+                          pad_token_id, use_cache=use_cache)
 
         return tf.function(run, jit_compile=jit_compile)
 
@@ -617,30 +673,15 @@ def generate_seq2seq(backbone, encoder_token_ids, encoder_padding_mask=None,
     token_ids, prompt_mask = _prepare_prompt(decoder_token_ids, decoder_padding_mask,
                                              max_length, pad_token_id,
                                              "decoder_token_ids")
-    end_tokens = _end_tokens(end_token_id, backbone)
+    end_tokens = end_tokens_of(end_token_id, backbone)
     jit_compile = resolve_jit_compile(jit_compile, backbone, _rows(token_ids, sampler))
     key = ("seq2seq", sampler._key(), end_tokens, pad_token_id, use_cache, jit_compile)
 
     def make():
         def run(token_ids, prompt_mask, encoder_ids, encoder_mask, seed):
-            if use_cache:
-                state = seq2seq_prefill(backbone, token_ids, encoder_ids, encoder_mask)
-                step = seq2seq_step(backbone)
-            else:
-                def step(ids, state, i):
-                    encoder_ids, encoder_mask = state
-                    outputs = backbone({
-                        "encoder_token_ids": encoder_ids,
-                        "encoder_padding_mask": encoder_mask,
-                        "decoder_token_ids": ids,
-                        "decoder_padding_mask": tf.ones_like(ids),
-                    })
-                    hidden = tf.gather(outputs["decoder_sequence_output"], i, axis=1)
-                    return backbone.logits(hidden), state
-
-                state = (encoder_ids, encoder_mask)
-            return _run_loop(step, token_ids, prompt_mask, state, sampler, seed,
-                             end_tokens, pad_token_id)
+            return decode(backbone, token_ids, prompt_mask, sampler, seed, end_tokens,
+                          pad_token_id, use_cache=use_cache, encoder_token_ids=encoder_ids,
+                          encoder_padding_mask=encoder_mask)
 
         return tf.function(run, jit_compile=jit_compile)
 
@@ -695,7 +736,7 @@ def stream(backbone, token_ids, max_length=None, sampler="greedy", end_token_id=
                                              "token_ids")
     if token_ids.shape[0] != 1:
         raise ValueError(f"`stream` decodes one prompt, got a batch of {token_ids.shape[0]}.")
-    end_tokens = _end_tokens(end_token_id, backbone) or ()
+    end_tokens = end_tokens_of(end_token_id, backbone) or ()
     key = ("stream", encoder_token_ids is not None, sampler._key())
 
     def make():

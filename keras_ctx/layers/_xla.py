@@ -99,3 +99,24 @@ try:
     tf.RegisterGradient("XlaOptimizationBarrier")(_barrier_gradient)
 except KeyError:  # registered already (by TensorFlow, or an earlier import)
     pass
+
+
+def update_positions(tensor, index, updates):
+    """`tensor` with `updates` written at [:, index:index + updates.shape[1]].
+
+    Under XLA: `ops.slice_update` (XLA's DynamicUpdateSlice, in place). In a
+    TF graph: two slices and a concat, core ops only, because that op lowers
+    to `XlaDynamicUpdateSlice`, which stock TF Serving has no kernel for
+    (a generation signature runs the decode loop, cache writes included, in
+    the served graph).
+    """
+    from keras import ops
+
+    updates = ops.cast(updates, tensor.dtype)
+    if in_xla_compilation():
+        start = [0, index] + [0] * (len(tensor.shape) - 2)
+        return ops.slice_update(tensor, start, updates)
+    width = tf.shape(updates)[1]
+    out = tf.concat([tensor[:, :index], updates, tensor[:, index + width:]], axis=1)
+    out.set_shape(tensor.shape)
+    return out

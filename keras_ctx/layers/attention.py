@@ -5,6 +5,7 @@ from keras import ops
 
 from keras_ctx.layers import _checks, banded_attention
 from keras_ctx.layers import dense
+from keras_ctx.layers._xla import update_positions
 from keras_ctx.layers.dropout import Dropout
 from keras_ctx.layers.masking import MASK_VALUE
 
@@ -230,9 +231,9 @@ class MultiHeadAttention(keras.layers.Layer):
             k = self.key_dense(key)
             v = self.value_dense(value)
             if cache is not None:
-                start = [0, cache_update_index, 0, 0]
-                k = ops.slice_update(cache[:, 0], start, ops.cast(k, cache.dtype))
-                v = ops.slice_update(cache[:, 1], start, ops.cast(v, cache.dtype))
+                # Core ops outside XLA: a served generation graph (export.py) runs it.
+                k = update_positions(cache[:, 0], cache_update_index, k)
+                v = update_positions(cache[:, 1], cache_update_index, v)
                 cache = ops.stack([k, v], axis=1)
                 query_offset = cache_update_index
         scale = self.scale if self.scale is not None else self.head_size**-0.5

@@ -85,6 +85,10 @@ def max_positions_of(model):
     return min(sizes) if sizes else None
 
 
+# The modes a token table quantizes to, with their abs-max value ranges.
+QUANTIZED_TABLES = {"int8": (-127, 127), "int4": (-8, 7)}
+
+
 @keras.saving.register_keras_serializable(package="keras_ctx")
 class TokenEmbedding(keras.layers.Layer):
     """A vocabulary_size x embedding_size lookup table that can also be read in reverse.
@@ -130,8 +134,8 @@ class TokenEmbedding(keras.layers.Layer):
         )
 
     def build(self, input_shape=None):
-        if self.quantization_mode == "int8":  # a quantized layer built from its config
-            self._int8_build()
+        if self.quantization_mode in QUANTIZED_TABLES:  # built from a quantized config
+            self._quantized_build(self.quantization_mode)
         else:
             self.embeddings = self.add_weight(
                 name="embeddings",
@@ -157,44 +161,69 @@ class TokenEmbedding(keras.layers.Layer):
 
     def reverse(self, hidden):
         """Logits over the vocabulary: `hidden @ embeddings^T`."""
-        if self.quantization_mode == "int8":
-            # int8 x int8 products as Keras' quantized Dense: hidden quantized per row.
+        if self.quantization_mode in QUANTIZED_TABLES:
+            # Integer x integer products as Keras' quantized Dense: hidden quantized per row.
             values, scale = keras.quantizers.abs_max_quantize(hidden, axis=-1)
-            logits = ops.cast(ops.matmul(values, ops.transpose(self.embeddings)),
+            logits = ops.cast(ops.matmul(values, ops.transpose(self._integer_table())),
                               self.compute_dtype)
             return logits / ops.cast(scale * self.embeddings_scale, self.compute_dtype)
         table = ops.cast(self.embeddings, self.compute_dtype)
         return ops.matmul(ops.cast(hidden, self.compute_dtype), ops.transpose(table))
 
-    # Keras' int8 quantization (`model.quantize("int8")`), as keras.layers.Embedding:
-    # one abs-max scale per token row, used by both the lookup and `reverse`.
+    # Keras' post-training quantization (`model.quantize(mode)`) in the modes
+    # keras.layers.Embedding (Keras 3.15) has: "int8" and "int4", one abs-max
+    # scale per token row, used by both the lookup and `reverse`. int4 values
+    # lie in [-8, 7], two packed per int8 byte along the vector (Keras'
+    # `pack_int4`); per row also in int4 (Keras' block_size=-1: a row is one
+    # block, however `config.block_size` is set). Keras' Embedding has no "float8" (nor gptq/awq) mode and
+    # neither has this table: it raises NotImplementedError, which
+    # `Model.quantize` turns into a warning and the table stays as it is.
     def quantize(self, mode=None, type_check=True, config=None):
-        if mode != "int8":
-            raise NotImplementedError(f"TokenEmbedding {self.name} quantizes to int8 only, "
-                                      f"not {mode!r}.")
-        values, scale = keras.quantizers.abs_max_quantize(self.embeddings, axis=-1,
-                                                          to_numpy=True)
+        if mode not in QUANTIZED_TABLES:
+            raise NotImplementedError(
+                f"TokenEmbedding {self.name} quantizes to {' or '.join(QUANTIZED_TABLES)} "
+                f"(as keras.layers.Embedding), not {mode!r}; in a model, its Dense layers "
+                "are quantized and the table keeps its dtype.")
+        if getattr(config, "weight_quantizer", None) is not None:
+            raise NotImplementedError(
+                f"TokenEmbedding {self.name} quantizes with per-row abs-max scales; a "
+                "custom weight_quantizer is not supported for it.")
+        if self.quantization_mode is not None:
+            raise ValueError(f"TokenEmbedding {self.name} is already quantized "
+                             f"({self.quantization_mode}); quantize a float copy.")
+        values, scale = keras.quantizers.abs_max_quantize(
+            self.embeddings, axis=-1, value_range=QUANTIZED_TABLES[mode], to_numpy=True)
+        if mode == "int4":
+            values = keras.quantizers.pack_int4(values, axis=-1)[0]
         del self.embeddings
-        self._int8_build()
+        self._quantized_build(mode)
         self.embeddings.assign(values)
         self.embeddings_scale.assign(ops.squeeze(scale, axis=-1))
-        if self.dtype_policy.quantization_mode is None:
-            self.dtype_policy = keras.dtype_policies.get(f"int8_from_{self.dtype_policy.name}")
+        self.dtype_policy = keras.dtype_policies.get(f"{mode}_from_{self.dtype_policy.name}")
 
-    def _int8_build(self):
+    def _quantized_build(self, mode):
+        width = self.embedding_size if mode == "int8" else (self.embedding_size + 1) // 2
         self.embeddings = self.add_weight(
-            name="embeddings", shape=(self.vocabulary_size, self.embedding_size),
-            initializer="zeros", dtype="int8", trainable=False)
+            name="embeddings", shape=(self.vocabulary_size, width), initializer="zeros",
+            dtype="int8", trainable=False)
         self.embeddings_scale = self.add_weight(
             name="embeddings_scale", shape=(self.vocabulary_size,), initializer="ones",
             trainable=False)
         self._is_quantized = True
 
-    def _int8_call(self, token_ids):
+    def _integer_table(self, rows=None):
+        """The int8 values of the table (or of `rows` of it), int4 unpacked."""
+        table = self.embeddings if rows is None else rows
+        if self.quantization_mode == "int4":
+            table = keras.quantizers.unpack_int4(table, self.embedding_size, axis=-1)
+        return table
+
+    def quantized_call(self, token_ids):
         token_ids = self._checked_ids(token_ids)
-        rows = ops.cast(ops.take(self.embeddings, token_ids, axis=0), self.compute_dtype)
+        rows = self._integer_table(ops.take(self.embeddings, token_ids, axis=0))
         scale = ops.take(self.embeddings_scale, token_ids, axis=0)
-        return rows / ops.cast(scale[..., None], self.compute_dtype)
+        return ops.cast(rows, self.compute_dtype) / ops.cast(scale[..., None],
+                                                             self.compute_dtype)
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape) + (self.embedding_size,)

@@ -70,6 +70,26 @@ def without_absent_optional_inputs(model, inputs):
     return inputs
 
 
+def _quantized_policies(model):
+    """A DTypePolicyMap of `model`'s quantized layers by path (None: none is quantized).
+
+    `model.quantize(mode)` changes layers, not the constructor arguments:
+    rebuilt from its config with this map as `dtype`, each layer finds its
+    own policy by path (as keras-hub's backbones), builds its quantized
+    variables, and the saved ones load into them.
+    """
+    quantized = {layer.path: layer.dtype_policy for layer in model._flatten_layers()
+                 if layer is not model and layer.quantization_mode is not None}
+    if not quantized:
+        return None
+    base = model.dtype_policy
+    if isinstance(base, keras.dtype_policies.DTypePolicyMap):
+        base = base.default_policy
+    return keras.dtype_policies.DTypePolicyMap(
+        default_policy=base, policy_map={path: keras.dtype_policies.get(policy.name)
+                                         for path, policy in quantized.items()})
+
+
 class Backbone(keras.Model):
     """Base of the functional backbones.
 
@@ -130,11 +150,17 @@ class Backbone(keras.Model):
                             mask=mask)
 
     def get_config(self):
-        return dict(self._config, name=self.name, trainable=self.trainable)
+        config = dict(self._config, name=self.name, trainable=self.trainable)
+        quantized = _quantized_policies(self)
+        if quantized is not None:
+            config["dtype"] = keras.dtype_policies.serialize(quantized)
+        return config
 
     @classmethod
     def from_config(cls, config):
         config = _checks.renamed(config, cls.renamed_arguments)
+        if isinstance(config.get("dtype"), dict):  # a quantized backbone's DTypePolicyMap
+            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
         adapters = config.pop("adapters", None)  # keras_ctx.peft.adapter_state
         model = cls(**config)
         if adapters:

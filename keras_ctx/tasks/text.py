@@ -96,18 +96,38 @@ class TextTask:
                    or info["sequence_length"], family=info["family"], **kwargs)
 
     @classmethod
-    def from_preset(cls, handle, **kwargs):
-        """The task from a handle: a saved task directory or a run directory.
+    def from_preset(cls, handle, sequence_length=None, **kwargs):
+        """The task from a handle: a saved task directory, or any model handle (new head).
 
-        (Other handles, e.g. hf://, come with the shared resolver.)
+        Args:
+            handle: a directory `TextTask.save` wrote (loaded as saved), or
+                what `keras_ctx.handles.resolve` reads: a run directory, a
+                local checkpoint, `hf://ORG/NAME[@REVISION]`, `kaggle://...`.
+                It must come with its tokenizer (a bare preset name has none).
+            sequence_length: the task's input length (default: the run's or
+                checkpoint's `sequence_length`).
+            **kwargs: the task's other constructor arguments (num_classes,
+                labels, ...).
+
+        Returns:
+            The task, its backbone holding the handle's weights.
         """
-        handle = os.fspath(handle)
-        if os.path.isfile(os.path.join(handle, TASK_FILE)):
-            return cls.load(handle)
-        if os.path.isdir(handle):
-            return cls.from_run(handle, **kwargs)
-        raise ValueError(f"{handle!r} is not a task or run directory; pass the directory "
-                         "`TextTask.save` or `keras-ctx pretrain --out` wrote.")
+        from keras_ctx import handles
+
+        name = os.fspath(handle)
+        if os.path.isfile(os.path.join(name, TASK_FILE)):
+            return cls.load(name)
+        resolved = handles.resolve(name, need_tokenizer=True)
+        if resolved.tokenizer is None:
+            raise ValueError(f"{name!r} names an architecture without a tokenizer (a preset "
+                             "name): text tasks need one; give a checkpoint or run "
+                             "directory, hf://ORG/NAME or kaggle://..., or build the task "
+                             "from a backbone and a tokenizer.")
+        backbone = resolved.backbone
+        backbone.family = resolved.info["family"]
+        return cls(backbone, resolved.tokenizer,
+                   sequence_length=sequence_length or resolved.info["sequence_length"],
+                   family=resolved.info["family"], **kwargs)
 
     # ------------------------------------------------------------ Keras model API
 
@@ -385,17 +405,60 @@ class TokenClassifier(TextTask):
 
     def _dataset(self, x, y=None, batch_size=32):
         if isinstance(x, tf.data.Dataset):
-            raise TypeError("TokenClassifier aligns labels to pieces in Python: pass lists "
-                            "of words (and of labels), not a tf.data.Dataset.")
+            return x.map(self._aligned_batch)
         texts, labels, weights = self._examples(x, y)
         texts = np.asarray(texts, dtype=object).astype(str)
         columns = texts if y is None else (texts, labels, weights)
         return tf.data.Dataset.from_tensor_slices(columns).batch(batch_size).map(
             lambda text, *rest: (self._inputs(text),) + rest)
 
+    def _aligned_batch(self, words, tags=None):
+        """A dataset batch of words (and tags), ragged (batch, words), aligned to pieces.
+
+        The alignment is Python (`piece_spans`), run per batch in `tf.py_function`.
+        """
+        if not isinstance(words, tf.RaggedTensor) or words.dtype != tf.string:
+            raise TypeError("A TokenClassifier dataset yields batches of words as a ragged "
+                            "(batch, words) tf.string tensor (and the same shape of labels);"
+                            " e.g. tf.data.Dataset.from_tensor_slices(tf.ragged.constant("
+                            "words)).batch(32).")
+
+        def align(values, splits, *tag_parts):
+            rows = tf.RaggedTensor.from_row_splits(values, splits).to_list()
+            examples = [[w.decode("utf-8") for w in row] for row in rows]
+            labels = None
+            if tag_parts:
+                labels = tf.RaggedTensor.from_row_splits(*tag_parts).to_list()
+                labels = [[t.decode("utf-8") if isinstance(t, bytes) else t for t in row]
+                          for row in labels]
+            texts, label_ids, weights = self._examples(examples, labels)
+            return (np.asarray(texts, dtype=object).astype(bytes), label_ids, weights)
+
+        parts = [words.flat_values, words.row_splits]
+        if tags is not None:
+            parts += [tags.flat_values, tags.row_splits]
+        texts, labels, weights = tf.py_function(align, parts,
+                                                [tf.string, tf.int32, tf.float32])
+        texts.set_shape([None])
+        labels.set_shape([None, self.sequence_length])
+        weights.set_shape([None, self.sequence_length])
+        inputs = self._inputs(texts)
+        return (inputs,) if tags is None else (inputs, labels, weights)
+
     def predict(self, x, batch_size=32, **kwargs):
-        """A label list per example, one label per word (None: a word cut off)."""
+        """A label list per example, one label per word (None: a word cut off).
+
+        `x`: lists of words, or a batched tf.data.Dataset of ragged word batches
+        (read one batch at a time).
+        """
         kwargs.setdefault("verbose", 0)
+        if isinstance(x, tf.data.Dataset):
+            out = []
+            for words in x:
+                words = words[0] if isinstance(words, tuple) else words
+                out += self.predict([[w.decode("utf-8") for w in row]
+                                     for row in words.to_list()], batch_size, **kwargs)
+            return out
         logits = self.model.predict(self._dataset(x, None, batch_size), **kwargs)
         out = []
         for row, words in zip(logits, x):
@@ -458,27 +521,56 @@ class SpanQuestionAnswerer(TextTask):
             raise ValueError("Each example is a (question, context) pair of strings.")
         return [_strings(c, "question/context") for c in zip(*x)]
 
+    def _positions(self, questions, contexts, answers):
+        """(n, 2) int32 piece positions of each answer's first and last piece."""
+        positions = []
+        for question, context, (start, answer) in zip(questions, contexts, answers):
+            start = int(start)
+            if context[start:start + len(answer)] != answer:
+                raise ValueError(f"The answer {answer!r} is not at character {start} of "
+                                 f"the context {context[:60]!r}...")
+            offset = self._context_offset(question)
+            _, spans = piece_spans(self.tokenizer, context)
+            covering = [i for i, (s, e) in enumerate(spans)
+                        if s < start + len(answer) and e > start]
+            positions.append([offset + covering[0], offset + covering[-1]])
+        positions = np.array(positions, "int32").reshape(-1, 2)
+        if positions.size and positions.max() >= self.sequence_length:
+            raise ValueError("An answer lies beyond sequence_length; raise it.")
+        return positions
+
+    def _dataset_batches(self, dataset):
+        """A batched dataset of (question, context) [, (answer_start, answer_text)]."""
+
+        def prepare(pair, answer=None):
+            if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+                raise TypeError("A SpanQuestionAnswerer dataset yields batches of "
+                                "(question, context) strings, and optionally "
+                                "(answer_start, answer_text).")
+            inputs = self._inputs(pair)
+            if answer is None:
+                return (inputs,)
+
+            def locate(questions, contexts, starts, texts):
+                decode = lambda c: [t.decode("utf-8") for t in c.numpy()]  # noqa: E731
+                return self._positions(decode(questions), decode(contexts),
+                                       zip(starts.numpy(), decode(texts)))
+
+            positions = tf.py_function(locate, [pair[0], pair[1], answer[0], answer[1]],
+                                       tf.int32)
+            positions.set_shape([None, 2])
+            return inputs, positions
+
+        return dataset.map(prepare)
+
     def _dataset(self, x, y=None, batch_size=32):
         if isinstance(x, tf.data.Dataset):
-            raise TypeError("SpanQuestionAnswerer maps answers to pieces in Python: pass "
-                            "a list of (question, context) pairs, not a tf.data.Dataset.")
+            return self._dataset_batches(x)
         questions, contexts = self._pairs(x)
         columns = (np.asarray(questions, object).astype(str),
                    np.asarray(contexts, object).astype(str))
         if y is not None:
-            positions = []
-            for question, context, (start, answer) in zip(questions, contexts, y):
-                if context[start:start + len(answer)] != answer:
-                    raise ValueError(f"The answer {answer!r} is not at character {start} of "
-                                     f"the context {context[:60]!r}...")
-                offset = self._context_offset(question)
-                _, spans = piece_spans(self.tokenizer, context)
-                covering = [i for i, (s, e) in enumerate(spans)
-                            if s < start + len(answer) and e > start]
-                positions.append([offset + covering[0], offset + covering[-1]])
-            positions = np.array(positions, "int32")
-            if positions.max() >= self.sequence_length:
-                raise ValueError("An answer lies beyond sequence_length; raise it.")
+            positions = self._positions(questions, contexts, y)
             return tf.data.Dataset.from_tensor_slices((columns, positions)).batch(
                 batch_size).map(lambda text, p: (self._inputs(text), p))
         return tf.data.Dataset.from_tensor_slices((columns,)).batch(batch_size).map(
@@ -489,8 +581,19 @@ class SpanQuestionAnswerer(TextTask):
         return {k: v for k, v in inputs.items() if k in self.backbone.input}
 
     def predict(self, x, batch_size=32, **kwargs):
-        """The answer text for each (question, context)."""
+        """The answer text for each (question, context).
+
+        `x`: a list of pairs, or a batched tf.data.Dataset of (question,
+        context) string batches (read one batch at a time).
+        """
         kwargs.setdefault("verbose", 0)
+        if isinstance(x, tf.data.Dataset):
+            out = []
+            for element in x:
+                pair = element[0] if isinstance(element[0], tuple) else element
+                questions, contexts = ([t.decode("utf-8") for t in c.numpy()] for c in pair)
+                out += self.predict(list(zip(questions, contexts)), batch_size, **kwargs)
+            return out
         x = list(x)
         logits = self.model.predict(self._dataset(x, None, batch_size), **kwargs)
         answers = []
@@ -638,6 +741,41 @@ class _Generator(TextTask):
         return texts[0] if single else texts
 
 
+    def export(self, directory, max_length=None, sampler="greedy", version=1,
+               overwrite=False, jit_compile=False):
+        """Exports a SavedModel that generates, for TF Serving; returns its version path.
+
+        Signatures (keras_ctx.export): `serving_default` (the backbone's
+        forward pass), `serve_text`, `serve_generate` (prompt ids -> generated
+        ids, the decode loop in the graph, core TensorFlow ops only) and
+        `serve_generate_text` (prompt strings -> generated strings, as
+        `generate` returns them; needs the tokenizer's ops, as `serve_text`).
+        Random samplers take a `seed` input: the same seed gives
+        `generate(..., seed=seed)`'s tokens.
+
+        Args:
+            directory: the model's base directory (TF Serving watches it).
+            max_length: as `generate` (default sequence_length); fixed in
+                the export.
+            sampler: as `generate`, fixed in the export.
+            version, overwrite, jit_compile: as `export_saved_model`.
+
+        Returns:
+            The path of the written version directory.
+        """
+        from keras_ctx.export import Generation, export_saved_model
+
+        generation = Generation(
+            max_length or self.sequence_length, sampler,
+            end_token_id=list(self.stop_ids) or None, pad_token_id=self.preprocessor.pad_id,
+            decoder_start_token_id=(self.preprocessor.decoder_start_ids[0]
+                                    if isinstance(self, Seq2SeqLM) else None),
+            text=GenerationText(self))
+        return export_saved_model(self.backbone, directory, version=version,
+                                  overwrite=overwrite, preprocessor=self.preprocessor,
+                                  sequence_length=self.sequence_length,
+                                  jit_compile=jit_compile, generation=generation)
+
     def generate_stream(self, prompt, max_length=None, sampler="greedy", seed=0):
         """Yields the text of one prompt in chunks as its tokens are decoded.
 
@@ -662,6 +800,47 @@ class _Generator(TextTask):
         text = self.detokenize(ids)
         if text != shown:
             yield text[len(shown):] if text.startswith(shown) else text
+
+
+class GenerationText(keras.layers.Layer):
+    """The text codec of an exported language model (`serve_generate_text`), in the graph.
+
+    `encode` turns prompts into the ids `generate` reads (a CausalLM's
+    prompt pieces, right-padded; a Seq2SeqLM's framed source); `decode`
+    turns generated rows into text as `detokenize` does (framing, stop,
+    padding and out-of-vocabulary ids left out). Not saved with the model:
+    `export` builds it from the task.
+
+    Args:
+        task: a CausalLM or Seq2SeqLM.
+    """
+
+    def __init__(self, task, **kwargs):
+        super().__init__(**kwargs)
+        self.tokenizer = task.tokenizer
+        self.text_preprocessor = task.preprocessor
+        self.encoder_decoder = isinstance(task, Seq2SeqLM)
+        self.special_ids = sorted(task._special)
+        self.tokenizer_size = int(task.tokenizer.vocabulary_size())
+        self.built = True
+
+    def encode(self, text):
+        pre = self.text_preprocessor
+        if self.encoder_decoder:
+            inputs = pre(text)
+            return {"encoder_token_ids": inputs["encoder_token_ids"],
+                    "encoder_padding_mask": inputs["encoder_padding_mask"]}
+        pieces = pre._tokenize(text)
+        return {"token_ids": pieces.to_tensor(pre.pad_id),
+                "padding_mask": tf.sequence_mask(pieces.row_lengths(), dtype=tf.int32)}
+
+    def decode(self, token_ids, padding_mask):
+        ids = tf.cast(token_ids, tf.int32)
+        special = tf.reduce_any(ids[..., None] == tf.constant(self.special_ids, tf.int32),
+                                axis=-1)
+        keep = tf.cast(padding_mask, tf.bool) & ~special & (ids < self.tokenizer_size)
+        text = self.tokenizer.detokenize(tf.ragged.boolean_mask(ids, keep))
+        return tf.reshape(text, [-1])
 
 
 @_registered

@@ -30,7 +30,7 @@ import os
 import keras
 import numpy as np
 
-from keras_ctx import registry
+from keras_ctx import compat, registry
 from keras_ctx.layers.adapters import (
     AdapterSlot,
     BottleneckAdapter,
@@ -56,7 +56,7 @@ def transformer_blocks(model):
     from keras_ctx.models.xlnet import XLNetBlock
 
     seen, blocks = set(), []
-    for layer in model._flatten_layers(include_self=False, recursive=True):
+    for layer in compat.flatten_layers(model, include_self=False, recursive=True):
         if isinstance(layer, (_TransformerBlock, XLNetBlock)) and id(layer) not in seen:
             seen.add(id(layer))
             blocks.append(layer)
@@ -74,7 +74,7 @@ def _hidden_size(block):
 def _encoder_stacks(model):
     from keras_ctx.layers.transformer import TransformerEncoderStack
 
-    return [layer for layer in model._flatten_layers(include_self=False, recursive=True)
+    return [layer for layer in compat.flatten_layers(model, include_self=False, recursive=True)
             if isinstance(layer, TransformerEncoderStack)]
 
 
@@ -204,7 +204,7 @@ def _record(model):
     from keras_ctx.models.backbone import Backbone
 
     owners = [model] if isinstance(model, Backbone) else [
-        layer for layer in model._flatten_layers(include_self=False, recursive=True)
+        layer for layer in compat.flatten_layers(model, include_self=False, recursive=True)
         if isinstance(layer, Backbone)]
     for owner in owners:
         state = adapter_state(owner)
@@ -322,7 +322,7 @@ class AdapterMaskedLMPretrainer(MaskedLMPretrainer):
 
 def _named_variables(layer, prefix):
     out = {}
-    for sub in layer._flatten_layers(include_self=False, recursive=True):
+    for sub in compat.flatten_layers(layer, include_self=False, recursive=True):
         for variable in sub._trainable_variables + sub._non_trainable_variables:
             out[f"{prefix}.{sub.name}.{variable.name}"] = variable
     return out
@@ -341,7 +341,7 @@ def adapter_variables(model, name):
 def lora_variables(model):
     """{layer path + .lora_kernel_a/b: variable} of every LoRA-enabled layer."""
     out = {}
-    for layer in model._flatten_layers(include_self=False, recursive=True):
+    for layer in compat.flatten_layers(model, include_self=False, recursive=True):
         if getattr(layer, "lora_enabled", False):
             out[f"{layer.path}.lora_kernel_a"] = layer.lora_kernel_a
             out[f"{layer.path}.lora_kernel_b"] = layer.lora_kernel_b
@@ -392,7 +392,7 @@ def enable_lora(model, rank, patterns, alpha=None):
     """
     patterns = [patterns] if isinstance(patterns, str) else list(patterns)
     enabled = []
-    for layer in model._flatten_layers(include_self=False, recursive=True):
+    for layer in compat.flatten_layers(model, include_self=False, recursive=True):
         if not isinstance(layer, (keras.layers.Dense, keras.layers.EinsumDense)):
             continue
         if not any(fnmatch.fnmatchcase(layer.path, p) for p in patterns):
@@ -402,7 +402,7 @@ def enable_lora(model, rank, patterns, alpha=None):
         layer.enable_lora(rank, lora_alpha=alpha)
         enabled.append(layer.path)
     if not enabled:
-        paths = [layer.path for layer in model._flatten_layers(include_self=False)
+        paths = [layer.path for layer in compat.flatten_layers(model, include_self=False)
                  if isinstance(layer, (keras.layers.Dense, keras.layers.EinsumDense))]
         raise ValueError(f"No Dense/EinsumDense layer path matches {patterns}; some paths: "
                          f"{paths[:6]}.")
@@ -475,7 +475,7 @@ def save_lora(model, path, overwrite=False):
         raise ValueError("No layer of the model has LoRA enabled.")
     tensors = {k: np.asarray(keras.ops.convert_to_numpy(v)) for k, v in variables.items()}
     alphas = {}
-    for layer in model._flatten_layers(include_self=False, recursive=True):
+    for layer in compat.flatten_layers(model, include_self=False, recursive=True):
         if getattr(layer, "lora_enabled", False):
             alphas[layer.path] = [layer.lora_rank, layer.lora_alpha]
     _write(path, tensors, {"format": LORA_FORMAT, "layers": json.dumps(alphas)}, overwrite)
@@ -486,7 +486,7 @@ def load_lora(model, path):
     metadata, tensors = _read(path, LORA_FORMAT)
     layers = json.loads(metadata["layers"])
     by_path = {layer.path: layer
-               for layer in model._flatten_layers(include_self=False, recursive=True)}
+               for layer in compat.flatten_layers(model, include_self=False, recursive=True)}
     for layer_path, (rank, alpha) in layers.items():
         layer = by_path.get(layer_path)
         if layer is None:

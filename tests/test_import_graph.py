@@ -123,9 +123,7 @@ def test_the_graph_sees_function_level_and_relative_imports(tmp_path):
 # is to go (and this table with it), never to grow:
 # - data/prepare.py reads the tokenizer kept in a prepared directory through
 #   runs (runs -> fingerprints -> data): save/load_tokenizer belong in data.
-# - export.py re-exports export_onnx, which builds on export's helpers.
-KNOWN_TIES = {("keras_ctx.data", "keras_ctx.runs"),
-              ("keras_ctx.export", "keras_ctx.export_onnx")}
+KNOWN_TIES = {("keras_ctx.data", "keras_ctx.runs")}
 
 
 def test_no_circle_between_packages_and_top_level_modules():

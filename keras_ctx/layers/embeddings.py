@@ -4,6 +4,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from keras_ctx import compat
 from keras_ctx.layers import _checks
 from keras_ctx.layers import dense
 from keras_ctx.layers._xla import cpu_rewrites
@@ -64,7 +65,7 @@ def vocabulary_size_of(model):
     when there is none, or several of different sizes.
     """
     sizes = set()
-    for layer in model._flatten_layers(include_self=True):
+    for layer in compat.flatten_layers(model, include_self=True):
         if isinstance(getattr(type(layer), "token_embedding", None), property):
             try:
                 table = layer.token_embedding
@@ -80,7 +81,7 @@ def vocabulary_size_of(model):
 
 def max_positions_of(model):
     """The fewest positions of a model's learned position embeddings, or None."""
-    sizes = [layer.sequence_length for layer in model._flatten_layers()
+    sizes = [layer.sequence_length for layer in compat.flatten_layers(model)
              if isinstance(layer, PositionEmbedding)]
     return min(sizes) if sizes else None
 

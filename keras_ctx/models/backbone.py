@@ -6,7 +6,7 @@ import inspect
 
 import keras
 
-from keras_ctx import registry
+from keras_ctx import compat, registry
 from keras_ctx.layers import _checks
 
 
@@ -78,7 +78,7 @@ def _quantized_policies(model):
     own policy by path (as keras-hub's backbones), builds its quantized
     variables, and the saved ones load into them.
     """
-    quantized = {layer.path: layer.dtype_policy for layer in model._flatten_layers()
+    quantized = {layer.path: layer.dtype_policy for layer in compat.flatten_layers(model)
                  if layer is not model and layer.quantization_mode is not None}
     if not quantized:
         return None

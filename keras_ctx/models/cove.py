@@ -24,6 +24,7 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
+from keras_ctx import compat
 from keras_ctx.layers import _checks
 from keras_ctx.layers.lstm import LSTMP
 from keras_ctx.models.backbone import Backbone, BackbonePreset
@@ -289,5 +290,5 @@ class Cove(keras.layers.Layer):
 def _set_trainable(model, value):
     # A functional model built with `trainable=False` does not pass the flag
     # on to its layers: set it on every layer.
-    for layer in model._flatten_layers(include_self=True):
+    for layer in compat.flatten_layers(model, include_self=True):
         layer.trainable = value

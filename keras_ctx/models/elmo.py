@@ -19,6 +19,7 @@ biLSTM layer). `Elmo` mixes them with `ScalarMix` for a downstream task.
 import keras
 from keras import ops
 
+from keras_ctx import compat
 from keras_ctx.layers.char_cnn import ELMO_FILTERS, CharCNNHighwayEmbedder
 from keras_ctx.layers.dropout import Dropout
 from keras_ctx.layers.lstm import LSTMP
@@ -158,7 +159,7 @@ ELMO_PRESETS = {
 def _set_trainable(model, value):
     # A functional model built with `trainable=False` (e.g. from a config)
     # does not pass the flag on to its layers: set it on every layer.
-    for layer in model._flatten_layers(include_self=True):
+    for layer in compat.flatten_layers(model, include_self=True):
         layer.trainable = value
 
 

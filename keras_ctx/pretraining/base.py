@@ -33,6 +33,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from keras_ctx import compat
 from keras_ctx.layers.lookup import summed_rows
 from keras_ctx.pretraining.losses import TokenAccuracy, weighted_cross_entropy
 from keras_ctx.training import check_xla
@@ -115,6 +116,9 @@ class Pretrainer(keras.Model):
                         lambda v: strategy.experimental_local_results(v)[0], next(it))
                     break
                 iterator = None
+        # Keras' private hook (keras_ctx.compat names it and the version it was
+        # written for; resolving it here fails loudly if an upgrade removed it).
+        compat.resolve("maybe_symbolic_build")
         return super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
 
     @staticmethod

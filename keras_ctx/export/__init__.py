@@ -477,4 +477,4 @@ def export_saved_model(
     return target
 
 
-from keras_ctx.export_onnx import export_onnx  # noqa: E402,F401  (needs the helpers above)
+from keras_ctx.export.onnx import export_onnx  # noqa: E402,F401  (builds on the helpers above)

@@ -367,7 +367,8 @@ def _register_builtin():
     register_family(Family(
         "bert", bert.BertBackbone, bert.BERT_PRESETS, wordpiece, WORDPIECE_FRAMING,
         pooling=pooled, dataset=_pipeline("bert_dataset", static_masking=False),
-        prepared=_layout("pairs_layout", kind="nsp"),
+        # Prepared: static masks, as BERT's create_pretraining_data.py (dupe_factor 10).
+        prepared=_layout("pairs_layout", kind="nsp", static_masking=True, duplicate=10),
         pretrainer=_pretrainer("BertPretrainer"), huggingface=("bert",),
         keras_hub=("BertBackbone",), tf_checkpoint="bert"))
     register_family(Family(
@@ -384,6 +385,7 @@ def _register_builtin():
         "mbert", bert.BertBackbone, bert.MBERT_PRESETS,
         _tokenizer("train_wordpiece", lowercase=False), WORDPIECE_FRAMING,
         pooling=pooled, dataset=_pipeline("bert_dataset", static_masking=False),
+        prepared=_layout("pairs_layout", kind="nsp", static_masking=True, duplicate=10),
         pretrainer=_pretrainer("BertPretrainer")))
     register_family(Family(
         "spanbert", bert.BertBackbone, bert.SPANBERT_PRESETS, wordpiece, WORDPIECE_FRAMING,

@@ -76,8 +76,6 @@ def build(preset, documents, run, overrides=None, sample=None):
         sample: the sentences the tokenizer learns from (`corpora.sample_sentences`);
             default a seeded sample of `documents`.
     """
-    from keras_ctx.models.presets import build as build_preset
-
     family = families.of_preset(preset)
     if family.dataset is None:
         raise ValueError(family.no_pretraining
@@ -90,6 +88,8 @@ def build(preset, documents, run, overrides=None, sample=None):
 
 
 def _model(preset, family, tokenizer, run, overrides):
+    from keras_ctx.models.presets import build as build_preset
+
     from keras_ctx.models import from_preset
 
     overrides = {**family.recipe_config(run), **(overrides or {})}  # the user's win

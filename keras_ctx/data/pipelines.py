@@ -399,23 +399,81 @@ def _ids_and_size(tokenizer):
     return special_token_ids(tokenizer), tokenizer.vocabulary_size()
 
 
-def pairs_layout(tokenizer, run, kind="nsp", duplicate=1, **masking):
-    """NSP (BERT) or SOP (ALBERT) pairs as `segments.pair_examples`, masked when read."""
+def pairs_layout(tokenizer, run, kind="nsp", duplicate=1, static_masking=False, **masking):
+    """NSP (BERT) or SOP (ALBERT) pairs as `segments.pair_examples`.
+
+    Args:
+        kind: "nsp" or "sop".
+        duplicate: passes over each shard's documents (BERT's dupe_factor),
+            all instances shuffled together; with `static_masking` each copy
+            gets its own masks.
+        static_masking: masks drawn when the shard is written, as BERT's
+            create_pretraining_data.py (dupe_factor 10, each instance masked
+            once per copy); False: masks drawn every time an example is read.
+        **masking: the masker's options (`_masker`).
+    """
+    _check_duplicate(duplicate, static_masking)
     ids, vocab = _ids_and_size(tokenizer)
     length = run.sequence_length
     label = segments.PAIR_LABELS[kind]
+    masker = _masker(tokenizer, ids, vocab, dynamic=not static_masking, seed=run.seed,
+                     **masking)
+    features = {"token_ids": length, "segment_ids": length, "padding_mask": length, label: 0}
 
     def examples(docs, rng):
-        return segments.pair_examples(kind, docs, length, ids["cls"], ids["sep"], ids["pad"],
-                                      duplicate=duplicate, rng=rng)
+        pairs = segments.pair_examples(kind, docs, length, ids["cls"], ids["sep"], ids["pad"],
+                                       duplicate=duplicate, rng=rng)
+        return static_masks(pairs, masker, rng) if static_masking else pairs
 
     def batches(dataset):
-        masker = _masker(tokenizer, ids, vocab, dynamic=True, seed=run.seed, **masking)
-        return masker.apply(dataset.batch(run.batch_size, drop_remainder=True)).prefetch(
-            tf.data.AUTOTUNE)
+        dataset = dataset.batch(run.batch_size, drop_remainder=True)
+        if static_masking:
+            return dataset.map(_weights_as_float).prefetch(tf.data.AUTOTUNE)
+        return masker.apply(dataset).prefetch(tf.data.AUTOTUNE)
 
-    features = {"token_ids": length, "segment_ids": length, "padding_mask": length, label: 0}
-    return Layout(kind, features, examples, batches)
+    if static_masking:
+        features.update(dict.fromkeys(_MASK_FEATURES, _predictions(masker, length)))
+    return Layout(kind + "_static" * static_masking, features, examples, batches)
+
+
+_MASK_FEATURES = ("mask_positions", "mask_ids", "mask_weights")
+_STATIC_GROUP = 512  # examples masked per call when a shard is written
+
+
+def _predictions(masker, length):
+    """The number of prediction slots `masker` gives a row of `length` ids."""
+    row = {"token_ids": tf.fill((1, length), 10_000_000), "padding_mask": tf.ones((1, length))}
+    return int(masker(row, tf.constant([0, 0]))["mask_positions"].shape[-1])
+
+
+def static_masks(examples, masker, rng):
+    """`examples` (numpy dicts) with masks drawn once by `masker` (seeds from `rng`).
+
+    The rows are masked in groups of `_STATIC_GROUP` (one stateless seed per
+    group, different masks for every row); `mask_weights` are written as
+    ints (TFRecord features here are int64) and read back as float32.
+    """
+    group = []
+    for example in examples:
+        group.append(example)
+        if len(group) == _STATIC_GROUP:
+            yield from _mask_group(group, masker, rng)
+            group = []
+    if group:
+        yield from _mask_group(group, masker, rng)
+
+
+def _mask_group(group, masker, rng):
+    batch = {key: tf.constant(np.stack([e[key] for e in group])) for key in group[0]}
+    seed = tf.constant(rng.integers(0, 2**31 - 1, 2), tf.int32)
+    masked = {key: np.asarray(value) for key, value in masker(batch, seed).items()}
+    masked["mask_weights"] = masked["mask_weights"].astype(np.int32)
+    for row in range(len(group)):
+        yield {key: value[row] for key, value in masked.items()}
+
+
+def _weights_as_float(batch):
+    return dict(batch, mask_weights=tf.cast(batch["mask_weights"], tf.float32))
 
 
 def packed_layout(tokenizer, run, spans=False, **masking):

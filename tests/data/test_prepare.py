@@ -142,3 +142,116 @@ def test_kill_9_during_preparation_resumes_to_identical_shards(tmp_path):
     resumed = run(tmp_path / "killed")
     assert [s["sha256"] for s in resumed["shards"]] == [s["sha256"] for s in whole["shards"]]
     assert resumed["examples"] == whole["examples"]
+
+
+# ---------------------------------------------------------------- static masks (BERT)
+
+_WORDS = [f"w{i}" for i in range(60)]
+
+
+def _wordpiece():
+    import keras_hub
+
+    vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *_WORDS]
+    return keras_hub.tokenizers.WordPieceTokenizer(vocabulary=vocabulary, lowercase=False)
+
+
+def _random_docs(count=60, seed=0):
+    rng = np.random.default_rng(seed)
+    return [[rng.integers(5, 65, int(rng.integers(3, 12))).astype(np.int32)
+             for _ in range(int(rng.integers(2, 7)))] for _ in range(count)]
+
+
+def _mask_statistics(rows):
+    """(selection rate over candidates, [MASK] / random / unchanged shares, per-row budget ok)."""
+    selected = masked = randomised = unchanged = candidates = 0
+    budget_ok = True
+    for row in rows:
+        weights = np.asarray(row["mask_weights"]) > 0
+        positions = np.asarray(row["mask_positions"])[weights]
+        original = np.array(row["token_ids"])
+        original[positions] = np.asarray(row["mask_ids"])[weights]
+        n = int(((np.asarray(row["padding_mask"]) == 1) & (original >= 5)).sum())
+        budget_ok &= len(set(positions)) == len(positions) == max(1, round(0.15 * n))
+        new = np.asarray(row["token_ids"])[positions]
+        old = original[positions]
+        selected, candidates = selected + len(positions), candidates + n
+        masked += int((new == 4).sum())
+        unchanged += int((new == old).sum())
+        randomised += int(((new != 4) & (new != old)).sum())
+    return (selected / candidates,
+            np.array([masked, randomised, unchanged]) / selected, budget_ok, selected)
+
+
+def test_bert_prepared_masks_statically_with_dupe_factor_and_todays_statistics():
+    from keras_ctx import families
+
+    tokenizer, docs = _wordpiece(), _random_docs()
+    run = Run("bert-tiny", 8, 32, tokenizer.vocabulary_size(), 0)
+    layout = families.get("bert").prepared(tokenizer, run)
+    assert layout.name == "nsp_static"
+    assert set(layout.features) == {"token_ids", "segment_ids", "padding_mask",
+                                    "next_sentence_labels", "mask_positions", "mask_ids",
+                                    "mask_weights"}
+    rows = list(layout.examples(docs, np.random.default_rng([0, 0])))
+    single = list(segments.pair_examples("nsp", docs, 32, 2, 3, 0,
+                                         rng=np.random.default_rng([0, 0])))
+    # dupe_factor 10 (BERT's create_pretraining_data.py): ten passes of instances.
+    assert 8 * len(single) < len(rows) < 12 * len(single)
+    for row in rows:
+        for name, length in layout.features.items():
+            assert np.shape(row[name]) == ((length,) if length else ())
+    rate, split, budget_ok, count = _mask_statistics(rows)
+    # The reference numbers of tests/data/test_masking.py: 15%, 80 / 10 / 10.
+    assert budget_ok and abs(rate - 0.15) < 0.01
+    tolerance = 4 * np.sqrt(0.1 * 0.9 / count)
+    np.testing.assert_allclose(split, [0.8, 0.1, 0.1], atol=tolerance + 1 / 60)
+    # Today's in-memory pipeline with static masks, on the same documents.
+    ids = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
+    memory = pipelines.bert_dataset(docs, None, 8, sequence_length=32, duplicate=10,
+                                    special_ids=ids, vocabulary_size=65)
+    memory_rows = [{k: v[i] for k, v in batch.items()} for batch in memory.as_numpy_iterator()
+                   for i in range(8)]
+    memory_rate, memory_split, memory_ok, _ = _mask_statistics(memory_rows)
+    assert memory_ok and abs(rate - memory_rate) < 0.01
+    np.testing.assert_allclose(split, memory_split, atol=2 * tolerance + 1 / 60)
+    # Copies of an instance carry different masks: the masked rows are not repeated.
+    assert len({r["token_ids"].tobytes() for r in rows}) > 0.95 * len(rows)
+
+
+def test_static_masks_are_written_once_and_read_back_unchanged_every_epoch(tmp_path):
+    from keras_ctx import families
+
+    tokenizer = _wordpiece()
+    run = Run("bert-tiny", 4, 24, tokenizer.vocabulary_size(), 0)
+    layout = families.get("bert").prepared(tokenizer, run)
+    rng = np.random.default_rng(1)
+    text = "".join(" ".join(rng.choice(_WORDS, 6)) + ".\n" + ("\n" if i % 4 == 3 else "")
+                   for i in range(200))
+    (tmp_path / "corpus.txt").write_text(text)
+    prepare._WORKER.update(layout=layout, tokenizer=tokenizer, run=run)
+    try:
+        record = prepare._prepare_shard(str(tmp_path), 0, str(tmp_path / "corpus.txt"), 0,
+                                        len(text), seed=0)
+    finally:
+        prepare._WORKER.clear()
+    data = prepared_input.PreparedInput(str(tmp_path), {"shards": [record]}, layout, 4,
+                                        worker=0, workers=1)
+    per_epoch = record["examples"] // 4
+    assert per_epoch > 20
+    stream = list(data.at_step(0).take(2 * per_epoch + 2).as_numpy_iterator())
+    assert stream[0]["mask_weights"].dtype == np.float32
+    assert stream[0]["mask_positions"].shape == (4, 5)  # ceil(0.15 * 24) + 1 slots
+
+    def by_row(batches):
+        return {tuple(b["token_ids"][i]): (tuple(b["mask_positions"][i]),
+                                            tuple(b["mask_ids"][i]))
+                for b in batches for i in range(4)}
+
+    first, second = by_row(stream[:per_epoch]), by_row(stream[per_epoch:2 * per_epoch])
+    shared = set(first) & set(second)
+    assert len(shared) > 0.5 * len(first)  # the same masked rows, reshuffled
+    assert all(first[key] == second[key] for key in shared)
+    rate, split, budget_ok, _ = _mask_statistics(
+        [{k: v[i] for k, v in b.items()} for b in stream[:per_epoch] for i in range(4)])
+    assert budget_ok and abs(rate - 0.15) < 0.03

@@ -8,8 +8,11 @@ For each corpus size (the built-in corpus written out again and again into
   timed inside `prepare` (until its "Preparing ..." line);
 - preparation MB/s per core: corpus bytes over the shard phase's time,
   divided by the worker processes;
-- peak RSS of the whole `prepare` process tree (its workers are processes),
-  summed over the tree and sampled every 0.1 s from /proc;
+- peak memory of the whole `prepare` process tree (its workers are
+  processes), summed over the tree and sampled every 0.2 s from /proc: PSS
+  (shared pages split between the processes that map them, so the sum is
+  what the tree holds) and, in brackets, RSS (shared pages counted in
+  every process: TensorFlow's libraries once per worker);
 - read-side examples/s: `PreparedInput.at_step(0)` with the family's read
   side (masks drawn when read), after a warm-up;
 - once: the examples/s the `--model` training step consumes on this
@@ -69,43 +72,66 @@ def read_rate(path):
     return os.path.getsize(path) / (1 << 20) / (time.perf_counter() - start), sentences
 
 
-def tree_rss(pid):
-    """Resident bytes of `pid` and every descendant (Linux /proc)."""
-    children, rss = {}, {}
+def _memory(pid):
+    """Proportional set size (PSS, bytes) of one process: its private pages plus its
+    share of pages it shares (TensorFlow's libraries, mapped by every worker), so
+    that a tree's sum is the memory it really holds; RSS where /proc has no PSS."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as handle:
+            for line in handle:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) << 10
+    except OSError:
+        pass
+    with open(f"/proc/{pid}/statm") as handle:
+        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def tree_memory(pid):
+    """(PSS, RSS) bytes of `pid` and every descendant, summed (Linux /proc)."""
+    children, sizes = {}, {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/stat") as handle:
-                fields = handle.read().rsplit(")", 1)[1].split()
+                parent = int(handle.read().rsplit(")", 1)[1].split()[1])
             with open(f"/proc/{entry}/statm") as handle:
-                rss[int(entry)] = int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+                rss = int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
         except (OSError, IndexError, ValueError):
             continue  # a process that ended meanwhile
-        children.setdefault(int(fields[1]), []).append(int(entry))
-    total, todo = 0, [pid]
+        children.setdefault(parent, []).append(int(entry))
+        sizes[int(entry)] = rss
+    pss = rss = 0
+    todo = [pid]
     while todo:
         process = todo.pop()
-        total += rss.get(process, 0)
+        if process in sizes:
+            rss += sizes[process]
+            try:
+                pss += _memory(process)
+            except OSError:
+                pass
         todo.extend(children.get(process, ()))
-    return total
+    return pss, rss
 
 
 def run_prepare(model, corpus, out, sequence_length, vocabulary_size, workers, sample,
-                shard_mb):
-    """Runs `prepare` in a child process: phase times (s), peak tree RSS (bytes), manifest."""
+                shard_mb, duplicate=None):
+    """Runs `prepare` in a child process: phase times (s), peak tree (PSS, RSS), manifest."""
     args = {"model": model, "corpus": corpus, "out": out, "sequence_length": sequence_length,
             "vocabulary_size": vocabulary_size, "workers": workers,
-            "tokenizer_sample": sample, "shard_bytes": int(shard_mb * (1 << 20))}
+            "tokenizer_sample": sample, "shard_bytes": int(shard_mb * (1 << 20)),
+            "duplicate": duplicate}
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     child = subprocess.Popen([sys.executable, "-c", _CHILD, json.dumps(args)], env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    peak, done = [0], threading.Event()
+    peak, done = [0, 0], threading.Event()
 
     def watch():
         while not done.is_set():
-            peak[0] = max(peak[0], tree_rss(child.pid))
-            done.wait(0.1)
+            peak[:] = map(max, peak, tree_memory(child.pid))
+            done.wait(0.2)
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
@@ -123,11 +149,11 @@ def run_prepare(model, corpus, out, sequence_length, vocabulary_size, workers, s
     from keras_ctx.data import prepare
 
     return ({"tokenizer": times["shards"] - times["start"],
-             "shards": times["end"] - times["shards"]}, peak[0],
+             "shards": times["end"] - times["shards"]}, peak,
             prepare.load_manifest(out, verify=False))
 
 
-def _run(model, data_dir, sequence_length, batch_size):
+def _run(model, sequence_length, batch_size):
     from keras_ctx import families
 
     return families.Run(model, batch_size, sequence_length, 8000, 0)
@@ -139,7 +165,7 @@ def read_side_rate(model, data_dir, sequence_length, batch_size, batches):
     from keras_ctx.data import prepare
     from keras_ctx.data.prepared_input import PreparedInput
 
-    run = _run(model, data_dir, sequence_length, batch_size)
+    run = _run(model, sequence_length, batch_size)
     tokenizer = runs.load_tokenizer(os.path.join(data_dir, runs.TOKENIZER_DIR))
     layout = families.of_preset(model).prepared(tokenizer, run)
     data = PreparedInput(data_dir, prepare.load_manifest(data_dir, verify=False), layout,
@@ -159,7 +185,7 @@ def training_rate(model, data_dir, sequence_length, batch_size, steps):
 
     from keras_ctx import recipes
 
-    run = _run(model, data_dir, sequence_length, batch_size)
+    run = _run(model, sequence_length, batch_size)
     _, pretrainer, data, _, _ = recipes.build_prepared(model, data_dir, run)
     pretrainer.compile(optimizer=recipes.optimizer(1e-4, 1000),
                        jit_compile=recipes.use_xla("auto"))
@@ -184,6 +210,8 @@ def main(argv=None):
     parser.add_argument("--sample", type=int, default=None,
                         help="tokenizer sample sentences (default corpora's 1,000,000)")
     parser.add_argument("--shard-mb", type=float, default=32)
+    parser.add_argument("--duplicate", type=int, default=None,
+                        help="static-mask copies (BERT's dupe_factor; default the family's)")
     parser.add_argument("--read-batches", type=int, default=200)
     parser.add_argument("--train-steps", type=int, default=10)
     parser.add_argument("--gpu-rate", type=float, default=3000.0)
@@ -205,8 +233,9 @@ def main(argv=None):
         read_mb, sentences = read_rate(corpus)
         times, peak, manifest = run_prepare(args.model, corpus, out, args.sequence_length,
                                             args.vocabulary_size, args.workers, sample,
-                                            args.shard_mb)
+                                            args.shard_mb, args.duplicate)
         workers = min(args.workers, len(manifest["shards"]))
+        copies = manifest["copies"]
         rate = read_side_rate(args.model, out, args.sequence_length, args.batch,
                               args.read_batches)
         read_rates.append(rate)
@@ -218,16 +247,18 @@ def main(argv=None):
                      f"{min(sample, sentences):,}", f"{times['tokenizer']:,.0f}",
                      f"{times['shards'] / 60:,.1f}",
                      f"{megabytes / times['shards'] / workers:,.2f}",
-                     f"{peak / (1 << 20):,.0f}", f"{manifest['examples']:,}", f"{rate:,.0f}",
+                     f"{peak[0] / (1 << 20):,.0f} ({peak[1] / (1 << 20):,.0f})",
+                     f"{manifest['examples']:,}", f"{rate:,.0f}",
                      f"{rate / train:,.1f}x"))
     header = ("corpus MB", "sentences", "read MB/s (1 core)", "tokenizer sample",
               "sample + tokenizer s", "prepare min", "prepare MB/s per core",
-              "peak RSS MB (tree)", "examples", "read-side examples/s", "vs training step")
+              "peak PSS (RSS) MB, process tree", "examples", "read-side examples/s", "vs training step")
     cores = os.cpu_count()
     per_core = max(read_rates) / cores
     notes = (f"\n\n{args.model}, sequence {args.sequence_length}, batch {args.batch}, "
              f"vocabulary {args.vocabulary_size:,}; prepare with {args.workers} worker "
-             f"processes, shards of {args.shard_mb:g} MB. The {args.model} training step "
+             f"processes, shards of {args.shard_mb:g} MB / copies, {copies} "
+             f"static-mask cop{'y' if copies == 1 else 'ies'} of each instance. The {args.model} training step "
              f"consumes {train:,.0f} examples/s here. The read side runs on all {cores} "
              f"cores: {per_core:,.0f} examples/s per core, so feeding one GPU at "
              f"{args.gpu_rate:,.0f} sequences/s (BERT-base, sequence 128) takes about "

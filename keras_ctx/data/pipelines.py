@@ -31,7 +31,7 @@ calls it with the run's sizes.
 
 import dataclasses
 import warnings
-from typing import Callable
+from typing import Callable, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -387,12 +387,22 @@ class Layout:
         examples: (documents, numpy Generator) -> iterator of numpy example
             dicts, one epoch of a shard's documents (lists of int32 sentences).
         batches: tf.data of parsed example dicts -> the pretrainer's batches.
+        copies: passes over a shard's documents held and shuffled together
+            (BERT's dupe_factor); `keras_ctx.data.prepare` cuts shards that
+            much smaller so a worker's memory stays bounded.
+        with_copies: copies -> the same layout with that many copies, for
+            layouts whose masks are drawn when written; None otherwise.
+        tokenize: a list of sentences -> a list of int32 id arrays; None: the
+            tokenizer's own `tokenize` (ELMo's word vocabulary gives its own).
     """
 
     name: str
     features: dict
     examples: Callable
     batches: Callable
+    copies: int = 1
+    with_copies: Optional[Callable] = None
+    tokenize: Optional[Callable] = None
 
 
 def _ids_and_size(tokenizer):
@@ -419,11 +429,13 @@ def pairs_layout(tokenizer, run, kind="nsp", duplicate=1, static_masking=False, 
     masker = _masker(tokenizer, ids, vocab, dynamic=not static_masking, seed=run.seed,
                      **masking)
     features = {"token_ids": length, "segment_ids": length, "padding_mask": length, label: 0}
+    # Masks drawn when written: a graph function (eager ops cost 10x).
+    graph_masker = tf.function(masker, reduce_retracing=True)
 
     def examples(docs, rng):
         pairs = segments.pair_examples(kind, docs, length, ids["cls"], ids["sep"], ids["pad"],
                                        duplicate=duplicate, rng=rng)
-        return static_masks(pairs, masker, rng) if static_masking else pairs
+        return static_masks(pairs, graph_masker, rng) if static_masking else pairs
 
     def batches(dataset):
         dataset = dataset.batch(run.batch_size, drop_remainder=True)
@@ -431,9 +443,12 @@ def pairs_layout(tokenizer, run, kind="nsp", duplicate=1, static_masking=False, 
             return dataset.map(_weights_as_float).prefetch(tf.data.AUTOTUNE)
         return masker.apply(dataset).prefetch(tf.data.AUTOTUNE)
 
-    if static_masking:
-        features.update(dict.fromkeys(_MASK_FEATURES, _predictions(masker, length)))
-    return Layout(kind + "_static" * static_masking, features, examples, batches)
+    if not static_masking:
+        return Layout(kind, features, examples, batches)
+    features.update(dict.fromkeys(_MASK_FEATURES, _predictions(masker, length)))
+    return Layout(kind + "_static", features, examples, batches, copies=duplicate,
+                  with_copies=lambda copies: pairs_layout(
+                      tokenizer, run, kind, copies, static_masking, **masking))
 
 
 _MASK_FEATURES = ("mask_positions", "mask_ids", "mask_weights")

@@ -56,6 +56,9 @@ class PreparedInput:
                  workers=None):
         if worker is None:
             worker, workers = worker_of_cluster()
+        if manifest.get("features", layout.features) != layout.features:
+            raise ValueError(f"{data_dir} holds examples of {manifest['features']}, not the "
+                             f"{layout.name} layout's {layout.features}; prepare it again.")
         shards = worker_files(manifest["shards"], worker, workers)
         self.files = [os.path.join(data_dir, s["file"]) for s in shards]
         self.examples_per_epoch = sum(s["examples"] for s in shards)
@@ -71,10 +74,13 @@ class PreparedInput:
                 "example": consumed % self.examples_per_epoch}
 
     def _parse(self, records):
-        spec = {name: tf.io.FixedLenFeature([length] if length else [], tf.int64)
-                for name, length in self.layout.features.items()}
-        parsed = tf.io.parse_example(records, spec)
-        return {name: tf.cast(value, tf.int32) for name, value in parsed.items()}
+        """A batch of raw records (`prepare.record_bytes`) -> {feature: int32 tensor}."""
+        values = tf.io.decode_raw(records, tf.int32, little_endian=True)
+        parsed, start = {}, 0
+        for name, length in self.layout.features.items():
+            parsed[name] = values[:, start] if not length else values[:, start:start + length]
+            start += max(length, 1)
+        return parsed
 
     def epoch(self, epoch):
         """The examples (parsed, unbatched) of one epoch, in that epoch's order."""

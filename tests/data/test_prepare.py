@@ -54,9 +54,8 @@ def _write_shards(directory, shards):
         path = prepare.shard_path(directory, index)
         with tf.io.TFRecordWriter(path) as writer:
             for value in values:
-                writer.write(tf.train.Example(features=tf.train.Features(feature={
-                    "token_ids": tf.train.Feature(int64_list=tf.train.Int64List(
-                        value=[value] * 4))})).SerializeToString())
+                writer.write(prepare.record_bytes({"token_ids": [value] * 4},
+                                                  _Chunks.features))
         records.append({"file": os.path.basename(path), "examples": len(values)})
     return {"shards": records}
 
@@ -229,7 +228,7 @@ def test_static_masks_are_written_once_and_read_back_unchanged_every_epoch(tmp_p
     text = "".join(" ".join(rng.choice(_WORDS, 6)) + ".\n" + ("\n" if i % 4 == 3 else "")
                    for i in range(200))
     (tmp_path / "corpus.txt").write_text(text)
-    prepare._WORKER.update(layout=layout, tokenizer=tokenizer, run=run)
+    prepare._WORKER.update(layout=layout, tokenize=prepare._graph_tokenize(tokenizer))
     try:
         record = prepare._prepare_shard(str(tmp_path), 0, str(tmp_path / "corpus.txt"), 0,
                                         len(text), seed=0)

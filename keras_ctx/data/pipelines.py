@@ -394,6 +394,10 @@ class Layout:
             layouts whose masks are drawn when written; None otherwise.
         tokenize: a list of sentences -> a list of int32 id arrays; None: the
             tokenizer's own `tokenize` (ELMo's word vocabulary gives its own).
+        ordered: examples are read in the order written, each file whole, no
+            shuffling (XLNet: row i of a batch continues row i of the one
+            before, for Transformer-XL's memory); the file order still
+            changes every epoch.
     """
 
     name: str
@@ -403,6 +407,7 @@ class Layout:
     copies: int = 1
     with_copies: Optional[Callable] = None
     tokenize: Optional[Callable] = None
+    ordered: bool = False
 
 
 def _ids_and_size(tokenizer):
@@ -536,3 +541,83 @@ def chunks_layout(tokenizer, run, example, length=None, end_token=None):
         return mapped.batch(run.batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 
     return Layout("chunks", {"token_ids": length}, examples, batches)
+
+
+def xlnet_layout(tokenizer, run, eod_token="<eod>", bi_data=True, reuse_len=None,
+                 num_predict=None, perm_size=None):
+    """XLNet: the rows of its two-segment batches, written in order (Yang et al. 2019).
+
+    As the released create_tfrecords (zihangdai/xlnet data_utils.py) and
+    `permutation_dataset`: each shard is one stream of its documents
+    (`permutation.two_segment_stream`'s layout: [reuse, A, <sep>, B, <sep>,
+    <cls>], span targets `is_masked` drawn when written, the backward
+    `bi_data` rows), cut for the global batch `run.batch_size`, so the
+    batch size is fixed when preparing (XLNet's files name their bsz too).
+    When read: the rows in order (`Layout.ordered`), batched, then the
+    permutation masks drawn afresh (`permutation.permutation_masks`, as
+    XLNet's input_fn).
+    """
+    from keras_ctx.data.tokenizers import vocabulary
+
+    ids = special_token_ids(tokenizer)
+    eod_id = tokenizer.token_to_id(eod_token) if eod_token in vocabulary(tokenizer) else None
+    length, batch = run.sequence_length, run.batch_size
+    if bi_data and batch % 2:
+        raise ValueError(f"XLNet's prepared rows are laid out for one even global batch "
+                         f"size (forward and backward halves), got {batch}: give "
+                         "`batch_size` (--batch-size) to prepare, as to pretrain.")
+    reuse_len = permutation.default_reuse_len(length) if reuse_len is None else reuse_len
+    if num_predict is None:
+        num_predict = permutation.default_num_predict(length)
+    settings = dict(sequence_length=length, batch_size=batch, reuse_len=reuse_len,
+                    num_predict=num_predict, bi_data=bool(bi_data), num_replicas=1,
+                    sep_id=ids["sep"], cls_id=ids["cls"],
+                    word_starts=np.asarray(xlnet_word_starts(tokenizer), bool),
+                    mask_alpha=permutation.MASK_ALPHA, mask_beta=permutation.MASK_BETA,
+                    max_span_length=5)
+
+    def examples(docs, rng):
+        if not docs:
+            return
+        data, sentence_ids = _sentence_stream(docs, eod_id)
+        for rows in permutation._shard_batches(data, sentence_ids, settings, rng):
+            for row in range(batch):
+                yield dict({name: value[row] for name, value in rows.items()}, row=row)
+
+    def batches(dataset):
+        def aligned(rows):
+            check = tf.debugging.assert_equal(
+                rows.pop("row"), tf.range(batch, dtype=tf.int32),
+                message="XLNet's prepared rows were cut for another batch size; prepare "
+                        "again with this run's batch size")
+            with tf.control_dependencies([check]):
+                return {name: tf.identity(value) for name, value in rows.items()}
+
+        dataset = dataset.batch(batch, drop_remainder=True).map(aligned)
+        return permutation.permutation_masks(
+            dataset, num_predict=num_predict, seed=run.seed,
+            functional_ids=(ids["sep"], ids["cls"]), reuse_len=reuse_len,
+            perm_size=perm_size).prefetch(tf.data.AUTOTUNE)
+
+    features = {"token_ids": length, "padding_mask": length, "segment_ids": length,
+                "is_masked": length, "is_continuation": 0, "is_backward": 0, "row": 0}
+    return Layout("xlnet_rows", features, examples, batches, ordered=True)
+
+
+def _sentence_stream(docs, eod_id):
+    """One token stream of `docs` and its sentence ids, as XLNet's data_utils.py.
+
+    Sentence ids alternate sentence by sentence (its sent_id); `eod_id`, if
+    given, ends each document as a sentence of its own.
+    """
+    tokens, flags, flag = [], [], False
+    for doc in docs:
+        for sentence in doc:
+            tokens.append(sentence)
+            flags.append(np.full(len(sentence), flag))
+            flag = not flag
+        if eod_id is not None:
+            tokens.append(np.array([eod_id], np.int32))
+            flags.append(np.array([flag]))
+            flag = not flag
+    return np.concatenate(tokens).astype(np.int32), np.concatenate(flags)

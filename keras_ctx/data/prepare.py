@@ -221,7 +221,7 @@ def _prepare_shard(out_dir, index, path, start, end, seed):
 
 def prepare(preset, corpus, out, sequence_length=128, vocabulary_size=8000, seed=0,
             workers=None, shard_bytes=SHARD_BYTES, tokenizer_sample=None, duplicate=None,
-            say=print):
+            batch_size=None, say=print):
     """Writes `preset`'s pretraining examples of `corpus` as sharded TFRecords in `out`.
 
     Args:
@@ -240,6 +240,8 @@ def prepare(preset, corpus, out, sequence_length=128, vocabulary_size=8000, seed
             layouts that write masks (BERT's dupe_factor; default the
             family's: 10 for BERT). Each copy is written: disk and time grow
             with it.
+        batch_size: the global batch, for layouts cut for one (XLNet's rows
+            continue row by row from batch to batch); train with the same.
 
     Returns:
         The manifest (a dict, also written to `out/manifest.json`).
@@ -259,10 +261,11 @@ def prepare(preset, corpus, out, sequence_length=128, vocabulary_size=8000, seed
     if not isinstance(shard_bytes, int) or shard_bytes < 1:
         raise ValueError(f"`shard_bytes` must be a positive int, got {shard_bytes!r}.")
     workers = workers or os.cpu_count() or 1
-    run = families.Run(preset, 1, sequence_length, vocabulary_size, seed)
+    run = families.Run(preset, batch_size or 1, sequence_length, vocabulary_size, seed)
     settings = {"model": preset, "family": family.name, "corpus": str(corpus),
                 "sequence_length": sequence_length, "vocabulary_size": vocabulary_size,
                 "seed": seed, "shard_bytes": shard_bytes, "duplicate": duplicate,
+                "batch_size": batch_size,
                 "tokenizer_sample": tokenizer_sample or corpora.TOKENIZER_SAMPLE_SENTENCES}
     os.makedirs(out, exist_ok=True)
     settings_path = os.path.join(out, SETTINGS)

@@ -6,7 +6,8 @@ reads its own files (`worker_files`: file k goes to worker k mod N; no worker
 reads everything). Epoch e reads the worker's files in an order drawn from
 (seed, e), interleaved with parallel reads, and shuffles the examples in
 blocks with stateless seeds (seed, e, block): a fresh order every epoch, the
-same for a given seed. `at_step(step)` starts the stream at the first
+same for a given seed. An `ordered` layout (XLNet) reads each file whole, in
+the order written. `at_step(step)` starts the stream at the first
 example batch `step` did not consume (the position `keras_ctx.training`
 saves in each checkpoint), so a resumed run continues with the next unseen
 batch instead of restarting its epoch.
@@ -75,7 +76,10 @@ class PreparedInput:
 
     def _parse(self, records):
         """A batch of raw records (`prepare.record_bytes`) -> {feature: int32 tensor}."""
-        values = tf.io.decode_raw(records, tf.int32, little_endian=True)
+        total = sum(max(length, 1) for length in self.layout.features.values())
+        # A static row length: the features keep static shapes (XLA, XLNet's masks).
+        values = tf.reshape(tf.io.decode_raw(records, tf.int32, little_endian=True),
+                            [-1, total])
         parsed, start = {}, 0
         for name, length in self.layout.features.items():
             parsed[name] = values[:, start] if not length else values[:, start:start + length]
@@ -87,6 +91,8 @@ class PreparedInput:
         files = tf.constant(self.files)
         order = tf.random.experimental.stateless_shuffle(
             files, seed=tf.stack([tf.cast(self.seed, tf.int64), epoch]))
+        if self.layout.ordered:  # each file whole, in the order written (XLNet)
+            return tf.data.TFRecordDataset(order, buffer_size=8 << 20)
         records = tf.data.Dataset.from_tensor_slices(order).interleave(
             tf.data.TFRecordDataset, cycle_length=min(_READERS, len(self.files)),
             num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)

@@ -254,3 +254,68 @@ def test_static_masks_are_written_once_and_read_back_unchanged_every_epoch(tmp_p
     rate, split, budget_ok, _ = _mask_statistics(
         [{k: v[i] for k, v in b.items()} for b in stream[:per_epoch] for i in range(4)])
     assert budget_ok and abs(rate - 0.15) < 0.03
+
+
+# ---------------------------------------------------------------- XLNet
+
+def _xlnet_tokenizer():
+    import keras_hub
+
+    vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "<eod>", *_WORDS]
+    return keras_hub.tokenizers.WordPieceTokenizer(vocabulary=vocabulary, lowercase=False)
+
+
+def test_xlnet_prepared_rows_equal_the_in_memory_stream_and_read_in_order(tmp_path):
+    from keras_ctx import families
+    from keras_ctx.data import permutation
+
+    tokenizer = _xlnet_tokenizer()
+    run = Run("xlnet-base-cased", 4, 16, tokenizer.vocabulary_size(), 3)
+    layout = families.get("xlnet").prepared(tokenizer, run)
+    assert layout.ordered
+    docs = [[s + 1 for s in doc] for doc in _random_docs(40, seed=2)]  # ids 6.., not <eod>
+    rows = list(layout.examples(docs, np.random.default_rng([3, 0])))
+    ragged = tf.data.Dataset.from_generator(
+        lambda: (tf.ragged.constant(d, dtype=tf.int32) for d in docs),
+        output_signature=tf.RaggedTensorSpec((None, None), tf.int32, ragged_rank=1))
+    stream = list(permutation.two_segment_stream(
+        ragged, 16, 4, 3, 2, eod_id=5, word_starts=pipelines.xlnet_word_starts(tokenizer),
+        shard_tokens=1 << 30, seed=3).take(100).as_numpy_iterator())
+    assert len(rows) == 4 * len(stream) > 20
+    for index, batch in enumerate(stream):  # XLNet's create_tfrecords order, row by row
+        for row in range(4):
+            example = rows[4 * index + row]
+            assert example["row"] == row
+            for name, value in batch.items():
+                np.testing.assert_array_equal(example[name], value[row], err_msg=name)
+    # Written and read back: whole batches in order, permutation masks added when read.
+    path = prepare.shard_path(str(tmp_path), 0)
+    with tf.io.TFRecordWriter(path) as writer:
+        for example in rows:
+            writer.write(prepare.record_bytes(example, layout.features))
+    manifest = {"shards": [{"file": os.path.basename(path), "examples": len(rows)}],
+                "features": layout.features}
+    data = prepared_input.PreparedInput(str(tmp_path), manifest, layout, 4, seed=3,
+                                        worker=0, workers=1)
+    read = list(data.at_step(2).take(3).as_numpy_iterator())
+    for offset, batch in enumerate(read):
+        np.testing.assert_array_equal(batch["token_ids"], stream[2 + offset]["token_ids"])
+        assert batch["perm_mask"].shape == (4, 16, 16)
+        # Targets are the written span targets (`is_masked`), at most num_predict a row.
+        weights = batch["target_weights"]
+        assert (weights.sum(1) >= 1).all() and (weights.sum(1) <= 2).all()
+        targets = batch["target_mapping"].argmax(-1)
+        assert (np.take_along_axis(batch["is_masked"], targets, 1)[weights > 0] == 1).all()
+    # Another batch size than the rows were cut for fails loudly.
+    other = prepared_input.PreparedInput(
+        str(tmp_path), manifest, dataclasses_replace_batches(layout, tokenizer, 2), 2,
+        worker=0, workers=1)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="another batch size"):
+        list(other.at_step(1).take(2).as_numpy_iterator())
+
+
+def dataclasses_replace_batches(layout, tokenizer, batch):
+    from keras_ctx import families
+
+    return families.get("xlnet").prepared(
+        tokenizer, Run("xlnet-base-cased", batch, 16, tokenizer.vocabulary_size(), 3))

@@ -482,7 +482,7 @@ def _register_builtin():
     register_family(Family(
         "elmo", elmo.ElmoBackbone, elmo.ELMO_PRESETS, _word_vocabulary, inputs="characters",
         pooling=("sequence_output", "padding_mask", "mean"), sized_by_tokenizer=False,
-        dataset=_bilm_dataset,
+        dataset=_bilm_dataset, prepared=_layout("bilm_layout"),
         pretrainer=_bilm_pretrainer,
         run_files=lambda vocabulary: (None, {"vocabulary": vocabulary})))
     register_family(Family(

@@ -398,6 +398,9 @@ class Layout:
             shuffling (XLNet: row i of a batch continues row i of the one
             before, for Transformer-XL's memory); the file order still
             changes every epoch.
+        records: "int32" (the features as little-endian int32,
+            `prepare.record_bytes`) or "text" (one feature, a string:
+            `prepare.text_record`).
     """
 
     name: str
@@ -408,6 +411,7 @@ class Layout:
     with_copies: Optional[Callable] = None
     tokenize: Optional[Callable] = None
     ordered: bool = False
+    records: str = "int32"
 
 
 def _ids_and_size(tokenizer):
@@ -621,3 +625,27 @@ def _sentence_stream(docs, eod_id):
             flags.append(np.array([flag]))
             flag = not flag
     return np.concatenate(tokens).astype(np.int32), np.concatenate(flags)
+
+
+def bilm_layout(vocabulary, run):
+    """ELMo: the corpus' sentences, shuffled, as text (Peters et al. 2018).
+
+    The biLM reads each sentence as characters and predicts its words, with
+    nothing drawn at random: a shard holds its sentences in a seeded order;
+    `bilm_inputs` makes `character_ids` and word `token_ids` when read, as
+    `bilm_dataset` does.
+    """
+    def examples(docs, rng):
+        sentences = [sentence for doc in docs for sentence in doc]
+        for index in rng.permutation(len(sentences)):
+            yield {"sentence": sentences[index]}
+
+    def batches(dataset):
+        return (dataset.batch(run.batch_size, drop_remainder=True)
+                .map(lambda batch: bilm_inputs(batch["sentence"], vocabulary,
+                                               run.sequence_length),
+                     num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+                .prefetch(tf.data.AUTOTUNE))
+
+    return Layout("sentences", {"sentence": 0}, examples, batches,
+                  tokenize=lambda sentences: sentences, records="text")

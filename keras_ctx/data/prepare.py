@@ -130,7 +130,7 @@ def _init_worker(out_dir, preset, run_fields, duplicate=None):
     from keras_ctx import families, runs
 
     run = families.Run(**run_fields)
-    tokenizer = runs.load_tokenizer(os.path.join(out_dir, runs.TOKENIZER_DIR))
+    tokenizer = load_tokenizer(out_dir)
     layout = layout_of(families.of_preset(preset), tokenizer, run, duplicate)
     _WORKER.update(layout=layout, tokenizer=tokenizer, run=run,
                    tokenize=layout.tokenize or _graph_tokenize(tokenizer))
@@ -173,6 +173,12 @@ def _tokenized_documents(text, tokenize):
     return out
 
 
+def text_record(example, features):
+    """One TFRecord of a "text" layout: its one feature's text, UTF-8 (ELMo's sentences)."""
+    (name,) = features
+    return example[name].encode("utf-8")
+
+
 def record_bytes(example, features):
     """One TFRecord: the example's `features` (in that order) as little-endian int32.
 
@@ -207,8 +213,9 @@ def _prepare_shard(out_dir, index, path, start, end, seed):
     target = shard_path(out_dir, index)
     count = 0
     with tf.io.TFRecordWriter(target + ".partial") as writer:
+        encode = text_record if layout.records == "text" else record_bytes
         for example in layout.examples(documents, np.random.default_rng([seed, index])):
-            writer.write(record_bytes(example, layout.features))
+            writer.write(encode(example, layout.features))
             count += 1
     os.replace(target + ".partial", target)
     record = {"file": os.path.basename(target), "examples": count, "sha256": sha256(target),
@@ -288,15 +295,18 @@ def prepare(preset, corpus, out, sequence_length=128, vocabulary_size=8000, seed
         tokenizer, sampled = train_tokenizer(family, sample, run)
         from keras_ctx import files
 
-        with files.replacing_directory(tokenizer_dir, overwrite=True) as staging:
-            runs.save_tokenizer(tokenizer, staging)
-        _write_json(tokenizer_info, dict(sampled, vocabulary_size=tokenizer.vocabulary_size()))
+        saved, extra = family.run_files(tokenizer)
+        if saved is not None:
+            with files.replacing_directory(tokenizer_dir, overwrite=True) as staging:
+                runs.save_tokenizer(saved, staging)
+            sampled["vocabulary_size"] = saved.vocabulary_size()
+        _write_json(tokenizer_info, dict(sampled, run_files=extra))
         del sample, tokenizer  # a million sentences: not held while the workers run
     if isinstance(corpus, str) and corpus != corpora.BUILTIN and not corpus.startswith("tfds:"):
         paths = corpora.resolve_files(corpus)
     else:
         paths = _stage_source(corpus, out, shard_bytes)
-    layout = layout_of(family, runs.load_tokenizer(tokenizer_dir), run, duplicate)
+    layout = layout_of(family, load_tokenizer(out), run, duplicate)
     plan = plan_shards(paths, max(1, shard_bytes // layout.copies))
     records, todo = {}, []
     for index, (path, start, end) in enumerate(plan):
@@ -326,6 +336,20 @@ def prepare(preset, corpus, out, sequence_length=128, vocabulary_size=8000, seed
     _write_json(os.path.join(out, MANIFEST), manifest)
     say(f"Prepared {manifest['examples']:,} examples in {len(shards)} shards in {out}.")
     return manifest
+
+
+def load_tokenizer(data_dir):
+    """The tokenizer `prepare` trained for `data_dir`: a keras-hub tokenizer, or what the
+    family keeps in its run files instead (ELMo's word vocabulary)."""
+    from keras_ctx import runs
+
+    tokenizer = runs.load_tokenizer(os.path.join(data_dir, runs.TOKENIZER_DIR))
+    if tokenizer is not None:
+        return tokenizer
+    kept = _read_json(os.path.join(data_dir, "tokenizer.json")).get("run_files", {})
+    if len(kept) != 1:
+        raise PreparedDataError(f"{data_dir} holds no tokenizer; prepare it again.")
+    return next(iter(kept.values()))
 
 
 def load_manifest(data_dir, verify=True):

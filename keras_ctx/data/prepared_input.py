@@ -76,6 +76,9 @@ class PreparedInput:
 
     def _parse(self, records):
         """A batch of raw records (`prepare.record_bytes`) -> {feature: int32 tensor}."""
+        if self.layout.records == "text":  # `prepare.text_record`: the text itself
+            (name,) = self.layout.features
+            return {name: records}
         total = sum(max(length, 1) for length in self.layout.features.values())
         # A static row length: the features keep static shapes (XLA, XLNet's masks).
         values = tf.reshape(tf.io.decode_raw(records, tf.int32, little_endian=True),

@@ -1,3 +1,4 @@
+import json
 import os
 
 import numpy as np
@@ -319,3 +320,40 @@ def dataclasses_replace_batches(layout, tokenizer, batch):
 
     return families.get("xlnet").prepared(
         tokenizer, Run("xlnet-base-cased", batch, 16, tokenizer.vocabulary_size(), 3))
+
+
+# ---------------------------------------------------------------- ELMo
+
+def test_elmo_prepared_sentences_are_text_read_as_the_bilm_pipeline_reads_them(tmp_path):
+    from keras_ctx import families
+    from keras_ctx.data.vocabulary import bilm_inputs, word_vocabulary
+
+    text = "".join(f"w{i % 7} w{i % 5} w{i % 3}.\nline {i} ü.\n\n" for i in range(30))
+    (tmp_path / "corpus.txt").write_text(text, encoding="utf-8")
+    sentences = [line for line in text.split("\n") if line]
+    vocabulary = word_vocabulary(sentences, 20)
+    run = Run("elmo-small", 4, 8, 20, 0)
+    layout = families.get("elmo").prepared(vocabulary, run)
+    assert layout.records == "text"
+    prepare._WORKER.update(layout=layout, tokenize=layout.tokenize)
+    try:
+        record = prepare._prepare_shard(str(tmp_path), 0, str(tmp_path / "corpus.txt"), 0,
+                                        len(text.encode("utf-8")), seed=0)
+    finally:
+        prepare._WORKER.clear()
+    assert record["examples"] == len(sentences) == 60
+    # The vocabulary is what `pretrain --data` loads back for ELMo (no keras-hub tokenizer).
+    (tmp_path / "tokenizer.json").write_text(json.dumps({"run_files": {"vocabulary":
+                                                                        vocabulary}}))
+    assert prepare.load_tokenizer(str(tmp_path)) == vocabulary
+    data = prepared_input.PreparedInput(str(tmp_path), {"shards": [record]}, layout, 4,
+                                        worker=0, workers=1)
+    read = list(data.at_step(0).take(15).as_numpy_iterator())
+    characters = np.concatenate([b["character_ids"] for b in read])
+    words = np.concatenate([b["token_ids"] for b in read])
+    expected = bilm_inputs(tf.constant(sentences), vocabulary, 8)
+    # Each sentence once per epoch, shuffled, with the in-memory pipeline's inputs.
+    order = {row.tobytes(): i for i, row in enumerate(expected["character_ids"].numpy())}
+    index = [order[row.tobytes()] for row in characters]
+    assert sorted(index) == list(range(60)) and index != list(range(60))
+    np.testing.assert_array_equal(words, expected["token_ids"].numpy()[index])

@@ -250,6 +250,7 @@ def main(argv=None):
                      f"{peak[0] / (1 << 20):,.0f} ({peak[1] / (1 << 20):,.0f})",
                      f"{manifest['examples']:,}", f"{rate:,.0f}",
                      f"{rate / train:,.1f}x"))
+        print("row:", " | ".join(rows[-1]), f"| load {loads[-1]}", flush=True)
     header = ("corpus MB", "sentences", "read MB/s (1 core)", "tokenizer sample",
               "sample + tokenizer s", "prepare min", "prepare MB/s per core",
               "peak PSS (RSS) MB, process tree", "examples", "read-side examples/s", "vs training step")

@@ -66,11 +66,17 @@ class PreparedInput:
         if self.examples_per_epoch < batch_size:
             raise ValueError(f"Worker {worker} has {self.examples_per_epoch} examples, fewer "
                              f"than one batch of {batch_size}; prepare more text.")
+        if batch_size % workers:
+            raise ValueError(f"The batch size {batch_size} must be a multiple of the "
+                             f"{workers} workers (each takes an equal share of every batch).")
         self.layout, self.batch_size, self.seed = layout, batch_size, seed
+        # tf.distribute splits each global batch over the replicas of all workers
+        # (keras' fit rebatches the input), so a worker's stream advances by its share.
+        self.rows_per_step = batch_size // workers
 
     def position(self, step):
-        """Where the stream stands after `step` batches: {"epoch", "example", "step"}."""
-        consumed = step * self.batch_size
+        """Where this worker's stream stands after `step` batches: {"epoch", "example", "step"}."""
+        consumed = step * self.rows_per_step
         return {"step": step, "epoch": consumed // self.examples_per_epoch,
                 "example": consumed % self.examples_per_epoch}
 

@@ -42,7 +42,7 @@ def test_pair_examples_equal_the_nsp_pipeline_epoch():
 class _Chunks:
     """A chunks layout without a tokenizer: the read side leaves the ids as they are."""
 
-    name, features = "chunks", {"token_ids": 4}
+    name, features, ordered, records = "chunks", {"token_ids": 4}, False, "int32"
 
     @staticmethod
     def batches(dataset):
@@ -80,12 +80,16 @@ def test_workers_read_disjoint_files_that_cover_every_shard(tmp_path):
     manifest = _write_shards(str(tmp_path), [range(i * 10, i * 10 + 9) for i in range(5)])
     seen = []
     for worker in range(2):
-        data = prepared_input.PreparedInput(str(tmp_path), manifest, _Chunks, 3,
+        data = prepared_input.PreparedInput(str(tmp_path), manifest, _Chunks, 4,
                                             worker=worker, workers=2)
         seen.append(set(data.files))
+        # tf.distribute gives each worker's replicas half of every global batch.
+        assert data.position(3) == {"step": 3, "epoch": 0, "example": 6}
     assert not seen[0] & seen[1] and len(seen[0] | seen[1]) == 5
     with pytest.raises(ValueError, match="cannot be split over 6 workers"):
-        prepared_input.PreparedInput(str(tmp_path), manifest, _Chunks, 3, worker=0, workers=6)
+        prepared_input.PreparedInput(str(tmp_path), manifest, _Chunks, 6, worker=0, workers=6)
+    with pytest.raises(ValueError, match="multiple of the 2 workers"):
+        prepared_input.PreparedInput(str(tmp_path), manifest, _Chunks, 3, worker=0, workers=2)
 
 
 def test_plan_cuts_shards_at_document_boundaries(tmp_path):

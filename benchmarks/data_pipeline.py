@@ -253,15 +253,16 @@ def main(argv=None):
         print("row:", " | ".join(rows[-1]), f"| load {loads[-1]}", flush=True)
     header = ("corpus MB", "sentences", "read MB/s (1 core)", "tokenizer sample",
               "sample + tokenizer s", "prepare min", "prepare MB/s per core",
-              "peak PSS (RSS) MB, process tree", "examples", "read-side examples/s", "vs training step")
+              "peak PSS (RSS) MB, process tree", "examples", "read-side examples/s",
+              "vs training step")
     cores = os.cpu_count()
     per_core = max(read_rates) / cores
     notes = (f"\n\n{args.model}, sequence {args.sequence_length}, batch {args.batch}, "
              f"vocabulary {args.vocabulary_size:,}; prepare with {args.workers} worker "
              f"processes, shards of {args.shard_mb:g} MB / copies, {copies} "
-             f"static-mask cop{'y' if copies == 1 else 'ies'} of each instance. The {args.model} training step "
-             f"consumes {train:,.0f} examples/s here. The read side runs on all {cores} "
-             f"cores: {per_core:,.0f} examples/s per core, so feeding one GPU at "
+             f"static-mask cop{'y' if copies == 1 else 'ies'} of each instance. The "
+             f"{args.model} training step consumes {train:,.0f} examples/s here. The read "
+             f"side runs on all {cores} cores: {per_core:,.0f} examples/s per core, so feeding one GPU at "
              f"{args.gpu_rate:,.0f} sequences/s (BERT-base, sequence 128) takes about "
              f"{args.gpu_rate / per_core:,.1f} cores. Load average (1, 5, 15 min) after "
              f"each size: {'; '.join(loads)}.")

@@ -330,7 +330,8 @@ def prepare(preset, corpus, out, sequence_length=128, vocabulary_size=8000, seed
                     "examples.")
     shards = [records[i] for i in range(len(plan))]
     manifest = {"version": MANIFEST_VERSION, "settings": settings, "layout": layout.name,
-                "copies": layout.copies, "features": layout.features, "tokenizer": _read_json(tokenizer_info),
+                "copies": layout.copies, "features": layout.features,
+                "tokenizer": _read_json(tokenizer_info),
                 "examples": sum(s["examples"] for s in shards), "shards": shards,
                 "corpus_bytes": sum(end - start for _, start, end in plan)}
     _write_json(os.path.join(out, MANIFEST), manifest)

@@ -262,7 +262,8 @@ def main(argv=None):
              f"processes, shards of {args.shard_mb:g} MB / copies, {copies} "
              f"static-mask cop{'y' if copies == 1 else 'ies'} of each instance. The "
              f"{args.model} training step consumes {train:,.0f} examples/s here. The read "
-             f"side runs on all {cores} cores: {per_core:,.0f} examples/s per core, so feeding one GPU at "
+             f"side runs on all {cores} cores: {per_core:,.0f} examples/s per core, so "
+             f"feeding one GPU at "
              f"{args.gpu_rate:,.0f} sequences/s (BERT-base, sequence 128) takes about "
              f"{args.gpu_rate / per_core:,.1f} cores. Load average (1, 5, 15 min) after "
              f"each size: {'; '.join(loads)}.")

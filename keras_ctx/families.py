@@ -419,7 +419,8 @@ def _register_builtin():
             "train_sentencepiece", special_tokens=XLNET_SPECIAL_TOKENS, lowercase=False),
         XLNET_FRAMING,
         pooling=last, dataset=_pipeline("permutation_dataset"),
-        prepared=_layout("xlnet_layout"), pretrainer=_xlnet_pretrainer, huggingface=("xlnet",), keras_hub=("XLNetBackbone",),
+        prepared=_layout("xlnet_layout"),
+        pretrainer=_xlnet_pretrainer, huggingface=("xlnet",), keras_hub=("XLNetBackbone",),
         tf_checkpoint="xlnet", recipe_config=_xlnet_recipe_config))
     # GPT (Radford et al. 2018): BPE with end-of-word markers (</w>), not bytes.
     register_family(Family(

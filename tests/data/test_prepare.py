@@ -311,6 +311,8 @@ def test_xlnet_prepared_rows_equal_the_in_memory_stream_and_read_in_order(tmp_pa
         assert (weights.sum(1) >= 1).all() and (weights.sum(1) <= 2).all()
         targets = batch["target_mapping"].argmax(-1)
         assert (np.take_along_axis(batch["is_masked"], targets, 1)[weights > 0] == 1).all()
+    with pytest.raises(ValueError, match="train it on one worker"):
+        prepared_input.PreparedInput(str(tmp_path), manifest, layout, 4, worker=0, workers=2)
     # Another batch size than the rows were cut for fails loudly.
     other = prepared_input.PreparedInput(
         str(tmp_path), manifest, dataclasses_replace_batches(layout, tokenizer, 2), 2,

@@ -60,18 +60,18 @@ class PreparedInput:
         if manifest.get("features", layout.features) != layout.features:
             raise ValueError(f"{data_dir} holds examples of {manifest['features']}, not the "
                              f"{layout.name} layout's {layout.features}; prepare it again.")
-        shards = worker_files(manifest["shards"], worker, workers)
-        self.files = [os.path.join(data_dir, s["file"]) for s in shards]
-        self.examples_per_epoch = sum(s["examples"] for s in shards)
-        if self.examples_per_epoch < batch_size:
-            raise ValueError(f"Worker {worker} has {self.examples_per_epoch} examples, fewer "
-                             f"than one batch of {batch_size}; prepare more text.")
         if layout.ordered and workers > 1:
             # tf.distribute would hand each worker a slice of a different row block each
             # step, breaking the row-to-row continuation (Transformer-XL's memory).
             raise ValueError(f"The {layout.name} layout's rows continue from batch to batch, "
                              "which a split over workers breaks; train it on one worker "
                              "(any number of devices).")
+        shards = worker_files(manifest["shards"], worker, workers)
+        self.files = [os.path.join(data_dir, s["file"]) for s in shards]
+        self.examples_per_epoch = sum(s["examples"] for s in shards)
+        if self.examples_per_epoch < batch_size:
+            raise ValueError(f"Worker {worker} has {self.examples_per_epoch} examples, fewer "
+                             f"than one batch of {batch_size}; prepare more text.")
         if batch_size % workers:
             raise ValueError(f"The batch size {batch_size} must be a multiple of the "
                              f"{workers} workers (each takes an equal share of every batch).")

@@ -48,7 +48,8 @@ def _prepare(args):
 
     prepare(args.model, args.corpus, args.out, sequence_length=args.sequence_length,
             vocabulary_size=args.vocabulary_size, seed=args.seed, workers=args.workers,
-            shard_bytes=args.shard_mb << 20, tokenizer_sample=args.tokenizer_sample)
+            shard_bytes=args.shard_mb << 20, tokenizer_sample=args.tokenizer_sample,
+            duplicate=args.duplicate, batch_size=args.batch_size)
     return 0
 
 
@@ -192,6 +193,12 @@ def build_parser():
                          help="corpus MB per shard (bounds each process' memory)")
     prepare.add_argument("--tokenizer-sample", type=int, default=None,
                          help="sentences the tokenizer learns from (default 1,000,000)")
+    prepare.add_argument("--duplicate", type=int, default=None,
+                         help="copies of each instance, each with its own static masks "
+                              "(BERT's dupe_factor; default the family's: BERT 10)")
+    prepare.add_argument("--batch-size", type=int, default=None,
+                         help="the global batch, for models whose examples are cut for one "
+                              "(XLNet); train with the same")
     prepare.set_defaults(run=_prepare)
 
     finetune = commands.add_parser("finetune", help="fine-tune a pretrained run on a TSV "

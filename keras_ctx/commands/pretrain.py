@@ -118,7 +118,7 @@ def build_prepared(preset, data_dir, run, overrides=None):
             f"{data_dir} was prepared for {settings['model']} ({settings['family']}) at "
             f"sequence length {settings['sequence_length']}, not {preset} at "
             f"{run.sequence_length}; prepare it for this model and length.")
-    tokenizer = runs.load_tokenizer(os.path.join(data_dir, runs.TOKENIZER_DIR))
+    tokenizer = prepare.load_tokenizer(data_dir)
     backbone, pretrainer = _model(preset, family, tokenizer, run, overrides)
     dataset = PreparedInput(data_dir, manifest, family.prepared(tokenizer, run),
                             run.batch_size, run.seed)

@@ -6,7 +6,8 @@ reads its own files (`worker_files`: file k goes to worker k mod N; no worker
 reads everything). Epoch e reads the worker's files in an order drawn from
 (seed, e), interleaved with parallel reads, and shuffles the examples in
 blocks with stateless seeds (seed, e, block): a fresh order every epoch, the
-same for a given seed. `at_step(step)` starts the stream at the first
+same for a given seed. An `ordered` layout (XLNet) reads each file whole, in
+the order written. `at_step(step)` starts the stream at the first
 example batch `step` did not consume (the position `keras_ctx.training`
 saves in each checkpoint), so a resumed run continues with the next unseen
 batch instead of restarting its epoch.
@@ -56,31 +57,57 @@ class PreparedInput:
                  workers=None):
         if worker is None:
             worker, workers = worker_of_cluster()
+        if manifest.get("features", layout.features) != layout.features:
+            raise ValueError(f"{data_dir} holds examples of {manifest['features']}, not the "
+                             f"{layout.name} layout's {layout.features}; prepare it again.")
+        if layout.ordered and workers > 1:
+            # tf.distribute would hand each worker a slice of a different row block each
+            # step, breaking the row-to-row continuation (Transformer-XL's memory).
+            raise ValueError(f"The {layout.name} layout's rows continue from batch to batch, "
+                             "which a split over workers breaks; train it on one worker "
+                             "(any number of devices).")
         shards = worker_files(manifest["shards"], worker, workers)
         self.files = [os.path.join(data_dir, s["file"]) for s in shards]
         self.examples_per_epoch = sum(s["examples"] for s in shards)
         if self.examples_per_epoch < batch_size:
             raise ValueError(f"Worker {worker} has {self.examples_per_epoch} examples, fewer "
                              f"than one batch of {batch_size}; prepare more text.")
+        if batch_size % workers:
+            raise ValueError(f"The batch size {batch_size} must be a multiple of the "
+                             f"{workers} workers (each takes an equal share of every batch).")
         self.layout, self.batch_size, self.seed = layout, batch_size, seed
+        # tf.distribute splits each global batch over the replicas of all workers
+        # (keras' fit rebatches the input), so a worker's stream advances by its share.
+        self.rows_per_step = batch_size // workers
 
     def position(self, step):
-        """Where the stream stands after `step` batches: {"epoch", "example", "step"}."""
-        consumed = step * self.batch_size
+        """Where this worker's stream stands after `step` batches: {"epoch", "example", "step"}."""
+        consumed = step * self.rows_per_step
         return {"step": step, "epoch": consumed // self.examples_per_epoch,
                 "example": consumed % self.examples_per_epoch}
 
     def _parse(self, records):
-        spec = {name: tf.io.FixedLenFeature([length] if length else [], tf.int64)
-                for name, length in self.layout.features.items()}
-        parsed = tf.io.parse_example(records, spec)
-        return {name: tf.cast(value, tf.int32) for name, value in parsed.items()}
+        """A batch of raw records (`prepare.record_bytes`) -> {feature: int32 tensor}."""
+        if self.layout.records == "text":  # `prepare.text_record`: the text itself
+            (name,) = self.layout.features
+            return {name: records}
+        total = sum(max(length, 1) for length in self.layout.features.values())
+        # A static row length: the features keep static shapes (XLA, XLNet's masks).
+        values = tf.reshape(tf.io.decode_raw(records, tf.int32, little_endian=True),
+                            [-1, total])
+        parsed, start = {}, 0
+        for name, length in self.layout.features.items():
+            parsed[name] = values[:, start] if not length else values[:, start:start + length]
+            start += max(length, 1)
+        return parsed
 
     def epoch(self, epoch):
         """The examples (parsed, unbatched) of one epoch, in that epoch's order."""
         files = tf.constant(self.files)
         order = tf.random.experimental.stateless_shuffle(
             files, seed=tf.stack([tf.cast(self.seed, tf.int64), epoch]))
+        if self.layout.ordered:  # each file whole, in the order written (XLNet)
+            return tf.data.TFRecordDataset(order, buffer_size=8 << 20)
         records = tf.data.Dataset.from_tensor_slices(order).interleave(
             tf.data.TFRecordDataset, cycle_length=min(_READERS, len(self.files)),
             num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)

@@ -27,7 +27,8 @@ MASKED_LM = MaskedLMLayout(
 BERT = register_family(Family(
     "bert", bert.BertBackbone, bert.BERT_PRESETS, tokenizers.train_wordpiece, WORDPIECE_FRAMING,
     pooling=POOLED, dataset=pipeline(pipelines.bert_dataset, static_masking=False),
-    prepared=layout(pipelines.pairs_layout, kind="nsp"),
+    # create_pretraining_data.py: masks drawn when written, dupe_factor 10 copies.
+    prepared=layout(pipelines.pairs_layout, kind="nsp", static_masking=True, duplicate=10),
     pretrainer=pretrainer(BertPretrainer),
     huggingface=(HuggingFace("bert", convert_bert.convert_bert, convert_bert.export_bert,
                              masked_lm=MASKED_LM, sequence_classifier=(None, "classifier"),

@@ -23,6 +23,6 @@ def bilm_pretrainer(backbone, vocabulary, run):
 ELMO = register_family(Family(
     "elmo", elmo.ElmoBackbone, elmo.ELMO_PRESETS, word_vocabulary, inputs="characters",
     pooling=("sequence_output", "padding_mask", "mean"), sized_by_tokenizer=False,
-    dataset=bilm_dataset, pretrainer=bilm_pretrainer,
+    dataset=bilm_dataset, pretrainer=bilm_pretrainer, prepared=pipelines.bilm_layout,
     # ELMo keeps its word vocabulary in run.json.
     run_files=lambda vocabulary: (None, {"vocabulary": vocabulary})))

@@ -1,3 +1,4 @@
+import json
 import os
 
 import numpy as np
@@ -41,7 +42,7 @@ def test_pair_examples_equal_the_nsp_pipeline_epoch():
 class _Chunks:
     """A chunks layout without a tokenizer: the read side leaves the ids as they are."""
 
-    name, features = "chunks", {"token_ids": 4}
+    name, features, ordered, records = "chunks", {"token_ids": 4}, False, "int32"
 
     @staticmethod
     def batches(dataset):
@@ -54,9 +55,8 @@ def _write_shards(directory, shards):
         path = prepare.shard_path(directory, index)
         with tf.io.TFRecordWriter(path) as writer:
             for value in values:
-                writer.write(tf.train.Example(features=tf.train.Features(feature={
-                    "token_ids": tf.train.Feature(int64_list=tf.train.Int64List(
-                        value=[value] * 4))})).SerializeToString())
+                writer.write(prepare.record_bytes({"token_ids": [value] * 4},
+                                                  _Chunks.features))
         records.append({"file": os.path.basename(path), "examples": len(values)})
     return {"shards": records}
 
@@ -80,12 +80,16 @@ def test_workers_read_disjoint_files_that_cover_every_shard(tmp_path):
     manifest = _write_shards(str(tmp_path), [range(i * 10, i * 10 + 9) for i in range(5)])
     seen = []
     for worker in range(2):
-        data = prepared_input.PreparedInput(str(tmp_path), manifest, _Chunks, 3,
+        data = prepared_input.PreparedInput(str(tmp_path), manifest, _Chunks, 4,
                                             worker=worker, workers=2)
         seen.append(set(data.files))
+        # tf.distribute gives each worker's replicas half of every global batch.
+        assert data.position(3) == {"step": 3, "epoch": 0, "example": 6}
     assert not seen[0] & seen[1] and len(seen[0] | seen[1]) == 5
     with pytest.raises(ValueError, match="cannot be split over 6 workers"):
-        prepared_input.PreparedInput(str(tmp_path), manifest, _Chunks, 3, worker=0, workers=6)
+        prepared_input.PreparedInput(str(tmp_path), manifest, _Chunks, 6, worker=0, workers=6)
+    with pytest.raises(ValueError, match="multiple of the 2 workers"):
+        prepared_input.PreparedInput(str(tmp_path), manifest, _Chunks, 3, worker=0, workers=2)
 
 
 def test_plan_cuts_shards_at_document_boundaries(tmp_path):
@@ -142,3 +146,220 @@ def test_kill_9_during_preparation_resumes_to_identical_shards(tmp_path):
     resumed = run(tmp_path / "killed")
     assert [s["sha256"] for s in resumed["shards"]] == [s["sha256"] for s in whole["shards"]]
     assert resumed["examples"] == whole["examples"]
+
+
+# ---------------------------------------------------------------- static masks (BERT)
+
+_WORDS = [f"w{i}" for i in range(60)]
+
+
+def _wordpiece():
+    import keras_hub
+
+    vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *_WORDS]
+    return keras_hub.tokenizers.WordPieceTokenizer(vocabulary=vocabulary, lowercase=False)
+
+
+def _random_docs(count=60, seed=0):
+    rng = np.random.default_rng(seed)
+    return [[rng.integers(5, 65, int(rng.integers(3, 12))).astype(np.int32)
+             for _ in range(int(rng.integers(2, 7)))] for _ in range(count)]
+
+
+def _mask_statistics(rows):
+    """(selection rate over candidates, [MASK] / random / unchanged shares, per-row budget ok)."""
+    selected = masked = randomised = unchanged = candidates = 0
+    budget_ok = True
+    for row in rows:
+        weights = np.asarray(row["mask_weights"]) > 0
+        positions = np.asarray(row["mask_positions"])[weights]
+        original = np.array(row["token_ids"])
+        original[positions] = np.asarray(row["mask_ids"])[weights]
+        n = int(((np.asarray(row["padding_mask"]) == 1) & (original >= 5)).sum())
+        budget_ok &= len(set(positions)) == len(positions) == max(1, round(0.15 * n))
+        new = np.asarray(row["token_ids"])[positions]
+        old = original[positions]
+        selected, candidates = selected + len(positions), candidates + n
+        masked += int((new == 4).sum())
+        unchanged += int((new == old).sum())
+        randomised += int(((new != 4) & (new != old)).sum())
+    return (selected / candidates,
+            np.array([masked, randomised, unchanged]) / selected, budget_ok, selected)
+
+
+def test_bert_prepared_masks_statically_with_dupe_factor_and_todays_statistics():
+    from keras_ctx import families
+
+    tokenizer, docs = _wordpiece(), _random_docs()
+    run = Run("bert-tiny", 8, 32, tokenizer.vocabulary_size(), 0)
+    layout = families.get("bert").prepared(tokenizer, run)
+    assert layout.name == "nsp_static"
+    assert set(layout.features) == {"token_ids", "segment_ids", "padding_mask",
+                                    "next_sentence_labels", "mask_positions", "mask_ids",
+                                    "mask_weights"}
+    rows = list(layout.examples(docs, np.random.default_rng([0, 0])))
+    single = list(segments.pair_examples("nsp", docs, 32, 2, 3, 0,
+                                         rng=np.random.default_rng([0, 0])))
+    # dupe_factor 10 (BERT's create_pretraining_data.py): ten passes of instances.
+    assert 8 * len(single) < len(rows) < 12 * len(single)
+    for row in rows:
+        for name, length in layout.features.items():
+            assert np.shape(row[name]) == ((length,) if length else ())
+    rate, split, budget_ok, count = _mask_statistics(rows)
+    # The reference numbers of tests/data/test_masking.py: 15%, 80 / 10 / 10.
+    assert budget_ok and abs(rate - 0.15) < 0.01
+    tolerance = 4 * np.sqrt(0.1 * 0.9 / count)
+    np.testing.assert_allclose(split, [0.8, 0.1, 0.1], atol=tolerance + 1 / 60)
+    # Today's in-memory pipeline with static masks, on the same documents.
+    ids = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
+    memory = pipelines.bert_dataset(docs, None, 8, sequence_length=32, duplicate=10,
+                                    special_ids=ids, vocabulary_size=65)
+    memory_rows = [{k: v[i] for k, v in batch.items()} for batch in memory.as_numpy_iterator()
+                   for i in range(8)]
+    memory_rate, memory_split, memory_ok, _ = _mask_statistics(memory_rows)
+    assert memory_ok and abs(rate - memory_rate) < 0.01
+    np.testing.assert_allclose(split, memory_split, atol=2 * tolerance + 1 / 60)
+    # Copies of an instance carry different masks: the masked rows are not repeated.
+    assert len({r["token_ids"].tobytes() for r in rows}) > 0.95 * len(rows)
+
+
+def test_static_masks_are_written_once_and_read_back_unchanged_every_epoch(tmp_path):
+    from keras_ctx import families
+
+    tokenizer = _wordpiece()
+    run = Run("bert-tiny", 4, 24, tokenizer.vocabulary_size(), 0)
+    layout = families.get("bert").prepared(tokenizer, run)
+    rng = np.random.default_rng(1)
+    text = "".join(" ".join(rng.choice(_WORDS, 6)) + ".\n" + ("\n" if i % 4 == 3 else "")
+                   for i in range(200))
+    (tmp_path / "corpus.txt").write_text(text)
+    prepare._WORKER.update(layout=layout, tokenize=prepare._graph_tokenize(tokenizer))
+    try:
+        record = prepare._prepare_shard(str(tmp_path), 0, str(tmp_path / "corpus.txt"), 0,
+                                        len(text), seed=0)
+    finally:
+        prepare._WORKER.clear()
+    data = prepared_input.PreparedInput(str(tmp_path), {"shards": [record]}, layout, 4,
+                                        worker=0, workers=1)
+    per_epoch = record["examples"] // 4
+    assert per_epoch > 20
+    stream = list(data.at_step(0).take(2 * per_epoch + 2).as_numpy_iterator())
+    assert stream[0]["mask_weights"].dtype == np.float32
+    assert stream[0]["mask_positions"].shape == (4, 5)  # ceil(0.15 * 24) + 1 slots
+
+    def by_row(batches):
+        return {tuple(b["token_ids"][i]): (tuple(b["mask_positions"][i]),
+                                            tuple(b["mask_ids"][i]))
+                for b in batches for i in range(4)}
+
+    first, second = by_row(stream[:per_epoch]), by_row(stream[per_epoch:2 * per_epoch])
+    shared = set(first) & set(second)
+    assert len(shared) > 0.5 * len(first)  # the same masked rows, reshuffled
+    assert all(first[key] == second[key] for key in shared)
+    rate, split, budget_ok, _ = _mask_statistics(
+        [{k: v[i] for k, v in b.items()} for b in stream[:per_epoch] for i in range(4)])
+    assert budget_ok and abs(rate - 0.15) < 0.03
+
+
+# ---------------------------------------------------------------- XLNet
+
+def _xlnet_tokenizer():
+    import keras_hub
+
+    vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "<eod>", *_WORDS]
+    return keras_hub.tokenizers.WordPieceTokenizer(vocabulary=vocabulary, lowercase=False)
+
+
+def test_xlnet_prepared_rows_equal_the_in_memory_stream_and_read_in_order(tmp_path):
+    from keras_ctx import families
+    from keras_ctx.data import permutation
+
+    tokenizer = _xlnet_tokenizer()
+    run = Run("xlnet-base-cased", 4, 16, tokenizer.vocabulary_size(), 3)
+    layout = families.get("xlnet").prepared(tokenizer, run)
+    assert layout.ordered
+    docs = [[s + 1 for s in doc] for doc in _random_docs(40, seed=2)]  # ids 6.., not <eod>
+    rows = list(layout.examples(docs, np.random.default_rng([3, 0])))
+    ragged = tf.data.Dataset.from_generator(
+        lambda: (tf.ragged.constant(d, dtype=tf.int32) for d in docs),
+        output_signature=tf.RaggedTensorSpec((None, None), tf.int32, ragged_rank=1))
+    stream = list(permutation.two_segment_stream(
+        ragged, 16, 4, 3, 2, eod_id=5, word_starts=pipelines.xlnet_word_starts(tokenizer),
+        shard_tokens=1 << 30, seed=3).take(100).as_numpy_iterator())
+    assert len(rows) == 4 * len(stream) > 20
+    for index, batch in enumerate(stream):  # XLNet's create_tfrecords order, row by row
+        for row in range(4):
+            example = rows[4 * index + row]
+            assert example["row"] == row
+            for name, value in batch.items():
+                np.testing.assert_array_equal(example[name], value[row], err_msg=name)
+    # Written and read back: whole batches in order, permutation masks added when read.
+    path = prepare.shard_path(str(tmp_path), 0)
+    with tf.io.TFRecordWriter(path) as writer:
+        for example in rows:
+            writer.write(prepare.record_bytes(example, layout.features))
+    manifest = {"shards": [{"file": os.path.basename(path), "examples": len(rows)}],
+                "features": layout.features}
+    data = prepared_input.PreparedInput(str(tmp_path), manifest, layout, 4, seed=3,
+                                        worker=0, workers=1)
+    read = list(data.at_step(2).take(3).as_numpy_iterator())
+    for offset, batch in enumerate(read):
+        np.testing.assert_array_equal(batch["token_ids"], stream[2 + offset]["token_ids"])
+        assert batch["perm_mask"].shape == (4, 16, 16)
+        # Targets are the written span targets (`is_masked`), at most num_predict a row.
+        weights = batch["target_weights"]
+        assert (weights.sum(1) >= 1).all() and (weights.sum(1) <= 2).all()
+        targets = batch["target_mapping"].argmax(-1)
+        assert (np.take_along_axis(batch["is_masked"], targets, 1)[weights > 0] == 1).all()
+    with pytest.raises(ValueError, match="train it on one worker"):
+        prepared_input.PreparedInput(str(tmp_path), manifest, layout, 4, worker=0, workers=2)
+    # Another batch size than the rows were cut for fails loudly.
+    other = prepared_input.PreparedInput(
+        str(tmp_path), manifest, dataclasses_replace_batches(layout, tokenizer, 2), 2,
+        worker=0, workers=1)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="another batch size"):
+        list(other.at_step(1).take(2).as_numpy_iterator())
+
+
+def dataclasses_replace_batches(layout, tokenizer, batch):
+    from keras_ctx import families
+
+    return families.get("xlnet").prepared(
+        tokenizer, Run("xlnet-base-cased", batch, 16, tokenizer.vocabulary_size(), 3))
+
+
+# ---------------------------------------------------------------- ELMo
+
+def test_elmo_prepared_sentences_are_text_read_as_the_bilm_pipeline_reads_them(tmp_path):
+    from keras_ctx import families
+    from keras_ctx.data.vocabulary import bilm_inputs, word_vocabulary
+
+    text = "".join(f"w{i % 7} w{i % 5} w{i % 3}.\nline {i} ü.\n\n" for i in range(30))
+    (tmp_path / "corpus.txt").write_text(text, encoding="utf-8")
+    sentences = [line for line in text.split("\n") if line]
+    vocabulary = word_vocabulary(sentences, 20)
+    run = Run("elmo-small", 4, 8, 20, 0)
+    layout = families.get("elmo").prepared(vocabulary, run)
+    assert layout.records == "text"
+    prepare._WORKER.update(layout=layout, tokenize=layout.tokenize)
+    try:
+        record = prepare._prepare_shard(str(tmp_path), 0, str(tmp_path / "corpus.txt"), 0,
+                                        len(text.encode("utf-8")), seed=0)
+    finally:
+        prepare._WORKER.clear()
+    assert record["examples"] == len(sentences) == 60
+    # The vocabulary is what `pretrain --data` loads back for ELMo (no keras-hub tokenizer).
+    (tmp_path / "tokenizer.json").write_text(json.dumps({"run_files": {"vocabulary":
+                                                                        vocabulary}}))
+    assert prepare.load_tokenizer(str(tmp_path)) == vocabulary
+    data = prepared_input.PreparedInput(str(tmp_path), {"shards": [record]}, layout, 4,
+                                        worker=0, workers=1)
+    read = list(data.at_step(0).take(15).as_numpy_iterator())
+    characters = np.concatenate([b["character_ids"] for b in read])
+    words = np.concatenate([b["token_ids"] for b in read])
+    expected = bilm_inputs(tf.constant(sentences), vocabulary, 8)
+    # Each sentence once per epoch, shuffled, with the in-memory pipeline's inputs.
+    order = {row.tobytes(): i for i, row in enumerate(expected["character_ids"].numpy())}
+    index = [order[row.tobytes()] for row in characters]
+    assert sorted(index) == list(range(60)) and index != list(range(60))
+    np.testing.assert_array_equal(words, expected["token_ids"].numpy()[index])

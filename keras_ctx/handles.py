@@ -349,3 +349,4 @@ def kaggle_directory(spec):
 
 
 registry.provide("from_preset", from_preset)  # Backbone.from_preset, models.from_preset
+registry.provide("resolve", resolve)  # the text tasks' from_preset

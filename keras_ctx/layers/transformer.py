@@ -599,7 +599,11 @@ class TransformerEncoderStack(keras.layers.Layer):
             config = dict(config)
             sharing = config.pop("sharing")
             if sharing != "none":
-                from keras_ctx.models.albert import AlbertEncoderStack
-
-                return AlbertEncoderStack.from_config(dict(config, sharing=sharing))
+                # ALBERT's stack, found by its registered name: layers never
+                # import models (keras_ctx.models.albert registers it).
+                albert = keras.saving.get_registered_object("keras_ctx>AlbertEncoderStack")
+                if albert is None:
+                    raise ValueError("This stack was saved with ALBERT's sharing="
+                                     f"{sharing!r}: import keras_ctx before loading it.")
+                return albert.from_config(dict(config, sharing=sharing))
         return super().from_config(config)

@@ -112,12 +112,11 @@ class TextTask:
         Returns:
             The task, its backbone holding the handle's weights.
         """
-        from keras_ctx import handles
-
         name = os.fspath(handle)
         if os.path.isfile(os.path.join(name, TASK_FILE)):
             return cls.load(name)
-        resolved = handles.resolve(name, need_tokenizer=True)
+        # keras_ctx.handles provides it (tasks sit below handles and convert).
+        resolved = families.service("resolve")(name, need_tokenizer=True)
         if resolved.tokenizer is None:
             raise ValueError(f"{name!r} names an architecture without a tokenizer (a preset "
                              "name): text tasks need one; give a checkpoint or run "

@@ -46,6 +46,7 @@ def pipeline(builder, **options):
         return builder(documents, tokenizer, batch_size=run.batch_size,
                        sequence_length=run.sequence_length, seed=run.seed, **options)
 
+    build.builder, build.options = builder, options  # what the recipe runs, for tests
     return build
 
 

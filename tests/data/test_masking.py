@@ -195,23 +195,19 @@ def test_electra_rates_mask_85_percent_and_never_replace_at_random():
     assert abs(np.mean(new == old) - 0.15) < 4 * np.sqrt(0.85 * 0.15 / n)
 
 
-def test_recipes_pass_their_papers_masking(monkeypatch):
+def test_recipes_pass_their_papers_masking():
     from keras_ctx import families
     from keras_ctx.data import pipelines
 
-    original_albert = pipelines.albert_dataset
-    seen = {}
-    for builder in ("roberta_dataset", "albert_dataset", "bert_dataset"):
-        monkeypatch.setattr(pipelines, builder,
-                            lambda *a, _name=builder, **k: seen.setdefault(_name, k))
-    run = families.Run("x", batch_size=2, sequence_length=16, vocabulary_size=50)
-    families.get("electra").dataset(None, None, run)
-    assert seen["roberta_dataset"]["mask_token_rate"] == 0.85
-    assert seen["roberta_dataset"]["random_token_rate"] == 0.0
+    electra = families.get("electra").dataset
+    assert electra.builder is pipelines.roberta_dataset
+    assert electra.options["mask_token_rate"] == 0.85
+    assert electra.options["random_token_rate"] == 0.0
     # ALBERT's recipe keeps albert_dataset's defaults: whole-word n-grams, n <= 3.
-    families.get("albert").dataset(None, None, run)
-    assert not {"max_ngram", "whole_word_masking"} & set(seen["albert_dataset"])
-    defaults = inspect.signature(original_albert).parameters
+    albert = families.get("albert").dataset
+    assert albert.builder is pipelines.albert_dataset
+    assert not {"max_ngram", "whole_word_masking"} & set(albert.options)
+    defaults = inspect.signature(pipelines.albert_dataset).parameters
     assert defaults["max_ngram"].default == 3 and defaults["whole_word_masking"].default
 
 

@@ -249,7 +249,7 @@ def test_cvt_command_refuses_a_used_out_directory_and_bad_tsv(tmp_path, capsys):
     assert "is not empty: choose a new --out" in capsys.readouterr().err
     bad = tmp_path / "bad.tsv"
     bad.write_text("no tab here\n")
-    with pytest.raises(ValueError, match="bad.tsv:1: expected token<TAB>tag"):
+    with pytest.raises(ValueError, match="bad.tsv:1: expected exactly token<TAB>tag"):
         read_tagged_tsv(str(bad))
 
 

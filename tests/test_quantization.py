@@ -40,7 +40,7 @@ def _quantized(model, mode):
 
 
 @pytest.mark.parametrize("mode", ["int8", "int4", "float8"])
-@pytest.mark.parametrize("family", ["bert", "gpt2", "t5"])
+@pytest.mark.parametrize("family", ["bert", "gpt2", pytest.param("t5", marks=pytest.mark.slow)])
 def test_quantized_backbone_reloads_identically_and_stays_close_to_float32(
         family, mode, tmp_path):
     model = backbone(family)

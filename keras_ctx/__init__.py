@@ -4,23 +4,25 @@ The house, bottom to top (imports flow downwards only; tests/test_import_graph.p
 fails on a circle):
 
 - packages: `layers` (reusable layers), `models` (backbones), `data` (text to
-  pretraining batches), `pretraining` (objectives), `tasks` (fine-tuning
-  models and transfer recipes), `convert` (checkpoint formats), `families`
-  (one module per model family, registering itself), `commands` (one module
-  per `keras-ctx` command, each a Python function).
+  pretraining batches, corpus fingerprints), `pretraining` (objectives), `tasks`
+  (fine-tuning models and transfer recipes), `convert` (checkpoint formats),
+  `export` (SavedModel, ONNX), `families` (one module per model family,
+  registering itself), `commands` (one module per `keras-ctx` command, each a
+  Python function, with the checks and the one error path they share).
 - the registry: `registry` (Family, Framing, Run; imports nothing of ours).
 - modules every layer of the house may use: `compat` (private upstream APIs,
-  fenced), `errors`, `files` (atomic writes, locks), `progress`, `startup`.
+  fenced), `errors`, `files` (atomic writes, locks), `progress`, `startup`,
+  `validation` (config keys and sizes checked).
 - the package's face, one concept each: `preprocessing` (the one text path),
   `handles` (model handles: presets, directories, hf://, kaggle://),
-  `generation`, `export` / `export_onnx`, `peft` (adapters and LoRA on a
-  backbone), `optimizers`, `schedules`, `training` (resumable fit),
-  `runs` / `runs_data` / `fingerprints` / `validation` (run directories),
-  `evaluation`, `testing` (run_layer_test, run_backbone_test), `scripts`,
-  `cli` / `cli_errors` (argparse and the one error path).
+  `generation`, `peft` (adapters and LoRA on a backbone), `optimizers`,
+  `schedules`, `training` (resumable fit), `runs` (run directories),
+  `evaluation`, `testing` (run_layer_test, run_backbone_test), `scripts` (the
+  example scripts' smoke mode), `cli` (the `keras-ctx` parser).
 - aliases kept for one release (they re-export their new homes): `adapters`
-  (-> `peft`), `recipes`, `recipes_ulmfit_cvt`, `finetuning`, `word_vectors`,
-  `sense_table` (-> `commands`, `tasks.ulmfit`, `tasks.cvt_tagger`).
+  (-> `peft`), `export_onnx` (-> `export.onnx`), `recipes`,
+  `recipes_ulmfit_cvt`, `finetuning`, `word_vectors`, `sense_table` (->
+  `commands`, `tasks.ulmfit`, `tasks.cvt_tagger`).
 """
 
 import os

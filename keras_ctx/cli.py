@@ -2,7 +2,7 @@
 
 Each command calls one Python function that takes arguments, in its own module
 of `keras_ctx.commands` (imported on use, so `keras-ctx presets` stays quick);
-every failure leaves through `keras_ctx.cli_errors.run_command`.
+every failure leaves through `keras_ctx.commands.exits.run_command`.
 """
 
 import argparse
@@ -321,9 +321,9 @@ def _add_transfer_commands(commands):
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    from keras_ctx import cli_errors
+    from keras_ctx.commands import exits
 
-    return cli_errors.run_command(args.run, args, args.command, verbose=args.verbose)
+    return exits.run_command(args.run, args, args.command, verbose=args.verbose)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ one clear line instead of an AttributeError deep in a training step.
 tests/test_compat.py resolves them all.
 """
 
+import contextlib
 import functools
 import importlib
 import importlib.metadata
@@ -32,11 +33,56 @@ SYMBOLS = {
     "maybe_symbolic_build": ("keras", "keras", "Model._maybe_symbolic_build"),
     # The cuDNN LSTM kernel (layers/lstm.py).
     "cudnn_lstm": ("keras", "keras.src.backend.tensorflow.rnn", "lstm"),
+    # Builds a model from a batch or its spec (testing.py builds before probing a step).
+    "symbolic_build": ("keras", "keras", "Model._symbolic_build"),
+    # The key an optimizer files a variable's slots under (tasks/transfer.py).
+    "var_key": ("keras", "keras", "optimizers.Optimizer._var_key"),
+    # Decoupled weight decay: overridden by tasks/transfer.py to scale it per layer group,
+    # with the two it calls.
+    "apply_weight_decay": ("keras", "keras", "optimizers.Optimizer._apply_weight_decay"),
+    "use_weight_decay": ("keras", "keras", "optimizers.Optimizer._use_weight_decay"),
+    "maybe_merge_call": ("tensorflow", "tensorflow",
+                         "__internal__.distribute.interim.maybe_merge_call"),
+    # The adapter that feeds fit from a tf.data.Dataset (pretraining/base.py).
+    "tf_dataset_adapter": ("keras", "keras.src.trainers.data_adapters.tf_dataset_adapter",
+                           "TFDatasetAdapter"),
+}
+
+# Private attributes set on instances (no class attribute to resolve up front):
+# {key: (distribution, what carries it, attribute)}; `attribute()` reads them.
+ATTRIBUTES = {
+    # Guards a built layer's attributes; unlocked to add a sublayer (layers/adapters.py).
+    "tracker": ("keras", "keras.layers.Layer", "_tracker"),
+    # A layer's own variables, not its sublayers' (peft.py names them one by one).
+    "own_trainable_variables": ("keras", "keras.layers.Layer", "_trainable_variables"),
+    "own_non_trainable_variables": ("keras", "keras.layers.Layer", "_non_trainable_variables"),
+    # The variables a built optimizer holds slots for (tasks/transfer.py).
+    "optimizer_variables": ("keras", "keras.optimizers.Optimizer", "_trainable_variables"),
+    # The rate as given (a schedule or a variable), not its current value (schedules.py).
+    "learning_rate": ("keras", "keras.optimizers.Optimizer", "_learning_rate"),
+    # The strategy an optimizer was built under (tasks/transfer.py's weight decay).
+    "distribution_strategy": ("keras", "keras.optimizers.Optimizer", "_distribution_strategy"),
+    # What fit reads batches through, and the strategy a model was compiled under
+    # (pretraining/base.py builds from the data's spec).
+    "data_adapter": ("keras", "keras.src.trainers.epoch_iterator.EpochIterator",
+                     "data_adapter"),
+    "model_strategy": ("keras", "keras.Model", "_distribute_strategy"),
+    # (layer, node index, tensor index) that made a symbolic tensor (tasks/transfer.py).
+    "keras_history": ("keras", "keras.KerasTensor", "_keras_history"),
 }
 
 
 class UpstreamAPIError(ImportError):
     """A private upstream symbol keras_ctx uses is missing from the installed release."""
+
+
+def _missing(distribution, where, error):
+    return UpstreamAPIError(
+        f"keras_ctx uses {distribution}'s private `{where}`, written for "
+        f"{distribution} {WRITTEN_FOR[distribution]}, but the installed "
+        f"{distribution} {_installed(distribution)} lacks it ({error}). Install "
+        f"{distribution}=={WRITTEN_FOR[distribution]} (setup.py's pin) or update "
+        "keras_ctx/compat.py.")
 
 
 def _installed(distribution):
@@ -62,13 +108,51 @@ def resolve(key):
         for name in attribute.split("."):
             value = getattr(value, name)
     except (ImportError, AttributeError) as error:
-        raise UpstreamAPIError(
-            f"keras_ctx uses {distribution}'s private `{module}.{attribute}`, written for "
-            f"{distribution} {WRITTEN_FOR[distribution]}, but the installed "
-            f"{distribution} {_installed(distribution)} lacks it ({error}). Install "
-            f"{distribution}=={WRITTEN_FOR[distribution]} (setup.py's pin) or update "
-            "keras_ctx/compat.py.") from error
+        raise _missing(distribution, f"{module}.{attribute}", error) from error
     return value
+
+
+def attribute(instance, key):
+    """The private attribute `ATTRIBUTES[key]` of `instance`; `UpstreamAPIError` if absent."""
+    distribution, owner, name = ATTRIBUTES[key]
+    try:
+        return getattr(instance, name)
+    except AttributeError as error:
+        raise _missing(distribution, f"{owner}.{name}", error) from error
+
+
+@contextlib.contextmanager
+def unlocked(layer):
+    """Lets the block add or remove sublayers of a built `layer` (as Keras' enable_lora does)."""
+    tracker = attribute(layer, "tracker")
+    tracker.unlock()
+    try:
+        yield layer
+    finally:
+        tracker.lock()
+
+
+def own_variables(layer):
+    """`layer`'s own variables (trainable first), without those of its sublayers."""
+    return (list(attribute(layer, "own_trainable_variables"))
+            + list(attribute(layer, "own_non_trainable_variables")))
+
+
+def producer(tensor):
+    """The layer that made the symbolic `tensor` (a functional model's node)."""
+    return attribute(tensor, "keras_history")[0]
+
+
+def variable_key(optimizer, variable):
+    """The key `optimizer` files `variable`'s slots under."""
+    return resolve("var_key")(optimizer, variable)
+
+
+def tf_dataset_of(data_adapter):
+    """The tf.data.Dataset `fit` reads through `data_adapter`, or None for other inputs."""
+    if isinstance(data_adapter, resolve("tf_dataset_adapter")):
+        return data_adapter.get_tf_dataset()
+    return None
 
 
 def in_xla_context(graph):

@@ -323,7 +323,7 @@ class AdapterMaskedLMPretrainer(MaskedLMPretrainer):
 def _named_variables(layer, prefix):
     out = {}
     for sub in compat.flatten_layers(layer, include_self=False, recursive=True):
-        for variable in sub._trainable_variables + sub._non_trainable_variables:
+        for variable in compat.own_variables(sub):
             out[f"{prefix}.{sub.name}.{variable.name}"] = variable
     return out
 

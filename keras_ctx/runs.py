@@ -24,12 +24,14 @@ import os
 import keras
 
 from keras_ctx import files, registry
-from keras_ctx.errors import RunDirectoryError
+from keras_ctx.data import fingerprints
+from keras_ctx.data.tokenizers import TOKENIZER_DIR, load_tokenizer, save_tokenizer  # noqa: F401
+from keras_ctx.errors import RunDirectoryError, one_line
+from keras_ctx.training import Checkpointer
 
 RUN_FILE = "run.json"
 SETTINGS_FILE = "pretrain_settings.json"
 BACKBONE_FILE = "backbone.keras"
-TOKENIZER_DIR = "tokenizer"
 REQUIRED_KEYS = ("family", "sequence_length")
 CLASSIFIER_FILE = "classifier.keras"
 # Recorded in run.json and checked against backbone.keras when a run is loaded.
@@ -58,29 +60,6 @@ def writing(directory):
             import shutil
 
             shutil.rmtree(directory, ignore_errors=True)
-
-
-def save_tokenizer(tokenizer, directory):
-    os.makedirs(directory, exist_ok=True)
-    with open(os.path.join(directory, "tokenizer.json"), "w", encoding="utf-8") as handle:
-        json.dump(keras.saving.serialize_keras_object(tokenizer), handle)
-    tokenizer.save_assets(directory)
-
-
-def load_tokenizer(directory):
-    path = os.path.join(directory, "tokenizer.json")
-    if not os.path.isfile(path):
-        return None
-    import keras_hub  # noqa: F401  (registers the tokenizer classes)
-
-    try:
-        with open(path, encoding="utf-8") as handle:
-            tokenizer = keras.saving.deserialize_keras_object(json.load(handle))
-        tokenizer.load_assets(directory)
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        raise RunDirectoryError(f"The tokenizer in {directory} is corrupt ({error}); "
-                                "convert or pretrain the run again.") from None
-    return tokenizer
 
 
 CLAIMED_SAMPLE_FILE = "sample.json"
@@ -235,8 +214,6 @@ def load_finetuned(directory):
     try:
         model = keras.saving.load_model(path, compile=False)
     except (zipfile.BadZipFile, OSError, ValueError, KeyError, EOFError) as error:
-        from keras_ctx.errors import one_line
-
         raise RunDirectoryError(f"{path} is corrupt ({one_line(error)}); fine-tune "
                                 "again.") from None
     return _read_json(os.path.join(directory, FINETUNE_FILE)), model
@@ -253,8 +230,6 @@ def load_backbone(run_dir):
     try:
         return keras.saving.load_model(path, compile=False)
     except (zipfile.BadZipFile, OSError, ValueError, KeyError, EOFError) as error:
-        from keras_ctx.errors import one_line
-
         raise RunDirectoryError(f"{path} is corrupt ({one_line(error)}); restore it or "
                                 "pretrain/convert the run again.") from None
 
@@ -320,8 +295,6 @@ def read_settings(out_dir):
         if not isinstance(previous, dict):
             raise ValueError("not a JSON object")
     except (OSError, ValueError) as error:
-        from keras_ctx.errors import one_line
-
         raise RunDirectoryError(
             f"{path} is damaged ({one_line(error)}); the checkpoints in {out_dir} are kept: "
             f"delete only {SETTINGS_FILE} and run the same command again to resume from "
@@ -330,8 +303,6 @@ def read_settings(out_dir):
 
 
 def _has_checkpoints(out_dir):
-    from keras_ctx.training import Checkpointer
-
     return bool(Checkpointer(os.path.join(out_dir, "checkpoints")).steps())
 
 
@@ -342,7 +313,7 @@ def check_data(out_dir, data, corpus_changed="refuse"):
         out_dir: a run directory (a missing one, or one without recorded data,
             passes).
         data: {"corpus": fingerprint, "tokenizer": fingerprint (optional)}
-            from `keras_ctx.fingerprints`.
+            from `keras_ctx.data.fingerprints`.
         corpus_changed: "refuse", or "continue" to resume on a changed corpus on
             purpose (allowed only while the tokenizer trained on it is the one the
             checkpoints were trained with).
@@ -353,8 +324,6 @@ def check_data(out_dir, data, corpus_changed="refuse"):
     previous = (read_settings(out_dir) or {}).get("data") or {}
     if not _has_checkpoints(os.fspath(out_dir)):
         return
-    from keras_ctx import fingerprints
-
     if (corpus_changed == "refuse" and "corpus" in previous and "corpus" in data
             and previous["corpus"] != data["corpus"]):
         raise RunDirectoryError(
@@ -383,8 +352,6 @@ def claim(out_dir, settings, fresh=False, data=None, corpus_changed="refuse"):
     never touched. A run whose settings file was deleted (see
     `read_settings`) but whose checkpoints are there is resumed.
     """
-    from keras_ctx.training import Checkpointer
-
     out_dir = os.fspath(out_dir)
     settings = json.loads(json.dumps(settings))  # tuples become lists, as read back
     path = os.path.join(out_dir, SETTINGS_FILE)

@@ -18,6 +18,8 @@ import math
 import keras
 from keras import ops
 
+from keras_ctx import compat
+
 LearningRateSchedule = keras.optimizers.schedules.LearningRateSchedule
 
 # Devlin et al. 2019 (BERT, App. A.2): warm-up over the first 10% of the steps.
@@ -218,7 +220,7 @@ def scale_learning_rate(optimizer, scale):
     compiles again); a LossScaleOptimizer's inner optimizer is the one changed.
     """
     inner = getattr(optimizer, "inner_optimizer", optimizer)
-    base = inner._learning_rate
+    base = compat.attribute(inner, "learning_rate")  # as given, not its current value
     if isinstance(base, ScaledLearningRate):
         base = base.learning_rate
     elif isinstance(base, keras.Variable):

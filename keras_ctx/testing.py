@@ -24,6 +24,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_ctx import compat
+
 
 def _flatten(structure):
     return [t for t in tf.nest.flatten(structure) if t is not None]
@@ -271,7 +273,7 @@ def pretrainer_step(make_pretrainer, batch, dtype_policy="float32", jit_compile=
     # Build every weight before the first step (as fit does under a strategy),
     # so that the probe sees them all.
     with strategy.scope():
-        model._symbolic_build(data_batch=batch if isinstance(batch, tuple) else (batch,))
+        compat.resolve("symbolic_build")(model, data_batch=batch if isinstance(batch, tuple) else (batch,))
     probe = _StepProbe(initial)
     history = model.fit(data, epochs=1, verbose=0, callbacks=[probe], shuffle=False)
     after = [np.array(keras.ops.convert_to_numpy(v), "float64")

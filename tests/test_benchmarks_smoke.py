@@ -47,6 +47,7 @@ def test_executed_flops_skip_the_last_layer_at_unselected_rows():
             == train_throughput.model_flops(spec, "keras-hub"))
 
 
+@pytest.mark.slow  # ~35 s
 def test_generation_benchmark_tiny_gpt2_int8_runs_and_reports():
     from benchmarks import generation
 

@@ -7,6 +7,7 @@ import sys
 import time
 
 import numpy as np
+import pytest
 
 WORDS = ("the cat sat on a mat and the dog ran to the park while birds sang in old trees "
          "money at the bank river water boat loan glass window storm").split()
@@ -116,6 +117,7 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
+@pytest.mark.slow  # two replicas equal one device per objective in test_matrix.py (default run)
 def test_mirrored_strategy_on_two_logical_cpus_matches_one_device(tmp_path):
     corpus = tmp_path / "corpus.txt"
     write_corpus(corpus)

@@ -1,5 +1,8 @@
 """Every private upstream API keras_ctx uses resolves in the installed releases."""
 
+import ast
+from pathlib import Path
+
 import pytest
 
 from keras_ctx import compat
@@ -43,3 +46,148 @@ def test_wrappers_behave_as_upstream():
     model = keras.Sequential([keras.Input((3,)), inner])
     assert inner in compat.flatten_layers(model, include_self=False)
     assert model not in compat.flatten_layers(model, include_self=False)
+
+
+def _instances():
+    """One live upstream object per private attribute keras_ctx reads off instances."""
+    import keras
+    import numpy as np
+    from keras.src.trainers.epoch_iterator import EpochIterator
+
+    dense = keras.layers.Dense(2)
+    inputs = keras.Input((3,))
+    model = keras.Model(inputs, dense(inputs))
+    model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="mse")
+    model.optimizer.build(model.trainable_variables)
+    return {"tracker": dense, "own_trainable_variables": dense,
+            "own_non_trainable_variables": dense, "optimizer_variables": model.optimizer,
+            "learning_rate": model.optimizer, "distribution_strategy": model.optimizer,
+            "keras_history": model.outputs[0],
+            "data_adapter": EpochIterator(x=np.zeros((4, 3)), batch_size=2),
+            "model_strategy": model}
+
+
+def test_every_private_upstream_attribute_is_read_from_a_live_object():
+    instances = _instances()
+    assert set(instances) == set(compat.ATTRIBUTES), "give each ATTRIBUTES key an object here"
+    for key, instance in instances.items():
+        compat.attribute(instance, key)  # UpstreamAPIError naming it if an upgrade dropped it
+
+
+def test_a_missing_attribute_names_itself_and_the_pinned_version(monkeypatch):
+    monkeypatch.setitem(compat.ATTRIBUTES, "gone", ("keras", "keras.layers.Layer", "_no_such"))
+    with pytest.raises(compat.UpstreamAPIError,
+                       match=r"`keras.layers.Layer._no_such`, written for keras 3.15.1"):
+        compat.attribute(object(), "gone")
+
+
+def test_attribute_wrappers_behave_as_upstream():
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    instances = _instances()
+    dense = instances["tracker"]
+    with compat.unlocked(dense):
+        dense.extra = keras.layers.Dense(1)  # a built layer refuses new sublayers when locked
+    assert dense.extra in compat.flatten_layers(dense, include_self=False)
+    with pytest.raises(ValueError):
+        dense.another = keras.layers.Dense(1)
+    model = instances["model_strategy"]
+    assert [id(v) for v in compat.own_variables(dense)] == [id(dense.kernel), id(dense.bias)]
+    assert compat.own_variables(model) == []  # all of them belong to its Dense
+    assert compat.producer(model.outputs[0]) is dense
+    optimizer = model.optimizer
+    keys = {compat.variable_key(optimizer, v) for v in compat.attribute(optimizer,
+                                                                        "optimizer_variables")}
+    assert keys == {compat.variable_key(optimizer, v) for v in model.trainable_variables}
+    dataset = tf.data.Dataset.from_tensor_slices(np.zeros((4, 3), "float32")).batch(2)
+    from keras.src.trainers.epoch_iterator import EpochIterator
+
+    assert compat.tf_dataset_of(EpochIterator(x=dataset).data_adapter) is dataset
+    assert compat.tf_dataset_of(instances["data_adapter"].data_adapter) is None
+
+
+# --- nothing private outside compat.py --------------------------------------------------
+
+PACKAGE = Path(__file__).parents[1] / "keras_ctx"
+PRIVATE_MODULES = ("keras.src", "tensorflow.python", "tensorflow.compiler", "keras_hub.src")
+
+
+def _upstream_private_names():
+    """Private names (one underscore) on live Keras objects of the kinds keras_ctx extends."""
+    import keras
+    import numpy as np
+
+    inputs = keras.Input((3,))
+    dense = keras.layers.Dense(2)
+    model = keras.Model(inputs, dense(inputs))
+    model.compile(optimizer="adam", loss="mse")
+    model.fit(np.zeros((2, 3)), np.zeros((2, 2)), verbose=0)
+    objects = [model, dense, model.optimizer, model.outputs[0], dense.kernel, inputs,
+               keras.layers.LSTMCell(2), keras.layers.Embedding(3, 2), keras.callbacks.Callback(),
+               keras.losses.MeanSquaredError(), keras.metrics.Mean(),
+               keras.optimizers.schedules.ExponentialDecay(1.0, 1, 0.5)]
+    names = set()
+    for obj in objects:
+        names |= {n for n in list(getattr(obj, "__dict__", {})) + dir(type(obj))
+                  if n.startswith("_") and not n.startswith("__")}
+    return names
+
+
+def _sources():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name != "compat.py":
+            yield path, ast.parse(path.read_text(encoding="utf-8"), str(path))
+
+
+def test_private_upstream_apis_are_used_only_through_compat():
+    upstream = _upstream_private_names()
+    ours = set()  # private names keras_ctx defines itself (may coincide with upstream ones)
+    for _, tree in _sources():
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                ours.add(node.name)
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+                ours.add(node.attr)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                ours.add(node.id)
+    fenced = {attribute.rpartition(".")[2] for _, _, attribute in compat.SYMBOLS.values()}
+    found = []
+    for path, tree in _sources():
+        where = path.relative_to(PACKAGE.parent)
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                modules = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                           else [node.module or ""])
+                found += [f"{where}:{node.lineno} imports {m}" for m in modules
+                          if m.startswith(PRIVATE_MODULES)]
+            elif isinstance(node, ast.Attribute) and node.attr == "__internal__":
+                found.append(f"{where}:{node.lineno} reads tf.__internal__")
+            elif (isinstance(node, ast.Attribute) and node.attr in upstream
+                  and node.attr not in ours):
+                found.append(f"{where}:{node.lineno} reads Keras' private .{node.attr}")
+    found += _private_overrides(fenced)
+    assert not found, "private upstream APIs outside keras_ctx/compat.py: " + "; ".join(found)
+
+
+def _private_overrides(fenced):
+    """Methods of keras_ctx classes that override a private method of an upstream base."""
+    import importlib
+    import inspect
+
+    found = []
+    for path, _ in _sources():
+        module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        module = importlib.import_module(module.removesuffix(".__init__"))
+        for cls in vars(module).values():
+            if not inspect.isclass(cls) or cls.__module__ != module.__name__:
+                continue
+            upstream = [base for base in cls.__mro__[1:]
+                        if base.__module__.split(".")[0] in ("keras", "tensorflow", "keras_hub")]
+            for name in vars(cls):
+                if (name.startswith("_") and not name.startswith("__") and name not in fenced
+                        and any(name in vars(base) for base in upstream)):
+                    found.append(f"{module.__name__}.{cls.__name__}.{name} overrides a private "
+                                 "upstream method (name it in compat.SYMBOLS)")
+    return found

@@ -143,6 +143,7 @@ def test_the_loop_without_xla_gives_the_same_tokens_as_with_it(gpt, sampler):
             np.testing.assert_array_equal(graph[name], xla[name], err_msg=name)
 
 
+@pytest.mark.slow  # ~35 s
 def test_auto_jit_compile_is_xla_except_one_float32_row_on_a_cpu(gpt):
     assert generation.resolve_jit_compile("auto", gpt, rows=1) is False
     assert generation.resolve_jit_compile("auto", gpt, rows=2) is True
@@ -380,7 +381,9 @@ def test_bfloat16_and_int8_decoding_stay_close_to_float32(moderate_gpt, precisio
         generation.for_decoding(moderate_gpt, "float16")
 
 
-@pytest.mark.parametrize("family, precision", [("t5", "int8"), ("bart", "bfloat16")])
+@pytest.mark.parametrize("family, precision", [
+    pytest.param("t5", "int8", marks=pytest.mark.slow),  # ~100 s: int8 T5 decodes slowly on a CPU
+    ("bart", "bfloat16")])
 def test_seq2seq_decoding_in_bfloat16_and_int8_keeps_float32_tokens(family, precision):
     keras.utils.set_random_seed(5)
     config = dict(SEQ2SEQ, vocabulary_size=64, num_layers=2, hidden_size=32,

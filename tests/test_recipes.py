@@ -33,7 +33,14 @@ def corpus(tmp_path_factory):
     return str(path)
 
 
-@pytest.mark.parametrize("preset", sorted(FAMILIES))
+# The rest run with -m slow: RoBERTa's recipe is BERT's pipeline without NSP,
+# BART's is T5's decoder path (each ~25 s); every objective's step runs in
+# tests/pretraining/test_matrix.py by default.
+SLOW = {"roberta-base", "bart-base"}
+
+
+@pytest.mark.parametrize("preset", [pytest.param(p, marks=pytest.mark.slow) if p in SLOW else p
+                                    for p in sorted(FAMILIES)])
 def test_pretrain_recipe_trains_saves_and_embeds(preset, corpus, tmp_path):
     overrides = [arg for item in FAMILIES[preset] for arg in ("--set", item)]
     out = str(tmp_path / "run")

@@ -40,7 +40,7 @@ def pretrain(capsys, corpus, out, *flags):
 # ------------------------------------------------------------ silent wrong results
 
 def test_a_run_refuses_to_resume_on_other_data_than_its_checkpoints(tmp_path):
-    from keras_ctx import fingerprints
+    from keras_ctx.data import fingerprints
 
     corpus = tmp_path / "corpus.txt"
     write_corpus(corpus, documents=10)
@@ -114,7 +114,7 @@ def test_a_corpus_from_a_pipe_is_refused_clearly(tmp_path, capsys):
 
 
 def test_corpus_fingerprint_sees_an_edit_that_keeps_the_size(tmp_path):
-    from keras_ctx import fingerprints
+    from keras_ctx.data import fingerprints
 
     corpus = tmp_path / "c.txt"
     corpus.write_bytes(b"a" * 300_000)

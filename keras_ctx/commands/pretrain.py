@@ -19,10 +19,11 @@ import time
 import keras
 import tensorflow as tf
 
-from keras_ctx import families, fingerprints, progress, runs, runs_data, validation
+from keras_ctx import families, progress, runs, validation
+from keras_ctx.commands import pretrain_checks
 from keras_ctx.commands.export import export_run
 from keras_ctx.commands.sense_table import show_sense_table
-from keras_ctx.data import corpora, prepare
+from keras_ctx.data import corpora, fingerprints, prepare
 from keras_ctx.data.prepared_input import PreparedInput
 from keras_ctx.data.tokenizers import TOKENIZER_SAMPLE, train_tokenizer
 from keras_ctx.export import check_export_target
@@ -186,7 +187,7 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
         sequence_length)
     validation.check_export_path(export)
     # The data's fingerprint (the corpus, or the prepared data's manifest).
-    fingerprint = runs_data.check_corpus(data if data is not None else corpus, out, resume,
+    fingerprint = pretrain_checks.check_corpus(data if data is not None else corpus, out, resume,
                                          corpus_changed)
     text_export = export and family.framing is not None
     if export:
@@ -210,7 +211,7 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
                 sample=corpora.sample_sentences(corpus, seed=seed) if claimed is None else None,
                 claimed=claimed)
         validation.check_overrides_applied(preset, backbone, overrides)
-        runs_data.check_sequence_length(backbone, sequence_length)
+        pretrain_checks.check_sequence_length(backbone, sequence_length)
         # The tokenizer and what the family keeps beside it (not the sample's counts).
         fingerprint["tokenizer"] = fingerprints.tokenizer(
             tokenizer, {k: v for k, v in extra.items() if k != TOKENIZER_SAMPLE})

@@ -28,9 +28,10 @@ import re
 
 import numpy as np
 
-from keras_ctx import registry
-from keras_ctx.data import corpora
+from keras_ctx import registry, validation
+from keras_ctx.data import corpora, tokenizers
 from keras_ctx.data.tokenizers import train_tokenizer
+from keras_ctx.files import replacing_directory
 
 MANIFEST = "manifest.json"
 MANIFEST_VERSION = 2  # 2: raw int32 records (`record_bytes`); 1 wrote tf.train.Examples
@@ -253,8 +254,6 @@ def prepare(preset, corpus, out, sequence_length=128, vocabulary_size=8000, seed
     Returns:
         The manifest (a dict, also written to `out/manifest.json`).
     """
-    from keras_ctx import runs, validation
-
     family = registry.of_preset(preset)
     if family.prepared is None:
         raise PreparedDataError(
@@ -287,17 +286,15 @@ def prepare(preset, corpus, out, sequence_length=128, vocabulary_size=8000, seed
                                 "empty or new directory.")
     else:
         _write_json(settings_path, settings)
-    tokenizer_dir = os.path.join(out, runs.TOKENIZER_DIR)
+    tokenizer_dir = os.path.join(out, tokenizers.TOKENIZER_DIR)
     tokenizer_info = os.path.join(out, "tokenizer.json")
     if not os.path.isfile(tokenizer_info):
         sample = corpora.sample_sentences(corpus, settings["tokenizer_sample"], seed)
         tokenizer, sampled = train_tokenizer(family, sample, run)
-        from keras_ctx import files
-
         saved, extra = family.run_files(tokenizer)
         if saved is not None:
-            with files.replacing_directory(tokenizer_dir, overwrite=True) as staging:
-                runs.save_tokenizer(saved, staging)
+            with replacing_directory(tokenizer_dir, overwrite=True) as staging:
+                tokenizers.save_tokenizer(saved, staging)
             sampled["vocabulary_size"] = saved.vocabulary_size()
         _write_json(tokenizer_info, dict(sampled, run_files=extra))
         del sample, tokenizer  # a million sentences: not held while the workers run
@@ -341,9 +338,7 @@ def prepare(preset, corpus, out, sequence_length=128, vocabulary_size=8000, seed
 def load_tokenizer(data_dir):
     """The tokenizer `prepare` trained for `data_dir`: a keras-hub tokenizer, or what the
     family keeps in its run files instead (ELMo's word vocabulary)."""
-    from keras_ctx import runs
-
-    tokenizer = runs.load_tokenizer(os.path.join(data_dir, runs.TOKENIZER_DIR))
+    tokenizer = tokenizers.load_tokenizer(os.path.join(data_dir, tokenizers.TOKENIZER_DIR))
     if tokenizer is not None:
         return tokenizer
     kept = _read_json(os.path.join(data_dir, "tokenizer.json")).get("run_files", {})

@@ -19,6 +19,7 @@ pipelines need; `continuation_table(tokenizer)` marks the word-internal pieces
 clearly when the tokenizer and the embedding table disagree.
 """
 
+import json
 import os
 import tempfile
 import time
@@ -28,6 +29,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_ctx import progress
+from keras_ctx.errors import RunDirectoryError
 from keras_ctx.data import corpora
 
 BERT_SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -375,6 +377,36 @@ def tokenize_documents(documents, tokenizer):
         return tf.cast(tokens, tf.int32)
 
     return documents.map(tokenize)
+
+
+# Where a run directory (keras_ctx.runs) and a prepared-data directory
+# (keras_ctx.data.prepare) keep their tokenizer.
+TOKENIZER_DIR = "tokenizer"
+
+
+def save_tokenizer(tokenizer, directory):
+    """Writes a keras-hub tokenizer's config (tokenizer.json) and vocabulary files to `directory`."""
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, "tokenizer.json"), "w", encoding="utf-8") as handle:
+        json.dump(keras.saving.serialize_keras_object(tokenizer), handle)
+    tokenizer.save_assets(directory)
+
+
+def load_tokenizer(directory):
+    """The tokenizer `save_tokenizer` wrote to `directory`, or None where it wrote none."""
+    path = os.path.join(directory, "tokenizer.json")
+    if not os.path.isfile(path):
+        return None
+    import keras_hub  # noqa: F401  (registers the tokenizer classes)
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            tokenizer = keras.saving.deserialize_keras_object(json.load(handle))
+        tokenizer.load_assets(directory)
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise RunDirectoryError(f"The tokenizer in {directory} is corrupt ({error}); "
+                                "convert or pretrain the run again.") from None
+    return tokenizer
 
 
 TOKENIZER_SAMPLE = "tokenizer_sample"  # run.json: how many sentences the tokenizer read

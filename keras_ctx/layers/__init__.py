@@ -1,5 +1,6 @@
 """Reusable Keras layers: drop them into any Keras 3 model."""
 
+from keras_ctx.layers._xla import compiled_for  # the device a step's XLA rewrites target
 from keras_ctx.layers.activations import gelu_approximate
 from keras_ctx.layers.adapters import BottleneckAdapter, InvertibleAdapter
 from keras_ctx.layers.attention import MultiHeadAttention

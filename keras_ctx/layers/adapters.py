@@ -21,6 +21,7 @@ starts where the plain one is.
 import keras
 from keras import ops
 
+from keras_ctx import compat
 from keras_ctx.layers import _checks
 
 PLACEMENTS = ("houlsby", "pfeiffer")
@@ -222,11 +223,8 @@ class InvertibleAdapter(_Adapter):
 
 def attach_sublayer(parent, attribute, layer):
     """Adds a sublayer to a built layer (Keras' own `enable_lora` unlocks the same way)."""
-    parent._tracker.unlock()
-    try:
+    with compat.unlocked(parent):
         setattr(parent, attribute, layer)
-    finally:
-        parent._tracker.lock()
 
 
 class _Gate(keras.layers.Layer):
@@ -272,12 +270,9 @@ class _NamedAdapters(keras.layers.Layer):
         self.configs[name] = config
 
     def remove(self, name):
-        self._tracker.unlock()
-        try:
+        with compat.unlocked(self):
             delattr(self, f"adapter_{name}")
             delattr(self, f"gate_{name}")
-        finally:
-            self._tracker.lock()
         self.names = tuple(n for n in self.names if n != name)
         self.configs.pop(name, None)
 

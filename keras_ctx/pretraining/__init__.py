@@ -1,5 +1,6 @@
 """Pretraining objectives: each a `Pretrainer` (base.py owns the step) naming its losses."""
 
+from keras_ctx.errors import moved
 from keras_ctx.pretraining.awd_lstm import AwdLstmLMPretrainer
 from keras_ctx.pretraining.base import Pretrainer
 from keras_ctx.pretraining.bilm import BiLMPretrainer
@@ -19,10 +20,6 @@ from keras_ctx.pretraining.xlnet import XLNetPretrainer
 
 
 def __getattr__(name):
-    # GPTFineTuner moved to keras_ctx.tasks (DESIGN.md: fine-tuners live there);
-    # resolved lazily because keras_ctx.tasks imports this package.
-    if name == "GPTFineTuner":
-        from keras_ctx.tasks.gpt_finetuner import GPTFineTuner
-
-        return GPTFineTuner
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    # Fine-tuners live in keras_ctx.tasks (DESIGN.md), which imports this
+    # package: the old name says where it went instead of importing it back.
+    return moved(__name__, name, {"GPTFineTuner": "keras_ctx.tasks"})

@@ -102,15 +102,15 @@ class Pretrainer(keras.Model):
         # than one device. Only shapes and dtypes matter: a tf.data input
         # builds from its spec (other adapters would copy their arrays again).
         if iterator is not None and data_batch is None:
-            adapter = getattr(iterator, "data_adapter", None)
-            if type(adapter).__name__ == "TFDatasetAdapter":
-                data_batch = adapter.get_tf_dataset().element_spec
+            dataset = compat.tf_dataset_of(compat.attribute(iterator, "data_adapter"))
+            strategy = compat.attribute(self, "model_strategy")
+            if dataset is not None:
+                data_batch = dataset.element_spec
                 iterator = None
-            elif self._distribute_strategy is not None:
+            elif strategy is not None:
                 # The read batch is merged by ONE strategy.reduce, which
                 # MultiWorkerMirroredStrategy cannot do for a dict: take the
                 # first replica's tensors.
-                strategy = self._distribute_strategy
                 for _, _, it in iterator:
                     data_batch = tf.nest.map_structure(
                         lambda v: strategy.experimental_local_results(v)[0], next(it))

@@ -2,13 +2,14 @@
 
 Pretraining maximises  L_LM = sum_t log P(u_t | u_<t)  (Radford et al., 2018, Eq. 1).
 GPT's fine-tuning objective, which adds it as an auxiliary loss, moved to
-`keras_ctx.tasks.gpt_finetuner.GPTFineTuner` (`GPTFineTuner` here still works).
+`keras_ctx.tasks.GPTFineTuner` (the old name here says so).
 """
 
 import keras
 from keras import ops
 
 from keras_ctx import generation
+from keras_ctx.errors import moved
 from keras_ctx.data.task_inputs import gpt_finetuning_inputs  # noqa: F401 (moved)
 from keras_ctx.pretraining.base import TokenLikelihoodPretrainer
 from keras_ctx.pretraining.losses import weighted_cross_entropy
@@ -65,10 +66,6 @@ class CausalLMPretrainer(TokenLikelihoodPretrainer):
 
 
 def __getattr__(name):
-    # GPTFineTuner moved to keras_ctx.tasks (DESIGN.md: fine-tuners live there);
-    # resolved lazily because keras_ctx.tasks imports this package.
-    if name == "GPTFineTuner":
-        from keras_ctx.tasks.gpt_finetuner import GPTFineTuner
-
-        return GPTFineTuner
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    # Fine-tuners live in keras_ctx.tasks (DESIGN.md), which imports this
+    # package: the old name says where it went instead of importing it back.
+    return moved(__name__, name, {"GPTFineTuner": "keras_ctx.tasks"})

@@ -25,6 +25,7 @@ Layer groups are lists of variables, embeddings first, the task head last:
 import keras
 import tensorflow as tf
 
+from keras_ctx import compat
 from keras_ctx.layers.dropout import Dropout
 from keras_ctx.tasks.heads import ConcatPooling, Task  # noqa: F401 (re-exported)
 
@@ -50,10 +51,6 @@ def _unique(variables, seen):
     return out
 
 
-def _producer(tensor):
-    return tensor._keras_history[0]
-
-
 def backbone_layer_groups(backbone):
     """The backbone's variables by depth: [embeddings, layer 1, ..., layer L].
 
@@ -72,7 +69,7 @@ def backbone_layer_groups(backbone):
             "the layer groups yourself (a list of variable lists, embeddings first).")
     producers = []
     for tensor in outputs["hidden_states"][1:]:
-        layer = _producer(tensor)
+        layer = compat.producer(tensor)
         if layer not in producers:
             producers.append(layer)
     blocks = producers
@@ -169,7 +166,7 @@ class _LayerLearningRates:
             if not factor > 0:
                 raise ValueError(f"Learning-rate multipliers must be > 0, got {factor!r}.")
             for variable in group:
-                key = self._var_key(variable)
+                key = compat.variable_key(self, variable)
                 if key in table and table[key] != factor:
                     raise ValueError(f"Variable {variable.path!r} is in two layer groups.")
                 table[key] = float(factor)
@@ -177,7 +174,7 @@ class _LayerLearningRates:
 
     def learning_rate_multiplier(self, variable):
         # A reloaded optimizer has no table (it names variables): factor 1.
-        return getattr(self, "_multipliers", {}).get(self._var_key(variable), 1.0)
+        return getattr(self, "_multipliers", {}).get(compat.variable_key(self, variable), 1.0)
 
     def update_step(self, gradient, variable, learning_rate):
         factor = self.learning_rate_multiplier(variable)
@@ -186,12 +183,16 @@ class _LayerLearningRates:
         return super().update_step(gradient, variable, learning_rate)
 
     def _apply_weight_decay(self, variables):
+        # Keras' private hook and the two it uses: named with their pinned
+        # versions in keras_ctx.compat, which fails loudly if an upgrade drops one.
+        compat.resolve("apply_weight_decay")
+        use_weight_decay = compat.resolve("use_weight_decay")
         if self.weight_decay is None:
             return
 
         def apply(distribution, variables):
             def decay(variable):
-                if self._use_weight_decay(variable):
+                if use_weight_decay(self, variable):
                     factor = self.learning_rate_multiplier(variable)
                     lr = tf.cast(self.learning_rate, variable.dtype) * factor
                     variable.assign_sub(variable * tf.cast(self.weight_decay,
@@ -202,8 +203,8 @@ class _LayerLearningRates:
                     variable = variable.value
                 distribution.extended.update(variable, decay, group=False)
 
-        tf.__internal__.distribute.interim.maybe_merge_call(
-            apply, self._distribution_strategy, variables)
+        compat.resolve("maybe_merge_call")(
+            apply, compat.attribute(self, "distribution_strategy"), variables)
 
 
 _CLASSES = {}
@@ -299,8 +300,9 @@ class GradualUnfreezing(keras.callbacks.Callback):
         if not optimizer.built:
             optimizer.build(every)
         else:
-            known = {optimizer._var_key(v) for v in optimizer._trainable_variables}
-            missing = [v.path for v in every if optimizer._var_key(v) not in known]
+            known = {compat.variable_key(optimizer, v)
+                     for v in compat.attribute(optimizer, "optimizer_variables")}
+            missing = [v.path for v in every if compat.variable_key(optimizer, v) not in known]
             if missing:
                 raise ValueError(
                     f"The optimizer was built before {missing[0]!r} (and {len(missing) - 1} "

@@ -160,6 +160,7 @@ def test_losses_match_numpy_and_total_weights_the_discriminator_by_50():
                                rtol=1e-6)
 
 
+@pytest.mark.slow  # 500 XLA steps; one step of each precision/strategy runs in tests/pretraining/test_matrix.py
 def test_tiny_electra_learns_replaced_token_detection_under_xla():
     data, _ = _batches()
     model = _pretrainer()

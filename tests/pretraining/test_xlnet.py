@@ -25,6 +25,7 @@ def _backbone(mem_len):
                          mem_len=mem_len)
 
 
+@pytest.mark.slow  # a long XLA fit; one step of each precision/strategy runs in test_matrix.py
 def test_tiny_xlnet_learns_a_tiny_language_under_xla():
     batch, length = 16, 24
     data = permutation_masks(text_stream(_language(1200), length, batch), seed=1)

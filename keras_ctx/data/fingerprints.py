@@ -18,6 +18,7 @@ import json
 import os
 import stat
 
+from keras_ctx.data import corpora
 from keras_ctx.errors import DataError
 
 BLOCK = 1 << 16
@@ -74,8 +75,6 @@ def corpus(source):
         A dict; equal dicts mean the same data (up to edits that keep every
         file's size and mtime and miss every sampled block).
     """
-    from keras_ctx.data import corpora
-
     if not isinstance(source, (str, os.PathLike, list, tuple)):
         return {"source": repr(source)}  # a tf.data.Dataset: nothing on disk to check
     if isinstance(source, (str, os.PathLike)):

@@ -1,6 +1,6 @@
 """Checks of a pretraining run's data and sizes, made before its directory is claimed.
 
-`check_corpus` fingerprints the corpus (`keras_ctx.fingerprints`), refuses an
+`check_corpus` fingerprints the corpus (`keras_ctx.data.fingerprints`), refuses an
 `--out` inside it (the run's own files would become corpus on the next
 read), and refuses to resume a run on another corpus than its checkpoints'.
 """
@@ -8,7 +8,8 @@ read), and refuses to resume a run on another corpus than its checkpoints'.
 import glob
 import os
 
-from keras_ctx import fingerprints, runs
+from keras_ctx import runs
+from keras_ctx.data import fingerprints
 from keras_ctx.errors import ConfigError
 
 

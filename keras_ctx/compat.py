@@ -143,9 +143,20 @@ def producer(tensor):
     return attribute(tensor, "keras_history")[0]
 
 
+def bound(instance, key):
+    """`instance`'s own (possibly overridden) method of the private `SYMBOLS[key]`.
+
+    Resolving the upstream symbol first makes an upgrade that drops it fail
+    with compat's message; the method is then taken from the instance, so a
+    subclass's override (a user's optimizer) is the one called.
+    """
+    resolve(key)
+    return getattr(instance, SYMBOLS[key][2].rpartition(".")[2])
+
+
 def variable_key(optimizer, variable):
     """The key `optimizer` files `variable`'s slots under."""
-    return resolve("var_key")(optimizer, variable)
+    return bound(optimizer, "var_key")(variable)
 
 
 def tf_dataset_of(data_adapter):

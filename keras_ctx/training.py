@@ -22,6 +22,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_ctx.layers.embeddings import checked_token_ids
+
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
 
 
@@ -169,33 +171,6 @@ class Checkpointer:
                 "by a different model configuration or is corrupt; start a new run "
                 "in another --out directory, or delete it to start over."
             ) from None
-
-
-def checked_token_ids(dataset, model):
-    """`dataset` with every `*token_ids` feature checked against the model's vocabulary.
-
-    XLA compiles asserts away and clamps out-of-range gathers, so a jit-compiled
-    step cannot check ids itself: they are checked here, where data enters it.
-    """
-    from keras_ctx.layers.embeddings import check_token_ids, vocabulary_size_of
-
-    vocabulary_size = vocabulary_size_of(model)
-    if vocabulary_size is None:
-        return dataset
-
-    def check(value, name=""):
-        if isinstance(value, dict):
-            return {k: check(v, str(k)) for k, v in value.items()}
-        if isinstance(value, (tuple, list)):
-            return type(value)(check(v) for v in value)
-        if name.endswith("token_ids") and value.dtype.is_integer:
-            return check_token_ids(value, vocabulary_size, f"The dataset's {name}")
-        return value
-
-    def check_all(*batch):
-        return check(batch[0]) if len(batch) == 1 else check(batch)
-
-    return dataset.map(check_all)
 
 
 def _build_from_spec(model, spec):

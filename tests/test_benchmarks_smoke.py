@@ -141,3 +141,29 @@ def test_lstm_benchmark_tiny_reports_the_projected_cell_with_and_without_xla():
     # 3 x 2 x (8*32 + 4*32 + 8*4) FLOPs per token, 8 tokens, over the time.
     name, _, ms, _, gflops = projected[0]
     assert float(gflops) == pytest.approx(3 * 2 * 416 * 8 / (float(ms) / 1e3) / 1e9, rel=0.05)
+
+
+def test_profile_step_reads_optimized_hlo_and_groups_thunks(tmp_path):
+    from benchmarks import profile_step
+
+    # Two modules: the larger one (the step) names the instructions.
+    (tmp_path / "module_0001.small.after_optimizations.txt").write_text(
+        '  %dot.1 = f32[2,2]{1,0} add(f32[2,2] %a, f32[2,2] %b)\n')
+    (tmp_path / "module_0002.step.after_optimizations.txt").write_text(
+        '  %dot.1 = f32[2048,256]{1,0} dot(f32[2048,1024]{1,0} %x, f32[1024,256]{1,0} %w), '
+        'lhs_contracting_dims={1}, metadata={op_type="MatMul" op_name="model/ffn/MatMul"}\n'
+        '  ROOT %multiply_add_fusion.4 = f32[30522,256]{1,0} fusion(f32[30522,256]{1,0} %p), '
+        'kind=kLoop, calls=%fused, metadata={op_type="AddV2" '
+        'op_name="adam/Add_3"}\n'
+        '  %rng.2 = u32[16,128]{1,0} rng-bit-generator(u64[2]{0} %s), '
+        'metadata={op_type="StatelessRandomUniformV2" op_name="model/dropout/random"}\n'
+        '  %add_fusion = f32[8]{0} fusion(f32[8]{0} %q), kind=kLoop, calls=%f2\n')
+    table = profile_step.hlo_instructions(str(tmp_path))
+    assert table["dot.1"] == ("dot", "MatMul", "model/ffn/MatMul")
+    assert table["multiply_add_fusion.4"][0] == "fusion"
+    assert profile_step.category("dot.1", table) == "matrix products"
+    assert profile_step.category("multiply_add_fusion.4", table) == "optimizer (Adam)"
+    assert profile_step.category("rng.2", table) == "dropout generator"
+    assert profile_step.category("add_fusion", table) == "other elementwise fusions"
+    # A thunk XLA named itself (not in the dump): its name gives the opcode.
+    assert profile_step.category("transpose.7", table) == "copies / transposes"

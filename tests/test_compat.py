@@ -101,6 +101,14 @@ def test_attribute_wrappers_behave_as_upstream():
     keys = {compat.variable_key(optimizer, v) for v in compat.attribute(optimizer,
                                                                         "optimizer_variables")}
     assert keys == {compat.variable_key(optimizer, v) for v in model.trainable_variables}
+
+    class Own(keras.optimizers.AdamW):  # a user's override is the one called
+        def _use_weight_decay(self, variable):
+            return "kernel" in variable.path
+
+    own = Own(weight_decay=0.1)
+    assert compat.bound(own, "use_weight_decay")(dense.kernel)
+    assert not compat.bound(own, "use_weight_decay")(dense.bias)
     dataset = tf.data.Dataset.from_tensor_slices(np.zeros((4, 3), "float32")).batch(2)
     from keras.src.trainers.epoch_iterator import EpochIterator
 

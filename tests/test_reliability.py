@@ -324,6 +324,19 @@ def test_out_of_range_ids_raise_under_jit_compile(tmp_path):
     with pytest.raises(tf.errors.InvalidArgumentError, match="token_ids must be in \\[0, 50\\)"):
         fit_resumable(pretrainer, dataset, steps=1, out_dir=str(tmp_path), verbose=0)
     assert not Checkpointer(str(tmp_path / "checkpoints")).steps()
+    # A Pretrainer's own fit and evaluate (what users call) check them too,
+    # and no weight moved (before: the step trained on row 49).
+    before = [np.array(v) for v in backbone.weights]
+    for run in (lambda: pretrainer.fit(dataset, steps_per_epoch=1, verbose=0),
+                lambda: pretrainer.evaluate(dataset, steps=1, verbose=0)):
+        with pytest.raises(tf.errors.InvalidArgumentError,
+                           match="token_ids must be in \\[0, 50\\)"):
+            run()
+    for old, new in zip(before, backbone.weights):
+        np.testing.assert_array_equal(old, np.array(new))
+    fine = tf.data.Dataset.from_tensors(
+        {"token_ids": ids % 50, "padding_mask": np.ones_like(ids)}).repeat()
+    assert np.isfinite(pretrainer.fit(fine, steps_per_epoch=1, verbose=0).history["loss"][0])
 
 
 def test_serving_signatures_check_ids_int64_range_and_length(tmp_path):

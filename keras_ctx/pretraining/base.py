@@ -34,6 +34,7 @@ import tensorflow as tf
 from keras import ops
 
 from keras_ctx import compat
+from keras_ctx.layers.embeddings import checked_token_ids
 from keras_ctx.layers.lookup import summed_rows
 from keras_ctx.pretraining.losses import TokenAccuracy, weighted_cross_entropy
 from keras_ctx.training import check_xla
@@ -78,6 +79,20 @@ class Pretrainer(keras.Model):
         # A clear error instead of TensorFlow's, where XLA cannot run under the strategy.
         check_xla(self.distribute_strategy, kwargs.get("jit_compile", "auto"))
         super().compile(*args, **kwargs)
+
+    def _checked(self, x):
+        # A compiled step's asserts are gone and its gathers clamp: an id past
+        # the vocabulary would train on the last row silently. Check the
+        # dataset's ids where they enter, outside the compiled step.
+        if self.jit_compile and isinstance(x, tf.data.Dataset):
+            return checked_token_ids(x, self)
+        return x
+
+    def fit(self, x=None, *args, **kwargs):
+        return super().fit(self._checked(x), *args, **kwargs)
+
+    def evaluate(self, x=None, *args, **kwargs):
+        return super().evaluate(self._checked(x), *args, **kwargs)
 
     # --- what an objective says --------------------------------------------------------
 

@@ -186,13 +186,13 @@ class _LayerLearningRates:
         # Keras' private hook and the two it uses: named with their pinned
         # versions in keras_ctx.compat, which fails loudly if an upgrade drops one.
         compat.resolve("apply_weight_decay")
-        use_weight_decay = compat.resolve("use_weight_decay")
+        use_weight_decay = compat.bound(self, "use_weight_decay")
         if self.weight_decay is None:
             return
 
         def apply(distribution, variables):
             def decay(variable):
-                if use_weight_decay(self, variable):
+                if use_weight_decay(variable):
                     factor = self.learning_rate_multiplier(variable)
                     lr = tf.cast(self.learning_rate, variable.dtype) * factor
                     variable.assign_sub(variable * tf.cast(self.weight_decay,

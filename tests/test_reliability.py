@@ -327,8 +327,10 @@ def test_out_of_range_ids_raise_under_jit_compile(tmp_path):
     # A Pretrainer's own fit and evaluate (what users call) check them too,
     # and no weight moved (before: the step trained on row 49).
     before = [np.array(v) for v in backbone.weights]
+    arrays = {"token_ids": ids, "padding_mask": np.ones_like(ids)}
     for run in (lambda: pretrainer.fit(dataset, steps_per_epoch=1, verbose=0),
-                lambda: pretrainer.evaluate(dataset, steps=1, verbose=0)):
+                lambda: pretrainer.evaluate(dataset, steps=1, verbose=0),
+                lambda: pretrainer.fit(arrays, batch_size=2, verbose=0)):
         with pytest.raises(tf.errors.InvalidArgumentError,
                            match="token_ids must be in \\[0, 50\\)"):
             run()

@@ -35,31 +35,39 @@ def check_token_ids(token_ids, vocabulary_size, name="token_ids"):
         return tf.identity(token_ids)
 
 
-def checked_token_ids(dataset, model):
-    """`dataset` with every `*token_ids` feature checked against the model's vocabulary.
+def checked_token_ids(data, model):
+    """`data` with every `*token_ids` feature checked against the model's vocabulary.
 
     XLA compiles asserts away and clamps out-of-range gathers, so a jit-compiled
-    step cannot check ids itself: they are checked here, where data enters it
-    (outside the compiled step, in the tf.data pipeline). A Pretrainer's `fit`
-    and `evaluate` do it for a jit-compiled step; call it for your own model.
+    step cannot check ids itself: they are checked here, where data enters it,
+    outside the compiled step. A tf.data.Dataset is mapped through the check;
+    arrays (a dict or tuple of them, as `fit` takes) are checked at once. A
+    Pretrainer's `fit` and `evaluate` do it for a jit-compiled step; call it
+    for your own model.
     """
     vocabulary_size = vocabulary_size_of(model)
     if vocabulary_size is None:
-        return dataset
+        return data
 
     def check(value, name=""):
         if isinstance(value, dict):
             return {k: check(v, str(k)) for k, v in value.items()}
         if isinstance(value, (tuple, list)):
             return type(value)(check(v) for v in value)
-        if name.endswith("token_ids") and value.dtype.is_integer:
+        if name.endswith("token_ids") and tf.as_dtype(value.dtype).is_integer:
             return check_token_ids(value, vocabulary_size, f"The dataset's {name}")
         return value
 
     def check_all(*batch):
         return check(batch[0]) if len(batch) == 1 else check(batch)
 
-    return dataset.map(check_all)
+    if isinstance(data, tf.data.Dataset):
+        return data.map(check_all)
+    if isinstance(data, dict):
+        for name, value in data.items():
+            if hasattr(value, "dtype"):
+                check(value, str(name))  # raises on an id outside the vocabulary
+    return data
 
 
 def _table_size(layer):

@@ -84,9 +84,7 @@ class Pretrainer(keras.Model):
         # A compiled step's asserts are gone and its gathers clamp: an id past
         # the vocabulary would train on the last row silently. Check the
         # dataset's ids where they enter, outside the compiled step.
-        if self.jit_compile and isinstance(x, tf.data.Dataset):
-            return checked_token_ids(x, self)
-        return x
+        return checked_token_ids(x, self) if self.jit_compile else x
 
     def fit(self, x=None, *args, **kwargs):
         return super().fit(self._checked(x), *args, **kwargs)

@@ -21,6 +21,7 @@ clearly when the tokenizer and the embedding table disagree.
 
 import json
 import os
+import re
 import tempfile
 import time
 
@@ -293,25 +294,66 @@ class WordEndBPETokenizer(keras.layers.Layer):
         return dict(super().get_config(), unknown_token=self.unknown_token)
 
 
+# A word's last character c is learned as the one character chr(_END + ord(c)) (Unicode's
+# supplementary private use planes): GPT's "c</w>" symbol as a single character.
+_END = 0xF0000
+
+
+_MARKS = re.compile("[\U000F0000-\U0010FFFF]")
+
+
+def _marked_words(bpe, lines):
+    """`lines` normalized and split as GPT's BPE reads them, as one string of words with each
+    word's last character marked (one library call per batch: the per-line calls cost)."""
+    text = "\n".join(lines)
+    found = _MARKS.search(text)
+    if found:
+        raise ValueError("The text holds characters of Unicode's supplementary private use "
+                         "planes (U+F0000-U+10FFFF), which GPT's BPE trainer uses as "
+                         f"end-of-word marks ({found.group()!r}); remove them from the corpus.")
+    words = bpe.pre_tokenizer.pre_tokenize_str(bpe.normalizer.normalize_str(text))
+    return " ".join(word[:-1] + chr(_END + ord(word[-1])) for word, _ in words if word)
+
+
+def _unmarked(piece):
+    last = ord(piece[-1]) if piece else 0
+    return piece[:-1] + chr(last - _END) + WORD_END if last >= _END else piece
+
+
 def train_word_end_bpe(data, vocabulary_size, special_tokens=(), unknown_token="<unk>",
                        min_frequency=2):
-    """Learns GPT's "</w>" BPE merges (Radford et al. 2018) -> a WordEndBPETokenizer."""
-    from tokenizers import trainers
+    """Learns GPT's "</w>" BPE merges (Radford et al. 2018) -> a WordEndBPETokenizer.
+
+    Hugging Face's BpeTrainer with `end_of_word_suffix` numbers the `c</w>`
+    symbols in hash order, so equally frequent merges were broken differently
+    in each process and two runs with one seed learned different merges. Here
+    each word's last character c is one private-use character standing for
+    `c</w>` (so every symbol is one character, which the trainer numbers in
+    order), and the learned pieces and merges are mapped back to `c</w>`.
+    """
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
     lines = [t for t in _texts(data) if t.strip()]
     if not lines:
         raise ValueError("No text to learn BPE merges from.")
     bpe = _word_end_bpe({}, [], unknown_token)
+    learner = Tokenizer(models.BPE(unk_token=unknown_token))
+    learner.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     trainer = trainers.BpeTrainer(vocab_size=vocabulary_size, min_frequency=min_frequency,
                                   special_tokens=[unknown_token, *special_tokens],
-                                  end_of_word_suffix=WORD_END, show_progress=False)
-    bpe.train_from_iterator(_counted(lines, len(lines), "Learning BPE merges",
-                                     "Hugging Face tokenizers"), trainer)
+                                  show_progress=False)
+    batches = [lines[i:i + 512] for i in range(0, len(lines), 512)]
+    marked = ((batch, _marked_words(bpe, batch)) for batch in batches)
+    learner.train_from_iterator(
+        (text for _, text in _counted(marked, len(lines), "Learning BPE merges",
+                                      "Hugging Face tokenizers", weight=lambda b: len(b[0]))),
+        trainer)
     progress.current().finish("Learned the BPE merges")
-    import json
-
-    model = json.loads(bpe.to_str())["model"]
-    return WordEndBPETokenizer(model["vocab"], model["merges"], unknown_token)
+    model = json.loads(learner.to_str())["model"]
+    vocabulary = {_unmarked(piece): index for piece, index in model["vocab"].items()}
+    merges = [tuple(_unmarked(part) for part in (m.split(" ") if isinstance(m, str) else m))
+              for m in model["merges"]]
+    return WordEndBPETokenizer(vocabulary, merges, unknown_token)
 
 
 def vocabulary(tokenizer):

@@ -28,9 +28,6 @@ for name in sys.argv[2:]:
     out[name] = hashlib.sha256("\\n".join(map(str, vocabulary)).encode()).hexdigest()
 print("VOCABULARIES " + json.dumps(out))
 """
-# GPT's "</w>" BPE (HF BpeTrainer with end_of_word_suffix) still numbers its
-# suffixed symbols in hash order; a resumed GPT run keeps its claimed tokenizer.
-NOT_YET = {"gpt"}
 TRAINED = sorted(n for n in families.names() if families.get(n).train_tokenizer is not None)
 
 
@@ -52,9 +49,7 @@ def vocabularies(tmp_path_factory):
     return runs
 
 
-@pytest.mark.parametrize("family", [
-    pytest.param(n, marks=pytest.mark.xfail(strict=False, reason="GPT's </w> BPE: hash order"))
-    if n in NOT_YET else n for n in TRAINED])
+@pytest.mark.parametrize("family", TRAINED)
 def test_a_tokenizer_is_the_same_in_two_processes(family, vocabularies):
     first, second = vocabularies
     assert first[family] == second[family], family

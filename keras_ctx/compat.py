@@ -67,7 +67,11 @@ ATTRIBUTES = {
     "data_adapter": ("keras", "keras.src.trainers.epoch_iterator.EpochIterator",
                      "data_adapter"),
     "model_strategy": ("keras", "keras.Model", "_distribute_strategy"),
-    # (layer, node index, tensor index) that made a symbolic tensor (tasks/transfer.py).
+    # The calls of a layer in functional graphs (layers/embeddings.py finds the table an
+    # input named *token_ids feeds).
+    "inbound_nodes": ("keras", "keras.layers.Layer", "_inbound_nodes"),
+    # (layer, node index, tensor index) that made a symbolic tensor (tasks/transfer.py,
+    # layers/embeddings.py).
     "keras_history": ("keras", "keras.KerasTensor", "_keras_history"),
 }
 

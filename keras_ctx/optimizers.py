@@ -1,6 +1,9 @@
-"""Optimizers with the settings of the papers that pretrained the models."""
+"""Optimizers with the settings of the papers that pretrained the models, and the one each
+family's `keras-ctx pretrain` recipe compiles with (`Family.optimizer`)."""
 
 import keras
+
+from keras_ctx.schedules import WarmupThenDecay
 
 # Variables that BERT's AdamWeightDecayOptimizer leaves undecayed: every bias and the
 # LayerNorm parameters (Keras names: gamma, beta; our RMS norms': scale). Matched as
@@ -20,7 +23,7 @@ def bert_adamw(learning_rate, weight_decay=0.01, beta_1=0.9, beta_2=0.999, epsil
         learning_rate: a float or a `keras.optimizers.schedules` schedule (BERT: 1e-4
             with 10k warmup steps, then linear decay).
         weight_decay, beta_1, beta_2, epsilon: BERT's values by default.
-        **kwargs: passed to `keras.optimizers.AdamW` (e.g. `clipnorm=1.0`, BERT's).
+        **kwargs: passed to `keras.optimizers.AdamW` (e.g. `global_clipnorm=1.0`, BERT's).
 
     Returns:
         A `keras.optimizers.AdamW`.
@@ -32,3 +35,87 @@ def bert_adamw(learning_rate, weight_decay=0.01, beta_1=0.9, beta_2=0.999, epsil
                                        beta_2=beta_2, epsilon=epsilon, **kwargs)
     optimizer.exclude_from_weight_decay(var_names=list(NO_DECAY))
     return optimizer
+
+
+# --- what `keras-ctx pretrain` compiles each family with (Family.optimizer) ------------------
+#
+# Each takes (learning_rate, steps, hidden_size): the run's --learning-rate (None: the
+# default below), its number of updates and the backbone's width, and returns the
+# optimizer of the family's paper. The peak rates of the papers are for their model
+# sizes and batches of thousands of sequences; a run without --learning-rate uses
+# 1e-3 for a hidden size up to 256 and 1e-4 above, except where the optimizer's own
+# scale differs (ELMo's Adagrad, T5's Adafactor).
+
+def _adam_rate(learning_rate, hidden_size):
+    return learning_rate or (1e-3 if hidden_size <= 256 else 1e-4)
+
+
+def _warmup_then_decay(learning_rate, steps):
+    return WarmupThenDecay.for_steps(learning_rate, steps)
+
+
+def bert_recipe(learning_rate, steps, hidden_size):
+    """BERT (Devlin et al. 2019, A.2): AdamW (`bert_adamw`), 10% warm-up then linear decay,
+    gradients clipped to a global norm of 1.0 (its optimization.py's clip_by_global_norm;
+    Keras' `clipnorm` would clip each variable's gradient alone). ELECTRA (Clark et al. 2020,
+    Table 6), XLNet (Yang et al. 2019, Table 7: epsilon 1e-6, decay 0.01, linear decay) and
+    SpanBERT (Joshi et al. 2020, section 4.1) train with the same settings."""
+    return bert_adamw(_warmup_then_decay(_adam_rate(learning_rate, hidden_size), steps),
+                      global_clipnorm=1.0)
+
+
+def roberta_recipe(learning_rate, steps, hidden_size):
+    """RoBERTa (Liu et al. 2019, section 3.1 and Table 9): AdamW with beta_2 0.98 (for
+    stability with large batches), epsilon 1e-6, weight decay 0.01; BERT's warm-up and
+    linear decay. BART follows RoBERTa's pretraining set-up (Lewis et al. 2020, section 5)."""
+    return bert_adamw(_warmup_then_decay(_adam_rate(learning_rate, hidden_size), steps),
+                      beta_2=0.98, global_clipnorm=1.0)
+
+
+def gpt_recipe(learning_rate, steps, hidden_size):
+    """GPT (Radford et al. 2018, section 4.1): Adam with "a modified version of L2
+    regularization ... w = 0.01 on all non bias or gain weights" (decoupled weight decay,
+    finetune-transformer-lm's `--l2 0.01 --e 1e-8`), beta_2 0.999, epsilon 1e-8. GPT-2
+    keeps GPT's optimisation (Radford et al. 2019). Warm-up then linear decay here (the
+    paper anneals with a cosine after 2000 warm-up steps)."""
+    return bert_adamw(_warmup_then_decay(_adam_rate(learning_rate, hidden_size), steps),
+                      epsilon=1e-8, global_clipnorm=1.0)
+
+
+def gpt3_recipe(learning_rate, steps, hidden_size):
+    """GPT-3 (Brown et al. 2020, Appendix B): Adam beta_1 0.9, beta_2 0.95, epsilon 1e-8,
+    weight decay 0.1, gradients clipped to global norm 1.0 (GPT-Neo trained the same way)."""
+    return bert_adamw(_warmup_then_decay(_adam_rate(learning_rate, hidden_size), steps),
+                      weight_decay=0.1, beta_2=0.95, epsilon=1e-8, global_clipnorm=1.0)
+
+
+def albert_recipe(learning_rate, steps, hidden_size):
+    """ALBERT (Lan et al. 2020, section 4.1): LAMB (You et al. 2019) with BERT's betas,
+    epsilon 1e-6 and weight decay 0.01 off biases and LayerNorm (albert's lamb_optimizer.py);
+    BERT's warm-up, linear decay and global-norm clip 1.0 (albert's optimization.py). Keras' Lamb decays the weights outside the trust ratio
+    (decoupled), where albert's adds the decay to the update inside it."""
+    optimizer = keras.optimizers.Lamb(
+        _warmup_then_decay(_adam_rate(learning_rate, hidden_size), steps), beta_1=0.9,
+        beta_2=0.999, epsilon=1e-6, weight_decay=0.01, global_clipnorm=1.0)
+    optimizer.exclude_from_weight_decay(var_names=list(NO_DECAY))
+    return optimizer
+
+
+T5_LEARNING_RATE = 0.01  # T5: 1 / sqrt(max(n, 10^4)), i.e. 0.01 for the first 10^4 steps
+
+
+def t5_recipe(learning_rate, steps, hidden_size):
+    """T5 (Raffel et al. 2020, section 3.1.2): Adafactor (Shazeer & Stern 2018) with the
+    "inverse square root" schedule 1 / sqrt(max(n, 10^4)). Keras' Adafactor with
+    `relative_step` caps a constant rate at 1 / sqrt(n): at 0.01 that is T5's schedule."""
+    return keras.optimizers.Adafactor(learning_rate or T5_LEARNING_RATE, relative_step=True)
+
+
+ELMO_LEARNING_RATE = 0.2
+
+
+def elmo_recipe(learning_rate, steps, hidden_size):
+    """ELMo (Peters et al. 2018; bilm-tf's training.py): Adagrad at a constant 0.2 with
+    initial accumulator 1.0, gradients clipped to global norm 10."""
+    return keras.optimizers.Adagrad(learning_rate or ELMO_LEARNING_RATE,
+                                    initial_accumulator_value=1.0, global_clipnorm=10.0)

@@ -133,6 +133,9 @@ class Family:
             and differ in its architecture (GPT is post-LN, GPT-2 pre-LN).
         recipe_config: Run -> backbone config values the pretraining recipe
             sets from the run's sizes (XLNet's memory length); `--set` wins.
+        optimizer: (learning_rate or None, steps, hidden_size) -> the optimizer
+            `keras-ctx pretrain` compiles with, the family paper's
+            (`keras_ctx.optimizers`); None: BERT's (`optimizers.bert_recipe`).
     """
 
     name: str
@@ -155,6 +158,7 @@ class Family:
     run_files: Callable = lambda tokenizer: (tokenizer, {})
     matches: Optional[Callable] = None
     recipe_config: Callable = lambda run: {}
+    optimizer: Optional[Callable] = None
 
 
 _FAMILIES = {}

@@ -62,7 +62,7 @@ def _instances():
     return {"tracker": dense, "own_trainable_variables": dense,
             "own_non_trainable_variables": dense, "optimizer_variables": model.optimizer,
             "learning_rate": model.optimizer, "distribution_strategy": model.optimizer,
-            "keras_history": model.outputs[0],
+            "keras_history": model.outputs[0], "inbound_nodes": dense,
             "data_adapter": EpochIterator(x=np.zeros((4, 3)), batch_size=2),
             "model_strategy": model}
 
@@ -170,6 +170,12 @@ def test_private_upstream_apis_are_used_only_through_compat():
                            else [node.module or ""])
                 found += [f"{where}:{node.lineno} imports {m}" for m in modules
                           if m.startswith(PRIVATE_MODULES)]
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                  and node.func.id in ("getattr", "hasattr", "setattr", "delattr")
+                  and len(node.args) > 1 and isinstance(node.args[1], ast.Constant)
+                  and node.args[1].value in upstream and node.args[1].value not in ours):
+                found.append(f"{where}:{node.lineno} reads Keras' private "
+                             f"{node.args[1].value!r} by name")
             elif isinstance(node, ast.Attribute) and node.attr == "__internal__":
                 found.append(f"{where}:{node.lineno} reads tf.__internal__")
             elif (isinstance(node, ast.Attribute) and node.attr in upstream

@@ -1,5 +1,6 @@
 """keras_ctx.optimizers.bert_adamw: BERT's AdamW (Devlin et al. 2019; its optimization.py)."""
 
+import keras
 import numpy as np
 
 import keras_ctx
@@ -32,3 +33,62 @@ def test_bert_adamw_decays_weights_but_not_biases_or_norms():
     assert names == {"bias", "gamma", "beta", "scale", "relative_attention_bias"}, names
     assert any(p.endswith("embeddings") for p in moved if p not in undecayed)
     assert any(p.endswith("kernel") for p in moved if p not in undecayed)
+
+
+# What `keras-ctx pretrain` compiles each family with, written from the papers
+# (keras_ctx/optimizers.py names each source): class, beta_2, epsilon, weight
+# decay, global clip norm, the rate without --learning-rate (hidden size 128).
+PAPERS = {
+    "bert": ("AdamW", 0.999, 1e-6, 0.01, 1.0, 1e-3),
+    "mbert": ("AdamW", 0.999, 1e-6, 0.01, 1.0, 1e-3),
+    "spanbert": ("AdamW", 0.999, 1e-6, 0.01, 1.0, 1e-3),
+    "ernie": ("AdamW", 0.999, 1e-6, 0.01, 1.0, 1e-3),
+    "electra": ("AdamW", 0.999, 1e-6, 0.01, 1.0, 1e-3),
+    "xlnet": ("AdamW", 0.999, 1e-6, 0.01, 1.0, 1e-3),
+    "roberta": ("AdamW", 0.98, 1e-6, 0.01, 1.0, 1e-3),
+    "bart": ("AdamW", 0.98, 1e-6, 0.01, 1.0, 1e-3),
+    "albert": ("Lamb", 0.999, 1e-6, 0.01, 1.0, 1e-3),
+    "gpt": ("AdamW", 0.999, 1e-8, 0.01, 1.0, 1e-3),
+    "gpt2": ("AdamW", 0.999, 1e-8, 0.01, 1.0, 1e-3),
+    "gpt3": ("AdamW", 0.95, 1e-8, 0.1, 1.0, 1e-3),
+    "gpt_neo": ("AdamW", 0.95, 1e-8, 0.1, 1.0, 1e-3),
+    "t5": ("Adafactor", None, None, None, None, 0.01),
+    "elmo": ("Adagrad", None, 1e-7, None, 10.0, 0.2),
+}
+
+
+def test_each_family_pretrains_with_its_papers_optimizer():
+    from keras_ctx import families
+    from keras_ctx.commands.pretrain import optimizer
+
+    from keras_ctx import compat
+
+    kernel, bias, gamma = (keras.Variable(np.ones(2), name=n) for n in ("kernel", "bias", "gamma"))
+    recipes = sorted(n for n in families.names() if families.get(n).dataset is not None)
+    assert set(recipes) == set(PAPERS), "write the new family's optimizer into PAPERS"
+    for name in recipes:
+        made = optimizer(None, 1000, families.get(name), 128)
+        kind, beta_2, epsilon, decay, clip, rate = PAPERS[name]
+        assert type(made).__name__ == kind, name
+        assert (getattr(made, "beta_2", None), getattr(made, "epsilon", None),
+                made.weight_decay, made.global_clipnorm) == (beta_2, epsilon, decay, clip), name
+        assert made.clipnorm is None, name  # a global norm, never each variable's alone
+        schedule = made._learning_rate
+        peak = max(float(schedule(step)) for step in (99, 100, 101)) if callable(schedule) \
+            else float(schedule)
+        np.testing.assert_allclose(peak, rate, rtol=1e-6, err_msg=name)
+        if decay:  # biases and norms are never decayed
+            decays = compat.bound(made, "use_weight_decay")
+            assert decays(kernel) and not decays(bias) and not decays(gamma), name
+    # T5's rate is Adafactor's relative step: 1 / sqrt(max(n, 10^4)) (Raffel et al. 2020).
+    t5 = optimizer(None, 1000, families.get("t5"), 128)
+    assert t5.relative_step
+    # ELMo: Adagrad's accumulators start at 1.0 (bilm-tf).
+    assert optimizer(None, 10, families.get("elmo"), 128).initial_accumulator_value == 1.0
+    # --learning-rate wins over every default.
+    for name in ("bert", "t5", "elmo"):
+        made = optimizer(5e-4, 1000, families.get(name), 128)
+        schedule = made._learning_rate
+        peak = max(float(schedule(s)) for s in (99, 100)) if callable(schedule) else float(
+            schedule)
+        np.testing.assert_allclose(peak, 5e-4, rtol=1e-6, err_msg=name)

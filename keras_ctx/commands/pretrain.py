@@ -30,9 +30,8 @@ from keras_ctx.export import check_export_target
 from keras_ctx.files import RunLock
 from keras_ctx.models.presets import build as build_preset
 from keras_ctx.models.presets import preset_config
-from keras_ctx.optimizers import bert_adamw
+from keras_ctx.optimizers import bert_recipe
 from keras_ctx.progress import say
-from keras_ctx.schedules import WarmupThenDecay
 from keras_ctx.training import fit_resumable, make_strategy
 
 
@@ -143,9 +142,11 @@ def parse_overrides(pairs):
     return overrides
 
 
-def optimizer(learning_rate, steps):
-    """AdamW, linear warmup over 10% of the steps then linear decay (BERT's schedule)."""
-    return bert_adamw(WarmupThenDecay.for_steps(learning_rate, steps), clipnorm=1.0)
+def optimizer(learning_rate, steps, family=None, hidden_size=512):
+    """The optimizer of `family`'s paper (BERT's if None) for a `steps`-update run at
+    `learning_rate` (None: the family's default for `hidden_size`)."""
+    recipe = (family.optimizer if family is not None else None) or bert_recipe
+    return recipe(learning_rate, steps, hidden_size)
 
 
 def use_xla(choice):
@@ -216,10 +217,10 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
         fingerprint["tokenizer"] = fingerprints.tokenizer(
             tokenizer, {k: v for k, v in extra.items() if k != TOKENIZER_SAMPLE})
         hidden = getattr(backbone, "hidden_size", 512)
-        rate = learning_rate or (1e-3 if hidden <= 256 else 1e-4)
         say(f"Compiling the training step{' with XLA' if use_xla(xla) else ''} "
             "(the first step traces it)...")
-        pretrainer.compile(optimizer=optimizer(rate, steps), jit_compile=use_xla(xla))
+        pretrainer.compile(optimizer=optimizer(learning_rate, steps, family, hidden),
+                           jit_compile=use_xla(xla))
     info = {"model": preset, "family": family.name, "sequence_length": sequence_length,
             "overrides": overrides, "corpus": corpus, "steps": steps, "seed": seed, **extra}
     settings = {"model": preset, "overrides": overrides, "corpus": corpus,

@@ -1,5 +1,6 @@
 """ALBERT (Lan et al. 2020): factorized embeddings, one shared layer, SOP, n-gram masking."""
 
+from keras_ctx import optimizers
 from keras_ctx.convert import albert as convert_albert
 from keras_ctx.convert import kerashub
 from keras_ctx.convert.heads import MaskedLMLayout
@@ -31,4 +32,5 @@ ALBERT = register_family(Family(
                              sequence_classifier=(None, "classifier"), token_classifier=True),),
     keras_hub=(KerasHub("AlbertBackbone", kerashub.albert_from_keras_hub),),
     tf_checkpoint=TFLayout("albert", "albert_config.json", "bert/", renaming_reader("albert"),
-                           renaming_writer("albert"), ALBERT_TF_TO_HF, ALBERT_HF_TO_TF)))
+                           renaming_writer("albert"), ALBERT_TF_TO_HF, ALBERT_HF_TO_TF),
+    optimizer=optimizers.albert_recipe))

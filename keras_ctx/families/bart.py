@@ -1,5 +1,6 @@
 """BART (Lewis et al. 2020): a denoising autoencoder, encoder-decoder."""
 
+from keras_ctx import optimizers
 from keras_ctx.convert import bart as convert_bart
 from keras_ctx.convert import kerashub
 from keras_ctx.data import pipelines, tokenizers
@@ -27,4 +28,5 @@ BART = register_family(Family(
     huggingface=(HuggingFace("bart", convert_bart.convert_bart, convert_bart.export_bart,
                              sequence_classifier=("classification_head.dense",
                                                   "classification_head.out_proj")),),
-    keras_hub=(KerasHub("BartBackbone", kerashub.bart_from_keras_hub),)))
+    keras_hub=(KerasHub("BartBackbone", kerashub.bart_from_keras_hub),),
+    optimizer=optimizers.roberta_recipe))

@@ -3,6 +3,7 @@
 Its checkpoints are allennlp's options json + hdf5 (`keras_ctx.convert.elmo`).
 """
 
+from keras_ctx import optimizers
 from keras_ctx.data import pipelines
 from keras_ctx.data.vocabulary import word_vocabulary
 from keras_ctx.models import elmo
@@ -25,4 +26,5 @@ ELMO = register_family(Family(
     pooling=("sequence_output", "padding_mask", "mean"), sized_by_tokenizer=False,
     dataset=bilm_dataset, pretrainer=bilm_pretrainer, prepared=pipelines.bilm_layout,
     # ELMo keeps its word vocabulary in run.json.
-    run_files=lambda vocabulary: (None, {"vocabulary": vocabulary})))
+    run_files=lambda vocabulary: (None, {"vocabulary": vocabulary}),
+    optimizer=optimizers.elmo_recipe))

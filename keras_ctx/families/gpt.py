@@ -3,6 +3,7 @@ its architecture (`matches`), all causal LM over token chunks."""
 
 import functools
 
+from keras_ctx import optimizers
 from keras_ctx.convert import gpt2 as convert_gpt2
 from keras_ctx.convert import gpt_neo as convert_gpt_neo
 from keras_ctx.convert import kerashub
@@ -37,20 +38,24 @@ GPT = register_family(Family(
     GPT_FRAMING, **_CAUSAL,
     huggingface=(HuggingFace("openai-gpt", convert_gpt2.convert_openai_gpt,
                              convert_gpt2.export_openai_gpt),),
-    matches=lambda backbone: not backbone.normalize_first))
+    matches=lambda backbone: not backbone.normalize_first,
+    optimizer=optimizers.gpt_recipe))
 # GPT-2 (Radford et al. 2019): byte-level BPE, pre-LN.
 GPT2 = register_family(Family(
     "gpt2", gpt.GPTBackbone, gpt.GPT2_PRESETS, _BYTE_LEVEL_BPE, GPT_FRAMING, **_CAUSAL,
     huggingface=(HuggingFace("gpt2", convert_gpt2.convert_gpt2, convert_gpt2.export_gpt2),),
     keras_hub=(KerasHub("GPT2Backbone", kerashub.gpt2_from_keras_hub),),
-    matches=lambda backbone: backbone.normalize_first and not _banded(backbone)))
+    matches=lambda backbone: backbone.normalize_first and not _banded(backbone),
+    optimizer=optimizers.gpt_recipe))
 # GPT-3 (Brown et al. 2020): GPT-2 with alternating dense / banded layers.
 GPT3 = register_family(Family(
     "gpt3", gpt.GPTBackbone, gpt.GPT3_PRESETS, _BYTE_LEVEL_BPE, GPT_FRAMING, **_CAUSAL,
-    matches=lambda backbone: _banded(backbone) and backbone.attention_scale is None))
+    matches=lambda backbone: _banded(backbone) and backbone.attention_scale is None,
+    optimizer=optimizers.gpt3_recipe))
 # GPT-Neo: GPT-3's pattern as EleutherAI released it (unscaled scores).
 GPT_NEO = register_family(Family(
     "gpt_neo", gpt.GPTBackbone, gpt.GPT_NEO_PRESETS, _BYTE_LEVEL_BPE, GPT_FRAMING, **_CAUSAL,
     huggingface=(HuggingFace("gpt_neo", convert_gpt_neo.convert_gpt_neo,
                              convert_gpt_neo.export_gpt_neo),),
-    matches=lambda backbone: _banded(backbone) and backbone.attention_scale is not None))
+    matches=lambda backbone: _banded(backbone) and backbone.attention_scale is not None,
+    optimizer=optimizers.gpt3_recipe))

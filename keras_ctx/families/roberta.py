@@ -1,5 +1,6 @@
 """RoBERTa (Liu et al. 2019): byte-level BPE, dynamic MLM over packed text, no NSP."""
 
+from keras_ctx import optimizers
 from keras_ctx.convert import kerashub
 from keras_ctx.convert import roberta as convert_roberta
 from keras_ctx.convert.heads import MaskedLMLayout
@@ -22,4 +23,5 @@ ROBERTA = register_family(Family(
     huggingface=(HuggingFace("roberta", convert_roberta.convert_roberta,
                              convert_roberta.export_roberta, masked_lm=MASKED_LM,
                              token_classifier=True),),
-    keras_hub=(KerasHub("RobertaBackbone", kerashub.roberta_from_keras_hub),)))
+    keras_hub=(KerasHub("RobertaBackbone", kerashub.roberta_from_keras_hub),),
+    optimizer=optimizers.roberta_recipe))

@@ -1,5 +1,6 @@
 """T5 (Raffel et al. 2020) and mT5: span corruption with sentinels, encoder-decoder."""
 
+from keras_ctx import optimizers
 from keras_ctx.convert import t5 as convert_t5
 from keras_ctx.data import pipelines, tokenizers
 from keras_ctx.families.common import T5_FRAMING, T5_SENTINELS, chunks, pipeline, pretrainer
@@ -21,4 +22,5 @@ T5 = register_family(Family(
     dataset=pipeline(pipelines.span_corruption_dataset, num_sentinels=T5_SENTINELS),
     prepared=chunks(_t5_read), pretrainer=pretrainer(Seq2SeqPretrainer),
     huggingface=(HuggingFace("t5", convert_t5.convert_t5, convert_t5.export_t5),
-                 HuggingFace("mt5", convert_t5.convert_mt5, convert_t5.export_mt5))))
+                 HuggingFace("mt5", convert_t5.convert_mt5, convert_t5.export_mt5)),
+    optimizer=optimizers.t5_recipe))

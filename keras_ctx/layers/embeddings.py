@@ -38,15 +38,19 @@ def check_token_ids(token_ids, vocabulary_size, name="token_ids"):
 def checked_token_ids(data, model):
     """`data` with every `*token_ids` feature checked against the model's vocabulary.
 
-    XLA compiles asserts away and clamps out-of-range gathers, so a jit-compiled
-    step cannot check ids itself: they are checked here, where data enters it,
-    outside the compiled step. A tf.data.Dataset is mapped through the check;
+    Each `*token_ids` feature is checked against `vocabulary_size_of(model)`, or
+    against the size `model.token_id_vocabularies` gives for its name (a model
+    with several tables). XLA compiles asserts away and clamps out-of-range
+    gathers, so a jit-compiled step cannot check ids itself: they are checked
+    here, where data enters it, outside the compiled step. A tf.data.Dataset is mapped through the check;
     arrays (a dict or tuple of them, as `fit` takes) are checked at once. A
     Pretrainer's `fit` and `evaluate` do it for a jit-compiled step; call it
     for your own model.
     """
     vocabulary_size = vocabulary_size_of(model)
-    if vocabulary_size is None:
+    # A model whose inputs index several tables names them (CoVe's target words).
+    own = dict(getattr(model, "token_id_vocabularies", None) or {})
+    if vocabulary_size is None and not own:
         return data
 
     def check(value, name=""):
@@ -54,8 +58,9 @@ def checked_token_ids(data, model):
             return {k: check(v, str(k)) for k, v in value.items()}
         if isinstance(value, (tuple, list)):
             return type(value)(check(v) for v in value)
-        if name.endswith("token_ids") and tf.as_dtype(value.dtype).is_integer:
-            return check_token_ids(value, vocabulary_size, f"The dataset's {name}")
+        size = own.get(name, vocabulary_size)
+        if name.endswith("token_ids") and tf.as_dtype(value.dtype).is_integer and size:
+            return check_token_ids(value, size, f"The dataset's {name}")
         return value
 
     def check_all(*batch):
@@ -81,10 +86,9 @@ def _table_size(layer):
 
 def _reads_token_ids(layer):
     """Whether a functional graph feeds an input named `*token_ids` straight into `layer`."""
-    for node in getattr(layer, "_inbound_nodes", ()):
+    for node in compat.attribute(layer, "inbound_nodes"):
         for tensor in node.input_tensors:
-            history = getattr(tensor, "_keras_history", None)
-            source = history.operation if history else None
+            source = compat.attribute(tensor, "keras_history").operation
             if isinstance(source, keras.layers.InputLayer) and source.name.endswith("token_ids"):
                 return True
     return False

@@ -78,6 +78,12 @@ class TranslationPretrainer(Pretrainer):
         self.accuracy_tracker = keras.metrics.Mean(name="accuracy")
         self.objective_metrics = [self.accuracy_tracker]
 
+    @property
+    def token_id_vocabularies(self):
+        """Where the decoder's ids are checked (keras_ctx.layers.embeddings.checked_token_ids):
+        the target vocabulary, not the encoder's."""
+        return {"decoder_token_ids": self.target_vocabulary_size}
+
     def call(self, inputs, training=False):
         encoded = self.encoder(
             {"token_ids": inputs["encoder_token_ids"],

@@ -111,3 +111,26 @@ def test_pretrainer_keras_round_trip(tmp_path):
     model.save(tmp_path / "mt.keras")
     loaded = keras.saving.load_model(tmp_path / "mt.keras")
     np.testing.assert_allclose(keras.ops.convert_to_numpy(loaded(x)), before)
+
+
+def test_each_side_ids_are_checked_against_their_own_vocabulary_before_a_compiled_step():
+    from keras_ctx.layers.embeddings import checked_token_ids
+
+    # Source vocabulary 10, target 12: decoder id 11 is fine, 12 is not; encoder id 10 is not.
+    model = TranslationPretrainer(CoveBackbone(10, embedding_size=4, hidden_size=5), 12,
+                                  target_embedding_dim=3, decoder_units=7)
+
+    def batch(encoder_id, decoder_id):
+        return {"encoder_token_ids": np.array([[1, encoder_id]]),
+                "encoder_padding_mask": np.ones((1, 2), "int32"),
+                "decoder_token_ids": np.array([[1, decoder_id]]),
+                "decoder_padding_mask": np.ones((1, 2), "int32")}
+
+    checked_token_ids(batch(9, 11), model)
+    for encoder_id, decoder_id, name in ((9, 12, "decoder_token_ids must be in \\[0, 12\\)"),
+                                         (10, 11, "encoder_token_ids must be in \\[0, 10\\)")):
+        with pytest.raises(tf.errors.InvalidArgumentError, match=name):
+            checked_token_ids(batch(encoder_id, decoder_id), model)
+        dataset = tf.data.Dataset.from_tensors(batch(encoder_id, decoder_id))
+        with pytest.raises(tf.errors.InvalidArgumentError, match=name):
+            list(checked_token_ids(dataset, model))

@@ -5,6 +5,7 @@ import pytest
 from benchmarks import train_throughput
 
 
+@pytest.mark.slow  # ~25 s
 def test_train_throughput_tiny_bert_runs_and_reports():
     rows = train_throughput.main([
         "--model", "bert", "--compare", "none", "--layers", "1", "--hidden", "32",

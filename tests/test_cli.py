@@ -86,6 +86,32 @@ def test_unknown_preset_and_missing_corpus_fail_with_clear_messages(tmp_path):
     assert process.returncode == 2 and "No file matches" in output
 
 
+def test_another_runs_out_dir_an_unknown_flag_and_an_empty_corpus_fail_in_one_line(
+        tmp_path, capsys):
+    """In-process (the subprocess version below runs with -m slow)."""
+    from keras_ctx.cli import main
+
+    corpus = tmp_path / "corpus.txt"
+    write_corpus(corpus, documents=20)
+    base = ["pretrain", "bert-tiny", "--corpus", str(corpus), "--steps", "2",
+            "--checkpoint-every", "2", *TINY]
+    assert main([*base, "--out", str(tmp_path / "run")]) == 0
+    capsys.readouterr()
+    assert main([*base[:-2], "--seed", "2", "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert "holds another run" in err and "seed" in err and "Traceback" not in err
+    with pytest.raises(SystemExit) as unknown:
+        main(["pretrain", "bert-tiny", "--out", str(tmp_path / "x"), "--stepz", "3"])
+    assert unknown.value.code == 2
+    assert "unrecognized arguments: --stepz" in capsys.readouterr().err
+    (tmp_path / "empty.txt").write_text("\n \n")
+    assert main(["pretrain", "bert-tiny", "--corpus", str(tmp_path / "empty.txt"),
+                 "--out", str(tmp_path / "y")]) == 2
+    err = capsys.readouterr().err
+    assert "has no text" in err and "Traceback" not in err
+
+
+@pytest.mark.slow  # ~45 s: four processes; the in-process test above checks the same lines
 def test_out_dir_of_another_run_unknown_flag_and_empty_corpus_are_one_line_errors(tmp_path):
     corpus = tmp_path / "corpus.txt"
     write_corpus(corpus, documents=20)
@@ -160,6 +186,7 @@ def test_tensorflow_start_up_lines_hidden_unless_verbose():
     assert "oneDNN" in stderr_of("--verbose", "presets")
 
 
+@pytest.mark.slow  # ~35 s
 def test_pretrain_says_what_it_is_doing_phase_by_phase(tmp_path):
     corpus = tmp_path / "corpus.txt"
     write_corpus(corpus, documents=20)

@@ -359,7 +359,8 @@ def _full_logits(backbone, ids):
     return np.asarray(keras.ops.cast(backbone.logits(hidden), "float32"))
 
 
-@pytest.mark.parametrize("precision", ["bfloat16", "int8"])
+@pytest.mark.parametrize("precision", [
+    "bfloat16", pytest.param("int8", marks=pytest.mark.slow)])  # int8: ~40 s; tests/test_quantization.py
 def test_bfloat16_and_int8_decoding_stay_close_to_float32(moderate_gpt, precision):
     prompt = np.random.default_rng(1).integers(1, 64, (4, 4))
     reference = generation.generate(moderate_gpt, prompt, max_length=20)["token_ids"].numpy()

@@ -33,10 +33,11 @@ def corpus(tmp_path_factory):
     return str(path)
 
 
-# The rest run with -m slow: RoBERTa's recipe is BERT's pipeline without NSP,
-# BART's is T5's decoder path (each ~25 s); every objective's step runs in
-# tests/pretraining/test_matrix.py by default.
-SLOW = {"roberta-base", "bart-base"}
+# These run with -m slow (15-25 s each): RoBERTa's, SpanBERT's and ELECTRA's
+# recipes are BERT's pipeline with other masks, BART's T5's decoder path, GPT's
+# GPT-2's; every objective's step runs in tests/pretraining/test_matrix.py and
+# every family's objective class in tests/test_preset_recipes.py by default.
+SLOW = {"roberta-base", "bart-base", "electra-small", "spanbert-base", "gpt"}
 
 
 @pytest.mark.parametrize("preset", [pytest.param(p, marks=pytest.mark.slow) if p in SLOW else p

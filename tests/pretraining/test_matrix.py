@@ -48,6 +48,7 @@ def _assert_mirrored(measures):
     assert abs(measures["mirrored"]["ratio"] - 1) < 1e-4, measures
 
 
+@pytest.mark.xdist_group("mirrored")  # one worker computes the fixture once
 @pytest.mark.parametrize("name", FAST)
 def test_one_step_under_two_replicas_equals_one_device(name, mirrored):
     _assert_mirrored(mirrored[name])
@@ -63,12 +64,14 @@ def test_variants_under_two_replicas_equal_one_device():
     assert size > 0.01 and difference < 1e-5 * size, measures["awd_lstm_state"]
 
 
+@pytest.mark.xdist_group("mirrored")  # one worker computes the fixture once
 def test_xlnet_memory_is_carried_per_replica(mirrored):
     """Two replicas carry the memory of their own rows: as one device per half-batch."""
     difference, size = mirrored["xlnet_memory"]
     assert size > 0.1 and difference < 1e-5 * size, mirrored["xlnet_memory"]
 
 
+@pytest.mark.xdist_group("mirrored")  # one worker computes the fixture once
 def test_xla_under_two_cpu_replicas_fails_in_tensorflow_and_we_say_so(mirrored):
     """TensorFlow alone (no Keras) cannot run a jit-compiled replica step on logical CPUs.
 

@@ -50,6 +50,7 @@ def test_tiny_t5_learns_span_corruption_under_xla():
     assert history["accuracy"][-1] > 0.5  # chance is ~1/20
 
 
+@pytest.mark.slow  # ~25 s; T5's learning test and BART's one step per precision/strategy run by default
 def test_tiny_bart_learns_text_infilling_denoising_under_xla():
     keras.utils.set_random_seed(1)
     tf.random.set_seed(1)

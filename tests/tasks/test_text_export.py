@@ -78,6 +78,7 @@ def _check_served_equals_python(tmp_path, family, seeded=False):
         np.testing.assert_array_equal(served["seeded"], sampled)
 
 
+@pytest.mark.slow  # ~45 s; test_export_families serves every family from a TensorFlow-only process by default
 def test_served_gpt2_generates_what_python_generates_in_a_tensorflow_only_process(tmp_path):
     _check_served_equals_python(tmp_path, "gpt2")
 

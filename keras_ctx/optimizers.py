@@ -46,12 +46,10 @@ def bert_adamw(learning_rate, weight_decay=0.01, beta_1=0.9, beta_2=0.999, epsil
 # 1e-3 for a hidden size up to 256 and 1e-4 above, except where the optimizer's own
 # scale differs (ELMo's Adagrad, T5's Adafactor).
 
-def _adam_rate(learning_rate, hidden_size):
-    return learning_rate or (1e-3 if hidden_size <= 256 else 1e-4)
-
-
-def _warmup_then_decay(learning_rate, steps):
-    return WarmupThenDecay.for_steps(learning_rate, steps)
+def _warmup_then_decay(learning_rate, steps, hidden_size):
+    """BERT's schedule over `steps` at the run's peak rate (the default for `hidden_size`)."""
+    return WarmupThenDecay.for_steps(learning_rate or (1e-3 if hidden_size <= 256 else 1e-4),
+                                     steps)
 
 
 def bert_recipe(learning_rate, steps, hidden_size):
@@ -60,7 +58,7 @@ def bert_recipe(learning_rate, steps, hidden_size):
     Keras' `clipnorm` would clip each variable's gradient alone). ELECTRA (Clark et al. 2020,
     Table 6), XLNet (Yang et al. 2019, Table 7: epsilon 1e-6, decay 0.01, linear decay) and
     SpanBERT (Joshi et al. 2020, section 4.1) train with the same settings."""
-    return bert_adamw(_warmup_then_decay(_adam_rate(learning_rate, hidden_size), steps),
+    return bert_adamw(_warmup_then_decay(learning_rate, steps, hidden_size),
                       global_clipnorm=1.0)
 
 
@@ -68,7 +66,7 @@ def roberta_recipe(learning_rate, steps, hidden_size):
     """RoBERTa (Liu et al. 2019, section 3.1 and Table 9): AdamW with beta_2 0.98 (for
     stability with large batches), epsilon 1e-6, weight decay 0.01; BERT's warm-up and
     linear decay. BART follows RoBERTa's pretraining set-up (Lewis et al. 2020, section 5)."""
-    return bert_adamw(_warmup_then_decay(_adam_rate(learning_rate, hidden_size), steps),
+    return bert_adamw(_warmup_then_decay(learning_rate, steps, hidden_size),
                       beta_2=0.98, global_clipnorm=1.0)
 
 
@@ -78,24 +76,25 @@ def gpt_recipe(learning_rate, steps, hidden_size):
     finetune-transformer-lm's `--l2 0.01 --e 1e-8`), beta_2 0.999, epsilon 1e-8. GPT-2
     keeps GPT's optimisation (Radford et al. 2019). Warm-up then linear decay here (the
     paper anneals with a cosine after 2000 warm-up steps)."""
-    return bert_adamw(_warmup_then_decay(_adam_rate(learning_rate, hidden_size), steps),
+    return bert_adamw(_warmup_then_decay(learning_rate, steps, hidden_size),
                       epsilon=1e-8, global_clipnorm=1.0)
 
 
 def gpt3_recipe(learning_rate, steps, hidden_size):
     """GPT-3 (Brown et al. 2020, Appendix B): Adam beta_1 0.9, beta_2 0.95, epsilon 1e-8,
     weight decay 0.1, gradients clipped to global norm 1.0 (GPT-Neo trained the same way)."""
-    return bert_adamw(_warmup_then_decay(_adam_rate(learning_rate, hidden_size), steps),
+    return bert_adamw(_warmup_then_decay(learning_rate, steps, hidden_size),
                       weight_decay=0.1, beta_2=0.95, epsilon=1e-8, global_clipnorm=1.0)
 
 
 def albert_recipe(learning_rate, steps, hidden_size):
     """ALBERT (Lan et al. 2020, section 4.1): LAMB (You et al. 2019) with BERT's betas,
     epsilon 1e-6 and weight decay 0.01 off biases and LayerNorm (albert's lamb_optimizer.py);
-    BERT's warm-up, linear decay and global-norm clip 1.0 (albert's optimization.py). Keras' Lamb decays the weights outside the trust ratio
-    (decoupled), where albert's adds the decay to the update inside it."""
+    BERT's warm-up, linear decay and global-norm clip 1.0 (albert's optimization.py).
+    Keras' Lamb decays the weights outside the trust ratio (decoupled), where albert's
+    adds the decay to the update inside it."""
     optimizer = keras.optimizers.Lamb(
-        _warmup_then_decay(_adam_rate(learning_rate, hidden_size), steps), beta_1=0.9,
+        _warmup_then_decay(learning_rate, steps, hidden_size), beta_1=0.9,
         beta_2=0.999, epsilon=1e-6, weight_decay=0.01, global_clipnorm=1.0)
     optimizer.exclude_from_weight_decay(var_names=list(NO_DECAY))
     return optimizer

@@ -57,6 +57,14 @@ PAPERS = {
 }
 
 
+def _peak(made):
+    """The peak rate of a 1000-step run's optimizer (the warm-up ends at step 100)."""
+    schedule = made._learning_rate
+    if not callable(schedule):
+        return float(schedule)
+    return max(float(schedule(step)) for step in (99, 100, 101))
+
+
 def test_each_family_pretrains_with_its_papers_optimizer():
     from keras_ctx import families
     from keras_ctx.commands.pretrain import optimizer
@@ -73,10 +81,7 @@ def test_each_family_pretrains_with_its_papers_optimizer():
         assert (getattr(made, "beta_2", None), getattr(made, "epsilon", None),
                 made.weight_decay, made.global_clipnorm) == (beta_2, epsilon, decay, clip), name
         assert made.clipnorm is None, name  # a global norm, never each variable's alone
-        schedule = made._learning_rate
-        peak = max(float(schedule(step)) for step in (99, 100, 101)) if callable(schedule) \
-            else float(schedule)
-        np.testing.assert_allclose(peak, rate, rtol=1e-6, err_msg=name)
+        np.testing.assert_allclose(_peak(made), rate, rtol=1e-6, err_msg=name)
         if decay:  # biases and norms are never decayed
             decays = compat.bound(made, "use_weight_decay")
             assert decays(kernel) and not decays(bias) and not decays(gamma), name
@@ -87,8 +92,5 @@ def test_each_family_pretrains_with_its_papers_optimizer():
     assert optimizer(None, 10, families.get("elmo"), 128).initial_accumulator_value == 1.0
     # --learning-rate wins over every default.
     for name in ("bert", "t5", "elmo"):
-        made = optimizer(5e-4, 1000, families.get(name), 128)
-        schedule = made._learning_rate
-        peak = max(float(schedule(s)) for s in (99, 100)) if callable(schedule) else float(
-            schedule)
-        np.testing.assert_allclose(peak, 5e-4, rtol=1e-6, err_msg=name)
+        np.testing.assert_allclose(_peak(optimizer(5e-4, 1000, families.get(name), 128)), 5e-4,
+                                   rtol=1e-6, err_msg=name)

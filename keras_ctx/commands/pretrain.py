@@ -188,8 +188,8 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
         sequence_length)
     validation.check_export_path(export)
     # The data's fingerprint (the corpus, or the prepared data's manifest).
-    fingerprint = pretrain_checks.check_corpus(data if data is not None else corpus, out, resume,
-                                         corpus_changed)
+    fingerprint = pretrain_checks.check_corpus(data if data is not None else corpus, out,
+                                               resume, corpus_changed)
     text_export = export and family.framing is not None
     if export:
         check_export_target(export, 1, overwrite)

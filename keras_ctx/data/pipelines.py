@@ -46,7 +46,8 @@ from keras_ctx.data.knowledge_masking import (
 from keras_ctx.data.masking import MLMMasker
 from keras_ctx.data.ngram_masking import MAX_NGRAM, NgramMasker
 from keras_ctx.data.span_masking import SpanMasker
-from keras_ctx.data.tokenizers import continuation_table, special_token_ids, tokenize_documents
+from keras_ctx.data.tokenizers import (continuation_table, special_token_ids, tokenize_documents,
+                                      vocabulary)
 from keras_ctx.data.vocabulary import bilm_inputs
 
 
@@ -321,8 +322,6 @@ def xlnet_word_starts(tokenizer):
     Pieces that open a word (SentencePiece "▁"), special tokens and the
     punctuation pieces XLNet lists start a span of `span_mask`.
     """
-    from keras_ctx.data.tokenizers import vocabulary
-
     punctuation = set('!"#$%&()*+,-./:;?@[\\]^_`{|}~')
     pieces = vocabulary(tokenizer)
     return ~continuation_table(tokenizer) | [p in punctuation for p in pieces]
@@ -344,8 +343,6 @@ def permutation_dataset(documents, tokenizer, batch_size, sequence_length=512, s
     backward half, marked `is_backward`). Train with
     `XLNetPretrainer(reuse_len=...)` set the same.
     """
-    from keras_ctx.data.tokenizers import vocabulary
-
     ids = special_token_ids(tokenizer)
     eod_id = tokenizer.token_to_id(eod_token) if eod_token in vocabulary(tokenizer) else None
     if num_replicas is None:
@@ -561,8 +558,6 @@ def xlnet_layout(tokenizer, run, eod_token="<eod>", bi_data=True, reuse_len=None
     permutation masks drawn afresh (`permutation.permutation_masks`, as
     XLNet's input_fn).
     """
-    from keras_ctx.data.tokenizers import vocabulary
-
     ids = special_token_ids(tokenizer)
     eod_id = tokenizer.token_to_id(eod_token) if eod_token in vocabulary(tokenizer) else None
     length, batch = run.sequence_length, run.batch_size

@@ -30,8 +30,8 @@ import numpy as np
 import tensorflow as tf
 
 from keras_ctx import progress
-from keras_ctx.errors import RunDirectoryError
 from keras_ctx.data import corpora
+from keras_ctx.errors import RunDirectoryError
 
 BERT_SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 ROBERTA_SPECIAL_TOKENS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")  # fairseq order
@@ -297,8 +297,6 @@ class WordEndBPETokenizer(keras.layers.Layer):
 # A word's last character c is learned as the one character chr(_END + ord(c)) (Unicode's
 # supplementary private use planes): GPT's "c</w>" symbol as a single character.
 _END = 0xF0000
-
-
 _MARKS = re.compile("[\U000F0000-\U0010FFFF]")
 
 
@@ -343,11 +341,9 @@ def train_word_end_bpe(data, vocabulary_size, special_tokens=(), unknown_token="
                                   special_tokens=[unknown_token, *special_tokens],
                                   show_progress=False)
     batches = [lines[i:i + 512] for i in range(0, len(lines), 512)]
-    marked = ((batch, _marked_words(bpe, batch)) for batch in batches)
-    learner.train_from_iterator(
-        (text for _, text in _counted(marked, len(lines), "Learning BPE merges",
-                                      "Hugging Face tokenizers", weight=lambda b: len(b[0]))),
-        trainer)
+    counted = _counted(batches, len(lines), "Learning BPE merges", "Hugging Face tokenizers",
+                       weight=len)
+    learner.train_from_iterator((_marked_words(bpe, batch) for batch in counted), trainer)
     progress.current().finish("Learned the BPE merges")
     model = json.loads(learner.to_str())["model"]
     vocabulary = {_unmarked(piece): index for piece, index in model["vocab"].items()}

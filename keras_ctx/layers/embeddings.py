@@ -42,10 +42,10 @@ def checked_token_ids(data, model):
     against the size `model.token_id_vocabularies` gives for its name (a model
     with several tables). XLA compiles asserts away and clamps out-of-range
     gathers, so a jit-compiled step cannot check ids itself: they are checked
-    here, where data enters it, outside the compiled step. A tf.data.Dataset is mapped through the check;
-    arrays (a dict or tuple of them, as `fit` takes) are checked at once. A
-    Pretrainer's `fit` and `evaluate` do it for a jit-compiled step; call it
-    for your own model.
+    here, where data enters it, outside the compiled step. A tf.data.Dataset
+    is mapped through the check; a dict of arrays (as `fit` takes) is checked
+    at once. A Pretrainer's `fit` and `evaluate` do it for a jit-compiled
+    step; call it for your own model.
     """
     vocabulary_size = vocabulary_size_of(model)
     # A model whose inputs index several tables names them (CoVe's target words).
@@ -69,9 +69,7 @@ def checked_token_ids(data, model):
     if isinstance(data, tf.data.Dataset):
         return data.map(check_all)
     if isinstance(data, dict):
-        for name, value in data.items():
-            if hasattr(value, "dtype"):
-                check(value, str(name))  # raises on an id outside the vocabulary
+        check(data)  # raises on an id outside the vocabulary
     return data
 
 

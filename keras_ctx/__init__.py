@@ -38,7 +38,7 @@ use_caching_allocator()  # the `keras-ctx` command only; before TensorFlow start
 with quiet_startup():
     import keras  # noqa: E402
 
-if keras.backend.backend() != "tensorflow":
+if keras.backend.backend() not in ("tensorflow", "jax"):  # JAX: pretraining only, for now
     raise ImportError(
         "keras_ctx runs on Keras 3's TensorFlow backend, but KERAS_BACKEND is "
         f"{keras.backend.backend()!r}. Set KERAS_BACKEND=tensorflow before "

@@ -12,6 +12,7 @@ written after its tensors were checked finite, and one that holds a
 non-finite tensor is refused on restore.
 """
 
+import contextlib
 import json
 import math
 import os
@@ -22,7 +23,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_ctx.layers.embeddings import checked_token_ids
+from keras_ctx.data.checked_input import checked_token_ids
 
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
 
@@ -88,6 +89,25 @@ def _rng_state(model):
     return [v for v in model.variables if id(v) not in weights]
 
 
+def check_backend(path):
+    """Raises where the checkpoint in `path` was written on another Keras backend.
+
+    The weights file is backend-neutral, but the optimizer's and the random
+    generators' saved variables are read in the order and meaning of the
+    backend that wrote them. Checkpoints from before the record are TensorFlow's.
+    """
+    state = os.path.join(path, "state.json")
+    if not os.path.isfile(state):
+        return
+    with open(state) as handle:
+        written = json.load(handle).get("backend", "tensorflow")
+    if written != keras.backend.backend():
+        raise ValueError(
+            f"The checkpoint {path} was written on Keras' {written} backend and this run is "
+            f"on {keras.backend.backend()}: resume with KERAS_BACKEND={written}, or start "
+            "a new run in another --out directory.")
+
+
 class Checkpointer:
     """Atomic checkpoints of weights + optimizer variables + step in one directory."""
 
@@ -137,7 +157,7 @@ class Checkpointer:
         rng = {f"v{i}": v.numpy() for i, v in enumerate(_rng_state(model))}
         np.savez(os.path.join(staging, "rng.npz"), **rng)
         with open(os.path.join(staging, "state.json"), "w") as handle:
-            json.dump(dict(extra or {}, step=step), handle)
+            json.dump(dict(extra or {}, step=step, backend=keras.backend.backend()), handle)
         os.replace(staging, self._path(step))
         for old in self.steps()[:-self.keep]:
             shutil.rmtree(self._path(old), ignore_errors=True)
@@ -145,6 +165,7 @@ class Checkpointer:
     def restore(self, model, step):
         """Loads a checkpoint into a compiled, built model; returns its state dict."""
         path = self._path(step)
+        check_backend(path)
         try:
             if not model.optimizer.built:
                 model.optimizer.build(model.trainable_variables)
@@ -182,9 +203,16 @@ def _build_from_spec(model, spec):
         if not tensor_spec.shape.is_fully_defined():
             raise ValueError(f"Batches need static shapes (drop_remainder=True) to "
                              f"resume; got {tensor_spec}.")
-        return tf.zeros(tensor_spec.shape, tensor_spec.dtype)
+        # numpy: what every backend's model takes.
+        return np.zeros(tensor_spec.shape, tensor_spec.dtype.as_numpy_dtype)
 
     model(tf.nest.map_structure(zeros, spec), training=False)
+
+
+def _strategy_scope(model):
+    """The tf.distribute scope `model` was made in; none on JAX (keras.distribution)."""
+    strategy = getattr(model, "distribute_strategy", None)
+    return strategy.scope() if strategy is not None else contextlib.nullcontext()
 
 
 class _Guard(keras.callbacks.Callback):
@@ -277,7 +305,7 @@ def fit_resumable(
     # a tf.data pipeline share their state between iterators, so an extra
     # read would shift every later random draw of a resumed run.
     # Variables made here must live under the strategy the model was made in.
-    with model.distribute_strategy.scope():
+    with _strategy_scope(model):
         if not model.built:
             _build_from_spec(model, source.element_spec)
         if step:

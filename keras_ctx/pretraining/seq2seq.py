@@ -9,7 +9,6 @@ fine-tuning (T5) is the same objective with a task prefix on the input
 """
 
 import keras
-import tensorflow as tf
 
 from keras_ctx import generation
 from keras_ctx.data.task_inputs import add_task_prefix  # noqa: F401 (moved)
@@ -45,7 +44,7 @@ class Seq2SeqPretrainer(TokenLikelihoodPretrainer):
                 "dataset with keras_ctx.data.noise.seq2seq_features."
             )
         if weights is None:
-            weights = tf.cast(inputs["decoder_padding_mask"], tf.float32)
+            weights = ops.cast(inputs["decoder_padding_mask"], "float32")
         return self(inputs, training=training), labels, weights
 
     def generate(self, encoder_token_ids, encoder_padding_mask=None, max_length=32,

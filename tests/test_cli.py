@@ -234,7 +234,7 @@ def test_progress_counts_rate_and_time_left_then_times_an_opaque_step():
 
 
 def test_exporting_a_preset_says_its_weights_are_random(tmp_path, capsys, caplog):
-    from keras_ctx.recipes import export_run
+    from keras_ctx.commands.export import export_run
 
     export_run("bert-tiny", str(tmp_path / "export"), sequence_length=8)
     # One log line (keras_ctx.handles), then the export's own line.

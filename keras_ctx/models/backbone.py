@@ -7,7 +7,6 @@ import inspect
 import keras
 
 from keras_ctx import compat, registry
-from keras_ctx.layers import _checks
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,14 +97,7 @@ class Backbone(keras.Model):
     every named constructor argument becomes an attribute of the same name
     (`backbone.hidden_size`) and is what `get_config` returns, and the
     input-side `token_embedding` (for tied output layers) is kept.
-
-    Class attributes a family may set:
-        renamed_arguments: {old name: new name} of constructor arguments
-            renamed since a release; `from_config` reads configs saved with
-            the old names.
     """
-
-    renamed_arguments = {}
 
     @property
     def _config(self):
@@ -158,7 +150,7 @@ class Backbone(keras.Model):
 
     @classmethod
     def from_config(cls, config):
-        config = _checks.renamed(config, cls.renamed_arguments)
+        config = dict(config)
         if isinstance(config.get("dtype"), dict):  # a quantized backbone's DTypePolicyMap
             config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
         adapters = config.pop("adapters", None)  # keras_ctx.peft.adapter_state

@@ -31,7 +31,7 @@ class BackbonePreset:
         return iter((self.config, self.description))
 
 
-# keras-hub's names for an encoder-decoder backbone's inputs (DESIGN.md).
+# keras-hub's names for an encoder-decoder backbone's inputs (docs/design.md).
 ENCODER_DECODER_INPUTS = ("encoder_token_ids", "encoder_padding_mask",
                           "decoder_token_ids", "decoder_padding_mask")
 

@@ -272,7 +272,7 @@ def _xlnet_tokenizer():
 
 def test_xlnet_prepared_rows_equal_the_in_memory_stream_and_read_in_order(tmp_path):
     from keras_ctx import families
-    from keras_ctx.data import permutation
+    from keras_ctx.data import xlnet_stream
 
     tokenizer = _xlnet_tokenizer()
     run = Run("xlnet-base-cased", 4, 16, tokenizer.vocabulary_size(), 3)
@@ -283,8 +283,8 @@ def test_xlnet_prepared_rows_equal_the_in_memory_stream_and_read_in_order(tmp_pa
     ragged = tf.data.Dataset.from_generator(
         lambda: (tf.ragged.constant(d, dtype=tf.int32) for d in docs),
         output_signature=tf.RaggedTensorSpec((None, None), tf.int32, ragged_rank=1))
-    stream = list(permutation.two_segment_stream(
-        ragged, 16, 4, 3, 2, eod_id=5, word_starts=pipelines.xlnet_word_starts(tokenizer),
+    stream = list(xlnet_stream.two_segment_stream(
+        ragged, 16, 4, 3, 2, eod_id=5, word_starts=xlnet_stream.xlnet_word_starts(tokenizer),
         shard_tokens=1 << 30, seed=3).take(100).as_numpy_iterator())
     assert len(rows) == 4 * len(stream) > 20
     for index, batch in enumerate(stream):  # XLNet's create_tfrecords order, row by row

@@ -13,7 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_ctx.data import permutation, segments, xlnet_stream
-from keras_ctx.data.maskers import check_duplicate, masker_for, special_id_tuple
+from keras_ctx.data.maskers import check_duplicate, masker_for, never_masked_ids
 from keras_ctx.data.span_masking import SpanMasker
 from keras_ctx.data.tokenizers import continuation_table, special_token_ids, vocabulary
 from keras_ctx.data.vocabulary import bilm_inputs
@@ -156,7 +156,7 @@ def packed_layout(tokenizer, run, spans=False, **masking):
         dataset = dataset.batch(run.batch_size, drop_remainder=True)
         if spans:
             masker = SpanMasker(vocab, ids["mask"], continuation_table(tokenizer),
-                                special_token_ids=special_id_tuple(ids), seed=run.seed)
+                                special_token_ids=never_masked_ids(ids), seed=run.seed)
         else:
             masker = masker_for(tokenizer, ids, vocab, dynamic=True, seed=run.seed, **masking)
         return masker.apply(dataset).prefetch(tf.data.AUTOTUNE)

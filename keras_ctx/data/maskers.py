@@ -15,9 +15,14 @@ def continuations(tokenizer, word_continuations=None):
     return word_continuations
 
 
-def special_id_tuple(special_ids):
-    """The distinct ids of `special_ids` ({role: id}), sorted: never masked."""
-    return tuple(sorted(set(special_ids.values())))
+def never_masked_ids(special_ids):
+    """The distinct ids of `special_ids` ({role: id}) but [UNK], sorted: never masked.
+
+    google-research/bert create_pretraining_data.py (eedf571) leaves out only
+    [CLS] and [SEP] (padding never reaches it); [UNK] stands for a word of the
+    text and may be masked.
+    """
+    return tuple(sorted({i for role, i in special_ids.items() if role != "unk"}))
 
 
 def masker_for(tokenizer, special_ids, vocabulary_size, whole_word_masking=False, max_ngram=1,
@@ -25,10 +30,10 @@ def masker_for(tokenizer, special_ids, vocabulary_size, whole_word_masking=False
     """BERT's token masking, or whole-word / n-gram masking (`NgramMasker`)."""
     if whole_word_masking or max_ngram > 1:
         table = continuations(tokenizer, word_continuations) if whole_word_masking else None
-        return NgramMasker(vocabulary_size, special_ids["mask"], special_id_tuple(special_ids),
+        return NgramMasker(vocabulary_size, special_ids["mask"], never_masked_ids(special_ids),
                            table, max_ngram=max_ngram, **kwargs)
     return MLMMasker(vocabulary_size, special_ids["mask"],
-                     special_token_ids=special_id_tuple(special_ids), **kwargs)
+                     special_token_ids=never_masked_ids(special_ids), **kwargs)
 
 
 def check_duplicate(duplicate, static_masking):

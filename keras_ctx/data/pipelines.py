@@ -40,7 +40,7 @@ from keras_ctx.data.knowledge_masking import (
     Lexicon,
     collocation_lexicon,
 )
-from keras_ctx.data.maskers import check_duplicate, continuations, masker_for, special_id_tuple
+from keras_ctx.data.maskers import check_duplicate, continuations, masker_for, never_masked_ids
 from keras_ctx.data.ngram_masking import MAX_NGRAM
 from keras_ctx.data.span_masking import SpanMasker
 from keras_ctx.data.tokenizers import special_token_ids, tokenize_documents, vocabulary
@@ -166,7 +166,7 @@ def ernie_dataset(documents, tokenizer, batch_size, sequence_length=512, phrases
     pairs = segments.nsp_pairs(documents, sequence_length, ids["cls"], ids["sep"], ids["pad"],
                                seed=seed)
     batches = pairs.batch(batch_size, drop_remainder=True).repeat()
-    masker = KnowledgeMasker(vocab, ids["mask"], special_id_tuple(ids), schedule, table,
+    masker = KnowledgeMasker(vocab, ids["mask"], never_masked_ids(ids), schedule, table,
                              phrases=phrases, entities=entities, dynamic=True, seed=seed,
                              max_predictions=max_predictions, **masking)
     return masker.apply(batches).prefetch(tf.data.AUTOTUNE)
@@ -194,7 +194,7 @@ def spanbert_dataset(documents, tokenizer, batch_size, sequence_length=512,
                                      ids["pad"], mode="full_sentences", seed=seed)
     batches = packed.batch(batch_size, drop_remainder=True)
     masker = SpanMasker(vocab, ids["mask"], word_continuations,
-                        special_token_ids=special_id_tuple(ids),
+                        special_token_ids=never_masked_ids(ids),
                         max_predictions=max_predictions, seed=seed)
     return masker.apply(batches).prefetch(tf.data.AUTOTUNE)
 

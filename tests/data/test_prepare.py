@@ -167,7 +167,7 @@ def _random_docs(count=60, seed=0):
 
 
 def _mask_statistics(rows):
-    """(selection rate over candidates, [MASK] / random / unchanged shares, per-row budget ok)."""
+    """(selection rate over real tokens, [MASK] / random / unchanged shares, per-row budget ok)."""
     selected = masked = randomised = unchanged = candidates = 0
     budget_ok = True
     for row in rows:
@@ -175,8 +175,12 @@ def _mask_statistics(rows):
         positions = np.asarray(row["mask_positions"])[weights]
         original = np.array(row["token_ids"])
         original[positions] = np.asarray(row["mask_ids"])[weights]
-        n = int(((np.asarray(row["padding_mask"]) == 1) & (original >= 5)).sum())
+        # Never [PAD], [CLS], [SEP] or [MASK]; [UNK] (1) may be masked, as the script does.
+        assert not np.isin(original[positions], (0, 2, 3, 4)).any()
+        # create_pretraining_data.py: round(0.15 * len(tokens)), [CLS] and [SEP] counted.
+        n = int(np.asarray(row["padding_mask"]).sum())
         budget_ok &= len(set(positions)) == len(positions) == max(1, round(0.15 * n))
+        budget_ok &= (np.diff(positions) > 0).all()  # sorted, as the script writes them
         new = np.asarray(row["token_ids"])[positions]
         old = original[positions]
         selected, candidates = selected + len(positions), candidates + n
@@ -245,7 +249,7 @@ def test_static_masks_are_written_once_and_read_back_unchanged_every_epoch(tmp_p
     assert per_epoch > 20
     stream = list(data.at_step(0).take(2 * per_epoch + 2).as_numpy_iterator())
     assert stream[0]["mask_weights"].dtype == np.float32
-    assert stream[0]["mask_positions"].shape == (4, 5)  # ceil(0.15 * 24) + 1 slots
+    assert stream[0]["mask_positions"].shape == (4, 4)  # ceil(0.15 * 24) slots
 
     def by_row(batches):
         return {tuple(b["token_ids"][i]): (tuple(b["mask_positions"][i]),

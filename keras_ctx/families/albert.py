@@ -11,7 +11,7 @@ from keras_ctx.convert.tensorflow import (
     renaming_reader,
     renaming_writer,
 )
-from keras_ctx.data import pipelines, tokenizers
+from keras_ctx.data import layouts, pipelines, tokenizers
 from keras_ctx.families.common import POOLED, WORDPIECE_FRAMING, layout, pipeline, pretrainer
 from keras_ctx.models import albert
 from keras_ctx.pretraining import AlbertPretrainer
@@ -26,7 +26,7 @@ ALBERT = register_family(Family(
     "albert", albert.AlbertBackbone, albert.ALBERT_PRESETS, tokenizers.train_sentencepiece,
     WORDPIECE_FRAMING, pooling=POOLED, dataset=pipeline(pipelines.albert_dataset),
     pretrainer=pretrainer(AlbertPretrainer),
-    prepared=layout(pipelines.pairs_layout, kind="sop", whole_word_masking=True, max_ngram=3),
+    prepared=layout(layouts.pairs_layout, kind="sop", whole_word_masking=True, max_ngram=3),
     huggingface=(HuggingFace("albert", convert_albert.convert_albert,
                              convert_albert.export_albert, masked_lm=MASKED_LM,
                              sequence_classifier=(None, "classifier"), token_classifier=True),),

@@ -10,7 +10,7 @@ from keras_ctx.convert.tensorflow import (
     electra_read,
     renaming_writer,
 )
-from keras_ctx.data import pipelines, tokenizers
+from keras_ctx.data import layouts, pipelines, tokenizers
 from keras_ctx.data.masking import ELECTRA_MASK_TOKEN_RATE, ELECTRA_RANDOM_TOKEN_RATE
 from keras_ctx.families.common import WORDPIECE_FRAMING, layout, pipeline
 from keras_ctx.models import electra
@@ -39,7 +39,7 @@ _MASKING = dict(mask_token_rate=ELECTRA_MASK_TOKEN_RATE,
 ELECTRA = register_family(Family(
     "electra", electra.ElectraBackbone, electra.ELECTRA_PRESETS, tokenizers.train_wordpiece,
     WORDPIECE_FRAMING, dataset=pipeline(pipelines.roberta_dataset, **_MASKING),
-    prepared=layout(pipelines.packed_layout, **_MASKING), pretrainer=electra_pretrainer,
+    prepared=layout(layouts.packed_layout, **_MASKING), pretrainer=electra_pretrainer,
     huggingface=(HuggingFace("electra", convert_electra.convert_electra,
                              convert_electra.export_electra, masked_lm=MASKED_LM,
                              token_classifier=True),),

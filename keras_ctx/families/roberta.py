@@ -4,7 +4,7 @@ from keras_ctx import optimizers
 from keras_ctx.convert import kerashub
 from keras_ctx.convert import roberta as convert_roberta
 from keras_ctx.convert.heads import MaskedLMLayout
-from keras_ctx.data import pipelines, tokenizers
+from keras_ctx.data import layouts, pipelines, tokenizers
 from keras_ctx.families.common import FAIRSEQ_FRAMING, layout, pipeline, pretrainer
 from keras_ctx.models import bert
 from keras_ctx.pretraining import RobertaPretrainer
@@ -18,7 +18,7 @@ MASKED_LM = MaskedLMLayout(
 ROBERTA = register_family(Family(
     "roberta", bert.RobertaBackbone, bert.ROBERTA_PRESETS, tokenizers.train_byte_level_bpe,
     FAIRSEQ_FRAMING, pooling=("sequence_output", "padding_mask", "first"),
-    dataset=pipeline(pipelines.roberta_dataset), prepared=layout(pipelines.packed_layout),
+    dataset=pipeline(pipelines.roberta_dataset), prepared=layout(layouts.packed_layout),
     pretrainer=pretrainer(RobertaPretrainer),
     huggingface=(HuggingFace("roberta", convert_roberta.convert_roberta,
                              convert_roberta.export_roberta, masked_lm=MASKED_LM,

@@ -323,7 +323,18 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     from keras_ctx.commands import exits
 
-    return exits.run_command(args.run, args, args.command, verbose=args.verbose)
+    return exits.run_command(_checked(args.run), args, args.command, verbose=args.verbose)
+
+
+def _checked(run):
+    """`run`, after every numeric flag of the command is checked (before anything is written)."""
+    def checked(args):
+        from keras_ctx import validation
+
+        validation.check_command_args(vars(args))
+        return run(args)
+
+    return checked
 
 
 if __name__ == "__main__":

@@ -391,7 +391,7 @@ def test_from_preset_typos_raise_naming_the_closest_key():
     (["--vocabulary-size", "5"], "--vocabulary-size must be at least"),
     (["--steps", "0"], "--steps must be a positive integer"),
     (["--batch-size", "0"], "--batch-size must be a positive integer"),
-    (["--set", "num_heads=0"], "`num_heads` must be a positive integer"),
+    (["--set", "num_heads=0"], "--set num_heads must be a positive integer"),
 ])
 def test_bad_flags_are_one_line_errors_before_the_run_dir_is_claimed(tmp_path, capsys,
                                                                      flags, message):

@@ -175,11 +175,9 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
     # Every argument is checked before any work, and `out` is claimed only then.
     family = families.of_preset(preset)  # unknown presets fail here
     backbone_cls, config = preset_config(preset)
-    validation.check_training_args(steps=steps, batch_size=batch_size,
-                                   sequence_length=sequence_length,
-                                   checkpoint_every=checkpoint_every,
-                                   learning_rate=learning_rate,
-                                   vocabulary_size=vocabulary_size)
+    validation.check_args(steps=steps, batch_size=batch_size, sequence_length=sequence_length,
+                          checkpoint_every=checkpoint_every, learning_rate=learning_rate,
+                          vocabulary_size=vocabulary_size, seed=seed)
     overrides = dict(overrides or {})
     validation.check_overrides(preset, backbone_cls, config, overrides)
     run = families.Run(preset, batch_size, sequence_length, vocabulary_size, seed)

@@ -260,11 +260,10 @@ def prepare(preset, corpus, out, sequence_length=128, vocabulary_size=8000, seed
             f"`keras-ctx prepare` has no example layout for {family.name} yet "
             f"({family.no_pretraining or 'its pipeline needs the whole corpus at once'}); "
             f"use `keras-ctx pretrain {preset} --corpus ...` instead.")
-    validation.check_training_args(steps=1, batch_size=1, sequence_length=sequence_length,
-                                   checkpoint_every=1, learning_rate=None,
-                                   vocabulary_size=vocabulary_size)
-    if not isinstance(shard_bytes, int) or shard_bytes < 1:
-        raise ValueError(f"`shard_bytes` must be a positive int, got {shard_bytes!r}.")
+    validation.check_args(sequence_length=sequence_length, vocabulary_size=vocabulary_size,
+                          seed=seed, workers=workers, shard_bytes=shard_bytes,
+                          tokenizer_sample=tokenizer_sample, duplicate=duplicate,
+                          batch_size=batch_size)
     workers = workers or os.cpu_count() or 1
     run = registry.Run(preset, batch_size or 1, sequence_length, vocabulary_size, seed)
     settings = {"model": preset, "family": family.name, "corpus": str(corpus),

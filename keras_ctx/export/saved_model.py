@@ -390,6 +390,10 @@ def export_saved_model(
     """
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise ExportError(f"`version` must be a positive integer, got {version!r}.")
+    if sequence_length is not None and (isinstance(sequence_length, bool) or not isinstance(
+            sequence_length, int) or sequence_length < 1):
+        raise ExportError("`sequence_length` must be a positive integer (or None: free), "
+                          f"got {sequence_length!r}.")
     target = check_export_target(directory, version, overwrite)
     named = named_inputs(model)
     _check_vocabulary_is_known(model, named)

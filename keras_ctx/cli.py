@@ -126,9 +126,9 @@ def _add_training_options(parser):
     parser.add_argument("--steps", type=int, default=300, help="optimizer steps in total")
     parser.add_argument("--batch-size", type=int, default=16, help="global batch size")
     parser.add_argument("--sequence-length", type=int, default=64)
-    parser.add_argument("--vocabulary-size", type=int, default=8000,
+    parser.add_argument("--vocabulary-size", type=int, default=None,
                         help="size of the tokenizer (or ELMo word vocabulary) trained on "
-                             "the corpus")
+                             "the corpus (default 8000; with --data, the data's)")
     parser.add_argument("--learning-rate", type=float, default=None,
                         help="peak learning rate (default: the recipe's)")
     parser.add_argument("--seed", type=int, default=0)

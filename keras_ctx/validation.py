@@ -235,3 +235,53 @@ def check_export_path(path):
     if path and os.path.lexists(path) and not os.path.isdir(path):
         raise ConfigError(f"--export {path} exists and is not a directory; choose another "
                           "path (the export goes to PATH/<version>/).")
+
+
+# ---------------------------------------------------------------- files' fields
+
+def check_fields(path, record, schema, fix):
+    """Raises ConfigError naming `path`, the field and `fix` when `record` breaks `schema`.
+
+    The one schema path of the files keras-ctx reads back (run.json,
+    pretrain_settings.json, prepared manifests, shard records): a
+    hand-edited or damaged file fails here in one line, before anything is
+    built from it or claimed.
+
+    Args:
+        path: the file (for the message).
+        record: its parsed JSON value.
+        schema: {field: (type or tuple of types, least value or None,
+            required)}; ints are never bools.
+        fix: what the user should do, ending the message.
+
+    Returns:
+        `record`.
+    """
+    if not isinstance(record, dict):
+        raise ConfigError(f"{path} holds {type(record).__name__}, not a JSON object: {fix}.")
+    for field, (kinds, least, required) in schema.items():
+        if field not in record:
+            if required:
+                raise ConfigError(f"{path} lacks the field {field!r}: {fix}.")
+            continue
+        value = record[field]
+        kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+        if value is None and type(None) in kinds:
+            continue
+        wrong_type = not isinstance(value, kinds) or (
+            isinstance(value, bool) and bool not in kinds)
+        if wrong_type or (least is not None and value < least):
+            names = " or ".join("null" if k is type(None) else _JSON_NAMES.get(k, k.__name__)
+                                for k in kinds)
+            bound = f" >= {least}" if least is not None else ""
+            raise ConfigError(f"{path} has {field}={_short(value)}, not {names}{bound}: {fix}.")
+    return record
+
+
+_JSON_NAMES = {int: "an integer", float: "a number", str: "a string", dict: "an object",
+               list: "a list", bool: "true/false"}
+
+
+def _short(value):
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."

@@ -485,7 +485,7 @@ def test_broken_run_directories_are_one_line_errors(tiny_run, tmp_path, capsys):
     corrupt = copy_run(tiny_run, tmp_path / "c")
     (corrupt / "backbone.keras").write_bytes(b"PK\x03\x04 not really a zip")
     for directory, message in ((no_tokenizer, "has no tokenizer/"),
-                               (missing_keys, "lacks family, sequence_length"),
+                               (missing_keys, "lacks the field 'family'"),
                                (corrupt, "backbone.keras is corrupt")):
         code, output = run_cli(capsys, "embed", str(directory), "the bank")
         assert code == 2 and message in one_line_error(output), output

@@ -117,6 +117,28 @@ def tokenizer(tokenizer_or_vocabulary, extra=None):
     return digest.hexdigest()
 
 
+def directory(path):
+    """The SHA-256 of every file under `path` (names and bytes), or None if it is missing.
+
+    What a run or prepared data records of its tokenizer/ directory: a
+    tokenizer/ swapped in from another run (same size, other vocabulary) is
+    told apart before any id is read through it.
+    """
+    if not os.path.isdir(path):
+        return None
+    digest = hashlib.sha256()
+    for root, dirs, names in os.walk(path):
+        dirs.sort()
+        for name in sorted(names):
+            file = os.path.join(root, name)
+            digest.update(os.path.relpath(file, path).encode("utf-8") + b"\0")
+            with open(file, "rb") as handle:
+                while chunk := handle.read(1 << 20):
+                    digest.update(chunk)
+            digest.update(b"\0")
+    return digest.hexdigest()
+
+
 def describe_change(previous, current):
     """A few words naming what differs between two corpus fingerprints."""
     if previous.get("files") is None or current.get("files") is None:

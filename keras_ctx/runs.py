@@ -21,9 +21,7 @@ import contextlib
 import json
 import os
 
-import keras
-
-from keras_ctx import files, registry
+from keras_ctx import files, keras_files, registry
 from keras_ctx.data import fingerprints
 from keras_ctx.data.tokenizers import TOKENIZER_DIR, load_tokenizer, save_tokenizer  # noqa: F401
 from keras_ctx.errors import RunDirectoryError, one_line
@@ -212,7 +210,7 @@ def load_finetuned(directory):
 
     path = os.path.join(directory, CLASSIFIER_FILE)
     try:
-        model = keras.saving.load_model(path, compile=False)
+        model = keras_files.load_model(path)
     except (zipfile.BadZipFile, OSError, ValueError, KeyError, EOFError) as error:
         raise RunDirectoryError(f"{path} is corrupt ({one_line(error)}); fine-tune "
                                 "again.") from None
@@ -228,7 +226,7 @@ def load_backbone(run_dir):
     if not os.path.isfile(path):
         raise RunDirectoryError(f"{run_dir} has no {BACKBONE_FILE}; the run is incomplete.")
     try:
-        return keras.saving.load_model(path, compile=False)
+        return keras_files.load_model(path)
     except (zipfile.BadZipFile, OSError, ValueError, KeyError, EOFError) as error:
         raise RunDirectoryError(f"{path} is corrupt ({one_line(error)}); restore it or "
                                 "pretrain/convert the run again.") from None

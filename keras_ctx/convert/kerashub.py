@@ -19,8 +19,9 @@ import os
 import numpy as np
 
 from keras_ctx import registry
-from keras_ctx.convert.base import CheckpointError, TensorReader
+from keras_ctx.convert.base import CheckpointError, TensorReader, check_floating
 from keras_ctx.convert.mapping import Entry, layer_by_name, load_weight_map
+from keras_ctx.keras_files import check_claimed_sizes, check_weights_fit, read_h5_datasets
 
 
 def keras_hub_attention_entries(attention, p):
@@ -87,6 +88,8 @@ def from_keras_hub(backbone):
                               f"supported: keras_hub.models.{', '.join(supported)}.")
     family, spec = found
     ours, entries, *ignored = spec.convert(backbone, backbone.get_config())
+    for w in backbone.weights:
+        check_floating(w.path, w.dtype, f"keras-hub {name}")
     tensors = {w.path: np.asarray(w.numpy(), "float32") for w in backbone.weights}
     if len(tensors) != len(backbone.weights):
         raise CheckpointError(f"{name} has variables with duplicate paths; cannot map them.")
@@ -105,17 +108,27 @@ def from_keras_hub_preset(directory):
     if not os.path.isfile(os.path.join(directory, "config.json")):
         raise CheckpointError(f"{directory} has no config.json: not a keras-hub preset.")
     from keras_ctx.convert.base import read_json_object
+    from keras_ctx.convert.huggingface import check_tokenizer_fits
 
-    read_json_object(os.path.join(directory, "config.json"), "keras-hub preset config.json")
+    config = read_json_object(os.path.join(directory, "config.json"),
+                              "keras-hub preset config.json")
+    weights = os.path.join(directory, "model.weights.h5")
+    datasets = read_h5_datasets(weights) if os.path.isfile(weights) else None
+    if datasets is not None:  # before keras-hub builds what the config claims
+        check_claimed_sizes(config, [shape for shape, _ in datasets.values()],
+                            os.path.join(directory, "config.json"))
     try:
         source = keras_hub.models.Backbone.from_preset(directory)
     except (ValueError, OSError, KeyError, TypeError, AttributeError) as error:
         raise CheckpointError(f"{directory} is not a loadable keras-hub preset "
                               f"({type(error).__name__}: {error}).") from None
+    if datasets is not None:
+        check_weights_fit(source, datasets, weights)
     ours = from_keras_hub(source)
     ours.tokenizer = None
     if os.path.isfile(os.path.join(directory, "tokenizer.json")):
         ours.tokenizer = keras_hub.tokenizers.Tokenizer.from_preset(directory)
+        check_tokenizer_fits(ours, ours.tokenizer, directory)
     return ours
 
 

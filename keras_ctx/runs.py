@@ -22,7 +22,7 @@ import os
 
 import keras
 
-from keras_ctx import files, registry, validation
+from keras_ctx import files, keras_files, registry, validation
 from keras_ctx.data import fingerprints
 from keras_ctx.data.tokenizers import TOKENIZER_DIR, load_tokenizer, save_tokenizer  # noqa: F401
 from keras_ctx.errors import RunDirectoryError, one_line
@@ -202,7 +202,7 @@ def load_finetuned(directory):
 
     path = os.path.join(directory, CLASSIFIER_FILE)
     try:
-        model = keras.saving.load_model(path, compile=False)
+        model = keras_files.load_model(path)
     except (zipfile.BadZipFile, OSError, ValueError, KeyError, EOFError) as error:
         raise RunDirectoryError(f"{path} is corrupt ({one_line(error)}); fine-tune "
                                 "again.") from None
@@ -218,7 +218,7 @@ def load_backbone(run_dir):
     if not os.path.isfile(path):
         raise RunDirectoryError(f"{run_dir} has no {BACKBONE_FILE}; the run is incomplete.")
     try:
-        return keras.saving.load_model(path, compile=False)
+        return keras_files.load_model(path)
     except (zipfile.BadZipFile, OSError, ValueError, KeyError, EOFError) as error:
         raise RunDirectoryError(f"{path} is corrupt ({one_line(error)}); restore it or "
                                 "pretrain/convert the run again.") from None

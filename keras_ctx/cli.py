@@ -57,7 +57,8 @@ def _pretrain(args):
         seed=args.seed, strategy=args.strategy, mixed_precision=args.mixed_precision,
         xla=args.xla, checkpoint_every=args.checkpoint_every, resume=not args.no_resume,
         overrides=parse_overrides(args.set), export=args.export,
-        overwrite=args.overwrite, data=args.data, corpus_changed=args.corpus_changed)
+        overwrite=args.overwrite, data=args.data, corpus_changed=args.corpus_changed,
+        version=args.version)
     return 0
 
 
@@ -190,7 +191,12 @@ def build_parser():
     pretrain.add_argument("--out", required=True, help="run directory (checkpoints, logs, "
                                                        "the trained backbone)")
     pretrain.add_argument("--export", default=None,
-                          help="also export a SavedModel for TF Serving to this directory")
+                          help="also export a SavedModel for TF Serving to EXPORT/<version> "
+                               "(and, for families with a text framing, one that takes strings "
+                               "to EXPORT-text/<version>); a rerun of a finished run finds its "
+                               "export there and leaves it")
+    pretrain.add_argument("--version", type=int, default=1,
+                          help="the --export version subdirectory, as `keras-ctx export`")
     pretrain.add_argument("--overwrite", action="store_true",
                           help="replace an existing --export version")
     pretrain.add_argument("--data", default=None,

@@ -1,6 +1,9 @@
 """What a new user tries first: presets by family, a preset name given to the
 commands that read text, in one process (no subprocess, no training)."""
 
+import os
+import re
+
 import pytest
 
 from keras_ctx.cli import main
@@ -55,3 +58,49 @@ def test_commands_that_read_text_refuse_a_preset_name_in_one_line(capsys, tmp_pa
     assert code == 2 and len(err) == 1, err
     assert "bert-tiny is a preset name" in err[0] and "no tokenizer" in err[0]
     assert not (tmp_path / "ft").exists()
+
+
+@pytest.mark.slow  # trains and exports twice (38 s); the default run checks the rule below
+def test_pretrain_with_export_runs_twice_and_says_what_it_did(tmp_path, capsys):
+    """README's main command, small: the second run trains nothing, keeps the export."""
+    from keras_ctx.commands.pretrain import pretrain
+    from tests.test_cli import write_corpus
+
+    corpus = tmp_path / "corpus.txt"
+    write_corpus(corpus, documents=20)
+    tiny = dict(corpus=str(corpus), steps=3, checkpoint_every=2, batch_size=4,
+                sequence_length=16, vocabulary_size=200, show_contexts=False,
+                overrides={"num_layers": 1, "hidden_size": 32, "num_heads": 2,
+                           "intermediate_size": 64}, export=str(tmp_path / "export"))
+    pretrain("bert-tiny", str(tmp_path / "run"), **tiny)
+    out = capsys.readouterr().out
+    assert re.search(r"Built bert-tiny: [\d,]+ parameters \(its vocabulary is the trained "
+                     r"tokenizer's [\d,]+ entries", out)
+    # Two chunks (2 + 1 steps): the first step's loss, then the last chunk's.
+    assert re.search(r"Loss \d+\.\d{3} at step 1 -> \d+\.\d{3} over steps 3-3\.", out), out
+    assert "text-in copy" in out and (tmp_path / "export-text" / "1").is_dir()
+    pretrain("bert-tiny", str(tmp_path / "run"), **tiny)
+    out = capsys.readouterr().out
+    assert "Compiling the training step" not in out and "Loss" not in out
+    assert "Nothing left to train" in out and "already holds this run's export" in out
+    assert sorted(os.listdir(tmp_path / "export")) == ["1"]
+
+
+def test_a_finished_runs_own_export_is_recognised_and_nothing_else(tmp_path):
+    from keras_ctx.commands.pretrain import _already_exported
+
+    run, export = tmp_path / "run", tmp_path / "export"
+    run.mkdir()
+    (run / "backbone.keras").write_text("weights")
+    (export / "1").mkdir(parents=True)
+    (export / "1" / "saved_model.pb").write_text("model")
+    os.utime(run / "backbone.keras", (1000, 1000))
+    os.utime(export / "1", (2000, 2000))
+    args = (str(run), str(export), 1)
+    assert _already_exported(*args, steps=300, done=300, overwrite=False)
+    assert not _already_exported(*args, steps=300, done=200, overwrite=False)  # will train
+    assert not _already_exported(*args, steps=300, done=300, overwrite=True)
+    assert not _already_exported(str(run), str(export), 2, steps=300, done=300,
+                                 overwrite=False)
+    os.utime(export / "1", (500, 500))  # older than the run: someone else's export
+    assert not _already_exported(*args, steps=300, done=300, overwrite=False)

@@ -115,17 +115,12 @@ def _documented_commands():
     return found
 
 
-def test_cli_page_shows_every_command_and_flag_with_the_real_defaults():
+def test_cli_page_shows_the_real_defaults():
+    """tests/test_repository.py checks that every flag is on the page; this, their values."""
     commands, documented = _commands(), _documented_commands()
-    assert sorted(documented) == sorted(commands)
     problems = []
     for name, text in documented.items():
         options = {o: a for a in commands[name]._actions for o in a.option_strings}
-        shown = set(re.findall(r"(--[a-z][a-z-]*)", text))
-        problems += [f"{name} {o}: not a flag" for o in shown - set(options)
-                     if o.removeprefix("--no-") not in {x.removeprefix("--") for x in options}]
-        problems += [f"{name} {o}: not on the page" for o in set(options) - shown
-                     if o not in ("-h", "--help")]
         for option, value in re.findall(r"\[(--[a-z-]+) ([0-9][0-9.e-]*)\]", text):
             default = options[option].default
             if default is None or float(value) != float(default):

@@ -134,3 +134,13 @@ def test_a_checkpoint_from_another_backend_is_refused_in_one_line(tmp_path):
                                          "tensorflow: resume with KERAS_BACKEND=jax"):
         checkpointer.restore(model, 1)
     check_backend(str(tmp_path / "absent"))  # nothing written yet: nothing to refuse
+
+
+def test_the_command_backend_flag_chooses_keras_backend_before_keras_starts():
+    code = ("import sys; sys.argv = ['keras-ctx', '--backend', 'jax', 'pretrain']; "
+            "import keras_ctx, keras; print(keras.backend.backend())")
+    env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3", KERAS_BACKEND="tensorflow")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-1] == "jax"

@@ -37,9 +37,10 @@ def _batches(batch, steps):
 
 def first_step(name, initial=None, dtype_policy="float32", learning_rate=0.1, steps=1,
                distribution=None):
-    """`steps` SGD steps of case `name` from `initial` weights (float arrays) or its own.
+    """`steps` SGD steps of case `name` from `initial` weights (arrays) or its own.
 
-    Returns {"initial": float32 weights before, "update": flat float64 change,
+    Returns {"initial": `model.weights` before, "update": the trainable
+    variables' flat float64 change,
     "loss": the `loss` metric, "carried": the carried variable after (or None)}.
     """
     make, make_batch = CASES[name]
@@ -55,19 +56,21 @@ def first_step(name, initial=None, dtype_policy="float32", learning_rate=0.1, st
                 model, data_batch=batch if isinstance(batch, tuple) else (batch,))
     finally:
         keras.config.set_dtype_policy(previous)
-    variables = model.trainable_variables
+    # Every weight, frozen ones included (MAD-X trains only its adapters).
+    weights, variables = model.weights, model.trainable_variables
     if initial is not None:
-        shapes = [tuple(v.shape) for v in variables], [w.shape for w in initial]
-        assert shapes[0] == shapes[1], f"{name}: the trainable variables differ by backend"
-        for variable, value in zip(variables, initial):
-            variable.assign(value)
+        shapes = [tuple(w.shape) for w in weights], [w.shape for w in initial]
+        assert shapes[0] == shapes[1], f"{name}: the weights differ by backend"
+        for weight, value in zip(weights, initial):
+            weight.assign(value)
+    start = [keras.ops.convert_to_numpy(w) for w in weights]
     before = [keras.ops.convert_to_numpy(v).astype("float32") for v in variables]
     with distribution.scope() if distribution else contextlib.nullcontext():
         history = model.fit(_batches(batch, steps), steps_per_epoch=steps, epochs=1,
                             verbose=0, shuffle=False)
     after = [keras.ops.convert_to_numpy(v).astype("float64") for v in variables]
     carried = CARRIED[name](model) if name in CARRIED and steps > 1 else None
-    return {"initial": before,
+    return {"initial": start,
             "update": np.concatenate([(a - b).ravel() for a, b in zip(after, before)]),
             "loss": float(history.history["loss"][-1]),
             "carried": None if carried is None else keras.ops.convert_to_numpy(carried),

@@ -73,7 +73,8 @@ def main(argv=None):
     pretrainer = BiLMPretrainer(backbone, len(vocabulary), num_sampled=6)
     pretrainer.compile(optimizer=keras.optimizers.Adam(0.01), jit_compile=True)
     before = pretrainer.evaluate(dataset(64, 1), verbose=0, return_dict=True)
-    pretrainer.fit(dataset(64 if args.fast else 256, 0), epochs=epochs[0], verbose=0)
+    pretrainer.fit(dataset(64 if args.fast else 256, 0), epochs=epochs[0], shuffle=False,
+                   verbose=0)
     after = pretrainer.evaluate(dataset(64, 1), verbose=0, return_dict=True)
     print(f"biLM perplexity (full softmax): {before['perplexity']:.2f} -> "
           f"{after['perplexity']:.2f} (forward {after['forward_perplexity']:.2f}, "

@@ -74,7 +74,7 @@ def run(corpus, batches, epochs):
     )
     pretrainer = XLNetPretrainer(backbone, batch_size=BATCH_SIZE)
     pretrainer.compile(keras.optimizers.Adam(2e-3), jit_compile=True)
-    history = pretrainer.fit(plm_data, epochs=epochs[0], verbose=2)
+    history = pretrainer.fit(plm_data, epochs=epochs[0], shuffle=False, verbose=2)
     print("PLM accuracy per epoch:", [round(a, 3) for a in history.history["plm_accuracy"]],
           f"(chance {1 / tokenizer.vocabulary_size():.4f})")
 
@@ -98,7 +98,7 @@ def run(corpus, batches, epochs):
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         metrics=["accuracy"],
     )
-    history = classifier.fit(finetune_data, epochs=epochs[1], verbose=2)
+    history = classifier.fit(finetune_data, epochs=epochs[1], shuffle=False, verbose=2)
     print("Fine-tuning accuracy per epoch:",
           [round(a, 3) for a in history.history["accuracy"]])
     print("Final accuracy (chance 0.5):", np.round(history.history["accuracy"][-1], 3))

@@ -106,3 +106,27 @@ def test_a_finished_runs_own_export_is_recognised_and_nothing_else(tmp_path):
                                  overwrite=False)
     os.utime(export / "1", (500, 500))  # older than the run: someone else's export
     assert not _already_exported(*args, steps=300, done=300, overwrite=False)
+
+
+def test_sizes_read_as_people_write_them():
+    from keras_ctx.progress import size
+
+    assert [size(b) for b in (0, 1023, 1024, 27362, 247463936, 5 * 2**40)] == [
+        "0 B", "1023 B", "1.0 KB", "26.7 KB", "236.0 MB", "5.0 TB"]
+
+
+def test_prepare_says_how_much_it_wrote_and_why(tmp_path, monkeypatch):
+    from keras_ctx.commands import prepare as command
+
+    def fake_prepare(preset, corpus, out, say=print, **kwargs):
+        for name, n in (("shard-00000.tfrecord", 3000), ("shard-00001.tfrecord", 2120)):
+            (tmp_path / name).write_bytes(b"x" * n)
+        return {"copies": 10, "corpus_bytes": 512,
+                "shards": [{"file": "shard-00000.tfrecord"}, {"file": "shard-00001.tfrecord"}]}
+
+    monkeypatch.setattr(command.data_prepare, "prepare", fake_prepare)
+    said = []
+    command.prepare("bert-tiny", "corpus.txt", str(tmp_path), say=said.append)
+    assert said[-1] == ("Wrote 5.0 KB of records for 512 B of corpus (10x): 10 copies of each "
+                        "instance, each with its own static masks (--duplicate, BERT's "
+                        "dupe_factor).")

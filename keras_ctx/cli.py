@@ -146,9 +146,9 @@ def _add_training_options(parser):
     parser.add_argument("--batch-size", type=int, default=16, help="global batch size")
     parser.add_argument("--sequence-length", type=int, default=64,
                         help="tokens per training example")
-    parser.add_argument("--vocabulary-size", type=int, default=8000,
+    parser.add_argument("--vocabulary-size", type=int, default=None,
                         help="size of the tokenizer (or ELMo word vocabulary) trained on "
-                             "the corpus")
+                             "the corpus (default 8000; with --data, the data's)")
     parser.add_argument("--learning-rate", type=float, default=None,
                         help="peak learning rate (default: the recipe's)")
     parser.add_argument("--seed", type=int, default=0,
@@ -376,7 +376,18 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     from keras_ctx.commands import exits
 
-    return exits.run_command(args.run, args, args.command, verbose=args.verbose)
+    return exits.run_command(_checked(args.run), args, args.command, verbose=args.verbose)
+
+
+def _checked(run):
+    """`run`, after every numeric flag of the command is checked (before anything is written)."""
+    def checked(args):
+        from keras_ctx import validation
+
+        validation.check_command_args(vars(args))
+        return run(args)
+
+    return checked
 
 
 if __name__ == "__main__":

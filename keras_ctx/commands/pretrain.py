@@ -35,6 +35,9 @@ from keras_ctx.progress import say
 from keras_ctx.training import Checkpointer, fit_resumable, make_strategy
 
 
+VOCABULARY_SIZE = 8000  # --vocabulary-size when neither given nor fixed by --data
+
+
 class TrainingProgress(keras.callbacks.Callback):
     """Says when the first (compiling) step is done, then steps done and time left.
 
@@ -113,16 +116,13 @@ def _model(preset, family, tokenizer, run, overrides):
     return backbone, family.pretrainer(backbone, tokenizer, run)
 
 
-def build_prepared(preset, data_dir, run, overrides=None):
-    """As `build`, from a `keras-ctx prepare` directory (its manifest checked first)."""
+def build_prepared(preset, data_dir, run, overrides=None, manifest=None):
+    """As `build`, from a `keras-ctx prepare` directory (`manifest`: its checked manifest,
+    `pretrain_checks.check_prepared`)."""
     family = families.of_preset(preset)
-    manifest = prepare.load_manifest(data_dir)
-    settings = manifest["settings"]
-    if settings["family"] != family.name or settings["sequence_length"] != run.sequence_length:
-        raise prepare.PreparedDataError(
-            f"{data_dir} was prepared for {settings['model']} ({settings['family']}) at "
-            f"sequence length {settings['sequence_length']}, not {preset} at "
-            f"{run.sequence_length}; prepare it for this model and length.")
+    if manifest is None:
+        manifest = pretrain_checks.check_prepared(data_dir, preset, run.sequence_length,
+                                                  run.vocabulary_size, run.batch_size)
     tokenizer = prepare.load_tokenizer(data_dir)
     backbone, pretrainer = _model(preset, family, tokenizer, run, overrides)
     dataset = PreparedInput(data_dir, manifest, family.prepared(tokenizer, run),
@@ -177,14 +177,16 @@ def use_xla(choice):
 
 
 def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_length=64,
-             vocabulary_size=8000, learning_rate=None, seed=0, strategy="default",
+             vocabulary_size=None, learning_rate=None, seed=0, strategy="default",
              mixed_precision=False, xla="auto", checkpoint_every=100, resume=True,
              overrides=None, export=None, overwrite=False, show_contexts=True, data=None,
              corpus_changed="refuse", version=1):
     """Pretrains `preset` on `corpus` into the run directory `out` (resumable).
 
     `data`: a `keras-ctx prepare` directory to train on instead of `corpus`
-    (its manifest is checked and recorded in run.json under "data").
+    (its manifest is checked and recorded in run.json under "data"); the
+    sizes it was prepared with are the run's (`vocabulary_size` None: the
+    data's, or 8000 on a corpus; another value is refused).
     `export`, `version`, `overwrite`: as `keras-ctx export` (the run's
     SavedModel goes to export/version); a rerun of a finished run whose export
     is already there (written after the run was saved) exports nothing and says so.
@@ -197,11 +199,16 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
     # Every argument is checked before any work, and `out` is claimed only then.
     family = families.of_preset(preset)  # unknown presets fail here
     backbone_cls, config = preset_config(preset)
-    validation.check_training_args(steps=steps, batch_size=batch_size,
-                                   sequence_length=sequence_length,
-                                   checkpoint_every=checkpoint_every,
-                                   learning_rate=learning_rate,
-                                   vocabulary_size=vocabulary_size)
+    validation.check_args(steps=steps, batch_size=batch_size, sequence_length=sequence_length,
+                          checkpoint_every=checkpoint_every, learning_rate=learning_rate,
+                          vocabulary_size=vocabulary_size, seed=seed)
+    manifest = None
+    if data is not None:  # its flags are the data's: one that differs is refused
+        manifest = pretrain_checks.check_prepared(data, preset, sequence_length,
+                                                  vocabulary_size, batch_size)
+        vocabulary_size = manifest["settings"]["vocabulary_size"]
+    elif vocabulary_size is None:
+        vocabulary_size = VOCABULARY_SIZE
     overrides = dict(overrides or {})
     validation.check_overrides(preset, backbone_cls, config, overrides)
     run = families.Run(preset, batch_size, sequence_length, vocabulary_size, seed)
@@ -231,7 +238,7 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
         if data is not None:
             corpus = None
             backbone, pretrainer, dataset, tokenizer, extra = build_prepared(
-                preset, data, run, overrides)
+                preset, data, run, overrides, manifest)
         else:
             backbone, pretrainer, dataset, tokenizer, extra = build(
                 preset, corpora.documents(corpus), run, overrides,
@@ -253,7 +260,10 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
     settings = {"model": preset, "overrides": overrides, "corpus": corpus,
                 **({"data": data} if data else {}),
                 "sequence_length": sequence_length, "batch_size": batch_size,
-                "vocabulary_size": vocabulary_size, "seed": seed}
+                "vocabulary_size": vocabulary_size, "seed": seed,
+                "learning_rate": learning_rate, "steps": steps,
+                "checkpoint_every": checkpoint_every, "strategy": strategy,
+                "mixed_precision": mixed_precision, "xla": xla}
     with RunLock(out):
         runs.claim(out, settings, fresh=not resume, data=fingerprint,
                    corpus_changed=corpus_changed)

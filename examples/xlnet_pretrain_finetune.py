@@ -69,6 +69,7 @@ def run(corpus, batches, epochs):
         text_stream(docs, SEQUENCE_LENGTH, BATCH_SIZE, separator_id=separator),
         span_based=True, seed=0,
     ).take(batches[0]).cache()
+    plm_data = scripts.counted(plm_data)  # one pass fills the cache
     backbone = XLNetBackbone(
         vocabulary_size=tokenizer.vocabulary_size(), num_layers=2, num_heads=2,
         hidden_size=64, intermediate_size=128, mem_len=MEM_LEN,
@@ -90,7 +91,9 @@ def run(corpus, batches, epochs):
         return inputs, labels
 
     finetune_data = text_stream(docs, SEQUENCE_LENGTH, BATCH_SIZE).map(example)
-    finetune_data = finetune_data.take(batches[1]).cache()
+    finetune_data = scripts.counted(finetune_data.take(batches[1]).cache())
+    # The query stream's mask embedding has no part in fine-tuning (content stream only).
+    backbone.mask_embedding.trainable = False
     # XLNet summarizes a sequence by its last token.
     summary = backbone(backbone.input)["sequence_output"][:, -1]
     classifier = keras.Model(backbone.input, keras.layers.Dense(2)(summary))

@@ -40,3 +40,15 @@ def parse_args(parser, argv=None, fast="tiny data, a couple of steps"):
                                 message="Even though the `tf.config.experimental_run_"
                                         "functions_eagerly` option is set")
     return args
+
+
+def counted(dataset):
+    """`dataset` with its length known, counted in one pass (cache a costly one first).
+
+    Keras warns that a finite dataset of unknown length (text files, filters)
+    "ran out of data" at the end of its first epoch.
+    """
+    import tensorflow as tf
+
+    count = int(dataset.reduce(0, lambda n, _: n + 1))
+    return dataset.apply(tf.data.experimental.assert_cardinality(count))

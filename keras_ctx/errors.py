@@ -25,6 +25,10 @@ class RunLocked(RunDirectoryError):
     """Another live process holds the run directory."""
 
 
+class CheckpointError(KerasCtxError):
+    """A checkpoint or weights file that cannot be read, or does not fit its model."""
+
+
 class DataError(KerasCtxError):
     """Malformed input data (a TSV, token ids out of range, ...)."""
 

@@ -208,7 +208,7 @@ def toy_with_converter():
 
 def test_a_new_family_brings_its_converter_in_its_one_entry(toy_with_converter, tmp_path):
     from keras_ctx.convert import from_huggingface, to_huggingface
-    from keras_ctx.convert.cli import convert
+    from keras_ctx.convert.formats import convert
 
     ours = from_preset("toy-tiny", max_sequence_length=8)
     to_huggingface(ours, tmp_path / "hf")  # the family's first model_type by default

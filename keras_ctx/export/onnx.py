@@ -22,8 +22,8 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from keras_ctx.export import (ExportError, flat_outputs, forward_function, input_specs,
-                              named_inputs)
+from keras_ctx.export.saved_model import (ExportError, flat_outputs, forward_function,
+                                          input_specs, named_inputs)
 from keras_ctx.files import replacing
 
 OPSET = 17

@@ -15,7 +15,7 @@ from safetensors.numpy import load_file
 
 from keras_ctx import runs
 from keras_ctx.convert import CheckpointError, from_huggingface, to_huggingface
-from keras_ctx.convert.cli import convert
+from keras_ctx.convert.formats import convert
 from tests.convert import numpy_refs
 from tests.convert.test_hf_families import bert_layer_shapes, random_tensors, write_checkpoint
 

@@ -26,7 +26,7 @@ def _listed(out):
 def test_presets_family_lists_exactly_that_familys_presets(capsys, family, expected):
     code, out, err = run_cli(capsys, "presets", "--family", family)
     assert code == 0 and not err
-    assert _listed(out) == sorted(n for n in preset_names() if get_preset(n).family == expected)
+    assert _listed(out) == sorted(n for n in preset_names() if get_preset(n).family.name == expected)
 
 
 def test_presets_unknown_family_refuses_in_one_line_naming_the_families(capsys):

@@ -108,8 +108,13 @@ _STATIC_GROUP = 512  # examples masked per call when a shard is written
 
 
 def _predictions(masker, length):
-    """The number of prediction slots `masker` gives a row of `length` ids."""
-    row = {"token_ids": tf.fill((1, length), 10_000_000), "padding_mask": tf.ones((1, length))}
+    """The number of prediction slots `masker` gives a row of `length` ids.
+
+    Probed with a row of [MASK]s: an id of the vocabulary (a whole-word
+    masker looks every id up) that is never masked.
+    """
+    row = {"token_ids": tf.fill((1, length), masker.mask_token_id),
+           "padding_mask": tf.ones((1, length))}
     return int(masker(row, tf.constant([0, 0]))["mask_positions"].shape[-1])
 
 

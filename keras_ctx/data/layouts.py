@@ -148,14 +148,15 @@ def _weights_as_float(batch):
     return dict(batch, mask_weights=tf.cast(batch["mask_weights"], tf.float32))
 
 
-def packed_layout(tokenizer, run, spans=False, **masking):
-    """FULL-SENTENCES packing (RoBERTa, ELECTRA; SpanBERT with `spans`), masked when read."""
+def packed_layout(tokenizer, run, spans=False, packing="full_sentences", **masking):
+    """Packed sentences masked when read: FULL-SENTENCES (RoBERTa; SpanBERT with `spans`)
+    or ELECTRA's two-segment examples (`packing="two_segments"`): `segments.packed_examples`."""
     ids, vocab = _ids_and_size(tokenizer)
     length = run.sequence_length
 
     def examples(docs, rng):
         return segments.packed_examples(docs, length, ids["cls"], ids["sep"], ids["pad"],
-                                        rng=rng)
+                                        mode=packing, rng=rng)
 
     def batches(dataset):
         dataset = dataset.batch(run.batch_size, drop_remainder=True)
@@ -167,7 +168,8 @@ def packed_layout(tokenizer, run, spans=False, **masking):
         return masker.apply(dataset).prefetch(tf.data.AUTOTUNE)
 
     features = {"token_ids": length, "segment_ids": length, "padding_mask": length}
-    return Layout("packed_spans" if spans else "packed", features, examples, batches)
+    name = "packed_spans" if spans else "packed" if packing == "full_sentences" else packing
+    return Layout(name, features, examples, batches)
 
 
 def chunks_layout(tokenizer, run, example, length=None, end_token=None):

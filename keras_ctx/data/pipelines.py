@@ -82,7 +82,11 @@ def bert_dataset(documents, tokenizer, batch_size, sequence_length=128, static_m
 def roberta_dataset(documents, tokenizer, batch_size, sequence_length=512,
                     packing="full_sentences", special_ids=None, vocabulary_size=None, seed=0,
                     max_predictions=None, **masking):
-    """RoBERTa: packed sentences, dynamic masking, no NSP (Liu et al. 2019)."""
+    """RoBERTa: packed sentences, dynamic masking, no NSP (Liu et al. 2019).
+
+    `packing`: "full_sentences", "doc_sentences", or "two_segments" (ELECTRA's
+    two-segment examples, `segments.two_segment_examples`).
+    """
     documents, ids, vocab = _prepare(documents, tokenizer, special_ids, vocabulary_size)
     packed = segments.pack_sentences(documents, sequence_length, ids["cls"], ids["sep"],
                                      ids["pad"], mode=packing, seed=seed)

@@ -1,4 +1,7 @@
-"""The pretraining data against the numbers of the papers' own scripts (docs/notes/data-references.md)."""
+"""The pretraining data against the numbers of the papers' own scripts.
+
+The comparison and its reference runs: docs/notes/data-references.md.
+"""
 
 import pytest
 

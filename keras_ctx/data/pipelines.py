@@ -25,8 +25,9 @@ tokenizer) and `max_ngram` (ALBERT's n-grams, p(n) proportional to 1/n).
     permutation_dataset  XLNet: two-segment examples + permutation masks
     bilm_dataset     ELMo: sentences as characters + word ids
 
-`keras_ctx.families` names each family's builder and calls it with the run's
-sizes; `keras_ctx.data.layouts` holds the same families' prepared layouts.
+`keras_ctx.families` names each family's builder and `keras-ctx pretrain`
+(`keras_ctx.commands.pretrain`) calls it with the run's sizes;
+`keras_ctx.data.layouts` holds the same families' prepared layouts.
 """
 
 import warnings

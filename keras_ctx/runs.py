@@ -82,9 +82,10 @@ def claimed_tokenizer(out_dir):
 
 
 def is_run(directory):
-    """Whether `directory` holds a keras-ctx run (finished or in progress)."""
+    """Whether `directory` holds a keras-ctx run (finished, in progress, or stopped while
+    being written: a pretrain or convert killed before run.json, which is written last)."""
     return any(os.path.isfile(os.path.join(directory, name))
-               for name in (RUN_FILE, SETTINGS_FILE))
+               for name in (RUN_FILE, SETTINGS_FILE, SAVING_FILE, files.LOCK_FILE))
 
 
 def check_free(out_dir, overwrite=False):
@@ -157,6 +158,11 @@ def read_info(run_dir):
             f"{run_dir} holds a fine-tuned classifier, not a pretrained or converted run: "
             f"give the run it was fine-tuned from{f' ({origin})' if origin else ''}; "
             f"`keras-ctx export {run_dir} OUT` exports the classifier.")
+    if not os.path.isfile(path) and is_run(run_dir):
+        raise RunDirectoryError(
+            f"{run_dir} is an unfinished keras-ctx run: the `keras-ctx pretrain` or "
+            f"`convert` writing it stopped (or is still running) before {RUN_FILE}. Run "
+            "that command again with the same arguments to finish it.")
     if not os.path.isfile(path):
         raise RunDirectoryError(
             f"{run_dir} is not a finished keras-ctx run (no {RUN_FILE}); give the --out "
@@ -364,6 +370,10 @@ def claim(out_dir, settings, fresh=False, data=None, corpus_changed="refuse"):
     path = os.path.join(out_dir, SETTINGS_FILE)
     previous = read_settings(out_dir)
     changes = []
+    checkpoints = Checkpointer(os.path.join(out_dir, "checkpoints"))
+    if not fresh and checkpoints.latest_step():
+        # A checkpoint that cannot be resumed is refused before anything here changes.
+        checkpoints.check(checkpoints.latest_step())
     if previous is not None:
         previous_data = previous.pop("data", None)
         changes = previous.pop(CHANGES_KEY, [])
@@ -381,7 +391,7 @@ def claim(out_dir, settings, fresh=False, data=None, corpus_changed="refuse"):
             check_data(out_dir, data, corpus_changed)
         elif data is None:
             data = previous_data
-        step = Checkpointer(os.path.join(out_dir, "checkpoints")).latest_step()
+        step = checkpoints.latest_step()
         if adjusted and not fresh and step:
             # Said and recorded: the checkpoints' steps so far were made with the old values.
             print(f"Resuming {out_dir} from step {step} with changed settings: "

@@ -39,6 +39,7 @@ XLNet's memory) is stacked into one tensor on axis 1: hidden_states is
 output stays a list.
 """
 
+import errno
 import os
 import shutil
 import tempfile
@@ -344,6 +345,8 @@ def check_export_target(directory, version=1, overwrite=False):
     Call it before any long work (training) whose result is to be exported.
     """
     target = os.path.join(os.fspath(directory), str(version))
+    if os.path.isdir(directory):
+        _recover_killed_exports(os.path.abspath(directory))
     if os.path.exists(target) and os.listdir(target) and not overwrite:
         raise ExportError(
             f"{target} already holds an export. Pass --overwrite (overwrite=True) to "
@@ -464,19 +467,56 @@ def export_saved_model(
 
     parent = os.path.dirname(os.path.abspath(target))
     os.makedirs(parent, exist_ok=True)
-    # The pid in the name lets the next export remove what a killed one left.
-    files.remove_dead_staging(parent, ".export-")
+    # The pid in the name lets the next export clean up what a killed one left.
     staging = tempfile.mkdtemp(prefix=f".export-{os.getpid()}-", dir=parent)
     try:
+        with open(os.path.join(staging, _TARGET), "w", encoding="utf-8") as handle:
+            handle.write(os.path.basename(target))
         archive.write_out(os.path.join(staging, "model"), verbose=False)
-        if os.path.exists(target):
-            backup = target + ".replaced"
-            os.replace(target, backup)
-            os.replace(os.path.join(staging, "model"), target)
-            shutil.rmtree(backup)
-        else:
-            os.replace(os.path.join(staging, "model"), target)
+        _claim_version(os.path.join(staging, "model"), target, overwrite, staging)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+_TARGET = "target"  # in a staging directory: the version it is written for
+_REPLACED = "replaced"  # in a staging directory: the version being replaced
+
+
+def _claim_version(written, target, overwrite, staging):
+    """Renames the finished export onto `target`; a version another export claimed
+    meanwhile is never replaced without `overwrite` (rename refuses a non-empty one)."""
+    if overwrite and os.path.lexists(target):
+        # Aside inside the staging directory: a kill between the renames leaves it
+        # where the next export puts it back (`_recover_killed_exports`).
+        os.replace(target, os.path.join(staging, _REPLACED))
+    try:
+        os.rename(written, target)
+    except OSError as error:
+        if error.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+            raise
+        raise ExportError(
+            f"{target} was written by another export while this one ran; nothing was "
+            f"replaced. Export again as another version, or pass --overwrite "
+            "(overwrite=True) to replace it.") from None
+
+
+def _recover_killed_exports(parent):
+    """Puts back a version a killed `--overwrite` export had moved aside, then removes the
+    staging directories of dead exporters."""
+    import glob
+
+    for leftover in glob.glob(os.path.join(glob.escape(parent), ".export-*")):
+        pid = os.path.basename(leftover)[len(".export-"):].partition("-")[0]
+        replaced = os.path.join(leftover, _REPLACED)
+        if not pid.isdigit() or files.pid_alive(int(pid)) or not os.path.isdir(replaced):
+            continue
+        try:
+            with open(os.path.join(leftover, _TARGET), encoding="utf-8") as handle:
+                target = os.path.join(parent, os.path.basename(handle.read().strip()))
+        except OSError:
+            continue
+        if not os.path.lexists(target):
+            os.replace(replaced, target)
+    files.remove_dead_staging(parent, ".export-")
 

@@ -576,3 +576,23 @@ def test_a_version_a_killed_overwrite_moved_aside_is_put_back(tiny_run, tmp_path
     else:
         assert code == 2 and "already holds an export" in one_line_error(output)
         assert (out / "1" / "saved_model.pb").read_text() == "the old export"
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_every_id_input_is_checked_in_the_xla_serving_signatures(tmp_path, jit_compile):
+    import tensorflow as tf
+
+    from keras_ctx.export import export_saved_model
+
+    path = export_saved_model(tiny_backbone(), str(tmp_path), sequence_length=8,
+                              jit_compile=jit_compile)
+    serve = tf.saved_model.load(path).signatures["serving_default"]
+    ids, ones = np.full((1, 8), 5, "int32"), np.ones((1, 8), "int32")
+    assert serve(token_ids=ids, padding_mask=ones, segment_ids=ones)[
+        "sequence_output"].shape == (1, 8, 32)
+    for segment in (2, -1):  # bert-tiny has two segments
+        segments = np.zeros((1, 8), "int32")
+        segments[0, 4] = segment
+        with pytest.raises(tf.errors.InvalidArgumentError,
+                           match="input segment_ids must be in \\[0, 2\\)"):
+            serve(token_ids=ids, padding_mask=ones, segment_ids=segments)

@@ -135,16 +135,43 @@ def _check_vocabulary_is_known(model, named):
             "the backbone's `token_embedding`, or feed the input into one TokenEmbedding.")
 
 
-def _checked_inputs(model, inputs):
-    """Inputs after the checks serving needs: ids in the vocabulary, length in range.
+def id_table_sizes(model):
+    """{input name: rows of the smallest table it indexes} for every input of `model`
+    (or of the backbones inside it) that a functional graph feeds straight into a table
+    (a layer with `vocabulary_size` or keras' `input_dim`): token_ids, segment_ids, ...
 
-    Without them an id of -1 serves the last embedding row, and a too-long
-    input fails deep in the graph ("Expected size[0] in [0, 32], but got 33").
+    What the served inputs are checked against outside an XLA-compiled function,
+    which compiles the tables' own checks away and clamps an id past the end.
+    """
+    from keras_ctx import compat
+
+    sizes = {}
+    for layer in compat.flatten_layers(model, include_self=True):
+        size = next((s for s in (getattr(layer, a, None) for a in ("vocabulary_size",
+                                                                     "input_dim"))
+                     if isinstance(s, int) and not isinstance(s, bool)), None)
+        if size is None:
+            continue
+        for node in compat.attribute(layer, "inbound_nodes"):
+            for tensor in node.input_tensors:
+                source = compat.attribute(tensor, "keras_history").operation
+                if isinstance(source, keras.layers.InputLayer):
+                    sizes[source.name] = min(size, sizes.get(source.name, size))
+    return sizes
+
+
+def _checked_inputs(model, inputs):
+    """Inputs after the checks serving needs: ids in their tables, length in range.
+
+    Without them an id of -1 serves the last embedding row (a segment id of 2
+    another segment's), and a too-long input fails deep in the graph
+    ("Expected size[0] in [0, 32], but got 33").
     """
     from keras_ctx.layers.embeddings import (check_token_ids, max_positions_of,
                                              vocabulary_size_of)
 
     vocabulary_size = vocabulary_size_of(model)
+    tables = id_table_sizes(model)
     max_positions = max_positions_of(model)
     checked = {}
     for name, value in inputs.items():
@@ -163,8 +190,10 @@ def _checked_inputs(model, inputs):
                         "positions the model has (max_sequence_length); shorten it."))
         with tf.control_dependencies(checks):
             value = tf.identity(value)
-        if vocabulary_size is not None and name.endswith("token_ids"):
-            value = check_token_ids(value, vocabulary_size, f"input {name}")
+        size = vocabulary_size if name.endswith("token_ids") else None
+        size = size if size is not None else tables.get(name)
+        if size is not None:
+            value = check_token_ids(value, size, f"input {name}")
         checked[name] = value
     return checked
 

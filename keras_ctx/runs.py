@@ -302,16 +302,13 @@ def read_settings(out_dir):
     path = os.path.join(os.fspath(out_dir), SETTINGS_FILE)
     if not os.path.isfile(path):
         return None
+    fix = (f"the checkpoints in {out_dir} are kept: delete only {SETTINGS_FILE} and run the "
+           "same command again to resume from them with its arguments")
     try:
-        with open(path, encoding="utf-8") as handle:
-            previous = json.load(handle)
-        if not isinstance(previous, dict):
-            raise ValueError("not a JSON object")
-    except (OSError, ValueError) as error:
-        raise RunDirectoryError(
-            f"{path} is damaged ({one_line(error)}); the checkpoints in {out_dir} are kept: "
-            f"delete only {SETTINGS_FILE} and run the same command again to resume from "
-            "them with its arguments.") from None
+        previous = files.read_json(path, "a run's settings", fix)
+        validation.check_fields(path, previous, {}, fix)
+    except ValueError as error:
+        raise RunDirectoryError(f"{path} is damaged: {one_line(error)}") from None
     return previous
 
 

@@ -596,3 +596,24 @@ def test_every_id_input_is_checked_in_the_xla_serving_signatures(tmp_path, jit_c
         with pytest.raises(tf.errors.InvalidArgumentError,
                            match="input segment_ids must be in \\[0, 2\\)"):
             serve(token_ids=ids, padding_mask=ones, segment_ids=segments)
+
+
+def test_a_backbone_config_claiming_a_huge_vocabulary_is_refused_before_building(
+        tiny_run, tmp_path, capsys):
+    import zipfile
+
+    run = copy_run(tiny_run, tmp_path / "run")
+    path = run / runs.BACKBONE_FILE
+    with zipfile.ZipFile(path) as archive:
+        members = {name: archive.read(name) for name in archive.namelist()}
+    config = json.loads(members["config.json"])
+    config["config"]["vocabulary_size"] = 10**10
+    members["config.json"] = json.dumps(config).encode()
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    began = time.time()
+    code, output = run_cli(capsys, "embed", str(run), "the bank")
+    line = one_line_error(output)
+    assert code == 2 and "claims vocabulary_size=10000000000" in line, line
+    assert time.time() - began < 30

@@ -49,7 +49,9 @@ def test_a_run_refuses_to_resume_on_other_data_than_its_checkpoints(tmp_path):
     settings = {"model": "bert-tiny", "corpus": str(corpus)}
     data = {"corpus": fingerprints.corpus(str(corpus)), "tokenizer": "a" * 64}
     runs.claim(str(out), settings, data=data)
-    (out / "checkpoints" / "step-000000002").mkdir(parents=True)
+    model, batches = _regression()  # a real checkpoint at step 2 (claim checks it)
+    keras_ctx.training.fit_resumable(model, batches, steps=2, out_dir=str(out),
+                                     checkpoint_every=2, verbose=0)
     runs.claim(str(out), settings, data=data)  # the same data: resumes
 
     with open(corpus, "a", encoding="utf-8") as handle:

@@ -22,7 +22,7 @@ import os
 
 import keras
 
-from keras_ctx import files, registry, validation
+from keras_ctx import files, keras_files, registry, validation
 from keras_ctx.data import fingerprints
 from keras_ctx.data.tokenizers import TOKENIZER_DIR, load_tokenizer, save_tokenizer  # noqa: F401
 from keras_ctx.errors import RunDirectoryError, one_line
@@ -208,7 +208,7 @@ def load_finetuned(directory):
 
     path = os.path.join(directory, CLASSIFIER_FILE)
     try:
-        model = keras.saving.load_model(path, compile=False)
+        model = keras_files.load_model(path)
     except (zipfile.BadZipFile, OSError, ValueError, KeyError, EOFError) as error:
         raise RunDirectoryError(f"{path} is corrupt ({one_line(error)}); fine-tune "
                                 "again.") from None
@@ -224,47 +224,10 @@ def load_backbone(run_dir):
     if not os.path.isfile(path):
         raise RunDirectoryError(f"{run_dir} has no {BACKBONE_FILE}; the run is incomplete.")
     try:
-        check_claimed_sizes(path)
-        return keras.saving.load_model(path, compile=False)
-    except RunDirectoryError:
-        raise
+        return keras_files.load_model(path)
     except (zipfile.BadZipFile, OSError, ValueError, KeyError, EOFError) as error:
         raise RunDirectoryError(f"{path} is corrupt ({one_line(error)}); restore it or "
                                 "pretrain/convert the run again.") from None
-
-
-# Sizes that are a dimension of some stored tensor (or less than the widest one).
-TENSOR_SIZE_KEYS = ("vocabulary_size", "hidden_size", "intermediate_size", "embedding_size")
-
-
-def check_claimed_sizes(path):
-    """Refuses a `.keras` file whose config claims a size wider than every stored tensor.
-
-    Read from the file's config.json and the shapes in its weights (metadata
-    only), before Keras builds anything: a hand-edited `vocabulary_size` of
-    10**9 over a 200-row table would otherwise allocate the table first.
-    """
-    import zipfile
-
-    import h5py
-
-    with zipfile.ZipFile(path) as archive:
-        config = json.loads(archive.read("config.json")).get("config") or {}
-        if "model.weights.h5" not in archive.namelist():
-            return
-        widths = set()
-        with archive.open("model.weights.h5") as handle, h5py.File(handle, "r") as weights:
-            weights.visititems(lambda name, item: widths.update(item.shape) if isinstance(
-                item, h5py.Dataset) else None)
-    widest = max(widths, default=0)
-    for key in TENSOR_SIZE_KEYS:
-        value = config.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and widths and (
-                value > widest):
-            raise RunDirectoryError(
-                f"{path} claims {key}={value} in its config, but no stored tensor is wider "
-                f"than {widest}: the config was edited or comes from another model; "
-                "restore it, or pretrain or convert the run again.")
 
 
 def check_backbone(run_dir, info, backbone):

@@ -70,6 +70,9 @@ def _finetune(run_dir, out, target, texts, labels, epochs, batch_size, learning_
     if export:
         from keras_ctx.export import export_saved_model
 
-        export_saved_model(model, export, overwrite=overwrite,
-                           sequence_length=info["sequence_length"])
+        path = export_saved_model(model, export, overwrite=overwrite,
+                                  sequence_length=info["sequence_length"])
+        print(f"Exported the classifier as a SavedModel to {path} (token ids in, "
+              f"{len(classes)} class logits out; `saved_model_cli show --dir {path} --all` "
+              "lists its signatures).")
     return model

@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from keras_ctx.files import json_writer, write_files
 from keras_ctx.runs import check_new_directory
-from keras_ctx.tasks.transfer import SlantedTriangular
+from keras_ctx.schedules import SlantedTriangular
 from keras_ctx.tasks.ulmfit import fine_tune_classifier, fine_tune_language_model, pretrain_language_model
 
 

@@ -122,7 +122,7 @@ def build_prepared(preset, data_dir, run, overrides=None, manifest=None):
     family = families.of_preset(preset)
     if manifest is None:
         manifest = pretrain_checks.check_prepared(data_dir, preset, run.sequence_length,
-                                                  run.vocabulary_size, run.batch_size)
+                                                  batch_size=run.batch_size)
     tokenizer = prepare.load_tokenizer(data_dir)
     backbone, pretrainer = _model(preset, family, tokenizer, run, overrides)
     dataset = PreparedInput(data_dir, manifest, family.prepared(tokenizer, run),

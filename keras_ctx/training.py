@@ -23,7 +23,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_ctx import keras_files
+from keras_ctx import files, keras_files
 from keras_ctx.data.checked_input import checked_token_ids
 
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
@@ -152,16 +152,50 @@ class Checkpointer:
         os.makedirs(self.directory, exist_ok=True)
         staging = self._path(step) + ".partial"
         shutil.rmtree(staging, ignore_errors=True)
-        os.makedirs(staging)
-        model.save_weights(os.path.join(staging, "model.weights.h5"))
-        np.savez(os.path.join(staging, "optimizer.npz"), **optimizer)
         rng = {f"v{i}": v.numpy() for i, v in enumerate(_rng_state(model))}
-        np.savez(os.path.join(staging, "rng.npz"), **rng)
-        with open(os.path.join(staging, "state.json"), "w") as handle:
-            json.dump(dict(extra or {}, step=step, backend=keras.backend.backend()), handle)
+        # HDF5 meeting a full disk mid-write leaves a file object that crashes the
+        # interpreter at exit (exit 139): a checkpoint that cannot fit is refused first.
+        size = sum(w.numpy().nbytes for w in model.weights) + sum(
+            a.nbytes for a in (*optimizer.values(), *rng.values()))
+        files.check_free_space(self.directory, size + (1 << 20) + size // 10)
+        os.makedirs(staging)
+        try:
+            model.save_weights(os.path.join(staging, "model.weights.h5"))
+            np.savez(os.path.join(staging, "optimizer.npz"), **optimizer)
+            np.savez(os.path.join(staging, "rng.npz"), **rng)
+            with open(os.path.join(staging, "state.json"), "w") as handle:
+                json.dump(dict(extra or {}, step=step, backend=keras.backend.backend()),
+                          handle)
+        except BaseException:
+            # A full disk (or a kill signal) mid-save: no half checkpoint stays behind.
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
         os.replace(staging, self._path(step))
         for old in self.steps()[:-self.keep]:
             shutil.rmtree(self._path(old), ignore_errors=True)
+
+    def check(self, step):
+        """Raises ValueError (the message `restore` gives) when checkpoint `step` is
+        unreadable or holds NaN/infinity: call it before changing anything to resume."""
+        import h5py
+
+        path = self._path(step)
+        try:
+            with h5py.File(os.path.join(path, "model.weights.h5"), "r") as handle:
+                tensors = []
+                handle.visititems(lambda name, item: tensors.append((name, item[()])) if (
+                    isinstance(item, h5py.Dataset)) else None)
+            for name in ("optimizer.npz", "rng.npz"):
+                with np.load(os.path.join(path, name)) as saved:
+                    tensors += [(f"{name} {key}", saved[key]) for key in saved.files]
+            bad = _non_finite([(n, t) for n, t in tensors if np.issubdtype(
+                np.asarray(t).dtype, np.floating)])
+            if bad:
+                raise ValueError(f"{len(bad)} tensors hold NaN or infinity, first {bad[0]}")
+            with open(os.path.join(path, "state.json")) as handle:
+                json.load(handle)
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
+            raise _unrestorable(path, error) from None
 
     def restore(self, model, step):
         """Loads a checkpoint into a compiled, built model; returns its state dict."""
@@ -188,11 +222,14 @@ class Checkpointer:
             with open(os.path.join(path, "state.json")) as handle:
                 return json.load(handle)
         except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
-            raise ValueError(
-                f"The checkpoint {path} cannot be restored ({error}). It was written "
-                "by a different model configuration or is corrupt; start a new run "
-                "in another --out directory, or delete it to start over."
-            ) from None
+            raise _unrestorable(path, error) from None
+
+
+def _unrestorable(path, error):
+    return ValueError(
+        f"The checkpoint {path} cannot be restored ({error}). It was written "
+        "by a different model configuration or is corrupt; start a new run "
+        "in another --out directory, or delete it to start over.")
 
 
 def _build_from_spec(model, spec):

@@ -125,7 +125,7 @@ def build_prepared(preset, data_dir, run, overrides=None, manifest=None):
     family = preset.family
     if manifest is None:
         manifest = pretrain_checks.check_prepared(data_dir, preset, run.sequence_length,
-                                                  run.vocabulary_size, run.batch_size)
+                                                  batch_size=run.batch_size)
     tokenizer = prepare.load_tokenizer(data_dir)
     backbone, pretrainer = _model(preset, tokenizer, run, overrides)
     dataset = PreparedInput(data_dir, manifest, family.prepared(tokenizer, run),

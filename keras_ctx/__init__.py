@@ -20,10 +20,8 @@ fails on a circle):
   `schedules`, `training` (resumable fit), `runs` (run directories),
   `evaluation`, `testing` (run_layer_test, run_backbone_test), `scripts` (the
   example scripts' smoke mode), `cli` (the `keras-ctx` parser).
-- aliases kept for one release (they re-export their new homes): `adapters`
-  (-> `peft`), `export_onnx` (-> `export.onnx`), `recipes`,
-  `recipes_ulmfit_cvt`, `finetuning`, `word_vectors`, `sense_table` (->
-  `commands`, `tasks.ulmfit`, `tasks.cvt_tagger`).
+
+docs/design.md describes the house in full.
 """
 
 import os

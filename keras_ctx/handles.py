@@ -108,6 +108,12 @@ def resolve(handle, head=False, need_tokenizer=False, **overrides):
     elif os.path.exists(name):
         directory = name
     elif name in presets.preset_names():
+        if need_tokenizer:  # before building: a refusal, not a random model and its warning
+            raise CheckpointError(
+                f"{name} is a preset name: an architecture with random weights and no "
+                f"tokenizer, so text cannot become ids; give a run directory (`keras-ctx "
+                f"pretrain {name} --out DIR` trains one) or a checkpoint (hf://ORG/NAME, a "
+                "directory).")
         backbone = presets.build(name, **overrides)
         logger.warning("%s is a preset name: its weights are random (untrained). Give a "
                        "checkpoint (hf://ORG/NAME, kaggle://..., a directory) for trained "

@@ -120,7 +120,7 @@ class Family:
         sized_by_tokenizer: whether the backbone's vocabulary_size is the
             trained tokenizer's (+ extra_tokens); ELMo reads characters.
         dataset: (documents, tokenizer, Run) -> tf.data of pretraining batches.
-        prepared: (tokenizer, Run) -> a `keras_ctx.data.pipelines.Layout`: how
+        prepared: (tokenizer, Run) -> a `keras_ctx.data.layouts.Layout`: how
             `keras-ctx prepare` writes the family's examples to shards and how
             `pretrain --data` reads them. None: no prepared path yet.
         pretrainer: (backbone, tokenizer, Run) -> a Pretrainer.

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_ctx import families, recipes
+from keras_ctx import families
+from keras_ctx.commands import pretrain
 from keras_ctx.models import BertBackbone, from_preset, list_presets
 from keras_ctx.models.presets import get_preset, preset_names
 from keras_ctx.preprocessing import TextPreprocessor
@@ -85,7 +86,7 @@ def test_a_new_family_is_one_registry_entry(toy_family):
     documents = tf.data.Dataset.from_tensor_slices(
         [[line, line] for line in lines])
     run = families.Run("toy-tiny", batch_size=2, sequence_length=16, vocabulary_size=60)
-    backbone, pretrainer, dataset, tokenizer, extra = recipes.build("toy-tiny", documents, run)
+    backbone, pretrainer, dataset, tokenizer, extra = pretrain.build("toy-tiny", documents, run)
     # run.json's extras: only how the tokenizer sampled the corpus (no family files).
     assert isinstance(backbone, ToyBackbone) and set(extra) == {"tokenizer_sample"}
     assert backbone.vocabulary_size == tokenizer.vocabulary_size()

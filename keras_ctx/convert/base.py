@@ -180,7 +180,7 @@ def cache_root(directory):
 
 # ---------------------------------------------------------------- sizes before building
 
-# Our size names (DESIGN.md) -> the config fields that carry them in the formats we read.
+# Our size names (docs/design.md) -> the config fields that carry them in the formats we read.
 SIZE_FIELDS = {
     "vocabulary_size": ("vocab_size", "n_token"),
     "hidden_size": ("hidden_size", "d_model", "n_embd", "emb_dim"),

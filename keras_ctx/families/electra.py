@@ -1,7 +1,7 @@
 """ELECTRA (Clark et al. 2020): a small generator's MLM, replaced-token detection."""
 
 from keras_ctx.convert import electra as convert_electra
-from keras_ctx.data import pipelines, tokenizers
+from keras_ctx.data import layouts, pipelines, tokenizers
 from keras_ctx.data.masking import ELECTRA_MASK_TOKEN_RATE, ELECTRA_RANDOM_TOKEN_RATE
 from keras_ctx.families.common import WORDPIECE_FRAMING, layout, pipeline
 from keras_ctx.models import electra
@@ -24,6 +24,6 @@ _MASKING = dict(mask_token_rate=ELECTRA_MASK_TOKEN_RATE,
 ELECTRA = register_family(Family(
     "electra", electra.ElectraBackbone, electra.ELECTRA_PRESETS, tokenizers.train_wordpiece,
     WORDPIECE_FRAMING, dataset=pipeline(pipelines.roberta_dataset, **_MASKING),
-    prepared=layout(pipelines.packed_layout, **_MASKING), pretrainer=electra_pretrainer,
+    prepared=layout(layouts.packed_layout, **_MASKING), pretrainer=electra_pretrainer,
     huggingface=convert_electra.HUGGINGFACE, keras_hub=convert_electra.KERAS_HUB,
     tf_checkpoint=convert_electra.TF_CHECKPOINT))

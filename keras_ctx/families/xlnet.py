@@ -3,8 +3,8 @@
 import functools
 
 from keras_ctx.convert import xlnet as convert_xlnet
-from keras_ctx.data import pipelines, tokenizers
-from keras_ctx.data.permutation import default_reuse_len
+from keras_ctx.data import layouts, pipelines, tokenizers
+from keras_ctx.data.xlnet_stream import default_reuse_len
 from keras_ctx.families.common import (LAST, XLNET_FRAMING, XLNET_SPECIAL_TOKENS, layout,
                                        pipeline)
 from keras_ctx.models import xlnet
@@ -29,7 +29,7 @@ XLNET = register_family(Family(
     functools.partial(tokenizers.train_sentencepiece, special_tokens=XLNET_SPECIAL_TOKENS,
                       lowercase=False),
     XLNET_FRAMING, pooling=LAST, dataset=pipeline(pipelines.permutation_dataset),
-    prepared=layout(pipelines.xlnet_layout),
+    prepared=layout(layouts.xlnet_layout),
     pretrainer=xlnet_pretrainer, recipe_config=xlnet_recipe_config,
     huggingface=convert_xlnet.HUGGINGFACE, keras_hub=convert_xlnet.KERAS_HUB,
     tf_checkpoint=convert_xlnet.TF_CHECKPOINT))

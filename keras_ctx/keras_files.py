@@ -67,10 +67,10 @@ def check_weights_fit(model, datasets, source, partial=False):
     model has no place for, or lacking some, is a partial load: an error
     unless `partial`.
     """
-    ours = collections.Counter((tuple(int(n) for n in w.shape), str(w.dtype))
+    ours = collections.Counter(_kind(tuple(int(n) for n in w.shape), str(w.dtype))
                                for w in model.weights)
-    theirs = collections.Counter(datasets.values())
-    declared = {dtype for _, dtype in ours}
+    theirs = collections.Counter(_kind(*value) for value in datasets.values())
+    declared = {str(w.dtype) for w in model.weights}
     for name, (shape, dtype) in datasets.items():
         if dtype not in FLOATING_DTYPES and dtype not in declared:
             raise CheckpointError(
@@ -79,13 +79,20 @@ def check_weights_fit(model, datasets, source, partial=False):
                 "weights from the float model (or dequantize them).")
     if partial or ours == theirs:
         return
-    extra = sorted(name for name, key in datasets.items() if theirs[key] > ours[key])
+    extra = sorted(name for name, value in datasets.items()
+                   if theirs[_kind(*value)] > ours[_kind(*value)])
     what = (f"its {extra[0]!r} {datasets[extra[0]][0]} has no place in the model"
             if extra else "some of the model's weights are missing from it")
     raise CheckpointError(
         f"{source} holds {len(datasets)} weights but {type(model).__name__} has "
         f"{len(model.weights)} ({what}): it was saved from another configuration; build "
         "the model it came from, or load with partial=True to set only what matches.")
+
+
+def _kind(shape, dtype):
+    """What must match between a stored weight and a variable: its shape, and its dtype
+    unless both are floats (Keras casts float16 to float32 on load)."""
+    return shape, "float" if dtype in FLOATING_DTYPES else dtype
 
 
 def load_weights(model, path, partial=False):

@@ -36,6 +36,7 @@ from keras_ctx.convert.base import (
     check_settings,
     config_field,
 )
+from keras_ctx.files import replacing
 
 
 def _read_options(options_file):
@@ -244,8 +245,12 @@ def _check_sizes(settings, options, shapes, source):
                               f"({', '.join(sorted(cells))}).")
 
 
-def to_allennlp(backbone, options_file, weight_file):
-    """Writes an ElmoBackbone as an allennlp / bilm-tf options json + hdf5 weights."""
+def to_allennlp(backbone, options_file, weight_file, overwrite=False):
+    """Writes an ElmoBackbone as an allennlp / bilm-tf options json + hdf5 weights.
+
+    Each file is written beside and renamed into place; one already there is
+    replaced only with `overwrite`.
+    """
     import h5py
 
     from keras_ctx.models.elmo import ElmoBackbone
@@ -256,14 +261,19 @@ def to_allennlp(backbone, options_file, weight_file):
     config = backbone.get_config()
     if config["projection_dim"] is None:
         raise CheckpointError("bilm-tf ELMo always has a projection_dim.")
-    with open(os.fspath(options_file), "w", encoding="utf-8") as handle:
-        json.dump(elmo_options_from_backbone(backbone), handle, indent=2)
+    for path in (options_file, weight_file):
+        if os.path.isdir(path):
+            raise CheckpointError(f"{os.fspath(path)} is a directory; give the path of the "
+                                  "file to write.")
+        if os.path.lexists(path) and not overwrite:
+            raise CheckpointError(f"{os.fspath(path)} already exists; pass overwrite=True "
+                                  "to replace it, or choose another path.")
     embedder = backbone.token_embedder
 
     def value(variable):
         return np.asarray(variable.numpy(), "float32")
 
-    with h5py.File(os.fspath(weight_file), "w") as out:
+    with replacing(weight_file, overwrite=True) as staging, h5py.File(staging, "w") as out:
         out["char_embed"] = value(embedder.char_embedding.embeddings)[1:]
         for i, conv in enumerate(embedder.char_convs):
             out[f"CNN/W_cnn_{i}"] = value(conv.kernel)[None]
@@ -287,4 +297,7 @@ def to_allennlp(backbone, options_file, weight_file):
                 bias[2 * units:3 * units] -= 1.0
                 out[p + "/B"] = bias
                 out[p + "/W_P_0"] = value(lstm.projection_kernel)
+    with replacing(options_file, overwrite=True) as staging:
+        with open(staging, "w", encoding="utf-8") as handle:
+            json.dump(elmo_options_from_backbone(backbone), handle, indent=2)
     return options_file, weight_file

@@ -477,9 +477,11 @@ def check_tokenizer_fits(backbone, tokenizer, directory):
     rows = vocabulary_size_of(backbone)
     largest = largest_token_id(tokenizer)
     if rows is not None and largest >= rows:
-        raise CheckpointError(f"The tokenizer in {directory} gives ids up to {largest} but the "
-                              f"embedding has {rows} rows; the tokenizer files belong to "
-                              "another model (use the matching vocabulary).")
+        size = int(tokenizer.vocabulary_size())
+        raise CheckpointError(f"The tokenizer in {directory} has {size} tokens but the "
+                              f"embedding has {rows} rows (its largest id is {largest}); the "
+                              "tokenizer files belong to another model (use the matching "
+                              "vocabulary).")
 
 
 def largest_token_id(tokenizer):

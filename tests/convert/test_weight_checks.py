@@ -18,10 +18,11 @@ from safetensors.numpy import load_file, save_file
 
 from keras_ctx import runs
 from keras_ctx.convert import (CheckpointError, from_allennlp, from_huggingface,
-                               from_keras_hub_preset, from_tf_checkpoint, to_huggingface)
+                               from_keras_hub_preset, from_tf_checkpoint, to_allennlp,
+                               to_huggingface)
 from keras_ctx import keras_files
 from keras_ctx.errors import RunDirectoryError
-from keras_ctx.models import BertBackbone, GPTBackbone
+from keras_ctx.models import BertBackbone, ElmoBackbone, GPTBackbone
 from tests.convert.test_elmo_hdf5 import OPTIONS, elmo_datasets, write_elmo
 from tests.convert.test_tf_checkpoints import BERT_CONFIG, bert_tf_variables, save_tf1_checkpoint
 
@@ -118,7 +119,8 @@ def test_gpt2_vocabulary_whose_largest_id_passes_the_table_is_refused(tmp_path):
         json.dump(vocabulary, handle)
     with open(os.path.join(directory, "merges.txt"), "w") as handle:
         handle.write("#version: 0.2\nĠ a\n")
-    with pytest.raises(CheckpointError, match=r"ids up to 5000.*40 rows") as error:
+    with pytest.raises(CheckpointError,
+                       match=r"embedding has 40 rows \(its largest id is 5000\)") as error:
         from_huggingface(directory)
     one_line(error)
 
@@ -217,6 +219,23 @@ def test_to_huggingface_into_a_regular_file_is_one_line(tmp_path):
         to_huggingface(tiny_bert(), target)
     one_line(error)
     assert target.read_text() == "the user's file"
+
+
+def test_to_allennlp_into_a_directory_or_over_a_file_is_one_line(tmp_path):
+    backbone = ElmoBackbone(projection_dim=4, lstm_units=8, num_layers=1,
+                            filters=[[1, 4], [2, 4]], num_highway_layers=1,
+                            character_embedding_dim=4)
+    (tmp_path / "folder").mkdir()
+    with pytest.raises(CheckpointError, match=r"folder is a directory") as error:
+        to_allennlp(backbone, tmp_path / "options.json", tmp_path / "folder")
+    one_line(error)
+    mine = tmp_path / "weights.hdf5"
+    mine.write_text("the user's file")
+    with pytest.raises(CheckpointError, match=r"already exists; pass overwrite=True"):
+        to_allennlp(backbone, tmp_path / "options.json", mine)
+    assert mine.read_text() == "the user's file" and not (tmp_path / "options.json").exists()
+    to_allennlp(backbone, tmp_path / "options.json", mine, overwrite=True)
+    from_allennlp(tmp_path / "options.json", mine)  # what it wrote reads back
 
 
 def test_keras_file_naming_subprocess_is_refused_in_one_line(tmp_path):

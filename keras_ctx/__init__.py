@@ -1,4 +1,4 @@
-"""keras_ctx: a Keras 3 (TensorFlow backend) zoo of contextual word representations.
+"""keras_ctx: a Keras 3 zoo of contextual word representations (TensorFlow or JAX).
 
 The house, bottom to top (imports flow downwards only; tests/test_import_graph.py
 fails on a circle):
@@ -27,8 +27,9 @@ fails on a circle):
 
 import os
 
-# Keras 3 reads the backend once, at its first import: choose TensorFlow
-# unless the user already chose (and then insist below).
+# Keras 3 reads the backend once, at its first import: TensorFlow unless the
+# user chose (KERAS_BACKEND=jax runs the model side without TensorFlow;
+# docs/backends.md says which backend runs what).
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 from keras_ctx.startup import quiet_startup, use_caching_allocator  # noqa: E402  (stdlib only)
@@ -37,13 +38,6 @@ use_caching_allocator()  # the `keras-ctx` command only; before TensorFlow start
 
 with quiet_startup():
     import keras  # noqa: E402
-
-if keras.backend.backend() != "tensorflow":
-    raise ImportError(
-        "keras_ctx runs on Keras 3's TensorFlow backend, but KERAS_BACKEND is "
-        f"{keras.backend.backend()!r}. Set KERAS_BACKEND=tensorflow before "
-        "importing keras."
-    )
 
 with quiet_startup():
     from keras_ctx import layers, models, tasks  # noqa: E402,F401

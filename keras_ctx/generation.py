@@ -28,10 +28,10 @@ import warnings
 import weakref
 
 import numpy as np
-import tensorflow as tf
+from keras_ctx.optional import tensorflow as tf
 from keras import ops
 
-from keras_ctx.layers._xla import update_positions
+from keras_ctx.layers._backend import update_positions
 
 NEG_INF = -1e9
 

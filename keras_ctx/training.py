@@ -20,7 +20,7 @@ import zipfile
 
 import keras
 import numpy as np
-import tensorflow as tf
+from keras_ctx.optional import tensorflow as tf
 
 from keras_ctx.layers.embeddings import checked_token_ids
 

@@ -22,7 +22,7 @@ import os
 import re
 import sysconfig
 
-import tensorflow as tf
+from keras_ctx.optional import tensorflow as tf
 
 BUILTIN = "builtin"
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\"'])")

@@ -38,7 +38,7 @@ and bptt / 2) instead of once per drawn length; padding wastes under 8 steps.
 import math
 
 import numpy as np
-import tensorflow as tf
+from keras_ctx.optional import tensorflow as tf
 
 # Merity et al. 2017, Sec. 4.1 (awd-lstm-lm main.py; fastai's LanguageModelLoader).
 FULL_LENGTH_PROBABILITY = 0.95

@@ -18,7 +18,7 @@ Example:
 ...                     decoder_start_id=2)).batch(8, drop_remainder=True)
 """
 
-import tensorflow as tf
+from keras_ctx.optional import tensorflow as tf
 
 # ---------------------------------------------------------------------- T5
 

@@ -29,7 +29,7 @@ batch continues row i of the previous one).
 """
 
 import numpy as np
-import tensorflow as tf
+from keras_ctx.optional import tensorflow as tf
 
 
 def text_stream(documents, sequence_length, batch_size, separator_id=None):

@@ -34,7 +34,7 @@ import warnings
 from typing import Callable, Optional
 
 import numpy as np
-import tensorflow as tf
+from keras_ctx.optional import tensorflow as tf
 
 from keras_ctx.data import noise, permutation, segments
 from keras_ctx.data.knowledge_masking import (

@@ -21,7 +21,7 @@ around any optimizer's rate at compile). Reset the states each epoch with
 """
 
 import keras
-import tensorflow as tf
+from keras_ctx.optional import tensorflow as tf
 from keras import ops
 
 from keras_ctx.layers.dropout import LockedDropout

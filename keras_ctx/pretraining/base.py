@@ -30,7 +30,7 @@ State carried between steps (XLNet's memory) is read and assigned in
 """
 
 import keras
-import tensorflow as tf
+from keras_ctx.optional import tensorflow as tf
 from keras import ops
 
 from keras_ctx import compat

@@ -23,7 +23,7 @@ right-padded): `character_ids` (batch, time, 50) and `token_ids`
 import math
 
 import keras
-import tensorflow as tf
+from keras_ctx.optional import tensorflow as tf
 from keras import ops
 
 from keras_ctx.data.vocabulary import bilm_inputs, make_vocabulary  # noqa: F401 (moved)

@@ -9,7 +9,7 @@ fine-tuning (T5) is the same objective with a task prefix on the input
 """
 
 import keras
-import tensorflow as tf
+from keras_ctx.optional import tensorflow as tf
 
 from keras_ctx import generation
 from keras_ctx.data.task_inputs import add_task_prefix  # noqa: F401 (moved)

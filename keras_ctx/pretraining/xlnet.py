@@ -14,7 +14,7 @@ here so that only they enter the memory, as XLNet's `_cache_mem` does).
 """
 
 import keras
-import tensorflow as tf
+from keras_ctx.optional import tensorflow as tf
 from keras import ops
 
 from keras_ctx.pretraining.base import Pretrainer, num_replicas

@@ -13,7 +13,7 @@ runs them on files.
 
 import keras
 import numpy as np
-import tensorflow as tf
+from keras_ctx.optional import tensorflow as tf
 
 from keras_ctx.tasks.transfer import (
     ConcatPoolClassifier,

@@ -12,7 +12,7 @@ the logits in float32.
 """
 
 import keras
-import tensorflow as tf
+from keras_ctx.optional import tensorflow as tf
 from keras import ops
 
 

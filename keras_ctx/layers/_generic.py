@@ -96,12 +96,12 @@ def check_token_ids(token_ids, vocabulary_size, name="token_ids"):
     return token_ids
 
 
-def check_at_most(value, limit, message):
-    """`value`, after checking `value <= limit` where it is concrete (ValueError otherwise)."""
+def check_at_most(value, limit, message, result):
+    """`result`, after checking `value <= limit` where it is concrete (ValueError otherwise)."""
     concrete = _concrete(value)
     if concrete is not None and int(np.max(concrete)) > limit:
         raise ValueError(message)
-    return value
+    return result
 
 
 def update_positions(tensor, index, updates):

@@ -276,11 +276,11 @@ def check_token_ids(token_ids, vocabulary_size, name="token_ids"):
         return tf.identity(token_ids)
 
 
-def check_at_most(value, limit, message):
-    """`value` (an int scalar tensor), after checking `value <= limit` in eager and graphs."""
+def check_at_most(value, limit, message, result):
+    """`result`, after checking `value <= limit` (int scalars) in eager and graphs."""
     check = tf.debugging.assert_less_equal(tf.cast(value, "int32"), limit, message=message)
     with tf.control_dependencies([check]):
-        return tf.identity(value)
+        return tf.identity(result)
 
 
 # -- cache writes (layers/attention.py, generation) ---------------------------

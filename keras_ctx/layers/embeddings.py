@@ -328,11 +328,10 @@ class PositionEmbedding(keras.layers.Layer):
         else:
             length = ops.shape(inputs)[1]
             if not isinstance(inputs, keras.KerasTensor):
-                end = _backend.check_at_most(
+                length = _backend.check_at_most(
                     start_index + length, self.sequence_length,
                     f"The input is longer than the {self.sequence_length} positions "
-                    f"layer {self.name} has (max_sequence_length); shorten it.")
-                length = end - start_index
+                    f"layer {self.name} has (max_sequence_length); shorten it.", length)
         table = ops.cast(self.position_embeddings, self.compute_dtype)
         positions = ops.slice(table, (start_index, 0), (length, ops.shape(table)[1]))
         # Its gradient sums over the batch; under TensorFlow's XLA:CPU as a

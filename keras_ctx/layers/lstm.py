@@ -342,7 +342,8 @@ class WeightDropLSTM(LSTMP):
              return_state=False):
         kernel = None
         if training and self.weight_dropout > 0:
-            kernel = keras.random.dropout(self.recurrent_kernel, self.weight_dropout,
+            kernel = keras.random.dropout(ops.convert_to_tensor(self.recurrent_kernel),
+                                          self.weight_dropout,
                                           seed=self.seed_generator)
         return self._run(inputs, mask, kernel, initial_state, return_state)
 

@@ -93,9 +93,27 @@ def float_outputs(outputs):
     return flat
 
 
-def backbone_outputs(weights, out):
+PROMPT = np.array([[5, 7, 9, 0], [11, 3, 0, 0]], "int32")  # right-padded, ids < 50
+
+
+def greedy_tokens(backbone):
+    """Greedy continuations of `PROMPT` by a decoder (GPT) or an encoder-decoder (T5,
+    BART) backbone; None for a backbone that does not generate."""
+    from keras_ctx import generation
+
+    if hasattr(backbone, "call_with_cache"):
+        out = generation.generate(backbone, PROMPT, PROMPT > 0, max_length=10)
+    elif hasattr(backbone, "decode_with_cache"):
+        out = generation.generate_seq2seq(backbone, PROMPT, PROMPT > 0, max_length=8)
+    else:
+        return None
+    return np.asarray(out["token_ids"])
+
+
+def backbone_outputs(weights, out, generating=None):
     """Every registered family's tiny backbone with the weights in `weights` (.npz written
-    by the TensorFlow side: family/i for i-th weight, family/input/name), outputs to `out`."""
+    by the TensorFlow side: family/i for i-th weight, family/input/name): its outputs,
+    and its greedy tokens where it generates (only `generating` families if given), to `out`."""
     from keras_ctx import families
 
     numpy_initial_values()
@@ -109,6 +127,9 @@ def backbone_outputs(weights, out):
         backbone.set_weights([stored[f"{family}/{i}"] for i in range(len(backbone.weights))])
         for name, value in float_outputs(backbone(inputs)).items():
             arrays[f"{family}/{name}"] = value
+        tokens = greedy_tokens(backbone) if family in (generating or [family]) else None
+        if tokens is not None:
+            arrays[f"{family}/greedy_tokens"] = tokens
     np.savez(out, **arrays)
 
 
@@ -123,7 +144,38 @@ def backbone_contracts(families_to_test):
         print("contract", family, flush=True)
 
 
-JOBS = {"backbone_outputs": backbone_outputs, "backbone_contracts": backbone_contracts}
+MINILM_IDS = np.array([[101, 7592, 2088, 1012, 102, 0], [101, 2023, 2003, 1037, 3231, 102]],
+                      "int32")
+
+
+def model_side(minilm, weights, out):
+    """What works without TensorFlow: a preset, a converted safetensors checkpoint
+    (`minilm`, all-MiniLM-L6-v2), a task on token ids, greedy generation of the tiny
+    GPT-2 with the weights in `weights`. Arrays to `out`."""
+    import keras
+
+    import keras_ctx
+
+    preset = keras_ctx.models.from_preset("bert-tiny")
+    assert preset.count_params() == 4385920  # the preset's published size
+    converted = keras_ctx.convert.from_huggingface(minilm)
+    mask = (MINILM_IDS > 0).astype("int32")
+    inputs = {"token_ids": MINILM_IDS, "padding_mask": mask,
+              "segment_ids": np.zeros_like(MINILM_IDS)}
+    arrays = {"minilm/sequence_output": float_outputs(converted(inputs))["sequence_output"]}
+    keras.utils.set_random_seed(0)
+    classifier = keras_ctx.tasks.SequenceClassifier(converted, num_classes=3, dropout=0.0)
+    arrays["classifier/logits"] = np.asarray(keras.ops.convert_to_numpy(classifier(inputs)))
+    arrays["classifier/kernel"], arrays["classifier/bias"] = classifier.get_weights()[-2:]
+    stored = np.load(weights)
+    _, _, gpt2 = tiny_backbone("gpt2")
+    gpt2.set_weights([stored[f"gpt2/{i}"] for i in range(len(gpt2.weights))])
+    arrays["gpt2/greedy_tokens"] = greedy_tokens(gpt2)
+    np.savez(out, **arrays)
+
+
+JOBS = {"backbone_outputs": backbone_outputs, "backbone_contracts": backbone_contracts,
+        "model_side": model_side}
 
 
 if __name__ == "__main__":
@@ -132,4 +184,6 @@ if __name__ == "__main__":
     import keras_ctx  # noqa: F401  (imports what a user's `import keras_ctx` does)
 
     JOBS[sys.argv[1]](**json.loads(sys.argv[2]))
+    if "--without-tensorflow" in sys.argv:
+        assert "tensorflow" not in sys.modules, "TensorFlow was imported"
     print("done")

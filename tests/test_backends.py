@@ -7,11 +7,13 @@ outputs and, for the backbones that generate, its greedy tokens
 (tests/backends.py).
 """
 
+import os
+
 import numpy as np
 import pytest
 
 from keras_ctx import families
-from tests.backends import float_outputs, greedy_tokens, run_on_backend, tiny_backbone
+from tests.backends import ROOT, float_outputs, greedy_tokens, run_on_backend, tiny_backbone
 from tests.models.test_backbones import _inputs
 
 # float32 on both backends; XLA (JAX) and TensorFlow's kernels sum in other orders.
@@ -91,3 +93,21 @@ def test_without_tensorflow_a_preset_a_converted_checkpoint_a_task_and_generatio
     np.testing.assert_allclose(got["classifier/logits"], np.asarray(classifier(inputs)),
                                atol=ATOL, rtol=0)
     np.testing.assert_array_equal(got["gpt2/greedy_tokens"], greedy_tokens(gpt2))
+
+
+@pytest.mark.slow  # ~15 min on JAX (fit under XLA, save/load, bfloat16 per family); the
+# parity test above runs every family's backbone on JAX by default
+def test_every_family_passes_run_backbone_test_on_jax():
+    run_on_backend("jax", "backbone_contracts", {"families_to_test": families.names()},
+                   timeout=3000)
+
+
+def _backend_table(path):
+    text = open(os.path.join(ROOT, path), encoding="utf-8").read()
+    return text[text.index("<!-- backend-table -->"):text.index("<!-- /backend-table -->")]
+
+
+def test_readme_and_docs_give_one_backend_table():
+    table = _backend_table("docs/backends.md")
+    assert table.count("\n|") >= 8  # a header, its rule and the rows
+    assert _backend_table("README.md") == table

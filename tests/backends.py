@@ -163,6 +163,14 @@ def model_side(minilm, weights, out):
     inputs = {"token_ids": MINILM_IDS, "padding_mask": mask,
               "segment_ids": np.zeros_like(MINILM_IDS)}
     arrays = {"minilm/sequence_output": float_outputs(converted(inputs))["sequence_output"]}
+    # Eager id checks hold on JAX too (XLA would clamp an id past the table to its last row).
+    for bad in (converted.vocabulary_size, -1):
+        try:
+            converted(dict(inputs, token_ids=np.where(MINILM_IDS == 1012, bad, MINILM_IDS)))
+        except ValueError as error:
+            assert f"must be in [0, {converted.vocabulary_size})" in str(error), error
+        else:
+            raise AssertionError(f"token id {bad} was not refused")
     keras.utils.set_random_seed(0)
     classifier = keras_ctx.tasks.SequenceClassifier(converted, num_classes=3, dropout=0.0)
     arrays["classifier/logits"] = np.asarray(keras.ops.convert_to_numpy(classifier(inputs)))

@@ -11,7 +11,8 @@ fails on a circle):
   Python function, with the checks and the one error path they share).
 - the registry: `registry` (Family, Framing, Run; imports nothing of ours).
 - modules every layer of the house may use: `compat` (private upstream APIs,
-  fenced), `errors`, `files` (atomic writes, locks), `progress`, `startup`,
+  fenced), `errors`, `files` (atomic writes, locks), `optional` (TensorFlow
+  imported when used), `progress`, `startup`,
   `validation` (config keys and sizes checked).
 - the package's face, one concept each: `preprocessing` (the one text path),
   `handles` (model handles: presets, directories, hf://, kaggle://),

@@ -183,12 +183,12 @@ def training_rate(model, data_dir, sequence_length, batch_size, steps):
     """Examples/s the `model` pretraining step consumes (batches held in memory)."""
     import keras
 
-    from keras_ctx import recipes
+    from keras_ctx.commands import pretrain
 
     run = _run(model, sequence_length, batch_size)
-    _, pretrainer, data, _, _ = recipes.build_prepared(model, data_dir, run)
-    pretrainer.compile(optimizer=recipes.optimizer(1e-4, 1000),
-                       jit_compile=recipes.use_xla("auto"))
+    _, pretrainer, data, _, _ = pretrain.build_prepared(model, data_dir, run)
+    pretrainer.compile(optimizer=pretrain.optimizer(1e-4, 1000),
+                       jit_compile=pretrain.use_xla("auto"))
     batches = list(data.at_step(0).take(steps + 2))
     for batch in batches[:2]:  # compiles
         pretrainer.train_on_batch(batch)

@@ -32,7 +32,7 @@ from keras_ctx import scripts  # noqa: E402
 from keras_ctx.data.characters import ElmoCharacterIds  # noqa: E402
 from keras_ctx.models import Elmo, ElmoBackbone  # noqa: E402
 from keras_ctx.pretraining import BiLMPretrainer  # noqa: E402
-from keras_ctx.pretraining.bilm import bilm_inputs, make_vocabulary  # noqa: E402
+from keras_ctx.data.vocabulary import bilm_inputs, make_vocabulary  # noqa: E402
 
 TOPICS = (["river", "water", "fish", "boat"], ["money", "loan", "cash", "debt"])
 SEQUENCE_LENGTH, BATCH_SIZE = 8, 16

@@ -25,7 +25,7 @@ from keras_ctx.data import noise, synthetic_text  # noqa: E402
 from keras_ctx.data.corpora import text_lines  # noqa: E402
 from keras_ctx.models import T5Backbone  # noqa: E402
 from keras_ctx.pretraining import Seq2SeqPretrainer  # noqa: E402
-from keras_ctx.pretraining.seq2seq import add_task_prefix  # noqa: E402
+from keras_ctx.data.task_inputs import add_task_prefix  # noqa: E402
 
 LENGTH = 64
 VOCAB = 256 + 16  # bytes, then 16 sentinels counting down from 271

@@ -31,7 +31,8 @@ import tensorflow as tf  # noqa: E402
 from keras_ctx import scripts  # noqa: E402
 from keras_ctx.data import synthetic_text  # noqa: E402
 from keras_ctx.data.corpora import documents, text_lines  # noqa: E402
-from keras_ctx.data.permutation import permutation_masks, text_stream  # noqa: E402
+from keras_ctx.data.permutation import permutation_masks  # noqa: E402
+from keras_ctx.data.xlnet_stream import text_stream  # noqa: E402
 from keras_ctx.models import XLNetBackbone  # noqa: E402
 from keras_ctx.pretraining import XLNetPretrainer  # noqa: E402
 

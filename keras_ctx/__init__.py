@@ -11,8 +11,9 @@ fails on a circle):
   Python function, with the checks and the one error path they share).
 - the registry: `registry` (Family, Framing, Run; imports nothing of ours).
 - modules every layer of the house may use: `compat` (private upstream APIs,
-  fenced), `errors`, `files` (atomic writes, locks), `optional` (TensorFlow
-  imported when used), `progress`, `startup`,
+  fenced), `errors`, `files` (atomic writes, locks), `keras_files` (Keras'
+  .weights.h5 / .keras files loaded checked), `optional` (TensorFlow imported
+  when used), `progress`, `startup`,
   `validation` (config keys and sizes checked).
 - the package's face, one concept each: `preprocessing` (the one text path),
   `handles` (model handles: presets, directories, hf://, kaggle://),
@@ -20,10 +21,8 @@ fails on a circle):
   `schedules`, `training` (resumable fit), `runs` (run directories),
   `evaluation`, `testing` (run_layer_test, run_backbone_test), `scripts` (the
   example scripts' smoke mode), `cli` (the `keras-ctx` parser).
-- aliases kept for one release (they re-export their new homes): `adapters`
-  (-> `peft`), `export_onnx` (-> `export.onnx`), `recipes`,
-  `recipes_ulmfit_cvt`, `finetuning`, `word_vectors`, `sense_table` (->
-  `commands`, `tasks.ulmfit`, `tasks.cvt_tagger`).
+
+docs/design.md describes the house in full.
 """
 
 import os

@@ -6,6 +6,7 @@ every failure leaves through `keras_ctx.commands.exits.run_command`.
 """
 
 import argparse
+import functools
 import os
 import sys
 
@@ -13,6 +14,23 @@ import sys
 MODEL_HELP = ("a model: a run directory, a checkpoint directory `convert` reads, "
               "hf://ORG/NAME[@REVISION], kaggle://OWNER/MODEL/FRAMEWORK/VARIATION[/VERSION] "
               "or a preset name (random weights)")
+# Commands that turn text into ids need the model's tokenizer, which a preset
+# name (an architecture only) does not have.
+TEXT_MODEL_HELP = ("a model with its tokenizer: a run directory, a checkpoint directory "
+                   "`convert` reads, hf://ORG/NAME[@REVISION] or "
+                   "kaggle://OWNER/MODEL/FRAMEWORK/VARIATION[/VERSION] (not a preset name: "
+                   "it has no tokenizer; `keras-ctx pretrain` one first)")
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Shows each option's default unless its help already says it (or there is none)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if ("default" not in text and action.option_strings
+                and action.default not in (None, False, [], argparse.SUPPRESS)):
+            text += " (default: %(default)s)"
+        return text
 
 
 def _presets(args):
@@ -39,7 +57,8 @@ def _pretrain(args):
         seed=args.seed, strategy=args.strategy, mixed_precision=args.mixed_precision,
         xla=args.xla, checkpoint_every=args.checkpoint_every, resume=not args.no_resume,
         overrides=parse_overrides(args.set), export=args.export,
-        overwrite=args.overwrite, data=args.data, corpus_changed=args.corpus_changed)
+        overwrite=args.overwrite, data=args.data, corpus_changed=args.corpus_changed,
+        version=args.version)
     return 0
 
 
@@ -125,21 +144,26 @@ def _cvt_tag(args):
 def _add_training_options(parser):
     parser.add_argument("--steps", type=int, default=300, help="optimizer steps in total")
     parser.add_argument("--batch-size", type=int, default=16, help="global batch size")
-    parser.add_argument("--sequence-length", type=int, default=64)
-    parser.add_argument("--vocabulary-size", type=int, default=8000,
+    parser.add_argument("--sequence-length", type=int, default=64,
+                        help="tokens per training example")
+    parser.add_argument("--vocabulary-size", type=int, default=None,
                         help="size of the tokenizer (or ELMo word vocabulary) trained on "
-                             "the corpus")
+                             "the corpus (default 8000; with --data, the data's)")
     parser.add_argument("--learning-rate", type=float, default=None,
                         help="peak learning rate (default: the recipe's)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seeds the tokenizer's sample, the weights, dropout and the data")
     parser.add_argument("--strategy", default="default",
-                        choices=["default", "mirrored", "multi_worker", "tpu"])
+                        choices=["default", "mirrored", "multi_worker", "tpu"],
+                        help="tf.distribute strategy: default (one device), mirrored (all "
+                             "local GPUs), multi_worker (reads TF_CONFIG) or tpu")
     parser.add_argument("--mixed-precision", action="store_true",
                         help="mixed_bfloat16 (float32 variables, softmax and losses)")
     parser.add_argument("--xla", choices=["auto", "on", "off"], default="auto",
                         help="jit_compile the train step; auto = on for GPU/TPU, off on "
                              "CPU, where XLA is slower than TensorFlow's oneDNN kernels")
-    parser.add_argument("--checkpoint-every", type=int, default=100)
+    parser.add_argument("--checkpoint-every", type=int, default=100,
+                        help="steps between checkpoints (a killed run resumes from the last)")
     parser.add_argument("--no-resume", action="store_true",
                         help="start over: delete the checkpoints an earlier run of keras-ctx "
                              "left in --out")
@@ -156,7 +180,9 @@ def build_parser():
     parser.add_argument("--verbose", action="store_true",
                         help="show TensorFlow's start-up and C++ log lines (hidden by "
                              "default); put it before the command: keras-ctx --verbose ...")
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = parser.add_subparsers(
+        dest="command", required=True,
+        parser_class=functools.partial(argparse.ArgumentParser, formatter_class=_HelpFormatter))
 
     pretrain = commands.add_parser("pretrain", help="pretrain a preset on a corpus")
     pretrain.add_argument("model", help="a preset name (see `keras-ctx presets`)")
@@ -165,7 +191,12 @@ def build_parser():
     pretrain.add_argument("--out", required=True, help="run directory (checkpoints, logs, "
                                                        "the trained backbone)")
     pretrain.add_argument("--export", default=None,
-                          help="also export a SavedModel for TF Serving to this directory")
+                          help="also export a SavedModel for TF Serving to EXPORT/<version> "
+                               "(and, for families with a text framing, one that takes strings "
+                               "to EXPORT-text/<version>); a rerun of a finished run finds its "
+                               "export there and leaves it")
+    pretrain.add_argument("--version", type=int, default=1,
+                          help="the --export version subdirectory, as `keras-ctx export`")
     pretrain.add_argument("--overwrite", action="store_true",
                           help="replace an existing --export version")
     pretrain.add_argument("--data", default=None,
@@ -184,9 +215,12 @@ def build_parser():
     prepare.add_argument("--corpus", required=True,
                          help="text file/dir/glob, tfds:NAME, or builtin")
     prepare.add_argument("--out", required=True, help="the data directory (resumable)")
-    prepare.add_argument("--sequence-length", type=int, default=64)
-    prepare.add_argument("--vocabulary-size", type=int, default=8000)
-    prepare.add_argument("--seed", type=int, default=0)
+    prepare.add_argument("--sequence-length", type=int, default=64,
+                         help="tokens per example; pretrain --data with the same")
+    prepare.add_argument("--vocabulary-size", type=int, default=8000,
+                         help="size of the tokenizer trained on the corpus")
+    prepare.add_argument("--seed", type=int, default=0,
+                         help="seeds the tokenizer's sample, the shuffling and the masks")
     prepare.add_argument("--workers", type=int, default=None,
                          help="processes (default: every core)")
     prepare.add_argument("--shard-mb", type=int, default=32,
@@ -203,13 +237,17 @@ def build_parser():
 
     finetune = commands.add_parser("finetune", help="fine-tune a pretrained run on a TSV "
                                                     "of text<TAB>label")
-    finetune.add_argument("run_dir", metavar="MODEL", help=MODEL_HELP)
+    finetune.add_argument("run_dir", metavar="MODEL", help=TEXT_MODEL_HELP)
     finetune.add_argument("--train", required=True, help="TSV file: text<TAB>label")
-    finetune.add_argument("--out", required=True)
-    finetune.add_argument("--epochs", type=int, default=3)
-    finetune.add_argument("--batch-size", type=int, default=16)
-    finetune.add_argument("--learning-rate", type=float, default=5e-5)
-    finetune.add_argument("--export", default=None)
+    finetune.add_argument("--out", required=True,
+                          help="directory for classifier.keras and its labels")
+    finetune.add_argument("--epochs", type=int, default=3, help="passes over --train")
+    finetune.add_argument("--batch-size", type=int, default=16, help="examples per step")
+    finetune.add_argument("--learning-rate", type=float, default=5e-5,
+                          help="AdamW's learning rate")
+    finetune.add_argument("--export", default=None,
+                          help="also export the classifier as a SavedModel for TF Serving "
+                               "to this directory (version 1)")
     finetune.add_argument("--overwrite", action="store_true",
                           help="replace an existing classifier.keras / --export version")
     finetune.add_argument("--header", action=argparse.BooleanOptionalAction, default=None,
@@ -217,8 +255,8 @@ def build_parser():
     finetune.set_defaults(run=_finetune)
 
     embed = commands.add_parser("embed", help="print contextual vectors of words in texts")
-    embed.add_argument("run_dir", metavar="MODEL", help=MODEL_HELP)
-    embed.add_argument("texts", nargs="+")
+    embed.add_argument("run_dir", metavar="MODEL", help=TEXT_MODEL_HELP)
+    embed.add_argument("texts", nargs="+", help="one or more texts (quote each)")
     embed.add_argument("--word", default=None,
                        help="compare this word's vectors across the texts (cosine)")
     embed.add_argument("--save", default=None, help="save all vectors to this .npz file")
@@ -229,9 +267,13 @@ def build_parser():
     export.add_argument("model", help=MODEL_HELP + " (or a `keras-ctx finetune` --out "
                                       "directory: its classifier)")
     export.add_argument("out", help="base directory; the export goes to OUT/<version>")
-    export.add_argument("--version", type=int, default=1)
-    export.add_argument("--overwrite", action="store_true")
-    export.add_argument("--sequence-length", type=int, default=None)
+    export.add_argument("--version", type=int, default=1,
+                        help="the version subdirectory TF Serving loads (the highest wins)")
+    export.add_argument("--overwrite", action="store_true",
+                        help="replace an existing OUT/<version>")
+    export.add_argument("--sequence-length", type=int, default=None,
+                        help="fix the serving inputs' length (default: the run's; a "
+                             "preset's stays variable)")
     export.add_argument("--xla-serving", action="store_true",
                         help="XLA-compile the serving functions (TF Serving on CPU needs "
                              "--xla_cpu_compilation_enabled; see saved_models/README.md)")
@@ -239,26 +281,32 @@ def build_parser():
 
     generate = commands.add_parser("generate", help="generate text from a prompt (a run or "
                                    "saved CausalLM/Seq2SeqLM directory)")
-    generate.add_argument("model", help="a run directory or a saved text task")
+    generate.add_argument("model", help="a run directory or a saved text task (with its "
+                                        "tokenizer; not a preset name)")
     generate.add_argument("prompt", help="the prompt (encoder-decoders: the source text)")
     generate.add_argument("--stream", action="store_true", help="print text as it is decoded")
     generate.add_argument("--max-length", type=int, default=None,
                           help="most tokens (default: the run's sequence length)")
     generate.add_argument("--sampler", default="greedy",
-                          choices=["greedy", "random", "top_k", "top_p"])
-    generate.add_argument("--seed", type=int, default=0)
+                          choices=["greedy", "random", "top_k", "top_p"],
+                          help="how the next token is picked")
+    generate.add_argument("--seed", type=int, default=0, help="the sampler's seed")
     generate.set_defaults(run=_generate)
 
     convert = commands.add_parser("convert", help="convert a checkpoint (Hugging Face "
                                                   "directory, ...) to a keras_ctx run dir")
-    convert.add_argument("source")
-    convert.add_argument("dest")
+    convert.add_argument("source", help="a Hugging Face, google-research TF, allennlp ELMo "
+                                        "or keras-hub checkpoint directory")
+    convert.add_argument("dest", help="a new run directory (what embed, finetune and export "
+                                      "take)")
     convert.add_argument("--overwrite", action="store_true",
                          help="replace a run already in DEST")
     convert.set_defaults(run=_convert)
 
     presets = commands.add_parser("presets", help="list presets with parameter counts")
-    presets.add_argument("--family", default=None)
+    presets.add_argument("--family", default=None,
+                         help="only this family's presets, e.g. bert or GPT-2 (case and "
+                              "punctuation ignored; default: all)")
     presets.set_defaults(run=_presets)
 
     layers = commands.add_parser("layers", help="list the reusable layers")
@@ -279,13 +327,16 @@ def _add_transfer_commands(commands):
     ulmfit.add_argument("--general-text", default=None,
                         help="general-domain text for stage 1 (default: skip it)")
     ulmfit.add_argument("--out", required=True, help="a new directory for the classifier")
-    ulmfit.add_argument("--lm-epochs", type=int, default=1)
+    ulmfit.add_argument("--lm-epochs", type=int, default=1,
+                        help="epochs of language-model fine-tuning on --text")
     ulmfit.add_argument("--epochs", type=int, default=None,
                         help="classifier epochs (default: one per layer group)")
-    ulmfit.add_argument("--batch-size", type=int, default=64)
-    ulmfit.add_argument("--sequence-length", type=int, default=70)
-    ulmfit.add_argument("--vocabulary-size", type=int, default=60000)
-    ulmfit.add_argument("--seed", type=int, default=0)
+    ulmfit.add_argument("--batch-size", type=int, default=64, help="examples per step")
+    ulmfit.add_argument("--sequence-length", type=int, default=70,
+                        help="tokens per BPTT window (Howard & Ruder 2018: 70)")
+    ulmfit.add_argument("--vocabulary-size", type=int, default=60000,
+                        help="most frequent words kept (Howard & Ruder 2018: 60,000)")
+    ulmfit.add_argument("--seed", type=int, default=0, help="seeds the weights and the data")
     ulmfit.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="AwdLstmBackbone config, e.g. --set hidden_size=256")
     ulmfit.set_defaults(run=_ulmfit)
@@ -293,18 +344,20 @@ def _add_transfer_commands(commands):
     cvt = commands.add_parser(
         "cvt", help="cross-view training of a tagger: tagged TSV (token<TAB>tag, blank "
                     "line between sentences) + unlabelled sentences (Clark et al. 2018)")
-    cvt.add_argument("--train", required=True)
+    cvt.add_argument("--train", required=True,
+                     help="tagged TSV: token<TAB>tag, a blank line between sentences")
     cvt.add_argument("--unlabelled", required=True, help="one sentence per line")
     cvt.add_argument("--out", required=True, help="a new directory for the tagger")
     cvt.add_argument("--steps", type=int, default=1000, help="labelled+unlabelled pairs")
-    cvt.add_argument("--batch-size", type=int, default=64)
-    cvt.add_argument("--vocabulary-size", type=int, default=20000)
+    cvt.add_argument("--batch-size", type=int, default=64, help="sentences per update")
+    cvt.add_argument("--vocabulary-size", type=int, default=20000,
+                     help="most frequent words kept")
     cvt.add_argument("--learning-rate", type=float, default=0.5,
                      help="peak learning rate of momentum SGD (cvt_text: 0.5)")
     cvt.add_argument("--warm-up-steps", type=int, default=5000,
                      help="updates of linear warm-up (cvt_text: 5000; each step makes "
                           "a labelled and an unlabelled update)")
-    cvt.add_argument("--seed", type=int, default=0)
+    cvt.add_argument("--seed", type=int, default=0, help="seeds the weights and the data")
     cvt.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                      help="CvtEncoder config, e.g. --set first_layer_size=256")
     cvt.set_defaults(run=_cvt)
@@ -315,7 +368,7 @@ def _add_transfer_commands(commands):
     tag.add_argument("run_dir", metavar="RUN_DIR", help="the --out directory of keras-ctx cvt")
     tag.add_argument("--input", required=True,
                      help="UTF-8 text, one whitespace-tokenised sentence per line")
-    tag.add_argument("--batch-size", type=int, default=64)
+    tag.add_argument("--batch-size", type=int, default=64, help="sentences per batch")
     tag.set_defaults(run=_cvt_tag)
 
 
@@ -323,7 +376,18 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     from keras_ctx.commands import exits
 
-    return exits.run_command(args.run, args, args.command, verbose=args.verbose)
+    return exits.run_command(_checked(args.run), args, args.command, verbose=args.verbose)
+
+
+def _checked(run):
+    """`run`, after every numeric flag of the command is checked (before anything is written)."""
+    def checked(args):
+        from keras_ctx import validation
+
+        validation.check_command_args(vars(args))
+        return run(args)
+
+    return checked
 
 
 if __name__ == "__main__":

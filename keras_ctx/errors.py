@@ -25,30 +25,12 @@ class RunLocked(RunDirectoryError):
     """Another live process holds the run directory."""
 
 
+class CheckpointError(KerasCtxError):
+    """A checkpoint or weights file that cannot be read, or does not fit its model."""
+
+
 class DataError(KerasCtxError):
     """Malformed input data (a TSV, token ids out of range, ...)."""
-
-
-class MovedError(ImportError):
-    """A name asked for at its old home; the message names the new one.
-
-    An ImportError, not an AttributeError: Python replaces an AttributeError
-    raised during `from old import name` by its generic "cannot import name",
-    which would lose the new home.
-    """
-
-
-def moved(module, name, table):
-    """The module `__getattr__` of a home some names left: `table` maps name -> new home.
-
-    Raises MovedError naming the new home for a moved name, AttributeError
-    otherwise. It imports nothing: the old home must not depend on the new
-    one (tests/test_import_graph.py).
-    """
-    if name in table:
-        raise MovedError(f"{module}.{name} moved to {table[name]}.{name}: "
-                         f"import it from {table[name]}.")
-    raise AttributeError(f"module {module!r} has no attribute {name!r}")
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")

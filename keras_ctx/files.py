@@ -43,7 +43,11 @@ def _remove_stale(path):
             pid = os.path.basename(leftover)[len(f".{stem}.{tag}-"):]
             pid = pid[: len(pid) - len(extension)] if extension else pid
             if pid.isdigit() and not _pid_alive(int(pid)):
-                if os.path.isdir(leftover):
+                if tag == "replaced" and not os.path.lexists(path):
+                    # Killed between moving the old one aside and the new one in:
+                    # the old one is all there is, so it goes back.
+                    os.replace(leftover, path)
+                elif os.path.isdir(leftover):
                     shutil.rmtree(leftover, ignore_errors=True)
                 else:
                     os.remove(leftover)
@@ -130,6 +134,56 @@ def naming_decode_errors(path):
             f"{path} is not UTF-8 text (byte {error.start}: {error.object[error.start:error.start + 1]!r}); "
             "convert it to UTF-8 (e.g. iconv -f latin1 -t utf-8) and run the command again."
         ) from None
+
+
+def read_json(path, what="a keras-ctx file", fix="write it again"):
+    """The JSON value in `path`; DataError naming the file and `fix` when it is not JSON.
+
+    Deep nesting (a hand-made `[[[[...]]]]`) is refused like any other
+    damage instead of ending in a RecursionError.
+    """
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except RecursionError:
+        problem = "nests too deeply"
+    except UnicodeDecodeError as error:
+        problem = f"is not UTF-8 (byte {error.start})"
+    except ValueError as error:  # json.JSONDecodeError: truncated or edited
+        problem = f"is not valid JSON ({error})"
+    except OSError as error:
+        problem = f"cannot be read ({error.strerror})"
+    raise DataError(f"{path} ({what}) {problem}: {fix}.")
+
+
+def die_with_parent():
+    """Makes the calling (child) process end when its parent dies, even by kill -9.
+
+    Linux' PR_SET_PDEATHSIG sends SIGKILL then; elsewhere a thread checks
+    the parent every second. A `prepare` worker must not write shards for a
+    command that no longer exists (the next run would redo them anyway).
+    """
+    import signal
+    import sys
+    import threading
+
+    parent = os.getppid()
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # it died before the line above
+        os._exit(1)
+
+    def watch():
+        import time
+
+        while os.getppid() == parent:
+            time.sleep(1)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
 
 
 def write_text(path, text, overwrite=True):
@@ -230,6 +284,24 @@ class RunLock:
 
     def __exit__(self, *exc):
         self.release()
+
+
+@contextlib.contextmanager
+def writing(directory):
+    """Holds the run lock of `directory` while the block writes it (see RunLock).
+
+    A directory the block created but left with nothing but the lock file
+    (the command failed before writing) is removed again.
+    """
+    directory = os.fspath(directory)
+    existed = os.path.isdir(directory)
+    try:
+        with RunLock(directory):
+            yield directory
+    finally:
+        if not existed and os.path.isdir(directory) and set(os.listdir(directory)) <= {
+                LOCK_FILE}:
+            shutil.rmtree(directory, ignore_errors=True)
 
 
 def write_files(out, writers):

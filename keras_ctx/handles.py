@@ -6,7 +6,7 @@ A handle is one of
   (one log line says so);
 - a local directory in any format `keras-ctx convert` reads (a Hugging Face
   checkpoint, a google-research TF checkpoint, allennlp ELMo, a keras-hub
-  preset), detected as `convert` detects it (`keras_ctx.convert.cli`);
+  preset), detected as `convert` detects it (`keras_ctx.convert.formats`);
 - a keras-ctx run directory (`pretrain` / `convert` --out);
 - `hf://ORG/NAME[@REVISION]`: a Hugging Face Hub repository, downloaded with
   `huggingface_hub.snapshot_download` into its cache (HF_HUB_CACHE; offline
@@ -95,7 +95,7 @@ def resolve(handle, head=False, need_tokenizer=False, **overrides):
         A `Resolved`.
     """
     from keras_ctx import runs
-    from keras_ctx.convert import cli as convert_cli
+    from keras_ctx.convert import formats
     from keras_ctx.models import presets
 
     name = os.fspath(handle)
@@ -108,12 +108,18 @@ def resolve(handle, head=False, need_tokenizer=False, **overrides):
     elif os.path.exists(name):
         directory = name
     elif name in presets.preset_names():
+        if need_tokenizer:  # before building: a refusal, not a random model and its warning
+            raise CheckpointError(
+                f"{name} is a preset name: an architecture with random weights and no "
+                f"tokenizer, so text cannot become ids; give a run directory (`keras-ctx "
+                f"pretrain {name} --out DIR` trains one) or a checkpoint (hf://ORG/NAME, a "
+                "directory).")
         backbone = presets.build(name, **overrides)
         logger.warning("%s is a preset name: its weights are random (untrained). Give a "
                        "checkpoint (hf://ORG/NAME, kaggle://..., a directory) for trained "
                        "ones.", name)
         return Resolved(name, "preset", backbone, None,
-                        convert_cli.run_info(name, backbone, "preset"))
+                        formats.run_info(name, backbone, "preset"))
     else:
         raise CheckpointError(
             f"Unknown model handle {name!r}: not a preset name (`keras-ctx presets` lists "
@@ -155,7 +161,7 @@ def from_preset(handle, **overrides):
 
 def _from_directory(name, directory, head):
     from keras_ctx import runs
-    from keras_ctx.convert import cli as convert_cli
+    from keras_ctx.convert import formats
 
     if runs.is_finetuned(directory):
         runs.read_info(directory)  # raises: names the run it came from, and `export`
@@ -163,13 +169,13 @@ def _from_directory(name, directory, head):
         info, backbone, tokenizer = runs.load_run(directory)
         backbone.tokenizer, backbone.family = tokenizer, info["family"]
         return Resolved(name, "run", backbone, tokenizer, info, None, directory)
-    format = convert_cli.detect_format(directory)
+    format = formats.detect_format(directory)
     model_head = None
     if head and format == "huggingface":
         backbone, model_head = _huggingface_head(directory)
     else:
-        backbone, format = convert_cli.load(directory, format)
-    info = convert_cli.run_info(name, backbone, format)
+        backbone, format = formats.load(directory, format)
+    info = formats.run_info(name, backbone, format)
     return Resolved(name, "checkpoint", backbone, getattr(backbone, "tokenizer", None), info,
                     model_head, directory)
 

@@ -6,8 +6,11 @@ filled in by `keras_ctx.families`, one module per family, which imports the
 models, pipelines, pretrainers and converters and registers each family
 once; nothing else keeps a list of families or branches on a family's name.
 
-A new family is one module (its backbone, presets, recipe and converter
-specs by reference) plus one call:
+A new family is three modules (and tests): its backbone and presets in
+`keras_ctx.models`, its converters in `keras_ctx.convert` (the Hugging Face
+map, keras-hub class, TF-checkpoint layout and heads, as `HUGGINGFACE`,
+`KERAS_HUB`, `TF_CHECKPOINT` specs), and its family module, which names
+them by reference and registers them with one call:
 
     register_family(Family(
         name="toy", backbone=ToyBackbone, presets={"toy-tiny": (config, "a toy")},
@@ -117,7 +120,7 @@ class Family:
         sized_by_tokenizer: whether the backbone's vocabulary_size is the
             trained tokenizer's (+ extra_tokens); ELMo reads characters.
         dataset: (documents, tokenizer, Run) -> tf.data of pretraining batches.
-        prepared: (tokenizer, Run) -> a `keras_ctx.data.pipelines.Layout`: how
+        prepared: (tokenizer, Run) -> a `keras_ctx.data.layouts.Layout`: how
             `keras-ctx prepare` writes the family's examples to shards and how
             `pretrain --data` reads them. None: no prepared path yet.
         pretrainer: (backbone, tokenizer, Run) -> a Pretrainer.

@@ -17,13 +17,12 @@ Each file is written beside and renamed into place (keras_ctx.files), run.json
 last: a directory with run.json is a finished run.
 """
 
-import contextlib
 import json
 import os
 
 import keras
 
-from keras_ctx import files, registry
+from keras_ctx import files, keras_files, registry, validation
 from keras_ctx.data import fingerprints
 from keras_ctx.data.tokenizers import TOKENIZER_DIR, load_tokenizer, save_tokenizer  # noqa: F401
 from keras_ctx.errors import RunDirectoryError, one_line
@@ -32,7 +31,12 @@ from keras_ctx.training import Checkpointer
 RUN_FILE = "run.json"
 SETTINGS_FILE = "pretrain_settings.json"
 BACKBONE_FILE = "backbone.keras"
-REQUIRED_KEYS = ("family", "sequence_length")
+# What the commands read from run.json, with the types and ranges they need.
+RUN_SCHEMA = {"family": (str, None, True), "sequence_length": (int, 1, True),
+              "model": ((str, type(None)), None, False), "overrides": (dict, None, False),
+              "sizes": (dict, None, False), "steps": ((int, type(None)), 0, False),
+              "seed": ((int, type(None)), None, False),
+              "tokenizer_sha256": (str, None, False)}
 CLASSIFIER_FILE = "classifier.keras"
 # Recorded in run.json and checked against backbone.keras when a run is loaded.
 SIZE_KEYS = ("vocabulary_size", "hidden_size", "num_layers", "num_heads", "intermediate_size",
@@ -42,24 +46,7 @@ FINETUNE_FILE = "finetune.json"
 SAVING_FILE = ".keras_ctx.saving"
 
 
-@contextlib.contextmanager
-def writing(directory):
-    """Holds the run lock of `directory` while the block writes it (see files.RunLock).
-
-    A directory the block created but left with nothing but the lock file
-    (the command failed before writing) is removed again.
-    """
-    directory = os.fspath(directory)
-    existed = os.path.isdir(directory)
-    try:
-        with files.RunLock(directory):
-            yield directory
-    finally:
-        if not existed and os.path.isdir(directory) and set(os.listdir(directory)) <= {
-                files.LOCK_FILE}:
-            import shutil
-
-            shutil.rmtree(directory, ignore_errors=True)
+writing = files.writing  # the run lock, and no empty directory left behind
 
 
 CLAIMED_SAMPLE_FILE = "sample.json"
@@ -153,7 +140,11 @@ def save_run(out_dir, info, backbone, tokenizer=None, overwrite=False):
         import shutil
 
         shutil.rmtree(tokenizer_dir)
-    files.write_json(run_file, {**info, "sizes": sizes(backbone)})
+    # Recorded so that a tokenizer/ swapped in from another run is refused (`load_run`).
+    tokenizer_sha256 = fingerprints.directory(tokenizer_dir) if tokenizer is not None else None
+    files.write_json(run_file, {**info, "sizes": sizes(backbone),
+                                **({"tokenizer_sha256": tokenizer_sha256}
+                                   if tokenizer_sha256 else {})})
     os.remove(marker)
 
 
@@ -170,15 +161,14 @@ def read_info(run_dir):
         raise RunDirectoryError(
             f"{run_dir} is not a finished keras-ctx run (no {RUN_FILE}); give the --out "
             "directory of `keras-ctx pretrain` or `convert`.")
+    fix = "restore it, or pretrain or convert the run again"
     try:
-        with open(path, encoding="utf-8") as handle:
-            info = json.load(handle)
-    except (OSError, ValueError) as error:
-        raise RunDirectoryError(f"{path} is not readable JSON ({error}).") from None
-    missing = [k for k in REQUIRED_KEYS if not isinstance(info, dict) or k not in info]
-    if missing:
-        raise RunDirectoryError(f"{path} lacks {', '.join(missing)}; the run is incomplete: "
-                                "pretrain or convert it again.")
+        info = files.read_json(path, "a run's run.json", fix)
+        validation.check_fields(path, info, RUN_SCHEMA, fix)
+        validation.check_fields(f"{path} (sizes)", info.get("sizes") or {},
+                                {k: (int, 1, False) for k in SIZE_KEYS}, fix)
+    except ValueError as error:
+        raise RunDirectoryError(str(error)) from None
     return info
 
 
@@ -212,7 +202,7 @@ def load_finetuned(directory):
 
     path = os.path.join(directory, CLASSIFIER_FILE)
     try:
-        model = keras.saving.load_model(path, compile=False)
+        model = keras_files.load_model(path)
     except (zipfile.BadZipFile, OSError, ValueError, KeyError, EOFError) as error:
         raise RunDirectoryError(f"{path} is corrupt ({one_line(error)}); fine-tune "
                                 "again.") from None
@@ -228,7 +218,7 @@ def load_backbone(run_dir):
     if not os.path.isfile(path):
         raise RunDirectoryError(f"{run_dir} has no {BACKBONE_FILE}; the run is incomplete.")
     try:
-        return keras.saving.load_model(path, compile=False)
+        return keras_files.load_model(path)
     except (zipfile.BadZipFile, OSError, ValueError, KeyError, EOFError) as error:
         raise RunDirectoryError(f"{path} is corrupt ({one_line(error)}); restore it or "
                                 "pretrain/convert the run again.") from None
@@ -256,6 +246,17 @@ def check_backbone(run_dir, info, backbone):
                 + ": the files come from different runs; pretrain or convert the run again.")
 
 
+def check_tokenizer(run_dir, info):
+    """Raises when tokenizer/ is not the one run.json recorded (changed, or from another run)."""
+    recorded = info.get("tokenizer_sha256")
+    found = fingerprints.directory(os.path.join(run_dir, TOKENIZER_DIR))
+    if recorded and found and found != recorded:
+        raise RunDirectoryError(
+            f"{run_dir}/{TOKENIZER_DIR}/ is not the tokenizer this run was saved with (its "
+            "files changed, or come from another run): its ids would read other embedding "
+            "rows. Restore the run's own tokenizer/, or pretrain or convert the run again.")
+
+
 def load_run(run_dir, need_tokenizer=False):
     """(info dict, backbone, tokenizer or None) of a finished run directory.
 
@@ -265,6 +266,7 @@ def load_run(run_dir, need_tokenizer=False):
     info = read_info(run_dir)
     backbone = load_backbone(run_dir)
     check_backbone(run_dir, info, backbone)
+    check_tokenizer(run_dir, info)
     tokenizer = load_tokenizer(os.path.join(run_dir, TOKENIZER_DIR))
     # ELMo reads characters: it needs no tokenizer.
     if need_tokenizer and tokenizer is None and "character_ids" not in backbone.input:
@@ -276,6 +278,11 @@ def load_run(run_dir, need_tokenizer=False):
 
 
 CORPUS_CHANGED = ("refuse", "continue")
+# Settings a resumed run may change (said, and recorded under CHANGES_KEY with the step);
+# any other change is another run and refused.
+ADJUSTABLE = ("learning_rate", "steps", "checkpoint_every", "strategy", "mixed_precision",
+              "xla")
+CHANGES_KEY = "changes"
 
 
 def read_settings(out_dir):
@@ -356,10 +363,16 @@ def claim(out_dir, settings, fresh=False, data=None, corpus_changed="refuse"):
     settings = json.loads(json.dumps(settings))  # tuples become lists, as read back
     path = os.path.join(out_dir, SETTINGS_FILE)
     previous = read_settings(out_dir)
+    changes = []
     if previous is not None:
         previous_data = previous.pop("data", None)
-        if previous != settings and not fresh:
-            changed = sorted(k for k in settings if previous.get(k) != settings[k])
+        changes = previous.pop(CHANGES_KEY, [])
+        changes = changes if isinstance(changes, list) else []
+        adjusted = {k: [previous[k], settings[k]] for k in ADJUSTABLE
+                    if k in previous and k in settings and previous[k] != settings[k]}
+        fixed = [k for k in settings if k not in ADJUSTABLE and previous.get(k) != settings[k]]
+        if fixed and not fresh:
+            changed = sorted(fixed)
             raise RunDirectoryError(
                 f"{out_dir} holds another run ({previous.get('model')}; different "
                 f"{', '.join(changed)}): resume it with its own arguments, choose another "
@@ -368,13 +381,24 @@ def claim(out_dir, settings, fresh=False, data=None, corpus_changed="refuse"):
             check_data(out_dir, data, corpus_changed)
         elif data is None:
             data = previous_data
+        step = Checkpointer(os.path.join(out_dir, "checkpoints")).latest_step()
+        if adjusted and not fresh and step:
+            # Said and recorded: the checkpoints' steps so far were made with the old values.
+            print(f"Resuming {out_dir} from step {step} with changed settings: "
+                  + ", ".join(f"--{k.replace('_', '-')} {new} (was {old})"
+                              for k, (old, new) in sorted(adjusted.items()))
+                  + f"; recorded in {SETTINGS_FILE}.")
+            changes = changes + [{"step": step, **adjusted}]
+        elif fresh:
+            changes = []
     elif (os.path.isdir(out_dir) and set(os.listdir(out_dir)) - {files.LOCK_FILE}
           and not _has_checkpoints(out_dir)):
         raise RunDirectoryError(f"{out_dir} is not empty and holds no keras-ctx run: choose "
                                 "another --out.")
     if fresh:
         Checkpointer(os.path.join(out_dir, "checkpoints")).clear()
-    files.write_json(path, {**settings, **({"data": data} if data is not None else {})})
+    files.write_json(path, {**settings, **({"data": data} if data is not None else {}),
+                            **({CHANGES_KEY: changes} if changes else {})})
 
 
 def check_new_directory(out):

@@ -34,9 +34,20 @@ def use_caching_allocator():
         os.environ.setdefault(*CACHING_ALLOCATOR)
 
 
+def _hides_load_lines():
+    if "--verbose" in getattr(sys, "orig_argv", sys.argv):
+        return False
+    # TensorFlow ignores TF_CPP_MIN_LOG_LEVEL for the INFO lines it logs while
+    # loading (before absl::InitializeLog); a process that set it to hide INFO
+    # lines (tests/conftest.py does) gets those hidden too.
+    level = os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0").strip()
+    return _invoked_as_cli() or level not in ("", "0")
+
+
 @contextlib.contextmanager
 def quiet_startup():
-    """Hides TensorFlow's start-up lines for the `keras-ctx` command (not --verbose).
+    """Hides TensorFlow's start-up lines for the `keras-ctx` command (not --verbose), and
+    for a process that set TF_CPP_MIN_LOG_LEVEL above 0 before importing keras_ctx.
 
     keras_ctx/__init__.py imports TensorFlow inside this context. Two kinds of
     lines need two measures: those logged before absl::InitializeLog (oneDNN,
@@ -46,7 +57,7 @@ def quiet_startup():
     the first op, on machines without a GPU) needs TF_CPP_MIN_LOG_LEVEL=3,
     which TensorFlow reads at import. A value the user set is kept.
     """
-    if not _invoked_as_cli() or "--verbose" in getattr(sys, "orig_argv", sys.argv):
+    if not _hides_load_lines():
         yield
         return
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")

@@ -22,6 +22,7 @@ import keras
 import numpy as np
 from keras_ctx.optional import tensorflow as tf
 
+from keras_ctx import keras_files
 from keras_ctx.layers.embeddings import checked_token_ids
 
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
@@ -148,7 +149,7 @@ class Checkpointer:
         try:
             if not model.optimizer.built:
                 model.optimizer.build(model.trainable_variables)
-            model.load_weights(os.path.join(path, "model.weights.h5"))
+            keras_files.load_weights(model, os.path.join(path, "model.weights.h5"))
             saved = np.load(os.path.join(path, "optimizer.npz"))
             variables = model.optimizer.variables
             if len(saved.files) != len(variables):

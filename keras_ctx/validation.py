@@ -2,9 +2,9 @@
 
 `check_config_keys` is what makes `from_preset("bert-tiny", hiden_size=64)`
 raise (naming `hidden_size`) instead of building the unchanged preset.
-`check_training_args` range-checks the numeric flags of `pretrain` and
-`finetune` so that `--learning-rate -1` or `--steps 0` fail in one line
-before a tokenizer is trained.
+`check_args` range-checks the numeric flags of every command (one table,
+`FLAGS`) so that `--learning-rate -1`, `--steps 0` or `--workers -2` fail in
+one line naming the flag, before a tokenizer is trained or `--out` written.
 """
 
 import difflib
@@ -56,35 +56,131 @@ def constructor_keys(cls, config=()):
 
 def check_overrides(preset, backbone_cls, config, overrides):
     """Unknown override keys of a preset raise, naming the closest valid one."""
-    check_config_keys(f"preset {preset!r} ({backbone_cls.__name__})",
-                      constructor_keys(backbone_cls, config), overrides)
+    owner = f"preset {preset!r} ({backbone_cls.__name__})"
+    check_config_keys(owner, constructor_keys(backbone_cls, config), overrides)
+    check_override_types(owner, {**constructor_defaults(backbone_cls), **config}, overrides)
 
 
-def _positive_int(flag, value):
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                              or value < 1):
-        raise ConfigError(f"{flag} must be a positive integer, got {value!r}.")
+# Every numeric flag of every command, by its Python name: (type, least value).
+# `keras_ctx.cli` checks each command's flags against it before the command runs,
+# and each command's Python function checks its own with `check_args`: one table,
+# so a new flag without an entry fails tests/test_reliability_args.py.
+FLAGS = {
+    "steps": (int, 1), "batch_size": (int, 1), "sequence_length": (int, 1),
+    "checkpoint_every": (int, 1), "epochs": (int, 1), "lm_epochs": (int, 1),
+    "warm_up_steps": (int, 1), "workers": (int, 1), "duplicate": (int, 1),
+    "tokenizer_sample": (int, 1), "shard_mb": (int, 1), "shard_bytes": (int, 1),
+    "version": (int, 1), "max_length": (int, 1), "seed": (int, 0),
+    "vocabulary_size": (int, MIN_VOCABULARY_SIZE), "learning_rate": (float, 0.0),
+}
 
 
-def check_training_args(steps=None, batch_size=None, sequence_length=None,
-                        checkpoint_every=None, epochs=None, learning_rate=None,
-                        vocabulary_size=None):
-    """Range checks of the numeric settings `pretrain` and `finetune` share (None: unset)."""
-    for flag, value in (("steps", steps), ("batch_size", batch_size),
-                        ("sequence_length", sequence_length),
-                        ("checkpoint_every", checkpoint_every), ("epochs", epochs)):
-        _positive_int("--" + flag.replace("_", "-"), value)
-    rate = learning_rate
-    if rate is not None and not (isinstance(rate, (int, float)) and math.isfinite(rate)
-                                 and rate > 0):
-        raise ConfigError(f"--learning-rate must be a positive finite number, got {rate!r}.")
-    vocabulary = vocabulary_size
-    if vocabulary is not None and (isinstance(vocabulary, bool)
-                                   or not isinstance(vocabulary, int)
-                                   or vocabulary < MIN_VOCABULARY_SIZE):
-        raise ConfigError(
-            f"--vocabulary-size must be at least {MIN_VOCABULARY_SIZE} (the special tokens "
-            f"plus pieces to spell words with), got {vocabulary!r}.")
+def flag_name(name):
+    """The command-line spelling of a Python argument name: batch_size -> --batch-size."""
+    return "--" + name.replace("_", "-")
+
+
+def check_arg(name, value):
+    """Raises ConfigError naming the flag when `value` is outside `FLAGS[name]` (None: unset)."""
+    kind, least = FLAGS[name]
+    if value is None:
+        return
+    flag = flag_name(name)
+    if kind is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+                math.isfinite(value) and value > least):
+            raise ConfigError(f"{flag} must be a positive finite number, got {value!r}.")
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        if name == "vocabulary_size":
+            raise ConfigError(
+                f"{flag} must be at least {least} (the special tokens plus pieces to spell "
+                f"words with), got {value!r}.")
+        what = "a positive integer" if least == 1 else f"an integer >= {least}"
+        raise ConfigError(f"{flag} must be {what}, got {value!r}.")
+
+
+def check_args(**values):
+    """Range checks of a command's numeric arguments, by name (see `FLAGS`; None: unset)."""
+    for name, value in values.items():
+        check_arg(name, value)
+
+
+def check_command_args(arguments):
+    """Checks every numeric flag among a parsed command's `arguments` (a dict)."""
+    check_args(**{name: value for name, value in arguments.items() if name in FLAGS})
+
+
+def check_override_types(owner, defaults, overrides):
+    """Refuses `--set` values of another type than the key's default, before any work.
+
+    Args:
+        owner: what the keys configure (for the message).
+        defaults: {key: the value the backbone would take without the override}.
+        overrides: the user's `--set` values.
+
+    `--set first_layer_size=abc` would otherwise reach a layer as a string
+    (a TypeError deep in Keras), `--set num_layers=0` build an empty model.
+    """
+    for key, value in overrides.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"--set {key}={value!r}: config values must be finite numbers.")
+        if key.endswith("dropout") or key.endswith("dropout_rate"):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+                    0 <= value < 1):
+                raise ConfigError(f"--set {key} must be a number in [0, 1), got {value!r}.")
+        default = defaults.get(key)
+        if default is None or value is None:
+            continue
+        expected = _kind(default)
+        if expected is not None and _kind(value) not in (expected, *_WIDER.get(expected, ())):
+            raise ConfigError(
+                f"--set {key}={value!r}: {owner} takes {key} as {expected} (default "
+                f"{default!r}); give one, e.g. --set {key}={default!r}.")
+        if expected == "an integer" and (key.startswith("num_") or key.endswith("_size")) and (
+                value < 1):
+            raise ConfigError(f"--set {key} must be a positive integer, got {value!r}.")
+
+
+_WIDER = {"a number": ("an integer",), "a list": ("a tuple",), "a tuple": ("a list",)}
+
+
+def _kind(value):
+    for kind, types in (("a boolean", bool), ("an integer", int), ("a number", float),
+                        ("a string", str), ("a list", list), ("a tuple", tuple),
+                        ("a mapping", dict)):
+        if isinstance(value, types):
+            return kind
+    return None
+
+
+def constructor_defaults(cls):
+    """{argument: default} of `cls.__init__` and of its keras_ctx bases it forwards to."""
+    defaults = {}
+    for klass in reversed(cls.__mro__):
+        if "__init__" in vars(klass) and klass.__module__.startswith("keras_ctx"):
+            for name, parameter in inspect.signature(klass.__init__).parameters.items():
+                if parameter.default is not parameter.empty:
+                    defaults[name] = parameter.default
+    return defaults
+
+
+def check_set(owner, cls, overrides, config=(), set_by_command=("vocabulary_size",)):
+    """`--set` keys and value types for a model `cls` a command builds (ulmfit, cvt).
+
+    Args:
+        owner: what the keys configure, for the messages.
+        cls: the model class the overrides go to.
+        overrides: the user's `--set` values.
+        config: the config the command starts from (its values are the defaults).
+        set_by_command: keys the command sets itself from its own flags.
+    """
+    for key in set_by_command:
+        if key in overrides:
+            raise ConfigError(f"--set {key} cannot be applied to {owner}: the command sets "
+                              f"it; use {flag_name(key)} {overrides[key]!r} instead.")
+    check_config_keys(owner, constructor_keys(cls, config), overrides)
+    check_override_types(owner, {**constructor_defaults(cls), **dict(config)}, overrides)
 
 
 def check_override_values(preset, family, config, overrides, sequence_length):
@@ -103,13 +199,6 @@ def check_override_values(preset, family, config, overrides, sequence_length):
             f"--set vocabulary_size cannot be applied to {preset}: its embedding has one row "
             "per entry of the tokenizer trained on the corpus; use --vocabulary-size "
             f"{overrides['vocabulary_size']} instead.")
-    for key, value in overrides.items():
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ConfigError(f"--set {key}={value!r}: config values must be finite numbers.")
-        if key.endswith("dropout") or key.endswith("dropout_rate"):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-                    0 <= value < 1):
-                raise ConfigError(f"--set {key} must be a number in [0, 1), got {value!r}.")
     limit = config.get("max_sequence_length")
     if isinstance(limit, int) and sequence_length is not None and sequence_length > limit:
         where = "--set max_sequence_length" if "max_sequence_length" in overrides else preset
@@ -146,3 +235,53 @@ def check_export_path(path):
     if path and os.path.lexists(path) and not os.path.isdir(path):
         raise ConfigError(f"--export {path} exists and is not a directory; choose another "
                           "path (the export goes to PATH/<version>/).")
+
+
+# ---------------------------------------------------------------- files' fields
+
+def check_fields(path, record, schema, fix):
+    """Raises ConfigError naming `path`, the field and `fix` when `record` breaks `schema`.
+
+    The one schema path of the files keras-ctx reads back (run.json,
+    pretrain_settings.json, prepared manifests, shard records): a
+    hand-edited or damaged file fails here in one line, before anything is
+    built from it or claimed.
+
+    Args:
+        path: the file (for the message).
+        record: its parsed JSON value.
+        schema: {field: (type or tuple of types, least value or None,
+            required)}; ints are never bools.
+        fix: what the user should do, ending the message.
+
+    Returns:
+        `record`.
+    """
+    if not isinstance(record, dict):
+        raise ConfigError(f"{path} holds {type(record).__name__}, not a JSON object: {fix}.")
+    for field, (kinds, least, required) in schema.items():
+        if field not in record:
+            if required:
+                raise ConfigError(f"{path} lacks the field {field!r}: {fix}.")
+            continue
+        value = record[field]
+        kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+        if value is None and type(None) in kinds:
+            continue
+        wrong_type = not isinstance(value, kinds) or (
+            isinstance(value, bool) and bool not in kinds)
+        if wrong_type or (least is not None and value < least):
+            names = " or ".join("null" if k is type(None) else _JSON_NAMES.get(k, k.__name__)
+                                for k in kinds)
+            bound = f" >= {least}" if least is not None else ""
+            raise ConfigError(f"{path} has {field}={_short(value)}, not {names}{bound}: {fix}.")
+    return record
+
+
+_JSON_NAMES = {int: "an integer", float: "a number", str: "a string", dict: "an object",
+               list: "a list", bool: "true/false"}
+
+
+def _short(value):
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."

@@ -3,6 +3,7 @@ import os
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import keras_ctx  # noqa: E402,F401  (before keras: it hides TensorFlow's load-time lines)
 import keras  # noqa: E402
 import pytest  # noqa: E402
 

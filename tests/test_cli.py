@@ -51,7 +51,7 @@ def test_killed_pretraining_resumes_to_the_same_model(tmp_path):
     straight = keras_ctx(*common, "--out", str(tmp_path / "straight"))
     output, _ = straight.communicate(timeout=600)
     assert straight.returncode == 0, output[-3000:]
-    assert "The same word, different contexts" in output
+    assert "One word, different contexts" in output
 
     interrupted_dir = tmp_path / "interrupted"
     first = keras_ctx(*common, "--out", str(interrupted_dir))
@@ -202,7 +202,7 @@ def test_pretrain_says_what_it_is_doing_phase_by_phase(tmp_path):
               "Building bert-tiny", "Built bert-tiny:", "Compiling the training step",
               "Compiled the training step in", "Step 2/4, about", "Step 4/4, about",
               "Saving the run to", "Exporting a SavedModel to", "Exported a SavedModel to",
-              "The same word, different contexts"]
+              "One word, different contexts"]
     at = [output.find(phase) for phase in phases]
     assert -1 not in at, [p for p, i in zip(phases, at) if i == -1]
     assert at == sorted(at), output[:3000]
@@ -234,7 +234,7 @@ def test_progress_counts_rate_and_time_left_then_times_an_opaque_step():
 
 
 def test_exporting_a_preset_says_its_weights_are_random(tmp_path, capsys, caplog):
-    from keras_ctx.recipes import export_run
+    from keras_ctx.commands.export import export_run
 
     export_run("bert-tiny", str(tmp_path / "export"), sequence_length=8)
     # One log line (keras_ctx.handles), then the export's own line.

@@ -121,7 +121,8 @@ def test_encoder_decoder_word_vectors_are_the_encoders(family, pretrained):
     """A word's vector is the encoder state over its pieces (the decoder's are shifted)."""
     from keras_ctx import runs
     from keras_ctx.preprocessing import word_positions
-    from keras_ctx.word_vectors import text_inputs, word_vectors
+    from keras_ctx.commands.embed import word_vectors
+    from keras_ctx.preprocessing import text_inputs
 
     run = pretrained(family)
     info, backbone, tokenizer = runs.load_run(run)
@@ -160,7 +161,7 @@ def test_converted_huggingface_run_takes_every_command(pretrained, workdir, caps
     codes = check_commands(capsys, converted, workdir, "converted")
     assert codes == {"embed": 0, "embed --word": 0, "finetune": 0, "export": 0,
                      "export tuned": 0, "embed tuned": 2}, codes
-    from keras_ctx.word_vectors import word_vectors
+    from keras_ctx.commands.embed import word_vectors
 
     np.testing.assert_allclose(word_vectors(converted, TEXTS, "bank"),
                                word_vectors(pretrained("bert"), TEXTS, "bank"), atol=1e-4)

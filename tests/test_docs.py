@@ -3,6 +3,7 @@ no page left out of the navigation, every API name in `::: module` resolves and
 its docstring parses), and README, the front page, links only to pages and
 headings that exist."""
 
+import argparse
 import importlib.util
 import pathlib
 import re
@@ -31,11 +32,15 @@ def _anchors(page):
                            "(README's test command does)")
 def test_site_builds_strictly(tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet",
+        # Not --quiet: mkdocs 1.6 then hides the warnings that --strict turns into errors.
+        [sys.executable, "-m", "mkdocs", "build", "--strict",
          "--site-dir", str(tmp_path / "site")],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
         env={**__import__("os").environ, "NO_MKDOCS_2_WARNING": "1"})
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-3000:]
+    warnings = [line for line in output.splitlines() if line.startswith("WARNING")]
+    assert not warnings, "\n".join(warnings)
     # The API reference rendered the docstrings, not empty pages.
     layers = (tmp_path / "site" / "api" / "layers" / "index.html").read_text()
     assert "TransformerEncoderBlock" in layers and "ScalarMix" in layers
@@ -63,3 +68,62 @@ def test_every_docs_page_is_in_the_navigation():
     nav = (ROOT / "mkdocs.yml").read_text()
     pages = [str(p.relative_to(ROOT / "docs")) for p in (ROOT / "docs").rglob("*.md")]
     assert not [p for p in pages if f": {p}" not in nav]
+
+
+def _commands():
+    """{name: subparser} of `keras-ctx`."""
+    from keras_ctx.cli import build_parser
+
+    parser = build_parser()
+    (subparsers,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return subparsers.choices
+
+
+def test_every_flag_and_argument_of_every_command_has_help_showing_its_default():
+    missing, no_default = [], []
+    for name, command in _commands().items():
+        formatter = command._get_formatter()
+        for action in command._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            label = f"{name} {'/'.join(action.option_strings) or action.dest}"
+            if not action.help:
+                missing.append(label)
+                continue
+            text = formatter._expand_help(action)
+            if (action.option_strings and action.default not in (None, False, [])
+                    and "default" not in text):
+                no_default.append(label)
+    assert not missing, f"flags without help: {missing}"
+    assert not no_default, f"help that does not show the default: {no_default}"
+    steps = _commands()["pretrain"].format_help()
+    assert re.search(r"--steps STEPS\s+optimizer steps in total \(default: 300\)", steps)
+
+
+def _documented_commands():
+    """{command: its lines} of docs/cli.md's synopsis (a `keras-ctx NAME` line and the
+    indented lines under it)."""
+    text = (ROOT / "docs" / "cli.md").read_text()
+    block = re.search(r"```bash\n(.*?)```", text, re.S).group(1)
+    found, current = {}, None
+    for line in block.splitlines():
+        if line.startswith("keras-ctx "):  # `keras-ctx --verbose COMMAND`: no command's
+            match = re.match(r"keras-ctx ([a-z][a-z-]*)", line)
+            current = match and match.group(1)
+        if current:
+            found[current] = found.get(current, "") + line.split("#")[0] + "\n"
+    return found
+
+
+def test_cli_page_shows_the_real_defaults():
+    """tests/test_repository.py checks that every flag is on the page; this, their values."""
+    commands, documented = _commands(), _documented_commands()
+    problems = []
+    for name, text in documented.items():
+        options = {o: a for a in commands[name]._actions for o in a.option_strings}
+        for option, value in re.findall(r"\[(--[a-z-]+) ([0-9][0-9.e-]*)\]", text):
+            default = options[option].default
+            if default is None or float(value) != float(default):
+                problems.append(f"{name} {option}: the page says {value}, the default is "
+                                f"{default}")
+    assert not problems, problems

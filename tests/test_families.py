@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_ctx import families, recipes
+from keras_ctx import families
+from keras_ctx.commands import pretrain
 from keras_ctx.models import BertBackbone, from_preset, list_presets
 from keras_ctx.models.presets import get_preset, preset_names
 from keras_ctx.preprocessing import TextPreprocessor
@@ -85,7 +86,7 @@ def test_a_new_family_is_one_registry_entry(toy_family):
     documents = tf.data.Dataset.from_tensor_slices(
         [[line, line] for line in lines])
     run = families.Run("toy-tiny", batch_size=2, sequence_length=16, vocabulary_size=60)
-    backbone, pretrainer, dataset, tokenizer, extra = recipes.build("toy-tiny", documents, run)
+    backbone, pretrainer, dataset, tokenizer, extra = pretrain.build("toy-tiny", documents, run)
     # run.json's extras: only how the tokenizer sampled the corpus (no family files).
     assert isinstance(backbone, ToyBackbone) and set(extra) == {"tokenizer_sample"}
     assert backbone.vocabulary_size == tokenizer.vocabulary_size()
@@ -207,7 +208,7 @@ def toy_with_converter():
 
 def test_a_new_family_brings_its_converter_in_its_one_entry(toy_with_converter, tmp_path):
     from keras_ctx.convert import from_huggingface, to_huggingface
-    from keras_ctx.convert.cli import convert
+    from keras_ctx.convert.formats import convert
 
     ours = from_preset("toy-tiny", max_sequence_length=8)
     to_huggingface(ours, tmp_path / "hf")  # the family's first model_type by default

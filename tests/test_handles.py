@@ -157,7 +157,7 @@ def test_a_preset_name_says_once_that_its_weights_are_random(caplog):
 
 
 def test_local_directories_and_runs_are_handles_and_overrides_keep_weights(tmp_path):
-    from keras_ctx.convert.cli import convert
+    from keras_ctx.convert.formats import convert
 
     source = tiny_bert(tmp_path / "src")
     convert(source, tmp_path / "run")

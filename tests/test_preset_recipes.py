@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_ctx import families, pretraining, recipes
+from keras_ctx import families, pretraining
+from keras_ctx.commands import pretrain
 from keras_ctx.models import from_preset
 from keras_ctx.models.presets import preset_names
 from tests.test_recipes import DECODER, ENCODER
@@ -49,7 +50,7 @@ def _expected(preset):
 
 def _overrides(preset):
     prefix = max((p for p in OVERRIDES if preset.startswith(p)), key=len, default=None)
-    return recipes.parse_overrides(OVERRIDES.get(prefix, ENCODER))
+    return pretrain.parse_overrides(OVERRIDES.get(prefix, ENCODER))
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +103,7 @@ def test_every_preset_has_its_papers_objective(family, documents):
 def test_every_preset_recipe_trains_one_step(preset, documents):
     objective = _expected(preset)[1]
     run = families.Run(preset, batch_size=2, sequence_length=32, vocabulary_size=200)
-    _, pretrainer, dataset, _, _ = recipes.build(preset, documents, run, _overrides(preset))
+    _, pretrainer, dataset, _, _ = pretrain.build(preset, documents, run, _overrides(preset))
     assert type(pretrainer) is objective
     pretrainer.compile(optimizer="adam", jit_compile=False)
     logs = pretrainer.train_on_batch(next(iter(dataset)), return_dict=True)

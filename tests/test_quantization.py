@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_ctx import adapters
+from keras_ctx import peft
 from keras_ctx.layers.embeddings import TokenEmbedding
 from tests.tasks.text_fixtures import backbone
 
@@ -98,8 +98,8 @@ def test_int4_table_packs_two_values_per_byte_and_matches_its_numpy_reference():
 def test_lora_on_an_int8_backbone_trains_and_reloads(tmp_path):
     model = backbone("gpt2")
     model.quantize("int8")
-    adapters.enable_lora(model, rank=2, patterns=["*query", "*value"])
-    adapters.train_only(model, lora=True)
+    peft.enable_lora(model, rank=2, patterns=["*query", "*value"])
+    peft.train_only(model, lora=True)
     x, name = _inputs(model)
     before = np.asarray(model(x)[name])
     frozen = [np.asarray(v) for v in model.non_trainable_weights]
@@ -114,10 +114,10 @@ def test_lora_on_an_int8_backbone_trains_and_reloads(tmp_path):
     assert np.abs(after - before).max() > 1e-4  # the LoRA factors learned
     for old, new in zip(frozen, model.non_trainable_weights):
         np.testing.assert_array_equal(np.asarray(new), old)  # int8 weights untouched
-    adapters.save_lora(model, str(tmp_path / "lora.safetensors"))
+    peft.save_lora(model, str(tmp_path / "lora.safetensors"))
     fresh = backbone("gpt2")
     fresh.quantize("int8")
-    adapters.load_lora(fresh, str(tmp_path / "lora.safetensors"))
+    peft.load_lora(fresh, str(tmp_path / "lora.safetensors"))
     np.testing.assert_allclose(np.asarray(fresh(x)[name]), after, atol=1e-6)
     # A whole .keras file: Keras merges the factors into the int8 kernels (requantized).
     model.save(str(tmp_path / "merged.keras"))

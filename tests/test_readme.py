@@ -166,9 +166,8 @@ def test_readme_tour_loads_and_compares_and_calls_pretrain_and_export(tmp_path, 
     namespace = run_section("README.md", "A tour")
     assert calls == [("pretrain", ("bert-tiny", "runs/tour"), {"corpus": "builtin", "steps": 300}),
                      ("export", ("runs/tour", "runs/tour-export"), {})]
-    bank, cosine = namespace["bank"], namespace["cosine"]
-    # all-MiniLM-L6-v2 separates the two senses of "bank".
-    assert cosine(bank[0], bank[1]) > cosine(bank[0], bank[2])
+    # all-MiniLM-L6-v2 separates the two senses of "bank" visibly (measured +0.11 / -0.55).
+    assert namespace["same"] > namespace["other"] + 0.4, (namespace["same"], namespace["other"])
     assert (tmp_path / "runs" / "minilm" / "run.json").is_file()
 
 
@@ -196,10 +195,8 @@ def test_readme_tour_runs_with_a_small_corpus(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     namespace = run_section("README.md", "A tour")
     assert calls == [("bert-tiny", "runs/tour", {"corpus": "builtin", "steps": 300})]
-    bank = namespace["bank"]
-    cosine = namespace["cosine"]
-    # all-MiniLM-L6-v2 separates the two senses of "bank".
-    assert cosine(bank[0], bank[1]) > cosine(bank[0], bank[2])
+    # all-MiniLM-L6-v2 separates the two senses of "bank" visibly (measured +0.11 / -0.55).
+    assert namespace["same"] > namespace["other"] + 0.4, (namespace["same"], namespace["other"])
     assert (tmp_path / "runs" / "minilm" / "run.json").is_file()
     assert (tmp_path / "runs" / "tour-export" / "1" / "saved_model.pb").is_file()
 

@@ -3,7 +3,9 @@
 import numpy as np
 import pytest
 
-from keras_ctx import families, recipes, runs
+from keras_ctx import families, runs
+from keras_ctx.commands import pretrain
+from keras_ctx.commands.embed import word_vectors
 from keras_ctx.cli import main
 from tests.test_cli import write_corpus
 
@@ -55,7 +57,7 @@ def test_pretrain_recipe_trains_saves_and_embeds(preset, corpus, tmp_path):
     assert (tokenizer is None) == (family.inputs == "characters")
     if family.inputs == "encoder_decoder":
         return  # encoder-decoders: no single-word context vectors
-    vectors = recipes.word_vectors(out, ["the bank river", "a bank loan"], "bank")
+    vectors = word_vectors(out, ["the bank river", "a bank loan"], "bank")
     assert vectors.shape[0] == 2 and np.all(np.isfinite(vectors))
     assert not np.allclose(vectors[0], vectors[1])  # the context changes the vector
 
@@ -70,12 +72,12 @@ def test_xlnet_recipe_keeps_a_memory_of_three_quarters_of_the_sequence(corpus):
 
     # The released pretraining: --seq_len=512 --mem_len=384 (zihangdai/xlnet README).
     run = families.Run("xlnet-base", batch_size=4, sequence_length=32, vocabulary_size=300)
-    tiny = recipes.parse_overrides(ENCODER)
-    backbone, pretrainer = recipes.build("xlnet-base", corpora.documents(corpus), run, tiny)[:2]
+    tiny = pretrain.parse_overrides(ENCODER)
+    backbone, pretrainer = pretrain.build("xlnet-base", corpora.documents(corpus), run, tiny)[:2]
     assert backbone.mem_len == 24 and pretrainer.carry_memory
     released = families.Run("xlnet-base", batch_size=1, sequence_length=512,
                             vocabulary_size=300)
     assert families.get("xlnet").recipe_config(released) == {"mem_len": 384}
-    explicit = recipes.parse_overrides(ENCODER + ["mem_len=0"])  # --set wins
-    backbone = recipes.build("xlnet-base", corpora.documents(corpus), run, explicit)[0]
+    explicit = pretrain.parse_overrides(ENCODER + ["mem_len=0"])  # --set wins
+    backbone = pretrain.build("xlnet-base", corpora.documents(corpus), run, explicit)[0]
     assert backbone.mem_len == 0

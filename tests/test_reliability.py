@@ -391,7 +391,7 @@ def test_from_preset_typos_raise_naming_the_closest_key():
     (["--vocabulary-size", "5"], "--vocabulary-size must be at least"),
     (["--steps", "0"], "--steps must be a positive integer"),
     (["--batch-size", "0"], "--batch-size must be a positive integer"),
-    (["--set", "num_heads=0"], "`num_heads` must be a positive integer"),
+    (["--set", "num_heads=0"], "--set num_heads must be a positive integer"),
 ])
 def test_bad_flags_are_one_line_errors_before_the_run_dir_is_claimed(tmp_path, capsys,
                                                                      flags, message):
@@ -485,7 +485,7 @@ def test_broken_run_directories_are_one_line_errors(tiny_run, tmp_path, capsys):
     corrupt = copy_run(tiny_run, tmp_path / "c")
     (corrupt / "backbone.keras").write_bytes(b"PK\x03\x04 not really a zip")
     for directory, message in ((no_tokenizer, "has no tokenizer/"),
-                               (missing_keys, "lacks family, sequence_length"),
+                               (missing_keys, "lacks the field 'family'"),
                                (corrupt, "backbone.keras is corrupt")):
         code, output = run_cli(capsys, "embed", str(directory), "the bank")
         assert code == 2 and message in one_line_error(output), output

@@ -4,7 +4,8 @@ import keras
 import numpy as np
 import pytest
 
-from keras_ctx import recipes, schedules
+from keras_ctx import schedules
+from keras_ctx.commands import pretrain
 from keras_ctx.pretraining.cvt import cvt_optimizer
 
 
@@ -14,7 +15,7 @@ def _rates(schedule, steps):
 
 def test_warmup_then_decay_hand_computed():
     # 100 steps: warm-up over 10 (eta (t+1)/10), then linear to 0 over 90.
-    schedule = recipes.optimizer(1e-3, 100)._learning_rate
+    schedule = pretrain.optimizer(1e-3, 100)._learning_rate
     assert isinstance(schedule, schedules.WarmupThenDecay)
     want = [1e-4, 5e-4, 1e-3, 1e-3 * (1 - 1 / 90), 1e-3 * 0.5, 0.0, 0.0]
     np.testing.assert_allclose(_rates(schedule, [0, 4, 9, 11, 55, 100, 150]), want,
@@ -23,7 +24,7 @@ def test_warmup_then_decay_hand_computed():
 
 def _optimizers():
     return {
-        "pretrain_adamw": lambda: recipes.optimizer(1e-3, 40),
+        "pretrain_adamw": lambda: pretrain.optimizer(1e-3, 40),
         "warmup_then_decay": lambda: keras.optimizers.Adam(
             schedules.WarmupThenDecay(1e-2, 3, 7, end_learning_rate=1e-4)),
         "slanted_triangular": lambda: keras.optimizers.Adam(

@@ -2,6 +2,7 @@
 
 import builtins
 import sys
+import types
 
 import numpy as np
 import pytest
@@ -18,7 +19,14 @@ EXAMPLES = {"set": {"a": ["Make a set now.", "Take a set here."],
 
 @pytest.fixture
 def fake_vectors(monkeypatch):
-    monkeypatch.setattr(sense_table, "word_vectors", lambda run_dir, texts, word: VECTORS)
+    loaded = []
+
+    def text_model(run_dir):
+        loaded.append(run_dir)
+        return types.SimpleNamespace(word_vectors=lambda texts, word: VECTORS)
+
+    monkeypatch.setattr(sense_table, "TextModel", text_model)
+    return loaded
 
 
 def test_similarities_remove_the_words_mean_vector(fake_vectors):
@@ -37,6 +45,12 @@ def test_similarities_remove_the_words_mean_vector(fake_vectors):
 def test_separation_reads_pairs_above_the_diagonal():
     similarities = np.array([[1, .5, .1], [.5, 1, .3], [.1, .3, 1]])
     assert sense_table.separation(["a", "a", "b"], similarities) == (.5, .3)
+    assert sense_table.within_and_across(["a", "a", "b"], similarities) == (.5, pytest.approx(.2))
+
+
+def test_the_model_is_loaded_once_for_every_word(fake_vectors):
+    sense_table.sense_similarities("run", {**EXAMPLES, "list": EXAMPLES["set"]})
+    assert fake_vectors == ["run"]
 
 
 def test_every_example_word_is_the_third_token_of_each_sentence():
@@ -53,7 +67,14 @@ def test_show_context_prints_the_table_and_writes_the_heatmap(fake_vectors, monk
     monkeypatch.setattr(sense_table, "SENSE_EXAMPLES", EXAMPLES)
     table = sense_table.show_sense_table(str(tmp_path))
     out = capsys.readouterr().out
-    assert "'set': same sense" in out and "senses separated" in out
+    # Centred rows (0, 1, .25), (0, 1, -.15), (0, -1, .15), (0, -1, -.25): within a
+    # sense .9625 / sqrt(1.0625 * 1.0225) = +0.923 for both pairs; across the same
+    # with a minus sign for two pairs and -1 for the other two: mean -0.962.
+    assert "every pair apart" in out
+    row = [line for line in out.splitlines() if line.startswith("  'set'")][0]
+    assert row.split()[1:] == ["+0.92", "-0.96", "yes"]
+    assert "Senses apart: 1 of 1 words pair by pair" in out
+    assert "For comparison" not in out  # only when this model does not separate them
     path = tmp_path / sense_table.HEATMAP
     assert f"Heatmap: {path}" in out
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -76,3 +97,18 @@ def test_without_matplotlib_one_line_says_so(fake_vectors, monkeypatch, tmp_path
     lines = [line for line in capsys.readouterr().out.splitlines() if "matplotlib" in line]
     assert lines == ['No heatmap: matplotlib is not installed (pip install "keras-ctx[plot]").']
     assert not list(tmp_path.iterdir())
+
+
+def test_a_model_that_does_not_separate_them_is_pointed_at_a_trained_one(
+        monkeypatch, tmp_path, capsys):
+    mixed = VECTORS[[0, 2, 1, 3]]  # senses a, b, a, b: the sense no longer in the vectors
+    monkeypatch.setattr(sense_table, "TextModel", lambda run_dir: types.SimpleNamespace(
+        word_vectors=lambda texts, word: mixed))
+    monkeypatch.setattr(sense_table, "SENSE_EXAMPLES", EXAMPLES)
+    monkeypatch.setattr(sense_table, "write_heatmap", lambda table, path: None)
+    sense_table.show_sense_table(str(tmp_path))
+    out = capsys.readouterr().out
+    row = [line for line in out.splitlines() if line.startswith("  'set'")][0]
+    assert row.endswith(" no")
+    assert "Senses apart: 0 of 1 words" in out
+    assert "For comparison, the trained all-MiniLM-L6-v2 separates all four" in out

@@ -51,7 +51,7 @@ def test_byte_level_bpe_word_vectors_use_the_whole_text_ids(tmp_path):
     ids = np.asarray(inputs["token_ids"])[0].tolist()
     position = ids.index(tokenizer.token_to_id("\u0120bank"))
     want = _vector_at(backbone, inputs, [position])
-    from keras_ctx.recipes import word_vectors
+    from keras_ctx.commands.embed import word_vectors
 
     np.testing.assert_allclose(word_vectors(out, [text], "bank")[0], want, atol=1e-5)
 
@@ -63,7 +63,7 @@ def test_a_word_before_a_period_does_not_average_the_period(tmp_path):
     inputs = TextPreprocessor(tokenizer, 16, "bert")(tf.constant([text]))
     ids = np.asarray(inputs["token_ids"])[0].tolist()
     want = _vector_at(backbone, inputs, [ids.index(tokenizer.token_to_id("bank"))])
-    from keras_ctx.recipes import word_vectors
+    from keras_ctx.commands.embed import word_vectors
 
     np.testing.assert_allclose(word_vectors(out, [text], "bank")[0], want, atol=1e-5)
 
@@ -93,7 +93,7 @@ def test_import_keras_ctx_exposes_its_submodules():
 
 def test_a_converted_roberta_takes_no_segment_ids_and_records_its_family(tmp_path):
     from keras_ctx.convert import from_huggingface
-    from keras_ctx.convert.cli import convert
+    from keras_ctx.convert.formats import convert
     from tests.convert.test_hf_families import ROBERTA, roberta_tensors, write_checkpoint
 
     source = write_checkpoint(tmp_path / "hf", ROBERTA, roberta_tensors())

@@ -1,7 +1,7 @@
 """`keras-ctx convert`: a checkpoint in any supported format into a run directory."""
 
 from keras_ctx import runs
-from keras_ctx.convert.cli import convert as convert_checkpoint
+from keras_ctx.convert.formats import convert as convert_checkpoint
 
 
 def convert(source, dest, overwrite=False):

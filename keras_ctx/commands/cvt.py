@@ -11,9 +11,11 @@ def cvt_from_files(train, unlabelled, out, steps=1000, batch_size=64, vocabulary
     """`keras-ctx cvt`: a CVT tagger from a tagged TSV and unlabelled sentences, into `out`."""
     from keras_ctx import validation
 
-    validation.check_training_args(steps=steps, batch_size=batch_size,
-                                   learning_rate=learning_rate)
-    validation.check_training_args(steps=warm_up_steps)  # the same positive-integer check
+    from keras_ctx.models.cvt import CvtEncoder
+
+    validation.check_args(steps=steps, batch_size=batch_size, vocabulary_size=vocabulary_size,
+                          learning_rate=learning_rate, seed=seed, warm_up_steps=warm_up_steps)
+    validation.check_set("cvt's CvtEncoder", CvtEncoder, dict(overrides or {}))
     check_new_directory(out)
     keras.utils.set_random_seed(seed)
     trainer, vocabulary, tags = train_cvt_tagger(

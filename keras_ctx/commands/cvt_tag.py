@@ -15,7 +15,7 @@ def tag_file(run_dir, input_path, batch_size=64):
     """
     from keras_ctx import validation
 
-    validation.check_training_args(batch_size=batch_size)
+    validation.check_args(batch_size=batch_size)
     trainer, vocabulary, tags = load_cvt_tagger(run_dir)
     try:
         with open(input_path, encoding="utf-8") as handle:

@@ -23,24 +23,46 @@ def _positions(preprocessor, tokenizer, text, word):
     return word_positions(tokenizer, text, word, offset=len(preprocessor.start_ids))
 
 
+class TextModel:
+    """A model handle loaded once for text in: its backbone, tokenizer and family.
+
+    Args:
+        handle: a run directory, a checkpoint directory, hf:// or kaggle://
+            (`keras_ctx.handles`; a preset name has no tokenizer and is refused).
+    """
+
+    def __init__(self, handle):
+        self.info, self.backbone, self.tokenizer = handles.load(handle, need_tokenizer=True)
+        self.family = families.get(self.info["family"])
+
+    def sequence_outputs(self, texts):
+        """(preprocessor, the family's word-vector output) for `texts`."""
+        inputs, preprocessor = text_inputs(self.family, self.tokenizer, list(texts),
+                                           self.info["sequence_length"])
+        inputs = {k: v for k, v in inputs.items() if k in self.backbone.input}
+        outputs = self.backbone(inputs)[self.family.word_vectors]
+        return preprocessor, keras.ops.convert_to_numpy(outputs)
+
+    def word_vectors(self, texts, word):
+        """The contextual vector of `word` (mean of its pieces) in each text."""
+        preprocessor, sequence = self.sequence_outputs(texts)
+        vectors = []
+        for i, text in enumerate(texts):
+            positions = _positions(preprocessor, self.tokenizer, text, word)
+            vectors.append(sequence[i, positions].astype("float32").mean(0))
+        return np.stack(vectors)
+
+
 def sequence_outputs(run_dir, texts):
     """(info, backbone, tokenizer, preprocessor, sequence_output) of a run on `texts`."""
-    info, backbone, tokenizer = handles.load(run_dir, need_tokenizer=True)
-    family = families.get(info["family"])
-    inputs, preprocessor = text_inputs(family, tokenizer, list(texts), info["sequence_length"])
-    inputs = {k: v for k, v in inputs.items() if k in backbone.input}
-    sequence = keras.ops.convert_to_numpy(backbone(inputs)[family.word_vectors])
-    return info, backbone, tokenizer, preprocessor, sequence
+    model = TextModel(run_dir)
+    preprocessor, sequence = model.sequence_outputs(texts)
+    return model.info, model.backbone, model.tokenizer, preprocessor, sequence
 
 
 def word_vectors(run_dir, texts, word):
     """The contextual vector of `word` (mean of its pieces) in each text."""
-    _, _, tokenizer, preprocessor, sequence = sequence_outputs(run_dir, texts)
-    vectors = []
-    for i, text in enumerate(texts):
-        positions = _positions(preprocessor, tokenizer, text, word)
-        vectors.append(sequence[i, positions].astype("float32").mean(0))
-    return np.stack(vectors)
+    return TextModel(run_dir).word_vectors(texts, word)
 
 
 def cosine(a, b):

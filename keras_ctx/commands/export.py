@@ -11,21 +11,26 @@ def export_run(model_or_run, out, version=1, overwrite=False, sequence_length=No
     """Exports a run, a fine-tuned classifier or any model handle (`keras_ctx.handles`);
     `with_text` adds serve_text (needs tensorflow-text ops), `jit_compile` XLA-compiles
     the serving functions."""
-    from keras_ctx import handles
+    from keras_ctx import handles, validation
     from keras_ctx.export import export_saved_model
+
+    # Before anything is loaded: 0 is not "not given" (an export at length 0 serves nothing).
+    validation.check_args(version=version, sequence_length=sequence_length)
 
     preprocessor = None
     if os.path.isdir(model_or_run) and runs.is_finetuned(model_or_run) and not with_text:
         # A `keras-ctx finetune --out` directory: export its classifier.
         info, backbone = runs.load_finetuned(model_or_run)
-        sequence_length = sequence_length or info.get("sequence_length")
+        sequence_length = info.get("sequence_length") if sequence_length is None else (
+            sequence_length)
     else:
         # A run directory, a checkpoint (local, hf://, kaggle://) or a preset (random
         # weights, said in one line; exported at the given length only).
         resolved = handles.resolve(model_or_run, need_tokenizer=with_text)
         backbone, info = resolved.backbone, resolved.info
         if resolved.has_weights:
-            sequence_length = sequence_length or info.get("sequence_length")
+            sequence_length = info.get("sequence_length") if sequence_length is None else (
+                sequence_length)
         if with_text:
             preprocessor = TextPreprocessor(resolved.tokenizer, sequence_length,
                                             info["family"])

@@ -25,8 +25,7 @@ def finetune(run_dir, train, out, epochs=3, batch_size=16, learning_rate=5e-5, e
     from keras_ctx.data.labelled import read_labelled_tsv
     from keras_ctx.export import check_export_target
 
-    validation.check_training_args(epochs=epochs, batch_size=batch_size,
-                                   learning_rate=learning_rate)
+    validation.check_args(epochs=epochs, batch_size=batch_size, learning_rate=learning_rate)
     target = os.path.join(out, runs.CLASSIFIER_FILE)
     if os.path.exists(target) and not overwrite:
         raise runs.RunDirectoryError(f"{target} already exists; pass --overwrite to "
@@ -71,6 +70,9 @@ def _finetune(run_dir, out, target, texts, labels, epochs, batch_size, learning_
     if export:
         from keras_ctx.export import export_saved_model
 
-        export_saved_model(model, export, overwrite=overwrite,
-                           sequence_length=info["sequence_length"])
+        path = export_saved_model(model, export, overwrite=overwrite,
+                                  sequence_length=info["sequence_length"])
+        print(f"Exported the classifier as a SavedModel to {path} (token ids in, "
+              f"{len(classes)} class logits out; `saved_model_cli show --dir {path} --all` "
+              "lists its signatures).")
     return model

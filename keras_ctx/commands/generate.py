@@ -17,6 +17,9 @@ def generate(model, prompt, stream=False, max_length=None, sampler="greedy", see
     Returns:
         The generated text.
     """
+    from keras_ctx import validation
+
+    validation.check_args(max_length=max_length, seed=seed)
     model = language_model(model)
     if stream:
         chunks = []

@@ -1,9 +1,29 @@
 """`keras-ctx prepare`: a corpus tokenized once into sharded TFRecords for `pretrain --data`.
 
 The work is the data path's (`keras_ctx.data.prepare`); this is the command's
-Python face.
+Python face, which also says how much it wrote and why (BERT's layout writes
+each instance `duplicate` times, each copy with its own static masks).
 """
 
-from keras_ctx.data.prepare import prepare
+import functools
+import os
+
+from keras_ctx.data import prepare as data_prepare
+
+
+@functools.wraps(data_prepare.prepare)
+def prepare(preset, corpus, out, *args, say=print, **kwargs):
+    say("Preparing: tokenizing the corpus into sharded TFRecords (a line per shard as "
+        "each is done; a family with static masks writes each instance once per copy).")
+    manifest = data_prepare.prepare(preset, corpus, out, *args, say=say, **kwargs)
+    written = sum(os.path.getsize(os.path.join(out, shard["file"]))
+                  for shard in manifest["shards"])
+    copies = manifest.get("copies", 1)
+    why = (f": {copies} copies of each instance, each with its own static masks (--duplicate, "
+           "BERT's dupe_factor)" if copies > 1 else "")
+    say(f"Wrote {written / 2**20:,.1f} MB of records for {manifest['corpus_bytes'] / 2**20:,.1f} "
+        f"MB of corpus{why}.")
+    return manifest
+
 
 __all__ = ["prepare"]

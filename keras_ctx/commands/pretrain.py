@@ -32,7 +32,10 @@ from keras_ctx.models.presets import build as build_preset
 from keras_ctx.models.presets import preset_config
 from keras_ctx.optimizers import bert_recipe
 from keras_ctx.progress import say
-from keras_ctx.training import fit_resumable, make_strategy
+from keras_ctx.training import Checkpointer, fit_resumable, make_strategy
+
+
+VOCABULARY_SIZE = 8000  # --vocabulary-size when neither given nor fixed by --data
 
 
 class TrainingProgress(keras.callbacks.Callback):
@@ -47,6 +50,7 @@ class TrainingProgress(keras.callbacks.Callback):
         super().__init__()
         self.steps = steps
         self.first = None  # (step, time) after the first step of this process
+        self.first_loss = None  # that step's loss
 
     def _step(self):
         return int(self.model.optimizer.iterations.numpy())
@@ -54,6 +58,7 @@ class TrainingProgress(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         if self.first is None:
             self.first = (self._step(), time.time())
+            self.first_loss = (logs or {}).get("loss")
             took = progress.duration(time.time() - self.began)
             say(f"Compiled the training step in {took}; training to step {self.steps}.")
 
@@ -104,20 +109,20 @@ def _model(preset, family, tokenizer, run, overrides):
         overrides["vocabulary_size"] = tokenizer.vocabulary_size() + family.extra_tokens
     say(f"Building {preset}...")
     backbone = build_preset(preset, **overrides)
-    say(f"Built {preset}: {backbone.count_params():,} parameters.")
+    say(f"Built {preset}: {backbone.count_params():,} parameters"
+        + (f" (its vocabulary is the trained tokenizer's {overrides['vocabulary_size']:,} "
+           "entries; `keras-ctx presets` counts the preset's own)."
+           if "vocabulary_size" in overrides else "."))
     return backbone, family.pretrainer(backbone, tokenizer, run)
 
 
-def build_prepared(preset, data_dir, run, overrides=None):
-    """As `build`, from a `keras-ctx prepare` directory (its manifest checked first)."""
+def build_prepared(preset, data_dir, run, overrides=None, manifest=None):
+    """As `build`, from a `keras-ctx prepare` directory (`manifest`: its checked manifest,
+    `pretrain_checks.check_prepared`)."""
     family = families.of_preset(preset)
-    manifest = prepare.load_manifest(data_dir)
-    settings = manifest["settings"]
-    if settings["family"] != family.name or settings["sequence_length"] != run.sequence_length:
-        raise prepare.PreparedDataError(
-            f"{data_dir} was prepared for {settings['model']} ({settings['family']}) at "
-            f"sequence length {settings['sequence_length']}, not {preset} at "
-            f"{run.sequence_length}; prepare it for this model and length.")
+    if manifest is None:
+        manifest = pretrain_checks.check_prepared(data_dir, preset, run.sequence_length,
+                                                  run.vocabulary_size, run.batch_size)
     tokenizer = prepare.load_tokenizer(data_dir)
     backbone, pretrainer = _model(preset, family, tokenizer, run, overrides)
     dataset = PreparedInput(data_dir, manifest, family.prepared(tokenizer, run),
@@ -126,6 +131,20 @@ def build_prepared(preset, data_dir, run, overrides=None):
     record = {k: manifest[k] for k in ("examples", "layout", "tokenizer", "settings")}
     record["sha256"] = [s["sha256"] for s in manifest["shards"]]
     return backbone, pretrainer, dataset, saved_tokenizer, dict(extra, data=record)
+
+
+def _loss(value):
+    return "nan" if value is None else f"{float(value):.3f}"
+
+
+def _already_exported(out, export, version, steps, done, overwrite):
+    """Whether a rerun of a finished run finds its own export: the run reached `steps`
+    and export/version was written after the run's backbone (what `pretrain` does)."""
+    target = os.path.join(export, str(version))
+    backbone = os.path.join(out, runs.BACKBONE_FILE)
+    return (not overwrite and done == steps and os.path.isdir(target) and os.listdir(target)
+            and os.path.isfile(backbone)
+            and os.path.getmtime(target) >= os.path.getmtime(backbone))
 
 
 def parse_overrides(pairs):
@@ -158,14 +177,19 @@ def use_xla(choice):
 
 
 def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_length=64,
-             vocabulary_size=8000, learning_rate=None, seed=0, strategy="default",
+             vocabulary_size=None, learning_rate=None, seed=0, strategy="default",
              mixed_precision=False, xla="auto", checkpoint_every=100, resume=True,
              overrides=None, export=None, overwrite=False, show_contexts=True, data=None,
-             corpus_changed="refuse"):
+             corpus_changed="refuse", version=1):
     """Pretrains `preset` on `corpus` into the run directory `out` (resumable).
 
     `data`: a `keras-ctx prepare` directory to train on instead of `corpus`
-    (its manifest is checked and recorded in run.json under "data").
+    (its manifest is checked and recorded in run.json under "data"); the
+    sizes it was prepared with are the run's (`vocabulary_size` None: the
+    data's, or 8000 on a corpus; another value is refused).
+    `export`, `version`, `overwrite`: as `keras-ctx export` (the run's
+    SavedModel goes to export/version); a rerun of a finished run whose export
+    is already there (written after the run was saved) exports nothing and says so.
     `corpus_changed="continue"` resumes a run whose corpus differs from the one
     its checkpoints were trained on (by default refused); the run keeps the
     tokenizer it started with (`keras_ctx.runs.check_data`).
@@ -175,11 +199,16 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
     # Every argument is checked before any work, and `out` is claimed only then.
     family = families.of_preset(preset)  # unknown presets fail here
     backbone_cls, config = preset_config(preset)
-    validation.check_training_args(steps=steps, batch_size=batch_size,
-                                   sequence_length=sequence_length,
-                                   checkpoint_every=checkpoint_every,
-                                   learning_rate=learning_rate,
-                                   vocabulary_size=vocabulary_size)
+    validation.check_args(steps=steps, batch_size=batch_size, sequence_length=sequence_length,
+                          checkpoint_every=checkpoint_every, learning_rate=learning_rate,
+                          vocabulary_size=vocabulary_size, seed=seed)
+    manifest = None
+    if data is not None:  # its flags are the data's: one that differs is refused
+        manifest = pretrain_checks.check_prepared(data, preset, sequence_length,
+                                                  vocabulary_size, batch_size)
+        vocabulary_size = manifest["settings"]["vocabulary_size"]
+    elif vocabulary_size is None:
+        vocabulary_size = VOCABULARY_SIZE
     overrides = dict(overrides or {})
     validation.check_overrides(preset, backbone_cls, config, overrides)
     run = families.Run(preset, batch_size, sequence_length, vocabulary_size, seed)
@@ -187,14 +216,18 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
         preset, family, {**config, **family.recipe_config(run), **overrides}, overrides,
         sequence_length)
     validation.check_export_path(export)
+    if export and (isinstance(version, bool) or not isinstance(version, int) or version < 1):
+        raise ValueError(f"--version must be a positive integer, got {version!r}.")
     # The data's fingerprint (the corpus, or the prepared data's manifest).
     fingerprint = pretrain_checks.check_corpus(data if data is not None else corpus, out,
                                                resume, corpus_changed)
     text_export = export and family.framing is not None
-    if export:
-        check_export_target(export, 1, overwrite)
-    if text_export:
-        check_export_target(export.rstrip("/") + "-text", 1, overwrite)
+    done = Checkpointer(os.path.join(out, "checkpoints")).latest_step() if resume else 0
+    exported = export and _already_exported(out, export, version, steps, done, overwrite)
+    if export and not exported:
+        check_export_target(export, version, overwrite)
+    if text_export and not exported:
+        check_export_target(export.rstrip("/") + "-text", version, overwrite)
     keras.utils.set_random_seed(seed)
     if mixed_precision:
         keras.config.set_dtype_policy("mixed_bfloat16")
@@ -205,7 +238,7 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
         if data is not None:
             corpus = None
             backbone, pretrainer, dataset, tokenizer, extra = build_prepared(
-                preset, data, run, overrides)
+                preset, data, run, overrides, manifest)
         else:
             backbone, pretrainer, dataset, tokenizer, extra = build(
                 preset, corpora.documents(corpus), run, overrides,
@@ -217,8 +250,9 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
         fingerprint["tokenizer"] = fingerprints.tokenizer(
             tokenizer, {k: v for k, v in extra.items() if k != TOKENIZER_SAMPLE})
         hidden = getattr(backbone, "hidden_size", 512)
-        say(f"Compiling the training step{' with XLA' if use_xla(xla) else ''} "
-            "(the first step traces it)...")
+        if done < steps:
+            say(f"Compiling the training step{' with XLA' if use_xla(xla) else ''} "
+                "(the first step traces it)...")
         pretrainer.compile(optimizer=optimizer(learning_rate, steps, family, hidden),
                            jit_compile=use_xla(xla))
     info = {"model": preset, "family": family.name, "sequence_length": sequence_length,
@@ -226,7 +260,10 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
     settings = {"model": preset, "overrides": overrides, "corpus": corpus,
                 **({"data": data} if data else {}),
                 "sequence_length": sequence_length, "batch_size": batch_size,
-                "vocabulary_size": vocabulary_size, "seed": seed}
+                "vocabulary_size": vocabulary_size, "seed": seed,
+                "learning_rate": learning_rate, "steps": steps,
+                "checkpoint_every": checkpoint_every, "strategy": strategy,
+                "mixed_precision": mixed_precision, "xla": xla}
     with RunLock(out):
         runs.claim(out, settings, fresh=not resume, data=fingerprint,
                    corpus_changed=corpus_changed)
@@ -234,23 +271,32 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
             runs.save_claimed_tokenizer(out, tokenizer,
                                         {k: v for k, v in extra.items() if k == TOKENIZER_SAMPLE})
         # A live progress bar with ETA on a terminal; one line per chunk when piped.
+        tracker = TrainingProgress(steps)
         result = fit_resumable(pretrainer, dataset, steps, out,
                                checkpoint_every=checkpoint_every, resume=resume,
-                               callbacks=[TrainingProgress(steps)],
-                               verbose=1 if sys.stdout.isatty() else 2)
+                               callbacks=[tracker], verbose=1 if sys.stdout.isatty() else 2)
         if result["history"]:
-            first, last = result["history"][0], result["history"][-1]
-            print(f"Loss {first.get('loss', float('nan')):.3f} (step {first['step']}) -> "
-                  f"{last.get('loss', float('nan')):.3f} (step {last['step']}).")
+            (first_step, _), last = tracker.first, result["history"][-1]
+            start = result["history"][-2]["step"] if len(result["history"]) > 1 else done
+            print(f"Loss {_loss(tracker.first_loss)} at step {first_step} -> "
+                  f"{_loss(last.get('loss'))} over steps {start + 1}-{last['step']}.")
+        else:
+            print(f"Nothing left to train: {out} already reached step {steps}.")
         say(f"Saving the run to {out}...")
         runs.save_run(out, info, backbone, tokenizer, overwrite=True)  # its own run
         print(f"Saved the backbone and tokenizer to {out}.")
-        if export:
+        if exported:
+            print(f"{os.path.join(export, str(version))} already holds this run's export and "
+                  f"the run trained nothing new: nothing exported (--version {version + 1} "
+                  "exports another, --overwrite replaces it).")
+        elif export:
             say(f"Exporting a SavedModel to {export}...")
-            export_run(out, export, overwrite=overwrite)
+            export_run(out, export, version=version, overwrite=overwrite)
             if text_export and tokenizer is not None and getattr(tokenizer, "in_graph", True):
-                export_run(out, export.rstrip("/") + "-text", overwrite=overwrite,
-                           with_text=True)
+                say(f"Also exporting a text-in copy (serve_text: strings in, for servers "
+                    f"with tensorflow-text ops) to {export.rstrip('/')}-text...")
+                export_run(out, export.rstrip("/") + "-text", version=version,
+                           overwrite=overwrite, with_text=True)
     if show_contexts and family.inputs != "encoder_decoder":
         show_sense_table(out)
     return info

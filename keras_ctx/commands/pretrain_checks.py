@@ -60,6 +60,37 @@ def check_corpus(corpus, out, resume=True, corpus_changed="refuse"):
     return data
 
 
+def check_prepared(data, preset, sequence_length, vocabulary_size=None, batch_size=None):
+    """The checked manifest of `pretrain --data DATA`; refuses flags the data cannot take.
+
+    The data was tokenized for one model family, sequence length and
+    vocabulary (and, for layouts cut for a batch, one batch size): a flag
+    that differs would be recorded and ignored, so it is refused.
+    """
+    from keras_ctx import families
+    from keras_ctx.data import prepare
+
+    manifest = prepare.load_manifest(data)
+    settings = manifest["settings"]
+    family = families.of_preset(preset)
+    if settings["family"] != family.name or settings["sequence_length"] != sequence_length:
+        raise prepare.PreparedDataError(
+            f"{data} was prepared for {settings['model']} ({settings['family']}) at "
+            f"sequence length {settings['sequence_length']}, not {preset} at "
+            f"{sequence_length}; prepare it for this model and length.")
+    given = {"vocabulary_size": vocabulary_size}
+    if settings.get("batch_size") is not None:  # examples cut for one batch size (XLNet)
+        given["batch_size"] = batch_size
+    for key, value in given.items():
+        if value is not None and value != settings[key]:
+            flag = "--" + key.replace("_", "-")
+            raise prepare.PreparedDataError(
+                f"{flag} {value} cannot apply to {data}: it was prepared with {flag} "
+                f"{settings[key]}. Drop {flag} (the data's is used), or prepare the data "
+                f"again with {flag} {value}.")
+    return manifest
+
+
 def check_sequence_length(backbone, sequence_length):
     """Refuses a --sequence-length the built backbone cannot take (before the claim)."""
     limit = getattr(backbone, "max_sequence_length", None)

@@ -9,7 +9,7 @@ from keras_ctx.optional import tensorflow as tf
 
 from keras_ctx.files import json_writer, write_files
 from keras_ctx.runs import check_new_directory
-from keras_ctx.tasks.transfer import SlantedTriangular
+from keras_ctx.schedules import SlantedTriangular
 from keras_ctx.tasks.ulmfit import fine_tune_classifier, fine_tune_language_model, pretrain_language_model
 
 
@@ -59,9 +59,10 @@ def ulmfit_from_files(train, text, out, general_text=None, lm_epochs=1, epochs=N
     from keras_ctx.models.awd_lstm import AwdLstmBackbone
 
     overrides = dict(overrides or {})
-    validation.check_training_args(epochs=epochs, batch_size=batch_size,
-                                   sequence_length=sequence_length)
-    validation.check_training_args(epochs=lm_epochs)
+    validation.check_args(epochs=epochs, lm_epochs=lm_epochs, batch_size=batch_size,
+                          sequence_length=sequence_length, vocabulary_size=vocabulary_size,
+                          seed=seed)
+    validation.check_set("ulmfit's AwdLstmBackbone", AwdLstmBackbone, overrides)
     check_new_directory(out)
     from keras_ctx.files import naming_decode_errors
 

@@ -3,7 +3,7 @@
 Hugging Face safetensors directories (`from_huggingface`, `to_huggingface`),
 original TensorFlow checkpoints (`from_tf_checkpoint`, `to_tf_checkpoint`),
 allennlp ELMo (`from_allennlp`, `to_allennlp`) and keras-hub backbones
-(`from_keras_hub`, `from_keras_hub_preset`). See docs/usage_convert.md.
+(`from_keras_hub`, `from_keras_hub_preset`). See docs/checkpoints.md.
 """
 
 # Each family's converters are named by its module under `keras_ctx.families`

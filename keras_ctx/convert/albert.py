@@ -7,13 +7,18 @@ several groups or inner layers (num_hidden_groups, inner_group_num > 1) are
 not ALBERT's published configurations and are refused.
 """
 
+import re
+
 from keras_ctx.convert.base import absolute_positions, check_class, required
+from keras_ctx.convert.heads import MaskedLMLayout
 from keras_ctx.convert.huggingface import (
-    mapped_converter,
+    HF_ACTIVATIONS,
     CheckpointError,
     activation_from_huggingface,
     activation_to_huggingface,
+    mapped_converter,
 )
+from keras_ctx.convert.kerashub import keras_hub_block_entries
 from keras_ctx.convert.mapping import (
     Entry,
     block_entries,
@@ -22,7 +27,9 @@ from keras_ctx.convert.mapping import (
     layer_by_name,
     norm_entries,
 )
+from keras_ctx.convert.tensorflow import TFLayout
 from keras_ctx.models.albert import AlbertBackbone
+from keras_ctx.registry import HuggingFace, KerasHub
 
 ALBERT_IGNORED = (r"embeddings\.position_ids", r"predictions\..+", r"sop_classifier\..+",
                   r"classifier\.(weight|bias)", r"qa_outputs\.(weight|bias)")
@@ -110,3 +117,88 @@ def export_albert(backbone):
         "initializer_range": 0.02,
     }
     return config, export_weight_map(albert_weight_map(backbone))
+
+
+def albert_from_keras_hub(source, c):
+    """keras-hub's AlbertBackbone (one shared layer) -> ours (tanh GELU, as the original code)."""
+    for key in ("num_groups", "num_inner_repetitions"):
+        if c.get(key, 1) != 1:
+            raise CheckpointError(f"keras-hub AlbertBackbone with {key}={c[key]}: only one "
+                                  "shared layer (ALBERT's published layout) is supported.")
+    ours = AlbertBackbone(vocabulary_size=c["vocabulary_size"], num_layers=c["num_layers"],
+                          num_heads=c["num_heads"], hidden_size=c["hidden_dim"],
+                          intermediate_size=c["intermediate_dim"],
+                          embedding_size=c["embedding_dim"], sharing="all",
+                          dropout=c["dropout"], max_sequence_length=c["max_sequence_length"],
+                          type_vocab_size=c["num_segments"], layer_norm_epsilon=1e-12,
+                          activation=HF_ACTIVATIONS["gelu_new"])
+    embedding = ours.token_embedding
+    entries = [Entry(embedding.token_embedding.embeddings, "token_embedding/embeddings"),
+               Entry(layer_by_name(ours, "position_embedding").position_embeddings,
+                     "position_embedding/embeddings"),
+               Entry(layer_by_name(ours, "segment_embedding").embeddings,
+                     "segment_embedding/embeddings")]
+    norm = layer_by_name(ours, "embeddings_norm")
+    entries += [Entry(norm.gamma, "embeddings_layer_norm/gamma"),
+                Entry(norm.beta, "embeddings_layer_norm/beta"),
+                Entry(embedding.projection.kernel, "embedding_projection/kernel"),
+                Entry(embedding.projection.bias, "embedding_projection/bias")]
+    entries += keras_hub_block_entries(layer_by_name(ours, "encoder").blocks[0],
+                                       "group_0_inner_layer_0")
+    pooler = layer_by_name(ours, "pooler")
+    entries += [Entry(pooler.kernel, "pooled_dense/kernel"),
+                Entry(pooler.bias, "pooled_dense/bias")]
+    return ours, entries
+
+
+# Module paths: (TF regex, HF replacement), per layout; applied to the name
+# without its last part (kernel, bias, gamma, beta) after dropping the root.
+_ALBERT_LAYER = "encoder.albert_layer_groups.0.albert_layers.0"
+
+
+ALBERT_TF_TO_HF = (
+        (r"^encoder/transformer/group_0/inner_group_0/attention_1/self/(query|key|value)$",
+         _ALBERT_LAYER + r".attention.\1"),
+        (r"^encoder/transformer/group_0/inner_group_0/attention_1/output/dense$",
+         _ALBERT_LAYER + ".attention.dense"),
+        (r"^encoder/transformer/group_0/inner_group_0/LayerNorm$",
+         _ALBERT_LAYER + ".attention.LayerNorm"),
+        (r"^encoder/transformer/group_0/inner_group_0/ffn_1/intermediate/dense$",
+         _ALBERT_LAYER + ".ffn"),
+        (r"^encoder/transformer/group_0/inner_group_0/ffn_1/intermediate/output/dense$",
+         _ALBERT_LAYER + ".ffn_output"),
+        (r"^encoder/transformer/group_0/inner_group_0/LayerNorm_1$",
+         _ALBERT_LAYER + ".full_layer_layer_norm"),
+        (r"^pooler/dense$", "pooler"),
+)
+
+
+ALBERT_HF_TO_TF = (
+        (r"^" + re.escape(_ALBERT_LAYER) + r"\.attention\.(query|key|value)$",
+         r"encoder/transformer/group_0/inner_group_0/attention_1/self/\1"),
+        (r"^" + re.escape(_ALBERT_LAYER) + r"\.attention\.dense$",
+         "encoder/transformer/group_0/inner_group_0/attention_1/output/dense"),
+        (r"^" + re.escape(_ALBERT_LAYER) + r"\.attention\.LayerNorm$",
+         "encoder/transformer/group_0/inner_group_0/LayerNorm"),
+        (r"^" + re.escape(_ALBERT_LAYER) + r"\.ffn$",
+         "encoder/transformer/group_0/inner_group_0/ffn_1/intermediate/dense"),
+        (r"^" + re.escape(_ALBERT_LAYER) + r"\.ffn_output$",
+         "encoder/transformer/group_0/inner_group_0/ffn_1/intermediate/output/dense"),
+        (r"^" + re.escape(_ALBERT_LAYER) + r"\.full_layer_layer_norm$",
+         "encoder/transformer/group_0/inner_group_0/LayerNorm_1"),
+        (r"^pooler$", "pooler/dense"),
+)
+
+
+# ---------------------------------------------------------------- the family's converter specs
+
+# AlbertForMaskedLM's predictions: dense (H -> E) + LayerNorm, decoder tied.
+MASKED_LM = MaskedLMLayout(
+    "AlbertForMaskedLM", "albert.", bias="predictions.bias",
+    decoder="predictions.decoder.weight", dense="predictions.dense", norm="predictions.LayerNorm")
+
+HUGGINGFACE = (HuggingFace("albert", convert_albert, export_albert, masked_lm=MASKED_LM,
+                           sequence_classifier=(None, "classifier"), token_classifier=True),)
+KERAS_HUB = (KerasHub("AlbertBackbone", albert_from_keras_hub),)
+TF_CHECKPOINT = TFLayout("albert", "albert_config.json", "bert/",
+                         tf_to_hf=ALBERT_TF_TO_HF, hf_to_tf=ALBERT_HF_TO_TF)

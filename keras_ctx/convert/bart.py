@@ -16,6 +16,7 @@ from keras_ctx.convert.huggingface import (
     check_tied_copy,
     mapped_converter,
 )
+from keras_ctx.convert.kerashub import keras_hub_block_entries
 from keras_ctx.convert.mapping import (
     DropRows,
     Entry,
@@ -28,6 +29,7 @@ from keras_ctx.convert.mapping import (
     with_tied_copy,
 )
 from keras_ctx.models.bart import BartBackbone
+from keras_ctx.registry import HuggingFace, KerasHub
 
 BART_IGNORED = (r"(encoder|decoder)\.embed_tokens\.weight", r"lm_head\.weight",
                 r"final_logits_bias", r"classification_head\..+", r"qa_outputs\.(weight|bias)",
@@ -137,3 +139,32 @@ def export_bart(backbone):
     tensors = {"model." + name: value
                for name, value in export_weight_map(bart_weight_map(backbone)).items()}
     return config, dict(tensors, **export_weight_map(lm_head_entries(backbone)))
+
+
+def bart_from_keras_hub(source, c):
+    """keras-hub's BartBackbone -> ours."""
+    ours = BartBackbone(vocabulary_size=c["vocabulary_size"], num_layers=c["num_layers"],
+                        num_heads=c["num_heads"], hidden_size=c["hidden_dim"],
+                        intermediate_size=c["intermediate_dim"],
+                        max_sequence_length=c["max_sequence_length"], dropout=c["dropout"],
+                        layer_norm_epsilon=1e-5)
+    entries = [Entry(ours.token_embedding.embeddings, "token_embedding/embeddings")]
+    for stack, positions, norm, blocks, attention in (
+            ("encoder", ours.encoder_positions, ours.encoder_embedding_norm,
+             ours.encoder_blocks, "self_attention_layer"),
+            ("decoder", ours.decoder_positions, ours.decoder_embedding_norm,
+             ours.decoder_blocks, "self_attention")):
+        entries += [Entry(positions.position_embeddings, f"{stack}_position_embedding/embeddings"),
+                    Entry(norm.gamma, f"{stack}_embeddings_layer_norm/gamma"),
+                    Entry(norm.beta, f"{stack}_embeddings_layer_norm/beta")]
+        for i, block in enumerate(blocks):
+            entries += keras_hub_block_entries(block, f"transformer_{stack}_layer_{i}", attention)
+    return ours, entries
+
+
+# ---------------------------------------------------------------- the family's converter specs
+
+HUGGINGFACE = (HuggingFace("bart", convert_bart, export_bart,
+                           sequence_classifier=("classification_head.dense",
+                                                "classification_head.out_proj")),)
+KERAS_HUB = (KerasHub("BartBackbone", bart_from_keras_hub),)

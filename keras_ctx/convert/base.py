@@ -14,9 +14,8 @@ import re
 
 import numpy as np
 
-
-class CheckpointError(ValueError):
-    """A checkpoint directory that cannot be converted."""
+from keras_ctx.errors import CheckpointError  # noqa: F401  (converters raise it from here)
+from keras_ctx.keras_files import FLOATING_DTYPES
 
 
 class TensorReader:
@@ -40,7 +39,9 @@ class TensorReader:
             raise CheckpointError(f"The checkpoint has no tensor {key!r}; it does not "
                                   "match its config.json's model_type.")
         self.used.add(key)
-        value = np.asarray(self.tensors[key], dtype="float32")
+        value = np.asarray(self.tensors[key])
+        check_floating(key, value.dtype)
+        value = value.astype("float32", copy=False)
         check_finite_tensor(key, value)
         return value
 
@@ -128,6 +129,14 @@ def check_finite_numbers(value, source, field=""):
             check_finite_numbers(item, source, f"{field}[{index}]")
 
 
+def check_floating(name, dtype, source="The checkpoint"):
+    """Refuses a weight tensor that is not floating point, naming it, its dtype and the fix."""
+    if str(dtype) not in FLOATING_DTYPES:
+        raise CheckpointError(f"{source}: tensor {name!r} has dtype {dtype}, not a float "
+                              f"({', '.join(FLOATING_DTYPES)}): its values would load as codes; "
+                              "use the unquantized checkpoint (or dequantize it to float32).")
+
+
 def check_finite_tensor(name, value):
     """Refuses a weight holding NaN or Inf: every output of the model would be NaN."""
     if value.dtype.kind == "f" and not np.isfinite(value).all():
@@ -171,7 +180,7 @@ def cache_root(directory):
 
 # ---------------------------------------------------------------- sizes before building
 
-# Our size names (DESIGN.md) -> the config fields that carry them in the formats we read.
+# Our size names (docs/design.md) -> the config fields that carry them in the formats we read.
 SIZE_FIELDS = {
     "vocabulary_size": ("vocab_size", "n_token"),
     "hidden_size": ("hidden_size", "d_model", "n_embd", "emb_dim"),

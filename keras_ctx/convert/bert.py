@@ -3,11 +3,14 @@
 import functools
 
 from keras_ctx.convert.base import absolute_positions, check_class, required
+from keras_ctx.convert.heads import MaskedLMLayout
 from keras_ctx.convert.huggingface import (
+    HF_ACTIVATIONS,
     activation_from_huggingface,
     activation_to_huggingface,
     mapped_converter,
 )
+from keras_ctx.convert.kerashub import keras_hub_block_entries, keras_hub_embedding_entries
 from keras_ctx.convert.mapping import (
     DropRows,
     Entry,
@@ -17,7 +20,9 @@ from keras_ctx.convert.mapping import (
     layer_by_name,
     norm_entries,
 )
+from keras_ctx.convert.tensorflow import LAYER_HF_TO_TF, LAYER_TF_TO_HF, TFLayout
 from keras_ctx.models.bert import BertBackbone
+from keras_ctx.registry import HuggingFace, KerasHub
 
 # Tensors of BERT checkpoints that are not part of the backbone: the
 # position_ids buffer and the heads of *ForPreTraining / *ForMaskedLM / ...
@@ -108,3 +113,36 @@ convert_bert = mapped_converter(
 def export_bert(backbone):
     check_class(backbone, "BertBackbone", "bert")
     return bert_config_to_huggingface(backbone), export_weight_map(bert_weight_map(backbone))
+
+
+def bert_from_keras_hub(source, c):
+    """keras-hub's BertBackbone -> ours (tanh GELU, as the original code)."""
+    ours = BertBackbone(vocabulary_size=c["vocabulary_size"], num_layers=c["num_layers"],
+                        num_heads=c["num_heads"], hidden_size=c["hidden_dim"],
+                        intermediate_size=c["intermediate_dim"], dropout=c["dropout"],
+                        max_sequence_length=c["max_sequence_length"],
+                        type_vocab_size=c["num_segments"], layer_norm_epsilon=1e-12,
+                        activation=HF_ACTIVATIONS["gelu_new"])
+    entries = keras_hub_embedding_entries(ours, "token_embedding/embeddings",
+                                 "position_embedding/embeddings", "segment_embedding/embeddings")
+    for i, block in enumerate(layer_by_name(ours, "encoder").blocks):
+        entries += keras_hub_block_entries(block, f"transformer_layer_{i}")
+    pooler = layer_by_name(ours, "pooler")
+    entries += [Entry(pooler.kernel, "pooled_dense/kernel"),
+                Entry(pooler.bias, "pooled_dense/bias")]
+    return ours, entries
+
+
+# ---------------------------------------------------------------- the family's converter specs
+
+# BertForMaskedLM / BertForPreTraining: cls.predictions, decoder tied to the word embeddings.
+MASKED_LM = MaskedLMLayout(
+    "BertForMaskedLM", "bert.", bias="cls.predictions.bias",
+    decoder="cls.predictions.decoder.weight", dense="cls.predictions.transform.dense",
+    norm="cls.predictions.transform.LayerNorm")
+
+HUGGINGFACE = (HuggingFace("bert", convert_bert, export_bert, masked_lm=MASKED_LM,
+                           sequence_classifier=(None, "classifier"), token_classifier=True),)
+KERAS_HUB = (KerasHub("BertBackbone", bert_from_keras_hub),)
+TF_CHECKPOINT = TFLayout("bert", "bert_config.json", "bert/", tf_to_hf=LAYER_TF_TO_HF,
+                         hf_to_tf=LAYER_HF_TO_TF, checkpoint="bert_model.ckpt")

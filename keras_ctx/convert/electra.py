@@ -10,13 +10,20 @@ backbones with their own (equal, in the released checkpoints) embeddings;
 `ElectraBackbone(shared_embeddings=...)` re-ties them for further training.
 """
 
-from keras_ctx.convert.base import absolute_positions, check_class, required
+import re
+
+import numpy as np
+
+from keras_ctx.convert.base import CheckpointError, absolute_positions, check_class, required
 from keras_ctx.convert.bert import BERT_IGNORED
+from keras_ctx.convert.heads import MaskedLMLayout
 from keras_ctx.convert.huggingface import (
-    mapped_converter,
+    HF_ACTIVATIONS,
     activation_from_huggingface,
     activation_to_huggingface,
+    mapped_converter,
 )
+from keras_ctx.convert.kerashub import keras_hub_block_entries
 from keras_ctx.convert.mapping import (
     Entry,
     block_entries,
@@ -25,7 +32,14 @@ from keras_ctx.convert.mapping import (
     layer_by_name,
     norm_entries,
 )
+from keras_ctx.convert.tensorflow import (
+    LAYER_HF_TO_TF,
+    LAYER_TF_TO_HF,
+    TFLayout,
+    tf_name_to_hf,
+)
 from keras_ctx.models.electra import ElectraBackbone
+from keras_ctx.registry import HuggingFace, KerasHub
 
 ELECTRA_IGNORED = BERT_IGNORED + (r"discriminator_predictions\..+",
                                   r"generator_predictions\..+", r"generator_lm_head\..+")
@@ -96,3 +110,96 @@ def export_electra(backbone):
         "layer_norm_eps": backbone.layer_norm_epsilon,
     }
     return config, export_weight_map(electra_weight_map(backbone))
+
+
+def electra_from_keras_hub(source, c):
+    """keras-hub's ElectraBackbone -> ours (tanh GELU); its pooler is skipped: the released
+    discriminators have none."""
+    ours = ElectraBackbone(vocabulary_size=c["vocab_size"], num_layers=c["num_layers"],
+                           num_heads=c["num_heads"], hidden_size=c["hidden_dim"],
+                           intermediate_size=c["intermediate_dim"],
+                           embedding_size=c["embedding_dim"], dropout=c["dropout"],
+                           max_sequence_length=c["max_sequence_length"],
+                           type_vocab_size=c["num_segments"], layer_norm_epsilon=1e-12,
+                           activation=HF_ACTIVATIONS["gelu_new"])
+    if c["embedding_dim"] == c["hidden_dim"]:
+        raise CheckpointError("keras-hub's ElectraBackbone projects embeddings even when "
+                              "embedding_dim == hidden_dim; ElectraBackbone has no projection "
+                              "then, so this backbone cannot be transferred exactly.")
+    layers = ours.embedding_layers
+    projection = layer_by_name(ours, "embeddings_projection")
+    norm = layers["embeddings_norm"]
+    entries = [Entry(layers["token_embedding"].embeddings, "token_embedding/embeddings"),
+               Entry(layers["position_embedding"].position_embeddings,
+                     "position_embedding/embeddings"),
+               Entry(layers["segment_embedding"].embeddings, "segment_embedding/embeddings"),
+               Entry(norm.gamma, "embeddings_layer_norm/gamma"),
+               Entry(norm.beta, "embeddings_layer_norm/beta"),
+               Entry(projection.kernel, "embeddings_projection/kernel"),
+               Entry(projection.bias, "embeddings_projection/bias")]
+    for i, block in enumerate(layer_by_name(ours, "encoder").blocks):
+        entries += keras_hub_block_entries(block, f"transformer_layer_{i}")
+    # keras-hub adds a pooler; the released discriminators (and ours) have none.
+    return ours, entries, (r"pooled_dense/(kernel|bias)",)
+
+
+def _electra_config(tensors):
+    """An HF ELECTRA config inferred from the variables' shapes (ELECTRA ships none)."""
+    try:
+        vocabulary, embedding = tensors["embeddings.word_embeddings.weight"].shape
+        hidden = tensors["encoder.layer.0.attention.output.dense.weight"].shape[0]
+        intermediate = tensors["encoder.layer.0.intermediate.dense.weight"].shape[0]
+        positions = tensors["embeddings.position_embeddings.weight"].shape[0]
+        segments = tensors["embeddings.token_type_embeddings.weight"].shape[0]
+    except KeyError as error:
+        raise CheckpointError(f"The ELECTRA checkpoint has no variable for {error}; its sizes "
+                              "cannot be read.") from None
+    layers = 1 + max(int(m.group(1)) for m in
+                     (re.match(r"encoder\.layer\.(\d+)\.", k) for k in tensors) if m)
+    # google-research/electra configure_pretraining: heads = max(1, H // 64).
+    return {"model_type": "electra", "vocab_size": vocabulary, "embedding_size": embedding,
+            "hidden_size": hidden, "num_hidden_layers": layers,
+            "num_attention_heads": max(1, hidden // 64), "intermediate_size": intermediate,
+            "max_position_embeddings": positions, "type_vocab_size": segments,
+            "hidden_act": "gelu", "layer_norm_eps": 1e-12}
+
+
+def electra_read(variables, config, generator):
+    tensors = _electra_tensors(variables, generator)
+    return _electra_config(tensors), tensors
+
+
+def _electra_tensors(variables, generator):
+    """HF-named tensors of the discriminator (or generator) of an ELECTRA checkpoint."""
+    own, other = ("generator/", "electra/") if generator else ("electra/", "generator/")
+    tensors = {}
+    for name, value in variables.items():
+        if name.startswith("electra/embeddings/"):
+            mapped = tf_name_to_hf(name, TF_CHECKPOINT)
+        elif name.startswith(own):
+            mapped = tf_name_to_hf(name, TF_CHECKPOINT, root=own)
+        elif name.startswith(other):
+            continue  # the other network
+        else:
+            mapped = tf_name_to_hf(name, TF_CHECKPOINT)
+        if mapped is not None:
+            hf_name, transpose = mapped
+            tensors[hf_name] = np.ascontiguousarray(value.T if transpose else value)
+    return tensors
+
+
+# ---------------------------------------------------------------- the family's converter specs
+
+# ElectraForMaskedLM (a generator): generator_predictions + generator_lm_head, tied.
+MASKED_LM = MaskedLMLayout(
+    "ElectraForMaskedLM", "electra.", bias="generator_lm_head.bias",
+    decoder="generator_lm_head.weight", dense="generator_predictions.dense",
+    norm="generator_predictions.LayerNorm", activation="gelu")
+
+HUGGINGFACE = (HuggingFace("electra", convert_electra, export_electra, masked_lm=MASKED_LM,
+                           token_classifier=True),)
+KERAS_HUB = (KerasHub("ElectraBackbone", electra_from_keras_hub),)
+# ELECTRA ships no config: its sizes come from the variables, found by a signature.
+TF_CHECKPOINT = TFLayout("electra", None, "electra/", tf_to_hf=LAYER_TF_TO_HF,
+                         hf_to_tf=LAYER_HF_TO_TF, read=electra_read,
+                         signature="electra/embeddings/word_embeddings", generator=True)

@@ -32,6 +32,7 @@ from keras_ctx.convert.base import (
     CheckpointError,
     assign,
     check_finite_tensor,
+    check_floating,
     check_settings,
     config_field,
 )
@@ -143,6 +144,7 @@ def from_allennlp(options_file, weight_file):
                 raise CheckpointError(f"The hdf5 file has no dataset {name!r}; it does not "
                                       "match its options file.")
             used.add(name)
+            check_floating(name, handle[name].dtype, str(weight_file))
             try:
                 value = np.asarray(handle[name][...], dtype="float32")
             except OSError as error:

@@ -14,6 +14,7 @@ and is dropped; any other is refused rather than folded in, since folding
 row 0 into the segment rows would silently lose the other tasks' rows.
 """
 
+import dataclasses
 import functools
 
 import numpy as np
@@ -23,6 +24,7 @@ from keras_ctx.convert.base import CheckpointError, check_class
 from keras_ctx.convert.huggingface import mapped_converter
 from keras_ctx.convert.mapping import export_weight_map
 from keras_ctx.models.bert import BertBackbone
+from keras_ctx.registry import HuggingFace
 
 TASK_TYPE_TABLE = "embeddings.task_type_embeddings.weight"
 
@@ -52,3 +54,12 @@ def export_ernie(backbone):
     config = bert.bert_config_to_huggingface(backbone, "ernie", "ErnieModel")
     config.update(use_task_id=False, pad_token_id=0)
     return config, export_weight_map(bert.bert_weight_map(backbone))
+
+
+# ---------------------------------------------------------------- the family's converter specs
+
+# ErnieLMPredictionHead is BERT's, under the same names.
+MASKED_LM = dataclasses.replace(bert.MASKED_LM, architecture="ErnieForMaskedLM",
+                                prefix="ernie.")
+
+HUGGINGFACE = (HuggingFace("ernie", convert_ernie, export_ernie, masked_lm=MASKED_LM),)

@@ -27,6 +27,7 @@ from keras_ctx.convert.huggingface import (
     check_tied_copy,
     mapped_converter,
 )
+from keras_ctx.convert.kerashub import keras_hub_block_entries
 from keras_ctx.convert.mapping import (
     Entry,
     HeadsBias,
@@ -36,6 +37,7 @@ from keras_ctx.convert.mapping import (
     norm_entries,
 )
 from keras_ctx.models.gpt import GPTBackbone
+from keras_ctx.registry import HuggingFace, KerasHub
 
 GPT2_IGNORED = (r"h\.\d+\.attn\.(bias|masked_bias)", r"lm_head\.weight", r"score\.(weight|bias)",
                 r"multiple_choice_head\..+")
@@ -189,3 +191,29 @@ def export_openai_gpt(backbone):
         raise CheckpointError("HF's OpenAIGPT has a 4 * n_embd feed-forward; this backbone's "
                               f"intermediate_size is {c['intermediate_size']}.")
     return config, _join_fused(export_weight_map(gpt2_weight_map(backbone, original_gpt=True)))
+
+
+def gpt2_from_keras_hub(source, c):
+    """keras-hub's GPT2Backbone -> ours (tanh GELU, as GPTBackbone's GPT-2)."""
+    settings = dict(vocabulary_size=c["vocabulary_size"], num_layers=c["num_layers"],
+                    num_heads=c["num_heads"], hidden_size=c["hidden_dim"],
+                    intermediate_size=c["intermediate_dim"],
+                    max_sequence_length=c["max_sequence_length"], dropout=c["dropout"],
+                    normalize_first=True, layer_norm_epsilon=1e-5,
+                    activation="gelu_approximate")
+    ours = GPTBackbone(**settings)
+    entries = [Entry(ours.token_embedding.embeddings, "token_embedding/embeddings"),
+               Entry(ours.position_embedding.position_embeddings,
+                     "position_embedding/embeddings"),
+               Entry(ours.final_norm.gamma, "layer_norm/gamma"),
+               Entry(ours.final_norm.beta, "layer_norm/beta")]
+    for i, block in enumerate(ours.blocks):
+        entries += keras_hub_block_entries(block, f"transformer_layer_{i}", "self_attention")
+    return ours, entries
+
+
+# ---------------------------------------------------------------- the family's converter specs
+
+OPENAI_GPT_HUGGINGFACE = (HuggingFace("openai-gpt", convert_openai_gpt, export_openai_gpt),)
+GPT2_HUGGINGFACE = (HuggingFace("gpt2", convert_gpt2, export_gpt2),)
+GPT2_KERAS_HUB = (KerasHub("GPT2Backbone", gpt2_from_keras_hub),)

@@ -30,6 +30,7 @@ from keras_ctx.convert.mapping import (
     norm_entries,
 )
 from keras_ctx.models.gpt import GPTBackbone
+from keras_ctx.registry import HuggingFace
 
 GPT_NEO_IGNORED = (r"h\.\d+\.attn\.attention\.(bias|masked_bias)", r"lm_head\.weight",
                    r"score\.(weight|bias)")
@@ -152,3 +153,8 @@ def export_gpt_neo(backbone):
         "activation_function": activation_to_huggingface(c["activation"]),
     }
     return config, export_weight_map(gpt_neo_weight_map(backbone))
+
+
+# ---------------------------------------------------------------- the family's converter specs
+
+HUGGINGFACE = (HuggingFace("gpt_neo", convert_gpt_neo, export_gpt_neo),)

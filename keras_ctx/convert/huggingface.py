@@ -407,10 +407,14 @@ def tokenizer_from_huggingface(directory, lowercase=None):
             # openai-gpt: BPE over lowercased words with "</w>" ends, not bytes.
             unknown = _token(settings.get("unk_token", "<unk>"))
             return WordEndBPETokenizer(vocabulary, merge_list, unknown_token=unknown)
-        return keras_hub.tokenizers.BytePairTokenizer(
-            vocabulary=vocabulary, merges=merge_list,
-            add_prefix_space=bool(settings.get("add_prefix_space", False)),
-        )
+        try:
+            return keras_hub.tokenizers.BytePairTokenizer(
+                vocabulary=vocabulary, merges=merge_list,
+                add_prefix_space=bool(settings.get("add_prefix_space", False)),
+            )
+        except ValueError as error:  # a merge of pieces the vocabulary lacks
+            raise CheckpointError(f"{merges} does not fit {vocab} ({error}); use the two "
+                                  "files of one tokenizer.") from None
     for name in ("spiece.model", "sentencepiece.bpe.model", "30k-clean.model"):
         path = os.path.join(directory, name)
         if os.path.isfile(path):
@@ -471,11 +475,23 @@ def check_tokenizer_fits(backbone, tokenizer, directory):
     if tokenizer is None:
         return
     rows = vocabulary_size_of(backbone)
-    size = int(tokenizer.vocabulary_size())
-    if rows is not None and size > rows:
-        raise CheckpointError(f"The tokenizer in {directory} has {size} tokens but the "
+    largest = largest_token_id(tokenizer)
+    if rows is not None and largest >= rows:
+        raise CheckpointError(f"The tokenizer in {directory} gives ids up to {largest} but the "
                               f"embedding has {rows} rows; the tokenizer files belong to "
                               "another model (use the matching vocabulary).")
+
+
+def largest_token_id(tokenizer):
+    """The largest id a tokenizer can give: its vocabulary's largest, not its token count.
+
+    A vocab.json maps tokens to ids that need not be 0..n-1 (a GPT-2 vocabulary
+    cut to 41 tokens may keep id 5000).
+    """
+    vocabulary = getattr(tokenizer, "vocabulary", None)
+    if isinstance(vocabulary, dict) and vocabulary:
+        return max(int(i) for i in vocabulary.values())
+    return int(tokenizer.vocabulary_size()) - 1
 
 
 def default_model_type(backbone):
@@ -528,8 +544,12 @@ HF_FILES = ("config.json", "model.safetensors", "model.safetensors.index.json",
 
 
 def check_writable(directory, names, overwrite):
-    """Refuses to replace a user's checkpoint files unless `overwrite`."""
+    """Refuses to replace a user's checkpoint files unless `overwrite`, or to write into
+    something that is not a directory."""
     directory = os.fspath(directory)
+    if os.path.lexists(directory) and not os.path.isdir(directory):
+        raise CheckpointError(f"{directory} is a file, not a directory; give a directory "
+                              "to write the checkpoint into (a new or an existing one).")
     there = [name for name in names if os.path.lexists(os.path.join(directory, name))]
     if there and not overwrite:
         raise CheckpointError(f"{directory} already holds {', '.join(there)}; pass "

@@ -10,6 +10,9 @@ with right padding, HF's positions of real tokens are 2, 3, ..., as ours.
 """
 
 import functools
+import warnings
+
+import numpy as np
 
 from keras_ctx.convert.base import check_class
 from keras_ctx.convert.bert import (
@@ -18,12 +21,15 @@ from keras_ctx.convert.bert import (
     bert_config_to_huggingface,
     bert_weight_map,
 )
+from keras_ctx.convert.heads import MaskedLMLayout
 from keras_ctx.convert.huggingface import (
     CheckpointError,
     mapped_converter,
 )
-from keras_ctx.convert.mapping import export_weight_map
+from keras_ctx.convert.kerashub import keras_hub_block_entries, keras_hub_embedding_entries
+from keras_ctx.convert.mapping import export_weight_map, layer_by_name
 from keras_ctx.models.bert import RobertaBackbone
+from keras_ctx.registry import HuggingFace, KerasHub
 
 
 def _offset(config):
@@ -58,3 +64,35 @@ def export_roberta(backbone):
                                         position_offset=2)
     config.update(pad_token_id=1, bos_token_id=0, eos_token_id=2)
     return config, export_weight_map(bert_weight_map(backbone, 2))
+
+
+def roberta_from_keras_hub(source, c):
+    """keras-hub's RobertaBackbone -> ours: it has no segment embedding (ours gets one zero row)
+    and no pooler (ours keeps its random one)."""
+    ours = RobertaBackbone(vocabulary_size=c["vocabulary_size"], num_layers=c["num_layers"],
+                        num_heads=c["num_heads"], hidden_size=c["hidden_dim"],
+                        intermediate_size=c["intermediate_dim"], dropout=c["dropout"],
+                        max_sequence_length=c["max_sequence_length"], type_vocab_size=1,
+                        layer_norm_epsilon=1e-5, activation="gelu")
+    # keras-hub's RoBERTa adds no segment embedding: ours is one zero row.
+    layer_by_name(ours, "segment_embedding").embeddings.assign(
+        np.zeros((1, c["hidden_dim"]), "float32"))
+    warnings.warn("keras-hub's RobertaBackbone has no pooler: the converted backbone's "
+                  "pooled_output uses a randomly initialised pooler.", stacklevel=3)
+    entries = keras_hub_embedding_entries(ours, "embeddings/token_embedding/embeddings",
+                                 "embeddings/position_embedding/embeddings")
+    for i, block in enumerate(layer_by_name(ours, "encoder").blocks):
+        entries += keras_hub_block_entries(block, f"transformer_layer_{i}")
+    return ours, entries
+
+
+# ---------------------------------------------------------------- the family's converter specs
+
+# RobertaForMaskedLM's lm_head: dense + GELU + layer_norm, decoder tied.
+MASKED_LM = MaskedLMLayout(
+    "RobertaForMaskedLM", "roberta.", bias="lm_head.bias", decoder="lm_head.decoder.weight",
+    dense="lm_head.dense", norm="lm_head.layer_norm", activation="gelu")
+
+HUGGINGFACE = (HuggingFace("roberta", convert_roberta, export_roberta, masked_lm=MASKED_LM,
+                           token_classifier=True),)
+KERAS_HUB = (KerasHub("RobertaBackbone", roberta_from_keras_hub),)

@@ -43,6 +43,7 @@ from keras_ctx.convert.mapping import (
     with_tied_copy,
 )
 from keras_ctx.models.t5 import T5Backbone
+from keras_ctx.registry import HuggingFace
 
 T5_IGNORED = (r"(encoder|decoder)\.embed_tokens\.weight",)
 # feed_forward_proj -> (activation, gated). HF reads "gated-gelu" as gelu_new
@@ -214,3 +215,9 @@ def _exporter(model_type, architecture):
 
 export_t5 = _exporter("t5", "T5ForConditionalGeneration")
 export_mt5 = _exporter("mt5", "MT5ForConditionalGeneration")
+
+
+# ---------------------------------------------------------------- the family's converter specs
+
+HUGGINGFACE = (HuggingFace("t5", convert_t5, export_t5),
+               HuggingFace("mt5", convert_mt5, export_mt5))

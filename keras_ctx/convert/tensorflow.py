@@ -1,5 +1,8 @@
 """Original TensorFlow checkpoints of google-research BERT, ALBERT, ELECTRA and XLNet.
 
+The format's machinery; each family's convert module declares its `TFLayout`
+(ALBERT's path tables, ELECTRA's and XLNet's readers live there).
+
 A released model is a directory with a TF1 checkpoint `<prefix>.index` +
 `<prefix>.data-*` and its config: `bert_config.json` (BERT),
 `albert_config.json` (ALBERT), `xlnet_config.json` (XLNet); ELECTRA ships
@@ -27,7 +30,6 @@ XLNet keeps its relative-attention biases stacked over layers
 
 import dataclasses
 import glob
-import json
 import os
 import re
 from typing import Callable, Optional
@@ -40,39 +42,9 @@ from keras_ctx.convert.huggingface import huggingface_format
 
 # Module paths: (TF regex, HF replacement), per layout; applied to the name
 # without its last part (kernel, bias, gamma, beta) after dropping the root.
-_ALBERT_LAYER = "encoder.albert_layer_groups.0.albert_layers.0"
+# BERT's encoder/layer_N/ (ELECTRA's too); ALBERT's tables live in convert/albert.py.
 LAYER_TF_TO_HF = ((r"^encoder/layer_(\d+)/", r"encoder.layer.\1."),)
 LAYER_HF_TO_TF = ((r"^encoder\.layer\.(\d+)\.", r"encoder/layer_\1/"),)
-ALBERT_TF_TO_HF = (
-        (r"^encoder/transformer/group_0/inner_group_0/attention_1/self/(query|key|value)$",
-         _ALBERT_LAYER + r".attention.\1"),
-        (r"^encoder/transformer/group_0/inner_group_0/attention_1/output/dense$",
-         _ALBERT_LAYER + ".attention.dense"),
-        (r"^encoder/transformer/group_0/inner_group_0/LayerNorm$",
-         _ALBERT_LAYER + ".attention.LayerNorm"),
-        (r"^encoder/transformer/group_0/inner_group_0/ffn_1/intermediate/dense$",
-         _ALBERT_LAYER + ".ffn"),
-        (r"^encoder/transformer/group_0/inner_group_0/ffn_1/intermediate/output/dense$",
-         _ALBERT_LAYER + ".ffn_output"),
-        (r"^encoder/transformer/group_0/inner_group_0/LayerNorm_1$",
-         _ALBERT_LAYER + ".full_layer_layer_norm"),
-        (r"^pooler/dense$", "pooler"),
-)
-ALBERT_HF_TO_TF = (
-        (r"^" + re.escape(_ALBERT_LAYER) + r"\.attention\.(query|key|value)$",
-         r"encoder/transformer/group_0/inner_group_0/attention_1/self/\1"),
-        (r"^" + re.escape(_ALBERT_LAYER) + r"\.attention\.dense$",
-         "encoder/transformer/group_0/inner_group_0/attention_1/output/dense"),
-        (r"^" + re.escape(_ALBERT_LAYER) + r"\.attention\.LayerNorm$",
-         "encoder/transformer/group_0/inner_group_0/LayerNorm"),
-        (r"^" + re.escape(_ALBERT_LAYER) + r"\.ffn$",
-         "encoder/transformer/group_0/inner_group_0/ffn_1/intermediate/dense"),
-        (r"^" + re.escape(_ALBERT_LAYER) + r"\.ffn_output$",
-         "encoder/transformer/group_0/inner_group_0/ffn_1/intermediate/output/dense"),
-        (r"^" + re.escape(_ALBERT_LAYER) + r"\.full_layer_layer_norm$",
-         "encoder/transformer/group_0/inner_group_0/LayerNorm_1"),
-        (r"^pooler$", "pooler/dense"),
-)
 EMBEDDING_TABLES = ("word_embeddings", "position_embeddings", "token_type_embeddings")
 SKIPPED = re.compile(r"(^global_step$|/adam_[mv]$|/lamb_[mv]$|^cls/|^output_weights$|"
                      r"^output_bias$|^loss/|/Momentum$|^discriminator_predictions/|"
@@ -86,6 +58,9 @@ def layouts():
 
 
 def _layout(name):
+    """The TFLayout named `name` (a layout passes through)."""
+    if isinstance(name, TFLayout):
+        return name
     found = layouts()
     if name not in found:
         raise CheckpointError(f"No TF checkpoint layout {name!r}; supported: "
@@ -94,7 +69,9 @@ def _layout(name):
 
 
 def tf_name_to_hf(name, family, root=None):
-    """(HF name, transpose?) of a TF variable name; None for skipped variables."""
+    """(HF name, transpose?) of a TF variable name; None for skipped variables.
+
+    `family`: a TFLayout or its name."""
     if SKIPPED.search(name):
         return None
     layout = _layout(family)
@@ -177,169 +154,6 @@ def read_tf_checkpoint(prefix):
                               "the download may be incomplete.") from None
 
 
-def _electra_config(tensors):
-    """An HF ELECTRA config inferred from the variables' shapes (ELECTRA ships none)."""
-    try:
-        vocabulary, embedding = tensors["embeddings.word_embeddings.weight"].shape
-        hidden = tensors["encoder.layer.0.attention.output.dense.weight"].shape[0]
-        intermediate = tensors["encoder.layer.0.intermediate.dense.weight"].shape[0]
-        positions = tensors["embeddings.position_embeddings.weight"].shape[0]
-        segments = tensors["embeddings.token_type_embeddings.weight"].shape[0]
-    except KeyError as error:
-        raise CheckpointError(f"The ELECTRA checkpoint has no variable for {error}; its sizes "
-                              "cannot be read.") from None
-    layers = 1 + max(int(m.group(1)) for m in
-                     (re.match(r"encoder\.layer\.(\d+)\.", k) for k in tensors) if m)
-    # google-research/electra configure_pretraining: heads = max(1, H // 64).
-    return {"model_type": "electra", "vocab_size": vocabulary, "embedding_size": embedding,
-            "hidden_size": hidden, "num_hidden_layers": layers,
-            "num_attention_heads": max(1, hidden // 64), "intermediate_size": intermediate,
-            "max_position_embeddings": positions, "type_vocab_size": segments,
-            "hidden_act": "gelu", "layer_norm_eps": 1e-12}
-
-
-def electra_read(variables, config, generator):
-    tensors = _electra_tensors(variables, generator)
-    return _electra_config(tensors), tensors
-
-
-def _electra_tensors(variables, generator):
-    """HF-named tensors of the discriminator (or generator) of an ELECTRA checkpoint."""
-    own, other = ("generator/", "electra/") if generator else ("electra/", "generator/")
-    tensors = {}
-    for name, value in variables.items():
-        if name.startswith("electra/embeddings/"):
-            mapped = tf_name_to_hf(name, "electra")
-        elif name.startswith(own):
-            mapped = tf_name_to_hf(name, "electra", root=own)
-        elif name.startswith(other):
-            continue  # the other network
-        else:
-            mapped = tf_name_to_hf(name, "electra")
-        if mapped is not None:
-            hf_name, transpose = mapped
-            tensors[hf_name] = np.ascontiguousarray(value.T if transpose else value)
-    return tensors
-
-
-_XLNET_STACKED = ("r_w_bias", "r_r_bias", "r_s_bias", "seg_embed")
-
-
-def _xlnet_tensors(variables, num_layers):
-    """HF XLNet names of the original model/transformer/... variables."""
-    tensors = {}
-    root = "model/transformer/"
-    for name, value in variables.items():
-        if SKIPPED.search(name):
-            continue
-        if not name.startswith(root):
-            tensors[f"<unknown TF variable {name}>"] = value
-            continue
-        path = name[len(root):]
-        if path == "word_embedding/lookup_table":
-            tensors["word_embedding.weight"] = value
-        elif path == "mask_emb/mask_emb":
-            tensors["mask_emb"] = value
-        elif path in _XLNET_STACKED:
-            tied = value.ndim == (3 if path == "seg_embed" else 2)  # untie_r=False
-            for i in range(num_layers):
-                tensors[f"layer.{i}.rel_attn.{path}"] = value if tied else value[i]
-        else:
-            match = re.match(r"layer_(\d+)/(rel_attn|ff)/(.+)$", path)
-            if match is None:
-                tensors[f"<unknown TF variable {name}>"] = value
-                continue
-            layer, block, rest = match.groups()
-            p = f"layer.{layer}.{block}."
-            if rest in ("LayerNorm/gamma", "LayerNorm/beta"):
-                tensors[p + "layer_norm." + ("weight" if rest.endswith("gamma") else "bias")] = \
-                    value
-            elif block == "rel_attn" and rest in ("q/kernel", "k/kernel", "v/kernel",
-                                                   "o/kernel", "r/kernel"):
-                tensors[p + rest[0]] = value
-            elif block == "ff" and rest in ("layer_1/kernel", "layer_2/kernel"):
-                tensors[p + rest.split("/")[0] + ".weight"] = np.ascontiguousarray(value.T)
-            elif block == "ff" and rest in ("layer_1/bias", "layer_2/bias"):
-                tensors[p + rest.split("/")[0] + ".bias"] = value
-            else:
-                tensors[f"<unknown TF variable {name}>"] = value
-    return tensors
-
-
-def _xlnet_variables(tensors, num_layers):
-    """Inverse of _xlnet_tensors (untied biases, as every released XLNet)."""
-    root = "model/transformer/"
-    variables = {root + "word_embedding/lookup_table": tensors["word_embedding.weight"],
-                 root + "mask_emb/mask_emb": tensors["mask_emb"]}
-    for key in _XLNET_STACKED:
-        variables[root + key] = np.stack([tensors[f"layer.{i}.rel_attn.{key}"]
-                                          for i in range(num_layers)])
-    for i in range(num_layers):
-        a, f, out = f"layer.{i}.rel_attn.", f"layer.{i}.ff.", f"{root}layer_{i}/"
-        for k in "qkvor":
-            variables[f"{out}rel_attn/{k}/kernel"] = tensors[a + k]
-        variables[out + "rel_attn/LayerNorm/gamma"] = tensors[a + "layer_norm.weight"]
-        variables[out + "rel_attn/LayerNorm/beta"] = tensors[a + "layer_norm.bias"]
-        for k in ("layer_1", "layer_2"):
-            variables[f"{out}ff/{k}/kernel"] = np.ascontiguousarray(tensors[f"{f}{k}.weight"].T)
-            variables[f"{out}ff/{k}/bias"] = tensors[f"{f}{k}.bias"]
-        variables[out + "ff/LayerNorm/gamma"] = tensors[f + "layer_norm.weight"]
-        variables[out + "ff/LayerNorm/beta"] = tensors[f + "layer_norm.bias"]
-    return variables
-
-
-def _xlnet_config_to_hf(config):
-    missing = [k for k in ("n_token", "d_model", "n_layer", "n_head", "d_inner")
-               if k not in config]
-    if missing:
-        raise CheckpointError(f"xlnet_config.json lacks {', '.join(missing)}.")
-    return {"model_type": "xlnet", "vocab_size": config["n_token"], "d_model": config["d_model"],
-            "n_layer": config["n_layer"], "n_head": config["n_head"],
-            "d_head": config.get("d_head"), "d_inner": config["d_inner"],
-            "ff_activation": config.get("ff_activation", "gelu"),
-            "untie_r": config.get("untie_r", True), "layer_norm_eps": 1e-12}
-
-
-def xlnet_read(variables, config, generator):
-    config = _xlnet_config_to_hf(config)
-    return config, _xlnet_tensors(variables, config["n_layer"])
-
-
-def xlnet_write(config, tensors):
-    variables = _xlnet_variables(tensors, config["n_layer"])
-    config = {"n_token": config["vocab_size"], "d_model": config["d_model"],
-              "n_layer": config["n_layer"], "n_head": config["n_head"],
-              "d_head": config["d_head"], "d_inner": config["d_inner"],
-              "ff_activation": config["ff_activation"], "untie_r": True}
-    return config, variables
-
-
-def renaming_reader(layout_name):
-    """BERT-style layouts: each variable renamed to its Hugging Face name."""
-    def read(variables, config, generator):
-        tensors = {}
-        for name, value in variables.items():
-            mapped = tf_name_to_hf(name, layout_name)
-            if mapped is not None:
-                hf_name, transpose = mapped
-                tensors[hf_name] = np.ascontiguousarray(value.T if transpose else value)
-        return dict(config, model_type=layout_name), tensors
-
-    return read
-
-
-def renaming_writer(layout_name):
-    def write(config, tensors):
-        variables = {}
-        for name, value in tensors.items():
-            tf_name, transpose = hf_name_to_tf(name, layout_name)
-            variables[tf_name] = np.ascontiguousarray(value.T if transpose else value)
-        return {k: v for k, v in config.items() if k not in ("model_type", "architectures")}, \
-            variables
-
-    return write
-
-
 @dataclasses.dataclass(frozen=True)
 class TFLayout:
     """One family's google-research checkpoint, declared (a `Family.tf_checkpoint`).
@@ -351,8 +165,10 @@ class TFLayout:
         config_file: its config's name; None: sizes come from the variables.
         root: the variable-name prefix of the encoder.
         tf_to_hf, hf_to_tf: module-path rewrites (regex, replacement).
-        read: (variables, config, generator) -> (HF config, HF-named tensors).
-        write: (HF config, HF-named tensors) -> (its config, its variables).
+        read: (variables, config, generator) -> (HF config, HF-named tensors);
+            default: each variable renamed to its Hugging Face name (BERT-style).
+        write: (HF config, HF-named tensors) -> (its config, its variables);
+            default: each tensor renamed back.
         checkpoint: the checkpoint prefix `to_tf_checkpoint` writes.
         signature: a variable that identifies a config-less checkpoint.
         generator: whether the checkpoint also holds a generator (ELECTRA).
@@ -361,10 +177,10 @@ class TFLayout:
     name: str
     config_file: Optional[str]
     root: str
-    read: Callable
-    write: Optional[Callable] = None
     tf_to_hf: tuple = ()
     hf_to_tf: tuple = ()
+    read: Optional[Callable] = None
+    write: Optional[Callable] = None
     checkpoint: str = "model.ckpt"
     signature: Optional[str] = None
     generator: bool = False
@@ -373,6 +189,29 @@ class TFLayout:
     @property
     def huggingface_type(self):
         return self.model_type or self.name
+
+    def to_huggingface(self, variables, config, generator=False):
+        """(HF config, HF-named tensors) of the checkpoint's variables."""
+        if self.read is not None:
+            return self.read(variables, config, generator)
+        tensors = {}
+        for name, value in variables.items():
+            mapped = tf_name_to_hf(name, self)
+            if mapped is not None:
+                hf_name, transpose = mapped
+                tensors[hf_name] = np.ascontiguousarray(value.T if transpose else value)
+        return dict(config, model_type=self.huggingface_type), tensors
+
+    def from_huggingface(self, config, tensors):
+        """(its config, its variables) of an HF config and HF-named tensors."""
+        if self.write is not None:
+            return self.write(config, tensors)
+        variables = {}
+        for name, value in tensors.items():
+            tf_name, transpose = hf_name_to_tf(name, self)
+            variables[tf_name] = np.ascontiguousarray(value.T if transpose else value)
+        return {k: v for k, v in config.items() if k not in ("model_type", "architectures")}, \
+            variables
 
 
 def from_tf_checkpoint(directory, family=None, generator=False):
@@ -409,7 +248,7 @@ def from_tf_checkpoint(directory, family=None, generator=False):
     prefix = _checkpoint_prefix(directory)
     variables = read_tf_checkpoint(prefix)
     try:
-        config, tensors = layout.read(variables, config, generator)
+        config, tensors = layout.to_huggingface(variables, config, generator)
     except (TypeError, ValueError, IndexError) as error:  # e.g. a non-integer n_layer
         raise CheckpointError(f"{path if layout.config_file else prefix} does not fit its "
                               f"checkpoint ({type(error).__name__}: {error}).") from None
@@ -487,7 +326,7 @@ def to_tf_checkpoint(backbone, directory, family=None, overwrite=False):
     if spec.export is None:
         raise CheckpointError(f"The {family!r} layout's model_type has no exporter.")
     config, tensors = spec.export(backbone)
-    config, variables = layout.write(config, tensors)
+    config, variables = layout.from_huggingface(config, tensors)
     os.makedirs(directory, exist_ok=True)
     # Saved beside, then renamed into place file by file: a failed save leaves the
     # directory as it was.

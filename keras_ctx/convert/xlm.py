@@ -6,6 +6,7 @@ attentions.i.{q,k,v,out}_lin, layer_norm1.i, ffns.i.lin1/lin2, layer_norm2.i
 (post-LN, as ours). The FFN is 4 * emb_dim wide in every XLM.
 """
 
+from keras_ctx.convert.heads import MaskedLMLayout
 from keras_ctx.convert.huggingface import (
     mapped_converter,
     CheckpointError,
@@ -18,6 +19,7 @@ from keras_ctx.convert.mapping import (
     norm_entries,
 )
 from keras_ctx.models.xlm import XLMBackbone
+from keras_ctx.registry import HuggingFace
 
 # Buffers and heads (XLMWithLMHeadModel's pred_layer, classifiers' sequence_summary).
 XLM_IGNORED = (r"position_ids", r"pred_layer\..+", r"sequence_summary\..+", r"qa_outputs\..+",
@@ -113,3 +115,12 @@ def export_xlm(backbone):
         raise CheckpointError(f"model_type 'xlm' exports an XLMBackbone, not a "
                               f"{type(backbone).__name__}.")
     return xlm_config_to_huggingface(backbone), export_weight_map(xlm_weight_map(backbone))
+
+
+# ---------------------------------------------------------------- the family's converter specs
+
+# XLM's PredLayer (asm=False): the tied proj + bias, no transform.
+MASKED_LM = MaskedLMLayout("XLMWithLMHeadModel", "transformer.", bias="pred_layer.proj.bias",
+                           decoder="pred_layer.proj.weight")
+
+HUGGINGFACE = (HuggingFace("xlm", convert_xlm, export_xlm, masked_lm=MASKED_LM),)

@@ -5,7 +5,9 @@ from keras_ctx.data import (  # noqa: F401
     corpora,
     glove,
     knowledge_masking,
+    layouts,
     lm_stream,
+    maskers,
     masking,
     ngram_masking,
     noise,
@@ -15,4 +17,5 @@ from keras_ctx.data import (  # noqa: F401
     segments,
     span_masking,
     tokenizers,
+    xlnet_stream,
 )

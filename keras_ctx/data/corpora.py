@@ -20,6 +20,7 @@ import functools
 import glob
 import os
 import re
+import stat
 import sysconfig
 
 from keras_ctx.optional import tensorflow as tf
@@ -32,19 +33,61 @@ class CorpusError(ValueError):
     """A corpus that cannot be read: missing, empty or not UTF-8."""
 
 
+def regular_file(path):
+    """`path` if it is a regular file (after symlinks); CorpusError on a pipe, device or socket.
+
+    A FIFO would block the reader forever (or be read once, and a corpus is
+    read more than once); a device never ends.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as error:
+        raise CorpusError(f"Cannot read the corpus file {path} ({error.strerror}): fix or "
+                          "remove it.") from None
+    if not stat.S_ISREG(mode):
+        raise CorpusError(
+            f"The corpus {path} is a pipe, device or socket, not a file: it can be read "
+            "only once (or never ends), and a corpus is read more than once (tokenizer, "
+            "then training). Save it to a file first (e.g. `cat ... > "
+            "corpus.txt`), or move it out of the corpus directory.")
+    return path
+
+
+def _walk_text_files(directory):
+    """The *.txt files under `directory`, recursively, each real directory entered once.
+
+    Symlinks are followed, but a directory reached again (a link loop such
+    as `loop -> .`, or two links to one place) is not read twice.
+    """
+    seen, found = set(), []
+    for root, dirs, names in os.walk(directory, followlinks=True):
+        real = os.path.realpath(root)
+        if real in seen:
+            dirs[:] = []
+            continue
+        seen.add(real)
+        dirs.sort()
+        found.extend(os.path.join(root, n) for n in names if n.endswith(".txt"))
+    return sorted(found)
+
+
 def resolve_files(source):
-    """The sorted list of files a path / directory / glob / list source names."""
+    """The sorted list of files a path / directory / glob / list source names.
+
+    Every file is a regular file (`regular_file`) and each is listed once, however
+    many paths (symlinks, overlapping globs) reach it.
+    """
     sources = [source] if isinstance(source, (str, os.PathLike)) else list(source)
     if not sources:
         raise CorpusError("The corpus source list is empty: give at least one path.")
-    files = []
+    files, seen = [], set()
     for item in sources:
         item = os.fspath(item)
         if os.path.isdir(item):
-            found = sorted(glob.glob(os.path.join(item, "**", "*.txt"), recursive=True))
+            found = _walk_text_files(item)
             if not found:
                 raise CorpusError(f"The directory {item!r} holds no *.txt files.")
-        elif os.path.isfile(item):
+        elif os.path.lexists(item) and not glob.has_magic(item):
             found = [item]
         else:
             found = sorted(glob.glob(item))
@@ -53,7 +96,11 @@ def resolve_files(source):
                     f"No file matches {item!r}: give an existing file, directory or "
                     "glob pattern, 'builtin', or 'tfds:NAME'."
                 )
-        files.extend(found)
+        for path in found:
+            real = os.path.realpath(path)
+            if real not in seen:
+                seen.add(real)
+                files.append(regular_file(path))
     return files
 
 

@@ -16,10 +16,8 @@ shard with its size and hash (see `manifest`).
 import hashlib
 import json
 import os
-import stat
 
 from keras_ctx.data import corpora
-from keras_ctx.errors import DataError
 
 BLOCK = 1 << 16
 SAMPLES = 16  # blocks hashed per file besides the first and the last
@@ -42,15 +40,10 @@ def _sampled_hash(path, size):
 def file_fingerprint(path):
     """{"path", "size", "mtime_ns", "sha256_sampled"} of one regular file.
 
-    A pipe or other stream is refused: it can be read only once, and a corpus
-    is read more than once (the tokenizer's pass, then training).
+    A pipe or other stream is refused (`corpora.regular_file`): it can be read
+    only once, and a corpus is read more than once.
     """
-    info = os.stat(path)
-    if not stat.S_ISREG(info.st_mode):
-        raise DataError(
-            f"The corpus {path} is a pipe or device, not a file: it can be read only once "
-            "and pretraining reads its corpus more than once (tokenizer, then training). "
-            "Save it to a file first (e.g. `cat ... > corpus.txt`) and give that file.")
+    info = os.stat(corpora.regular_file(path))
     return {"path": os.path.abspath(path), "size": info.st_size,
             "mtime_ns": info.st_mtime_ns,
             "sha256_sampled": _sampled_hash(path, info.st_size)}
@@ -85,10 +78,6 @@ def corpus(source):
             return manifest(os.path.join(source, MANIFEST_FILE))
         if os.path.basename(source) == MANIFEST_FILE and os.path.isfile(source):
             return manifest(source)
-    sources = [source] if isinstance(source, str) else [os.fspath(s) for s in source]
-    for item in sources:
-        if os.path.exists(item) and not (os.path.isdir(item) or os.path.isfile(item)):
-            file_fingerprint(item)  # raises: a pipe
     return {"files": [file_fingerprint(path) for path in corpora.resolve_files(source)]}
 
 
@@ -125,6 +114,28 @@ def tokenizer(tokenizer_or_vocabulary, extra=None):
                 digest.update(os.path.relpath(path, directory).encode("utf-8") + b"\0")
                 with open(path, "rb") as handle:
                     digest.update(handle.read())
+    return digest.hexdigest()
+
+
+def directory(path):
+    """The SHA-256 of every file under `path` (names and bytes), or None if it is missing.
+
+    What a run or prepared data records of its tokenizer/ directory: a
+    tokenizer/ swapped in from another run (same size, other vocabulary) is
+    told apart before any id is read through it.
+    """
+    if not os.path.isdir(path):
+        return None
+    digest = hashlib.sha256()
+    for root, dirs, names in os.walk(path):
+        dirs.sort()
+        for name in sorted(names):
+            file = os.path.join(root, name)
+            digest.update(os.path.relpath(file, path).encode("utf-8") + b"\0")
+            with open(file, "rb") as handle:
+                while chunk := handle.read(1 << 20):
+                    digest.update(chunk)
+            digest.update(b"\0")
     return digest.hexdigest()
 
 

@@ -16,10 +16,10 @@ stay basic units (words by `continuation_table`, else tokens), as in ERNIE
 1.0's released data, where every token belongs to a unit (seg_labels).
 
 Selection is `keras_ctx.data.ngram_masking` with n = 1: units in a random
-order, each masked whole or not at all, until round(15%) of the candidate
-tokens are masked; a unit that would overflow the budget is skipped, so
-units are never split. Each masked token then gets 80/10/10 by its own draw,
-as ERNIE 1.0's released batching.py does. (That code draws every unit
+order, each masked whole or not at all, until round(15%) of the row's
+tokens ([CLS], [SEP] counted) are masked; a unit that would overflow the
+budget is skipped, so units are never split. Each masked token then gets
+80/10/10 by its own draw, as ERNIE 1.0's released batching.py does. (That code draws every unit
 independently with probability 0.15 instead of filling a budget: the same
 15% on average.)
 

@@ -40,16 +40,12 @@ import math
 import numpy as np
 from keras_ctx.optional import tensorflow as tf
 
+from keras_ctx.data._checks import positive_int
+
 # Merity et al. 2017, Sec. 4.1 (awd-lstm-lm main.py; fastai's LanguageModelLoader).
 FULL_LENGTH_PROBABILITY = 0.95
 LENGTH_STDDEV = 5.0
 MIN_LENGTH = 5
-
-
-def _positive(name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"`{name}` must be a positive integer, got {value!r}.")
-    return int(value)
 
 
 def stream_layout(token_ids, batch_size, padding_id=0):
@@ -64,7 +60,7 @@ def stream_layout(token_ids, batch_size, padding_id=0):
     if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
         raise ValueError(f"`token_ids` must be a 1-D integer array (the corpus as one "
                          f"stream), got shape {ids.shape} and dtype {ids.dtype}.")
-    batch_size = _positive("batch_size", batch_size)
+    batch_size = positive_int("batch_size", batch_size)
     if len(ids) < batch_size + 1:
         raise ValueError(f"The corpus has {len(ids)} tokens: fewer than batch_size + 1 = "
                          f"{batch_size + 1}; lower the batch size.")
@@ -135,10 +131,10 @@ class BpttStream:
 
     def __init__(self, token_ids, batch_size, bptt=70, variable_length=True,
                  min_length=MIN_LENGTH, length_multiple=8, seed=0, padding_id=0):
-        self.batch_size = _positive("batch_size", batch_size)
-        self.bptt = _positive("bptt", bptt)
-        self.min_length = _positive("min_length", min_length)
-        self.length_multiple = _positive("length_multiple", length_multiple)
+        self.batch_size = positive_int("batch_size", batch_size)
+        self.bptt = positive_int("bptt", bptt)
+        self.min_length = positive_int("min_length", min_length)
+        self.length_multiple = positive_int("length_multiple", length_multiple)
         self.variable_length = bool(variable_length)
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
             raise ValueError(f"`seed` must be a non-negative integer, got {seed!r}.")

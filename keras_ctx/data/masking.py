@@ -4,10 +4,13 @@
 tf.data map and equally inside a compiled (XLA) train step, which is how an
 ELECTRA generator or an in-step dynamic masking reuses it.
 
-Recipe (Devlin et al. 2019, Sec. 3.1 and Appendix A.1): select 15% of the
-non-special, non-padding tokens (round(0.15 n), at least 1, at most
-`max_predictions`); of the selected, 80% -> [MASK], 10% -> a random token,
-10% unchanged. Loss only at selected positions (`mask_weights`).
+Recipe (Devlin et al. 2019, Sec. 3.1 and Appendix A.1; google-research/bert
+create_pretraining_data.py at eedf571): min(max_predictions, max(1,
+round(0.15 L))) positions, L the row's real tokens with [CLS] and [SEP]
+counted (`prediction_budget`), chosen among the non-special tokens ([UNK]
+may be chosen); of the selected, 80% -> [MASK], 10% -> a random token, 10%
+unchanged. Loss only at selected positions (`mask_weights`), listed in
+increasing order in `max_predictions` slots.
 
 Static masking (BERT): masks drawn once, identical every epoch (BERT's
 `dupe_factor` copies of every instance, each masked differently and shuffled
@@ -42,8 +45,47 @@ ELECTRA_RANDOM_TOKEN_RATE = 0.0
 
 
 def default_max_predictions(sequence_length, mask_rate=MASK_RATE):
-    """Enough prediction slots that the mask_rate budget is never capped."""
-    return max(1, int(math.ceil(mask_rate * sequence_length)) + 1)
+    """Enough prediction slots that the mask_rate budget is never capped: ceil(rate * T).
+
+    20 for 128 tokens, BERT's max_predictions_per_seq at 128 (its README);
+    round(rate * L) <= ceil(rate * T) for every row length L <= T.
+    """
+    return max(1, int(math.ceil(mask_rate * sequence_length)))
+
+
+def prediction_budget(lengths, num_candidates, mask_rate=MASK_RATE, max_predictions=None):
+    """How many positions a row masks: min(P, max(1, round(rate * L))), at most its candidates.
+
+    google-research/bert create_pretraining_data.py (eedf571): num_to_predict =
+    min(max_predictions_per_seq, max(1, int(round(len(tokens) * masked_lm_prob))))
+    with len(tokens) counting [CLS] and both [SEP]: `lengths` are the rows'
+    real tokens (padding_mask), not only the maskable ones. Python's round
+    on float64, half to even, as tf.round on float64.
+
+    Args:
+        lengths: (batch,) real tokens per row.
+        num_candidates: (batch,) tokens that may be masked.
+        max_predictions: P, or None: no cap but the candidates.
+
+    Returns:
+        (batch,) float32 counts.
+    """
+    lengths = tf.cast(lengths, tf.float64)
+    count = tf.maximum(tf.constant(1.0, tf.float64), tf.round(lengths * mask_rate))
+    if max_predictions is not None:
+        count = tf.minimum(count, float(max_predictions))
+    return tf.cast(tf.minimum(count, tf.cast(num_candidates, tf.float64)), tf.float32)
+
+
+def sorted_slots(positions, weights):
+    """The used prediction slots' positions in increasing order, unused slots (0) last.
+
+    BERT's script sorts masked_lm_positions (`sorted(masked_lms, key=index)`).
+    `weights` (1 at used slots) must be a prefix of ones per row.
+    """
+    used = weights > 0
+    key = tf.where(used, positions, tf.int32.max)
+    return tf.where(used, tf.sort(key, axis=-1), 0)
 
 
 def _check_rates(mask_rate, mask_token_rate, random_token_rate):
@@ -83,6 +125,13 @@ def _check_token_weights(token_weights, vocabulary_size):
     return weights
 
 
+def real_lengths(token_ids, padding_mask=None):
+    """(batch,) real tokens per row ([CLS] and [SEP] included): the budget's L."""
+    if padding_mask is None:
+        return tf.fill(tf.shape(token_ids)[:1], tf.shape(token_ids)[1])
+    return tf.reduce_sum(tf.cast(padding_mask, tf.int32), axis=-1)
+
+
 def candidate_mask(token_ids, padding_mask=None, special_token_ids=()):
     """True where a token may be selected: real (padding_mask) and not special."""
     token_ids = tf.convert_to_tensor(token_ids)
@@ -95,8 +144,8 @@ def candidate_mask(token_ids, padding_mask=None, special_token_ids=()):
 
 
 def select_positions(candidates, seed, mask_rate=MASK_RATE, max_predictions=None,
-                     weights=None):
-    """Chooses round(mask_rate * n) candidate positions per row, without replacement.
+                     weights=None, lengths=None):
+    """Chooses `prediction_budget` candidate positions per row, without replacement.
 
     Uniformly, or with `weights` by successive draws proportional to them
     (Gumbel top-k: top-k of log w + Gumbel noise draws k without replacement
@@ -106,10 +155,13 @@ def select_positions(candidates, seed, mask_rate=MASK_RATE, max_predictions=None
         candidates: (batch, time) bool.
         seed: shape (2,) int seed of the stateless random ops.
         weights: optional (batch, time) positive float, each position's weight.
+        lengths: (batch,) real tokens per row, specials counted (the budget's
+            L); default: the candidates' count.
 
     Returns:
-        positions (batch, P) int32 (0 where unused), weights (batch, P)
-        float32 (1 at used slots), selected (batch, time) bool.
+        positions (batch, P) int32 in increasing order (0 where unused),
+        weights (batch, P) float32 (1 at used slots), selected (batch, time)
+        bool.
     """
     candidates = tf.cast(candidates, tf.bool)
     length = candidates.shape[-1]
@@ -117,9 +169,7 @@ def select_positions(candidates, seed, mask_rate=MASK_RATE, max_predictions=None
         max_predictions = default_max_predictions(length, mask_rate)
     max_predictions = min(max_predictions, length)
     n = tf.reduce_sum(tf.cast(candidates, tf.float32), axis=-1)
-    # BERT: num_to_predict = min(max_predictions, max(1, round(n * rate))).
-    count = tf.minimum(tf.maximum(1.0, tf.round(n * mask_rate)), float(max_predictions))
-    count = tf.minimum(count, n)
+    count = prediction_budget(n if lengths is None else lengths, n, mask_rate, max_predictions)
     scores = tf.random.stateless_uniform(tf.shape(candidates), seed)
     if weights is None:
         scores = tf.where(candidates, scores, -1.0)
@@ -131,7 +181,7 @@ def select_positions(candidates, seed, mask_rate=MASK_RATE, max_predictions=None
     _, positions = tf.math.top_k(scores, k=max_predictions)
     slots = tf.range(max_predictions, dtype=tf.float32)[None, :]
     weights = tf.cast(slots < count[:, None], tf.float32)
-    positions = tf.where(weights > 0, positions, 0)
+    positions = sorted_slots(positions, weights)
     selected = tf.reduce_sum(
         tf.one_hot(positions, tf.shape(candidates)[-1], dtype=tf.float32) * weights[..., None],
         axis=1,
@@ -204,7 +254,8 @@ def mask_tokens(
             `random_token_range` = [low, high), default [0, vocabulary_size).
         mask_token_id: id of [MASK].
         padding_mask: (batch, time), 1 for real tokens.
-        special_token_ids: ids never selected ([CLS], [SEP], [PAD], ...).
+        special_token_ids: ids never selected ([CLS], [SEP], [PAD], ...;
+            not [UNK], which BERT's script may mask).
         max_predictions: P, the static number of prediction slots.
         token_weights: optional (vocabulary_size,) positive weights: the
             selection draws tokens proportionally to them (XLM:
@@ -225,7 +276,8 @@ def mask_tokens(
     if token_weights is not None:
         position_weights = tf.gather(tf.cast(token_weights, tf.float32), token_ids)
     positions, weights, selected = select_positions(
-        candidates, select_seed, mask_rate, max_predictions, position_weights)
+        candidates, select_seed, mask_rate, max_predictions, position_weights,
+        real_lengths(token_ids, padding_mask))
     return corrupted_batch(token_ids, selected, positions, weights, (action_seed, random_seed),
                            vocabulary_size, mask_token_id, mask_token_rate,
                            random_token_rate, random_token_range)

@@ -16,7 +16,7 @@ Selection, as ALBERT's released create_pretraining_data.py
 favor_shorter_ngram=True; Lan et al. 2020, Sec. 4.1); with n = 1 it is
 BERT's whole-word masking:
 
-    budget = min(max_predictions, max(1, round(0.15 * candidate tokens)))
+    budget = min(max_predictions, max(1, round(0.15 * L))), L the row's tokens
     for each unit s, in a random order, while fewer than `budget` are masked:
         n ~ p(n) proportional to 1/n, n = 1..3
         the n-gram is units s .. s+n-1 (fewer at the end of the row)
@@ -25,9 +25,10 @@ BERT's whole-word masking:
         else mask all its tokens
 
 Each masked token then gets BERT's 80/10/10 by its own draw, as in ALBERT's
-and ERNIE 1.0's released code. The budget counts candidate tokens (not
-[CLS]/[SEP]), as `keras_ctx.data.masking` does; the released scripts count
-every token of the row.
+and ERNIE 1.0's released code. The budget's L counts every real token of the
+row, [CLS] and [SEP] included, as the released scripts' len(tokens)
+(`keras_ctx.data.masking.prediction_budget`); positions are listed in
+increasing order.
 
 Dense TensorFlow on (batch, time) with a while loop over a row's units: a
 tf.data map (data-side; the pretraining step is unchanged).
@@ -45,6 +46,8 @@ from keras_ctx.data.masking import (
     candidate_mask,
     corrupted_batch,
     default_max_predictions,
+    prediction_budget,
+    real_lengths,
 )
 
 MAX_NGRAM = 3  # ALBERT create_pretraining_data.py: --ngram=3, --favor_shorter_ngram=True
@@ -152,10 +155,9 @@ def ngram_mask(token_ids, seed, vocabulary_size, mask_token_id, starts=None,
     size = tf.math.unsorted_segment_sum(tf.ones_like(unit), segments, batch * length + 1)
     size = tf.reshape(size[:-1], [batch, length])
     before = tf.concat([tf.zeros([batch, 1], tf.int32), tf.cumsum(size, axis=1)], axis=1)
-    n = tf.reduce_sum(tf.cast(candidates, tf.float32), axis=1)
-    # BERT / ALBERT: num_to_predict = min(max_predictions, max(1, round(n * rate))).
-    budget = tf.minimum(tf.maximum(1.0, tf.round(n * mask_rate)), float(max_predictions))
-    budget = tf.cast(tf.minimum(budget, n), tf.int32)
+    n = tf.reduce_sum(tf.cast(candidates, tf.int32), axis=1)
+    budget = tf.cast(prediction_budget(real_lengths(token_ids, padding_mask), n, mask_rate,
+                                       max_predictions), tf.int32)
 
     # The units in a random order (ALBERT: rng.shuffle(ngram_indexes)).
     scores = tf.random.stateless_uniform([batch, length], seeds[0])

@@ -25,29 +25,26 @@ tokenizer) and `max_ngram` (ALBERT's n-grams, p(n) proportional to 1/n).
     permutation_dataset  XLNet: two-segment examples + permutation masks
     bilm_dataset     ELMo: sentences as characters + word ids
 
-`keras_ctx.families` names each family's builder; `keras_ctx.recipes`
-calls it with the run's sizes.
+`keras_ctx.families` names each family's builder and `keras-ctx pretrain`
+(`keras_ctx.commands.pretrain`) calls it with the run's sizes;
+`keras_ctx.data.layouts` holds the same families' prepared layouts.
 """
 
-import dataclasses
 import warnings
-from typing import Callable, Optional
 
-import numpy as np
 from keras_ctx.optional import tensorflow as tf
 
-from keras_ctx.data import noise, permutation, segments
+from keras_ctx.data import noise, permutation, segments, xlnet_stream
 from keras_ctx.data.knowledge_masking import (
     KnowledgeMasker,
     KnowledgeMaskingSchedule,
     Lexicon,
     collocation_lexicon,
 )
-from keras_ctx.data.masking import MLMMasker
-from keras_ctx.data.ngram_masking import MAX_NGRAM, NgramMasker
+from keras_ctx.data.maskers import check_duplicate, continuations, masker_for, never_masked_ids
+from keras_ctx.data.ngram_masking import MAX_NGRAM
 from keras_ctx.data.span_masking import SpanMasker
-from keras_ctx.data.tokenizers import (continuation_table, special_token_ids, tokenize_documents,
-                                      vocabulary)
+from keras_ctx.data.tokenizers import special_token_ids, tokenize_documents, vocabulary
 from keras_ctx.data.vocabulary import bilm_inputs
 
 
@@ -64,36 +61,6 @@ def _prepare(documents, tokenizer, special_ids, vocabulary_size):
     return documents, special_ids, vocabulary_size
 
 
-def _continuations(tokenizer, word_continuations):
-    if word_continuations is None:
-        if tokenizer is None:
-            raise ValueError("Without a tokenizer, give `word_continuations` "
-                             "(keras_ctx.data.tokenizers.continuation_table).")
-        word_continuations = continuation_table(tokenizer)
-    return word_continuations
-
-
-def _specials(special_ids):
-    return tuple(sorted(set(special_ids.values())))
-
-
-def _masker(tokenizer, special_ids, vocabulary_size, whole_word_masking=False, max_ngram=1,
-            word_continuations=None, **kwargs):
-    """BERT's token masking, or whole-word / n-gram masking (`NgramMasker`)."""
-    if whole_word_masking or max_ngram > 1:
-        table = (_continuations(tokenizer, word_continuations) if whole_word_masking
-                 else None)
-        return NgramMasker(vocabulary_size, special_ids["mask"], _specials(special_ids), table,
-                           max_ngram=max_ngram, **kwargs)
-    return MLMMasker(vocabulary_size, special_ids["mask"], special_token_ids=_specials(special_ids),
-                     **kwargs)
-
-
-def _check_duplicate(duplicate, static_masking):
-    if duplicate != 1 and not static_masking:
-        raise ValueError("`duplicate` copies are for static masking; dynamic masking draws "
-                         "new masks every epoch (use duplicate=1).")
-
 
 def bert_dataset(documents, tokenizer, batch_size, sequence_length=128, static_masking=True,
                  duplicate=1, special_ids=None, vocabulary_size=None, seed=0,
@@ -103,12 +70,12 @@ def bert_dataset(documents, tokenizer, batch_size, sequence_length=128, static_m
     `duplicate` (static only): BERT's dupe_factor, that many passes over the
     documents, each instance masked once, all shuffled together.
     """
-    _check_duplicate(duplicate, static_masking)
+    check_duplicate(duplicate, static_masking)
     documents, ids, vocab = _prepare(documents, tokenizer, special_ids, vocabulary_size)
     pairs = segments.nsp_pairs(documents, sequence_length, ids["cls"], ids["sep"], ids["pad"],
                                seed=seed, static=static_masking, duplicate=duplicate)
     batches = pairs.batch(batch_size, drop_remainder=True)
-    masker = _masker(tokenizer, ids, vocab, dynamic=not static_masking, seed=seed,
+    masker = masker_for(tokenizer, ids, vocab, dynamic=not static_masking, seed=seed,
                      max_predictions=max_predictions, **masking)
     return masker.apply(batches).prefetch(tf.data.AUTOTUNE)
 
@@ -121,7 +88,7 @@ def roberta_dataset(documents, tokenizer, batch_size, sequence_length=512,
     packed = segments.pack_sentences(documents, sequence_length, ids["cls"], ids["sep"],
                                      ids["pad"], mode=packing, seed=seed)
     batches = packed.batch(batch_size, drop_remainder=True)
-    masker = _masker(tokenizer, ids, vocab, dynamic=True, seed=seed,
+    masker = masker_for(tokenizer, ids, vocab, dynamic=True, seed=seed,
                      max_predictions=max_predictions, **masking)
     return masker.apply(batches).prefetch(tf.data.AUTOTUNE)
 
@@ -136,12 +103,12 @@ def albert_dataset(documents, tokenizer, batch_size, sequence_length=512, specia
     That script writes static masks (dupe_factor=40): `static_masking=True,
     duplicate=40`, as `bert_dataset`; the default masks dynamically.
     """
-    _check_duplicate(duplicate, static_masking)
+    check_duplicate(duplicate, static_masking)
     documents, ids, vocab = _prepare(documents, tokenizer, special_ids, vocabulary_size)
     pairs = segments.sop_pairs(documents, sequence_length, ids["cls"], ids["sep"], ids["pad"],
                                seed=seed, static=static_masking, duplicate=duplicate)
     batches = pairs.batch(batch_size, drop_remainder=True)
-    masker = _masker(tokenizer, ids, vocab, whole_word_masking=whole_word_masking,
+    masker = masker_for(tokenizer, ids, vocab, whole_word_masking=whole_word_masking,
                      max_ngram=max_ngram, dynamic=not static_masking, seed=seed,
                      max_predictions=max_predictions, **masking)
     return masker.apply(batches).prefetch(tf.data.AUTOTUNE)
@@ -181,7 +148,7 @@ def ernie_dataset(documents, tokenizer, batch_size, sequence_length=512, phrases
     The stream repeats before masking, so the schedule counts training steps.
     """
     documents, ids, vocab = _prepare(documents, tokenizer, special_ids, vocabulary_size)
-    table = _continuations(tokenizer, word_continuations) if whole_word_basic else None
+    table = continuations(tokenizer, word_continuations) if whole_word_basic else None
     learned = isinstance(phrases, str) and phrases == "collocations"
     if learned:
         documents = segments.load_documents(documents)
@@ -200,7 +167,7 @@ def ernie_dataset(documents, tokenizer, batch_size, sequence_length=512, phrases
     pairs = segments.nsp_pairs(documents, sequence_length, ids["cls"], ids["sep"], ids["pad"],
                                seed=seed)
     batches = pairs.batch(batch_size, drop_remainder=True).repeat()
-    masker = KnowledgeMasker(vocab, ids["mask"], _specials(ids), schedule, table,
+    masker = KnowledgeMasker(vocab, ids["mask"], never_masked_ids(ids), schedule, table,
                              phrases=phrases, entities=entities, dynamic=True, seed=seed,
                              max_predictions=max_predictions, **masking)
     return masker.apply(batches).prefetch(tf.data.AUTOTUNE)
@@ -223,11 +190,12 @@ def spanbert_dataset(documents, tokenizer, batch_size, sequence_length=512,
                      seed=0, max_predictions=None):
     """SpanBERT: single contiguous segments, span masking + SBO targets (Joshi et al. 2020)."""
     documents, ids, vocab = _prepare(documents, tokenizer, special_ids, vocabulary_size)
-    word_continuations = _continuations(tokenizer, word_continuations)
+    word_continuations = continuations(tokenizer, word_continuations)
     packed = segments.pack_sentences(documents, sequence_length, ids["cls"], ids["sep"],
                                      ids["pad"], mode="full_sentences", seed=seed)
     batches = packed.batch(batch_size, drop_remainder=True)
-    masker = SpanMasker(vocab, ids["mask"], word_continuations, special_token_ids=_specials(ids),
+    masker = SpanMasker(vocab, ids["mask"], word_continuations,
+                        special_token_ids=never_masked_ids(ids),
                         max_predictions=max_predictions, seed=seed)
     return masker.apply(batches).prefetch(tf.data.AUTOTUNE)
 
@@ -316,23 +284,13 @@ def denoising_example(tokenizer, sequence_length):
     return example
 
 
-def xlnet_word_starts(tokenizer):
-    """Bool array over ids: True where a piece starts a word (XLNet `_is_start_piece`).
-
-    Pieces that open a word (SentencePiece "▁"), special tokens and the
-    punctuation pieces XLNet lists start a span of `span_mask`.
-    """
-    punctuation = set('!"#$%&()*+,-./:;?@[\\]^_`{|}~')
-    pieces = vocabulary(tokenizer)
-    return ~continuation_table(tokenizer) | [p in punctuation for p in pieces]
-
 
 def permutation_dataset(documents, tokenizer, batch_size, sequence_length=512, seed=0,
                         reuse_len=None, num_predict=None, perm_size=None, bi_data=True,
                         num_replicas=None, eod_token="<eod>"):
     """XLNet: two-segment examples + permutation masks, as its released code (Yang et al. 2019).
 
-    `permutation.two_segment_stream` (data_utils.py: [reuse, A, <sep>, B,
+    `xlnet_stream.two_segment_stream` (data_utils.py: [reuse, A, <sep>, B,
     <sep>, <cls>], B the continuation or a random segment, span targets, the
     backward `bi_data` rows), then `permutation.permutation_masks` with the
     reuse part ordered on its own (its `_local_perm` and `get_dataset`).
@@ -347,14 +305,14 @@ def permutation_dataset(documents, tokenizer, batch_size, sequence_length=512, s
     eod_id = tokenizer.token_to_id(eod_token) if eod_token in vocabulary(tokenizer) else None
     if num_replicas is None:
         num_replicas = tf.distribute.get_strategy().num_replicas_in_sync
-    reuse_len = permutation.default_reuse_len(sequence_length) if reuse_len is None else reuse_len
+    reuse_len = xlnet_stream.default_reuse_len(sequence_length) if reuse_len is None else reuse_len
     if num_predict is None:
-        num_predict = permutation.default_num_predict(sequence_length)
-    stream = permutation.two_segment_stream(
+        num_predict = xlnet_stream.default_num_predict(sequence_length)
+    stream = xlnet_stream.two_segment_stream(
         tokenize_documents(documents, tokenizer), sequence_length, batch_size, ids["sep"],
         ids["cls"], reuse_len=reuse_len, num_predict=num_predict, bi_data=bi_data,
-        num_replicas=num_replicas, eod_id=eod_id, word_starts=xlnet_word_starts(tokenizer),
-        seed=seed)
+        num_replicas=num_replicas, eod_id=eod_id,
+        word_starts=xlnet_stream.xlnet_word_starts(tokenizer), seed=seed)
     return permutation.permutation_masks(
         stream, num_predict=num_predict, seed=seed, functional_ids=(ids["sep"], ids["cls"]),
         reuse_len=reuse_len, perm_size=perm_size).prefetch(tf.data.AUTOTUNE)
@@ -365,282 +323,3 @@ def bilm_dataset(documents, vocabulary, batch_size, sequence_length=64, seed=0):
     sentences = documents.unbatch().shuffle(10_000, seed=seed)
     return (sentences.batch(batch_size, drop_remainder=True)
             .map(lambda s: bilm_inputs(s, vocabulary, sequence_length)))
-
-
-# ---------------------------------------------------------------- prepared layouts
-# `keras-ctx prepare` (keras_ctx.data.prepare) writes a family's examples once,
-# before any corruption; the read side batches them and corrupts dynamically
-# (RoBERTa, ELECTRA, T5, BART: a fresh corruption every time an example is read).
-
-
-@dataclasses.dataclass(frozen=True)
-class Layout:
-    """How a family's pretraining examples are written to shards and read back.
-
-    Args:
-        name: the layout's name, recorded in the manifest.
-        features: {feature name: length} of the int32 features written
-            (length 0: a scalar).
-        examples: (documents, numpy Generator) -> iterator of numpy example
-            dicts, one epoch of a shard's documents (lists of int32 sentences).
-        batches: tf.data of parsed example dicts -> the pretrainer's batches.
-        copies: passes over a shard's documents held and shuffled together
-            (BERT's dupe_factor); `keras_ctx.data.prepare` cuts shards that
-            much smaller so a worker's memory stays bounded.
-        with_copies: copies -> the same layout with that many copies, for
-            layouts whose masks are drawn when written; None otherwise.
-        tokenize: a list of sentences -> a list of int32 id arrays; None: the
-            tokenizer's own `tokenize` (ELMo's word vocabulary gives its own).
-        ordered: examples are read in the order written, each file whole, no
-            shuffling (XLNet: row i of a batch continues row i of the one
-            before, for Transformer-XL's memory); the file order still
-            changes every epoch.
-        records: "int32" (the features as little-endian int32,
-            `prepare.record_bytes`) or "text" (one feature, a string:
-            `prepare.text_record`).
-    """
-
-    name: str
-    features: dict
-    examples: Callable
-    batches: Callable
-    copies: int = 1
-    with_copies: Optional[Callable] = None
-    tokenize: Optional[Callable] = None
-    ordered: bool = False
-    records: str = "int32"
-
-
-def _ids_and_size(tokenizer):
-    return special_token_ids(tokenizer), tokenizer.vocabulary_size()
-
-
-def pairs_layout(tokenizer, run, kind="nsp", duplicate=1, static_masking=False, **masking):
-    """NSP (BERT) or SOP (ALBERT) pairs as `segments.pair_examples`.
-
-    Args:
-        kind: "nsp" or "sop".
-        duplicate: passes over each shard's documents (BERT's dupe_factor),
-            all instances shuffled together; with `static_masking` each copy
-            gets its own masks.
-        static_masking: masks drawn when the shard is written, as BERT's
-            create_pretraining_data.py (dupe_factor 10, each instance masked
-            once per copy); False: masks drawn every time an example is read.
-        **masking: the masker's options (`_masker`).
-    """
-    _check_duplicate(duplicate, static_masking)
-    ids, vocab = _ids_and_size(tokenizer)
-    length = run.sequence_length
-    label = segments.PAIR_LABELS[kind]
-    masker = _masker(tokenizer, ids, vocab, dynamic=not static_masking, seed=run.seed,
-                     **masking)
-    features = {"token_ids": length, "segment_ids": length, "padding_mask": length, label: 0}
-    # Masks drawn when written: a graph function (eager ops cost 10x).
-    graph_masker = tf.function(masker, reduce_retracing=True)
-
-    def examples(docs, rng):
-        pairs = segments.pair_examples(kind, docs, length, ids["cls"], ids["sep"], ids["pad"],
-                                       duplicate=duplicate, rng=rng)
-        return static_masks(pairs, graph_masker, rng) if static_masking else pairs
-
-    def batches(dataset):
-        dataset = dataset.batch(run.batch_size, drop_remainder=True)
-        if static_masking:
-            return dataset.map(_weights_as_float).prefetch(tf.data.AUTOTUNE)
-        return masker.apply(dataset).prefetch(tf.data.AUTOTUNE)
-
-    if not static_masking:
-        return Layout(kind, features, examples, batches)
-    features.update(dict.fromkeys(_MASK_FEATURES, _predictions(masker, length)))
-    return Layout(kind + "_static", features, examples, batches, copies=duplicate,
-                  with_copies=lambda copies: pairs_layout(
-                      tokenizer, run, kind, copies, static_masking, **masking))
-
-
-_MASK_FEATURES = ("mask_positions", "mask_ids", "mask_weights")
-_STATIC_GROUP = 512  # examples masked per call when a shard is written
-
-
-def _predictions(masker, length):
-    """The number of prediction slots `masker` gives a row of `length` ids."""
-    row = {"token_ids": tf.fill((1, length), 10_000_000), "padding_mask": tf.ones((1, length))}
-    return int(masker(row, tf.constant([0, 0]))["mask_positions"].shape[-1])
-
-
-def static_masks(examples, masker, rng):
-    """`examples` (numpy dicts) with masks drawn once by `masker` (seeds from `rng`).
-
-    The rows are masked in groups of `_STATIC_GROUP` (one stateless seed per
-    group, different masks for every row); `mask_weights` are written as
-    ints (TFRecord features here are int64) and read back as float32.
-    """
-    group = []
-    for example in examples:
-        group.append(example)
-        if len(group) == _STATIC_GROUP:
-            yield from _mask_group(group, masker, rng)
-            group = []
-    if group:
-        yield from _mask_group(group, masker, rng)
-
-
-def _mask_group(group, masker, rng):
-    batch = {key: tf.constant(np.stack([e[key] for e in group])) for key in group[0]}
-    seed = tf.constant(rng.integers(0, 2**31 - 1, 2), tf.int32)
-    masked = {key: np.asarray(value) for key, value in masker(batch, seed).items()}
-    masked["mask_weights"] = masked["mask_weights"].astype(np.int32)
-    for row in range(len(group)):
-        yield {key: value[row] for key, value in masked.items()}
-
-
-def _weights_as_float(batch):
-    return dict(batch, mask_weights=tf.cast(batch["mask_weights"], tf.float32))
-
-
-def packed_layout(tokenizer, run, spans=False, **masking):
-    """FULL-SENTENCES packing (RoBERTa, ELECTRA; SpanBERT with `spans`), masked when read."""
-    ids, vocab = _ids_and_size(tokenizer)
-    length = run.sequence_length
-
-    def examples(docs, rng):
-        return segments.packed_examples(docs, length, ids["cls"], ids["sep"], ids["pad"],
-                                        rng=rng)
-
-    def batches(dataset):
-        dataset = dataset.batch(run.batch_size, drop_remainder=True)
-        if spans:
-            masker = SpanMasker(vocab, ids["mask"], continuation_table(tokenizer),
-                                special_token_ids=_specials(ids), seed=run.seed)
-        else:
-            masker = _masker(tokenizer, ids, vocab, dynamic=True, seed=run.seed, **masking)
-        return masker.apply(dataset).prefetch(tf.data.AUTOTUNE)
-
-    features = {"token_ids": length, "segment_ids": length, "padding_mask": length}
-    return Layout("packed_spans" if spans else "packed", features, examples, batches)
-
-
-def chunks_layout(tokenizer, run, example, length=None, end_token=None):
-    """The token stream (documents joined by `end_token`) cut into `length`-id chunks.
-
-    `example(tokenizer, run)` gives the map from a chunk to its features
-    (`causal_lm_example`, `span_corruption_example`, `denoising_example`),
-    applied when read. A shard's last partial chunk is dropped (less than one
-    chunk per shard).
-    """
-    length = length or run.sequence_length
-    end = [tokenizer.token_to_id(end_token)] if end_token else []
-
-    def examples(docs, rng):
-        stream = np.concatenate([np.concatenate([*doc, end]).astype(np.int32)
-                                 for doc in docs]) if docs else np.zeros(0, np.int32)
-        for start in range(0, len(stream) - length + 1, length):
-            yield {"token_ids": stream[start:start + length]}
-
-    def batches(dataset):
-        mapped = dataset.map(lambda features: example(tokenizer, run)(features["token_ids"]),
-                             num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-        return mapped.batch(run.batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
-
-    return Layout("chunks", {"token_ids": length}, examples, batches)
-
-
-def xlnet_layout(tokenizer, run, eod_token="<eod>", bi_data=True, reuse_len=None,
-                 num_predict=None, perm_size=None):
-    """XLNet: the rows of its two-segment batches, written in order (Yang et al. 2019).
-
-    As the released create_tfrecords (zihangdai/xlnet data_utils.py) and
-    `permutation_dataset`: each shard is one stream of its documents
-    (`permutation.two_segment_stream`'s layout: [reuse, A, <sep>, B, <sep>,
-    <cls>], span targets `is_masked` drawn when written, the backward
-    `bi_data` rows), cut for the global batch `run.batch_size`, so the
-    batch size is fixed when preparing (XLNet's files name their bsz too).
-    When read: the rows in order (`Layout.ordered`), batched, then the
-    permutation masks drawn afresh (`permutation.permutation_masks`, as
-    XLNet's input_fn).
-    """
-    ids = special_token_ids(tokenizer)
-    eod_id = tokenizer.token_to_id(eod_token) if eod_token in vocabulary(tokenizer) else None
-    length, batch = run.sequence_length, run.batch_size
-    if bi_data and batch % 2:
-        raise ValueError(f"XLNet's prepared rows are laid out for one even global batch "
-                         f"size (forward and backward halves), got {batch}: give "
-                         "`batch_size` (--batch-size) to prepare, as to pretrain.")
-    reuse_len = permutation.default_reuse_len(length) if reuse_len is None else reuse_len
-    if num_predict is None:
-        num_predict = permutation.default_num_predict(length)
-    settings = dict(sequence_length=length, batch_size=batch, reuse_len=reuse_len,
-                    num_predict=num_predict, bi_data=bool(bi_data), num_replicas=1,
-                    sep_id=ids["sep"], cls_id=ids["cls"],
-                    word_starts=np.asarray(xlnet_word_starts(tokenizer), bool),
-                    mask_alpha=permutation.MASK_ALPHA, mask_beta=permutation.MASK_BETA,
-                    max_span_length=5)
-
-    def examples(docs, rng):
-        if not docs:
-            return
-        data, sentence_ids = _sentence_stream(docs, eod_id)
-        for rows in permutation._shard_batches(data, sentence_ids, settings, rng):
-            for row in range(batch):
-                yield dict({name: value[row] for name, value in rows.items()}, row=row)
-
-    def batches(dataset):
-        def aligned(rows):
-            check = tf.debugging.assert_equal(
-                rows.pop("row"), tf.range(batch, dtype=tf.int32),
-                message="XLNet's prepared rows were cut for another batch size; prepare "
-                        "again with this run's batch size")
-            with tf.control_dependencies([check]):
-                return {name: tf.identity(value) for name, value in rows.items()}
-
-        dataset = dataset.batch(batch, drop_remainder=True).map(aligned)
-        return permutation.permutation_masks(
-            dataset, num_predict=num_predict, seed=run.seed,
-            functional_ids=(ids["sep"], ids["cls"]), reuse_len=reuse_len,
-            perm_size=perm_size).prefetch(tf.data.AUTOTUNE)
-
-    features = {"token_ids": length, "padding_mask": length, "segment_ids": length,
-                "is_masked": length, "is_continuation": 0, "is_backward": 0, "row": 0}
-    return Layout("xlnet_rows", features, examples, batches, ordered=True)
-
-
-def _sentence_stream(docs, eod_id):
-    """One token stream of `docs` and its sentence ids, as XLNet's data_utils.py.
-
-    Sentence ids alternate sentence by sentence (its sent_id); `eod_id`, if
-    given, ends each document as a sentence of its own.
-    """
-    tokens, flags, flag = [], [], False
-    for doc in docs:
-        for sentence in doc:
-            tokens.append(sentence)
-            flags.append(np.full(len(sentence), flag))
-            flag = not flag
-        if eod_id is not None:
-            tokens.append(np.array([eod_id], np.int32))
-            flags.append(np.array([flag]))
-            flag = not flag
-    return np.concatenate(tokens).astype(np.int32), np.concatenate(flags)
-
-
-def bilm_layout(vocabulary, run):
-    """ELMo: the corpus' sentences, shuffled, as text (Peters et al. 2018).
-
-    The biLM reads each sentence as characters and predicts its words, with
-    nothing drawn at random: a shard holds its sentences in a seeded order;
-    `bilm_inputs` makes `character_ids` and word `token_ids` when read, as
-    `bilm_dataset` does.
-    """
-    def examples(docs, rng):
-        sentences = [sentence for doc in docs for sentence in doc]
-        for index in rng.permutation(len(sentences)):
-            yield {"sentence": sentences[index]}
-
-    def batches(dataset):
-        return (dataset.batch(run.batch_size, drop_remainder=True)
-                .map(lambda batch: bilm_inputs(batch["sentence"], vocabulary,
-                                               run.sequence_length),
-                     num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-                .prefetch(tf.data.AUTOTUNE))
-
-    return Layout("sentences", {"sentence": 0}, examples, batches,
-                  tokenize=lambda sentences: sentences, records="text")

@@ -9,13 +9,17 @@ document of the same shard, as BERT's script samples within its input file.
 
     DATA_DIR/
       tokenizer/                 trained once on a seeded sample of the corpus
-      settings.json              what the shards were made with (a rerun must match)
+      settings.json              what the shards were made with, the corpus' fingerprint
+                                 included (a rerun must match: a changed corpus is refused)
       shard-00000.tfrecord       finished shards (written as *.partial, then renamed)
       shard-00000.json           its example count and sha256 (written after it)
       manifest.json              counts, tokenizer, settings, checksums: written last
 
-Run it again after a kill (even kill -9): finished shards are kept, the
-rest are made again, identically (shard k draws from seed (seed, k)).
+Run it again after a kill (even kill -9): finished shards are kept once
+their checksum, source range and settings digest are checked, the rest are
+made again, identically (shard k draws from seed (seed, k)). The workers
+die with the command. The manifest records the tokenizer's files' hash:
+a tokenizer/ swapped in from other data is refused where it is read.
 `keras_ctx.data.prepared_input` reads the result.
 """
 
@@ -28,8 +32,8 @@ import re
 
 import numpy as np
 
-from keras_ctx import registry, validation
-from keras_ctx.data import corpora, tokenizers
+from keras_ctx import files, registry, validation
+from keras_ctx.data import corpora, fingerprints, tokenizers
 from keras_ctx.data.tokenizers import train_tokenizer
 from keras_ctx.files import replacing_directory
 
@@ -128,7 +132,9 @@ def layout_of(family, tokenizer, run, duplicate=None):
     return layout.with_copies(duplicate)
 
 
-def _init_worker(out_dir, preset, run_fields, duplicate=None):
+def _init_worker(out_dir, preset, run_fields, duplicate=None, in_process=False):
+    if not in_process:
+        files.die_with_parent()  # a killed `prepare` leaves no worker writing shards
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     run = registry.Run(**run_fields)
     tokenizer = load_tokenizer(out_dir)
@@ -194,7 +200,7 @@ def shard_path(out_dir, index):
     return os.path.join(out_dir, f"shard-{index:05d}.tfrecord")
 
 
-def _prepare_shard(out_dir, index, path, start, end, seed):
+def _prepare_shard(out_dir, index, path, start, end, seed, made_with=None):
     """Writes shard `index` (examples of bytes [start, end) of `path`); returns its record."""
     import tensorflow as tf
 
@@ -220,12 +226,95 @@ def _prepare_shard(out_dir, index, path, start, end, seed):
             count += 1
     os.replace(target + ".partial", target)
     record = {"file": os.path.basename(target), "examples": count, "sha256": sha256(target),
-              "source": [os.path.abspath(path), start, end]}
+              "source": [os.path.abspath(path), start, end], "made_with": made_with}
     _write_json(os.path.splitext(target)[0] + ".json", record)
     return record
 
 
 # ---------------------------------------------------------------- the main side
+
+def _settings_digest(settings, tokenizer_sha256):
+    """What a shard was made with: the settings (corpus fingerprint included) and tokenizer."""
+    text = json.dumps([settings, tokenizer_sha256], sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _claim(out, settings):
+    """Makes `out` this data's directory, or checks that it holds data of these `settings`."""
+    settings_path = os.path.join(out, SETTINGS)
+    if os.path.isfile(settings_path):
+        fix = "give another --out, or delete it to prepare again"
+        earlier = _read_checked(settings_path, "prepare's settings", SETTINGS_SCHEMA, fix)
+        if earlier == settings:
+            return
+        changed = sorted(k for k in settings if earlier.get(k) != settings[k])
+        if changed == ["corpus_fingerprint"]:
+                    raise PreparedDataError(
+                f"The corpus changed since {out} was prepared from it ("
+                f"{fingerprints.describe_change(earlier[changed[0]], settings[changed[0]])}): "
+                "its shards hold the old text. Prepare into another --out, or delete "
+                f"{out} to prepare the new text.")
+        raise PreparedDataError(
+            f"{out} holds data prepared with other settings ({', '.join(changed)}); {fix}.")
+    if set(os.listdir(out)) - {files.LOCK_FILE}:
+        raise PreparedDataError(f"{out} is not empty and holds no prepared data; give an "
+                                "empty or new directory.")
+    _write_json(settings_path, settings)
+
+
+def _tokenizer(out, family, corpus, settings, run):
+    """tokenizer.json's record: the tokenizer is trained once (then checked, not retrained)."""
+    tokenizer_dir = os.path.join(out, tokenizers.TOKENIZER_DIR)
+    tokenizer_info = os.path.join(out, "tokenizer.json")
+    if not os.path.isfile(tokenizer_info):
+        sample = corpora.sample_sentences(corpus, settings["tokenizer_sample"], settings["seed"])
+        tokenizer, sampled = train_tokenizer(family, sample, run)
+        saved, extra = family.run_files(tokenizer)
+        if saved is not None:
+            with replacing_directory(tokenizer_dir, overwrite=True) as staging:
+                tokenizers.save_tokenizer(saved, staging)
+            sampled["vocabulary_size"] = saved.vocabulary_size()
+        _write_json(tokenizer_info, dict(sampled, run_files=extra,
+                                         sha256=fingerprints.directory(tokenizer_dir)))
+        del sample, tokenizer  # a million sentences: not held while the workers run
+    record = _read_checked(tokenizer_info, "prepare's tokenizer record", {},
+                           f"delete it and {tokenizers.TOKENIZER_DIR}/ and prepare again")
+    check_tokenizer(out, record)
+    return record
+
+
+def check_tokenizer(data_dir, record):
+    """Raises when `data_dir`'s tokenizer/ is not the one its shards were made with."""
+    found = fingerprints.directory(os.path.join(data_dir, tokenizers.TOKENIZER_DIR))
+    if record.get("sha256") != found:
+        raise PreparedDataError(
+            f"{data_dir}/{tokenizers.TOKENIZER_DIR}/ is not the tokenizer its shards were "
+            "made with (changed, or copied from other prepared data): their ids would be "
+            f"read through another vocabulary. Restore it, or prepare {data_dir} again.")
+
+
+def _finished(out, index, source, made_with):
+    """The record of shard `index` if it is finished and whole, made from `source` with
+    `made_with`; else None (and its files are removed, to be made again)."""
+    target = shard_path(out, index)
+    done = os.path.splitext(target)[0] + ".json"
+    if not os.path.isfile(done):
+        return None
+    try:
+        record = validation.check_fields(done, files.read_json(done), SHARD_SCHEMA, "")
+    except ValueError:
+        record = None
+    if (record is None or record.get("made_with") != made_with
+            or record["source"] != [os.path.abspath(source[0]), *source[1:]]
+            or record["file"] != os.path.basename(target)
+            or not os.path.isfile(target) or sha256(target) != record["sha256"]):
+        # Truncated, edited, or copied from data prepared from other text or settings.
+        for path in (done, target):
+            if os.path.lexists(path):
+                os.remove(path)
+        return None
+    return record
+
 
 def prepare(preset, corpus, out, sequence_length=128, vocabulary_size=8000, seed=0,
             workers=None, shard_bytes=SHARD_BYTES, tokenizer_sample=None, duplicate=None,
@@ -236,9 +325,11 @@ def prepare(preset, corpus, out, sequence_length=128, vocabulary_size=8000, seed
         preset: a preset name; its family's `prepared` layout says what an example is.
         corpus: a corpus source (`keras_ctx.data.corpora`).
         out: the data directory (created; an unfinished one with the same
-            settings is resumed).
+            settings and corpus is resumed: its finished shards are checked
+            against their checksums and what they were made from, and only
+            whole ones are kept).
         sequence_length, vocabulary_size, seed: as `keras-ctx pretrain`.
-        workers: processes (default: every core).
+        workers: processes (default: every core). They end with this process.
         shard_bytes: corpus bytes per shard (bounds each worker's memory);
             divided by the layout's copies (a shard's `duplicate` passes are
             held and shuffled together).
@@ -260,77 +351,64 @@ def prepare(preset, corpus, out, sequence_length=128, vocabulary_size=8000, seed
             f"`keras-ctx prepare` has no example layout for {family.name} yet "
             f"({family.no_pretraining or 'its pipeline needs the whole corpus at once'}); "
             f"use `keras-ctx pretrain {preset} --corpus ...` instead.")
-    validation.check_training_args(steps=1, batch_size=1, sequence_length=sequence_length,
-                                   checkpoint_every=1, learning_rate=None,
-                                   vocabulary_size=vocabulary_size)
-    if not isinstance(shard_bytes, int) or shard_bytes < 1:
-        raise ValueError(f"`shard_bytes` must be a positive int, got {shard_bytes!r}.")
+    # Every argument is checked, and the corpus read, before `out` is written.
+    validation.check_args(sequence_length=sequence_length, vocabulary_size=vocabulary_size,
+                          seed=seed, workers=workers, shard_bytes=shard_bytes,
+                          tokenizer_sample=tokenizer_sample, duplicate=duplicate,
+                          batch_size=batch_size)
     workers = workers or os.cpu_count() or 1
     run = registry.Run(preset, batch_size or 1, sequence_length, vocabulary_size, seed)
     settings = {"model": preset, "family": family.name, "corpus": str(corpus),
+                "corpus_fingerprint": fingerprints.corpus(corpus),
                 "sequence_length": sequence_length, "vocabulary_size": vocabulary_size,
                 "seed": seed, "shard_bytes": shard_bytes, "duplicate": duplicate,
                 "batch_size": batch_size,
                 "tokenizer_sample": tokenizer_sample or corpora.TOKENIZER_SAMPLE_SENTENCES}
-    os.makedirs(out, exist_ok=True)
-    settings_path = os.path.join(out, SETTINGS)
-    if os.path.isfile(settings_path):
-        earlier = _read_json(settings_path)
-        if earlier != settings:
-            changed = sorted(k for k in settings if earlier.get(k) != settings[k])
-            raise PreparedDataError(
-                f"{out} holds data prepared with other settings ({', '.join(changed)}); "
-                "give another --out, or delete it to prepare again.")
-    elif os.listdir(out):
-        raise PreparedDataError(f"{out} is not empty and holds no prepared data; give an "
-                                "empty or new directory.")
-    else:
-        _write_json(settings_path, settings)
-    tokenizer_dir = os.path.join(out, tokenizers.TOKENIZER_DIR)
-    tokenizer_info = os.path.join(out, "tokenizer.json")
-    if not os.path.isfile(tokenizer_info):
-        sample = corpora.sample_sentences(corpus, settings["tokenizer_sample"], seed)
-        tokenizer, sampled = train_tokenizer(family, sample, run)
-        saved, extra = family.run_files(tokenizer)
-        if saved is not None:
-            with replacing_directory(tokenizer_dir, overwrite=True) as staging:
-                tokenizers.save_tokenizer(saved, staging)
-            sampled["vocabulary_size"] = saved.vocabulary_size()
-        _write_json(tokenizer_info, dict(sampled, run_files=extra))
-        del sample, tokenizer  # a million sentences: not held while the workers run
+    settings = json.loads(json.dumps(settings))  # as read back
     if isinstance(corpus, str) and corpus != corpora.BUILTIN and not corpus.startswith("tfds:"):
         paths = corpora.resolve_files(corpus)
     else:
-        paths = _stage_source(corpus, out, shard_bytes)
-    layout = layout_of(family, load_tokenizer(out), run, duplicate)
-    plan = plan_shards(paths, max(1, shard_bytes // layout.copies))
-    records, todo = {}, []
-    for index, (path, start, end) in enumerate(plan):
-        done = os.path.splitext(shard_path(out, index))[0] + ".json"
-        if os.path.isfile(done) and os.path.isfile(shard_path(out, index)):
-            records[index] = _read_json(done)
-        else:
-            todo.append((index, path, start, end))
-    say(f"Preparing {len(todo)} of {len(plan)} shards with {min(workers, len(todo) or 1)} "
-        f"processes ({len(plan) - len(todo)} already done).")
-    if todo:
-        context = multiprocessing.get_context("spawn")  # TensorFlow is not fork-safe
-        with concurrent.futures.ProcessPoolExecutor(
-                min(workers, len(todo)), mp_context=context, initializer=_init_worker,
-                initargs=(out, preset, {**run.__dict__}, duplicate)) as pool:
-            futures = {pool.submit(_prepare_shard, out, index, path, start, end, seed): index
-                       for index, path, start, end in todo}
-            for future in concurrent.futures.as_completed(futures):
-                records[futures[future]] = future.result()
-                say(f"Shard {futures[future]}: {records[futures[future]]['examples']:,} "
-                    "examples.")
-    shards = [records[i] for i in range(len(plan))]
-    manifest = {"version": MANIFEST_VERSION, "settings": settings, "layout": layout.name,
-                "copies": layout.copies, "features": layout.features,
-                "tokenizer": _read_json(tokenizer_info),
-                "examples": sum(s["examples"] for s in shards), "shards": shards,
-                "corpus_bytes": sum(end - start for _, start, end in plan)}
-    _write_json(os.path.join(out, MANIFEST), manifest)
+        paths = None
+    with files.writing(out):
+        _claim(out, settings)
+        tokenizer_record = _tokenizer(out, family, corpus, settings, run)
+        if paths is None:
+            paths = _stage_source(corpus, out, shard_bytes)
+        layout = layout_of(family, load_tokenizer(out), run, duplicate)
+        plan = plan_shards(paths, max(1, shard_bytes // layout.copies))
+        made_with = _settings_digest(settings, tokenizer_record.get("sha256"))
+        records, todo = {}, []
+        for index, (path, start, end) in enumerate(plan):
+            records[index] = _finished(out, index, (path, start, end), made_with)
+            if records[index] is None:
+                todo.append((index, path, start, end))
+        say(f"Preparing {len(todo)} of {len(plan)} shards with {min(workers, len(todo) or 1)} "
+            f"processes ({len(plan) - len(todo)} already done).")
+        if len(todo) == 1 or workers == 1:
+            # One process: this one (a worker would start TensorFlow again for nothing).
+            _init_worker(out, preset, {**run.__dict__}, duplicate, in_process=True)
+            for index, path, start, end in todo:
+                records[index] = _prepare_shard(out, index, path, start, end, seed, made_with)
+                say(f"Shard {index}: {records[index]['examples']:,} examples.")
+        elif todo:
+            context = multiprocessing.get_context("spawn")  # TensorFlow is not fork-safe
+            with concurrent.futures.ProcessPoolExecutor(
+                    min(workers, len(todo)), mp_context=context, initializer=_init_worker,
+                    initargs=(out, preset, {**run.__dict__}, duplicate)) as pool:
+                futures = {pool.submit(_prepare_shard, out, index, path, start, end, seed,
+                                       made_with): index
+                           for index, path, start, end in todo}
+                for future in concurrent.futures.as_completed(futures):
+                    records[futures[future]] = future.result()
+                    say(f"Shard {futures[future]}: {records[futures[future]]['examples']:,} "
+                        "examples.")
+        shards = [records[i] for i in range(len(plan))]
+        manifest = {"version": MANIFEST_VERSION, "settings": settings, "layout": layout.name,
+                    "copies": layout.copies, "features": layout.features,
+                    "tokenizer": tokenizer_record,
+                    "examples": sum(s["examples"] for s in shards), "shards": shards,
+                    "corpus_bytes": sum(end - start for _, start, end in plan)}
+        _write_json(os.path.join(out, MANIFEST), manifest)
     say(f"Prepared {manifest['examples']:,} examples in {len(shards)} shards in {out}.")
     return manifest
 
@@ -347,23 +425,64 @@ def load_tokenizer(data_dir):
     return next(iter(kept.values()))
 
 
+# The fields `pretrain --data` reads, with their types and ranges (`validation.check_fields`).
+SETTINGS_SCHEMA = {
+    "model": (str, None, True), "family": (str, None, True),
+    "sequence_length": (int, 1, True), "vocabulary_size": (int, 1, True),
+    "seed": (int, 0, True), "batch_size": ((int, type(None)), 1, True),
+    "duplicate": ((int, type(None)), 1, False), "shard_bytes": (int, 1, False),
+    "tokenizer_sample": (int, 1, False)}
+SHARD_SCHEMA = {"file": (str, None, True), "examples": (int, 0, True),
+                "sha256": (str, None, True), "source": (list, None, True),
+                "made_with": (str, None, False)}
+MANIFEST_SCHEMA = {
+    "version": (int, None, True), "settings": (dict, None, True), "layout": (str, None, True),
+    "copies": (int, 1, True), "features": (dict, None, True), "tokenizer": (dict, None, True),
+    "examples": (int, 0, True), "shards": (list, None, True)}
+
+
+def _read_checked(path, what, schema, fix):
+    return validation.check_fields(path, files.read_json(path, what, fix), schema, fix)
+
+
 def load_manifest(data_dir, verify=True):
-    """The manifest of a prepared directory, checked: every shard present and unchanged.
+    """The manifest of a prepared directory, checked: its fields, every shard present and
+    unchanged, the tokenizer the one the shards were made with.
 
     Raises:
-        PreparedDataError: naming the problem and the fix.
+        PreparedDataError: naming the file, the field and the fix.
     """
     path = os.path.join(data_dir, MANIFEST)
     if not os.path.isfile(path):
         raise PreparedDataError(
             f"{data_dir} has no {MANIFEST}: it is not prepared data, or `keras-ctx prepare` "
             "did not finish (run it again with the same arguments to resume).")
-    manifest = _read_json(path)
-    if manifest.get("version") != MANIFEST_VERSION:
-        raise PreparedDataError(
-            f"{data_dir} was prepared by another keras_ctx version (records of version "
-            f"{manifest.get('version')}, this one reads {MANIFEST_VERSION}); prepare it again "
-            "into a new directory.")
+    fix = f"run `keras-ctx prepare` again with the same arguments to rewrite it"
+    try:
+        manifest = files.read_json(path, "prepared data's manifest", fix)
+        if isinstance(manifest, dict) and manifest.get("version") != MANIFEST_VERSION:
+            raise PreparedDataError(
+                f"{data_dir} was prepared by another keras_ctx version (records of version "
+                f"{manifest.get('version')}, this one reads {MANIFEST_VERSION}); prepare it "
+                "again into a new directory.")
+        validation.check_fields(path, manifest, MANIFEST_SCHEMA, fix)
+        validation.check_fields(f"{path} (settings)", manifest["settings"], SETTINGS_SCHEMA,
+                                fix)
+        validation.check_fields(f"{path} (features)", manifest["features"],
+                                {name: (int, 0, True) for name in manifest["features"]}, fix)
+        for i, shard in enumerate(manifest["shards"]):
+            validation.check_fields(f"{path} (shards[{i}])", shard, SHARD_SCHEMA, fix)
+            if os.path.basename(shard["file"]) != shard["file"] or shard["file"] in ("", ".",
+                                                                                      ".."):
+                raise PreparedDataError(f"{path} has shards[{i}].file={shard['file']!r}, not "
+                                        f"a file name in {data_dir}: {fix}.")
+    except PreparedDataError:
+        raise
+    except ValueError as error:
+        raise PreparedDataError(str(error)) from None
+    if manifest["examples"] != sum(s["examples"] for s in manifest["shards"]):
+        raise PreparedDataError(f"{path} has examples={manifest['examples']}, not the sum of "
+                                f"its shards' examples: {fix}.")
     for shard in manifest["shards"]:
         file = os.path.join(data_dir, shard["file"])
         if not os.path.isfile(file):
@@ -373,6 +492,8 @@ def load_manifest(data_dir, verify=True):
             raise PreparedDataError(f"{file} does not match its checksum in {MANIFEST} "
                                     "(changed or corrupt); delete it and run `keras-ctx "
                                     "prepare` again to remake it.")
+    if "sha256" in manifest["tokenizer"]:
+        check_tokenizer(data_dir, manifest["tokenizer"])
     if not manifest["examples"]:
         raise PreparedDataError(f"{data_dir} holds no examples: the corpus is too small for "
                                 "this sequence length.")

@@ -18,8 +18,10 @@ instances (packing stays lazy: its text is contiguous by design).
 
 Conventions:
   next_sentence_labels: 0 = IsNext (B follows A), 1 = NotNext (B from another
-      document) (BERT's `is_random_next`), each with probability 1/2.
-  sentence_order_labels: 0 = in order, 1 = swapped (ALBERT, Lan et al. 2020).
+      document) (BERT's `is_random_next`): 1/2 each in chunks of several
+      sentences, always NotNext in a chunk of one (`document_pairs`).
+  sentence_order_labels: 0 = in order, 1 = swapped (ALBERT, Lan et al. 2020),
+      or, in a chunk of one sentence, B from another document as BERT's.
 """
 
 import functools
@@ -89,55 +91,77 @@ def truncate_pair(a, b, max_tokens, rng):
     return (np.asarray(a[a_start:a_end], np.int32), np.asarray(b[b_start:b_end], np.int32))
 
 
-def _chunks(doc, max_tokens, short_seq_prob, rng):
-    """BERT's grouping of a document into chunks of consecutive sentences.
+def target_length(max_tokens, short_seq_prob, rng):
+    """The target length of one pass over a document (create_pretraining_data.py).
 
-    Yields (chunk_sentences, target_length); a chunk reaches target_length
-    tokens or ends the document. With probability short_seq_prob the target is
-    shorter (Devlin et al. 2019, create_pretraining_data.py, 0.1).
+    google-research/bert create_pretraining_data.py (eedf571) draws it once per
+    document pass: max_tokens, or with probability short_seq_prob (0.1) a
+    shorter randint(2, max_tokens), to train on some short sequences.
     """
-    target = max_tokens
     if rng.random() < short_seq_prob:
-        target = int(rng.integers(2, max_tokens + 1))
-    chunk, length = [], 0
-    for i, sentence in enumerate(doc):
-        chunk.append(sentence)
-        length += len(sentence)
-        if i == len(doc) - 1 or length >= target:
-            yield chunk, target
-            chunk, length = [], 0
-            target = max_tokens
-            if rng.random() < short_seq_prob:
-                target = int(rng.integers(2, max_tokens + 1))
+        return int(rng.integers(2, max_tokens + 1))
+    return max_tokens
 
 
-def _split_chunk(chunk, rng):
-    """(A, B) consecutive text from a chunk: split between sentences, or inside one."""
-    if len(chunk) >= 2:
-        a_end = int(rng.integers(1, len(chunk)))
-        return np.concatenate(chunk[:a_end]), np.concatenate(chunk[a_end:])
-    tokens = chunk[0]
-    if len(tokens) < 2:
-        return None
-    cut = int(rng.integers(1, len(tokens)))
-    return tokens[:cut], tokens[cut:]
+def random_segment(docs, exclude, target, rng):
+    """A random B as BERT's script draws it: whole sentences of another document.
 
-
-def _random_segment(docs, exclude, target, rng):
+    Up to 10 draws of a document other than `exclude` (the last draw is kept,
+    as the script does), a random first sentence, then sentences until
+    `target` tokens or the document's end (at least one sentence).
+    """
     for _ in range(10):
         index = int(rng.integers(len(docs)))
         if index != exclude:
             break
-    else:
-        return None
     doc = docs[index]
-    start = int(rng.integers(len(doc)))
-    out = []
-    for sentence in doc[start:]:
+    out, length = [], 0
+    for sentence in doc[int(rng.integers(len(doc))):]:
         out.append(sentence)
-        if sum(len(s) for s in out) >= target:
+        length += len(sentence)
+        if length >= target:
             break
     return np.concatenate(out)
+
+
+def document_pairs(docs, index, max_tokens, short_seq_prob, rng, negative="random"):
+    """The (a, b, label) instances of one pass over `docs[index]`, as BERT's / ALBERT's script.
+
+    google-research/bert create_pretraining_data.py (eedf571)
+    create_instances_from_document: sentences are gathered into a chunk until
+    it reaches the pass' `target_length` or the document ends; A is its first
+    a_end sentences (a_end uniform in 1..len - 1), B the rest. Never a split
+    inside a sentence ("would make the next sentence prediction task too
+    easy"). A chunk of one sentence has no B of its own: A is the whole
+    sentence and B a `random_segment` (label 1).
+
+    negative="random" (BERT's NSP): otherwise, with probability 1/2, B is a
+    `random_segment` too (label 1) and the chunk's unused sentences are put
+    back (the script's `i -= num_unused_segments`): the next chunk starts
+    with them. negative="swap" (ALBERT's SOP, google-research/albert
+    create_pretraining_data.py, random_next_sentence=False): with
+    probability 1/2 A and B are swapped (label 1). Label 0: B follows A.
+    Both then `truncate_pair` to `max_tokens`.
+    """
+    doc = docs[index]
+    target = target_length(max_tokens, short_seq_prob, rng)
+    chunk, length, i = [], 0, 0
+    while i < len(doc):
+        chunk.append(doc[i])
+        length += len(doc[i])
+        if i == len(doc) - 1 or length >= target:
+            a_end = int(rng.integers(1, len(chunk))) if len(chunk) >= 2 else 1
+            a = np.concatenate(chunk[:a_end])
+            if len(chunk) == 1 or (negative == "random" and rng.random() < 0.5):
+                b, label = random_segment(docs, index, target - len(a), rng), 1
+                i -= len(chunk) - a_end  # put back the sentences B did not use
+            else:
+                b, label = np.concatenate(chunk[a_end:]), 0
+                if negative == "swap" and rng.random() < 0.5:
+                    a, b, label = b, a, 1
+            yield (*truncate_pair(a, b, max_tokens, rng), label)
+            chunk, length = [], 0
+        i += 1
 
 
 def _example_signature(sequence_length, label):
@@ -188,31 +212,13 @@ def _shuffled_pairs(instances, duplicate, sequence_length, cls_id, sep_id, pad_i
 def nsp_instances(docs, max_tokens, short_seq_prob, rng):
     """BERT's NSP instances (a, b, label) of one pass over `docs` (lists of int32 sentences)."""
     for index in rng.permutation(len(docs)):
-        doc = docs[index]
-        for chunk, target in _chunks(doc, max_tokens, short_seq_prob, rng):
-            split = _split_chunk(chunk, rng)
-            if split is None:
-                continue
-            a, b = split
-            label = int(rng.random() < 0.5)
-            if label == 1:
-                b = _random_segment(docs, index, max(1, target - len(a)), rng)
-                if b is None:
-                    continue
-            a, b = truncate_pair(a, b, max_tokens, rng)
-            yield a, b, label
+        yield from document_pairs(docs, index, max_tokens, short_seq_prob, rng, "random")
 
 
 def sop_instances(docs, max_tokens, short_seq_prob, rng):
     """ALBERT's SOP instances (a, b, label) of one pass over `docs`."""
     for index in rng.permutation(len(docs)):
-        for chunk, _ in _chunks(docs[index], max_tokens, short_seq_prob, rng):
-            split = _split_chunk(chunk, rng)
-            if split is None:
-                continue
-            a, b = truncate_pair(*split, max_tokens, rng)
-            label = int(rng.random() < 0.5)
-            yield (b, a, label) if label else (a, b, label)
+        yield from document_pairs(docs, index, max_tokens, short_seq_prob, rng, "swap")
 
 
 def pair_examples(kind, docs, sequence_length, cls_id, sep_id, pad_id=0, short_seq_prob=0.1,
@@ -236,9 +242,11 @@ def nsp_pairs(tokenized_documents, sequence_length, cls_id, sep_id, pad_id=0,
     """BERT next-sentence-prediction examples `[CLS] A [SEP] B [SEP]`.
 
     B is the true continuation of A (label 0) or, with probability 1/2, text
-    from a random other document (label 1), as Devlin et al. 2019 (Sec. 3.1).
-    Pairs longer than sequence_length - 3 are truncated as BERT does
-    (`truncate_pair`), the only truncation; every other sentence is used.
+    from a random other document (label 1), as Devlin et al. 2019 (Sec. 3.1)
+    and their create_pretraining_data.py (`document_pairs`: a chunk of one
+    sentence is always NotNext; the sentences a random B leaves unused are
+    put back). Pairs longer than sequence_length - 3 are truncated as BERT
+    does (`truncate_pair`), the only truncation.
     `duplicate` passes over the documents (BERT's dupe_factor) make the
     instances of an epoch, shuffled together (`_shuffled_pairs`); with
     `static=True` the same instances in the same order every epoch.
@@ -259,7 +267,9 @@ def sop_pairs(tokenized_documents, sequence_length, cls_id, sep_id, pad_id=0,
     """ALBERT sentence-order-prediction examples (Lan et al. 2020, Sec. 3.1).
 
     Positive (label 0): two consecutive segments A, B of one document in order;
-    negative (label 1), probability 1/2: the same two segments swapped.
+    negative (label 1), probability 1/2: the same two segments swapped; a
+    chunk of one sentence gets a B from another document, label 1, as the
+    released create_pretraining_data.py (`document_pairs`).
     Instances are shuffled across documents and `duplicate` passes as `nsp_pairs`.
     """
     _check_length(sequence_length, 3)

@@ -117,9 +117,12 @@ def train_wordpiece(data, vocabulary_size, lowercase=True,
             piece = f"##{piece}"
         if piece and piece not in vocabulary:
             vocabulary.append(piece)
+    # Read text as the pieces were learned: BERT's uncased BasicTokenizer lower
+    # cases and strips accents (google-research/bert tokenization.py), else an
+    # accented word would be [UNK].
     return keras_hub.tokenizers.WordPieceTokenizer(
-        vocabulary=vocabulary, lowercase=lowercase, oov_token=special_tokens[1],
-        special_tokens=list(special_tokens))
+        vocabulary=vocabulary, lowercase=lowercase, strip_accents=lowercase,
+        oov_token=special_tokens[1], special_tokens=list(special_tokens))
 
 
 def train_byte_level_bpe(data, vocabulary_size, special_tokens=ROBERTA_SPECIAL_TOKENS,

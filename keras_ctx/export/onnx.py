@@ -6,7 +6,7 @@ model's integer inputs, by name, int32, batch and sequence dynamic (unless
 (`hidden_states`) stacked on axis 1. Converted by tf2onnx (the `[onnx]`
 extra of setup.py pins the versions it was checked with).
 
-Two conversions need help (DESIGN.md, known traps): tf2onnx names outputs
+Two conversions need help (seen with tf2onnx 1.17.0): tf2onnx names outputs
 after tensor names, so the traced function returns a flat dict (tf2onnx then
 names each output by its key); and TensorFlow writes exact GELU with `Erfc`,
 which tf2onnx cannot convert, so it is converted as `1 - Erf(x)` (the same
@@ -22,8 +22,8 @@ import os
 import numpy as np
 from keras_ctx.optional import tensorflow as tf
 
-from keras_ctx.export import (ExportError, flat_outputs, forward_function, input_specs,
-                              named_inputs)
+from keras_ctx.export.saved_model import (ExportError, flat_outputs, forward_function,
+                                          input_specs, named_inputs)
 from keras_ctx.files import replacing
 
 OPSET = 17

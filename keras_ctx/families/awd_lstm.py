@@ -8,4 +8,4 @@ AWD_LSTM = register_family(Family(
     "awd_lstm", awd_lstm.AwdLstmBackbone, awd_lstm.AWD_LSTM_PRESETS,
     pooling=("sequence_output", "padding_mask", "concat"),
     no_pretraining="AWD-LSTM trains in `keras-ctx ulmfit` "
-                   "(keras_ctx.recipes_ulmfit_cvt: word vocabulary, AR/TAR, STLR)."))
+                   "(keras_ctx.tasks.ulmfit: word vocabulary, AR/TAR, STLR)."))

@@ -2,12 +2,11 @@
 
 from keras_ctx import optimizers
 from keras_ctx.convert import bart as convert_bart
-from keras_ctx.convert import kerashub
 from keras_ctx.data import pipelines, tokenizers
 from keras_ctx.families.common import BART_FRAMING, chunks, pipeline, pretrainer
 from keras_ctx.models import bart
 from keras_ctx.pretraining import Seq2SeqPretrainer
-from keras_ctx.registry import Family, HuggingFace, KerasHub, register_family
+from keras_ctx.registry import Family, register_family
 
 
 def _bart_read(tokenizer, run):
@@ -25,8 +24,5 @@ BART = register_family(Family(
     pooling=("decoder_sequence_output", "decoder_padding_mask", "last", "tanh"),
     word_vectors="encoder_sequence_output", dataset=pipeline(pipelines.denoising_dataset),
     prepared=chunks(_bart_read, shorter=2), pretrainer=pretrainer(Seq2SeqPretrainer),
-    huggingface=(HuggingFace("bart", convert_bart.convert_bart, convert_bart.export_bart,
-                             sequence_classifier=("classification_head.dense",
-                                                  "classification_head.out_proj")),),
-    keras_hub=(KerasHub("BartBackbone", kerashub.bart_from_keras_hub),),
+    huggingface=convert_bart.HUGGINGFACE, keras_hub=convert_bart.KERAS_HUB,
     optimizer=optimizers.roberta_recipe))

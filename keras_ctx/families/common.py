@@ -8,7 +8,7 @@ never looked up by name) into the `(documents, tokenizer, Run)` /
 import dataclasses
 import functools
 
-from keras_ctx.data import pipelines
+from keras_ctx.data import layouts
 from keras_ctx.registry import Framing
 
 WORDPIECE_FRAMING = Framing(start=(("[CLS]",),), middle=(("[SEP]",),), end=(("[SEP]",),))
@@ -58,8 +58,8 @@ def layout(builder, **options):
 def chunks(read, shorter=0, end_token=None):
     """The token-chunk layout (GPT, T5, BART): `read(tokenizer, run)` maps a chunk when read."""
     def build(tokenizer, run):
-        return pipelines.chunks_layout(tokenizer, run, read, end_token=end_token,
-                                       length=run.sequence_length - shorter)
+        return layouts.chunks_layout(tokenizer, run, read, end_token=end_token,
+                                     length=run.sequence_length - shorter)
 
     return build
 

@@ -1,27 +1,12 @@
 """ELECTRA (Clark et al. 2020): a small generator's MLM, replaced-token detection."""
 
 from keras_ctx.convert import electra as convert_electra
-from keras_ctx.convert import kerashub
-from keras_ctx.convert.heads import MaskedLMLayout
-from keras_ctx.convert.tensorflow import (
-    LAYER_HF_TO_TF,
-    LAYER_TF_TO_HF,
-    TFLayout,
-    electra_read,
-    renaming_writer,
-)
-from keras_ctx.data import pipelines, tokenizers
+from keras_ctx.data import layouts, pipelines, tokenizers
 from keras_ctx.data.masking import ELECTRA_MASK_TOKEN_RATE, ELECTRA_RANDOM_TOKEN_RATE
 from keras_ctx.families.common import WORDPIECE_FRAMING, layout, pipeline
 from keras_ctx.models import electra
 from keras_ctx.pretraining import ElectraPretrainer
-from keras_ctx.registry import Family, HuggingFace, KerasHub, register_family
-
-# ElectraForMaskedLM (a generator): generator_predictions + generator_lm_head, tied.
-MASKED_LM = MaskedLMLayout(
-    "ElectraForMaskedLM", "electra.", bias="generator_lm_head.bias",
-    decoder="generator_lm_head.weight", dense="generator_predictions.dense",
-    norm="generator_predictions.LayerNorm", activation="gelu")
+from keras_ctx.registry import Family, register_family
 
 
 def electra_pretrainer(discriminator, tokenizer, run):
@@ -39,12 +24,6 @@ _MASKING = dict(mask_token_rate=ELECTRA_MASK_TOKEN_RATE,
 ELECTRA = register_family(Family(
     "electra", electra.ElectraBackbone, electra.ELECTRA_PRESETS, tokenizers.train_wordpiece,
     WORDPIECE_FRAMING, dataset=pipeline(pipelines.roberta_dataset, **_MASKING),
-    prepared=layout(pipelines.packed_layout, **_MASKING), pretrainer=electra_pretrainer,
-    huggingface=(HuggingFace("electra", convert_electra.convert_electra,
-                             convert_electra.export_electra, masked_lm=MASKED_LM,
-                             token_classifier=True),),
-    keras_hub=(KerasHub("ElectraBackbone", kerashub.electra_from_keras_hub),),
-    # ELECTRA ships no config: its sizes come from the variables, found by a signature.
-    tf_checkpoint=TFLayout("electra", None, "electra/", electra_read, renaming_writer("electra"),
-                           LAYER_TF_TO_HF, LAYER_HF_TO_TF,
-                           signature="electra/embeddings/word_embeddings", generator=True)))
+    prepared=layout(layouts.packed_layout, **_MASKING), pretrainer=electra_pretrainer,
+    huggingface=convert_electra.HUGGINGFACE, keras_hub=convert_electra.KERAS_HUB,
+    tf_checkpoint=convert_electra.TF_CHECKPOINT))

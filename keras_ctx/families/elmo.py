@@ -4,7 +4,7 @@ Its checkpoints are allennlp's options json + hdf5 (`keras_ctx.convert.elmo`).
 """
 
 from keras_ctx import optimizers
-from keras_ctx.data import pipelines
+from keras_ctx.data import layouts, pipelines
 from keras_ctx.data.vocabulary import word_vocabulary
 from keras_ctx.models import elmo
 from keras_ctx.pretraining import bilm
@@ -24,7 +24,7 @@ def bilm_pretrainer(backbone, vocabulary, run):
 ELMO = register_family(Family(
     "elmo", elmo.ElmoBackbone, elmo.ELMO_PRESETS, word_vocabulary, inputs="characters",
     pooling=("sequence_output", "padding_mask", "mean"), sized_by_tokenizer=False,
-    dataset=bilm_dataset, pretrainer=bilm_pretrainer, prepared=pipelines.bilm_layout,
+    dataset=bilm_dataset, pretrainer=bilm_pretrainer, prepared=layouts.bilm_layout,
     # ELMo keeps its word vocabulary in run.json.
     run_files=lambda vocabulary: (None, {"vocabulary": vocabulary}),
     optimizer=optimizers.elmo_recipe))

@@ -5,24 +5,16 @@ collocations and it has no entity stage (entity lexicons go through
 `keras_ctx.data.pipelines.ernie_dataset`).
 """
 
-import dataclasses
-
 from keras_ctx.convert import ernie as convert_ernie
 from keras_ctx.data import pipelines, tokenizers
-from keras_ctx.families import bert as bert_family
 from keras_ctx.families.common import POOLED, WORDPIECE_FRAMING, pipeline, pretrainer
 from keras_ctx.models import bert, ernie
 from keras_ctx.pretraining import BertPretrainer
-from keras_ctx.registry import Family, HuggingFace, register_family
-
-# ErnieLMPredictionHead is BERT's, under the same names.
-MASKED_LM = dataclasses.replace(bert_family.MASKED_LM, architecture="ErnieForMaskedLM",
-                                prefix="ernie.")
+from keras_ctx.registry import Family, register_family
 
 ERNIE = register_family(Family(
     "ernie", bert.BertBackbone, ernie.ERNIE_PRESETS, tokenizers.train_wordpiece,
     WORDPIECE_FRAMING, pooling=POOLED,
     dataset=pipeline(pipelines.ernie_dataset, phrases="collocations"),
     pretrainer=pretrainer(BertPretrainer),
-    huggingface=(HuggingFace("ernie", convert_ernie.convert_ernie, convert_ernie.export_ernie,
-                             masked_lm=MASKED_LM),)))
+    huggingface=convert_ernie.HUGGINGFACE))

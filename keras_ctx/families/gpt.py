@@ -6,13 +6,12 @@ import functools
 from keras_ctx import optimizers
 from keras_ctx.convert import gpt2 as convert_gpt2
 from keras_ctx.convert import gpt_neo as convert_gpt_neo
-from keras_ctx.convert import kerashub
 from keras_ctx.data import pipelines, tokenizers
 from keras_ctx.families.common import GPT_END_OF_TEXT, GPT_FRAMING, LAST, chunks, pipeline
 from keras_ctx.families.common import pretrainer
 from keras_ctx.models import gpt
 from keras_ctx.pretraining import CausalLMPretrainer
-from keras_ctx.registry import Family, HuggingFace, KerasHub, register_family
+from keras_ctx.registry import Family, register_family
 
 
 def _causal_read(tokenizer, run):
@@ -36,15 +35,13 @@ GPT = register_family(Family(
     "gpt", gpt.GPTBackbone, gpt.GPT_PRESETS,
     functools.partial(tokenizers.train_word_end_bpe, special_tokens=(GPT_END_OF_TEXT,)),
     GPT_FRAMING, **_CAUSAL,
-    huggingface=(HuggingFace("openai-gpt", convert_gpt2.convert_openai_gpt,
-                             convert_gpt2.export_openai_gpt),),
+    huggingface=convert_gpt2.OPENAI_GPT_HUGGINGFACE,
     matches=lambda backbone: not backbone.normalize_first,
     optimizer=optimizers.gpt_recipe))
 # GPT-2 (Radford et al. 2019): byte-level BPE, pre-LN.
 GPT2 = register_family(Family(
     "gpt2", gpt.GPTBackbone, gpt.GPT2_PRESETS, _BYTE_LEVEL_BPE, GPT_FRAMING, **_CAUSAL,
-    huggingface=(HuggingFace("gpt2", convert_gpt2.convert_gpt2, convert_gpt2.export_gpt2),),
-    keras_hub=(KerasHub("GPT2Backbone", kerashub.gpt2_from_keras_hub),),
+    huggingface=convert_gpt2.GPT2_HUGGINGFACE, keras_hub=convert_gpt2.GPT2_KERAS_HUB,
     matches=lambda backbone: backbone.normalize_first and not _banded(backbone),
     optimizer=optimizers.gpt_recipe))
 # GPT-3 (Brown et al. 2020): GPT-2 with alternating dense / banded layers.
@@ -55,7 +52,6 @@ GPT3 = register_family(Family(
 # GPT-Neo: GPT-3's pattern as EleutherAI released it (unscaled scores).
 GPT_NEO = register_family(Family(
     "gpt_neo", gpt.GPTBackbone, gpt.GPT_NEO_PRESETS, _BYTE_LEVEL_BPE, GPT_FRAMING, **_CAUSAL,
-    huggingface=(HuggingFace("gpt_neo", convert_gpt_neo.convert_gpt_neo,
-                             convert_gpt_neo.export_gpt_neo),),
+    huggingface=convert_gpt_neo.HUGGINGFACE,
     matches=lambda backbone: _banded(backbone) and backbone.attention_scale is not None,
     optimizer=optimizers.gpt3_recipe))

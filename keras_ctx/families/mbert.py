@@ -7,7 +7,7 @@ Hugging Face checkpoints are model_type "bert" (read as the bert family).
 
 import functools
 
-from keras_ctx.data import pipelines, tokenizers
+from keras_ctx.data import layouts, pipelines, tokenizers
 from keras_ctx.families.common import (POOLED, WORDPIECE_FRAMING, layout, pipeline,
                                        pretrainer)
 from keras_ctx.models import bert
@@ -18,5 +18,5 @@ MBERT = register_family(Family(
     "mbert", bert.BertBackbone, bert.MBERT_PRESETS,
     functools.partial(tokenizers.train_wordpiece, lowercase=False), WORDPIECE_FRAMING,
     pooling=POOLED, dataset=pipeline(pipelines.bert_dataset, static_masking=False),
-    prepared=layout(pipelines.pairs_layout, kind="nsp", static_masking=True, duplicate=10),
+    prepared=layout(layouts.pairs_layout, kind="nsp", static_masking=True, duplicate=10),
     pretrainer=pretrainer(BertPretrainer)))

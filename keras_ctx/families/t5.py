@@ -6,7 +6,7 @@ from keras_ctx.data import pipelines, tokenizers
 from keras_ctx.families.common import T5_FRAMING, T5_SENTINELS, chunks, pipeline, pretrainer
 from keras_ctx.models import t5
 from keras_ctx.pretraining import Seq2SeqPretrainer
-from keras_ctx.registry import Family, HuggingFace, register_family
+from keras_ctx.registry import Family, register_family
 
 
 def _t5_read(tokenizer, run):
@@ -21,6 +21,5 @@ T5 = register_family(Family(
     word_vectors="encoder_sequence_output", extra_tokens=T5_SENTINELS,
     dataset=pipeline(pipelines.span_corruption_dataset, num_sentinels=T5_SENTINELS),
     prepared=chunks(_t5_read), pretrainer=pretrainer(Seq2SeqPretrainer),
-    huggingface=(HuggingFace("t5", convert_t5.convert_t5, convert_t5.export_t5),
-                 HuggingFace("mt5", convert_t5.convert_mt5, convert_t5.export_mt5)),
+    huggingface=convert_t5.HUGGINGFACE,
     optimizer=optimizers.t5_recipe))

@@ -2,21 +2,14 @@
 
 import functools
 
-from keras_ctx.convert import kerashub
 from keras_ctx.convert import xlnet as convert_xlnet
-from keras_ctx.convert.heads import MaskedLMLayout
-from keras_ctx.convert.tensorflow import TFLayout, xlnet_read, xlnet_write
-from keras_ctx.data import pipelines, tokenizers
-from keras_ctx.data.permutation import default_reuse_len
+from keras_ctx.data import layouts, pipelines, tokenizers
+from keras_ctx.data.xlnet_stream import default_reuse_len
 from keras_ctx.families.common import (LAST, XLNET_FRAMING, XLNET_SPECIAL_TOKENS, layout,
                                        pipeline)
 from keras_ctx.models import xlnet
 from keras_ctx.pretraining import XLNetPretrainer
-from keras_ctx.registry import Family, HuggingFace, KerasHub, register_family
-
-# XLNetLMHeadModel's lm_loss: Linear tied to word_embedding, with a bias.
-MASKED_LM = MaskedLMLayout("XLNetLMHeadModel", "transformer.", bias="lm_loss.bias",
-                           decoder="lm_loss.weight")
+from keras_ctx.registry import Family, register_family
 
 
 def xlnet_pretrainer(backbone, tokenizer, run):
@@ -36,10 +29,7 @@ XLNET = register_family(Family(
     functools.partial(tokenizers.train_sentencepiece, special_tokens=XLNET_SPECIAL_TOKENS,
                       lowercase=False),
     XLNET_FRAMING, pooling=LAST, dataset=pipeline(pipelines.permutation_dataset),
-    prepared=layout(pipelines.xlnet_layout),
+    prepared=layout(layouts.xlnet_layout),
     pretrainer=xlnet_pretrainer, recipe_config=xlnet_recipe_config,
-    huggingface=(HuggingFace("xlnet", convert_xlnet.convert_xlnet, convert_xlnet.export_xlnet,
-                             masked_lm=MASKED_LM),),
-    keras_hub=(KerasHub("XLNetBackbone", kerashub.xlnet_from_keras_hub),),
-    tf_checkpoint=TFLayout("xlnet", "xlnet_config.json", "model/transformer/", xlnet_read,
-                           xlnet_write)))
+    huggingface=convert_xlnet.HUGGINGFACE, keras_hub=convert_xlnet.KERAS_HUB,
+    tf_checkpoint=convert_xlnet.TF_CHECKPOINT))

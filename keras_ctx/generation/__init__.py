@@ -296,7 +296,7 @@ def stream(backbone, token_ids, max_length=None, sampler="greedy", end_token_id=
         token_ids: (1, prompt_length) prompt (the decoder's, start token first).
         encoder_token_ids, encoder_padding_mask: (1, source_length) for an
             encoder-decoder.
-        Others as in `generate`.
+        max_length, sampler, end_token_id, pad_token_id, seed: as in `generate`.
 
     Yields:
         int token ids.

@@ -33,18 +33,3 @@ def divisible(name, value, divisor_name, divisor):
             f"({divisor}); pick sizes where {name} = {divisor_name} * head size."
         )
 
-
-def renamed(config, old_to_new):
-    """`config` with keys renamed from what older saved files called them.
-
-    The one way layers and backbones read configs saved before an argument
-    was renamed (DESIGN.md's vocabulary); a config with both names raises.
-    """
-    config = dict(config)
-    for old, new in old_to_new.items():
-        if old in config:
-            if new in config:
-                raise ValueError(f"The config has both {old!r} and its new name {new!r}: "
-                                 f"keep {new!r}.")
-            config[new] = config.pop(old)
-    return config

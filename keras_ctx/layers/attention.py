@@ -54,11 +54,6 @@ def masked_softmax(scores, mask=None, bias=None):
     return ops.softmax(scores, axis=-1)
 
 
-# Names of saved configs from before DESIGN.md's vocabulary (old -> new).
-RENAMED_ARGUMENTS = {"key_dim": "head_size", "value_dim": "value_head_size",
-                     "output_dim": "hidden_size"}
-
-
 @keras.saving.register_keras_serializable(package="keras_ctx")
 class MultiHeadAttention(keras.layers.Layer):
     """Multi-head attention with masks, additive bias and a key/value cache.
@@ -115,10 +110,6 @@ class MultiHeadAttention(keras.layers.Layer):
     >>> x = np.random.rand(2, 10, 64).astype("float32")
     >>> layer(x, padding_mask=np.ones((2, 10)), use_causal_mask=True).shape
     (2, 10, 64)
-
-    Renamed arguments (configs saved with the old names still load):
-    `key_dim` -> `head_size`, `value_dim` -> `value_head_size`,
-    `output_dim` -> `hidden_size`.
 
     References:
         Vaswani et al., "Attention Is All You Need", 2017.
@@ -319,10 +310,6 @@ class MultiHeadAttention(keras.layers.Layer):
                 (query.shape[0], self.num_heads, query.shape[1], key_length),
                 dtype="float32"),)
         return results[0] if len(results) == 1 else results
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**_checks.renamed(config, RENAMED_ARGUMENTS))
 
     def get_config(self):
         config = super().get_config()

@@ -261,11 +261,6 @@ class TokenEmbedding(keras.layers.Layer):
     def compute_output_shape(self, input_shape):
         return tuple(input_shape) + (self.embedding_size,)
 
-    @classmethod
-    def from_config(cls, config):
-        # Layer.from_config also revives a serialized (e.g. int8) dtype policy.
-        return super().from_config(_checks.renamed(config, {"output_dim": "embedding_size"}))
-
     def get_config(self):
         config = super().get_config()
         config.update(

@@ -470,10 +470,6 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
         )
         return content_output, query_output
 
-    @classmethod
-    def from_config(cls, config):
-        return cls(**_checks.renamed(config, {"key_dim": "head_size"}))
-
     def get_config(self):
         config = super().get_config()
         config.update(

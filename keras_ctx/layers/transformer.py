@@ -216,11 +216,12 @@ class _TransformerBlock(keras.layers.Layer):
             name="feedforward",
         )
 
-    def _build_common(self, input_shape):
+    def build(self, input_shape):
         hidden = input_shape[-1]
         self._check_hidden(hidden)
         # Made by methods, so that a block can take a sublayer from elsewhere
-        # (ALBERT's partly shared blocks, keras_ctx.models.albert).
+        # (ALBERT's partly shared blocks, keras_ctx.models.albert). Made and built
+        # in this order: it is the order the weights draw their initial values.
         self.self_attention = self._attention("self_attention", hidden, self.window_size)
         self.self_attention_norm = self._norm("self_attention_norm")
         self.feedforward = self._feedforward()
@@ -230,27 +231,19 @@ class _TransformerBlock(keras.layers.Layer):
                 layer.build(input_shape)
         if not self.self_attention.built:
             self.self_attention.build(input_shape, input_shape)
+        # One dropout layer after every sublayer, called in the order of the sublayers.
         self.dropout_layer = Dropout(self.dropout, dtype=self.dtype_policy)
+        self.built = True
 
-    def _residual(self, x, norm, sublayer, training, positions=None, place=None):
-        """Post-LN: norm(x + f(x)); pre-LN: x + f(norm(x)). `sublayer` -> (y, extras).
+    def _add_and_norm(self, place, residual, x, norm, training):
+        """`residual + x`, normalised after the add in a post-LN block.
 
-        With `positions` (batch, P), only those rows are computed: the
-        sublayer gets them as its queries and the whole sequence as context,
-        `sublayer(rows, context)`, and the result has P rows. Adapters that
-        `keras_ctx.peft.add_adapter` put at `place` ("attention",
-        "cross_attention", "feedforward") take over the add & norm
-        (`keras_ctx.layers.adapters.add_and_norm`); without adapters it is
-        the plain one.
+        Adapters that `keras_ctx.peft.add_adapter` put at `place` ("attention",
+        "cross_attention", "feedforward") insert themselves here
+        (`keras_ctx.layers.adapters.add_and_norm`): Houlsby's on `x` before the
+        add, Pfeiffer's (MAD-X Eq. 1) on the sum.
         """
-        inputs = norm(x) if self.normalize_first else x
-        if positions is None:
-            y, extras = sublayer(inputs)
-        else:
-            x = gather_positions(x, positions)
-            y, extras = sublayer(gather_positions(inputs, positions), inputs)
-        y = self.dropout_layer(y, training=training)
-        return add_and_norm(self, place, x, y, norm, self.normalize_first, training), extras
+        return add_and_norm(self, place, residual, x, norm, self.normalize_first, training)
 
     def compute_output_shape(self, input_shape, *args, **kwargs):
         return input_shape
@@ -336,10 +329,6 @@ class TransformerEncoderBlock(_TransformerBlock):
     """
     )
 
-    def build(self, input_shape):
-        self._build_common(input_shape)
-        self.built = True
-
     def call(self, inputs, padding_mask=None, attention_mask=None, attention_bias=None,
              query_positions=None, training=None):
         if query_positions is not None:
@@ -350,25 +339,32 @@ class TransformerEncoderBlock(_TransformerBlock):
             if attention_mask is not None:  # the rows of the queries that remain
                 attention_mask = gather_positions(attention_mask, query_positions)
 
-        def attend(x, context=None):
-            y = self.self_attention(
-                x,
-                context,
-                padding_mask=padding_mask,
-                attention_mask=attention_mask,
-                attention_bias=attention_bias,
-                training=training,
-            )
-            return y, None
+        # Self-attention. Post-LN (BERT): x = norm(x + attention(x));
+        # pre-LN (GPT-2, T5): x = x + attention(norm(x)).
+        residual = inputs
+        x = self.self_attention_norm(inputs) if self.normalize_first else inputs
+        context = None
+        if query_positions is not None:  # those rows query, the whole sequence answers
+            residual = gather_positions(residual, query_positions)
+            x, context = gather_positions(x, query_positions), x
+        x = self.self_attention(
+            x,
+            context,
+            padding_mask=padding_mask,
+            attention_mask=attention_mask,
+            attention_bias=attention_bias,
+            training=training,
+        )
+        x = self.dropout_layer(x, training=training)
+        x = self._add_and_norm("attention", residual, x, self.self_attention_norm, training)
 
-        def feedforward(x):
-            return self.feedforward(x, training=training), None
-
-        x, _ = self._residual(inputs, self.self_attention_norm, attend, training,
-                              positions=query_positions, place="attention")
-        x, _ = self._residual(x, self.feedforward_norm, feedforward, training,
-                              place="feedforward")
-        return x
+        # Feed-forward, the same way.
+        residual = x
+        if self.normalize_first:
+            x = self.feedforward_norm(x)
+        x = self.feedforward(x, training=training)
+        x = self.dropout_layer(x, training=training)
+        return self._add_and_norm("feedforward", residual, x, self.feedforward_norm, training)
 
     def compute_output_spec(self, inputs, *args, query_positions=None, **kwargs):
         shape = inputs.shape
@@ -419,7 +415,7 @@ class TransformerDecoderBlock(_TransformerBlock):
         self.window_size = _checks.optional_positive_int("window_size", window_size)
 
     def build(self, inputs_shape, encoder_sequence_shape=None):
-        self._build_common(inputs_shape)
+        super().build(inputs_shape)
         if self.use_cross_attention:
             hidden = inputs_shape[-1]
             encoder_shape = encoder_sequence_shape or inputs_shape
@@ -453,21 +449,31 @@ class TransformerDecoderBlock(_TransformerBlock):
                 "(or a `cross_attention_cache`)."
             )
 
-        def attend(x):
-            result = self.self_attention(
-                x,
-                padding_mask=padding_mask,
-                attention_mask=attention_mask,
-                attention_bias=attention_bias,
-                use_causal_mask=True,
-                cache=self_attention_cache,
-                cache_update_index=cache_update_index,
-                training=training,
-            )
-            return result if self_attention_cache is not None else (result, None)
+        # Causal self-attention (post-LN: x = norm(x + attention(x)); pre-LN:
+        # x = x + attention(norm(x))); with a cache it also returns the updated cache.
+        residual = inputs
+        x = self.self_attention_norm(inputs) if self.normalize_first else inputs
+        x = self.self_attention(
+            x,
+            padding_mask=padding_mask,
+            attention_mask=attention_mask,
+            attention_bias=attention_bias,
+            use_causal_mask=True,
+            cache=self_attention_cache,
+            cache_update_index=cache_update_index,
+            training=training,
+        )
+        if self_attention_cache is not None:
+            x, self_attention_cache = x
+        x = self.dropout_layer(x, training=training)
+        x = self._add_and_norm("attention", residual, x, self.self_attention_norm, training)
 
-        def cross_attend(x):
-            result = self.cross_attention(
+        # Cross-attention over the encoder's output (T5, BART), the same way.
+        if self.use_cross_attention:
+            residual = x
+            if self.normalize_first:
+                x = self.cross_attention_norm(x)
+            x = self.cross_attention(
                 x,
                 encoder_sequence,
                 padding_mask=encoder_padding_mask,
@@ -475,24 +481,25 @@ class TransformerDecoderBlock(_TransformerBlock):
                 cache=cross_attention_cache,
                 training=training,
             )
-            return result if cross_attention_cache is not None else (result, None)
+            if cross_attention_cache is not None:
+                x, _ = x  # the keys and values of the encoder output, unchanged
+            x = self.dropout_layer(x, training=training)
+            x = self._add_and_norm("cross_attention", residual, x, self.cross_attention_norm,
+                                   training)
 
-        def feedforward(x):
-            return self.feedforward(x, training=training), None
-
-        x, new_self_cache = self._residual(inputs, self.self_attention_norm, attend, training,
-                                           place="attention")
-        if self.use_cross_attention:
-            x, _ = self._residual(x, self.cross_attention_norm, cross_attend, training,
-                                  place="cross_attention")
-        x, _ = self._residual(x, self.feedforward_norm, feedforward, training,
-                              place="feedforward")
+        # Feed-forward.
+        residual = x
+        if self.normalize_first:
+            x = self.feedforward_norm(x)
+        x = self.feedforward(x, training=training)
+        x = self.dropout_layer(x, training=training)
+        x = self._add_and_norm("feedforward", residual, x, self.feedforward_norm, training)
 
         if self_attention_cache is None:
             return x
         if cross_attention_cache is None:
-            return x, new_self_cache
-        return x, new_self_cache, cross_attention_cache
+            return x, self_attention_cache
+        return x, self_attention_cache, cross_attention_cache
 
     def compute_output_spec(self, inputs, *args, self_attention_cache=None,
                             cross_attention_cache=None, **kwargs):
@@ -516,8 +523,7 @@ class TransformerEncoderStack(keras.layers.Layer):
     """`num_layers` encoder blocks, each with its own weights.
 
     (ALBERT's cross-layer sharing is `keras_ctx.models.albert.AlbertEncoderStack`,
-    which calls one block again; a config saved with the former `sharing`
-    argument loads as that class.)
+    which calls one block again.)
 
     Args:
         num_layers: depth.
@@ -591,19 +597,3 @@ class TransformerEncoderStack(keras.layers.Layer):
         config = super().get_config()
         config.update({"num_layers": self.num_layers, "block_config": self.block_config})
         return config
-
-    @classmethod
-    def from_config(cls, config):
-        if cls is TransformerEncoderStack and "sharing" in config:
-            # Saved when ALBERT's sharing was a flag of this generic stack.
-            config = dict(config)
-            sharing = config.pop("sharing")
-            if sharing != "none":
-                # ALBERT's stack, found by its registered name: layers never
-                # import models (keras_ctx.models.albert registers it).
-                albert = keras.saving.get_registered_object("keras_ctx>AlbertEncoderStack")
-                if albert is None:
-                    raise ValueError("This stack was saved with ALBERT's sharing="
-                                     f"{sharing!r}: import keras_ctx before loading it.")
-                return albert.from_config(dict(config, sharing=sharing))
-        return super().from_config(config)

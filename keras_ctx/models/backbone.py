@@ -7,7 +7,6 @@ import inspect
 import keras
 
 from keras_ctx import compat, registry
-from keras_ctx.layers import _checks
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,7 +31,7 @@ class BackbonePreset:
         return iter((self.config, self.description))
 
 
-# keras-hub's names for an encoder-decoder backbone's inputs (DESIGN.md).
+# keras-hub's names for an encoder-decoder backbone's inputs (docs/design.md).
 ENCODER_DECODER_INPUTS = ("encoder_token_ids", "encoder_padding_mask",
                           "decoder_token_ids", "decoder_padding_mask")
 
@@ -98,14 +97,7 @@ class Backbone(keras.Model):
     every named constructor argument becomes an attribute of the same name
     (`backbone.hidden_size`) and is what `get_config` returns, and the
     input-side `token_embedding` (for tied output layers) is kept.
-
-    Class attributes a family may set:
-        renamed_arguments: {old name: new name} of constructor arguments
-            renamed since a release; `from_config` reads configs saved with
-            the old names.
     """
-
-    renamed_arguments = {}
 
     @property
     def _config(self):
@@ -158,7 +150,7 @@ class Backbone(keras.Model):
 
     @classmethod
     def from_config(cls, config):
-        config = _checks.renamed(config, cls.renamed_arguments)
+        config = dict(config)
         if isinstance(config.get("dtype"), dict):  # a quantized backbone's DTypePolicyMap
             config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
         adapters = config.pop("adapters", None)  # keras_ctx.peft.adapter_state

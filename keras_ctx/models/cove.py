@@ -48,12 +48,7 @@ class CoveBackbone(Backbone):
     Inputs: {"token_ids": int (batch, time), "padding_mask": (batch, time)}.
     Outputs: {"sequence_output": (batch, time, 2 * hidden_size),
     "hidden_states": [word vectors, biLSTM layer 1, ..., layer L]}.
-
-    Renamed arguments (configs saved with the old names still load):
-    `embedding_dim` -> `embedding_size`, `hidden_dim` -> `hidden_size`.
     """
-
-    renamed_arguments = {"embedding_dim": "embedding_size", "hidden_dim": "hidden_size"}
 
     def __init__(
         self,

@@ -332,7 +332,7 @@ class XLNetBackbone(Backbone):
             training: dropout on or off.
             reuse_len: only the first `reuse_len` positions go into the next
                 memory (XLNet `_cache_mem`): the part of the example that the
-                next batch continues (`keras_ctx.data.permutation`'s two-segment
+                next batch continues (`keras_ctx.data.xlnet_stream`'s two-segment
                 examples). None: all T positions.
 
         Returns:

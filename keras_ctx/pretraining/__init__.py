@@ -1,11 +1,10 @@
 """Pretraining objectives: each a `Pretrainer` (base.py owns the step) naming its losses."""
 
-from keras_ctx.errors import moved
 from keras_ctx.pretraining.awd_lstm import AwdLstmLMPretrainer
 from keras_ctx.pretraining.base import Pretrainer
 from keras_ctx.pretraining.bilm import BiLMPretrainer
 from keras_ctx.pretraining.causal_lm import CausalLMPretrainer
-from keras_ctx.pretraining.cvt import CrossViewTrainer, cvt_dataset  # cvt_dataset: keras_ctx.data.cvt
+from keras_ctx.pretraining.cvt import CrossViewTrainer
 from keras_ctx.pretraining.electra import ElectraPretrainer
 from keras_ctx.pretraining.masked_lm import (
     AlbertPretrainer,
@@ -18,8 +17,3 @@ from keras_ctx.pretraining.span_bert import SpanBertPretrainer
 from keras_ctx.pretraining.translation import TranslationPretrainer
 from keras_ctx.pretraining.xlnet import XLNetPretrainer
 
-
-def __getattr__(name):
-    # Fine-tuners live in keras_ctx.tasks (DESIGN.md), which imports this
-    # package: the old name says where it went instead of importing it back.
-    return moved(__name__, name, {"GPTFineTuner": "keras_ctx.tasks"})

@@ -17,7 +17,7 @@ and per-direction accuracies in evaluation.
 Inputs (a dict, one batch of sentences wrapped in <S> ... </S> and
 right-padded): `character_ids` (batch, time, 50) and `token_ids`
 (batch, time), the vocabulary ids of the same tokens, 0 for padding.
-`bilm_inputs` makes them from strings in tf.data.
+`keras_ctx.data.vocabulary.bilm_inputs` makes them from strings in tf.data.
 """
 
 import math
@@ -26,7 +26,6 @@ import keras
 from keras_ctx.optional import tensorflow as tf
 from keras import ops
 
-from keras_ctx.data.vocabulary import bilm_inputs, make_vocabulary  # noqa: F401 (moved)
 from keras_ctx.pretraining.base import Pretrainer
 from keras_ctx.pretraining.losses import sparse_cross_entropy, top_one_correct, weighted_mean
 

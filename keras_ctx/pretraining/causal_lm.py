@@ -1,16 +1,14 @@
 """Causal language modelling (GPT, GPT-2).
 
 Pretraining maximises  L_LM = sum_t log P(u_t | u_<t)  (Radford et al., 2018, Eq. 1).
-GPT's fine-tuning objective, which adds it as an auxiliary loss, moved to
-`keras_ctx.tasks.GPTFineTuner` (the old name here says so).
+GPT's fine-tuning objective, which adds it as an auxiliary loss, is
+`keras_ctx.tasks.GPTFineTuner`.
 """
 
 import keras
 from keras import ops
 
 from keras_ctx import generation
-from keras_ctx.errors import moved
-from keras_ctx.data.task_inputs import gpt_finetuning_inputs  # noqa: F401 (moved)
 from keras_ctx.pretraining.base import TokenLikelihoodPretrainer
 from keras_ctx.pretraining.losses import weighted_cross_entropy
 
@@ -64,8 +62,3 @@ class CausalLMPretrainer(TokenLikelihoodPretrainer):
         return generation.generate(self.backbone, token_ids, padding_mask,
                                    max_length=max_length, **kwargs)
 
-
-def __getattr__(name):
-    # Fine-tuners live in keras_ctx.tasks (DESIGN.md), which imports this
-    # package: the old name says where it went instead of importing it back.
-    return moved(__name__, name, {"GPTFineTuner": "keras_ctx.tasks"})

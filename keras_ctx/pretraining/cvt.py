@@ -17,7 +17,7 @@ Training alternates minibatches (Sec. 3):
   cross-entropy against the soft targets by the targets' entropy, a constant:
   the same gradients.
 
-`CrossViewTrainer.train_step` takes one element of `cvt_dataset` (both
+`CrossViewTrainer.train_step` takes one element of `keras_ctx.data.cvt.cvt_dataset` (both
 streams zipped) and makes the updates L_0, U, L_1, U, ..., L_(K-1), U in turn
 (the multi-task variant alternates over its tasks' labelled data). Each update
 is the Pretrainer base's step on that minibatch's losses, so it changes only
@@ -41,7 +41,6 @@ from keras_ctx.models.cvt import (
     auxiliary_views,
     view_weights,
 )
-from keras_ctx.data.cvt import cvt_dataset  # noqa: F401 (moved to keras_ctx.data.cvt)
 from keras_ctx.pretraining.base import Pretrainer
 from keras_ctx.pretraining.losses import TokenAccuracy, weighted_mean
 from keras_ctx.schedules import CVT_LEARNING_RATE as LEARNING_RATE

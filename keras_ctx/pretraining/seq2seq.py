@@ -5,14 +5,13 @@ All are teacher-forced maximum likelihood of the target given the source:
 They differ only in how (x, y) are made (`keras_ctx.data.noise`), so one
 pretrainer trains any encoder-decoder backbone on all of them. Text-to-text
 fine-tuning (T5) is the same objective with a task prefix on the input
-(`add_task_prefix`).
+(`keras_ctx.data.task_inputs.add_task_prefix`).
 """
 
 import keras
 from keras_ctx.optional import tensorflow as tf
 
 from keras_ctx import generation
-from keras_ctx.data.task_inputs import add_task_prefix  # noqa: F401 (moved)
 from keras_ctx.pretraining.base import TokenLikelihoodPretrainer
 
 

@@ -7,7 +7,7 @@ The content stream h and the query stream g run under the permutation masks
 of `keras_ctx.data.permutation`; the targets are read from the query stream
 (which never sees its own token). With `mem_len > 0` the content states of
 each batch are the memory of the next (Transformer-XL), so consecutive
-batches must continue one another: use `keras_ctx.data.permutation.text_stream`,
+batches must continue one another: use `keras_ctx.data.xlnet_stream.text_stream`,
 or XLNet's own two-segment examples (`two_segment_stream`, whose first
 `reuse_len` tokens continue the previous batch's: pass the same `reuse_len`
 here so that only they enter the memory, as XLNet's `_cache_mem` does).

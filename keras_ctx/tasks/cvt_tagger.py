@@ -97,7 +97,8 @@ def train_cvt_tagger(labelled_path, unlabelled_path, steps, sequence_length=None
         (trainer, vocabulary, tag names).
     """
     from keras_ctx.models.cvt import CvtEncoder
-    from keras_ctx.pretraining.cvt import CrossViewTrainer, cvt_dataset, cvt_optimizer
+    from keras_ctx.data.cvt import cvt_dataset
+    from keras_ctx.pretraining.cvt import CrossViewTrainer, cvt_optimizer
 
     sentences, tags = read_tagged_tsv(labelled_path)
     unlabelled = read_sentences(unlabelled_path)

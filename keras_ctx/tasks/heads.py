@@ -16,7 +16,7 @@ from keras_ctx.models.backbone import without_absent_optional_inputs
 POOLINGS = ("auto", "pooled", "first", "last", "mean", "concat")
 
 
-def _padding_mask(inputs, like, name="padding_mask"):
+def padding_mask_of(inputs, like, name="padding_mask"):
     """The mask `name` among the inputs, or one from them, or all ones like `like[:, :, 0]`."""
     if isinstance(inputs, dict) and name in inputs:
         return inputs[name]
@@ -199,7 +199,7 @@ class SequenceClassifier(Task):
                 raise ValueError(f"{backbone.name!r} has no output {output!r}; it has "
                                  f"{sorted(features)}.")
             sequence = features[output]
-            padding = _padding_mask(inputs, sequence, mask)
+            padding = padding_mask_of(inputs, sequence, mask)
             pool = ConcatPooling if pooling == "concat" else lambda **k: Pool(pooling, **k)
             vector = pool(name="pool")(sequence, padding)
         vector = Dropout(dropout, name="dropout")(vector)
@@ -249,7 +249,7 @@ class SpanQuestionAnswerer(Task):
         inputs, features = self._backbone_features(backbone)
         sequence = features["sequence_output"]
         logits = keras.layers.Dense(2, name="logits", dtype="float32")(sequence)
-        mask = _padding_mask(inputs, sequence)
+        mask = padding_mask_of(inputs, sequence)
         logits = MaskPadding(name="mask_padding")(logits, mask)
         super().__init__(inputs, logits, **kwargs)
         self.backbone = backbone

@@ -8,7 +8,7 @@ Howard & Ruder (2018), "Universal Language Model Fine-tuning for Text Classifica
   variable's *update* (the learning rate handed to `update_step`). Scaling the
   gradient instead does nothing under Adam: m -> c m, v -> c^2 v, so the step
   m / sqrt(v) is unchanged (tests/tasks/test_transfer.py shows both);
-- slanted triangular learning rates (Sec. 3.2, Eq. 3): `SlantedTriangular`;
+- slanted triangular learning rates (Sec. 3.2, Eq. 3): `keras_ctx.schedules.SlantedTriangular`;
 - gradual unfreezing (Sec. 3.3): `GradualUnfreezing`, from the last group, one
   more group per epoch;
 - concat pooling (Sec. 3.3): h_c = [h_T; maxpool(H); meanpool(H)] over the real
@@ -27,17 +27,10 @@ from keras_ctx.optional import tensorflow as tf
 
 from keras_ctx import compat
 from keras_ctx.layers.dropout import Dropout
-from keras_ctx.tasks.heads import ConcatPooling, Task  # noqa: F401 (re-exported)
+from keras_ctx.tasks.heads import ConcatPooling, Task
 
 # Howard & Ruder 2018, Sec. 3.2: "eta^(l-1) = eta^l / 2.6 works well".
 DISCRIMINATIVE_FACTOR = 2.6
-from keras_ctx.schedules import (  # noqa: F401 (re-exported)
-    STLR_CUT_FRACTION,
-    STLR_RATIO,
-    ScaledLearningRate,
-    SlantedTriangular,
-    scale_learning_rate,
-)
 
 
 # ------------------------------------------------------------------ layer groups

@@ -12,13 +12,11 @@ runs them on files.
 """
 
 import keras
-import numpy as np
-from keras_ctx.optional import tensorflow as tf
 
+from keras_ctx.schedules import SlantedTriangular
 from keras_ctx.tasks.transfer import (
     ConcatPoolClassifier,
     GradualUnfreezing,
-    SlantedTriangular,
     discriminative_multipliers,
     layer_groups,
     with_layer_learning_rates,

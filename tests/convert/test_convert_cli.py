@@ -8,7 +8,7 @@ import pytest
 
 from keras_ctx import runs
 from keras_ctx.convert import CheckpointError
-from keras_ctx.convert.cli import convert, detect_format
+from keras_ctx.convert.formats import convert, detect_format
 from tests.convert import test_elmo_hdf5, test_hf_families, test_tf_checkpoints
 
 

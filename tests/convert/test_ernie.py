@@ -15,7 +15,7 @@ from safetensors.numpy import load_file
 
 from keras_ctx import runs
 from keras_ctx.convert import CheckpointError, from_huggingface, to_huggingface
-from keras_ctx.convert.cli import convert
+from keras_ctx.convert.formats import convert
 from tests.convert import numpy_refs
 from tests.convert.test_hf_families import bert_layer_shapes, random_tensors, write_checkpoint
 
@@ -107,7 +107,7 @@ def test_ernie_task_type_embeddings_are_refused_unless_zero(tmp_path):
 
 @pytest.mark.filterwarnings("ignore:.*pooler")
 def test_convert_cli_makes_an_ernie_run_that_embed_reads(tmp_path):
-    from keras_ctx.word_vectors import embed
+    from keras_ctx.commands.embed import embed
 
     tensors = ernie_tensors()
     directory = write_ernie(tmp_path / "ernie", tensors)

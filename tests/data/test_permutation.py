@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_ctx.data.permutation import permutation_masks, sample_permutation, text_stream
+from keras_ctx.data.permutation import permutation_masks, sample_permutation
+from keras_ctx.data.xlnet_stream import text_stream
 
 
 def _np(features):
@@ -158,7 +159,7 @@ def test_seeded_sampling_is_reproducible():
 
 
 # ---------------------------------------------------------------- XLNet's released data
-from keras_ctx.data import permutation  # noqa: E402
+from keras_ctx.data import permutation, xlnet_stream  # noqa: E402
 
 
 class _Draws:
@@ -192,20 +193,20 @@ def test_split_a_and_b_by_hand():
     # total 8 from 0: the sentence ends before 8 tokens are 3 and 5; A+B ends at 9.
     # Continuation (draw 0.7 >= 0.5), cut at 5: A = 0..4, B = 5..8 -> 9 tokens;
     # the longer, A, loses its last token.
-    a, b, continuation = permutation.split_a_and_b(
+    a, b, continuation = xlnet_stream.split_a_and_b(
         DATA, SENTENCES, 0, 8, _Draws(random=[0.7], choice=[5]))
     assert continuation and a.tolist() == [0, 1, 2, 3] and b.tolist() == [5, 6, 7, 8]
     # Random B (draw 0.2), cut at 3: B needs 8 - 3 = 5 tokens from 13, widened to
     # whole sentences 12..18, then cut at its end to 5 tokens.
-    a, b, continuation = permutation.split_a_and_b(
+    a, b, continuation = xlnet_stream.split_a_and_b(
         DATA, SENTENCES, 0, 8, _Draws(random=[0.2], choice=[3], integers=[13]))
     assert not continuation and a.tolist() == [0, 1, 2] and b.tolist() == [12, 13, 14, 15, 16]
     # No sentence end within 4 tokens from 12: A is 12..16, B must be random: one
     # token from 0, widened to its sentence 0..2; then the longer side loses
     # its last token in turn (B on ties) down to 4 tokens.
-    a, b, continuation = permutation.split_a_and_b(DATA, SENTENCES, 12, 4, _Draws(integers=[0]))
+    a, b, continuation = xlnet_stream.split_a_and_b(DATA, SENTENCES, 12, 4, _Draws(integers=[0]))
     assert not continuation and a.tolist() == [12, 13] and b.tolist() == [0, 1]
-    assert permutation.split_a_and_b(DATA, SENTENCES, 12, 8, _Draws()) is None
+    assert xlnet_stream.split_a_and_b(DATA, SENTENCES, 12, 8, _Draws()) is None
 
 
 def test_span_mask_by_hand():
@@ -215,17 +216,17 @@ def test_span_mask_by_hand():
     # context starts at 2 + 2 + 12 - 2 = 14; n = 3, 0 tokens in: 14 is inside a
     # word, so the span starts at 15.
     draws = dict(choice=[1, 2], integers=[2, 0])
-    mask = permutation.span_mask(np.arange(20), 5, _Draws(**draws), starts)
+    mask = xlnet_stream.span_mask(np.arange(20), 5, _Draws(**draws), starts)
     assert np.flatnonzero(mask).tolist() == [2, 3, 15, 16, 17]
     # The goal cuts the last span; random single positions top it up.
-    mask = permutation.span_mask(np.arange(20), 3, _Draws(choice=[1, 2], integers=[2, 0]), starts)
+    mask = xlnet_stream.span_mask(np.arange(20), 3, _Draws(choice=[1, 2], integers=[2, 0]), starts)
     assert np.flatnonzero(mask).tolist() == [2, 3, 15]
-    mask = permutation.span_mask(np.arange(20), 7, _Draws(choice=[1, 2], integers=[2, 0, 3, 9, 0]),
+    mask = xlnet_stream.span_mask(np.arange(20), 7, _Draws(choice=[1, 2], integers=[2, 0, 3, 9, 0]),
                                  starts)
     assert np.flatnonzero(mask).tolist() == [0, 2, 3, 9, 15, 16, 17]
     # Backward rows are sampled on the text in reading order.
-    back = permutation.span_mask(np.arange(20)[::-1], 5, _Draws(**draws), starts, reverse=True)
-    np.testing.assert_array_equal(back, mask_forward := permutation.span_mask(
+    back = xlnet_stream.span_mask(np.arange(20)[::-1], 5, _Draws(**draws), starts, reverse=True)
+    np.testing.assert_array_equal(back, mask_forward := xlnet_stream.span_mask(
         np.arange(20), 5, _Draws(**draws), starts)[::-1])
     assert mask_forward.sum() == 5
 
@@ -257,7 +258,7 @@ def test_two_segment_layout_and_memory_continuity():
     docs = _documents()
     stream = np.concatenate([np.concatenate(d) for d in docs])  # no <eod>
     batch, length, reuse = 4, 24, 8
-    batches = list(permutation.two_segment_stream(
+    batches = list(xlnet_stream.two_segment_stream(
         _dataset(docs), length, batch, SEP, CLS, reuse_len=reuse, bi_data=True,
         num_replicas=2, seed=3).as_numpy_iterator())
     assert len(batches) > 3
@@ -299,7 +300,7 @@ def test_two_segment_features_train_the_different_segment_encoding():
     docs = _documents(60, seed=1)
     length, reuse = 32, 16
     data = permutation.permutation_masks(
-        permutation.two_segment_stream(_dataset(docs), length, 4, SEP, CLS, seed=0),
+        xlnet_stream.two_segment_stream(_dataset(docs), length, 4, SEP, CLS, seed=0),
         num_predict=5, functional_ids=(SEP, CLS), reuse_len=reuse, seed=0)
     element = next(data.as_numpy_iterator())
     _, _, segment = xlnet_attention_inputs(element["padding_mask"], element["segment_ids"],
@@ -375,15 +376,15 @@ def test_local_perm_masks_match_a_loop_reference():
 def test_two_segment_stream_bad_inputs():
     docs = _dataset(_documents(4))
     with pytest.raises(ValueError, match="reuse_len"):
-        permutation.two_segment_stream(docs, 24, 4, SEP, CLS, reuse_len=21)
+        xlnet_stream.two_segment_stream(docs, 24, 4, SEP, CLS, reuse_len=21)
     with pytest.raises(ValueError, match="multiple of 4"):
-        permutation.two_segment_stream(docs, 24, 6, SEP, CLS, num_replicas=2)
+        xlnet_stream.two_segment_stream(docs, 24, 6, SEP, CLS, num_replicas=2)
     with pytest.raises(ValueError, match="ragged"):
-        permutation.two_segment_stream(tf.data.Dataset.from_tensor_slices([[1, 2]]), 24, 4,
+        xlnet_stream.two_segment_stream(tf.data.Dataset.from_tensor_slices([[1, 2]]), 24, 4,
                                        SEP, CLS)
     with pytest.raises(ValueError, match="num_predict"):
-        permutation.two_segment_stream(docs, 24, 4, SEP, CLS, reuse_len=4, num_predict=20)
-    tiny = permutation.two_segment_stream(_dataset(_documents(1)), 64, 4, SEP, CLS)
+        xlnet_stream.two_segment_stream(docs, 24, 4, SEP, CLS, reuse_len=4, num_predict=20)
+    tiny = xlnet_stream.two_segment_stream(_dataset(_documents(1)), 64, 4, SEP, CLS)
     with pytest.raises(Exception, match="no batch"):
         list(tiny.as_numpy_iterator())
 
@@ -393,8 +394,8 @@ def test_xlnet_recipe_uses_the_released_settings():
 
     # zihangdai/xlnet: data_utils.py flags num_predict=85 (of seq_len 512),
     # mask_alpha=6, mask_beta=1, reuse_len=256; README: perm_size=256.
-    assert (permutation.default_num_predict(512), permutation.MASK_ALPHA,
-            permutation.MASK_BETA, permutation.default_reuse_len(512)) == (85, 6, 1, 256)
+    assert (xlnet_stream.default_num_predict(512), xlnet_stream.MASK_ALPHA,
+            xlnet_stream.MASK_BETA, xlnet_stream.default_reuse_len(512)) == (85, 6, 1, 256)
     family = families.get("xlnet")
     rng = np.random.default_rng(0)
     words = "The river bank was Steep and the Money in the bank was safe on Monday".split()
@@ -411,7 +412,7 @@ def test_xlnet_recipe_uses_the_released_settings():
     sep, cls = tokenizer.token_to_id("[SEP]"), tokenizer.token_to_id("[CLS]")
     assert (element["token_ids"][:, -1] == cls).all() and (element["token_ids"][:, -2] == sep).all()
     assert (element["segment_ids"][:, -1] == 2).all() and (element["segment_ids"][:, :32] == 0).all()
-    assert (element["is_masked"].sum(1) == permutation.default_num_predict(64)).all()  # 10
+    assert (element["is_masked"].sum(1) == xlnet_stream.default_num_predict(64)).all()  # 10
     assert (element["is_masked"][:, :32].sum(1) == 5).all()
     assert element["target_mapping"].shape == (4, 10, 64)
     np.testing.assert_array_equal(element["is_backward"], [0, 0, 1, 1])

@@ -167,7 +167,7 @@ def _random_docs(count=60, seed=0):
 
 
 def _mask_statistics(rows):
-    """(selection rate over candidates, [MASK] / random / unchanged shares, per-row budget ok)."""
+    """(selection rate over real tokens, [MASK] / random / unchanged shares, per-row budget ok)."""
     selected = masked = randomised = unchanged = candidates = 0
     budget_ok = True
     for row in rows:
@@ -175,8 +175,12 @@ def _mask_statistics(rows):
         positions = np.asarray(row["mask_positions"])[weights]
         original = np.array(row["token_ids"])
         original[positions] = np.asarray(row["mask_ids"])[weights]
-        n = int(((np.asarray(row["padding_mask"]) == 1) & (original >= 5)).sum())
+        # Never [PAD], [CLS], [SEP] or [MASK]; [UNK] (1) may be masked, as the script does.
+        assert not np.isin(original[positions], (0, 2, 3, 4)).any()
+        # create_pretraining_data.py: round(0.15 * len(tokens)), [CLS] and [SEP] counted.
+        n = int(np.asarray(row["padding_mask"]).sum())
         budget_ok &= len(set(positions)) == len(positions) == max(1, round(0.15 * n))
+        budget_ok &= (np.diff(positions) > 0).all()  # sorted, as the script writes them
         new = np.asarray(row["token_ids"])[positions]
         old = original[positions]
         selected, candidates = selected + len(positions), candidates + n
@@ -245,7 +249,7 @@ def test_static_masks_are_written_once_and_read_back_unchanged_every_epoch(tmp_p
     assert per_epoch > 20
     stream = list(data.at_step(0).take(2 * per_epoch + 2).as_numpy_iterator())
     assert stream[0]["mask_weights"].dtype == np.float32
-    assert stream[0]["mask_positions"].shape == (4, 5)  # ceil(0.15 * 24) + 1 slots
+    assert stream[0]["mask_positions"].shape == (4, 4)  # ceil(0.15 * 24) slots
 
     def by_row(batches):
         return {tuple(b["token_ids"][i]): (tuple(b["mask_positions"][i]),
@@ -272,7 +276,7 @@ def _xlnet_tokenizer():
 
 def test_xlnet_prepared_rows_equal_the_in_memory_stream_and_read_in_order(tmp_path):
     from keras_ctx import families
-    from keras_ctx.data import permutation
+    from keras_ctx.data import xlnet_stream
 
     tokenizer = _xlnet_tokenizer()
     run = Run("xlnet-base-cased", 4, 16, tokenizer.vocabulary_size(), 3)
@@ -283,8 +287,8 @@ def test_xlnet_prepared_rows_equal_the_in_memory_stream_and_read_in_order(tmp_pa
     ragged = tf.data.Dataset.from_generator(
         lambda: (tf.ragged.constant(d, dtype=tf.int32) for d in docs),
         output_signature=tf.RaggedTensorSpec((None, None), tf.int32, ragged_rank=1))
-    stream = list(permutation.two_segment_stream(
-        ragged, 16, 4, 3, 2, eod_id=5, word_starts=pipelines.xlnet_word_starts(tokenizer),
+    stream = list(xlnet_stream.two_segment_stream(
+        ragged, 16, 4, 3, 2, eod_id=5, word_starts=xlnet_stream.xlnet_word_starts(tokenizer),
         shard_tokens=1 << 30, seed=3).take(100).as_numpy_iterator())
     assert len(rows) == 4 * len(stream) > 20
     for index, batch in enumerate(stream):  # XLNet's create_tfrecords order, row by row

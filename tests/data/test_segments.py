@@ -46,14 +46,12 @@ def _contiguous(tokens):
     return len(tokens) > 0 and (np.diff(tokens) == 1).all()
 
 
-def test_nsp_pairs_are_balanced_and_correct():
+def test_nsp_pairs_are_correct():
     docs, owner = _documents(600)
     examples = list(segments.nsp_pairs(_ragged(docs), 32, CLS, SEP, PAD,
                                        seed=1).as_numpy_iterator())
     labels = np.array([e["next_sentence_labels"] for e in examples])
     assert len(labels) > 300
-    # 50% IsNext / 50% NotNext (Devlin et al. 2019), within 4 standard errors.
-    assert abs(labels.mean() - 0.5) < 4 * np.sqrt(0.25 / len(labels))
     truncated = 0
     for example, label in zip(examples, labels):
         a, b = _split(example)
@@ -71,18 +69,27 @@ def test_nsp_pairs_are_balanced_and_correct():
     assert truncated < 0.1 * len(labels)
 
 
-def test_sop_negatives_are_exactly_swapped_positives():
+def test_sop_negatives_are_swapped_positives_or_one_sentence_with_a_random_b():
     docs, owner = _documents(200)
+    sentences = {tuple(s) for d in docs for s in d}
     examples = list(segments.sop_pairs(_ragged(docs), 64, CLS, SEP, PAD,
                                        seed=2).as_numpy_iterator())
     labels = np.array([e["sentence_order_labels"] for e in examples])
-    assert abs(labels.mean() - 0.5) < 4 * np.sqrt(0.25 / len(labels))
+    swapped = 0
     for example, label in zip(examples, labels):
         a, b = _split(example)
+        if owner[a[0]] != owner[b[0]]:
+            # google-research/albert: a chunk of one sentence gets a random B, label 1.
+            assert label == 1 and tuple(a) in sentences and len({owner[t] for t in b}) == 1
+            continue
         assert {owner[t] for t in np.r_[a, b]} == {owner[a[0]]}
         # Positive: A then B, one contiguous run. Negative: the run swapped.
         first, second = (a, b) if label == 0 else (b, a)
         assert _contiguous(np.r_[first, second])
+        swapped += label
+    # Chunks of several sentences: swapped with probability 1/2, within 4 standard errors.
+    pairs = len(labels) - (labels.sum() - swapped)
+    assert abs(swapped / pairs - 0.5) < 4 * np.sqrt(0.25 / pairs)
 
 
 def test_pairs_resample_each_epoch_unless_static():
@@ -141,3 +148,59 @@ def test_errors_are_clear():
         segments.sop_pairs(_ragged([[[10, 11], [12]]]), 3, CLS, SEP)
     with pytest.raises(ValueError, match="mode"):
         segments.pack_sentences(_ragged([[[10]]]), 8, CLS, SEP, mode="half_sentences")
+
+
+# google-research/bert create_pretraining_data.py (eedf571), rule by rule on hand-made documents.
+
+def _instances(docs, max_tokens=29, short_seq_prob=0.0, seed=0, kind="nsp"):
+    docs = [[np.asarray(s, np.int32) for s in d] for d in docs]
+    instances = segments.nsp_instances if kind == "nsp" else segments.sop_instances
+    return list(instances(docs, max_tokens, short_seq_prob, np.random.default_rng(seed)))
+
+
+@pytest.mark.parametrize("kind", ["nsp", "sop"])
+def test_one_sentence_documents_are_whole_a_with_a_random_b(kind):
+    # A chunk of one sentence: A is the whole sentence, B whole sentences of another
+    # document, label 1 ("is_random_next = True"); never a cut inside the sentence.
+    docs = [[list(range(100 * d, 100 * d + 4 + d % 5))] for d in range(30)]
+    owner = {t: d for d, doc in enumerate(docs) for t in doc[0]}
+    for seed in range(3):
+        instances = _instances(docs, seed=seed, kind=kind)
+        assert len(instances) == len(docs)  # one instance per document, none dropped
+        assert sorted(tuple(a) for a, _, _ in instances) == sorted(tuple(d[0]) for d in docs)
+        for a, b, label in instances:
+            assert label == 1
+            assert owner[b[0]] != owner[a[0]]
+            assert list(b) == docs[owner[b[0]]][0]
+
+
+def test_nsp_puts_back_the_sentences_a_random_b_left_unused():
+    # Three 5-token sentences per document fit one chunk (target 100); when B is
+    # drawn from another document, the sentences after A start the next chunk, so
+    # every sentence is an A, or the B of an IsNext pair, of its own document.
+    docs = [[list(range(100 * d + 10 * s, 100 * d + 10 * s + 5)) for s in range(3)]
+            for d in range(60)]
+    instances = _instances(docs, max_tokens=100)
+    labels = [label for _, _, label in instances]
+    assert 0 < sum(labels) < len(labels)
+    used = {int(t) for a, b, label in instances for t in (a if label else np.r_[a, b])}
+    assert used == {t for d in docs for s in d for t in s}
+    # A document gives one instance, plus one more for each random B.
+    assert len(instances) == len(docs) + sum(labels) - sum(
+        1 for a, b, label in instances if label and a[-1] % 100 >= 20)
+
+
+def test_short_target_is_drawn_once_per_document_pass():
+    # One-token sentences: every chunk but a document's last holds exactly the
+    # pass' target length, so all the IsNext pairs of one pass have one length.
+    docs = [[[1000 * d + i] for i in range(120)] for d in range(40)]
+    instances = _instances(docs, max_tokens=29, short_seq_prob=0.5, seed=4)
+    lengths = {}
+    for a, b, label in instances:
+        if label == 0 and b[-1] % 1000 != 119:
+            lengths.setdefault(a[0] // 1000, set()).add(len(a) + len(b))
+    assert len(lengths) > 30
+    assert all(len(found) == 1 for found in lengths.values())
+    # Half of the passes are short (randint(2, max_tokens)), half full.
+    full = sum(found == {29} for found in lengths.values())
+    assert 0.2 * len(lengths) < full < 0.8 * len(lengths)

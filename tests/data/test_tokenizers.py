@@ -48,6 +48,21 @@ def test_wordpiece_learned_from_the_corpus(corpus):
     assert _text(tokenizer.detokenize(tokens[:1])).replace(" .", ".") == corpus[0]
 
 
+def test_uncased_wordpiece_strips_accents_as_it_learned_saved_and_loaded(tmp_path):
+    # The pieces are learned from lower-cased, accent-stripped text (BERT's uncased
+    # BasicTokenizer): the tokenizer must read text the same way, else "Café" is
+    # [UNK] (google-research/bert tokenization.py: _run_strip_accents when lower).
+    lines = ["the cafe serves a naive resume", "a cafe and a resume"] * 20
+    tokenizer = tokenizers.train_wordpiece(lines + ["Café naïve Résumé"], 80)
+    tokenizers.save_tokenizer(tokenizer, str(tmp_path))
+    for loaded in (tokenizer, tokenizers.load_tokenizer(str(tmp_path))):
+        accented = [int(i) for i in loaded("Café naïve Résumé")]
+        assert accented == [int(i) for i in loaded("cafe naive resume")]
+        assert tokenizers.special_token_ids(loaded)["unk"] not in accented
+    cased = tokenizers.train_wordpiece(lines + ["Café"], 80, lowercase=False)
+    assert [int(i) for i in cased("Café")] != [int(i) for i in cased("cafe")]
+
+
 def test_byte_level_bpe_learned_from_the_corpus(corpus):
     tokenizer = tokenizers.train_byte_level_bpe(corpus, 300)
     tokens, table = _check(tokenizer, corpus)

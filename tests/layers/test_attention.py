@@ -156,23 +156,3 @@ def test_dropout_only_in_training():
 def test_bad_arguments_fail_at_construction(kwargs, argument):
     with pytest.raises(ValueError, match=argument):
         MultiHeadAttention(**kwargs)
-
-
-def test_configs_saved_with_key_dim_still_load():
-    """The per-head width is `head_size` everywhere; older files said `key_dim`."""
-    config = MultiHeadAttention(num_heads=2, head_size=4).get_config()
-    assert "key_dim" not in config and config["head_size"] == 4
-    config["key_dim"] = config.pop("head_size")
-    assert MultiHeadAttention.from_config(config).head_size == 4
-
-
-def test_configs_saved_with_the_old_argument_names_still_load():
-    # value_dim -> value_head_size, output_dim -> hidden_size (#35), key_dim -> head_size.
-    layer = MultiHeadAttention.from_config(
-        {"num_heads": 2, "key_dim": 4, "value_dim": 3, "output_dim": 5})
-    assert (layer.head_size, layer.value_head_size, layer.hidden_size) == (4, 3, 5)
-    config = layer.get_config()
-    assert not {"key_dim", "value_dim", "output_dim"} & set(config)
-    x = np.random.default_rng(0).normal(size=(1, 2, 8)).astype("float32")
-    assert layer(x).shape == (1, 2, 5)
-    assert layer.value_dense.kernel.shape == (8, 2, 3)

@@ -169,30 +169,3 @@ def test_token_embedding_int8_quantization_matches_a_numpy_reference():
     other.build()
     with pytest.raises(NotImplementedError, match="not 'float8'"):  # as keras' Embedding
         other.quantize("float8")
-
-
-def test_token_embedding_configs_saved_as_output_dim_still_load(tmp_path):
-    # Before DESIGN.md's vocabulary the width was `output_dim` (#35).
-    inputs = keras.Input((None,), dtype="int32")
-    model = keras.Model(inputs, TokenEmbedding(10, 6, name="emb")(inputs))
-    path = str(tmp_path / "m.keras")
-    model.save(path)
-    import json
-    import zipfile
-
-    with zipfile.ZipFile(path) as archive:
-        files = {name: archive.read(name) for name in archive.namelist()}
-    text = files["config.json"].decode()
-    assert '"embedding_size": 6' in text
-    files["config.json"] = text.replace('"embedding_size": 6', '"output_dim": 6').encode()
-    with zipfile.ZipFile(path, "w") as archive:
-        for name, data in files.items():
-            archive.writestr(name, data)
-    loaded = keras.saving.load_model(path)
-    layer = loaded.get_layer("emb")
-    assert layer.embedding_size == 6 and "output_dim" not in layer.get_config()
-    want = model.get_layer("emb").embeddings.numpy()
-    np.testing.assert_array_equal(layer.embeddings.numpy(), want)
-    assert '"output_dim": 6' in json.dumps(json.loads(files["config.json"]))
-    with pytest.raises(ValueError, match="both 'output_dim' and its new name"):
-        TokenEmbedding.from_config({"vocabulary_size": 10, "output_dim": 6, "embedding_size": 6})

@@ -141,20 +141,10 @@ def test_stack_harness():
                    expected_output_shape=(B, T, D))
 
 
-def test_albert_stack_harness_and_configs_saved_with_the_old_sharing_flag():
+def test_albert_stack_harness():
     run_layer_test(AlbertEncoderStack, {"num_layers": 2, "block_config": BLOCK,
                                         "sharing": "attention"}, inputs(),
                    expected_output_shape=(B, T, D))
-    # A stack saved when sharing was a flag of the generic stack loads as ALBERT's.
-    old = {"name": "encoder", "num_layers": 3, "block_config": BLOCK, "sharing": "all"}
-    stack = TransformerEncoderStack.from_config(old)
-    assert type(stack) is AlbertEncoderStack and stack.sharing == "all"
-    stack(inputs())
-    assert stack.blocks[0] is stack.blocks[1] is stack.blocks[2]
-    plain = TransformerEncoderStack.from_config(dict(old, sharing="none"))
-    assert type(plain) is TransformerEncoderStack
-    # The generic block carries no sharing machinery any more.
-    assert not hasattr(TransformerEncoderBlock(**BLOCK), "_share_from")
 
 
 def test_stack_sharing_counts_and_numpy():

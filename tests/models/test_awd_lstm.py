@@ -329,11 +329,8 @@ def _first_update(scale, optimizer):
 
 
 def test_variable_length_rescales_the_learning_rate_of_that_update_under_adam():
-    from keras_ctx.tasks.transfer import (
-        SlantedTriangular,
-        ScaledLearningRate,
-        with_layer_learning_rates,
-    )
+    from keras_ctx.schedules import ScaledLearningRate, SlantedTriangular
+    from keras_ctx.tasks.transfer import with_layer_learning_rates
 
     # Adam's first update is lr * g / (|g| + eps'): the scale multiplies it exactly
     # (scaling the gradient or the loss instead would change nothing).

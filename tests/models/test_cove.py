@@ -96,39 +96,3 @@ def test_attentional_decoder_ignores_masked_source_and_is_causal():
     new = to_numpy(layer(later, encoder, encoder_mask=mask))
     np.testing.assert_allclose(new[0, :2], base[0, :2], atol=1e-6)
     assert np.abs(new[0, 2:] - base[0, 2:]).max() > 1e-4
-
-
-def _with_old_keys(path, renames):
-    """Rewrites a .keras file's config under the argument names before #35 (as saved then)."""
-    import json
-    import zipfile
-
-    with zipfile.ZipFile(path) as archive:
-        files = {name: archive.read(name) for name in archive.namelist()}
-    config = json.loads(files["config.json"])
-    inner = config["config"]
-    for new, old in renames.items():
-        inner[old] = inner.pop(new)
-    files["config.json"] = json.dumps(config).encode()
-    with zipfile.ZipFile(path, "w") as archive:
-        for name, data in files.items():
-            archive.writestr(name, data)
-    return inner
-
-
-def test_configs_saved_with_the_old_argument_names_still_load(tmp_path):
-    backbone = CoveBackbone(10, embedding_size=4, hidden_size=5)
-    ids, mask = ids_and_mask()
-    want = to_numpy(backbone({"token_ids": ids, "padding_mask": mask})["sequence_output"])
-    path = str(tmp_path / "cove.keras")
-    backbone.save(path)
-    saved = _with_old_keys(path, {"embedding_size": "embedding_dim", "hidden_size": "hidden_dim"})
-    assert saved["embedding_dim"] == 4 and "embedding_size" not in saved
-    loaded = keras.saving.load_model(path)
-    assert (loaded.embedding_size, loaded.hidden_size) == (4, 5)
-    got = to_numpy(loaded({"token_ids": ids, "padding_mask": mask})["sequence_output"])
-    np.testing.assert_allclose(got, want, atol=1e-6)
-    old = CoveBackbone.from_config({"vocabulary_size": 10, "embedding_dim": 4, "hidden_dim": 5})
-    assert old.get_config()["hidden_size"] == 5 and "hidden_dim" not in old.get_config()
-    with pytest.raises(ValueError, match="both 'hidden_dim' and its new name 'hidden_size'"):
-        CoveBackbone.from_config({"vocabulary_size": 10, "hidden_dim": 5, "hidden_size": 5})

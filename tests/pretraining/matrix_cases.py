@@ -141,7 +141,7 @@ def bilm_sampled():
 
 
 def bilm_batch():
-    from keras_ctx.pretraining.bilm import bilm_inputs, make_vocabulary
+    from keras_ctx.data.vocabulary import bilm_inputs, make_vocabulary
 
     sentences = ["red green blue", "cyan pink", "gold grey teal red", "blue"]
     out = bilm_inputs(tf.constant(sentences), make_vocabulary(BILM_WORDS), 8)

@@ -4,7 +4,8 @@ import pytest
 import tensorflow as tf
 
 from keras_ctx.models.elmo import Elmo, ElmoBackbone
-from keras_ctx.pretraining.bilm import BiLMPretrainer, _targets, bilm_inputs, make_vocabulary
+from keras_ctx.data.vocabulary import bilm_inputs, make_vocabulary
+from keras_ctx.pretraining.bilm import BiLMPretrainer, _targets
 
 TOPICS = (["ab", "cd", "ef", "gh"], ["ij", "kl", "mn", "op"])
 WORDS = TOPICS[0] + TOPICS[1] + ["bank"]

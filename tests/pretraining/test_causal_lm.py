@@ -4,11 +4,8 @@ import pytest
 import tensorflow as tf
 
 from keras_ctx.models.gpt import GPTBackbone
-from keras_ctx.pretraining.causal_lm import (
-    CausalLMPretrainer,
-    gpt_finetuning_inputs,
-    masked_token_loss,
-)
+from keras_ctx.data.task_inputs import gpt_finetuning_inputs
+from keras_ctx.pretraining.causal_lm import CausalLMPretrainer, masked_token_loss
 from keras_ctx.tasks import GPTFineTuner
 
 VOCAB, LENGTH = 24, 16
@@ -121,27 +118,3 @@ def test_pretrainer_saves_and_loads_with_its_backbone(tmp_path):
     assert isinstance(loaded.backbone, GPTBackbone)
     np.testing.assert_allclose(loaded(x), model(x), atol=1e-6)
 
-
-def test_moved_objects_keep_their_saved_name_and_old_paths_name_the_new_home():
-    # GPTFineTuner moved to keras_ctx.tasks, cvt_dataset to keras_ctx.data.cvt (#35).
-    import keras_ctx.pretraining as pretraining
-    from keras_ctx.data.cvt import cvt_dataset
-    from keras_ctx.errors import MovedError
-    from keras_ctx.pretraining import causal_lm, cvt
-
-    assert pretraining.cvt_dataset is cvt.cvt_dataset is cvt_dataset
-    assert GPTFineTuner.__module__ == "keras_ctx.tasks.gpt_finetuner"
-    # keras_ctx.tasks imports pretraining, so the old home must not import it
-    # back (tests/test_import_graph.py): it names the new home instead.
-    for module in (pretraining, causal_lm):
-        with pytest.raises(MovedError, match=r"GPTFineTuner moved to keras_ctx\.tasks\."):
-            module.GPTFineTuner
-        assert not hasattr(module, "NoSuchName")
-    with pytest.raises(ImportError, match="import it from keras_ctx.tasks"):
-        from keras_ctx.pretraining import GPTFineTuner as _  # noqa: F401
-    # .keras files saved before the move name the class by its registered name.
-    assert keras.saving.get_registered_object("keras_ctx>GPTFineTuner") is GPTFineTuner
-    assert pretraining.cvt_dataset is cvt.cvt_dataset is cvt_dataset
-    assert GPTFineTuner.__module__ == "keras_ctx.tasks.gpt_finetuner"
-    # .keras files saved before the move name the class by its registered name.
-    assert keras.saving.get_registered_object("keras_ctx>GPTFineTuner") is GPTFineTuner

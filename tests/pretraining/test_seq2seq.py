@@ -6,7 +6,8 @@ import tensorflow as tf
 from keras_ctx.data import noise
 from keras_ctx.models.bart import BartBackbone
 from keras_ctx.models.t5 import T5Backbone
-from keras_ctx.pretraining.seq2seq import Seq2SeqPretrainer, add_task_prefix
+from keras_ctx.data.task_inputs import add_task_prefix
+from keras_ctx.pretraining.seq2seq import Seq2SeqPretrainer
 
 VOCAB = 32  # 0 pad, 1 eos, 2 bos, 3 mask, 4..23 words, 24..31 sentinels
 SIZE = dict(vocabulary_size=VOCAB, num_layers=1, num_heads=2, hidden_size=32,

@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_ctx.data.permutation import permutation_masks, text_stream
+from keras_ctx.data.permutation import permutation_masks
+from keras_ctx.data.xlnet_stream import text_stream
 from keras_ctx.models import XLNetBackbone
 from keras_ctx.pretraining import XLNetPretrainer
 
@@ -84,7 +85,7 @@ def test_bad_uses():
 
 def test_released_layout_carries_the_reuse_part_of_each_row():
     """two_segment_stream -> permutation_masks -> XLNetPretrainer(reuse_len): XLNet's run."""
-    from keras_ctx.data.permutation import two_segment_stream
+    from keras_ctx.data.xlnet_stream import two_segment_stream
 
     rng = np.random.default_rng(3)
     docs = [[list(rng.integers(8, VOCAB, rng.integers(3, 8))) for _ in range(5)]
@@ -115,7 +116,7 @@ def test_released_layout_carries_the_reuse_part_of_each_row():
 @pytest.mark.slow  # ~2 min on 2 CPU cores
 def test_tiny_xlnet_learns_from_the_released_layout():
     """Two-segment rows, reuse_len, span targets, bi_data rows: the PLM loss falls."""
-    from keras_ctx.data.permutation import two_segment_stream
+    from keras_ctx.data.xlnet_stream import two_segment_stream
 
     rng = np.random.default_rng(4)
     docs = []

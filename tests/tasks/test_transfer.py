@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from keras_ctx.schedules import SlantedTriangular
+from keras_ctx.tasks.heads import ConcatPooling
 from keras_ctx.tasks.transfer import (
     ConcatPoolClassifier,
-    ConcatPooling,
     GradualUnfreezing,
-    SlantedTriangular,
     discriminative_multipliers,
     layer_groups,
     layer_wise_decay_multipliers,

@@ -1,6 +1,7 @@
-"""`keras-ctx convert SRC DEST`: any supported checkpoint -> a keras-ctx run directory.
+"""Checkpoint formats: recognise one, load it, write it as a keras-ctx run directory.
 
-`detect_format(source)` recognises
+What `keras-ctx convert SRC DEST` (keras_ctx.commands.convert) and the model
+handles (keras_ctx.handles) call. `detect_format(source)` recognises
 
 - "huggingface": a directory with config.json (a `model_type`) + model.safetensors;
 - "tensorflow":  a google-research directory with bert_config.json or

@@ -1,0 +1,42 @@
+"""The masker a family's masking options ask for, shared by streamed and prepared data."""
+
+from keras_ctx.data.masking import MLMMasker
+from keras_ctx.data.ngram_masking import NgramMasker
+from keras_ctx.data.tokenizers import continuation_table
+
+
+def continuations(tokenizer, word_continuations=None):
+    """`word_continuations`, or the tokenizer's table (True for pieces that continue a word)."""
+    if word_continuations is None:
+        if tokenizer is None:
+            raise ValueError("Without a tokenizer, give `word_continuations` "
+                             "(keras_ctx.data.tokenizers.continuation_table).")
+        word_continuations = continuation_table(tokenizer)
+    return word_continuations
+
+
+def never_masked_ids(special_ids):
+    """The distinct ids of `special_ids` ({role: id}) but [UNK], sorted: never masked.
+
+    google-research/bert create_pretraining_data.py (eedf571) leaves out only
+    [CLS] and [SEP] (padding never reaches it); [UNK] stands for a word of the
+    text and may be masked.
+    """
+    return tuple(sorted({i for role, i in special_ids.items() if role != "unk"}))
+
+
+def masker_for(tokenizer, special_ids, vocabulary_size, whole_word_masking=False, max_ngram=1,
+               word_continuations=None, **kwargs):
+    """BERT's token masking, or whole-word / n-gram masking (`NgramMasker`)."""
+    if whole_word_masking or max_ngram > 1:
+        table = continuations(tokenizer, word_continuations) if whole_word_masking else None
+        return NgramMasker(vocabulary_size, special_ids["mask"], never_masked_ids(special_ids),
+                           table, max_ngram=max_ngram, **kwargs)
+    return MLMMasker(vocabulary_size, special_ids["mask"],
+                     special_token_ids=never_masked_ids(special_ids), **kwargs)
+
+
+def check_duplicate(duplicate, static_masking):
+    if duplicate != 1 and not static_masking:
+        raise ValueError("`duplicate` copies are for static masking; dynamic masking draws "
+                         "new masks every epoch (use duplicate=1).")

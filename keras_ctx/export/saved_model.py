@@ -1,0 +1,482 @@
+"""SavedModel export for TF Serving: `export_saved_model(model, directory)`.
+
+Writes `directory/<version>/` with three signatures:
+  - `serving_default`: the model's integer inputs (token_ids, padding_mask,
+    segment_ids, or ELMo's character_ids) -> its named outputs. The graph
+    holds core TensorFlow ops only, so stock TF Serving loads it.
+  - `serve_text` (when a `preprocessor` is given): a batch of strings, turned
+    into the integer inputs inside the graph. A tokenizer built on
+    tensorflow-text ops (WordPiece, SentencePiece, BPE) needs a TF Serving
+    build with those ops linked in (e.g. the tensorflow/serving image with
+    tensorflow-text's custom ops, or `tensorflow_text` imported before
+    `tf.saved_model.load` in Python); `serving_default` never does.
+  - `serve_examples`: serialized tf.Example protos whose int64 features are
+    named as the inputs, each of the fixed `sequence_length`.
+  - `serve_generate` (when `generation` is given, for a decoder-only or an
+    encoder-decoder language model): prompt ids -> generated ids. The whole
+    decode loop (prefill, key/value cache, sampler, stop tokens) runs
+    inside the graph, with core TensorFlow ops only (XLA-compiled with
+    `jit_compile=True`), so stock TF Serving generates.
+  - `serve_generate_text` (when `generation` has a `text` codec, which
+    `CausalLM.export` / `Seq2SeqLM.export` attach): strings -> generated
+    strings, tokenized and detokenized inside the graph (the tokenizer's
+    ops, as `serve_text`).
+Batch size is dynamic everywhere. Sequence length is dynamic in
+`serving_default` unless the model fixes it; `serve_text` pads or rejects at
+`sequence_length` (the preprocessor decides); `serve_examples` needs it fixed.
+
+XLA (`jit_compile=True`): the model's forward pass in every signature is an
+XLA-compiled function (`tf.function(jit_compile=True)`, saved with
+`_XlaMustCompile`); the input checks, `parse_example` and the preprocessor
+stay outside it (XLA compiles asserts away). The runtime compiles it on the
+first call for each input shape (fix `sequence_length` so that there is one).
+Which servers run such a SavedModel: see saved_models/README.md.
+
+Outputs: each output tensor under its own name in float32 (mixed-precision
+models are cast), batch first like every input. A list output (hidden_states,
+XLNet's memory) is stacked into one tensor on axis 1: hidden_states is
+(batch, layers, time, hidden), embeddings first. The backbone's own Python
+output stays a list.
+"""
+
+import os
+import shutil
+import tempfile
+
+import keras
+from keras_ctx.optional import tensorflow as tf
+
+from keras_ctx import files
+
+
+class ExportError(ValueError):
+    """The model or the directory cannot be exported as asked."""
+
+
+def named_inputs(model):
+    """{input name: KerasTensor} of a built model; ExportError if it is not built.
+
+    Args:
+        model: a keras.Model.
+
+    Returns:
+        A dict from input name to the model's symbolic input.
+    """
+    if not model.built or not getattr(model, "inputs", None):
+        raise ExportError(
+            f"The model {model.name!r} has not been built: call it on a batch "
+            "of inputs (or build it from a preset) before exporting."
+        )
+    if isinstance(model.input, dict):
+        return dict(model.input)
+    return {t.name: t for t in model.inputs}
+
+
+def input_specs(named, sequence_length):
+    """tf.TensorSpecs of the served inputs: batch free, integers as int32.
+
+    Args:
+        named: `named_inputs(model)`.
+        sequence_length: fixes axis 1 of every input of rank >= 2 (None: free).
+
+    Returns:
+        {input name: tf.TensorSpec}.
+    """
+    specs = {}
+    for name, tensor in named.items():
+        shape = list(tensor.shape)
+        shape[0] = None
+        if sequence_length is not None and len(shape) >= 2:
+            shape[1] = sequence_length
+        dtype = tf.as_dtype(tensor.dtype)
+        if dtype.is_integer or dtype == tf.bool:
+            dtype = tf.int32
+        specs[name] = tf.TensorSpec(shape, dtype, name=name)
+    return specs
+
+
+def flat_outputs(outputs):
+    """Named float32 (or int) tensors; lists stacked after the batch axis.
+
+    Args:
+        outputs: a model's outputs: a dict, or one tensor (named "outputs").
+
+    Returns:
+        {name: tensor}, floating tensors cast to float32, a list output
+        stacked into one tensor on axis 1.
+    """
+    if not isinstance(outputs, dict):
+        outputs = {"outputs": outputs}
+    flat = {}
+    for name, value in outputs.items():
+        if isinstance(value, (list, tuple)):
+            # Batch first, like every other output: (batch, layers, ...).
+            value = tf.stack([tf.convert_to_tensor(v) for v in value], axis=1)
+        value = tf.convert_to_tensor(value)
+        if value.dtype.is_floating:
+            value = tf.cast(value, tf.float32)
+        flat[name] = value
+    return flat
+
+
+def _check_vocabulary_is_known(model, named):
+    """ExportError when the model takes token ids but their vocabulary size is unknown.
+
+    Exporting anyway would serve an out-of-range id as some other row.
+    """
+    from keras_ctx.layers.embeddings import vocabulary_size_of
+
+    token_inputs = sorted(name for name in named if name.endswith("token_ids"))
+    if token_inputs and vocabulary_size_of(model) is None:
+        raise ExportError(
+            f"Cannot find the vocabulary size of {model.name!r}, so its {token_inputs[0]} "
+            "input could not be checked for out-of-range ids: expose the token table as "
+            "the backbone's `token_embedding`, or feed the input into one TokenEmbedding.")
+
+
+def _checked_inputs(model, inputs):
+    """Inputs after the checks serving needs: ids in the vocabulary, length in range.
+
+    Without them an id of -1 serves the last embedding row, and a too-long
+    input fails deep in the graph ("Expected size[0] in [0, 32], but got 33").
+    """
+    from keras_ctx.layers.embeddings import (check_token_ids, max_positions_of,
+                                             vocabulary_size_of)
+
+    vocabulary_size = vocabulary_size_of(model)
+    max_positions = max_positions_of(model)
+    checked = {}
+    for name, value in inputs.items():
+        checks = []
+        if value.dtype == tf.int64:  # serve_examples: no wrap-around when cast to int32
+            # Two bounds, not tf.abs: the abs of int64's minimum is itself negative.
+            message = f"input {name} holds a value outside int32."
+            checks.append(tf.debugging.assert_less_equal(
+                value, tf.constant(2**31 - 1, tf.int64), message=message))
+            checks.append(tf.debugging.assert_greater_equal(
+                value, tf.constant(-(2**31), tf.int64), message=message))
+        if max_positions is not None and value.shape.rank >= 2:
+            checks.append(tf.debugging.assert_less_equal(
+                tf.shape(value)[1], max_positions,
+                message=f"input {name} is longer than the {max_positions} "
+                        "positions the model has (max_sequence_length); shorten it."))
+        with tf.control_dependencies(checks):
+            value = tf.identity(value)
+        if vocabulary_size is not None and name.endswith("token_ids"):
+            value = check_token_ids(value, vocabulary_size, f"input {name}")
+        checked[name] = value
+    return checked
+
+
+def forward_function(model, jit_compile):
+    """A function: inputs (cast to the model's dtypes) -> `flat_outputs`; XLA if asked.
+
+    Args:
+        model: a built keras.Model (task models may name their serving
+            outputs with a `serving_outputs(outputs)` method).
+        jit_compile: wrap it in `tf.function(jit_compile=True)`.
+
+    Returns:
+        The function (a dict of input tensors -> a dict of output tensors).
+    """
+
+    def forward(cast):
+        if not isinstance(model.input, dict):
+            cast = [cast[t.name] for t in model.inputs]
+            cast = cast[0] if len(cast) == 1 else cast
+        outputs = model(cast, training=False)
+        # Task models name their serving outputs (logits, probabilities, ...).
+        if hasattr(model, "serving_outputs"):
+            outputs = model.serving_outputs(outputs)
+        return flat_outputs(outputs)
+
+    return tf.function(forward, jit_compile=True) if jit_compile else forward
+
+
+def _call_model(model, inputs, input_dtypes, forward):
+    # The checks run outside `forward`: XLA would compile them away.
+    inputs = _checked_inputs(model, inputs)
+    return forward({name: tf.cast(value, input_dtypes[name]) for name, value in inputs.items()})
+
+
+class Generation:
+    """What `serve_generate` decodes: `export_saved_model(..., generation=Generation(...))`.
+
+    Args:
+        max_length: the static length of the generated rows (decoder-only:
+            prompt included; encoder-decoder: the decoder's output, start
+            token first).
+        sampler: a `keras_ctx.generation` sampler or its name ("greedy",
+            "top_k", "top_p", "random", "beam"). The random ones add a
+            `seed` input (int32 scalar); the same seed gives Python
+            `generate`'s tokens.
+        end_token_id: a stop token id or a list of them (None: none).
+        pad_token_id: the id after a row's stop token, and the prompts' padding.
+        decoder_start_token_id: an encoder-decoder's decoder start token.
+        text: optional codec for `serve_generate_text`: an object with
+            `encode(strings) -> dict of prompt inputs` and
+            `decode(token_ids, padding_mask) -> strings` (tracked with the
+            export, so a layer's tables travel with it).
+        use_cache: decode one token per step with the key/value cache.
+    """
+
+    def __init__(self, max_length, sampler="greedy", end_token_id=None, pad_token_id=0,
+                 decoder_start_token_id=None, text=None, use_cache=True):
+        from keras_ctx import generation
+
+        if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 2:
+            raise ExportError(f"`max_length` must be an integer >= 2, got {max_length!r}.")
+        self.max_length = max_length
+        self.sampler = generation.get_sampler(sampler)
+        self.end_token_id = end_token_id
+        self.pad_token_id = int(pad_token_id)
+        self.decoder_start_token_id = decoder_start_token_id
+        self.text = text
+        self.use_cache = bool(use_cache)
+
+    @property
+    def seeded(self):
+        """True when the sampler draws at random (the signatures take a `seed`)."""
+        from keras_ctx.generation import BeamSampler, GreedySampler
+
+        return not isinstance(self.sampler, (GreedySampler, BeamSampler))
+
+
+def _generation_functions(model, generation, jit_compile):
+    """(serve_generate, its input signature, serve_generate_text or None) for `model`."""
+    from keras_ctx import generation as decoding
+    from keras_ctx.layers.embeddings import (check_token_ids, max_positions_of,
+                                             vocabulary_size_of)
+
+    backbone = getattr(model, "backbone", model)
+    seq2seq = hasattr(backbone, "decode_with_cache")
+    if not seq2seq and not hasattr(backbone, "call_with_cache"):
+        raise ExportError(f"{backbone.name!r} is not a language model: `generation` needs a "
+                          "decoder-only (GPT) or encoder-decoder (T5, BART) backbone.")
+    if seq2seq and generation.decoder_start_token_id is None:
+        raise ExportError("An encoder-decoder generates from a decoder start token: pass "
+                          "Generation(..., decoder_start_token_id=ID) (T5: 0, BART: 2).")
+    max_positions = max_positions_of(backbone)
+    if max_positions is not None and generation.max_length > max_positions:
+        raise ExportError(f"max_length {generation.max_length} is more than the "
+                          f"{max_positions} positions of {backbone.name!r}; lower it.")
+    end_tokens = decoding.end_tokens_of(generation.end_token_id, backbone)
+    vocabulary_size = vocabulary_size_of(backbone)
+    length, pad = generation.max_length, generation.pad_token_id
+    prompt_names = (("encoder_token_ids", "encoder_padding_mask") if seq2seq
+                    else ("token_ids", "padding_mask"))
+
+    def loop(token_ids, prompt_mask, seed, encoder_ids, encoder_mask):
+        return decoding.decode(backbone, token_ids, prompt_mask, generation.sampler, seed,
+                               end_tokens, pad, use_cache=generation.use_cache,
+                               encoder_token_ids=encoder_ids,
+                               encoder_padding_mask=encoder_mask)
+
+    loop = tf.function(loop, jit_compile=True) if jit_compile else loop
+
+    def checked(ids, name):
+        ids = tf.cast(ids, tf.int32)
+        if vocabulary_size is not None:
+            ids = check_token_ids(ids, vocabulary_size, f"input {name}")
+        return ids
+
+    def run(inputs, seed):
+        # The checks run outside `loop`: XLA would compile them away.
+        ids = checked(inputs[prompt_names[0]], prompt_names[0])
+        mask = tf.cast(inputs[prompt_names[1]], tf.bool)
+        if seq2seq:
+            if max_positions is not None:
+                with tf.control_dependencies([tf.debugging.assert_less_equal(
+                        tf.shape(ids)[1], max_positions,
+                        message=f"a source is longer than the {max_positions} positions "
+                                "of the encoder; shorten it.")]):
+                    ids = tf.identity(ids)
+            encoder = (ids, tf.cast(mask, tf.int32))
+            ids = tf.fill([tf.shape(ids)[0], 1], generation.decoder_start_token_id)
+            mask = tf.ones_like(ids, tf.bool)
+        else:
+            encoder = (None, None)
+        width = tf.shape(ids)[1]
+        checks = [
+            tf.debugging.assert_less_equal(
+                width, length, message=f"a prompt is longer than max_length={length}; "
+                                       "shorten it or export a larger max_length."),
+            tf.debugging.assert_greater(
+                width, 0, message="a prompt is empty: generation needs a token."),
+        ]
+        if not seq2seq:
+            checks.append(tf.debugging.assert_equal(
+                tf.reduce_all(mask[:, 0]), True,
+                message="every prompt needs a token at position 0 (right-padded)."))
+        with tf.control_dependencies(checks):
+            padding = [[0, 0], [0, length - width]]
+            ids = tf.pad(ids, padding, constant_values=pad)
+            mask = tf.pad(mask, padding, constant_values=False)
+        ids.set_shape([None, length])
+        mask.set_shape([None, length])
+        out = loop(ids, mask, seed, *encoder)
+        out = dict(out)
+        for name in ("padding_mask", "beam_padding_mask"):
+            if name in out:
+                out[name] = tf.cast(out[name], tf.int32)
+        return out
+
+    seed_spec = [tf.TensorSpec([], tf.int32, name="seed")] if generation.seeded else []
+    id_specs = {name: tf.TensorSpec([None, None], tf.int32, name=name)
+                for name in prompt_names}
+
+    def serve_generate(inputs, *seed):
+        return run(inputs, seed[0] if seed else tf.constant(0, tf.int32))
+
+    serve_text = None
+    if generation.text is not None:
+        def serve_text(text, *seed):
+            out = serve_generate(generation.text.encode(text), *seed)
+            out["text"] = generation.text.decode(out["token_ids"], out["padding_mask"])
+            return out
+
+    return serve_generate, [id_specs] + seed_spec, serve_text, seed_spec
+
+
+def check_export_target(directory, version=1, overwrite=False):
+    """The version directory an export would write; ExportError if it exists and not `overwrite`.
+
+    Call it before any long work (training) whose result is to be exported.
+    """
+    target = os.path.join(os.fspath(directory), str(version))
+    if os.path.exists(target) and os.listdir(target) and not overwrite:
+        raise ExportError(
+            f"{target} already holds an export. Pass --overwrite (overwrite=True) to "
+            f"replace it, or export another version (version={int(version) + 1})."
+        )
+    return target
+
+
+def export_saved_model(
+    model,
+    directory,
+    version=1,
+    overwrite=False,
+    preprocessor=None,
+    sequence_length=None,
+    jit_compile=False,
+    generation=None,
+):
+    """Exports `model` to `directory/version` for TF Serving; returns that path.
+
+    Args:
+        model: a built keras.Model with named integer inputs (a keras_ctx
+            backbone or task model).
+        directory: the model's base directory (TF Serving watches it).
+        version: the version subdirectory, a positive integer.
+        overwrite: replace an existing non-empty version directory. The new
+            export is written to a temporary directory first and moved into
+            place only when complete, so a failed export loses nothing.
+        preprocessor: optional callable (a keras_ctx / keras-hub preprocessor
+            layer, or a function) mapping a 1-D tf.string batch to the
+            model's input dict (or to its only input); adds `serve_text`.
+        sequence_length: fixes the sequence axis of the integer signatures;
+            required for `serve_examples` (skipped when the length is free).
+        jit_compile: XLA-compile the model's forward pass in every signature
+            (see the module docstring: the server must run XLA, e.g. TF
+            Serving with `--xla_cpu_compilation_enabled` on CPU); with
+            `generation`, the whole decode loop is compiled.
+        generation: a `Generation` (max_length, sampler, stop tokens, ...)
+            adds `serve_generate` (and `serve_generate_text` when it has a
+            text codec) for a language model or its backbone.
+
+    Returns:
+        The path of the written version directory.
+    """
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise ExportError(f"`version` must be a positive integer, got {version!r}.")
+    if sequence_length is not None and (isinstance(sequence_length, bool) or not isinstance(
+            sequence_length, int) or sequence_length < 1):
+        raise ExportError("`sequence_length` must be a positive integer (or None: free), "
+                          f"got {sequence_length!r}.")
+    target = check_export_target(directory, version, overwrite)
+    named = named_inputs(model)
+    _check_vocabulary_is_known(model, named)
+    specs = input_specs(named, sequence_length)
+    input_dtypes = {name: tensor.dtype for name, tensor in named.items()}
+    forward = forward_function(model, bool(jit_compile))
+
+    archive = keras.export.ExportArchive()
+    archive.track(model)
+
+    def serve(inputs):
+        return _call_model(model, inputs, input_dtypes, forward)
+
+    archive.add_endpoint("serving_default", serve, input_signature=[specs])
+
+    fixed_length = all(s.shape[1] is not None for s in specs.values() if s.shape.rank >= 2)
+    if fixed_length:
+        features = {
+            name: tf.io.FixedLenFeature(spec.shape[1:], tf.int64)
+            for name, spec in specs.items()
+        }
+
+        def serve_examples(examples):
+            parsed = tf.io.parse_example(examples, features)
+            return _call_model(model, parsed, input_dtypes, forward)
+
+        archive.add_endpoint(
+            "serve_examples",
+            serve_examples,
+            input_signature=[tf.TensorSpec([None], tf.string, name="examples")],
+        )
+
+    if preprocessor is not None:
+        if isinstance(preprocessor, (keras.layers.Layer, tf.Module)):
+            archive.track(preprocessor)  # its vocabulary tables travel with it
+        if not callable(preprocessor):
+            raise ExportError("`preprocessor` must map a batch of strings to the inputs.")
+
+        def serve_text(text):
+            features = preprocessor(text)
+            if not isinstance(features, dict):
+                if len(named) != 1:
+                    raise ExportError(
+                        f"The preprocessor returned one tensor but the model takes "
+                        f"{sorted(named)}; return a dict keyed by input name.")
+                features = {next(iter(named)): features}
+            return _call_model(model, features, input_dtypes, forward)
+
+        archive.add_endpoint(
+            "serve_text",
+            serve_text,
+            input_signature=[tf.TensorSpec([None], tf.string, name="text")],
+        )
+
+    if generation is not None:
+        if not isinstance(generation, Generation):
+            raise ExportError("`generation` must be a keras_ctx.export.Generation, got "
+                              f"{type(generation).__name__}.")
+        serve_generate, signature, serve_generate_text, seed_spec = _generation_functions(
+            model, generation, bool(jit_compile))
+        archive.add_endpoint("serve_generate", serve_generate, input_signature=signature)
+        if serve_generate_text is not None:
+            if isinstance(generation.text, (keras.layers.Layer, tf.Module)):
+                archive.track(generation.text)
+            archive.add_endpoint(
+                "serve_generate_text", serve_generate_text,
+                input_signature=[tf.TensorSpec([None], tf.string, name="text")] + seed_spec)
+
+    parent = os.path.dirname(os.path.abspath(target))
+    os.makedirs(parent, exist_ok=True)
+    # The pid in the name lets the next export remove what a killed one left.
+    files.remove_dead_staging(parent, ".export-")
+    staging = tempfile.mkdtemp(prefix=f".export-{os.getpid()}-", dir=parent)
+    try:
+        archive.write_out(os.path.join(staging, "model"), verbose=False)
+        if os.path.exists(target):
+            backup = target + ".replaced"
+            os.replace(target, backup)
+            os.replace(os.path.join(staging, "model"), target)
+            shutil.rmtree(backup)
+        else:
+            os.replace(os.path.join(staging, "model"), target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+

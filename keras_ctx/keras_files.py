@@ -1,0 +1,182 @@
+"""Keras' own weight files (`.weights.h5`, the weights inside a `.keras`), checked.
+
+Keras loads a `.weights.h5` by walking the model and reading what it finds:
+a file from a deeper model loads into a shallower one with its extra layers
+ignored, and an int8 or bool dataset is cast into a float variable, both
+without a word. `load_weights` and `load_model` first compare the file's
+datasets with the model's weights (count, shapes, dtypes), and `load_model`
+checks the sizes a `.keras` config claims against the stored shapes before
+building anything. Shared by run directories (`runs`), resumable training's
+checkpoints (`training`) and keras-hub presets (`convert.kerashub`).
+"""
+
+import collections
+import json
+import os
+import zipfile
+
+import numpy as np
+
+from keras_ctx.errors import CheckpointError
+
+# Weights are real numbers. Integer or bool tensors would load their codes as values (an
+# int8 table's -128..127 as embeddings); quantized layouts are declared by the model's own
+# variables (Keras' int8 kernels and their scales), never inferred from a file.
+FLOATING_DTYPES = ("float16", "bfloat16", "float32", "float64")
+
+# Sizes a backbone's config names (ours, and keras-hub's spelling): each is the length of
+# an axis of some stored tensor (a table's rows, a kernel's width), so none can exceed the
+# longest axis, and the token table (rows x width) is stored whole.
+VOCABULARY_SIZES = ("vocabulary_size", "vocab_size")
+WIDTHS = ("embedding_size", "embedding_dim", "hidden_size", "hidden_dim")
+CLAIMED_SIZES = VOCABULARY_SIZES + WIDTHS + ("intermediate_size", "intermediate_dim")
+
+
+def h5_datasets(handle):
+    """{path: (shape, dtype)} of a Keras weights file's datasets, its optimizer's left out."""
+    import h5py
+
+    found = {}
+
+    def visit(name, item):
+        if isinstance(item, h5py.Dataset) and not name.startswith("optimizer/"):
+            found[name] = (tuple(int(n) for n in item.shape), str(item.dtype))
+
+    handle.visititems(visit)
+    return found
+
+
+def read_h5_datasets(path):
+    """h5_datasets of a file (or file object), with one error naming it when unreadable."""
+    import h5py
+
+    try:
+        with h5py.File(path, "r") as handle:
+            return h5_datasets(handle)
+    except OSError as error:
+        raise CheckpointError(f"{getattr(path, 'name', path)} is not a readable Keras weights "
+                              f"file ({str(error).splitlines()[0]}); it is damaged or "
+                              "incomplete.") from None
+
+
+def check_weights_fit(model, datasets, source, partial=False):
+    """The file's datasets against the model's weights: dtypes, then one dataset per weight.
+
+    A dataset that is not floating point must meet a model weight of its own
+    dtype (Keras' int8 kernels declare theirs); a file holding weights the
+    model has no place for, or lacking some, is a partial load: an error
+    unless `partial`.
+    """
+    ours = collections.Counter((tuple(int(n) for n in w.shape), str(w.dtype))
+                               for w in model.weights)
+    theirs = collections.Counter(datasets.values())
+    declared = {dtype for _, dtype in ours}
+    for name, (shape, dtype) in datasets.items():
+        if dtype not in FLOATING_DTYPES and dtype not in declared:
+            raise CheckpointError(
+                f"{source}: weight {name!r} {shape} has dtype {dtype}, not a float, and the "
+                f"model has no {dtype} weight: its values would load as codes; save the "
+                "weights from the float model (or dequantize them).")
+    if partial or ours == theirs:
+        return
+    extra = sorted(name for name, key in datasets.items() if theirs[key] > ours[key])
+    what = (f"its {extra[0]!r} {datasets[extra[0]][0]} has no place in the model"
+            if extra else "some of the model's weights are missing from it")
+    raise CheckpointError(
+        f"{source} holds {len(datasets)} weights but {type(model).__name__} has "
+        f"{len(model.weights)} ({what}): it was saved from another configuration; build "
+        "the model it came from, or load with partial=True to set only what matches.")
+
+
+def load_weights(model, path, partial=False):
+    """`model.load_weights(path)` for a `.weights.h5`, refusing a file that does not fit.
+
+    Args:
+        model: a built Keras model.
+        path: its `.weights.h5`.
+        partial: allow a file with more or fewer weights than the model (Keras
+            then sets what it finds by name).
+    """
+    path = os.fspath(path)
+    check_weights_fit(model, read_h5_datasets(path), path, partial)
+    model.load_weights(path)
+    return model
+
+
+def check_claimed_sizes(config, shapes, source):
+    """The sizes a config claims (our names, at any depth) against the stored shapes.
+
+    Each must be at most the longest stored axis, and the embedding table the
+    vocabulary and width imply must fit in what is stored: checked before
+    anything is built, so a claimed 10**10-row table is refused, not allocated.
+    """
+    longest = max((n for shape in shapes for n in shape), default=0)
+    stored = sum(int(np.prod(shape, dtype=np.float64)) for shape in shapes)
+    for settings in _configs(config):
+        sizes = {key: settings[key] for key in CLAIMED_SIZES
+                 if type(settings.get(key)) is int}
+        for key, value in sizes.items():
+            if value > longest:
+                raise CheckpointError(
+                    f"{source}: {key} = {value} is more than "
+                    f"the longest stored weight axis ({longest}); the config does not match "
+                    "its weights (fix the field or use the matching file).")
+        rows = next((sizes[key] for key in VOCABULARY_SIZES if key in sizes), 0)
+        width = next((sizes[key] for key in WIDTHS if key in sizes), 1)
+        if rows * width > stored:
+            raise CheckpointError(
+                f"{source}: a {rows} x {width} token table is more than the {stored:,} "
+                "weights stored; the config does not match its weights.")
+
+
+def _configs(value, depth=0):
+    """Every dict inside a (Keras-serialised) config, the nested layers' configs included."""
+    if depth > 100:  # Keras' own configs nest a few levels; deeper is not one of them
+        raise CheckpointError("The model config nests more than 100 levels; it is damaged.")
+    if isinstance(value, dict):
+        yield value
+        for item in value.values():
+            yield from _configs(item, depth + 1)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _configs(item, depth + 1)
+
+
+# What keras.saving.load_model raises on a damaged or refused file: safe mode refuses a
+# config naming an arbitrary function (e.g. `subprocess.check_call`) with a TypeError.
+LOAD_ERRORS = (zipfile.BadZipFile, OSError, ValueError, KeyError, EOFError, TypeError,
+               AttributeError)
+
+
+def load_model(path, partial=False):
+    """A `.keras` file's model, its claimed sizes and its weights checked (one-line errors).
+
+    Its config.json's sizes are checked against model.weights.h5's shapes
+    before Keras builds the model, and the loaded model's weights against the
+    file's datasets after (`check_weights_fit`).
+    """
+    import keras
+
+    path = os.fspath(path)
+    try:
+        with zipfile.ZipFile(path) as archive:
+            config = json.loads(archive.read("config.json").decode("utf-8"))
+            with archive.open("model.weights.h5") as weights:
+                datasets = read_h5_datasets(weights)
+    except (zipfile.BadZipFile, KeyError, OSError, UnicodeDecodeError, ValueError,
+            RecursionError) as error:
+        raise CheckpointError(f"{path} is not a readable .keras file ({_one_line(error)}); "
+                              "it is damaged or incomplete.") from None
+    check_claimed_sizes(config, [shape for shape, _ in datasets.values()], path)
+    try:
+        model = keras.saving.load_model(path, compile=False)
+    except LOAD_ERRORS as error:
+        raise CheckpointError(f"{path} cannot be loaded ({_one_line(error)}); it is damaged "
+                              "or names code keras-ctx does not run.") from None
+    check_weights_fit(model, datasets, path, partial)
+    return model
+
+
+def _one_line(error):
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__

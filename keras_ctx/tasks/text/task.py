@@ -1,0 +1,245 @@
+"""The text tasks' base: an id-level Keras model with the family's preprocessor, and its files.
+
+A saved task is one directory (written beside and renamed into place):
+
+    DIR/task.json     which task, its family, sequence length and settings
+    DIR/model.keras   the id-level Keras model (weights and config)
+    DIR/tokenizer/    the tokenizer (as in a run directory)
+"""
+
+import json
+import os
+
+import keras
+import numpy as np
+from keras_ctx.optional import tensorflow as tf
+
+from keras_ctx import files, runs
+from keras_ctx import registry as families  # lookups only: keras_ctx.families registers
+from keras_ctx.preprocessing import TextPreprocessor
+
+TASK_FILE = "task.json"
+MODEL_FILE = "model.keras"
+
+# Task class name -> class, for `TextTask.load` (task.json names the class).
+TASKS = {}
+
+
+def registered(cls):
+    """Class decorator: files a text task under its name for `TextTask.load`."""
+    TASKS[cls.__name__] = cls
+    return cls
+
+
+def family_of(backbone, family):
+    """The Family of `family` (a name or a Family), else the backbone's registered one."""
+    if family is not None:
+        return families.get(family) if isinstance(family, str) else family
+    found = families.of_backbone(backbone)
+    if found is None:
+        raise ValueError(f"Cannot tell the family of {backbone.name!r}: pass "
+                         "family=NAME (one of keras_ctx.families.names()).")
+    return found
+
+
+def strings(texts, name="x"):
+    """A list of str; a clear error for anything else."""
+    if isinstance(texts, str):
+        texts = [texts]
+    texts = list(texts)
+    bad = [t for t in texts if not isinstance(t, str)]
+    if bad:
+        raise TypeError(f"`{name}` must hold strings, got {type(bad[0]).__name__} "
+                        f"({bad[0]!r}); pass texts, not token ids.")
+    return texts
+
+
+class TextTask:
+    """Base of the text tasks: a Keras model over ids plus the family's preprocessor.
+
+    `self.model` is the id-level Keras model: `compile`, `summary` and
+    `count_params` are its, and anything else of it is `task.model.NAME`.
+    `fit`, `evaluate` and `predict` turn strings into ids first. Subclasses
+    say how one example of text becomes model inputs (`_inputs`) and targets
+    (`_targets`).
+    """
+
+    def __init__(self, model, tokenizer, family, sequence_length, truncation="error",
+                 backbone=None):
+        self.model = model
+        self.backbone = backbone if backbone is not None else getattr(model, "backbone", model)
+        self.tokenizer = tokenizer
+        self.family = family_of(self.backbone, family)
+        self.sequence_length = int(sequence_length)
+        self.truncation = truncation
+        self.preprocessor = TextPreprocessor(tokenizer, self.sequence_length, self.family,
+                                             truncation=truncation)
+
+    # ------------------------------------------------------------ construction
+
+    @classmethod
+    def from_run(cls, run_dir, sequence_length=None, **kwargs):
+        """The task over a run directory's backbone and tokenizer (a new head)."""
+        info, backbone, tokenizer = runs.load_run(run_dir, need_tokenizer=True)
+        backbone.family = info["family"]
+        return cls(backbone, tokenizer, sequence_length=sequence_length
+                   or info["sequence_length"], family=info["family"], **kwargs)
+
+    @classmethod
+    def from_preset(cls, handle, sequence_length=None, **kwargs):
+        """The task from a handle: a saved task directory, or any model handle (new head).
+
+        Args:
+            handle: a directory `TextTask.save` wrote (loaded as saved), or
+                what `keras_ctx.handles.resolve` reads: a run directory, a
+                local checkpoint, `hf://ORG/NAME[@REVISION]`, `kaggle://...`.
+                It must come with its tokenizer (a bare preset name has none).
+            sequence_length: the task's input length (default: the run's or
+                checkpoint's `sequence_length`).
+            **kwargs: the task's other constructor arguments (num_classes,
+                labels, ...).
+
+        Returns:
+            The task, its backbone holding the handle's weights.
+        """
+        name = os.fspath(handle)
+        if os.path.isfile(os.path.join(name, TASK_FILE)):
+            return cls.load(name)
+        # keras_ctx.handles provides it (tasks sit below handles and convert).
+        resolved = families.service("resolve")(name, need_tokenizer=True)
+        if resolved.tokenizer is None:
+            raise ValueError(f"{name!r} names an architecture without a tokenizer (a preset "
+                             "name): text tasks need one; give a checkpoint or run "
+                             "directory, hf://ORG/NAME or kaggle://..., or build the task "
+                             "from a backbone and a tokenizer.")
+        backbone = resolved.backbone
+        backbone.family = resolved.info["family"]
+        return cls(backbone, resolved.tokenizer,
+                   sequence_length=sequence_length or resolved.info["sequence_length"],
+                   family=resolved.info["family"], **kwargs)
+
+    # ------------------------------------------------------------ Keras model API
+
+    def compile(self, *args, **kwargs):
+        """`keras.Model.compile` of the id-level model."""
+        return self.model.compile(*args, **kwargs)
+
+    def summary(self, *args, **kwargs):
+        return self.model.summary(*args, **kwargs)
+
+    def count_params(self):
+        return self.model.count_params()
+
+    def _settings(self):
+        return {}
+
+    def _inputs(self, text):
+        """A batch of text (tensors) -> the model's input dict (in the graph)."""
+        return self._backbone_inputs(self.preprocessor(text))
+
+    def _backbone_inputs(self, inputs):
+        """The preprocessor's outputs the backbone takes."""
+        return {k: v for k, v in inputs.items() if k in self.backbone.input}
+
+    def _targets(self, inputs, y):
+        return y, None
+
+    def _dataset(self, x, y=None, batch_size=32):
+        if isinstance(x, tf.data.Dataset):
+            dataset = x
+        else:
+            x = self._text_columns(x)
+            dataset = tf.data.Dataset.from_tensor_slices(x if y is None else (x, y))
+            dataset = dataset.batch(batch_size)
+
+        def prepare(*element):
+            text, rest = element[0], element[1:]
+            if isinstance(text, tf.Tensor) and text.shape.rank == 0:
+                raise ValueError("The dataset yields single texts: batch it first "
+                                 "(dataset.batch(32)).")
+            inputs = self._inputs(text)
+            if not rest:
+                return (inputs,)
+            targets, weights = self._targets(inputs, rest[0])
+            if len(rest) > 1:  # the user's sample weights
+                weights = rest[1] if weights is None else weights * tf.cast(rest[1],
+                                                                             weights.dtype)
+            return (inputs, targets) if weights is None else (inputs, targets, weights)
+
+        return dataset.map(prepare, num_parallel_calls=tf.data.AUTOTUNE)
+
+    def _text_columns(self, x):
+        return np.asarray(strings(x), dtype=object).astype(str)
+
+    def fit(self, x, y=None, batch_size=32, validation_data=None, **kwargs):
+        """Trains on texts (and labels, or a dataset of (text, label) batches)."""
+        dataset = self._dataset(x, y, batch_size)
+        if validation_data is not None:
+            validation_data = self._dataset(*_split(validation_data), batch_size=batch_size)
+        return self.model.fit(dataset, validation_data=validation_data, **kwargs)
+
+    def evaluate(self, x, y=None, batch_size=32, **kwargs):
+        return self.model.evaluate(self._dataset(x, y, batch_size), **kwargs)
+
+    def predict(self, x, batch_size=32, **kwargs):
+        """The id-level model's outputs for texts (numpy)."""
+        kwargs.setdefault("verbose", 0)
+        return self.model.predict(self._dataset(x, None, batch_size), **kwargs)
+
+    # ------------------------------------------------------------ save / load
+
+    def save(self, directory, overwrite=False):
+        """Writes the model, its tokenizer and settings to `directory` (one directory).
+
+        Nothing there is replaced unless `overwrite`; the directory appears
+        whole (written beside, renamed into place).
+        """
+        info = {"task": type(self).__name__, "family": self.family.name,
+                "sequence_length": self.sequence_length, "truncation": self.truncation,
+                "settings": self._settings()}
+        with files.replacing_directory(directory, overwrite=overwrite,
+                                       flag="overwrite=True") as staging:
+            self.model.save(os.path.join(staging, MODEL_FILE))
+            runs.save_tokenizer(self.tokenizer, os.path.join(staging, runs.TOKENIZER_DIR))
+            files.write_json(os.path.join(staging, TASK_FILE), info)
+        return directory
+
+    @classmethod
+    def load(cls, directory):
+        """The task `save` wrote to `directory`, ready to predict (or to compile again)."""
+        import keras_ctx  # noqa: F401  (registers our classes for loading)
+
+        path = os.path.join(directory, TASK_FILE)
+        if not os.path.isfile(path):
+            raise runs.RunDirectoryError(f"{directory} has no {TASK_FILE}: it is not a "
+                                         "saved text task (TextTask.save writes one).")
+        with open(path, encoding="utf-8") as handle:
+            info = json.load(handle)
+        task = TASKS.get(info.get("task"))
+        if task is None or not issubclass(task, cls):
+            raise runs.RunDirectoryError(
+                f"{directory} holds a {info.get('task')!r}, not a {cls.__name__}; load it "
+                f"with keras_ctx.tasks.text.{info.get('task')}.load.")
+        model = keras.saving.load_model(os.path.join(directory, MODEL_FILE))
+        tokenizer = runs.load_tokenizer(os.path.join(directory, runs.TOKENIZER_DIR))
+        if tokenizer is None:
+            raise runs.RunDirectoryError(f"{directory} has no tokenizer/; save the task again.")
+        return task._restore(model, tokenizer, info)
+
+    @classmethod
+    def _restore(cls, model, tokenizer, info):
+        task = cls.__new__(cls)
+        TextTask.__init__(task, model, tokenizer, info["family"], info["sequence_length"],
+                          info["truncation"])
+        task._load_settings(info["settings"])
+        return task
+
+    def _load_settings(self, settings):
+        pass
+
+
+def _split(data):
+    """validation_data as (x, y) or (x,) for `_dataset`."""
+    if isinstance(data, tf.data.Dataset):
+        return (data,)
+    return tuple(data)

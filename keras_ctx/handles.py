@@ -148,6 +148,20 @@ def load(handle, need_tokenizer=False):
     return resolved.info, resolved.backbone, resolved.tokenizer
 
 
+def preset(handle):
+    """The `keras_ctx.models.presets.Preset` a preset name names, its `Family` with it.
+
+    What a command that builds from an architecture (`keras-ctx pretrain`,
+    `prepare`) resolves its model name to, once; it passes the `Preset` down
+    instead of the name. A `Preset` is returned as given; any other handle
+    that is not a preset name raises, listing the presets.
+    """
+    from keras_ctx.models import presets
+
+    return handle if isinstance(handle, presets.Preset) else presets.get_preset(
+        os.fspath(handle))
+
+
 def canonical(handle):
     """What to record as a model's origin: existing paths made absolute, other handles as given."""
     name = os.fspath(handle)

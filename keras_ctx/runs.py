@@ -325,10 +325,15 @@ def check_data(out_dir, data, corpus_changed="refuse"):
             purpose (allowed only while the tokenizer trained on it is the one the
             checkpoints were trained with).
     """
+    _check_data(out_dir, (read_settings(out_dir) or {}).get("data"), data, corpus_changed)
+
+
+def _check_data(out_dir, previous, data, corpus_changed):
+    """`check_data` against the data recorded in settings already read (`previous`)."""
     if corpus_changed not in CORPUS_CHANGED:
         raise RunDirectoryError(f"--corpus-changed takes {' or '.join(CORPUS_CHANGED)}, "
                                 f"got {corpus_changed!r}.")
-    previous = (read_settings(out_dir) or {}).get("data") or {}
+    previous = previous or {}
     if not _has_checkpoints(os.fspath(out_dir)):
         return
     if (corpus_changed == "refuse" and "corpus" in previous and "corpus" in data
@@ -378,7 +383,7 @@ def claim(out_dir, settings, fresh=False, data=None, corpus_changed="refuse"):
                 f"{', '.join(changed)}): resume it with its own arguments, choose another "
                 "--out, or pass --no-resume to start over there.")
         if data is not None and not fresh:
-            check_data(out_dir, data, corpus_changed)
+            _check_data(out_dir, previous_data, data, corpus_changed)
         elif data is None:
             data = previous_data
         step = Checkpointer(os.path.join(out_dir, "checkpoints")).latest_step()

@@ -23,8 +23,8 @@ def test_every_preset_resolves_to_its_family_through_its_own_data():
     assert len(preset_names()) >= 30
     for name in preset_names():
         preset = get_preset(name)
-        family = families.get(preset.family)
-        assert name in family.presets
+        family = preset.family
+        assert family is families.get(family.name) and name in family.presets
         assert preset.backbone_cls is family.backbone
 
 

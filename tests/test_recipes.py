@@ -81,3 +81,32 @@ def test_xlnet_recipe_keeps_a_memory_of_three_quarters_of_the_sequence(corpus):
     explicit = pretrain.parse_overrides(ENCODER + ["mem_len=0"])  # --set wins
     backbone = pretrain.build("xlnet-base", corpora.documents(corpus), run, explicit)[0]
     assert backbone.mem_len == 0
+
+
+def test_pretrain_looks_its_model_name_up_once_and_passes_the_preset_down(
+        corpus, tmp_path, monkeypatch):
+    # Before: the name went down as a string and was looked up again by build,
+    # _model and models.presets.build (5 registry lookups for one command).
+    from keras_ctx import registry
+
+    lookups = []
+
+    def counted(name, real=registry.of_preset):
+        lookups.append(name)
+        return real(name)
+
+    monkeypatch.setattr(registry, "of_preset", counted)
+    monkeypatch.setattr(families, "of_preset", counted)
+    built = []
+
+    def stop(model, *args, **kwargs):  # the step is not what this test is about
+        built.append(model)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pretrain, "fit_resumable", stop)
+    with pytest.raises(KeyboardInterrupt):
+        pretrain.pretrain("bert-tiny", str(tmp_path / "run"), corpus=corpus, steps=2,
+                          batch_size=4, sequence_length=32, vocabulary_size=300,
+                          overrides=pretrain.parse_overrides(ENCODER), show_contexts=False)
+    assert lookups == ["bert-tiny"]
+    assert built[0].backbone.family == "bert" and built[0].backbone.num_layers == 1

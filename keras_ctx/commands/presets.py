@@ -31,11 +31,11 @@ def presets(family=None):
 
     rows = list_presets()
     if family is not None:
-        names = sorted({get_preset(name).family for name, *_ in rows})
+        names = sorted({get_preset(name).family.name for name, *_ in rows})
         if _key(family) not in {_key(n) for n in names}:
             raise UnknownFamilyError(f"No family {family!r}; the families are "
                                      f"{', '.join(names)}.")
-        rows = [row for row in rows if _key(get_preset(row[0]).family) == _key(family)]
+        rows = [row for row in rows if _key(get_preset(row[0]).family.name) == _key(family)]
     # Parameter counts of the preset's own vocabulary; `pretrain` sizes the
     # vocabulary to the tokenizer it trains (--vocabulary-size), so its count differs.
     widths = [max(len(header), *(len(str(row[i])) for row in rows))

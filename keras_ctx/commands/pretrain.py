@@ -19,7 +19,7 @@ import time
 import keras
 from keras_ctx.optional import tensorflow as tf
 
-from keras_ctx import families, progress, runs, validation
+from keras_ctx import families, handles, progress, runs, validation
 from keras_ctx.commands import pretrain_checks
 from keras_ctx.commands.export import export_run
 from keras_ctx.commands.sense_table import show_sense_table
@@ -29,7 +29,6 @@ from keras_ctx.data.tokenizers import TOKENIZER_SAMPLE, train_tokenizer
 from keras_ctx.export import check_export_target
 from keras_ctx.files import RunLock
 from keras_ctx.models.presets import build as build_preset
-from keras_ctx.models.presets import preset_config
 from keras_ctx.optimizers import bert_recipe
 from keras_ctx.progress import say
 from keras_ctx.training import Checkpointer, fit_resumable, make_strategy
@@ -77,7 +76,8 @@ def build(preset, documents, run, overrides=None, sample=None, claimed=None):
     """(backbone, pretrainer, endless dataset, tokenizer to save, extra run info).
 
     Args:
-        preset: a preset name; its family supplies the recipe.
+        preset: a `Preset` (`keras_ctx.handles.preset`) or a preset name; its
+            family supplies the recipe.
         documents: tf.data of documents (1-D tf.string sentences).
         run: a `keras_ctx.families.Run` (sizes and seed).
         overrides: backbone config values to change (over the preset's and the
@@ -87,7 +87,8 @@ def build(preset, documents, run, overrides=None, sample=None, claimed=None):
         claimed: (tokenizer, its run.json info) to use instead of training one: a
             resumed run's (`keras_ctx.runs.claimed_tokenizer`).
     """
-    family = families.of_preset(preset)
+    preset = handles.preset(preset)
+    family = preset.family
     if family.dataset is None:
         raise ValueError(family.no_pretraining
                          or f"`keras-ctx pretrain` has no recipe for {family.name} yet.")
@@ -97,19 +98,20 @@ def build(preset, documents, run, overrides=None, sample=None, claimed=None):
     else:
         say("Reusing the tokenizer this run was started with.")
         tokenizer, sampled = claimed
-    backbone, pretrainer = _model(preset, family, tokenizer, run, overrides)
+    backbone, pretrainer = _model(preset, tokenizer, run, overrides)
     dataset = family.dataset(documents, tokenizer, run)
     saved_tokenizer, extra = family.run_files(tokenizer)
     return backbone, pretrainer, dataset.repeat(), saved_tokenizer, dict(extra, **sampled)
 
 
-def _model(preset, family, tokenizer, run, overrides):
+def _model(preset, tokenizer, run, overrides):
+    family = preset.family
     overrides = {**family.recipe_config(run), **(overrides or {})}  # the user's win
     if family.sized_by_tokenizer:
         overrides["vocabulary_size"] = tokenizer.vocabulary_size() + family.extra_tokens
-    say(f"Building {preset}...")
+    say(f"Building {preset.name}...")
     backbone = build_preset(preset, **overrides)
-    say(f"Built {preset}: {backbone.count_params():,} parameters"
+    say(f"Built {preset.name}: {backbone.count_params():,} parameters"
         + (f" (its vocabulary is the trained tokenizer's {overrides['vocabulary_size']:,} "
            "entries; `keras-ctx presets` counts the preset's own)."
            if "vocabulary_size" in overrides else "."))
@@ -119,12 +121,13 @@ def _model(preset, family, tokenizer, run, overrides):
 def build_prepared(preset, data_dir, run, overrides=None, manifest=None):
     """As `build`, from a `keras-ctx prepare` directory (`manifest`: its checked manifest,
     `pretrain_checks.check_prepared`)."""
-    family = families.of_preset(preset)
+    preset = handles.preset(preset)
+    family = preset.family
     if manifest is None:
         manifest = pretrain_checks.check_prepared(data_dir, preset, run.sequence_length,
                                                   run.vocabulary_size, run.batch_size)
     tokenizer = prepare.load_tokenizer(data_dir)
-    backbone, pretrainer = _model(preset, family, tokenizer, run, overrides)
+    backbone, pretrainer = _model(preset, tokenizer, run, overrides)
     dataset = PreparedInput(data_dir, manifest, family.prepared(tokenizer, run),
                             run.batch_size, run.seed)
     saved_tokenizer, extra = family.run_files(tokenizer)
@@ -197,8 +200,10 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
     Returns the run info written to `out/run.json`.
     """
     # Every argument is checked before any work, and `out` is claimed only then.
-    family = families.of_preset(preset)  # unknown presets fail here
-    backbone_cls, config = preset_config(preset)
+    # The name is looked up once (unknown presets fail here); the `Preset`,
+    # carrying its family, is what goes down.
+    preset = handles.preset(preset)
+    family, backbone_cls, config = preset.family, preset.backbone_cls, dict(preset.config)
     validation.check_args(steps=steps, batch_size=batch_size, sequence_length=sequence_length,
                           checkpoint_every=checkpoint_every, learning_rate=learning_rate,
                           vocabulary_size=vocabulary_size, seed=seed)
@@ -210,10 +215,10 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
     elif vocabulary_size is None:
         vocabulary_size = VOCABULARY_SIZE
     overrides = dict(overrides or {})
-    validation.check_overrides(preset, backbone_cls, config, overrides)
-    run = families.Run(preset, batch_size, sequence_length, vocabulary_size, seed)
+    validation.check_overrides(preset.name, backbone_cls, config, overrides)
+    run = families.Run(preset.name, batch_size, sequence_length, vocabulary_size, seed)
     validation.check_override_values(
-        preset, family, {**config, **family.recipe_config(run), **overrides}, overrides,
+        preset.name, family, {**config, **family.recipe_config(run), **overrides}, overrides,
         sequence_length)
     validation.check_export_path(export)
     if export and (isinstance(version, bool) or not isinstance(version, int) or version < 1):
@@ -244,7 +249,7 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
                 preset, corpora.documents(corpus), run, overrides,
                 sample=corpora.sample_sentences(corpus, seed=seed) if claimed is None else None,
                 claimed=claimed)
-        validation.check_overrides_applied(preset, backbone, overrides)
+        validation.check_overrides_applied(preset.name, backbone, overrides)
         pretrain_checks.check_sequence_length(backbone, sequence_length)
         # The tokenizer and what the family keeps beside it (not the sample's counts).
         fingerprint["tokenizer"] = fingerprints.tokenizer(
@@ -255,9 +260,9 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
                 "(the first step traces it)...")
         pretrainer.compile(optimizer=optimizer(learning_rate, steps, family, hidden),
                            jit_compile=use_xla(xla))
-    info = {"model": preset, "family": family.name, "sequence_length": sequence_length,
+    info = {"model": preset.name, "family": family.name, "sequence_length": sequence_length,
             "overrides": overrides, "corpus": corpus, "steps": steps, "seed": seed, **extra}
-    settings = {"model": preset, "overrides": overrides, "corpus": corpus,
+    settings = {"model": preset.name, "overrides": overrides, "corpus": corpus,
                 **({"data": data} if data else {}),
                 "sequence_length": sequence_length, "batch_size": batch_size,
                 "vocabulary_size": vocabulary_size, "seed": seed,

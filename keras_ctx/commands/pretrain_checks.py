@@ -67,16 +67,17 @@ def check_prepared(data, preset, sequence_length, vocabulary_size=None, batch_si
     vocabulary (and, for layouts cut for a batch, one batch size): a flag
     that differs would be recorded and ignored, so it is refused.
     """
-    from keras_ctx import families
+    from keras_ctx import handles
     from keras_ctx.data import prepare
 
     manifest = prepare.load_manifest(data)
     settings = manifest["settings"]
-    family = families.of_preset(preset)
+    preset = handles.preset(preset)  # a Preset passes through: no lookup
+    family = preset.family
     if settings["family"] != family.name or settings["sequence_length"] != sequence_length:
         raise prepare.PreparedDataError(
             f"{data} was prepared for {settings['model']} ({settings['family']}) at "
-            f"sequence length {settings['sequence_length']}, not {preset} at "
+            f"sequence length {settings['sequence_length']}, not {preset.name} at "
             f"{sequence_length}; prepare it for this model and length.")
     given = {"vocabulary_size": vocabulary_size}
     if settings.get("batch_size") is not None:  # examples cut for one batch size (XLNet)

@@ -15,10 +15,10 @@ from keras_ctx import registry
 
 @dataclasses.dataclass(frozen=True)
 class Preset:
-    """One named configuration of a family's backbone."""
+    """One named configuration of a family's backbone, with its `Family` (the registry's)."""
 
     name: str
-    family: str
+    family: object
     backbone_cls: type
     config: dict
     description: str = ""
@@ -34,10 +34,10 @@ def preset_names():
 
 
 def get_preset(name):
-    """The `Preset` of `name`, with a clear error if unknown."""
+    """The `Preset` of `name`, with a clear error if unknown (the one registry lookup)."""
     family = registry.of_preset(name)
     config, description = family.presets[name]
-    return Preset(name, family.name, family.backbone, dict(config), description)
+    return Preset(name, family, family.backbone, dict(config), description)
 
 
 def preset_config(name):
@@ -48,7 +48,7 @@ def preset_config(name):
 
 def preset_family(name):
     """The family name a preset belongs to."""
-    return get_preset(name).family
+    return get_preset(name).family.name
 
 
 def from_preset(handle, **overrides):
@@ -67,17 +67,20 @@ def from_preset(handle, **overrides):
     return registry.service("from_preset")(handle, **overrides)  # keras_ctx.handles
 
 
-def build(name, **overrides):
-    """A randomly initialised backbone of the named size; `overrides` change its config."""
+def build(preset, **overrides):
+    """A randomly initialised backbone of a preset (a `Preset` or its name); `overrides`
+    change its config."""
     from keras_ctx.validation import check_overrides
 
-    backbone_cls, config = preset_config(name)
-    check_overrides(name, backbone_cls, config, overrides)
+    if not isinstance(preset, Preset):
+        preset = get_preset(preset)
+    config = dict(preset.config)
+    check_overrides(preset.name, preset.backbone_cls, config, overrides)
     config.update(overrides)
-    backbone = backbone_cls(**config)
+    backbone = preset.backbone_cls(**config)
     # Families that share a class (ERNIE and BERT) are told apart by this, as
     # the converters do for checkpoints.
-    backbone.family = get_preset(name).family
+    backbone.family = preset.family.name
     return backbone
 
 
@@ -91,7 +94,7 @@ def list_presets(family=None):
     for name in preset_names():
         preset = get_preset(name)
         if family and family.lower() not in (
-                preset.family + " " + preset.backbone_cls.__name__).lower():
+                preset.family.name + " " + preset.backbone_cls.__name__).lower():
             continue
         rows.append((name, preset.backbone_cls.__name__, preset.parameter_count,
                      preset.description))

@@ -39,9 +39,10 @@ def test_unknown_preset_lists_the_known_ones():
 
 
 def test_presets_command_prints_counts(capsys):
-    assert main(["presets", "--family", "gpt"]) == 0
+    assert main(["presets", "--family", "GPT-2"]) == 0  # gpt2's, case and "-" ignored
     out = capsys.readouterr().out
     assert "gpt2-xl" in out and "1,557,611,200" in out and "bert-base" not in out
+    assert "GPT (Radford et al., 2018)" not in out  # the family gpt is another one
 
 
 # Small enough to build in a test: their data counts are checked against the built model.

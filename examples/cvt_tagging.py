@@ -61,7 +61,7 @@ def train(use_untagged, tagged, untagged, steps=300):
     trainer.compile(keras.optimizers.Adam(2e-3, clipnorm=1.0))
     data = cvt_dataset(tf.data.Dataset.from_tensor_slices(tagged).shuffle(16).batch(16),
                        tf.data.Dataset.from_tensor_slices(untagged).shuffle(2000).batch(16))
-    trainer.fit(data, steps_per_epoch=steps, epochs=1, verbose=0)
+    trainer.fit(data, steps_per_epoch=steps, epochs=1, shuffle=False, verbose=0)
     return trainer
 
 

@@ -58,7 +58,7 @@ def fine_tune(backbone, tokenizer, steps, count=512):
     classifier.compile(optimizer=keras.optimizers.Adam(1e-3),
                        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                        metrics=["accuracy"], jit_compile=True)
-    classifier.fit(train.repeat(), steps_per_epoch=steps, epochs=1, verbose=0)
+    classifier.fit(train.repeat(), steps_per_epoch=steps, epochs=1, shuffle=False, verbose=0)
     return classifier.evaluate(test, verbose=0, return_dict=True)["accuracy"]
 
 
@@ -93,7 +93,7 @@ def main(argv=None):
                                          sequence_length=SEQUENCE_LENGTH)
         pretrainer.compile(optimizer=keras.optimizers.Adam(1e-3), jit_compile=True)
         history = pretrainer.fit(data.repeat(), steps_per_epoch=args.steps // 3, epochs=3,
-                                 verbose=0).history
+                                 shuffle=False, verbose=0).history
         print(f"ELECTRA pretraining ({tokenizer.vocabulary_size()} tokens, generator hidden "
               f"{generator.hidden_size}, discriminator hidden {discriminator.hidden_size}):")
         for name, values in history.items():

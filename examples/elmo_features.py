@@ -54,6 +54,21 @@ def sentences(count, seed):
     return out, np.array(senses), np.array(positions)
 
 
+class AtPosition(keras.layers.Layer):
+    """Each example's vector at its word's position; the sequence's padding mask ends here
+    (a Lambda would warn that it drops the mask ELMo's vectors carry)."""
+
+    def call(self, inputs, mask=None):
+        vectors, position = inputs
+        return keras.ops.take_along_axis(vectors, position[:, None, None], axis=1)[:, 0]
+
+    def compute_mask(self, inputs, mask=None):
+        return None
+
+    def compute_output_shape(self, input_shape):
+        return (input_shape[0][0], input_shape[0][-1])
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     args = scripts.parse_args(parser, argv, fast="1 epoch each")
@@ -73,7 +88,8 @@ def main(argv=None):
     pretrainer = BiLMPretrainer(backbone, len(vocabulary), num_sampled=6)
     pretrainer.compile(optimizer=keras.optimizers.Adam(0.01), jit_compile=True)
     before = pretrainer.evaluate(dataset(64, 1), verbose=0, return_dict=True)
-    pretrainer.fit(dataset(64 if args.fast else 256, 0), epochs=epochs[0], verbose=0)
+    pretrainer.fit(dataset(64 if args.fast else 256, 0), epochs=epochs[0], shuffle=False,
+                   verbose=0)
     after = pretrainer.evaluate(dataset(64, 1), verbose=0, return_dict=True)
     print(f"biLM perplexity (full softmax): {before['perplexity']:.2f} -> "
           f"{after['perplexity']:.2f} (forward {after['forward_perplexity']:.2f}, "
@@ -88,11 +104,7 @@ def main(argv=None):
     def classifier(featurizer, ids_input):
         position = keras.Input((), dtype="int32", name="position")
         vectors = featurizer(ids_input)
-        picked = keras.layers.Lambda(
-            lambda t: keras.ops.take_along_axis(t[0], t[1][:, None, None], axis=1)[:, 0],
-            output_shape=lambda shapes: (shapes[0][0], shapes[0][-1]),
-            name="at_position",
-        )([vectors, position])
+        picked = AtPosition(name="at_position")([vectors, position])
         probability = keras.layers.Dense(1, activation="sigmoid")(picked)
         model = keras.Model([ids_input, position], probability)
         model.compile(keras.optimizers.Adam(0.05), "binary_crossentropy", metrics=["accuracy"])

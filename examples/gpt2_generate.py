@@ -41,7 +41,7 @@ def train(steps, corpus="builtin"):
                            intermediate_size=512, max_sequence_length=LENGTH * 2, dropout=0.0)
     model = CausalLMPretrainer(backbone)
     model.compile(optimizer=keras.optimizers.Adam(3e-3), jit_compile=True)
-    model.fit(data, steps_per_epoch=steps, epochs=1, verbose=2)
+    model.fit(data, steps_per_epoch=steps, epochs=1, shuffle=False, verbose=2)
     return model, tokenizer
 
 

@@ -41,7 +41,7 @@ CONFIG = dict(vocabulary_size=syn.vocabulary_size(2), num_languages=2, num_layer
 def fit_mlm(pretrainer, examples, steps, learning_rate):
     pretrainer.compile(optimizer=keras.optimizers.Adam(learning_rate), jit_compile=True)
     pretrainer.fit(syn.mlm_batches(examples, syn.vocabulary_size(2)), steps_per_epoch=steps,
-                   epochs=1, verbose=2)
+                   epochs=1, shuffle=False, verbose=2)
 
 
 def main(argv=None):

@@ -56,7 +56,7 @@ def main(argv=None):
                            max_sequence_length=16, dropout=0.0)
     pretrainer = MaskedLMPretrainer(backbone)
     pretrainer.compile(optimizer=keras.optimizers.Adam(2e-3), jit_compile=True)
-    pretrainer.fit(data, steps_per_epoch=args.steps, epochs=1, verbose=2)
+    pretrainer.fit(data, steps_per_epoch=args.steps, epochs=1, shuffle=False, verbose=2)
 
     def labelled(count, seed, language):
         words, labels = syn.sentences(count, seed=seed)

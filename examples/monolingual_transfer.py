@@ -31,7 +31,7 @@ from keras_ctx.tasks.heads import SequenceClassifier  # noqa: E402
 def fit_mlm(pretrainer, ids, steps, learning_rate):
     pretrainer.compile(optimizer=keras.optimizers.Adam(learning_rate), jit_compile=True)
     data = syn.mlm_batches(syn.classification_inputs(ids), syn.vocabulary_size(1))
-    pretrainer.fit(data, steps_per_epoch=steps, epochs=1, verbose=2)
+    pretrainer.fit(data, steps_per_epoch=steps, epochs=1, shuffle=False, verbose=2)
 
 
 def main(argv=None):

@@ -62,7 +62,7 @@ def run(corpus, steps, held_out):
                           intermediate_size=512, dropout=0.0)
     model = Seq2SeqPretrainer(backbone)
     model.compile(optimizer=keras.optimizers.Adam(3e-3), jit_compile=True)
-    model.fit(data, steps_per_epoch=steps, epochs=1, verbose=2)
+    model.fit(data, steps_per_epoch=steps, epochs=1, shuffle=False, verbose=2)
 
     def show(ids):
         return "".join(chr(t) if t < 256 else f"<X{FIRST_SENTINEL - t}>" for t in ids if t)

@@ -69,13 +69,14 @@ def run(corpus, batches, epochs):
         text_stream(docs, SEQUENCE_LENGTH, BATCH_SIZE, separator_id=separator),
         span_based=True, seed=0,
     ).take(batches[0]).cache()
+    plm_data = scripts.counted(plm_data)  # one pass fills the cache
     backbone = XLNetBackbone(
         vocabulary_size=tokenizer.vocabulary_size(), num_layers=2, num_heads=2,
         hidden_size=64, intermediate_size=128, mem_len=MEM_LEN,
     )
     pretrainer = XLNetPretrainer(backbone, batch_size=BATCH_SIZE)
     pretrainer.compile(keras.optimizers.Adam(2e-3), jit_compile=True)
-    history = pretrainer.fit(plm_data, epochs=epochs[0], verbose=2)
+    history = pretrainer.fit(plm_data, epochs=epochs[0], shuffle=False, verbose=2)
     print("PLM accuracy per epoch:", [round(a, 3) for a in history.history["plm_accuracy"]],
           f"(chance {1 / tokenizer.vocabulary_size():.4f})")
 
@@ -90,7 +91,9 @@ def run(corpus, batches, epochs):
         return inputs, labels
 
     finetune_data = text_stream(docs, SEQUENCE_LENGTH, BATCH_SIZE).map(example)
-    finetune_data = finetune_data.take(batches[1]).cache()
+    finetune_data = scripts.counted(finetune_data.take(batches[1]).cache())
+    # The query stream's mask embedding has no part in fine-tuning (content stream only).
+    backbone.mask_embedding.trainable = False
     # XLNet summarizes a sequence by its last token.
     summary = backbone(backbone.input)["sequence_output"][:, -1]
     classifier = keras.Model(backbone.input, keras.layers.Dense(2)(summary))
@@ -99,7 +102,7 @@ def run(corpus, batches, epochs):
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         metrics=["accuracy"],
     )
-    history = classifier.fit(finetune_data, epochs=epochs[1], verbose=2)
+    history = classifier.fit(finetune_data, epochs=epochs[1], shuffle=False, verbose=2)
     print("Fine-tuning accuracy per epoch:",
           [round(a, 3) for a in history.history["accuracy"]])
     print("Final accuracy (chance 0.5):", np.round(history.history["accuracy"][-1], 3))

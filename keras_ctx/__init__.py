@@ -27,12 +27,13 @@ docs/design.md describes the house in full.
 
 import os
 
+from keras_ctx.startup import quiet_startup, use_backend_flag, use_caching_allocator  # noqa: E402,I001  (stdlib only)
+
+use_backend_flag()  # `keras-ctx --backend jax ...`
 # Keras 3 reads the backend once, at its first import: TensorFlow unless the
 # user chose (KERAS_BACKEND=jax runs the model side without TensorFlow;
 # docs/backends.md says which backend runs what).
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-
-from keras_ctx.startup import quiet_startup, use_caching_allocator  # noqa: E402  (stdlib only)
 
 use_caching_allocator()  # the `keras-ctx` command only; before TensorFlow starts
 

@@ -180,6 +180,9 @@ def build_parser():
     parser.add_argument("--verbose", action="store_true",
                         help="show TensorFlow's start-up and C++ log lines (hidden by "
                              "default); put it before the command: keras-ctx --verbose ...")
+    parser.add_argument("--backend", choices=("tensorflow", "jax"),
+                        help="Keras backend (default: KERAS_BACKEND, else tensorflow); before "
+                             "the command: keras-ctx --backend jax pretrain ...")
     commands = parser.add_subparsers(
         dest="command", required=True,
         parser_class=functools.partial(argparse.ArgumentParser, formatter_class=_HelpFormatter))

@@ -75,6 +75,9 @@ ATTRIBUTES = {
     # (layer, node index, tensor index) that made a symbolic tensor (tasks/transfer.py,
     # layers/embeddings.py).
     "keras_history": ("keras", "keras.KerasTensor", "_keras_history"),
+    # A variable's own value, bound to a traced one while the JAX step applies the
+    # optimizer (pretraining/_jax.py).
+    "variable_value": ("keras", "keras.Variable", "_value"),
 }
 
 

@@ -42,7 +42,7 @@ def _remove_stale(path):
                                                f".{glob.escape(stem)}.{tag}-*{extension}")):
             pid = os.path.basename(leftover)[len(f".{stem}.{tag}-"):]
             pid = pid[: len(pid) - len(extension)] if extension else pid
-            if pid.isdigit() and not _pid_alive(int(pid)):
+            if pid.isdigit() and not pid_alive(int(pid)):
                 if tag == "replaced" and not os.path.lexists(path):
                     # Killed between moving the old one aside and the new one in:
                     # the old one is all there is, so it goes back.
@@ -63,7 +63,7 @@ def remove_dead_staging(directory, prefix):
 
     for leftover in glob.glob(os.path.join(glob.escape(directory), glob.escape(prefix) + "*")):
         pid = os.path.basename(leftover)[len(prefix):].partition("-")[0]
-        if pid.isdigit() and not _pid_alive(int(pid)) and os.path.isdir(leftover):
+        if pid.isdigit() and not pid_alive(int(pid)) and os.path.isdir(leftover):
             shutil.rmtree(leftover, ignore_errors=True)
 
 
@@ -209,12 +209,26 @@ def save_npz(path, overwrite=False, **arrays):
     return path
 
 
+def check_free_space(directory, size):
+    """Raises OSError(ENOSPC) naming `directory` when it has fewer than `size` bytes free.
+
+    For writers whose library does not survive a full disk (HDF5): the
+    command then ends in its one-line "no space left" error, nothing written.
+    """
+    import errno
+
+    free = shutil.disk_usage(directory).free
+    if free < size:
+        raise OSError(errno.ENOSPC, f"No space left on device ({size:,} bytes needed, "
+                                    f"{free:,} free)", directory)
+
+
 def _fsync(path):
     with open(path, "rb") as handle:
         os.fsync(handle.fileno())
 
 
-def _pid_alive(pid):
+def pid_alive(pid):
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -256,7 +270,7 @@ class RunLock:
             handle.close()
             pid = self.holder()
             who = f"process {pid}" if pid is not None else "another process"
-            alive = "" if pid is None or _pid_alive(pid) else " (on another machine?)"
+            alive = "" if pid is None or pid_alive(pid) else " (on another machine?)"
             raise RunLocked(
                 f"{self.directory} is in use by {who}{alive} (lock {self.path}): wait for "
                 "it to finish, or choose another --out.") from None

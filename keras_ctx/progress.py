@@ -28,6 +28,16 @@ def duration(seconds):
     return f"{seconds // 3600} h {seconds % 3600 // 60} min"
 
 
+def size(num_bytes):
+    """512 -> "512 B", 27362 -> "26.7 KB", 247463936 -> "236.0 MB" (powers of 1024)."""
+    value, unit = float(num_bytes), "B"
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if value < 1024 or unit == "TB":
+            break
+        value /= 1024
+    return f"{int(value)} B" if unit == "B" else f"{value:,.1f} {unit}"
+
+
 class Progress:
     """Reports passes and opaque steps through `say(line)`; `say=None` is silent.
 

@@ -82,9 +82,10 @@ def claimed_tokenizer(out_dir):
 
 
 def is_run(directory):
-    """Whether `directory` holds a keras-ctx run (finished or in progress)."""
+    """Whether `directory` holds a keras-ctx run (finished, in progress, or stopped while
+    being written: a pretrain or convert killed before run.json, which is written last)."""
     return any(os.path.isfile(os.path.join(directory, name))
-               for name in (RUN_FILE, SETTINGS_FILE))
+               for name in (RUN_FILE, SETTINGS_FILE, SAVING_FILE, files.LOCK_FILE))
 
 
 def check_free(out_dir, overwrite=False):
@@ -157,6 +158,11 @@ def read_info(run_dir):
             f"{run_dir} holds a fine-tuned classifier, not a pretrained or converted run: "
             f"give the run it was fine-tuned from{f' ({origin})' if origin else ''}; "
             f"`keras-ctx export {run_dir} OUT` exports the classifier.")
+    if not os.path.isfile(path) and is_run(run_dir):
+        raise RunDirectoryError(
+            f"{run_dir} is an unfinished keras-ctx run: the `keras-ctx pretrain` or "
+            f"`convert` writing it stopped (or is still running) before {RUN_FILE}. Run "
+            "that command again with the same arguments to finish it.")
     if not os.path.isfile(path):
         raise RunDirectoryError(
             f"{run_dir} is not a finished keras-ctx run (no {RUN_FILE}); give the --out "
@@ -296,16 +302,13 @@ def read_settings(out_dir):
     path = os.path.join(os.fspath(out_dir), SETTINGS_FILE)
     if not os.path.isfile(path):
         return None
+    fix = (f"the checkpoints in {out_dir} are kept: delete only {SETTINGS_FILE} and run the "
+           "same command again to resume from them with its arguments")
     try:
-        with open(path, encoding="utf-8") as handle:
-            previous = json.load(handle)
-        if not isinstance(previous, dict):
-            raise ValueError("not a JSON object")
-    except (OSError, ValueError) as error:
-        raise RunDirectoryError(
-            f"{path} is damaged ({one_line(error)}); the checkpoints in {out_dir} are kept: "
-            f"delete only {SETTINGS_FILE} and run the same command again to resume from "
-            "them with its arguments.") from None
+        previous = files.read_json(path, "a run's settings", fix)
+        validation.check_fields(path, previous, {}, fix)
+    except ValueError as error:
+        raise RunDirectoryError(f"{path} is damaged: {one_line(error)}") from None
     return previous
 
 
@@ -369,6 +372,10 @@ def claim(out_dir, settings, fresh=False, data=None, corpus_changed="refuse"):
     path = os.path.join(out_dir, SETTINGS_FILE)
     previous = read_settings(out_dir)
     changes = []
+    checkpoints = Checkpointer(os.path.join(out_dir, "checkpoints"))
+    if not fresh and checkpoints.latest_step():
+        # A checkpoint that cannot be resumed is refused before anything here changes.
+        checkpoints.check(checkpoints.latest_step())
     if previous is not None:
         previous_data = previous.pop("data", None)
         changes = previous.pop(CHANGES_KEY, [])
@@ -386,7 +393,7 @@ def claim(out_dir, settings, fresh=False, data=None, corpus_changed="refuse"):
             _check_data(out_dir, previous_data, data, corpus_changed)
         elif data is None:
             data = previous_data
-        step = Checkpointer(os.path.join(out_dir, "checkpoints")).latest_step()
+        step = checkpoints.latest_step()
         if adjusted and not fresh and step:
             # Said and recorded: the checkpoints' steps so far were made with the old values.
             print(f"Resuming {out_dir} from step {step} with changed settings: "

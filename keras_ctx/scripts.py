@@ -12,6 +12,8 @@ docstring describes.
     >>> steps = 3 if args.fast else args.steps
 """
 
+import warnings
+
 
 def parse_args(parser, argv=None, fast="tiny data, a couple of steps"):
     """Adds `--fast` to `parser`, parses `argv`; under `--fast` functions run eagerly.
@@ -32,4 +34,21 @@ def parse_args(parser, argv=None, fast="tiny data, a couple of steps"):
 
         # Tracing and XLA would cost more than the few steps they speed up.
         tf.config.run_functions_eagerly(True)
+        # tf.data functions stay graphs (as they should: eager would be slower);
+        # TensorFlow warns about that on every pipeline it builds.
+        warnings.filterwarnings("ignore", category=UserWarning,
+                                message="Even though the `tf.config.experimental_run_"
+                                        "functions_eagerly` option is set")
     return args
+
+
+def counted(dataset):
+    """`dataset` with its length known, counted in one pass (cache a costly one first).
+
+    Keras warns that a finite dataset of unknown length (text files, filters)
+    "ran out of data" at the end of its first epoch.
+    """
+    import tensorflow as tf
+
+    count = int(dataset.reduce(0, lambda n, _: n + 1))
+    return dataset.apply(tf.data.experimental.assert_cardinality(count))

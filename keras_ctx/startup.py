@@ -16,6 +16,17 @@ def _invoked_as_cli():
             or orig_argv[1:3] == ["-m", "keras_ctx.cli"])
 
 
+def use_backend_flag():
+    """`keras-ctx --backend jax ...` sets KERAS_BACKEND, which Keras reads once, at import.
+
+    Only for the `keras-ctx` command, before keras is imported (the flag
+    overrides the environment variable).
+    """
+    argv = sys.argv[1:]
+    if _invoked_as_cli() and "--backend" in argv[:-1]:
+        os.environ["KERAS_BACKEND"] = argv[argv.index("--backend") + 1]
+
+
 # TensorFlow's BFC allocator for host memory: it keeps the buffers XLA:CPU
 # allocates each step instead of glibc handing them back to the kernel and
 # faulting them in again (about 115,000 page faults per bert-mini step;

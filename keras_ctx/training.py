@@ -12,6 +12,7 @@ written after its tensors were checked finite, and one that holds a
 non-finite tensor is refused on restore.
 """
 
+import contextlib
 import json
 import math
 import os
@@ -22,8 +23,8 @@ import keras
 import numpy as np
 from keras_ctx.optional import tensorflow as tf
 
-from keras_ctx import keras_files
-from keras_ctx.layers.embeddings import checked_token_ids
+from keras_ctx import files, keras_files
+from keras_ctx.data.checked_input import checked_token_ids
 
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
 
@@ -89,6 +90,25 @@ def _rng_state(model):
     return [v for v in model.variables if id(v) not in weights]
 
 
+def check_backend(path):
+    """Raises where the checkpoint in `path` was written on another Keras backend.
+
+    The weights file is backend-neutral, but the optimizer's and the random
+    generators' saved variables are read in the order and meaning of the
+    backend that wrote them. Checkpoints from before the record are TensorFlow's.
+    """
+    state = os.path.join(path, "state.json")
+    if not os.path.isfile(state):
+        return
+    with open(state) as handle:
+        written = json.load(handle).get("backend", "tensorflow")
+    if written != keras.backend.backend():
+        raise ValueError(
+            f"The checkpoint {path} was written on Keras' {written} backend and this run is "
+            f"on {keras.backend.backend()}: resume with KERAS_BACKEND={written}, or start "
+            "a new run in another --out directory.")
+
+
 class Checkpointer:
     """Atomic checkpoints of weights + optimizer variables + step in one directory."""
 
@@ -132,20 +152,55 @@ class Checkpointer:
         os.makedirs(self.directory, exist_ok=True)
         staging = self._path(step) + ".partial"
         shutil.rmtree(staging, ignore_errors=True)
-        os.makedirs(staging)
-        model.save_weights(os.path.join(staging, "model.weights.h5"))
-        np.savez(os.path.join(staging, "optimizer.npz"), **optimizer)
         rng = {f"v{i}": v.numpy() for i, v in enumerate(_rng_state(model))}
-        np.savez(os.path.join(staging, "rng.npz"), **rng)
-        with open(os.path.join(staging, "state.json"), "w") as handle:
-            json.dump(dict(extra or {}, step=step), handle)
+        # HDF5 meeting a full disk mid-write leaves a file object that crashes the
+        # interpreter at exit (exit 139): a checkpoint that cannot fit is refused first.
+        size = sum(w.numpy().nbytes for w in model.weights) + sum(
+            a.nbytes for a in (*optimizer.values(), *rng.values()))
+        files.check_free_space(self.directory, size + (1 << 20) + size // 10)
+        os.makedirs(staging)
+        try:
+            model.save_weights(os.path.join(staging, "model.weights.h5"))
+            np.savez(os.path.join(staging, "optimizer.npz"), **optimizer)
+            np.savez(os.path.join(staging, "rng.npz"), **rng)
+            with open(os.path.join(staging, "state.json"), "w") as handle:
+                json.dump(dict(extra or {}, step=step, backend=keras.backend.backend()),
+                          handle)
+        except BaseException:
+            # A full disk (or a kill signal) mid-save: no half checkpoint stays behind.
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
         os.replace(staging, self._path(step))
         for old in self.steps()[:-self.keep]:
             shutil.rmtree(self._path(old), ignore_errors=True)
 
+    def check(self, step):
+        """Raises ValueError (the message `restore` gives) when checkpoint `step` is
+        unreadable or holds NaN/infinity: call it before changing anything to resume."""
+        import h5py
+
+        path = self._path(step)
+        try:
+            with h5py.File(os.path.join(path, "model.weights.h5"), "r") as handle:
+                tensors = []
+                handle.visititems(lambda name, item: tensors.append((name, item[()])) if (
+                    isinstance(item, h5py.Dataset)) else None)
+            for name in ("optimizer.npz", "rng.npz"):
+                with np.load(os.path.join(path, name)) as saved:
+                    tensors += [(f"{name} {key}", saved[key]) for key in saved.files]
+            bad = _non_finite([(n, t) for n, t in tensors if np.issubdtype(
+                np.asarray(t).dtype, np.floating)])
+            if bad:
+                raise ValueError(f"{len(bad)} tensors hold NaN or infinity, first {bad[0]}")
+            with open(os.path.join(path, "state.json")) as handle:
+                json.load(handle)
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
+            raise _unrestorable(path, error) from None
+
     def restore(self, model, step):
         """Loads a checkpoint into a compiled, built model; returns its state dict."""
         path = self._path(step)
+        check_backend(path)
         try:
             if not model.optimizer.built:
                 model.optimizer.build(model.trainable_variables)
@@ -167,11 +222,14 @@ class Checkpointer:
             with open(os.path.join(path, "state.json")) as handle:
                 return json.load(handle)
         except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
-            raise ValueError(
-                f"The checkpoint {path} cannot be restored ({error}). It was written "
-                "by a different model configuration or is corrupt; start a new run "
-                "in another --out directory, or delete it to start over."
-            ) from None
+            raise _unrestorable(path, error) from None
+
+
+def _unrestorable(path, error):
+    return ValueError(
+        f"The checkpoint {path} cannot be restored ({error}). It was written "
+        "by a different model configuration or is corrupt; start a new run "
+        "in another --out directory, or delete it to start over.")
 
 
 def _build_from_spec(model, spec):
@@ -183,9 +241,16 @@ def _build_from_spec(model, spec):
         if not tensor_spec.shape.is_fully_defined():
             raise ValueError(f"Batches need static shapes (drop_remainder=True) to "
                              f"resume; got {tensor_spec}.")
-        return tf.zeros(tensor_spec.shape, tensor_spec.dtype)
+        # numpy: what every backend's model takes.
+        return np.zeros(tensor_spec.shape, tensor_spec.dtype.as_numpy_dtype)
 
     model(tf.nest.map_structure(zeros, spec), training=False)
+
+
+def _strategy_scope(model):
+    """The tf.distribute scope `model` was made in; none on JAX (keras.distribution)."""
+    strategy = getattr(model, "distribute_strategy", None)
+    return strategy.scope() if strategy is not None else contextlib.nullcontext()
 
 
 class _Guard(keras.callbacks.Callback):
@@ -278,7 +343,7 @@ def fit_resumable(
     # a tf.data pipeline share their state between iterators, so an extra
     # read would shift every later random draw of a resumed run.
     # Variables made here must live under the strategy the model was made in.
-    with model.distribute_strategy.scope():
+    with _strategy_scope(model):
         if not model.built:
             _build_from_spec(model, source.element_spec)
         if step:

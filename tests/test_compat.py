@@ -64,7 +64,7 @@ def _instances():
             "learning_rate": model.optimizer, "distribution_strategy": model.optimizer,
             "keras_history": model.outputs[0], "inbound_nodes": dense,
             "data_adapter": EpochIterator(x=np.zeros((4, 3)), batch_size=2),
-            "model_strategy": model}
+            "model_strategy": model, "variable_value": dense.kernel}
 
 
 def test_every_private_upstream_attribute_is_read_from_a_live_object():

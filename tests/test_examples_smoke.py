@@ -35,7 +35,8 @@ EXPECTED = {
     "bert_pretrain_finetune.py": [
         (rf"bert pretraining \({NUMBER} tokens\)", lambda n: n > 5),
         (rf"  loss +{NUMBER} -> {NUMBER} -> {NUMBER}", finite),
-        (rf"held-out accuracy: {NUMBER}", fraction)],
+        # Even --fast learns the two topics (chance is 0.5; measured 1.000).
+        (rf"held-out accuracy: {NUMBER}", lambda accuracy: 0.75 <= accuracy <= 1)],
     "cove_translate.py": [
         (r"GloVe: (10)/(12) source words found, dim (16)", finite),  # all but 2 specials
         (rf"token accuracy by epoch: \[{NUMBER}\]", fraction),
@@ -162,3 +163,4 @@ def test_example_runs_in_fast_mode_as_its_own_process(script, tmp_path):
     assert process.returncode == 0, process.stderr[-3000:]
     check_output(script, process.stdout)
     assert os.listdir(tmp_path) == []
+    assert "UserWarning" not in process.stderr, process.stderr[-3000:]

@@ -26,7 +26,7 @@ def _listed(out):
 def test_presets_family_lists_exactly_that_familys_presets(capsys, family, expected):
     code, out, err = run_cli(capsys, "presets", "--family", family)
     assert code == 0 and not err
-    assert _listed(out) == sorted(n for n in preset_names() if get_preset(n).family == expected)
+    assert _listed(out) == sorted(n for n in preset_names() if get_preset(n).family.name == expected)
 
 
 def test_presets_unknown_family_refuses_in_one_line_naming_the_families(capsys):
@@ -79,11 +79,13 @@ def test_pretrain_with_export_runs_twice_and_says_what_it_did(tmp_path, capsys):
     # Two chunks (2 + 1 steps): the first step's loss, then the last chunk's.
     assert re.search(r"Loss \d+\.\d{3} at step 1 -> \d+\.\d{3} over steps 3-3\.", out), out
     assert "text-in copy" in out and (tmp_path / "export-text" / "1").is_dir()
-    pretrain("bert-tiny", str(tmp_path / "run"), **tiny)
-    out = capsys.readouterr().out
-    assert "Compiling the training step" not in out and "Loss" not in out
-    assert "Nothing left to train" in out and "already holds this run's export" in out
-    assert sorted(os.listdir(tmp_path / "export")) == ["1"]
+    for _ in range(2):  # the run and its export left as they are, however often
+        pretrain("bert-tiny", str(tmp_path / "run"), **tiny)
+        out = capsys.readouterr().out
+        assert "Compiling the training step" not in out and "Loss" not in out
+        assert "Nothing left to train" in out and "already holds this run's export" in out
+        assert "Saving the run" not in out
+        assert sorted(os.listdir(tmp_path / "export")) == ["1"]
 
 
 def test_a_finished_runs_own_export_is_recognised_and_nothing_else(tmp_path):
@@ -104,3 +106,27 @@ def test_a_finished_runs_own_export_is_recognised_and_nothing_else(tmp_path):
                                  overwrite=False)
     os.utime(export / "1", (500, 500))  # older than the run: someone else's export
     assert not _already_exported(*args, steps=300, done=300, overwrite=False)
+
+
+def test_sizes_read_as_people_write_them():
+    from keras_ctx.progress import size
+
+    assert [size(b) for b in (0, 1023, 1024, 27362, 247463936, 5 * 2**40)] == [
+        "0 B", "1023 B", "1.0 KB", "26.7 KB", "236.0 MB", "5.0 TB"]
+
+
+def test_prepare_says_how_much_it_wrote_and_why(tmp_path, monkeypatch):
+    from keras_ctx.commands import prepare as command
+
+    def fake_prepare(preset, corpus, out, say=print, **kwargs):
+        for name, n in (("shard-00000.tfrecord", 3000), ("shard-00001.tfrecord", 2120)):
+            (tmp_path / name).write_bytes(b"x" * n)
+        return {"copies": 10, "corpus_bytes": 512,
+                "shards": [{"file": "shard-00000.tfrecord"}, {"file": "shard-00001.tfrecord"}]}
+
+    monkeypatch.setattr(command.data_prepare, "prepare", fake_prepare)
+    said = []
+    command.prepare("bert-tiny", "corpus.txt", str(tmp_path), say=said.append)
+    assert said[-1] == ("Wrote 5.0 KB of records for 512 B of corpus (10x): 10 copies of each "
+                        "instance, each with its own static masks (--duplicate, BERT's "
+                        "dupe_factor).")

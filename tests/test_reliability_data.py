@@ -231,3 +231,12 @@ def test_a_killed_parents_workers_stop_writing(tmp_path):
     size = out.stat().st_size
     time.sleep(1)
     assert out.stat().st_size == size  # nothing writes any more
+
+
+def test_a_200000_character_word_reaches_the_tokenizer_in_bounded_pieces(tmp_path):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("a short sentence.\n" + "x" * 200_000 + " end.\n\nmore text.\n")
+    sample = corpora.sample_sentences(str(corpus), 1000)
+    words = [w for sentence in sample for w in sentence.split()]
+    assert max(map(len, words)) == corpora.MAX_WORD_CHARS
+    assert sum(len(w) for w in words if set(w) == {"x"}) == 200_000  # nothing lost

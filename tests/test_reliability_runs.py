@@ -14,6 +14,7 @@ import sys
 import time
 
 import keras
+import numpy as np
 import pytest
 
 import keras_ctx
@@ -48,7 +49,9 @@ def test_a_run_refuses_to_resume_on_other_data_than_its_checkpoints(tmp_path):
     settings = {"model": "bert-tiny", "corpus": str(corpus)}
     data = {"corpus": fingerprints.corpus(str(corpus)), "tokenizer": "a" * 64}
     runs.claim(str(out), settings, data=data)
-    (out / "checkpoints" / "step-000000002").mkdir(parents=True)
+    model, batches = _regression()  # a real checkpoint at step 2 (claim checks it)
+    keras_ctx.training.fit_resumable(model, batches, steps=2, out_dir=str(out),
+                                     checkpoint_every=2, verbose=0)
     runs.claim(str(out), settings, data=data)  # the same data: resumes
 
     with open(corpus, "a", encoding="utf-8") as handle:
@@ -382,3 +385,237 @@ def test_two_finetunes_into_one_out_cannot_both_succeed(tiny_run, tmp_path):
     codes = sorted(p.returncode for p in processes)
     assert codes == [0, 2], outputs
     assert any("is in use by" in o or "already exists" in o for o in outputs), outputs
+
+
+# ------------------------------------------------------------ issue 44: half states
+
+_KILLED_CONVERT = """
+import os, signal, sys
+import keras
+import numpy as np
+from keras_ctx import cli
+
+def killed(model, path, *args, **kwargs):
+    with open(path, "wb") as handle:
+        handle.write(b"PK half a zip")
+    os.kill(os.getpid(), signal.SIGKILL)
+
+keras.Model.save = killed
+cli.main(["convert", sys.argv[1], sys.argv[2]])
+"""
+
+
+@pytest.mark.slow  # a TensorFlow subprocess (~15 s); the Ctrl-C convert test runs by default
+def test_a_convert_killed_9_is_unfinished_and_converts_again(tmp_path, capsys):
+    from keras_ctx.convert import to_huggingface
+
+    source, dest = tmp_path / "hf", tmp_path / "dest"
+    to_huggingface(tiny_backbone(seed=5), str(source))
+    script = tmp_path / "killed.py"
+    script.write_text(_KILLED_CONVERT)
+    process = subprocess.run([sys.executable, str(script), str(source), str(dest)],
+                             env=dict(os.environ, PYTHONPATH=os.getcwd()), timeout=300,
+                             capture_output=True)
+    assert process.returncode == -signal.SIGKILL and dest.is_dir()
+    code, output = run_cli(capsys, "embed", str(dest), "the bank")
+    line = one_line_error(output)
+    assert code == 2 and "is an unfinished keras-ctx run" in line, line
+    code, output = run_cli(capsys, "convert", str(source), str(dest))
+    assert code == 0, output
+    assert runs.read_info(str(dest))["family"] == "bert"
+    assert not [n for n in os.listdir(dest) if "partial" in n]
+
+
+def test_a_directory_left_by_a_stopped_write_is_named_unfinished(tiny_run, tmp_path, capsys):
+    left = copy_run(tiny_run, tmp_path / "left")
+    os.remove(left / runs.RUN_FILE)
+    (left / files.LOCK_FILE).write_text('{"pid": 999999999}')
+    code, output = run_cli(capsys, "embed", str(left), "the bank")
+    line = one_line_error(output)
+    assert code == 2 and "is an unfinished keras-ctx run" in line and "again" in line
+
+
+@pytest.mark.parametrize("edit, message", [
+    ({"sequence_length": "abc"}, "has sequence_length='abc', not an integer >= 1"),
+    ({"sequence_length": -5}, "has sequence_length=-5, not an integer >= 1"),
+    ({"family": 3}, "has family=3, not a string"),
+    ({"sizes": {"vocabulary_size": "x"}}, "(sizes) has vocabulary_size='x'"),
+])
+def test_a_hand_edited_run_json_names_file_and_field(tiny_run, tmp_path, capsys, edit,
+                                                     message):
+    run = copy_run(tiny_run, tmp_path / "run")
+    info = json.loads((run / runs.RUN_FILE).read_text())
+    (run / runs.RUN_FILE).write_text(json.dumps({**info, **edit}))
+    for command in (["embed", str(run), "the bank"], ["export", str(run), str(tmp_path / "e")]):
+        code, output = run_cli(capsys, *command)
+        line = one_line_error(output)
+        assert code == 2 and message in line and "run.json" in line, line
+    assert not (tmp_path / "e").exists()
+
+
+@pytest.mark.parametrize("text", ['{"family": "bert", "sequ', "[" * 200_000 + "]" * 200_000])
+def test_a_truncated_or_deeply_nested_run_json_names_the_file(tiny_run, tmp_path, capsys,
+                                                              text):
+    run = copy_run(tiny_run, tmp_path / "run")
+    (run / runs.RUN_FILE).write_text(text)
+    code, output = run_cli(capsys, "embed", str(run), "the bank")
+    line = one_line_error(output)
+    assert code == 2 and "run.json" in line and "RecursionError" not in line, line
+
+
+def test_a_tokenizer_swapped_into_a_finished_run_is_refused(tiny_run, tmp_path, capsys):
+    run = copy_run(tiny_run, tmp_path / "run")
+    (vocabulary,) = (run / "tokenizer").rglob("vocabulary.txt")
+    words = vocabulary.read_text().splitlines()
+    words[-1], words[-2] = words[-2], words[-1]  # the same size, other ids
+    vocabulary.write_text("\n".join(words) + "\n")
+    code, output = run_cli(capsys, "embed", str(run), "the bank")
+    assert code == 2 and "is not the tokenizer this run was saved" in one_line_error(output)
+
+
+def _regression():
+    from tests.test_reliability import regression
+
+    return regression()
+
+
+def _snapshot(directory):
+    return {os.path.relpath(os.path.join(root, name), directory):
+            open(os.path.join(root, name), "rb").read()
+            for root, _, names in os.walk(directory) for name in names}
+
+
+def _claimed_run_with_a_checkpoint(out, **settings):
+    model, data = _regression()
+    runs.claim(str(out), {"model": "m", "learning_rate": 0.1, **settings})
+    fit_resumable = keras_ctx.training.fit_resumable
+    fit_resumable(model, data, steps=1, out_dir=str(out), checkpoint_every=1, verbose=0)
+    return out
+
+
+def test_a_resume_that_changes_the_learning_rate_says_so_and_records_it(tmp_path, capsys):
+    out = _claimed_run_with_a_checkpoint(tmp_path / "run")
+    capsys.readouterr()
+    runs.claim(str(out), {"model": "m", "learning_rate": 0.01})
+    said = capsys.readouterr().out
+    assert "--learning-rate 0.01 (was 0.1)" in said and "from step 1" in said
+    recorded = runs.read_settings(str(out))
+    assert recorded["learning_rate"] == 0.01
+    assert recorded["changes"] == [{"step": 1, "learning_rate": [0.1, 0.01]}]
+    with pytest.raises(keras_ctx.errors.RunDirectoryError, match="different model"):
+        runs.claim(str(out), {"model": "other", "learning_rate": 0.01})
+
+
+def test_refusing_a_damaged_checkpoint_changes_nothing_in_the_run(tmp_path):
+    out = _claimed_run_with_a_checkpoint(tmp_path / "run")
+    weights = out / "checkpoints" / "step-000000001" / "model.weights.h5"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    before = _snapshot(out)
+    with pytest.raises(ValueError, match="cannot be restored"):
+        runs.claim(str(out), {"model": "m", "learning_rate": 0.01})
+    assert _snapshot(out) == before
+
+
+def test_a_checkpoint_that_does_not_fit_on_the_disk_leaves_nothing(tmp_path, monkeypatch):
+    import collections
+    import shutil
+
+    from keras_ctx.training import Checkpointer
+
+    model, data = _regression()
+    keras_ctx.training.fit_resumable(model, data, steps=1, out_dir=str(tmp_path),
+                                     checkpoint_every=1, verbose=0)
+    checkpoints = Checkpointer(str(tmp_path / "checkpoints"))
+    usage = collections.namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(10**6, 10**6 - 100, 100))
+    with pytest.raises(OSError) as raised:
+        checkpoints.save(model, 2)
+    assert raised.value.errno == errno.ENOSPC
+    monkeypatch.undo()
+
+    def full(path, **arrays):  # the disk fills while the optimizer state is written
+        with open(path, "wb") as handle:
+            handle.write(b"PK half")
+        raise OSError(errno.ENOSPC, "No space left on device", path)
+
+    monkeypatch.setattr(np, "savez", full)
+    with pytest.raises(OSError):
+        checkpoints.save(model, 2)
+    assert sorted(os.listdir(checkpoints.directory)) == ["step-000000001"]
+
+
+def test_an_export_finishing_second_never_replaces_the_first(tiny_run, tmp_path, capsys,
+                                                             monkeypatch):
+    out = tmp_path / "export"
+    archive = type(keras.export.ExportArchive())  # the backend's subclass
+    write_out = archive.write_out
+
+    def other_export_finishes_meanwhile(archive, path, *args, **kwargs):
+        write_out(archive, path, *args, **kwargs)
+        (out / "1").mkdir(exist_ok=True)
+        (out / "1" / "saved_model.pb").write_text("the other export")
+
+    monkeypatch.setattr(archive, "write_out", other_export_finishes_meanwhile)
+    code, output = run_cli(capsys, "export", str(tiny_run), str(out))
+    assert code == 2 and "was written by another export" in one_line_error(output)
+    assert (out / "1" / "saved_model.pb").read_text() == "the other export"
+    assert sorted(os.listdir(out)) == ["1"]
+
+
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_a_version_a_killed_overwrite_moved_aside_is_put_back(tiny_run, tmp_path, capsys,
+                                                              overwrite):
+    out = tmp_path / "export"
+    leftover = out / ".export-999999999-abcd"  # no such pid: killed between its renames
+    (leftover / "replaced").mkdir(parents=True)
+    (leftover / "replaced" / "saved_model.pb").write_text("the old export")
+    (leftover / "target").write_text("1")
+    code, output = run_cli(capsys, "export", str(tiny_run), str(out),
+                           *(["--overwrite"] if overwrite else []))
+    assert sorted(os.listdir(out)) == ["1"]
+    if overwrite:
+        assert code == 0 and (out / "1" / "saved_model.pb").stat().st_size > 1000, output
+    else:
+        assert code == 2 and "already holds an export" in one_line_error(output)
+        assert (out / "1" / "saved_model.pb").read_text() == "the old export"
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_every_id_input_is_checked_in_the_xla_serving_signatures(tmp_path, jit_compile):
+    import tensorflow as tf
+
+    from keras_ctx.export import export_saved_model
+
+    path = export_saved_model(tiny_backbone(), str(tmp_path), sequence_length=8,
+                              jit_compile=jit_compile)
+    serve = tf.saved_model.load(path).signatures["serving_default"]
+    ids, ones = np.full((1, 8), 5, "int32"), np.ones((1, 8), "int32")
+    assert serve(token_ids=ids, padding_mask=ones, segment_ids=ones)[
+        "sequence_output"].shape == (1, 8, 32)
+    for segment in (2, -1):  # bert-tiny has two segments
+        segments = np.zeros((1, 8), "int32")
+        segments[0, 4] = segment
+        with pytest.raises(tf.errors.InvalidArgumentError,
+                           match="input segment_ids must be in \\[0, 2\\)"):
+            serve(token_ids=ids, padding_mask=ones, segment_ids=segments)
+
+
+def test_a_backbone_config_claiming_a_huge_vocabulary_is_refused_before_building(
+        tiny_run, tmp_path, capsys):
+    import zipfile
+
+    run = copy_run(tiny_run, tmp_path / "run")
+    path = run / runs.BACKBONE_FILE
+    with zipfile.ZipFile(path) as archive:
+        members = {name: archive.read(name) for name in archive.namelist()}
+    config = json.loads(members["config.json"])
+    config["config"]["vocabulary_size"] = 10**10
+    members["config.json"] = json.dumps(config).encode()
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    began = time.time()
+    code, output = run_cli(capsys, "embed", str(run), "the bank")
+    line = one_line_error(output)
+    assert code == 2 and "vocabulary_size = 10000000000 is more than" in line, line
+    assert time.time() - began < 30

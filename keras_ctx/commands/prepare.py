@@ -9,6 +9,7 @@ import functools
 import os
 
 from keras_ctx.data import prepare as data_prepare
+from keras_ctx.progress import size
 
 
 @functools.wraps(data_prepare.prepare)
@@ -21,8 +22,9 @@ def prepare(preset, corpus, out, *args, say=print, **kwargs):
     copies = manifest.get("copies", 1)
     why = (f": {copies} copies of each instance, each with its own static masks (--duplicate, "
            "BERT's dupe_factor)" if copies > 1 else "")
-    say(f"Wrote {written / 2**20:,.1f} MB of records for {manifest['corpus_bytes'] / 2**20:,.1f} "
-        f"MB of corpus{why}.")
+    corpus = manifest["corpus_bytes"]
+    say(f"Wrote {size(written)} of records for {size(corpus)} of corpus"
+        + (f" ({written / corpus:,.0f}x)" if corpus else "") + f"{why}.")
     return manifest
 
 

@@ -125,7 +125,7 @@ def build_prepared(preset, data_dir, run, overrides=None, manifest=None):
     family = preset.family
     if manifest is None:
         manifest = pretrain_checks.check_prepared(data_dir, preset, run.sequence_length,
-                                                  run.vocabulary_size, run.batch_size)
+                                                  batch_size=run.batch_size)
     tokenizer = prepare.load_tokenizer(data_dir)
     backbone, pretrainer = _model(preset, tokenizer, run, overrides)
     dataset = PreparedInput(data_dir, manifest, family.prepared(tokenizer, run),
@@ -287,9 +287,12 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
                   f"{_loss(last.get('loss'))} over steps {start + 1}-{last['step']}.")
         else:
             print(f"Nothing left to train: {out} already reached step {steps}.")
-        say(f"Saving the run to {out}...")
-        runs.save_run(out, info, backbone, tokenizer, overwrite=True)  # its own run
-        print(f"Saved the backbone and tokenizer to {out}.")
+        saved = all(os.path.isfile(os.path.join(out, name))
+                    for name in (runs.RUN_FILE, runs.BACKBONE_FILE))
+        if result["history"] or not saved:  # a rerun of a saved, finished run leaves it
+            say(f"Saving the run to {out}...")
+            runs.save_run(out, info, backbone, tokenizer, overwrite=True)  # its own run
+            print(f"Saved the backbone and tokenizer to {out}.")
         if exported:
             print(f"{os.path.join(export, str(version))} already holds this run's export and "
                   f"the run trained nothing new: nothing exported (--version {version + 1} "

@@ -128,8 +128,24 @@ def _cut(text):
     yield text
 
 
+# A "word" longer than this is cut into pieces of it: tokenizer trainers spend time
+# quadratic in a word's length on it (a 64K-character one stalls byte-level BPE) and
+# WordPiece reads any word over 100 characters as [UNK] anyway (google-research/bert
+# tokenization.py, max_input_chars_per_word=100).
+MAX_WORD_CHARS = 1000
+_LONG_WORD = re.compile(r"\S{%d}(?=\S)" % MAX_WORD_CHARS)
+
+
+def _pieces(line):
+    """`line` with its over-long words cut (`MAX_WORD_CHARS`), in pieces of MAX_LINE_CHARS."""
+    if len(line) > MAX_WORD_CHARS:
+        line = _LONG_WORD.sub(r"\g<0> ", line)
+    return _cut(line) if len(line) > MAX_LINE_CHARS else (line,)
+
+
 def _bounded_lines(handle):
-    """The handle's lines (without "\n"), each cut into pieces of at most MAX_LINE_CHARS.
+    """The handle's lines (without "\n"), each cut into pieces of at most MAX_LINE_CHARS,
+    words cut at MAX_WORD_CHARS.
 
     Reads chunks of _CHUNK_CHARS and splits them with `str.split` (C speed): a
     Python `readline` per line costs more than the disk on a fast machine.
@@ -139,15 +155,15 @@ def _bounded_lines(handle):
         lines = (carry + chunk).split("\n")
         carry = lines.pop()
         for line in lines:
-            if len(line) > MAX_LINE_CHARS:
-                yield from _cut(line)
+            if len(line) > MAX_WORD_CHARS:
+                yield from _pieces(line)
             else:
                 yield line
         if len(carry) > MAX_LINE_CHARS:  # a line still going on: keep only its tail
-            *pieces, carry = _cut(carry)
+            *pieces, carry = _pieces(carry)
             yield from pieces
     if carry:
-        yield from _cut(carry)
+        yield from _pieces(carry)
 
 
 def documents_of_lines(lines):

@@ -108,8 +108,13 @@ _STATIC_GROUP = 512  # examples masked per call when a shard is written
 
 
 def _predictions(masker, length):
-    """The number of prediction slots `masker` gives a row of `length` ids."""
-    row = {"token_ids": tf.fill((1, length), 10_000_000), "padding_mask": tf.ones((1, length))}
+    """The number of prediction slots `masker` gives a row of `length` ids.
+
+    Probed with a row of [MASK]s: an id of the vocabulary (a whole-word
+    masker looks every id up) that is never masked.
+    """
+    row = {"token_ids": tf.fill((1, length), masker.mask_token_id),
+           "padding_mask": tf.ones((1, length))}
     return int(masker(row, tf.constant([0, 0]))["mask_positions"].shape[-1])
 
 
@@ -143,14 +148,15 @@ def _weights_as_float(batch):
     return dict(batch, mask_weights=tf.cast(batch["mask_weights"], tf.float32))
 
 
-def packed_layout(tokenizer, run, spans=False, **masking):
-    """FULL-SENTENCES packing (RoBERTa, ELECTRA; SpanBERT with `spans`), masked when read."""
+def packed_layout(tokenizer, run, spans=False, packing="full_sentences", **masking):
+    """Packed sentences masked when read: FULL-SENTENCES (RoBERTa; SpanBERT with `spans`)
+    or ELECTRA's two-segment examples (`packing="two_segments"`): `segments.packed_examples`."""
     ids, vocab = _ids_and_size(tokenizer)
     length = run.sequence_length
 
     def examples(docs, rng):
         return segments.packed_examples(docs, length, ids["cls"], ids["sep"], ids["pad"],
-                                        rng=rng)
+                                        mode=packing, rng=rng)
 
     def batches(dataset):
         dataset = dataset.batch(run.batch_size, drop_remainder=True)
@@ -162,7 +168,8 @@ def packed_layout(tokenizer, run, spans=False, **masking):
         return masker.apply(dataset).prefetch(tf.data.AUTOTUNE)
 
     features = {"token_ids": length, "segment_ids": length, "padding_mask": length}
-    return Layout("packed_spans" if spans else "packed", features, examples, batches)
+    name = "packed_spans" if spans else "packed" if packing == "full_sentences" else packing
+    return Layout(name, features, examples, batches)
 
 
 def chunks_layout(tokenizer, run, example, length=None, end_token=None):

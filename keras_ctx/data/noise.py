@@ -18,6 +18,7 @@ Example:
 ...                     decoder_start_id=2)).batch(8, drop_remainder=True)
 """
 
+import numpy as np
 from keras_ctx.optional import tensorflow as tf
 
 # ---------------------------------------------------------------------- T5
@@ -111,12 +112,32 @@ def span_corruption(token_ids, noise_density=0.15, mean_noise_span_length=3.0,
 
 def span_corruption_lengths(length, noise_density=0.15, mean_noise_span_length=3.0,
                             eos=True):
-    """(inputs_length, targets_length) that `span_corruption` gives for `length` tokens."""
+    """(inputs_length, targets_length) that `span_corruption` gives for `length` tokens.
+
+    The counts in float32, rounded half to even, as `random_spans_noise_mask`
+    draws them (a tie such as 70 * 0.15 rounds up there, not in float64).
+    """
     length = max(length, 2)
-    noise = min(max(int(round(length * noise_density)), 1), length - 1)
-    spans = max(int(round(noise / mean_noise_span_length)), 1)
+    noise = int(np.round(np.float32(length) * np.float32(noise_density)))
+    noise = min(max(noise, 1), length - 1)
+    spans = max(int(np.round(np.float32(noise) / np.float32(mean_noise_span_length))), 1)
     extra = 1 if eos else 0
     return length - noise + spans + extra, noise + spans + extra
+
+
+def span_corruption_tokens_length(inputs_length, noise_density=0.15,
+                                  mean_noise_span_length=3.0):
+    """The most tokens whose corrupted inputs (sentinels and EOS) fit `inputs_length`.
+
+    T5's `random_spans_helper` (t5/data/preprocessors.py): pretraining text is
+    cut into chunks this long (568 tokens for 512 inputs, 114 targets), so the
+    encoder is filled rather than padded.
+    """
+    tokens = inputs_length - 1
+    while span_corruption_lengths(tokens + 1, noise_density,
+                                  mean_noise_span_length)[0] <= inputs_length:
+        tokens += 1
+    return tokens
 
 
 # -------------------------------------------------------------------- BART
@@ -256,6 +277,7 @@ def seq2seq_features(example, encoder_length, decoder_length, decoder_start_id, 
 
 __all__ = [
     "random_spans_noise_mask", "span_corruption", "span_corruption_lengths",
+    "span_corruption_tokens_length",
     "token_masking", "token_deletion", "text_infilling", "sentence_permutation",
     "document_rotation", "compose", "bart_noise", "seq2seq_features",
 ]

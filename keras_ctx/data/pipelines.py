@@ -83,7 +83,11 @@ def bert_dataset(documents, tokenizer, batch_size, sequence_length=128, static_m
 def roberta_dataset(documents, tokenizer, batch_size, sequence_length=512,
                     packing="full_sentences", special_ids=None, vocabulary_size=None, seed=0,
                     max_predictions=None, **masking):
-    """RoBERTa: packed sentences, dynamic masking, no NSP (Liu et al. 2019)."""
+    """RoBERTa: packed sentences, dynamic masking, no NSP (Liu et al. 2019).
+
+    `packing`: "full_sentences", "doc_sentences", or "two_segments" (ELECTRA's
+    two-segment examples, `segments.two_segment_examples`).
+    """
     documents, ids, vocab = _prepare(documents, tokenizer, special_ids, vocabulary_size)
     packed = segments.pack_sentences(documents, sequence_length, ids["cls"], ids["sep"],
                                      ids["pad"], mode=packing, seed=seed)
@@ -240,18 +244,24 @@ def span_corruption_dataset(documents, tokenizer, batch_size, sequence_length=51
     """T5: i.i.d. span corruption, 15% noise, mean span 3 (Raffel et al. 2020).
 
     The `num_sentinels` <extra_id_i> ids follow the tokenizer's vocabulary
-    (counting down from the last); id 0 (<pad>) starts the decoder.
+    (counting down from the last); id 0 (<pad>) starts the decoder. Chunks
+    of `noise.span_corruption_tokens_length(sequence_length)` tokens fill
+    the encoder's `sequence_length` (T5's random_spans_helper).
     """
-    examples = token_chunks(documents, tokenizer, sequence_length, None, seed).map(
+    length = noise.span_corruption_tokens_length(sequence_length)
+    examples = token_chunks(documents, tokenizer, length, None, seed).map(
         span_corruption_example(tokenizer, sequence_length, num_sentinels, eos_token))
     return examples.batch(batch_size, drop_remainder=True)
 
 
 def span_corruption_example(tokenizer, sequence_length, num_sentinels=100, eos_token="[SEP]"):
-    """T5's map from one `sequence_length` chunk of ids to encoder / decoder features."""
+    """T5's map from one chunk of `noise.span_corruption_tokens_length(sequence_length)`
+    ids to encoder (`sequence_length`) / decoder features."""
     eos_id = tokenizer.token_to_id(eos_token)
     first_sentinel = tokenizer.vocabulary_size() + num_sentinels - 1
-    encoder_length, decoder_length = noise.span_corruption_lengths(sequence_length)
+    _, decoder_length = noise.span_corruption_lengths(
+        noise.span_corruption_tokens_length(sequence_length))
+    encoder_length = sequence_length
     return lambda ids: noise.seq2seq_features(
         noise.span_corruption(ids, first_sentinel_id=first_sentinel, eos_id=eos_id),
         encoder_length, decoder_length, decoder_start_id=0)

@@ -285,7 +285,7 @@ _PAIRS = {"nsp": (nsp_instances, "next_sentence_labels"),
           "sop": (sop_instances, "sentence_order_labels")}
 PAIR_LABELS = {kind: label for kind, (_, label) in _PAIRS.items()}
 
-PACKING = ("full_sentences", "doc_sentences")
+PACKING = ("full_sentences", "doc_sentences", "two_segments")
 
 
 def pack_sentences(tokenized_documents, sequence_length, cls_id, sep_id, pad_id=0,
@@ -298,6 +298,7 @@ def pack_sentences(tokenized_documents, sequence_length, cls_id, sep_id, pad_id=
     documents), up to sequence_length tokens with [CLS] ... [SEP].
     DOC-SENTENCES: the same but never crossing a document boundary.
     A sentence longer than the budget is split across examples (not dropped).
+    "two_segments": ELECTRA's two-segment examples (`two_segment_examples`).
     `shuffle` reorders the documents each epoch (seeded).
     """
     _check_length(sequence_length, 2)
@@ -316,6 +317,10 @@ def packed_examples(docs, sequence_length, cls_id, sep_id, pad_id=0, mode="full_
                     document_separator_id=None, shuffle=True, rng=None):
     """One epoch of `pack_sentences`' examples of `docs` (lists of int32 sentences)."""
     _check_length(sequence_length, 2)
+    if mode == "two_segments":
+        yield from two_segment_examples(docs, sequence_length, cls_id, sep_id, pad_id,
+                                        shuffle, rng)
+        return
     budget = sequence_length - 2
     doc_sep = sep_id if document_separator_id is None else document_separator_id
 
@@ -344,3 +349,50 @@ def packed_examples(docs, sequence_length, cls_id, sep_id, pad_id=0, mode="full_
                 buffer.append(piece)
     if buffer:
         yield emit(np.concatenate(buffer))
+
+
+def two_segment_examples(docs, sequence_length, cls_id, sep_id, pad_id=0, shuffle=True,
+                         rng=None):
+    """One epoch of ELECTRA's examples: [CLS] A [SEP] (B [SEP]), no label.
+
+    google-research/electra build_pretraining_dataset.py (ExampleBuilder):
+    a document's sentences gather until they reach the target length (T, or
+    with probability 0.05 a randint(5, T) drawn after each example) or the
+    document ends. With probability 0.1 the example is one segment; else
+    sentences fill A up to (target - 3) // 2 tokens, the one that would pass
+    it going to A with probability 1/2, the rest to B. A is cut to T - 2
+    tokens, B to what is left.
+    """
+    order = rng.permutation(len(docs)) if shuffle else range(len(docs))
+    target = sequence_length
+    for index in order:
+        sentences, length = [], 0
+        for number, sentence in enumerate(docs[index]):
+            sentences.append(sentence)
+            length += len(sentence)
+            if length >= target or number == len(docs[index]) - 1:
+                yield _two_segment_example(sentences, target, sequence_length, cls_id, sep_id,
+                                       pad_id, rng)
+                sentences, length = [], 0
+                target = (int(rng.integers(5, sequence_length + 1)) if rng.random() < 0.05
+                          else sequence_length)
+
+
+def _two_segment_example(sentences, target, sequence_length, cls_id, sep_id, pad_id, rng):
+    first_target = 100_000 if rng.random() < 0.1 else (target - 3) // 2
+    first, second, first_length = [], [], 0
+    for sentence in sentences:
+        # A takes it if A is empty or it fits; the one that would pass the target
+        # goes to A with probability 1/2 (the coin drawn only then, as the script).
+        if (not first or first_length + len(sentence) < first_target or (
+                not second and first_length < first_target and rng.random() < 0.5)):
+            first.append(sentence)
+            first_length += len(sentence)
+        else:
+            second.append(sentence)
+    a = np.concatenate(first)[:sequence_length - 2]
+    b = np.concatenate(second)[:max(0, sequence_length - len(a) - 3)] if second else []
+    if not len(b):
+        tokens = np.concatenate([[cls_id], a, [sep_id]]).astype(np.int32)
+        return _pad(tokens, np.zeros(len(tokens), np.int32), sequence_length, pad_id)
+    return _pair_example(a, b, sequence_length, cls_id, sep_id, pad_id)

@@ -3,7 +3,8 @@
 Repeatedly: sample a span length l (in whole words) from Geo(p=0.2) clipped
 at l_max=10 (the pmf truncated to 1..10 and renormalised, as the SpanBERT
 code does: mean 3.8 words), a uniformly random starting word, and mask the
-l complete words, until 15% of the tokens are masked. The 80/10/10 rule is
+l complete words, until ceil(15%) of the tokens are masked (SpanBERT's
+masking.py: mask_num = ceil(0.15 n) of the block's n tokens). The 80/10/10 rule is
 applied per span: all its tokens become [MASK], or all random tokens, or all
 stay. A span never overlaps an earlier one and never pushes the count over
 the budget (it is shortened to the words that fit), so masks are whole words.
@@ -94,7 +95,9 @@ def span_mask_example(token_ids, seed, vocabulary_size, mask_token_id, continuat
     word_id, num_words, first, last = _word_table(candidates, starts)
     word_tokens = last - first + 1
     n = tf.reduce_sum(tf.cast(candidates, tf.int32))
-    budget = tf.cast(tf.round(tf.cast(n, tf.float32) * mask_rate), tf.int32)
+    # facebookresearch/SpanBERT masking.py: mask_num = math.ceil(len(sentence) * 0.15),
+    # the block before [CLS]/[SEP] are added; Python's float64 product.
+    budget = tf.cast(tf.math.ceil(tf.cast(n, tf.float64) * mask_rate), tf.int32)
     budget = tf.minimum(tf.maximum(budget, tf.minimum(n, 1)), max_predictions)
 
     span_lengths = sample_span_lengths((max_tries,), seeds[0], p, max_span_words)

@@ -39,6 +39,7 @@ XLNet's memory) is stacked into one tensor on axis 1: hidden_states is
 output stays a list.
 """
 
+import errno
 import os
 import shutil
 import tempfile
@@ -134,16 +135,43 @@ def _check_vocabulary_is_known(model, named):
             "the backbone's `token_embedding`, or feed the input into one TokenEmbedding.")
 
 
-def _checked_inputs(model, inputs):
-    """Inputs after the checks serving needs: ids in the vocabulary, length in range.
+def id_table_sizes(model):
+    """{input name: rows of the smallest table it indexes} for every input of `model`
+    (or of the backbones inside it) that a functional graph feeds straight into a table
+    (a layer with `vocabulary_size` or keras' `input_dim`): token_ids, segment_ids, ...
 
-    Without them an id of -1 serves the last embedding row, and a too-long
-    input fails deep in the graph ("Expected size[0] in [0, 32], but got 33").
+    What the served inputs are checked against outside an XLA-compiled function,
+    which compiles the tables' own checks away and clamps an id past the end.
+    """
+    from keras_ctx import compat
+
+    sizes = {}
+    for layer in compat.flatten_layers(model, include_self=True):
+        size = next((s for s in (getattr(layer, a, None) for a in ("vocabulary_size",
+                                                                     "input_dim"))
+                     if isinstance(s, int) and not isinstance(s, bool)), None)
+        if size is None:
+            continue
+        for node in compat.attribute(layer, "inbound_nodes"):
+            for tensor in node.input_tensors:
+                source = compat.attribute(tensor, "keras_history").operation
+                if isinstance(source, keras.layers.InputLayer):
+                    sizes[source.name] = min(size, sizes.get(source.name, size))
+    return sizes
+
+
+def _checked_inputs(model, inputs):
+    """Inputs after the checks serving needs: ids in their tables, length in range.
+
+    Without them an id of -1 serves the last embedding row (a segment id of 2
+    another segment's), and a too-long input fails deep in the graph
+    ("Expected size[0] in [0, 32], but got 33").
     """
     from keras_ctx.layers.embeddings import (check_token_ids, max_positions_of,
                                              vocabulary_size_of)
 
     vocabulary_size = vocabulary_size_of(model)
+    tables = id_table_sizes(model)
     max_positions = max_positions_of(model)
     checked = {}
     for name, value in inputs.items():
@@ -162,8 +190,10 @@ def _checked_inputs(model, inputs):
                         "positions the model has (max_sequence_length); shorten it."))
         with tf.control_dependencies(checks):
             value = tf.identity(value)
-        if vocabulary_size is not None and name.endswith("token_ids"):
-            value = check_token_ids(value, vocabulary_size, f"input {name}")
+        size = vocabulary_size if name.endswith("token_ids") else None
+        size = size if size is not None else tables.get(name)
+        if size is not None:
+            value = check_token_ids(value, size, f"input {name}")
         checked[name] = value
     return checked
 
@@ -344,6 +374,8 @@ def check_export_target(directory, version=1, overwrite=False):
     Call it before any long work (training) whose result is to be exported.
     """
     target = os.path.join(os.fspath(directory), str(version))
+    if os.path.isdir(directory):
+        _recover_killed_exports(os.path.abspath(directory))
     if os.path.exists(target) and os.listdir(target) and not overwrite:
         raise ExportError(
             f"{target} already holds an export. Pass --overwrite (overwrite=True) to "
@@ -464,19 +496,56 @@ def export_saved_model(
 
     parent = os.path.dirname(os.path.abspath(target))
     os.makedirs(parent, exist_ok=True)
-    # The pid in the name lets the next export remove what a killed one left.
-    files.remove_dead_staging(parent, ".export-")
+    # The pid in the name lets the next export clean up what a killed one left.
     staging = tempfile.mkdtemp(prefix=f".export-{os.getpid()}-", dir=parent)
     try:
+        with open(os.path.join(staging, _TARGET), "w", encoding="utf-8") as handle:
+            handle.write(os.path.basename(target))
         archive.write_out(os.path.join(staging, "model"), verbose=False)
-        if os.path.exists(target):
-            backup = target + ".replaced"
-            os.replace(target, backup)
-            os.replace(os.path.join(staging, "model"), target)
-            shutil.rmtree(backup)
-        else:
-            os.replace(os.path.join(staging, "model"), target)
+        _claim_version(os.path.join(staging, "model"), target, overwrite, staging)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+_TARGET = "target"  # in a staging directory: the version it is written for
+_REPLACED = "replaced"  # in a staging directory: the version being replaced
+
+
+def _claim_version(written, target, overwrite, staging):
+    """Renames the finished export onto `target`; a version another export claimed
+    meanwhile is never replaced without `overwrite` (rename refuses a non-empty one)."""
+    if overwrite and os.path.lexists(target):
+        # Aside inside the staging directory: a kill between the renames leaves it
+        # where the next export puts it back (`_recover_killed_exports`).
+        os.replace(target, os.path.join(staging, _REPLACED))
+    try:
+        os.rename(written, target)
+    except OSError as error:
+        if error.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+            raise
+        raise ExportError(
+            f"{target} was written by another export while this one ran; nothing was "
+            f"replaced. Export again as another version, or pass --overwrite "
+            "(overwrite=True) to replace it.") from None
+
+
+def _recover_killed_exports(parent):
+    """Puts back a version a killed `--overwrite` export had moved aside, then removes the
+    staging directories of dead exporters."""
+    import glob
+
+    for leftover in glob.glob(os.path.join(glob.escape(parent), ".export-*")):
+        pid = os.path.basename(leftover)[len(".export-"):].partition("-")[0]
+        replaced = os.path.join(leftover, _REPLACED)
+        if not pid.isdigit() or files.pid_alive(int(pid)) or not os.path.isdir(replaced):
+            continue
+        try:
+            with open(os.path.join(leftover, _TARGET), encoding="utf-8") as handle:
+                target = os.path.join(parent, os.path.basename(handle.read().strip()))
+        except OSError:
+            continue
+        if not os.path.lexists(target):
+            os.replace(replaced, target)
+    files.remove_dead_staging(parent, ".export-")
 

@@ -55,11 +55,15 @@ def layout(builder, **options):
     return functools.partial(builder, **options)
 
 
-def chunks(read, shorter=0, end_token=None):
-    """The token-chunk layout (GPT, T5, BART): `read(tokenizer, run)` maps a chunk when read."""
+def chunks(read, shorter=0, end_token=None, chunk_length=None):
+    """The token-chunk layout (GPT, T5, BART): `read(tokenizer, run)` maps a chunk when read.
+
+    Chunks of `chunk_length(sequence_length)` tokens, or sequence_length - `shorter`.
+    """
     def build(tokenizer, run):
-        return layouts.chunks_layout(tokenizer, run, read, end_token=end_token,
-                                     length=run.sequence_length - shorter)
+        length = (chunk_length(run.sequence_length) if chunk_length
+                  else run.sequence_length - shorter)
+        return layouts.chunks_layout(tokenizer, run, read, end_token=end_token, length=length)
 
     return build
 

@@ -16,14 +16,17 @@ def electra_pretrainer(discriminator, tokenizer, run):
     return ElectraPretrainer(generator, discriminator, seed=run.seed)
 
 
-# ELECTRA: packed text, no NSP; the released masking (google-research/electra
+# ELECTRA: two-segment examples of a document's sentences, no NSP
+# (build_pretraining_dataset.py); the released masking (google-research/electra
 # pretrain_helpers.mask): 85% [MASK], 15% unchanged.
 _MASKING = dict(mask_token_rate=ELECTRA_MASK_TOKEN_RATE,
                 random_token_rate=ELECTRA_RANDOM_TOKEN_RATE)
 
 ELECTRA = register_family(Family(
     "electra", electra.ElectraBackbone, electra.ELECTRA_PRESETS, tokenizers.train_wordpiece,
-    WORDPIECE_FRAMING, dataset=pipeline(pipelines.roberta_dataset, **_MASKING),
-    prepared=layout(layouts.packed_layout, **_MASKING), pretrainer=electra_pretrainer,
+    WORDPIECE_FRAMING, dataset=pipeline(pipelines.roberta_dataset, packing="two_segments",
+                                        **_MASKING),
+    prepared=layout(layouts.packed_layout, packing="two_segments", **_MASKING),
+    pretrainer=electra_pretrainer,
     huggingface=convert_electra.HUGGINGFACE, keras_hub=convert_electra.KERAS_HUB,
     tf_checkpoint=convert_electra.TF_CHECKPOINT))

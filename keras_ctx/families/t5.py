@@ -2,7 +2,7 @@
 
 from keras_ctx import optimizers
 from keras_ctx.convert import t5 as convert_t5
-from keras_ctx.data import pipelines, tokenizers
+from keras_ctx.data import noise, pipelines, tokenizers
 from keras_ctx.families.common import T5_FRAMING, T5_SENTINELS, chunks, pipeline, pretrainer
 from keras_ctx.models import t5
 from keras_ctx.pretraining import Seq2SeqPretrainer
@@ -20,6 +20,6 @@ T5 = register_family(Family(
     pooling=("encoder_sequence_output", "encoder_padding_mask", "mean"),
     word_vectors="encoder_sequence_output", extra_tokens=T5_SENTINELS,
     dataset=pipeline(pipelines.span_corruption_dataset, num_sentinels=T5_SENTINELS),
-    prepared=chunks(_t5_read), pretrainer=pretrainer(Seq2SeqPretrainer),
-    huggingface=convert_t5.HUGGINGFACE,
+    prepared=chunks(_t5_read, chunk_length=noise.span_corruption_tokens_length),
+    pretrainer=pretrainer(Seq2SeqPretrainer), huggingface=convert_t5.HUGGINGFACE,
     optimizer=optimizers.t5_recipe))

@@ -1,7 +1,5 @@
 """Token, learned-position and factorized (ALBERT) embeddings."""
 
-import sys
-
 import keras
 from keras import ops
 
@@ -27,46 +25,6 @@ def check_token_ids(token_ids, vocabulary_size, name="token_ids"):
     if isinstance(token_ids, keras.KerasTensor):
         return token_ids
     return _backend.check_token_ids(token_ids, vocabulary_size, name)
-
-
-def checked_token_ids(data, model):
-    """`data` with every `*token_ids` feature checked against the model's vocabulary.
-
-    Each `*token_ids` feature is checked against `vocabulary_size_of(model)`, or
-    against the size `model.token_id_vocabularies` gives for its name (a model
-    with several tables). XLA compiles asserts away and clamps out-of-range
-    gathers, so a jit-compiled step cannot check ids itself: they are checked
-    here, where data enters it, outside the compiled step. A tf.data.Dataset
-    is mapped through the check; a dict of arrays (as `fit` takes) is checked
-    at once. A Pretrainer's `fit` and `evaluate` do it for a jit-compiled
-    step; call it for your own model.
-    """
-    vocabulary_size = vocabulary_size_of(model)
-    # A model whose inputs index several tables names them (CoVe's target words).
-    own = dict(getattr(model, "token_id_vocabularies", None) or {})
-    if vocabulary_size is None and not own:
-        return data
-
-    def check(value, name=""):
-        if isinstance(value, dict):
-            return {k: check(v, str(k)) for k, v in value.items()}
-        if isinstance(value, (tuple, list)):
-            return type(value)(check(v) for v in value)
-        size = own.get(name, vocabulary_size)
-        integer = "int" in keras.backend.standardize_dtype(value.dtype)
-        if name.endswith("token_ids") and integer and size:
-            return check_token_ids(value, size, f"The dataset's {name}")
-        return value
-
-    def check_all(*batch):
-        return check(batch[0]) if len(batch) == 1 else check(batch)
-
-    tf = sys.modules.get("tensorflow")  # a tf.data.Dataset exists only once it is imported
-    if tf is not None and isinstance(data, tf.data.Dataset):
-        return data.map(check_all)
-    if isinstance(data, dict):
-        check(data)  # raises on an id outside the vocabulary
-    return data
 
 
 def _table_size(layer):

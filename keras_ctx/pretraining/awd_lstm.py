@@ -21,10 +21,11 @@ around any optimizer's rate at compile). Reset the states each epoch with
 """
 
 import keras
-from keras_ctx.optional import tensorflow as tf
+import numpy as np
 from keras import ops
 
 from keras_ctx.layers.dropout import LockedDropout
+from keras_ctx.pretraining._backend import gathered_rows, replica_rows
 from keras_ctx.pretraining.base import Pretrainer, num_replicas
 from keras_ctx.pretraining.losses import TokenAccuracy, weighted_cross_entropy, weighted_mean
 from keras_ctx.schedules import scale_learning_rate
@@ -139,20 +140,16 @@ class AwdLstmLMPretrainer(Pretrainer):
                 f"has {rows} per replica x {num_replicas()} replicas: batch the stream "
                 f"with exactly batch_size={self.batch_size} and drop_remainder=True "
                 "(keras_ctx.data.lm_stream.BpttStream does).")
-        state = self.state
-        if num_replicas() > 1:
-            replica = tf.distribute.get_replica_context().replica_id_in_sync_group
-            state = tf.slice(state, [replica * rows, 0], [rows, -1])
-        parts = tf.split(ops.stop_gradient(state), self._state_sizes, axis=-1)
+        state = replica_rows(self.state, rows, axis=0)
+        ends = np.cumsum(self._state_sizes)[:-1].tolist()
+        parts = ops.split(ops.stop_gradient(state), ends, axis=-1)
         return list(zip(parts[0::2], parts[1::2]))
 
     def _carry(self, states):
         """Stores every replica's final states in its rows (all-gathered in replica order)."""
         state = ops.concatenate([ops.cast(s, "float32") for pair in states for s in pair],
                                 axis=-1)
-        if num_replicas() > 1:
-            state = tf.distribute.get_replica_context().all_gather(state, axis=0)
-        self.state.assign(ops.stop_gradient(state))
+        self.state.assign(ops.stop_gradient(gathered_rows(state, axis=0)))
 
     def compute_losses(self, batch, training):
         inputs, next_ids, target_weights = keras.utils.unpack_x_y_sample_weight(batch)

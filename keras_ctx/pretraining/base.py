@@ -1,4 +1,4 @@
-"""The Pretrainer contract: one train/test step for every objective.
+"""The Pretrainer contract: one train/test step for every objective, on every backend.
 
 An objective subclasses `Pretrainer` and says only what its losses are:
 
@@ -7,9 +7,10 @@ An objective subclasses `Pretrainer` and says only what its losses are:
 The base owns the step, the same way Keras' own `train_step` does it:
 
     total  = total_loss(losses)                  (a sum unless the objective weighs them)
-    scaled = optimizer.scale_loss(total / num_replicas_in_sync)
-    grads  = d scaled / d step_variables()       (None gradients dropped; a lookup's
-                                                  repeated rows summed, see layers/lookup.py)
+    scaled = optimizer.scale_loss(total / num_replicas())
+    grads  = d scaled / d step_variables()       (weights the loss does not reach get
+                                                  none; a lookup's repeated rows summed,
+                                                  see layers/lookup.py)
     optimizer.apply(grads)                       (a LossScaleOptimizer unscales here)
 
 Dividing by the replicas matters because MirroredStrategy sums the replicas'
@@ -21,31 +22,35 @@ weighted means over tokens normalise by the global batch's weight total
 (`keras_ctx.pretraining.losses.weighted_mean`), so that N replicas give
 exactly the one-device gradient.
 
+Each backend runs this step its own way (pretraining/_backend.py): TensorFlow
+with a GradientTape per tf.distribute replica, JAX as a stateless
+`train_step(state, data)` over the global batch (data parallel through
+`keras.distribution.DataParallel`). Objectives write keras.ops only.
+
 Hooks for objectives that need them: `step_variables` (ELECTRA's two-stage
 schedule trains subsets), `total_loss` (ELECTRA's lambda), `step_batches`
-(CVT's alternating minibatches), and
-`serialized_models` (the sub-models (de)serialised by get_config/from_config).
-State carried between steps (XLNet's memory) is read and assigned in
-`compute_losses`, per replica.
+(CVT's alternating minibatches), `evaluation_losses` (what `evaluate`
+measures), and `serialized_models` (the sub-models (de)serialised by
+get_config/from_config). State carried between steps (XLNet's memory,
+AWD-LSTM's states) lives in non-trainable variables that `compute_losses`
+reads and assigns (this replica's rows: `_backend.replica_rows`); on JAX the
+assignments travel through the step's state.
 """
 
 import keras
-from keras_ctx.optional import tensorflow as tf
 from keras import ops
 
-from keras_ctx import compat
-from keras_ctx.layers.embeddings import checked_token_ids
-from keras_ctx.layers.lookup import summed_rows
+from keras_ctx.data.checked_input import checked_token_ids
+from keras_ctx.pretraining import _backend
 from keras_ctx.pretraining.losses import TokenAccuracy, weighted_cross_entropy
-from keras_ctx.training import check_xla
 
 
 def num_replicas():
-    """Replicas whose gradients the optimizer sums (1 outside tf.distribute)."""
-    return tf.distribute.get_strategy().num_replicas_in_sync
+    """Replicas whose gradients the optimizer sums (1 outside tf.distribute, and on JAX)."""
+    return _backend.num_replicas()
 
 
-class Pretrainer(keras.Model):
+class Pretrainer(_backend.Step, keras.Model):
     """Base of every pretraining objective: the step, the `loss` metric, serialisation.
 
     Subclasses implement `compute_losses(batch, training)` and list their own
@@ -75,11 +80,6 @@ class Pretrainer(keras.Model):
     def metrics(self):
         return [self.loss_tracker, *self.objective_metrics]
 
-    def compile(self, *args, **kwargs):
-        # A clear error instead of TensorFlow's, where XLA cannot run under the strategy.
-        check_xla(self.distribute_strategy, kwargs.get("jit_compile", "auto"))
-        super().compile(*args, **kwargs)
-
     def _checked(self, x):
         # A compiled step's asserts are gone and its gathers clamp: an id past
         # the vocabulary would train on the last row silently. Check the
@@ -106,33 +106,11 @@ class Pretrainer(keras.Model):
         """The variables this step trains (all trainable ones by default)."""
         return self.trainable_variables
 
-    # --- the step ------------------------------------------------------------------------
+    def evaluation_losses(self, batch):
+        """The losses `evaluate` reports: `compute_losses(batch, training=False)` by default."""
+        return self.compute_losses(batch, training=False)
 
-    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
-        # Keras builds the model from one batch it reads, which starts a pass
-        # over the data: a generator's next epoch (other NSP pairs, other
-        # masks) would then train, and a mirrored run would see other data
-        # than one device. Only shapes and dtypes matter: a tf.data input
-        # builds from its spec (other adapters would copy their arrays again).
-        if iterator is not None and data_batch is None:
-            dataset = compat.tf_dataset_of(compat.attribute(iterator, "data_adapter"))
-            strategy = compat.attribute(self, "model_strategy")
-            if dataset is not None:
-                data_batch = dataset.element_spec
-                iterator = None
-            elif strategy is not None:
-                # The read batch is merged by ONE strategy.reduce, which
-                # MultiWorkerMirroredStrategy cannot do for a dict: take the
-                # first replica's tensors.
-                for _, _, it in iterator:
-                    data_batch = tf.nest.map_structure(
-                        lambda v: strategy.experimental_local_results(v)[0], next(it))
-                    break
-                iterator = None
-        # Keras' private hook (keras_ctx.compat names it and the version it was
-        # written for; resolving it here fails loudly if an upgrade removed it).
-        compat.resolve("maybe_symbolic_build")
-        return super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
+    # --- the step ------------------------------------------------------------------------
 
     @staticmethod
     def unpack_batch(data):
@@ -143,47 +121,9 @@ class Pretrainer(keras.Model):
         """The minibatches one `train_step` updates on, in order: `batch` alone by default.
 
         CVT alternates labelled and unlabelled minibatches inside one step;
-        each gets the whole update below.
+        each gets the whole update (the backend's step, pretraining/_backend.py).
         """
         return (batch,)
-
-    def train_step(self, data):
-        for batch in self.step_batches(self.unpack_batch(data)):
-            results = self._update(batch)
-        return results
-
-    def _update(self, batch):
-        with tf.GradientTape() as tape:
-            total = self.total_loss(self.compute_losses(batch, training=True))
-            # The optimizer sums the replicas' gradients: average the loss over them.
-            scaled = self.optimizer.scale_loss(total / num_replicas())
-        # Asked after the forward pass, which builds lazily built heads.
-        variables = self.step_variables()
-        if not self.optimizer.built:
-            # Every trainable variable, as Keras builds it under a strategy: updates
-            # of subsets (ELECTRA's stages, CVT, an unused pooler) share one
-            # optimizer, and a checkpoint restores into the same variables.
-            self.optimizer.build(self.trainable_variables)
-        # A lookup's gradient repeats a row once per read; Keras' Adam squares each
-        # repeat apart (keras_ctx/layers/lookup.py): sum them, whatever layer read the table.
-        gradients = [summed_rows(g) for g in tape.gradient(scaled, variables)]
-        # Weights the step does not reach (e.g. RoBERTa's unused pooler) have none.
-        used = [(g, v) for g, v in zip(gradients, variables) if g is not None]
-        self.optimizer.apply([g for g, _ in used], [v for _, v in used])
-        return self._results(total)
-
-    def test_step(self, data):
-        total = self.total_loss(self.compute_losses(self.unpack_batch(data), training=False))
-        return self._results(total)
-
-    def _results(self, total):
-        self.loss_tracker.update_state(total)
-        results = {m.name: m.result() for m in self.metrics}
-        if isinstance(tf.distribute.get_strategy(), tf.distribute.MultiWorkerMirroredStrategy):
-            # Keras 3 merges the workers' logs with strategy.reduce("MEAN", axis=0),
-            # which fails on scalars: give each value the batch axis it expects.
-            results = {name: value[None] for name, value in results.items()}
-        return results
 
     # --- serialisation -------------------------------------------------------------------
 

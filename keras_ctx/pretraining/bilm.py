@@ -23,7 +23,6 @@ right-padded): `character_ids` (batch, time, 50) and `token_ids`
 import math
 
 import keras
-from keras_ctx.optional import tensorflow as tf
 from keras import ops
 
 from keras_ctx.pretraining.base import Pretrainer

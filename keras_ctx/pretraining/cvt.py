@@ -230,12 +230,10 @@ class CrossViewTrainer(Pretrainer):
             batches.append({"branch": UNLABELLED, "inputs": batch["unlabelled"][task]})
         return batches
 
-    def test_step(self, data):
-        """Evaluates the primary module of the first task on `(inputs, labels)` batches."""
-        inputs, labels, _ = keras.utils.unpack_x_y_sample_weight(data)
-        total = self.total_loss(self.supervised_losses(inputs, labels, self.task_names[0],
-                                                       training=False))
-        return self._results(total)
+    def evaluation_losses(self, batch):
+        """The primary module of the first task on `(inputs, labels)` batches."""
+        inputs, labels, _ = keras.utils.unpack_x_y_sample_weight(batch)
+        return self.supervised_losses(inputs, labels, self.task_names[0], training=False)
 
     def get_config(self):
         return dict(super().get_config(), tasks=self.tasks, hidden_size=self.hidden_size,

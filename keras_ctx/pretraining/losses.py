@@ -12,8 +12,9 @@ the logits in float32.
 """
 
 import keras
-from keras_ctx.optional import tensorflow as tf
 from keras import ops
+
+from keras_ctx.pretraining._backend import flat_cross_entropy, replicas_mean
 
 
 def _label_logits(logits, labels):
@@ -21,33 +22,12 @@ def _label_logits(logits, labels):
     return ops.squeeze(ops.take_along_axis(logits, labels, axis=-1), -1)
 
 
-@tf.custom_gradient
-def _flat_cross_entropy(logits, labels):
-    """(N, V) float32 logits, (N,) int32 labels -> (N,) losses, with a sparse backward.
-
-    dCE/dz = softmax(z) - onehot(y): the one-hot part is a scatter of one value
-    per row, not a dense (N, V) one-hot or the gather's segment-sum gradient
-    (652 ms of op time in a 1,456 ms GPT-2 step without XLA).
-    """
-    shifted = logits - tf.reduce_max(logits, axis=-1, keepdims=True)
-    sum_exp = tf.reduce_sum(tf.exp(shifted), axis=-1, keepdims=True)
-    label_index = tf.stack([tf.range(tf.shape(labels)[0]), labels], axis=1)
-    losses = tf.math.log(sum_exp[:, 0]) - tf.gather_nd(shifted, label_index)
-
-    def gradient(upstream):
-        probabilities = tf.exp(shifted) / sum_exp
-        return tf.tensor_scatter_nd_sub(probabilities * upstream[:, None], label_index,
-                                        upstream), None
-
-    return losses, gradient
-
-
 def sparse_cross_entropy(labels, logits):
     """Per-position -log softmax(logits)[label], float32, any leading shape."""
     logits = ops.cast(logits, "float32")
     labels = ops.cast(labels, "int32")
-    flat = _flat_cross_entropy(ops.reshape(logits, (-1, ops.shape(logits)[-1])),
-                               ops.reshape(labels, (-1,)))
+    flat = flat_cross_entropy(ops.reshape(logits, (-1, ops.shape(logits)[-1])),
+                              ops.reshape(labels, (-1,)))
     return ops.reshape(flat, ops.shape(labels))
 
 
@@ -59,12 +39,7 @@ def replica_weight_total(weights):
     the replicas' gradients are summed: replicas with more real tokens count
     more, exactly as on one device.
     """
-    total = ops.sum(ops.cast(weights, "float32"))
-    context = tf.distribute.get_replica_context()
-    replicas = tf.distribute.get_strategy().num_replicas_in_sync
-    if context is None or replicas == 1:
-        return total
-    return tf.stop_gradient(context.all_reduce("sum", total)) / replicas
+    return replicas_mean(ops.sum(ops.cast(weights, "float32")))
 
 
 def weighted_mean(values, weights):

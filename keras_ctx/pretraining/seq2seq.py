@@ -9,7 +9,6 @@ fine-tuning (T5) is the same objective with a task prefix on the input
 """
 
 import keras
-from keras_ctx.optional import tensorflow as tf
 
 from keras_ctx import generation
 from keras_ctx.pretraining.base import TokenLikelihoodPretrainer
@@ -44,7 +43,7 @@ class Seq2SeqPretrainer(TokenLikelihoodPretrainer):
                 "dataset with keras_ctx.data.noise.seq2seq_features."
             )
         if weights is None:
-            weights = tf.cast(inputs["decoder_padding_mask"], tf.float32)
+            weights = ops.cast(inputs["decoder_padding_mask"], "float32")
         return self(inputs, training=training), labels, weights
 
     def generate(self, encoder_token_ids, encoder_padding_mask=None, max_length=32,

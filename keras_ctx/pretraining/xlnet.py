@@ -14,9 +14,9 @@ here so that only they enter the memory, as XLNet's `_cache_mem` does).
 """
 
 import keras
-from keras_ctx.optional import tensorflow as tf
 from keras import ops
 
+from keras_ctx.pretraining._backend import gathered_rows, replica_rows
 from keras_ctx.pretraining.base import Pretrainer, num_replicas
 from keras_ctx.pretraining.losses import TokenAccuracy, weighted_cross_entropy
 
@@ -132,19 +132,12 @@ class XLNetPretrainer(Pretrainer):
 
     def _carried_memory(self):
         """This replica's rows of the memory: a list of (rows, mem_len, hidden) per layer."""
-        memory = self.memory
-        replicas = num_replicas()
-        if replicas > 1:
-            rows = self.batch_size // replicas
-            replica = tf.distribute.get_replica_context().replica_id_in_sync_group
-            memory = tf.slice(memory, [0, replica * rows, 0, 0], [-1, rows, -1, -1])
+        memory = replica_rows(self.memory, self.batch_size // num_replicas(), axis=1)
         return [memory[i] for i in range(self.backbone.num_layers)]
 
     def _carry(self, new_memory):
         """Stores every replica's next memory in its rows (all-gathered in replica order)."""
-        new_memory = ops.cast(ops.stack(new_memory), self.memory.dtype)
-        if num_replicas() > 1:
-            new_memory = tf.distribute.get_replica_context().all_gather(new_memory, axis=1)
+        new_memory = gathered_rows(ops.cast(ops.stack(new_memory), self.memory.dtype), axis=1)
         self.memory.assign(ops.stop_gradient(new_memory))
 
     def compute_losses(self, batch, training):

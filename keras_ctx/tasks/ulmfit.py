@@ -89,6 +89,7 @@ def _fit_language_model(lm, dataset, epochs, steps_per_epoch, fit_kwargs):
     callbacks = list(fit_kwargs.pop("callbacks", None) or [])
     if lm.carry_state:
         callbacks.append(StateReset())  # each epoch reads the stream from its start
+    fit_kwargs.setdefault("shuffle", False)  # batches: shuffled (or not) where they are made
     lm.fit(dataset, epochs=epochs, steps_per_epoch=steps_per_epoch, callbacks=callbacks,
            **fit_kwargs)
 
@@ -162,6 +163,7 @@ def fine_tune_classifier(backbone, dataset, num_classes, epochs=None,
     classifier.compile(optimizer, keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                        metrics=["accuracy"])
     callbacks = list(fit_kwargs.pop("callbacks", []))
+    fit_kwargs.setdefault("shuffle", False)  # batches: shuffled (or not) where they are made
     if gradual_unfreezing:
         callbacks.insert(0, GradualUnfreezing(groups))
     history = classifier.fit(dataset, epochs=epochs, steps_per_epoch=steps_per_epoch,

@@ -141,3 +141,20 @@ def test_composed_noise_and_seq2seq_features_under_tf_data():
     too_long = tf.data.Dataset.from_tensors({"inputs": tf.range(20), "targets": tf.range(5)})
     with pytest.raises(tf.errors.InvalidArgumentError, match="nothing is truncated"):
         list(too_long.map(lambda e: noise.seq2seq_features(e, 10, 10, 2)))
+
+
+def test_t5_chunks_fill_the_encoder_as_random_spans_helper():
+    # t5/data/preprocessors.py random_spans_helper: 568 tokens make 512 inputs and 114
+    # targets (noise density 0.15, mean span 3, a sentinel per span, EOS).
+    assert noise.span_corruption_tokens_length(512) == 568
+    assert noise.span_corruption_lengths(568) == (512, 114)
+    for length in (32, 64, 100, 128, 256):
+        tokens = noise.span_corruption_tokens_length(length)
+        assert noise.span_corruption_lengths(tokens)[0] <= length
+        assert noise.span_corruption_lengths(tokens + 1)[0] > length
+        # The masks drawn agree with the sizing (70 * 0.15 is a tie in float32 too).
+        for seed in range(3):
+            tf.random.set_seed(seed)
+            out = noise.span_corruption(tf.range(10, 10 + tokens), eos_id=1)
+            assert (len(out["inputs"]), len(out["targets"])) == noise.span_corruption_lengths(
+                tokens)

@@ -367,3 +367,21 @@ def test_elmo_prepared_sentences_are_text_read_as_the_bilm_pipeline_reads_them(t
     index = [order[row.tobytes()] for row in characters]
     assert sorted(index) == list(range(60)) and index != list(range(60))
     np.testing.assert_array_equal(words, expected["token_ids"].numpy()[index])
+
+
+def test_static_whole_word_ngram_masks_as_albert_writes_them():
+    # google-research/albert create_pretraining_data.py: SOP pairs, masks drawn when
+    # written (dupe_factor copies), whole-word n-grams; the slots are probed with a
+    # vocabulary id (a whole-word masker looks every id up).
+    from keras_ctx.data import layouts
+
+    tokenizer, docs = _wordpiece(), _random_docs()
+    run = Run("albert-base", 8, 32, tokenizer.vocabulary_size(), 0)
+    layout = layouts.pairs_layout(tokenizer, run, kind="sop", duplicate=2, static_masking=True,
+                                  whole_word_masking=True, max_ngram=3)
+    assert layout.features["mask_positions"] == 5  # ceil(0.15 * 32)
+    rows = list(layout.examples(docs, np.random.default_rng([0, 0])))
+    for row in rows:
+        used = row["mask_positions"][row["mask_weights"] > 0]
+        assert 0 < len(used) <= max(1, round(0.15 * row["padding_mask"].sum()))
+        assert (np.diff(used) > 0).all()

@@ -204,3 +204,34 @@ def test_short_target_is_drawn_once_per_document_pass():
     # Half of the passes are short (randint(2, max_tokens)), half full.
     full = sum(found == {29} for found in lengths.values())
     assert 0.2 * len(lengths) < full < 0.8 * len(lengths)
+
+
+def test_two_segment_examples_as_build_pretraining_dataset():
+    # google-research/electra build_pretraining_dataset.py: a document's sentences up to
+    # the target length, A up to (target - 3) // 2 tokens, B the rest; one segment
+    # with probability 0.1; never across documents, tokens in order.
+    docs = [[list(range(1000 * d + 10 * s + 10, 1000 * d + 10 * s + 20)) for s in range(12)]
+            for d in range(300)]
+    arrays = [[np.asarray(s, np.int32) for s in d] for d in docs]
+    examples = list(segments.packed_examples(arrays, 64, CLS, SEP, PAD, mode="two_segments",
+                                             rng=np.random.default_rng(0)))
+    one_segment = 0
+    for example in examples:
+        n = example["padding_mask"].sum()
+        ids = example["token_ids"][:n]
+        assert ids[0] == CLS and ids[-1] == SEP and n <= 64
+        body = ids[(ids != CLS) & (ids != SEP)]
+        assert len({t // 1000 for t in body}) == 1 and _contiguous(body)
+        seps = np.flatnonzero(ids == SEP)
+        if len(seps) == 1:
+            one_segment += 1
+            assert (example["segment_ids"] == 0).all()
+        else:
+            a = ids[1:seps[0]]
+            assert len(a) % 10 == 0 and len(a) <= 30  # whole sentences up to the target 30
+            np.testing.assert_array_equal(example["segment_ids"][:n],
+                                          np.r_[np.zeros(seps[0] + 1), np.ones(n - seps[0] - 1)])
+    share = one_segment / len(examples)
+    assert abs(share - 0.1) < 4 * np.sqrt(0.09 / len(examples)) + 0.02, share
+    # Every sentence is used (up to the cut of A and B to 64 tokens).
+    assert sum(e["padding_mask"].sum() for e in examples) > 0.8 * 300 * 120

@@ -284,6 +284,17 @@ def cvt_batch():
     return {"labelled": {"a": (x, tags), "b": (x, tags % 2)}, "unlabelled": {"a": u, "b": x}}
 
 
+def mad_x_language_adapter():
+    from keras_ctx.models import BertBackbone
+    from keras_ctx.peft import AdapterMaskedLMPretrainer, add_adapter, train_only
+
+    backbone = BertBackbone(**_bert_config())
+    add_adapter(backbone, "lang", "madx_language")  # with the invertible adapter
+    pretrainer = AdapterMaskedLMPretrainer(backbone)
+    train_only(pretrainer, adapters=["lang"])  # MAD-X: the backbone frozen
+    return pretrainer
+
+
 # ELECTRA's lambda = 50 overflows float16 gradients at Keras' first loss scale
 # (2^15): the LossScaleOptimizer skips steps and halves the scale until 2^9;
 # start there to check the step that is applied.
@@ -313,7 +324,12 @@ CASES = {
     "awd_lstm_lm_carried": (awd_lstm_lm_carried, causal_lm_batch),
     "awd_lstm_lm_stream": (awd_lstm_lm_carried, awd_lstm_stream_batch),
     "cvt": (cvt, cvt_batch),
+    "mad_x_language_adapter": (mad_x_language_adapter, lambda: _mlm_batch(1)),
 }
+# One case per way of computing losses: the default runs; the variants (RoBERTa,
+# ALBERT, BART, ELECTRA's second stage, ...) with -m slow.
+FAST = ("bert", "span_bert", "electra", "xlnet", "bilm", "causal_lm", "gpt_fine_tuner", "t5",
+        "translation")
 
 
 def _carried_under_replicas(strategy, batches, make, carried, axis):

@@ -21,13 +21,10 @@ import sys
 import pytest
 
 from keras_ctx import testing
-from tests.pretraining.matrix_cases import CASES, NOT_CHECKED, OPTIONS
+from tests.pretraining.matrix_cases import CASES, FAST, NOT_CHECKED, OPTIONS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-# One case per way of computing losses runs by default; their variants (RoBERTa,
-# ALBERT, BART, ELECTRA's second stage), bfloat16 and XLA with -m slow.
-FAST = ("bert", "span_bert", "electra", "xlnet", "bilm", "causal_lm", "gpt_fine_tuner", "t5",
-        "translation")
+# FAST runs by default; the variants, bfloat16 and XLA with -m slow.
 SLOW = tuple(name for name in CASES if name not in FAST)
 
 

@@ -184,3 +184,20 @@ def test_spanbert_pretrainer_learns_under_xla():
     assert history["loss"][-1] < history["loss"][0]
     # Chance is 1/105; the boundaries and the offset give the number away.
     assert history["sbo_accuracy"][-1] > 0.3, history
+
+
+def test_span_budget_is_spanberts_ceil_of_the_block():
+    # facebookresearch/SpanBERT masking.py: mask_num = math.ceil(len(sentence) * 0.15)
+    # over the block without [CLS]/[SEP] (20 tokens -> 4: 20 * 0.15 is 3.0000000000000004).
+    import math
+
+    from keras_ctx.data.span_masking import span_mask_example
+
+    table = np.zeros(100, bool)  # one-token words, spans of one word (p=1): always placed
+    for n in range(1, 61):
+        ids = np.zeros(64, "int32")
+        ids[0], ids[1:n + 1], ids[n + 1] = 2, 10 + np.arange(n) % 80, 3
+        out = span_mask_example(tf.constant(ids), tf.constant([n, 1]), 100, 4, table,
+                                padding_mask=tf.constant((ids != 0).astype("int32")),
+                                special_token_ids=(0, 1, 2, 3), p=1.0)
+        assert int(np.asarray(out["mask_weights"]).sum()) == math.ceil(n * 0.15), n

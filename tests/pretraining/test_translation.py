@@ -114,7 +114,7 @@ def test_pretrainer_keras_round_trip(tmp_path):
 
 
 def test_each_side_ids_are_checked_against_their_own_vocabulary_before_a_compiled_step():
-    from keras_ctx.layers.embeddings import checked_token_ids
+    from keras_ctx.data.checked_input import checked_token_ids
 
     # Source vocabulary 10, target 12: decoder id 11 is fine, 12 is not; encoder id 10 is not.
     model = TranslationPretrainer(CoveBackbone(10, embedding_size=4, hidden_size=5), 12,
@@ -129,7 +129,7 @@ def test_each_side_ids_are_checked_against_their_own_vocabulary_before_a_compile
     checked_token_ids(batch(9, 11), model)
     for encoder_id, decoder_id, name in ((9, 12, "decoder_token_ids must be in \\[0, 12\\)"),
                                          (10, 11, "encoder_token_ids must be in \\[0, 10\\)")):
-        with pytest.raises(tf.errors.InvalidArgumentError, match=name):
+        with pytest.raises(ValueError, match=name):
             checked_token_ids(batch(encoder_id, decoder_id), model)
         dataset = tf.data.Dataset.from_tensors(batch(encoder_id, decoder_id))
         with pytest.raises(tf.errors.InvalidArgumentError, match=name):

@@ -1,0 +1,197 @@
+"""BERT MLM training step on an accelerator: keras_ctx vs keras-hub, same backend and device.
+
+BERT-base (L12 H768 A12, vocabulary 30,522), sequence 128, mixed_bfloat16,
+AdamW, random tokens with `--predictions` masked positions per sequence (20 as
+keras-hub's BertMaskedLM preset preprocessor). Both models train through their
+own Keras `train_step(state, data)`, jit-compiled once; the two are timed in
+turns (`--rounds` rounds of `--steps` steps each, after warm-up), each round
+ended by `jax.block_until_ready`, so that both see the same device state.
+Reports seq/s and MFU = 3 x forward matmul FLOPs (attention included) / time /
+`--peak` (989 TFLOP/s: dense bf16 of an H100 SXM or an H200).
+
+Needs only keras, jax, keras-hub and keras_ctx (numpy batches, no TensorFlow):
+
+    KERAS_BACKEND=jax python -m benchmarks.accelerator_mlm [--batch 256] [--record]
+
+Several hosts (e.g. a TPU pod slice or GPU nodes): run the same command on every
+host after `jax.distributed.initialize()` (`--distributed`); the batch is then
+the global batch, split by keras.distribution.DataParallel over all devices.
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+os.environ.setdefault("KERAS_BACKEND", "jax")
+
+import numpy as np  # noqa: E402
+
+BERT_BASE = dict(layers=12, hidden=768, heads=12, intermediate=3072, vocabulary=30522)
+PEAK = 989e12  # dense bf16 FLOP/s of an NVIDIA H100 SXM and of an H200 (NVIDIA's data sheets)
+
+
+def forward_matmul_flops(batch, length, predictions, layers, hidden, intermediate, vocabulary,
+                         **_):
+    """Forward matrix-product FLOPs of one BERT MLM step (2 per multiply-add).
+
+    Per layer and token: Q, K, V, O (4 H^2) and the FFN (2 H F) products, plus
+    attention's scores and context (2 T H); per masked position: the head's
+    transform (H^2) and the tied vocabulary projection (H V).
+    """
+    tokens = batch * length
+    encoder = layers * tokens * 2 * (4 * hidden * hidden + 2 * hidden * intermediate
+                                     + 2 * length * hidden)
+    head = batch * predictions * 2 * (hidden * hidden + hidden * vocabulary)
+    return encoder + head
+
+
+def make_batch(batch, length, predictions, vocabulary, seed=0):
+    """(x, y, sample_weight) numpy arrays: keras-hub BertMaskedLM's format."""
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(1000, vocabulary, (batch, length)).astype("int32")
+    positions = np.sort(np.stack([rng.choice(np.arange(1, length - 1), predictions,
+                                             replace=False) for _ in range(batch)]), -1)
+    x = {"token_ids": ids, "padding_mask": np.ones_like(ids),
+         "segment_ids": np.zeros_like(ids), "mask_positions": positions.astype("int32")}
+    return x, np.take_along_axis(ids, positions, 1), np.ones(positions.shape, "float32")
+
+
+def keras_ctx_model(config):
+    from keras_ctx.models import BertBackbone
+    from keras_ctx.pretraining import MaskedLMPretrainer
+
+    backbone = BertBackbone(vocabulary_size=config["vocabulary"], num_layers=config["layers"],
+                            num_heads=config["heads"], hidden_size=config["hidden"],
+                            intermediate_size=config["intermediate"],
+                            max_sequence_length=512)
+    return MaskedLMPretrainer(backbone)  # MLM only, as BertMaskedLM
+
+
+def keras_ctx_data(x, y, weights):
+    return {**x, "mask_ids": y, "mask_weights": weights}
+
+
+def keras_hub_model(config):
+    import keras_hub
+
+    backbone = keras_hub.models.BertBackbone(
+        vocabulary_size=config["vocabulary"], num_layers=config["layers"],
+        num_heads=config["heads"], hidden_dim=config["hidden"],
+        intermediate_dim=config["intermediate"], max_sequence_length=512)
+    return keras_hub.models.BertMaskedLM(backbone, preprocessor=None)
+
+
+IMPLEMENTATIONS = ("keras_ctx", "keras_hub")
+
+
+def build(name, config, batch):
+    """(model, the `data` its train_step takes), compiled with AdamW, every variable built."""
+    import keras
+
+    optimizer = keras.optimizers.AdamW(1e-4, weight_decay=0.01)
+    x, y, weights = batch
+    if name == "keras_ctx":
+        model, data = keras_ctx_model(config), (keras_ctx_data(x, y, weights),)
+        model.compile(optimizer=optimizer)
+        model.fit(data[0], batch_size=len(y), epochs=1, verbose=0)
+        return model, data
+    model = keras_hub_model(config)
+    model.compile(optimizer=optimizer)  # keras-hub's own loss and weighted accuracy
+    model.fit(x, y, sample_weight=weights, batch_size=len(y), epochs=1, verbose=0)
+    return model, batch
+
+
+class Stepper:
+    """One model's jit-compiled `train_step(state, data)` and its state."""
+
+    def __init__(self, model, data):
+        import jax
+
+        self.model = model
+        self.state = (
+            [v.value for v in model.trainable_variables],
+            [v.value for v in model.non_trainable_variables],
+            [v.value for v in model.optimizer.variables],
+            [v.value for v in model.metrics_variables])
+        self.data = jax.device_put(data)
+        self.step = jax.jit(model.train_step, donate_argnums=0)
+
+    def run(self, steps):
+        """Seconds for `steps` steps, the device synchronised at the end."""
+        import jax
+
+        start = time.perf_counter()
+        for _ in range(steps):
+            logs, self.state = self.step(self.state, self.data)
+        jax.block_until_ready((logs, self.state))
+        return time.perf_counter() - start
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--length", type=int, default=128)
+    parser.add_argument("--predictions", type=int, default=20)
+    for key, value in BERT_BASE.items():
+        parser.add_argument(f"--{key}", type=int, default=value)
+    parser.add_argument("--steps", type=int, default=10, help="steps per timed round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--peak", type=float, default=PEAK, help="FLOP/s of the device")
+    parser.add_argument("--precision", default="mixed_bfloat16")
+    parser.add_argument("--implementations", default=",".join(IMPLEMENTATIONS))
+    parser.add_argument("--distributed", action="store_true",
+                        help="jax.distributed.initialize() first (one process per host)")
+    parser.add_argument("--record", action="store_true", help="append to benchmarks/RESULTS.md")
+    args = parser.parse_args(argv)
+
+    import jax
+    import keras
+
+    if keras.backend.backend() != "jax":
+        raise SystemExit("Run with KERAS_BACKEND=jax (this benchmark times JAX steps).")
+    if args.distributed:
+        jax.distributed.initialize()
+    if jax.device_count() > 1:
+        keras.distribution.set_distribution(keras.distribution.DataParallel())
+    keras.config.set_dtype_policy(args.precision)
+    keras.utils.set_random_seed(0)
+    config = {key: getattr(args, key) for key in BERT_BASE}
+    batch = make_batch(args.batch, args.length, args.predictions, args.vocabulary)
+    names = args.implementations.split(",")
+    steppers = {name: Stepper(*build(name, config, batch)) for name in names}
+    for stepper in steppers.values():
+        stepper.run(args.warmup)  # compiles
+    times = {name: [] for name in names}
+    for _ in range(args.rounds):  # interleaved: both see the same device state
+        for name, stepper in steppers.items():
+            times[name].append(stepper.run(args.steps) / args.steps)
+    flops = 3 * forward_matmul_flops(args.batch, args.length, args.predictions, **config)
+    device = jax.devices()[0]
+    rows = []
+    for name in names:
+        seconds = statistics.median(times[name])
+        rows.append((name, f"{seconds * 1e3:.1f}", f"{args.batch / seconds:,.0f}",
+                     f"{flops / seconds / args.peak:.1%}"))
+    header = ("implementation", "ms/step", "seq/s", f"MFU (peak {args.peak / 1e12:g} TFLOP/s)")
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    text = "\n".join(lines)
+    what = (f"BERT L{args.layers} H{args.hidden} A{args.heads}, batch {args.batch} x "
+            f"{args.length}, {args.predictions} masked, {args.precision}, AdamW; "
+            f"{jax.device_count()} x {device.device_kind} ({device.platform}); "
+            f"jax {jax.__version__}, keras {keras.__version__}")
+    print(what)
+    print(text)
+    if args.record:
+        path = os.path.join(os.path.dirname(__file__), "RESULTS.md")
+        with open(path, "a") as handle:
+            handle.write(f"\n## accelerator_mlm ({time.strftime('%Y-%m-%d')})\n\n{what}\n\n"
+                         f"{text}\n")
+    return rows
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main() else 1)

@@ -1,0 +1,167 @@
+"""The Pretrainer's step on Keras' JAX backend: one stateless function of the state.
+
+Keras' JAX trainer compiles `train_step(state, data)` once, state = (trainable,
+non-trainable, optimizer, metrics variables' values); nothing in it may change
+a variable in place (Keras' guide "Customizing what happens in fit() with
+JAX"). The objective's `compute_losses` runs in a `keras.StatelessScope` over
+the state's values, and what it assigns (metrics, XLNet's memory, AWD-LSTM's
+states and learning-rate scale, seed generators) comes back as the next state.
+
+Data parallel (`keras.distribution.DataParallel`) compiles this one program
+over the global batch, which the distribution shards: the loss and its
+gradient are the global batch's, so there is no per-replica arithmetic here.
+"""
+
+import contextlib
+import warnings
+
+import jax
+import keras
+from jax.extend import core as jax_core
+from keras import ops
+
+from keras_ctx import compat
+
+
+def num_replicas():
+    """1: the step is one program over the global batch."""
+    return 1
+
+
+def replicas_mean(total):
+    return total
+
+
+def replica_rows(value, rows, axis):
+    return value
+
+
+def gathered_rows(value, axis):
+    return value
+
+
+def flat_cross_entropy(logits, labels):
+    """(N, V) float32 logits, (N,) int32 labels -> (N,) losses: logsumexp(z) - z_y.
+
+    JAX differentiates it to softmax(z) - onehot(y) with the label part a
+    scatter of one value per row, what TensorFlow's version writes by hand.
+    """
+    shifted = logits - jax.lax.stop_gradient(ops.max(logits, axis=-1, keepdims=True))
+    label_logits = ops.take_along_axis(shifted, labels[:, None], axis=-1)[:, 0]
+    return ops.log(ops.sum(ops.exp(shifted), axis=-1)) - label_logits
+
+
+def _current(scope, variables):
+    # Every variable read here is in the scope's mapping: a purged one (fit
+    # keeps the values in the state) would read as its initializer.
+    return [scope.get_current_value(v) for v in variables]
+
+
+def _reached(function, arguments, count):
+    """Which of the first `count` inputs the first output of `function` depends on.
+
+    TensorFlow's gradient of a weight the loss does not read is None, and the
+    step leaves that weight and its optimizer slots alone (RoBERTa's unused
+    pooler, the modules a CVT minibatch does not use, under Adam or weight
+    decay); JAX's is zeros. The traced program says which inputs the loss
+    reads: an equation one of whose outputs is needed needs all its inputs.
+    """
+    jaxpr = jax.make_jaxpr(function)(*arguments).jaxpr
+    needed = {v for v in jaxpr.outvars[:1] if isinstance(v, jax_core.Var)}
+    for equation in reversed(jaxpr.eqns):
+        if any(v in needed for v in equation.outvars):
+            needed.update(v for v in equation.invars if isinstance(v, jax_core.Var))
+    return [v in needed for v in jaxpr.invars[:count]]
+
+
+@contextlib.contextmanager
+def _bound(variables, values):
+    """`variables` read as `values` inside the block.
+
+    Keras' `stateless_apply` maps only the trainable and optimizer variables;
+    a learning rate that reads model state (AWD-LSTM's `learning_rate_scale`,
+    set by the forward pass) must see the step's new value, and during `fit`
+    the model's own copy is purged.
+    """
+    saved = [compat.attribute(v, "variable_value") for v in variables]
+    for variable, value in zip(variables, values):
+        variable._value = value
+    try:
+        yield
+    finally:
+        for variable, value in zip(variables, saved):
+            variable._value = value
+
+
+class Step:
+    """The Pretrainer's `train_step(state, data)` / `test_step(state, data)` on JAX."""
+
+    def _symbolic_build(self, iterator=None, data_batch=None):
+        # As TensorFlow's step: a tf.data input builds the model from its spec,
+        # not from a batch read off the data (which would start a pass over it).
+        if iterator is not None and data_batch is None:
+            dataset = compat.tf_dataset_of(compat.attribute(iterator, "data_adapter"))
+            if dataset is not None:
+                data_batch, iterator = dataset.element_spec, None
+        compat.resolve("symbolic_build")
+        return super()._symbolic_build(iterator=iterator, data_batch=data_batch)
+
+    def _scope(self, trainable, non_trainable, metrics, optimizer=None):
+        mapping = [*zip(self.trainable_variables, trainable),
+                   *zip(self.non_trainable_variables, non_trainable),
+                   *zip(self.metrics_variables, metrics)]
+        if optimizer is not None:  # the loss scale of a LossScaleOptimizer
+            mapping += zip(self.optimizer.variables, optimizer)
+        return keras.StatelessScope(state_mapping=mapping)
+
+    def train_step(self, state, data):
+        for batch in self.step_batches(self.unpack_batch(data)):
+            logs, state = self._update(state, batch)
+        return logs, state
+
+    def _update(self, state, batch):
+        trainable, non_trainable, optimizer, metrics = state
+        variables = self.trainable_variables
+        chosen = {id(v) for v in self.step_variables()}
+        stepped = [i for i, v in enumerate(variables) if id(v) in chosen]
+
+        def loss(stepped_values, trainable, non_trainable, metrics):
+            values = list(trainable)
+            for i, value in zip(stepped, stepped_values):
+                values[i] = value
+            with self._scope(values, non_trainable, metrics, optimizer) as scope:
+                total = self.total_loss(self.compute_losses(batch, training=True))
+                scaled = self.optimizer.scale_loss(total)
+            return scaled, (total, _current(scope, self.non_trainable_variables),
+                            _current(scope, self.metrics_variables))
+
+        arguments = ([trainable[i] for i in stepped], trainable, non_trainable, metrics)
+        reached = _reached(loss, arguments, len(stepped))
+        (_, (total, non_trainable, metrics)), stepped_gradients = jax.value_and_grad(
+            loss, has_aux=True)(*arguments)
+        gradients = [None] * len(variables)
+        for i, gradient, used in zip(stepped, stepped_gradients, reached):
+            if used:
+                gradients[i] = gradient
+        with _bound(self.non_trainable_variables, non_trainable), warnings.catch_warnings():
+            # Weights the step does not reach have no gradient on purpose (as on TensorFlow).
+            warnings.filterwarnings("ignore", "Gradients do not exist for variables")
+            trainable, optimizer = self.optimizer.stateless_apply(optimizer, gradients,
+                                                                  trainable)
+        logs, metrics = self._results(total, metrics)
+        return logs, (trainable, non_trainable, optimizer, metrics)
+
+    def test_step(self, state, data):
+        trainable, non_trainable, metrics = state
+        with self._scope(trainable, non_trainable, metrics) as scope:
+            total = self.total_loss(self.evaluation_losses(self.unpack_batch(data)))
+        non_trainable = _current(scope, self.non_trainable_variables)
+        logs, metrics = self._results(total, _current(scope, self.metrics_variables))
+        return logs, (trainable, non_trainable, metrics)
+
+    def _results(self, total, metrics):
+        with keras.StatelessScope(state_mapping=list(zip(self.metrics_variables,
+                                                         metrics))) as scope:
+            self.loss_tracker.update_state(total)
+            logs = {m.name: m.result() for m in self.metrics}
+        return logs, _current(scope, self.metrics_variables)

@@ -1,0 +1,147 @@
+"""Every objective's first step on JAX equals TensorFlow's from the same weights.
+
+The objectives are the TensorFlow matrix's (`matrix_cases.CASES`); each runs
+one SGD step on TensorFlow here and on JAX in ONE subprocess (Keras reads its
+backend once per process), from the same starting weights, dropout off. The
+JAX step is a different program (Keras' JAX trainer, a stateless step with
+`jax.value_and_grad`), so agreement to float32 rounding checks the whole
+contract: loss scaling, summed rows, step_variables, total_loss, step_batches
+and carried state (XLNet's memory, AWD-LSTM's states after two steps).
+"""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from keras_ctx.pretraining import Pretrainer
+from tests.pretraining.backend_cases import CARRIED, RANDOM, first_step
+from tests.pretraining.matrix_cases import CASES
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+NAMES = [name for name in CASES if name not in RANDOM]
+# By default (~50 s of CPU, both processes): masked LM, ELECTRA's two networks and
+# weighted total, XLNet's carried memory.
+DEFAULT = ("bert", "electra", "xlnet")
+SLOW = [name for name in NAMES if name not in DEFAULT]
+# Float32 reorderings between two compilers: <= 1e-6 relative measured. Half
+# precision rounds activations to 2^-8 relative (bfloat16: up to ~2e-2 measured
+# against float32, as testing.PRETRAINER_TOLERANCES).
+FLOAT32, BFLOAT16 = 1e-5, 0.05
+_TENSORFLOW = {}
+
+
+def _error(got, want):
+    return float(np.linalg.norm(got - want) / np.linalg.norm(want))
+
+
+def _tensorflow(names):
+    """TensorFlow's first step of each case (from its own weights), computed once."""
+    for name in names:
+        if name not in _TENSORFLOW:
+            step = first_step(name)
+            if name in CARRIED:
+                carried = first_step(name, learning_rate=0.0, steps=2)
+                step.update(carried_initial=carried["initial"], carried=carried["carried"])
+            _TENSORFLOW[name] = step
+    return {name: _TENSORFLOW[name] for name in names}
+
+
+def _on_jax(tmp_path, steps, *flags, devices=1):
+    """{f"{name}/{key}": array} of backend_cases run on JAX from `steps`' weights."""
+    source, target = tmp_path / "tensorflow.npz", tmp_path / "jax.npz"
+    np.savez(source, **{f"{name}/{kind}/{i}": w for name, step in steps.items()
+                        for kind in ("initial", "carried_initial") if kind in step
+                        for i, w in enumerate(step[kind])})
+    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", PYTHONPATH=ROOT,
+               TF_CPP_MIN_LOG_LEVEL="3")
+    if devices > 1:  # before JAX starts
+        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+        flags += ("--devices", str(devices))
+    done = subprocess.run([sys.executable, "-m", "tests.pretraining.backend_cases",
+                           str(source), str(target), *steps, *flags],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return dict(np.load(target))
+
+
+def _assert_equal_steps(tmp_path, names):
+    steps = _tensorflow(names)
+    jax_steps = _on_jax(tmp_path, steps)
+    errors = {name: _error(jax_steps[f"{name}/float32"], step["update"])
+              for name, step in steps.items()}
+    assert not {n: e for n, e in errors.items() if not e < FLOAT32}, errors
+    for name in set(CARRIED) & set(names):
+        want = steps[name]["carried"]
+        assert np.abs(want).max() > 0.01, name  # the state really moved on
+        assert _error(jax_steps[f"{name}/carried"], want) < FLOAT32, name
+    return steps
+
+
+def test_one_step_on_jax_equals_tensorflow(tmp_path):
+    _assert_equal_steps(tmp_path, DEFAULT)
+
+
+@pytest.mark.slow  # ~4 min (all < 5e-7 measured); DEFAULT's cases run by default above
+def test_every_objective_on_jax_equals_tensorflow_and_the_matrix_covers_every_objective(
+        tmp_path):
+    steps = _assert_equal_steps(tmp_path, SLOW)
+
+    def subclasses(cls):
+        return [cls] + [s for c in cls.__subclasses__() for s in subclasses(c)]
+
+    # Every Pretrainer subclass keras_ctx defines is a case's model or an ancestor of one.
+    tested = {step["type"] for step in _tensorflow(NAMES).values()}
+    missing = [c.__name__ for c in subclasses(Pretrainer)[1:]
+               if c.__module__.startswith("keras_ctx.")
+               and not tested & {s.__name__ for s in subclasses(c)}]
+    assert not missing, f"add a case to tests/pretraining/matrix_cases.py for {missing}"
+    assert steps
+
+
+@pytest.mark.slow  # ~5 min; float32 runs by default above
+def test_mixed_bfloat16_and_data_parallel_on_jax(tmp_path):
+    """mixed_bfloat16 within half precision of TensorFlow's; DataParallel over two
+    virtual CPU devices equals one device."""
+    steps = _tensorflow(NAMES)
+    jax_steps = _on_jax(tmp_path, steps, "--policies", "float32,mixed_bfloat16", devices=2)
+    for name, step in steps.items():
+        bfloat16 = first_step(name, step["initial"], dtype_policy="mixed_bfloat16")
+        assert _error(bfloat16["update"], step["update"]) < BFLOAT16, name
+        assert _error(jax_steps[f"{name}/mixed_bfloat16"], step["update"]) < BFLOAT16, name
+        assert _error(jax_steps[f"{name}/data_parallel"],
+                      jax_steps[f"{name}/float32"]) < FLOAT32, name
+
+
+def test_a_checkpoint_from_another_backend_is_refused_in_one_line(tmp_path):
+    """A run directory records the backend of each checkpoint (state.json)."""
+    import json
+
+    import keras
+
+    from keras_ctx.training import Checkpointer, check_backend
+
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    checkpointer = Checkpointer(str(tmp_path))
+    checkpointer.save(model, 1)
+    state = tmp_path / "step-000000001" / "state.json"
+    assert json.loads(state.read_text())["backend"] == "tensorflow"
+    checkpointer.restore(model, 1)
+    state.write_text(json.dumps({"step": 1, "backend": "jax"}))
+    with pytest.raises(ValueError, match="written on Keras' jax backend and this run is on "
+                                         "tensorflow: resume with KERAS_BACKEND=jax"):
+        checkpointer.restore(model, 1)
+    check_backend(str(tmp_path / "absent"))  # nothing written yet: nothing to refuse
+
+
+def test_the_command_backend_flag_chooses_keras_backend_before_keras_starts():
+    code = ("import sys; sys.argv = ['keras-ctx', '--backend', 'jax', 'pretrain']; "
+            "import keras_ctx, keras; print(keras.backend.backend())")
+    env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3", KERAS_BACKEND="tensorflow")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-1] == "jax"

@@ -20,11 +20,15 @@ INSTALL_REQUIRES = [
 # is printed only, and the job says so in one line).
 PLOT_REQUIRES = ["matplotlib==3.11.2"]
 
+# Keras' JAX backend on the CPU (KERAS_BACKEND=jax; docs/backends.md): the version the
+# backend tests ran against. TensorFlow stays the default backend and dependency.
+JAX_REQUIRES = ["jax[cpu]==0.10.2"]
+
 TEST_REQUIRES = [
     "pytest==9.2.0",
     "pytest-xdist==3.8.0",
     "hypothesis==6.170.17",
-] + PLOT_REQUIRES
+] + PLOT_REQUIRES + JAX_REQUIRES  # the tests compare the backends
 
 # The documentation site (mkdocs.yml, docs/): `mkdocs build --strict` runs in the tests.
 DOCS_REQUIRES = [
@@ -56,6 +60,6 @@ setup(
     python_requires=">=3.10",
     install_requires=INSTALL_REQUIRES,
     extras_require={"test": TEST_REQUIRES, "docs": DOCS_REQUIRES, "plot": PLOT_REQUIRES,
-                    "onnx": ONNX_REQUIRES},
+                    "onnx": ONNX_REQUIRES, "jax": JAX_REQUIRES},
     entry_points={"console_scripts": ["keras-ctx=keras_ctx.cli:main"]},
 )

@@ -1,4 +1,4 @@
-"""keras_ctx: a Keras 3 (TensorFlow backend) zoo of contextual word representations.
+"""keras_ctx: a Keras 3 zoo of contextual word representations (TensorFlow or JAX).
 
 The house, bottom to top (imports flow downwards only; tests/test_import_graph.py
 fails on a circle):
@@ -12,7 +12,8 @@ fails on a circle):
 - the registry: `registry` (Family, Framing, Run; imports nothing of ours).
 - modules every layer of the house may use: `compat` (private upstream APIs,
   fenced), `errors`, `files` (atomic writes, locks), `keras_files` (Keras'
-  .weights.h5 / .keras files loaded checked), `progress`, `startup`,
+  .weights.h5 / .keras files loaded checked), `optional` (TensorFlow imported
+  when used), `progress`, `startup`,
   `validation` (config keys and sizes checked).
 - the package's face, one concept each: `preprocessing` (the one text path),
   `handles` (model handles: presets, directories, hf://, kaggle://),
@@ -29,21 +30,15 @@ import os
 from keras_ctx.startup import quiet_startup, use_backend_flag, use_caching_allocator  # noqa: E402,I001  (stdlib only)
 
 use_backend_flag()  # `keras-ctx --backend jax ...`
-# Keras 3 reads the backend once, at its first import: choose TensorFlow
-# unless the user already chose (and then insist below).
+# Keras 3 reads the backend once, at its first import: TensorFlow unless the
+# user chose (KERAS_BACKEND=jax runs the model side without TensorFlow;
+# docs/backends.md says which backend runs what).
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 use_caching_allocator()  # the `keras-ctx` command only; before TensorFlow starts
 
 with quiet_startup():
     import keras  # noqa: E402
-
-if keras.backend.backend() not in ("tensorflow", "jax"):  # JAX: pretraining only, for now
-    raise ImportError(
-        "keras_ctx runs on Keras 3's TensorFlow backend, but KERAS_BACKEND is "
-        f"{keras.backend.backend()!r}. Set KERAS_BACKEND=tensorflow before "
-        "importing keras."
-    )
 
 with quiet_startup():
     from keras_ctx import layers, models, tasks  # noqa: E402,F401

@@ -31,6 +31,8 @@ SYMBOLS = {
     "flatten_layers": ("keras", "keras", "Layer._flatten_layers"),
     # Overridden by pretraining/base.py: the model built from the data's spec.
     "maybe_symbolic_build": ("keras", "keras", "Model._maybe_symbolic_build"),
+    # Whether a JAX value is being traced (no value to check; layers/_generic.py).
+    "jax_tracing": ("keras", "keras.src.utils.jax_utils", "is_in_jax_tracing_scope"),
     # The cuDNN LSTM kernel (layers/lstm.py).
     "cudnn_lstm": ("keras", "keras.src.backend.tensorflow.rnn", "lstm"),
     # Builds a model from a batch or its spec (testing.py builds before probing a step).
@@ -193,6 +195,11 @@ def flatten_layers(layer, include_self=True, recursive=True):
     """The layers inside `layer` (itself first if `include_self`), nested ones if `recursive`."""
     return list(resolve("flatten_layers")(layer, include_self=include_self,
                                           recursive=recursive))
+
+
+def is_traced(tensor):
+    """Whether `tensor` is a JAX tracer (inside `jax.jit`/`grad`): it has no value yet."""
+    return bool(resolve("jax_tracing")(tensor))
 
 
 def cudnn_lstm():

@@ -25,7 +25,7 @@ import dataclasses
 import weakref
 
 import numpy as np
-import tensorflow as tf
+from keras_ctx.optional import tensorflow as tf
 
 from keras_ctx.layers.gather import gather_positions
 

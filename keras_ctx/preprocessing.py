@@ -20,7 +20,7 @@ BPE's leading-space marker).
 
 import keras
 import numpy as np
-import tensorflow as tf
+from keras_ctx.optional import tensorflow as tf
 
 from keras_ctx import registry
 

@@ -22,13 +22,13 @@ import tempfile
 
 import keras
 import numpy as np
-import tensorflow as tf
+from keras_ctx.optional import tensorflow as tf
 
 from keras_ctx import compat
 
 
 def _flatten(structure):
-    return [t for t in tf.nest.flatten(structure) if t is not None]
+    return [t for t in keras.tree.flatten(structure) if t is not None]
 
 
 def _is_float(array):
@@ -121,7 +121,7 @@ def run_layer_test(
                 return keras.layers.Dense(t.shape[-1])(t)
             return t
 
-        return tf.nest.map_structure(dense, inputs)
+        return keras.tree.map_structure(dense, inputs)
 
     user_inputs = _symbolic_inputs(input_data)
     user_layer = layer_cls(**init_kwargs)
@@ -154,7 +154,7 @@ def run_layer_test(
 def _assert_fit_with_xla(model, layer, input_data, head):
     layer_weights = layer.trainable_weights
     initial = [keras.ops.convert_to_numpy(w) for w in layer_weights]
-    batch = len(tf.nest.flatten(input_data)[0])
+    batch = len(keras.tree.flatten(input_data)[0])
     targets = np.ones((batch,) + tuple(head.shape[1:]), "float32")
     model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse", jit_compile=True)
     history = model.fit(input_data, targets, batch_size=batch, epochs=2, verbose=0)

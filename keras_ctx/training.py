@@ -21,7 +21,7 @@ import zipfile
 
 import keras
 import numpy as np
-import tensorflow as tf
+from keras_ctx.optional import tensorflow as tf
 
 from keras_ctx import files, keras_files
 from keras_ctx.data.checked_input import checked_token_ids

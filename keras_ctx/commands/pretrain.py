@@ -17,7 +17,7 @@ import sys
 import time
 
 import keras
-import tensorflow as tf
+from keras_ctx.optional import tensorflow as tf
 
 from keras_ctx import families, handles, progress, runs, validation
 from keras_ctx.commands import pretrain_checks

@@ -5,7 +5,7 @@ The stages themselves are `keras_ctx.tasks.ulmfit`.
 
 import keras
 import numpy as np
-import tensorflow as tf
+from keras_ctx.optional import tensorflow as tf
 
 from keras_ctx.files import json_writer, write_files
 from keras_ctx.runs import check_new_directory

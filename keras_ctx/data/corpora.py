@@ -23,7 +23,7 @@ import re
 import stat
 import sysconfig
 
-import tensorflow as tf
+from keras_ctx.optional import tensorflow as tf
 
 BUILTIN = "builtin"
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\"'])")

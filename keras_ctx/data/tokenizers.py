@@ -27,7 +27,7 @@ import time
 
 import keras
 import numpy as np
-import tensorflow as tf
+from keras_ctx.optional import tensorflow as tf
 
 from keras_ctx import progress
 from keras_ctx.data import corpora

@@ -20,7 +20,7 @@ instead of reading another row (ONNX's Gather reads -1 as the last one).
 import os
 
 import numpy as np
-import tensorflow as tf
+from keras_ctx.optional import tensorflow as tf
 
 from keras_ctx.export.saved_model import (ExportError, flat_outputs, forward_function,
                                           input_specs, named_inputs)

@@ -45,7 +45,7 @@ import shutil
 import tempfile
 
 import keras
-import tensorflow as tf
+from keras_ctx.optional import tensorflow as tf
 
 from keras_ctx import files
 

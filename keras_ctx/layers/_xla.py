@@ -1,4 +1,4 @@
-"""XLA for the layers: whether XLA compiles the trace, and for which device.
+"""XLA for the layers on TensorFlow (imported through `_tensorflow` only): whether XLA compiles the trace, and for which device.
 
 The layers' XLA:CPU rewrites (products with ones for column sums, custom
 weight-gradient products, optimization barriers; layers/dense.py,
@@ -99,24 +99,3 @@ try:
     tf.RegisterGradient("XlaOptimizationBarrier")(_barrier_gradient)
 except KeyError:  # registered already (by TensorFlow, or an earlier import)
     pass
-
-
-def update_positions(tensor, index, updates):
-    """`tensor` with `updates` written at [:, index:index + updates.shape[1]].
-
-    Under XLA: `ops.slice_update` (XLA's DynamicUpdateSlice, in place). In a
-    TF graph: two slices and a concat, core ops only, because that op lowers
-    to `XlaDynamicUpdateSlice`, which stock TF Serving has no kernel for
-    (a generation signature runs the decode loop, cache writes included, in
-    the served graph).
-    """
-    from keras import ops
-
-    updates = ops.cast(updates, tensor.dtype)
-    if in_xla_compilation():
-        start = [0, index] + [0] * (len(tensor.shape) - 2)
-        return ops.slice_update(tensor, start, updates)
-    width = tf.shape(updates)[1]
-    out = tf.concat([tensor[:, :index], updates, tensor[:, index + width:]], axis=1)
-    out.set_shape(tensor.shape)
-    return out

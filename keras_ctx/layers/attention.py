@@ -5,7 +5,7 @@ from keras import ops
 
 from keras_ctx.layers import _checks, banded_attention
 from keras_ctx.layers import dense
-from keras_ctx.layers._xla import update_positions
+from keras_ctx.layers._backend import update_positions
 from keras_ctx.layers.dropout import Dropout
 from keras_ctx.layers.masking import MASK_VALUE
 

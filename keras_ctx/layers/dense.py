@@ -18,8 +18,9 @@ ms), which reads the gradient from the buffer the weight-gradient product
 reads anyway: BERT-mini's training step, 334 -> 312 ms.
 
 `Dense` and `EinsumDense` are Keras' layers with only `call` changed, and
-only under XLA for a CPU (`_xla.cpu_rewrites`): same weights, names, LoRA and
-quantization (Keras' quantized path is untouched). Outside XLA they are
+only under TensorFlow's XLA for a CPU (`_xla.cpu_rewrites`; the products are
+in `_tensorflow.py`, behind the layers' backend switch `_backend.py`): same
+weights, names, LoRA and quantization (Keras' quantized path is untouched). Outside XLA they are
 Keras' own: TensorFlow's kernels do not have these problems, and a custom
 gradient's extra ops would slow one-token decoding in a TF graph (0.92x
 keras-hub at batch 1). On GPU and TPU they are Keras' own too: XLA fuses
@@ -27,78 +28,10 @@ these reductions there, and a barrier would only block fusion.
 """
 
 import keras
-import tensorflow as tf
 from keras import ops
 
-from keras_ctx.layers._xla import cpu_rewrites, in_xla_compilation, optimization_barrier
-
-
-def _weight_gradient(inputs, upstream):
-    """x^T dy for x (rows, in), dy (rows, out), in the orientation XLA:CPU runs fast."""
-    if inputs.shape[-1] is None or upstream.shape[-1] is None or (
-        inputs.shape[-1] <= upstream.shape[-1]
-    ):
-        return tf.matmul(inputs, upstream, transpose_a=True)
-    product = tf.matmul(upstream, inputs, transpose_a=True)  # (out, in)
-    if in_xla_compilation():
-        product = optimization_barrier(product)  # else XLA folds the transpose back
-    return tf.transpose(product)
-
-
-def column_sum(tensor):
-    """Sum over all axes but the last: (..., width) -> (width,).
-
-    Under XLA for a CPU, as the product of the rows with a block of ones;
-    elsewhere TensorFlow's (or XLA:GPU/TPU's) own reduction, which is fast.
-    """
-    tensor = tf.convert_to_tensor(tensor)
-    if not cpu_rewrites() or tensor.shape.rank is None or tensor.shape.rank < 2:
-        return tf.reduce_sum(tensor, axis=tf.range(tf.rank(tensor) - 1))
-    rows = tf.reshape(tensor, [-1, tf.shape(tensor)[-1]])
-    # Eight columns of ones, not one: XLA:CPU runs a one-column product as a
-    # slow matrix-vector loop (0.7 vs 0.2 ms for 2048 x 256).
-    ones = tf.ones([tf.shape(rows)[0], 8], rows.dtype)
-    return tf.matmul(ones, rows, transpose_a=True)[0]
-
-
-@tf.custom_gradient
-def bias_add(tensor, bias):
-    """`tensor (..., *bias.shape) + bias`, whose bias gradient is a `column_sum`."""
-
-    def gradient(upstream):
-        flat = tf.reshape(upstream, [-1, bias.shape.num_elements()])
-        return upstream, tf.reshape(column_sum(flat), tf.shape(bias))
-
-    return tensor + bias, gradient
-
-
-@tf.custom_gradient
-def _matmul_2d(inputs, kernel):
-    def gradient(upstream):
-        return (tf.matmul(upstream, kernel, transpose_b=True),
-                _weight_gradient(inputs, upstream))
-
-    return tf.matmul(inputs, kernel), gradient
-
-
-def matmul(inputs, kernel):
-    """`inputs (..., in) @ kernel (in, out)` as one 2-D product over all leading rows."""
-    inputs = tf.convert_to_tensor(inputs)
-    kernel = tf.convert_to_tensor(kernel)
-    if inputs.shape.rank == 2:
-        return _matmul_2d(inputs, kernel)
-    rows = tf.reshape(inputs, [-1, tf.shape(inputs)[-1]])
-    outputs = _matmul_2d(rows, kernel)
-    return _reshape(outputs, inputs, [kernel.shape[-1]], drop=1)
-
-
-def _reshape(tensor, like, trailing, drop):
-    """`tensor` reshaped to `like`'s leading dims (all but `drop` last) + `trailing`."""
-    leading = tf.shape(like)[:-drop]
-    dynamic = [tf.shape(tensor)[-1]] if trailing[-1] is None else trailing
-    result = tf.reshape(tensor, tf.concat([leading, dynamic], 0))
-    result.set_shape(like.shape[:-drop].concatenate(trailing))
-    return result
+from keras_ctx.layers._backend import bias_add, column_sum, cpu_rewrites, matmul  # noqa: F401
+from keras_ctx.layers._backend import reshape_like
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
@@ -149,10 +82,10 @@ class EinsumDense(keras.layers.EinsumDense):
         if self.equation == _SPLIT_HEADS:
             _, heads, size = kernel.shape
             x = matmul(inputs, ops.reshape(kernel, (kernel.shape[0], heads * size)))
-            x = _reshape(x, inputs, [heads, size], drop=1)
+            x = reshape_like(x, inputs, [heads, size], drop=1)
         else:
             heads, size, output = kernel.shape
-            flat = _reshape(inputs, inputs, [heads * size], drop=2)
+            flat = reshape_like(inputs, inputs, [heads * size], drop=2)
             x = matmul(flat, ops.reshape(kernel, (heads * size, output)))
         if self.bias is not None:
             x = bias_add(x, ops.cast(self.bias, x.dtype))

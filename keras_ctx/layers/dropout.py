@@ -2,7 +2,8 @@
 
 Drawing the random numbers is most of dropout's cost on a CPU (a BERT step
 spends about 15% of its time in the random generator, 13 dropout layers). Two
-ways to make them cheaper, chosen where the layer is traced:
+ways to make them cheaper on TensorFlow, chosen where the layer is traced
+(layers/_tensorflow.py; other backends draw Keras' own dropout bits):
 
 - Inside an XLA-compiled function (`jit_compile=True`): each element's bits
   are Philox-2x32-10 (Salmon et al. 2011, "Parallel random numbers: as easy
@@ -17,47 +18,9 @@ ways to make them cheaper, chosen where the layer is traced:
 """
 
 import keras
-import tensorflow as tf
+from keras import ops
 
-from keras_ctx.layers._xla import in_xla_compilation
-
-# Philox-2x32 constants (Salmon et al. 2011, Random123): round multiplier and
-# Weyl key increment; 10 rounds, Random123's default.
-PHILOX_M = 0xD256D193
-PHILOX_W = 0x9E3779B9
-PHILOX_ROUNDS = 10
-
-
-def philox_2x32(counter_low, counter_high, key, rounds=PHILOX_ROUNDS):
-    """First output word of Philox-2x32-`rounds` for uint32 counters under uint32 `key`."""
-    c0, c1 = counter_low, counter_high
-    for _ in range(rounds):
-        product = tf.cast(c0, tf.uint64) * tf.constant(PHILOX_M, tf.uint64)
-        high = tf.cast(tf.bitwise.right_shift(product, tf.constant(32, tf.uint64)), tf.uint32)
-        low = tf.cast(product, tf.uint32)
-        c0, c1 = tf.bitwise.bitwise_xor(tf.bitwise.bitwise_xor(high, key), c1), low
-        key = key + tf.constant(PHILOX_W, tf.uint32)
-    return c0
-
-
-def _elementwise_philox_keep(shape, seed, rate):
-    """Keep mask from per-element Philox bits: P(keep) = 1 - rate at 2^-32 resolution."""
-    size = tf.reduce_prod(shape)
-    index = tf.cast(tf.range(size), tf.uint32)
-    bits = philox_2x32(index, tf.fill([size], seed[1]), seed[0])
-    threshold = min(int(round(rate * 2**32)), 2**32 - 1)
-    return tf.reshape(bits >= tf.constant(threshold, tf.uint32), shape), threshold / 2**32
-
-
-def _half_bits_keep(shape, seed, rate):
-    """Keep mask from 16 stateless-Philox bits per element (two elements per draw)."""
-    size = tf.reduce_prod(shape)
-    words = tf.random.stateless_uniform(tf.stack([(size + 1) // 2]), seed, minval=None,
-                                        maxval=None, dtype=tf.uint32)
-    halves = tf.reshape(tf.bitcast(words, tf.uint16), [-1])[:size]
-    threshold = min(int(round(rate * 2**16)), 2**16 - 1)
-    keep = tf.reshape(halves >= tf.constant(threshold, tf.uint16), shape)
-    return keep, threshold / 2**16
+from keras_ctx.layers import _backend
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
@@ -76,16 +39,7 @@ class Dropout(keras.layers.Dropout):
     def call(self, inputs, training=False):
         if not training or not 0 < self.rate < 1 or self.noise_shape is not None:
             return super().call(inputs, training=training)
-        # As Keras' TensorFlow backend: the generator's int64 state as int32 seeds.
-        seed = tf.cast(tf.math.floormod(tf.cast(self.seed_generator.next(), tf.int64),
-                                        2**31 - 1), tf.int32)
-        shape = tf.shape(inputs)
-        if in_xla_compilation():
-            keep, dropped = _elementwise_philox_keep(shape, tf.bitcast(seed, tf.uint32), self.rate)
-        else:
-            keep, dropped = _half_bits_keep(shape, seed, self.rate)
-        scale = tf.cast(1.0 / (1.0 - dropped), inputs.dtype)
-        return tf.where(keep, inputs * scale, tf.zeros_like(inputs))
+        return _backend.dropout(inputs, self.rate, self.seed_generator)
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
@@ -121,7 +75,7 @@ class LockedDropout(keras.layers.Layer):
     def call(self, inputs, training=False):
         if not training or self.rate == 0:
             return inputs
-        shape = tf.shape(inputs)
+        shape = ops.shape(inputs)
         return keras.random.dropout(inputs, self.rate, noise_shape=(shape[0], 1, shape[2]),
                                     seed=self.seed_generator)
 
@@ -167,9 +121,9 @@ class EmbeddingDropout(keras.layers.Layer):
     def call(self, embedded, token_ids, training=False):
         if not training or self.rate == 0:
             return embedded
-        keep = keras.random.dropout(tf.ones((self.vocabulary_size,), embedded.dtype),
+        keep = keras.random.dropout(ops.ones((self.vocabulary_size,), embedded.dtype),
                                     self.rate, seed=self.seed_generator)
-        return embedded * tf.gather(keep, tf.cast(token_ids, "int32"))[..., None]
+        return embedded * ops.take(keep, ops.cast(token_ids, "int32"), axis=0)[..., None]
 
     def compute_output_shape(self, embedded_shape, token_ids_shape=None):
         return embedded_shape

@@ -1,14 +1,11 @@
 """Token, learned-position and factorized (ALBERT) embeddings."""
 
 import keras
-import tensorflow as tf
 from keras import ops
 
 from keras_ctx import compat
-from keras_ctx.layers import _checks
+from keras_ctx.layers import _backend, _checks
 from keras_ctx.layers import dense
-from keras_ctx.layers._xla import cpu_rewrites
-from keras_ctx.layers.dense import column_sum
 from keras_ctx.layers.lookup import take_rows
 
 LOOKUPS = ("gather", "one_hot")
@@ -18,21 +15,16 @@ def check_token_ids(token_ids, vocabulary_size, name="token_ids"):
     """`token_ids`, after checking every id is in [0, vocabulary_size) (raises otherwise).
 
     A gather reads id -1 as the last row and XLA clamps ids past the end to
-    it: both would train or serve silently on the wrong vectors. The check
-    holds in eager, tf.function and SavedModel graphs; XLA compiles asserts
-    away, so compiled steps are guarded where their data enters instead
+    it: both would train or serve silently on the wrong vectors. On
+    TensorFlow the check holds in eager, tf.function and SavedModel graphs
+    (InvalidArgumentError); on other backends it checks concrete values
+    (ValueError). XLA compiles asserts away and a traced JAX step has no
+    values, so compiled steps are guarded where their data enters instead
     (`keras_ctx.training.fit_resumable` checks the dataset's `*token_ids`).
     """
     if isinstance(token_ids, keras.KerasTensor):
         return token_ids
-    token_ids = tf.convert_to_tensor(token_ids)
-    message = (f"{name} must be in [0, {vocabulary_size}) (the vocabulary size); an id "
-               "outside it was given. Check the tokenizer matches the model.")
-    checks = [tf.debugging.assert_non_negative(token_ids, message=message),
-              tf.debugging.assert_less(token_ids, tf.cast(vocabulary_size, token_ids.dtype),
-                                       message=message)]
-    with tf.control_dependencies(checks):
-        return tf.identity(token_ids)
+    return _backend.check_token_ids(token_ids, vocabulary_size, name)
 
 
 def _table_size(layer):
@@ -145,9 +137,8 @@ class TokenEmbedding(keras.layers.Layer):
         self.built = True
 
     def _checked_ids(self, token_ids):
-        if keras.backend.backend() == "tensorflow":
-            token_ids = check_token_ids(token_ids, self.vocabulary_size,
-                                        f"The token ids of layer {self.name}")
+        token_ids = check_token_ids(token_ids, self.vocabulary_size,
+                                    f"The token ids of layer {self.name}")
         return ops.cast(token_ids, "int32")
 
     def call(self, token_ids):
@@ -243,24 +234,6 @@ class TokenEmbedding(keras.layers.Layer):
         return config
 
 
-def _broadcast_over_batch(positions, shape):
-    """`positions` (T, H) repeated over the batch of `shape` (B, T, H).
-
-    Its gradient sums over the batch with `column_sum`: XLA:CPU's own reduction
-    over the leading axis took 10.9 of GPT-2-mini's 340 ms step (benchmarks/RESULTS.md).
-    """
-
-    @tf.custom_gradient
-    def broadcast(positions):
-        def gradient(upstream):
-            rows = tf.reshape(upstream, [tf.shape(upstream)[0], -1])
-            return tf.reshape(column_sum(rows), tf.shape(positions))
-
-        return tf.broadcast_to(positions[None], shape), gradient
-
-    return broadcast(positions)
-
-
 @keras.saving.register_keras_serializable(package="keras_ctx")
 class PositionEmbedding(keras.layers.Layer):
     """Learned absolute position embeddings (BERT, GPT, GPT-2, BART).
@@ -307,19 +280,17 @@ class PositionEmbedding(keras.layers.Layer):
                 )
         else:
             length = ops.shape(inputs)[1]
-            if keras.backend.backend() == "tensorflow" and not isinstance(
-                    inputs, keras.KerasTensor):
-                check = tf.debugging.assert_less_equal(
-                    tf.cast(start_index + length, "int32"), self.sequence_length,
-                    message=f"The input is longer than the {self.sequence_length} positions "
-                            f"layer {self.name} has (max_sequence_length); shorten it.")
-                with tf.control_dependencies([check]):
-                    length = tf.identity(length)
+            if not isinstance(inputs, keras.KerasTensor):
+                length = _backend.check_at_most(
+                    start_index + length, self.sequence_length,
+                    f"The input is longer than the {self.sequence_length} positions "
+                    f"layer {self.name} has (max_sequence_length); shorten it.", length)
         table = ops.cast(self.position_embeddings, self.compute_dtype)
         positions = ops.slice(table, (start_index, 0), (length, ops.shape(table)[1]))
-        if cpu_rewrites():  # XLA:CPU only (layers/_xla.py)
-            return _broadcast_over_batch(positions, ops.shape(inputs))
-        return ops.broadcast_to(positions[None], ops.shape(inputs))
+        # Its gradient sums over the batch; under TensorFlow's XLA:CPU as a
+        # `column_sum` (the leading-axis reduction took 10.9 of GPT-2-mini's
+        # 340 ms step, benchmarks/RESULTS.md).
+        return _backend.broadcast_over_batch(positions, ops.shape(inputs))
 
     def compute_output_shape(self, input_shape):
         return input_shape

@@ -34,64 +34,9 @@ Rows absent from a batch: Keras' Adam updates its moments densely (a row not
 looked up still decays m and v and moves by its momentum), which is PyTorch's
 `torch.optim.Adam` on a dense gradient, the reference we follow; a lazy Adam
 (PyTorch's SparseAdam, TF1's LazyAdam) would leave such rows untouched.
+
+On backends other than TensorFlow, gradients are dense arrays: `take_rows` is
+`ops.take` and `summed_rows` the identity (layers/_generic.py).
 """
 
-import tensorflow as tf
-
-from keras_ctx.layers._xla import in_xla_compilation
-
-
-def _dense(gradient):
-    """The IndexedSlices as a dense tensor, duplicates summed (static shape under XLA)."""
-    rows = gradient.dense_shape[0]
-    return tf.math.unsorted_segment_sum(gradient.values, gradient.indices, rows)
-
-
-def summed_rows(gradient):
-    """`gradient` with each row index at most once, in a form Keras' optimizers apply right.
-
-    Args:
-        gradient: a tensor, a `tf.IndexedSlices` (a gather's gradient), or None.
-
-    Returns:
-        A dense tensor or None unchanged. An IndexedSlices becomes dense under XLA
-        (static shapes), in a replica of a multi-replica strategy (whose all-reduce
-        concatenates the replicas' slices, repeating rows again) and where the
-        table has no more rows than the slices; otherwise an IndexedSlices with
-        unique indices whose values are the sums of the duplicates'.
-    """
-    if not isinstance(gradient, tf.IndexedSlices):
-        return gradient
-    rows = tf.get_static_value(gradient.dense_shape)
-    lookups = gradient.values.shape[0]
-    small = rows is not None and lookups is not None and rows[0] <= lookups
-    if small or in_xla_compilation() or tf.distribute.get_strategy().num_replicas_in_sync > 1:
-        return _dense(gradient)
-    unique, position = tf.unique(gradient.indices)
-    values = tf.math.unsorted_segment_sum(gradient.values, position, tf.shape(unique)[0])
-    return tf.IndexedSlices(values, unique, gradient.dense_shape)
-
-
-def take_rows(table, indices):
-    """`table[indices]` (rows of a 2-D table), with its gradient in `summed_rows`' form.
-
-    Args:
-        table: (rows, width) tensor, e.g. an embedding table cast to the compute dtype.
-        indices: int tensor of any shape, every value in [0, rows).
-
-    Returns:
-        `indices.shape + (width,)`.
-    """
-    indices = tf.cast(indices, "int32")
-
-    @tf.custom_gradient
-    def lookup(table):
-        def gradient(upstream):
-            width = tf.shape(table)[1]
-            slices = tf.IndexedSlices(tf.reshape(upstream, [-1, width]),
-                                      tf.reshape(indices, [-1]), tf.shape(table))
-            return summed_rows(slices)
-
-        return tf.gather(table, indices), gradient
-
-    return lookup(table)
+from keras_ctx.layers._backend import summed_rows, take_rows  # noqa: F401  (their home)

@@ -14,12 +14,13 @@ Sak et al. (2014). One step, with `[i, f, g, o]` the gates (Keras order):
 
 Two implementations of the same math and the same weights:
 
-- "loop": `x W + b` for all steps at once, then a `tf.scan` over time of the
-  recurrent step, with a hand-written backward pass (`recurrence`: the weight
-  gradients as one matrix product over all steps, about 2x faster than
-  autodiff of the scan, benchmarks/RESULTS.md). Compiles under XLA
-  (`jit_compile=True`) on CPU, GPU, TPU.
-- "cudnn": Keras' cuDNN kernel (`CudnnRNNV3`, what `keras.layers.LSTM` picks on
+- "loop": `x W + b` for all steps at once, then a scan over time of the
+  recurrent step. On TensorFlow a `tf.scan` with a hand-written backward pass
+  (`_tensorflow_lstm.recurrence`: the weight gradients as one matrix product
+  over all steps, about 2x faster than autodiff of the scan,
+  benchmarks/RESULTS.md); on other backends `ops.scan`, differentiated by the
+  backend. Compiles under XLA (`jit_compile=True`, `jax.jit`) on CPU, GPU, TPU.
+- "cudnn" (TensorFlow only): Keras' cuDNN kernel (`CudnnRNNV3`, what `keras.layers.LSTM` picks on
   GPU). Only for a plain LSTM (no projection, no cell clip) on a GPU, and it
   does NOT compile under XLA: a layer that picks it sets `supports_jit = False`,
   so `Model.compile(jit_compile=True)` falls back to non-XLA with a warning, as
@@ -34,10 +35,10 @@ Importing bilm-tf weights: its `W_0` is `concat([x, h]) -> [i, j, f, o]`
 """
 
 import keras
-import tensorflow as tf
 from keras import ops
 
-from keras_ctx.layers import _checks
+from keras_ctx.layers import _backend, _checks
+from keras_ctx.layers._lstm_cell import cell
 
 IMPLEMENTATIONS = ("auto", "loop", "cudnn")
 
@@ -48,130 +49,6 @@ def _optional_clip(name, value):
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
         raise ValueError(f"`{name}` must be a positive number or None, got {value!r}.")
     return float(value)
-
-
-def _gpu_available():
-    return bool(tf.config.list_logical_devices("GPU"))
-
-
-def _matmul(a, b):
-    """float32 `a` times `b` in b's dtype (the compute dtype), back in float32."""
-    return tf.cast(tf.matmul(tf.cast(a, b.dtype), b), tf.float32)
-
-
-def _shifted(sequence, first, reverse):
-    """The state before each step: `first`, then the sequence without its last step."""
-    if reverse:  # the loop runs from the end: step t follows step t + 1
-        return tf.concat([sequence[1:], first[None]], axis=0)
-    return tf.concat([first[None], sequence[:-1]], axis=0)
-
-
-def _through_clip(value, clip):
-    """Where the gradient passes `clip(value, -clip, clip)` (as tf.clip_by_value's)."""
-    if clip is None:
-        return 1.0
-    return tf.cast((value >= -clip) & (value <= clip), tf.float32)
-
-
-def _batched(a, b):
-    """sum over time and batch of a_tb^T b_tb: one (T*B)-row matmul."""
-    a = tf.reshape(a, (-1, tf.shape(a)[-1]))
-    b = tf.reshape(b, (-1, tf.shape(b)[-1]))
-    return tf.matmul(a, b, transpose_a=True)
-
-
-def cell(h, c, xw_t, m_t, u, p, cell_clip, projection_clip):
-    """One LSTMP step (module docstring): the new (h, c), masked steps keeping the
-    state, and what the backward pass needs: the activated gates [i, f, g, o],
-    the cell and the projection before their clips."""
-    z = xw_t + _matmul(h, u)
-    i, f, g, o = tf.split(z, 4, axis=-1)
-    i, f, g, o = tf.sigmoid(i), tf.sigmoid(f), tf.tanh(g), tf.sigmoid(o)
-    c_raw = f * c + i * g
-    new_c = c_raw if cell_clip is None else tf.clip_by_value(c_raw, -cell_clip, cell_clip)
-    new_h = h_raw = o * tf.tanh(new_c)
-    if p is not None:
-        h_raw = _matmul(new_h, p)
-        new_h = h_raw if projection_clip is None else tf.clip_by_value(
-            h_raw, -projection_clip, projection_clip)
-    return (m_t * new_h + (1.0 - m_t) * h, m_t * new_c + (1.0 - m_t) * c,
-            tf.concat([i, f, g, o], axis=-1), c_raw, h_raw)
-
-
-def recurrence(xw, m, h0, c0, u, p, cell_clip, projection_clip, reverse):
-    """The LSTMP recurrence over time-major `xw` = x W + b; returns every (h_t, c_t).
-
-    xw (T, B, 4u) float32; m (T, B, 1) float32 mask (masked steps keep the
-    state); h0 (B, out), c0 (B, u) float32; u (out, 4u) and p (u, proj) or
-    None in the compute dtype. Returns hs (T, B, out) and cs (T, B, u).
-
-    The forward pass is the recurrence of the module docstring, one `tf.scan`.
-    The backward pass is written by hand: its loop runs only what is
-    sequential (dz_t U^T, and dh_t P^T with a projection); the weight
-    gradients dU = sum_t h_{t-1}^T dz_t and dP = sum_t m_t^T dh_t are then one
-    matrix product each over all T * B rows, instead of a small product per
-    step added into an accumulator (what autodiff of the scan does).
-    """
-
-    @tf.custom_gradient
-    def run(xw, h0, c0, u, p_or_dummy):
-        def step(state, inputs):
-            return cell(state[0], state[1], inputs[0], inputs[1], u,
-                        None if p is None else p_or_dummy, cell_clip, projection_clip)
-
-        zeros_b = tf.zeros_like(xw[0])
-        init = (h0, c0, zeros_b, tf.zeros_like(c0), tf.zeros_like(h0))
-        hs, cs, gates, c_raws, h_raws = tf.scan(step, (xw, m), initializer=init,
-                                                reverse=reverse)
-
-        def grad(d_hs, d_cs):
-            h_prev = _shifted(hs, h0, reverse)
-            c_prev = _shifted(cs, c0, reverse)
-
-            def back(carry, inputs):
-                dh, dc = carry[0], carry[1]
-                d_h_t, d_c_t, gate, c_raw, h_raw, c_before, m_t = inputs
-                dh, dc = dh + d_h_t, dc + d_c_t
-                i, f, g, o = tf.split(gate, 4, axis=-1)
-                new_c = c_raw if cell_clip is None else tf.clip_by_value(
-                    c_raw, -cell_clip, cell_clip)
-                tanh_c = tf.tanh(new_c)
-                d_new_h = m_t * dh
-                d_h_raw = d_new_h
-                if p is not None:
-                    d_h_raw = d_new_h * _through_clip(h_raw, projection_clip)
-                    d_new_h = tf.matmul(tf.cast(d_h_raw, p_or_dummy.dtype), p_or_dummy,
-                                        transpose_b=True)
-                    d_new_h = tf.cast(d_new_h, tf.float32)
-                d_o = d_new_h * tanh_c
-                d_new_c = m_t * dc + d_new_h * o * (1.0 - tanh_c * tanh_c)
-                d_c_raw = d_new_c * _through_clip(c_raw, cell_clip)
-                dz = tf.concat([d_c_raw * g * i * (1.0 - i),
-                                d_c_raw * c_before * f * (1.0 - f),
-                                d_c_raw * i * (1.0 - g * g),
-                                d_o * o * (1.0 - o)], axis=-1)
-                dh_prev = (1.0 - m_t) * dh + tf.cast(
-                    tf.matmul(tf.cast(dz, u.dtype), u, transpose_b=True), tf.float32)
-                dc_prev = (1.0 - m_t) * dc + d_c_raw * f
-                return dh_prev, dc_prev, dz, d_h_raw, o * tanh_c
-
-            zeros = (tf.zeros_like(h0), tf.zeros_like(c0), zeros_b, tf.zeros_like(h0),
-                     tf.zeros_like(c0))
-            dhs, dcs, dz, d_h_raw, m_pre = tf.scan(
-                back, (d_hs, d_cs, gates, c_raws, h_raws, c_prev, m), initializer=zeros,
-                reverse=not reverse)
-            first = -1 if reverse else 0  # the carry after the step that ran first
-            d_u = tf.cast(_batched(tf.cast(h_prev, u.dtype), tf.cast(dz, u.dtype)), u.dtype)
-            if p is None:
-                d_p = tf.zeros_like(p_or_dummy)
-            else:
-                d_p = tf.cast(_batched(tf.cast(m_pre, p_or_dummy.dtype),
-                                       tf.cast(d_h_raw, p_or_dummy.dtype)), p_or_dummy.dtype)
-            return dz, dhs[first], dcs[first], d_u, d_p
-
-        return (hs, cs), grad
-
-    return run(xw, h0, c0, u, tf.zeros((), u.dtype) if p is None else p)
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
@@ -251,7 +128,7 @@ class LSTMP(keras.layers.Layer):
                 "and cell_clip=None (cuDNN has neither). Use 'loop' or 'auto'."
             )
         self._use_cudnn = self.implementation == "cudnn" or (
-            self.implementation == "auto" and self.cudnn_eligible and _gpu_available()
+            self.implementation == "auto" and self.cudnn_eligible and _backend.gpu_available()
         )
         if self._use_cudnn:
             # The cuDNN op has no XLA kernel (as for keras.layers.LSTM).
@@ -314,45 +191,42 @@ class LSTMP(keras.layers.Layer):
 
     # -- the loop: XLA-compilable, with a hand-written backward pass ---------
     def _loop(self, inputs, mask, recurrent_kernel=None, initial_state=None):
-        batch = tf.shape(inputs)[0]
+        batch = ops.shape(inputs)[0]
         w = ops.cast(self.kernel, self.compute_dtype)
         xw = ops.matmul(ops.cast(inputs, self.compute_dtype), w)
         xw = ops.cast(xw, "float32") + ops.cast(self.bias, "float32")
         if mask is None:
-            m = tf.ones(tf.shape(inputs)[:2], "float32")
+            m = ops.ones(ops.shape(inputs)[:2], "float32")
         else:
-            m = tf.cast(mask, "float32")
-        xw_t = tf.transpose(xw, (1, 0, 2))  # time major
-        m_t = tf.transpose(m, (1, 0))[..., None]
+            m = ops.cast(mask, "float32")
+        xw_t = ops.transpose(xw, (1, 0, 2))  # time major
+        m_t = ops.transpose(m, (1, 0))[..., None]
         if initial_state is None:
             init = (
-                tf.zeros(tf.stack([batch, self.output_dim]), "float32"),
-                tf.zeros(tf.stack([batch, self.units]), "float32"),
+                ops.zeros((batch, self.output_dim), "float32"),
+                ops.zeros((batch, self.units), "float32"),
             )
         else:
-            init = tuple(tf.cast(s, "float32") for s in initial_state)
+            init = tuple(ops.cast(s, "float32") for s in initial_state)
         u = ops.cast(self.recurrent_kernel if recurrent_kernel is None else recurrent_kernel,
                      self.compute_dtype)
         p = (None if self.projection_kernel is None
              else ops.cast(self.projection_kernel, self.compute_dtype))
-        hs, cs = recurrence(xw_t, m_t, init[0], init[1], u, p, self.cell_clip,
+        hs, cs = _backend.recurrence(xw_t, m_t, init[0], init[1], u, p, self.cell_clip,
                             self.projection_clip, self.reverse)
-        outputs = tf.transpose(hs * m_t, (1, 0, 2))  # zeros at masked steps
+        outputs = ops.transpose(hs * m_t, (1, 0, 2))  # zeros at masked steps
         last = 0 if self.reverse else -1  # masked steps keep the state: the final one
         final_state = (hs[last], cs[last])
         if self.return_sequences:
             return outputs, final_state
-        return tf.transpose(hs, (1, 0, 2))[:, last], final_state
+        return ops.transpose(hs, (1, 0, 2))[:, last], final_state
 
     def _cudnn(self, inputs, mask, recurrent_kernel=None, initial_state=None):
-        from keras_ctx import compat
-
         if initial_state is None:
-            batch = tf.shape(inputs)[0]
-            zeros = tf.zeros(tf.stack([batch, self.units]), inputs.dtype)
+            zeros = ops.zeros((ops.shape(inputs)[0], self.units), inputs.dtype)
             initial_state = (zeros, zeros)
-        h0, c0 = (tf.cast(s, inputs.dtype) for s in initial_state)
-        last, outputs, final_state = compat.cudnn_lstm()(
+        h0, c0 = (ops.cast(s, inputs.dtype) for s in initial_state)
+        last, outputs, final_state = _backend.cudnn_lstm()(
             inputs,
             h0,
             c0,
@@ -368,10 +242,10 @@ class LSTMP(keras.layers.Layer):
         )
         if self.reverse:
             # Keras' go_backwards returns outputs in reversed time order.
-            outputs = tf.reverse(outputs, axis=[1])
+            outputs = ops.flip(outputs, axis=1)
         if mask is not None:
-            outputs = outputs * tf.cast(mask, outputs.dtype)[..., None]
-        final_state = tuple(tf.cast(s, "float32") for s in final_state)
+            outputs = outputs * ops.cast(mask, outputs.dtype)[..., None]
+        final_state = tuple(ops.cast(s, "float32") for s in final_state)
         return (outputs if self.return_sequences else last), final_state
 
     def call(self, inputs, mask=None, initial_state=None, return_state=False):
@@ -468,7 +342,8 @@ class WeightDropLSTM(LSTMP):
              return_state=False):
         kernel = None
         if training and self.weight_dropout > 0:
-            kernel = keras.random.dropout(self.recurrent_kernel, self.weight_dropout,
+            kernel = keras.random.dropout(ops.convert_to_tensor(self.recurrent_kernel),
+                                          self.weight_dropout,
                                           seed=self.seed_generator)
         return self._run(inputs, mask, kernel, initial_state, return_state)
 

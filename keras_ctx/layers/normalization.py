@@ -9,41 +9,9 @@ only). Outside XLA, and under XLA for a GPU or TPU, Keras' own `call`.
 """
 
 import keras
-import tensorflow as tf
+from keras import ops
 
-from keras_ctx.layers.dense import bias_add, column_sum
-from keras_ctx.layers._xla import cpu_rewrites
-
-
-@tf.custom_gradient
-def _row_mean(tensor):
-    """Mean over the last axis, keepdims, as a (rows, width) x (width, 1) product."""
-    width = tensor.shape[-1]
-    rows = tf.reshape(tensor, [-1, width])
-    mean = tf.matmul(rows, tf.fill([width, 1], tf.constant(1.0 / width, tensor.dtype)))
-    mean = tf.reshape(mean, tf.concat([tf.shape(tensor)[:-1], [1]], 0))
-
-    def gradient(upstream):  # d mean / d x = 1 / width everywhere
-        return tf.broadcast_to(upstream / width, tf.shape(tensor))
-
-    return mean, gradient
-
-
-def row_mean(tensor):
-    """`reduce_mean(tensor, -1, keepdims=True)`; under XLA:CPU, a product with ones."""
-    if cpu_rewrites() and tensor.shape[-1] is not None:
-        return _row_mean(tensor)
-    return tf.reduce_mean(tensor, axis=-1, keepdims=True)
-
-
-@tf.custom_gradient
-def _scale(normalized, scale):
-    """`normalized * scale`, whose scale gradient is a `column_sum`."""
-
-    def gradient(upstream):
-        return upstream * scale, column_sum(upstream * normalized)
-
-    return normalized * scale, gradient
+from keras_ctx.layers._backend import bias_add, cpu_rewrites, row_mean, scale
 
 
 def _is_last_axis(axis, rank):
@@ -67,13 +35,13 @@ class LayerNormalization(keras.layers.LayerNormalization):
         if (not cpu_rewrites() or self.rms_scaling or not self.scale
                 or not _is_last_axis(self.axis, len(inputs.shape))):
             return super().call(inputs)
-        x = tf.cast(inputs, "float32")
+        x = ops.cast(inputs, "float32")
         centred = x - row_mean(x)
-        normalized = centred * tf.math.rsqrt(row_mean(centred * centred) + self.epsilon)
-        outputs = _scale(normalized, tf.cast(self.gamma, "float32"))
+        normalized = centred * ops.rsqrt(row_mean(centred * centred) + self.epsilon)
+        outputs = scale(normalized, ops.cast(self.gamma, "float32"))
         if self.center:
-            outputs = bias_add(outputs, tf.cast(self.beta, "float32"))
-        return tf.cast(outputs, self.compute_dtype)
+            outputs = bias_add(outputs, ops.cast(self.beta, "float32"))
+        return ops.cast(outputs, self.compute_dtype)
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
@@ -88,7 +56,7 @@ class RMSNormalization(keras.layers.RMSNormalization):
     def call(self, x):
         if not cpu_rewrites() or not _is_last_axis(self.axis, len(x.shape)):
             return super().call(x)
-        x32 = tf.cast(x, "float32")
-        normalized = x32 * tf.math.rsqrt(row_mean(x32 * x32) + self.epsilon)
-        outputs = _scale(normalized, tf.cast(self.scale, "float32"))
-        return tf.cast(outputs, self.compute_dtype)
+        x32 = ops.cast(x, "float32")
+        normalized = x32 * ops.rsqrt(row_mean(x32 * x32) + self.epsilon)
+        outputs = scale(normalized, ops.cast(self.scale, "float32"))
+        return ops.cast(outputs, self.compute_dtype)

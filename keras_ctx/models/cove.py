@@ -14,18 +14,18 @@ LSTM with input feeding (McCann et al., 2017, sec. 3):
     h~_t    = tanh(W_2 [H^T alpha_t; h_t^dec] + b_2)
     p(y_t | X, y_<t) = softmax(W_out h~_t + b_out)
 
-`AttentionalDecoder` implements the first three lines with a `tf.scan`, so it
-compiles under XLA. The encoder's LSTMs are plain (no projection), so they
-can use cuDNN when XLA is off (`lstm_implementation="auto"` on a GPU).
+`AttentionalDecoder` implements the first three lines with one scan over time
+(`keras_ctx.layers.scan_states`), so it compiles under XLA on every backend.
+The encoder's LSTMs are plain (no projection), so on TensorFlow they can use
+cuDNN when XLA is off (`lstm_implementation="auto"` on a GPU).
 """
 
 import keras
 import numpy as np
-import tensorflow as tf
 from keras import ops
 
 from keras_ctx import compat
-from keras_ctx.layers import _checks
+from keras_ctx.layers import _checks, scan_states
 from keras_ctx.layers.lstm import LSTMP
 from keras_ctx.models.backbone import Backbone, BackbonePreset
 
@@ -127,8 +127,8 @@ COVE_PRESETS = {
 class AttentionalDecoder(keras.layers.Layer):
     """CoVe's decoder: a stacked LSTM with input feeding and attention.
 
-    See the module docstring for the equations. Runs as one `tf.scan` over
-    the target time steps (XLA-compilable).
+    See the module docstring for the equations. Runs as one scan
+    (`scan_states`) over the target time steps (XLA-compilable).
 
     Args:
         units: LSTM size and size of h~ (the attentional hidden state).
@@ -168,18 +168,18 @@ class AttentionalDecoder(keras.layers.Layer):
         self.built = True
 
     def call(self, inputs, encoder_outputs, encoder_mask=None):
-        batch = tf.shape(inputs)[0]
+        batch = ops.shape(inputs)[0]
         H = ops.cast(encoder_outputs, "float32")
         if encoder_mask is None:
-            source_mask = tf.ones(tf.shape(H)[:2], "bool")
+            source_mask = ops.ones(ops.shape(H)[:2], "bool")
         else:
-            source_mask = tf.cast(encoder_mask, "bool")
-        z = tf.transpose(ops.cast(inputs, "float32"), (1, 0, 2))  # time major
-        ones = tf.ones(tf.stack([batch, 1]), "float32")
+            source_mask = ops.cast(encoder_mask, "bool")
+        z = ops.transpose(ops.cast(inputs, "float32"), (1, 0, 2))  # time major
+        ones = ops.ones((batch, 1), "float32")
 
         def step(state, z_t):
             *lstm_states, h_tilde = state
-            x = tf.concat([z_t, h_tilde], -1)
+            x = ops.concatenate([z_t, h_tilde], -1)
             new_states = []
             for j, lstm in enumerate(self.lstms):
                 h, c = lstm_states[2 * j], lstm_states[2 * j + 1]
@@ -192,18 +192,18 @@ class AttentionalDecoder(keras.layers.Layer):
                 x = h
             # alpha_t = softmax(H (W_1 h_t^dec + b_1))
             query = ops.cast(self.attention_query(x), "float32")
-            scores = tf.einsum("bsd,bd->bs", H, query)
-            scores = tf.where(source_mask, scores, -1e9)
-            alpha = tf.nn.softmax(scores, -1)
-            context = tf.einsum("bs,bsd->bd", alpha, H)
+            scores = ops.einsum("bsd,bd->bs", H, query)
+            scores = ops.where(source_mask, scores, -1e9)
+            alpha = ops.softmax(scores, -1)
+            context = ops.einsum("bs,bsd->bd", alpha, H)
             # h~_t = tanh(W_2 [H^T alpha_t; h_t^dec] + b_2)
-            h_tilde = ops.cast(self.attentional(tf.concat([context, x], -1)), "float32")
+            h_tilde = ops.cast(self.attentional(ops.concatenate([context, x], -1)), "float32")
             return (*new_states, h_tilde)
 
-        zeros = tf.zeros(tf.stack([batch, self.units]), "float32")
+        zeros = ops.zeros((batch, self.units), "float32")
         init = tuple([zeros] * (2 * self.num_layers + 1))
-        states = tf.scan(step, z, initializer=init)
-        return ops.cast(tf.transpose(states[-1], (1, 0, 2)), self.compute_dtype)
+        states = scan_states(step, init, z)
+        return ops.cast(ops.transpose(states[-1], (1, 0, 2)), self.compute_dtype)
 
     def compute_output_shape(self, inputs_shape, *args, **kwargs):
         return tuple(inputs_shape[:2]) + (self.units,)

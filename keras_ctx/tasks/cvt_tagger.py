@@ -7,7 +7,7 @@ unlabelled sentences and trains `CrossViewTrainer`; `save_cvt_tagger` and
 
 import keras
 import numpy as np
-import tensorflow as tf
+from keras_ctx.optional import tensorflow as tf
 
 from keras_ctx.files import json_writer, write_files
 

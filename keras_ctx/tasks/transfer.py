@@ -23,7 +23,7 @@ Layer groups are lists of variables, embeddings first, the task head last:
 """
 
 import keras
-import tensorflow as tf
+from keras_ctx.optional import tensorflow as tf
 
 from keras_ctx import compat
 from keras_ctx.layers.dropout import Dropout

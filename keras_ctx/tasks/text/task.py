@@ -12,7 +12,7 @@ import os
 
 import keras
 import numpy as np
-import tensorflow as tf
+from keras_ctx.optional import tensorflow as tf
 
 from keras_ctx import files, runs
 from keras_ctx import registry as families  # lookups only: keras_ctx.families registers

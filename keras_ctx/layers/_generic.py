@@ -1,0 +1,144 @@
+"""The layers' keras.ops implementations, for every backend but TensorFlow (JAX, PyTorch).
+
+The same names as `_tensorflow`, written as their definitions: XLA on these
+backends fuses the reductions the TensorFlow rewrites work around, their
+gradients are dense arrays (no `IndexedSlices` for Keras' optimizers to
+square per occurrence), and Keras' own dropout draws the bits. Checks run on
+concrete (eager) values; inside a traced function (`jax.jit`) there are no
+values to check, so compiled steps are guarded where their data enters.
+"""
+
+import contextlib
+
+import numpy as np
+from keras import ops
+
+from keras_ctx import compat
+from keras_ctx.layers._lstm_cell import cell
+
+_DEVICE_TYPES = ("CPU", "GPU", "TPU")
+
+
+@contextlib.contextmanager
+def compiled_for(device_type):
+    """Accepted for the same code on every backend; no rewrite depends on it here."""
+    if str(device_type).upper() not in _DEVICE_TYPES:
+        raise ValueError(f"`device_type` must be 'CPU', 'GPU' or 'TPU', got {device_type!r}.")
+    yield
+
+
+def cpu_rewrites():
+    """False: the XLA:CPU rewrites are TensorFlow's only."""
+    return False
+
+
+def column_sum(tensor):
+    """Sum over all axes but the last: (..., width) -> (width,)."""
+    return ops.sum(tensor, axis=tuple(range(len(tensor.shape) - 1)))
+
+
+def bias_add(tensor, bias):
+    return tensor + bias
+
+
+def matmul(inputs, kernel):
+    return ops.matmul(inputs, kernel)
+
+
+def reshape_like(tensor, like, trailing, drop):
+    """`tensor` reshaped to `like`'s leading dims (all but `drop` last) + `trailing`."""
+    leading = tuple(ops.shape(like)[:-drop])
+    return ops.reshape(tensor, leading + tuple(trailing))
+
+
+def row_mean(tensor):
+    return ops.mean(tensor, axis=-1, keepdims=True)
+
+
+def scale(normalized, gamma):
+    return normalized * gamma
+
+
+def broadcast_over_batch(positions, shape):
+    return ops.broadcast_to(positions[None], shape)
+
+
+def summed_rows(gradient):
+    """Dense gradients already hold each row once."""
+    return gradient
+
+
+def take_rows(table, indices):
+    return ops.take(table, ops.cast(indices, "int32"), axis=0)
+
+
+def dropout(inputs, rate, seed_generator):
+    from keras import random
+
+    return random.dropout(inputs, rate, seed=seed_generator)
+
+
+def _concrete(tensor):
+    """`tensor` as numpy, or None while it is traced (no values to check)."""
+    if compat.is_traced(tensor):
+        return None
+    return ops.convert_to_numpy(tensor)
+
+
+def check_token_ids(token_ids, vocabulary_size, name="token_ids"):
+    """`token_ids`, after checking every id is in [0, vocabulary_size) (ValueError otherwise)."""
+    values = _concrete(token_ids)
+    if values is not None and values.size and (
+            values.min() < 0 or values.max() >= vocabulary_size):
+        bad = int(values[(values < 0) | (values >= vocabulary_size)].flat[0])
+        raise ValueError(f"{name} must be in [0, {vocabulary_size}) (the vocabulary size); "
+                         f"id {bad} was given. Check the tokenizer matches the model.")
+    return token_ids
+
+
+def check_at_most(value, limit, message, result):
+    """`result`, after checking `value <= limit` where it is concrete (ValueError otherwise)."""
+    concrete = _concrete(value)
+    if concrete is not None and int(np.max(concrete)) > limit:
+        raise ValueError(message)
+    return result
+
+
+def update_positions(tensor, index, updates):
+    """`tensor` with `updates` written at [:, index:index + updates.shape[1]]."""
+    updates = ops.cast(updates, tensor.dtype)
+    start = [0, index] + [0] * (len(tensor.shape) - 2)
+    return ops.slice_update(tensor, start, updates)
+
+
+def scan_states(step, init, xs):
+    """Every state of `state = step(state, x_t)` over the leading axis of `xs`, stacked."""
+
+    def both(state, x):
+        state = step(state, x)
+        return state, state
+
+    return ops.scan(both, init, xs)[1]
+
+
+def recurrence(xw, m, h0, c0, u, p, cell_clip, projection_clip, reverse):
+    """The LSTMP recurrence over time-major `xw` (see `_tensorflow_lstm.recurrence`):
+    one `ops.scan` of the shared step, differentiated by the backend."""
+
+    def step(state, inputs):
+        h, c, *_ = cell(state[0], state[1], inputs[0], inputs[1], u, p, cell_clip,
+                        projection_clip)
+        return (h, c), (h, c)
+
+    _, (hs, cs) = ops.scan(step, (h0, c0), (xw, m), reverse=reverse)
+    return hs, cs
+
+
+def gpu_available():
+    """False: the cuDNN LSTM kernel is TensorFlow's (Keras' JAX LSTM has none)."""
+    return False
+
+
+def cudnn_lstm():
+    raise ValueError("implementation='cudnn' needs Keras' TensorFlow backend; use "
+                     "implementation='loop' (or 'auto') on this backend.")

@@ -1,0 +1,42 @@
+"""TensorFlow imported when used: the model side runs without it (Keras' JAX backend).
+
+`from keras_ctx.optional import tensorflow as tf` gives a module that imports
+TensorFlow at its first attribute read; without TensorFlow installed that read
+raises one line naming what to install. What needs TensorFlow (tf.data corpora
+and `prepare`, tensorflow-text and keras-hub tokenizers, SavedModel export,
+TF-checkpoint converters, string-in tasks) reads it only when it runs.
+"""
+
+import importlib
+import types
+
+# setup.py's pin of the default dependency.
+TENSORFLOW_REQUIREMENT = "tensorflow==2.21.0"
+
+
+def require_tensorflow(feature="this"):
+    """The `tensorflow` module; ImportError in one line naming what to install if absent."""
+    try:
+        return importlib.import_module("tensorflow")
+    except ModuleNotFoundError as error:
+        if error.name != "tensorflow":
+            raise
+        raise ImportError(
+            f"{feature} needs TensorFlow, which is not installed: pip install "
+            f'"{TENSORFLOW_REQUIREMENT}" (or "keras-ctx" with its default dependencies).'
+        ) from None
+
+
+class _LazyTensorFlow(types.ModuleType):
+    """`tensorflow`, imported at the first attribute read (then read directly)."""
+
+    def __getattr__(self, name):
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)  # introspection (copy, pickle, doctest) imports nothing
+        module = require_tensorflow(f"keras_ctx's use of `tf.{name}`")
+        value = getattr(module, name)
+        setattr(self, name, value)  # later reads skip __getattr__
+        return value
+
+
+tensorflow = _LazyTensorFlow("tensorflow")

@@ -1,0 +1,197 @@
+"""Runs keras_ctx's model side on one Keras backend in a subprocess, for tests comparing backends.
+
+Keras picks its backend once, at import, and the test process runs TensorFlow:
+a test reaches JAX through `run_on_backend("jax", job, ...)`, which starts
+`python -m tests.backends` with KERAS_BACKEND set (and, with
+`without_tensorflow=True`, a meta-path finder that makes `tensorflow`
+unimportable, as if it were not installed). Each job writes its arrays to an
+.npz the test reads back.
+"""
+
+import importlib.abc
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class BlockTensorFlow(importlib.abc.MetaPathFinder):
+    """`import tensorflow` (and tensorflow_text, tensorflow_datasets) fails as if absent."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("tensorflow", "tensorflow_text", "tensorflow_datasets"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+def run_on_backend(backend, job, arguments, without_tensorflow=False, timeout=600):
+    """Runs `JOBS[job](**arguments)` under KERAS_BACKEND=`backend`; its stdout's last line."""
+    # XLA:CPU's compile time is most of a tiny model's run on JAX (each op and
+    # initializer compiles once per shape): skip LLVM's expensive passes.
+    env = dict(os.environ, KERAS_BACKEND=backend, PYTHONPATH=ROOT,
+               TF_CPP_MIN_LOG_LEVEL="2", JAX_PLATFORMS="cpu",
+               XLA_FLAGS="--xla_backend_optimization_level=0 "
+                         "--xla_llvm_disable_expensive_passes=true")
+    command = [sys.executable, "-m", "tests.backends", job, json.dumps(arguments)]
+    if without_tensorflow:
+        command.append("--without-tensorflow")
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
+                            timeout=timeout)
+    assert result.returncode == 0, (
+        f"{job} on {backend} failed:\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}")
+    return result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
+
+
+# ---------------------------------------------------------------- the jobs
+
+def numpy_initial_values():
+    """Keras' JAX random draws for initial values replaced by numpy's (this process only).
+
+    For jobs that overwrite every weight: XLA compiles Keras' JAX random
+    number generator once per weight shape (57 of 100 s for the tiny
+    backbones); numpy draws none.
+    """
+    import jax.numpy as jnp
+    import keras.src.backend.jax.random as jax_random
+
+    def draw(shape, *args, dtype=None, seed=None, **kwargs):
+        values = np.random.default_rng(0).standard_normal(shape) * 0.02
+        return jnp.asarray(values, dtype=dtype or "float32")
+
+    for name in ("normal", "uniform", "truncated_normal"):
+        setattr(jax_random, name, draw)
+
+
+def tiny_backbone(family, seed=0):
+    """The family's first preset shrunk to `tests.models.test_backbones.TINY`, seeded."""
+    import keras
+
+    from keras_ctx import families
+    from keras_ctx.models.presets import preset_config
+    from tests.models.test_backbones import TINY
+
+    preset = next(iter(families.get(family).presets))
+    backbone_cls, config = preset_config(preset)
+    config.update(TINY[family])
+    keras.utils.set_random_seed(seed)
+    return backbone_cls, config, backbone_cls(**config)
+
+
+def float_outputs(outputs):
+    """{name: numpy} of a backbone's outputs; lists (hidden_states) as name/i."""
+    import keras
+
+    flat = {}
+    for name, value in outputs.items():
+        for i, tensor in enumerate(value if isinstance(value, (list, tuple)) else [value]):
+            key = f"{name}/{i}" if isinstance(value, (list, tuple)) else name
+            flat[key] = np.asarray(keras.ops.convert_to_numpy(tensor), "float32")
+    return flat
+
+
+PROMPT = np.array([[5, 7, 9, 0], [11, 3, 0, 0]], "int32")  # right-padded, ids < 50
+
+
+def greedy_tokens(backbone):
+    """Greedy continuations of `PROMPT` by a decoder (GPT) or an encoder-decoder (T5,
+    BART) backbone; None for a backbone that does not generate."""
+    from keras_ctx import generation
+
+    if hasattr(backbone, "call_with_cache"):
+        out = generation.generate(backbone, PROMPT, PROMPT > 0, max_length=10)
+    elif hasattr(backbone, "decode_with_cache"):
+        out = generation.generate_seq2seq(backbone, PROMPT, PROMPT > 0, max_length=8)
+    else:
+        return None
+    return np.asarray(out["token_ids"])
+
+
+def backbone_outputs(weights, out, generating=None):
+    """Every registered family's tiny backbone with the weights in `weights` (.npz written
+    by the TensorFlow side: family/i for i-th weight, family/input/name): its outputs,
+    and its greedy tokens where it generates (only `generating` families if given), to `out`."""
+    from keras_ctx import families
+
+    numpy_initial_values()
+    stored = np.load(weights)
+    arrays = {}
+    for family in families.names():
+        _, _, backbone = tiny_backbone(family)
+        inputs = {k.split("/", 2)[2]: stored[k] for k in stored.files
+                  if k.startswith(f"{family}/input/")}
+        backbone(inputs)  # built
+        backbone.set_weights([stored[f"{family}/{i}"] for i in range(len(backbone.weights))])
+        for name, value in float_outputs(backbone(inputs)).items():
+            arrays[f"{family}/{name}"] = value
+        tokens = greedy_tokens(backbone) if family in (generating or [family]) else None
+        if tokens is not None:
+            arrays[f"{family}/greedy_tokens"] = tokens
+    np.savez(out, **arrays)
+
+
+def backbone_contracts(families_to_test):
+    """`keras_ctx.testing.run_backbone_test` for each family, on this process's backend."""
+    from keras_ctx.testing import run_backbone_test
+    from tests.models.test_backbones import _inputs
+
+    for family in families_to_test:
+        backbone_cls, config, backbone = tiny_backbone(family)
+        run_backbone_test(backbone_cls, config, _inputs(backbone, np.random.default_rng(0)))
+        print("contract", family, flush=True)
+
+
+MINILM_IDS = np.array([[101, 7592, 2088, 1012, 102, 0], [101, 2023, 2003, 1037, 3231, 102]],
+                      "int32")
+
+
+def model_side(minilm, weights, out):
+    """What works without TensorFlow: a preset, a converted safetensors checkpoint
+    (`minilm`, all-MiniLM-L6-v2), a task on token ids, greedy generation of the tiny
+    GPT-2 with the weights in `weights`. Arrays to `out`."""
+    import keras
+
+    import keras_ctx
+
+    preset = keras_ctx.models.from_preset("bert-tiny")
+    assert preset.count_params() == 4385920  # the preset's published size
+    converted = keras_ctx.convert.from_huggingface(minilm)
+    mask = (MINILM_IDS > 0).astype("int32")
+    inputs = {"token_ids": MINILM_IDS, "padding_mask": mask,
+              "segment_ids": np.zeros_like(MINILM_IDS)}
+    arrays = {"minilm/sequence_output": float_outputs(converted(inputs))["sequence_output"]}
+    # Eager id checks hold on JAX too (XLA would clamp an id past the table to its last row).
+    for bad in (converted.vocabulary_size, -1):
+        try:
+            converted(dict(inputs, token_ids=np.where(MINILM_IDS == 1012, bad, MINILM_IDS)))
+        except ValueError as error:
+            assert f"must be in [0, {converted.vocabulary_size})" in str(error), error
+        else:
+            raise AssertionError(f"token id {bad} was not refused")
+    keras.utils.set_random_seed(0)
+    classifier = keras_ctx.tasks.SequenceClassifier(converted, num_classes=3, dropout=0.0)
+    arrays["classifier/logits"] = np.asarray(keras.ops.convert_to_numpy(classifier(inputs)))
+    arrays["classifier/kernel"], arrays["classifier/bias"] = classifier.get_weights()[-2:]
+    stored = np.load(weights)
+    _, _, gpt2 = tiny_backbone("gpt2")
+    gpt2.set_weights([stored[f"gpt2/{i}"] for i in range(len(gpt2.weights))])
+    arrays["gpt2/greedy_tokens"] = greedy_tokens(gpt2)
+    np.savez(out, **arrays)
+
+
+JOBS = {"backbone_outputs": backbone_outputs, "backbone_contracts": backbone_contracts,
+        "model_side": model_side}
+
+
+if __name__ == "__main__":
+    if "--without-tensorflow" in sys.argv:
+        sys.meta_path.insert(0, BlockTensorFlow())
+    import keras_ctx  # noqa: F401  (imports what a user's `import keras_ctx` does)
+
+    JOBS[sys.argv[1]](**json.loads(sys.argv[2]))
+    if "--without-tensorflow" in sys.argv:
+        assert "tensorflow" not in sys.modules, "TensorFlow was imported"
+    print("done")

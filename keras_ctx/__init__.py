@@ -10,11 +10,10 @@ fails on a circle):
   registering itself), `commands` (one module per `keras-ctx` command, each a
   Python function, with the checks and the one error path they share).
 - the registry: `registry` (Family, Framing, Run; imports nothing of ours).
-- modules every layer of the house may use: `compat` (private upstream APIs,
-  fenced), `errors`, `files` (atomic writes, locks), `keras_files` (Keras'
+- `common`, what every layer of the house may use: `compat` (private upstream
+  APIs, fenced), `errors`, `files` (atomic writes, locks), `keras_files` (Keras'
   .weights.h5 / .keras files loaded checked), `optional` (TensorFlow imported
-  when used), `progress`, `startup`,
-  `validation` (config keys and sizes checked).
+  when used), `progress`, `startup`, `validation` (config keys and sizes checked).
 - the package's face, one concept each: `preprocessing` (the one text path),
   `handles` (model handles: presets, directories, hf://, kaggle://),
   `generation`, `peft` (adapters and LoRA on a backbone), `optimizers`,
@@ -27,7 +26,7 @@ docs/design.md describes the house in full.
 
 import os
 
-from keras_ctx.startup import quiet_startup, use_backend_flag, use_caching_allocator  # noqa: E402,I001  (stdlib only)
+from keras_ctx.common.startup import quiet_startup, use_backend_flag, use_caching_allocator  # noqa: E402,I001  (stdlib only)
 
 use_backend_flag()  # `keras-ctx --backend jax ...`
 # Keras 3 reads the backend once, at its first import: TensorFlow unless the

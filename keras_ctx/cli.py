@@ -385,7 +385,7 @@ def main(argv=None):
 def _checked(run):
     """`run`, after every numeric flag of the command is checked (before anything is written)."""
     def checked(args):
-        from keras_ctx import validation
+        from keras_ctx.common import validation
 
         validation.check_command_args(vars(args))
         return run(args)

@@ -25,7 +25,7 @@ import dataclasses
 import weakref
 
 import numpy as np
-from keras_ctx.optional import tensorflow as tf
+from keras_ctx.common.optional import tensorflow as tf
 
 from keras_ctx.layers.gather import gather_positions
 

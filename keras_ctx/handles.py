@@ -220,7 +220,7 @@ def tensor_names(directory):
 
 def _with_overrides(name, backbone, overrides):
     """The backbone rebuilt with `overrides` in its config and its weights kept."""
-    from keras_ctx.validation import check_overrides
+    from keras_ctx.common.validation import check_overrides
 
     config = backbone.get_config()
     check_overrides(name, type(backbone), config, overrides)
@@ -274,7 +274,7 @@ def _hf_snapshot(repo, revision, patterns):
             "reached (no network, or HF_HUB_OFFLINE=1): download it once with network "
             "access.") from None
     except errors.HfHubHTTPError as error:
-        from keras_ctx.errors import one_line
+        from keras_ctx.common.errors import one_line
 
         raise CheckpointError(f"{handle}: the Hugging Face Hub answered with an error "
                               f"({one_line(error)}).") from None

@@ -30,7 +30,8 @@ import os
 import keras
 import numpy as np
 
-from keras_ctx import compat, registry
+from keras_ctx import registry
+from keras_ctx.common import compat
 from keras_ctx.layers.adapters import (
     AdapterSlot,
     BottleneckAdapter,

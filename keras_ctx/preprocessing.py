@@ -20,7 +20,7 @@ BPE's leading-space marker).
 
 import keras
 import numpy as np
-from keras_ctx.optional import tensorflow as tf
+from keras_ctx.common.optional import tensorflow as tf
 
 from keras_ctx import registry
 
@@ -172,7 +172,7 @@ def _piece_surface(tokenizer, piece):
     import keras_hub
 
     if isinstance(tokenizer, keras_hub.tokenizers.BytePairTokenizer):
-        from keras_ctx import compat
+        from keras_ctx.common import compat
 
         byte_values, characters = compat.bytes_to_unicode()
         byte_of = dict(zip(characters, byte_values))  # "Ġ" -> b" "

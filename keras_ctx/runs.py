@@ -13,7 +13,7 @@
     OUT/classifier.keras        the fine-tuned classifier (what `export` exports)
     OUT/finetune.json           the run it came from, its family, length and classes
 
-Each file is written beside and renamed into place (keras_ctx.files), run.json
+Each file is written beside and renamed into place (keras_ctx.common.files), run.json
 last: a directory with run.json is a finished run.
 """
 
@@ -22,10 +22,11 @@ import os
 
 import keras
 
-from keras_ctx import files, keras_files, registry, validation
+from keras_ctx import registry
+from keras_ctx.common import files, keras_files, validation
 from keras_ctx.data import fingerprints
 from keras_ctx.data.tokenizers import TOKENIZER_DIR, load_tokenizer, save_tokenizer  # noqa: F401
-from keras_ctx.errors import RunDirectoryError, one_line
+from keras_ctx.common.errors import RunDirectoryError, one_line
 from keras_ctx.training import Checkpointer
 
 RUN_FILE = "run.json"

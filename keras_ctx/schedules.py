@@ -18,7 +18,7 @@ import math
 import keras
 from keras import ops
 
-from keras_ctx import compat
+from keras_ctx.common import compat
 
 LearningRateSchedule = keras.optimizers.schedules.LearningRateSchedule
 

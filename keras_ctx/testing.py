@@ -22,9 +22,9 @@ import tempfile
 
 import keras
 import numpy as np
-from keras_ctx.optional import tensorflow as tf
+from keras_ctx.common.optional import tensorflow as tf
 
-from keras_ctx import compat
+from keras_ctx.common import compat
 
 
 def _flatten(structure):

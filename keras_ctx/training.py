@@ -21,9 +21,9 @@ import zipfile
 
 import keras
 import numpy as np
-from keras_ctx.optional import tensorflow as tf
+from keras_ctx.common.optional import tensorflow as tf
 
-from keras_ctx import files, keras_files
+from keras_ctx.common import files, keras_files
 from keras_ctx.data.checked_input import checked_token_ids
 
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")

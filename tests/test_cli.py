@@ -209,7 +209,7 @@ def test_pretrain_says_what_it_is_doing_phase_by_phase(tmp_path):
 
 
 def test_progress_counts_rate_and_time_left_then_times_an_opaque_step():
-    from keras_ctx import progress
+    from keras_ctx.common import progress
 
     ticks = iter(range(100))  # a clock that moves 1 s per reading
     lines = []

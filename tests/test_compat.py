@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from keras_ctx import compat
+from keras_ctx.common import compat
 
 
 @pytest.mark.parametrize("key", sorted(compat.SYMBOLS))
@@ -182,7 +182,7 @@ def test_private_upstream_apis_are_used_only_through_compat():
                   and node.attr not in ours):
                 found.append(f"{where}:{node.lineno} reads Keras' private .{node.attr}")
     found += _private_overrides(fenced)
-    assert not found, "private upstream APIs outside keras_ctx/compat.py: " + "; ".join(found)
+    assert not found, "private upstream APIs outside keras_ctx/common/compat.py: " + "; ".join(found)
 
 
 def _private_overrides(fenced):

@@ -109,7 +109,7 @@ def test_a_finished_runs_own_export_is_recognised_and_nothing_else(tmp_path):
 
 
 def test_sizes_read_as_people_write_them():
-    from keras_ctx.progress import size
+    from keras_ctx.common.progress import size
 
     assert [size(b) for b in (0, 1023, 1024, 27362, 247463936, 5 * 2**40)] == [
         "0 B", "1023 B", "1.0 KB", "26.7 KB", "236.0 MB", "5.0 TB"]

@@ -69,7 +69,7 @@ def test_each_family_pretrains_with_its_papers_optimizer():
     from keras_ctx import families
     from keras_ctx.commands.pretrain import optimizer
 
-    from keras_ctx import compat
+    from keras_ctx.common import compat
 
     kernel, bias, gamma = (keras.Variable(np.ones(2), name=n) for n in ("kernel", "bias", "gamma"))
     recipes = sorted(n for n in families.names() if families.get(n).dataset is not None)

@@ -193,7 +193,7 @@ def test_convert_into_an_existing_run_refuses_unless_overwrite(tiny_run, tmp_pat
 
 HOLDER = """
 import sys, time
-from keras_ctx.files import RunLock
+from keras_ctx.common.files import RunLock
 lock = RunLock(sys.argv[1]).acquire()
 print("locked", flush=True)
 time.sleep(120)
@@ -217,7 +217,7 @@ def test_second_process_on_a_locked_run_dir_names_the_holder(tmp_path, capsys):
         holder.kill()
         holder.wait()
     # The holder died without releasing: its lock (naming a dead pid) is taken over.
-    from keras_ctx.files import RunLock
+    from keras_ctx.common.files import RunLock
 
     lock = RunLock(out)
     assert lock.holder() == holder.pid
@@ -302,7 +302,7 @@ def test_out_of_range_ids_raise_in_eager_naming_the_vocabulary_size():
     inputs["token_ids"] = np.array([[2, 5, len(VOCAB)]])
     with pytest.raises(tf.errors.InvalidArgumentError, match="vocabulary size") as error:
         backbone(inputs)
-    from keras_ctx.errors import one_line
+    from keras_ctx.common.errors import one_line
 
     assert one_line(error.value) == (
         f"The token ids of layer token_embedding must be in [0, {len(VOCAB)}) (the "
@@ -516,7 +516,7 @@ def test_checkpoint_index_without_weight_map_or_escaping_the_directory(tmp_path)
 
 
 def test_keras_call_wrappers_and_ansi_codes_are_removed():
-    from keras_ctx.errors import one_line
+    from keras_ctx.common.errors import one_line
 
     class Refuses(keras.layers.Layer):
         def call(self, x):

@@ -1,6 +1,6 @@
 """Every command's arguments, checked in one place before anything is written (issue 44).
 
-`keras_ctx.validation.FLAGS` holds the range of every numeric flag of every
+`keras_ctx.common.validation.FLAGS` holds the range of every numeric flag of every
 command; the CLI checks a command's flags against it before the command
 runs, and `--set` keys and value types are checked for every command that
 builds a model (pretrain, ulmfit, cvt).
@@ -10,7 +10,8 @@ import argparse
 
 import pytest
 
-from keras_ctx import cli, validation
+from keras_ctx import cli
+from keras_ctx.common import validation
 
 from tests.test_reliability import one_line_error, run_cli
 

@@ -196,7 +196,7 @@ def test_a_fifo_in_a_corpus_directory_is_refused_without_hanging(tmp_path, capsy
 
 _PARENT = """
 import multiprocessing, sys, time
-from keras_ctx import files
+from keras_ctx.common import files
 
 def child(path):
     while True:

@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 import keras_ctx
-from keras_ctx import cli, files, runs
+from keras_ctx import cli, runs
+from keras_ctx.common import files
 
 from tests.test_cli import keras_ctx as keras_ctx_process
 from tests.test_cli import write_corpus
@@ -162,7 +163,7 @@ def test_export_onto_an_existing_file_is_refused_before_the_claim(tmp_path, caps
 
 
 def test_an_override_the_backbone_did_not_take_is_reported():
-    from keras_ctx import validation
+    from keras_ctx.common import validation
 
     backbone = tiny_backbone()
     validation.check_overrides_applied("bert-tiny", backbone, {"hidden_size": 32})
@@ -502,7 +503,7 @@ def test_a_resume_that_changes_the_learning_rate_says_so_and_records_it(tmp_path
     recorded = runs.read_settings(str(out))
     assert recorded["learning_rate"] == 0.01
     assert recorded["changes"] == [{"step": 1, "learning_rate": [0.1, 0.01]}]
-    with pytest.raises(keras_ctx.errors.RunDirectoryError, match="different model"):
+    with pytest.raises(keras_ctx.common.errors.RunDirectoryError, match="different model"):
         runs.claim(str(out), {"model": "other", "learning_rate": 0.01})
 
 

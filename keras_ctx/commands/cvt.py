@@ -9,7 +9,7 @@ from keras_ctx.tasks.cvt_tagger import save_cvt_tagger, train_cvt_tagger
 def cvt_from_files(train, unlabelled, out, steps=1000, batch_size=64, vocabulary_size=20000,
         learning_rate=0.5, seed=0, overrides=None, warm_up_steps=5000):
     """`keras-ctx cvt`: a CVT tagger from a tagged TSV and unlabelled sentences, into `out`."""
-    from keras_ctx import validation
+    from keras_ctx.common import validation
 
     from keras_ctx.models.cvt import CvtEncoder
 

@@ -13,7 +13,7 @@ def tag_file(run_dir, input_path, batch_size=64):
     Words outside the vocabulary are the unknown word (their characters
     still count).
     """
-    from keras_ctx import validation
+    from keras_ctx.common import validation
 
     validation.check_args(batch_size=batch_size)
     trainer, vocabulary, tags = load_cvt_tagger(run_dir)

@@ -10,7 +10,7 @@ import keras
 import numpy as np
 
 from keras_ctx import families, handles
-from keras_ctx.files import save_npz
+from keras_ctx.common.files import save_npz
 from keras_ctx.preprocessing import text_inputs, word_positions
 
 

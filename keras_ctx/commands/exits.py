@@ -29,7 +29,7 @@ def _raise_terminated(signum, frame):
 
 
 def _describe(error):
-    from keras_ctx.errors import KerasCtxError, one_line
+    from keras_ctx.common.errors import KerasCtxError, one_line
 
     if isinstance(error, OSError) and error.errno == errno.ENOSPC:
         where = f" writing {error.filename}" if error.filename else ""

@@ -11,7 +11,8 @@ def export_run(model_or_run, out, version=1, overwrite=False, sequence_length=No
     """Exports a run, a fine-tuned classifier or any model handle (`keras_ctx.handles`);
     `with_text` adds serve_text (needs tensorflow-text ops), `jit_compile` XLA-compiles
     the serving functions."""
-    from keras_ctx import handles, validation
+    from keras_ctx import handles
+    from keras_ctx.common import validation
     from keras_ctx.export import export_saved_model
 
     # Before anything is loaded: 0 is not "not given" (an export at length 0 serves nothing).

@@ -21,7 +21,7 @@ def finetune(run_dir, train, out, epochs=3, batch_size=16, learning_rate=5e-5, e
     `header`: whether the TSV's first line is a header (None: detect). Nothing
     that exists is replaced unless `overwrite`; every check runs before training.
     """
-    from keras_ctx import files, validation
+    from keras_ctx.common import files, validation
     from keras_ctx.data.labelled import read_labelled_tsv
     from keras_ctx.export import check_export_target
 
@@ -42,7 +42,7 @@ def finetune(run_dir, train, out, epochs=3, batch_size=16, learning_rate=5e-5, e
 
 def _finetune(run_dir, out, target, texts, labels, epochs, batch_size, learning_rate, export,
               overwrite):
-    from keras_ctx import files
+    from keras_ctx.common import files
     from keras_ctx.tasks import SequenceClassifier
 
     if os.path.exists(target) and not overwrite:  # again, now that OUT is ours

@@ -17,7 +17,7 @@ def generate(model, prompt, stream=False, max_length=None, sampler="greedy", see
     Returns:
         The generated text.
     """
-    from keras_ctx import validation
+    from keras_ctx.common import validation
 
     validation.check_args(max_length=max_length, seed=seed)
     model = language_model(model)

@@ -9,7 +9,7 @@ import functools
 import os
 
 from keras_ctx.data import prepare as data_prepare
-from keras_ctx.progress import size
+from keras_ctx.common.progress import size
 
 
 @functools.wraps(data_prepare.prepare)

@@ -17,9 +17,10 @@ import sys
 import time
 
 import keras
-from keras_ctx.optional import tensorflow as tf
+from keras_ctx.common.optional import tensorflow as tf
 
-from keras_ctx import families, handles, progress, runs, validation
+from keras_ctx import families, handles, runs
+from keras_ctx.common import progress, validation
 from keras_ctx.commands import pretrain_checks
 from keras_ctx.commands.export import export_run
 from keras_ctx.commands.sense_table import show_sense_table
@@ -27,10 +28,10 @@ from keras_ctx.data import corpora, fingerprints, prepare
 from keras_ctx.data.prepared_input import PreparedInput
 from keras_ctx.data.tokenizers import TOKENIZER_SAMPLE, train_tokenizer
 from keras_ctx.export import check_export_target
-from keras_ctx.files import RunLock
+from keras_ctx.common.files import RunLock
 from keras_ctx.models.presets import build as build_preset
 from keras_ctx.optimizers import bert_recipe
-from keras_ctx.progress import say
+from keras_ctx.common.progress import say
 from keras_ctx.training import Checkpointer, fit_resumable, make_strategy
 
 

@@ -10,7 +10,7 @@ import os
 
 from keras_ctx import runs
 from keras_ctx.data import fingerprints
-from keras_ctx.errors import ConfigError
+from keras_ctx.common.errors import ConfigError
 
 
 def _inside(path, root):

@@ -121,7 +121,7 @@ def write_heatmap(table, path):
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    from keras_ctx.files import replacing
+    from keras_ctx.common.files import replacing
 
     columns = min(2, len(table))
     rows = -(-len(table) // columns)

@@ -5,9 +5,9 @@ The stages themselves are `keras_ctx.tasks.ulmfit`.
 
 import keras
 import numpy as np
-from keras_ctx.optional import tensorflow as tf
+from keras_ctx.common.optional import tensorflow as tf
 
-from keras_ctx.files import json_writer, write_files
+from keras_ctx.common.files import json_writer, write_files
 from keras_ctx.runs import check_new_directory
 from keras_ctx.schedules import SlantedTriangular
 from keras_ctx.tasks.ulmfit import fine_tune_classifier, fine_tune_language_model, pretrain_language_model
@@ -39,7 +39,7 @@ def _lm_dataset(texts, index, sequence_length, batch_size, seed=0):
 
 
 def _lines(path):
-    from keras_ctx.files import naming_decode_errors
+    from keras_ctx.common.files import naming_decode_errors
 
     with naming_decode_errors(path), open(path, encoding="utf-8") as handle:
         return [line for line in handle if line.strip()]
@@ -54,7 +54,7 @@ def ulmfit_from_files(train, text, out, general_text=None, lm_epochs=1, epochs=N
     fine-tunes the classifier on `train` (text<TAB>label) with gradual
     unfreezing, discriminative rates and STLR (Howard & Ruder 2018).
     """
-    from keras_ctx import validation
+    from keras_ctx.common import validation
     from keras_ctx.data.labelled import read_labelled_tsv
     from keras_ctx.models.awd_lstm import AwdLstmBackbone
 
@@ -64,7 +64,7 @@ def ulmfit_from_files(train, text, out, general_text=None, lm_epochs=1, epochs=N
                           seed=seed)
     validation.check_set("ulmfit's AwdLstmBackbone", AwdLstmBackbone, overrides)
     check_new_directory(out)
-    from keras_ctx.files import naming_decode_errors
+    from keras_ctx.common.files import naming_decode_errors
 
     with naming_decode_errors(train):
         texts, labels = read_labelled_tsv(train)

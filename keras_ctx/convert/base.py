@@ -14,8 +14,8 @@ import re
 
 import numpy as np
 
-from keras_ctx.errors import CheckpointError  # noqa: F401  (converters raise it from here)
-from keras_ctx.keras_files import FLOATING_DTYPES
+from keras_ctx.common.errors import CheckpointError  # noqa: F401  (converters raise it from here)
+from keras_ctx.common.keras_files import FLOATING_DTYPES
 
 
 class TensorReader:

@@ -36,7 +36,7 @@ from keras_ctx.convert.base import (
     check_settings,
     config_field,
 )
-from keras_ctx.files import replacing
+from keras_ctx.common.files import replacing
 
 
 def _read_options(options_file):

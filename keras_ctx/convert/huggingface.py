@@ -567,7 +567,7 @@ def write_checkpoint_directory(directory, config, tensors, tokenizer=None, overw
     """
     from safetensors.numpy import save_file
 
-    from keras_ctx.files import replacing
+    from keras_ctx.common.files import replacing
 
     directory = os.fspath(directory)
     check_writable(directory, HF_FILES, overwrite)
@@ -584,7 +584,7 @@ def write_checkpoint_directory(directory, config, tensors, tokenizer=None, overw
 
 
 def write_json_file(path, value, **options):
-    from keras_ctx.files import replacing
+    from keras_ctx.common.files import replacing
 
     with replacing(path, overwrite=True) as staging:
         with open(staging, "w", encoding="utf-8") as handle:
@@ -612,7 +612,7 @@ def save_tokenizer_files(tokenizer, directory):
         return
     import keras_hub
 
-    from keras_ctx.files import replacing
+    from keras_ctx.common.files import replacing
 
     def write(name):
         return replacing(os.path.join(directory, name), overwrite=True)

@@ -21,7 +21,7 @@ import numpy as np
 from keras_ctx import registry
 from keras_ctx.convert.base import CheckpointError, TensorReader, check_floating
 from keras_ctx.convert.mapping import Entry, layer_by_name, load_weight_map
-from keras_ctx.keras_files import check_claimed_sizes, check_weights_fit, read_h5_datasets
+from keras_ctx.common.keras_files import check_claimed_sizes, check_weights_fit, read_h5_datasets
 
 
 def keras_hub_attention_entries(attention, p):

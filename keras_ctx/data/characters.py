@@ -25,7 +25,7 @@ built from these functions.
 """
 
 import keras
-from keras_ctx.optional import tensorflow as tf
+from keras_ctx.common.optional import tensorflow as tf
 
 # allennlp ELMoCharacterMapper, before the +1 shift.
 MAX_CHARACTERS_PER_TOKEN = 50

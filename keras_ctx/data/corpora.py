@@ -23,7 +23,7 @@ import re
 import stat
 import sysconfig
 
-from keras_ctx.optional import tensorflow as tf
+from keras_ctx.common.optional import tensorflow as tf
 
 BUILTIN = "builtin"
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\"'])")
@@ -257,7 +257,7 @@ def builtin_documents():
     imported), in a fixed order, so every machine with the same Python gets the
     same corpus.
     """
-    from keras_ctx import progress
+    from keras_ctx.common import progress
 
     root = sysconfig.get_paths()["stdlib"]
     paths = []

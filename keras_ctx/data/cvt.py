@@ -2,7 +2,7 @@
 batches zipped so that one element feeds one `CrossViewTrainer` step
 (`keras_ctx.pretraining.cvt`)."""
 
-from keras_ctx.optional import tensorflow as tf
+from keras_ctx.common.optional import tensorflow as tf
 
 
 def cvt_dataset(labelled, unlabelled, task_names=None):

@@ -31,7 +31,7 @@ order (repeat the data before masking).
 import dataclasses
 
 import numpy as np
-from keras_ctx.optional import tensorflow as tf
+from keras_ctx.common.optional import tensorflow as tf
 
 from keras_ctx.data.masking import (
     MASK_RATE,

@@ -9,7 +9,7 @@ or a rare class?) and raises, asking for the explicit choice. Errors name
 the file and the line.
 """
 
-from keras_ctx.errors import DataError
+from keras_ctx.common.errors import DataError
 
 HEADER_LABELS = ("label", "labels", "class", "category", "target", "y", "sentiment")
 

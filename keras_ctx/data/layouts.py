@@ -10,7 +10,7 @@ import dataclasses
 from typing import Callable, Optional
 
 import numpy as np
-from keras_ctx.optional import tensorflow as tf
+from keras_ctx.common.optional import tensorflow as tf
 
 from keras_ctx.data import permutation, segments, xlnet_stream
 from keras_ctx.data.maskers import check_duplicate, masker_for, never_masked_ids

@@ -38,7 +38,7 @@ and bptt / 2) instead of once per drawn length; padding wastes under 8 steps.
 import math
 
 import numpy as np
-from keras_ctx.optional import tensorflow as tf
+from keras_ctx.common.optional import tensorflow as tf
 
 from keras_ctx.data._checks import positive_int
 

@@ -33,7 +33,7 @@ Mikolov's subsampling), so that frequent tokens are masked less:
 import math
 
 import numpy as np
-from keras_ctx.optional import tensorflow as tf
+from keras_ctx.common.optional import tensorflow as tf
 
 MASK_RATE = 0.15  # Devlin et al. 2019
 MASK_TOKEN_RATE = 0.8

@@ -24,7 +24,7 @@ Lample & Conneau 2019, Sec. 3.3).
 """
 
 import numpy as np
-from keras_ctx.optional import tensorflow as tf
+from keras_ctx.common.optional import tensorflow as tf
 
 MBERT_ALPHA = 0.7  # Devlin et al., google-research/bert multilingual.md
 XLM_ALPHA = 0.5  # Lample & Conneau 2019, Sec. 3.1

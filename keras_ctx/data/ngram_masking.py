@@ -35,7 +35,7 @@ tf.data map (data-side; the pretraining step is unchanged).
 """
 
 import numpy as np
-from keras_ctx.optional import tensorflow as tf
+from keras_ctx.common.optional import tensorflow as tf
 
 from keras_ctx.data.masking import (
     MASK_RATE,

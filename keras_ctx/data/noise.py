@@ -19,7 +19,7 @@ Example:
 """
 
 import numpy as np
-from keras_ctx.optional import tensorflow as tf
+from keras_ctx.common.optional import tensorflow as tf
 
 # ---------------------------------------------------------------------- T5
 

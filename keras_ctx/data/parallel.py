@@ -14,7 +14,7 @@ filter long pairs with `filter_long_pairs` first.
 
 import collections
 
-from keras_ctx.optional import tensorflow as tf
+from keras_ctx.common.optional import tensorflow as tf
 
 SOURCE_SPECIALS = ("<pad>", "<unk>")
 TARGET_SPECIALS = ("<pad>", "<s>", "</s>", "<unk>")

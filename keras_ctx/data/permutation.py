@@ -24,7 +24,7 @@ Features added to each example (T = sequence length, P = num_predict):
                          targets, last predicted last.
 """
 
-from keras_ctx.optional import tensorflow as tf
+from keras_ctx.common.optional import tensorflow as tf
 
 from keras_ctx.data._checks import positive_int
 

@@ -32,7 +32,7 @@ tokenizer) and `max_ngram` (ALBERT's n-grams, p(n) proportional to 1/n).
 
 import warnings
 
-from keras_ctx.optional import tensorflow as tf
+from keras_ctx.common.optional import tensorflow as tf
 
 from keras_ctx.data import noise, permutation, segments, xlnet_stream
 from keras_ctx.data.knowledge_masking import (

@@ -32,10 +32,11 @@ import re
 
 import numpy as np
 
-from keras_ctx import files, registry, validation
+from keras_ctx import registry
+from keras_ctx.common import files, validation
 from keras_ctx.data import corpora, fingerprints, tokenizers
 from keras_ctx.data.tokenizers import train_tokenizer
-from keras_ctx.files import replacing_directory
+from keras_ctx.common.files import replacing_directory
 
 MANIFEST = "manifest.json"
 MANIFEST_VERSION = 2  # 2: raw int32 records (`record_bytes`); 1 wrote tf.train.Examples

@@ -16,7 +16,7 @@ batch instead of restarting its epoch.
 import json
 import os
 
-from keras_ctx.optional import tensorflow as tf
+from keras_ctx.common.optional import tensorflow as tf
 
 SHUFFLE_BLOCK = 10_000  # examples shuffled together (keras_ctx's choice)
 _READERS = 8  # files read at once

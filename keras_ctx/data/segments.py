@@ -27,7 +27,7 @@ Conventions:
 import functools
 
 import numpy as np
-from keras_ctx.optional import tensorflow as tf
+from keras_ctx.common.optional import tensorflow as tf
 
 
 def load_documents(tokenized_documents, min_sentences=1):

@@ -21,7 +21,7 @@ boundary positions s-1, e+1 and the token's offset i-s in the span.
 
 
 import numpy as np
-from keras_ctx.optional import tensorflow as tf
+from keras_ctx.common.optional import tensorflow as tf
 
 from keras_ctx.data.masking import (
     MASK_RATE,

@@ -5,7 +5,7 @@
     add_task_prefix        T5's text-to-text task prefix (Raffel et al., 2020)
 """
 
-from keras_ctx.optional import tensorflow as tf
+from keras_ctx.common.optional import tensorflow as tf
 
 
 def gpt_finetuning_inputs(segments, sequence_length, start_id, delimiter_id, extract_id,

@@ -27,11 +27,11 @@ import time
 
 import keras
 import numpy as np
-from keras_ctx.optional import tensorflow as tf
+from keras_ctx.common.optional import tensorflow as tf
 
-from keras_ctx import progress
+from keras_ctx.common import progress
 from keras_ctx.data import corpora
-from keras_ctx.errors import RunDirectoryError
+from keras_ctx.common.errors import RunDirectoryError
 
 BERT_SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 ROBERTA_SPECIAL_TOKENS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")  # fairseq order

@@ -7,7 +7,7 @@ sampled softmax needs); `bilm_inputs` turns a batch of sentences into the
 
 import collections
 
-from keras_ctx.optional import tensorflow as tf
+from keras_ctx.common.optional import tensorflow as tf
 
 from keras_ctx.data.characters import BOS_TOKEN, EOS_TOKEN, split_and_pad, tokens_to_character_ids
 

@@ -20,11 +20,11 @@ instead of reading another row (ONNX's Gather reads -1 as the last one).
 import os
 
 import numpy as np
-from keras_ctx.optional import tensorflow as tf
+from keras_ctx.common.optional import tensorflow as tf
 
 from keras_ctx.export.saved_model import (ExportError, flat_outputs, forward_function,
                                           input_specs, named_inputs)
-from keras_ctx.files import replacing
+from keras_ctx.common.files import replacing
 
 OPSET = 17
 

@@ -45,9 +45,9 @@ import shutil
 import tempfile
 
 import keras
-from keras_ctx.optional import tensorflow as tf
+from keras_ctx.common.optional import tensorflow as tf
 
-from keras_ctx import files
+from keras_ctx.common import files
 
 
 class ExportError(ValueError):
@@ -143,7 +143,7 @@ def id_table_sizes(model):
     What the served inputs are checked against outside an XLA-compiled function,
     which compiles the tables' own checks away and clamps an id past the end.
     """
-    from keras_ctx import compat
+    from keras_ctx.common import compat
 
     sizes = {}
     for layer in compat.flatten_layers(model, include_self=True):

@@ -13,7 +13,7 @@ import contextlib
 import numpy as np
 from keras import ops
 
-from keras_ctx import compat
+from keras_ctx.common import compat
 from keras_ctx.layers._lstm_cell import cell
 
 _DEVICE_TYPES = ("CPU", "GPU", "TPU")

@@ -327,6 +327,6 @@ def gpu_available():
 
 def cudnn_lstm():
     """Keras' TensorFlow-backend `lstm` function (cuDNN where it applies)."""
-    from keras_ctx import compat
+    from keras_ctx.common import compat
 
     return compat.cudnn_lstm()

@@ -11,7 +11,7 @@ import contextlib
 
 import tensorflow as tf
 
-from keras_ctx import compat
+from keras_ctx.common import compat
 
 _ACCELERATORS = ("TPU", "GPU")
 _forced = []  # a stack of device types set by `compiled_for`

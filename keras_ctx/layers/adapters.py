@@ -21,7 +21,7 @@ starts where the plain one is.
 import keras
 from keras import ops
 
-from keras_ctx import compat
+from keras_ctx.common import compat
 from keras_ctx.layers import _checks
 
 PLACEMENTS = ("houlsby", "pfeiffer")

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_ctx import compat
+from keras_ctx.common import compat
 from keras_ctx.layers import _backend, _checks
 from keras_ctx.layers import dense
 from keras_ctx.layers.lookup import take_rows

@@ -6,7 +6,8 @@ import inspect
 
 import keras
 
-from keras_ctx import compat, registry
+from keras_ctx import registry
+from keras_ctx.common import compat
 
 
 @dataclasses.dataclass(frozen=True)

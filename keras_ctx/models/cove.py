@@ -24,7 +24,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_ctx import compat
+from keras_ctx.common import compat
 from keras_ctx.layers import _checks, scan_states
 from keras_ctx.layers.lstm import LSTMP
 from keras_ctx.models.backbone import Backbone, BackbonePreset

@@ -19,7 +19,7 @@ biLSTM layer). `Elmo` mixes them with `ScalarMix` for a downstream task.
 import keras
 from keras import ops
 
-from keras_ctx import compat
+from keras_ctx.common import compat
 from keras_ctx.layers.char_cnn import ELMO_FILTERS, CharCNNHighwayEmbedder
 from keras_ctx.layers.dropout import Dropout
 from keras_ctx.layers.lstm import LSTMP

@@ -70,7 +70,7 @@ def from_preset(handle, **overrides):
 def build(preset, **overrides):
     """A randomly initialised backbone of a preset (a `Preset` or its name); `overrides`
     change its config."""
-    from keras_ctx.validation import check_overrides
+    from keras_ctx.common.validation import check_overrides
 
     if not isinstance(preset, Preset):
         preset = get_preset(preset)

@@ -20,7 +20,7 @@ import keras
 from jax.extend import core as jax_core
 from keras import ops
 
-from keras_ctx import compat
+from keras_ctx.common import compat
 
 
 def num_replicas():

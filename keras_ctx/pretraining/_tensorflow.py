@@ -8,7 +8,7 @@ weight total (`replicas_mean`), so that N replicas give the one-device update.
 
 import tensorflow as tf
 
-from keras_ctx import compat
+from keras_ctx.common import compat
 from keras_ctx.layers.lookup import summed_rows
 from keras_ctx.training import check_xla
 
@@ -94,7 +94,7 @@ class Step:
                         lambda v: strategy.experimental_local_results(v)[0], next(it))
                     break
                 iterator = None
-        # Keras' private hook (keras_ctx.compat names it and the version it was
+        # Keras' private hook (keras_ctx.common.compat names it and the version it was
         # written for; resolving it here fails loudly if an upgrade removed it).
         compat.resolve("maybe_symbolic_build")
         return super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)

@@ -8,7 +8,7 @@ mBERT's zero-shot results (Devlin et al., multilingual/README.md, XNLI
 """
 
 import keras
-from keras_ctx.optional import tensorflow as tf
+from keras_ctx.common.optional import tensorflow as tf
 
 # BERT's fine-tuning recipe (Devlin et al. 2019, Sec. A.3): batch 32,
 # learning rate in {5e-5, 3e-5, 2e-5}, 2-4 epochs; dropout 0.1.

@@ -7,9 +7,9 @@ unlabelled sentences and trains `CrossViewTrainer`; `save_cvt_tagger` and
 
 import keras
 import numpy as np
-from keras_ctx.optional import tensorflow as tf
+from keras_ctx.common.optional import tensorflow as tf
 
-from keras_ctx.files import json_writer, write_files
+from keras_ctx.common.files import json_writer, write_files
 
 
 def read_tagged_tsv(path):
@@ -18,7 +18,7 @@ def read_tagged_tsv(path):
     Returns:
         (sentences as token lists, tag lists).
     """
-    from keras_ctx.files import naming_decode_errors
+    from keras_ctx.common.files import naming_decode_errors
 
     sentences, tags, words, labels = [], [], [], []
     with naming_decode_errors(path), open(path, encoding="utf-8") as handle:
@@ -47,7 +47,7 @@ def read_tagged_tsv(path):
 
 def read_sentences(path):
     """One whitespace-tokenised sentence per non-empty line."""
-    from keras_ctx.files import naming_decode_errors
+    from keras_ctx.common.files import naming_decode_errors
 
     with naming_decode_errors(path), open(path, encoding="utf-8") as handle:
         sentences = [line.split() for line in handle if line.strip()]

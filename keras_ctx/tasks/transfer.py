@@ -23,9 +23,9 @@ Layer groups are lists of variables, embeddings first, the task head last:
 """
 
 import keras
-from keras_ctx.optional import tensorflow as tf
+from keras_ctx.common.optional import tensorflow as tf
 
-from keras_ctx import compat
+from keras_ctx.common import compat
 from keras_ctx.layers.dropout import Dropout
 from keras_ctx.tasks.heads import ConcatPooling, Task
 
@@ -177,7 +177,7 @@ class _LayerLearningRates:
 
     def _apply_weight_decay(self, variables):
         # Keras' private hook and the two it uses: named with their pinned
-        # versions in keras_ctx.compat, which fails loudly if an upgrade drops one.
+        # versions in keras_ctx.common.compat, which fails loudly if an upgrade drops one.
         compat.resolve("apply_weight_decay")
         use_weight_decay = compat.bound(self, "use_weight_decay")
         if self.weight_decay is None:

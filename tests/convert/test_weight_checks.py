@@ -20,8 +20,8 @@ from keras_ctx import runs
 from keras_ctx.convert import (CheckpointError, from_allennlp, from_huggingface,
                                from_keras_hub_preset, from_tf_checkpoint, to_allennlp,
                                to_huggingface)
-from keras_ctx import keras_files
-from keras_ctx.errors import RunDirectoryError
+from keras_ctx.common import keras_files
+from keras_ctx.common.errors import RunDirectoryError
 from keras_ctx.models import BertBackbone, ElmoBackbone, GPTBackbone
 from tests.convert.test_elmo_hdf5 import OPTIONS, elmo_datasets, write_elmo
 from tests.convert.test_tf_checkpoints import BERT_CONFIG, bert_tf_variables, save_tf1_checkpoint

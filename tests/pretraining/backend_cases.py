@@ -19,7 +19,7 @@ import json
 import keras
 import numpy as np
 
-from keras_ctx import compat
+from keras_ctx.common import compat
 from tests.pretraining.matrix_cases import CASES
 
 # Random draws differ between backends by design: the sampled-softmax candidates.

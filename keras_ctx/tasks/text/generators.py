@@ -9,7 +9,7 @@ import os
 
 import keras
 import numpy as np
-from keras_ctx.optional import tensorflow as tf
+from keras_ctx.common.optional import tensorflow as tf
 
 from keras_ctx import generation, runs
 from keras_ctx import registry as families  # lookups only: keras_ctx.families registers

@@ -2,7 +2,7 @@
 
 import keras
 import numpy as np
-from keras_ctx.optional import tensorflow as tf
+from keras_ctx.common.optional import tensorflow as tf
 
 from keras_ctx.preprocessing import piece_spans
 from keras_ctx.tasks.heads import SpanQuestionAnswerer as IdSpanQuestionAnswerer

@@ -12,9 +12,10 @@ import os
 
 import keras
 import numpy as np
-from keras_ctx.optional import tensorflow as tf
+from keras_ctx.common.optional import tensorflow as tf
 
-from keras_ctx import files, runs
+from keras_ctx import runs
+from keras_ctx.common import files
 from keras_ctx import registry as families  # lookups only: keras_ctx.families registers
 from keras_ctx.preprocessing import TextPreprocessor
 

@@ -18,7 +18,7 @@ import os
 import shutil
 import socket
 
-from keras_ctx.errors import DataError, RunDirectoryError, RunLocked
+from keras_ctx.common.errors import DataError, RunDirectoryError, RunLocked
 
 LOCK_FILE = ".keras_ctx.lock"
 

@@ -1,6 +1,6 @@
 """TensorFlow imported when used: the model side runs without it (Keras' JAX backend).
 
-`from keras_ctx.optional import tensorflow as tf` gives a module that imports
+`from keras_ctx.common.optional import tensorflow as tf` gives a module that imports
 TensorFlow at its first attribute read; without TensorFlow installed that read
 raises one line naming what to install. What needs TensorFlow (tf.data corpora
 and `prepare`, tensorflow-text and keras-hub tokenizers, SavedModel export,

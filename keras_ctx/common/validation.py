@@ -11,7 +11,7 @@ import difflib
 import inspect
 import math
 
-from keras_ctx.errors import ConfigError
+from keras_ctx.common.errors import ConfigError
 
 # Keys every Keras layer/model accepts besides its own arguments.
 _KERAS_KEYS = ("name", "dtype", "trainable")

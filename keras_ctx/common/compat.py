@@ -91,7 +91,7 @@ def _missing(distribution, where, error):
         f"{distribution} {WRITTEN_FOR[distribution]}, but the installed "
         f"{distribution} {_installed(distribution)} lacks it ({error}). Install "
         f"{distribution}=={WRITTEN_FOR[distribution]} (setup.py's pin) or update "
-        "keras_ctx/compat.py.")
+        "keras_ctx/common/compat.py.")
 
 
 def _installed(distribution):

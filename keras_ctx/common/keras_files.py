@@ -17,7 +17,7 @@ import zipfile
 
 import numpy as np
 
-from keras_ctx.errors import CheckpointError
+from keras_ctx.common.errors import CheckpointError
 
 # Weights are real numbers. Integer or bool tensors would load their codes as values (an
 # int8 table's -128..127 as embeddings); quantized layouts are declared by the model's own

@@ -238,7 +238,7 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
         keras.config.set_dtype_policy("mixed_bfloat16")
     # A resumed run keeps the tokenizer it was claimed with: trainers break ties
     # between equally frequent pieces differently in each process.
-    claimed = runs.claimed_tokenizer(out) if resume and data is None else None
+    claimed = runs.claimed_tokenizer(out) if resume and not text.prepared else None
     with make_strategy(strategy).scope():
         if text.prepared:
             backbone, pretrainer, dataset, tokenizer, extra = build_prepared(

@@ -33,7 +33,7 @@ import re
 import numpy as np
 
 from keras_ctx import registry
-from keras_ctx.common import files, validation
+from keras_ctx.common import files, progress, validation
 from keras_ctx.data import corpora, fingerprints, tokenizers
 from keras_ctx.data.tokenizers import train_tokenizer
 from keras_ctx.common.files import replacing_directory
@@ -170,7 +170,10 @@ def _tokenized_documents(text, tokenize):
     documents = list(corpora.documents_of_lines(corpora._bounded_lines(io.StringIO(text))))
     sentences = [s for document in documents for s in document]
     ids = []
-    for start in range(0, len(sentences), _TOKENIZE_BATCH):
+    starts = range(0, len(sentences), _TOKENIZE_BATCH)
+    for start in progress.current().count(
+            starts, "sentences tokenized", total=len(sentences),
+            weight=lambda start: min(_TOKENIZE_BATCH, len(sentences) - start)):
         ids.extend(tokenize(sentences[start:start + _TOKENIZE_BATCH]))
     out, position = [], 0
     for document in documents:
@@ -222,7 +225,9 @@ def _prepare_shard(out_dir, index, path, start, end, seed, made_with=None):
     count = 0
     with tf.io.TFRecordWriter(target + ".partial") as writer:
         encode = text_record if layout.records == "text" else record_bytes
-        for example in layout.examples(documents, np.random.default_rng([seed, index])):
+        # Silent in a worker process; the shard's own line says when it is done.
+        examples = layout.examples(documents, np.random.default_rng([seed, index]))
+        for example in progress.current().count(examples, "examples written"):
             writer.write(encode(example, layout.features))
             count += 1
     os.replace(target + ".partial", target)

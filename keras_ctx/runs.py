@@ -207,13 +207,16 @@ def load_finetuned(directory):
 
     import keras_ctx  # noqa: F401  (registers our classes for loading)
 
-    path = os.path.join(directory, CLASSIFIER_FILE)
-    try:
-        model = keras_files.load_model(path)
+    path, info_path = (os.path.join(directory, name) for name in (CLASSIFIER_FILE, FINETUNE_FILE))
+    info = _read_json(info_path)
+    try:  # finetune.json's sequence length checked against the stored position table
+        model = keras_files.load_model(path, claims=[(info_path, info)])
+    except keras_files.ClaimedSizeError as error:  # names the file and field itself
+        raise RunDirectoryError(str(error)) from None
     except (zipfile.BadZipFile, OSError, ValueError, KeyError, EOFError) as error:
         raise RunDirectoryError(f"{path} is corrupt ({one_line(error)}); fine-tune "
                                 "again.") from None
-    return _read_json(os.path.join(directory, FINETUNE_FILE)), model
+    return info, model
 
 
 def load_backbone(run_dir, info=None):

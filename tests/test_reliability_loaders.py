@@ -226,6 +226,20 @@ def test_run_json_claims_are_checked_against_the_stored_weights(tiny_run, tmp_pa
     assert not (tmp_path / "ft").exists() and not (tmp_path / "e").exists()
 
 
+def test_finetune_json_claiming_a_longer_sequence_is_refused_by_export(tiny_run, tmp_path,
+                                                                      capsys):
+    train = tmp_path / "t.tsv"
+    train.write_text("".join(f"the bank {i}\t{i % 2}\n" for i in range(8)))
+    code, output = run_cli(capsys, "finetune", str(tiny_run), "--train", str(train), "--out",
+                           str(tmp_path / "ft"), "--epochs", "1")
+    assert code == 0, output
+    _edit_json(tmp_path / "ft" / runs.FINETUNE_FILE, sequence_length=10**5)
+    code, output = run_cli(capsys, "export", str(tmp_path / "ft"), str(tmp_path / "e"))
+    line = one_line_error(output)
+    assert code == 2 and "finetune.json: sequence_length = 100000 is more than" in line, line
+    assert not (tmp_path / "e").exists()
+
+
 def test_a_backbone_config_claiming_a_long_position_table_is_refused(tiny_run, tmp_path,
                                                                      capsys):
     run = copy_run(tiny_run, tmp_path / "run")

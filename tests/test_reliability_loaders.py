@@ -96,6 +96,17 @@ def test_a_saved_task_that_does_not_fit_its_weights_is_refused(saved_task, tmp_p
     assert message in line and "\n" not in line, line
 
 
+def test_a_damaged_task_json_is_one_line_where_a_generator_is_looked_up(saved_task,
+                                                                        tmp_path):
+    from keras_ctx.tasks.text.generators import language_model
+
+    directory = tmp_path / "clf"
+    shutil.copytree(saved_task, directory)
+    (directory / "task.json").write_text('{"task": "Causal')
+    with pytest.raises(KerasCtxError, match="task.json .* is not valid JSON"):
+        language_model(str(directory))
+
+
 def test_a_saved_task_still_loads_whole(saved_task):
     task = text.TextClassifier.load(str(saved_task))
     assert task.predict(["a fine film"]).shape == (1, 2)

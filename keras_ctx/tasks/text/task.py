@@ -217,9 +217,7 @@ class TextTask:
         if not os.path.isfile(path):
             raise runs.RunDirectoryError(f"{directory} has no {TASK_FILE}: it is not a "
                                          "saved text task (TextTask.save writes one).")
-        fix = "save the task again"
-        info = validation.check_fields(path, files.read_json(path, "a saved task's task.json",
-                                                             fix), TASK_SCHEMA, fix)
+        info = read_task_info(directory)
         task = TASKS.get(info.get("task"))
         if task is None or not issubclass(task, cls):
             raise runs.RunDirectoryError(
@@ -243,6 +241,13 @@ class TextTask:
 
     def _load_settings(self, settings):
         pass
+
+
+def read_task_info(directory):
+    """task.json of a saved task, checked (`TASK_SCHEMA`: one line naming file and field)."""
+    path, fix = os.path.join(directory, TASK_FILE), "save the task again"
+    return validation.check_fields(
+        path, files.read_json(path, "a saved task's task.json", fix), TASK_SCHEMA, fix)
 
 
 def _split(data):

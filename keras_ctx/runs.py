@@ -207,16 +207,20 @@ def load_finetuned(directory):
 
     import keras_ctx  # noqa: F401  (registers our classes for loading)
 
-    path = os.path.join(directory, CLASSIFIER_FILE)
-    try:
-        model = keras_files.load_model(path)
+    path, info_path = (os.path.join(directory, name) for name in (CLASSIFIER_FILE, FINETUNE_FILE))
+    info = _read_json(info_path)
+    try:  # finetune.json's sequence length checked against the stored position table
+        model = keras_files.load_model(path, claims=[(info_path, info)])
+    except keras_files.ClaimedSizeError as error:  # names the file and field itself
+        raise RunDirectoryError(str(error)) from None
     except (zipfile.BadZipFile, OSError, ValueError, KeyError, EOFError) as error:
         raise RunDirectoryError(f"{path} is corrupt ({one_line(error)}); fine-tune "
                                 "again.") from None
-    return _read_json(os.path.join(directory, FINETUNE_FILE)), model
+    return info, model
 
 
-def load_backbone(run_dir):
+def load_backbone(run_dir, info=None):
+    """backbone.keras, checked; `info` (run.json's) claims checked against its stored shapes."""
     import zipfile
 
     import keras_ctx  # noqa: F401  (registers our classes for loading)
@@ -225,7 +229,10 @@ def load_backbone(run_dir):
     if not os.path.isfile(path):
         raise RunDirectoryError(f"{run_dir} has no {BACKBONE_FILE}; the run is incomplete.")
     try:
-        return keras_files.load_model(path)
+        return keras_files.load_model(
+            path, claims=[(os.path.join(run_dir, RUN_FILE), info)] if info else ())
+    except keras_files.ClaimedSizeError as error:  # names the file and field itself
+        raise RunDirectoryError(str(error)) from None
     except (zipfile.BadZipFile, OSError, ValueError, KeyError, EOFError) as error:
         raise RunDirectoryError(f"{path} is corrupt ({one_line(error)}); restore it or "
                                 "pretrain/convert the run again.") from None
@@ -271,7 +278,7 @@ def load_run(run_dir, need_tokenizer=False):
     comes without its tokenizer, for the commands that turn text into ids.
     """
     info = read_info(run_dir)
-    backbone = load_backbone(run_dir)
+    backbone = load_backbone(run_dir, info)
     check_backbone(run_dir, info, backbone)
     check_tokenizer(run_dir, info)
     tokenizer = load_tokenizer(os.path.join(run_dir, TOKENIZER_DIR))

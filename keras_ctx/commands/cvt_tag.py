@@ -14,18 +14,16 @@ def tag_file(run_dir, input_path, batch_size=64):
     still count).
     """
     from keras_ctx.common import validation
+    from keras_ctx.common.errors import DataError
+    from keras_ctx.common.files import naming_decode_errors
 
     validation.check_args(batch_size=batch_size)
     trainer, vocabulary, tags = load_cvt_tagger(run_dir)
-    try:
-        with open(input_path, encoding="utf-8") as handle:
-            sentences = [line.split() for line in handle.read().splitlines()]
-    except UnicodeDecodeError as error:
-        raise ValueError(f"{input_path} is not UTF-8 text ({error.reason} at byte "
-                         f"{error.start}): convert it to UTF-8.") from None
+    with naming_decode_errors(input_path), open(input_path, encoding="utf-8") as handle:
+        sentences = [line.split() for line in handle.read().splitlines()]
     rows = [i for i, words in enumerate(sentences) if words]
     if not rows:
-        raise ValueError(f"{input_path} has no sentences: write one whitespace-tokenised "
+        raise DataError(f"{input_path} has no sentences: write one whitespace-tokenised "
                          "sentence per line.")
     characters = trainer.encoder.get_config()["max_characters_per_token"]
     tagged = [""] * len(sentences)

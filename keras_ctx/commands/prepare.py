@@ -9,14 +9,19 @@ import functools
 import os
 
 from keras_ctx.data import prepare as data_prepare
+from keras_ctx.common import progress
 from keras_ctx.common.progress import size
+
+PROGRESS_EVERY = 5.0  # seconds between two progress lines of one shard's pass
 
 
 @functools.wraps(data_prepare.prepare)
 def prepare(preset, corpus, out, *args, say=print, **kwargs):
     say("Preparing: tokenizing the corpus into sharded TFRecords (a line per shard as "
         "each is done; a family with static masks writes each instance once per copy).")
-    manifest = data_prepare.prepare(preset, corpus, out, *args, say=say, **kwargs)
+    # A shard written in this process (one shard, or --workers 1) says how far it is.
+    with progress.reporting(say, PROGRESS_EVERY):
+        manifest = data_prepare.prepare(preset, corpus, out, *args, say=say, **kwargs)
     written = sum(os.path.getsize(os.path.join(out, shard["file"]))
                   for shard in manifest["shards"])
     copies = manifest.get("copies", 1)

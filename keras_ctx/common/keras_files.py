@@ -26,10 +26,20 @@ FLOATING_DTYPES = ("float16", "bfloat16", "float32", "float64")
 
 # Sizes a backbone's config names (ours, and keras-hub's spelling): each is the length of
 # an axis of some stored tensor (a table's rows, a kernel's width), so none can exceed the
-# longest axis, and the token table (rows x width) is stored whole.
+# longest axis, and the token table (rows x width) is stored whole. max_sequence_length is
+# the rows of a learned position table in every config that names it (BERT, ALBERT,
+# ELECTRA, ERNIE, XLM, GPT, BART, ours and keras-hub's; relative and recurrent models have
+# no such key), so it is stored whole too.
 VOCABULARY_SIZES = ("vocabulary_size", "vocab_size")
+POSITIONS = "max_sequence_length"
 WIDTHS = ("embedding_size", "embedding_dim", "hidden_size", "hidden_dim")
-CLAIMED_SIZES = VOCABULARY_SIZES + WIDTHS + ("intermediate_size", "intermediate_dim")
+CLAIMED_SIZES = (VOCABULARY_SIZES + WIDTHS + ("intermediate_size", "intermediate_dim")
+                 + (POSITIONS,))
+
+
+class ClaimedSizeError(CheckpointError):
+    """A size a file claims (a config, run.json) that its stored weights do not have: the
+    message names the file and field, and is shown as it is."""
 
 
 def h5_datasets(handle):
@@ -124,16 +134,34 @@ def check_claimed_sizes(config, shapes, source):
                  if type(settings.get(key)) is int}
         for key, value in sizes.items():
             if value > longest:
-                raise CheckpointError(
+                raise ClaimedSizeError(
                     f"{source}: {key} = {value} is more than "
                     f"the longest stored weight axis ({longest}); the config does not match "
                     "its weights (fix the field or use the matching file).")
-        rows = next((sizes[key] for key in VOCABULARY_SIZES if key in sizes), 0)
         width = next((sizes[key] for key in WIDTHS if key in sizes), 1)
-        if rows * width > stored:
-            raise CheckpointError(
-                f"{source}: a {rows} x {width} token table is more than the {stored:,} "
-                "weights stored; the config does not match its weights.")
+        tables = [("token", next((sizes[k] for k in VOCABULARY_SIZES if k in sizes), 0)),
+                  ("position", sizes.get(POSITIONS, 0))]
+        for table, rows in tables:
+            if rows * width > stored:
+                raise ClaimedSizeError(
+                    f"{source}: a {rows} x {width} {table} table is more than the "
+                    f"{stored:,} weights stored; the config does not match its weights.")
+
+
+def check_sequence_length(config, sequence_length, source):
+    """A recorded sequence length against the position table the model config names.
+
+    `config` is a `.keras` config whose sizes were checked against its stored
+    weights (`check_claimed_sizes`): a run.json claiming longer inputs than
+    the table holds is refused before inputs of that length are made.
+    """
+    limit = next((settings[POSITIONS] for settings in _configs(config)
+                  if type(settings.get(POSITIONS)) is int), None)
+    if limit is not None and type(sequence_length) is int and sequence_length > limit:
+        raise ClaimedSizeError(
+            f"{source}: sequence_length = {sequence_length} is more than the model's "
+            f"{POSITIONS} ({limit}, its stored position table); the file does not match "
+            f"the model (fix the field to at most {limit}).")
 
 
 def _configs(value, depth=0):
@@ -155,12 +183,20 @@ LOAD_ERRORS = (zipfile.BadZipFile, OSError, ValueError, KeyError, EOFError, Type
                AttributeError)
 
 
-def load_model(path, partial=False):
+def load_model(path, partial=False, compile=False, claims=()):
     """A `.keras` file's model, its claimed sizes and its weights checked (one-line errors).
 
     Its config.json's sizes are checked against model.weights.h5's shapes
     before Keras builds the model, and the loaded model's weights against the
     file's datasets after (`check_weights_fit`).
+
+    Args:
+        path: the `.keras` file.
+        partial: allow a file with more or fewer weights than the model.
+        compile: restore the compiled loss and metrics too (Keras' own flag).
+        claims: [(source, record)]: other files' records about this model (a
+            run's run.json: its "sizes", "sequence_length"), checked against
+            the same stored shapes before anything is built.
     """
     import keras
 
@@ -174,9 +210,14 @@ def load_model(path, partial=False):
             RecursionError) as error:
         raise CheckpointError(f"{path} is not a readable .keras file ({_one_line(error)}); "
                               "it is damaged or incomplete.") from None
-    check_claimed_sizes(config, [shape for shape, _ in datasets.values()], path)
+    shapes = [shape for shape, _ in datasets.values()]
+    check_claimed_sizes(config, shapes, path)
+    for source, record in claims:
+        check_claimed_sizes(record, shapes, source)
+        if isinstance(record, dict):
+            check_sequence_length(config, record.get("sequence_length"), source)
     try:
-        model = keras.saving.load_model(path, compile=False)
+        model = keras.saving.load_model(path, compile=compile)
     except LOAD_ERRORS as error:
         raise CheckpointError(f"{path} cannot be loaded ({_one_line(error)}); it is damaged "
                               "or names code keras-ctx does not run.") from None

@@ -33,41 +33,18 @@ import re
 import numpy as np
 
 from keras_ctx import registry
-from keras_ctx.common import files, validation
+from keras_ctx.common import files, progress, validation
 from keras_ctx.data import corpora, fingerprints, tokenizers
 from keras_ctx.data.tokenizers import train_tokenizer
 from keras_ctx.common.files import replacing_directory
+from keras_ctx.data.prepared_files import (  # noqa: F401  (the files' names, re-exported)
+    MANIFEST, MANIFEST_SCHEMA, MANIFEST_VERSION, SETTINGS, SETTINGS_SCHEMA, SHARD_SCHEMA,
+    PreparedDataError, check_tokenizer, load_manifest, load_tokenizer, read_checked,
+    read_json, record_bytes, sha256, shard_path, text_record, write_json)
 
-MANIFEST = "manifest.json"
-MANIFEST_VERSION = 2  # 2: raw int32 records (`record_bytes`); 1 wrote tf.train.Examples
-SETTINGS = "settings.json"
 SHARD_BYTES = 32 << 20  # keras_ctx's choice: a worker's memory stays in the hundreds of MB
 _BOUNDARY = re.compile(rb"\n[ \t\r]*\n")  # a blank line ends a document
 _TOKENIZE_BATCH = 4096  # sentences per tokenizer call
-
-
-class PreparedDataError(ValueError):
-    """A prepared data directory that is missing, incomplete, corrupt or does not match."""
-
-
-def _write_json(path, value):
-    staging = path + ".partial"
-    with open(staging, "w", encoding="utf-8") as handle:
-        json.dump(value, handle, indent=1, sort_keys=True)
-    os.replace(staging, path)
-
-
-def _read_json(path):
-    with open(path, encoding="utf-8") as handle:
-        return json.load(handle)
-
-
-def sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(1 << 22):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def plan_shards(files, shard_bytes=SHARD_BYTES):
@@ -98,7 +75,7 @@ def _stage_source(source, out_dir, shard_bytes):
     directory = os.path.join(out_dir, "corpus")
     done = os.path.join(directory, "done.json")
     if os.path.isfile(done):
-        return _read_json(done)["files"]
+        return read_json(done)["files"]
     os.makedirs(directory, exist_ok=True)
     files, handle, size = [], None, shard_bytes
     for document in corpora.iter_documents(source):
@@ -112,7 +89,7 @@ def _stage_source(source, out_dir, shard_bytes):
         size += len(text.encode("utf-8"))
     if handle:
         handle.close()
-    _write_json(done, {"files": files})
+    write_json(done, {"files": files})
     return files
 
 
@@ -170,7 +147,10 @@ def _tokenized_documents(text, tokenize):
     documents = list(corpora.documents_of_lines(corpora._bounded_lines(io.StringIO(text))))
     sentences = [s for document in documents for s in document]
     ids = []
-    for start in range(0, len(sentences), _TOKENIZE_BATCH):
+    starts = range(0, len(sentences), _TOKENIZE_BATCH)
+    for start in progress.current().count(
+            starts, "sentences tokenized", total=len(sentences),
+            weight=lambda start: min(_TOKENIZE_BATCH, len(sentences) - start)):
         ids.extend(tokenize(sentences[start:start + _TOKENIZE_BATCH]))
     out, position = [], 0
     for document in documents:
@@ -179,26 +159,6 @@ def _tokenized_documents(text, tokenize):
         if tokenized:
             out.append(tokenized)
     return out
-
-
-def text_record(example, features):
-    """One TFRecord of a "text" layout: its one feature's text, UTF-8 (ELMo's sentences)."""
-    (name,) = features
-    return example[name].encode("utf-8")
-
-
-def record_bytes(example, features):
-    """One TFRecord: the example's `features` (in that order) as little-endian int32.
-
-    A raw record (`prepared_input` decodes it with tf.io.decode_raw): 4x
-    faster to write and read than a tf.train.Example of int64 lists, and
-    the same bytes in every process.
-    """
-    return b"".join(np.ascontiguousarray(example[name], "<i4").tobytes() for name in features)
-
-
-def shard_path(out_dir, index):
-    return os.path.join(out_dir, f"shard-{index:05d}.tfrecord")
 
 
 def _prepare_shard(out_dir, index, path, start, end, seed, made_with=None):
@@ -222,13 +182,15 @@ def _prepare_shard(out_dir, index, path, start, end, seed, made_with=None):
     count = 0
     with tf.io.TFRecordWriter(target + ".partial") as writer:
         encode = text_record if layout.records == "text" else record_bytes
-        for example in layout.examples(documents, np.random.default_rng([seed, index])):
+        # Silent in a worker process; the shard's own line says when it is done.
+        examples = layout.examples(documents, np.random.default_rng([seed, index]))
+        for example in progress.current().count(examples, "examples written"):
             writer.write(encode(example, layout.features))
             count += 1
     os.replace(target + ".partial", target)
     record = {"file": os.path.basename(target), "examples": count, "sha256": sha256(target),
               "source": [os.path.abspath(path), start, end], "made_with": made_with}
-    _write_json(os.path.splitext(target)[0] + ".json", record)
+    write_json(os.path.splitext(target)[0] + ".json", record)
     return record
 
 
@@ -245,7 +207,7 @@ def _claim(out, settings):
     settings_path = os.path.join(out, SETTINGS)
     if os.path.isfile(settings_path):
         fix = "give another --out, or delete it to prepare again"
-        earlier = _read_checked(settings_path, "prepare's settings", SETTINGS_SCHEMA, fix)
+        earlier = read_checked(settings_path, "prepare's settings", SETTINGS_SCHEMA, fix)
         if earlier == settings:
             return
         changed = sorted(k for k in settings if earlier.get(k) != settings[k])
@@ -260,7 +222,7 @@ def _claim(out, settings):
     if set(os.listdir(out)) - {files.LOCK_FILE}:
         raise PreparedDataError(f"{out} is not empty and holds no prepared data; give an "
                                 "empty or new directory.")
-    _write_json(settings_path, settings)
+    write_json(settings_path, settings)
 
 
 def _tokenizer(out, family, corpus, settings, run):
@@ -275,23 +237,13 @@ def _tokenizer(out, family, corpus, settings, run):
             with replacing_directory(tokenizer_dir, overwrite=True) as staging:
                 tokenizers.save_tokenizer(saved, staging)
             sampled["vocabulary_size"] = saved.vocabulary_size()
-        _write_json(tokenizer_info, dict(sampled, run_files=extra,
+        write_json(tokenizer_info, dict(sampled, run_files=extra,
                                          sha256=fingerprints.directory(tokenizer_dir)))
         del sample, tokenizer  # a million sentences: not held while the workers run
-    record = _read_checked(tokenizer_info, "prepare's tokenizer record", {},
+    record = read_checked(tokenizer_info, "prepare's tokenizer record", {},
                            f"delete it and {tokenizers.TOKENIZER_DIR}/ and prepare again")
     check_tokenizer(out, record)
     return record
-
-
-def check_tokenizer(data_dir, record):
-    """Raises when `data_dir`'s tokenizer/ is not the one its shards were made with."""
-    found = fingerprints.directory(os.path.join(data_dir, tokenizers.TOKENIZER_DIR))
-    if record.get("sha256") != found:
-        raise PreparedDataError(
-            f"{data_dir}/{tokenizers.TOKENIZER_DIR}/ is not the tokenizer its shards were "
-            "made with (changed, or copied from other prepared data): their ids would be "
-            f"read through another vocabulary. Restore it, or prepare {data_dir} again.")
 
 
 def _finished(out, index, source, made_with):
@@ -409,93 +361,6 @@ def prepare(preset, corpus, out, sequence_length=128, vocabulary_size=8000, seed
                     "tokenizer": tokenizer_record,
                     "examples": sum(s["examples"] for s in shards), "shards": shards,
                     "corpus_bytes": sum(end - start for _, start, end in plan)}
-        _write_json(os.path.join(out, MANIFEST), manifest)
+        write_json(os.path.join(out, MANIFEST), manifest)
     say(f"Prepared {manifest['examples']:,} examples in {len(shards)} shards in {out}.")
-    return manifest
-
-
-def load_tokenizer(data_dir):
-    """The tokenizer `prepare` trained for `data_dir`: a keras-hub tokenizer, or what the
-    family keeps in its run files instead (ELMo's word vocabulary)."""
-    tokenizer = tokenizers.load_tokenizer(os.path.join(data_dir, tokenizers.TOKENIZER_DIR))
-    if tokenizer is not None:
-        return tokenizer
-    kept = _read_json(os.path.join(data_dir, "tokenizer.json")).get("run_files", {})
-    if len(kept) != 1:
-        raise PreparedDataError(f"{data_dir} holds no tokenizer; prepare it again.")
-    return next(iter(kept.values()))
-
-
-# The fields `pretrain --data` reads, with their types and ranges (`validation.check_fields`).
-SETTINGS_SCHEMA = {
-    "model": (str, None, True), "family": (str, None, True),
-    "sequence_length": (int, 1, True), "vocabulary_size": (int, 1, True),
-    "seed": (int, 0, True), "batch_size": ((int, type(None)), 1, True),
-    "duplicate": ((int, type(None)), 1, False), "shard_bytes": (int, 1, False),
-    "tokenizer_sample": (int, 1, False)}
-SHARD_SCHEMA = {"file": (str, None, True), "examples": (int, 0, True),
-                "sha256": (str, None, True), "source": (list, None, True),
-                "made_with": (str, None, False)}
-MANIFEST_SCHEMA = {
-    "version": (int, None, True), "settings": (dict, None, True), "layout": (str, None, True),
-    "copies": (int, 1, True), "features": (dict, None, True), "tokenizer": (dict, None, True),
-    "examples": (int, 0, True), "shards": (list, None, True)}
-
-
-def _read_checked(path, what, schema, fix):
-    return validation.check_fields(path, files.read_json(path, what, fix), schema, fix)
-
-
-def load_manifest(data_dir, verify=True):
-    """The manifest of a prepared directory, checked: its fields, every shard present and
-    unchanged, the tokenizer the one the shards were made with.
-
-    Raises:
-        PreparedDataError: naming the file, the field and the fix.
-    """
-    path = os.path.join(data_dir, MANIFEST)
-    if not os.path.isfile(path):
-        raise PreparedDataError(
-            f"{data_dir} has no {MANIFEST}: it is not prepared data, or `keras-ctx prepare` "
-            "did not finish (run it again with the same arguments to resume).")
-    fix = f"run `keras-ctx prepare` again with the same arguments to rewrite it"
-    try:
-        manifest = files.read_json(path, "prepared data's manifest", fix)
-        if isinstance(manifest, dict) and manifest.get("version") != MANIFEST_VERSION:
-            raise PreparedDataError(
-                f"{data_dir} was prepared by another keras_ctx version (records of version "
-                f"{manifest.get('version')}, this one reads {MANIFEST_VERSION}); prepare it "
-                "again into a new directory.")
-        validation.check_fields(path, manifest, MANIFEST_SCHEMA, fix)
-        validation.check_fields(f"{path} (settings)", manifest["settings"], SETTINGS_SCHEMA,
-                                fix)
-        validation.check_fields(f"{path} (features)", manifest["features"],
-                                {name: (int, 0, True) for name in manifest["features"]}, fix)
-        for i, shard in enumerate(manifest["shards"]):
-            validation.check_fields(f"{path} (shards[{i}])", shard, SHARD_SCHEMA, fix)
-            if os.path.basename(shard["file"]) != shard["file"] or shard["file"] in ("", ".",
-                                                                                      ".."):
-                raise PreparedDataError(f"{path} has shards[{i}].file={shard['file']!r}, not "
-                                        f"a file name in {data_dir}: {fix}.")
-    except PreparedDataError:
-        raise
-    except ValueError as error:
-        raise PreparedDataError(str(error)) from None
-    if manifest["examples"] != sum(s["examples"] for s in manifest["shards"]):
-        raise PreparedDataError(f"{path} has examples={manifest['examples']}, not the sum of "
-                                f"its shards' examples: {fix}.")
-    for shard in manifest["shards"]:
-        file = os.path.join(data_dir, shard["file"])
-        if not os.path.isfile(file):
-            raise PreparedDataError(f"{file} is missing; run `keras-ctx prepare` again into "
-                                    f"{data_dir} to remake it.")
-        if verify and sha256(file) != shard["sha256"]:
-            raise PreparedDataError(f"{file} does not match its checksum in {MANIFEST} "
-                                    "(changed or corrupt); delete it and run `keras-ctx "
-                                    "prepare` again to remake it.")
-    if "sha256" in manifest["tokenizer"]:
-        check_tokenizer(data_dir, manifest["tokenizer"])
-    if not manifest["examples"]:
-        raise PreparedDataError(f"{data_dir} holds no examples: the corpus is too small for "
-                                "this sequence length.")
     return manifest

@@ -128,11 +128,24 @@ def train_cvt_tagger(labelled_path, unlabelled_path, steps, sequence_length=None
     return trainer, vocabulary, tag_names
 
 
+# What `load_cvt_tagger` reads from vocabulary.json, with the types and ranges it needs.
+VOCABULARY_SCHEMA = {"words": (list, None, True), "tags": (list, None, True),
+                     "hidden_size": (int, 1, False)}
+
+
 def load_cvt_tagger(run_dir):
-    """(trainer, vocabulary, tag names) saved by `keras-ctx cvt` in `run_dir`."""
-    import json
+    """(trainer, vocabulary, tag names) saved by `keras-ctx cvt` in `run_dir`.
+
+    vocabulary.json is checked (types; its word count against the encoder's
+    table, its hidden_size against the tagger's stored weights before the
+    tagger is built), and both weight files are loaded checked
+    (`keras_ctx.common.keras_files`): a partial or mismatched file is refused
+    in one line naming it.
+    """
     import os
 
+    from keras_ctx.common import files, keras_files, validation
+    from keras_ctx.common.errors import CheckpointError
     from keras_ctx.pretraining.cvt import CrossViewTrainer
 
     names = ("vocabulary.json", "encoder.keras", "tagger.weights.h5")
@@ -140,12 +153,25 @@ def load_cvt_tagger(run_dir):
     if missing:
         raise ValueError(f"{run_dir} is not a `keras-ctx cvt` run directory (no {missing[0]}): "
                          "pass the --out directory of `keras-ctx cvt`.")
-    with open(os.path.join(run_dir, "vocabulary.json"), encoding="utf-8") as handle:
-        saved = json.load(handle)
-    encoder = keras.saving.load_model(os.path.join(run_dir, "encoder.keras"), compile=False)
+    path, fix = os.path.join(run_dir, "vocabulary.json"), "train the tagger again (keras-ctx cvt)"
+    saved = validation.check_fields(path, files.read_json(path, "a CVT vocabulary", fix),
+                                    VOCABULARY_SCHEMA, fix)
+    if not saved["tags"] or not all(isinstance(t, str) for t in saved["words"] + saved["tags"]):
+        raise CheckpointError(f"{path}: words and tags must be lists of strings, tags not "
+                              f"empty: {fix}.")
+    encoder = keras_files.load_model(os.path.join(run_dir, "encoder.keras"))
+    rows = encoder.get_config().get("vocabulary_size")
+    if isinstance(rows, int) and len(saved["words"]) + 2 > rows:  # + padding, unknown
+        raise CheckpointError(f"{path} lists {len(saved['words'])} words but encoder.keras "
+                              f"has {rows} rows (words + 2): the files come from different "
+                              f"runs; {fix}.")
+    weights = os.path.join(run_dir, "tagger.weights.h5")
+    datasets = keras_files.read_h5_datasets(weights)
+    keras_files.check_claimed_sizes(saved, [shape for shape, _ in datasets.values()], path)
     trainer = CrossViewTrainer(encoder, len(saved["tags"]),
                                hidden_size=saved.get("hidden_size", 512))
-    trainer.load_weights(os.path.join(run_dir, "tagger.weights.h5"))
+    keras_files.check_weights_fit(trainer, datasets, weights)
+    trainer.load_weights(weights)
     return trainer, saved["words"], saved["tags"]
 
 

@@ -4,7 +4,6 @@ Both read prompts as strings and return text; what stops generation and which
 tokens never show comes from the family's framing (`keras_ctx.families`).
 """
 
-import json
 import os
 
 import keras
@@ -15,7 +14,8 @@ from keras_ctx import generation, runs
 from keras_ctx import registry as families  # lookups only: keras_ctx.families registers
 from keras_ctx.preprocessing import token_id
 from keras_ctx.tasks.language_model import LanguageModel
-from keras_ctx.tasks.text.task import TASK_FILE, TASKS, TextTask, family_of, registered, strings
+from keras_ctx.tasks.text.task import (TASK_FILE, TASKS, TextTask, family_of, read_task_info,
+                                       registered, strings)
 
 
 def _token_ids(tokenizer, spellings):
@@ -378,8 +378,7 @@ def language_model(handle, sequence_length=None):
     handle = os.fspath(handle)
     task_file = os.path.join(handle, TASK_FILE)
     if os.path.isfile(task_file):
-        with open(task_file, encoding="utf-8") as f:
-            name = json.load(f).get("task")
+        name = read_task_info(handle)["task"]
         if name not in ("CausalLM", "Seq2SeqLM"):
             raise ValueError(f"{handle} holds a {name}, which does not generate text.")
         return TASKS[name].load(handle)

@@ -7,7 +7,6 @@ A saved task is one directory (written beside and renamed into place):
     DIR/tokenizer/    the tokenizer (as in a run directory)
 """
 
-import json
 import os
 
 import keras
@@ -15,12 +14,16 @@ import numpy as np
 from keras_ctx.common.optional import tensorflow as tf
 
 from keras_ctx import runs
-from keras_ctx.common import files
+from keras_ctx.common import files, keras_files, validation
 from keras_ctx import registry as families  # lookups only: keras_ctx.families registers
 from keras_ctx.preprocessing import TextPreprocessor
 
 TASK_FILE = "task.json"
 MODEL_FILE = "model.keras"
+# What `load` reads from task.json, with the types and ranges it needs.
+TASK_SCHEMA = {"task": (str, None, True), "family": (str, None, True),
+               "sequence_length": (int, 1, True), "truncation": (str, None, True),
+               "settings": (dict, None, True)}
 
 # Task class name -> class, for `TextTask.load` (task.json names the class).
 TASKS = {}
@@ -214,14 +217,15 @@ class TextTask:
         if not os.path.isfile(path):
             raise runs.RunDirectoryError(f"{directory} has no {TASK_FILE}: it is not a "
                                          "saved text task (TextTask.save writes one).")
-        with open(path, encoding="utf-8") as handle:
-            info = json.load(handle)
+        info = read_task_info(directory)
         task = TASKS.get(info.get("task"))
         if task is None or not issubclass(task, cls):
             raise runs.RunDirectoryError(
                 f"{directory} holds a {info.get('task')!r}, not a {cls.__name__}; load it "
                 f"with keras_ctx.tasks.text.{info.get('task')}.load.")
-        model = keras.saving.load_model(os.path.join(directory, MODEL_FILE))
+        # Its sizes, and task.json's sequence length, checked against the stored weights.
+        model = keras_files.load_model(os.path.join(directory, MODEL_FILE), compile=True,
+                                       claims=[(path, info)])
         tokenizer = runs.load_tokenizer(os.path.join(directory, runs.TOKENIZER_DIR))
         if tokenizer is None:
             raise runs.RunDirectoryError(f"{directory} has no tokenizer/; save the task again.")
@@ -237,6 +241,13 @@ class TextTask:
 
     def _load_settings(self, settings):
         pass
+
+
+def read_task_info(directory):
+    """task.json of a saved task, checked (`TASK_SCHEMA`: one line naming file and field)."""
+    path, fix = os.path.join(directory, TASK_FILE), "save the task again"
+    return validation.check_fields(
+        path, files.read_json(path, "a saved task's task.json", fix), TASK_SCHEMA, fix)
 
 
 def _split(data):

@@ -1,0 +1,164 @@
+"""The files of a prepared data directory (`keras-ctx prepare`): names, schemas, readers.
+
+What `keras_ctx.data.prepare` writes and `pretrain --data` reads back:
+settings.json, manifest.json, each shard's `.json` record and its TFRecords
+(raw little-endian int32 features, or UTF-8 text), and the tokenizer. Every
+JSON file is read through `keras_ctx.common.files.read_json` and checked with
+`keras_ctx.common.validation.check_fields` (one line naming the file, field
+and fix); shards are checked against their sha256, the tokenizer against the
+hash its shards were made with.
+"""
+
+import hashlib
+import json
+import os
+
+import numpy as np
+
+from keras_ctx.common import files, validation
+from keras_ctx.data import fingerprints, tokenizers
+
+MANIFEST = "manifest.json"
+MANIFEST_VERSION = 2  # 2: raw int32 records (`record_bytes`); 1 wrote tf.train.Examples
+SETTINGS = "settings.json"
+
+
+class PreparedDataError(ValueError):
+    """A prepared data directory that is missing, incomplete, corrupt or does not match."""
+
+
+def write_json(path, value):
+    staging = path + ".partial"
+    with open(staging, "w", encoding="utf-8") as handle:
+        json.dump(value, handle, indent=1, sort_keys=True)
+    os.replace(staging, path)
+
+
+def read_json(path):
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 22):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def text_record(example, features):
+    """One TFRecord of a "text" layout: its one feature's text, UTF-8 (ELMo's sentences)."""
+    (name,) = features
+    return example[name].encode("utf-8")
+
+
+def record_bytes(example, features):
+    """One TFRecord: the example's `features` (in that order) as little-endian int32.
+
+    A raw record (`prepared_input` decodes it with tf.io.decode_raw): 4x
+    faster to write and read than a tf.train.Example of int64 lists, and
+    the same bytes in every process.
+    """
+    return b"".join(np.ascontiguousarray(example[name], "<i4").tobytes() for name in features)
+
+
+def shard_path(out_dir, index):
+    return os.path.join(out_dir, f"shard-{index:05d}.tfrecord")
+
+
+def check_tokenizer(data_dir, record):
+    """Raises when `data_dir`'s tokenizer/ is not the one its shards were made with."""
+    found = fingerprints.directory(os.path.join(data_dir, tokenizers.TOKENIZER_DIR))
+    if record.get("sha256") != found:
+        raise PreparedDataError(
+            f"{data_dir}/{tokenizers.TOKENIZER_DIR}/ is not the tokenizer its shards were "
+            "made with (changed, or copied from other prepared data): their ids would be "
+            f"read through another vocabulary. Restore it, or prepare {data_dir} again.")
+
+
+def load_tokenizer(data_dir):
+    """The tokenizer `prepare` trained for `data_dir`: a keras-hub tokenizer, or what the
+    family keeps in its run files instead (ELMo's word vocabulary)."""
+    tokenizer = tokenizers.load_tokenizer(os.path.join(data_dir, tokenizers.TOKENIZER_DIR))
+    if tokenizer is not None:
+        return tokenizer
+    kept = read_json(os.path.join(data_dir, "tokenizer.json")).get("run_files", {})
+    if len(kept) != 1:
+        raise PreparedDataError(f"{data_dir} holds no tokenizer; prepare it again.")
+    return next(iter(kept.values()))
+
+
+# The fields `pretrain --data` reads, with their types and ranges (`validation.check_fields`).
+SETTINGS_SCHEMA = {
+    "model": (str, None, True), "family": (str, None, True),
+    "sequence_length": (int, 1, True), "vocabulary_size": (int, 1, True),
+    "seed": (int, 0, True), "batch_size": ((int, type(None)), 1, True),
+    "duplicate": ((int, type(None)), 1, False), "shard_bytes": (int, 1, False),
+    "tokenizer_sample": (int, 1, False)}
+SHARD_SCHEMA = {"file": (str, None, True), "examples": (int, 0, True),
+                "sha256": (str, None, True), "source": (list, None, True),
+                "made_with": (str, None, False)}
+MANIFEST_SCHEMA = {
+    "version": (int, None, True), "settings": (dict, None, True), "layout": (str, None, True),
+    "copies": (int, 1, True), "features": (dict, None, True), "tokenizer": (dict, None, True),
+    "examples": (int, 0, True), "shards": (list, None, True)}
+
+
+def read_checked(path, what, schema, fix):
+    return validation.check_fields(path, files.read_json(path, what, fix), schema, fix)
+
+
+def load_manifest(data_dir, verify=True):
+    """The manifest of a prepared directory, checked: its fields, every shard present and
+    unchanged, the tokenizer the one the shards were made with.
+
+    Raises:
+        PreparedDataError: naming the file, the field and the fix.
+    """
+    path = os.path.join(data_dir, MANIFEST)
+    if not os.path.isfile(path):
+        raise PreparedDataError(
+            f"{data_dir} has no {MANIFEST}: it is not prepared data, or `keras-ctx prepare` "
+            "did not finish (run it again with the same arguments to resume).")
+    fix = f"run `keras-ctx prepare` again with the same arguments to rewrite it"
+    try:
+        manifest = files.read_json(path, "prepared data's manifest", fix)
+        if isinstance(manifest, dict) and manifest.get("version") != MANIFEST_VERSION:
+            raise PreparedDataError(
+                f"{data_dir} was prepared by another keras_ctx version (records of version "
+                f"{manifest.get('version')}, this one reads {MANIFEST_VERSION}); prepare it "
+                "again into a new directory.")
+        validation.check_fields(path, manifest, MANIFEST_SCHEMA, fix)
+        validation.check_fields(f"{path} (settings)", manifest["settings"], SETTINGS_SCHEMA,
+                                fix)
+        validation.check_fields(f"{path} (features)", manifest["features"],
+                                {name: (int, 0, True) for name in manifest["features"]}, fix)
+        for i, shard in enumerate(manifest["shards"]):
+            validation.check_fields(f"{path} (shards[{i}])", shard, SHARD_SCHEMA, fix)
+            if os.path.basename(shard["file"]) != shard["file"] or shard["file"] in ("", ".",
+                                                                                      ".."):
+                raise PreparedDataError(f"{path} has shards[{i}].file={shard['file']!r}, not "
+                                        f"a file name in {data_dir}: {fix}.")
+    except PreparedDataError:
+        raise
+    except ValueError as error:
+        raise PreparedDataError(str(error)) from None
+    if manifest["examples"] != sum(s["examples"] for s in manifest["shards"]):
+        raise PreparedDataError(f"{path} has examples={manifest['examples']}, not the sum of "
+                                f"its shards' examples: {fix}.")
+    for shard in manifest["shards"]:
+        file = os.path.join(data_dir, shard["file"])
+        if not os.path.isfile(file):
+            raise PreparedDataError(f"{file} is missing; run `keras-ctx prepare` again into "
+                                    f"{data_dir} to remake it.")
+        if verify and sha256(file) != shard["sha256"]:
+            raise PreparedDataError(f"{file} does not match its checksum in {MANIFEST} "
+                                    "(changed or corrupt); delete it and run `keras-ctx "
+                                    "prepare` again to remake it.")
+    if "sha256" in manifest["tokenizer"]:
+        check_tokenizer(data_dir, manifest["tokenizer"])
+    if not manifest["examples"]:
+        raise PreparedDataError(f"{data_dir} holds no examples: the corpus is too small for "
+                                "this sequence length.")
+    return manifest

@@ -6,6 +6,8 @@ keras-hub's BertMaskedLM preset preprocessor). Both models train through their
 own Keras `train_step(state, data)`, jit-compiled once; the two are timed in
 turns (`--rounds` rounds of `--steps` steps each, after warm-up), each round
 ended by `jax.block_until_ready`, so that both see the same device state.
+`--dropout 0` (both models) lets plain attention run `keras.ops.dot_product_attention`
+(cuDNN flash attention on a GPU under bf16); with dropout in training it cannot.
 Reports seq/s and MFU = 3 x forward matmul FLOPs (attention included) / time /
 `--peak` (989 TFLOP/s: dense bf16 of an H100 SXM or an H200).
 
@@ -58,14 +60,14 @@ def make_batch(batch, length, predictions, vocabulary, seed=0):
     return x, np.take_along_axis(ids, positions, 1), np.ones(positions.shape, "float32")
 
 
-def keras_ctx_model(config):
+def keras_ctx_model(config, dropout):
     from keras_ctx.models import BertBackbone
     from keras_ctx.pretraining import MaskedLMPretrainer
 
     backbone = BertBackbone(vocabulary_size=config["vocabulary"], num_layers=config["layers"],
                             num_heads=config["heads"], hidden_size=config["hidden"],
                             intermediate_size=config["intermediate"],
-                            max_sequence_length=512)
+                            max_sequence_length=512, dropout=dropout)
     return MaskedLMPretrainer(backbone)  # MLM only, as BertMaskedLM
 
 
@@ -73,31 +75,31 @@ def keras_ctx_data(x, y, weights):
     return {**x, "mask_ids": y, "mask_weights": weights}
 
 
-def keras_hub_model(config):
+def keras_hub_model(config, dropout):
     import keras_hub
 
     backbone = keras_hub.models.BertBackbone(
         vocabulary_size=config["vocabulary"], num_layers=config["layers"],
         num_heads=config["heads"], hidden_dim=config["hidden"],
-        intermediate_dim=config["intermediate"], max_sequence_length=512)
+        intermediate_dim=config["intermediate"], max_sequence_length=512, dropout=dropout)
     return keras_hub.models.BertMaskedLM(backbone, preprocessor=None)
 
 
 IMPLEMENTATIONS = ("keras_ctx", "keras_hub")
 
 
-def build(name, config, batch):
+def build(name, config, batch, dropout=0.1):
     """(model, the `data` its train_step takes), compiled with AdamW, every variable built."""
     import keras
 
     optimizer = keras.optimizers.AdamW(1e-4, weight_decay=0.01)
     x, y, weights = batch
     if name == "keras_ctx":
-        model, data = keras_ctx_model(config), (keras_ctx_data(x, y, weights),)
+        model, data = keras_ctx_model(config, dropout), (keras_ctx_data(x, y, weights),)
         model.compile(optimizer=optimizer)
         model.fit(data[0], batch_size=len(y), epochs=1, verbose=0)
         return model, data
-    model = keras_hub_model(config)
+    model = keras_hub_model(config, dropout)
     model.compile(optimizer=optimizer)  # keras-hub's own loss and weighted accuracy
     model.fit(x, y, sample_weight=weights, batch_size=len(y), epochs=1, verbose=0)
     return model, batch
@@ -141,6 +143,9 @@ def main(argv=None):
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--peak", type=float, default=PEAK, help="FLOP/s of the device")
     parser.add_argument("--precision", default="mixed_bfloat16")
+    parser.add_argument("--dropout", type=float, default=0.1,
+                        help="both backbones' dropout (0.1: Devlin et al. 2019); at 0 their "
+                             "attention runs keras.ops.dot_product_attention (flash on a GPU)")
     parser.add_argument("--implementations", default=",".join(IMPLEMENTATIONS))
     parser.add_argument("--distributed", action="store_true",
                         help="jax.distributed.initialize() first (one process per host)")
@@ -161,7 +166,7 @@ def main(argv=None):
     config = {key: getattr(args, key) for key in BERT_BASE}
     batch = make_batch(args.batch, args.length, args.predictions, args.vocabulary)
     names = args.implementations.split(",")
-    steppers = {name: Stepper(*build(name, config, batch)) for name in names}
+    steppers = {name: Stepper(*build(name, config, batch, args.dropout)) for name in names}
     for stepper in steppers.values():
         stepper.run(args.warmup)  # compiles
     times = {name: [] for name in names}
@@ -180,7 +185,8 @@ def main(argv=None):
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     text = "\n".join(lines)
     what = (f"BERT L{args.layers} H{args.hidden} A{args.heads}, batch {args.batch} x "
-            f"{args.length}, {args.predictions} masked, {args.precision}, AdamW; "
+            f"{args.length}, {args.predictions} masked, {args.precision}, dropout "
+            f"{args.dropout:g}, AdamW; "
             f"{jax.device_count()} x {device.device_kind} ({device.platform}); "
             f"jax {jax.__version__}, keras {keras.__version__}")
     print(what)

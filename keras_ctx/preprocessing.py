@@ -88,9 +88,14 @@ class TextPreprocessor(keras.layers.Layer):
         pad = [token_id(tokenizer, s) for s in framing.pad]
         self.pad_id = pad[0] if pad and pad[0] is not None else 0
         self.built = True  # no weights of its own
+        # Strings stay strings: Keras would convert the inputs to the backend's
+        # tensors, and JAX has none for text (keras-hub's preprocessing layers
+        # set the same two flags). The work is TensorFlow's on every backend.
+        self._convert_input_args = False
+        self._allow_non_tensor_positional_args = True
 
     def _tokenize(self, text):
-        tokens = self.tokenizer(text)
+        tokens = self.tokenizer(tf.convert_to_tensor(text))
         if isinstance(tokens, list):  # keras-hub returns Python lists when eager
             tokens = tf.ragged.constant(tokens, dtype=tf.int32, ragged_rank=1)
         elif not isinstance(tokens, tf.RaggedTensor):

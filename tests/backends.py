@@ -182,8 +182,33 @@ def model_side(minilm, weights, out):
     np.savez(out, **arrays)
 
 
+def layer_outputs(out):
+    """`tests.layers.jax_cases`' outputs on this backend, which of them ran
+    `keras.ops.dot_product_attention` (counted by a wrapper), and its texts as
+    inputs (strings through TensorFlow's tokenizer, numpy ids out)."""
+    import keras
+
+    from tests.layers import jax_cases
+
+    fused = []
+    original = keras.ops.dot_product_attention
+
+    def counted(*args, **kwargs):
+        fused.append(1)
+        return original(*args, **kwargs)
+
+    keras.ops.dot_product_attention = counted
+    arrays = {}
+    for name in jax_cases.CASES:
+        before = len(fused)
+        arrays[name] = jax_cases.run(name)
+        arrays[f"{name}/fused"] = np.array(len(fused) > before)
+    arrays.update(jax_cases.texts_as_inputs())
+    np.savez(out, **arrays)
+
+
 JOBS = {"backbone_outputs": backbone_outputs, "backbone_contracts": backbone_contracts,
-        "model_side": model_side}
+        "model_side": model_side, "layer_outputs": layer_outputs}
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ def test_tiny_run_on_jax_cpu_times_both_implementations():
         [sys.executable, "-m", "benchmarks.accelerator_mlm", "--batch", "4", "--length", "32",
          "--predictions", "4", "--layers", "1", "--hidden", "32", "--heads", "2",
          "--intermediate", "64", "--vocabulary", "2000", "--steps", "2", "--rounds", "2",
-         "--warmup", "1", "--precision", "mixed_bfloat16"],
+         "--warmup", "1", "--precision", "mixed_bfloat16", "--dropout", "0"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     table = [line for line in done.stdout.splitlines() if line.startswith("| keras")]
@@ -34,4 +34,5 @@ def test_tiny_run_on_jax_cpu_times_both_implementations():
     for line in table:
         seq_per_second = float(line.split("|")[3].replace(",", ""))
         assert seq_per_second > 0
-    assert "mixed_bfloat16" in done.stdout and "cpu" in done.stdout
+    assert "mixed_bfloat16" in done.stdout and "dropout 0," in done.stdout
+    assert "cpu" in done.stdout

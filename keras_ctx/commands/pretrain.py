@@ -17,7 +17,6 @@ import sys
 import time
 
 import keras
-from keras_ctx.common.optional import tensorflow as tf
 
 from keras_ctx import families, handles, runs
 from keras_ctx.common import progress, validation
@@ -173,11 +172,10 @@ def optimizer(learning_rate, steps, family=None, hidden_size=512):
 
 
 def use_xla(choice):
-    if choice != "auto":
-        return choice == "on"
-    # On CPU, TensorFlow's own (oneDNN) kernels beat XLA for these models
-    # (benchmarks/RESULTS.md); on GPU/TPU XLA fuses and wins.
-    return bool(tf.config.list_physical_devices("GPU") or tf.config.list_physical_devices("TPU"))
+    """`jit_compile` for the step: True, False, or "auto", which the Pretrainer's step
+    resolves per backend (TensorFlow: XLA on GPU/TPU only, its oneDNN kernels beat
+    XLA on CPU, benchmarks/RESULTS.md; JAX: always compiled, op by op is far slower)."""
+    return choice == "on" if choice != "auto" else "auto"
 
 
 def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_length=64,
@@ -255,11 +253,11 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
         fingerprint = dict(text.fingerprint, tokenizer=fingerprints.tokenizer(
             tokenizer, {k: v for k, v in extra.items() if k != TOKENIZER_SAMPLE}))
         hidden = getattr(backbone, "hidden_size", 512)
-        if done < steps:
-            say(f"Compiling the training step{' with XLA' if use_xla(xla) else ''} "
-                "(the first step traces it)...")
         pretrainer.compile(optimizer=optimizer(learning_rate, steps, family, hidden),
                            jit_compile=use_xla(xla))
+        if done < steps:
+            say(f"Compiling the training step{' with XLA' if pretrainer.jit_compile else ''} "
+                "(the first step traces it)...")
     info = {"model": preset.name, "family": family.name, "sequence_length": sequence_length,
             "overrides": overrides, "corpus": text.corpus, "steps": steps, "seed": seed, **extra}
     settings = {"model": preset.name, "overrides": overrides, "corpus": text.corpus,

@@ -10,7 +10,8 @@ import keras
 
 NAMES = (
     "broadcast_over_batch", "bias_add", "check_at_most", "check_token_ids", "column_sum",
-    "compiled_for", "cpu_rewrites", "cudnn_lstm", "dropout", "gpu_available", "matmul",
+    "compiled_for", "cpu_rewrites", "cudnn_lstm", "dropout", "fused_attention",
+    "gpu_available", "matmul",
     "recurrence", "reshape_like", "row_mean", "scale", "scan_states", "summed_rows",
     "take_rows",
     "update_positions",
@@ -31,6 +32,7 @@ compiled_for = _implementation.compiled_for
 cpu_rewrites = _implementation.cpu_rewrites
 cudnn_lstm = _implementation.cudnn_lstm
 dropout = _implementation.dropout
+fused_attention = _implementation.fused_attention
 gpu_available = _implementation.gpu_available
 matmul = _implementation.matmul
 recurrence = _implementation.recurrence

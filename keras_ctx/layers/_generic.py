@@ -27,6 +27,12 @@ def compiled_for(device_type):
     yield
 
 
+def fused_attention():
+    """True: `keras.ops.dot_product_attention` runs plain attention's core (on JAX it
+    picks cuDNN's flash attention on a GPU under bf16/fp16, else XLA's fused einsums)."""
+    return True
+
+
 def cpu_rewrites():
     """False: the XLA:CPU rewrites are TensorFlow's only."""
     return False

@@ -25,6 +25,13 @@ from keras_ctx.layers._xla import (  # noqa: F401  (the backend's names)
     optimization_barrier,
 )
 
+
+def fused_attention():
+    """False: plain einsums, as fast on TensorFlow as `keras.ops.dot_product_attention`,
+    which lowers to the same ops (benchmarks/attention.py)."""
+    return False
+
+
 # -- dense products (layers/dense.py) ----------------------------------------
 
 

@@ -5,7 +5,7 @@ from keras import ops
 
 from keras_ctx.layers import _checks, banded_attention
 from keras_ctx.layers import dense
-from keras_ctx.layers._backend import update_positions
+from keras_ctx.layers._backend import fused_attention, update_positions
 from keras_ctx.layers.dropout import Dropout
 from keras_ctx.layers.masking import MASK_VALUE
 
@@ -60,9 +60,11 @@ class MultiHeadAttention(keras.layers.Layer):
 
     `softmax(Q K^T * scale + bias + mask) V` per head, then an output projection.
     Scores and softmax are computed in float32 under mixed precision. The
-    attention core is plain einsums, which XLA fuses; on TensorFlow this is
-    as fast as `keras.ops.dot_product_attention`, which lowers to the same ops
-    (see benchmarks/attention.py).
+    attention core is plain einsums on TensorFlow, as fast there as
+    `keras.ops.dot_product_attention`, which lowers to the same ops (see
+    benchmarks/attention.py); on JAX plain attention (no bias, band, returned
+    scores or dropout in training) runs `keras.ops.dot_product_attention`,
+    cuDNN's flash attention on a GPU under bf16.
 
     Args:
         num_heads: number of attention heads.
@@ -264,6 +266,13 @@ class MultiHeadAttention(keras.layers.Layer):
                 ops.arange(ops.shape(q)[1]) + query_offset, key_positions,
                 self.window_size)[None]
             mask = band if mask is None else ops.logical_and(mask, band)
+        if (fused_attention() and attention_bias is None and not return_attention_scores
+                and self.window_size is None and (self.dropout == 0.0 or not training)):
+            # Plain attention (no relative bias, band or dropped probabilities):
+            # keras' fused kernel; q is already scaled, softmax runs in float32.
+            context = ops.dot_product_attention(
+                q, k, v, mask=None if mask is None else mask[:, None], scale=1.0)
+            return self._results(self.output_dense(context), cache, None, False)
         scores = ops.einsum("bqnh,bknh->bnqk", q, k)
         probabilities = masked_softmax(scores, mask, attention_bias)
         dropped = self.dropout_layer(probabilities, training=training)

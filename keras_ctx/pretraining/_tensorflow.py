@@ -69,6 +69,12 @@ class Step:
     """The Pretrainer's `train_step(data)` / `test_step(data)` on TensorFlow (see base.py)."""
 
     def compile(self, *args, **kwargs):
+        if kwargs.get("jit_compile", "auto") == "auto":
+            # XLA on GPU/TPU only: on CPU TensorFlow's oneDNN kernels beat it for
+            # these models (benchmarks/RESULTS.md); Keras' "auto" also turns it off
+            # under tf.distribute, where one device per replica compiles fine.
+            kwargs["jit_compile"] = any(
+                d.device_type in ("GPU", "TPU") for d in tf.config.list_physical_devices())
         # A clear error instead of TensorFlow's, where XLA cannot run under the strategy.
         check_xla(self.distribute_strategy, kwargs.get("jit_compile", "auto"))
         super().compile(*args, **kwargs)

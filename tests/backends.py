@@ -279,8 +279,30 @@ def _fine_tune(model, trainable_count, name, labels, loss):
             f"{name}/trainable": np.array(trainable_count)}
 
 
+def export_classifier(weights, out):
+    """`export_saved_model` of the adapters' classifier of `peft_task_models` with the
+    weights in `weights`, its length fixed to TASK_IDS'; a free length and `generation`
+    refused on JAX (their messages to `out`/refusals.json)."""
+    from keras_ctx.export import ExportError, Generation, export_saved_model
+
+    numpy_initial_values()
+    model = peft_task_models()["adapters"]
+    stored = np.load(weights)
+    model.set_weights([stored[f"adapters/{i}"] for i in range(len(model.weights))])
+    refusals = []
+    for kwargs in ({}, {"sequence_length": TASK_IDS.shape[1], "generation": Generation(4)}):
+        try:
+            export_saved_model(model, os.path.join(out, "refused"), **kwargs)
+        except ExportError as error:
+            refusals.append(str(error))
+    with open(os.path.join(out, "refusals.json"), "w") as handle:
+        json.dump(refusals, handle)
+    export_saved_model(model, os.path.join(out, "jax"), sequence_length=TASK_IDS.shape[1])
+
+
 JOBS = {"backbone_outputs": backbone_outputs, "backbone_contracts": backbone_contracts,
-        "model_side": model_side, "peft_task_outputs": peft_task_outputs}
+        "model_side": model_side, "peft_task_outputs": peft_task_outputs,
+        "export_classifier": export_classifier}
 
 
 if __name__ == "__main__":

@@ -227,6 +227,20 @@ def _outputs(model, inputs):
     return np.asarray(keras.ops.convert_to_numpy(value), "float32")
 
 
+def string_task_refusal():
+    """What a string-in task's `predict` says on this backend ("" when it runs)."""
+    from keras_ctx.tasks import text
+    from tests.tasks.text_fixtures import backbone, tokenizer
+
+    classifier = text.TextClassifier(backbone("bert"), tokenizer("bert"), num_classes=2,
+                                     sequence_length=8)
+    try:
+        classifier.predict(["a fine film", "a dull film"], verbose=0)
+    except RuntimeError as error:
+        return str(error)
+    return ""
+
+
 def peft_task_outputs(out, weights=None, fit=False):
     """Outputs of `peft_task_models` on `TASK_IDS` to `out`: with the weights in `weights`
     (an .npz of name/i), else with their own, written to out's `weights.npz` beside it.
@@ -234,7 +248,7 @@ def peft_task_outputs(out, weights=None, fit=False):
 
     With `fit`: fine-tunes only the adapters (and the classifier) and only the LoRA
     factors (and the classifier) on numpy batches, recording each epoch's loss and
-    the largest change of any frozen weight."""
+    the largest change of any frozen weight, and what a string-in task says."""
     import keras
 
     from keras_ctx import peft
@@ -263,6 +277,7 @@ def peft_task_outputs(out, weights=None, fit=False):
         arrays.update(_fine_tune(models["lora"], peft.train_only(
             models["lora"], lora=True, keep=[models["lora"].get_layer("logits")]),
             "lora", TASK_IDS % 4, keras.losses.SparseCategoricalCrossentropy(True)))
+        arrays["strings/refusal"] = np.array(string_task_refusal())
     np.savez(out, **arrays)
 
 

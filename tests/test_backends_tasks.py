@@ -8,7 +8,8 @@ models, quantizes the float copies, fine-tunes, and writes back its arrays.
 
 import numpy as np
 
-from tests.backends import QUANTIZATION_MODES, peft_task_outputs, run_on_backend
+from tests.backends import (QUANTIZATION_MODES, peft_task_outputs, run_on_backend,
+                            string_task_refusal)
 
 # float32 on both backends, summed in other orders (tests/test_backends.py's bound); the
 # quantized products are the same integers, rescaled in float32.
@@ -39,3 +40,7 @@ def test_adapters_lora_quantization_and_tasks_give_tensorflows_outputs_and_train
     # Trainable: MAD-X's task adapter in the one block (16 -> 16 / 16 -> 16: 16 + 1 + 16
     # + 16) and the classifier (16 * 3 + 3); nothing of the language adapter or backbone.
     assert int(got["adapters/trainable"]) == 49 + 51
+    # String-in tasks refuse on JAX in one line naming the fix (and run here, on TensorFlow).
+    said = str(got["strings/refusal"])
+    assert said.startswith("String-in tasks run on KERAS_BACKEND=tensorflow") and "\n" not in said
+    assert string_task_refusal() == ""

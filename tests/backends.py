@@ -192,13 +192,13 @@ def _task_inputs():
             "segment_ids": np.zeros_like(TASK_IDS)}
 
 
-def peft_task_models():
+def peft_task_models(modes=QUANTIZATION_MODES):
     """Tiny BERT models on token ids, built alike on any backend: {name: model}.
 
     MAD-X's language (invertible) and task adapters under a sequence
     classifier, LoRA on the attention's query/value under a token classifier,
     Houlsby adapters under a span answerer, and one plain backbone per
-    quantization mode.
+    quantization mode in `modes`.
     """
     from keras_ctx import peft, tasks
 
@@ -214,7 +214,7 @@ def peft_task_models():
     models = {"adapters": tasks.SequenceClassifier(with_adapters, 3, dropout=0.0),
               "lora": tasks.TokenClassifier(with_lora, 4, dropout=0.0),
               "span": tasks.SpanQuestionAnswerer(with_houlsby)}
-    models.update({mode: bert() for mode in QUANTIZATION_MODES})
+    models.update({mode: bert() for mode in modes})
     return models
 
 
@@ -241,7 +241,7 @@ def string_task_refusal():
     return ""
 
 
-def peft_task_outputs(out, weights=None, fit=False):
+def peft_task_outputs(out, weights=None, fit=False, modes=QUANTIZATION_MODES):
     """Outputs of `peft_task_models` on `TASK_IDS` to `out`: with the weights in `weights`
     (an .npz of name/i), else with their own, written to out's `weights.npz` beside it.
     The quantization models quantize after their float weights are set.
@@ -254,7 +254,7 @@ def peft_task_outputs(out, weights=None, fit=False):
     from keras_ctx import peft
 
     numpy_initial_values() if weights else None
-    models, inputs = peft_task_models(), _task_inputs()
+    models, inputs = peft_task_models(modes), _task_inputs()
     stored = np.load(weights) if weights else None
     arrays, written = {}, {}
     for name, model in models.items():
@@ -265,7 +265,7 @@ def peft_task_outputs(out, weights=None, fit=False):
             model.set_weights([w + rng.standard_normal(w.shape).astype(w.dtype) * 0.05
                                for w in model.get_weights()])
             written.update({f"{name}/{i}": w for i, w in enumerate(model.get_weights())})
-        if name in QUANTIZATION_MODES:
+        if name in modes:
             model.quantize(name)
         arrays[name] = _outputs(model, inputs)
     if written:
@@ -301,7 +301,7 @@ def export_classifier(weights, out):
     from keras_ctx.export import ExportError, Generation, export_saved_model
 
     numpy_initial_values()
-    model = peft_task_models()["adapters"]
+    model = peft_task_models(modes=())["adapters"]
     stored = np.load(weights)
     model.set_weights([stored[f"adapters/{i}"] for i in range(len(model.weights))])
     refusals = []

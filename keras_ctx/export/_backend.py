@@ -13,9 +13,6 @@ import keras
 from keras_ctx.common.optional import tensorflow as tf
 
 BACKEND = keras.backend.backend()
-if BACKEND not in ("tensorflow", "jax"):
-    raise ImportError(f"SavedModel export runs on the TensorFlow or JAX backend, not "
-                      f"{BACKEND!r}; set KERAS_BACKEND=tensorflow (or jax) to export.")
 
 
 def check_token_ids(token_ids, vocabulary_size, name):
@@ -58,6 +55,9 @@ def refusal(specs, generation):
     """The one-line reason this backend cannot export as asked, else None."""
     if BACKEND == "tensorflow":
         return None
+    if BACKEND != "jax":
+        return (f"SavedModel export runs on the TensorFlow or JAX backend, not {BACKEND!r}; "
+                "set KERAS_BACKEND=tensorflow (or jax) to export.")
     if generation is not None:
         return ("`generation` (serve_generate) is exported from TensorFlow only: save the "
                 "weights, then export with KERAS_BACKEND=tensorflow.")

@@ -32,6 +32,12 @@ stay outside it (XLA compiles asserts away). The runtime compiles it on the
 first call for each input shape (fix `sequence_length` so that there is one).
 Which servers run such a SavedModel: see saved_models/README.md.
 
+JAX: Keras' ExportArchive converts the model's forward pass with jax2tf (one
+XLA module in the graph; the SavedModel also carries it as the `forward`
+signature, without the checks). The checks, `parse_example` and the
+preprocessor stay TensorFlow ops; the sequence length must be fixed and
+`serve_generate` is exported from TensorFlow only (export/_backend.py).
+
 Outputs: each output tensor under its own name in float32 (mixed-precision
 models are cast), batch first like every input. A list output (hidden_states,
 XLNet's memory) is stacked into one tensor on axis 1: hidden_states is

@@ -23,8 +23,16 @@ sequence, the masked share of the real tokens, [UNK] tokens, segments A or B
 of one token, and the prediction slots. docs/notes/data-references.md
 records them.
 
-    python -m benchmarks.pretraining_data --google-bert /path/to/bert
-        [--google-albert /path/to/albert] [--seeds 3] [--dir /tmp/pretraining_data]
+ELMo (`--bilm-tf DIR`, allenai/bilm-tf): its `bilm/data.py` batcher
+(`_get_batch`: sentences packed into rows that continue from batch to batch,
+20 steps, batch 128 as bin/train_elmo.py) against `pipelines.bilm_dataset`
+(one sentence a row, padded) on the built-in corpus' sentences with the
+same word vocabulary: forward targets per epoch, the padding share of the
+positions, sentences that start a row.
+
+    python -m benchmarks.pretraining_data [--google-bert /path/to/bert]
+        [--google-albert /path/to/albert] [--bilm-tf /path/to/bilm-tf] [--seeds 3]
+        [--dir /tmp/pretraining_data]
 """
 
 import argparse
@@ -184,22 +192,63 @@ def google(checkout, directory, text_files, vocab, seed, name="bert"):
                       pieces.index("[SEP]"), pieces.index("[UNK]"))
 
 
+def bilm_statistics(checkout, directory, batch_size=128, sequence_length=64):
+    """ELMo's forward targets and padding: `pipelines.bilm_dataset` vs bilm-tf's batcher."""
+    from keras_ctx.common.optional import tensorflow as tf
+    from keras_ctx.data import corpora, pipelines
+    from keras_ctx.data.vocabulary import word_vocabulary
+    from keras_ctx.pretraining.bilm import _targets
+
+    sentences = [s for doc in corpora.builtin_documents() for s in doc]
+    vocabulary = word_vocabulary(sentences, 8000)
+    docs = tf.data.Dataset.from_tensor_slices(tf.constant(sentences)).batch(1)
+    targets = positions = 0
+    for batch in pipelines.bilm_dataset(docs, vocabulary, batch_size, sequence_length):
+        _, weights, _, _ = _targets(batch["token_ids"])
+        targets += int(tf.reduce_sum(weights))
+        positions += int(tf.size(batch["token_ids"]))
+    ours = {"forward targets": targets, "positions not a forward target": 1 - targets / positions,
+            "rows starting a sentence": 1.0}
+    os.makedirs(directory, exist_ok=True)
+    shutil.copy(os.path.join(checkout, "bilm", "data.py"), os.path.join(directory, "bilm_data.py"))
+    with open(os.path.join(directory, "bilm_vocab.txt"), "w", encoding="utf-8") as handle:
+        handle.write("\n".join(["<S>", "</S>", "<UNK>", *vocabulary[4:]]) + "\n")
+    sys.path.insert(0, directory)
+    import bilm_data  # the reference batcher (numpy only)
+
+    vocab = bilm_data.Vocabulary(os.path.join(directory, "bilm_vocab.txt"))
+    stream = ((vocab.encode(s), None) for s in sentences)
+    targets = starts = rows = 0
+    for batch in bilm_data._get_batch(stream, batch_size, 20, None):
+        targets += int((batch["next_token_id"] > 0).sum())  # every position is a target
+        starts += int((batch["token_ids"][:, 0] == vocab.bos).sum())
+        rows += len(batch["token_ids"])
+    theirs = {"forward targets": targets, "positions not a forward target": 0.0,
+              "rows starting a sentence": starts / rows}
+    return {"elmo keras_ctx": ours, "elmo bilm-tf": theirs}
+
+
 def _mean(runs):
     return {key: float(np.mean([run[key] for run in runs])) for key in runs[0]}
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--google-bert", required=True,
+    parser.add_argument("--google-bert",
                         help="a checkout of google-research/bert (eedf571)")
     parser.add_argument("--google-albert",
                         help="a checkout of google-research/albert (b772393)")
+    parser.add_argument("--bilm-tf", help="a checkout of allenai/bilm-tf (7cffee2)")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--dir", default="/tmp/pretraining_data")
     args = parser.parse_args()
     if os.path.isdir(args.dir):
         shutil.rmtree(args.dir)
     os.makedirs(args.dir)
+    if args.bilm_tf:
+        print(json.dumps(bilm_statistics(args.bilm_tf, args.dir)), flush=True)
+    if not args.google_bert:
+        return
     runs = {}
     for seed in range(args.seeds):
         stats, vocab, text_files = ours(args.dir, seed)

@@ -208,11 +208,8 @@ def _record(model):
         layer for layer in compat.flatten_layers(model, include_self=False, recursive=True)
         if isinstance(layer, Backbone)]
     for owner in owners:
-        state = adapter_state(owner)
-        if state is None:
-            owner._config.pop("adapters", None)
-        else:
-            owner._config["adapters"] = state
+        # Untracked: read by Backbone.get_config only.
+        object.__setattr__(owner, "_adapter_state", adapter_state(owner))
 
 
 def set_active_adapters(model, names):

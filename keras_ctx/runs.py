@@ -318,21 +318,27 @@ def _has_checkpoints(out_dir):
 
 
 def check_data(out_dir, data, corpus_changed="refuse"):
-    """Refuses to resume `out_dir` on other data than its checkpoints were trained on.
+    """Refuses to resume `out_dir` on another corpus than its checkpoints were trained on.
 
     Args:
         out_dir: a run directory (a missing one, or one without recorded data,
             passes).
-        data: {"corpus": fingerprint, "tokenizer": fingerprint (optional)}
-            from `keras_ctx.data.fingerprints`.
+        data: {"corpus": fingerprint} from `keras_ctx.data.fingerprints`.
         corpus_changed: "refuse", or "continue" to resume on a changed corpus on
             purpose (allowed only while the tokenizer trained on it is the one the
-            checkpoints were trained with).
+            checkpoints were trained with, which `claim` checks).
+
+    Returns:
+        The data recorded in `out_dir` that `data` was checked against: `claim`
+        takes it back as `checked` and compares the corpus again only if the
+        record changed in between.
     """
-    _check_data(out_dir, (read_settings(out_dir) or {}).get("data"), data, corpus_changed)
+    recorded = (read_settings(out_dir) or {}).get("data")
+    _check_corpus(out_dir, recorded, data, corpus_changed)
+    return recorded
 
 
-def _check_data(out_dir, previous, data, corpus_changed):
+def _check_corpus(out_dir, previous, data, corpus_changed):
     """`check_data` against the data recorded in settings already read (`previous`)."""
     if corpus_changed not in CORPUS_CHANGED:
         raise RunDirectoryError(f"--corpus-changed takes {' or '.join(CORPUS_CHANGED)}, "
@@ -348,6 +354,13 @@ def _check_data(out_dir, previous, data, corpus_changed):
             "would continue its checkpoints on other text. Give the corpus it was trained "
             "on, choose another --out, or pass --corpus-changed continue to resume on the "
             "new corpus on purpose.")
+
+
+def _check_tokenizer(out_dir, previous, data):
+    """Refuses a tokenizer other than the one the checkpoints of `out_dir` were trained with."""
+    previous = previous or {}
+    if not _has_checkpoints(os.fspath(out_dir)):
+        return
     if previous.get("tokenizer") and data.get("tokenizer") and (
             previous["tokenizer"] != data["tokenizer"]):
         # Never allowed: the embeddings would continue under other ids.
@@ -358,11 +371,17 @@ def _check_data(out_dir, previous, data, corpus_changed):
             "or --no-resume to start over there).")
 
 
-def claim(out_dir, settings, fresh=False, data=None, corpus_changed="refuse"):
+_UNCHECKED = object()  # claim's `checked` when no `check_data` came before
+
+
+def claim(out_dir, settings, fresh=False, data=None, corpus_changed="refuse",
+          checked=_UNCHECKED):
     """Makes `out_dir` this run's directory; call only after every argument is valid.
 
     `out_dir` must be new or empty, or hold a run of the same `settings` (to
-    resume it) trained on the same `data` (`check_data`). With `fresh` an
+    resume it) trained on the same `data` (`check_data`). `checked`: what
+    `check_data` returned for this `data`; while `out_dir` still records
+    that, its corpus is not compared again (only the tokenizer, new since). With `fresh` an
     earlier run of ours there starts over: its checkpoints are deleted (only
     the ones the library wrote). A directory that holds something else is
     never touched. A run whose settings file was deleted (see
@@ -391,7 +410,9 @@ def claim(out_dir, settings, fresh=False, data=None, corpus_changed="refuse"):
                 f"{', '.join(changed)}): resume it with its own arguments, choose another "
                 "--out, or pass --no-resume to start over there.")
         if data is not None and not fresh:
-            _check_data(out_dir, previous_data, data, corpus_changed)
+            if checked is _UNCHECKED or checked != previous_data:  # another run came between
+                _check_corpus(out_dir, previous_data, data, corpus_changed)
+            _check_tokenizer(out_dir, previous_data, data)
         elif data is None:
             data = previous_data
         step = checkpoints.latest_step()

@@ -17,6 +17,7 @@ attributes, `.keras` save/load, parameter count (analytic = built = expected),
 `fit` under XLA, mixed_bfloat16.
 """
 
+import inspect
 import os
 import tempfile
 
@@ -418,6 +419,15 @@ def run_backbone_test(backbone_cls, init_kwargs, input_data, expected_parameter_
             f"get_config()[{name!r}] is {config.get(name, '<missing>')!r}, not {value!r}")
         assert getattr(backbone, name, "<missing>") == value, (
             f"constructor argument {name!r} is not kept as an attribute")
+    # A written-out get_config must not forget an argument the test did not pass.
+    for name, parameter in inspect.signature(backbone_cls.__init__).parameters.items():
+        if name in ("self", "dtype") or parameter.kind is parameter.VAR_KEYWORD:
+            continue
+        if parameter.default is not None and name not in config:
+            raise AssertionError(f"get_config() lacks the constructor argument {name!r}")
+        if name in config:
+            assert getattr(backbone, name, "<missing>") == config[name], (
+                f"constructor argument {name!r} is not kept as an attribute")
     revived = backbone_cls.from_config(config)
     assert revived.get_config() == config, "config does not round trip"
 

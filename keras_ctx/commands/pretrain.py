@@ -224,9 +224,8 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
     validation.check_export_path(export)
     if export and (isinstance(version, bool) or not isinstance(version, int) or version < 1):
         raise ValueError(f"--version must be a positive integer, got {version!r}.")
-    # The data's fingerprint (the corpus, or the prepared data's manifest).
-    fingerprint = pretrain_checks.check_corpus(data if data is not None else corpus, out,
-                                               resume, corpus_changed)
+    # The corpus (or the prepared data) resolved, fingerprinted and checked once.
+    text = pretrain_checks.resolve_text(corpus, out, data, resume, corpus_changed)
     text_export = export and family.framing is not None
     done = Checkpointer(os.path.join(out, "checkpoints")).latest_step() if resume else 0
     exported = export and _already_exported(out, export, version, steps, done, overwrite)
@@ -239,22 +238,22 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
         keras.config.set_dtype_policy("mixed_bfloat16")
     # A resumed run keeps the tokenizer it was claimed with: trainers break ties
     # between equally frequent pieces differently in each process.
-    claimed = runs.claimed_tokenizer(out) if resume and data is None else None
+    claimed = runs.claimed_tokenizer(out) if resume and not text.prepared else None
     with make_strategy(strategy).scope():
-        if data is not None:
-            corpus = None
+        if text.prepared:
             backbone, pretrainer, dataset, tokenizer, extra = build_prepared(
-                preset, data, run, overrides, manifest)
+                preset, text.source, run, overrides, manifest)
         else:
             backbone, pretrainer, dataset, tokenizer, extra = build(
-                preset, corpora.documents(corpus), run, overrides,
-                sample=corpora.sample_sentences(corpus, seed=seed) if claimed is None else None,
+                preset, corpora.documents(text.corpus), run, overrides,
+                sample=(corpora.sample_sentences(text.corpus, seed=seed)
+                        if claimed is None else None),
                 claimed=claimed)
         validation.check_overrides_applied(preset.name, backbone, overrides)
         pretrain_checks.check_sequence_length(backbone, sequence_length)
         # The tokenizer and what the family keeps beside it (not the sample's counts).
-        fingerprint["tokenizer"] = fingerprints.tokenizer(
-            tokenizer, {k: v for k, v in extra.items() if k != TOKENIZER_SAMPLE})
+        fingerprint = dict(text.fingerprint, tokenizer=fingerprints.tokenizer(
+            tokenizer, {k: v for k, v in extra.items() if k != TOKENIZER_SAMPLE}))
         hidden = getattr(backbone, "hidden_size", 512)
         if done < steps:
             say(f"Compiling the training step{' with XLA' if use_xla(xla) else ''} "
@@ -262,8 +261,8 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
         pretrainer.compile(optimizer=optimizer(learning_rate, steps, family, hidden),
                            jit_compile=use_xla(xla))
     info = {"model": preset.name, "family": family.name, "sequence_length": sequence_length,
-            "overrides": overrides, "corpus": corpus, "steps": steps, "seed": seed, **extra}
-    settings = {"model": preset.name, "overrides": overrides, "corpus": corpus,
+            "overrides": overrides, "corpus": text.corpus, "steps": steps, "seed": seed, **extra}
+    settings = {"model": preset.name, "overrides": overrides, "corpus": text.corpus,
                 **({"data": data} if data else {}),
                 "sequence_length": sequence_length, "batch_size": batch_size,
                 "vocabulary_size": vocabulary_size, "seed": seed,
@@ -272,7 +271,7 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
                 "mixed_precision": mixed_precision, "xla": xla}
     with RunLock(out):
         runs.claim(out, settings, fresh=not resume, data=fingerprint,
-                   corpus_changed=corpus_changed)
+                   corpus_changed=corpus_changed, checked=text.recorded)
         if claimed is None:
             runs.save_claimed_tokenizer(out, tokenizer,
                                         {k: v for k, v in extra.items() if k == TOKENIZER_SAMPLE})

@@ -1,10 +1,14 @@
 """Checks of a pretraining run's data and sizes, made before its directory is claimed.
 
-`check_corpus` fingerprints the corpus (`keras_ctx.data.fingerprints`), refuses an
-`--out` inside it (the run's own files would become corpus on the next
-read), and refuses to resume a run on another corpus than its checkpoints'.
+`resolve_text` turns `--corpus` / `--data` into a `TrainingText` once: it
+fingerprints the text (`keras_ctx.data.fingerprints`), refuses an `--out`
+inside it (the run's own files would become corpus on the next read), and
+refuses to resume a run on another corpus than its checkpoints'. `pretrain`
+passes that object down; nothing below it looks at the corpus source again
+to decide what it is.
 """
 
+import dataclasses
 import glob
 import os
 
@@ -43,21 +47,47 @@ def check_out_outside_corpus(corpus, out):
                 "(its vocabulary, logs) would be read as corpus. Choose an --out outside it.")
 
 
-def check_corpus(corpus, out, resume=True, corpus_changed="refuse"):
-    """The run's data fingerprint {"corpus": ...}; raises before any work on bad data.
+@dataclasses.dataclass(frozen=True)
+class TrainingText:
+    """A pretraining run's text, resolved once.
+
+    Attributes:
+        source: the `--corpus` source, or the `--data` directory, as given
+            (what the run's settings record).
+        prepared: whether `source` is a `keras-ctx prepare` directory.
+        fingerprint: {"corpus": ...}, its fingerprint (`keras_ctx.data.fingerprints`).
+        recorded: the data the run directory recorded when the fingerprint was
+            checked against it (`keras_ctx.runs.check_data`; None: not checked,
+            a fresh run).
+    """
+
+    source: object
+    prepared: bool
+    fingerprint: dict
+    recorded: object = None
+
+    @property
+    def corpus(self):
+        """The `--corpus` source (None for prepared data)."""
+        return None if self.prepared else self.source
+
+
+def resolve_text(corpus, out, data=None, resume=True, corpus_changed="refuse"):
+    """The run's `TrainingText`; raises before any work on bad data.
 
     Args:
-        corpus: the `--corpus` source.
+        corpus: the `--corpus` source (unused when `data` is given).
         out: the run directory.
+        data: a `keras-ctx prepare` directory to train on instead, or None.
         resume: whether an earlier run in `out` is to be resumed (its data
             must then be this one, unless `corpus_changed="continue"`).
         corpus_changed: "refuse" or "continue" (see `keras_ctx.runs.check_data`).
     """
-    check_out_outside_corpus(corpus, out)
-    data = {"corpus": fingerprints.corpus(corpus)}
-    if resume:
-        runs.check_data(out, data, corpus_changed)
-    return data
+    source = data if data is not None else corpus
+    check_out_outside_corpus(source, out)
+    fingerprint = {"corpus": fingerprints.corpus(source)}
+    recorded = runs.check_data(out, fingerprint, corpus_changed) if resume else None
+    return TrainingText(source, data is not None, fingerprint, recorded)
 
 
 def check_prepared(data, preset, sequence_length, vocabulary_size=None, batch_size=None):

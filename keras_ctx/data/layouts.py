@@ -16,7 +16,7 @@ from keras_ctx.data import permutation, segments, xlnet_stream
 from keras_ctx.data.maskers import check_duplicate, masker_for, never_masked_ids
 from keras_ctx.data.span_masking import SpanMasker
 from keras_ctx.data.tokenizers import continuation_table, special_token_ids, vocabulary
-from keras_ctx.data.vocabulary import bilm_inputs
+from keras_ctx.data.vocabulary import bilm_inputs, sentence_rows
 
 
 @dataclasses.dataclass(frozen=True)
@@ -261,8 +261,9 @@ def bilm_layout(vocabulary, run):
 
     The biLM reads each sentence as characters and predicts its words, with
     nothing drawn at random: a shard holds its sentences in a seeded order;
-    `bilm_inputs` makes `character_ids` and word `token_ids` when read, as
-    `bilm_dataset` does.
+    `bilm_inputs` makes `character_ids` and word `token_ids` when read, a
+    sentence longer than a row continuing in the next rows (`sentence_rows`),
+    as `bilm_dataset` does.
     """
     def examples(docs, rng):
         sentences = [sentence for doc in docs for sentence in doc]
@@ -270,9 +271,10 @@ def bilm_layout(vocabulary, run):
             yield {"sentence": sentences[index]}
 
     def batches(dataset):
-        return (dataset.batch(run.batch_size, drop_remainder=True)
-                .map(lambda batch: bilm_inputs(batch["sentence"], vocabulary,
-                                               run.sequence_length),
+        sentences = sentence_rows(dataset.map(lambda record: record["sentence"]),
+                                  run.sequence_length)
+        return (sentences.batch(run.batch_size, drop_remainder=True)
+                .map(lambda batch: bilm_inputs(batch, vocabulary, run.sequence_length),
                      num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
                 .prefetch(tf.data.AUTOTUNE))
 

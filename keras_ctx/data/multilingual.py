@@ -29,6 +29,7 @@ from keras_ctx.common.optional import tensorflow as tf
 MBERT_ALPHA = 0.7  # Devlin et al., google-research/bert multilingual.md
 XLM_ALPHA = 0.5  # Lample & Conneau 2019, Sec. 3.1
 XLM_STREAM_LENGTH = 256  # Lample & Conneau 2019, Sec. 3.3
+XLM_MAX_LENGTH = 100  # facebookresearch/XLM train.py --max_len: longer pairs are removed
 
 
 def smoothed_probabilities(sizes, alpha):
@@ -152,16 +153,27 @@ def tlm_example(source, target, sequence_length, eos_id, pad_id, source_language
 
 
 def tlm_pairs(pairs, sequence_length, eos_id, pad_id, source_language, target_language,
-              swap=True, seed=0):
+              swap=True, seed=0, max_length=XLM_MAX_LENGTH):
     """TLM examples from a dataset of (source ids, target ids) pairs.
 
     With `swap` (XLM trains TLM in both directions), each pair is presented
-    target-first with probability 1/2.
+    target-first with probability 1/2. A pair with an empty side, or a side
+    longer than `max_length` tokens (or than the (sequence_length - 4) // 2
+    that fit), is left out, as XLM's loader removes empty and long sentences
+    (`remove_empty_sentences`, `remove_long_sentences(max_len)`): a truncated
+    side would no longer translate the other.
     """
     for name, value in (("eos_id", eos_id), ("pad_id", pad_id),
                         ("source_language", source_language),
                         ("target_language", target_language)):
         _check_ids(name, value)
+    if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1:
+        raise ValueError(f"`max_length` must be a positive integer, got {max_length!r}.")
+    longest = min(max_length, (sequence_length - 4) // 2)
+
+    def fits(source, target):
+        sizes = tf.stack([tf.size(source), tf.size(target)])
+        return tf.reduce_all((sizes > 0) & (sizes <= longest))
 
     def make(source, target):
         forward = tlm_example(source, target, sequence_length, eos_id, pad_id,
@@ -173,7 +185,7 @@ def tlm_pairs(pairs, sequence_length, eos_id, pad_id, source_language, target_la
         flip = tf.random.uniform([], seed=seed) < 0.5
         return {k: tf.where(flip, backward[k], forward[k]) for k in forward}
 
-    return pairs.map(make)
+    return pairs.filter(fits).map(make)
 
 
 def xlm_masker(vocabulary_size, mask_id, eos_id, pad_id, token_counts, seed=0, **kwargs):
@@ -196,5 +208,5 @@ def xlm_masker(vocabulary_size, mask_id, eos_id, pad_id, token_counts, seed=0, *
                      token_weights=inverse_frequency_weights(token_counts), **kwargs)
 
 
-__all__ = ["MBERT_ALPHA", "XLM_ALPHA", "XLM_STREAM_LENGTH", "sample_languages",
+__all__ = ["MBERT_ALPHA", "XLM_ALPHA", "XLM_MAX_LENGTH", "XLM_STREAM_LENGTH", "sample_languages",
            "smoothed_probabilities", "text_stream", "tlm_example", "tlm_pairs", "xlm_masker"]

@@ -45,7 +45,7 @@ from keras_ctx.data.maskers import check_duplicate, continuations, masker_for, n
 from keras_ctx.data.ngram_masking import MAX_NGRAM
 from keras_ctx.data.span_masking import SpanMasker
 from keras_ctx.data.tokenizers import special_token_ids, tokenize_documents, vocabulary
-from keras_ctx.data.vocabulary import bilm_inputs
+from keras_ctx.data.vocabulary import bilm_inputs, sentence_rows
 
 
 def _prepare(documents, tokenizer, special_ids, vocabulary_size):
@@ -329,7 +329,10 @@ def permutation_dataset(documents, tokenizer, batch_size, sequence_length=512, s
 
 
 def bilm_dataset(documents, vocabulary, batch_size, sequence_length=64, seed=0):
-    """ELMo: shuffled sentences -> `character_ids` + word `token_ids` (Peters et al. 2018)."""
-    sentences = documents.unbatch().shuffle(10_000, seed=seed)
+    """ELMo: shuffled sentences -> `character_ids` + word `token_ids` (Peters et al. 2018).
+
+    A sentence longer than a row continues in the next rows (`sentence_rows`).
+    """
+    sentences = sentence_rows(documents.unbatch(), sequence_length).shuffle(10_000, seed=seed)
     return (sentences.batch(batch_size, drop_remainder=True)
             .map(lambda s: bilm_inputs(s, vocabulary, sequence_length)))

@@ -409,9 +409,27 @@ def check_vocabulary(tokenizer, backbone):
     return size
 
 
+def marks_leading_space(tokenizer):
+    """Whether `tokenizer` is byte-level BPE, whose pieces carry the space before a word ("Ġ")."""
+    import keras_hub
+
+    return isinstance(tokenizer, keras_hub.tokenizers.BytePairTokenizer)
+
+
 def tokenize_documents(documents, tokenizer):
-    """Maps a tf.data of documents (1-D tf.string sentences) to ragged [sentences, tokens]."""
+    """Maps a tf.data of documents (1-D tf.string sentences) to ragged [sentences, tokens].
+
+    Byte-level BPE tokenizes running text (GPT-2, Radford et al. 2019: whole
+    WebText documents; fairseq's RoBERTa/BART: whole lines): a sentence after a
+    document's first starts with the space that separated it, so its first word
+    gets the same "Ġ" piece as in the document tokenized whole.
+    """
+    leading_space = marks_leading_space(tokenizer)
+
     def tokenize(sentences):
+        if leading_space:
+            sentences = tf.strings.join(
+                [tf.where(tf.range(tf.size(sentences)) > 0, " ", ""), sentences])
         tokens = tokenizer(sentences)
         if not isinstance(tokens, tf.RaggedTensor):
             tokens = tf.RaggedTensor.from_tensor(tokens)

@@ -46,6 +46,30 @@ def bilm_inputs(sentences, vocabulary, sequence_length):
     return {"character_ids": tokens_to_character_ids(tokens), "token_ids": token_ids}
 
 
+def sentence_rows(sentences, sequence_length):
+    """A tf.data of sentences (scalar strings) -> the biLM's rows, one sentence each.
+
+    A sentence of more words than a row holds (sequence_length - 2, with `<S>`
+    and `</S>`) continues in the next rows, each with its own boundaries:
+    bilm-tf (allenai/bilm-tf bilm/data.py `_get_batch`) trains on every word of
+    a sentence of any length, where `bilm_inputs` alone would refuse it.
+    """
+    if isinstance(sequence_length, bool) or not isinstance(sequence_length, int) or (
+            sequence_length < 3):
+        raise ValueError(f"`sequence_length` must be an integer of at least 3 (<S>, a word, "
+                         f"</S>), got {sequence_length!r}.")
+    words_per_row = sequence_length - 2
+
+    def pieces(sentence):
+        words = tf.strings.split(sentence)
+        starts = tf.range(0, tf.maximum(tf.size(words), 1), words_per_row)
+        return tf.data.Dataset.from_tensor_slices(starts).map(
+            lambda start: tf.strings.reduce_join(words[start:start + words_per_row],
+                                                 separator=" "))
+
+    return sentences.flat_map(pieces)
+
+
 def word_vocabulary(sentences, size):
     """make_vocabulary of the `size` most frequent whitespace-separated words.
 

@@ -97,7 +97,8 @@ def split_a_and_b(data, sentence_ids, begin, total, rng):
     `total` tokens; with probability 0.5 (or when there is no cut point) B
     is a random run of whole sentences of the same row, else the sentences
     that follow A. The longer of the two loses tokens at its end until
-    len(a) + len(b) == total.
+    len(a) + len(b) == total. None also when A or B then ends the row (its
+    `extend_target` check: the row's shard ends there).
     """
     length = len(data)
     if begin + total >= length:
@@ -126,6 +127,8 @@ def split_a_and_b(data, sentence_ids, begin, total, rng):
             a_length -= 1
         else:
             b_length -= 1
+    if begin + a_length >= length or b_begin + b_length >= length:
+        return None  # data_utils.py (extend_target): the last token needs a next one
     return (data[begin:begin + a_length], data[b_begin:b_begin + b_length], continuation)
 
 
@@ -236,7 +239,8 @@ def two_segment_stream(documents, sequence_length, batch_size, sep_id, cls_id, r
     """XLNet's pretraining batches: [reuse part, A, <sep>, B, <sep>, <cls>] per row.
 
     As zihangdai/xlnet's data_utils.py: the documents (sentences with
-    alternating sentence ids, then `eod_id` as its own sentence) form one
+    alternating sentence ids, `eod_id` ending each inside its last sentence:
+    `document_runs`) form one
     stream, cut into `batch_size` rows (with `bi_data`: half of them, plus
     the same rows reversed). Step s of row r holds the `reuse_len` tokens
     that follow step s - 1's reuse part (what `XLNetPretrainer` keeps in
@@ -263,7 +267,8 @@ def two_segment_stream(documents, sequence_length, batch_size, sep_id, cls_id, r
             forward half then a backward half, as XLNet lays them out per
             core (`is_backward` says which, so the model does not depend on
             it).
-        eod_id: appended to every document (XLNet's <eod>), or None.
+        eod_id: appended to every document, in its last sentence (XLNet's <eod>),
+            or None.
         word_starts: bool array over ids, True where a piece starts a word
             (spans start there); None: every piece.
         mask_alpha, mask_beta, max_span_length: `span_mask` (6, 1, 5).
@@ -320,17 +325,12 @@ def two_segment_stream(documents, sequence_length, batch_size, sep_id, cls_id, r
     def batches():
         rng = np.random.default_rng([seed, passes[0]])
         passes[0] += 1
-        tokens, sentences, size, flag, made = [], [], 0, False, 0
-        for values, lengths in flat.as_numpy_iterator():
-            # Sentence ids alternate sentence by sentence (XLNet's sent_id).
-            flags = (np.arange(len(lengths)) + flag) % 2 == 1
+        tokens, sentences, size, made = [], [], 0, 0
+        docs = (np.split(values, np.cumsum(lengths)[:-1]) if len(lengths) else []
+                for values, lengths in flat.as_numpy_iterator())
+        for values, flags in document_runs(docs, eod_id):
             tokens.append(values)
-            sentences.append(np.repeat(flags, lengths))
-            flag ^= len(lengths) % 2 == 1
-            if eod_id is not None:
-                tokens.append(np.array([eod_id], np.int32))
-                sentences.append(np.array([flag]))
-                flag = not flag
+            sentences.append(flags)
             size += len(values)
             if size >= shard_tokens:
                 for batch in shard_batches(np.concatenate(tokens), np.concatenate(sentences),
@@ -368,20 +368,32 @@ def xlnet_word_starts(tokenizer):
     return ~continuation_table(tokenizer) | [p in punctuation for p in pieces]
 
 
-def sentence_stream(docs, eod_id):
-    """One token stream of `docs` and its sentence ids, as XLNet's data_utils.py.
+def document_runs(docs, eod_id, flag=False):
+    """Per document: its tokens and sentence ids, as XLNet's data_utils.py.
 
-    Sentence ids alternate sentence by sentence (its sent_id); `eod_id`, if
-    given, ends each document as a sentence of its own.
+    Sentence ids alternate sentence by sentence across documents (its
+    sent_id, starting at `flag`). `eod_id`, if given, ends each document
+    with the id of the document's last sentence: data_utils.py flips sent_id
+    back for the blank line's <eod>, so no cut point falls before it (A or B
+    never starts with <eod>, and <eod> is never a sentence of its own).
     """
-    tokens, flags, flag = [], [], False
     for doc in docs:
+        tokens, flags = [], []
         for sentence in doc:
-            tokens.append(sentence)
+            tokens.append(np.asarray(sentence, np.int32))
             flags.append(np.full(len(sentence), flag))
             flag = not flag
         if eod_id is not None:
             tokens.append(np.array([eod_id], np.int32))
-            flags.append(np.array([flag]))
-            flag = not flag
-    return np.concatenate(tokens).astype(np.int32), np.concatenate(flags)
+            flags.append(np.array([not flag]))
+        if tokens:
+            yield np.concatenate(tokens), np.concatenate(flags)
+
+
+def sentence_stream(docs, eod_id):
+    """One token stream of `docs` and its sentence ids (`document_runs` joined)."""
+    runs = list(document_runs(docs, eod_id))
+    if not runs:
+        return np.zeros(0, np.int32), np.zeros(0, bool)
+    return (np.concatenate([r[0] for r in runs]).astype(np.int32),
+            np.concatenate([r[1] for r in runs]))

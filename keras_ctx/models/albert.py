@@ -154,7 +154,39 @@ class AlbertBackbone(Backbone):
         }
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
         self._expose_encoder(inputs, x, stack, pooler)
-        self._record_config(locals(), token_embedding=embedding)
+        self._token_embedding = embedding
+        self.vocabulary_size = vocabulary_size
+        self.num_layers = num_layers
+        self.num_heads = num_heads
+        self.hidden_size = hidden_size
+        self.intermediate_size = intermediate_size
+        self.embedding_size = embedding_size
+        self.sharing = sharing
+        self.dropout = dropout
+        self.max_sequence_length = max_sequence_length
+        self.type_vocab_size = type_vocab_size
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.activation = activation
+        self.lookup = lookup
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "vocabulary_size": self.vocabulary_size,
+            "num_layers": self.num_layers,
+            "num_heads": self.num_heads,
+            "hidden_size": self.hidden_size,
+            "intermediate_size": self.intermediate_size,
+            "embedding_size": self.embedding_size,
+            "sharing": self.sharing,
+            "dropout": self.dropout,
+            "max_sequence_length": self.max_sequence_length,
+            "type_vocab_size": self.type_vocab_size,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+            "activation": self.activation,
+            "lookup": self.lookup,
+        })
+        return config
 
     @classmethod
     def analytic_parameter_count(cls, vocabulary_size, num_layers, num_heads, hidden_size,

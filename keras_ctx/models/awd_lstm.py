@@ -105,7 +105,33 @@ class AwdLstmBackbone(Backbone):
         self.vocabulary_size = vocabulary_size
         self.embedding_size = embedding_size
         self.num_layers = num_layers
-        self._record_config(locals(), token_embedding=embedding)
+        self._token_embedding = embedding
+        self.vocabulary_size = vocabulary_size
+        self.embedding_size = embedding_size
+        self.hidden_size = hidden_size
+        self.num_layers = num_layers
+        self.embedding_dropout = embedding_dropout
+        self.input_dropout = input_dropout
+        self.hidden_dropout = hidden_dropout
+        self.weight_dropout = weight_dropout
+        self.output_dropout = output_dropout
+        self.lstm_implementation = lstm_implementation
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "vocabulary_size": self.vocabulary_size,
+            "embedding_size": self.embedding_size,
+            "hidden_size": self.hidden_size,
+            "num_layers": self.num_layers,
+            "embedding_dropout": self.embedding_dropout,
+            "input_dropout": self.input_dropout,
+            "hidden_dropout": self.hidden_dropout,
+            "weight_dropout": self.weight_dropout,
+            "output_dropout": self.output_dropout,
+            "lstm_implementation": self.lstm_implementation,
+        })
+        return config
 
     def initial_states(self, batch_size):
         """Zero states [(h, c) per LSTM], each (batch_size, units) float32."""

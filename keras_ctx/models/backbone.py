@@ -1,8 +1,7 @@
-"""What every backbone shares: config recording and round trip, `token_embedding`,
+"""What every backbone shares: the config round trip, `token_embedding`,
 `from_preset`, and the one shape of a family's analytic parameter count."""
 
 import dataclasses
-import inspect
 
 import keras
 
@@ -94,56 +93,22 @@ class Backbone(keras.Model):
     """Base of the functional backbones.
 
     A family subclass builds its graph in `__init__`, passes `inputs`/`outputs`
-    to `super().__init__`, then calls `self._record_config(locals(), ...)`:
-    every named constructor argument becomes an attribute of the same name
-    (`backbone.hidden_size`) and is what `get_config` returns, and the
-    input-side `token_embedding` (for tied output layers) is kept.
+    to `super().__init__`, then keeps every constructor argument as an
+    attribute of the same name (`backbone.hidden_size`) and the input-side
+    `_token_embedding` (for tied output layers), and writes `get_config` out
+    from those attributes on top of this one's (as keras-hub's backbones).
     """
-
-    @property
-    def _config(self):
-        return self.__dict__.get("_backbone_config")
-
-    @_config.setter
-    def _config(self, config):
-        """The constructor arguments: kept for get_config and set as attributes, here only."""
-        object.__setattr__(self, "_backbone_config", dict(config))
-        for key, value in config.items():
-            if not isinstance(getattr(type(self), key, None), property):
-                setattr(self, key, value)
-
-    def _record_config(self, arguments, token_embedding=None, exclude=()):
-        """Records the constructor's arguments and the input token embedding.
-
-        Args:
-            arguments: `locals()` of the constructor, after `super().__init__`:
-                each named parameter of `__init__` (of this class and its
-                backbone bases, less `self`, `dtype` and `**kwargs`) is
-                recorded with its value at that point, so a default the
-                constructor resolved (`num_decoder_layers=None` -> `num_layers`)
-                is recorded resolved.
-            token_embedding: the layer mapping token ids to vectors, returned
-                by `token_embedding` (None: the backbone has none).
-            exclude: parameters that are not config (e.g. weights to load).
-        """
-        names = []
-        for cls in type(self).__mro__:
-            if not (isinstance(cls, type) and issubclass(cls, Backbone)) or cls is Backbone:
-                continue
-            for name in inspect.signature(cls.__init__).parameters:
-                if name in arguments and name not in names:
-                    names.append(name)
-        skipped = {"self", "dtype", "kwargs", *exclude}
-        self._config = {name: arguments[name] for name in names if name not in skipped}
-        if token_embedding is not None:
-            self._token_embedding = token_embedding
 
     def call(self, inputs, training=None, mask=None):
         return super().call(without_absent_optional_inputs(self, inputs), training=training,
                             mask=mask)
 
     def get_config(self):
-        config = dict(self._config, name=self.name, trainable=self.trainable)
+        config = {"name": self.name, "trainable": self.trainable}
+        # Adapters added after construction (keras_ctx.peft keeps their state here).
+        adapters = getattr(self, "_adapter_state", None)
+        if adapters is not None:
+            config["adapters"] = adapters
         quantized = _quantized_policies(self)
         if quantized is not None:
             config["dtype"] = keras.dtype_policies.serialize(quantized)

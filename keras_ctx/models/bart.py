@@ -137,7 +137,33 @@ class BartBackbone(Backbone):
         self.hidden_size = hidden_size
         self.num_heads = num_heads
         self.max_sequence_length = max_sequence_length
-        self._record_config(locals(), token_embedding=token_embedding)
+        self._token_embedding = token_embedding
+        self.vocabulary_size = vocabulary_size
+        self.num_layers = num_layers
+        self.num_heads = num_heads
+        self.hidden_size = hidden_size
+        self.intermediate_size = intermediate_size
+        self.num_decoder_layers = num_decoder_layers
+        self.max_sequence_length = max_sequence_length
+        self.dropout = dropout
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.lookup = lookup
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "vocabulary_size": self.vocabulary_size,
+            "num_layers": self.num_layers,
+            "num_heads": self.num_heads,
+            "hidden_size": self.hidden_size,
+            "intermediate_size": self.intermediate_size,
+            "num_decoder_layers": self.num_decoder_layers,
+            "max_sequence_length": self.max_sequence_length,
+            "dropout": self.dropout,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+            "lookup": self.lookup,
+        })
+        return config
 
     @classmethod
     def analytic_parameter_count(cls, vocabulary_size, num_layers, hidden_size,

@@ -94,7 +94,25 @@ class CoveBackbone(Backbone):
                     f"(vocabulary_size, embedding_size) = ({vocabulary_size}, {embedding_size})."
                 )
             embedding.embeddings.assign(embeddings)
-        self._record_config(locals(), token_embedding=embedding, exclude=("embeddings",))
+        self._token_embedding = embedding
+        self.vocabulary_size = vocabulary_size
+        self.embedding_size = embedding_size
+        self.hidden_size = hidden_size
+        self.num_layers = num_layers
+        self.trainable_embeddings = trainable_embeddings
+        self.lstm_implementation = lstm_implementation
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "vocabulary_size": self.vocabulary_size,
+            "embedding_size": self.embedding_size,
+            "hidden_size": self.hidden_size,
+            "num_layers": self.num_layers,
+            "trainable_embeddings": self.trainable_embeddings,
+            "lstm_implementation": self.lstm_implementation,
+        })
+        return config
 
     @property
     def output_dim(self):

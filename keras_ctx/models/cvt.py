@@ -161,7 +161,35 @@ class CvtEncoder(Backbone):
             layers[f"bilstm_{i}"] = keras.layers.Concatenate(dtype=dtype, name=f"bilstm_{i}")
         super().__init__(inputs=inputs, outputs=_encode(layers, inputs), dtype=dtype, **kwargs)
         self._layers_by_role = layers
-        self._record_config(locals(), token_embedding=layers["token_embedding"])
+        self._token_embedding = layers["token_embedding"]
+        self.vocabulary_size = vocabulary_size
+        self.embedding_size = embedding_size
+        self.first_layer_size = first_layer_size
+        self.second_layer_size = second_layer_size
+        self.projection_size = projection_size
+        self.filters = filters
+        self.character_embedding_size = character_embedding_size
+        self.max_characters_per_token = max_characters_per_token
+        self.character_vocabulary_size = character_vocabulary_size
+        self.dropout = dropout
+        self.lstm_implementation = lstm_implementation
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "vocabulary_size": self.vocabulary_size,
+            "embedding_size": self.embedding_size,
+            "first_layer_size": self.first_layer_size,
+            "second_layer_size": self.second_layer_size,
+            "projection_size": self.projection_size,
+            "filters": self.filters,
+            "character_embedding_size": self.character_embedding_size,
+            "max_characters_per_token": self.max_characters_per_token,
+            "character_vocabulary_size": self.character_vocabulary_size,
+            "dropout": self.dropout,
+            "lstm_implementation": self.lstm_implementation,
+        })
+        return config
 
     @property
     def output_sizes(self):

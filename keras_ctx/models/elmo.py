@@ -120,7 +120,37 @@ class ElmoBackbone(Backbone):
             **kwargs,
         )
         self.token_embedder = embedder
-        self._record_config(locals(), token_embedding=embedder)
+        self._token_embedding = embedder
+        self.projection_dim = projection_dim
+        self.lstm_units = lstm_units
+        self.num_layers = num_layers
+        self.filters = filters
+        self.num_highway_layers = num_highway_layers
+        self.cell_clip = cell_clip
+        self.projection_clip = projection_clip
+        self.use_residual = use_residual
+        self.dropout = dropout
+        self.max_characters_per_token = max_characters_per_token
+        self.character_embedding_dim = character_embedding_dim
+        self.lstm_implementation = lstm_implementation
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "projection_dim": self.projection_dim,
+            "lstm_units": self.lstm_units,
+            "num_layers": self.num_layers,
+            "filters": self.filters,
+            "num_highway_layers": self.num_highway_layers,
+            "cell_clip": self.cell_clip,
+            "projection_clip": self.projection_clip,
+            "use_residual": self.use_residual,
+            "dropout": self.dropout,
+            "max_characters_per_token": self.max_characters_per_token,
+            "character_embedding_dim": self.character_embedding_dim,
+            "lstm_implementation": self.lstm_implementation,
+        })
+        return config
 
     @property
     def output_dim(self):

@@ -187,7 +187,47 @@ class GPTBackbone(Backbone):
         self.final_norm = final_norm
         self.attention_types = layer_types
         head_size = head_size or hidden_size // num_heads
-        self._record_config(locals(), token_embedding=token_embedding)
+        self._token_embedding = token_embedding
+        self.vocabulary_size = vocabulary_size
+        self.num_layers = num_layers
+        self.num_heads = num_heads
+        self.hidden_size = hidden_size
+        self.intermediate_size = intermediate_size
+        self.max_sequence_length = max_sequence_length
+        self.dropout = dropout
+        self.normalize_first = normalize_first
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.scale_residual_init = scale_residual_init
+        self.activation = activation
+        self.lookup = lookup
+        self.head_size = head_size
+        self.attention_pattern = attention_pattern
+        self.window_size = window_size
+        self.attention_scale = attention_scale
+        self.use_qkv_bias = use_qkv_bias
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "vocabulary_size": self.vocabulary_size,
+            "num_layers": self.num_layers,
+            "num_heads": self.num_heads,
+            "hidden_size": self.hidden_size,
+            "intermediate_size": self.intermediate_size,
+            "max_sequence_length": self.max_sequence_length,
+            "dropout": self.dropout,
+            "normalize_first": self.normalize_first,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+            "scale_residual_init": self.scale_residual_init,
+            "activation": self.activation,
+            "lookup": self.lookup,
+            "head_size": self.head_size,
+            "attention_pattern": self.attention_pattern,
+            "window_size": self.window_size,
+            "attention_scale": self.attention_scale,
+            "use_qkv_bias": self.use_qkv_bias,
+        })
+        return config
 
     @classmethod
     def analytic_parameter_count(cls, vocabulary_size, num_layers, hidden_size,

@@ -193,7 +193,45 @@ class T5Backbone(Backbone):
         self.decoder_norm = decoder_norm
         scale_decoder_outputs = (bool(tie_embeddings) if scale_decoder_outputs is None
                                  else bool(scale_decoder_outputs))
-        self._record_config(locals(), token_embedding=token_embedding)
+        self._token_embedding = token_embedding
+        self.vocabulary_size = vocabulary_size
+        self.num_layers = num_layers
+        self.num_heads = num_heads
+        self.hidden_size = hidden_size
+        self.intermediate_size = intermediate_size
+        self.num_decoder_layers = num_decoder_layers
+        self.dropout = dropout
+        self.activation = activation
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.num_buckets = num_buckets
+        self.max_distance = max_distance
+        self.lookup = lookup
+        self.head_size = head_size
+        self.gated_feedforward = gated_feedforward
+        self.tie_embeddings = tie_embeddings
+        self.scale_decoder_outputs = scale_decoder_outputs
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "vocabulary_size": self.vocabulary_size,
+            "num_layers": self.num_layers,
+            "num_heads": self.num_heads,
+            "hidden_size": self.hidden_size,
+            "intermediate_size": self.intermediate_size,
+            "num_decoder_layers": self.num_decoder_layers,
+            "dropout": self.dropout,
+            "activation": self.activation,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+            "num_buckets": self.num_buckets,
+            "max_distance": self.max_distance,
+            "lookup": self.lookup,
+            "head_size": self.head_size,
+            "gated_feedforward": self.gated_feedforward,
+            "tie_embeddings": self.tie_embeddings,
+            "scale_decoder_outputs": self.scale_decoder_outputs,
+        })
+        return config
 
     @classmethod
     def analytic_parameter_count(cls, vocabulary_size, num_layers, num_heads, hidden_size,

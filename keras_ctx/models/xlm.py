@@ -102,7 +102,39 @@ class XLMBackbone(Backbone):
         layers = stack(x, padding_mask=inputs["padding_mask"], attention_mask=attention_mask)
         outputs = {"sequence_output": layers[-1], "hidden_states": [x] + list(layers)}
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
-        self._record_config(locals(), token_embedding=token_embedding)
+        self._token_embedding = token_embedding
+        self.vocabulary_size = vocabulary_size
+        self.num_layers = num_layers
+        self.num_heads = num_heads
+        self.hidden_size = hidden_size
+        self.intermediate_size = intermediate_size
+        self.num_languages = num_languages
+        self.use_language_embeddings = use_language_embeddings
+        self.causal = causal
+        self.dropout = dropout
+        self.attention_dropout = attention_dropout
+        self.max_sequence_length = max_sequence_length
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.activation = activation
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "vocabulary_size": self.vocabulary_size,
+            "num_layers": self.num_layers,
+            "num_heads": self.num_heads,
+            "hidden_size": self.hidden_size,
+            "intermediate_size": self.intermediate_size,
+            "num_languages": self.num_languages,
+            "use_language_embeddings": self.use_language_embeddings,
+            "causal": self.causal,
+            "dropout": self.dropout,
+            "attention_dropout": self.attention_dropout,
+            "max_sequence_length": self.max_sequence_length,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+            "activation": self.activation,
+        })
+        return config
 
     @classmethod
     def analytic_parameter_count(cls, vocabulary_size, num_layers, hidden_size,

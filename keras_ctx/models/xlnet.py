@@ -292,7 +292,42 @@ class XLNetBackbone(Backbone):
             hidden_states.append(h)
         outputs = {"sequence_output": h, "hidden_states": hidden_states}
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
-        self._record_config(locals(), token_embedding=self._token_embedding)
+        self.vocabulary_size = vocabulary_size
+        self.num_layers = num_layers
+        self.num_heads = num_heads
+        self.hidden_size = hidden_size
+        self.intermediate_size = intermediate_size
+        self.dropout = dropout
+        self.attention_dropout = attention_dropout
+        self.activation = activation
+        self.mem_len = mem_len
+        self.clamp_length = clamp_length
+        self.attention_type = attention_type
+        self.same_length = same_length
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.initializer_range = initializer_range
+        self.lookup = lookup
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "vocabulary_size": self.vocabulary_size,
+            "num_layers": self.num_layers,
+            "num_heads": self.num_heads,
+            "hidden_size": self.hidden_size,
+            "intermediate_size": self.intermediate_size,
+            "dropout": self.dropout,
+            "attention_dropout": self.attention_dropout,
+            "activation": self.activation,
+            "mem_len": self.mem_len,
+            "clamp_length": self.clamp_length,
+            "attention_type": self.attention_type,
+            "same_length": self.same_length,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+            "initializer_range": self.initializer_range,
+            "lookup": self.lookup,
+        })
+        return config
 
     @classmethod
     def analytic_parameter_count(cls, vocabulary_size, num_layers, num_heads, hidden_size,

@@ -87,3 +87,28 @@ def test_only_core_tf_ops_and_saved_model_round_trip(tmp_path):
     loaded = tf.saved_model.load(str(tmp_path)).signatures["serving_default"]
     got = loaded(tf.constant(["héllo world"]))["character_ids"].numpy()
     np.testing.assert_array_equal(got, sentences_to_character_ids(tf.constant(["héllo world"]), 6))
+
+
+def test_long_sentences_continue_in_the_next_rows_in_both_data_paths():
+    # bilm-tf (bilm/data.py _get_batch) trains on every word of a sentence of any
+    # length; a row of 6 holds <S>, 4 words, </S>: 10 words make rows of 4, 4, 2.
+    import types
+
+    from keras_ctx.data import layouts, pipelines
+    from keras_ctx.data.vocabulary import make_vocabulary
+
+    words = [f"w{i}" for i in range(10)]
+    vocabulary = make_vocabulary(words + ["short"])
+    ids = {w: vocabulary.index(w) for w in vocabulary}
+    want = sorted([[ids["<S>"], *[ids[w] for w in words[i:i + 4]], ids["</S>"]][:6]
+                   + [0] * (4 - len(words[i:i + 4])) for i in (0, 4, 8)]
+                  + [[ids["<S>"], ids["short"], ids["</S>"], 0, 0, 0]])
+    documents = tf.data.Dataset.from_tensors(tf.constant([" ".join(words), "short"]))
+    streamed = next(iter(pipelines.bilm_dataset(documents, vocabulary, 4, 6)))
+    assert sorted(streamed["token_ids"].numpy().tolist()) == want
+    run = types.SimpleNamespace(batch_size=4, sequence_length=6)
+    layout = layouts.bilm_layout(vocabulary, run)
+    records = tf.data.Dataset.from_tensor_slices({"sentence": [" ".join(words), "short"]})
+    prepared = next(iter(layout.batches(records)))
+    assert sorted(prepared["token_ids"].numpy().tolist()) == want
+    assert prepared["character_ids"].shape[:2] == (4, 6)

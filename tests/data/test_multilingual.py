@@ -83,3 +83,19 @@ def test_xlm_masker_masks_rare_tokens_more_and_never_eos_or_pad():
     assert not np.isin(chosen, (eos, pad)).any()
     # Uniform masking would give ~1:1; the weights give at most ~1:20 per draw.
     assert np.mean(chosen == 10) < 0.1
+
+
+def test_tlm_pairs_leave_out_long_and_empty_pairs():
+    # XLM's loader removes a pair with an empty side or a side over max_len
+    # (remove_empty_sentences, remove_long_sentences); truncating one side would
+    # leave a pair that no longer translates.
+    sides = [([5] * 3, [6] * 3), ([5] * 4, [6] * 9), ([5] * 8, [6] * 2), ([], [6] * 2),
+             ([5] * 4, [6] * 4)]
+    pairs = tf.data.Dataset.from_generator(
+        lambda: iter(sides), output_signature=(tf.TensorSpec([None], tf.int32),) * 2)
+    kept = list(ml.tlm_pairs(pairs, 20, 1, 0, 0, 1, swap=False).as_numpy_iterator())
+    # (20 - 4) // 2 = 8 tokens a side: the 9-token side and the empty side go.
+    assert [int(e["padding_mask"].sum()) for e in kept] == [10, 14, 12]
+    kept = list(ml.tlm_pairs(pairs, 20, 1, 0, 0, 1, swap=False, max_length=3)
+                .as_numpy_iterator())
+    assert [int(e["padding_mask"].sum()) for e in kept] == [10]

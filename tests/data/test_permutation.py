@@ -424,3 +424,31 @@ def from_preset_tiny(tokenizer):
     from keras_ctx.models import XLNetBackbone
 
     return XLNetBackbone(tokenizer.vocabulary_size(), 1, 2, 16, 32)
+
+
+def test_eod_joins_the_documents_last_sentence():
+    # data_utils.py flips sent_id back for the blank line's <eod>: it takes the id
+    # of the document's last sentence, so no cut point falls before it.
+    docs = [[np.array([10, 11]), np.array([12])], [np.array([13, 14, 15])]]
+    data, ids = xlnet_stream.sentence_stream(docs, eod_id=7)
+    assert data.tolist() == [10, 11, 12, 7, 13, 14, 15, 7]
+    assert ids.astype(int).tolist() == [0, 0, 1, 1, 0, 0, 0, 0]
+    # The streamed path cuts from the same stream (one implementation).
+    batch = next(xlnet_stream.two_segment_stream(
+        _dataset([[[10, 11], [12]], [[13, 14, 15]]] * 3), 8, 1, SEP, CLS, reuse_len=2,
+        num_predict=2, bi_data=False, eod_id=7, seed=0).as_numpy_iterator())
+    assert batch["token_ids"][0, :2].tolist() == [10, 11]
+    for row in batch["token_ids"]:  # neither A nor B starts with <eod>
+        first_sep = 2 + int(np.flatnonzero(row[2:] == SEP)[0])
+        assert row[2] != 7 and row[first_sep + 1] != 7
+
+
+def test_split_a_and_b_needs_a_token_after_the_row_end():
+    # data_utils.py's extend_target: A or B may not end the row (its last token
+    # needs a target). From 0 of 10 tokens, one sentence end at 6: continuation
+    # A = 0..5, B = 6..9; A loses 2 tokens to fit 8, B still ends the row.
+    data, ids = np.arange(10), np.array([0] * 6 + [1] * 4, bool)
+    assert xlnet_stream.split_a_and_b(data, ids, 0, 8, _Draws(random=[0.7], choice=[6])) is None
+    a, b, _ = xlnet_stream.split_a_and_b(np.arange(11), np.r_[ids, False], 0, 8,
+                                         _Draws(random=[0.7], choice=[6]))
+    assert a.tolist() == [0, 1, 2, 3, 4, 5][:len(a)] and len(a) + len(b) == 8

@@ -75,6 +75,22 @@ def test_byte_level_bpe_learned_from_the_corpus(corpus):
     assert len(first_of_words) >= len(corpus[0].split()) - 1
 
 
+def test_byte_level_bpe_documents_tokenize_as_running_text(corpus):
+    """A document's sentences give the ids of the document tokenized whole (GPT-2's
+    WebText documents): a sentence after the first starts with its "Ġ" word piece."""
+    tokenizer = tokenizers.train_byte_level_bpe(corpus, 300)
+    document = corpus[:3]
+    docs = tf.data.Dataset.from_tensor_slices([document])
+    tokenized = next(iter(tokenizers.tokenize_documents(docs, tokenizer)))
+    whole = [int(i) for i in tokenizer(tf.constant(" ".join(document)))]
+    assert [int(i) for i in tokenized.flat_values] == whole
+    assert tokenized.shape[0] == 3  # still one row per sentence
+    # WordPiece has no space pieces: each sentence alone, as before.
+    wordpiece = tokenizers.train_wordpiece(corpus, 120)
+    pieces = next(iter(tokenizers.tokenize_documents(docs, wordpiece)))
+    assert pieces.to_list()[1] == [int(i) for i in wordpiece(tf.constant(document[1]))]
+
+
 def test_sentencepiece_trained_with_albert_special_ids(corpus):
     tokenizer = tokenizers.train_sentencepiece(corpus, 100)
     tokens, table = _check(tokenizer, corpus)

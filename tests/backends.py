@@ -207,8 +207,142 @@ def layer_outputs(out):
     np.savez(out, **arrays)
 
 
+# Token ids of the peft / quantization / task jobs: (2, 6), the second row padded.
+TASK_IDS = np.array([[2, 5, 7, 9, 3, 11], [4, 8, 6, 12, 0, 0]], "int32")
+QUANTIZATION_MODES = ("int8", "int4", "float8")
+
+
+def _task_inputs():
+    return {"token_ids": TASK_IDS, "padding_mask": (TASK_IDS > 0).astype("int32"),
+            "segment_ids": np.zeros_like(TASK_IDS)}
+
+
+def peft_task_models(modes=QUANTIZATION_MODES):
+    """Tiny BERT models on token ids, built alike on any backend: {name: model}.
+
+    MAD-X's language (invertible) and task adapters under a sequence
+    classifier, LoRA on the attention's query/value under a token classifier,
+    Houlsby adapters under a span answerer, and one plain backbone per
+    quantization mode in `modes`.
+    """
+    from keras_ctx import peft, tasks
+
+    def bert():
+        return tiny_backbone("bert")[2]
+
+    with_adapters, with_houlsby = bert(), bert()
+    peft.add_adapter(with_adapters, "lang", "madx_language")
+    peft.add_adapter(with_adapters, "task", "madx_task")
+    peft.add_adapter(with_houlsby, "task", "houlsby")
+    with_lora = bert()
+    peft.enable_lora(with_lora, 2, ["*self_attention/query", "*self_attention/value"])
+    models = {"adapters": tasks.SequenceClassifier(with_adapters, 3, dropout=0.0),
+              "lora": tasks.TokenClassifier(with_lora, 4, dropout=0.0),
+              "span": tasks.SpanQuestionAnswerer(with_houlsby)}
+    models.update({mode: bert() for mode in modes})
+    return models
+
+
+def _outputs(model, inputs):
+    import keras
+
+    value = model(inputs)
+    if isinstance(value, dict):
+        value = value["sequence_output"]
+    return np.asarray(keras.ops.convert_to_numpy(value), "float32")
+
+
+def string_task_refusal():
+    """What a string-in task's `predict` says on this backend ("" when it runs)."""
+    from keras_ctx.tasks import text
+    from tests.tasks.text_fixtures import backbone, tokenizer
+
+    classifier = text.TextClassifier(backbone("bert"), tokenizer("bert"), num_classes=2,
+                                     sequence_length=8)
+    try:
+        classifier.predict(["a fine film", "a dull film"], verbose=0)
+    except RuntimeError as error:
+        return str(error)
+    return ""
+
+
+def peft_task_outputs(out, weights=None, fit=False, modes=QUANTIZATION_MODES):
+    """Outputs of `peft_task_models` on `TASK_IDS` to `out`: with the weights in `weights`
+    (an .npz of name/i), else with their own, written to out's `weights.npz` beside it.
+    The quantization models quantize after their float weights are set.
+
+    With `fit`: fine-tunes only the adapters (and the classifier) and only the LoRA
+    factors (and the classifier) on numpy batches, recording each epoch's loss and
+    the largest change of any frozen weight, and what a string-in task says."""
+    import keras
+
+    from keras_ctx import peft
+
+    numpy_initial_values() if weights else None
+    models, inputs = peft_task_models(modes), _task_inputs()
+    stored = np.load(weights) if weights else None
+    arrays, written = {}, {}
+    for name, model in models.items():
+        if stored is not None:
+            model.set_weights([stored[f"{name}/{i}"] for i in range(len(model.weights))])
+        else:  # LoRA's B starts at zero, adapters near identity: moved so they count
+            rng = np.random.default_rng(1)
+            model.set_weights([w + rng.standard_normal(w.shape).astype(w.dtype) * 0.05
+                               for w in model.get_weights()])
+            written.update({f"{name}/{i}": w for i, w in enumerate(model.get_weights())})
+        if name in modes:
+            model.quantize(name)
+        arrays[name] = _outputs(model, inputs)
+    if written:
+        np.savez(os.path.join(os.path.dirname(out), "weights.npz"), **written)
+    if fit:
+        arrays.update(_fine_tune(models["adapters"], peft.train_only(
+            models["adapters"], adapters=["task"], keep=[models["adapters"].get_layer("logits")]),
+            "adapters", np.array([0, 2]), keras.losses.SparseCategoricalCrossentropy(True)))
+        arrays.update(_fine_tune(models["lora"], peft.train_only(
+            models["lora"], lora=True, keep=[models["lora"].get_layer("logits")]),
+            "lora", TASK_IDS % 4, keras.losses.SparseCategoricalCrossentropy(True)))
+        arrays["strings/refusal"] = np.array(string_task_refusal())
+    np.savez(out, **arrays)
+
+
+def _fine_tune(model, trainable_count, name, labels, loss):
+    """`fit` on numpy inputs: {name/losses, name/frozen_change, name/trainable}."""
+    import keras
+
+    frozen = [(v, np.array(v.numpy())) for v in model.weights if not v.trainable]
+    model.compile(keras.optimizers.Adam(3e-2), loss)
+    history = model.fit(_task_inputs(), labels, epochs=8, batch_size=2, verbose=0)
+    change = max(float(np.max(np.abs(np.asarray(v.numpy()) - before))) for v, before in frozen)
+    return {f"{name}/losses": np.array(history.history["loss"]),
+            f"{name}/frozen_change": np.array(change),
+            f"{name}/trainable": np.array(trainable_count)}
+
+
+def export_classifier(weights, out):
+    """`export_saved_model` of the adapters' classifier of `peft_task_models` with the
+    weights in `weights`, its length fixed to TASK_IDS'; a free length and `generation`
+    refused on JAX (their messages to `out`/refusals.json)."""
+    from keras_ctx.export import ExportError, Generation, export_saved_model
+
+    numpy_initial_values()
+    model = peft_task_models(modes=())["adapters"]
+    stored = np.load(weights)
+    model.set_weights([stored[f"adapters/{i}"] for i in range(len(model.weights))])
+    refusals = []
+    for kwargs in ({}, {"sequence_length": TASK_IDS.shape[1], "generation": Generation(4)}):
+        try:
+            export_saved_model(model, os.path.join(out, "refused"), **kwargs)
+        except ExportError as error:
+            refusals.append(str(error))
+    with open(os.path.join(out, "refusals.json"), "w") as handle:
+        json.dump(refusals, handle)
+    export_saved_model(model, os.path.join(out, "jax"), sequence_length=TASK_IDS.shape[1])
+
+
 JOBS = {"backbone_outputs": backbone_outputs, "backbone_contracts": backbone_contracts,
-        "model_side": model_side, "layer_outputs": layer_outputs}
+        "model_side": model_side, "layer_outputs": layer_outputs,
+        "peft_task_outputs": peft_task_outputs, "export_classifier": export_classifier}
 
 
 if __name__ == "__main__":

@@ -32,6 +32,12 @@ stay outside it (XLA compiles asserts away). The runtime compiles it on the
 first call for each input shape (fix `sequence_length` so that there is one).
 Which servers run such a SavedModel: see saved_models/README.md.
 
+JAX: Keras' ExportArchive converts the model's forward pass with jax2tf (one
+XLA module in the graph; the SavedModel also carries it as the `forward`
+signature, without the checks). The checks, `parse_example` and the
+preprocessor stay TensorFlow ops; the sequence length must be fixed and
+`serve_generate` is exported from TensorFlow only (export/_backend.py).
+
 Outputs: each output tensor under its own name in float32 (mixed-precision
 models are cast), batch first like every input. A list output (hidden_states,
 XLNet's memory) is stacked into one tensor on axis 1: hidden_states is
@@ -48,6 +54,7 @@ import keras
 from keras_ctx.common.optional import tensorflow as tf
 
 from keras_ctx.common import files
+from keras_ctx.export import _backend
 
 
 class ExportError(ValueError):
@@ -109,13 +116,13 @@ def flat_outputs(outputs):
     if not isinstance(outputs, dict):
         outputs = {"outputs": outputs}
     flat = {}
-    for name, value in outputs.items():
+    for name, value in outputs.items():  # keras.ops: the backend's tensors (jax2tf on JAX)
         if isinstance(value, (list, tuple)):
             # Batch first, like every other output: (batch, layers, ...).
-            value = tf.stack([tf.convert_to_tensor(v) for v in value], axis=1)
-        value = tf.convert_to_tensor(value)
-        if value.dtype.is_floating:
-            value = tf.cast(value, tf.float32)
+            value = keras.ops.stack([keras.ops.convert_to_tensor(v) for v in value], axis=1)
+        value = keras.ops.convert_to_tensor(value)
+        if "float" in keras.backend.standardize_dtype(value.dtype):
+            value = keras.ops.cast(value, "float32")
         flat[name] = value
     return flat
 
@@ -167,8 +174,7 @@ def _checked_inputs(model, inputs):
     another segment's), and a too-long input fails deep in the graph
     ("Expected size[0] in [0, 32], but got 33").
     """
-    from keras_ctx.layers.embeddings import (check_token_ids, max_positions_of,
-                                             vocabulary_size_of)
+    from keras_ctx.layers.embeddings import max_positions_of, vocabulary_size_of
 
     vocabulary_size = vocabulary_size_of(model)
     tables = id_table_sizes(model)
@@ -193,7 +199,7 @@ def _checked_inputs(model, inputs):
         size = vocabulary_size if name.endswith("token_ids") else None
         size = size if size is not None else tables.get(name)
         if size is not None:
-            value = check_token_ids(value, size, f"input {name}")
+            value = _backend.check_token_ids(value, size, f"input {name}")
         checked[name] = value
     return checked
 
@@ -220,7 +226,7 @@ def forward_function(model, jit_compile):
             outputs = model.serving_outputs(outputs)
         return flat_outputs(outputs)
 
-    return tf.function(forward, jit_compile=True) if jit_compile else forward
+    return _backend.compiled(forward, jit_compile)
 
 
 def _call_model(model, inputs, input_dtypes, forward):
@@ -431,15 +437,18 @@ def export_saved_model(
     _check_vocabulary_is_known(model, named)
     specs = input_specs(named, sequence_length)
     input_dtypes = {name: tensor.dtype for name, tensor in named.items()}
-    forward = forward_function(model, bool(jit_compile))
-
+    if _backend.refusal(specs, generation):
+        raise ExportError(_backend.refusal(specs, generation))
     archive = keras.export.ExportArchive()
     archive.track(model)
+    forward = _backend.served(archive, forward_function(model, bool(jit_compile)), {
+        name: tf.TensorSpec(spec.shape, input_dtypes[name], name=name)
+        for name, spec in specs.items()})
 
     def serve(inputs):
         return _call_model(model, inputs, input_dtypes, forward)
 
-    archive.add_endpoint("serving_default", serve, input_signature=[specs])
+    _backend.add_endpoint(archive, "serving_default", serve, [specs])
 
     fixed_length = all(s.shape[1] is not None for s in specs.values() if s.shape.rank >= 2)
     if fixed_length:
@@ -452,11 +461,8 @@ def export_saved_model(
             parsed = tf.io.parse_example(examples, features)
             return _call_model(model, parsed, input_dtypes, forward)
 
-        archive.add_endpoint(
-            "serve_examples",
-            serve_examples,
-            input_signature=[tf.TensorSpec([None], tf.string, name="examples")],
-        )
+        _backend.add_endpoint(archive, "serve_examples", serve_examples,
+                              [tf.TensorSpec([None], tf.string, name="examples")])
 
     if preprocessor is not None:
         if isinstance(preprocessor, (keras.layers.Layer, tf.Module)):
@@ -474,11 +480,8 @@ def export_saved_model(
                 features = {next(iter(named)): features}
             return _call_model(model, features, input_dtypes, forward)
 
-        archive.add_endpoint(
-            "serve_text",
-            serve_text,
-            input_signature=[tf.TensorSpec([None], tf.string, name="text")],
-        )
+        _backend.add_endpoint(archive, "serve_text", serve_text,
+                              [tf.TensorSpec([None], tf.string, name="text")])
 
     if generation is not None:
         if not isinstance(generation, Generation):

@@ -149,6 +149,9 @@ class TextTask:
         return y, None
 
     def _dataset(self, x, y=None, batch_size=32):
+        from keras_ctx.tasks._backend import check_strings
+
+        check_strings()
         if isinstance(x, tf.data.Dataset):
             dataset = x
         else:

@@ -1,0 +1,56 @@
+"""Adapters, LoRA, quantization and the token-id tasks on JAX: TensorFlow's outputs on the
+same weights, and `fit` of only the adapter / LoRA weights on numpy batches.
+
+The models (`tests.backends.peft_task_models`) are built here on TensorFlow with
+every weight written to an .npz; one JAX subprocess loads them into the same
+models, quantizes the float copies, fine-tunes, and writes back its arrays.
+"""
+
+import numpy as np
+import pytest
+
+from tests.backends import (QUANTIZATION_MODES, peft_task_outputs, run_on_backend,
+                            string_task_refusal)
+
+# float32 on both backends, summed in other orders (tests/test_backends.py's bound); the
+# quantized products are the same integers, rescaled in float32.
+ATOL = 1e-5
+
+
+def _compare_with_jax(tmp_path, modes, fit):
+    """TensorFlow's outputs here, JAX's from the same weights; JAX's arrays."""
+    peft_task_outputs(str(tmp_path / "tensorflow.npz"), modes=modes)
+    expected = np.load(tmp_path / "tensorflow.npz")
+    run_on_backend("jax", "peft_task_outputs", {"out": str(tmp_path / "jax.npz"),
+                                                "weights": str(tmp_path / "weights.npz"),
+                                                "fit": fit, "modes": list(modes)})
+    got = np.load(tmp_path / "jax.npz")
+    assert sorted(expected.files) == sorted(["adapters", "lora", "span", *modes])
+    for name in expected.files:
+        # Relative to the largest value: the span answerer's padding logits are -1e9.
+        scale = max(1.0, float(np.max(np.abs(expected[name][np.abs(expected[name]) < 1e8]))))
+        np.testing.assert_allclose(got[name], expected[name], atol=ATOL * scale, rtol=0,
+                                   err_msg=name)
+    return expected, got
+
+
+def test_adapters_lora_int8_and_tasks_give_tensorflows_outputs_and_train_on_jax(tmp_path):
+    expected, got = _compare_with_jax(tmp_path, ["int8"], fit=True)
+    for name in ("adapters", "lora"):
+        losses = got[f"{name}/losses"]
+        assert losses[-1] < 0.9 * losses[0], (name, losses)  # it learns
+        assert float(got[f"{name}/frozen_change"]) == 0.0, name  # frozen weights bit-identical
+    # Trainable: MAD-X's task adapter in the one block (16 -> 16 / 16 -> 16: 16 + 1 + 16
+    # + 16) and the classifier (16 * 3 + 3); nothing of the language adapter or backbone.
+    assert int(got["adapters/trainable"]) == 49 + 51
+    # String-in tasks refuse on JAX in one line naming the fix (and run here, on TensorFlow).
+    said = str(got["strings/refusal"])
+    assert said.startswith("String-in tasks run on KERAS_BACKEND=tensorflow") and "\n" not in said
+    assert string_task_refusal() == ""
+
+
+@pytest.mark.slow  # ~70 s: int4 and float8 quantize and compile per shape on JAX; int8 by default
+def test_every_quantization_mode_gives_tensorflows_outputs_on_jax(tmp_path):
+    expected, _ = _compare_with_jax(tmp_path, list(QUANTIZATION_MODES), fit=False)
+    # Quantizing changed the outputs (the comparison is not of float copies).
+    assert not np.allclose(expected["int8"], expected["int4"], atol=1e-3)

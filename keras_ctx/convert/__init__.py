@@ -9,12 +9,9 @@ allennlp ELMo (`from_allennlp`, `to_allennlp`) and keras-hub backbones
 # Each family's converters are named by its module under `keras_ctx.families`
 # (registered in `keras_ctx.registry`); these modules read that registry.
 from keras_ctx.convert.elmo import from_allennlp, to_allennlp
-from keras_ctx.convert.huggingface import (
-    CheckpointError,
-    from_huggingface,
-    to_huggingface,
-    tokenizer_from_huggingface,
-)
+from keras_ctx.convert.huggingface import CheckpointError, from_huggingface
+from keras_ctx.convert.huggingface_export import to_huggingface
+from keras_ctx.convert.huggingface_tokenizers import tokenizer_from_huggingface
 from keras_ctx.convert.kerashub import from_keras_hub, from_keras_hub_preset
 from keras_ctx.convert.tensorflow import from_tf_checkpoint, to_tf_checkpoint
 

@@ -331,3 +331,11 @@ class LazyTensors(collections.abc.Mapping):
 
     def __len__(self):
         return len(self.shapes)
+
+
+def write_json_file(path, value, **options):
+    from keras_ctx.common.files import replacing
+
+    with replacing(path, overwrite=True) as staging:
+        with open(staging, "w", encoding="utf-8") as handle:
+            json.dump(value, handle, **(options or {"indent": 2, "sort_keys": True}))

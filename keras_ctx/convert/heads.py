@@ -38,16 +38,14 @@ from typing import Optional
 import numpy as np
 
 from keras_ctx import registry
+from keras_ctx.convert.base import CheckpointError, TensorReader
 from keras_ctx.convert.huggingface import (
-    CheckpointError,
-    TensorReader,
     activation_from_huggingface,
-    default_model_type,
     from_huggingface,
     read_config,
     read_tensors,
-    write_checkpoint_directory,
 )
+from keras_ctx.convert.huggingface_export import default_model_type, write_checkpoint_directory
 from keras_ctx.convert.mapping import Entry, LINEAR, export_weight_map, load_weight_map
 
 @dataclasses.dataclass(frozen=True)

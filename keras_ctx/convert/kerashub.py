@@ -108,7 +108,7 @@ def from_keras_hub_preset(directory):
     if not os.path.isfile(os.path.join(directory, "config.json")):
         raise CheckpointError(f"{directory} has no config.json: not a keras-hub preset.")
     from keras_ctx.convert.base import read_json_object
-    from keras_ctx.convert.huggingface import check_tokenizer_fits
+    from keras_ctx.convert.huggingface_tokenizers import check_tokenizer_fits
 
     config = read_json_object(os.path.join(directory, "config.json"),
                               "keras-hub preset config.json")

@@ -255,7 +255,8 @@ def from_tf_checkpoint(directory, family=None, generator=False):
     source = path if layout.config_file else prefix + " (sizes read from its variables)"
     _, spec = huggingface_format(layout.huggingface_type)
     backbone = spec.convert(config, tensors, source=source)
-    from keras_ctx.convert.huggingface import check_tokenizer_fits, tokenizer_from_huggingface
+    from keras_ctx.convert.huggingface_tokenizers import (check_tokenizer_fits,
+                                                          tokenizer_from_huggingface)
 
     backbone.tokenizer = tokenizer_from_huggingface(directory, _vocabulary_is_lowercase(directory))
     check_tokenizer_fits(backbone, backbone.tokenizer, directory)
@@ -273,7 +274,7 @@ def _vocabulary_is_lowercase(directory):
     if not os.path.isfile(path) or os.path.isfile(os.path.join(directory,
                                                                 "tokenizer_config.json")):
         return None
-    from keras_ctx.convert.huggingface import read_vocabulary
+    from keras_ctx.convert.huggingface_tokenizers import read_vocabulary
 
     tokens = read_vocabulary(path)
     return not any(t != t.lower() for t in tokens if not (t.startswith("[") and t.endswith("]")))
@@ -304,9 +305,10 @@ def to_tf_checkpoint(backbone, directory, family=None, overwrite=False):
 
     import tensorflow as tf
 
-    from keras_ctx.convert.huggingface import (TOKENIZER_FILES, check_writable,
-                                               save_tokenizer_files, tokenizer_file_names,
-                                               write_json_file)
+    from keras_ctx.convert.base import write_json_file
+    from keras_ctx.convert.huggingface_export import check_writable
+    from keras_ctx.convert.huggingface_tokenizers import (TOKENIZER_FILES, save_tokenizer_files,
+                                                          tokenizer_file_names)
 
     if family is None:  # the layout the backbone's family entry names
         entry = registry.of_backbone(backbone)

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from keras_ctx.convert import CheckpointError
-from keras_ctx.convert.huggingface import from_huggingface, to_huggingface
+from keras_ctx.convert.huggingface import from_huggingface
+from keras_ctx.convert.huggingface_export import to_huggingface
 from tests.convert import numpy_refs
 from tests.convert.test_hf_families import write_checkpoint
 from tests.convert.test_hf_generative import MT5, T5, _t5_inputs, t5_tensors

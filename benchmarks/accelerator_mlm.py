@@ -89,20 +89,25 @@ IMPLEMENTATIONS = ("keras_ctx", "keras_hub")
 
 
 def build(name, config, batch, dropout=0.1):
-    """(model, the `data` its train_step takes), compiled with AdamW, every variable built."""
+    """(model, the `data` its train_step takes), compiled with AdamW, every variable built.
+
+    Built from the batch's structure (as `fit` builds before its first step), not
+    by fitting: keras-hub's `fit` turns numpy inputs into a dataset with tf.data
+    or grain, which a machine with only JAX lacks.
+    """
     import keras
+
+    from keras_ctx.common import compat
 
     optimizer = keras.optimizers.AdamW(1e-4, weight_decay=0.01)
     x, y, weights = batch
     if name == "keras_ctx":
         model, data = keras_ctx_model(config, dropout), (keras_ctx_data(x, y, weights),)
-        model.compile(optimizer=optimizer)
-        model.fit(data[0], batch_size=len(y), epochs=1, verbose=0)
-        return model, data
-    model = keras_hub_model(config, dropout)
-    model.compile(optimizer=optimizer)  # keras-hub's own loss and weighted accuracy
-    model.fit(x, y, sample_weight=weights, batch_size=len(y), epochs=1, verbose=0)
-    return model, batch
+    else:
+        model, data = keras_hub_model(config, dropout), batch
+    model.compile(optimizer=optimizer)  # keras-hub's: its own loss and weighted accuracy
+    compat.resolve("symbolic_build")(model, data_batch=data)
+    return model, data
 
 
 class Stepper:

@@ -43,6 +43,9 @@ CLASSIFIER_FILE = "classifier.keras"
 SIZE_KEYS = ("vocabulary_size", "hidden_size", "num_layers", "num_heads", "intermediate_size",
              "embedding_size", "max_sequence_length")
 FINETUNE_FILE = "finetune.json"
+# What `export` and the commands' refusals read from finetune.json.
+FINETUNE_SCHEMA = {"run": (str, None, True), "family": (str, None, True),
+                   "sequence_length": (int, 1, True), "classes": (list, None, True)}
 # Present while save_run writes: what a killed save left may be replaced without --overwrite.
 SAVING_FILE = ".keras_ctx.saving"
 
@@ -78,8 +81,9 @@ def claimed_tokenizer(out_dir):
     tokenizer = load_tokenizer(directory)
     if tokenizer is None:
         return None
-    sample = os.path.join(directory, CLAIMED_SAMPLE_FILE)
-    return tokenizer, (_read_json(sample) if os.path.isfile(sample) else {})
+    return tokenizer, _read_record(
+        os.path.join(directory, CLAIMED_SAMPLE_FILE), {}, "the claimed tokenizer's sample",
+        f"restore {directory}, or pretrain again in a new --out")
 
 
 def is_run(directory):
@@ -154,7 +158,7 @@ def read_info(run_dir):
     """run.json of a finished run, checked for the keys the commands read."""
     path = os.path.join(run_dir, RUN_FILE)
     if not os.path.isfile(path) and is_finetuned(run_dir):
-        origin = _read_json(os.path.join(run_dir, FINETUNE_FILE)).get("run")
+        origin = _read_finetuned_info(run_dir).get("run")
         raise RunDirectoryError(
             f"{run_dir} holds a fine-tuned classifier, not a pretrained or converted run: "
             f"give the run it was fine-tuned from{f' ({origin})' if origin else ''}; "
@@ -179,13 +183,23 @@ def read_info(run_dir):
     return info
 
 
-def _read_json(path):
-    try:
-        with open(path, encoding="utf-8") as handle:
-            value = json.load(handle)
-    except (OSError, ValueError):
+def _read_record(path, schema, what, fix):
+    """The JSON object in `path`, checked against `schema`; {} only when there is no file.
+
+    A damaged file raises (naming it and `fix`) instead of reading as absent.
+    """
+    if not os.path.isfile(path):
         return {}
-    return value if isinstance(value, dict) else {}
+    try:
+        return validation.check_fields(path, files.read_json(path, what, fix), schema, fix)
+    except ValueError as error:
+        raise RunDirectoryError(str(error)) from None
+
+
+def _read_finetuned_info(directory):
+    return _read_record(os.path.join(directory, FINETUNE_FILE), FINETUNE_SCHEMA,
+                        "a fine-tuned classifier's finetune.json",
+                        f"restore it, or fine-tune again into {directory}")
 
 
 def is_finetuned(directory):
@@ -208,7 +222,7 @@ def load_finetuned(directory):
     import keras_ctx  # noqa: F401  (registers our classes for loading)
 
     path, info_path = (os.path.join(directory, name) for name in (CLASSIFIER_FILE, FINETUNE_FILE))
-    info = _read_json(info_path)
+    info = _read_finetuned_info(directory)
     try:  # finetune.json's sequence length checked against the stored position table
         model = keras_files.load_model(path, claims=[(info_path, info)])
     except keras_files.ClaimedSizeError as error:  # names the file and field itself

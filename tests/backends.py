@@ -340,9 +340,22 @@ def export_classifier(weights, out):
     export_saved_model(model, os.path.join(out, "jax"), sequence_length=TASK_IDS.shape[1])
 
 
+def pretraining_learning(out, steps):
+    from tests.pretraining import jax_jobs
+
+    jax_jobs.learning(out, steps)
+
+
+def pretraining_resume(out, directory):
+    from tests.pretraining import jax_jobs
+
+    jax_jobs.resume(out, directory)
+
+
 JOBS = {"backbone_outputs": backbone_outputs, "backbone_contracts": backbone_contracts,
         "model_side": model_side, "layer_outputs": layer_outputs,
-        "peft_task_outputs": peft_task_outputs, "export_classifier": export_classifier}
+        "peft_task_outputs": peft_task_outputs, "export_classifier": export_classifier,
+        "pretraining_learning": pretraining_learning, "pretraining_resume": pretraining_resume}
 
 
 if __name__ == "__main__":

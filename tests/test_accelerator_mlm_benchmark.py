@@ -4,8 +4,6 @@ import os
 import subprocess
 import sys
 
-import pytest
-
 from benchmarks import accelerator_mlm
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -19,11 +17,25 @@ def test_forward_matmul_flops_by_hand():
     assert got == 6 * 2 * 152 + 2 * 1 * 2 * 56
 
 
-@pytest.mark.slow  # ~2 min: builds and compiles both models on JAX (a GPU runs BERT-base)
-def test_tiny_run_on_jax_cpu_times_both_implementations():
-    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", PYTHONPATH=ROOT)
+# As on the GPU machines (benchmarks/gpu_check.sh): JAX, keras and keras-hub, no TensorFlow.
+WITHOUT_TENSORFLOW = """
+import runpy, sys
+from tests.backends import BlockTensorFlow
+sys.meta_path.insert(0, BlockTensorFlow())
+sys.argv[0] = "accelerator_mlm"
+try:
+    runpy.run_module("benchmarks.accelerator_mlm", run_name="__main__")
+finally:
+    assert "tensorflow" not in sys.modules, "TensorFlow was imported"
+"""
+
+
+def test_tiny_run_on_jax_cpu_without_tensorflow_times_both_implementations():
+    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", PYTHONPATH=ROOT,
+               XLA_FLAGS="--xla_backend_optimization_level=0 "
+                         "--xla_llvm_disable_expensive_passes=true")
     done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.accelerator_mlm", "--batch", "4", "--length", "32",
+        [sys.executable, "-c", WITHOUT_TENSORFLOW, "--batch", "4", "--length", "32",
          "--predictions", "4", "--layers", "1", "--hidden", "32", "--heads", "2",
          "--intermediate", "64", "--vocabulary", "2000", "--steps", "2", "--rounds", "2",
          "--warmup", "1", "--precision", "mixed_bfloat16", "--dropout", "0"],
@@ -36,3 +48,19 @@ def test_tiny_run_on_jax_cpu_times_both_implementations():
         assert seq_per_second > 0
     assert "mixed_bfloat16" in done.stdout and "dropout 0," in done.stdout
     assert "cpu" in done.stdout
+
+
+def test_the_gpu_script_fetches_setup_pys_keras_and_keras_hub():
+    """benchmarks/gpu_check.sh carries the keras and keras-hub the suite ran against."""
+    script = open(os.path.join(ROOT, "benchmarks", "gpu_check.sh")).read()
+    setup = open(os.path.join(ROOT, "setup.py")).read()
+    for name in ("keras", "keras-hub"):
+        assert f'"{name}==$(pin {name})"' in script
+        assert f'"{name}==' in setup
+    done = subprocess.run(["bash", "-c", 'source <(sed -n "/^pin()/p" benchmarks/gpu_check.sh);'
+                           ' pin keras; pin keras-hub'], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+    import keras
+    import keras_hub
+
+    assert done.stdout.split() == [keras.__version__, keras_hub.__version__]

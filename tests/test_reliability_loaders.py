@@ -237,18 +237,73 @@ def test_run_json_claims_are_checked_against_the_stored_weights(tiny_run, tmp_pa
     assert not (tmp_path / "ft").exists() and not (tmp_path / "e").exists()
 
 
-def test_finetune_json_claiming_a_longer_sequence_is_refused_by_export(tiny_run, tmp_path,
-                                                                      capsys):
-    train = tmp_path / "t.tsv"
+@pytest.fixture(scope="module")
+def finetuned(tiny_run, tmp_path_factory):
+    out = tmp_path_factory.mktemp("finetuned") / "ft"
+    train = out.parent / "t.tsv"
     train.write_text("".join(f"the bank {i}\t{i % 2}\n" for i in range(8)))
-    code, output = run_cli(capsys, "finetune", str(tiny_run), "--train", str(train), "--out",
-                           str(tmp_path / "ft"), "--epochs", "1")
+    code, output = cli_code(["finetune", str(tiny_run), "--train", str(train), "--out",
+                             str(out), "--epochs", "1"])
     assert code == 0, output
-    _edit_json(tmp_path / "ft" / runs.FINETUNE_FILE, sequence_length=10**5)
-    code, output = run_cli(capsys, "export", str(tmp_path / "ft"), str(tmp_path / "e"))
+    return out
+
+
+def cli_code(argv):
+    import contextlib
+    import io
+
+    stream = io.StringIO()
+    with contextlib.redirect_stdout(stream), contextlib.redirect_stderr(stream):
+        code = cli.main(argv)
+    return code, stream.getvalue()
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda path: _edit_json(path, sequence_length=10**5),
+     "finetune.json: sequence_length = 100000 is more than"),
+    # Damaged, not absent: it must not read as a classifier saved before finetune.json.
+    (lambda path: path.write_text('{"run": "x", "family": "bert", "sequence_len'),
+     "finetune.json (a fine-tuned classifier's finetune.json) is not valid JSON"),
+    (lambda path: path.write_text("[1, 2]"), "finetune.json holds list, not a JSON object"),
+    (lambda path: _edit_json(path, sequence_length="32"),
+     "finetune.json has sequence_length='32', not an integer >= 1"),
+    (lambda path: path.write_text(json.dumps({"run": "x", "family": "bert"})),
+     "finetune.json lacks the field 'sequence_length'"),
+])
+def test_a_damaged_finetune_json_is_refused_by_export_in_one_line(finetuned, tmp_path, capsys,
+                                                                 damage, message):
+    tuned = tmp_path / "ft"
+    shutil.copytree(finetuned, tuned)
+    damage(tuned / runs.FINETUNE_FILE)
+    code, output = run_cli(capsys, "export", str(tuned), str(tmp_path / "e"))
     line = one_line_error(output)
-    assert code == 2 and "finetune.json: sequence_length = 100000 is more than" in line, line
+    assert code == 2 and message in line, line
     assert not (tmp_path / "e").exists()
+    if "finetune.json:" not in message:  # unreadable: also where a run was expected
+        code, output = run_cli(capsys, "embed", str(tuned), "the bank")
+        assert code == 2 and message in one_line_error(output), output
+
+
+def test_a_classifier_saved_before_finetune_json_still_exports(finetuned, tmp_path, capsys):
+    tuned = tmp_path / "ft"
+    shutil.copytree(finetuned, tuned)
+    (tuned / runs.FINETUNE_FILE).unlink()
+    code, output = run_cli(capsys, "export", str(tuned), str(tmp_path / "e"))
+    assert code == 0, output
+
+
+def test_a_damaged_claimed_tokenizer_sample_is_refused_on_resume(tmp_path):
+    """A resumed pretrain reuses the tokenizer its run claimed, with the sample counts
+    beside it; damaged, that record must not read as "no counts"."""
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / runs.SETTINGS_FILE).write_text(json.dumps({"model": "bert-tiny"}))
+    runs.save_claimed_tokenizer(str(out), tokenizer("bert"), {"tokenizer_sample": {"a": 1}})
+    assert runs.claimed_tokenizer(str(out))[1] == {"tokenizer_sample": {"a": 1}}
+    (out / runs.TOKENIZER_DIR / runs.CLAIMED_SAMPLE_FILE).write_text('{"tokenizer_sa')
+    with pytest.raises(KerasCtxError, match="sample.json .the claimed tokenizer's sample. is "
+                                            "not valid JSON.*pretrain again in a new --out"):
+        runs.claimed_tokenizer(str(out))
 
 
 def test_a_backbone_config_claiming_a_long_position_table_is_refused(tiny_run, tmp_path,

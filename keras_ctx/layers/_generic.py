@@ -9,7 +9,9 @@ values to check, so compiled steps are guarded where their data enters.
 """
 
 import contextlib
+import functools
 
+import keras
 import numpy as np
 from keras import ops
 
@@ -27,10 +29,20 @@ def compiled_for(device_type):
     yield
 
 
-def fused_attention():
-    """True: `keras.ops.dot_product_attention` runs plain attention's core (on JAX it
-    picks cuDNN's flash attention on a GPU under bf16/fp16, else XLA's fused einsums)."""
-    return True
+def fused_attention(dtype):
+    """Whether `keras.ops.dot_product_attention` runs plain attention's core at compute
+    `dtype` (on JAX it picks cuDNN's flash attention on a GPU under bf16/fp16, else
+    XLA's fused einsums). Not float16 on XLA:CPU: JAX's products there accumulate
+    float16 in float32, which XLA:CPU cannot lower ("The precision 'F16_F16_F32' is
+    not supported by dot_general on CPU"); the einsums keep float16 throughout."""
+    return keras.backend.standardize_dtype(dtype) != "float16" or not _xla_cpu()
+
+
+@functools.cache
+def _xla_cpu():
+    # Keras' distribution API lists JAX's devices (PyTorch has none: not XLA).
+    return keras.backend.backend() == "jax" and all(
+        device.startswith("cpu") for device in keras.distribution.list_devices())
 
 
 def cpu_rewrites():

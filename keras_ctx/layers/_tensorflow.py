@@ -26,9 +26,9 @@ from keras_ctx.layers._xla import (  # noqa: F401  (the backend's names)
 )
 
 
-def fused_attention():
-    """False: plain einsums, as fast on TensorFlow as `keras.ops.dot_product_attention`,
-    which lowers to the same ops (benchmarks/attention.py)."""
+def fused_attention(dtype):
+    """False at every `dtype`: plain einsums, as fast on TensorFlow as
+    `keras.ops.dot_product_attention`, which lowers to the same ops (benchmarks/attention.py)."""
     return False
 
 

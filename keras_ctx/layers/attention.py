@@ -266,7 +266,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 ops.arange(ops.shape(q)[1]) + query_offset, key_positions,
                 self.window_size)[None]
             mask = band if mask is None else ops.logical_and(mask, band)
-        if (fused_attention() and attention_bias is None and not return_attention_scores
+        if (fused_attention(q.dtype) and attention_bias is None and not return_attention_scores
                 and self.window_size is None and (self.dropout == 0.0 or not training)):
             # Plain attention (no relative bias, band or dropped probabilities):
             # keras' fused kernel; q is already scaled, softmax runs in float32.

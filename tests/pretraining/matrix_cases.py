@@ -7,7 +7,7 @@ objective's own format (a dict, or (inputs, labels[, weights])).
 """
 
 import numpy as np
-import tensorflow as tf
+from keras_ctx.common.optional import tensorflow as tf  # imported when a case uses it
 
 BATCH, LENGTH, V = 4, 12, 40
 PREDICT = 3  # masked positions per row

@@ -1,0 +1,81 @@
+"""Pretraining jobs `tests.backends.run_on_backend` runs on JAX (test_jax_training.py reads them).
+
+`learning`: objectives fit on numpy arrays and on Python iterators, under each
+precision, with TensorFlow unimportable; `resume`: `fit_resumable` interrupted
+and resumed against one uninterrupted run (tf.data input, dropout on).
+"""
+
+import numpy as np
+
+from tests.pretraining.matrix_cases import CASES
+
+# (case, dtype policy, how the batches arrive): every precision and both numpy feeds.
+LEARNING = (("bert", "mixed_bfloat16", "arrays"), ("bert", "mixed_float16", "iterator"),
+            ("t5", "mixed_bfloat16", "iterator"), ("causal_lm", "float32", "arrays"))
+
+
+def _losses(name, policy, feed, learning_rate, steps):
+    """The `loss` metric after each of `steps` AdamW steps on case `name`'s one batch."""
+    import keras
+
+    make, make_batch = CASES[name]
+    batch = make_batch()
+    keras.utils.set_random_seed(0)
+    keras.config.set_dtype_policy(policy)
+    try:
+        model = make()
+    finally:
+        keras.config.set_dtype_policy("float32")
+    model.compile(optimizer=keras.optimizers.AdamW(learning_rate))
+    if feed == "arrays":  # the whole batch per step, one step per epoch
+        rows = len(next(iter(batch.values())))
+        history = model.fit(batch, batch_size=rows, epochs=steps, shuffle=False, verbose=0)
+    else:
+        def batches():
+            while True:
+                yield batch if isinstance(batch, tuple) else (batch,)
+
+        history = model.fit(batches(), steps_per_epoch=1, epochs=steps, shuffle=False,
+                            verbose=0)
+    return np.array(history.history["loss"])
+
+
+def learning(out, steps):
+    """{f"{case}/{policy}/{feed}/{trained|frozen}": losses}: learning rate 3e-3 and 0."""
+    arrays = {}
+    for name, policy, feed in LEARNING:
+        for kind, rate in (("trained", 3e-3), ("frozen", 0.0)):
+            arrays[f"{name}/{policy}/{feed}/{kind}"] = _losses(name, policy, feed, rate, steps)
+    np.savez(out, **arrays)
+
+
+def _bert_run(directory, steps):
+    """A tiny BERT pretrainer (dropout 0.1) through `fit_resumable` up to `steps`."""
+    import keras
+    import tensorflow as tf
+
+    from keras_ctx.models import BertBackbone
+    from keras_ctx.pretraining import BertPretrainer
+    from keras_ctx.training import fit_resumable
+    from tests.pretraining.matrix_cases import _mlm_batch
+
+    keras.utils.set_random_seed(0)
+    model = BertPretrainer(BertBackbone(vocabulary_size=40, num_layers=1, num_heads=2,
+                                        hidden_size=16, intermediate_size=32,
+                                        max_sequence_length=16, dropout=0.1))
+    model.compile(optimizer=keras.optimizers.AdamW(1e-2))
+    # Four different batches, repeated: a resume must skip the ones it consumed.
+    batches = [_mlm_batch(seed, "next_sentence_labels") for seed in range(4)]
+    dataset = tf.data.Dataset.from_tensor_slices(
+        {key: np.stack([b[key] for b in batches]) for key in batches[0]}).repeat()
+    fit_resumable(model, dataset, steps, directory, checkpoint_every=2, verbose=0)
+    return model
+
+
+def resume(out, directory):
+    """Weights of a 4-step run, of a 2-step run, and of that run resumed to 4 in a new model."""
+    runs = {"straight": _bert_run(f"{directory}/straight", 4),
+            "stopped": _bert_run(f"{directory}/interrupted", 2),
+            "resumed": _bert_run(f"{directory}/interrupted", 4)}
+    np.savez(out, **{f"{run}/{i}": np.asarray(w) for run, model in runs.items()
+                     for i, w in enumerate(model.get_weights())})

@@ -9,7 +9,10 @@ ended by `jax.block_until_ready`, so that both see the same device state.
 `--dropout 0` (both models) lets plain attention run `keras.ops.dot_product_attention`
 (cuDNN flash attention on a GPU under bf16); with dropout in training it cannot.
 Reports seq/s and MFU = 3 x forward matmul FLOPs (attention included) / time /
-`--peak` (989 TFLOP/s: dense bf16 of an H100 SXM or an H200).
+`--peak` (989 TFLOP/s: dense bf16 of an H100 SXM or an H200), and the matrix
+FLOPs each compiled step really runs (its StableHLO's dot_generals) over that
+model count: below 1 where an implementation skips work (keras_ctx's last layer
+runs only the masked positions' queries), above where it adds some.
 
 Needs only keras, jax, keras-hub and keras_ctx (numpy batches, no TensorFlow):
 
@@ -21,7 +24,9 @@ the global batch, split by keras.distribution.DataParallel over all devices.
 """
 
 import argparse
+import math
 import os
+import re
 import statistics
 import sys
 import time
@@ -47,6 +52,30 @@ def forward_matmul_flops(batch, length, predictions, layers, hidden, intermediat
                                      + 2 * length * hidden)
     head = batch * predictions * 2 * (hidden * hidden + hidden * vocabulary)
     return encoder + head
+
+
+# A StableHLO matrix product: its contracted axes, the precisions an `algorithm` sets
+# (JAX's attention asks bf16 x bf16 products of float32 cotangents), operand and result types.
+_DOT = re.compile(r"stablehlo\.dot_general .*?contracting_dims = \[([\d, ]*)\] x \[[\d, ]*\]"
+                  r"(?:.*?lhs_precision_type = (\w+), rhs_precision_type = (\w+))?"
+                  r".*?: \(tensor<([^>]*)>, tensor<([^>]*)>\) -> tensor<([^>]*)>")
+
+
+def program_matmuls(stablehlo):
+    """[(FLOPs, lhs precision, rhs precision, result elements)] of every dot_general in
+    a lowered program's StableHLO text: the matrix work the step really does."""
+    def shape(tensor_type):
+        *dims, dtype = tensor_type.split("x")
+        return [int(d) for d in dims], dtype
+
+    products = []
+    for contracted, lhs_precision, rhs_precision, lhs, rhs, result in _DOT.findall(stablehlo):
+        (lhs_dims, lhs_dtype), (_, rhs_dtype) = shape(lhs), shape(rhs)
+        elements = math.prod(shape(result)[0])
+        depth = math.prod(lhs_dims[int(axis)] for axis in contracted.split(","))
+        products.append((2 * elements * depth, lhs_precision or lhs_dtype,
+                         rhs_precision or rhs_dtype, elements))
+    return products
 
 
 def make_batch(batch, length, predictions, vocabulary, seed=0):
@@ -111,7 +140,7 @@ def build(name, config, batch, dropout=0.1):
 
 
 class Stepper:
-    """One model's jit-compiled `train_step(state, data)` and its state."""
+    """One model's compiled `train_step(state, data)`, its state and its program's matmuls."""
 
     def __init__(self, model, data):
         import jax
@@ -123,7 +152,9 @@ class Stepper:
             [v.value for v in model.optimizer.variables],
             [v.value for v in model.metrics_variables])
         self.data = jax.device_put(data)
-        self.step = jax.jit(model.train_step, donate_argnums=0)
+        lowered = jax.jit(model.train_step, donate_argnums=0).lower(self.state, self.data)
+        self.matmuls = program_matmuls(lowered.as_text())
+        self.step = lowered.compile()
 
     def run(self, steps):
         """Seconds for `steps` steps, the device synchronised at the end."""
@@ -173,7 +204,7 @@ def main(argv=None):
     names = args.implementations.split(",")
     steppers = {name: Stepper(*build(name, config, batch, args.dropout)) for name in names}
     for stepper in steppers.values():
-        stepper.run(args.warmup)  # compiles
+        stepper.run(args.warmup)
     times = {name: [] for name in names}
     for _ in range(args.rounds):  # interleaved: both see the same device state
         for name, stepper in steppers.items():
@@ -183,9 +214,11 @@ def main(argv=None):
     rows = []
     for name in names:
         seconds = statistics.median(times[name])
+        done = sum(product[0] for product in steppers[name].matmuls)
         rows.append((name, f"{seconds * 1e3:.1f}", f"{args.batch / seconds:,.0f}",
-                     f"{flops / seconds / args.peak:.1%}"))
-    header = ("implementation", "ms/step", "seq/s", f"MFU (peak {args.peak / 1e12:g} TFLOP/s)")
+                     f"{flops / seconds / args.peak:.1%}", f"{done / flops:.2f}"))
+    header = ("implementation", "ms/step", "seq/s", f"MFU (peak {args.peak / 1e12:g} TFLOP/s)",
+              "matmul FLOPs run / model's")
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     text = "\n".join(lines)

@@ -155,8 +155,9 @@ def _add_training_options(parser):
                         help="seeds the tokenizer's sample, the weights, dropout and the data")
     parser.add_argument("--strategy", default="default",
                         choices=["default", "mirrored", "multi_worker", "tpu"],
-                        help="tf.distribute strategy: default (one device), mirrored (all "
-                             "local GPUs), multi_worker (reads TF_CONFIG) or tpu")
+                        help="default (one device), mirrored (all local GPUs; on JAX every "
+                             "device, as keras.distribution.DataParallel), multi_worker "
+                             "(TensorFlow: reads TF_CONFIG) or tpu")
     parser.add_argument("--mixed-precision", action="store_true",
                         help="mixed_bfloat16 (float32 variables, softmax and losses)")
     parser.add_argument("--xla", choices=["auto", "on", "off"], default="auto",

@@ -311,6 +311,26 @@ CORPUS_CHANGED = ("refuse", "continue")
 ADJUSTABLE = ("learning_rate", "steps", "checkpoint_every", "strategy", "mixed_precision",
               "xla")
 CHANGES_KEY = "changes"
+# The data's fingerprints (keras_ctx.data.fingerprints) in the settings file; "data"
+# is the --data flag's prepared directory. Files written before the two were told
+# apart hold the fingerprints under "data".
+FINGERPRINT_KEY = "fingerprints"
+
+
+def _recorded_fingerprints(settings, given=None):
+    """Pops and returns the fingerprints `settings` (a settings file's record) holds.
+
+    In the earlier layout they replaced the --data path: it reads as `given`'s
+    (the fingerprints, compared next, still tell whether the data is the same).
+    """
+    if FINGERPRINT_KEY in settings:
+        return settings.pop(FINGERPRINT_KEY)
+    if not isinstance(settings.get("data"), dict):
+        return None
+    recorded = settings.pop("data")
+    if given is not None and "data" in given:
+        settings["data"] = given["data"]
+    return recorded
 
 
 def read_settings(out_dir):
@@ -354,7 +374,7 @@ def check_data(out_dir, data, corpus_changed="refuse"):
         takes it back as `checked` and compares the corpus again only if the
         record changed in between.
     """
-    recorded = (read_settings(out_dir) or {}).get("data")
+    recorded = _recorded_fingerprints(read_settings(out_dir) or {})
     _check_corpus(out_dir, recorded, data, corpus_changed)
     return recorded
 
@@ -418,7 +438,7 @@ def claim(out_dir, settings, fresh=False, data=None, corpus_changed="refuse",
         # A checkpoint that cannot be resumed is refused before anything here changes.
         checkpoints.check(checkpoints.latest_step())
     if previous is not None:
-        previous_data = previous.pop("data", None)
+        previous_data = _recorded_fingerprints(previous, settings)
         changes = previous.pop(CHANGES_KEY, [])
         changes = changes if isinstance(changes, list) else []
         adjusted = {k: [previous[k], settings[k]] for k in ADJUSTABLE
@@ -452,7 +472,7 @@ def claim(out_dir, settings, fresh=False, data=None, corpus_changed="refuse",
                                 "another --out.")
     if fresh:
         Checkpointer(os.path.join(out_dir, "checkpoints")).clear()
-    files.write_json(path, {**settings, **({"data": data} if data is not None else {}),
+    files.write_json(path, {**settings, **({FINGERPRINT_KEY: data} if data is not None else {}),
                             **({CHANGES_KEY: changes} if changes else {})})
 
 

@@ -40,22 +40,14 @@ def _non_finite(named_arrays):
 
 
 def make_strategy(name):
-    """A tf.distribute strategy by name (multi_worker reads TF_CONFIG)."""
-    if name == "default":
-        return tf.distribute.get_strategy()
-    if name == "mirrored":
-        return tf.distribute.MirroredStrategy()
-    if name == "multi_worker":
-        if "TF_CONFIG" not in os.environ:
-            raise ValueError("--strategy multi_worker needs the TF_CONFIG environment "
-                             "variable describing the cluster and this worker's task.")
-        return tf.distribute.MultiWorkerMirroredStrategy()
-    if name == "tpu":
-        resolver = tf.distribute.cluster_resolver.TPUClusterResolver()
-        tf.config.experimental_connect_to_cluster(resolver)
-        tf.tpu.experimental.initialize_tpu_system(resolver)
-        return tf.distribute.TPUStrategy(resolver)
-    raise ValueError(f"Unknown strategy {name!r}; choose one of {STRATEGIES}.")
+    """`--strategy NAME` on this Keras backend: an object whose `scope()` the model is
+    built in (TensorFlow: a tf.distribute strategy; JAX: a keras.distribution, which
+    is also set for the process, since `fit` reads the global one)."""
+    if name not in STRATEGIES:
+        raise ValueError(f"Unknown strategy {name!r}; choose one of {STRATEGIES}.")
+    from keras_ctx.pretraining import _backend
+
+    return _backend.make_strategy(name)
 
 
 def check_xla(strategy, jit_compile):

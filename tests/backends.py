@@ -28,14 +28,16 @@ class BlockTensorFlow(importlib.abc.MetaPathFinder):
         return None
 
 
-def run_on_backend(backend, job, arguments, without_tensorflow=False, timeout=600):
-    """Runs `JOBS[job](**arguments)` under KERAS_BACKEND=`backend`; its stdout's last line."""
+def run_on_backend(backend, job, arguments, without_tensorflow=False, timeout=600, devices=1):
+    """Runs `JOBS[job](**arguments)` under KERAS_BACKEND=`backend` (on JAX over `devices`
+    virtual CPU devices); its stdout's last line."""
     # XLA:CPU's compile time is most of a tiny model's run on JAX (each op and
     # initializer compiles once per shape): skip LLVM's expensive passes.
     env = dict(os.environ, KERAS_BACKEND=backend, PYTHONPATH=ROOT,
                TF_CPP_MIN_LOG_LEVEL="2", JAX_PLATFORMS="cpu",
                XLA_FLAGS="--xla_backend_optimization_level=0 "
-                         "--xla_llvm_disable_expensive_passes=true")
+                         "--xla_llvm_disable_expensive_passes=true "
+                         f"--xla_force_host_platform_device_count={devices}")
     command = [sys.executable, "-m", "tests.backends", job, json.dumps(arguments)]
     if without_tensorflow:
         command.append("--without-tensorflow")
@@ -352,10 +354,36 @@ def pretraining_resume(out, directory):
     jax_jobs.resume(out, directory)
 
 
+def pretraining_carried_resets(out):
+    from tests.pretraining import jax_jobs
+
+    jax_jobs.carried_resets(out)
+
+
+def unfreezing_snapshots(weights, out):
+    """tests/tasks/unfreezing_case.py's weights after each epoch, from `weights`' start."""
+    from tests.tasks import unfreezing_case
+
+    stored = np.load(weights)
+    _, after, _ = unfreezing_case.snapshots([stored[str(i)] for i in range(len(stored.files))])
+    np.savez(out, **{f"{epoch}/{i}": w for epoch, weights in enumerate(after)
+                     for i, w in enumerate(weights)},
+             refusal=np.array(unfreezing_case.plain_keras_refusal()))
+
+
+def pretraining_strategies(out, corpus, directory):
+    from tests.pretraining import jax_jobs
+
+    jax_jobs.strategies(out, corpus, directory)
+
+
 JOBS = {"backbone_outputs": backbone_outputs, "backbone_contracts": backbone_contracts,
         "model_side": model_side, "layer_outputs": layer_outputs,
         "peft_task_outputs": peft_task_outputs, "export_classifier": export_classifier,
-        "pretraining_learning": pretraining_learning, "pretraining_resume": pretraining_resume}
+        "pretraining_learning": pretraining_learning, "pretraining_resume": pretraining_resume,
+        "pretraining_strategies": pretraining_strategies,
+        "pretraining_carried_resets": pretraining_carried_resets,
+        "unfreezing_snapshots": unfreezing_snapshots}
 
 
 if __name__ == "__main__":

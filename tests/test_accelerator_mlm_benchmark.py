@@ -50,6 +50,56 @@ def test_tiny_run_on_jax_cpu_without_tensorflow_times_both_implementations():
     assert "cpu" in done.stdout
 
 
+# The compiled training step of each implementation (tiny BERT, mixed_bfloat16, dropout
+# 0), as the benchmark lowers it: its matmuls, and the attention calls made tracing it.
+PROGRAMS = """
+import json, sys
+from tests.backends import BlockTensorFlow
+sys.meta_path.insert(0, BlockTensorFlow())
+import keras
+from benchmarks import accelerator_mlm as bench
+calls = []
+fused = keras.ops.dot_product_attention
+keras.ops.dot_product_attention = lambda *a, **k: calls.append(1) or fused(*a, **k)
+keras.config.set_dtype_policy("mixed_bfloat16")
+config = json.loads(sys.argv[1])
+batch = bench.make_batch(4, 32, 4, config["vocabulary"])
+out = {}
+for name in bench.IMPLEMENTATIONS:
+    model, data = bench.build(name, config, batch, dropout=0.0)
+    calls.clear()
+    out[name] = {"matmuls": bench.Stepper(model, data).matmuls, "attention_calls": len(calls)}
+print(json.dumps(out))
+"""
+
+
+def test_the_jax_step_runs_bfloat16_matmuls_fused_attention_and_masked_rows_only():
+    """What the GPU path is tuned for, read off the program the benchmark compiles."""
+    import json
+
+    config = dict(layers=2, hidden=64, heads=2, intermediate=128, vocabulary=2000)
+    done = subprocess.run([sys.executable, "-c", PROGRAMS, json.dumps(config)], cwd=ROOT,
+                          env=dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu",
+                                   PYTHONPATH=ROOT), capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    programs = json.loads(done.stdout.splitlines()[-1])
+    model = 3 * accelerator_mlm.forward_matmul_flops(4, 32, 4, **config)
+    ours, hub = programs["keras_ctx"], programs["keras_hub"]
+    # The hand count is keras-hub's program (every position through every layer).
+    assert abs(sum(m[0] for m in hub["matmuls"]) / model - 1) < 0.02
+    # Every product in bfloat16 (keras-hub's vocabulary logits are float32).
+    assert {(m[1], m[2]) for m in ours["matmuls"]} == {("bf16", "bf16")}
+    assert ("f32", "f32") in {(m[1], m[2]) for m in hub["matmuls"]}
+    # Only the masked positions reach the vocabulary: no (batch, length, vocabulary) logits.
+    sizes = {m[3] for m in ours["matmuls"]}
+    assert 4 * 4 * config["vocabulary"] in sizes and 4 * 32 * config["vocabulary"] not in sizes
+    # No more matrix work than the model's; the last layer's queries only at masked rows.
+    assert sum(m[0] for m in ours["matmuls"]) < 0.9 * model
+    # Plain attention through keras.ops.dot_product_attention (cuDNN's on a GPU), per layer.
+    assert ours["attention_calls"] and ours["attention_calls"] % config["layers"] == 0
+
+
 def test_the_gpu_script_fetches_setup_pys_keras_and_keras_hub():
     """benchmarks/gpu_check.sh carries the keras and keras-hub the suite ran against."""
     script = open(os.path.join(ROOT, "benchmarks", "gpu_check.sh")).read()

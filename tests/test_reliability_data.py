@@ -13,8 +13,10 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
+from keras_ctx import runs
 from keras_ctx.data import corpora, prepare
 
 from tests.test_reliability import one_line_error, run_cli
@@ -129,6 +131,37 @@ def test_a_flag_the_prepared_data_cannot_take_is_refused(prepared, tmp_path, cap
                            *flags)
     assert code == 2 and message in one_line_error(output)
     assert not out.exists()
+
+
+def test_a_run_on_prepared_data_resumes_to_the_weights_of_one_that_never_stopped(
+        prepared, tmp_path, capsys):
+    """--data names the prepared directory; its fingerprints are recorded beside it (they
+    once shared the key "data", and every resume of a --data run was refused as
+    "another run (different data)")."""
+    from tests.test_cli import final_weights
+
+    def pretrain(out, steps):
+        return run_cli(capsys, "pretrain", "bert-tiny", "--data", str(prepared[1]), "--out",
+                       str(out), "--sequence-length", "16", "--steps", str(steps),
+                       "--checkpoint-every", "2", "--batch-size", "4", "--set", "num_layers=1",
+                       "--set", "hidden_size=16", "--set", "num_heads=2",
+                       "--set", "intermediate_size=32")
+
+    assert pretrain(tmp_path / "straight", 4)[0] == 0
+    assert pretrain(tmp_path / "stopped", 2)[0] == 0
+    code, output = pretrain(tmp_path / "stopped", 4)
+    assert code == 0 and "Resuming" in output, output[-2000:]
+    for one, two in zip(final_weights(tmp_path / "straight"), final_weights(tmp_path / "stopped")):
+        np.testing.assert_array_equal(two, one)
+
+    # A settings file of the earlier layout (fingerprints under "data") still resumes.
+    settings = tmp_path / "stopped" / runs.SETTINGS_FILE
+    record = json.loads(settings.read_text())
+    record["data"] = record.pop(runs.FINGERPRINT_KEY)
+    settings.write_text(json.dumps(record))
+    code, output = pretrain(tmp_path / "stopped", 6)
+    assert code == 0 and "Resuming" in output, output[-2000:]
+    assert runs.read_settings(tmp_path / "stopped")["data"] == str(prepared[1])
 
 
 def _edit(data, edit):

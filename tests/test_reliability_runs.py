@@ -63,7 +63,7 @@ def test_a_run_refuses_to_resume_on_other_data_than_its_checkpoints(tmp_path):
     assert f"changed {corpus}" in str(error.value)
     assert "--corpus-changed continue" in str(error.value)
     runs.claim(str(out), settings, data=changed, corpus_changed="continue")
-    assert runs.read_settings(out)["data"] == changed  # resumes from now on
+    assert runs.read_settings(out)[runs.FINGERPRINT_KEY] == changed  # resumes from now on
     runs.claim(str(out), settings, data=changed)
 
     other_tokenizer = {**changed, "tokenizer": "b" * 64}
@@ -80,7 +80,7 @@ def test_resume_on_a_changed_corpus_is_refused_unless_asked(tmp_path, capsys):
     out = tmp_path / "run"
     code, output = pretrain(capsys, corpus, out)
     assert code == 0, output[-2000:]
-    recorded = json.loads((out / runs.SETTINGS_FILE).read_text())["data"]
+    recorded = json.loads((out / runs.SETTINGS_FILE).read_text())[runs.FINGERPRINT_KEY]
     assert recorded["corpus"]["files"][0]["size"] == corpus.stat().st_size
     assert len(recorded["tokenizer"]) == 64  # a SHA-256 of the tokenizer's files
 

@@ -186,7 +186,7 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
     """Pretrains `preset` on `corpus` into the run directory `out` (resumable).
 
     `data`: a `keras-ctx prepare` directory to train on instead of `corpus`
-    (its manifest is checked and recorded in run.json under "data"); the
+    (its manifest is checked and fingerprinted in pretrain_settings.json); the
     sizes it was prepared with are the run's (`vocabulary_size` None: the
     data's, or 8000 on a corpus; another value is refused).
     `export`, `version`, `overwrite`: as `keras-ctx export` (the run's

@@ -1,6 +1,6 @@
 """What a run's data is: fingerprints of the corpus and of the tokenizer trained on it.
 
-A run directory records them (in pretrain_settings.json, under "data") so
+A run directory records them (in pretrain_settings.json, under "fingerprints") so
 that a resume can tell that the corpus file changed under the same path, or
 that the tokenizer trained now is not the one the checkpoints were trained
 with: either would continue the old embeddings under new ids.

@@ -9,6 +9,7 @@
   step is one program over the global batch (the distribution shards it), where
   there is one "replica" and all four are identities.
 - `flat_cross_entropy`, the loss kernel of keras_ctx.pretraining.losses.
+- `make_strategy`, what `keras-ctx pretrain --strategy` names (keras_ctx.training).
 """
 
 import importlib
@@ -26,6 +27,7 @@ _chosen = importlib.import_module(_MODULES[BACKEND])
 
 Step = _chosen.Step
 flat_cross_entropy = _chosen.flat_cross_entropy
+make_strategy = _chosen.make_strategy
 num_replicas = _chosen.num_replicas
 replicas_mean = _chosen.replicas_mean
 replica_rows = _chosen.replica_rows

@@ -13,6 +13,7 @@ gradient are the global batch's, so there is no per-replica arithmetic here.
 """
 
 import contextlib
+import types
 import warnings
 
 import jax
@@ -21,6 +22,32 @@ from jax.extend import core as jax_core
 from keras import ops
 
 from keras_ctx.common import compat
+
+
+def make_strategy(name):
+    """`--strategy` as keras.distribution, set for the process (`fit` reads the global one).
+
+    default: one device. mirrored: DataParallel over every device of JAX's default
+    platform (GPUs, TPU cores, or CPUs). tpu: over TPU cores, which must exist.
+    multi_worker names TensorFlow's cluster (TF_CONFIG) and is refused: several hosts
+    run one process each that calls `jax.distributed.initialize()` first.
+    """
+    if name == "default":
+        return types.SimpleNamespace(scope=contextlib.nullcontext)
+    if name == "multi_worker":
+        raise ValueError(
+            "--strategy multi_worker reads TensorFlow's cluster (TF_CONFIG); on JAX start "
+            "one process per host that calls jax.distributed.initialize() before keras_ctx, "
+            "with --strategy mirrored (docs/guides/jax-training.md).")
+    platform = "tpu" if name == "tpu" else None
+    try:
+        devices = jax.devices(platform)
+    except RuntimeError:
+        raise ValueError(f"--strategy tpu found no TPU: JAX sees {jax.devices()[0].platform} "
+                         "devices only; use --strategy mirrored.") from None
+    distribution = keras.distribution.DataParallel(devices=devices)
+    keras.distribution.set_distribution(distribution)
+    return distribution
 
 
 def num_replicas():
@@ -93,6 +120,36 @@ def _bound(variables, values):
             variable._value = value
 
 
+def apply_optimizer(model, optimizer_values, gradients, trainable, non_trainable):
+    """`model.optimizer.stateless_apply` over the variables it was built with.
+
+    Keras' JAX step hands it the variables trainable now, which must be the
+    ones it was built with; `GradualUnfreezing` flips `trainable` between
+    epochs (TensorFlow's `apply` takes any subset). `gradients` align with
+    `model.trainable_variables`; None leaves a weight and its slots alone (a
+    frozen or unreached weight, as on TensorFlow). Returns (trainable values,
+    optimizer values).
+    """
+    built = compat.attribute(model.optimizer, "optimizer_variables")
+    known = {id(v) for v in built}
+    unknown = [v.path for v in model.trainable_variables if id(v) not in known]
+    if unknown:
+        raise ValueError(
+            f"The optimizer was built before {unknown[0]!r} (and {len(unknown) - 1} more) "
+            "were trainable: make every weight to be trained trainable before fit.")
+    values = dict(zip(map(id, model.non_trainable_variables), non_trainable))
+    values.update(zip(map(id, model.trainable_variables), trainable))
+    gradient_of = dict(zip(map(id, model.trainable_variables), gradients))
+    with _bound(model.non_trainable_variables, non_trainable), warnings.catch_warnings():
+        # Weights the step does not reach have no gradient on purpose (as on TensorFlow).
+        warnings.filterwarnings("ignore", "Gradients do not exist for variables")
+        updated, optimizer_values = model.optimizer.stateless_apply(
+            optimizer_values, [gradient_of.get(id(v)) for v in built],
+            [values[id(v)] for v in built])
+    updated = dict(zip(map(id, built), updated))
+    return ([updated[id(v)] for v in model.trainable_variables], optimizer_values)
+
+
 class Step:
     """The Pretrainer's `train_step(state, data)` / `test_step(state, data)` on JAX."""
 
@@ -143,11 +200,8 @@ class Step:
         for i, gradient, used in zip(stepped, stepped_gradients, reached):
             if used:
                 gradients[i] = gradient
-        with _bound(self.non_trainable_variables, non_trainable), warnings.catch_warnings():
-            # Weights the step does not reach have no gradient on purpose (as on TensorFlow).
-            warnings.filterwarnings("ignore", "Gradients do not exist for variables")
-            trainable, optimizer = self.optimizer.stateless_apply(optimizer, gradients,
-                                                                  trainable)
+        trainable, optimizer = apply_optimizer(self, optimizer, gradients, trainable,
+                                               non_trainable)
         logs, metrics = self._results(total, metrics)
         return logs, (trainable, non_trainable, optimizer, metrics)
 

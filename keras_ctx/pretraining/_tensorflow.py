@@ -6,11 +6,30 @@ divided by `num_replicas()`, and weighted means divide by the global batch's
 weight total (`replicas_mean`), so that N replicas give the one-device update.
 """
 
+import os
+
 import tensorflow as tf
 
 from keras_ctx.common import compat
 from keras_ctx.layers.lookup import summed_rows
 from keras_ctx.training import check_xla
+
+
+def make_strategy(name):
+    """A tf.distribute strategy by name (multi_worker reads TF_CONFIG)."""
+    if name == "default":
+        return tf.distribute.get_strategy()
+    if name == "mirrored":
+        return tf.distribute.MirroredStrategy()
+    if name == "multi_worker":
+        if "TF_CONFIG" not in os.environ:
+            raise ValueError("--strategy multi_worker needs the TF_CONFIG environment "
+                             "variable describing the cluster and this worker's task.")
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    resolver = tf.distribute.cluster_resolver.TPUClusterResolver()
+    tf.config.experimental_connect_to_cluster(resolver)
+    tf.tpu.experimental.initialize_tpu_system(resolver)
+    return tf.distribute.TPUStrategy(resolver)
 
 
 def num_replicas():

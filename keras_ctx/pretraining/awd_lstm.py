@@ -130,7 +130,7 @@ class AwdLstmLMPretrainer(Pretrainer):
     def reset_state(self):
         """Zeroes the carried states (start of an epoch or of a new stream)."""
         if self.state is not None:
-            self.state.assign(ops.zeros_like(self.state))
+            self.state.assign(ops.zeros(self.state.shape, self.state.dtype))
 
     def _carried_states(self, rows):
         """This replica's rows of the carried states: [(h, c) per LSTM], no gradient."""

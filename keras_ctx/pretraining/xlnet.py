@@ -103,7 +103,7 @@ class XLNetPretrainer(Pretrainer):
     def reset_memory(self):
         """Zeroes the carried memory (start of a new text stream)."""
         if self.memory is not None:
-            self.memory.assign(ops.zeros_like(self.memory))
+            self.memory.assign(ops.zeros(self.memory.shape, self.memory.dtype))
 
     def _check(self, x):
         if not isinstance(x, dict) or any(key not in x for key in PLM_KEYS):

@@ -12,6 +12,7 @@ from keras import ops
 from keras_ctx import registry
 from keras_ctx.layers.dropout import Dropout
 from keras_ctx.models.backbone import without_absent_optional_inputs
+from keras_ctx.tasks import _backend
 
 POOLINGS = ("auto", "pooled", "first", "last", "mean", "concat")
 
@@ -113,7 +114,7 @@ class MaskPadding(keras.layers.Layer):
         return logits_shape
 
 
-class Task(keras.Model):
+class Task(_backend.Step, keras.Model):
     """Base of the task models: keeps the backbone and (de)serialises it."""
 
     def call(self, inputs, training=None, mask=None):

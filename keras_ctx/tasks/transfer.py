@@ -27,6 +27,7 @@ from keras_ctx.common.optional import tensorflow as tf
 
 from keras_ctx.common import compat
 from keras_ctx.layers.dropout import Dropout
+from keras_ctx.tasks import _backend
 from keras_ctx.tasks.heads import ConcatPooling, Task
 
 # Howard & Ruder 2018, Sec. 3.2: "eta^(l-1) = eta^l / 2.6 works well".
@@ -287,6 +288,7 @@ class GradualUnfreezing(keras.callbacks.Callback):
         return min(epoch // self.epochs_per_group + 1, len(self.groups))
 
     def on_train_begin(self, logs=None):
+        _backend.check_unfreezing(self.model)
         # Under mixed_float16 Keras wraps the optimizer in a LossScaleOptimizer.
         optimizer = getattr(self.model.optimizer, "inner_optimizer", self.model.optimizer)
         every = [v for g in self.groups for v in g]

@@ -26,7 +26,7 @@ from tests.pretraining.matrix_cases import CASES
 RANDOM = ("bilm_sampled_softmax",)
 # Carried state after two steps at learning rate 0: (case, the carried variable).
 CARRIED = {"xlnet": lambda model: model.memory, "awd_lstm_lm_carried": lambda model: model.state}
-POLICIES = ("float32", "mixed_bfloat16")
+POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
 
 
 def _batches(batch, steps):

@@ -36,3 +36,40 @@ def test_an_interrupted_jax_run_resumes_to_the_weights_of_one_that_never_stopped
     # Steps 3 and 4 moved the weights on from where the run stopped.
     assert max(float(np.abs(weights[f"straight/{i}"] - weights[f"stopped/{i}"]).max())
                for i in range(count)) > 1e-3
+
+
+def test_pretrain_strategy_mirrored_on_jax_is_data_parallel_and_equals_one_device(tmp_path):
+    """`--strategy mirrored` on JAX spans every device (two virtual CPUs here) through
+    keras.distribution.DataParallel; before, the tf.distribute scope did nothing there
+    and the run trained on one device without a word."""
+    import json
+
+    from tests.test_cli import final_weights, write_corpus
+
+    corpus = tmp_path / "corpus.txt"
+    write_corpus(corpus, documents=20)
+    out = tmp_path / "strategies.json"
+    run_on_backend("jax", "pretraining_strategies", {
+        "out": str(out), "corpus": str(corpus), "directory": str(tmp_path)}, devices=2)
+    record = json.loads(out.read_text())
+    assert record["distribution"] == "DataParallel" and record["devices"] == 2
+    code, printed = record["refusals"]["tpu"]
+    assert code == 2 and "--strategy tpu found no TPU: JAX sees cpu devices only" in printed
+    code, printed = record["refusals"]["multi_worker"]
+    assert code == 2 and "jax.distributed.initialize()" in printed
+    for one, two in zip(final_weights(tmp_path / "default"), final_weights(tmp_path / "mirrored")):
+        np.testing.assert_allclose(two, one, rtol=1e-5, atol=1e-6)
+
+
+def test_carried_state_resets_on_jax(tmp_path):
+    """ULMFiT's StateReset callback and XLNet's reset_memory zero their variables on JAX
+    (they failed there: `ops.zeros_like` of a Keras variable)."""
+    out = tmp_path / "states.npz"
+    run_on_backend("jax", "pretraining_carried_resets", {"out": str(out)})
+    states = np.load(out)
+    one, two = states["awd_lstm/1"], states["awd_lstm/2"]
+    assert np.abs(one).max() > 0.01  # the stream's state moved on
+    # Learning rate 0: the second epoch starts from zeros again and ends where the first did.
+    np.testing.assert_allclose(two, one, rtol=1e-6, atol=1e-7)
+    assert np.abs(states["xlnet/before"]).max() > 0.01
+    assert not states["xlnet/after"].any()

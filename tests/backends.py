@@ -348,10 +348,10 @@ def pretraining_learning(out, steps):
     jax_jobs.learning(out, steps)
 
 
-def pretraining_resume(out, directory):
+def pretraining_resume(out, directory, corpus):
     from tests.pretraining import jax_jobs
 
-    jax_jobs.resume(out, directory)
+    jax_jobs.resume(out, directory, corpus)
 
 
 def pretraining_carried_resets(out):

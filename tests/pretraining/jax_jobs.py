@@ -72,13 +72,40 @@ def _bert_run(directory, steps):
     return model
 
 
-def resume(out, directory):
-    """Weights of a 4-step run, of a 2-step run, and of that run resumed to 4 in a new model."""
+def _prepared_run(corpus, directory, steps):
+    """`keras-ctx prepare` once, then `pretrain --data` to `steps` (resuming what is there)."""
+    import os
+
+    from keras_ctx.cli import main
+    from tests.test_cli import TINY
+
+    data = f"{directory}/prepared"
+    if not os.path.isdir(data):
+        assert main(["prepare", "bert-tiny", "--corpus", corpus, "--out", data,
+                     "--sequence-length", "32", "--vocabulary-size", "200", "--workers", "1",
+                     "--duplicate", "1"]) == 0
+    flags = [f for f in TINY if f not in ("--vocabulary-size", "200")]
+    assert main(["pretrain", "bert-tiny", "--data", data, "--steps", str(steps),
+                 "--checkpoint-every", "2", *flags, "--out", f"{directory}/run"]) == 0
+    return f"{directory}/run"
+
+
+def resume(out, directory, corpus):
+    """Weights of a 4-step run, of a 2-step run, and of that run resumed to 4 in a new
+    model (`fit_resumable` on tf.data); the same three through `pretrain --data`."""
+    from tests.test_cli import final_weights
+
     runs = {"straight": _bert_run(f"{directory}/straight", 4),
             "stopped": _bert_run(f"{directory}/interrupted", 2),
             "resumed": _bert_run(f"{directory}/interrupted", 4)}
-    np.savez(out, **{f"{run}/{i}": np.asarray(w) for run, model in runs.items()
-                     for i, w in enumerate(model.get_weights())})
+    arrays = {f"{run}/{i}": np.asarray(w) for run, model in runs.items()
+              for i, w in enumerate(model.get_weights())}
+    for run, (where, steps) in {"prepared_straight": ("straight", 4),
+                                "prepared_stopped": ("stopped", 2),
+                                "prepared_resumed": ("stopped", 4)}.items():
+        weights = final_weights(_prepared_run(corpus, f"{directory}/{where}", steps))
+        arrays.update({f"{run}/{i}": w for i, w in enumerate(weights)})
+    np.savez(out, **arrays)
 
 
 def strategies(out, corpus, directory):

@@ -186,6 +186,11 @@ def main(argv=None):
     parser.add_argument("--distributed", action="store_true",
                         help="jax.distributed.initialize() first (one process per host)")
     parser.add_argument("--record", action="store_true", help="append to benchmarks/RESULTS.md")
+    parser.add_argument("--profile", metavar="DIR",
+                        help="after the table, trace --profile-steps more steps of each "
+                             "implementation into DIR/NAME.xplane.pb (read them with "
+                             "benchmarks/profile_summary.py)")
+    parser.add_argument("--profile-steps", type=int, default=2)
     args = parser.parse_args(argv)
 
     import jax
@@ -234,7 +239,34 @@ def main(argv=None):
         with open(path, "a") as handle:
             handle.write(f"\n## accelerator_mlm ({time.strftime('%Y-%m-%d')})\n\n{what}\n\n"
                          f"{text}\n")
+    if args.profile:  # after the table: a profiler that fails loses no timing
+        for name, stepper in steppers.items():
+            print(f"Profile of {name}: {profile(stepper, args.profile_steps, args.profile, name)}")
     return rows
+
+
+def profile(stepper, steps, directory, name):
+    """Traces `steps` steps of `stepper` with JAX's profiler; the trace's path.
+
+    The profiler nests its files by date and host; the trace is moved to
+    DIR/NAME.xplane.pb, where few folders lie between it and DIR.
+    """
+    import glob
+    import shutil
+
+    import jax
+
+    scratch = os.path.join(directory, f".{name}-trace")
+    options = jax.profiler.ProfileOptions()
+    options.python_tracer_level = 0  # the device's ops, not Python's calls: a small file
+    options.enable_hlo_proto = False
+    with jax.profiler.trace(scratch, profiler_options=options):
+        stepper.run(steps)
+    (trace,) = glob.glob(os.path.join(scratch, "**", "*.xplane.pb"), recursive=True)
+    target = os.path.join(directory, f"{name}.xplane.pb")
+    os.replace(trace, target)
+    shutil.rmtree(scratch)
+    return target
 
 
 if __name__ == "__main__":

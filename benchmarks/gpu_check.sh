@@ -9,7 +9,10 @@
 #   installs the wheels into a scratch directory (nothing system-wide), then times
 #   BERT-base MLM steps of keras_ctx and keras-hub at batch 256 with dropout 0 (attention
 #   through keras.ops.dot_product_attention: cuDNN flash attention) and 0.1 (the paper's),
-#   appending both tables to benchmarks/RESULTS.md and copying it to OUT.
+#   appending both tables to benchmarks/RESULTS.md and copying it to OUT, with a profile
+#   of each model's step at dropout 0.1 (OUT/NAME.xplane.pb, summed by op in
+#   OUT/profile-summary.txt; benchmarks/profile_summary.py reads them anywhere).
+#   Seven files in OUT, flat: what a lent machine's OUT brings back.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,13 +35,21 @@ SITE="$(mktemp -d)"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" \
   .whl/*.whl
 export PYTHONPATH="$SITE:$PWD" KERAS_BACKEND=jax PYTHONUNBUFFERED=1
-python3 -c "import jax, keras, keras_hub; print(jax.devices(), 'jax', jax.__version__, \
-'keras', keras.__version__, 'keras-hub', keras_hub.__version__)" | tee "$OUT/versions.txt"
-nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv | tee "$OUT/gpu.txt" || true
+{
+  python3 -c "import jax, keras, keras_hub; print(jax.devices(), 'jax', jax.__version__, \
+'keras', keras.__version__, 'keras-hub', keras_hub.__version__)"
+  nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv || true
+} 2>&1 | tee "$OUT/machine.txt"
 for dropout in 0 0.1; do
+  profile=()
+  [[ "$dropout" == 0.1 ]] && profile=(--profile "$OUT")
   # Two BERT-base models compile (about a minute each on a GPU), then 3 x 10 timed steps each.
   timeout 280 python3 -m benchmarks.accelerator_mlm --batch 256 --dropout "$dropout" --record \
-    "${EXTRA[@]}" 2>&1 | tee "$OUT/accelerator_mlm-dropout-$dropout.txt" \
+    "${profile[@]}" "${EXTRA[@]}" 2>&1 | tee "$OUT/accelerator_mlm-dropout-$dropout.txt" \
     || echo "accelerator_mlm --dropout $dropout failed or timed out (exit $?)"
 done
 cp benchmarks/RESULTS.md "$OUT/RESULTS.md"
+if compgen -G "$OUT/*.xplane.pb" > /dev/null; then
+  python3 -m benchmarks.profile_summary "$OUT"/*.xplane.pb > "$OUT/profile-summary.txt" 2>&1 \
+    || echo "profile_summary failed (exit $?)"
+fi

@@ -30,7 +30,8 @@ finally:
 """
 
 
-def test_tiny_run_on_jax_cpu_without_tensorflow_times_both_implementations():
+def test_tiny_run_on_jax_cpu_without_tensorflow_times_and_profiles_both_implementations(
+        tmp_path):
     env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", PYTHONPATH=ROOT,
                XLA_FLAGS="--xla_backend_optimization_level=0 "
                          "--xla_llvm_disable_expensive_passes=true")
@@ -38,7 +39,8 @@ def test_tiny_run_on_jax_cpu_without_tensorflow_times_both_implementations():
         [sys.executable, "-c", WITHOUT_TENSORFLOW, "--batch", "4", "--length", "32",
          "--predictions", "4", "--layers", "1", "--hidden", "32", "--heads", "2",
          "--intermediate", "64", "--vocabulary", "2000", "--steps", "2", "--rounds", "2",
-         "--warmup", "1", "--precision", "mixed_bfloat16", "--dropout", "0"],
+         "--warmup", "1", "--precision", "mixed_bfloat16", "--dropout", "0",
+         "--profile", str(tmp_path)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     table = [line for line in done.stdout.splitlines() if line.startswith("| keras")]
@@ -48,6 +50,16 @@ def test_tiny_run_on_jax_cpu_without_tensorflow_times_both_implementations():
         assert seq_per_second > 0
     assert "mixed_bfloat16" in done.stdout and "dropout 0," in done.stdout
     assert "cpu" in done.stdout
+    # Each step's trace, flat in the directory, summed by XLA op (the largest first).
+    from benchmarks import profile_summary
+
+    assert sorted(os.listdir(tmp_path)) == ["keras_ctx.xplane.pb", "keras_hub.xplane.pb"]
+    for name in ("keras_ctx", "keras_hub"):
+        lines = [c for c in profile_summary.op_times(str(tmp_path / f"{name}.xplane.pb"))
+                 .values() if c]
+        assert lines and sum(sum(c.values()) for c in lines) > 0
+        text = profile_summary.summary(str(tmp_path / f"{name}.xplane.pb"), top=3)
+        assert " ms in " in text and "%" in text
 
 
 # The compiled training step of each implementation (tiny BERT, mixed_bfloat16, dropout

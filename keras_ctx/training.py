@@ -26,8 +26,6 @@ from keras_ctx.common.optional import tensorflow as tf
 from keras_ctx.common import files, keras_files
 from keras_ctx.data.checked_input import checked_token_ids
 
-STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
-
 
 class TrainingDiverged(RuntimeError):
     """The loss, a weight or an optimizer variable became NaN or infinite."""
@@ -37,17 +35,6 @@ def _non_finite(named_arrays):
     """Names of the float arrays holding a NaN or an infinity."""
     return [name for name, array in named_arrays
             if np.issubdtype(array.dtype, np.floating) and not np.isfinite(array).all()]
-
-
-def make_strategy(name):
-    """`--strategy NAME` on this Keras backend: an object whose `scope()` the model is
-    built in (TensorFlow: a tf.distribute strategy; JAX: a keras.distribution, which
-    is also set for the process, since `fit` reads the global one)."""
-    if name not in STRATEGIES:
-        raise ValueError(f"Unknown strategy {name!r}; choose one of {STRATEGIES}.")
-    from keras_ctx.pretraining import _backend
-
-    return _backend.make_strategy(name)
 
 
 def check_xla(strategy, jit_compile):

@@ -31,7 +31,8 @@ from keras_ctx.common.files import RunLock
 from keras_ctx.models.presets import build as build_preset
 from keras_ctx.optimizers import bert_recipe
 from keras_ctx.common.progress import say
-from keras_ctx.training import Checkpointer, fit_resumable, make_strategy
+from keras_ctx.pretraining.strategies import make_strategy
+from keras_ctx.training import Checkpointer, fit_resumable
 
 
 VOCABULARY_SIZE = 8000  # --vocabulary-size when neither given nor fixed by --data

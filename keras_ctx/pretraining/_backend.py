@@ -9,7 +9,7 @@
   step is one program over the global batch (the distribution shards it), where
   there is one "replica" and all four are identities.
 - `flat_cross_entropy`, the loss kernel of keras_ctx.pretraining.losses.
-- `make_strategy`, what `keras-ctx pretrain --strategy` names (keras_ctx.training).
+- `make_strategy`, what `keras-ctx pretrain --strategy` names (pretraining/strategies.py).
 """
 
 import importlib

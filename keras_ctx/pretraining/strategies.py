@@ -1,0 +1,14 @@
+"""`keras-ctx pretrain --strategy NAME`: the names, made on the backend Keras runs."""
+
+from keras_ctx.pretraining import _backend
+
+STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
+
+
+def make_strategy(name):
+    """An object whose `scope()` the model is built in: a tf.distribute strategy on
+    TensorFlow; on JAX a keras.distribution, also set for the process, since `fit`
+    reads the global one (pretraining/_jax.py)."""
+    if name not in STRATEGIES:
+        raise ValueError(f"Unknown strategy {name!r}; choose one of {STRATEGIES}.")
+    return _backend.make_strategy(name)

@@ -223,6 +223,7 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
     validation.check_export_path(export)
     if export and (isinstance(version, bool) or not isinstance(version, int) or version < 1):
         raise ValueError(f"--version must be a positive integer, got {version!r}.")
+    distribution = make_strategy(strategy, batch_size)  # before any text is read
     # The corpus (or the prepared data) resolved, fingerprinted and checked once.
     text = pretrain_checks.resolve_text(corpus, out, data, resume, corpus_changed)
     text_export = export and family.framing is not None
@@ -238,7 +239,7 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
     # A resumed run keeps the tokenizer it was claimed with: trainers break ties
     # between equally frequent pieces differently in each process.
     claimed = runs.claimed_tokenizer(out) if resume and not text.prepared else None
-    with make_strategy(strategy).scope():
+    with distribution.scope():
         if text.prepared:
             backbone, pretrainer, dataset, tokenizer, extra = build_prepared(
                 preset, text.source, run, overrides, manifest)

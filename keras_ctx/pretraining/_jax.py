@@ -24,13 +24,14 @@ from keras import ops
 from keras_ctx.common import compat
 
 
-def make_strategy(name):
+def make_strategy(name, batch_size=None):
     """`--strategy` as keras.distribution, set for the process (`fit` reads the global one).
 
     default: one device. mirrored: DataParallel over every device of JAX's default
     platform (GPUs, TPU cores, or CPUs). tpu: over TPU cores, which must exist.
     multi_worker names TensorFlow's cluster (TF_CONFIG) and is refused: several hosts
     run one process each that calls `jax.distributed.initialize()` first.
+    DataParallel splits the global batch evenly: `batch_size` must divide.
     """
     if name == "default":
         return types.SimpleNamespace(scope=contextlib.nullcontext)
@@ -45,6 +46,10 @@ def make_strategy(name):
     except RuntimeError:
         raise ValueError(f"--strategy tpu found no TPU: JAX sees {jax.devices()[0].platform} "
                          "devices only; use --strategy mirrored.") from None
+    if batch_size is not None and batch_size % len(devices):
+        raise ValueError(
+            f"--batch-size {batch_size} does not split evenly over the {len(devices)} devices "
+            f"of --strategy {name} on JAX: give a multiple of {len(devices)}.")
     distribution = keras.distribution.DataParallel(devices=devices)
     keras.distribution.set_distribution(distribution)
     return distribution

@@ -15,8 +15,9 @@ from keras_ctx.layers.lookup import summed_rows
 from keras_ctx.training import check_xla
 
 
-def make_strategy(name):
-    """A tf.distribute strategy by name (multi_worker reads TF_CONFIG)."""
+def make_strategy(name, batch_size=None):
+    """A tf.distribute strategy by name (multi_worker reads TF_CONFIG); it splits any
+    `batch_size` over its replicas."""
     if name == "default":
         return tf.distribute.get_strategy()
     if name == "mirrored":

@@ -65,6 +65,10 @@ def test_pretrain_strategy_mirrored_on_jax_is_data_parallel_and_equals_one_devic
     assert code == 2 and "--strategy tpu found no TPU: JAX sees cpu devices only" in printed
     code, printed = record["refusals"]["multi_worker"]
     assert code == 2 and "jax.distributed.initialize()" in printed
+    code, printed = record["refusals"]["odd_batch"]
+    assert code == 2 and ("--batch-size 5 does not split evenly over the 2 devices of "
+                          "--strategy mirrored") in printed
+    assert not (tmp_path / "odd_batch").exists()  # refused before the run was started
     for one, two in zip(final_weights(tmp_path / "default"), final_weights(tmp_path / "mirrored")):
         np.testing.assert_allclose(two, one, rtol=1e-5, atol=1e-6)
 

@@ -360,15 +360,19 @@ def pretraining_carried_resets(out):
     jax_jobs.carried_resets(out)
 
 
-def unfreezing_snapshots(weights, out):
-    """tests/tasks/unfreezing_case.py's weights after each epoch, from `weights`' start."""
-    from tests.tasks import unfreezing_case
+def transfer_outputs(weights, out):
+    """tests/tasks/transfer_cases.py from `weights`' start: the weights after each
+    unfreezing epoch, the layer-rate AdamW changes, a plain Keras model's refusal."""
+    from tests.tasks import transfer_cases
 
     stored = np.load(weights)
-    _, after, _ = unfreezing_case.snapshots([stored[str(i)] for i in range(len(stored.files))])
+    start = [stored[str(i)] for i in range(len(stored.files))]
+    _, after, _ = transfer_cases.snapshots(start)
+    _, changes = transfer_cases.layer_rate_updates(start)
     np.savez(out, **{f"{epoch}/{i}": w for epoch, weights in enumerate(after)
                      for i, w in enumerate(weights)},
-             refusal=np.array(unfreezing_case.plain_keras_refusal()))
+             **{f"layer_rates/{i}": change for i, change in enumerate(changes)},
+             refusal=np.array(transfer_cases.plain_keras_refusal()))
 
 
 def pretraining_strategies(out, corpus, directory):
@@ -383,7 +387,7 @@ JOBS = {"backbone_outputs": backbone_outputs, "backbone_contracts": backbone_con
         "pretraining_learning": pretraining_learning, "pretraining_resume": pretraining_resume,
         "pretraining_strategies": pretraining_strategies,
         "pretraining_carried_resets": pretraining_carried_resets,
-        "unfreezing_snapshots": unfreezing_snapshots}
+        "transfer_outputs": transfer_outputs}
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ Layer groups are lists of variables, embeddings first, the task head last:
 """
 
 import keras
-from keras_ctx.common.optional import tensorflow as tf
 
 from keras_ctx.common import compat
 from keras_ctx.layers.dropout import Dropout
@@ -177,28 +176,12 @@ class _LayerLearningRates:
         return super().update_step(gradient, variable, learning_rate)
 
     def _apply_weight_decay(self, variables):
-        # Keras' private hook and the two it uses: named with their pinned
-        # versions in keras_ctx.common.compat, which fails loudly if an upgrade drops one.
+        # Keras' private hook (named with its pinned version in keras_ctx.common.compat,
+        # which fails loudly if an upgrade drops it), scaled per variable.
         compat.resolve("apply_weight_decay")
-        use_weight_decay = compat.bound(self, "use_weight_decay")
         if self.weight_decay is None:
             return
-
-        def apply(distribution, variables):
-            def decay(variable):
-                if use_weight_decay(variable):
-                    factor = self.learning_rate_multiplier(variable)
-                    lr = tf.cast(self.learning_rate, variable.dtype) * factor
-                    variable.assign_sub(variable * tf.cast(self.weight_decay,
-                                                           variable.dtype) * lr)
-
-            for variable in variables:
-                if isinstance(variable, keras.Variable):
-                    variable = variable.value
-                distribution.extended.update(variable, decay, group=False)
-
-        compat.resolve("maybe_merge_call")(
-            apply, compat.attribute(self, "distribution_strategy"), variables)
+        _backend.decay_weights(self, variables, self.learning_rate_multiplier)
 
 
 _CLASSES = {}

@@ -1,9 +1,10 @@
-"""ULMFiT's gradual unfreezing on a token-id classifier, the same on every backend.
+"""Transfer recipes on a token-id classifier, the same on every backend.
 
 `snapshots` fits a tiny BERT `SequenceClassifier` (dropout off) with Adam and
-`GradualUnfreezing` for one step per epoch, from the given weights, and keeps
-every weight after each epoch: tests/tasks/test_unfreezing_backends.py runs it
-on TensorFlow and, through tests.backends' `unfreezing_snapshots` job, on JAX.
+ULMFiT's `GradualUnfreezing` for one step per epoch, from the given weights, and
+keeps every weight after each epoch; `layer_rate_updates` takes two AdamW steps
+(weight decay on) with layer-wise learning rates. tests/tasks/test_transfer_backends.py
+runs them on TensorFlow and, through tests.backends' `transfer_outputs` job, on JAX.
 """
 
 import numpy as np
@@ -14,9 +15,9 @@ from tests.backends import TASK_IDS, _task_inputs, tiny_backbone
 def classifier(weights=None):
     from keras_ctx.tasks import SequenceClassifier
 
-    _, config, _ = tiny_backbone("bert")
+    backbone_cls, config, _ = tiny_backbone("bert")
     config.update(num_layers=2, dropout=0.0)
-    backbone = type(tiny_backbone("bert")[2])(**config)
+    backbone = backbone_cls(**config)
     model = SequenceClassifier(backbone, num_classes=2, dropout=0.0)
     model(_task_inputs())
     if weights is not None:
@@ -58,3 +59,23 @@ def plain_keras_refusal():
     except ValueError as error:
         return str(error)
     return ""
+
+
+def layer_rate_updates(weights=None):
+    """(the weights before, the change of every weight after two AdamW steps with weight
+    decay 0.1 and learning rates halving per layer group from the top)."""
+    import keras
+
+    from keras_ctx.tasks import layer_groups
+    from keras_ctx.tasks.transfer import with_layer_learning_rates
+
+    model = classifier(weights)
+    groups = layer_groups(model)
+    before = [np.asarray(w.numpy()) for w in model.weights]
+    optimizer = with_layer_learning_rates(keras.optimizers.AdamW(1e-2, weight_decay=0.1),
+                                          groups, [0.5 ** (len(groups) - 1 - i)
+                                                   for i in range(len(groups))])
+    model.compile(optimizer, keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(_task_inputs(), np.array([0, 1]), batch_size=len(TASK_IDS), epochs=2,
+              shuffle=False, verbose=0)
+    return before, [np.asarray(w.numpy()) - b for w, b in zip(model.weights, before)]

@@ -1,0 +1,40 @@
+"""Transfer recipes give TensorFlow's weights on JAX from the same start.
+
+Gradual unfreezing (Howard & Ruder 2018, Sec. 3.3), epoch by epoch: Keras' JAX step
+needs the weights the optimizer was built with, and unfreezing changes which are
+trainable (the JAX fit failed at its first epoch). Layer-wise learning rates with
+AdamW's decoupled decay: the decay went through tf.distribute (failed on JAX)."""
+
+import numpy as np
+
+from tests.backends import run_on_backend
+from tests.tasks import transfer_cases
+
+
+def test_gradual_unfreezing_and_layer_rates_on_jax_equal_tensorflow(tmp_path):
+    before, after, groups = transfer_cases.snapshots()
+    assert groups >= 3 and len(after) == groups
+    np.savez(tmp_path / "start.npz", **{str(i): w for i, w in enumerate(before)})
+    run_on_backend("jax", "transfer_outputs", {"weights": str(tmp_path / "start.npz"),
+                                               "out": str(tmp_path / "jax.npz")})
+    jax = np.load(tmp_path / "jax.npz")
+    # The first epoch trains the top group only: the embeddings stay where they were.
+    embeddings = [i for i, w in enumerate(before) if w.shape[0] == 50]
+    assert embeddings and all(np.array_equal(after[0][i], before[i]) for i in embeddings)
+    assert any(not np.array_equal(after[-1][i], before[i]) for i in embeddings)
+    for epoch, weights in enumerate(after):
+        for i, want in enumerate(weights):
+            np.testing.assert_allclose(jax[f"{epoch}/{i}"], want, rtol=1e-4, atol=1e-6,
+                                       err_msg=f"epoch {epoch}, weight {i}")
+
+    # Keras' own JAX step cannot follow it: a plain Keras model is refused in one line
+    # (on TensorFlow it fits).
+    assert "GradualUnfreezing on JAX needs a keras_ctx task or pretrainer" in str(jax["refusal"])
+    assert transfer_cases.plain_keras_refusal() == ""
+
+    # Layer-wise rates with weight decay: TensorFlow's change of every weight.
+    _, changes = transfer_cases.layer_rate_updates(before)
+    for i, want in enumerate(changes):
+        np.testing.assert_allclose(jax[f"layer_rates/{i}"], want, rtol=1e-4, atol=1e-7,
+                                   err_msg=f"weight {i}")
+    assert max(float(np.abs(c).max()) for c in changes) > 1e-3

@@ -25,8 +25,9 @@ import dataclasses
 import weakref
 
 import numpy as np
-from keras_ctx.common.optional import tensorflow as tf
+from keras import ops
 
+from keras_ctx.generation import _backend
 from keras_ctx.layers.gather import gather_positions
 
 _COMPILED = weakref.WeakKeyDictionary()
@@ -63,16 +64,16 @@ def _scoring_function(backbone, jit_compile):
             hidden = backbone({"token_ids": token_ids, "padding_mask": padding_mask},
                               training=False)["sequence_output"]
             # Only the rows that predict a continuation token reach the vocabulary.
-            logits = tf.cast(backbone.logits(gather_positions(hidden, positions)), tf.float32)
-            log_probs = tf.nn.log_softmax(logits, axis=-1)
-            picked = tf.gather(log_probs, targets[..., None], batch_dims=2)[..., 0]
-            weights = tf.cast(target_mask, tf.float32)
-            best = tf.reduce_max(logits, axis=-1)
-            is_best = tf.gather(logits, targets[..., None], batch_dims=2)[..., 0] >= best
-            greedy = tf.reduce_all(is_best | ~target_mask, axis=-1)
-            return tf.reduce_sum(picked * weights, axis=-1), greedy
+            logits = ops.cast(backbone.logits(gather_positions(hidden, positions)), "float32")
+            picked_logits = ops.take_along_axis(logits, targets[..., None], axis=-1)[..., 0]
+            picked = picked_logits - ops.logsumexp(logits, axis=-1)
+            weights = ops.cast(target_mask, "float32")
+            is_best = picked_logits >= ops.max(logits, axis=-1)
+            greedy = ops.all(ops.logical_or(is_best, ops.logical_not(target_mask)), axis=-1)
+            return ops.sum(picked * weights, axis=-1), greedy
 
-        functions[jit_compile] = tf.function(score, jit_compile=jit_compile)
+        # tf.function (XLA or a graph) on TensorFlow, jax.jit on JAX (generation's switch).
+        functions[jit_compile] = _backend.compile_function(backbone, score, jit_compile)
     return functions[jit_compile]
 
 
@@ -158,11 +159,10 @@ def score_continuations(backbone, contexts, continuations, batch_size=8,
     sums, greedy = [], []
     for start in range(0, total, batch_size):
         batch = slice(start, start + batch_size)
-        s, g = score(tf.constant(token_ids[batch]), tf.constant(padding_mask[batch]),
-                     tf.constant(positions[batch]), tf.constant(targets[batch]),
-                     tf.constant(target_mask[batch]))
-        sums.append(s.numpy())
-        greedy.append(g.numpy())
+        s, g = score(*(ops.convert_to_tensor(array[batch]) for array in
+                       (token_ids, padding_mask, positions, targets, target_mask)))
+        sums.append(ops.convert_to_numpy(s))
+        greedy.append(ops.convert_to_numpy(g))
     log_likelihood = np.concatenate(sums)[:count].astype("float64")
     num_tokens = np.array([len(t) for t in continuations])
     return {"log_likelihood": log_likelihood, "num_tokens": num_tokens,

@@ -375,6 +375,29 @@ def transfer_outputs(weights, out):
              refusal=np.array(transfer_cases.plain_keras_refusal()))
 
 
+def evaluation_scores(out):
+    """score_continuations against the token-by-token numpy log-likelihoods of
+    tests/test_evaluation.py, jitted and not: the largest differences."""
+    from keras_ctx.evaluation import score_continuations
+    from tests.test_evaluation import SHAPES, by_hand, numpy_model
+
+    contexts = [[3, 7, 1, 4, 9, 2], [5], [8, 8, 2, 6, 1, 0, 11, 12, 13]]
+    continuations = [[12, 4, 4], [7, 19], [2]]
+    errors = {}
+    for kind in sorted(SHAPES):
+        backbone, log_probs = numpy_model(kind)
+        want = [by_hand(log_probs, c, t) for c, t in zip(contexts, continuations)]
+        for jit_compile in (True, False):
+            got = score_continuations(backbone, contexts, continuations, batch_size=2,
+                                      jit_compile=jit_compile)
+            errors[f"{kind}/{jit_compile}"] = max(
+                abs(got["log_likelihood"][i] - total) for i, (total, _) in enumerate(want))
+            errors[f"{kind}/{jit_compile}/greedy"] = float(
+                got["is_greedy"].tolist() != [greedy for _, greedy in want])
+    with open(out, "w") as handle:
+        json.dump(errors, handle)
+
+
 def pretraining_strategies(out, corpus, directory):
     from tests.pretraining import jax_jobs
 
@@ -387,7 +410,7 @@ JOBS = {"backbone_outputs": backbone_outputs, "backbone_contracts": backbone_con
         "pretraining_learning": pretraining_learning, "pretraining_resume": pretraining_resume,
         "pretraining_strategies": pretraining_strategies,
         "pretraining_carried_resets": pretraining_carried_resets,
-        "transfer_outputs": transfer_outputs}
+        "transfer_outputs": transfer_outputs, "evaluation_scores": evaluation_scores}
 
 
 if __name__ == "__main__":

@@ -168,3 +168,16 @@ def test_converted_checkpoint_scores_like_the_original(tmp_path):
     pairs = ([[3, 7, 1, 4, 9, 2, 5, 5]], [[12, 4]])
     np.testing.assert_array_equal(score_continuations(converted, *pairs)["log_likelihood"],
                                   score_continuations(backbone, *pairs)["log_likelihood"])
+
+
+def test_scores_on_jax_without_tensorflow_equal_numpy(tmp_path):
+    """The scorer is keras.ops, compiled by generation's switch (it was tf.function and
+    tf ops only): on JAX, TensorFlow unimportable, it gives the numpy scores."""
+    import json
+
+    from tests.backends import run_on_backend
+
+    run_on_backend("jax", "evaluation_scores", {"out": str(tmp_path / "errors.json")},
+                   without_tensorflow=True)
+    errors = json.loads((tmp_path / "errors.json").read_text())
+    assert len(errors) == 8 and max(errors.values()) < 1e-4, errors

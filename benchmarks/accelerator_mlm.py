@@ -145,13 +145,16 @@ class Stepper:
     def __init__(self, model, data):
         import jax
 
+        from keras_ctx.common import compat
+
         self.model = model
         self.state = (
             [v.value for v in model.trainable_variables],
             [v.value for v in model.non_trainable_variables],
             [v.value for v in model.optimizer.variables],
             [v.value for v in model.metrics_variables])
-        self.data = jax.device_put(data)
+        # As Keras' JAX fit places it: split over the devices of a keras.distribution.
+        self.data = compat.resolve("jax_distribute_data")(data)
         lowered = jax.jit(model.train_step, donate_argnums=0).lower(self.state, self.data)
         self.matmuls = program_matmuls(lowered.as_text())
         self.step = lowered.compile()
@@ -205,7 +208,12 @@ def main(argv=None):
     keras.config.set_dtype_policy(args.precision)
     keras.utils.set_random_seed(0)
     config = {key: getattr(args, key) for key in BERT_BASE}
-    batch = make_batch(args.batch, args.length, args.predictions, args.vocabulary)
+    if args.batch % jax.device_count():
+        raise SystemExit(f"--batch {args.batch} does not split over {jax.device_count()} "
+                         "devices: give a multiple.")
+    # Each process makes its own rows of the global batch (distinct seeds).
+    batch = make_batch(args.batch // jax.process_count(), args.length, args.predictions,
+                       args.vocabulary, seed=jax.process_index())
     names = args.implementations.split(",")
     steppers = {name: Stepper(*build(name, config, batch, args.dropout)) for name in names}
     for stepper in steppers.values():

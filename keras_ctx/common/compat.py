@@ -45,6 +45,10 @@ SYMBOLS = {
     "use_weight_decay": ("keras", "keras", "optimizers.Optimizer._use_weight_decay"),
     "maybe_merge_call": ("tensorflow", "tensorflow",
                          "__internal__.distribute.interim.maybe_merge_call"),
+    # How Keras' JAX fit places a batch under a keras.distribution (sharded over the
+    # batch axis; each process's rows in a multi-process run): benchmarks/accelerator_mlm.py
+    # steps outside fit.
+    "jax_distribute_data": ("keras", "keras.src.backend.jax.trainer", "_distribute_data"),
     # The adapter that feeds fit from a tf.data.Dataset (pretraining/base.py).
     "tf_dataset_adapter": ("keras", "keras.src.trainers.data_adapters.tf_dataset_adapter",
                            "TFDatasetAdapter"),

@@ -18,11 +18,9 @@
 import keras
 
 if keras.backend.backend() == "tensorflow":
-    from keras_ctx.tasks._tensorflow import Step, check_unfreezing, decay_weights
+    from keras_ctx.tasks._tensorflow import Step, check_unfreezing, decay_weights  # noqa: F401
 else:
-    from keras_ctx.tasks._jax import Step, check_unfreezing, decay_weights
-
-__all__ = ["Step", "check_unfreezing", "decay_weights", "check_strings"]
+    from keras_ctx.tasks._jax import Step, check_unfreezing, decay_weights  # noqa: F401
 
 STRINGS_REFUSAL = None if keras.backend.backend() == "tensorflow" else (
     "String-in tasks run on KERAS_BACKEND=tensorflow; on "

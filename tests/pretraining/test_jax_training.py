@@ -1,6 +1,7 @@
-"""Pretraining on Keras' JAX backend: objectives learn from numpy arrays and Python
-iterators under every precision with TensorFlow absent, and an interrupted run resumes
-to the weights of one that never stopped (tests/pretraining/jax_jobs.py)."""
+"""Pretraining on Keras' JAX backend (the jobs: tests/pretraining/jax_jobs.py): objectives
+learn from numpy arrays and Python iterators under every precision with TensorFlow absent;
+an interrupted run resumes to the weights of one that never stopped; `--strategy` maps to
+keras.distribution; carried states reset."""
 
 import numpy as np
 

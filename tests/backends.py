@@ -398,6 +398,48 @@ def evaluation_scores(out):
         json.dump(errors, handle)
 
 
+def token_id_refusals(out):
+    """What a compiled backbone, task and pretrainer say to a token id past the vocabulary
+    in each way data enters (JAX's gathers fill such a row with NaN: nothing may pass)."""
+    import keras
+
+    from keras_ctx.pretraining import MaskedLMPretrainer
+    from keras_ctx.tasks import SequenceClassifier
+
+    backbone_cls, config, _ = tiny_backbone("bert")
+    inputs = _task_inputs()
+    bad = dict(inputs, token_ids=np.where(TASK_IDS == 7, config["vocabulary_size"], TASK_IDS))
+    labels = np.array([0, 1])
+    classifier = SequenceClassifier(backbone_cls(**config), num_classes=2)
+    classifier.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    pretrainer = MaskedLMPretrainer(backbone_cls(**config))
+    pretrainer.compile("adam")
+    positions = np.array([[1, 2], [1, 3]], "int32")
+    masked = {"mask_positions": positions, "mask_ids": np.take_along_axis(TASK_IDS, positions, 1),
+              "mask_weights": np.ones((2, 2), "float32")}
+    calls = {
+        "backbone/predict": lambda: classifier.backbone.predict(bad, verbose=0),
+        "task/predict": lambda: classifier.predict(bad, verbose=0),
+        "task/fit": lambda: classifier.fit(bad, labels, verbose=0),
+        "task/validation": lambda: classifier.fit(inputs, labels, verbose=0,
+                                                  validation_data=(bad, labels)),
+        "task/evaluate": lambda: classifier.evaluate(bad, labels, verbose=0),
+        "task/generator": lambda: classifier.fit(iter([(bad, labels)]), steps_per_epoch=1,
+                                                 verbose=0),
+        "pretrainer/fit": lambda: pretrainer.fit(dict(bad, **masked), batch_size=2, verbose=0),
+    }
+    said = {}
+    for name, call in calls.items():
+        try:
+            call()
+            said[name] = ""
+        except ValueError as error:
+            said[name] = str(error)
+    said["in_range"] = str(np.asarray(classifier.predict(inputs, verbose=0)).shape)
+    with open(out, "w") as handle:
+        json.dump(said, handle)
+
+
 def pretraining_strategies(out, corpus, directory):
     from tests.pretraining import jax_jobs
 
@@ -410,7 +452,8 @@ JOBS = {"backbone_outputs": backbone_outputs, "backbone_contracts": backbone_con
         "pretraining_learning": pretraining_learning, "pretraining_resume": pretraining_resume,
         "pretraining_strategies": pretraining_strategies,
         "pretraining_carried_resets": pretraining_carried_resets,
-        "transfer_outputs": transfer_outputs, "evaluation_scores": evaluation_scores}
+        "transfer_outputs": transfer_outputs, "evaluation_scores": evaluation_scores,
+        "token_id_refusals": token_id_refusals}
 
 
 if __name__ == "__main__":

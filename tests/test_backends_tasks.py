@@ -54,3 +54,16 @@ def test_every_quantization_mode_gives_tensorflows_outputs_on_jax(tmp_path):
     expected, _ = _compare_with_jax(tmp_path, list(QUANTIZATION_MODES), fit=False)
     # Quantizing changed the outputs (the comparison is not of float copies).
     assert not np.allclose(expected["int8"], expected["int4"], atol=1e-3)
+
+
+def test_a_token_id_past_the_vocabulary_is_refused_on_jax_wherever_data_enters(tmp_path):
+    """Compiled on JAX a gather past the table gives NaN rows, silently (before: predict
+    returned NaN logits and fit trained on them); the data is checked where it enters."""
+    import json
+
+    run_on_backend("jax", "token_id_refusals", {"out": str(tmp_path / "said.json")},
+                   without_tensorflow=True)
+    said = json.loads((tmp_path / "said.json").read_text())
+    assert said.pop("in_range") == "(2, 2)"
+    for name, message in said.items():
+        assert "token_ids must be in [0, 50)" in message, (name, message)

@@ -103,3 +103,25 @@ def _is_checked(data):
         return data in _CHECKED
     except TypeError:  # not weakly referenceable: arrays and structures of them
         return False
+
+
+class CheckedTokenIds:
+    """Mixin for a keras.Model: `fit`, `evaluate` and `predict` check the token ids of
+    their data (and of `validation_data`) where it enters a compiled step.
+
+    Eager calls check in the layers; a compiled step cannot (JAX's gathers fill an
+    out-of-range row with NaN, XLA's clamp it), so its input is checked here.
+    """
+
+    def _checked(self, data):
+        return checked_token_ids(data, self) if data is not None and self.jit_compile else data
+
+    def fit(self, x=None, *args, validation_data=None, **kwargs):
+        return super().fit(self._checked(x), *args,
+                           validation_data=self._checked(validation_data), **kwargs)
+
+    def evaluate(self, x=None, *args, **kwargs):
+        return super().evaluate(self._checked(x), *args, **kwargs)
+
+    def predict(self, x, *args, **kwargs):
+        return super().predict(self._checked(x), *args, **kwargs)

@@ -7,6 +7,7 @@ import keras
 
 from keras_ctx import registry
 from keras_ctx.common import compat
+from keras_ctx.data.checked_input import CheckedTokenIds
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,7 +90,7 @@ def _quantized_policies(model):
                                          for path, policy in quantized.items()})
 
 
-class Backbone(keras.Model):
+class Backbone(CheckedTokenIds, keras.Model):
     """Base of the functional backbones.
 
     A family subclass builds its graph in `__init__`, passes `inputs`/`outputs`

@@ -40,7 +40,7 @@ assignments travel through the step's state.
 import keras
 from keras import ops
 
-from keras_ctx.data.checked_input import checked_token_ids
+from keras_ctx.data.checked_input import CheckedTokenIds
 from keras_ctx.pretraining import _backend
 from keras_ctx.pretraining.losses import TokenAccuracy, weighted_cross_entropy
 
@@ -50,7 +50,7 @@ def num_replicas():
     return _backend.num_replicas()
 
 
-class Pretrainer(_backend.Step, keras.Model):
+class Pretrainer(_backend.Step, CheckedTokenIds, keras.Model):
     """Base of every pretraining objective: the step, the `loss` metric, serialisation.
 
     Subclasses implement `compute_losses(batch, training)` and list their own
@@ -79,18 +79,6 @@ class Pretrainer(_backend.Step, keras.Model):
     @property
     def metrics(self):
         return [self.loss_tracker, *self.objective_metrics]
-
-    def _checked(self, x):
-        # A compiled step's asserts are gone and its gathers clamp: an id past
-        # the vocabulary would train on the last row silently. Check the
-        # dataset's ids where they enter, outside the compiled step.
-        return checked_token_ids(x, self) if self.jit_compile else x
-
-    def fit(self, x=None, *args, **kwargs):
-        return super().fit(self._checked(x), *args, **kwargs)
-
-    def evaluate(self, x=None, *args, **kwargs):
-        return super().evaluate(self._checked(x), *args, **kwargs)
 
     # --- what an objective says --------------------------------------------------------
 

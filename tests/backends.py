@@ -342,24 +342,6 @@ def export_classifier(weights, out):
     export_saved_model(model, os.path.join(out, "jax"), sequence_length=TASK_IDS.shape[1])
 
 
-def pretraining_learning(out, steps):
-    from tests.pretraining import jax_jobs
-
-    jax_jobs.learning(out, steps)
-
-
-def pretraining_resume(out, directory, corpus):
-    from tests.pretraining import jax_jobs
-
-    jax_jobs.resume(out, directory, corpus)
-
-
-def pretraining_carried_resets(out):
-    from tests.pretraining import jax_jobs
-
-    jax_jobs.carried_resets(out)
-
-
 def transfer_outputs(weights, out):
     """tests/tasks/transfer_cases.py from `weights`' start: the weights after each
     unfreezing epoch, the layer-rate AdamW changes, a plain Keras model's refusal."""
@@ -440,18 +422,21 @@ def token_id_refusals(out):
         json.dump(said, handle)
 
 
-def pretraining_strategies(out, corpus, directory):
-    from tests.pretraining import jax_jobs
+def _pretraining_job(name):
+    """tests/pretraining/jax_jobs.py's function `name`, imported when the job runs."""
+    def run(**arguments):
+        from tests.pretraining import jax_jobs
 
-    jax_jobs.strategies(out, corpus, directory)
+        return getattr(jax_jobs, name)(**arguments)
+
+    return run
 
 
 JOBS = {"backbone_outputs": backbone_outputs, "backbone_contracts": backbone_contracts,
         "model_side": model_side, "layer_outputs": layer_outputs,
         "peft_task_outputs": peft_task_outputs, "export_classifier": export_classifier,
-        "pretraining_learning": pretraining_learning, "pretraining_resume": pretraining_resume,
-        "pretraining_strategies": pretraining_strategies,
-        "pretraining_carried_resets": pretraining_carried_resets,
+        **{f"pretraining_{name}": _pretraining_job(name)
+           for name in ("learning", "resume", "strategies", "carried_resets")},
         "transfer_outputs": transfer_outputs, "evaluation_scores": evaluation_scores,
         "token_id_refusals": token_id_refusals}
 

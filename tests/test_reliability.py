@@ -57,6 +57,17 @@ def run_cli(capsys, *argv):
     return code, captured.out + captured.err
 
 
+def cli_output(argv):
+    """(exit code, what it printed) of `keras-ctx ARGV`, where no capsys is at hand."""
+    import contextlib
+    import io
+
+    stream = io.StringIO()
+    with contextlib.redirect_stdout(stream), contextlib.redirect_stderr(stream):
+        code = cli.main(list(argv))
+    return code, stream.getvalue()
+
+
 def one_line_error(output):
     errors = [line for line in output.splitlines() if "error:" in line]
     assert errors and "Traceback" not in output, output[-2000:]

@@ -21,7 +21,7 @@ from keras_ctx.common.errors import KerasCtxError
 from keras_ctx.tasks import text
 
 from tests.tasks.text_fixtures import backbone, tokenizer
-from tests.test_reliability import copy_run, make_run, one_line_error, run_cli
+from tests.test_reliability import cli_output, copy_run, make_run, one_line_error, run_cli
 
 
 def _rewrite_keras(path, edit_config=None, edit_weights=None):
@@ -242,20 +242,10 @@ def finetuned(tiny_run, tmp_path_factory):
     out = tmp_path_factory.mktemp("finetuned") / "ft"
     train = out.parent / "t.tsv"
     train.write_text("".join(f"the bank {i}\t{i % 2}\n" for i in range(8)))
-    code, output = cli_code(["finetune", str(tiny_run), "--train", str(train), "--out",
+    code, output = cli_output(["finetune", str(tiny_run), "--train", str(train), "--out",
                              str(out), "--epochs", "1"])
     assert code == 0, output
     return out
-
-
-def cli_code(argv):
-    import contextlib
-    import io
-
-    stream = io.StringIO()
-    with contextlib.redirect_stdout(stream), contextlib.redirect_stderr(stream):
-        code = cli.main(argv)
-    return code, stream.getvalue()
 
 
 @pytest.mark.parametrize("damage, message", [

@@ -111,24 +111,19 @@ def resume(out, directory, corpus):
 def strategies(out, corpus, directory):
     """`keras-ctx pretrain --strategy` on JAX over this process's (virtual) devices: the
     default and mirrored runs, the distribution mirrored set, and the refused names."""
-    import contextlib
-    import io
     import json
 
     import keras
 
     from keras_ctx.cli import main
     from tests.test_cli import TINY
+    from tests.test_reliability import cli_output
 
     common = ["pretrain", "bert-tiny", "--corpus", corpus, "--steps", "2", *TINY]
-    refusals = {}
     refused = {"tpu": ["--strategy", "tpu"], "multi_worker": ["--strategy", "multi_worker"],
                "odd_batch": ["--strategy", "mirrored", "--batch-size", "5"]}
-    for name, flags in refused.items():
-        printed = io.StringIO()
-        with contextlib.redirect_stderr(printed), contextlib.redirect_stdout(printed):
-            code = main([*common, *flags, "--out", f"{directory}/{name}"])
-        refusals[name] = (code, printed.getvalue())
+    refusals = {name: cli_output([*common, *flags, "--out", f"{directory}/{name}"])
+                for name, flags in refused.items()}
     for name in ("default", "mirrored"):
         assert main([*common, "--strategy", name, "--out", f"{directory}/{name}"]) == 0
     distribution = keras.distribution.distribution()

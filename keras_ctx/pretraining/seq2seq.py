@@ -9,6 +9,7 @@ fine-tuning (T5) is the same objective with a task prefix on the input
 """
 
 import keras
+from keras import ops
 
 from keras_ctx import generation
 from keras_ctx.pretraining.base import TokenLikelihoodPretrainer

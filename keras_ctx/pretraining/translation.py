@@ -96,9 +96,15 @@ class TranslationPretrainer(Pretrainer):
         return ops.cast(self.output_layer(h_tilde), "float32")
 
     def compute_losses(self, batch, training):
-        x, labels, _ = keras.utils.unpack_x_y_sample_weight(batch)
+        x, labels, weights = keras.utils.unpack_x_y_sample_weight(batch)
+        if labels is None:
+            raise ValueError(
+                "TranslationPretrainer needs (inputs, labels[, weights]); map your "
+                "dataset with keras_ctx.data.parallel.translation_inputs.")
         logits = self(x, training=training)
-        weights = ops.cast(ops.not_equal(labels, 0), "float32")
+        # Given weights are the caller's; without them every real (non-0) label counts.
+        weights = (ops.not_equal(labels, 0) if weights is None else weights)
+        weights = ops.cast(weights, "float32")
         self.accuracy_tracker.update_state(top_one_correct(labels, logits), sample_weight=weights)
         return {"translation": weighted_cross_entropy(labels, logits, weights)}
 

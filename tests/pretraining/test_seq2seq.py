@@ -80,3 +80,36 @@ def test_add_task_prefix_and_errors():
         "decoder_padding_mask")}
     with pytest.raises(ValueError, match="seq2seq_features"):
         model.train_on_batch(x)
+
+
+def labelled_batch(rows, encoder_length, decoder_length, seed):
+    """(x, labels) as a caller without weights gives them: padded decoder rows."""
+    rng = np.random.default_rng(seed)
+    encoder = rng.integers(4, 24, size=(rows, encoder_length)).astype("int32")
+    decoder = rng.integers(4, 24, size=(rows, decoder_length)).astype("int32")
+    lengths = rng.integers(2, decoder_length + 1, size=(rows, 1))
+    mask = (np.arange(decoder_length) < lengths).astype("int32")
+    decoder[mask == 0] = 0
+    labels = np.concatenate([decoder[:, 1:], np.ones((rows, 1), "int32")], axis=1) * mask
+    x = {"encoder_token_ids": encoder, "encoder_padding_mask": np.ones_like(encoder),
+         "decoder_token_ids": decoder, "decoder_padding_mask": mask}
+    return x, labels, mask
+
+
+@pytest.mark.parametrize("make", [lambda: T5Backbone(**SIZE),
+                                  lambda: BartBackbone(**SIZE, max_sequence_length=16)],
+                         ids=["t5", "bart"])
+def test_labels_without_weights_weigh_the_decoder_padding_mask(make):
+    """`(x, labels)`, as the docstring allows: the weights are the decoder's padding mask
+    (the same loss as passing that mask), and the model trains on such batches."""
+    x, labels, mask = labelled_batch(8, 12, 10, seed=0)
+    model = Seq2SeqPretrainer(make())
+    model.compile(optimizer=keras.optimizers.Adam(1e-2))
+    implicit = model.test_on_batch(x, labels, return_dict=True)["loss"]
+    explicit = model.test_on_batch(x, labels, mask.astype("float32"), return_dict=True)["loss"]
+    uniform = model.test_on_batch(x, labels, np.ones_like(mask, "float32"),
+                                  return_dict=True)["loss"]
+    np.testing.assert_allclose(implicit, explicit, rtol=1e-6)
+    assert abs(implicit - uniform) > 1e-3  # the padded positions really are left out
+    losses = [model.train_on_batch(x, labels, return_dict=True)["loss"] for _ in range(8)]
+    assert losses[-1] < 0.8 * losses[0]

@@ -134,3 +134,27 @@ def test_each_side_ids_are_checked_against_their_own_vocabulary_before_a_compile
         dataset = tf.data.Dataset.from_tensors(batch(encoder_id, decoder_id))
         with pytest.raises(tf.errors.InvalidArgumentError, match=name):
             list(checked_token_ids(dataset, model))
+
+
+def test_given_weights_are_honoured_and_labels_are_required():
+    """(x, labels) weighs every real label; (x, labels, weights) weighs as the caller says."""
+    model = TranslationPretrainer(CoveBackbone(10, embedding_size=4, hidden_size=5), 12,
+                                  target_embedding_dim=3, decoder_units=7)
+    model.compile(optimizer="adam")
+    x = {"encoder_token_ids": np.array([[1, 2, 3], [4, 5, 0]]),
+         "encoder_padding_mask": np.array([[1, 1, 1], [1, 1, 0]]),
+         "decoder_token_ids": np.array([[1, 4, 5], [1, 6, 0]]),
+         "decoder_padding_mask": np.array([[1, 1, 1], [1, 1, 0]])}
+    labels = np.array([[4, 5, 2], [6, 2, 0]])
+    first_only = np.array([[1.0, 0, 0], [1.0, 0, 0]], "float32")
+    default = model.test_on_batch(x, labels, return_dict=True)["loss"]
+    real = model.test_on_batch(x, labels, (labels != 0).astype("float32"),
+                               return_dict=True)["loss"]
+    chosen = model.test_on_batch(x, labels, first_only, return_dict=True)["loss"]
+    logits = keras.ops.convert_to_numpy(model(x))
+    log_p = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    expected = -np.mean([log_p[0, 0, 4], log_p[1, 0, 6]])  # numpy, the first position only
+    np.testing.assert_allclose(default, real, rtol=1e-6)
+    np.testing.assert_allclose(chosen, expected, rtol=1e-5)
+    with pytest.raises(ValueError, match="translation_inputs"):
+        model.test_on_batch(x)

@@ -28,6 +28,7 @@ TEST_REQUIRES = [
     "pytest==9.2.0",
     "pytest-xdist==3.8.0",
     "hypothesis==6.170.17",
+    "ruff==0.17.6",  # tests/test_lint.py: pyflakes' rules over the repository
 ] + PLOT_REQUIRES + JAX_REQUIRES  # the tests compare the backends
 
 # The documentation site (mkdocs.yml, docs/): `mkdocs build --strict` runs in the tests.

@@ -37,7 +37,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 use_caching_allocator()  # the `keras-ctx` command only; before TensorFlow starts
 
 with quiet_startup():
-    import keras  # noqa: E402
+    import keras  # noqa: E402,F401  (imported quietly here, before anything else reads it)
 
 with quiet_startup():
     from keras_ctx import layers, models, tasks  # noqa: E402,F401

@@ -7,7 +7,6 @@ every failure leaves through `keras_ctx.commands.exits.run_command`.
 
 import argparse
 import functools
-import os
 import sys
 
 

@@ -20,7 +20,6 @@ last: a directory with run.json is a finished run.
 import json
 import os
 
-import keras
 
 from keras_ctx import registry
 from keras_ctx.common import files, keras_files, validation

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import keras_ctx
-from keras_ctx import cli, runs
+from keras_ctx import runs
 from keras_ctx.common import files
 
 from tests.test_cli import keras_ctx as keras_ctx_process

@@ -46,6 +46,6 @@ def presets(family=None):
     for name, backbone, parameters, description in rows:
         print(f"{name:{widths[0]}s}  {backbone:{widths[1]}s}  {parameters:>{count},d}  "
               f"{description}")
-    print(f"Parameters at the preset's own vocabulary size; `keras-ctx pretrain` sizes the "
+    print("Parameters at the preset's own vocabulary size; `keras-ctx pretrain` sizes the "
           "vocabulary to the tokenizer it trains (--vocabulary-size), so its count differs.")
     return rows

@@ -121,7 +121,7 @@ def load_manifest(data_dir, verify=True):
         raise PreparedDataError(
             f"{data_dir} has no {MANIFEST}: it is not prepared data, or `keras-ctx prepare` "
             "did not finish (run it again with the same arguments to resume).")
-    fix = f"run `keras-ctx prepare` again with the same arguments to rewrite it"
+    fix = "run `keras-ctx prepare` again with the same arguments to rewrite it"
     try:
         manifest = files.read_json(path, "prepared data's manifest", fix)
         if isinstance(manifest, dict) and manifest.get("version") != MANIFEST_VERSION:

@@ -33,3 +33,16 @@ from keras_ctx.layers.transformer import (
     TransformerEncoderStack,
 )
 from keras_ctx.layers.xlnet_block import XLNetBlock
+
+__all__ = [
+    "compiled_for", "scan_states", "update_positions", "gelu_approximate", "BottleneckAdapter",
+    "InvertibleAdapter", "MultiHeadAttention", "CharCNNHighwayEmbedder", "Highway", "Dense",
+    "EinsumDense", "Dropout", "EmbeddingDropout", "LockedDropout", "FactorizedEmbedding",
+    "PositionEmbedding", "TokenEmbedding", "gather_positions", "MaskedLMHead",
+    "SentencePairHead", "SpanBoundaryHead", "LSTMP", "WeightDropLSTM", "LayerNormalization",
+    "RMSNormalization", "RelativePositionBias", "SinusoidalPositionEncoding",
+    "relative_position_bucket", "sinusoidal_encoding", "TwoStreamRelativeAttention",
+    "relative_positional_encoding", "two_stream_masks", "ScalarMix", "FeedForward",
+    "TransformerDecoderBlock", "TransformerEncoderBlock", "TransformerEncoderStack",
+    "XLNetBlock",
+]

@@ -20,3 +20,11 @@ from keras_ctx.models.gpt import GPTBackbone  # noqa: E402
 from keras_ctx.models.t5 import T5Backbone  # noqa: E402
 from keras_ctx.models.xlnet import XLNetBackbone  # noqa: E402
 from keras_ctx.models.xlm import XLMBackbone  # noqa: E402
+
+__all__ = [
+    "Backbone", "from_preset", "list_presets", "awd_lstm", "albert", "bart", "bert", "cove",
+    "electra", "elmo", "gpt", "t5", "xlnet", "AlbertBackbone", "AwdLstmBackbone",
+    "BartBackbone", "BertBackbone", "RobertaBackbone", "Cove", "CoveBackbone", "CvtEncoder",
+    "ElectraBackbone", "electra_generator", "Elmo", "ElmoBackbone", "GPTBackbone",
+    "T5Backbone", "XLNetBackbone", "XLMBackbone",
+]

@@ -17,3 +17,9 @@ from keras_ctx.pretraining.span_bert import SpanBertPretrainer
 from keras_ctx.pretraining.translation import TranslationPretrainer
 from keras_ctx.pretraining.xlnet import XLNetPretrainer
 
+__all__ = [
+    "AwdLstmLMPretrainer", "Pretrainer", "BiLMPretrainer", "CausalLMPretrainer",
+    "CrossViewTrainer", "ElectraPretrainer", "AlbertPretrainer", "BertPretrainer",
+    "MaskedLMPretrainer", "RobertaPretrainer", "Seq2SeqPretrainer", "SpanBertPretrainer",
+    "TranslationPretrainer", "XLNetPretrainer",
+]

@@ -24,3 +24,11 @@ from keras_ctx.tasks.transfer import (
     layer_wise_decay_multipliers,
     with_layer_learning_rates,
 )
+
+__all__ = [
+    "SlantedTriangular", "GPTFineTuner", "ConcatPooling", "SequenceClassifier",
+    "SpanQuestionAnswerer", "TokenClassifier", "LanguageModel", "text", "CausalLM",
+    "Seq2SeqLM", "TextClassifier", "TextEmbedder", "TextTask", "ConcatPoolClassifier",
+    "GradualUnfreezing", "discriminative_multipliers", "layer_groups",
+    "layer_wise_decay_multipliers", "with_layer_learning_rates",
+]

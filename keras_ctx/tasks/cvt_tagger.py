@@ -5,7 +5,6 @@ unlabelled sentences and trains `CrossViewTrainer`; `save_cvt_tagger` and
 `load_cvt_tagger` write and read the directory `keras-ctx cvt` makes.
 """
 
-import keras
 import numpy as np
 from keras_ctx.common.optional import tensorflow as tf
 

@@ -2,13 +2,11 @@
 correct load or one CheckpointError, never another exception or a large allocation (#38)."""
 
 import json
-import os
 import shutil
 import struct
 import tracemalloc
 
 import keras_hub
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

@@ -6,7 +6,6 @@ and an end-of-word suffix number their `##x` / `x</w>` symbols in hash order,
 which changes which of two equally frequent merges wins in each process.
 """
 
-import hashlib
 import json
 import os
 import subprocess

@@ -1,7 +1,6 @@
 """zero_shot_transfer on the synthetic languages: trained on L1, evaluated on L2."""
 
 import keras
-import numpy as np
 import pytest
 
 from keras_ctx.data import synthetic_languages as syn

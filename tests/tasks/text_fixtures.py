@@ -5,7 +5,6 @@ import functools
 import keras
 
 from keras_ctx import families
-from keras_ctx.data import tokenizers
 from keras_ctx.models import from_preset
 
 TINY = dict(num_layers=1, num_heads=2, hidden_size=16, intermediate_size=32, dropout=0.0)

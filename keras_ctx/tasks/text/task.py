@@ -9,7 +9,6 @@ A saved task is one directory (written beside and renamed into place):
 
 import os
 
-import keras
 import numpy as np
 from keras_ctx.common.optional import tensorflow as tf
 

@@ -2,49 +2,58 @@
 
 from setuptools import find_packages, setup
 
-# Pinned so that a fresh install gets exactly what the test suite ran against.
+# Compatible ranges, so that installing keras_ctx into an environment keeps the
+# versions it holds where they fit. The versions the tests ran against are pinned in
+# constraints.txt: `pip install -e ".[test,docs]" -c constraints.txt` (README, .ci/run).
+# TensorFlow, tensorflow-text and tensorboard move together, one minor release at a time;
+# keras_ctx/common/compat.py fences the private upstream APIs the code reads.
 INSTALL_REQUIRES = [
-    "tensorflow==2.21.0",
-    "tensorflow-text==2.21.1",
-    "keras==3.15.1",
-    "keras-hub==0.32.0",
-    "tensorflow-datasets==4.9.10",
-    "safetensors==0.8.0",
-    "sentencepiece==0.2.3",
-    "tokenizers==0.23.3",
-    "tensorboard==2.21.0",
-    "numpy==2.4.6",
+    "tensorflow>=2.21,<2.22",
+    "tensorflow-text>=2.21,<2.22",
+    "keras>=3.15,<4",
+    "keras-hub>=0.32,<0.33",
+    "tensorflow-datasets>=4.9,<5",
+    "safetensors>=0.8,<1",
+    "sentencepiece>=0.2,<1",
+    "tokenizers>=0.23,<1",
+    "tensorboard>=2.21,<2.22",
+    "numpy>=2.0,<3",  # the 2.x ABI that TensorFlow 2.21 and JAX build against
 ]
 
 # The main job's sense table as a PNG heatmap (optional: without it the table
 # is printed only, and the job says so in one line).
-PLOT_REQUIRES = ["matplotlib==3.11.2"]
+PLOT_REQUIRES = ["matplotlib>=3.11,<4"]
 
-# Keras' JAX backend on the CPU (KERAS_BACKEND=jax; docs/backends.md): the version the
-# backend tests ran against. TensorFlow stays the default backend and dependency.
-JAX_REQUIRES = ["jax[cpu]==0.10.2"]
+# Keras' JAX backend on the CPU (KERAS_BACKEND=jax; docs/backends.md). TensorFlow stays
+# the default backend and dependency.
+JAX_REQUIRES = ["jax[cpu]>=0.10.2,<0.11"]
+
+# Keras' torch backend (KERAS_BACKEND=torch). PyPI's Linux wheels are CUDA builds; the CPU
+# build comes from PyTorch's CPU index (docs/backends.md gives the line), and
+# constraints.txt pins the version the tests ran against.
+TORCH_REQUIRES = ["torch>=2.13,<3"]
 
 TEST_REQUIRES = [
-    "pytest==9.2.0",
-    "pytest-xdist==3.8.0",
-    "hypothesis==6.170.17",
-    "ruff==0.17.6",  # tests/test_lint.py: pyflakes' rules over the repository
-] + PLOT_REQUIRES + JAX_REQUIRES  # the tests compare the backends
+    "pytest>=9.2,<10",
+    "pytest-xdist>=3.8,<4",
+    "hypothesis>=6.170,<7",
+    "ruff>=0.17.6,<0.18",  # tests/test_lint.py: pyflakes' rules over the repository
+] + PLOT_REQUIRES + JAX_REQUIRES + TORCH_REQUIRES  # the tests compare the backends
 
 # The documentation site (mkdocs.yml, docs/): `mkdocs build --strict` runs in the tests.
 DOCS_REQUIRES = [
-    "mkdocs==1.6.1",
-    "mkdocs-material==9.8.2",
-    "mkdocstrings==1.0.8",
-    "mkdocstrings-python==2.0.11",
+    "mkdocs>=1.6,<2",
+    "mkdocs-material>=9.8,<10",
+    "mkdocstrings>=1.0.8,<2",
+    "mkdocstrings-python>=2.0,<3",
 ]
 
-# ONNX export (keras_ctx.export.export_onnx) and ONNX Runtime: the versions it was
-# checked with; they leave every pin above (protobuf included) as it is.
+# ONNX export (keras_ctx.export.export_onnx) and ONNX Runtime; constraints.txt pins the
+# versions it was checked with, which leave every other pin (protobuf included) as it is.
 ONNX_REQUIRES = [
-    "tf2onnx==1.17.0",
-    "onnx==1.23.2",
-    "onnxruntime==1.32.0",
+    "tf2onnx>=1.17,<2",
+    "onnx>=1.23,<2",
+    "onnxruntime>=1.32,<2",
 ]
 
 setup(
@@ -61,6 +70,6 @@ setup(
     python_requires=">=3.10",
     install_requires=INSTALL_REQUIRES,
     extras_require={"test": TEST_REQUIRES, "docs": DOCS_REQUIRES, "plot": PLOT_REQUIRES,
-                    "onnx": ONNX_REQUIRES, "jax": JAX_REQUIRES},
+                    "onnx": ONNX_REQUIRES, "jax": JAX_REQUIRES, "torch": TORCH_REQUIRES},
     entry_points={"console_scripts": ["keras-ctx=keras_ctx.cli:main"]},
 )

@@ -2,7 +2,7 @@
 # accelerator_mlm on a machine that has JAX and a GPU but no TensorFlow and no internet.
 #
 # Here (with internet), once: benchmarks/gpu_check.sh --fetch
-#   downloads setup.py's keras and keras-hub, and what they import that such a machine
+#   downloads constraints.txt's keras and keras-hub, and what they import that such a machine
 #   lacks, as Python 3.12 wheels into .whl/ (keep .whl/ out of git).
 # There, from the repository root, with .whl/ copied beside it:
 #   benchmarks/gpu_check.sh [OUT [accelerator_mlm's flags, e.g. smaller shapes on a CPU]]
@@ -16,8 +16,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# keras and keras-hub as setup.py pins them; the rest as the GPU image lacks them.
-pin() { sed -n "s/^ *\"$1==\([^\"]*\)\",.*/\1/p" setup.py; }
+# keras and keras-hub as constraints.txt pins them; the rest as the GPU image lacks them.
+pin() { sed -n "s/^$1==\([^ ]*\).*/\1/p" constraints.txt; }
 WHEELS=("keras==$(pin keras)" "keras-hub==$(pin keras-hub)" "namex==0.1.0" "optree==0.20.0"
         "kagglehub==1.0.3" "kagglesdk==0.1.38")
 

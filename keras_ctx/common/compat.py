@@ -3,7 +3,7 @@
 TensorFlow, Keras and keras-hub may move or drop anything private in any
 release. Each symbol is resolved on first use; a missing one raises an
 `UpstreamAPIError` naming the symbol, the version it was written for (the
-pins in setup.py) and the version installed, so that an upgrade fails with
+pins in constraints.txt) and the version installed, so that an upgrade fails with
 one clear line instead of an AttributeError deep in a training step.
 tests/test_compat.py resolves them all.
 """
@@ -13,7 +13,7 @@ import functools
 import importlib
 import importlib.metadata
 
-# The releases these wrappers were written for: setup.py's pins.
+# The releases these wrappers were written for: constraints.txt's pins.
 WRITTEN_FOR = {"tensorflow": "2.21.0", "keras": "3.15.1", "keras-hub": "0.32.0"}
 
 # (distribution, module, attribute path): every private symbol used, and why.
@@ -94,7 +94,7 @@ def _missing(distribution, where, error):
         f"keras_ctx uses {distribution}'s private `{where}`, written for "
         f"{distribution} {WRITTEN_FOR[distribution]}, but the installed "
         f"{distribution} {_installed(distribution)} lacks it ({error}). Install "
-        f"{distribution}=={WRITTEN_FOR[distribution]} (setup.py's pin) or update "
+        f"{distribution}=={WRITTEN_FOR[distribution]} (constraints.txt's pin) or update "
         "keras_ctx/common/compat.py.")
 
 

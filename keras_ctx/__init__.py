@@ -19,14 +19,15 @@ fails on a circle):
   `generation`, `peft` (adapters and LoRA on a backbone), `optimizers`,
   `schedules`, `training` (resumable fit), `runs` (run directories),
   `evaluation`, `testing` (run_layer_test, run_backbone_test), `scripts` (the
-  example scripts' smoke mode), `cli` (the `keras-ctx` parser).
+  example scripts' smoke mode), `cli` (the `keras-ctx` parser: it parses before
+  the rest is imported, so `keras-ctx --help` does not wait for TensorFlow).
 
 docs/design.md describes the house in full.
 """
 
 import os
 
-from keras_ctx.common.startup import quiet_startup, use_backend_flag, use_caching_allocator  # noqa: E402,I001  (stdlib only)
+from keras_ctx.common.startup import invoked_as_cli, quiet_startup, use_backend_flag, use_caching_allocator  # noqa: E402,I001  (stdlib only)
 
 use_backend_flag()  # `keras-ctx --backend jax ...`
 # Keras 3 reads the backend once, at its first import: TensorFlow unless the
@@ -36,13 +37,26 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 use_caching_allocator()  # the `keras-ctx` command only; before TensorFlow starts
 
-with quiet_startup():
-    import keras  # noqa: E402,F401  (imported quietly here, before anything else reads it)
-
-with quiet_startup():
-    from keras_ctx import layers, models, tasks  # noqa: E402,F401
-    from keras_ctx import data, families, generation, pretraining  # noqa: E402,F401
-    from keras_ctx import convert, export, optimizers  # noqa: E402,F401
-    from keras_ctx import handles, peft  # noqa: E402,F401  (they provide services models call)
-
 __version__ = "0.1.0"
+
+
+def import_all():
+    """Imports Keras and every package of the face: what `import keras_ctx` does.
+
+    Importing them registers the families and the services models call back
+    (`keras_ctx.registry`). The `keras-ctx` command calls it once its arguments
+    parse, so that `keras-ctx --help` and a mistyped command answer before
+    TensorFlow starts.
+    """
+    with quiet_startup():
+        import keras  # noqa: F401  (imported quietly here, before anything else reads it)
+
+    with quiet_startup():
+        from keras_ctx import layers, models, tasks  # noqa: F401
+        from keras_ctx import data, families, generation, pretraining  # noqa: F401
+        from keras_ctx import convert, export, optimizers  # noqa: F401
+        from keras_ctx import handles, peft  # noqa: F401  (they provide services models call)
+
+
+if not invoked_as_cli():
+    import_all()

@@ -2,12 +2,25 @@
 
 Each command calls one Python function that takes arguments, in its own module
 of `keras_ctx.commands` (imported on use, so `keras-ctx presets` stays quick);
-every failure leaves through `keras_ctx.commands.exits.run_command`.
+every failure leaves through `keras_ctx.commands.exits.run_command`. Nothing
+heavy is imported before the arguments parse: under the command, `import keras_ctx`
+leaves Keras and TensorFlow alone (keras_ctx/__init__.py), so `--help` and an
+argument error answer at once; once they parse and the chosen backend is found
+installed, the command imports the rest (`keras_ctx.import_all`).
 """
 
 import argparse
 import functools
+import importlib.util
+import os
 import sys
+
+from keras_ctx.common.optional import install_command
+
+# Each Keras backend `--backend` offers: the modules it imports and the extra of setup.py
+# that installs them (TensorFlow is a requirement of keras_ctx itself).
+BACKENDS = {"tensorflow": (("tensorflow",), None), "jax": (("jax", "jaxlib"), "jax"),
+            "torch": (("torch",), "torch")}
 
 
 MODEL_HELP = ("a model: a run directory, a checkpoint directory `convert` reads, "
@@ -180,7 +193,7 @@ def build_parser():
     parser.add_argument("--verbose", action="store_true",
                         help="show TensorFlow's start-up and C++ log lines (hidden by "
                              "default); put it before the command: keras-ctx --verbose ...")
-    parser.add_argument("--backend", choices=("tensorflow", "jax"),
+    parser.add_argument("--backend", choices=tuple(BACKENDS),
                         help="Keras backend (default: KERAS_BACKEND, else tensorflow); before "
                              "the command: keras-ctx --backend jax pretrain ...")
     commands = parser.add_subparsers(
@@ -377,14 +390,51 @@ def _add_transfer_commands(commands):
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
+    missing = missing_backend(args.backend)
+    if missing:
+        print(f"keras-ctx {args.command}: error: {missing}", file=sys.stderr)
+        return 2
+    if args.backend and "keras" not in sys.modules:
+        os.environ["KERAS_BACKEND"] = args.backend  # Keras reads it once, at its import
     from keras_ctx.commands import exits
 
     return exits.run_command(_checked(args.run), args, args.command, verbose=args.verbose)
 
 
+def missing_backend(flag=None):
+    """One line naming the package the chosen Keras backend lacks and the line that
+    installs it, or None when it is installed (or not one `--backend` offers).
+
+    Args:
+        flag: `--backend`'s value, or None for KERAS_BACKEND's (else tensorflow).
+    """
+    name = flag or os.environ.get("KERAS_BACKEND", "tensorflow")
+    if name not in BACKENDS:
+        return None  # Keras names the backends it knows
+    modules, extra = BACKENDS[name]
+    absent = [module for module in modules if not _installed(module)]
+    if not absent:
+        return None
+    chosen = f"--backend {name}" if flag else f"KERAS_BACKEND={name}"
+    return (f"{chosen} needs {absent[0]}, which is not installed: {install_command(extra)} "
+            "(from the root of the keras_ctx clone)")
+
+
+def _installed(module):
+    """Whether the top-level `module` can be imported (found without importing it)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a finder on sys.meta_path said it is absent
+        return False
+
+
 def _checked(run):
-    """`run`, after every numeric flag of the command is checked (before anything is written)."""
+    """`run`, after Keras and the package's face are imported and every numeric flag of the
+    command is checked (before anything is written)."""
     def checked(args):
+        import keras_ctx
+
+        keras_ctx.import_all()
         from keras_ctx.common import validation
 
         validation.check_command_args(vars(args))

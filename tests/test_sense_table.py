@@ -95,7 +95,8 @@ def test_without_matplotlib_one_line_says_so(fake_vectors, monkeypatch, tmp_path
     monkeypatch.setattr(builtins, "__import__", no_matplotlib)
     sense_table.show_sense_table(str(tmp_path))
     lines = [line for line in capsys.readouterr().out.splitlines() if "matplotlib" in line]
-    assert lines == ['No heatmap: matplotlib is not installed (pip install "keras-ctx[plot]").']
+    assert lines == ['No heatmap: matplotlib is not installed (pip install -e ".[plot]" '
+                     '-c constraints.txt, in the keras_ctx clone).']
     assert not list(tmp_path.iterdir())
 
 

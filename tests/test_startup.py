@@ -1,8 +1,13 @@
-"""TensorFlow's load-time lines stay hidden where the process asked for quiet."""
+"""The start of a process: TensorFlow's load-time lines stay hidden where the process asked
+for quiet, and the `keras-ctx` command answers `--help` and argument errors at once."""
 
 import os
 import subprocess
 import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_tensorflow_load_lines_are_hidden_when_tf_cpp_min_log_level_is_set():
@@ -13,3 +18,89 @@ def test_tensorflow_load_lines_are_hidden_when_tf_cpp_min_log_level_is_set():
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
+
+
+def _imported(stderr):
+    """Top-level names of the modules a `-X importtime` run imported (its stderr's table)."""
+    return {line.split("|")[-1].strip().split(".")[0] for line in stderr.splitlines()
+            if line.startswith("import time:") and "|" in line}
+
+
+HEAVY = {"tensorflow", "keras", "keras_hub", "jax", "torch"}
+
+
+@pytest.mark.parametrize("how", ["python -m keras_ctx.cli", "console script"])
+@pytest.mark.parametrize("args", [["--help"], ["pretrain", "--help"], ["pretrian", "--steps", "3"]],
+                         ids=["help", "command help", "unknown command"])
+def test_help_and_argument_errors_answer_without_importing_keras(how, args):
+    if how == "console script":
+        script = os.path.join(os.path.dirname(sys.executable), "keras-ctx")
+        if not os.path.exists(script):
+            pytest.skip(f"no keras-ctx console script beside {sys.executable}")
+        command = [script, *args]
+    else:
+        command = [sys.executable, "-m", "keras_ctx.cli", *args]
+    env = dict(os.environ, PYTHONPROFILEIMPORTTIME="1", PYTHONPATH=ROOT)
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
+                            timeout=300)
+    imported = _imported(result.stderr)
+    assert "keras_ctx" in imported and "argparse" in imported, result.stderr[-2000:]
+    assert not imported & HEAVY, f"{' '.join(args)} imported {sorted(imported & HEAVY)}"
+    if args[-1] == "--help":
+        assert result.returncode == 0, result.stderr[-2000:]
+        wanted = (["pretrain", "finetune", "embed", "export", "convert", "presets"]
+                  if args == ["--help"] else ["--corpus", "--out", "--steps"])
+        for name in wanted:
+            assert name in result.stdout, result.stdout
+    else:
+        assert result.returncode == 2
+        errors = [line for line in result.stderr.splitlines()
+                  if not line.startswith("import time:")]
+        assert errors[-1].startswith("keras-ctx: error: argument command: invalid choice: "
+                                     "'pretrian'"), errors
+
+
+# Runs the command as its console script does, with `module` absent as if not installed.
+WITHOUT = """
+import importlib.abc, sys
+
+class Absent(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == {module!r}:
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+        return None
+
+sys.meta_path.insert(0, Absent())
+sys.argv = ["keras-ctx", *{args!r}]
+from keras_ctx.cli import main
+sys.exit(main())
+"""
+
+
+@pytest.mark.parametrize("module,args,env,chosen", [
+    ("jax", ["--backend", "jax", "presets"], {}, "--backend jax"),
+    ("jaxlib", ["--backend", "jax", "presets"], {}, "--backend jax"),
+    ("jax", ["presets"], {"KERAS_BACKEND": "jax"}, "KERAS_BACKEND=jax"),
+    ("torch", ["--backend", "torch", "presets"], {}, "--backend torch"),
+])
+def test_a_backend_that_is_not_installed_is_named_in_one_line(module, args, env, chosen):
+    extra = "torch" if module == "torch" else "jax"
+    code = WITHOUT.format(module=module, args=args)
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, timeout=300, text=True,
+                            capture_output=True, env=dict(os.environ, PYTHONPATH=ROOT, **env))
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr[-3000:]
+    assert lines[0].startswith(f"keras-ctx presets: error: {chosen} needs {module}, which is "
+                               f'not installed: pip install -e ".[{extra}]" -c constraints.txt')
+
+
+def test_a_package_missing_while_the_command_imports_keras_ctx_is_one_line():
+    code = WITHOUT.format(module="keras", args=["presets"])
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, timeout=300, text=True,
+                            capture_output=True, env=dict(os.environ, PYTHONPATH=ROOT,
+                                                          TF_CPP_MIN_LOG_LEVEL="3"))
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert result.stderr.splitlines() == [
+        "keras-ctx presets: error: ModuleNotFoundError: No module named 'keras'"]

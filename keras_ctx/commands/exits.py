@@ -46,10 +46,15 @@ def _describe(error):
     return f"{type(error).__name__}: {message}"
 
 
+def _diverged(error):
+    # Only a process that imported keras_ctx.training can have trained: the command's
+    # function imports Keras itself, so a failure while it does still ends in one line.
+    training = sys.modules.get("keras_ctx.training")
+    return training is not None and isinstance(error, training.TrainingDiverged)
+
+
 def run_command(function, args, command, verbose=False):
     """Runs `function(args)`; returns the exit status (see the module docstring)."""
-    from keras_ctx.training import TrainingDiverged
-
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         return function(args)
@@ -57,10 +62,10 @@ def run_command(function, args, command, verbose=False):
         print(f"keras-ctx {command}: stopped; resume with the same command.", file=sys.stderr,
               flush=True)
         return 130 if isinstance(stop, KeyboardInterrupt) else 143
-    except TrainingDiverged as error:
-        print(f"keras-ctx {command}: stopped: {error}", file=sys.stderr)
-        return 3
     except Exception as error:  # noqa: BLE001  (the one place every error is reported)
+        if _diverged(error):
+            print(f"keras-ctx {command}: stopped: {error}", file=sys.stderr)
+            return 3
         print(f"keras-ctx {command}: error: {_describe(error)}", file=sys.stderr, flush=True)
         if verbose:
             traceback.print_exc()

@@ -23,6 +23,7 @@ import os
 import numpy as np
 
 from keras_ctx.commands.embed import TextModel, cosine
+from keras_ctx.common.optional import install_command
 
 # {word: {sense: sentences}}; the word is the third token of every sentence.
 SENSE_EXAMPLES = {
@@ -189,5 +190,6 @@ def show_sense_table(run_dir):
     if path:
         print(f"Heatmap: {path}")
     else:
-        print('No heatmap: matplotlib is not installed (pip install "keras-ctx[plot]").')
+        print(f"No heatmap: matplotlib is not installed ({install_command('plot')}, in the "
+              "keras_ctx clone).")
     return table

@@ -10,8 +10,19 @@ TF-checkpoint converters, string-in tasks) reads it only when it runs.
 import importlib
 import types
 
-# setup.py's pin of the default dependency.
-TENSORFLOW_REQUIREMENT = "tensorflow==2.21.0"
+# setup.py's range of the default dependency.
+TENSORFLOW_REQUIREMENT = "tensorflow>=2.21,<2.22"
+
+# PyTorch's CPU wheels (PyPI's Linux wheels are CUDA builds).
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
+def install_command(extra=None):
+    """The line that installs keras_ctx (with setup.py's `extra`) from its clone's root, at
+    the versions the tests ran against; `torch` brings the CPU build."""
+    target = f'".[{extra}]"' if extra else "."
+    line = f"pip install -e {target} -c constraints.txt"
+    return f"{line} --extra-index-url {TORCH_CPU_INDEX}" if extra == "torch" else line
 
 
 def require_tensorflow(feature="this"):
@@ -23,7 +34,7 @@ def require_tensorflow(feature="this"):
             raise
         raise ImportError(
             f"{feature} needs TensorFlow, which is not installed: pip install "
-            f'"{TENSORFLOW_REQUIREMENT}" (or "keras-ctx" with its default dependencies).'
+            f'"{TENSORFLOW_REQUIREMENT}" (or, in the keras_ctx clone, {install_command()}).'
         ) from None
 
 

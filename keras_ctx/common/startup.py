@@ -8,12 +8,27 @@ import os
 import sys
 
 
-def _invoked_as_cli():
-    # The console script (`keras-ctx ...`) or `python -m keras_ctx.cli ...`;
-    # a Python user who imports keras_ctx keeps TensorFlow's own logging.
-    orig_argv = getattr(sys, "orig_argv", [])
-    return (os.path.basename(sys.argv[0]) == "keras-ctx"
-            or orig_argv[1:3] == ["-m", "keras_ctx.cli"])
+def invoked_as_cli():
+    """Whether this process is the `keras-ctx` command: its console script, or
+    `python [OPTIONS] -m keras_ctx.cli ...`. A Python user who imports keras_ctx keeps
+    TensorFlow's own logging and gets the whole package at `import keras_ctx`."""
+    script = os.path.splitext(os.path.basename(sys.argv[0]))[0]
+    return script == "keras-ctx" or _run_module() == "keras_ctx.cli"
+
+
+def _run_module():
+    """The module of `python [OPTIONS] -m MODULE ...`, or None (a script or `-c`)."""
+    arguments = iter(getattr(sys, "orig_argv", [])[1:])
+    for argument in arguments:
+        if argument == "-m":
+            return next(arguments, None)
+        if argument.startswith("-m"):
+            return argument[2:]
+        if argument in ("-X", "-W"):  # an option with its value in the next argument
+            next(arguments, None)
+        elif argument == "-c" or not argument.startswith("-"):
+            return None
+    return None
 
 
 def use_backend_flag():
@@ -23,7 +38,7 @@ def use_backend_flag():
     overrides the environment variable).
     """
     argv = sys.argv[1:]
-    if _invoked_as_cli() and "--backend" in argv[:-1]:
+    if invoked_as_cli() and "--backend" in argv[:-1]:
         os.environ["KERAS_BACKEND"] = argv[argv.index("--backend") + 1]
 
 
@@ -41,7 +56,7 @@ def use_caching_allocator():
     (docs/notes/speed.md gives them the one line). TensorFlow reads the
     variable when it creates its CPU allocator, so this must run first.
     """
-    if _invoked_as_cli():
+    if invoked_as_cli():
         os.environ.setdefault(*CACHING_ALLOCATOR)
 
 
@@ -52,7 +67,7 @@ def _hides_load_lines():
     # loading (before absl::InitializeLog); a process that set it to hide INFO
     # lines (tests/conftest.py does) gets those hidden too.
     level = os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0").strip()
-    return _invoked_as_cli() or level not in ("", "0")
+    return invoked_as_cli() or level not in ("", "0")
 
 
 @contextlib.contextmanager

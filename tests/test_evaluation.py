@@ -170,14 +170,15 @@ def test_converted_checkpoint_scores_like_the_original(tmp_path):
                                   score_continuations(backbone, *pairs)["log_likelihood"])
 
 
-def test_scores_on_jax_without_tensorflow_equal_numpy(tmp_path):
-    """The scorer is keras.ops, compiled by generation's switch (it was tf.function and
-    tf ops only): on JAX, TensorFlow unimportable, it gives the numpy scores."""
+@pytest.mark.parametrize("backend", ("jax", "torch"))
+def test_scores_without_tensorflow_equal_numpy(backend, tmp_path):
+    """The scorer is keras.ops, compiled by the backend switch (it was tf.function and
+    tf ops only): on JAX and torch, TensorFlow unimportable, it gives the numpy scores."""
     import json
 
     from tests.backends import run_on_backend
 
-    run_on_backend("jax", "evaluation_scores", {"out": str(tmp_path / "errors.json")},
+    run_on_backend(backend, "evaluation_scores", {"out": str(tmp_path / "errors.json")},
                    without_tensorflow=True)
     errors = json.loads((tmp_path / "errors.json").read_text())
     assert len(errors) == 8 and max(errors.values()) < 1e-4, errors

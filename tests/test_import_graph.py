@@ -4,7 +4,7 @@ Nodes are the packages (`keras_ctx.models`, `keras_ctx.layers`, ...) and the
 top-level modules (`keras_ctx.runs`, ...); every import counts, also one inside
 a function, so a lazy import cannot hide a dependency. Inside `layers/` the
 graph is drawn per module too: a layer module imports only layers (and
-`keras_ctx.common.compat`, `keras_ctx.common.errors`).
+`keras_ctx.backend`, `keras_ctx.common.compat`, `keras_ctx.common.errors`).
 
 The package's face, `keras_ctx/__init__.py`, imports its subpackages for users
 and is not a node (it imports everything by design). Likewise a package's own
@@ -137,11 +137,23 @@ def test_no_circle_between_layer_modules():
 
 @pytest.mark.parametrize("module", sorted(m for m in _modules() if m.startswith("keras_ctx.layers")))
 def test_layer_modules_import_only_layers_and_compat(module):
-    allowed = ("keras_ctx.layers", "keras_ctx.common.compat", "keras_ctx.common.errors")
+    allowed = ("keras_ctx.layers", "keras_ctx.backend", "keras_ctx.common.compat",
+               "keras_ctx.common.errors")
     path = _modules()[module]
     outside = sorted({n for n in _imports(path, module, path.endswith("__init__.py"))
                       if n not in ("keras_ctx", "keras_ctx.common") and not n.startswith(allowed)})
     assert not outside, f"{module} imports {outside}: a layer module imports only layers"
+
+
+def test_the_backend_package_imports_only_itself_and_common():
+    """keras_ctx.backend sits below the layers: every package takes its backend code from
+    it, so it may import nothing of theirs (no circle, no private reach into a package)."""
+    for module in (m for m in _modules() if m.startswith("keras_ctx.backend")):
+        path = _modules()[module]
+        outside = sorted({n for n in _imports(path, module, path.endswith("__init__.py"))
+                          if n not in ("keras_ctx", "keras_ctx.common")
+                          and not n.startswith(("keras_ctx.backend", "keras_ctx.common."))})
+        assert not outside, f"{module} imports {outside}"
 
 
 def _split_imports(path, module, is_package):

@@ -18,7 +18,7 @@ WRITTEN_FOR = {"tensorflow": "2.21.0", "keras": "3.15.1", "keras-hub": "0.32.0"}
 
 # (distribution, module, attribute path): every private symbol used, and why.
 SYMBOLS = {
-    # Whether the graph being traced is compiled by XLA (layers/_xla.py).
+    # Whether the graph being traced is compiled by XLA (backend/xla.py).
     "xla_context": ("tensorflow", "tensorflow.python.ops.control_flow_util",
                     "GraphOrParentsInXlaContext"),
     # XLA's optimization barrier: keeps a transpose XLA:CPU would fold (layers/dense.py).
@@ -31,7 +31,7 @@ SYMBOLS = {
     "flatten_layers": ("keras", "keras", "Layer._flatten_layers"),
     # Overridden by pretraining/base.py: the model built from the data's spec.
     "maybe_symbolic_build": ("keras", "keras", "Model._maybe_symbolic_build"),
-    # Whether a JAX value is being traced (no value to check; layers/_generic.py).
+    # Whether a JAX value is being traced (no value to check; backend/jax.py).
     "jax_tracing": ("keras", "keras.src.utils.jax_utils", "is_in_jax_tracing_scope"),
     # The cuDNN LSTM kernel (layers/lstm.py).
     "cudnn_lstm": ("keras", "keras.src.backend.tensorflow.rnn", "lstm"),
@@ -80,7 +80,7 @@ ATTRIBUTES = {
     # layers/embeddings.py).
     "keras_history": ("keras", "keras.KerasTensor", "_keras_history"),
     # A variable's own value, bound to a traced one while the JAX step applies the
-    # optimizer (pretraining/_jax.py).
+    # optimizer (backend/jax.py).
     "variable_value": ("keras", "keras.Variable", "_value"),
 }
 

@@ -109,12 +109,14 @@ class CheckedTokenIds:
     """Mixin for a keras.Model: `fit`, `evaluate` and `predict` check the token ids of
     their data (and of `validation_data`) where it enters a compiled step.
 
-    Eager calls check in the layers; a compiled step cannot (JAX's gathers fill an
-    out-of-range row with NaN, XLA's clamp it), so its input is checked here.
+    A compiled step cannot check in its layers (JAX's gathers fill an out-of-range row
+    with NaN, XLA's clamp it), and where the layers do check, Keras' wrapper of a
+    layer's error can cut the message (PyTorch): the input is checked here, on every
+    backend, compiled or not.
     """
 
     def _checked(self, data):
-        return checked_token_ids(data, self) if data is not None and self.jit_compile else data
+        return checked_token_ids(data, self) if data is not None else data
 
     def fit(self, x=None, *args, validation_data=None, **kwargs):
         return super().fit(self._checked(x), *args,

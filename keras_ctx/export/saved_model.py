@@ -36,7 +36,7 @@ JAX: Keras' ExportArchive converts the model's forward pass with jax2tf (one
 XLA module in the graph; the SavedModel also carries it as the `forward`
 signature, without the checks). The checks, `parse_example` and the
 preprocessor stay TensorFlow ops; the sequence length must be fixed and
-`serve_generate` is exported from TensorFlow only (export/_backend.py).
+`serve_generate` is exported from TensorFlow only (keras_ctx.backend).
 
 Outputs: each output tensor under its own name in float32 (mixed-precision
 models are cast), batch first like every input. A list output (hidden_states,
@@ -54,7 +54,7 @@ import keras
 from keras_ctx.common.optional import tensorflow as tf
 
 from keras_ctx.common import files
-from keras_ctx.export import _backend
+from keras_ctx import backend
 
 
 class ExportError(ValueError):
@@ -199,7 +199,7 @@ def _checked_inputs(model, inputs):
         size = vocabulary_size if name.endswith("token_ids") else None
         size = size if size is not None else tables.get(name)
         if size is not None:
-            value = _backend.check_token_ids(value, size, f"input {name}")
+            value = backend.check_token_ids(value, size, f"input {name}")
         checked[name] = value
     return checked
 
@@ -226,7 +226,7 @@ def forward_function(model, jit_compile):
             outputs = model.serving_outputs(outputs)
         return flat_outputs(outputs)
 
-    return _backend.compiled(forward, jit_compile)
+    return backend.compiled_forward(forward, jit_compile)
 
 
 def _call_model(model, inputs, input_dtypes, forward):
@@ -437,18 +437,18 @@ def export_saved_model(
     _check_vocabulary_is_known(model, named)
     specs = input_specs(named, sequence_length)
     input_dtypes = {name: tensor.dtype for name, tensor in named.items()}
-    if _backend.refusal(specs, generation):
-        raise ExportError(_backend.refusal(specs, generation))
+    if backend.export_refusal(specs, generation):
+        raise ExportError(backend.export_refusal(specs, generation))
     archive = keras.export.ExportArchive()
     archive.track(model)
-    forward = _backend.served(archive, forward_function(model, bool(jit_compile)), {
+    forward = backend.served_forward(archive, forward_function(model, bool(jit_compile)), {
         name: tf.TensorSpec(spec.shape, input_dtypes[name], name=name)
         for name, spec in specs.items()})
 
     def serve(inputs):
         return _call_model(model, inputs, input_dtypes, forward)
 
-    _backend.add_endpoint(archive, "serving_default", serve, [specs])
+    backend.add_endpoint(archive, "serving_default", serve, [specs])
 
     fixed_length = all(s.shape[1] is not None for s in specs.values() if s.shape.rank >= 2)
     if fixed_length:
@@ -461,7 +461,7 @@ def export_saved_model(
             parsed = tf.io.parse_example(examples, features)
             return _call_model(model, parsed, input_dtypes, forward)
 
-        _backend.add_endpoint(archive, "serve_examples", serve_examples,
+        backend.add_endpoint(archive, "serve_examples", serve_examples,
                               [tf.TensorSpec([None], tf.string, name="examples")])
 
     if preprocessor is not None:
@@ -480,7 +480,7 @@ def export_saved_model(
                 features = {next(iter(named)): features}
             return _call_model(model, features, input_dtypes, forward)
 
-        _backend.add_endpoint(archive, "serve_text", serve_text,
+        backend.add_endpoint(archive, "serve_text", serve_text,
                               [tf.TensorSpec([None], tf.string, name="text")])
 
     if generation is not None:

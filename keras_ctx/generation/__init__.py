@@ -23,7 +23,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_ctx.generation import _backend
+from keras_ctx import backend
 from keras_ctx.generation.decoding import (  # noqa: F401  (the package's face)
     decode,
     decoder_prefill,
@@ -126,7 +126,7 @@ def resolve_jit_compile(jit_compile, backbone, rows=1):
         return jit_compile
     float32 = all(keras.backend.standardize_dtype(w.dtype) == "float32"
                   for w in backbone.weights)
-    return _backend.auto_jit_compile(rows, float32)
+    return backend.auto_jit_compile(rows, float32)
 
 
 def _rows(token_ids, sampler):
@@ -214,7 +214,7 @@ def generate(backbone, token_ids, padding_mask=None, max_length=None, sampler="g
             return decode(backbone, token_ids, prompt_mask, sampler, seed, end_tokens,
                           pad_token_id, use_cache=use_cache)
 
-        return _backend.compile_function(backbone, run, jit_compile)
+        return backend.compile_function(backbone, run, jit_compile)
 
     run = _compiled(backbone, key, make)
     return run(token_ids, prompt_mask, _int32(seed))
@@ -257,7 +257,7 @@ def generate_seq2seq(backbone, encoder_token_ids, encoder_padding_mask=None,
                           pad_token_id, use_cache=use_cache, encoder_token_ids=encoder_ids,
                           encoder_padding_mask=encoder_mask)
 
-        return _backend.compile_function(backbone, run, jit_compile)
+        return backend.compile_function(backbone, run, jit_compile)
 
     run = _compiled(backbone, key, make)
     return run(token_ids, prompt_mask, _int32(encoder_token_ids),
@@ -329,8 +329,8 @@ def stream(backbone, token_ids, max_length=None, sampler="greedy", end_token_id=
             return ops.cast(sampler(logits, index, seed), "int32"), state
 
         # A graph per step, not XLA (`stream` runs one row at a time).
-        return (_backend.compile_function(backbone, prefill, jit_compile=False),
-                _backend.compile_function(backbone, next_token, jit_compile=False))
+        return (backend.compile_function(backbone, prefill, jit_compile=False),
+                backend.compile_function(backbone, next_token, jit_compile=False))
 
     prefill, next_token = _compiled(backbone, key, make)
     encoder = () if encoder_token_ids is None else (

@@ -20,7 +20,7 @@ encoder-decoders (T5, BART) provide `encode(...)`,
 import keras
 from keras import ops
 
-from keras_ctx.generation import _backend
+from keras_ctx import backend
 from keras_ctx.generation.samplers import BeamSampler, gnmt_length_penalty
 from keras_ctx.layers import update_positions
 
@@ -195,7 +195,7 @@ def beam_loop(step_fn, token_ids, prompt_mask, state, start, sampler, end_tokens
             best_penalty = ops.maximum(penalty(generated + 1.0), penalty(generated_max))
             bound = ops.max(alive, axis=1) / best_penalty
             done = (bound < finished[:, -1]) | ops.all(alive == minus_inf, axis=1)
-        new = _backend.keep_shapes(
+        new = backend.keep_shapes(
             (ids, state, alive, finished_ids, finished, finished_log_probs, done), old)
         return (index + 1,) + tuple(new)
 

@@ -8,7 +8,7 @@ loop is `decoding.beam_loop`.
 
 from keras import ops
 
-from keras_ctx.generation import _backend
+from keras_ctx import backend
 
 NEG_INF = -1e9
 
@@ -42,7 +42,7 @@ class RandomSampler(Sampler):
         self.temperature = float(temperature)
 
     def _sample(self, logits, step, seed):
-        return _backend.categorical(ops.cast(logits, "float32") / self.temperature, seed, step)
+        return backend.categorical(ops.cast(logits, "float32") / self.temperature, seed, step)
 
     def __call__(self, logits, step, seed):
         return self._sample(logits, step, seed)
@@ -87,7 +87,7 @@ class TopPSampler(RandomSampler):
         mass = ops.cumsum(probabilities, axis=-1)
         before = ops.concatenate([ops.zeros_like(mass[:, :1]), mass[:, :-1]], axis=-1)
         sorted_logits = ops.where(before < self.p, sorted_logits, NEG_INF)
-        choice = _backend.categorical(sorted_logits, seed, step)
+        choice = backend.categorical(sorted_logits, seed, step)
         return ops.take_along_axis(indices, choice[:, None], axis=1)[:, 0]
 
     def get_config(self):

@@ -1,8 +1,8 @@
 """Reusable Keras layers: drop them into any Keras 3 model."""
 
-from keras_ctx.layers._backend import compiled_for  # the device a step's XLA rewrites target
-from keras_ctx.layers._backend import scan_states  # a loop over time XLA compiles, any backend
-from keras_ctx.layers._backend import update_positions  # a static-shape cache write
+from keras_ctx.backend import compiled_for  # the device a step's XLA rewrites target
+from keras_ctx.backend import scan_states  # a loop over time XLA compiles, any backend
+from keras_ctx.backend import update_positions  # a static-shape cache write
 from keras_ctx.layers.activations import gelu_approximate
 from keras_ctx.layers.adapters import BottleneckAdapter, InvertibleAdapter
 from keras_ctx.layers.attention import MultiHeadAttention

@@ -5,7 +5,7 @@ from keras import ops
 
 from keras_ctx.layers import _checks, banded_attention
 from keras_ctx.layers import dense
-from keras_ctx.layers._backend import fused_attention, update_positions
+from keras_ctx.backend import fused_attention, update_positions
 from keras_ctx.layers.dropout import Dropout
 from keras_ctx.layers.masking import MASK_VALUE
 

@@ -18,8 +18,8 @@ ms), which reads the gradient from the buffer the weight-gradient product
 reads anyway: BERT-mini's training step, 334 -> 312 ms.
 
 `Dense` and `EinsumDense` are Keras' layers with only `call` changed, and
-only under TensorFlow's XLA for a CPU (`_xla.cpu_rewrites`; the products are
-in `_tensorflow.py`, behind the layers' backend switch `_backend.py`): same
+only under TensorFlow's XLA for a CPU (`backend/xla.py`'s `cpu_rewrites`; the products are
+in `backend/tf_ops.py`, behind the backend switch `keras_ctx.backend`): same
 weights, names, LoRA and quantization (Keras' quantized path is untouched). Outside XLA they are
 Keras' own: TensorFlow's kernels do not have these problems, and a custom
 gradient's extra ops would slow one-token decoding in a TF graph (0.92x
@@ -30,8 +30,8 @@ these reductions there, and a barrier would only block fusion.
 import keras
 from keras import ops
 
-from keras_ctx.layers._backend import bias_add, column_sum, cpu_rewrites, matmul  # noqa: F401
-from keras_ctx.layers._backend import reshape_like
+from keras_ctx.backend import bias_add, column_sum, cpu_rewrites, matmul  # noqa: F401
+from keras_ctx.backend import reshape_like
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")

@@ -3,7 +3,7 @@
 Drawing the random numbers is most of dropout's cost on a CPU (a BERT step
 spends about 15% of its time in the random generator, 13 dropout layers). Two
 ways to make them cheaper on TensorFlow, chosen where the layer is traced
-(layers/_tensorflow.py; other backends draw Keras' own dropout bits):
+(backend/tf_ops.py; other backends draw Keras' own dropout bits):
 
 - Inside an XLA-compiled function (`jit_compile=True`): each element's bits
   are Philox-2x32-10 (Salmon et al. 2011, "Parallel random numbers: as easy
@@ -20,7 +20,7 @@ ways to make them cheaper on TensorFlow, chosen where the layer is traced
 import keras
 from keras import ops
 
-from keras_ctx.layers import _backend
+from keras_ctx import backend
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
@@ -39,7 +39,7 @@ class Dropout(keras.layers.Dropout):
     def call(self, inputs, training=False):
         if not training or not 0 < self.rate < 1 or self.noise_shape is not None:
             return super().call(inputs, training=training)
-        return _backend.dropout(inputs, self.rate, self.seed_generator)
+        return backend.dropout(inputs, self.rate, self.seed_generator)
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")

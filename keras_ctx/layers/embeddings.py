@@ -4,7 +4,8 @@ import keras
 from keras import ops
 
 from keras_ctx.common import compat
-from keras_ctx.layers import _backend, _checks
+from keras_ctx import backend
+from keras_ctx.layers import _checks
 from keras_ctx.layers import dense
 from keras_ctx.layers.lookup import take_rows
 
@@ -24,7 +25,7 @@ def check_token_ids(token_ids, vocabulary_size, name="token_ids"):
     """
     if isinstance(token_ids, keras.KerasTensor):
         return token_ids
-    return _backend.check_token_ids(token_ids, vocabulary_size, name)
+    return backend.check_token_ids(token_ids, vocabulary_size, name)
 
 
 def _table_size(layer):
@@ -281,7 +282,7 @@ class PositionEmbedding(keras.layers.Layer):
         else:
             length = ops.shape(inputs)[1]
             if not isinstance(inputs, keras.KerasTensor):
-                length = _backend.check_at_most(
+                length = backend.check_at_most(
                     start_index + length, self.sequence_length,
                     f"The input is longer than the {self.sequence_length} positions "
                     f"layer {self.name} has (max_sequence_length); shorten it.", length)
@@ -290,7 +291,7 @@ class PositionEmbedding(keras.layers.Layer):
         # Its gradient sums over the batch; under TensorFlow's XLA:CPU as a
         # `column_sum` (the leading-axis reduction took 10.9 of GPT-2-mini's
         # 340 ms step, benchmarks/RESULTS.md).
-        return _backend.broadcast_over_batch(positions, ops.shape(inputs))
+        return backend.broadcast_over_batch(positions, ops.shape(inputs))
 
     def compute_output_shape(self, input_shape):
         return input_shape

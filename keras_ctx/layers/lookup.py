@@ -36,7 +36,7 @@ looked up still decays m and v and moves by its momentum), which is PyTorch's
 (PyTorch's SparseAdam, TF1's LazyAdam) would leave such rows untouched.
 
 On backends other than TensorFlow, gradients are dense arrays: `take_rows` is
-`ops.take` and `summed_rows` the identity (layers/_generic.py).
+`ops.take` and `summed_rows` the identity (backend/keras_ops.py).
 """
 
-from keras_ctx.layers._backend import summed_rows, take_rows  # noqa: F401  (their home)
+from keras_ctx.backend import summed_rows, take_rows  # noqa: F401  (their home)

@@ -16,7 +16,7 @@ Two implementations of the same math and the same weights:
 
 - "loop": `x W + b` for all steps at once, then a scan over time of the
   recurrent step. On TensorFlow a `tf.scan` with a hand-written backward pass
-  (`_tensorflow_lstm.recurrence`: the weight gradients as one matrix product
+  (`keras_ctx.backend.tf_lstm.recurrence`: the weight gradients as one matrix product
   over all steps, about 2x faster than autodiff of the scan,
   benchmarks/RESULTS.md); on other backends `ops.scan`, differentiated by the
   backend. Compiles under XLA (`jit_compile=True`, `jax.jit`) on CPU, GPU, TPU.
@@ -37,8 +37,9 @@ Importing bilm-tf weights: its `W_0` is `concat([x, h]) -> [i, j, f, o]`
 import keras
 from keras import ops
 
-from keras_ctx.layers import _backend, _checks
-from keras_ctx.layers._lstm_cell import cell
+from keras_ctx import backend
+from keras_ctx.layers import _checks
+from keras_ctx.backend.lstm_cell import cell
 
 IMPLEMENTATIONS = ("auto", "loop", "cudnn")
 
@@ -128,7 +129,7 @@ class LSTMP(keras.layers.Layer):
                 "and cell_clip=None (cuDNN has neither). Use 'loop' or 'auto'."
             )
         self._use_cudnn = self.implementation == "cudnn" or (
-            self.implementation == "auto" and self.cudnn_eligible and _backend.gpu_available()
+            self.implementation == "auto" and self.cudnn_eligible and backend.gpu_available()
         )
         if self._use_cudnn:
             # The cuDNN op has no XLA kernel (as for keras.layers.LSTM).
@@ -212,7 +213,7 @@ class LSTMP(keras.layers.Layer):
                      self.compute_dtype)
         p = (None if self.projection_kernel is None
              else ops.cast(self.projection_kernel, self.compute_dtype))
-        hs, cs = _backend.recurrence(xw_t, m_t, init[0], init[1], u, p, self.cell_clip,
+        hs, cs = backend.recurrence(xw_t, m_t, init[0], init[1], u, p, self.cell_clip,
                             self.projection_clip, self.reverse)
         outputs = ops.transpose(hs * m_t, (1, 0, 2))  # zeros at masked steps
         last = 0 if self.reverse else -1  # masked steps keep the state: the final one
@@ -226,7 +227,7 @@ class LSTMP(keras.layers.Layer):
             zeros = ops.zeros((ops.shape(inputs)[0], self.units), inputs.dtype)
             initial_state = (zeros, zeros)
         h0, c0 = (ops.cast(s, inputs.dtype) for s in initial_state)
-        last, outputs, final_state = _backend.cudnn_lstm()(
+        last, outputs, final_state = backend.cudnn_lstm()(
             inputs,
             h0,
             c0,

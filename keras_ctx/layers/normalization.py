@@ -11,7 +11,7 @@ only). Outside XLA, and under XLA for a GPU or TPU, Keras' own `call`.
 import keras
 from keras import ops
 
-from keras_ctx.layers._backend import bias_add, cpu_rewrites, row_mean, scale
+from keras_ctx.backend import bias_add, cpu_rewrites, row_mean, scale
 
 
 def _is_last_axis(axis, rank):

@@ -137,7 +137,7 @@ class AwdLstmBackbone(Backbone):
         """Zero states [(h, c) per LSTM], each (batch_size, units) float32."""
         return [(ops.zeros((batch_size, l.units), "float32"),) * 2 for l in self.lstms]
 
-    def forward(self, inputs, states=None, training=None):
+    def forward_pass(self, inputs, states=None, training=None):
         """The same computation as calling the backbone, from given LSTM states.
 
         Truncated BPTT over a text stream (Merity et al. 2017, Sec. 4.1): the
@@ -146,7 +146,7 @@ class AwdLstmBackbone(Backbone):
         Args:
             inputs: {"token_ids", "padding_mask"} (batch, time).
             states: [(h, c) per LSTM] as from `initial_states` or a previous
-                `forward`; None for zero states (the plain call).
+                `forward_pass`; None for zero states (the plain call).
             training: dropouts on or off.
 
         Returns:

@@ -10,7 +10,7 @@ backward LSTMs and a second biLSTM layer over their concatenation:
 
 s is a learned scalar (cvt_text's `emb_scale`, initialised to 1). Every
 LSTM projects its output (cvt_text: `LSTMCell(size, num_proj=min(size,
-projection_size))`). The dropout rate is an argument of `forward`: cvt_text
+projection_size))`). The dropout rate is an argument of `forward_pass`: cvt_text
 drops 0.5 on labelled batches, 0.2 on unlabelled ones, nothing at test time.
 
 Prediction modules, "NN(h) = softmax(U ReLU(W h + b) + c)" (Sec. 3.1):
@@ -79,7 +79,7 @@ class _RateDropout(Dropout):
 
 
 def _encode(layers, inputs, training=None, rate=None):
-    """The encoder's computation over `layers` (the functional graph and `forward`)."""
+    """The encoder's computation over `layers` (the functional graph and `forward_pass`)."""
     mask = ops.cast(inputs["padding_mask"], "bool")
     drop = lambda name, x: layers[name](x, training=training, rate=rate)  # noqa: E731
     words = layers["scale"](drop("word_dropout", layers["token_embedding"](inputs["token_ids"])))
@@ -111,7 +111,7 @@ class CvtEncoder(Backbone):
         max_characters_per_token: the last dimension of `character_ids`.
         character_vocabulary_size: character ids (262: keras_ctx.data.characters).
         dropout: the rate of a plain training call (0.5, cvt_text's labelled
-            rate); `forward(inputs, dropout=...)` takes another.
+            rate); `forward_pass(inputs, dropout=...)` takes another.
         lstm_implementation: "auto", "loop" (XLA) or "cudnn".
 
     Inputs: {"token_ids", "character_ids" (batch, time, chars), "padding_mask"}.
@@ -198,7 +198,7 @@ class CvtEncoder(Backbone):
         second = min(self.second_layer_size, self.projection_size)
         return first, 2 * (first + second)
 
-    def forward(self, inputs, dropout=None, training=None):
+    def forward_pass(self, inputs, dropout=None, training=None):
         """The encoder's outputs with dropout rate `dropout` (default: `self.dropout`).
 
         cvt_text: 0.5 on labelled batches, 0.2 on unlabelled ones; `training`

@@ -13,7 +13,7 @@ stream, `mems` the cached content states of the previous segment.
 
 The functional graph (what `backbone(inputs)`, fine-tuning and export run) is
 the content stream only, from the standard three inputs. Pretraining runs both
-streams and the memory with `backbone.forward(inputs, memory=...)`, which calls
+streams and the memory with `backbone.forward_pass(inputs, memory=...)`, which calls
 the same layers with the extra XLNet inputs:
 
 - `perm_mask` (batch, T, T), XLNet's convention: 1 where position i may NOT
@@ -22,7 +22,7 @@ the same layers with the extra XLNet inputs:
 - `target_mapping` (batch, P, T): one-hot rows, the P positions the query
   stream predicts.
 - `memory`: a list of L tensors (batch, M, hidden), the input of each layer
-  on the previous segment (`forward` returns the next one).
+  on the previous segment (`forward_pass` returns the next one).
 """
 
 import keras
@@ -169,7 +169,7 @@ class _MaskEmbedding(keras.layers.Layer):
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
 class XLNetBackbone(Backbone):
-    """XLNet encoder (functional keras.Model), plus the two-stream `forward`.
+    """XLNet encoder (functional keras.Model), plus the two-stream `forward_pass`.
 
     Args:
         vocabulary_size: V (32000 SentencePiece pieces in the released models).
@@ -180,7 +180,7 @@ class XLNetBackbone(Backbone):
         dropout: 0.1 in XLNet (embeddings, attention output, FFN).
         attention_dropout: `dropatt`, 0.1 in XLNet.
         activation: FFN activation ("gelu").
-        mem_len: length M of the memory `forward` returns (0: no memory).
+        mem_len: length M of the memory `forward_pass` returns (0: no memory).
         clamp_length: clip relative distances to [-c, c] (-1: no clipping).
         attention_type: "bi" (XLNet: every position may attend every other,
             as the permutation masks allow) or "uni" (Transformer-XL's causal
@@ -198,7 +198,7 @@ class XLNetBackbone(Backbone):
     Outputs: dict with `sequence_output` (batch, T, hidden) and
     `hidden_states` (L + 1 tensors, embeddings first).
 
-    Pretraining: `forward(inputs, memory=None, training=None)`, see its
+    Pretraining: `forward_pass(inputs, memory=None, training=None)`, see its
     docstring: adds `perm_mask`, `target_mapping` and the memory.
 
     Example:
@@ -247,24 +247,24 @@ class XLNetBackbone(Backbone):
                 "`same_length=True` only applies to causal attention (XLNet applies it "
                 "with attn_type='uni' only): pass attention_type='uni' or same_length=False."
             )
-        # === Layers ===
-        self._token_embedding = TokenEmbedding(
+        # === Layers === (assigned after Model.__init__: torch's Module forbids it before)
+        token_embedding = TokenEmbedding(
             vocabulary_size, hidden_size, lookup=lookup,
             embeddings_initializer=xlnet_initializer(initializer_range),
             dtype=dtype, name="token_embedding",
         )
-        self.mask_embedding = _MaskEmbedding(
+        mask_embedding = _MaskEmbedding(
             hidden_size, initializer_range, dtype=dtype, name="mask_embedding"
         )
-        self.mask_embedding.build()
-        self.embeddings_dropout = Dropout(
+        mask_embedding.build()
+        embeddings_dropout = Dropout(
             dropout, dtype=dtype, name="embeddings_dropout"
         )
-        self.query_dropout = Dropout(dropout, dtype=dtype, name="query_dropout")
-        self.position_dropout = Dropout(
+        query_dropout = Dropout(dropout, dtype=dtype, name="query_dropout")
+        position_dropout = Dropout(
             dropout, dtype=dtype, name="position_dropout"
         )
-        self.blocks = [
+        blocks = [
             XLNetBlock(
                 num_heads, intermediate_size, dropout=dropout,
                 attention_dropout=attention_dropout, activation=activation,
@@ -279,19 +279,25 @@ class XLNetBackbone(Backbone):
             "padding_mask": keras.Input((None,), dtype="int32", name="padding_mask"),
             "segment_ids": keras.Input((None,), dtype="int32", name="segment_ids"),
         }
-        h = self.embeddings_dropout(self._token_embedding(inputs["token_ids"]))
+        h = embeddings_dropout(token_embedding(inputs["token_ids"]))
         content_mask, segment_matrix, position = _ContentAttentionInputs(
             hidden_size, clamp_length, causal=attention_type == "uni",
             same_length=same_length, dtype=dtype, name="attention_inputs"
         )(inputs["padding_mask"], inputs["segment_ids"])
-        position = self.position_dropout(position)
+        position = position_dropout(position)
         hidden_states = [h]
-        for block in self.blocks:
+        for block in blocks:
             h = block(h, position, content_attention_mask=content_mask,
                       segment_matrix=segment_matrix)
             hidden_states.append(h)
         outputs = {"sequence_output": h, "hidden_states": hidden_states}
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
+        self._token_embedding = token_embedding
+        self.mask_embedding = mask_embedding
+        self.embeddings_dropout = embeddings_dropout
+        self.query_dropout = query_dropout
+        self.position_dropout = position_dropout
+        self.blocks = blocks
         self.vocabulary_size = vocabulary_size
         self.num_layers = num_layers
         self.num_heads = num_heads
@@ -347,7 +353,7 @@ class XLNetBackbone(Backbone):
             for _ in range(self.num_layers)
         ]
 
-    def forward(self, inputs, memory=None, training=None, reuse_len=None):
+    def forward_pass(self, inputs, memory=None, training=None, reuse_len=None):
         """The full XLNet pass: content stream, query stream and memory.
 
         Args:
@@ -393,7 +399,7 @@ class XLNetBackbone(Backbone):
         if memory is not None and len(memory) != self.num_layers:
             raise ValueError(
                 f"`memory` must be a list of {self.num_layers} tensors (one per layer, "
-                f"as `forward` returns in outputs['memory']), got {len(memory)}."
+                f"as `forward_pass` returns in outputs['memory']), got {len(memory)}."
             )
         length = ops.shape(token_ids)[1]
         memory_length = 0 if memory is None else int(memory[0].shape[1])

@@ -25,7 +25,7 @@ import numpy as np
 from keras import ops
 
 from keras_ctx.layers.dropout import LockedDropout
-from keras_ctx.pretraining._backend import gathered_rows, replica_rows
+from keras_ctx.backend import gathered_rows, replica_rows
 from keras_ctx.pretraining.base import Pretrainer, num_replicas
 from keras_ctx.pretraining.losses import TokenAccuracy, weighted_cross_entropy, weighted_mean
 from keras_ctx.schedules import scale_learning_rate
@@ -79,9 +79,9 @@ class AwdLstmLMPretrainer(Pretrainer):
             raise ValueError(
                 f"carry_state=True needs the stream's fixed `batch_size` (a positive "
                 f"integer), got {batch_size!r}.")
-        if carry_state and not hasattr(backbone, "forward"):
+        if carry_state and not hasattr(backbone, "forward_pass"):
             raise ValueError(
-                f"carry_state=True needs a backbone with `forward(inputs, states)` "
+                f"carry_state=True needs a backbone with `forward_pass(inputs, states)` "
                 f"({type(backbone).__name__} has none); use AwdLstmBackbone.")
         if output_dropout is None:
             output_dropout = backbone.get_config().get("output_dropout", 0.0)
@@ -163,7 +163,7 @@ class AwdLstmLMPretrainer(Pretrainer):
             rows = inputs["token_ids"].shape[0]
             if rows is None:
                 rows = self.batch_size // num_replicas()
-            outputs = self.backbone.forward(inputs, self._carried_states(rows),
+            outputs = self.backbone.forward_pass(inputs, self._carried_states(rows),
                                             training=training)
             self._carry(outputs["states"])
             hidden = outputs["sequence_output"]

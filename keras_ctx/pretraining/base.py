@@ -22,10 +22,11 @@ weighted means over tokens normalise by the global batch's weight total
 (`keras_ctx.pretraining.losses.weighted_mean`), so that N replicas give
 exactly the one-device gradient.
 
-Each backend runs this step its own way (pretraining/_backend.py): TensorFlow
+Each backend runs this step its own way (keras_ctx.backend): TensorFlow
 with a GradientTape per tf.distribute replica, JAX as a stateless
 `train_step(state, data)` over the global batch (data parallel through
-`keras.distribution.DataParallel`). Objectives write keras.ops only.
+`keras.distribution.DataParallel`), PyTorch with autograd on one device.
+Objectives write keras.ops only.
 
 Hooks for objectives that need them: `step_variables` (ELECTRA's two-stage
 schedule trains subsets), `total_loss` (ELECTRA's lambda), `step_batches`
@@ -33,24 +34,24 @@ schedule trains subsets), `total_loss` (ELECTRA's lambda), `step_batches`
 measures), and `serialized_models` (the sub-models (de)serialised by
 get_config/from_config). State carried between steps (XLNet's memory,
 AWD-LSTM's states) lives in non-trainable variables that `compute_losses`
-reads and assigns (this replica's rows: `_backend.replica_rows`); on JAX the
+reads and assigns (this replica's rows: `backend.replica_rows`); on JAX the
 assignments travel through the step's state.
 """
 
 import keras
 from keras import ops
 
+from keras_ctx import backend
 from keras_ctx.data.checked_input import CheckedTokenIds
-from keras_ctx.pretraining import _backend
 from keras_ctx.pretraining.losses import TokenAccuracy, weighted_cross_entropy
 
 
 def num_replicas():
-    """Replicas whose gradients the optimizer sums (1 outside tf.distribute, and on JAX)."""
-    return _backend.num_replicas()
+    """Replicas whose gradients the optimizer sums (1 outside tf.distribute, on JAX and on torch)."""
+    return backend.num_replicas()
 
 
-class Pretrainer(_backend.Step, CheckedTokenIds, keras.Model):
+class Pretrainer(backend.PretrainerStep, CheckedTokenIds, keras.Model):
     """Base of every pretraining objective: the step, the `loss` metric, serialisation.
 
     Subclasses implement `compute_losses(batch, training)` and list their own
@@ -109,7 +110,7 @@ class Pretrainer(_backend.Step, CheckedTokenIds, keras.Model):
         """The minibatches one `train_step` updates on, in order: `batch` alone by default.
 
         CVT alternates labelled and unlabelled minibatches inside one step;
-        each gets the whole update (the backend's step, pretraining/_backend.py).
+        each gets the whole update (the backend's step, keras_ctx.backend).
         """
         return (batch,)
 

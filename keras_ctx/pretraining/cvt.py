@@ -92,7 +92,7 @@ class CrossViewTrainer(Pretrainer):
     """CVT over a `CvtEncoder`: primary and five auxiliary modules per task, alternating steps.
 
     Args:
-        encoder: a `CvtEncoder` (`forward(inputs, dropout, training)` with
+        encoder: a `CvtEncoder` (`forward_pass(inputs, dropout, training)` with
             outputs `sequence_output` = [h1; h2], `forward_states`,
             `backward_states`).
         tasks: {task name: number of labels}, or an int for one task "tags".
@@ -163,7 +163,7 @@ class CrossViewTrainer(Pretrainer):
         self.built = True
 
     def call(self, inputs, training=False):
-        features = self.encoder.forward(inputs, self.labelled_dropout, training=training)
+        features = self.encoder.forward_pass(inputs, self.labelled_dropout, training=training)
         outputs = {t: m(features["sequence_output"])
                    for t, m in zip(self.task_names, self.primary)}
         views = auxiliary_views(features)
@@ -175,14 +175,14 @@ class CrossViewTrainer(Pretrainer):
     def primary_logits(self, inputs, task=None):
         """The primary module's logits of `task` (default: the first), no dropout."""
         index = self.task_names.index(task or self.task_names[0])
-        features = self.encoder.forward(inputs, training=False)
+        features = self.encoder.forward_pass(inputs, training=False)
         return self.primary[index](features["sequence_output"])
 
     # --- losses ---------------------------------------------------------------------------
 
     def supervised_losses(self, inputs, labels, task, training):
         index = self.task_names.index(task)
-        features = self.encoder.forward(inputs, self.labelled_dropout, training=training)
+        features = self.encoder.forward_pass(inputs, self.labelled_dropout, training=training)
         logits = self.primary[index](features["sequence_output"])
         weights = ops.cast(inputs["padding_mask"], "float32")
         # cvt_text smooths the labelled targets in training only.
@@ -194,10 +194,10 @@ class CrossViewTrainer(Pretrainer):
 
     def cvt_losses(self, inputs):
         # Targets: the primary modules on the full input, without dropout, held fixed.
-        teacher = self.encoder.forward(inputs, training=False)["sequence_output"]
+        teacher = self.encoder.forward_pass(inputs, training=False)["sequence_output"]
         targets = [ops.stop_gradient(ops.softmax(ops.cast(m(teacher), "float32"), axis=-1))
                    for m in self.primary]
-        student = self.encoder.forward(inputs, self.unlabelled_dropout, training=True)
+        student = self.encoder.forward_pass(inputs, self.unlabelled_dropout, training=True)
         views, weights = auxiliary_views(student), view_weights(inputs["padding_mask"])
         total = 0.0
         for target, modules in zip(targets, self.auxiliary):

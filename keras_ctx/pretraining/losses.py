@@ -14,7 +14,7 @@ the logits in float32.
 import keras
 from keras import ops
 
-from keras_ctx.pretraining._backend import flat_cross_entropy, replicas_mean
+from keras_ctx.backend import flat_cross_entropy, replicas_mean
 
 
 def _label_logits(logits, labels):

@@ -16,7 +16,7 @@ here so that only they enter the memory, as XLNet's `_cache_mem` does).
 import keras
 from keras import ops
 
-from keras_ctx.pretraining._backend import gathered_rows, replica_rows
+from keras_ctx.backend import gathered_rows, replica_rows
 from keras_ctx.pretraining.base import Pretrainer, num_replicas
 from keras_ctx.pretraining.losses import TokenAccuracy, weighted_cross_entropy
 
@@ -30,7 +30,7 @@ class XLNetPretrainer(Pretrainer):
 
     Args:
         backbone: a backbone with XLNet's two-stream interface:
-            `forward(inputs, memory=None, training=None)` returning
+            `forward_pass(inputs, memory=None, training=None)` returning
             `query_output` (and `memory` when `backbone.mem_len > 0`),
             `initial_memory(batch_size)`, `num_layers`, `hidden_size`,
             `mem_len`, and a `token_embedding` (TokenEmbedding) for the tied
@@ -63,7 +63,7 @@ class XLNetPretrainer(Pretrainer):
     def __init__(self, backbone, batch_size=None, carry_memory=True, reuse_len=None,
                  **kwargs):
         super().__init__(**kwargs)
-        for name in ("forward", "initial_memory", "token_embedding", "mem_len"):
+        for name in ("forward_pass", "initial_memory", "token_embedding", "mem_len"):
             if not hasattr(backbone, name):
                 raise ValueError(
                     f"XLNetPretrainer needs a backbone with XLNet's two-stream "
@@ -124,7 +124,7 @@ class XLNetPretrainer(Pretrainer):
 
     def call(self, inputs, memory=None, training=None):
         """Logits (batch, P, vocabulary) of the targets, and the next memory (or None)."""
-        outputs = self.backbone.forward(inputs, memory=memory, training=training,
+        outputs = self.backbone.forward_pass(inputs, memory=memory, training=training,
                                         reuse_len=self.reuse_len)
         logits = self.backbone.token_embedding.reverse(outputs["query_output"])
         logits = ops.cast(logits, "float32") + ops.cast(self.lm_bias, "float32")

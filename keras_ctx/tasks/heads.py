@@ -13,7 +13,7 @@ from keras_ctx import registry
 from keras_ctx.data.checked_input import CheckedTokenIds
 from keras_ctx.layers.dropout import Dropout
 from keras_ctx.models.backbone import without_absent_optional_inputs
-from keras_ctx.tasks import _backend
+from keras_ctx import backend
 
 POOLINGS = ("auto", "pooled", "first", "last", "mean", "concat")
 
@@ -115,7 +115,7 @@ class MaskPadding(keras.layers.Layer):
         return logits_shape
 
 
-class Task(_backend.Step, CheckedTokenIds, keras.Model):
+class Task(backend.TaskStep, CheckedTokenIds, keras.Model):
     """Base of the task models: keeps the backbone and (de)serialises it."""
 
     def call(self, inputs, training=None, mask=None):

@@ -26,7 +26,7 @@ import keras
 
 from keras_ctx.common import compat
 from keras_ctx.layers.dropout import Dropout
-from keras_ctx.tasks import _backend
+from keras_ctx import backend
 from keras_ctx.tasks.heads import ConcatPooling, Task
 
 # Howard & Ruder 2018, Sec. 3.2: "eta^(l-1) = eta^l / 2.6 works well".
@@ -181,7 +181,7 @@ class _LayerLearningRates:
         compat.resolve("apply_weight_decay")
         if self.weight_decay is None:
             return
-        _backend.decay_weights(self, variables, self.learning_rate_multiplier)
+        backend.decay_weights(self, variables, self.learning_rate_multiplier)
 
 
 _CLASSES = {}
@@ -199,6 +199,15 @@ def _layer_rate_class(base):
 # The common ones exist from import on, for loading saved models.
 for _base in (keras.optimizers.Adam, keras.optimizers.AdamW, keras.optimizers.SGD):
     _layer_rate_class(_base)
+
+
+def _keras_class(cls):
+    """The optimizer class `cls` stands for, below our mixin and below a backend's fused
+    stand-in: Keras' torch backend makes `keras.optimizers.Adam(...)` a `torch_adam.Adam`
+    whose update skips `update_step`, where the factor applies (every group would train
+    at the base rate, without a word)."""
+    return next(c for c in cls.__mro__ if not issubclass(c, _LayerLearningRates)
+                and not c.__module__.startswith("keras.src.backend."))
 
 
 def with_layer_learning_rates(optimizer, groups, multipliers):
@@ -222,9 +231,7 @@ def with_layer_learning_rates(optimizer, groups, multipliers):
     >>> classifier.compile(with_layer_learning_rates(
     ...     adam, groups, discriminative_multipliers(len(groups))), loss)
     """
-    base = type(optimizer)
-    if issubclass(base, _LayerLearningRates):
-        base = base.__mro__[2]
+    base = _keras_class(type(optimizer))
     config = optimizer.get_config()
     config.pop("name", None)
     copy = _layer_rate_class(base).from_config(config)
@@ -271,7 +278,7 @@ class GradualUnfreezing(keras.callbacks.Callback):
         return min(epoch // self.epochs_per_group + 1, len(self.groups))
 
     def on_train_begin(self, logs=None):
-        _backend.check_unfreezing(self.model)
+        backend.check_unfreezing(self.model)
         # Under mixed_float16 Keras wraps the optimizer in a LossScaleOptimizer.
         optimizer = getattr(self.model.optimizer, "inner_optimizer", self.model.optimizer)
         every = [v for g in self.groups for v in g]

@@ -1,26 +1,44 @@
-"""The layers' backend switch: both implementations define its names and agree.
+"""keras_ctx's one backend switch (keras_ctx.backend): every backend's module defines its
+names, and the implementations agree.
 
-`_generic` is keras.ops only, so it also runs here on TensorFlow: its LSTM
-recurrence (autodiff of `ops.scan`, what JAX runs) must give the values and
-gradients of `_tensorflow`'s hand-written backward pass.
+`keras_ops` is keras.ops only, so it also runs here on TensorFlow: its LSTM
+recurrence (autodiff of `ops.scan`, what JAX and torch run) must give the values
+and gradients of `tf_ops`' hand-written backward pass.
 """
 
+import importlib
+
 import numpy as np
+import pytest
 import tensorflow as tf
 
-from keras_ctx.generation import _eager, _jax
-from keras_ctx.generation import _tensorflow as generation_tensorflow
-from keras_ctx.layers import _backend, _generic, _tensorflow
+from keras_ctx import backend
+from keras_ctx.backend import keras_ops, tf_ops
 
 
-def test_every_implementation_defines_the_switchs_names():
-    for module in (_tensorflow, _generic):
-        missing = [name for name in _backend.NAMES if not callable(getattr(module, name, None))]
-        assert not missing, f"{module.__name__} lacks {missing}"
-    assert _backend.BACKEND_MODULE == _tensorflow.__name__  # the tests run TensorFlow
-    for module in (generation_tensorflow, _jax, _eager):
-        for name in ("auto_jit_compile", "categorical", "compile_function", "keep_shapes"):
-            assert callable(getattr(module, name, None)), f"{module.__name__} lacks {name}"
+@pytest.mark.parametrize("name", sorted(backend.MODULES))
+def test_every_backend_module_defines_the_switchs_names(name):
+    module = importlib.import_module(backend.MODULES[name])
+    missing = [n for n in backend.NAMES if not hasattr(module, n)]
+    assert not missing, f"{module.__name__} lacks {missing}"
+    assert backend.implementation.__name__ == backend.MODULES["tensorflow"]  # tests run TF
+
+
+def test_no_module_outside_the_backend_package_branches_on_the_backend():
+    """One switch: `keras.backend.backend()` is read in keras_ctx/backend/ only (and where
+    a command records or checks which backend wrote a file)."""
+    import pathlib
+
+    root = pathlib.Path(backend.__file__).parents[1]
+    readers = sorted(str(path.relative_to(root)) for path in root.rglob("*.py")
+                     if "backend.backend()" in path.read_text(encoding="utf-8")
+                     and path.parent.name != "backend")
+    assert readers == RECORDERS, readers
+
+
+# Modules that read the backend's name to record it or to refuse a file another backend
+# wrote, not to choose an implementation.
+RECORDERS = ["training.py"]  # state.json records the backend; a resume on another refuses
 
 
 def test_generic_lstm_recurrence_equals_the_hand_written_backward_pass():
@@ -37,7 +55,7 @@ def test_generic_lstm_recurrence_equals_the_hand_written_backward_pass():
     weights = tf.constant(rng.normal(size=(time, batch, projection)), tf.float32)
     for reverse in (False, True):
         results = []
-        for module in (_tensorflow, _generic):
+        for module in (tf_ops, keras_ops):
             with tf.GradientTape() as tape:
                 tape.watch([xw, h0, c0])
                 hs, cs = module.recurrence(xw, mask, h0, c0, u, p, 0.5, 0.7, reverse)
@@ -49,14 +67,54 @@ def test_generic_lstm_recurrence_equals_the_hand_written_backward_pass():
 
 def test_generic_sums_and_checks_equal_tensorflows():
     x = np.random.default_rng(1).normal(size=(2, 3, 5)).astype("float32")
-    np.testing.assert_allclose(_generic.column_sum(x), x.sum(axis=(0, 1)), rtol=1e-6)
-    np.testing.assert_allclose(_generic.row_mean(x), x.mean(-1, keepdims=True), rtol=1e-6)
+    np.testing.assert_allclose(keras_ops.column_sum(x), x.sum(axis=(0, 1)), rtol=1e-6)
+    np.testing.assert_allclose(keras_ops.row_mean(x), x.mean(-1, keepdims=True), rtol=1e-6)
+    check_token_ids, _ = keras_ops.value_checks(lambda tensor: True)
     ids = np.array([[0, 4], [2, 5]])
-    np.testing.assert_array_equal(_generic.check_token_ids(ids, 6), ids)
+    np.testing.assert_array_equal(check_token_ids(ids, 6), ids)
     for bad in (6, -1):
-        try:
-            _generic.check_token_ids(np.where(ids == 5, bad, ids), 6, "ids")
-        except ValueError as error:
-            assert "ids must be in [0, 6)" in str(error)
-        else:
-            raise AssertionError(f"id {bad} was not refused")
+        with pytest.raises(ValueError, match=r"ids must be in \[0, 6\)"):
+            check_token_ids(np.where(ids == 5, bad, ids), 6, "ids")
+
+
+def test_torch_checks_skip_keras_symbolic_build_and_refuse_real_ids():
+    """Keras' torch backend builds a model on "meta" tensors whose values are garbage
+    (ids such as 295698432): there is nothing to check then; real tensors are checked."""
+    torch = pytest.importorskip("torch")
+    from keras_ctx.backend import torch as torch_backend
+
+    placeholder = torch.empty((2, 3), dtype=torch.int32, device="meta")
+    assert torch_backend.check_token_ids(placeholder, 6) is placeholder
+    assert torch_backend.check_at_most(placeholder, 2, "too long", "result") == "result"
+    with pytest.raises(ValueError,
+                       match=r"token_ids must be in \[0, 6\) \(the vocabulary size\); id 9 "):
+        torch_backend.check_token_ids(torch.tensor([[1, 9]], dtype=torch.int32), 6)
+    with pytest.raises(ValueError, match="too long"):
+        torch_backend.check_at_most(torch.tensor([3]), 2, "too long", "result")
+
+
+@pytest.mark.parametrize("name", sorted(backend.MODULES))
+def test_every_backends_seeded_draws_follow_the_softmax(name):
+    """Generation's `categorical(logits, seed, step)`: 20,000 rows of one distribution
+    drawn at its probabilities (within 0.015), the same draws for the same (seed, step),
+    others for another step (torch's refused a tensor seed before)."""
+    pytest.importorskip(name)
+    module = importlib.import_module(backend.MODULES[name])
+    probabilities = np.array([0.1, 0.2, 0.3, 0.4])
+    logits = np.tile(np.log(probabilities).astype("float32"), (20000, 1))
+    if name == "torch":
+        import torch
+
+        logits = torch.from_numpy(logits)
+    elif name == "jax":
+        import jax.numpy as jnp
+
+        logits = jnp.asarray(logits)
+    else:
+        logits = tf.constant(logits)
+    draws = np.asarray(module.categorical(logits, 7, 3))
+    assert draws.shape == (20000,) and draws.dtype == np.int32
+    np.testing.assert_allclose(np.bincount(draws, minlength=4) / 20000, probabilities,
+                               atol=0.015)
+    np.testing.assert_array_equal(np.asarray(module.categorical(logits, 7, 3)), draws)
+    assert (np.asarray(module.categorical(logits, 7, 4)) != draws).mean() > 0.5

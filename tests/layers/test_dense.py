@@ -4,7 +4,7 @@ import pytest
 import tensorflow as tf
 
 from keras_ctx.layers import dense
-from keras_ctx.layers._xla import in_xla_compilation
+from keras_ctx.backend.xla import in_xla_compilation
 
 
 def _run(fn, *args, jit):
@@ -159,7 +159,7 @@ def test_second_order_gradients_under_xla():
 
 # --- The XLA:CPU rewrites apply only to steps compiled for a CPU ------------------------
 
-from keras_ctx.layers._xla import compiled_device_type, compiled_for, cpu_rewrites  # noqa: E402
+from keras_ctx.backend.xla import compiled_device_type, compiled_for, cpu_rewrites  # noqa: E402
 
 
 def _decision(jit, device=None):

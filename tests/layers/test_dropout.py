@@ -4,7 +4,7 @@ import pytest
 import tensorflow as tf
 
 from keras_ctx.layers import Dropout
-from keras_ctx.layers._tensorflow import in_xla_compilation, philox_2x32
+from keras_ctx.backend.tf_ops import in_xla_compilation, philox_2x32
 from keras_ctx.testing import run_layer_test
 
 

@@ -171,15 +171,15 @@ def test_carrying_the_state_over_two_halves_equals_one_pass_over_the_whole():
     first = {k: v[:, :4] for k, v in whole.items()}
     second = {k: v[:, 4:] for k, v in whole.items()}
     lm.compute_losses(first, training=True)  # a training step moves the state on
-    carried = lm.backbone.forward(second, lm._carried_states(3))["sequence_output"]
-    fresh = lm.backbone.forward(second)["sequence_output"]
+    carried = lm.backbone.forward_pass(second, lm._carried_states(3))["sequence_output"]
+    fresh = lm.backbone.forward_pass(second)["sequence_output"]
     got = keras.ops.convert_to_numpy(lm.logits(carried))
     np.testing.assert_allclose(got, want[:, 4:], atol=1e-5)
     # The carried state matters: from zeros the second half differs.
     assert np.abs(keras.ops.convert_to_numpy(lm.logits(fresh)) - want[:, 4:]).max() > 1e-3
     # The plain call is unchanged: forward without states is the functional graph.
     np.testing.assert_allclose(
-        keras.ops.convert_to_numpy(lm.logits(lm.backbone.forward(whole)["sequence_output"])),
+        keras.ops.convert_to_numpy(lm.logits(lm.backbone.forward_pass(whole)["sequence_output"])),
         want, atol=1e-6)
 
 

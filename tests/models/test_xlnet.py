@@ -176,11 +176,11 @@ def test_query_stream_never_sees_later_tokens_through_the_backbone():
     # permutation pipeline never produces one, see tests/data.)
     memory = [np.random.default_rng(5).normal(size=(1, 1, HIDDEN)).astype("float32")
               for _ in range(LAYERS)]
-    base = backbone.forward(dict(_inputs(tokens), **extra), memory=memory)
+    base = backbone.forward_pass(dict(_inputs(tokens), **extra), memory=memory)
     for step, position in enumerate(order):
         changed = tokens.copy()
         changed[0, position] = (changed[0, position] + 7) % VOCAB
-        out = backbone.forward(dict(_inputs(changed), **extra), memory=memory)
+        out = backbone.forward_pass(dict(_inputs(changed), **extra), memory=memory)
         g_changed = _changes(out["query_output"], base["query_output"])
         h_changed = _changes(out["sequence_output"], base["sequence_output"])
         # g_{z_t} depends on x_{z_<t} only; h_{z_t} on x_{z_<=t}.
@@ -199,11 +199,11 @@ def test_pipeline_masks_through_the_backbone_with_memory():
     targets = features["target_mapping"][0].argmax(-1)  # positions, 2 targets
     rank = np.argsort(features["factorization_order"][0])
     memory = [rng.normal(size=(1, 3, HIDDEN)).astype("float32") for _ in range(LAYERS)]
-    base = backbone.forward(inputs, memory=memory)["query_output"]
+    base = backbone.forward_pass(inputs, memory=memory)["query_output"]
     for position in range(length):
         changed = tokens.copy()
         changed[0, position] = (changed[0, position] + 1) % VOCAB
-        out = backbone.forward(dict(inputs, token_ids=changed), memory=memory)
+        out = backbone.forward_pass(dict(inputs, token_ids=changed), memory=memory)
         got = _changes(out["query_output"], base)
         # A context token is seen by every target; a target only by later targets.
         want = rank[targets] > rank[position] if position in targets else [True, True]
@@ -215,7 +215,7 @@ def test_memory_is_used_and_gets_no_gradient():
     rng = np.random.default_rng(2)
     first = _inputs(rng.integers(0, VOCAB, (2, 6)))
     second = _inputs(rng.integers(0, VOCAB, (2, 5)))
-    out1 = backbone.forward(first)
+    out1 = backbone.forward_pass(first)
     memory = out1["memory"]
     assert len(memory) == LAYERS
     # The memory of layer l is its input on the last mem_len positions.
@@ -224,23 +224,23 @@ def test_memory_is_used_and_gets_no_gradient():
             _np(state), _np(out1["hidden_states"][layer])[:, -4:], atol=1e-6
         )
 
-    out2 = backbone.forward(second, memory=memory)["sequence_output"]
+    out2 = backbone.forward_pass(second, memory=memory)["sequence_output"]
     other_first = dict(first, token_ids=(first["token_ids"] + 1) % VOCAB)
-    other_memory = backbone.forward(other_first)["memory"]
-    out2_other = backbone.forward(second, memory=other_memory)["sequence_output"]
-    alone = backbone.forward(second)["sequence_output"]
+    other_memory = backbone.forward_pass(other_first)["memory"]
+    out2_other = backbone.forward_pass(second, memory=other_memory)["sequence_output"]
+    alone = backbone.forward_pass(second)["sequence_output"]
     assert np.abs(_np(out2) - _np(out2_other)).max() > 1e-3  # depends on segment 1
     assert np.abs(_np(out2) - _np(alone)).max() > 1e-3
 
     # Memory longer than the segment: [old memory; h] keeps the last 4 states.
-    out3 = backbone.forward(_inputs(rng.integers(0, VOCAB, (2, 2))), memory=memory)
+    out3 = backbone.forward_pass(_inputs(rng.integers(0, VOCAB, (2, 2))), memory=memory)
     np.testing.assert_allclose(_np(out3["memory"][0])[:, :2], _np(memory[0])[:, 2:],
                                atol=1e-6)
 
     memory_tensors = [tf.constant(_np(m)) for m in memory]
     with tf.GradientTape(persistent=True) as tape:
         tape.watch(memory_tensors)
-        out = backbone.forward(second, memory=memory_tensors, training=True)
+        out = backbone.forward_pass(second, memory=memory_tensors, training=True)
         loss = tf.reduce_sum(out["sequence_output"] ** 2)
     for grad in tape.gradient(loss, memory_tensors):
         assert grad is None or not np.any(_np(grad))
@@ -248,7 +248,7 @@ def test_memory_is_used_and_gets_no_gradient():
     assert sum(g is not None and np.any(_np(g)) for g in weight_grads) > 10
     # The returned memory is stop-gradient too.
     with tf.GradientTape() as tape:
-        new_memory = backbone.forward(first, training=True)["memory"]
+        new_memory = backbone.forward_pass(first, training=True)["memory"]
         loss = tf.reduce_sum(new_memory[1] ** 2)
     assert all(g is None for g in tape.gradient(loss, backbone.trainable_variables))
 
@@ -266,7 +266,7 @@ def test_functional_call_is_the_content_stream():
     np.testing.assert_allclose(_np(outputs["hidden_states"][0]),
                                _np(backbone.token_embedding(tokens)), atol=1e-6)
     np.testing.assert_allclose(_np(outputs["sequence_output"]),
-                               _np(backbone.forward(inputs)["sequence_output"]), atol=1e-5)
+                               _np(backbone.forward_pass(inputs)["sequence_output"]), atol=1e-5)
     # Padding is invisible to real tokens; segments matter (relative encoding).
     changed = dict(inputs, token_ids=tokens.copy())
     changed["token_ids"][1, 5] = (tokens[1, 5] + 1) % VOCAB
@@ -307,7 +307,7 @@ def test_mixed_precision_two_streams():
     backbone = XLNetBackbone(VOCAB, 1, HEADS, HIDDEN, FFN, mem_len=2, dtype="mixed_bfloat16")
     tokens = np.arange(6)[None] % VOCAB
     features = {k: _np(v) for k, v in sample_permutation(tokens, seed=0).items()}
-    out = backbone.forward(dict(_inputs(tokens), perm_mask=features["perm_mask"],
+    out = backbone.forward_pass(dict(_inputs(tokens), perm_mask=features["perm_mask"],
                                 target_mapping=features["target_mapping"]))
     assert keras.backend.standardize_dtype(out["query_output"].dtype) == "bfloat16"
     assert all(w.dtype == "float32" for w in backbone.weights)
@@ -322,9 +322,9 @@ def test_bad_arguments():
     backbone = XLNetBackbone(VOCAB, 2, 2, 16, 32)
     inputs = _inputs(np.zeros((1, 4)))
     with pytest.raises(ValueError, match="perm_mask"):
-        backbone.forward(dict(inputs, target_mapping=np.ones((1, 1, 4), "float32")))
+        backbone.forward_pass(dict(inputs, target_mapping=np.ones((1, 1, 4), "float32")))
     with pytest.raises(ValueError, match="memory"):
-        backbone.forward(inputs, memory=[np.zeros((1, 2, 16), "float32")])
+        backbone.forward_pass(inputs, memory=[np.zeros((1, 2, 16), "float32")])
 
 
 # Yang et al. (2019): XLNet-Base 116.7M, XLNet-Large 360.3M parameters (the
@@ -391,11 +391,11 @@ def test_uni_attention_and_same_length_through_the_backbone():
     same = _backbone(num_layers=1, attention_type="uni", same_length=True, mem_len=3)
     for model, want in ((backbone, [[1, 1, 1, 1]] * 3),
                         (same, [[1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0]])):
-        out = model.forward(_inputs(tokens), memory=memory)["sequence_output"]
+        out = model.forward_pass(_inputs(tokens), memory=memory)["sequence_output"]
         for slot in range(3):
             other = [memory[0].copy()]
             other[0][0, slot] += 1.0
-            got = _changes(model.forward(_inputs(tokens), memory=other)["sequence_output"], out)
+            got = _changes(model.forward_pass(_inputs(tokens), memory=other)["sequence_output"], out)
             # same_length: query i sees the memory slots from i on (M + 1 keys each).
             np.testing.assert_array_equal(got, want[slot], err_msg=f"slot {slot}")
     with pytest.raises(ValueError, match="same_length"):
@@ -442,8 +442,8 @@ def test_is_backward_rows_read_the_negated_distances():
     # Through the backbone: forward rows as without bi_data, backward rows differ.
     backbone = _backbone(mem_len=2)
     tokens = np.tile(rng.integers(0, VOCAB, (1, 5)), (2, 1))
-    plain = backbone.forward(_inputs(tokens))["sequence_output"]
-    bi = backbone.forward(dict(_inputs(tokens), is_backward=np.array([0, 1])))["sequence_output"]
+    plain = backbone.forward_pass(_inputs(tokens))["sequence_output"]
+    bi = backbone.forward_pass(dict(_inputs(tokens), is_backward=np.array([0, 1])))["sequence_output"]
     np.testing.assert_allclose(_np(bi)[0], _np(plain)[0], atol=1e-5)
     assert np.abs(_np(bi)[1] - _np(plain)[1]).max() > 1e-3
 
@@ -452,13 +452,13 @@ def test_reuse_len_caches_the_reused_part_only():
     backbone = _backbone(mem_len=3)
     rng = np.random.default_rng(10)
     memory = [rng.normal(size=(2, 3, HIDDEN)).astype("float32") for _ in range(LAYERS)]
-    out = backbone.forward(_inputs(rng.integers(0, VOCAB, (2, 6))), memory=memory, reuse_len=2)
+    out = backbone.forward_pass(_inputs(rng.integers(0, VOCAB, (2, 6))), memory=memory, reuse_len=2)
     for layer in range(LAYERS):
         # XLNet _cache_mem: [mems; h[:reuse_len]][-mem_len:].
         want = np.concatenate([memory[layer], _np(out["hidden_states"][layer])[:, :2]], 1)[:, -3:]
         np.testing.assert_allclose(_np(out["memory"][layer]), want, atol=1e-6)
     with pytest.raises(ValueError, match="reuse_len"):
-        backbone.forward(_inputs(np.zeros((1, 4))), reuse_len=5)
+        backbone.forward_pass(_inputs(np.zeros((1, 4))), reuse_len=5)
 
 
 def test_huggingface_attention_type_and_same_length():

@@ -1,12 +1,13 @@
-"""Every objective's first step on JAX equals TensorFlow's from the same weights.
+"""Every objective's first step on JAX and on PyTorch equals TensorFlow's from the same weights.
 
 The objectives are the TensorFlow matrix's (`matrix_cases.CASES`); each runs
-one SGD step on TensorFlow here and on JAX in ONE subprocess (Keras reads its
-backend once per process), from the same starting weights, dropout off. The
-JAX step is a different program (Keras' JAX trainer, a stateless step with
-`jax.value_and_grad`), so agreement to float32 rounding checks the whole
-contract: loss scaling, summed rows, step_variables, total_loss, step_batches
-and carried state (XLNet's memory, AWD-LSTM's states after two steps).
+one SGD step on TensorFlow here and on the other backend in ONE subprocess
+(Keras reads its backend once per process), from the same starting weights,
+dropout off. The other step is a different program (JAX: a stateless step with
+`jax.value_and_grad`; torch: autograd), so agreement to float32 rounding checks
+the whole contract: loss scaling, summed rows, step_variables, total_loss,
+step_batches and carried state (XLNet's memory, AWD-LSTM's states after two
+steps).
 """
 
 import os
@@ -49,13 +50,13 @@ def _tensorflow(names):
     return {name: _TENSORFLOW[name] for name in names}
 
 
-def _on_jax(tmp_path, steps, *flags, devices=1):
-    """{f"{name}/{key}": array} of backend_cases run on JAX from `steps`' weights."""
-    source, target = tmp_path / "tensorflow.npz", tmp_path / "jax.npz"
+def _on_backend(backend, tmp_path, steps, *flags, devices=1):
+    """{f"{name}/{key}": array} of backend_cases run on `backend` from `steps`' weights."""
+    source, target = tmp_path / "tensorflow.npz", tmp_path / f"{backend}.npz"
     np.savez(source, **{f"{name}/{kind}/{i}": w for name, step in steps.items()
                         for kind in ("initial", "carried_initial") if kind in step
                         for i, w in enumerate(step[kind])})
-    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", PYTHONPATH=ROOT,
+    env = dict(os.environ, KERAS_BACKEND=backend, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT,
                TF_CPP_MIN_LOG_LEVEL="3")
     if devices > 1:  # before JAX starts
         env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
@@ -67,27 +68,32 @@ def _on_jax(tmp_path, steps, *flags, devices=1):
     return dict(np.load(target))
 
 
-def _assert_equal_steps(tmp_path, names):
+def _assert_equal_steps(tmp_path, names, backend="jax"):
     steps = _tensorflow(names)
-    jax_steps = _on_jax(tmp_path, steps)
-    errors = {name: _error(jax_steps[f"{name}/float32"], step["update"])
+    other = _on_backend(backend, tmp_path, steps)
+    errors = {name: _error(other[f"{name}/float32"], step["update"])
               for name, step in steps.items()}
     assert not {n: e for n, e in errors.items() if not e < FLOAT32}, errors
     for name in set(CARRIED) & set(names):
         want = steps[name]["carried"]
         assert np.abs(want).max() > 0.01, name  # the state really moved on
-        assert _error(jax_steps[f"{name}/carried"], want) < FLOAT32, name
+        assert _error(other[f"{name}/carried"], want) < FLOAT32, name
     return steps
 
 
-def test_one_step_on_jax_equals_tensorflow(tmp_path):
-    _assert_equal_steps(tmp_path, DEFAULT)
+OTHER_BACKENDS = ("jax", "torch")
+
+
+@pytest.mark.parametrize("backend", OTHER_BACKENDS)
+def test_one_step_equals_tensorflow(backend, tmp_path):
+    _assert_equal_steps(tmp_path, DEFAULT, backend)
 
 
 @pytest.mark.slow  # ~4 min (all < 5e-7 measured); DEFAULT's cases run by default above
-def test_every_objective_on_jax_equals_tensorflow_and_the_matrix_covers_every_objective(
-        tmp_path):
-    steps = _assert_equal_steps(tmp_path, SLOW)
+@pytest.mark.parametrize("backend", OTHER_BACKENDS)
+def test_every_objective_equals_tensorflow_and_the_matrix_covers_every_objective(
+        backend, tmp_path):
+    steps = _assert_equal_steps(tmp_path, SLOW, backend)
 
     def subclasses(cls):
         return [cls] + [s for c in cls.__subclasses__() for s in subclasses(c)]
@@ -103,12 +109,15 @@ def test_every_objective_on_jax_equals_tensorflow_and_the_matrix_covers_every_ob
 
 @pytest.mark.slow  # ~6 min; float32 runs by default above, both half precisions learn by
 # default in test_jax_training.py
-def test_half_precision_and_data_parallel_on_jax(tmp_path):
+@pytest.mark.parametrize("backend", OTHER_BACKENDS)
+def test_half_precision_and_data_parallel(backend, tmp_path):
     """mixed_bfloat16 and mixed_float16 (loss scaling) within half precision of
-    TensorFlow's float32 step, as TensorFlow's own; DataParallel over two virtual CPU
-    devices equals one device."""
+    TensorFlow's float32 step, as TensorFlow's own; on JAX, DataParallel over two
+    virtual CPU devices equals one device (torch trains one device)."""
     steps = _tensorflow(NAMES)
-    jax_steps = _on_jax(tmp_path, steps, "--policies", ",".join(POLICIES), devices=2)
+    devices = 2 if backend == "jax" else 1
+    jax_steps = _on_backend(backend, tmp_path, steps, "--policies", ",".join(POLICIES),
+                            devices=devices)
     skipped = set()
     for name, step in steps.items():
         for policy in POLICIES[1:]:
@@ -127,8 +136,9 @@ def test_half_precision_and_data_parallel_on_jax(tmp_path):
     assert skipped == {("electra", "mixed_float16"),
                        ("electra_discriminator_stage", "mixed_float16")}, skipped
     for name, step in steps.items():
-        assert _error(jax_steps[f"{name}/data_parallel"],
-                      jax_steps[f"{name}/float32"]) < FLOAT32, name
+        if devices > 1:
+            assert _error(jax_steps[f"{name}/data_parallel"],
+                          jax_steps[f"{name}/float32"]) < FLOAT32, name
 
 
 def test_a_checkpoint_from_another_backend_is_refused_in_one_line(tmp_path):

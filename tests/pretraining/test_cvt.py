@@ -353,7 +353,7 @@ def test_labelled_and_unlabelled_batches_drop_at_their_own_rates():
     x, y = _batch(np.random.default_rng(0), spelling, rows=16, length=10)
     x["padding_mask"][:] = 1
     calls = []
-    forward = encoder.forward
+    forward = encoder.forward_pass
 
     def recording(inputs, dropout=None, training=None):
         outputs = forward(inputs, dropout, training)
@@ -361,7 +361,7 @@ def test_labelled_and_unlabelled_batches_drop_at_their_own_rates():
         calls.append((bool(training), zeros))
         return outputs
 
-    encoder.forward = recording
+    encoder.forward_pass = recording
     trainer.supervised_losses(x, y, "tags", training=True)
     trainer.cvt_losses(x)
     (labelled_training, labelled), (teacher_training, teacher), (student_training, student) = calls

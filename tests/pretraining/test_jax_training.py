@@ -1,9 +1,10 @@
-"""Pretraining on Keras' JAX backend (the jobs: tests/pretraining/jax_jobs.py): objectives
-learn from numpy arrays and Python iterators under every precision with TensorFlow absent;
-an interrupted run resumes to the weights of one that never stopped; `--strategy` maps to
-keras.distribution; carried states reset."""
+"""Pretraining on Keras' JAX and PyTorch backends (the jobs: tests/pretraining/jax_jobs.py):
+objectives learn from numpy arrays and Python iterators under every precision with
+TensorFlow absent; an interrupted run resumes to the weights of one that never stopped;
+`--strategy` maps to keras.distribution; carried states reset."""
 
 import numpy as np
+import pytest
 
 from tests.backends import run_on_backend
 from tests.pretraining.jax_jobs import LEARNING
@@ -11,9 +12,10 @@ from tests.pretraining.jax_jobs import LEARNING
 STEPS = 30
 
 
-def test_objectives_learn_on_jax_from_numpy_without_tensorflow_under_each_precision(tmp_path):
+@pytest.mark.parametrize("backend", ("jax", "torch"))
+def test_objectives_learn_from_numpy_without_tensorflow_under_each_precision(backend, tmp_path):
     out = tmp_path / "losses.npz"
-    run_on_backend("jax", "pretraining_learning", {"out": str(out), "steps": STEPS},
+    run_on_backend(backend, "pretraining_learning", {"out": str(out), "steps": STEPS},
                    without_tensorflow=True)
     losses = np.load(out)
     for name, policy, feed in LEARNING:
@@ -74,11 +76,12 @@ def test_pretrain_strategy_mirrored_on_jax_is_data_parallel_and_equals_one_devic
         np.testing.assert_allclose(two, one, rtol=1e-5, atol=1e-6)
 
 
-def test_carried_state_resets_on_jax(tmp_path):
+@pytest.mark.parametrize("backend", ("jax", "torch"))
+def test_carried_state_resets(backend, tmp_path):
     """ULMFiT's StateReset callback and XLNet's reset_memory zero their variables on JAX
-    (they failed there: `ops.zeros_like` of a Keras variable)."""
+    and torch (they failed on JAX: `ops.zeros_like` of a Keras variable)."""
     out = tmp_path / "states.npz"
-    run_on_backend("jax", "pretraining_carried_resets", {"out": str(out)})
+    run_on_backend(backend, "pretraining_carried_resets", {"out": str(out)})
     states = np.load(out)
     one, two = states["awd_lstm/1"], states["awd_lstm/2"]
     assert np.abs(one).max() > 0.01  # the stream's state moved on

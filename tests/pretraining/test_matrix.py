@@ -79,7 +79,7 @@ def test_xlnet_memory_is_carried_per_replica(mirrored):
 def test_xla_under_two_cpu_replicas_fails_in_tensorflow_and_we_say_so(mirrored):
     """TensorFlow alone (no Keras) cannot run a jit-compiled replica step on logical CPUs.
 
-    If this starts passing, TensorFlow fixed it: drop keras_ctx.training.check_xla.
+    If this starts passing, TensorFlow fixed it: drop keras_ctx.backend.tensorflow.check_xla.
     """
     tensorflow_error, ours = mirrored["xla"]
     assert tensorflow_error and "from device" in " ".join(tensorflow_error), mirrored["xla"]

@@ -51,12 +51,12 @@ def test_memory_carried_between_batches():
     pretrainer = XLNetPretrainer(backbone, batch_size=batch)
     # Eager-traced (the XLA run is the learning test): faster to build.
     pretrainer.compile(keras.optimizers.SGD(0.0), jit_compile=False)  # weights stay
-    memory = backbone.forward(first, memory=backbone.initial_memory(batch))["memory"]
+    memory = backbone.forward_pass(first, memory=backbone.initial_memory(batch))["memory"]
     # Memory after the first batch = its layer inputs, last mem_len positions.
-    outputs = backbone.forward(first, memory=backbone.initial_memory(batch))
+    outputs = backbone.forward_pass(first, memory=backbone.initial_memory(batch))
     np.testing.assert_allclose(memory[1], outputs["hidden_states"][1][:, -mem_len:])
-    expected = backbone.forward(second, memory=memory)["memory"]
-    without = backbone.forward(second, memory=backbone.initial_memory(batch))["memory"]
+    expected = backbone.forward_pass(second, memory=memory)["memory"]
+    without = backbone.forward_pass(second, memory=backbone.initial_memory(batch))["memory"]
     assert np.abs(np.stack(expected) - np.stack(without)).max() > 1e-3
     pretrainer.fit(tf.data.Dataset.from_tensor_slices(
         {k: tf.stack([first[k], second[k]]) for k in first}), verbose=0)
@@ -104,7 +104,7 @@ def test_released_layout_carries_the_reuse_part_of_each_row():
     pretrainer.compile(keras.optimizers.SGD(0.0), jit_compile=False)  # weights stay
     memory = backbone.initial_memory(batch)
     for step, element in enumerate((first, second)):
-        memory = backbone.forward(element, memory=memory, reuse_len=reuse)["memory"]
+        memory = backbone.forward_pass(element, memory=memory, reuse_len=reuse)["memory"]
         pretrainer.fit(tf.data.Dataset.from_tensors(element), verbose=0)
         np.testing.assert_allclose(pretrainer.memory.numpy(), np.stack(memory), atol=1e-5)
         if step == 0:  # only the 8 reused states went in: 4 of the 12 slots are still zero

@@ -1,4 +1,4 @@
-"""Transfer recipes give TensorFlow's weights on JAX from the same start.
+"""Transfer recipes give TensorFlow's weights on JAX and PyTorch from the same start.
 
 Gradual unfreezing (Howard & Ruder 2018, Sec. 3.3), epoch by epoch: Keras' JAX step
 needs the weights the optimizer was built with, and unfreezing changes which are
@@ -6,30 +6,39 @@ trainable (the JAX fit failed at its first epoch). Layer-wise learning rates wit
 AdamW's decoupled decay: the decay went through tf.distribute (failed on JAX)."""
 
 import numpy as np
+import pytest
 
 from tests.backends import run_on_backend
 from tests.tasks import transfer_cases
 
 
-def test_gradual_unfreezing_and_layer_rates_on_jax_equal_tensorflow(tmp_path):
+@pytest.mark.parametrize("backend", ("jax", "torch"))
+def test_gradual_unfreezing_and_layer_rates_equal_tensorflow(backend, tmp_path):
     before, after, groups = transfer_cases.snapshots()
     assert groups >= 3 and len(after) == groups
     np.savez(tmp_path / "start.npz", **{str(i): w for i, w in enumerate(before)})
-    run_on_backend("jax", "transfer_outputs", {"weights": str(tmp_path / "start.npz"),
-                                               "out": str(tmp_path / "jax.npz")})
-    jax = np.load(tmp_path / "jax.npz")
+    run_on_backend(backend, "transfer_outputs", {"weights": str(tmp_path / "start.npz"),
+                                                 "out": str(tmp_path / "other.npz")})
+    jax = np.load(tmp_path / "other.npz")
     # The first epoch trains the top group only: the embeddings stay where they were.
     embeddings = [i for i, w in enumerate(before) if w.shape[0] == 50]
     assert embeddings and all(np.array_equal(after[0][i], before[i]) for i in embeddings)
     assert any(not np.array_equal(after[-1][i], before[i]) for i in embeddings)
+    # Adam divides by sqrt(v): where a gradient is near 0, float32 reorderings of it move
+    # the update most (torch: one of 512 values off by 4.5e-6 after three epochs).
+    atol = 1e-6 if backend == "jax" else 1e-5
     for epoch, weights in enumerate(after):
         for i, want in enumerate(weights):
-            np.testing.assert_allclose(jax[f"{epoch}/{i}"], want, rtol=1e-4, atol=1e-6,
+            np.testing.assert_allclose(jax[f"{epoch}/{i}"], want, rtol=1e-4, atol=atol,
                                        err_msg=f"epoch {epoch}, weight {i}")
 
     # Keras' own JAX step cannot follow it: a plain Keras model is refused in one line
-    # (on TensorFlow it fits).
-    assert "GradualUnfreezing on JAX needs a keras_ctx task or pretrainer" in str(jax["refusal"])
+    # (on TensorFlow and torch, whose optimizers apply to any subset, it fits).
+    if backend == "jax":
+        assert "GradualUnfreezing on JAX needs a keras_ctx task or pretrainer" in str(
+            jax["refusal"])
+    else:
+        assert str(jax["refusal"]) == ""
     assert transfer_cases.plain_keras_refusal() == ""
 
     # Layer-wise rates with weight decay: TensorFlow's change of every weight.

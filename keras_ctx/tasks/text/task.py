@@ -148,7 +148,7 @@ class TextTask:
         return y, None
 
     def _dataset(self, x, y=None, batch_size=32):
-        from keras_ctx.tasks._backend import check_strings
+        from keras_ctx.backend import check_strings
 
         check_strings()
         if isinstance(x, tf.data.Dataset):

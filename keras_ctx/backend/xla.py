@@ -1,4 +1,4 @@
-"""XLA for the layers on TensorFlow (imported through `_tensorflow` only): whether XLA compiles the trace, and for which device.
+"""XLA for the layers on TensorFlow (`tf_ops`): whether XLA compiles the trace, and for which device.
 
 The layers' XLA:CPU rewrites (products with ones for column sums, custom
 weight-gradient products, optimization barriers; layers/dense.py,

@@ -1,4 +1,11 @@
-"""The Pretrainer's step on Keras' JAX backend: one stateless function of the state.
+"""keras_ctx on Keras' JAX backend (keras_ctx.backend's names; see its docstring).
+
+The layers: `keras_ops` (keras.ops only). Generation: seeded draws and
+`jax.jit` over the weights' values. Export: Keras' ExportArchive converts the
+forward pass with jax2tf. The tasks: Keras' step with the optimizer applied to
+the weights trainable now (`GradualUnfreezing` changes them between epochs).
+
+The Pretrainer's step is one stateless function of the state.
 
 Keras' JAX trainer compiles `train_step(state, data)` once, state = (trainable,
 non-trainable, optimizer, metrics variables' values); nothing in it may change
@@ -19,9 +26,38 @@ import warnings
 import jax
 import keras
 from jax.extend import core as jax_core
-from keras import ops
 
+from keras_ctx.backend import keras_ops
+from keras_ctx.backend.keras_ops import (  # noqa: F401  (the backend's names)
+    bias_add,
+    broadcast_over_batch,
+    column_sum,
+    compiled_for,
+    cpu_rewrites,
+    cudnn_lstm,
+    dropout,
+    flat_cross_entropy,
+    fused_attention,
+    gpu_available,
+    matmul,
+    recurrence,
+    reshape_like,
+    row_mean,
+    scale,
+    scan_states,
+    summed_rows,
+    take_rows,
+    update_positions,
+)
 from keras_ctx.common import compat
+
+
+def has_values(tensor):
+    """False for a JAX tracer (inside `jax.jit`/`grad`): it has no value yet."""
+    return not compat.is_traced(tensor)
+
+
+check_token_ids, check_at_most = keras_ops.value_checks(has_values)
 
 
 def make_strategy(name, batch_size=None):
@@ -70,17 +106,6 @@ def replica_rows(value, rows, axis):
 
 def gathered_rows(value, axis):
     return value
-
-
-def flat_cross_entropy(logits, labels):
-    """(N, V) float32 logits, (N,) int32 labels -> (N,) losses: logsumexp(z) - z_y.
-
-    JAX differentiates it to softmax(z) - onehot(y) with the label part a
-    scatter of one value per row, what TensorFlow's version writes by hand.
-    """
-    shifted = logits - jax.lax.stop_gradient(ops.max(logits, axis=-1, keepdims=True))
-    label_logits = ops.take_along_axis(shifted, labels[:, None], axis=-1)[:, 0]
-    return ops.log(ops.sum(ops.exp(shifted), axis=-1)) - label_logits
 
 
 def _current(scope, variables):
@@ -155,7 +180,7 @@ def apply_optimizer(model, optimizer_values, gradients, trainable, non_trainable
     return ([updated[id(v)] for v in model.trainable_variables], optimizer_values)
 
 
-class Step:
+class PretrainerStep:
     """The Pretrainer's `train_step(state, data)` / `test_step(state, data)` on JAX."""
 
     def _symbolic_build(self, iterator=None, data_batch=None):
@@ -224,3 +249,118 @@ class Step:
             self.loss_tracker.update_state(total)
             logs = {m.name: m.result() for m in self.metrics}
         return logs, _current(scope, self.metrics_variables)
+
+
+# -- the tasks (keras_ctx.tasks) ---------------------------------------------------------
+
+
+class TaskStep:
+    """`train_step(state, data)` as Keras' JAX trainer writes it, but for the optimizer."""
+
+    def train_step(self, state, data):
+        trainable, non_trainable, optimizer, metrics = state
+        x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+        (_, (loss, y_pred, non_trainable, metrics)), gradients = jax.value_and_grad(
+            self.compute_loss_and_updates, has_aux=True)(
+                trainable, non_trainable, metrics, x, y, sample_weight, training=True,
+                optimizer_variables=optimizer)
+        trainable, optimizer = apply_optimizer(self, optimizer, gradients, trainable,
+                                               non_trainable)
+        logs, metrics = self._update_metrics_variables(metrics, loss, x, y, y_pred,
+                                                       sample_weight)
+        return logs, (trainable, non_trainable, optimizer, metrics)
+
+
+def check_unfreezing(model):
+    """Raises (one line) unless `model`'s JAX step follows a changing trainable set."""
+    if not isinstance(model, (TaskStep, PretrainerStep)):
+        raise ValueError(
+            f"GradualUnfreezing on JAX needs a keras_ctx task or pretrainer: Keras' own "
+            f"JAX step ({type(model).__name__}) updates only the weights its optimizer "
+            "was built with. Subclass keras_ctx.tasks.Task, or fit on TensorFlow.")
+
+
+decay_weights = keras_ops.decay_weights
+
+# The string-in tasks (`keras_ctx.tasks.text`) tokenize inside tf.data maps, where a
+# Keras layer runs on the active backend's tensors: on JAX the preprocessor would
+# receive symbolic TensorFlow strings it cannot convert.
+STRINGS_REFUSAL = (
+    "String-in tasks run on KERAS_BACKEND=tensorflow; on jax, tokenize first and feed "
+    "token ids to keras_ctx.tasks.SequenceClassifier, TokenClassifier or "
+    "SpanQuestionAnswerer.")
+
+
+# -- generation (keras_ctx.generation) ---------------------------------------------------
+
+
+def categorical(logits, seed, step):
+    """One draw per row from softmax(logits), seeded by (seed, step)."""
+    key = jax.random.fold_in(jax.random.key(seed), step)
+    return jax.random.categorical(key, logits, axis=-1).astype("int32")
+
+
+def keep_shapes(new, old):
+    return new  # JAX's shapes are static
+
+
+def auto_jit_compile(rows, float32_weights):
+    return True  # the loop is one XLA loop either way; jit adds the prefill and sampler
+
+
+def compile_function(backbone, function, jit_compile):
+    """`function(*arrays)`; with `jit_compile`, one `jax.jit` whose arguments include
+    the backbone's variable values (read in a StatelessScope, not baked in as
+    constants: a later weight update is seen without recompiling)."""
+    if not jit_compile:
+        return function
+    variables = list(backbone.variables)
+
+    @jax.jit
+    def compiled(values, *arguments):
+        with keras.StatelessScope(state_mapping=list(zip(variables, values))):
+            return function(*arguments)
+
+    def run(*arguments):
+        return compiled([variable.value for variable in variables], *arguments)
+
+    return run
+
+
+# -- export (keras_ctx.export) -----------------------------------------------------------
+# Keras' ExportArchive converts the forward pass with jax2tf (its own XLA module in
+# the graph); the input checks, `parse_example` and the preprocessor stay TensorFlow
+# ops around it.
+
+
+def export_refusal(specs, generation):
+    """The one-line reason JAX cannot export as asked, else None."""
+    if generation is not None:
+        return ("`generation` (serve_generate) is exported from TensorFlow only: save the "
+                "weights, then export with KERAS_BACKEND=tensorflow.")
+    if any(spec.shape.rank >= 2 and spec.shape[1] is None for spec in specs.values()):
+        # jax2tf traces the length symbolically, and slicing a position table by it
+        # compares symbolic sizes.
+        return ("On JAX the served sequence length is fixed: pass sequence_length=N "
+                "(--sequence-length N), or export with KERAS_BACKEND=tensorflow for a free one.")
+    return None
+
+
+def compiled_forward(forward, jit_compile):
+    return forward  # jax2tf compiles it
+
+
+def served_forward(archive, forward, specs):
+    """The jax2tf conversion of `forward`, registered as the archive's `forward` endpoint
+    (the signature of the cast inputs, without the serving checks)."""
+    return archive.add_endpoint("forward", forward, input_signature=[specs])
+
+
+def add_endpoint(archive, name, serve, input_signature):
+    """`serve` (TensorFlow ops around `served_forward`'s forward) traced as a tf.function
+    first, so that the archive keeps it, not jax2tf."""
+    import tensorflow as tf
+
+    serve = tf.function(serve, input_signature=input_signature, autograph=False)
+    serve.get_concrete_function()
+    return archive.add_endpoint(name, serve, input_signature=None)

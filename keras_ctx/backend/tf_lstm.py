@@ -2,12 +2,12 @@
 
 The weight gradients are one matrix product each over all steps, about 2x
 faster than autodiff of the scan (benchmarks/RESULTS.md); the step's math is
-`layers/_lstm_cell.py`'s, shared with the other backends' autodiff scan.
+`backend/lstm_cell.py`'s, shared with the other backends' autodiff scan.
 """
 
 import tensorflow as tf
 
-from keras_ctx.layers._lstm_cell import cell
+from keras_ctx.backend.lstm_cell import cell
 
 
 def _shifted(sequence, first, reverse):

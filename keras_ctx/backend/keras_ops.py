@@ -1,6 +1,6 @@
 """The layers' keras.ops implementations, for every backend but TensorFlow (JAX, PyTorch).
 
-The same names as `_tensorflow`, written as their definitions: XLA on these
+The same names as `tf_ops`, written as their definitions: XLA on these
 backends fuses the reductions the TensorFlow rewrites work around, their
 gradients are dense arrays (no `IndexedSlices` for Keras' optimizers to
 square per occurrence), and Keras' own dropout draws the bits. Checks run on
@@ -15,8 +15,8 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_ctx.backend.lstm_cell import cell
 from keras_ctx.common import compat
-from keras_ctx.layers._lstm_cell import cell
 
 _DEVICE_TYPES = ("CPU", "GPU", "TPU")
 
@@ -96,30 +96,36 @@ def dropout(inputs, rate, seed_generator):
     return random.dropout(inputs, rate, seed=seed_generator)
 
 
-def _concrete(tensor):
-    """`tensor` as numpy, or None while it is traced (no values to check)."""
-    if compat.is_traced(tensor):
-        return None
-    return ops.convert_to_numpy(tensor)
+def value_checks(has_values):
+    """`check_token_ids` and `check_at_most` for a backend whose `has_values(tensor)` is
+    False while a tensor is traced (a JAX tracer; a torch tensor of Keras' symbolic
+    build, whose values are garbage): there is nothing to check then, and compiled
+    steps are guarded where their data enters (keras_ctx.data.checked_input)."""
 
+    def concrete(tensor):
+        return ops.convert_to_numpy(tensor) if has_values(tensor) else None
 
-def check_token_ids(token_ids, vocabulary_size, name="token_ids"):
-    """`token_ids`, after checking every id is in [0, vocabulary_size) (ValueError otherwise)."""
-    values = _concrete(token_ids)
-    if values is not None and values.size and (
-            values.min() < 0 or values.max() >= vocabulary_size):
-        bad = int(values[(values < 0) | (values >= vocabulary_size)].flat[0])
-        raise ValueError(f"{name} must be in [0, {vocabulary_size}) (the vocabulary size); "
-                         f"id {bad} was given. Check the tokenizer matches the model.")
-    return token_ids
+    def check_token_ids(token_ids, vocabulary_size, name="token_ids"):
+        """`token_ids`, after checking every id is in [0, vocabulary_size) (ValueError
+        otherwise)."""
+        values = concrete(token_ids)
+        if values is not None and values.size and (
+                values.min() < 0 or values.max() >= vocabulary_size):
+            bad = int(values[(values < 0) | (values >= vocabulary_size)].flat[0])
+            raise ValueError(f"{name} must be in [0, {vocabulary_size}) (the vocabulary "
+                             f"size); id {bad} was given. Check the tokenizer matches the "
+                             "model.")
+        return token_ids
 
+    def check_at_most(value, limit, message, result):
+        """`result`, after checking `value <= limit` where it is concrete (ValueError
+        otherwise)."""
+        values = concrete(value)
+        if values is not None and int(np.max(values)) > limit:
+            raise ValueError(message)
+        return result
 
-def check_at_most(value, limit, message, result):
-    """`result`, after checking `value <= limit` where it is concrete (ValueError otherwise)."""
-    concrete = _concrete(value)
-    if concrete is not None and int(np.max(concrete)) > limit:
-        raise ValueError(message)
-    return result
+    return check_token_ids, check_at_most
 
 
 def update_positions(tensor, index, updates):
@@ -140,7 +146,7 @@ def scan_states(step, init, xs):
 
 
 def recurrence(xw, m, h0, c0, u, p, cell_clip, projection_clip, reverse):
-    """The LSTMP recurrence over time-major `xw` (see `_tensorflow_lstm.recurrence`):
+    """The LSTMP recurrence over time-major `xw` (see `tf_lstm.recurrence`):
     one `ops.scan` of the shared step, differentiated by the backend."""
 
     def step(state, inputs):
@@ -160,3 +166,25 @@ def gpu_available():
 def cudnn_lstm():
     raise ValueError("implementation='cudnn' needs Keras' TensorFlow backend; use "
                      "implementation='loop' (or 'auto') on this backend.")
+
+
+def decay_weights(optimizer, variables, factor_of):
+    """AdamW's decoupled decay, w -= w * wd * lr * factor_of(w), as Keras' base optimizer
+    writes it (inside JAX's stateless step the assignments become the new state)."""
+    use_weight_decay = compat.bound(optimizer, "use_weight_decay")
+    for variable in variables:
+        if use_weight_decay(variable):
+            lr = ops.cast(optimizer.learning_rate, variable.dtype) * factor_of(variable)
+            variable.assign(variable - variable * ops.cast(optimizer.weight_decay,
+                                                           variable.dtype) * lr)
+
+
+def flat_cross_entropy(logits, labels):
+    """(N, V) float32 logits, (N,) int32 labels -> (N,) losses: logsumexp(z) - z_y.
+
+    Autodiff gives softmax(z) - onehot(y) with the label part a scatter of one value
+    per row, what TensorFlow's version (backend/tensorflow.py) writes by hand."""
+    shifted = logits - ops.stop_gradient(ops.max(logits, axis=-1, keepdims=True))
+    label_logits = ops.take_along_axis(shifted, ops.cast(labels, "int32")[:, None],
+                                       axis=-1)[:, 0]
+    return ops.log(ops.sum(ops.exp(shifted), axis=-1)) - label_logits

@@ -1,18 +1,67 @@
-"""The Pretrainer's step on Keras' TensorFlow backend: GradientTape + tf.distribute.
+"""keras_ctx on Keras' TensorFlow backend (keras_ctx.backend's names; see its docstring).
 
-Under a tf.distribute strategy the step runs once per replica on its share of
-the global batch and the optimizer sums the replicas' gradients: the loss is
-divided by `num_replicas()`, and weighted means divide by the global batch's
-weight total (`replicas_mean`), so that N replicas give the one-device update.
+- The layers' implementations: `tf_ops` (XLA:CPU rewrites, Philox dropout bits,
+  summed IndexedSlices rows, checks that hold inside graphs, the LSTM's backward).
+- The Pretrainer's step: GradientTape + tf.distribute. Under a strategy the step
+  runs once per replica on its share of the global batch and the optimizer sums
+  the replicas' gradients: the loss is divided by `num_replicas()`, and weighted
+  means divide by the global batch's weight total (`replicas_mean`), so that N
+  replicas give the one-device update.
+- The tasks' step: Keras' own; AdamW's decay per layer group through tf.distribute.
+- Generation: stateless Philox draws, while-loop shapes, `tf.function`.
+- Export: the model runs in the serving graph itself (XLA-compiled on request).
 """
 
 import os
 
+import keras
 import tensorflow as tf
 
+from keras_ctx.backend.tf_ops import (  # noqa: F401  (the backend's names)
+    bias_add,
+    broadcast_over_batch,
+    check_at_most,
+    check_token_ids,
+    column_sum,
+    compiled_for,
+    cpu_rewrites,
+    cudnn_lstm,
+    dropout,
+    fused_attention,
+    gpu_available,
+    matmul,
+    recurrence,
+    reshape_like,
+    row_mean,
+    scale,
+    scan_states,
+    summed_rows,
+    take_rows,
+    update_positions,
+)
 from keras_ctx.common import compat
-from keras_ctx.layers.lookup import summed_rows
-from keras_ctx.training import check_xla
+
+
+def check_xla(strategy, jit_compile):
+    """Raises a clear error where TensorFlow cannot jit-compile the step under `strategy`.
+
+    MirroredStrategy over several CPU devices of one process (logical CPUs)
+    with jit_compile=True fails inside TensorFlow, with Keras or without it:
+    XLA runs every replica's cluster on the first CPU, which cannot read the
+    other replicas' variables ("Trying to access resource ... located in
+    device CPU:1 from device CPU:0", XLA known issue "tf.Variable on a
+    different device"). One device per replica on GPUs/TPUs is not affected.
+    `keras-ctx pretrain --xla auto` (recipes.use_xla) keeps XLA off on CPU.
+    """
+    if jit_compile is not True or strategy.num_replicas_in_sync == 1:
+        return
+    devices = strategy.extended.worker_devices
+    if len(devices) > 1 and all("CPU" in d.upper() for d in devices):
+        raise ValueError(
+            f"jit_compile=True under {type(strategy).__name__} over {len(devices)} CPU "
+            "devices fails inside TensorFlow (XLA places every replica on the first CPU; "
+            "https://www.tensorflow.org/xla/known_issues#tfvariable_on_a_different_device). "
+            "Compile with jit_compile=False here (--xla auto does), or use one GPU per replica.")
 
 
 def make_strategy(name, batch_size=None):
@@ -85,8 +134,9 @@ def flat_cross_entropy(logits, labels):
     return losses, gradient
 
 
-class Step:
-    """The Pretrainer's `train_step(data)` / `test_step(data)` on TensorFlow (see base.py)."""
+class PretrainerStep:
+    """The Pretrainer's `train_step(data)` / `test_step(data)` on TensorFlow (see
+    pretraining/base.py)."""
 
     def compile(self, *args, **kwargs):
         if kwargs.get("jit_compile", "auto") == "auto":
@@ -161,3 +211,89 @@ class Step:
             # which fails on scalars: give each value the batch axis it expects.
             results = {name: value[None] for name, value in results.items()}
         return results
+
+
+# -- the tasks (keras_ctx.tasks) ---------------------------------------------------------
+
+
+class TaskStep:
+    """Keras' own train step (TensorFlow's optimizer applies to any trainable subset)."""
+
+
+def check_unfreezing(model):
+    """Every model's step follows a changing trainable set here."""
+
+
+def decay_weights(optimizer, variables, factor_of):
+    """AdamW's decoupled decay, w -= w * wd * lr * factor_of(w), per tf.distribute replica
+    set (Keras' private hooks, named with their pinned versions in common/compat.py)."""
+    use_weight_decay = compat.bound(optimizer, "use_weight_decay")
+
+    def apply(distribution, variables):
+        def decay(variable):
+            if use_weight_decay(variable):
+                lr = tf.cast(optimizer.learning_rate, variable.dtype) * factor_of(variable)
+                variable.assign_sub(variable * tf.cast(optimizer.weight_decay,
+                                                       variable.dtype) * lr)
+
+        for variable in variables:
+            if isinstance(variable, keras.Variable):
+                variable = variable.value
+            distribution.extended.update(variable, decay, group=False)
+
+    compat.resolve("maybe_merge_call")(
+        apply, compat.attribute(optimizer, "distribution_strategy"), variables)
+
+
+STRINGS_REFUSAL = None  # string-in tasks tokenize inside tf.data maps, on this backend
+
+
+# -- generation (keras_ctx.generation) ---------------------------------------------------
+
+
+def categorical(logits, seed, step):
+    """One draw per row from softmax(logits), seeded by (seed, step)."""
+    seeds = tf.stack([tf.cast(seed, tf.int32), tf.cast(step, tf.int32)])
+    return tf.random.stateless_categorical(logits, 1, seeds, dtype=tf.int32)[:, 0]
+
+
+def keep_shapes(new, old):
+    """`new` with each tensor given its loop-entry shape (a TF while-loop's invariant)."""
+    for tensor, before in zip(tf.nest.flatten(new), tf.nest.flatten(old)):
+        tensor.set_shape(before.shape)
+    return new
+
+
+def auto_jit_compile(rows, float32_weights):
+    """XLA, except one row of float32 weights without an accelerator (a TF graph is
+    faster there; `keras_ctx.generation.resolve_jit_compile`)."""
+    if rows > 1 or any(d.device_type != "CPU" for d in tf.config.list_logical_devices()):
+        return True
+    return not float32_weights
+
+
+def compile_function(backbone, function, jit_compile):
+    """`function(*tensors)` as a TF graph, compiled by XLA when `jit_compile`."""
+    return tf.function(function, jit_compile=jit_compile)
+
+
+# -- export (keras_ctx.export) -----------------------------------------------------------
+
+
+def export_refusal(specs, generation):
+    """None: TensorFlow exports everything (a free length, `serve_generate`)."""
+    return None
+
+
+def compiled_forward(forward, jit_compile):
+    """`forward`, XLA-compiled when asked."""
+    return tf.function(forward, jit_compile=True) if jit_compile else forward
+
+
+def served_forward(archive, forward, specs):
+    """The model runs in the serving graph itself."""
+    return forward
+
+
+def add_endpoint(archive, name, serve, input_signature):
+    return archive.add_endpoint(name, serve, input_signature=input_signature)

@@ -1,10 +1,11 @@
-"""The layers' TensorFlow implementations (chosen by `_backend` on Keras' TensorFlow backend).
+"""The layers' TensorFlow implementations: keras_ctx.backend's names on TensorFlow (the
+serving graph's id checks use them on every backend).
 
 What TensorFlow needs and other backends do not:
 - XLA:CPU rewrites (`layers/dense.py`, `normalization.py` and `embeddings.py`
   say why): 2-D products with a weight gradient in the orientation XLA:CPU
   runs fast, column sums as products with ones. They apply only while XLA
-  compiles for a CPU (`_xla.cpu_rewrites`).
+  compiles for a CPU (`xla.cpu_rewrites`).
 - Cheaper dropout bits (`layers/dropout.py`): elementwise Philox-2x32 under
   XLA, 16 stateless-Philox bits per element elsewhere.
 - Summed duplicate rows of a gather's `tf.IndexedSlices` gradient
@@ -17,8 +18,8 @@ What TensorFlow needs and other backends do not:
 import tensorflow as tf
 from keras import ops
 
-from keras_ctx.layers._tensorflow_lstm import recurrence  # noqa: F401  (the backend's name)
-from keras_ctx.layers._xla import (  # noqa: F401  (the backend's names)
+from keras_ctx.backend.tf_lstm import recurrence  # noqa: F401  (the backend's name)
+from keras_ctx.backend.xla import (  # noqa: F401  (the backend's names)
     compiled_for,
     cpu_rewrites,
     in_xla_compilation,

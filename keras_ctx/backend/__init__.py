@@ -1,0 +1,103 @@
+"""keras_ctx's one backend switch: what differs per Keras backend, chosen once at import.
+
+`keras.backend.backend()` picks one module, `tensorflow`, `jax` or `torch`;
+each defines every name in `NAMES` (tests/layers/test_backend_switch.py holds
+them to it), and every package takes backend-specific code from here only.
+
+- The layers (keras_ctx.layers): dense products, normalization statistics,
+  dropout bits, gathers and their gradients, id and length checks, cache writes,
+  the LSTM recurrence. TensorFlow: `tf_ops` (XLA:CPU rewrites, Philox bits,
+  checks inside graphs); JAX and torch: `keras_ops`, keras.ops only.
+- The Pretrainer's step (`PretrainerStep`, pretraining/base.py) and its
+  replica arithmetic for objectives that see one replica's rows (`num_replicas`,
+  `replicas_mean`, `replica_rows`, `gathered_rows`): a tf.distribute step runs
+  once per replica on its share of the batch; a JAX step is one program over
+  the global batch (the distribution shards it); torch trains one device; on
+  both the four are identities. `flat_cross_entropy`, the loss kernel of
+  pretraining/losses.py; `make_strategy`, what `--strategy` names.
+- The tasks' step (`TaskStep`), `check_unfreezing` (GradualUnfreezing),
+  `decay_weights` (layer-wise AdamW decay), `STRINGS_REFUSAL` (string-in tasks).
+- Generation: `categorical`, `keep_shapes`, `auto_jit_compile`, `compile_function`.
+- Export: `export_refusal`, `compiled_forward`, `served_forward`, `add_endpoint`.
+"""
+
+import importlib
+
+import keras
+
+BACKEND = keras.backend.backend()
+MODULES = {"tensorflow": "keras_ctx.backend.tensorflow", "jax": "keras_ctx.backend.jax",
+           "torch": "keras_ctx.backend.torch"}
+if BACKEND not in MODULES:
+    raise ImportError(
+        f"keras_ctx runs on Keras' TensorFlow, JAX or PyTorch backend, not {BACKEND!r}: set "
+        "KERAS_BACKEND=tensorflow, jax or torch before importing keras.")
+
+NAMES = (
+    # the layers
+    "bias_add", "broadcast_over_batch", "check_at_most", "check_token_ids", "column_sum",
+    "compiled_for", "cpu_rewrites", "cudnn_lstm", "dropout", "fused_attention",
+    "gpu_available", "matmul", "recurrence", "reshape_like", "row_mean", "scale",
+    "scan_states", "summed_rows", "take_rows", "update_positions",
+    # the Pretrainer
+    "PretrainerStep", "flat_cross_entropy", "make_strategy", "num_replicas",
+    "replicas_mean", "replica_rows", "gathered_rows",
+    # the tasks
+    "TaskStep", "check_unfreezing", "decay_weights", "STRINGS_REFUSAL",
+    # generation
+    "categorical", "keep_shapes", "auto_jit_compile", "compile_function",
+    # export
+    "export_refusal", "compiled_forward", "served_forward", "add_endpoint",
+)
+
+implementation = importlib.import_module(MODULES[BACKEND])
+
+bias_add = implementation.bias_add
+broadcast_over_batch = implementation.broadcast_over_batch
+check_at_most = implementation.check_at_most
+check_token_ids = implementation.check_token_ids
+column_sum = implementation.column_sum
+compiled_for = implementation.compiled_for
+cpu_rewrites = implementation.cpu_rewrites
+cudnn_lstm = implementation.cudnn_lstm
+dropout = implementation.dropout
+fused_attention = implementation.fused_attention
+gpu_available = implementation.gpu_available
+matmul = implementation.matmul
+recurrence = implementation.recurrence
+reshape_like = implementation.reshape_like
+row_mean = implementation.row_mean
+scale = implementation.scale
+scan_states = implementation.scan_states
+summed_rows = implementation.summed_rows
+take_rows = implementation.take_rows
+update_positions = implementation.update_positions
+
+PretrainerStep = implementation.PretrainerStep
+flat_cross_entropy = implementation.flat_cross_entropy
+make_strategy = implementation.make_strategy
+num_replicas = implementation.num_replicas
+replicas_mean = implementation.replicas_mean
+replica_rows = implementation.replica_rows
+gathered_rows = implementation.gathered_rows
+
+TaskStep = implementation.TaskStep
+check_unfreezing = implementation.check_unfreezing
+decay_weights = implementation.decay_weights
+STRINGS_REFUSAL = implementation.STRINGS_REFUSAL
+
+categorical = implementation.categorical
+keep_shapes = implementation.keep_shapes
+auto_jit_compile = implementation.auto_jit_compile
+compile_function = implementation.compile_function
+
+export_refusal = implementation.export_refusal
+compiled_forward = implementation.compiled_forward
+served_forward = implementation.served_forward
+add_endpoint = implementation.add_endpoint
+
+
+def check_strings():
+    """Raises (one line, the fix) where the string-in tasks cannot run."""
+    if STRINGS_REFUSAL:
+        raise RuntimeError(STRINGS_REFUSAL)

@@ -1,0 +1,183 @@
+"""keras_ctx on Keras' PyTorch backend (keras_ctx.backend's names; see its docstring).
+
+The layers: `keras_ops` (keras.ops only). The Pretrainer's step as Keras'
+guide "Customizing what happens in fit() with PyTorch" writes one: clear the
+gradients, forward, `loss.backward()`, `optimizer.apply` under `no_grad`.
+Weights the loss does not reach keep a `None` gradient (RoBERTa's pooler, the
+CVT modules a minibatch does not use), and the optimizer leaves them and their
+slots alone, as on TensorFlow. One process trains on one device: Keras'
+distribution API (DataParallel) is JAX's. Generation runs eagerly with Keras'
+seeded draws; SavedModel export is TensorFlow's and JAX's.
+"""
+
+import contextlib
+import types
+
+import torch
+from keras import ops
+
+from keras_ctx.backend import keras_ops
+from keras_ctx.backend.keras_ops import (  # noqa: F401  (the backend's names)
+    bias_add,
+    broadcast_over_batch,
+    column_sum,
+    compiled_for,
+    cpu_rewrites,
+    cudnn_lstm,
+    decay_weights,
+    dropout,
+    flat_cross_entropy,
+    fused_attention,
+    gpu_available,
+    matmul,
+    recurrence,
+    reshape_like,
+    row_mean,
+    scale,
+    scan_states,
+    summed_rows,
+    take_rows,
+    update_positions,
+)
+
+
+def has_values(tensor):
+    """False while Keras builds a model symbolically (its placeholder tensors live on
+    torch's "meta" device: their values are garbage) or torch.compile traces it."""
+    if not isinstance(tensor, torch.Tensor):
+        return True
+    return not tensor.is_meta and not torch.compiler.is_compiling()
+
+
+check_token_ids, check_at_most = keras_ops.value_checks(has_values)
+
+
+# -- the Pretrainer (keras_ctx.pretraining) ----------------------------------------------
+
+
+def make_strategy(name, batch_size=None):
+    """`--strategy default` only: data parallel training is TensorFlow's and JAX's here."""
+    if name != "default":
+        raise ValueError(
+            f"--strategy {name} is not available on the torch backend (Keras' distribution "
+            "API is JAX's): train on one device, or use --backend jax or tensorflow for "
+            "data parallel training.")
+    return types.SimpleNamespace(scope=contextlib.nullcontext)
+
+
+def num_replicas():
+    """1: one process, one device."""
+    return 1
+
+
+def replicas_mean(total):
+    return total
+
+
+def replica_rows(value, rows, axis):
+    """A copy of `value` (the carried state's rows: one replica holds them all): the step
+    then assigns the carried variable in place, which would change what autograd kept."""
+    return ops.copy(value)
+
+
+def gathered_rows(value, axis):
+    return value
+
+
+class PretrainerStep:
+    """The Pretrainer's `train_step(data)` / `test_step(data)` on PyTorch."""
+
+    def train_step(self, data):
+        for batch in self.step_batches(self.unpack_batch(data)):
+            results = self._update(batch)
+        return results
+
+    def _update(self, batch):
+        self.zero_grad()  # torch.nn.Module's: gradients of the last step set to None
+        total = self.total_loss(self.compute_losses(batch, training=True))
+        self.optimizer.scale_loss(total).backward()
+        variables = self.step_variables()
+        if not self.optimizer.built:
+            # Every trainable variable, as on the other backends: subsets (ELECTRA's
+            # stages, CVT) share one optimizer and its checkpoint.
+            self.optimizer.build(self.trainable_variables)
+        used = [(v.value.grad, v) for v in variables if v.value.grad is not None]
+        with torch.no_grad():
+            self.optimizer.apply([g for g, _ in used], [v for _, v in used])
+        return self._results(total)
+
+    def test_step(self, data):
+        return self._results(self.total_loss(self.evaluation_losses(self.unpack_batch(data))))
+
+    def _results(self, total):
+        self.loss_tracker.update_state(ops.stop_gradient(total))
+        return {m.name: m.result() for m in self.metrics}
+
+
+# -- the tasks (keras_ctx.tasks) ---------------------------------------------------------
+
+
+class TaskStep:
+    """Keras' own train step: the optimizer applies to the weights trainable now, any
+    subset of those it was built with."""
+
+
+def check_unfreezing(model):
+    """Every model's step follows a changing trainable set here."""
+
+
+STRINGS_REFUSAL = (
+    "String-in tasks run on KERAS_BACKEND=tensorflow; on torch, tokenize first and feed "
+    "token ids to keras_ctx.tasks.SequenceClassifier, TokenClassifier or "
+    "SpanQuestionAnswerer.")
+
+
+# -- generation (keras_ctx.generation) ---------------------------------------------------
+
+
+def categorical(logits, seed, step):
+    """One draw per row from softmax(logits), seeded by (seed, step): a torch.Generator
+    (Keras' torch draws take an integer seed only; the loop is eager, so both are values)."""
+    logits = torch.as_tensor(logits)
+    generator = torch.Generator(device=logits.device)
+    generator.manual_seed(int(seed) * 1_000_003 + int(step))
+    probabilities = torch.softmax(logits.float(), dim=-1)
+    return torch.multinomial(probabilities, 1, generator=generator)[:, 0].to(torch.int32)
+
+
+def keep_shapes(new, old):
+    return new
+
+
+def auto_jit_compile(rows, float32_weights):
+    return False  # the decode loop runs eagerly
+
+
+def compile_function(backbone, function, jit_compile):
+    """`function` as it is: generation runs eagerly on torch (no grad)."""
+
+    def run(*arguments):
+        with torch.no_grad():
+            return function(*arguments)
+
+    return run
+
+
+# -- export (keras_ctx.export) -----------------------------------------------------------
+
+
+def export_refusal(specs, generation):
+    return ("SavedModel export runs on the TensorFlow or JAX backend, not torch: save the "
+            "weights, then export with KERAS_BACKEND=tensorflow (or jax).")
+
+
+def compiled_forward(forward, jit_compile):
+    return forward
+
+
+def served_forward(archive, forward, specs):
+    raise RuntimeError(export_refusal(specs, None))
+
+
+def add_endpoint(archive, name, serve, input_signature):
+    raise RuntimeError(export_refusal(input_signature, None))

@@ -401,9 +401,23 @@ def token_id_refusals(out):
     in each way data enters (JAX's gathers fill such a row with NaN: nothing may pass)."""
     import keras
 
+    from keras_ctx import generation
     from keras_ctx.pretraining import MaskedLMPretrainer
     from keras_ctx.tasks import SequenceClassifier
 
+    class _Batches(keras.utils.PyDataset):
+        def __init__(self, batches):
+            super().__init__()
+            self.batches = batches
+
+        def __len__(self):
+            return len(self.batches)
+
+        def __getitem__(self, index):
+            return self.batches[index]
+
+    _, _, gpt2 = tiny_backbone("gpt2")
+    _, _, t5 = tiny_backbone("t5")
     backbone_cls, config, _ = tiny_backbone("bert")
     inputs = _task_inputs()
     bad = dict(inputs, token_ids=np.where(TASK_IDS == 7, config["vocabulary_size"], TASK_IDS))
@@ -425,6 +439,24 @@ def token_id_refusals(out):
         "task/generator": lambda: classifier.fit(iter([(bad, labels)]), steps_per_epoch=1,
                                                  verbose=0),
         "pretrainer/fit": lambda: pretrainer.fit(dict(bad, **masked), batch_size=2, verbose=0),
+        # The *_on_batch twins, a keras.utils.PyDataset, float ids (NaN, a fraction, one
+        # past the table) and generation's prompt.
+        "task/train_on_batch": lambda: classifier.train_on_batch(bad, labels),
+        "task/test_on_batch": lambda: classifier.test_on_batch(bad, labels),
+        "task/predict_on_batch": lambda: classifier.predict_on_batch(bad),
+        "pretrainer/train_on_batch": lambda: pretrainer.train_on_batch(dict(bad, **masked)),
+        "task/py_dataset": lambda: classifier.fit(_Batches([(inputs, labels), (bad, labels)]),
+                                                  verbose=0),
+        "task/nan_ids": lambda: classifier.predict(
+            dict(inputs, token_ids=np.where(TASK_IDS == 7, np.nan, TASK_IDS)), verbose=0),
+        "task/fraction_ids": lambda: classifier.predict(
+            dict(inputs, token_ids=np.where(TASK_IDS == 7, 2.5, TASK_IDS)), verbose=0),
+        "task/float_ids": lambda: classifier.predict(
+            dict(inputs, token_ids=bad["token_ids"].astype("float32")), verbose=0),
+        "generate/prompt": lambda: generation.generate(
+            gpt2, np.where(TASK_IDS == 7, 50, TASK_IDS), TASK_IDS > 0, max_length=8),
+        "generate_seq2seq/prompt": lambda: generation.generate_seq2seq(
+            t5, np.where(TASK_IDS == 7, 50, TASK_IDS), TASK_IDS > 0, max_length=4),
     }
     said = {}
     for name, call in calls.items():
@@ -433,6 +465,16 @@ def token_id_refusals(out):
             said[name] = ""
         except ValueError as error:
             said[name] = str(error)
+    # A refusal mid-stream (the second batch) leaves the weights as they were (on JAX they
+    # live in the step's state during the call: get_weights raised after one).
+    before = [np.array(w) for w in classifier.get_weights()]
+    for name, call in (("predict", classifier.predict), ("evaluate", classifier.evaluate)):
+        try:
+            call(_Batches([(inputs, labels), (bad, labels)]), verbose=0)
+        except ValueError:
+            pass
+        said[f"intact_after_{name}"] = str(all(
+            np.array_equal(a, b) for a, b in zip(before, classifier.get_weights())))
     said["in_range"] = str(np.asarray(classifier.predict(inputs, verbose=0)).shape)
     with open(out, "w") as handle:
         json.dump(said, handle)

@@ -61,15 +61,24 @@ def test_every_quantization_mode_gives_tensorflows_outputs(backend, tmp_path):
     assert not np.allclose(expected["int8"], expected["int4"], atol=1e-3)
 
 
-@pytest.mark.parametrize("backend", OTHER_BACKENDS)
+@pytest.mark.parametrize("backend", ("tensorflow",) + OTHER_BACKENDS)
 def test_a_token_id_past_the_vocabulary_is_refused_wherever_data_enters(backend, tmp_path):
     """Compiled on JAX a gather past the table gives NaN rows, silently (before: predict
-    returned NaN logits and fit trained on them); the data is checked where it enters."""
+    returned NaN logits and fit trained on them), XLA's clamp it; the data is checked
+    where it enters: every fit/evaluate/predict door, their *_on_batch twins, a
+    PyDataset, float ids (NaN, 2.5, 50.0) and generation's prompts."""
     import json
 
-    run_on_backend(backend, "token_id_refusals", {"out": str(tmp_path / "said.json")},
-                   without_tensorflow=True)
+    from tests.backends import token_id_refusals
+
+    if backend == "tensorflow":  # this process (TensorFlow is installed here)
+        token_id_refusals(str(tmp_path / "said.json"))
+    else:
+        run_on_backend(backend, "token_id_refusals", {"out": str(tmp_path / "said.json")},
+                       without_tensorflow=True)
     said = json.loads((tmp_path / "said.json").read_text())
+    assert len(said) == 20, sorted(said)
     assert said.pop("in_range") == "(2, 2)"
+    assert said.pop("intact_after_predict") == said.pop("intact_after_evaluate") == "True"
     for name, message in said.items():
         assert "token_ids must be in [0, 50)" in message, (name, message)

@@ -14,7 +14,8 @@ them to it), and every package takes backend-specific code from here only.
   once per replica on its share of the batch; a JAX step is one program over
   the global batch (the distribution shards it); torch trains one device; on
   both the four are identities. `flat_cross_entropy`, the loss kernel of
-  pretraining/losses.py; `make_strategy`, what `--strategy` names.
+  pretraining/losses.py; `make_strategy`, what `--strategy` names; `state_kept`,
+  the model's variables intact after a refused or interrupted call.
 - The tasks' step (`TaskStep`), `check_unfreezing` (GradualUnfreezing),
   `decay_weights` (layer-wise AdamW decay), `STRINGS_REFUSAL` (string-in tasks).
 - Generation: `categorical`, `keep_shapes`, `auto_jit_compile`, `compile_function`.
@@ -41,7 +42,7 @@ NAMES = (
     "scan_states", "summed_rows", "take_rows", "update_positions",
     # the Pretrainer
     "PretrainerStep", "flat_cross_entropy", "make_strategy", "num_replicas",
-    "replicas_mean", "replica_rows", "gathered_rows",
+    "replicas_mean", "replica_rows", "gathered_rows", "state_kept",
     # the tasks
     "TaskStep", "check_unfreezing", "decay_weights", "STRINGS_REFUSAL",
     # generation
@@ -80,6 +81,7 @@ num_replicas = implementation.num_replicas
 replicas_mean = implementation.replicas_mean
 replica_rows = implementation.replica_rows
 gathered_rows = implementation.gathered_rows
+state_kept = implementation.state_kept
 
 TaskStep = implementation.TaskStep
 check_unfreezing = implementation.check_unfreezing

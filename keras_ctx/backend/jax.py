@@ -52,6 +52,31 @@ from keras_ctx.backend.keras_ops import (  # noqa: F401  (the backend's names)
 from keras_ctx.common import compat
 
 
+@contextlib.contextmanager
+def state_kept(model):
+    """`model` usable after a refused or interrupted `fit`/`evaluate`/`predict`: Keras' JAX
+    trainer moves the variables' values into its step state for the call (a refusal
+    mid-stream left them empty: `get_weights` raised). On an error the last finished
+    step's state is written back, and any value still missing is the one before the call."""
+    # The arrays (immutable: kept, not copied); a call inside another (fit's validation)
+    # finds the outer call's variables already moved into its state: they stay with it.
+    saved = [(v, compat.attribute(v, "variable_value")) for v in _all_variables(model)]
+    try:
+        yield
+    except BaseException:
+        model.jax_state_sync()
+        for variable, value in saved:
+            if value is not None and compat.attribute(variable, "variable_value") is None:
+                variable.assign(value)
+        raise
+
+
+def _all_variables(model):
+    optimizer = getattr(model, "optimizer", None)
+    return [*model.variables, *model.metrics_variables,
+            *(optimizer.variables if optimizer is not None and optimizer.built else ())]
+
+
 def has_values(tensor):
     """False for a JAX tracer (inside `jax.jit`/`grad`): it has no value yet."""
     return not compat.is_traced(tensor)

@@ -12,6 +12,7 @@
 - Export: the model runs in the serving graph itself (XLA-compiled on request).
 """
 
+import contextlib
 import os
 
 import keras
@@ -211,6 +212,11 @@ class PretrainerStep:
             # which fails on scalars: give each value the batch axis it expects.
             results = {name: value[None] for name, value in results.items()}
         return results
+
+
+def state_kept(model):
+    """Nothing to keep: the variables hold their values through a refused call."""
+    return contextlib.nullcontext()
 
 
 # -- the tasks (keras_ctx.tasks) ---------------------------------------------------------

@@ -114,6 +114,11 @@ class PretrainerStep:
         return {m.name: m.result() for m in self.metrics}
 
 
+def state_kept(model):
+    """Nothing to keep: the variables hold their values through a refused call."""
+    return contextlib.nullcontext()
+
+
 # -- the tasks (keras_ctx.tasks) ---------------------------------------------------------
 
 

@@ -24,6 +24,7 @@ import numpy as np
 from keras import ops
 
 from keras_ctx import backend
+from keras_ctx.data.checked_input import checked_token_ids
 from keras_ctx.generation.decoding import (  # noqa: F401  (the package's face)
     decode,
     decoder_prefill,
@@ -203,6 +204,8 @@ def generate(backbone, token_ids, padding_mask=None, max_length=None, sampler="g
         that do not exist (fewer continuations than beams) score -inf.
     """
     sampler = get_sampler(sampler)
+    # Compiled decoding cannot check its gathers (XLA clamps, JAX fills NaN): the prompt is.
+    checked_token_ids({"token_ids": token_ids}, backbone)
     token_ids, prompt_mask = _prepare_prompt(token_ids, padding_mask, max_length,
                                              pad_token_id, "token_ids")
     end_tokens = end_tokens_of(end_token_id, backbone)
@@ -240,6 +243,8 @@ def generate_seq2seq(backbone, encoder_token_ids, encoder_padding_mask=None,
     """
     sampler = get_sampler(sampler)
     encoder_token_ids = np.asarray(encoder_token_ids)
+    checked_token_ids({"encoder_token_ids": encoder_token_ids,
+                       "decoder_token_ids": decoder_token_ids}, backbone)
     if encoder_padding_mask is None:
         encoder_padding_mask = np.ones_like(encoder_token_ids)
     if decoder_token_ids is None:

@@ -174,6 +174,7 @@ def _checked_inputs(model, inputs):
     another segment's), and a too-long input fails deep in the graph
     ("Expected size[0] in [0, 32], but got 33").
     """
+    from keras_ctx.backend import tf_ops  # the serving graph's checks: TF ops on every backend
     from keras_ctx.layers.embeddings import max_positions_of, vocabulary_size_of
 
     vocabulary_size = vocabulary_size_of(model)
@@ -199,7 +200,7 @@ def _checked_inputs(model, inputs):
         size = vocabulary_size if name.endswith("token_ids") else None
         size = size if size is not None else tables.get(name)
         if size is not None:
-            value = backend.check_token_ids(value, size, f"input {name}")
+            value = tf_ops.check_token_ids(value, size, f"input {name}")
         checked[name] = value
     return checked
 

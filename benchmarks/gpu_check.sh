@@ -12,7 +12,8 @@
 #   appending both tables to benchmarks/RESULTS.md and copying it to OUT, with a profile
 #   of each model's step at dropout 0.1 (OUT/NAME.xplane.pb, summed by op in
 #   OUT/profile-summary.txt; benchmarks/profile_summary.py reads them anywhere).
-#   Seven files in OUT, flat: what a lent machine's OUT brings back.
+#   Then the same step on PyTorch (benchmarks/backend_mlm.py, BERT-base, bf16).
+#   Eight files in OUT, flat: what a lent machine's OUT brings back.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -48,6 +49,11 @@ for dropout in 0 0.1; do
     "${profile[@]}" "${EXTRA[@]}" 2>&1 | tee "$OUT/accelerator_mlm-dropout-$dropout.txt" \
     || echo "accelerator_mlm --dropout $dropout failed or timed out (exit $?)"
 done
+# The same comparison on PyTorch (the machine's CUDA build): keras_ctx's and keras-hub's own
+# train_on_batch, BERT-base, bf16, interleaved rounds (benchmarks/backend_mlm.py).
+KERAS_BACKEND=torch timeout 200 python3 -m benchmarks.backend_mlm --size base --batch 64 \
+  --precision mixed_bfloat16 --record 2>&1 | tee "$OUT/backend_mlm-torch.txt" \
+  || echo "backend_mlm on torch failed or timed out (exit $?)"
 cp benchmarks/RESULTS.md "$OUT/RESULTS.md"
 if compgen -G "$OUT/*.xplane.pb" > /dev/null; then
   python3 -m benchmarks.profile_summary "$OUT"/*.xplane.pb > "$OUT/profile-summary.txt" 2>&1 \

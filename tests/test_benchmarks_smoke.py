@@ -168,3 +168,15 @@ def test_profile_step_reads_optimized_hlo_and_groups_thunks(tmp_path):
     assert profile_step.category("add_fusion", table) == "other elementwise fusions"
     # A thunk XLA named itself (not in the dump): its name gives the opcode.
     assert profile_step.category("transpose.7", table) == "copies / transposes"
+
+
+@pytest.mark.slow  # ~35 s: two bert-mini models (30,522-row tables) built and stepped
+def test_backend_mlm_times_both_libraries_on_this_backend():
+    """benchmarks/backend_mlm.py (the table per backend in RESULTS.md; gpu_check.sh runs it
+    on torch): both models step, and the table is the medians it prints."""
+    from benchmarks import backend_mlm
+
+    median = backend_mlm.main(["--batch", "2", "--length", "16", "--predictions", "2",
+                               "--warmup", "1", "--steps", "1", "--rounds", "2"])
+    assert sorted(median) == ["keras_ctx", "keras_hub"]
+    assert all(ms > 0 for ms in median.values())

@@ -6,8 +6,8 @@ gradients, forward, `loss.backward()`, `optimizer.apply` under `no_grad`.
 Weights the loss does not reach keep a `None` gradient (RoBERTa's pooler, the
 CVT modules a minibatch does not use), and the optimizer leaves them and their
 slots alone, as on TensorFlow. One process trains on one device: Keras'
-distribution API (DataParallel) is JAX's. Generation runs eagerly with Keras'
-seeded draws; SavedModel export is TensorFlow's and JAX's.
+distribution API (DataParallel) is JAX's. Generation runs eagerly, its draws seeded
+by a torch.Generator; SavedModel export is TensorFlow's and JAX's.
 """
 
 import contextlib

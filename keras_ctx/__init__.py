@@ -30,6 +30,7 @@ docs/design.md describes the house in full.
 import os
 
 from keras_ctx.common.startup import invoked_as_cli, quiet_startup, use_backend_flag, use_caching_allocator  # noqa: E402,I001  (stdlib only)
+from keras_ctx.common.optional import preload_tensorflow  # noqa: E402  (stdlib only)
 
 use_backend_flag()  # `keras-ctx --backend jax ...`
 # Keras 3 reads the backend once, at its first import: TensorFlow unless the
@@ -53,6 +54,8 @@ def import_all():
     with quiet_startup():
         import keras  # noqa: F401  (imported quietly here, before anything else reads it)
 
+    if invoked_as_cli():
+        preload_tensorflow()
     with quiet_startup():
         from keras_ctx import layers, models, tasks  # noqa: F401
         from keras_ctx import data, families, generation, pretraining  # noqa: F401

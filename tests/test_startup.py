@@ -104,3 +104,23 @@ def test_a_package_missing_while_the_command_imports_keras_ctx_is_one_line():
     assert result.returncode == 2, result.stderr[-3000:]
     assert result.stderr.splitlines() == [
         "keras-ctx presets: error: ModuleNotFoundError: No module named 'keras'"]
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_the_command_on_another_backend_hides_tensorflows_load_lines(backend, tmp_path):
+    """The text path loads TensorFlow under --backend jax or torch too: its oneDNN / cudart
+    lines printed there (twice), though the command hides them on TensorFlow."""
+    pytest.importorskip(backend)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("The bank approved the loan today.\nWe sat on the bank of the river.\n\n"
+                      "It will set the value.\nYou can set the timeout now.\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL",
+                                                            "KERAS_BACKEND")}
+    result = subprocess.run(
+        [sys.executable, "-m", "keras_ctx.cli", "--backend", backend, "prepare", "bert-tiny",
+         "--corpus", str(corpus), "--out", str(tmp_path / "prepared"), "--workers", "1",
+         "--sequence-length", "32", "--vocabulary-size", "200", "--duplicate", "1"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Prepared 3 examples" in result.stdout
+    assert result.stderr == "", result.stderr[-3000:]

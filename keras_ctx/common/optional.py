@@ -10,6 +10,8 @@ TF-checkpoint converters, string-in tasks) reads it only when it runs.
 import importlib
 import types
 
+from keras_ctx.common.startup import quiet_startup
+
 # setup.py's range of the default dependency.
 TENSORFLOW_REQUIREMENT = "tensorflow>=2.21,<2.22"
 
@@ -26,9 +28,13 @@ def install_command(extra=None):
 
 
 def require_tensorflow(feature="this"):
-    """The `tensorflow` module; ImportError in one line naming what to install if absent."""
+    """The `tensorflow` module; ImportError in one line naming what to install if absent.
+
+    Loaded inside `quiet_startup` (its start-up lines hidden where the process asked for
+    quiet: the `keras-ctx` command, TF_CPP_MIN_LOG_LEVEL set)."""
     try:
-        return importlib.import_module("tensorflow")
+        with quiet_startup():
+            return importlib.import_module("tensorflow")
     except ModuleNotFoundError as error:
         if error.name != "tensorflow":
             raise
@@ -51,3 +57,13 @@ class _LazyTensorFlow(types.ModuleType):
 
 
 tensorflow = _LazyTensorFlow("tensorflow")
+
+
+def preload_tensorflow():
+    """TensorFlow loaded now (quietly, as `require_tensorflow`) where it is installed: the
+    command's text path reads it on every backend, and modules that import it at their
+    top would otherwise print its start-up lines (twice under --backend jax or torch)."""
+    try:
+        require_tensorflow()
+    except ImportError:
+        pass  # not installed: what needs it says so when it runs

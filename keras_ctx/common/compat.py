@@ -6,6 +6,15 @@ release. Each symbol is resolved on first use; a missing one raises an
 pins in constraints.txt) and the version installed, so that an upgrade fails with
 one clear line instead of an AttributeError deep in a training step.
 tests/test_compat.py resolves them all.
+
+The training steps (keras_ctx/backend/) and what remains private in them: PyTorch's
+step uses none. TensorFlow's overrides `_maybe_symbolic_build` and JAX's
+`_symbolic_build` (a tf.data input builds the model from its spec instead of a batch
+read off the data, which would start a pass over it); JAX's binds `_value` while the
+optimizer applies (a learning rate that reads model state sees the step's value), reads
+the optimizer's `_trainable_variables` (the set it was built with, for gradual
+unfreezing) and gives unreached weights no gradient by reading the traced program.
+Replacing these with public APIs is the open part of the backends issue.
 """
 
 import contextlib
@@ -29,13 +38,14 @@ SYMBOLS = {
                          "bytes_to_unicode"),
     # Every sublayer of a model, nested ones included (adapters.py, embeddings.py, models/).
     "flatten_layers": ("keras", "keras", "Layer._flatten_layers"),
-    # Overridden by pretraining/base.py: the model built from the data's spec.
+    # Overridden by backend/tensorflow.py's step: the model built from the data's spec.
     "maybe_symbolic_build": ("keras", "keras", "Model._maybe_symbolic_build"),
     # Whether a JAX value is being traced (no value to check; backend/jax.py).
     "jax_tracing": ("keras", "keras.src.utils.jax_utils", "is_in_jax_tracing_scope"),
     # The cuDNN LSTM kernel (layers/lstm.py).
     "cudnn_lstm": ("keras", "keras.src.backend.tensorflow.rnn", "lstm"),
-    # Builds a model from a batch or its spec (testing.py builds before probing a step).
+    # Builds a model from a batch or its spec (testing.py builds before probing a step;
+    # overridden by backend/jax.py's step as `maybe_symbolic_build` on TensorFlow).
     "symbolic_build": ("keras", "keras", "Model._symbolic_build"),
     # The key an optimizer files a variable's slots under (tasks/transfer.py).
     "var_key": ("keras", "keras", "optimizers.Optimizer._var_key"),

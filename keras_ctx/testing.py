@@ -464,7 +464,9 @@ def run_backbone_test(backbone_cls, init_kwargs, input_data, expected_parameter_
         inputs = {name: keras.Input(np.asarray(v).shape[1:], dtype=str(np.asarray(v).dtype),
                                     name=name) for name, v in input_data.items()}
         features = backbone(inputs)
-        pooled = keras.layers.GlobalAveragePooling1D()(features[names[0]])
+        # A (batch, time, hidden) output: dict order differs by backend (torch sorts keys).
+        sequence = next(n for n in names if len(eager[n].shape) == 3)
+        pooled = keras.layers.GlobalAveragePooling1D()(features[sequence])
         head = keras.layers.Dense(2, name="head")(pooled)
         _assert_fit_with_xla(keras.Model(inputs, head), backbone, input_data, head)
 

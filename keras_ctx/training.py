@@ -133,10 +133,12 @@ class Checkpointer:
 
     def check(self, step):
         """Raises ValueError (the message `restore` gives) when checkpoint `step` is
-        unreadable or holds NaN/infinity: call it before changing anything to resume."""
+        unreadable, holds NaN/infinity or was written on another Keras backend: call it
+        before changing anything to resume."""
         import h5py
 
         path = self._path(step)
+        check_backend(path)
         try:
             with h5py.File(os.path.join(path, "model.weights.h5"), "r") as handle:
                 tensors = []

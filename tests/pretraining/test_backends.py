@@ -171,3 +171,27 @@ def test_the_command_backend_flag_chooses_keras_backend_before_keras_starts():
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split()[-1] == "jax"
+
+
+def test_a_resume_refused_for_its_backend_leaves_the_run_directory_as_it_was(tmp_path):
+    """The refusal comes before the run's settings record the new --steps (it came after:
+    the directory then claimed a run it never trained)."""
+    import json
+
+    import keras
+
+    from keras_ctx import runs
+    from keras_ctx.training import Checkpointer
+
+    out = tmp_path / "run"
+    settings = {"model": "bert-tiny", "steps": 10, "seed": 0}
+    runs.claim(str(out), settings)
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    Checkpointer(str(out / "checkpoints")).save(model, 5)
+    state = out / "checkpoints" / "step-000000005" / "state.json"
+    state.write_text(json.dumps({"step": 5, "backend": "jax"}))
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    with pytest.raises(ValueError, match="written on Keras' jax backend"):
+        runs.claim(str(out), dict(settings, steps=20))
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before

@@ -430,16 +430,22 @@ def _read(path, expected_format):
     return metadata, tensors
 
 
-def _assign(variables, tensors, path):
-    missing = sorted(set(variables) - set(tensors))
-    extra = sorted(set(tensors) - set(variables))
+def _check_tensors(shapes, tensors, path):
+    """Raises unless `tensors` holds exactly `shapes`' keys, each of that shape."""
+    missing = sorted(set(shapes) - set(tensors))
+    extra = sorted(set(tensors) - set(shapes))
     if missing or extra:
         raise ValueError(f"{path} does not fit this model: missing {missing[:4]}, "
                          f"unexpected {extra[:4]} (was it saved from another architecture?).")
-    for key, variable in variables.items():
-        if tuple(tensors[key].shape) != tuple(variable.shape):
+    for key, shape in shapes.items():
+        if tuple(tensors[key].shape) != tuple(shape):
             raise ValueError(f"{path}: {key} has shape {tensors[key].shape}, the model's "
-                             f"{tuple(variable.shape)}.")
+                             f"{tuple(shape)}.")
+
+
+def _assign(variables, tensors, path):
+    _check_tensors({key: tuple(v.shape) for key, v in variables.items()}, tensors, path)
+    for key, variable in variables.items():
         variable.assign(tensors[key])
 
 
@@ -480,17 +486,33 @@ def save_lora(model, path, overwrite=False):
 
 
 def load_lora(model, path):
-    """Enables LoRA on the layers the file names (same rank and alpha) and loads the factors."""
+    """Enables LoRA on the layers the file names (same rank and alpha) and loads the factors.
+
+    The whole file is checked against the model first (every layer there, its rank and
+    alpha, every factor's shape): a refused file leaves the model as it was.
+    """
     metadata, tensors = _read(path, LORA_FORMAT)
     layers = json.loads(metadata["layers"])
     by_path = {layer.path: layer
                for layer in compat.flatten_layers(model, include_self=False, recursive=True)}
+    shapes = {key: tuple(variable.shape) for key, variable in lora_variables(model).items()}
     for layer_path, (rank, alpha) in layers.items():
         layer = by_path.get(layer_path)
         if layer is None:
             raise ValueError(f"{path} holds LoRA for {layer_path}, which this model lacks.")
-        if not layer.lora_enabled:
-            layer.enable_lora(rank, lora_alpha=alpha)
+        if layer.lora_enabled and (layer.lora_rank, layer.lora_alpha) != (rank, alpha):
+            raise ValueError(
+                f"{path} holds rank {rank}, alpha {alpha} LoRA for {layer_path}, where the "
+                f"model has rank {layer.lora_rank}, alpha {layer.lora_alpha}.")
+        # Keras' factors of a (..., in, out) kernel or (rows, out) table: A (..., in, r),
+        # B (r, out).
+        base = tuple((layer.kernel if hasattr(layer, "kernel") else layer.embeddings).shape)
+        shapes[f"{layer_path}.lora_kernel_a"] = base[:-1] + (int(rank),)
+        shapes[f"{layer_path}.lora_kernel_b"] = (int(rank), base[-1])
+    _check_tensors(shapes, tensors, path)
+    for layer_path, (rank, alpha) in layers.items():
+        if not by_path[layer_path].lora_enabled:
+            by_path[layer_path].enable_lora(rank, lora_alpha=alpha)
     _assign(lora_variables(model), tensors, path)
 
 

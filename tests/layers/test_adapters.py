@@ -391,3 +391,34 @@ def test_madx_head_must_be_tied_to_the_backbone():
     other = MaskedLMHead(token_embedding=_bert(1).token_embedding)
     with pytest.raises(ValueError, match="not tied to this backbone"):
         adapters.AdapterMaskedLMPretrainer(backbone, mlm_head=other)
+
+
+def test_a_refused_lora_file_leaves_the_model_as_it_was(tmp_path):
+    """Every layer, rank, alpha and factor shape is checked before any layer changes (a
+    file naming a layer the model lacks left LoRA enabled on the layers before it, and
+    the trainable count changed); a rank or alpha other than the model's is refused."""
+    backbone = _bert()
+    adapters.enable_lora(backbone, rank=2, patterns=["*self_attention/query"])
+    path = tmp_path / "lora.safetensors"
+    adapters.save_lora(backbone, path)
+
+    def state(model):
+        return ([layer.path for layer in model._flatten_layers()
+                 if getattr(layer, "lora_enabled", False)],
+                sum(int(np.prod(v.shape)) for v in model.trainable_weights))
+
+    shallow = from_preset("bert-tiny", **dict(SMALL, num_layers=1))  # lacks the 2nd block
+    wider = from_preset("bert-tiny", **dict(SMALL, hidden_size=64, intermediate_size=128))
+    for model, said in ((shallow, "which this model lacks"), (wider, "has shape")):
+        before = state(model)
+        with pytest.raises(ValueError, match=said):
+            adapters.load_lora(model, path)
+        assert state(model) == before
+    other = _bert()
+    adapters.enable_lora(other, rank=4, patterns=["*self_attention/query"])
+    before = state(other)
+    with pytest.raises(ValueError, match="holds rank 2, alpha 2 LoRA .* where the model has "
+                                         "rank 4"):
+        adapters.load_lora(other, path)
+    assert state(other) == before
+    adapters.load_lora(_bert(), path)  # the model it was made for takes it

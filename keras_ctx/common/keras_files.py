@@ -116,8 +116,24 @@ def load_weights(model, path, partial=False):
     """
     path = os.fspath(path)
     check_weights_fit(model, read_h5_datasets(path), path, partial)
-    model.load_weights(path)
+    import keras
+
+    keras.Model.load_weights(model, path)  # checked here (CheckedWeightFiles would again)
     return model
+
+
+class CheckedWeightFiles:
+    """Mixin for a keras.Model: `load_weights` of a `.weights.h5` refuses a file that does
+    not fit (Keras sets what it finds by name and says nothing: a file of another depth
+    loaded 10 of a backbone's 23 variables). `skip_mismatch=True` keeps Keras' own
+    behaviour; `keras_ctx.common.keras_files.load_weights(..., partial=True)` sets only
+    what matches, checked."""
+
+    def load_weights(self, filepath, skip_mismatch=False, **kwargs):
+        if not skip_mismatch and str(filepath).endswith(".weights.h5"):
+            path = os.fspath(filepath)
+            check_weights_fit(self, read_h5_datasets(path), path)
+        return super().load_weights(filepath, skip_mismatch=skip_mismatch, **kwargs)
 
 
 def check_claimed_sizes(config, shapes, source):

@@ -7,6 +7,7 @@ import keras
 
 from keras_ctx import registry
 from keras_ctx.common import compat
+from keras_ctx.common.keras_files import CheckedWeightFiles
 from keras_ctx.data.checked_input import CheckedTokenIds
 
 
@@ -90,7 +91,7 @@ def _quantized_policies(model):
                                          for path, policy in quantized.items()})
 
 
-class Backbone(CheckedTokenIds, keras.Model):
+class Backbone(CheckedTokenIds, CheckedWeightFiles, keras.Model):
     """Base of the functional backbones.
 
     A family subclass builds its graph in `__init__`, passes `inputs`/`outputs`

@@ -42,6 +42,7 @@ import keras
 from keras import ops
 
 from keras_ctx import backend
+from keras_ctx.common.keras_files import CheckedWeightFiles
 from keras_ctx.data.checked_input import CheckedTokenIds
 from keras_ctx.pretraining.losses import TokenAccuracy, weighted_cross_entropy
 
@@ -51,7 +52,7 @@ def num_replicas():
     return backend.num_replicas()
 
 
-class Pretrainer(backend.PretrainerStep, CheckedTokenIds, keras.Model):
+class Pretrainer(backend.PretrainerStep, CheckedTokenIds, CheckedWeightFiles, keras.Model):
     """Base of every pretraining objective: the step, the `loss` metric, serialisation.
 
     Subclasses implement `compute_losses(batch, training)` and list their own

@@ -10,6 +10,7 @@ import numpy as np
 from keras import ops
 
 from keras_ctx import registry
+from keras_ctx.common.keras_files import CheckedWeightFiles
 from keras_ctx.data.checked_input import CheckedTokenIds
 from keras_ctx.layers.dropout import Dropout
 from keras_ctx.models.backbone import without_absent_optional_inputs
@@ -115,7 +116,7 @@ class MaskPadding(keras.layers.Layer):
         return logits_shape
 
 
-class Task(backend.TaskStep, CheckedTokenIds, keras.Model):
+class Task(backend.TaskStep, CheckedTokenIds, CheckedWeightFiles, keras.Model):
     """Base of the task models: keeps the backbone and (de)serialises it."""
 
     def call(self, inputs, training=None, mask=None):

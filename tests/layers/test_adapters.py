@@ -422,3 +422,4 @@ def test_a_refused_lora_file_leaves_the_model_as_it_was(tmp_path):
         adapters.load_lora(other, path)
     assert state(other) == before
     adapters.load_lora(_bert(), path)  # the model it was made for takes it
+

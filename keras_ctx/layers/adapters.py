@@ -115,7 +115,8 @@ class BottleneckAdapter(_Adapter):
     Args:
         reduction_factor: hidden / bottleneck width (16 task, 2 language; MAD-X).
         activation: f ("relu" in MAD-X; Houlsby uses a nonlinearity too).
-        kernel_initializer: near-identity (truncated normal, std 1e-2).
+        kernel_initializer: None for near-identity (truncated normal, std 1e-2,
+            Houlsby et al. 2019).
 
     Call arguments:
         inputs: (..., hidden).
@@ -130,8 +131,10 @@ class BottleneckAdapter(_Adapter):
     """
 
 
-    def __init__(self, reduction_factor=16, **kwargs):
-        super().__init__(reduction_factor, **kwargs)
+    def __init__(self, reduction_factor=16, activation="relu", kernel_initializer=None,
+                 **kwargs):
+        super().__init__(reduction_factor, activation=activation,
+                         kernel_initializer=kernel_initializer, **kwargs)
 
     def build(self, input_shape):
         hidden = input_shape[-1]
@@ -163,6 +166,7 @@ class InvertibleAdapter(_Adapter):
     Args:
         reduction_factor: of F and G's bottleneck (2 in MAD-X).
         activation: of F and G ("relu").
+        kernel_initializer: None for near-identity (truncated normal, std 1e-2).
 
     Call arguments:
         inputs: (..., hidden).
@@ -177,8 +181,10 @@ class InvertibleAdapter(_Adapter):
     """
 
 
-    def __init__(self, reduction_factor=2, **kwargs):
-        super().__init__(reduction_factor, **kwargs)
+    def __init__(self, reduction_factor=2, activation="relu", kernel_initializer=None,
+                 **kwargs):
+        super().__init__(reduction_factor, activation=activation,
+                         kernel_initializer=kernel_initializer, **kwargs)
 
     def _mlp(self, name, width_in, width_out, batch_shape):
         inner = _bottleneck_width(width_in, self.reduction_factor)

@@ -423,3 +423,17 @@ def test_a_refused_lora_file_leaves_the_model_as_it_was(tmp_path):
     assert state(other) == before
     adapters.load_lora(_bert(), path)  # the model it was made for takes it
 
+
+
+@pytest.mark.parametrize("cls", [BottleneckAdapter, InvertibleAdapter])
+def test_the_adapters_signatures_show_every_documented_argument_with_its_default(cls):
+    """The API reference reads the signature: `activation` and `kernel_initializer` were
+    hidden in **kwargs there and showed as required."""
+    import inspect
+    import re
+
+    documented = re.findall(r"^        (\w+):", cls.__doc__.split("Call arguments:")[0], re.M)
+    parameters = inspect.signature(cls.__init__).parameters
+    assert documented and all(
+        name in parameters and parameters[name].default is not inspect.Parameter.empty
+        for name in documented), (documented, list(parameters))

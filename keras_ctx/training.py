@@ -57,8 +57,11 @@ def check_backend(path):
     state = os.path.join(path, "state.json")
     if not os.path.isfile(state):
         return
-    with open(state) as handle:
-        written = json.load(handle).get("backend", "tensorflow")
+    try:
+        with open(state) as handle:
+            written = json.load(handle).get("backend", "tensorflow")
+    except (OSError, ValueError, AttributeError):
+        return  # damaged: `check` and `restore` refuse it, naming the checkpoint
     if written != keras.backend.backend():
         raise ValueError(
             f"The checkpoint {path} was written on Keras' {written} backend and this run is "

@@ -62,6 +62,20 @@ def test_corrupt_checkpoint_fails_clearly(tmp_path):
                       verbose=0)
 
 
+def test_a_damaged_state_file_is_refused_naming_the_checkpoint(tmp_path):
+    """`check` (what a resume asks first) and `restore` say which checkpoint cannot be
+    restored; the backend record, read from the same file, does not raise its JSON error
+    first."""
+    model, data = model_and_data()
+    fit_resumable(model, data, steps=2, out_dir=str(tmp_path), checkpoint_every=2, verbose=0)
+    (tmp_path / "checkpoints" / "step-000000002" / "state.json").write_text("{not json")
+    checkpoints = Checkpointer(str(tmp_path / "checkpoints"))
+    with pytest.raises(ValueError, match="step-000000002 cannot be restored"):
+        checkpoints.check(2)
+    with pytest.raises(ValueError, match="step-000000002 cannot be restored"):
+        checkpoints.restore(model_and_data()[0], 2)
+
+
 def test_a_pretrainer_with_unused_weights_resumes(tmp_path):
     """RoBERTa's objective never reaches the backbone's pooler; its checkpoint still restores.
 

@@ -103,24 +103,19 @@ def checked_token_ids(data, model):
     if _is_checked(data):
         return data
     tf = sys.modules.get("tensorflow")  # a tf.data.Dataset exists only once it is imported
-    if tf is not None and isinstance(data, tf.data.Dataset):
-        walk = _checker(model, lambda value, name, size: _check_tensor(tf, value, name, size))
-        if walk is None:
-            return data
+    dataset = tf is not None and isinstance(data, tf.data.Dataset)
+    walk = _checker(model, (lambda value, name, size: _check_tensor(tf, value, name, size))
+                    if dataset else _check_array)
+    if walk is None:
+        return data
+    if dataset:
         checked = data.map(lambda *batch: walk(batch[0]) if len(batch) == 1 else walk(batch))
     elif isinstance(data, keras.utils.PyDataset):  # each batch checked as it is read
-        walk = _checker(model, _check_array)
-        if walk is None:
-            return data
         checked = _CheckedPyDataset(data, walk)
     elif hasattr(data, "__next__"):  # a generator or iterator: checked as it is read
-        walk = _checker(model, _check_array)
-        if walk is None:
-            return data
         checked = _checked_batches(data, walk)
     else:
-        walk = _checker(model, _check_array)
-        if walk is not None and isinstance(data, (dict, tuple, list, np.ndarray)):
+        if isinstance(data, (dict, tuple, list, np.ndarray)):
             walk(data)  # raises on an id outside the vocabulary
         return data
     _CHECKED.add(checked)

@@ -136,6 +136,49 @@ def naming_decode_errors(path):
         ) from None
 
 
+def missing_link(path):
+    """A line for a `path` that is a symbolic link to nothing (a Hugging Face cache whose
+    blob is gone: `snapshots/REV/file -> ../../blobs/HASH`), naming the link and its
+    target; None when `path` is not one.
+    """
+    path = os.fspath(path)
+    if not os.path.lexists(path) or os.path.exists(path):
+        return None
+    link, seen = path, set()
+    while os.path.islink(link):  # the last link of a chain is the one that points nowhere
+        target = os.path.join(os.path.dirname(link), os.readlink(link))
+        if not os.path.lexists(target) or not os.path.islink(target):
+            break
+        if os.path.abspath(target) in seen:
+            return f"{path} is a link in a loop of links ({target}); replace it with the file."
+        seen.add(os.path.abspath(target))
+        link = target
+    target = os.path.normpath(os.path.join(os.path.dirname(link), os.readlink(link)))
+    cache = os.path.basename(os.path.dirname(target)) == "blobs"
+    what = "the blob it links to" if cache else "the file it links to"
+    return (f"{path} is a link to {target}, which is missing: {what} was deleted or never "
+            "downloaded; download the model again (or copy the file in).")
+
+
+class DuplicateKey(ValueError):
+    """A JSON object that names one key twice (json keeps the last value without a word)."""
+
+    def __init__(self, key):
+        super().__init__(f"the key {key!r} appears twice in one object")
+        self.key = key
+
+
+def unique_keys(pairs):
+    """`json.load`'s object_pairs_hook: the object as a dict; DuplicateKey for a key
+    given twice (`json.loads('{"a": 1, "a": 2}', object_pairs_hook=unique_keys)`)."""
+    result = {}
+    for key, value in pairs:
+        if key in result:
+            raise DuplicateKey(key)
+        result[key] = value
+    return result
+
+
 def read_json(path, what="a keras-ctx file", fix="write it again"):
     """The JSON value in `path`; DataError naming the file and `fix` when it is not JSON.
 
@@ -144,11 +187,13 @@ def read_json(path, what="a keras-ctx file", fix="write it again"):
     """
     try:
         with open(path, encoding="utf-8") as handle:
-            return json.load(handle)
+            return json.load(handle, object_pairs_hook=unique_keys)
     except RecursionError:
         problem = "nests too deeply"
     except UnicodeDecodeError as error:
         problem = f"is not UTF-8 (byte {error.start})"
+    except DuplicateKey as error:
+        problem = f"is ambiguous: {error}"
     except ValueError as error:  # json.JSONDecodeError: truncated or edited
         problem = f"is not valid JSON ({error})"
     except OSError as error:

@@ -9,7 +9,8 @@ not ALBERT's published configurations and are refused.
 
 import re
 
-from keras_ctx.convert.base import absolute_positions, check_class, required
+from keras_ctx.convert import config_fields
+from keras_ctx.convert.base import check_class, required
 from keras_ctx.convert.heads import MaskedLMLayout
 from keras_ctx.convert.huggingface import (
     HF_ACTIVATIONS,
@@ -38,7 +39,6 @@ ALBERT_IGNORED = (r"embeddings\.position_ids", r"predictions\..+", r"sop_classif
 def albert_config_from_huggingface(config):
     required(config, "vocab_size", "num_hidden_layers", "num_attention_heads",
               "hidden_size", "intermediate_size")
-    absolute_positions(config)
     for key in ("num_hidden_groups", "inner_group_num"):
         if config.get(key, 1) != 1:
             raise CheckpointError(f"config.json {key}={config[key]}: only ALBERT's published "
@@ -90,7 +90,7 @@ def albert_weight_map(backbone):
 
 
 convert_albert = mapped_converter(
-    AlbertBackbone, albert_config_from_huggingface, albert_weight_map,
+    AlbertBackbone, albert_config_from_huggingface, albert_weight_map, config_fields.ALBERT,
     prefixes=("albert.", ""), ignore=ALBERT_IGNORED,
     shared_layers=True)  # one layer group, called num_hidden_layers times
 

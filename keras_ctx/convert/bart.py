@@ -9,6 +9,7 @@ are tied copies and skipped; `final_logits_bias` is a head). Variants with
 are refused.
 """
 
+from keras_ctx.convert import config_fields
 from keras_ctx.convert.base import TensorReader, check_class, required
 from keras_ctx.convert.huggingface import (
     CheckpointError,
@@ -40,9 +41,6 @@ OFFSET = 2  # BartLearnedPositionalEmbedding.offset
 def bart_config_from_huggingface(config):
     required(config, "vocab_size", "d_model", "encoder_layers", "decoder_layers",
               "encoder_attention_heads", "encoder_ffn_dim")
-    for key in ("scale_embedding", "normalize_before", "add_final_layer_norm"):
-        if config.get(key):
-            raise CheckpointError(f"config.json {key}=true is not supported by BartBackbone.")
     for ours, theirs in (("encoder_attention_heads", "decoder_attention_heads"),
                          ("encoder_ffn_dim", "decoder_ffn_dim")):
         if config.get(theirs, config[ours]) != config[ours]:
@@ -111,7 +109,7 @@ def _prepare(tensors, backbone):
 
 
 convert_bart = mapped_converter(
-    BartBackbone, bart_config_from_huggingface, bart_weight_map,
+    BartBackbone, bart_config_from_huggingface, bart_weight_map, config_fields.BART,
     prefixes=("model.", ""), ignore=BART_IGNORED, prepare=_prepare)
 
 

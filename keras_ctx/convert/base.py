@@ -15,6 +15,7 @@ import re
 import numpy as np
 
 from keras_ctx.common.errors import CheckpointError  # noqa: F401  (converters raise it from here)
+from keras_ctx.common.files import DuplicateKey, missing_link, unique_keys
 from keras_ctx.common.keras_files import FLOATING_DTYPES
 
 
@@ -71,13 +72,6 @@ def required(config, *keys):
                               f"the {config.get('model_type')} backbone.")
 
 
-def absolute_positions(config):
-    """CheckpointError unless the config's position embeddings are absolute (a table)."""
-    if config.get("position_embedding_type", "absolute") != "absolute":
-        raise CheckpointError(f"position_embedding_type {config['position_embedding_type']!r}"
-                              " is not supported (absolute positions only).")
-
-
 def check_class(backbone, name, model_type):
     """CheckpointError unless `backbone` is a `name` (or a subclass) that `model_type` exports."""
     if name not in [cls.__name__ for cls in type(backbone).__mro__]:
@@ -100,7 +94,10 @@ def read_json_object(path, what="config"):
     try:
         with open(path, "rb") as handle:
             text = handle.read().decode("utf-8")
-        value = json.loads(text)
+        value = json.loads(text, object_pairs_hook=unique_keys)
+    except DuplicateKey as error:
+        raise CheckpointError(f"{path}: {error}; which value holds is ambiguous: keep one "
+                              "and remove the other.") from None
     except UnicodeDecodeError as error:
         raise CheckpointError(f"{path} is not UTF-8 text ({error.reason} at byte "
                               f"{error.start}); give the {what} file as UTF-8 JSON.") from None
@@ -108,7 +105,8 @@ def read_json_object(path, what="config"):
         raise CheckpointError(f"{path} is not valid JSON ({error}); fix or re-download "
                               "it.") from None
     except OSError as error:
-        raise CheckpointError(f"{path} cannot be read ({error.strerror}).") from None
+        raise CheckpointError(missing_link(path) or f"{path} cannot be read "
+                              f"({error.strerror}).") from None
     if not isinstance(value, dict):
         raise CheckpointError(f"{path} holds a JSON {type(value).__name__}, not an object "
                               f"of fields; it is not a {what} file.")

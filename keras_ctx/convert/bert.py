@@ -2,7 +2,8 @@
 
 import functools
 
-from keras_ctx.convert.base import absolute_positions, check_class, required
+from keras_ctx.convert import config_fields
+from keras_ctx.convert.base import check_class, required
 from keras_ctx.convert.heads import MaskedLMLayout
 from keras_ctx.convert.huggingface import (
     HF_ACTIVATIONS,
@@ -35,7 +36,6 @@ BERT_IGNORED = (r"embeddings\.position_ids", r"cls\..+", r"lm_head\..+",
 def bert_config_from_huggingface(config):
     required(config, "vocab_size", "num_hidden_layers", "num_attention_heads",
               "hidden_size", "intermediate_size")
-    absolute_positions(config)
     return dict(
         vocabulary_size=config["vocab_size"],
         num_layers=config["num_hidden_layers"],
@@ -106,7 +106,7 @@ def bert_weight_map(backbone, position_offset=0, pooler_optional=False):
 # BertForMaskedLM checkpoints have no pooler (BertModel / ForPreTraining do).
 convert_bert = mapped_converter(
     BertBackbone, bert_config_from_huggingface,
-    functools.partial(bert_weight_map, pooler_optional=True),
+    functools.partial(bert_weight_map, pooler_optional=True), config_fields.BERT,
     prefixes=("bert.", ""), ignore=BERT_IGNORED)
 
 

@@ -14,7 +14,8 @@ import re
 
 import numpy as np
 
-from keras_ctx.convert.base import CheckpointError, absolute_positions, check_class, required
+from keras_ctx.convert import config_fields
+from keras_ctx.convert.base import CheckpointError, check_class, required
 from keras_ctx.convert.bert import BERT_IGNORED
 from keras_ctx.convert.heads import MaskedLMLayout
 from keras_ctx.convert.huggingface import (
@@ -48,7 +49,6 @@ ELECTRA_IGNORED = BERT_IGNORED + (r"discriminator_predictions\..+",
 def electra_config_from_huggingface(config):
     required(config, "vocab_size", "num_hidden_layers", "num_attention_heads",
               "hidden_size", "intermediate_size")
-    absolute_positions(config)
     return dict(
         vocabulary_size=config["vocab_size"],
         num_layers=config["num_hidden_layers"],
@@ -90,7 +90,7 @@ def electra_weight_map(backbone):
 
 
 convert_electra = mapped_converter(
-    ElectraBackbone, electra_config_from_huggingface, electra_weight_map,
+    ElectraBackbone, electra_config_from_huggingface, electra_weight_map, config_fields.ELECTRA,
     prefixes=("electra.", ""), ignore=ELECTRA_IGNORED)
 
 

@@ -19,6 +19,7 @@ import functools
 
 import numpy as np
 
+from keras_ctx.convert import config_fields
 from keras_ctx.convert import bert
 from keras_ctx.convert.base import CheckpointError, check_class
 from keras_ctx.convert.huggingface import mapped_converter
@@ -45,7 +46,7 @@ def _without_task_types(tensors, backbone):
 # ErnieForMaskedLM checkpoints have no pooler (ErnieModel ones do).
 convert_ernie = mapped_converter(
     BertBackbone, bert.bert_config_from_huggingface,
-    functools.partial(bert.bert_weight_map, pooler_optional=True),
+    functools.partial(bert.bert_weight_map, pooler_optional=True), config_fields.ERNIE,
     prefixes=("ernie.", ""), ignore=bert.BERT_IGNORED, prepare=_without_task_types)
 
 

@@ -19,6 +19,7 @@ import functools
 
 import numpy as np
 
+from keras_ctx.convert import config_fields
 from keras_ctx.convert.base import check_class, required
 from keras_ctx.convert.huggingface import (
     CheckpointError,
@@ -87,9 +88,6 @@ def gpt2_config_from_huggingface(config, original_gpt=False):
     activation = ({"gelu": "gelu_new"}.get(config.get("afn", "gelu"), config.get("afn"))
                   if original_gpt else config.get("activation_function", "gelu_new"))
     settings["activation"] = activation_from_huggingface(activation)
-    for key in ("scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn"):
-        if config.get(key):
-            raise CheckpointError(f"config.json {key}=true is not supported.")
     return settings
 
 
@@ -152,6 +150,7 @@ def _gpt_converter(original_gpt):
     return mapped_converter(
         GPTBackbone, functools.partial(gpt2_config_from_huggingface, original_gpt=original_gpt),
         functools.partial(gpt2_weight_map, original_gpt=original_gpt),
+        config_fields.OPENAI_GPT if original_gpt else config_fields.GPT2,
         prefixes=("transformer.", ""), ignore=GPT2_IGNORED, prepare=prepare)
 
 

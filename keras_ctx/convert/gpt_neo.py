@@ -15,6 +15,7 @@ The causal buffers `attn.attention.bias` / `masked_bias` of older
 checkpoints and the tied `lm_head.weight` are skipped.
 """
 
+from keras_ctx.convert import config_fields
 from keras_ctx.convert.base import check_class, required
 from keras_ctx.convert.huggingface import (
     mapped_converter,
@@ -121,7 +122,7 @@ def gpt_neo_weight_map(backbone):
 
 
 convert_gpt_neo = mapped_converter(
-    GPTBackbone, gpt_neo_config_from_huggingface, gpt_neo_weight_map,
+    GPTBackbone, gpt_neo_config_from_huggingface, gpt_neo_weight_map, config_fields.GPT_NEO,
     prefixes=("transformer.", ""), ignore=GPT_NEO_IGNORED)
 
 

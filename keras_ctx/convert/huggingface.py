@@ -19,6 +19,7 @@ import os
 import numpy as np
 
 from keras_ctx import registry
+from keras_ctx.common.files import missing_link, unique_keys
 from keras_ctx.convert.base import (
     CheckpointError,
     LazyTensors,
@@ -65,12 +66,14 @@ CONVERTERS = _ByModelType("convert")
 EXPORTERS = _ByModelType("export")
 
 
-def mapped_converter(backbone_class, settings, weight_map, prefixes=("",), ignore=(),
+def mapped_converter(backbone_class, settings, weight_map, fields, prefixes=("",), ignore=(),
                      prepare=None, shared_layers=False):
     """A converter (config, tensors) -> backbone for a layout a weight map describes.
 
     The backbone is `backbone_class(**settings(config))`, built only after
-    every setting is checked (types, ranges) and, with tensors, every size
+    every config field that changes the computation is honoured or refused
+    (`fields`, the family's `config_fields.ConfigFields` table), every setting is
+    checked (types, ranges) and, with tensors, every size
     against the tensors' shapes (`check_sizes`; `shared_layers`: the layers
     share one set of weights, as ALBERT's). Without tensors
     (`load_weights=False`) that is all. Otherwise `prepare(tensors, backbone)`,
@@ -82,6 +85,7 @@ def mapped_converter(backbone_class, settings, weight_map, prefixes=("",), ignor
     """
     def convert(config, tensors, source="config.json"):
         check_finite_numbers(config, source)
+        fields.check(config, source)
         kwargs = _settings(settings, config, source)
         check_settings(kwargs, config, source)
         if tensors is not None:
@@ -98,6 +102,7 @@ def mapped_converter(backbone_class, settings, weight_map, prefixes=("",), ignor
         load_checkpoint(weight_map(backbone), tensors, prefixes=prefixes, ignore=ignore)
         return backbone
 
+    convert.config_fields = fields  # what it honours and refuses, for its tests and docs
     return convert
 
 
@@ -114,8 +119,9 @@ def _settings(settings, config, source):
 def read_config(directory):
     path = os.path.join(os.fspath(directory), "config.json")
     if not os.path.isfile(path):
-        raise CheckpointError(f"{directory} has no config.json: give a Hugging Face "
-                              "checkpoint directory (config.json + model.safetensors).")
+        raise CheckpointError(missing_link(path) or f"{directory} has no config.json: give a "
+                              "Hugging Face checkpoint directory (config.json + "
+                              "model.safetensors).")
     return read_json_object(path, "config.json")
 
 
@@ -127,18 +133,23 @@ def safetensors_files(directory):
     if os.path.isfile(single):
         return [single]
     if not os.path.isfile(index):
-        raise CheckpointError(f"{directory} has no model.safetensors (PyTorch .bin "
-                              "checkpoints are not read: convert them to safetensors).")
+        raise CheckpointError(
+            missing_link(single) or missing_link(index) or f"{directory} has no "
+            "model.safetensors (PyTorch .bin checkpoints are not read: convert them to "
+            "safetensors).")
     weight_map = read_json_object(index, "checkpoint index").get("weight_map")
     if not isinstance(weight_map, dict) or not all(isinstance(v, str)
                                                    for v in weight_map.values()):
         raise CheckpointError(f"{index} is not a checkpoint index: it needs a \"weight_map\" "
                               "of tensor name -> shard file.")
-    files = [resolve_inside(directory, shard) for shard in sorted(set(weight_map.values()))]
-    for path in files:
+    files = []
+    for shard in sorted(set(weight_map.values())):
+        path = resolve_inside(directory, shard)
         if not os.path.isfile(path):
-            raise CheckpointError(f"{path} is listed in model.safetensors.index.json but "
-                                  "missing; the download is incomplete.")
+            raise CheckpointError(
+                missing_link(os.path.join(directory, shard)) or f"{path} is listed in "
+                "model.safetensors.index.json but missing; the download is incomplete.")
+        files.append(path)
     return files
 
 
@@ -213,7 +224,7 @@ def read_safetensors_header(path):
             refuse(f"its header claims {length} bytes")
         raw = handle.read(length)
     try:
-        header = json.loads(raw.decode("utf-8"))
+        header = json.loads(raw.decode("utf-8"), object_pairs_hook=unique_keys)
     except (UnicodeDecodeError, ValueError, RecursionError) as error:
         refuse(f"its header is not JSON: {error}")
     if not isinstance(header, dict):

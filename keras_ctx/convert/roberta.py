@@ -14,6 +14,7 @@ import warnings
 
 import numpy as np
 
+from keras_ctx.convert import config_fields
 from keras_ctx.convert.base import check_class
 from keras_ctx.convert.bert import (
     BERT_IGNORED,
@@ -54,8 +55,11 @@ def convert_roberta(config, tensors, source="config.json"):
     weight_map = functools.partial(bert_weight_map, position_offset=_offset(config),
                                    pooler_optional=True)
     return mapped_converter(RobertaBackbone, roberta_config_from_huggingface, weight_map,
-                            prefixes=("roberta.", ""), ignore=BERT_IGNORED)(config, tensors,
-                                                                                 source)
+                            config_fields.ROBERTA, prefixes=("roberta.", ""),
+                            ignore=BERT_IGNORED)(config, tensors, source)
+
+
+convert_roberta.config_fields = config_fields.ROBERTA
 
 
 def export_roberta(backbone):

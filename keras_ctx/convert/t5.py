@@ -28,6 +28,7 @@ then `wo`.
 
 import numpy as np
 
+from keras_ctx.convert import config_fields
 from keras_ctx.convert.base import check_class, required
 from keras_ctx.convert.huggingface import (
     CheckpointError,
@@ -160,7 +161,7 @@ def _prepare(tensors, backbone):
 
 
 _mapped = mapped_converter(T5Backbone, t5_config_from_huggingface, t5_weight_map,
-                           ignore=T5_IGNORED, prepare=_prepare)
+                           config_fields.T5, ignore=T5_IGNORED, prepare=_prepare)
 
 
 def _convert(config, tensors, **kwargs):
@@ -170,6 +171,7 @@ def _convert(config, tensors, **kwargs):
 
 
 convert_t5 = _convert
+convert_t5.config_fields = _mapped.config_fields
 
 
 def convert_mt5(config, tensors, **kwargs):
@@ -178,6 +180,9 @@ def convert_mt5(config, tensors, **kwargs):
     if _major_version(config) >= 5 and "scale_decoder_outputs" not in config:
         config = dict(config, scale_decoder_outputs=False)
     return _convert(config, tensors, **kwargs)
+
+
+convert_mt5.config_fields = _mapped.config_fields
 
 
 def _projection_name(backbone):

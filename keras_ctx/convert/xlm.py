@@ -6,6 +6,7 @@ attentions.i.{q,k,v,out}_lin, layer_norm1.i, ffns.i.lin1/lin2, layer_norm2.i
 (post-LN, as ours). The FFN is 4 * emb_dim wide in every XLM.
 """
 
+from keras_ctx.convert import config_fields
 from keras_ctx.convert.heads import MaskedLMLayout
 from keras_ctx.convert.huggingface import (
     mapped_converter,
@@ -30,9 +31,6 @@ def xlm_config_from_huggingface(config):
     missing = [k for k in ("vocab_size", "emb_dim", "n_layers", "n_heads") if k not in config]
     if missing:
         raise CheckpointError(f"config.json lacks {', '.join(missing)}, needed to build XLM.")
-    if config.get("sinusoidal_embeddings"):
-        raise CheckpointError("sinusoidal_embeddings=True XLM checkpoints are not supported "
-                              "(every released XLM learns its positions).")
     activation = "gelu" if config.get("gelu_activation", True) else "relu"
     return dict(
         vocabulary_size=config["vocab_size"],
@@ -104,7 +102,7 @@ def xlm_weight_map(backbone):
 
 
 convert_xlm = mapped_converter(
-    XLMBackbone, xlm_config_from_huggingface, xlm_weight_map,
+    XLMBackbone, xlm_config_from_huggingface, xlm_weight_map, config_fields.XLM,
     prefixes=("transformer.", ""), ignore=XLM_IGNORED)
 
 

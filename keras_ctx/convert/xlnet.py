@@ -11,6 +11,7 @@ import re
 
 import numpy as np
 
+from keras_ctx.convert import config_fields
 from keras_ctx.convert.base import check_class, required
 from keras_ctx.convert.heads import MaskedLMLayout
 from keras_ctx.convert.huggingface import (
@@ -40,8 +41,6 @@ def xlnet_config_from_huggingface(config):
     attention_type = config.get("attn_type", "bi")
     if attention_type not in ("bi", "uni"):
         raise CheckpointError(f"attn_type {attention_type!r}: XLNet has 'bi' and 'uni'.")
-    if config.get("bi_data", False):
-        raise CheckpointError("bi_data=true (bidirectional data pipeline) is not supported.")
     if config.get("d_head") not in (None, config["d_model"] // config["n_head"]):
         raise CheckpointError(f"d_head {config['d_head']} != d_model / n_head.")
     return dict(
@@ -90,7 +89,7 @@ def xlnet_weight_map(backbone):
 
 
 convert_xlnet = mapped_converter(
-    XLNetBackbone, xlnet_config_from_huggingface, xlnet_weight_map,
+    XLNetBackbone, xlnet_config_from_huggingface, xlnet_weight_map, config_fields.XLNET,
     prefixes=("transformer.", ""), ignore=XLNET_IGNORED)
 
 

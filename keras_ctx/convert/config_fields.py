@@ -1,0 +1,127 @@
+"""Which config fields of a checkpoint change what its model computes, and what each
+converter does with them: one declarative table per format x family.
+
+A Hugging Face config.json carries more than sizes: `position_embedding_type`,
+`is_decoder`, `scale_embedding`, `tie_word_embeddings`, ... each changes the
+function the reference model computes. A converter that skipped one would
+build a different model without a word. So each family's converter declares,
+for every such field its reference model reads, either that it is honoured
+(the settings function maps it to the backbone) or the only values its
+backbone computes (the reference's default among them); `check` refuses any
+other value in one line naming the file, the field, the value and what is
+supported. Fields the reference model does not read for that model_type
+(ids, labels, `architectures`, dropout rates at inference) change nothing and
+are not listed.
+"""
+
+import dataclasses
+import json
+import types
+
+from keras_ctx.common.errors import CheckpointError
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfigFields:
+    """What a converter does with the computation-changing fields of its configs.
+
+    Args:
+        honoured: fields the converter's settings function turns into backbone
+            settings (or checks itself against the tensors).
+        fixed: {field: values}: the only values the backbone computes; the
+            first is the reference's default (an absent field means it).
+    """
+
+    honoured: tuple = ()
+    fixed: types.MappingProxyType = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self):
+        both = set(self.honoured) & set(self.fixed)
+        if both:
+            raise ValueError(f"fields both honoured and fixed: {sorted(both)}")
+
+    def with_(self, honoured=(), fixed=None, without=()):
+        """A copy with more honoured and fixed fields (`without`: fields dropped from both)."""
+        kept = {k: v for k, v in self.fixed.items() if k not in without and k not in honoured}
+        return ConfigFields(
+            tuple(f for f in self.honoured if f not in without) + tuple(honoured),
+            {**kept, **(fixed or {})})
+
+    def check(self, config, source):
+        """CheckpointError naming the first field of `config` whose value the backbone
+        does not compute."""
+        for field, values in self.fixed.items():
+            if field in config and not any(_same(config[field], v) for v in values):
+                shown = " or ".join(json.dumps(v) for v in values)
+                raise CheckpointError(
+                    f"{source}: {field} = {json.dumps(config[field])} changes what the model "
+                    f"computes, and the {config.get('model_type')} converter builds only "
+                    f"{field} = {shown}; convert a checkpoint with that value (or without "
+                    "the field).")
+
+
+def _same(value, wanted):
+    """JSON equality that keeps booleans apart from numbers (`1` is not `true`)."""
+    return type(value) is type(wanted) and value == wanted
+
+
+NOT_A_DECODER = {"is_decoder": (False,), "add_cross_attention": (False,)}
+TIED_OUTPUT = {"tie_word_embeddings": (True,)}
+
+# BertModel (and the encoders written like it: RoBERTa, ELECTRA, ERNIE): absolute
+# positions only, an encoder (no causal mask, no cross-attention), the output layer tied.
+BERT = ConfigFields(
+    honoured=("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+              "intermediate_size", "hidden_act", "max_position_embeddings", "type_vocab_size",
+              "layer_norm_eps"),
+    fixed={"position_embedding_type": ("absolute",), **NOT_A_DECODER, **TIED_OUTPUT})
+# RoBERTa's positions start after its padding id.
+ROBERTA = BERT.with_(honoured=("pad_token_id",))
+# ERNIE: task-type embeddings (use_task_id) are checked against the tensors.
+ERNIE = BERT.with_(honoured=("use_task_id",))
+ELECTRA = BERT.with_(honoured=("embedding_size",))
+# AlbertModel reads no is_decoder; one shared group of one layer is checked by its settings.
+ALBERT = BERT.with_(honoured=("embedding_size", "num_hidden_groups", "inner_group_num"),
+                    without=tuple(NOT_A_DECODER))
+# GPT2Model: 1/sqrt(d) attention scale, not per layer, no upcast reordering.
+GPT2 = ConfigFields(
+    honoured=("vocab_size", "n_embd", "n_layer", "n_head", "n_inner", "n_positions",
+              "activation_function", "layer_norm_epsilon"),
+    fixed={"scale_attn_weights": (True,), "scale_attn_by_inverse_layer_idx": (False,),
+           "reorder_and_upcast_attn": (False,), "add_cross_attention": (False,),
+           **TIED_OUTPUT})
+OPENAI_GPT = ConfigFields(
+    honoured=("vocab_size", "n_embd", "n_layer", "n_head", "n_positions", "afn",
+              "layer_norm_epsilon"),
+    fixed=TIED_OUTPUT)
+GPT_NEO = ConfigFields(
+    honoured=("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size",
+              "max_position_embeddings", "attention_types", "attention_layers", "window_size",
+              "activation_function", "layer_norm_epsilon"),
+    fixed=TIED_OUTPUT)
+# T5Model: always an encoder-decoder; the output layer tied or not as the tensors say.
+T5 = ConfigFields(
+    honoured=("vocab_size", "d_model", "d_ff", "d_kv", "num_layers", "num_decoder_layers",
+              "num_heads", "feed_forward_proj", "tie_word_embeddings", "layer_norm_epsilon",
+              "relative_attention_num_buckets", "relative_attention_max_distance",
+              "scale_decoder_outputs"),
+    fixed={"is_encoder_decoder": (True,)})
+# BartModel: post-LN (MBart's normalize_before), unscaled embeddings, shared sizes.
+BART = ConfigFields(
+    honoured=("vocab_size", "d_model", "encoder_layers", "decoder_layers",
+              "encoder_attention_heads", "decoder_attention_heads", "encoder_ffn_dim",
+              "decoder_ffn_dim", "max_position_embeddings", "activation_function"),
+    fixed={"scale_embedding": (False,), "normalize_before": (False,),
+           "add_final_layer_norm": (False,), "is_encoder_decoder": (True,), **TIED_OUTPUT})
+# XLMModel: an encoder (is_encoder false raises there), learned positions.
+XLM = ConfigFields(
+    honoured=("vocab_size", "emb_dim", "n_layers", "n_heads", "n_langs", "use_lang_emb",
+              "causal", "gelu_activation", "layer_norm_eps", "max_position_embeddings"),
+    fixed={"sinusoidal_embeddings": (False,), "is_encoder": (True,), **TIED_OUTPUT})
+# XLNetModel: untie_r is read from the tensors' shapes; one data direction.
+XLNET = ConfigFields(
+    honoured=("vocab_size", "d_model", "n_layer", "n_head", "d_head", "d_inner", "attn_type",
+              "ff_activation", "mem_len", "clamp_len", "same_length", "layer_norm_eps",
+              "untie_r"),
+    fixed={"bi_data": (False,), **TIED_OUTPUT})
+

@@ -10,9 +10,9 @@ installed, the command imports the rest (`keras_ctx.import_all`).
 """
 
 import argparse
-import functools
 import importlib.util
 import os
+import re
 import sys
 
 from keras_ctx.common.optional import install_command
@@ -32,6 +32,25 @@ TEXT_MODEL_HELP = ("a model with its tokenizer: a run directory, a checkpoint di
                    "`convert` reads, hf://ORG/NAME[@REVISION] or "
                    "kaggle://OWNER/MODEL/FRAMEWORK/VARIATION[/VERSION] (not a preset name: "
                    "it has no tokenizer; `keras-ctx pretrain` one first)")
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argparse parser that reads a flag only by its full name and refuses in one line.
+
+    `allow_abbrev=False`: `--back jax` or `--step 3` is refused naming the flag instead
+    of being read as `--backend` / `--steps` (the start-up code, which reads `--backend`
+    and `--verbose` before Keras is imported, knows the full names only). An error is
+    one line, not argparse's usage block.
+    """
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message}; `{self.prog} --help` lists the "
+                     "arguments.\n")
 
 
 class _HelpFormatter(argparse.HelpFormatter):
@@ -184,21 +203,46 @@ def _add_training_options(parser):
                         help="override a backbone config value, e.g. --set num_layers=2")
 
 
+def _add_global_options(parser, default=False):
+    """`--verbose` and `--backend`, on the top parser and (`default=argparse.SUPPRESS`, so
+    that leaving them out there keeps what was given before the command) on every
+    command's: `keras-ctx presets --backend jax` is `keras-ctx --backend jax presets`."""
+    parser.add_argument("--verbose", action="store_true", default=default,
+                        help="show TensorFlow's start-up and C++ log lines (hidden by "
+                             "default) and a refusal's traceback")
+    parser.add_argument("--backend", choices=tuple(BACKENDS), default=default or None,
+                        help="Keras backend (default: KERAS_BACKEND, else tensorflow), e.g. "
+                             "keras-ctx --backend jax pretrain ...")
+
+
+def _nonempty(value):
+    """A flag's text value: an empty one is refused (it is not "not given")."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError(
+            f"got an empty value {value!r}: give one, or leave the flag out for its default")
+    return value
+
+
+def _refuse_empty_values(parser):
+    """Every text argument of `parser` and its commands (not the texts themselves: `embed`'s
+    texts, `generate`'s prompt) refuses an empty value."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command in action.choices.values():
+                _refuse_empty_values(command)
+        elif (action.type is None and action.choices is None and action.nargs != 0
+              and action.dest not in ("texts", "prompt", "help")):
+            action.type = _nonempty
+
+
 def build_parser():
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="keras-ctx",
         description="Contextual word representations for Keras 3: pretrain, fine-tune, "
                     "embed, export and convert the models of the keras_ctx zoo.",
     )
-    parser.add_argument("--verbose", action="store_true",
-                        help="show TensorFlow's start-up and C++ log lines (hidden by "
-                             "default); put it before the command: keras-ctx --verbose ...")
-    parser.add_argument("--backend", choices=tuple(BACKENDS),
-                        help="Keras backend (default: KERAS_BACKEND, else tensorflow); before "
-                             "the command: keras-ctx --backend jax pretrain ...")
-    commands = parser.add_subparsers(
-        dest="command", required=True,
-        parser_class=functools.partial(argparse.ArgumentParser, formatter_class=_HelpFormatter))
+    _add_global_options(parser)
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     pretrain = commands.add_parser("pretrain", help="pretrain a preset on a corpus")
     pretrain.add_argument("model", help="a preset name (see `keras-ctx presets`)")
@@ -329,6 +373,9 @@ def build_parser():
     layers.set_defaults(run=_layers)
 
     _add_transfer_commands(commands)
+    for command in commands.choices.values():
+        _add_global_options(command, default=argparse.SUPPRESS)
+    _refuse_empty_values(parser)
     return parser
 
 
@@ -389,7 +436,10 @@ def _add_transfer_commands(commands):
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    check_flag_names(parser, argv)
+    args = parser.parse_args(argv)
     missing = missing_backend(args.backend)
     if missing:
         print(f"keras-ctx {args.command}: error: {missing}", file=sys.stderr)
@@ -399,6 +449,45 @@ def main(argv=None):
     from keras_ctx.commands import exits
 
     return exits.run_command(_checked(args.run), args, args.command, verbose=args.verbose)
+
+
+def _options(parser):
+    """{option string: whether it takes a value} of `parser`."""
+    return {option: action.nargs != 0 for action in parser._actions
+            for option in action.option_strings}
+
+
+def _subcommands(parser):
+    (action,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return action.choices
+
+
+def check_flag_names(parser, argv):
+    """Refuses (argparse's exit 2, one line) the first flag of `argv` that its parser lacks,
+    naming the closest, before argparse reads anything else: a mistyped flag is reported as
+    itself, not as the error it causes (`keras-ctx --bakend jax presets` would read `jax`
+    as the command, `pretrain ... --ot x` say --out is missing)."""
+    from keras_ctx.common.validation import closest
+
+    current, options = parser, _options(parser)
+    commands = _subcommands(parser)
+    arguments = iter(argv)
+    for argument in arguments:
+        if argument == "--":
+            return  # the rest are values
+        if not argument.startswith("-") or _NEGATIVE_NUMBER.match(argument):
+            if current is parser and argument in commands:
+                current = commands[argument]
+                options = _options(current)
+            continue
+        name, equals, _ = argument.partition("=")
+        if name not in options:
+            current.error(f"unrecognized arguments: {name}{closest(name, options)}")
+        if options[name] and not equals:
+            next(arguments, None)  # the flag's value
+
+
+_NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")  # argparse reads these as values
 
 
 def missing_backend(flag=None):

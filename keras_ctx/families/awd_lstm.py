@@ -1,7 +1,12 @@
 """AWD-LSTM (Merity et al. 2018), ULMFiT's language model."""
 
 from keras_ctx.models import awd_lstm
+from keras_ctx.models.presets import Pretraining, register_pretraining
 from keras_ctx.registry import Family, register_family
+
+# `keras-ctx pretrain` has no recipe for this family (Family.no_pretraining).
+AWD_LSTM_PRETRAINING = register_pretraining({
+    name: Pretraining(source="no keras-ctx pretrain recipe") for name in awd_lstm.AWD_LSTM_PRESETS})
 
 # ULMFiT classifies from concat pooling (Howard & Ruder 2018, Sec. 3.3).
 AWD_LSTM = register_family(Family(

@@ -5,6 +5,7 @@ from keras_ctx.convert import bart as convert_bart
 from keras_ctx.data import pipelines, tokenizers
 from keras_ctx.families.common import BART_FRAMING, chunks, pipeline, pretrainer
 from keras_ctx.models import bart
+from keras_ctx.models.presets import Pretraining, Stage, register_pretraining
 from keras_ctx.pretraining import Seq2SeqPretrainer
 from keras_ctx.registry import Family, register_family
 
@@ -12,6 +13,19 @@ from keras_ctx.registry import Family, register_family
 def _bart_read(tokenizer, run):
     # BART's chunks leave room for <s> and </s> (pipelines.denoising_dataset).
     return pipelines.denoising_example(tokenizer, run.sequence_length)
+
+
+# BART (Lewis et al. 2020): 30% of the tokens masked in Poisson(3) spans plus sentence
+# permutation (Sec. 5.1); BART-large trained with batch 8000 for 500k steps (Sec. 5.1).
+# BART-base's settings are not published.
+_BART_STAGE = (Stage("text infilling + sentence permutation", 0,
+                     source="Lewis et al. 2020, Sec. 5.1"),)
+BART_PRETRAINING = register_pretraining({
+    "bart-base": Pretraining(mask_rate=0.3, mean_span=3.0, stages=_BART_STAGE,
+                             source="Lewis et al. 2020, Sec. 2.2 (objective only)"),
+    "bart-large": Pretraining(batch_size=8000, steps=500_000, mask_rate=0.3, mean_span=3.0,
+                              stages=_BART_STAGE, source="Lewis et al. 2020, Sec. 5.1"),
+})
 
 
 # BART classifies from the decoder state at the final </s> (Lewis et al. 2020,

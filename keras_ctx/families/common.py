@@ -9,6 +9,7 @@ import dataclasses
 import functools
 
 from keras_ctx.data import layouts
+from keras_ctx.models import presets
 from keras_ctx.registry import Framing
 
 WORDPIECE_FRAMING = Framing(start=(("[CLS]",),), middle=(("[SEP]",),), end=(("[SEP]",),))
@@ -73,4 +74,30 @@ def pretrainer(objective):
     def build(backbone, tokenizer, run):
         return objective(backbone)
 
+    return build
+
+
+def published(run):
+    """The run's preset's published `Pretraining` settings, or None (a preset without)."""
+    return presets.pretraining(run.preset, required=False)
+
+
+def per_size(builder, sized, **options):
+    """`builder` as a `Family.dataset` whose options also depend on the run's preset:
+    `sized(Pretraining or None) -> {option: value}` (a size's published masking rate)."""
+    def build(documents, tokenizer, run):
+        return builder(documents, tokenizer, batch_size=run.batch_size,
+                       sequence_length=run.sequence_length, seed=run.seed,
+                       **options, **sized(published(run)))
+
+    build.builder, build.options, build.sized = builder, options, sized
+    return build
+
+
+def per_size_layout(builder, sized, **options):
+    """As `per_size`, a `Family.prepared` layout: `builder(tokenizer, run, **options)`."""
+    def build(tokenizer, run):
+        return builder(tokenizer, run, **options, **sized(published(run)))
+
+    build.builder, build.options, build.sized = builder, options, sized
     return build

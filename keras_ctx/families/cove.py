@@ -1,7 +1,12 @@
 """CoVe (McCann et al. 2017): the encoder of a translation model, over word vectors."""
 
 from keras_ctx.models import cove
+from keras_ctx.models.presets import Pretraining, register_pretraining
 from keras_ctx.registry import Family, register_family
+
+# `keras-ctx pretrain` has no recipe for this family (Family.no_pretraining).
+COVE_PRETRAINING = register_pretraining({
+    name: Pretraining(source="no keras-ctx pretrain recipe") for name in cove.COVE_PRESETS})
 
 COVE = register_family(Family(
     "cove", cove.CoveBackbone, cove.COVE_PRESETS, inputs="words",

@@ -7,6 +7,7 @@ from keras_ctx import optimizers
 from keras_ctx.data import layouts, pipelines
 from keras_ctx.data.vocabulary import word_vocabulary
 from keras_ctx.models import elmo
+from keras_ctx.models.presets import Pretraining, Stage, register_pretraining
 from keras_ctx.pretraining import bilm
 from keras_ctx.registry import Family, register_family
 
@@ -20,6 +21,18 @@ def bilm_pretrainer(backbone, vocabulary, run):
     return bilm.BiLMPretrainer(backbone, len(vocabulary),
                                num_sampled=min(bilm.NUM_SAMPLED, len(vocabulary) // 2))
 
+
+# bilm-tf's bin/train_elmo.py (@7cffee2, the released options of the original model):
+# batch 128, 20 unrolled steps, Adagrad at 0.2. The small and medium models' training
+# settings are not published.
+_BILM_STAGE = (Stage("forward + backward LM", 0, source="Peters et al. 2018, Sec. 3.1"),)
+ELMO_PRETRAINING = register_pretraining({
+    "elmo-original": Pretraining(learning_rate=0.2, batch_size=128, sequence_length=20,
+                                 stages=_BILM_STAGE,
+                                 source="allenai/bilm-tf bin/train_elmo.py @7cffee2"),
+    **{name: Pretraining(stages=_BILM_STAGE, source="not published")
+       for name in ("elmo-small", "elmo-medium")},
+})
 
 ELMO = register_family(Family(
     "elmo", elmo.ElmoBackbone, elmo.ELMO_PRESETS, word_vocabulary, inputs="characters",

@@ -9,8 +9,24 @@ from keras_ctx.convert import ernie as convert_ernie
 from keras_ctx.data import pipelines, tokenizers
 from keras_ctx.families.common import POOLED, WORDPIECE_FRAMING, pipeline, pretrainer
 from keras_ctx.models import bert, ernie
+from keras_ctx.models.presets import Pretraining, Stage, register_pretraining
 from keras_ctx.pretraining import BertPretrainer
 from keras_ctx.registry import Family, register_family
+
+# Sun et al. 2019, Sec. 3.2 orders the stages (basic, phrase, entity masking) and gives
+# no step at which each starts: keras_ctx's boundaries are its own
+# (pipelines.ERNIE_STAGE_STEPS); 15% of the tokens masked as BERT (Sec. 3.2.1).
+ERNIE_STAGES = (
+    Stage("basic-level masking (words)", 0, source="Sun et al. 2019, Sec. 3.2.1"),
+    Stage("phrase-level masking", pipelines.ERNIE_STAGE_STEPS,
+          source="order: Sun et al. 2019, Sec. 3.2.2; step: keras_ctx's own "
+                 "(pipelines.ERNIE_STAGE_STEPS)"),
+    Stage("entity-level masking", 2 * pipelines.ERNIE_STAGE_STEPS,
+          source="order: Sun et al. 2019, Sec. 3.2.3; step: keras_ctx's own"),
+)
+ERNIE_PRETRAINING = register_pretraining({
+    "ernie-1.0-base": Pretraining(mask_rate=0.15, stages=ERNIE_STAGES,
+                                  source="Sun et al. 2019, Sec. 3.2")})
 
 ERNIE = register_family(Family(
     "ernie", bert.BertBackbone, ernie.ERNIE_PRESETS, tokenizers.train_wordpiece,

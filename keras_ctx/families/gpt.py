@@ -10,6 +10,7 @@ from keras_ctx.data import pipelines, tokenizers
 from keras_ctx.families.common import GPT_END_OF_TEXT, GPT_FRAMING, LAST, chunks, pipeline
 from keras_ctx.families.common import pretrainer
 from keras_ctx.models import gpt
+from keras_ctx.models.presets import Pretraining, Stage, register_pretraining
 from keras_ctx.pretraining import CausalLMPretrainer
 from keras_ctx.registry import Family, register_family
 
@@ -21,6 +22,31 @@ def _causal_read(tokenizer, run):
 def _banded(backbone):
     return "local" in getattr(backbone, "attention_types", ())
 
+
+_CAUSAL_STAGE = (Stage("causal LM", 0, source="Radford et al. 2018, Sec. 3.1"),)
+# GPT (Radford et al. 2018, Sec. 4.1): batch 64 of 512 tokens, Adam at 2.5e-4 after
+# 2000 warm-up steps. GPT-2 (Radford et al. 2019, Sec. 2.3): batch 512 of 1024 tokens;
+# each size's rate "manually tuned", not published. GPT-3 (Brown et al. 2020, Table
+# 2.1): each size's rate and batch in tokens, 2048-token context. GPT-Neo's settings
+# are EleutherAI's configs, not recorded here.
+GPT_PRETRAINING = register_pretraining({
+    "gpt": Pretraining(learning_rate=2.5e-4, batch_size=64, sequence_length=512,
+                       warmup_steps=2000, stages=_CAUSAL_STAGE,
+                       source="Radford et al. 2018, Sec. 4.1"),
+    **{name: Pretraining(batch_size=512, sequence_length=1024, stages=_CAUSAL_STAGE,
+                         source="Radford et al. 2019, Sec. 2.3")
+       for name in gpt.GPT2_PRESETS},
+    **{name: Pretraining(learning_rate=rate, batch_tokens=tokens, sequence_length=2048,
+                         stages=_CAUSAL_STAGE, source="Brown et al. 2020, Table 2.1")
+       for name, rate, tokens in (
+           ("gpt3-small", 6.0e-4, 500_000), ("gpt3-medium", 3.0e-4, 500_000),
+           ("gpt3-large", 2.5e-4, 500_000), ("gpt3-xl", 2.0e-4, 1_000_000),
+           ("gpt3-2.7b", 1.6e-4, 1_000_000), ("gpt3-6.7b", 1.2e-4, 2_000_000),
+           ("gpt3-13b", 1.0e-4, 2_000_000), ("gpt3-175b", 0.6e-4, 3_200_000))},
+    **{name: Pretraining(stages=_CAUSAL_STAGE, source="not published in a paper; "
+                         "EleutherAI/gpt-neo configs not recorded here")
+       for name in gpt.GPT_NEO_PRESETS},
+})
 
 # What the four share: causal LM over chunks joined by <|endoftext|>.
 _CAUSAL = dict(pooling=LAST,

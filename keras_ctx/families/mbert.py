@@ -5,14 +5,23 @@ its cased release is the recommended one, so its tokenizer keeps case. Its
 Hugging Face checkpoints are model_type "bert" (read as the bert family).
 """
 
+import dataclasses
 import functools
 
 from keras_ctx.data import layouts, pipelines, tokenizers
 from keras_ctx.families.common import (POOLED, WORDPIECE_FRAMING, layout, pipeline,
                                        pretrainer)
+from keras_ctx.families.bert import BERT_RECIPE
 from keras_ctx.models import bert
+from keras_ctx.models.presets import register_pretraining
 from keras_ctx.pretraining import BertPretrainer
 from keras_ctx.registry import Family, register_family
+
+# multilingual.md @eedf571 names no setting of its own: BERT-base's recipe.
+MBERT_PRETRAINING = register_pretraining({
+    name: dataclasses.replace(BERT_RECIPE, source="google-research/bert multilingual.md "
+                              "@eedf571 (BERT-base's recipe); Devlin et al. 2019, A.2")
+    for name in bert.MBERT_PRESETS})
 
 MBERT = register_family(Family(
     "mbert", bert.BertBackbone, bert.MBERT_PRESETS,

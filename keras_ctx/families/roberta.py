@@ -5,8 +5,22 @@ from keras_ctx.convert import roberta as convert_roberta
 from keras_ctx.data import layouts, pipelines, tokenizers
 from keras_ctx.families.common import FAIRSEQ_FRAMING, layout, pipeline, pretrainer
 from keras_ctx.models import bert
+from keras_ctx.models.presets import Pretraining, Stage, register_pretraining
 from keras_ctx.pretraining import RobertaPretrainer
 from keras_ctx.registry import Family, register_family
+
+# Liu et al. 2019, Appendix Table 9: batch 8k, 500k steps, full 512-token sequences
+# (Sec. 4.2), peak rate 6e-4 (base) / 4e-4 (large) after 24k / 30k warm-up steps;
+# BERT's 15% masking, 80/10/10 (Sec. 2.3).
+_ROBERTA = dict(batch_size=8192, sequence_length=512, steps=500_000, mask_rate=0.15,
+                mask_token_rate=0.8, random_token_rate=0.1,
+                stages=(Stage("dynamic MLM, full-length sequences", 0, 512,
+                              "Liu et al. 2019, Sec. 4.1-4.2"),),
+                source="Liu et al. 2019, Appendix Table 9")
+ROBERTA_PRETRAINING = register_pretraining({
+    "roberta-base": Pretraining(learning_rate=6e-4, warmup_steps=24_000, **_ROBERTA),
+    "roberta-large": Pretraining(learning_rate=4e-4, warmup_steps=30_000, **_ROBERTA),
+})
 
 ROBERTA = register_family(Family(
     "roberta", bert.RobertaBackbone, bert.ROBERTA_PRESETS, tokenizers.train_byte_level_bpe,

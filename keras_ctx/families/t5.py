@@ -5,6 +5,7 @@ from keras_ctx.convert import t5 as convert_t5
 from keras_ctx.data import noise, pipelines, tokenizers
 from keras_ctx.families.common import T5_FRAMING, T5_SENTINELS, chunks, pipeline, pretrainer
 from keras_ctx.models import t5
+from keras_ctx.models.presets import Pretraining, Stage, register_pretraining
 from keras_ctx.pretraining import Seq2SeqPretrainer
 from keras_ctx.registry import Family, register_family
 
@@ -12,6 +13,30 @@ from keras_ctx.registry import Family, register_family
 def _t5_read(tokenizer, run):
     return pipelines.span_corruption_example(tokenizer, run.sequence_length, T5_SENTINELS)
 
+
+# T5 (Raffel et al. 2020, Sec. 3.7: the released T5 models pretrained 1M steps on
+# batches of 2^11 sequences of 512 tokens; Sec. 3.1.2: inverse square root rate
+# 0.01 for the first 10^4 steps; Sec. 3.1.4: 15% noise, mean span 3). T5.1.1
+# (text-to-text-transfer-transformer released_checkpoints.md) names no step count or
+# batch. mT5 (Xue et al. 2021, Sec. 3: 1M steps, batches of 1024 sequences of 1024
+# tokens, the same schedule and objective).
+_SPAN_CORRUPTION = dict(mask_rate=0.15, mean_span=3.0)
+_T5_STAGE = (Stage("span corruption", 0, source="Raffel et al. 2020, Sec. 3.1.4"),)
+_T5 = Pretraining(learning_rate=0.01, batch_size=2048, sequence_length=512,
+                  steps=1_000_000, warmup_steps=10_000, stages=_T5_STAGE,
+                  source="Raffel et al. 2020, Sec. 3.1.2, 3.1.4 and 3.7", **_SPAN_CORRUPTION)
+_T5_1_1 = Pretraining(learning_rate=0.01, sequence_length=512, warmup_steps=10_000,
+                      stages=_T5_STAGE, **_SPAN_CORRUPTION,
+                      source="text-to-text-transfer-transformer released_checkpoints.md "
+                             "(T5.1.1: C4 only); Raffel et al. 2020, Sec. 3.1.2, 3.1.4")
+_MT5 = Pretraining(learning_rate=0.01, batch_size=1024, sequence_length=1024,
+                   steps=1_000_000, warmup_steps=10_000, stages=_T5_STAGE,
+                   source="Xue et al. 2021, Sec. 3", **_SPAN_CORRUPTION)
+T5_PRETRAINING = register_pretraining({
+    **dict.fromkeys(("t5-small", "t5-base", "t5-large", "t5-3b", "t5-11b"), _T5),
+    **dict.fromkeys(("t5.1.1-small", "t5.1.1-base", "t5.1.1-large", "t5.1.1-xl",
+                     "t5.1.1-xxl"), _T5_1_1),
+    **dict.fromkeys(("mt5-small", "mt5-base", "mt5-large", "mt5-xl", "mt5-xxl"), _MT5)})
 
 # T5 classifies from its encoder (mean over real positions).
 T5 = register_family(Family(

@@ -7,7 +7,12 @@ and TLM pairs).
 
 from keras_ctx.convert import xlm as convert_xlm
 from keras_ctx.models import xlm
+from keras_ctx.models.presets import Pretraining, register_pretraining
 from keras_ctx.registry import Family, register_family
+
+# `keras-ctx pretrain` has no recipe for this family (Family.no_pretraining).
+XLM_PRETRAINING = register_pretraining({
+    name: Pretraining(source="no keras-ctx pretrain recipe") for name in xlm.XLM_PRESETS})
 
 XLM = register_family(Family(
     "xlm", xlm.XLMBackbone, xlm.XLM_PRESETS,

@@ -8,6 +8,7 @@ from keras_ctx.data.xlnet_stream import default_reuse_len
 from keras_ctx.families.common import (LAST, XLNET_FRAMING, XLNET_SPECIAL_TOKENS, layout,
                                        pipeline)
 from keras_ctx.models import xlnet
+from keras_ctx.models.presets import Pretraining, Stage, register_pretraining
 from keras_ctx.pretraining import XLNetPretrainer
 from keras_ctx.registry import Family, register_family
 
@@ -23,6 +24,24 @@ def xlnet_recipe_config(run):
     # --mem_len=384): a memory of 3/4 of the sequence, carried across batches.
     return {"mem_len": run.sequence_length * 3 // 4}
 
+
+# The data flags are the README's (zihangdai/xlnet README.md @bbaa3a6: --seq_len=512
+# --num_predict=85 --mask_alpha=6 --mask_beta=1, spans of up to 5 tokens in
+# data_utils._sample_mask), for both sizes. XLNet-large's optimisation is the paper's
+# (Yang et al. 2019, Sec. 3.1: batch 8192, 500K steps; Appendix Table 7: peak rate
+# 4e-4, 40k warm-up steps). XLNet-base as released was "trained on full data
+# (different from the one in the paper)" (README) with settings not published.
+_XLNET_DATA = dict(sequence_length=512, mask_rate=85 / 512, max_span=5,
+                   stages=(Stage("permutation LM, two-stream attention, memory 384", 0, 512,
+                                 "zihangdai/xlnet README.md @bbaa3a6"),))
+XLNET_PRETRAINING = register_pretraining({
+    "xlnet-base": Pretraining(**_XLNET_DATA, source="zihangdai/xlnet README.md @bbaa3a6 "
+                              "(data flags; the base model's optimisation unpublished)"),
+    "xlnet-large": Pretraining(learning_rate=4e-4, batch_size=8192, steps=500_000,
+                               warmup_steps=40_000, **_XLNET_DATA,
+                               source="Yang et al. 2019, Sec. 3.1 and Appendix Table 7; "
+                                      "zihangdai/xlnet README.md @bbaa3a6"),
+})
 
 XLNET = register_family(Family(
     "xlnet", xlnet.XLNetBackbone, xlnet.XLNET_PRESETS,

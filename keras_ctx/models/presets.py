@@ -9,6 +9,7 @@ kaggle://) through `keras_ctx.handles`, the one resolver of model handles.
 
 import dataclasses
 import inspect
+from typing import Optional
 
 from keras_ctx import registry
 
@@ -26,6 +27,95 @@ class Preset:
     @property
     def parameter_count(self):
         return count_parameters(self.backbone_cls, self.config)
+
+    @property
+    def pretraining(self):
+        """How the preset's authors pretrained it (`Pretraining`), or None if unrecorded."""
+        return _PRETRAINING.get(self.name)
+
+
+@dataclasses.dataclass(frozen=True)
+class Stage:
+    """One stage of a paper's pretraining run: what changes from `start_step` on."""
+
+    name: str
+    start_step: int
+    sequence_length: Optional[int] = None
+    source: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Pretraining:
+    """A preset's pretraining settings as its authors published them for that size.
+
+    Each family module registers one per preset (`register_pretraining`); None
+    marks a setting its authors did not publish for that size. `source` names
+    the paper section / table or released config file (with its commit) the
+    numbers come from; docs/pretraining-defaults.md is the table a test holds
+    these to.
+
+    Args:
+        learning_rate: peak learning rate.
+        batch_size: sequences per update; batch_tokens: tokens per update, where the
+            authors give that instead (GPT-3).
+        sequence_length: tokens per sequence (the first stage's, see `stages`).
+        steps: updates in all; warmup_steps: of them, warm-up.
+        mask_rate: share of tokens masked / corrupted (MLM, ELECTRA's
+            generator, T5's noise density, BART's infilling).
+        mask_token_rate, random_token_rate: of the masked, the share replaced by
+            the mask token / by a random token.
+        generator_fraction: ELECTRA's generator width as a share of the
+            discriminator's.
+        max_span: the longest n-gram / span in words (ALBERT, SpanBERT, XLNet);
+            mean_span: T5's mean noise span, BART's Poisson lambda.
+        stages: the run's `Stage`s in order (one: the whole run).
+        source: where the numbers come from.
+    """
+
+    learning_rate: Optional[float] = None
+    batch_size: Optional[int] = None
+    batch_tokens: Optional[int] = None
+    sequence_length: Optional[int] = None
+    steps: Optional[int] = None
+    warmup_steps: Optional[int] = None
+    mask_rate: Optional[float] = None
+    mask_token_rate: Optional[float] = None
+    random_token_rate: Optional[float] = None
+    generator_fraction: Optional[float] = None
+    max_span: Optional[int] = None
+    mean_span: Optional[float] = None
+    stages: tuple = ()
+    source: str = ""
+
+
+FIELDS = tuple(f.name for f in dataclasses.fields(Pretraining)
+               if f.name not in ("stages", "source"))
+_PRETRAINING = {}
+
+
+def register_pretraining(table):
+    """Records {preset name: `Pretraining`} (each family module, once); a preset twice raises."""
+    for name, settings in table.items():
+        if name in _PRETRAINING:
+            raise ValueError(f"Pretraining settings of {name!r} are registered twice.")
+        if not isinstance(settings, Pretraining):
+            raise TypeError(f"{name!r}: expected a Pretraining, got {type(settings).__name__}.")
+        _PRETRAINING[name] = settings
+    return table
+
+
+def pretraining(name, required=True):
+    """The `Pretraining` of preset `name` (its size's published settings).
+
+    Unknown presets, and presets without recorded settings, raise; with
+    `required=False` they give None.
+    """
+    if name not in _PRETRAINING:
+        if not required:
+            return None
+        get_preset(name)  # an unknown preset raises the registry's error
+        raise ValueError(f"No pretraining settings are recorded for preset {name!r}.")
+    return _PRETRAINING[name]
 
 
 def preset_names():

@@ -47,15 +47,16 @@ class ConfigFields:
             tuple(f for f in self.honoured if f not in without) + tuple(honoured),
             {**kept, **(fixed or {})})
 
-    def check(self, config, source):
+    def check(self, config, source, converter=None):
         """CheckpointError naming the first field of `config` whose value the backbone
-        does not compute."""
+        does not compute (`converter`: its name, else the config's model_type)."""
         for field, values in self.fixed.items():
             if field in config and not any(_same(config[field], v) for v in values):
                 shown = " or ".join(json.dumps(v) for v in values)
                 raise CheckpointError(
                     f"{source}: {field} = {json.dumps(config[field])} changes what the model "
-                    f"computes, and the {config.get('model_type')} converter builds only "
+                    f"computes, and the {converter or config.get('model_type')} converter "
+                    "builds only "
                     f"{field} = {shown}; convert a checkpoint with that value (or without "
                     "the field).")
 
@@ -124,4 +125,23 @@ XLNET = ConfigFields(
               "ff_activation", "mem_len", "clamp_len", "same_length", "layer_norm_eps",
               "untie_r"),
     fixed={"bi_data": (False,), **TIED_OUTPUT})
+# allennlp / bilm-tf ELMo options, sections flattened ("lstm.dim"): both directions, the
+# character CNN's ReLU over 261 character ids (+1 padding).
+ELMO = ConfigFields(
+    honoured=("lstm.projection_dim", "lstm.dim", "lstm.n_layers", "lstm.cell_clip",
+              "lstm.proj_clip", "lstm.use_skip_connections", "char_cnn.filters",
+              "char_cnn.n_highway", "char_cnn.embedding.dim", "char_cnn.max_characters_per_token"),
+    fixed={"bidirectional": (True,), "char_cnn.activation": ("relu",),
+           "char_cnn.n_characters": (262, 261)})
+
+
+def flattened(options, prefix=""):
+    """{"section.key": value} of nested JSON objects (a table's field names)."""
+    flat = {}
+    for key, value in options.items():
+        if isinstance(value, dict):
+            flat.update(flattened(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
 

@@ -28,6 +28,7 @@ import os
 
 import numpy as np
 
+from keras_ctx.convert import config_fields
 from keras_ctx.convert.base import (
     CheckpointError,
     assign,
@@ -35,18 +36,16 @@ from keras_ctx.convert.base import (
     check_floating,
     check_settings,
     config_field,
+    read_json_object,
 )
-from keras_ctx.common.files import replacing
+from keras_ctx.common.files import missing_link, replacing
 
 
 def _read_options(options_file):
-    try:
-        with open(os.fspath(options_file), encoding="utf-8") as handle:
-            options = json.load(handle)
-    except FileNotFoundError:
-        raise CheckpointError(f"No ELMo options file at {options_file}.") from None
-    except json.JSONDecodeError as error:
-        raise CheckpointError(f"{options_file} is not valid JSON ({error}).") from None
+    if not os.path.isfile(options_file):
+        raise CheckpointError(missing_link(options_file)
+                              or f"No ELMo options file at {options_file}.")
+    options = read_json_object(options_file, "ELMo options")
     for section, keys in (("lstm", ("projection_dim", "dim", "n_layers")),
                           ("char_cnn", ("filters", "n_highway", "embedding"))):
         if section not in options:
@@ -55,17 +54,12 @@ def _read_options(options_file):
         missing = [key for key in keys if key not in options[section]]
         if missing:
             raise CheckpointError(f"{options_file}: {section} lacks {', '.join(missing)}.")
+    config_fields.ELMO.check(config_fields.flattened(options), options_file, "ELMo options")
     return options
 
 
 def elmo_config_from_options(options):
     lstm, cnn = options["lstm"], options["char_cnn"]
-    if cnn.get("activation", "relu") != "relu":
-        raise CheckpointError(f"char_cnn activation {cnn['activation']!r}: ElmoBackbone has "
-                              "no activation argument (relu only).")
-    if cnn.get("n_characters", 262) not in (261, 262):
-        raise CheckpointError(f"char_cnn n_characters {cnn['n_characters']}: ELMo's "
-                              "character ids are 261 (+1 padding).")
     return dict(
         projection_dim=lstm["projection_dim"],
         lstm_units=lstm["dim"],

@@ -166,3 +166,27 @@ def test_a_missing_blob_behind_a_cache_link_is_named(tmp_path):
     assert message.startswith(f"{snapshot / 'config.json'} is a link to "
                               f"{repo / 'blobs' / '0123abcd'}, which is missing: the blob")
     assert "no config.json" not in message
+
+
+@pytest.mark.parametrize("options, field, value", [
+    ({"bidirectional": False}, "bidirectional", "false"),
+    ({"char_cnn": {"activation": "tanh"}}, "char_cnn.activation", '"tanh"'),
+    ({"char_cnn": {"n_characters": 300}}, "char_cnn.n_characters", "300"),
+])
+def test_elmo_options_that_change_the_computation_are_refused(tmp_path, options, field, value):
+    """bilm-tf's options: `bidirectional: false` is a forward-only language model."""
+    from keras_ctx.convert import from_allennlp
+
+    full = {"lstm": {"projection_dim": 4, "dim": 8, "n_layers": 1},
+            "char_cnn": {"filters": [[1, 4]], "n_highway": 1, "embedding": {"dim": 4}}}
+    for key, item in options.items():
+        if isinstance(item, dict):
+            full[key].update(item)
+        else:
+            full[key] = item
+    path = tmp_path / "options.json"
+    path.write_text(json.dumps(full))
+    with pytest.raises(CheckpointError) as caught:
+        from_allennlp(path, tmp_path / "weights.hdf5")
+    assert str(caught.value).startswith(f"{path}: {field} = {value} changes what the model "
+                                        "computes, and the ELMo options converter")

@@ -31,7 +31,7 @@ import keras
 import numpy as np
 
 from keras_ctx import registry
-from keras_ctx.common import compat
+from keras_ctx.common import compat, validation
 from keras_ctx.layers.adapters import (
     AdapterSlot,
     BottleneckAdapter,
@@ -126,6 +126,17 @@ def add_adapter(model, name, config="pfeiffer", activate=True, **overrides):
         The full config dict (saved with the adapter).
     """
     config = adapter_config(config, **overrides)
+    _attach(model, name, config, _new_adapters(model, name, config))
+    if activate:
+        set_active_adapters(model, list(active_adapters(model)) + [name])
+    else:
+        _record(model)
+    return config
+
+
+def _new_adapters(model, name, config):
+    """[(key prefix, owner, slot attribute, slot factory, adapter)]: the built adapters
+    `add_adapter` would insert, checked against `model` and attached to nothing yet."""
     if name in adapter_names(model):
         raise ValueError(f"{type(model).__name__} already has an adapter {name!r}.")
     if not str(name).isidentifier():
@@ -135,35 +146,35 @@ def add_adapter(model, name, config="pfeiffer", activate=True, **overrides):
     if config["invertible"] and not stacks:
         raise ValueError("Invertible adapters go on a TransformerEncoderStack's input, and "
                          f"{type(model).__name__} has none; use invertible=False.")
-    for block in blocks:
-        hidden = _hidden_size(block)
+    planned = []
+    for index, block in enumerate(blocks):
         for place in config["places"]:
             if place == "cross_attention" and not getattr(block, "use_cross_attention", False):
                 continue
-            slot = _slot(block, f"{place}_adapters",
-                         lambda: AdapterSlot(config["placement"], dtype=block.dtype_policy,
-                                             name=f"{place}_adapters"))
-            if slot.placement != config["placement"]:
+            slot = getattr(block, f"{place}_adapters", None)
+            if slot is not None and slot.placement != config["placement"]:
                 raise ValueError(f"{block.name}'s {place} already holds {slot.placement} "
                                  f"adapters; a {config['placement']} adapter cannot share it.")
             adapter = BottleneckAdapter(config["reduction_factor"], activation=config["activation"],
                                         dtype=block.dtype_policy, name=name)
-            adapter.build((None, None, hidden))
-            slot.add(name, adapter, config)
-    for stack in stacks:
-        slot = _slot(stack, "input_adapters",
-                     lambda: InvertibleAdapterSlot(dtype=stack.dtype_policy,
-                                                   name="input_adapters"))
-        hidden = _hidden_size(stack.blocks[0])
+            adapter.build((None, None, _hidden_size(block)))
+            planned.append((f"layer_{index}.{place}", block, f"{place}_adapters",
+                            lambda block=block, place=place: AdapterSlot(
+                                config["placement"], dtype=block.dtype_policy,
+                                name=f"{place}_adapters"), adapter))
+    for index, stack in enumerate(stacks):
         adapter = InvertibleAdapter(config["invertible_reduction_factor"], activation=
                                     config["activation"], dtype=stack.dtype_policy, name=name)
-        adapter.build((None, None, hidden))
-        slot.add(name, adapter, config)
-    if activate:
-        set_active_adapters(model, list(active_adapters(model)) + [name])
-    else:
-        _record(model)
-    return config
+        adapter.build((None, None, _hidden_size(stack.blocks[0])))
+        planned.append((f"stack_{index}.invertible", stack, "input_adapters",
+                        lambda stack=stack: InvertibleAdapterSlot(
+                            dtype=stack.dtype_policy, name="input_adapters"), adapter))
+    return planned
+
+
+def _attach(model, name, config, planned):
+    for _, owner, attribute, make, adapter in planned:
+        _slot(owner, attribute, make).add(name, adapter, config)
 
 
 def _slots(model):
@@ -388,17 +399,18 @@ def enable_lora(model, rank, patterns, alpha=None):
     can be chosen: `["*self_attention/query", "*self_attention/value"]` is
     Hu et al. 2022's W_q, W_v. Returns the paths enabled; no match raises.
     """
+    rank = validation.positive_int("rank", rank)
+    alpha = None if alpha is None else validation.positive_number("alpha", alpha)
     patterns = [patterns] if isinstance(patterns, str) else list(patterns)
-    enabled = []
-    for layer in compat.flatten_layers(model, include_self=False, recursive=True):
-        if not isinstance(layer, (keras.layers.Dense, keras.layers.EinsumDense)):
-            continue
-        if not any(fnmatch.fnmatchcase(layer.path, p) for p in patterns):
-            continue
+    chosen = [layer for layer in compat.flatten_layers(model, include_self=False, recursive=True)
+              if isinstance(layer, (keras.layers.Dense, keras.layers.EinsumDense))
+              and any(fnmatch.fnmatchcase(layer.path, p) for p in patterns)]
+    for layer in chosen:  # every layer checked before the first is changed
         if layer.lora_enabled:
             raise ValueError(f"LoRA is already enabled on {layer.path}.")
+    for layer in chosen:
         layer.enable_lora(rank, lora_alpha=alpha)
-        enabled.append(layer.path)
+    enabled = [layer.path for layer in chosen]
     if not enabled:
         paths = [layer.path for layer in compat.flatten_layers(model, include_self=False)
                  if isinstance(layer, (keras.layers.Dense, keras.layers.EinsumDense))]
@@ -450,26 +462,105 @@ def _assign(variables, tensors, path):
 
 
 def save_adapter(model, name, path, overwrite=False):
-    """Writes adapter `name` alone (weights + config) as safetensors."""
+    """Writes adapter `name` alone (weights + config) as safetensors, with the backbone it
+    was made for (`made_for`), which `load_adapter` checks."""
     variables = adapter_variables(model, name)
     tensors = {k: np.asarray(keras.ops.convert_to_numpy(v)) for k, v in variables.items()}
     metadata = {"format": FORMAT, "name": name,
-                "config": json.dumps(_adapter_sites(model, name)[0][1].configs[name])}
+                "config": json.dumps(_adapter_sites(model, name)[0][1].configs[name]),
+                "made_for": json.dumps(made_for(model))}
     _write(path, tensors, metadata, overwrite)
 
 
-def load_adapter(model, path, name=None, activate=True):
-    """Inserts the adapter saved at `path` (as `name`, default its saved name) and loads it."""
+def load_adapter(model, path, name=None, activate=True, allow_unrecorded=False):
+    """Inserts the adapter saved at `path` (as `name`, default its saved name) and loads it.
+
+    Everything is checked before the model changes: the backbone the file was made
+    for (class, family, architecture: `made_for`), the adapter config, every
+    tensor's name and shape. A refused file leaves the model as it was.
+
+    Args:
+        allow_unrecorded: load a file written before adapter files recorded their
+            backbone (checked by tensor names and shapes only); without it such a
+            file is refused.
+    """
     metadata, tensors = _read(path, FORMAT)
     name = name or metadata["name"]
-    add_adapter(model, name, json.loads(metadata["config"]), activate=activate)
-    variables = adapter_variables(model, name)
     try:
-        _assign(variables, tensors, path)
-    except ValueError:
-        delete_adapter(model, name)
-        raise
+        config = adapter_config(json.loads(metadata["config"]))
+    except (KeyError, TypeError, json.JSONDecodeError, ValueError) as error:
+        raise ValueError(f"{path} holds no usable adapter config ({error}); save the adapter "
+                         "again with save_adapter.") from None
+    planned = _new_adapters(model, name, config)
+    variables = {}
+    for prefix, *_, adapter in planned:
+        variables.update(_named_variables(adapter, prefix))
+    _assign(variables, tensors, path)  # the new adapters only: nothing attached yet
+    check_made_for(model, metadata, path, "adapter", allow_unrecorded, "load_adapter")
+    _attach(model, name, config, planned)
+    if activate:
+        set_active_adapters(model, list(active_adapters(model)) + [name])
+    else:
+        _record(model)
     return name
+
+
+# What a file records of the model it was saved from: config keys that do not change
+# which weights there are or how they combine are left out (a LoRA or adapter trained
+# with dropout loads into the same backbone without).
+_UNRECORDED_KEYS = ("name", "trainable", "dtype", "adapters")
+
+
+def _backbone_of(model):
+    from keras_ctx.models.backbone import Backbone
+
+    if isinstance(model, Backbone):
+        return model
+    found = [layer for layer in compat.flatten_layers(model, include_self=False, recursive=True)
+             if isinstance(layer, Backbone)]
+    return found[0] if found else None
+
+
+def made_for(model):
+    """{"model", "backbone", "family", "config"}: the model a LoRA or adapter file is saved
+    from, as the file records it (the backbone's architecture: its config without names,
+    dtypes and dropout rates)."""
+    backbone = _backbone_of(model)
+    record = {"model": type(model).__name__, "backbone": None, "family": None, "config": {}}
+    if backbone is not None:
+        family = registry.of_backbone(backbone)
+        record.update(backbone=type(backbone).__name__,
+                      family=family.name if family is not None else None,
+                      config=json.loads(json.dumps(
+                          {key: value for key, value in backbone.get_config().items()
+                           if key not in _UNRECORDED_KEYS and "dropout" not in key},
+                          default=str)))
+    return record
+
+
+def check_made_for(model, metadata, path, what, allow_unrecorded, loader):
+    """Raises ValueError in one line when the file at `path` was made for another backbone
+    than `model`'s (another class, family or architecture), naming what differs."""
+    if "made_for" not in metadata:
+        if allow_unrecorded:
+            return
+        raise ValueError(
+            f"{path} does not record the model it was made for (written before {what} files "
+            f"did): save it again from that model, or pass allow_unrecorded=True to {loader} "
+            "to load it checked by tensor names and shapes only.")
+    saved, here = json.loads(metadata["made_for"]), made_for(model)
+    for key in ("backbone", "family"):
+        if saved.get(key) != here[key]:
+            raise ValueError(f"{path} holds a {what} made for a {saved.get(key)} {key}, and "
+                             f"this model's is {here[key]}: load it into the model it was "
+                             "made for.")
+    config = saved.get("config", {})
+    for key in sorted(set(config) | set(here["config"])):
+        if config.get(key) != here["config"].get(key):
+            raise ValueError(
+                f"{path} holds a {what} made for a {saved['backbone']} with {key}="
+                f"{config.get(key)!r}, and this model has {key}="
+                f"{here['config'].get(key)!r}: load it into the model it was made for.")
 
 
 def save_lora(model, path, overwrite=False):
@@ -482,14 +573,21 @@ def save_lora(model, path, overwrite=False):
     for layer in compat.flatten_layers(model, include_self=False, recursive=True):
         if getattr(layer, "lora_enabled", False):
             alphas[layer.path] = [layer.lora_rank, layer.lora_alpha]
-    _write(path, tensors, {"format": LORA_FORMAT, "layers": json.dumps(alphas)}, overwrite)
+    _write(path, tensors, {"format": LORA_FORMAT, "layers": json.dumps(alphas),
+                           "made_for": json.dumps(made_for(model))}, overwrite)
 
 
-def load_lora(model, path):
+def load_lora(model, path, allow_unrecorded=False):
     """Enables LoRA on the layers the file names (same rank and alpha) and loads the factors.
 
-    The whole file is checked against the model first (every layer there, its rank and
-    alpha, every factor's shape): a refused file leaves the model as it was.
+    The whole file is checked against the model first (the backbone it was made for:
+    class, family, architecture; every layer there, its rank and alpha, every
+    factor's shape): a refused file leaves the model as it was.
+
+    Args:
+        allow_unrecorded: load a file written before LoRA files recorded their model
+            (checked by layer paths, ranks and shapes only); without it such a file
+            is refused.
     """
     metadata, tensors = _read(path, LORA_FORMAT)
     layers = json.loads(metadata["layers"])
@@ -510,13 +608,15 @@ def load_lora(model, path):
         shapes[f"{layer_path}.lora_kernel_a"] = base[:-1] + (int(rank),)
         shapes[f"{layer_path}.lora_kernel_b"] = (int(rank), base[-1])
     _check_tensors(shapes, tensors, path)
+    check_made_for(model, metadata, path, "LoRA", allow_unrecorded, "load_lora")
     for layer_path, (rank, alpha) in layers.items():
         if not by_path[layer_path].lora_enabled:
             by_path[layer_path].enable_lora(rank, lora_alpha=alpha)
     _assign(lora_variables(model), tensors, path)
 
 
-__all__ = ["active_adapters", "add_adapter", "adapter_names", "adapter_state", "adapter_variables", "delete_adapter",
+__all__ = ["active_adapters", "add_adapter", "adapter_names", "adapter_state", "adapter_variables",
+           "check_made_for", "delete_adapter", "made_for",
            "enable_lora", "freeze_except", "AdapterMaskedLMPretrainer", "invert_output", "load_adapter", "load_lora", "lora_variables",
            "restore_adapters", "save_adapter", "save_lora", "set_active_adapters", "train_only",
            "transformer_blocks"]

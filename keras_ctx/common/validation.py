@@ -10,6 +10,7 @@ one line naming the flag, before a tokenizer is trained or `--out` written.
 import difflib
 import inspect
 import math
+import numbers
 
 from keras_ctx.common.errors import ConfigError
 
@@ -75,6 +76,62 @@ FLAGS = {
 }
 
 
+# ------------------------------------------------------- one vocabulary of checks
+
+# What the Python functions the commands call (peft, tasks, transfer recipes) check their
+# numeric arguments with, naming the argument: NaN, inf, a bool, 0 or a negative number
+# where the value must be positive, a rate outside its range, are refused before any work.
+
+def _integer(value):
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _real(value):
+    return (isinstance(value, numbers.Real) and not isinstance(value, bool)
+            and math.isfinite(value))
+
+
+def positive_int(name, value, least=1):
+    """`value` as an int when it is an integer >= `least` (1); else ConfigError naming `name`."""
+    if not _integer(value) or value < least:
+        what = "a positive integer" if least == 1 else f"an integer >= {least}"
+        raise ConfigError(f"`{name}` must be {what}, got {value!r}.")
+    return int(value)
+
+
+def non_negative_int(name, value):
+    """`value` as an int when it is an integer >= 0."""
+    return positive_int(name, value, least=0)
+
+
+def positive_number(name, value):
+    """`value` as a float when it is a finite number > 0 (not NaN, inf or a bool)."""
+    if not _real(value) or value <= 0:
+        raise ConfigError(f"`{name}` must be a positive finite number, got {value!r}.")
+    return float(value)
+
+
+def non_negative_number(name, value):
+    """`value` as a float when it is a finite number >= 0."""
+    if not _real(value) or value < 0:
+        raise ConfigError(f"`{name}` must be a finite number >= 0, got {value!r}.")
+    return float(value)
+
+
+def rate(name, value):
+    """`value` as a float when it is a rate in [0, 1) (dropout: 1 would drop everything)."""
+    if not _real(value) or not 0 <= value < 1:
+        raise ConfigError(f"`{name}` must be a number in [0, 1), got {value!r}.")
+    return float(value)
+
+
+def fraction(name, value):
+    """`value` as a float when it is in (0, 1] (a decay, a share of something)."""
+    if not _real(value) or not 0 < value <= 1:
+        raise ConfigError(f"`{name}` must be a number in (0, 1], got {value!r}.")
+    return float(value)
+
+
 def flag_name(name):
     """The command-line spelling of a Python argument name: batch_size -> --batch-size."""
     return "--" + name.replace("_", "-")
@@ -87,11 +144,10 @@ def check_arg(name, value):
         return
     flag = flag_name(name)
     if kind is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-                math.isfinite(value) and value > least):
+        if not _real(value) or value <= least:
             raise ConfigError(f"{flag} must be a positive finite number, got {value!r}.")
         return
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+    if not _integer(value) or value < least:
         if name == "vocabulary_size":
             raise ConfigError(
                 f"{flag} must be at least {least} (the special tokens plus pieces to spell "

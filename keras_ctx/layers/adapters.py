@@ -61,6 +61,14 @@ def adapter_config(config="pfeiffer", **overrides):
         raise ValueError(f"Unknown adapter config keys {unknown}; known: {list(CONFIG_KEYS)}.")
     _checks.one_of("placement", merged.get("placement"), PLACEMENTS)
     _checks.positive_int("reduction_factor", merged.get("reduction_factor"))
+    _checks.positive_int("invertible_reduction_factor", merged["invertible_reduction_factor"])
+    if not isinstance(merged["invertible"], bool):
+        raise ValueError(f"`invertible` must be True or False, got {merged['invertible']!r}.")
+    try:
+        keras.activations.get(merged["activation"])
+    except (ValueError, TypeError):
+        raise ValueError(f"`activation` must name a Keras activation (e.g. 'relu'), got "
+                         f"{merged['activation']!r}.") from None
     places = list(merged.get("places") or ())
     for place in places:
         _checks.one_of("place", place, PLACES)

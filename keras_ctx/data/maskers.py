@@ -2,16 +2,17 @@
 
 from keras_ctx.data.masking import MLMMasker
 from keras_ctx.data.ngram_masking import NgramMasker
-from keras_ctx.data.tokenizers import continuation_table
+from keras_ctx.data.tokenizers import continuation_table, sentencepiece_word_start
 
 
-def continuations(tokenizer, word_continuations=None):
-    """`word_continuations`, or the tokenizer's table (True for pieces that continue a word)."""
+def continuations(tokenizer, word_continuations=None, word_start=sentencepiece_word_start):
+    """`word_continuations`, or the tokenizer's table (True for pieces that continue a word;
+    `word_start`: the family's rule for SentencePiece pieces, `continuation_table`)."""
     if word_continuations is None:
         if tokenizer is None:
             raise ValueError("Without a tokenizer, give `word_continuations` "
                              "(keras_ctx.data.tokenizers.continuation_table).")
-        word_continuations = continuation_table(tokenizer)
+        word_continuations = continuation_table(tokenizer, word_start)
     return word_continuations
 
 
@@ -26,10 +27,12 @@ def never_masked_ids(special_ids):
 
 
 def masker_for(tokenizer, special_ids, vocabulary_size, whole_word_masking=False, max_ngram=1,
-               word_continuations=None, **kwargs):
-    """BERT's token masking, or whole-word / n-gram masking (`NgramMasker`)."""
+               word_continuations=None, word_start=sentencepiece_word_start, **kwargs):
+    """BERT's token masking, or whole-word / n-gram masking (`NgramMasker`); `word_start`:
+    where a SentencePiece word starts for the family (`tokenizers.albert_word_start`)."""
     if whole_word_masking or max_ngram > 1:
-        table = continuations(tokenizer, word_continuations) if whole_word_masking else None
+        table = (continuations(tokenizer, word_continuations, word_start)
+                 if whole_word_masking else None)
         return NgramMasker(vocabulary_size, special_ids["mask"], never_masked_ids(special_ids),
                            table, max_ngram=max_ngram, **kwargs)
     return MLMMasker(vocabulary_size, special_ids["mask"],

@@ -376,24 +376,67 @@ def special_token_ids(tokenizer):
     return ids
 
 
-def continuation_table(tokenizer):
+# Where a word starts, as each released pipeline decides it for its own tokenizer.
+def wordpiece_word_start(piece):
+    """WordPiece: a piece without "##" (google-research/bert create_pretraining_data.py
+    @eedf571, whole-word masking; SpanBERT, ERNIE and ELECTRA read WordPiece the same)."""
+    return not piece.startswith("##")
+
+
+def byte_level_word_start(piece):
+    """Byte-level BPE: a piece that carries the space before it, "Ġ" (fairseq
+    GPT2BPE.is_beginning_of_word: the decoded piece starts with a space)."""
+    return piece.startswith("\u0120")
+
+
+def sentencepiece_word_start(piece):
+    """SentencePiece: a piece that opens with "▁" (its marker for a word's start)."""
+    return piece.startswith(WORD_START)
+
+
+# XLNet data_utils.py @bbaa3a6 and ALBERT create_pretraining_data.py @b772393 (the
+# string lists '"' twice: no apostrophe, no "<", "=" or ">").
+START_PIECES = frozenset('!"#$%&"()*+,-./:;?@[\\]^_`{|}~')
+_ENGLISH = frozenset("abcdefghijklmnopqrstuvwxyz")
+
+
+def xlnet_word_start(piece):
+    """XLNet's `_is_start_piece` (data_utils.py @bbaa3a6): "▁", "<" or a lone
+    punctuation piece opens a word (span)."""
+    return piece.startswith((WORD_START, "<")) or piece in START_PIECES
+
+
+def albert_word_start(piece):
+    """ALBERT's `_is_start_piece_sp` (create_pretraining_data.py @b772393): XLNet's rule,
+    and any piece with a character that is neither an English letter nor one of the
+    punctuation marks ("for foreign characters, we always treat them as a whole piece"):
+    digits, accented letters, apostrophes."""
+    return xlnet_word_start(piece) or not all(
+        c.lower() in _ENGLISH or c in START_PIECES for c in piece)
+
+
+def continuation_table(tokenizer, sentencepiece_word_start=sentencepiece_word_start):
     """Bool array over ids: True for pieces that continue a word (not a word start).
 
-    WordPiece: "##x". Byte-level BPE: pieces without the leading "Ġ" (space).
-    SentencePiece: pieces without the leading "▁". Special tokens start words.
+    WordPiece: "##x" (`wordpiece_word_start`). Byte-level BPE: pieces without the
+    leading "Ġ" (`byte_level_word_start`). SentencePiece: by
+    `sentencepiece_word_start(piece)`, the family's released rule (ALBERT's
+    `albert_word_start`, XLNet's `xlnet_word_start`; by default a "▁" start).
+    Special tokens ([X] / <x>) start words.
     """
     pieces = vocabulary(tokenizer)
     kind = type(tokenizer).__name__
+    if "WordPiece" in kind:
+        starts = wordpiece_word_start
+    elif "BytePair" in kind:
+        starts = byte_level_word_start
+    else:
+        starts = sentencepiece_word_start
     table = np.zeros(len(pieces), bool)
     for i, piece in enumerate(pieces):
         if piece.startswith(("[", "<")) and piece.endswith(("]", ">")):
             continue
-        if "WordPiece" in kind:
-            table[i] = piece.startswith("##")
-        elif "BytePair" in kind:
-            table[i] = not piece.startswith("\u0120")
-        else:
-            table[i] = not piece.startswith("\u2581")
+        table[i] = not starts(piece)
     return table
 
 

@@ -16,7 +16,8 @@ import numpy as np
 from keras_ctx.common.optional import tensorflow as tf
 
 from keras_ctx.data._checks import positive_int
-from keras_ctx.data.tokenizers import continuation_table, vocabulary
+from keras_ctx.data.tokenizers import (START_PIECES, continuation_table, vocabulary,
+                                      xlnet_word_start)
 
 
 def text_stream(documents, sequence_length, batch_size, separator_id=None):
@@ -360,12 +361,14 @@ def two_segment_stream(documents, sequence_length, batch_size, sep_id, cls_id, r
 def xlnet_word_starts(tokenizer):
     """Bool array over ids: True where a piece starts a word (XLNet `_is_start_piece`).
 
-    Pieces that open a word (SentencePiece "▁"), special tokens and the
-    punctuation pieces XLNet lists start a span of `span_mask`.
+    Pieces that open a word (SentencePiece "▁"), pieces starting with "<", special
+    tokens and the punctuation pieces XLNet lists start a span of `span_mask`
+    (`tokenizers.xlnet_word_start`); another tokenizer's pieces by its own marker,
+    with XLNet's punctuation pieces.
     """
-    punctuation = set('!"#$%&()*+,-./:;?@[\\]^_`{|}~')
     pieces = vocabulary(tokenizer)
-    return ~continuation_table(tokenizer) | [p in punctuation for p in pieces]
+    return (~continuation_table(tokenizer, xlnet_word_start)
+            | [p in START_PIECES for p in pieces])
 
 
 def document_runs(docs, eod_id, flag=False):

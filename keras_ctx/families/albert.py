@@ -23,9 +23,10 @@ ALBERT_PRETRAINING = register_pretraining({name: _ALBERT for name in albert.ALBE
 
 ALBERT = register_family(Family(
     "albert", albert.AlbertBackbone, albert.ALBERT_PRESETS, tokenizers.train_sentencepiece,
-    WORDPIECE_FRAMING, pooling=POOLED, dataset=pipeline(pipelines.albert_dataset),
+    WORDPIECE_FRAMING, pooling=POOLED, dataset=pipeline(pipelines.albert_dataset, word_start=tokenizers.albert_word_start),
     pretrainer=pretrainer(AlbertPretrainer),
-    prepared=layout(layouts.pairs_layout, kind="sop", whole_word_masking=True, max_ngram=3),
+    prepared=layout(layouts.pairs_layout, kind="sop", whole_word_masking=True, max_ngram=3,
+                    word_start=tokenizers.albert_word_start),
     huggingface=convert_albert.HUGGINGFACE, keras_hub=convert_albert.KERAS_HUB,
     tf_checkpoint=convert_albert.TF_CHECKPOINT,
     optimizer=optimizers.albert_recipe))

@@ -4,22 +4,11 @@ import tensorflow as tf
 
 from keras_ctx.data.permutation import permutation_masks, sample_permutation
 from keras_ctx.data.xlnet_stream import text_stream
+from tests.data.word_boundaries_reference import runs
 
 
 def _np(features):
     return {name: value.numpy() for name, value in features.items()}
-
-
-def _runs(is_target):
-    """Lengths of the maximal runs of consecutive targets."""
-    runs, current = [], 0
-    for flag in list(is_target) + [False]:
-        if flag:
-            current += 1
-        elif current:
-            runs.append(current)
-            current = 0
-    return runs
 
 
 def _check_row(tokens, real, f, num_predict, k):
@@ -89,8 +78,8 @@ def test_targets_uniform_and_spans_longer():
     assert np.abs(frequency - 1 / 6).max() < 0.08
     assert abs(frequency.mean() - 1 / 6) < 1e-6
     # Span-based targets come in runs (XLNet's n-grams, E[n] = 2.19 for n <= 5).
-    plain_runs = np.mean([r for row in plain["target_mapping"].sum(1) for r in _runs(row)])
-    span_runs = np.mean([r for row in spans["target_mapping"].sum(1) for r in _runs(row)])
+    plain_runs = np.mean([r for row in plain["target_mapping"].sum(1) for r in runs(row)])
+    span_runs = np.mean([r for row in spans["target_mapping"].sum(1) for r in runs(row)])
     assert plain_runs < 1.35 < 1.7 < span_runs
 
 

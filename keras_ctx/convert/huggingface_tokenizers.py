@@ -7,7 +7,12 @@ vocabulary files (WordPiece, byte-level or "</w>" BPE, SentencePiece);
 
 import os
 
+from keras_ctx.common.files import missing_link
 from keras_ctx.convert.base import CheckpointError, read_json_object, write_json_file
+
+
+# SentencePiece models, by the names checkpoints give them.
+SENTENCEPIECE_FILES = ("spiece.model", "sentencepiece.bpe.model", "30k-clean.model")
 
 
 def tokenizer_from_huggingface(directory, lowercase=None):
@@ -18,71 +23,215 @@ def tokenizer_from_huggingface(directory, lowercase=None):
     end-of-word pieces: openai-gpt) and SentencePiece (spiece.model:
     ALBERT, XLNet, T5). `lowercase` overrides tokenizer_config.json's
     do_lower_case for WordPiece (HF's default when neither says: True).
+
+    Which files are read, when a directory holds several: one kind of
+    vocabulary files only (vocab.txt, or vocab.json with merges.txt, or one
+    SentencePiece model); two kinds, half of a BPE pair or two SentencePiece
+    models that differ are refused naming the files. tokenizer.json (the
+    `tokenizers` library's file) is read alone when it is the only one, for a
+    WordPiece or BPE model; beside vocab.txt or vocab.json + merges.txt its
+    vocabulary, merges and lowercasing must agree with them (refused naming both
+    files if not); beside a SentencePiece model the model is read and
+    tokenizer.json is not (it is converted from the model, with other ids for
+    fairseq's special tokens).
     """
     directory = os.fspath(directory)
+    present = {}
+    for name in TOKENIZER_FILES:
+        path = os.path.join(directory, name)
+        if missing_link(path):
+            raise CheckpointError(missing_link(path))
+        if os.path.isfile(path):
+            present[name] = path
     settings = {}
-    path = os.path.join(directory, "tokenizer_config.json")
-    if os.path.isfile(path):
-        settings = read_json_object(path, "tokenizer_config.json")
-    vocab = os.path.join(directory, "vocab.txt")
-    if os.path.isfile(vocab):
-        import keras_hub
+    if "tokenizer_config.json" in present:
+        settings = read_json_object(present["tokenizer_config.json"], "tokenizer_config.json")
+    fast = _fast_model(present.get("tokenizer.json"))
+    kinds = _vocabulary_kinds(present)
+    if not kinds:
+        if fast is None:
+            return None
+        if fast["type"] == "Unigram":
+            raise CheckpointError(f"{fast['path']} holds a Unigram (SentencePiece) vocabulary, "
+                                  "which is read from its SentencePiece model: add spiece.model.")
+        kinds = {fast["type"]: ["tokenizer.json"]}
+    (kind, names), = kinds.items()
+    if kind == "WordPiece":
+        return _wordpiece(present, settings, fast, lowercase)
+    if kind == "BPE":
+        return _byte_pairs(present, settings, fast)
+    return _sentencepiece(present[names[0]])
 
-        unknown = _token(settings.get("unk_token", "[UNK]"))
-        vocabulary = read_vocabulary(vocab, unknown)
-        if lowercase is None:
-            lowercase = bool(settings.get("do_lower_case", True))
-        strip_accents = settings.get("strip_accents")
-        # BERT's BasicTokenizer strips accents whenever it lowercases, unless
-        # strip_accents is set explicitly.
-        strip_accents = lowercase if strip_accents is None else bool(strip_accents)
-        return keras_hub.tokenizers.WordPieceTokenizer(
-            vocabulary=vocabulary, lowercase=lowercase, strip_accents=strip_accents,
-            oov_token=unknown,
-            split_on_cjk=bool(settings.get("tokenize_chinese_chars", True)),
-        )
-    vocab, merges = (os.path.join(directory, n) for n in ("vocab.json", "merges.txt"))
-    if os.path.isfile(vocab) and os.path.isfile(merges):
-        import keras_hub
 
+def _vocabulary_kinds(present):
+    """{kind: file names} of the vocabulary files present; CheckpointError for two kinds,
+    half a BPE pair, or SentencePiece models that differ."""
+    pair = [name for name in ("vocab.json", "merges.txt") if name in present]
+    if len(pair) == 1:
+        other = ({"vocab.json", "merges.txt"} - set(pair)).pop()
+        raise CheckpointError(f"{present[pair[0]]} is one half of a BPE tokenizer, but "
+                              f"{other} is not beside it; add it (or remove {pair[0]}).")
+    pieces = [name for name in SENTENCEPIECE_FILES if name in present]
+    for name in pieces[1:]:
+        if _read_bytes(present[name]) != _read_bytes(present[pieces[0]]):
+            raise CheckpointError(f"{present[pieces[0]]} and {present[name]} are two different "
+                                  "SentencePiece models; keep the one of this model.")
+    wordpiece = ["vocab.txt"] if "vocab.txt" in present else []
+    kinds = {kind: names for kind, names in (("WordPiece", wordpiece), ("BPE", pair),
+                                             ("SentencePiece", pieces)) if names}
+    if len(kinds) > 1:
+        files = " and ".join(present[n] for names in kinds.values() for n in names[:1])
+        raise CheckpointError(f"{files} are the vocabularies of two kinds of tokenizer "
+                              f"({' and '.join(kinds)}); keep the files of this model's one.")
+    return kinds
+
+
+def _fast_model(path):
+    """tokenizer.json's WordPiece or BPE model (with its normalizer and pre-tokenizer), or
+    None when there is no such file (or it is keras-hub's tokenizer.json, not this one)."""
+    if path is None:
+        return None
+    document = read_json_object(path, "tokenizer.json")
+    model = document.get("model")
+    if not isinstance(model, dict) or "type" not in model:
+        return None  # not the tokenizers library's file
+    if model["type"] not in ("WordPiece", "BPE", "Unigram"):
+        raise CheckpointError(f"{path}: model type {model['type']!r} is not read; give the "
+                              "vocabulary files (vocab.txt, vocab.json + merges.txt or a "
+                              "SentencePiece model).")
+    vocabulary = model.get("vocab")
+    if model["type"] == "Unigram":
+        return {"type": "Unigram", "path": path}
+    if not isinstance(vocabulary, dict):
+        raise CheckpointError(f"{path}: model.vocab is not an object of token -> id.")
+    normalizer = document.get("normalizer") or {}
+    pre_tokenizer = document.get("pre_tokenizer") or {}
+    merges = [m if isinstance(m, str) else " ".join(m) for m in model.get("merges") or []]
+    return {"type": model["type"], "path": path, "vocab": vocabulary, "merges": merges,
+            "unk_token": model.get("unk_token"),
+            "lowercase": normalizer.get("lowercase") if normalizer.get("type") == "BertNormalizer"
+            else None,
+            "add_prefix_space": pre_tokenizer.get("add_prefix_space")
+            if pre_tokenizer.get("type") == "ByteLevel" else None}
+
+
+def _disagree(first, second, what):
+    raise CheckpointError(f"{first} and {second} disagree on {what}; they belong to two "
+                          "tokenizers: keep the files of this model's one (or fix one).")
+
+
+def _first_difference(ours, theirs):
+    """'index i: a vs b' of the first place two sequences differ."""
+    for index, (a, b) in enumerate(zip(ours, theirs)):
+        if a != b:
+            return f"entry {index}: {a!r} vs {b!r}"
+    return f"{len(ours)} vs {len(theirs)} entries"
+
+
+def _wordpiece(present, settings, fast, lowercase):
+    import keras_hub
+
+    if fast is not None and fast["type"] != "WordPiece":
+        _disagree(present.get("vocab.txt"), fast["path"], f"the kind of tokenizer (WordPiece "
+                  f"vs {fast['type']})")
+    unknown = _token(settings.get("unk_token", (fast or {}).get("unk_token") or "[UNK]"))
+    if "vocab.txt" in present:
+        vocabulary = read_vocabulary(present["vocab.txt"], unknown)
+        if fast is not None:
+            theirs = _tokens_by_id(fast)
+            if theirs != vocabulary:
+                _disagree(present["vocab.txt"], fast["path"],
+                          f"the vocabulary ({_first_difference(vocabulary, theirs)})")
+    else:
+        vocabulary = _tokens_by_id(fast)
+        if unknown not in vocabulary:
+            raise CheckpointError(f"{fast['path']} has no unknown token {unknown!r}.")
+    if fast is not None and fast["lowercase"] is not None:
+        if "do_lower_case" in settings and bool(settings["do_lower_case"]) != fast["lowercase"]:
+            _disagree(present["tokenizer_config.json"], fast["path"], "lowercasing "
+                      f"(do_lower_case {settings['do_lower_case']} vs normalizer.lowercase "
+                      f"{fast['lowercase']})")
+        settings = dict(settings, do_lower_case=fast["lowercase"])
+    if lowercase is None:
+        lowercase = bool(settings.get("do_lower_case", True))
+    strip_accents = settings.get("strip_accents")
+    # BERT's BasicTokenizer strips accents whenever it lowercases, unless
+    # strip_accents is set explicitly.
+    strip_accents = lowercase if strip_accents is None else bool(strip_accents)
+    return keras_hub.tokenizers.WordPieceTokenizer(
+        vocabulary=vocabulary, lowercase=lowercase, strip_accents=strip_accents,
+        oov_token=unknown, split_on_cjk=bool(settings.get("tokenize_chinese_chars", True)))
+
+
+def _tokens_by_id(fast):
+    """tokenizer.json's WordPiece vocabulary as a list (its ids 0..n-1)."""
+    ids = sorted(fast["vocab"].values(), key=lambda i: (type(i) is not int, i))
+    if ids != list(range(len(ids))):
+        raise CheckpointError(f"{fast['path']}: model.vocab's ids are not 0..{len(ids) - 1}, "
+                              "each once.")
+    return [token for token, _ in sorted(fast["vocab"].items(), key=lambda item: item[1])]
+
+
+def _byte_pairs(present, settings, fast):
+    import keras_hub
+
+    from keras_ctx.data.tokenizers import WORD_END, WordEndBPETokenizer
+
+    if fast is not None and fast["type"] != "BPE":
+        _disagree(present.get("vocab.json"), fast["path"],
+                  f"the kind of tokenizer (BPE vs {fast['type']})")
+    if "vocab.json" in present:
+        vocab, merges = present["vocab.json"], present["merges.txt"]
         vocabulary = read_json_object(vocab, "vocab.json (token -> id)")
-        ids = list(vocabulary.values())
-        if not all(type(i) is int and i >= 0 for i in ids) or len(set(ids)) != len(ids):
-            raise CheckpointError(f"{vocab} must map each token to its own id (a non-negative "
-                                  "integer); some ids are repeated or not integers.")
         lines = _text_lines(merges)
         # merges.txt starts with a "#version" line; the rest are "a b" pairs.
         merge_list = [line for line in lines if line and not line.startswith("#version")]
-        bad = next((line for line in merge_list if len(line.split(" ")) != 2), None)
-        if bad is not None:
-            raise CheckpointError(f"{merges}: {bad!r} is not a merge of two pieces.")
-        from keras_ctx.data.tokenizers import WORD_END, WordEndBPETokenizer
+        if fast is not None:
+            if fast["vocab"] != vocabulary:
+                _disagree(vocab, fast["path"], "the vocabulary")
+            if fast["merges"] != merge_list:
+                _disagree(merges, fast["path"],
+                          f"the merges ({_first_difference(merge_list, fast['merges'])})")
+    else:
+        vocab = merges = fast["path"]
+        vocabulary, merge_list = fast["vocab"], fast["merges"]
+    ids = list(vocabulary.values())
+    if not all(type(i) is int and i >= 0 for i in ids) or len(set(ids)) != len(ids):
+        raise CheckpointError(f"{vocab} must map each token to its own id (a non-negative "
+                              "integer); some ids are repeated or not integers.")
+    bad = next((line for line in merge_list if len(line.split(" ")) != 2), None)
+    if bad is not None:
+        raise CheckpointError(f"{merges}: {bad!r} is not a merge of two pieces.")
+    if any(piece.endswith(WORD_END) for piece in vocabulary):
+        # openai-gpt: BPE over lowercased words with "</w>" ends, not bytes.
+        unknown = _token(settings.get("unk_token", "<unk>"))
+        return WordEndBPETokenizer(vocabulary, merge_list, unknown_token=unknown)
+    prefix_space = settings.get("add_prefix_space")
+    if fast is not None and fast["add_prefix_space"] is not None:
+        if prefix_space is not None and bool(prefix_space) != fast["add_prefix_space"]:
+            _disagree(present["tokenizer_config.json"], fast["path"], "add_prefix_space")
+        prefix_space = fast["add_prefix_space"]
+    try:
+        return keras_hub.tokenizers.BytePairTokenizer(
+            vocabulary=vocabulary, merges=merge_list, add_prefix_space=bool(prefix_space))
+    except ValueError as error:  # a merge of pieces the vocabulary lacks
+        raise CheckpointError(f"{merges} does not fit {vocab} ({error}); use the two "
+                              "files of one tokenizer.") from None
 
-        if any(piece.endswith(WORD_END) for piece in vocabulary):
-            # openai-gpt: BPE over lowercased words with "</w>" ends, not bytes.
-            unknown = _token(settings.get("unk_token", "<unk>"))
-            return WordEndBPETokenizer(vocabulary, merge_list, unknown_token=unknown)
-        try:
-            return keras_hub.tokenizers.BytePairTokenizer(
-                vocabulary=vocabulary, merges=merge_list,
-                add_prefix_space=bool(settings.get("add_prefix_space", False)),
-            )
-        except ValueError as error:  # a merge of pieces the vocabulary lacks
-            raise CheckpointError(f"{merges} does not fit {vocab} ({error}); use the two "
-                                  "files of one tokenizer.") from None
-    for name in ("spiece.model", "sentencepiece.bpe.model", "30k-clean.model"):
-        path = os.path.join(directory, name)
-        if os.path.isfile(path):
-            import keras_hub
 
-            with open(path, "rb") as handle:
-                proto = handle.read()
-            try:
-                return keras_hub.tokenizers.SentencePieceTokenizer(proto=proto)
-            except Exception as error:  # sentencepiece raises RuntimeError/TF errors
-                raise CheckpointError(f"{path} is not a readable SentencePiece model "
-                                      f"({type(error).__name__}: {error}).") from None
-    return None
+def _read_bytes(path):
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def _sentencepiece(path):
+    import keras_hub
+
+    try:
+        return keras_hub.tokenizers.SentencePieceTokenizer(proto=_read_bytes(path))
+    except Exception as error:  # sentencepiece raises RuntimeError/TF errors
+        raise CheckpointError(f"{path} is not a readable SentencePiece model "
+                              f"({type(error).__name__}: {error}).") from None
 
 
 def _token(value):

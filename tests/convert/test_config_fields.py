@@ -153,18 +153,24 @@ def test_a_key_given_twice_in_a_safetensors_header_is_named(tmp_path):
         read_safetensors_header(str(path))
 
 
-def test_a_missing_blob_behind_a_cache_link_is_named(tmp_path):
-    """huggingface_hub's layout: snapshots/REV/config.json -> ../../blobs/HASH."""
+def snapshot_with_missing_blob(tmp_path, name):
+    """huggingface_hub's layout, snapshots/REV/`name` -> ../../blobs/HASH, the blob gone:
+    (the snapshot directory, the blob's path)."""
     repo = tmp_path / "models--org--name"
     (repo / "blobs").mkdir(parents=True)
     snapshot = repo / "snapshots" / "abc123"
     snapshot.mkdir(parents=True)
-    os.symlink("../../blobs/0123abcd", snapshot / "config.json")
+    os.symlink("../../blobs/0123abcd", snapshot / name)
+    return snapshot, repo / "blobs" / "0123abcd"
+
+
+def test_a_missing_blob_behind_a_cache_link_is_named(tmp_path):
+    snapshot, blob = snapshot_with_missing_blob(tmp_path, "config.json")
     with pytest.raises(CheckpointError) as caught:
         from_huggingface(snapshot)
     message = str(caught.value)
-    assert message.startswith(f"{snapshot / 'config.json'} is a link to "
-                              f"{repo / 'blobs' / '0123abcd'}, which is missing: the blob")
+    assert message.startswith(f"{snapshot / 'config.json'} is a link to {blob}, which is "
+                              "missing: the blob")
     assert "no config.json" not in message
 
 

@@ -8,6 +8,8 @@ mBERT's zero-shot results (Devlin et al., multilingual/README.md, XNLI
 """
 
 import keras
+
+from keras_ctx.common import validation
 from keras_ctx.common.optional import tensorflow as tf
 
 # BERT's fine-tuning recipe (Devlin et al. 2019, Sec. A.3): batch 32,
@@ -57,8 +59,9 @@ def zero_shot_transfer(backbone, train_l1, eval_l2, num_classes, eval_l1=None,
     """
     from keras_ctx.tasks.heads import SequenceClassifier
 
-    if not isinstance(epochs, int) or epochs < 1:
-        raise ValueError(f"`epochs` must be a positive integer, got {epochs!r}.")
+    validation.positive_int("epochs", epochs)
+    validation.positive_int("batch_size", batch_size)
+    validation.positive_number("learning_rate", learning_rate)
     train_x, train_y = _split("train_l1", train_l1)
     l2_x, l2_y = _split("eval_l2", eval_l2)
     l1_x, l1_y = _split("eval_l1", eval_l1) if eval_l1 is not None else (train_x, train_y)

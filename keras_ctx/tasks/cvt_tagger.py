@@ -8,6 +8,7 @@ unlabelled sentences and trains `CrossViewTrainer`; `save_cvt_tagger` and
 import numpy as np
 from keras_ctx.common.optional import tensorflow as tf
 
+from keras_ctx.common import validation
 from keras_ctx.common.files import json_writer, write_files
 
 
@@ -99,6 +100,9 @@ def train_cvt_tagger(labelled_path, unlabelled_path, steps, sequence_length=None
     from keras_ctx.data.cvt import cvt_dataset
     from keras_ctx.pretraining.cvt import CrossViewTrainer, cvt_optimizer
 
+    validation.check_args(steps=steps, sequence_length=sequence_length, batch_size=batch_size,
+                          vocabulary_size=vocabulary_size, learning_rate=learning_rate,
+                          seed=seed, warm_up_steps=warm_up_steps)
     sentences, tags = read_tagged_tsv(labelled_path)
     unlabelled = read_sentences(unlabelled_path)
     tag_names = sorted({t for row in tags for t in row})
@@ -109,7 +113,8 @@ def train_cvt_tagger(labelled_path, unlabelled_path, steps, sequence_length=None
     vocabulary = sorted(counts, key=lambda w: (-counts[w], w))[:vocabulary_size - 2]
     encoder = CvtEncoder(len(vocabulary) + 2, **(encoder_config or {}))
     characters = encoder.get_config()["max_characters_per_token"]
-    length = sequence_length or max(len(s) for s in sentences + unlabelled)
+    length = max(len(s) for s in sentences + unlabelled) if sequence_length is None else (
+        sequence_length)
     x = tagging_inputs(sentences, vocabulary, length, characters)
     y = np.zeros_like(x["token_ids"])
     for row, labels in enumerate(tags):

@@ -11,6 +11,7 @@ final hidden state of the <extract> token; L_LM is the pretraining objective
 import keras
 from keras import ops
 
+from keras_ctx.common import validation
 from keras_ctx.layers import Dropout
 from keras_ctx.pretraining.base import Pretrainer
 from keras_ctx.pretraining.causal_lm import masked_token_loss, next_token_targets
@@ -37,8 +38,9 @@ class GPTFineTuner(Pretrainer):
 
     def __init__(self, backbone, num_classes, lm_weight=0.5, dropout=0.1, **kwargs):
         super().__init__(**kwargs)
-        if num_classes < 2:
-            raise ValueError(f"`num_classes` must be >= 2, got {num_classes}.")
+        num_classes = validation.positive_int("num_classes", num_classes, least=2)
+        lm_weight = validation.non_negative_number("lm_weight", lm_weight)
+        dropout = validation.rate("dropout", dropout)
         self.backbone = backbone
         self.num_classes = num_classes
         self.lm_weight = float(lm_weight)

@@ -10,6 +10,7 @@ import numpy as np
 from keras import ops
 
 from keras_ctx import registry
+from keras_ctx.common import validation
 from keras_ctx.common.keras_files import CheckedWeightFiles
 from keras_ctx.data.checked_input import CheckedTokenIds
 from keras_ctx.layers.dropout import Dropout
@@ -183,8 +184,8 @@ class SequenceClassifier(Task):
                  mask=None, transform_activation=None, **kwargs):
         if pooling not in POOLINGS:
             raise ValueError(f"`pooling` must be one of {POOLINGS}, got {pooling!r}.")
-        if not isinstance(num_classes, int) or num_classes < 1:
-            raise ValueError(f"`num_classes` must be a positive integer, got {num_classes!r}.")
+        num_classes = validation.positive_int("num_classes", num_classes)
+        dropout = validation.rate("dropout", dropout)
         inputs, features = self._backbone_features(backbone)
         if pooling == "auto":
             pooling, output, mask, family_transform = self._family_pooling(
@@ -231,8 +232,8 @@ class TokenClassifier(Task):
     """One label per token (NER, POS tagging): (batch, time, num_labels) logits."""
 
     def __init__(self, backbone, num_labels, dropout=0.1, **kwargs):
-        if not isinstance(num_labels, int) or num_labels < 1:
-            raise ValueError(f"`num_labels` must be a positive integer, got {num_labels!r}.")
+        num_labels = validation.positive_int("num_labels", num_labels)
+        dropout = validation.rate("dropout", dropout)
         inputs, features = self._backbone_features(backbone)
         hidden = Dropout(dropout, name="dropout")(features["sequence_output"])
         logits = keras.layers.Dense(num_labels, name="logits", dtype="float32")(hidden)

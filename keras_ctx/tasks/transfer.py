@@ -24,7 +24,7 @@ Layer groups are lists of variables, embeddings first, the task head last:
 
 import keras
 
-from keras_ctx.common import compat
+from keras_ctx.common import compat, validation
 from keras_ctx.layers.dropout import Dropout
 from keras_ctx import backend
 from keras_ctx.tasks.heads import ConcatPooling, Task
@@ -124,6 +124,8 @@ def layer_groups(model, backbone=None):
 
 def discriminative_multipliers(num_groups, factor=DISCRIMINATIVE_FACTOR):
     """ULMFiT's learning-rate factors: group l of L gets factor^-(L-1-l), the top 1."""
+    num_groups = validation.positive_int("num_groups", num_groups)
+    factor = validation.positive_number("factor", factor)
     return [factor ** -(num_groups - 1 - l) for l in range(num_groups)]
 
 
@@ -135,6 +137,8 @@ def layer_wise_decay_multipliers(num_layers, decay):
     factors for [embeddings, layer 1, ..., layer L, head], i.e. the groups of
     `layer_groups(task, backbone)` for a backbone with num_layers layers.
     """
+    num_layers = validation.non_negative_int("num_layers", num_layers)
+    decay = validation.fraction("decay", decay)
     depths = [0] + [i + 1 for i in range(num_layers)] + [num_layers + 2]
     return [decay ** (num_layers + 2 - d) for d in depths]
 
@@ -156,8 +160,7 @@ class _LayerLearningRates:
                              "learning-rate multipliers: give one per group.")
         table = {}
         for group, factor in zip(groups, multipliers):
-            if not factor > 0:
-                raise ValueError(f"Learning-rate multipliers must be > 0, got {factor!r}.")
+            factor = validation.positive_number("learning-rate multiplier", factor)
             for variable in group:
                 key = compat.variable_key(self, variable)
                 if key in table and table[key] != factor:
@@ -267,9 +270,7 @@ class GradualUnfreezing(keras.callbacks.Callback):
         super().__init__()
         if not groups:
             raise ValueError("GradualUnfreezing needs at least one layer group.")
-        if not isinstance(epochs_per_group, int) or epochs_per_group < 1:
-            raise ValueError(f"`epochs_per_group` must be a positive integer, got "
-                             f"{epochs_per_group!r}.")
+        epochs_per_group = validation.positive_int("epochs_per_group", epochs_per_group)
         self.groups = [list(g) for g in groups]
         self.epochs_per_group = epochs_per_group
         self.history = []  # number of trainable groups in each epoch
@@ -338,9 +339,9 @@ class ConcatPoolClassifier(Task):
 
     def __init__(self, backbone, num_classes, hidden_size=ULMFIT_HEAD_SIZE,
                  dropout=ULMFIT_HEAD_DROPOUTS, **kwargs):
-        if not isinstance(num_classes, int) or num_classes < 1:
-            raise ValueError(f"`num_classes` must be a positive integer, got {num_classes!r}.")
-        dropout = [float(d) for d in dropout]
+        num_classes = validation.positive_int("num_classes", num_classes)
+        hidden_size = validation.positive_int("hidden_size", hidden_size)
+        dropout = [validation.rate("dropout", d) for d in dropout]
         if len(dropout) != 2:
             raise ValueError(f"`dropout` holds one rate per linear block (2), got {dropout!r}.")
         inputs, features = self._backbone_features(backbone)

@@ -13,6 +13,7 @@ runs them on files.
 
 import keras
 
+from keras_ctx.common import validation
 from keras_ctx.schedules import SlantedTriangular
 from keras_ctx.tasks.transfer import (
     ConcatPoolClassifier,
@@ -94,6 +95,15 @@ def _fit_language_model(lm, dataset, epochs, steps_per_epoch, fit_kwargs):
            **fit_kwargs)
 
 
+def _check_schedule(epochs, learning_rate, steps_per_epoch):
+    """A stage's epochs and rate, checked before anything is built (None: the default)."""
+    if epochs is not None:
+        validation.positive_int("epochs", epochs)
+    validation.positive_number("learning_rate", learning_rate)
+    if steps_per_epoch is not None:
+        validation.positive_int("steps_per_epoch", steps_per_epoch)
+
+
 def pretrain_language_model(backbone, dataset, epochs=1, learning_rate=1e-3,
                             steps_per_epoch=None, stream_batch_size=None, **fit_kwargs):
     """Stage 1: the general-domain LM (Adam; AWD-LSTM's AR/TAR and dropouts).
@@ -112,6 +122,7 @@ def pretrain_language_model(backbone, dataset, epochs=1, learning_rate=1e-3,
     Returns:
         The `AwdLstmLMPretrainer` (its backbone is `backbone`, trained).
     """
+    _check_schedule(epochs, learning_rate, steps_per_epoch)
     lm = _language_model(backbone, _stream_batch_size(dataset, stream_batch_size))
     lm.compile(keras.optimizers.Adam(learning_rate, **ULMFIT_ADAM))
     _fit_language_model(lm, dataset, epochs, steps_per_epoch, fit_kwargs)
@@ -132,6 +143,7 @@ def fine_tune_language_model(lm_or_backbone, dataset, epochs=1,
     Returns:
         The fine-tuned `AwdLstmLMPretrainer`.
     """
+    _check_schedule(epochs, learning_rate, steps_per_epoch)
     lm = _language_model(lm_or_backbone, _stream_batch_size(dataset, stream_batch_size))
     total = epochs * _steps(dataset, steps_per_epoch)
     optimizer, _ = _ulmfit_optimizer(lm, lm.backbone, learning_rate, total)
@@ -155,9 +167,10 @@ def fine_tune_classifier(backbone, dataset, num_classes, epochs=None,
     Returns:
         (the `ConcatPoolClassifier`, its History).
     """
+    _check_schedule(epochs, learning_rate, steps_per_epoch)
     classifier = ConcatPoolClassifier(backbone, num_classes)
     groups = layer_groups(classifier)
-    epochs = epochs or len(groups)
+    epochs = len(groups) if epochs is None else epochs  # 0 is refused, not "the default"
     total = epochs * _steps(dataset, steps_per_epoch)
     optimizer, groups = _ulmfit_optimizer(classifier, backbone, learning_rate, total)
     classifier.compile(optimizer, keras.losses.SparseCategoricalCrossentropy(from_logits=True),

@@ -108,7 +108,7 @@ class _Generator(TextTask):
         from keras_ctx.export import Generation, export_saved_model
 
         decoding = Generation(
-            max_length or self.sequence_length, sampler,
+            self.max_length(max_length), sampler,
             end_token_id=list(self.stop_ids) or None, pad_token_id=self.preprocessor.pad_id,
             decoder_start_token_id=(self.preprocessor.decoder_start_ids[0]
                                     if self.encoder_decoder else None),
@@ -255,7 +255,7 @@ class CausalLM(_Generator):
     def _stream(self, prompt, max_length, sampler, seed):
         ids, _ = self._prompts([prompt])
         return ids[0].tolist(), generation.stream(
-            self.backbone, ids, max_length=max_length or self.sequence_length,
+            self.backbone, ids, max_length=self.max_length(max_length),
             sampler=sampler, end_token_id=self.stop_ids or None,
             pad_token_id=self.preprocessor.pad_id, seed=seed)
 
@@ -263,7 +263,7 @@ class CausalLM(_Generator):
         """(token_ids, padding_mask) numpy arrays of the prompts and their continuations."""
         ids, mask = self._prompts(prompts)
         out = generation.generate(self.backbone, ids, mask,
-                                  max_length=max_length or self.sequence_length,
+                                  max_length=self.max_length(max_length),
                                   sampler=sampler, end_token_id=self.stop_ids or None,
                                   pad_token_id=self.preprocessor.pad_id, seed=seed, **kwargs)
         return np.asarray(out["token_ids"]), np.asarray(out["padding_mask"])
@@ -345,7 +345,7 @@ class Seq2SeqLM(_Generator):
         ids, mask = self._encoder([source])
         start = self.preprocessor.decoder_start_ids[0]
         return [start], generation.stream(
-            self.backbone, [[start]], max_length=max_length or self.sequence_length,
+            self.backbone, [[start]], max_length=self.max_length(max_length),
             sampler=sampler, end_token_id=self.stop_ids or None,
             pad_token_id=self.preprocessor.pad_id, seed=seed, encoder_token_ids=ids,
             encoder_padding_mask=mask)
@@ -354,7 +354,7 @@ class Seq2SeqLM(_Generator):
         """(decoder token_ids, padding_mask) numpy arrays for the source texts."""
         ids, mask = self._encoder(sources)
         out = generation.generate_seq2seq(
-            self.backbone, ids, mask, max_length=max_length or self.sequence_length,
+            self.backbone, ids, mask, max_length=self.max_length(max_length),
             decoder_start_token_id=self.preprocessor.decoder_start_ids[0], sampler=sampler,
             end_token_id=self.stop_ids or None, pad_token_id=self.preprocessor.pad_id,
             seed=seed, **kwargs)

@@ -73,7 +73,7 @@ class TextTask:
         self.backbone = backbone if backbone is not None else getattr(model, "backbone", model)
         self.tokenizer = tokenizer
         self.family = family_of(self.backbone, family)
-        self.sequence_length = int(sequence_length)
+        self.sequence_length = validation.positive_int("sequence_length", sequence_length)
         self.truncation = truncation
         self.preprocessor = TextPreprocessor(tokenizer, self.sequence_length, self.family,
                                              truncation=truncation)
@@ -85,8 +85,8 @@ class TextTask:
         """The task over a run directory's backbone and tokenizer (a new head)."""
         info, backbone, tokenizer = runs.load_run(run_dir, need_tokenizer=True)
         backbone.family = info["family"]
-        return cls(backbone, tokenizer, sequence_length=sequence_length
-                   or info["sequence_length"], family=info["family"], **kwargs)
+        return cls(backbone, tokenizer, sequence_length=(
+            info["sequence_length"] if sequence_length is None else sequence_length), family=info["family"], **kwargs)
 
     @classmethod
     def from_preset(cls, handle, sequence_length=None, **kwargs):
@@ -118,8 +118,16 @@ class TextTask:
         backbone = resolved.backbone
         backbone.family = resolved.info["family"]
         return cls(backbone, resolved.tokenizer,
-                   sequence_length=sequence_length or resolved.info["sequence_length"],
+                   sequence_length=(resolved.info["sequence_length"] if sequence_length is None
+                                    else sequence_length),
                    family=resolved.info["family"], **kwargs)
+
+    def max_length(self, max_length=None):
+        """A generation's `max_length`: checked when given (0 is refused, not "the
+        default"), else `sequence_length`."""
+        if max_length is None:
+            return self.sequence_length
+        return validation.positive_int("max_length", max_length)
 
     # ------------------------------------------------------------ Keras model API
 

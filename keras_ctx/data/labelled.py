@@ -5,13 +5,37 @@ are stripped of surrounding blanks and may not be empty, and there are at
 least two classes. A header line is taken as one when `header=True`, or,
 with `header=None` (auto), when its label is a usual column name ("label",
 "class", ...). A first-line label seen nowhere else is ambiguous (a header,
-or a rare class?) and raises, asking for the explicit choice. Errors name
-the file and the line.
+or a rare class?) and raises, asking for the explicit choice. A label that
+reads as a number with a fraction (0.5, 3.7) is refused: it is a regression
+target, and each distinct one would become a class. Errors name the file and
+the line.
 """
+
+import math
 
 from keras_ctx.common.errors import DataError
 
 HEADER_LABELS = ("label", "labels", "class", "category", "target", "y", "sentiment")
+
+
+def fractional(label):
+    """Whether `label` reads as a number that is not a whole one ("0.5", "3.7", "1e-3",
+    "nan", "inf"): a regression target, not a class name."""
+    try:
+        value = float(label)
+    except ValueError:
+        return False
+    return not math.isfinite(value) or value != int(value)
+
+
+def _refuse_scores(path, rows):
+    """Refuses labels that read as scores: every distinct label would become a class."""
+    for number, _, label in rows:
+        if fractional(label):
+            raise DataError(
+                f"{path}:{number}: the label {label!r} is a number with a fraction (a "
+                "regression target?); fine-tuning trains a classifier, one class per distinct "
+                "label: give class names or whole-number class ids (e.g. bin the scores).")
 
 
 def read_labelled_tsv(path, header=None):
@@ -37,6 +61,7 @@ def read_labelled_tsv(path, header=None):
                 raise DataError(f"{path}:{number}: the {'text' if not text else 'label'} "
                                 "is empty.")
             rows.append((number, text, label))
+    _refuse_scores(path, rows)  # before the checks a column of scores would trip
     texts, labels = {r[1] for r in rows}, {r[2] for r in rows}
     if len(rows) >= 4 and len(texts) < len(labels):
         raise DataError(f"{path}: {len(labels)} distinct labels but only {len(texts)} "

@@ -1,0 +1,78 @@
+"""Labels that look like regression targets are refused by the classifier paths, naming
+the file and row (issue 53): each distinct score became a class (finetune) or was
+truncated to a class id (TextClassifier.fit)."""
+
+import numpy as np
+import pytest
+
+from keras_ctx.common.errors import DataError
+from keras_ctx.data.labelled import read_labelled_tsv
+
+from tests.tasks import text_fixtures
+from tests.test_reliability import one_line_error, run_cli
+
+
+def _tsv(path, labels):
+    texts = ["the cat sat", "a dog ran", "birds sang", "old trees", "a river bank", "loans"]
+    path.write_text("".join(f"{texts[i % len(texts)]} {i}\t{label}\n"
+                            for i, label in enumerate(labels)), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("labels, line, label", [
+    (["0.5", "3.7", "0.5", "3.7"], 1, "0.5"),   # the first line: not taken for a header
+    (["1", "2", "2.5", "1"], 3, "2.5"),
+    (["1", "2", "1e-3", "2"], 3, "1e-3"),
+    (["pos", "neg", "nan", "pos"], 3, "nan"),
+])
+def test_a_score_among_the_labels_is_refused_naming_the_line(tmp_path, labels, line, label):
+    path = _tsv(tmp_path / "train.tsv", labels)
+    with pytest.raises(DataError) as error:
+        read_labelled_tsv(path)
+    message = str(error.value)
+    assert message.startswith(f"{path}:{line}: the label {label!r} is a number with a "
+                              "fraction")
+    assert "bin the scores" in message and "\n" not in message
+
+
+def test_whole_numbers_written_as_floats_stay_classes(tmp_path):
+    path = _tsv(tmp_path / "train.tsv", ["1.0", "0.0", "1.0", "0.0"])
+    assert read_labelled_tsv(path, header=False)[1] == ["1.0", "0.0", "1.0", "0.0"]
+
+
+def test_finetune_refuses_scores_in_one_line_before_out_is_made(tmp_path, capsys):
+    path = _tsv(tmp_path / "scores.tsv", ["0.25", "0.75", "0.25", "0.75", "0.1", "0.9"])
+    out = tmp_path / "out"
+    code, output = run_cli(capsys, "finetune", str(tmp_path / "run"), "--train", str(path),
+                           "--out", str(out))
+    assert code == 2
+    assert f"{path}:1: the label '0.25' is a number with a fraction" in one_line_error(output)
+    assert not out.exists()
+
+
+@pytest.fixture(scope="module")
+def classifier():
+    from keras_ctx.tasks.text import TextClassifier
+
+    return TextClassifier(text_fixtures.backbone("bert"), text_fixtures.tokenizer("bert"),
+                          num_classes=3, sequence_length=12)
+
+
+@pytest.mark.parametrize("y, message", [
+    ([0.5, 2.0], "y[0] is 0.5, a number with a fraction"),
+    ([1.0, float("nan")], "y[1] is nan, a number with a fraction"),
+    ([0, 3], "y[1] is 3, outside the class ids 0..2"),
+    ([-1, 0], "y[0] is -1, outside the class ids 0..2"),
+    (["pos", "neg"], "give class ids 0..2"),
+])
+def test_text_classifier_refuses_labels_that_are_not_its_class_ids(classifier, y, message):
+    weights = [w.copy() for w in classifier.model.get_weights()]
+    with pytest.raises(ValueError) as error:
+        classifier.fit(["a text", "another"], y, epochs=1, verbose=0)
+    assert message in str(error.value)
+    for got, want in zip(classifier.model.get_weights(), weights):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_text_classifier_takes_whole_numbers_in_range(classifier):
+    assert classifier._dataset(["a text", "another"], np.array([2.0, 0.0])) is not None

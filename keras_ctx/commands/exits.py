@@ -28,14 +28,37 @@ def _raise_terminated(signum, frame):
     raise Terminated()
 
 
-def _describe(error):
+# Where each command writes (the argument to move to another disk) and what a rerun
+# after a full disk does; a command absent here writes nothing of its own.
+WRITES = {
+    "pretrain": ("--out", "training resumes from its last checkpoint"),
+    "prepare": ("--out", "preparing resumes from its last finished shard"),
+    "finetune": ("--out", "fine-tuning starts again"),
+    "ulmfit": ("--out", "training starts again"),
+    "cvt": ("--out", "training starts again"),
+    "export": ("OUT", "the export is written again"),
+    "convert": ("DEST", "the conversion starts again"),
+    "embed": ("--save", "the vectors are computed again"),
+}
+
+
+def _no_space(error, command):
+    where = f" writing {error.filename}" if error.filename else ""
+    if command not in WRITES:
+        return (f"no space left on the device{where} (keras-ctx {command} writes no files of "
+                "its own: a temporary or cache directory is full). Free some space there "
+                "(TMPDIR, ~/.cache) and run the same command again.")
+    flag, rerun = WRITES[command]
+    return (f"no space left on the device{where}. Free some space (or give {flag} a path on "
+            f"another disk) and run the same command again: nothing half-written is left "
+            f"in place, and {rerun}.")
+
+
+def _describe(error, command):
     from keras_ctx.common.errors import KerasCtxError, one_line
 
     if isinstance(error, OSError) and error.errno == errno.ENOSPC:
-        where = f" writing {error.filename}" if error.filename else ""
-        return (f"no space left on the device{where}. Free some space (or choose an --out "
-                "on another disk) and run the same command again: what was saved is whole, "
-                "and training resumes from its last checkpoint.")
+        return _no_space(error, command)
     if isinstance(error, UnicodeDecodeError):
         return (f"a file is not UTF-8 text ({one_line(error)}); convert it to UTF-8 "
                 "(e.g. iconv -f latin1 -t utf-8).")
@@ -66,7 +89,8 @@ def run_command(function, args, command, verbose=False):
         if _diverged(error):
             print(f"keras-ctx {command}: stopped: {error}", file=sys.stderr)
             return 3
-        print(f"keras-ctx {command}: error: {_describe(error)}", file=sys.stderr, flush=True)
+        print(f"keras-ctx {command}: error: {_describe(error, command)}", file=sys.stderr,
+              flush=True)
         if verbose:
             traceback.print_exc()
         return 2

@@ -19,11 +19,14 @@ pipelines need; `continuation_table(tokenizer)` marks the word-internal pieces
 clearly when the tokenizer and the embedding table disagree.
 """
 
+import functools
 import json
 import os
 import re
 import tempfile
+import threading
 import time
+import unicodedata
 
 import keras
 import numpy as np
@@ -86,7 +89,6 @@ def train_wordpiece(data, vocabulary_size, lowercase=True,
     continuation `##xy`; every character is kept in both forms, and the
     latest merges are dropped to fit `vocabulary_size`.
     """
-    import keras_hub
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
 
     lines = [t for t in _texts(data) if t.strip()]
@@ -119,10 +121,119 @@ def train_wordpiece(data, vocabulary_size, lowercase=True,
             vocabulary.append(piece)
     # Read text as the pieces were learned: BERT's uncased BasicTokenizer lower
     # cases and strips accents (google-research/bert tokenization.py), else an
-    # accented word would be [UNK].
-    return keras_hub.tokenizers.WordPieceTokenizer(
+    # accented word would be [UNK]; its rules, not keras-hub's NFKC case folding.
+    return bert_wordpiece_tokenizer(
         vocabulary=vocabulary, lowercase=lowercase, strip_accents=lowercase,
         oov_token=special_tokens[1], special_tokens=list(special_tokens))
+
+
+# --- BERT's BasicTokenizer before keras-hub's WordPiece --------------------------------
+#
+# google-research/bert tokenization.py @eedf571: `_clean_text` drops NUL, U+FFFD and
+# control characters (categories Cc and Cf, but tab, newline and return) and makes whitespace
+# (space, tab, newline, return, category Zs) a space; the uncased tokenizer then lower
+# cases (`str.lower`) and strips accents (`_run_strip_accents`: NFD, drop Mn), splits on
+# punctuation (`_is_punctuation`: ASCII 33-47, 58-64, 91-96, 123-126 and category P*)
+# and around CJK ideographs, and `whitespace_tokenize` splits on `str.split()`'s
+# whitespace (U+2028 and U+2029 too). keras-hub's WordPieceTokenizer splits on the
+# same punctuation and CJK ranges but lower cases with NFKC case folding, which turns
+# U+00B4 (´) into a space and a combining accent, "²" into "2" and "ﬁ" into "fi", and
+# keeps U+00A0 and other Zs spaces inside words: such words became [UNK].
+_BERT_WHITESPACE = r"\t\n\r\p{Zs}\x{2028}\x{2029}"
+
+
+def _is_bert_control(char):
+    return char not in "\t\n\r" and unicodedata.category(char) in ("Cc", "Cf")
+
+
+def _is_bert_whitespace(char):
+    return char in " \t\n\r\u2028\u2029" or unicodedata.category(char) == "Zs"
+
+
+def bert_basic_text(text, lowercase=True, strip_accents=None):
+    """One str normalised as BERT's BasicTokenizer does before it splits words.
+
+    `_clean_text`, then (uncased) `str.lower` and `_run_strip_accents`;
+    `strip_accents` None follows `lowercase`, as BERT. Splitting on whitespace,
+    punctuation and CJK is keras-hub's, which splits on the same characters.
+    """
+    strip_accents = lowercase if strip_accents is None else strip_accents
+    text = "".join(" " if _is_bert_whitespace(c) else c for c in text
+                   if c not in "\x00\ufffd" and not _is_bert_control(c))
+    if lowercase:
+        text = text.lower()
+    if strip_accents:
+        text = "".join(c for c in unicodedata.normalize("NFD", text)
+                       if unicodedata.category(c) != "Mn")
+    return text
+
+
+def bert_basic_text_tf(text, lowercase=True, strip_accents=None):
+    """`bert_basic_text` in TensorFlow ops (tf.data maps, serving signatures)."""
+    import tensorflow_text as tf_text
+
+    strip_accents = lowercase if strip_accents is None else strip_accents
+    text = tf.strings.regex_replace(text, r"\x00|\x{FFFD}|\p{Cf}|[^\P{Cc}\t\n\r]", "")
+    text = tf.strings.regex_replace(text, f"[{_BERT_WHITESPACE}]", " ")
+    if lowercase:
+        text = tf.strings.lower(text, encoding="utf-8")  # str.lower's mapping, final sigma too
+    if strip_accents:
+        text = tf.strings.regex_replace(tf_text.normalize_utf8(text, "NFD"), r"\p{Mn}", "")
+    return text
+
+
+def _map_strings(inputs, function):
+    if isinstance(inputs, str):
+        return function(inputs)
+    if isinstance(inputs, bytes):
+        return function(inputs.decode("utf-8"))
+    if isinstance(inputs, np.ndarray):
+        return np.vectorize(lambda x: _map_strings(x, function), otypes=[object])(inputs)
+    return [_map_strings(x, function) for x in inputs]
+
+
+_NORMALISING = threading.RLock()
+
+
+@functools.cache
+def bert_wordpiece_class():
+    """`BertWordPieceTokenizer`: keras-hub's WordPieceTokenizer reading text as BERT's
+    BasicTokenizer does (`bert_basic_text`); registered for `keras.saving`."""
+    import keras_hub
+
+    @keras.saving.register_keras_serializable(package="keras_ctx")
+    class BertWordPieceTokenizer(keras_hub.tokenizers.WordPieceTokenizer):
+        """A WordPiece tokenizer whose text normalisation is BERT's BasicTokenizer's.
+
+        `lowercase` and `strip_accents` mean what they mean to keras-hub (and
+        are written to a Hugging Face `tokenizer_config.json` as such); the
+        normalisation they ask for is BERT's (`bert_basic_text`) instead of
+        keras-hub's NFKC case folding, then keras-hub splits and applies WordPiece.
+        """
+
+        def tokenize(self, inputs):
+            if self._use_tf_workflow() or type(inputs).__module__.startswith("tensorflow"):
+                if not isinstance(inputs, (tf.Tensor, tf.RaggedTensor)):
+                    inputs = tf.convert_to_tensor(inputs)
+                inputs = bert_basic_text_tf(inputs, self.lowercase, self.strip_accents)
+            else:
+                inputs = _map_strings(inputs, functools.partial(
+                    bert_basic_text, lowercase=self.lowercase,
+                    strip_accents=self.strip_accents))
+            with _NORMALISING:  # keras-hub's own normalisation off for this call
+                settings = self.lowercase, self.strip_accents
+                self.lowercase = self.strip_accents = False
+                try:
+                    return super().tokenize(inputs)
+                finally:
+                    self.lowercase, self.strip_accents = settings
+
+    return BertWordPieceTokenizer
+
+
+def bert_wordpiece_tokenizer(**kwargs):
+    """A `BertWordPieceTokenizer` (`bert_wordpiece_class`) made with keras-hub's arguments."""
+    return bert_wordpiece_class()(**kwargs)
 
 
 def train_byte_level_bpe(data, vocabulary_size, special_tokens=ROBERTA_SPECIAL_TOKENS,
@@ -501,6 +612,7 @@ def load_tokenizer(directory):
         return None
     import keras_hub  # noqa: F401  (registers the tokenizer classes)
 
+    bert_wordpiece_class()  # registers keras_ctx's
     try:
         with open(path, encoding="utf-8") as handle:
             tokenizer = keras.saving.deserialize_keras_object(json.load(handle))

@@ -90,18 +90,38 @@ def test_a_truncated_shard_is_made_again_not_counted(prepared, tmp_path):
     prepare.load_manifest(str(data))  # every checksum holds
 
 
-def test_shards_copied_from_another_corpus_are_made_again(prepared, tmp_path):
-    corpus, data = prepared[0], copy_of(prepared, tmp_path)
-    first = prepare.load_manifest(str(data))
-    other = tmp_path / "other.txt"
-    write_text(other, 2)
-    prepare_quietly(other, tmp_path / "other")
+def _contents(directory):
+    """{relative path: bytes} of every file under `directory`."""
+    return {str(path.relative_to(directory)): path.read_bytes()
+            for path in sorted(directory.rglob("*")) if path.is_file()}
+
+
+def test_a_shard_copied_from_another_corpus_is_refused_naming_it_and_its_source(
+        tmp_path, capsys):
+    """The manifest deleted, a whole shard of other prepared data copied in: its record
+    names another source. It was deleted and made again without a word; now refused,
+    naming the shard and the source it was made from, with nothing changed."""
+    corpus, other = tmp_path / "a.txt", tmp_path / "other.txt"
+    write_text(corpus, 0, documents=10)
+    write_text(other, 2, documents=10)
+    for text, out in ((corpus, "data"), (other, "other")):
+        assert run_cli(capsys, *prepare_args(text, tmp_path / out))[0] == 0
+    data = tmp_path / "data"
     os.remove(data / prepare.MANIFEST)
-    for name in os.listdir(tmp_path / "other"):
-        if name.startswith("shard-"):
-            shutil.copy(tmp_path / "other" / name, data / name)
-    manifest = prepare_quietly(corpus, data)
-    assert [s["sha256"] for s in manifest["shards"]] == [s["sha256"] for s in first["shards"]]
+    for name in ("shard-00000.tfrecord", "shard-00000.json"):
+        shutil.copy(tmp_path / "other" / name, data / name)
+    theirs = json.loads((data / "shard-00000.json").read_text())["source"]
+    before = _contents(data)
+    code, output = run_cli(capsys, *prepare_args(corpus, data))
+    line = one_line_error(output)
+    assert code == 2, output
+    assert line == (
+        f"keras-ctx prepare: error: {data / 'shard-00000.tfrecord'} was made from {other} "
+        f"(bytes {theirs[1]}-{theirs[2]}), not from {corpus} (bytes {theirs[1]}-"
+        f"{os.path.getsize(corpus)}): it belongs to other prepared data. Move it and "
+        f"{data / 'shard-00000.json'} out of {data} (or delete them) and run `keras-ctx "
+        "prepare` again; nothing was changed.")
+    assert _contents(data) == before
 
 
 def test_a_tokenizer_swapped_between_prepared_directories_is_refused(prepared, tmp_path,
@@ -211,6 +231,27 @@ def test_a_symlink_loop_in_a_corpus_directory_reads_each_file_once(tmp_path):
     os.symlink("a.txt", corpus / "same.txt")
     assert corpora.resolve_files(str(corpus)) == [str(corpus / "a.txt")]
     assert len(corpora.sample_sentences(str(corpus), 100)) == 1
+
+
+def test_a_hard_link_and_a_loop_to_a_parent_are_read_once_and_said(tmp_path):
+    from keras_ctx.common import progress
+
+    corpus = tmp_path / "corpus"
+    (corpus / "sub").mkdir(parents=True)
+    (corpus / "a.txt").write_text("one sentence.\n")
+    os.link(corpus / "a.txt", corpus / "b.txt")
+    os.symlink("..", corpus / "sub" / "up")
+    (corpus / "sub" / "c.txt").write_text("another sentence.\n")
+    lines = []
+    with progress.reporting(lines.append):
+        files = corpora.resolve_files(str(corpus))
+        sentences = corpora.sample_sentences(str(corpus), 100)
+    assert files == [str(corpus / "a.txt"), str(corpus / "sub" / "c.txt")]
+    assert sorted(sentences) == ["another sentence.", "one sentence."]
+    said = [line for line in lines if "by a second path" in line]
+    assert said == [f"The corpus reaches 2 file(s) or folder(s) by a second path (a symlink, "
+                    f"a hard link or a link loop); each is read once: {corpus}/sub/up/ is "
+                    f"{corpus}/, and 1 more."]
 
 
 def test_a_fifo_in_a_corpus_directory_is_refused_without_hanging(tmp_path, capsys):

@@ -23,6 +23,7 @@ import re
 import stat
 import sysconfig
 
+from keras_ctx.common import progress
 from keras_ctx.common.optional import tensorflow as tf
 
 BUILTIN = "builtin"
@@ -53,19 +54,21 @@ def regular_file(path):
     return path
 
 
-def _walk_text_files(directory):
+def _walk_text_files(directory, skipped):
     """The *.txt files under `directory`, recursively, each real directory entered once.
 
     Symlinks are followed, but a directory reached again (a link loop such
-    as `loop -> .`, or two links to one place) is not read twice.
+    as `loop -> .`, or two links to one place) is not read twice: it is added to
+    `skipped` as (its path, the path it was first reached by).
     """
-    seen, found = set(), []
+    seen, found = {}, []
     for root, dirs, names in os.walk(directory, followlinks=True):
         real = os.path.realpath(root)
         if real in seen:
+            skipped.append((root + os.sep, seen[real] + os.sep))
             dirs[:] = []
             continue
-        seen.add(real)
+        seen[real] = root
         dirs.sort()
         found.extend(os.path.join(root, n) for n in names if n.endswith(".txt"))
     return sorted(found)
@@ -75,16 +78,17 @@ def resolve_files(source):
     """The sorted list of files a path / directory / glob / list source names.
 
     Every file is a regular file (`regular_file`) and each is listed once, however
-    many paths (symlinks, overlapping globs) reach it.
+    many paths (symlinks, hard links, link loops, overlapping globs) reach it: the
+    first path in sorted order; the others are said in one progress line.
     """
     sources = [source] if isinstance(source, (str, os.PathLike)) else list(source)
     if not sources:
         raise CorpusError("The corpus source list is empty: give at least one path.")
-    files, seen = [], set()
+    files, seen, skipped = [], {}, []
     for item in sources:
         item = os.fspath(item)
         if os.path.isdir(item):
-            found = _walk_text_files(item)
+            found = _walk_text_files(item, skipped)
             if not found:
                 raise CorpusError(f"The directory {item!r} holds no *.txt files.")
         elif os.path.lexists(item) and not glob.has_magic(item):
@@ -97,11 +101,41 @@ def resolve_files(source):
                     "glob pattern, 'builtin', or 'tfds:NAME'."
                 )
         for path in found:
-            real = os.path.realpath(path)
-            if real not in seen:
-                seen.add(real)
+            key = _file_identity(path)
+            if key in seen:
+                skipped.append((path, seen[key]))
+            else:
+                seen[key] = path
                 files.append(regular_file(path))
+    _say_skipped(skipped)
     return files
+
+
+def _file_identity(path):
+    """What makes two paths one file: its device and inode (a hard link, a symlink, a
+    link loop's second way in), else its real path (a path `regular_file` refuses)."""
+    try:
+        status = os.stat(path)
+    except OSError:
+        return os.path.realpath(path)
+    return (status.st_dev, status.st_ino)
+
+
+_SAID = set()  # what `_say_skipped` said already (a command resolves its corpus often)
+
+
+def _say_skipped(skipped):
+    """One progress line naming the paths that reached a file already listed."""
+    if not skipped:
+        return
+    line = (f"The corpus reaches {len(skipped)} file(s) or folder(s) by a second path (a "
+            f"symlink, a hard link or a link loop); each is read once: {skipped[0][0]} is "
+            f"{skipped[0][1]}" + (f", and {len(skipped) - 1} more" if len(skipped) > 1 else "")
+            + ".")
+    say = progress.current().say
+    if say is not None and line not in _SAID:
+        _SAID.add(line)
+        say(line)
 
 
 # Bounds that keep memory flat however long a line or a document is: a longer

@@ -247,26 +247,37 @@ def _tokenizer(out, family, corpus, settings, run):
 
 
 def _finished(out, index, source, made_with):
-    """The record of shard `index` if it is finished and whole, made from `source` with
-    `made_with`; else None (and its files are removed, to be made again)."""
+    """(record, stale files) of shard `index`: its record if it is finished and whole, made
+    from `source` with `made_with` (else None), and the files of an unfinished one (to be
+    removed and made again). A whole shard made from other text or with other settings
+    (copied from other prepared data: this directory's settings.json matches) is refused
+    naming the shard and its source; nothing is removed here.
+    """
     target = shard_path(out, index)
     done = os.path.splitext(target)[0] + ".json"
+    stale = [path for path in (done, target) if os.path.lexists(path)]
     if not os.path.isfile(done):
-        return None
+        return None, stale
     try:
         record = validation.check_fields(done, files.read_json(done), SHARD_SCHEMA, "")
     except ValueError:
-        record = None
-    if (record is None or record.get("made_with") != made_with
-            or record["source"] != [os.path.abspath(source[0]), *source[1:]]
-            or record["file"] != os.path.basename(target)
-            or not os.path.isfile(target) or sha256(target) != record["sha256"]):
-        # Truncated, edited, or copied from data prepared from other text or settings.
-        for path in (done, target):
-            if os.path.lexists(path):
-                os.remove(path)
-        return None
-    return record
+        return None, stale  # truncated or edited: made again
+    if not os.path.isfile(target) or sha256(target) != record["sha256"]:
+        return None, stale
+    ours = [os.path.abspath(source[0]), *source[1:]]
+    if (record["source"] != ours or record.get("made_with") != made_with
+            or record["file"] != os.path.basename(target)):
+        theirs = record["source"]
+        where = (f"{theirs[0]} (bytes {theirs[1]}-{theirs[2]})"
+                 if isinstance(theirs, list) and len(theirs) == 3 else repr(theirs))
+        why = (f"was made from {where}, not from {ours[0]} (bytes {ours[1]}-{ours[2]})"
+               if theirs != ours else f"is recorded as {record['file']!r}"
+               if record["file"] != os.path.basename(target)
+               else "was made with other settings or another tokenizer")
+        raise PreparedDataError(
+            f"{target} {why}: it belongs to other prepared data. Move it and {done} out of "
+            f"{out} (or delete them) and run `keras-ctx prepare` again; nothing was changed.")
+    return record, []
 
 
 def prepare(preset, corpus, out, sequence_length=128, vocabulary_size=8000, seed=0,
@@ -330,11 +341,15 @@ def prepare(preset, corpus, out, sequence_length=128, vocabulary_size=8000, seed
         layout = layout_of(family, load_tokenizer(out), run, duplicate)
         plan = plan_shards(paths, max(1, shard_bytes // layout.copies))
         made_with = _settings_digest(settings, tokenizer_record.get("sha256"))
-        records, todo = {}, []
-        for index, (path, start, end) in enumerate(plan):
-            records[index] = _finished(out, index, (path, start, end), made_with)
+        records, todo, stale = {}, [], []
+        for index, (path, start, end) in enumerate(plan):  # every shard checked first
+            records[index], files_to_remake = _finished(out, index, (path, start, end),
+                                                        made_with)
+            stale += files_to_remake
             if records[index] is None:
                 todo.append((index, path, start, end))
+        for path in stale:  # then an unfinished shard's files go
+            os.remove(path)
         say(f"Preparing {len(todo)} of {len(plan)} shards with {min(workers, len(todo) or 1)} "
             f"processes ({len(plan) - len(todo)} already done).")
         if len(todo) == 1 or workers == 1:

@@ -16,6 +16,7 @@ import os
 import numpy as np
 
 from keras_ctx.common import files, validation
+from keras_ctx.common.errors import DataError
 from keras_ctx.data import fingerprints, tokenizers
 
 MANIFEST = "manifest.json"
@@ -23,8 +24,9 @@ MANIFEST_VERSION = 2  # 2: raw int32 records (`record_bytes`); 1 wrote tf.train.
 SETTINGS = "settings.json"
 
 
-class PreparedDataError(ValueError):
-    """A prepared data directory that is missing, incomplete, corrupt or does not match."""
+class PreparedDataError(DataError):
+    """A prepared data directory that is missing, incomplete, corrupt or does not match
+    (a keras_ctx error: the command prints its message alone)."""
 
 
 def write_json(path, value):

@@ -15,6 +15,7 @@ def cvt_from_files(train, unlabelled, out, steps=1000, batch_size=64, vocabulary
 
     validation.check_args(steps=steps, batch_size=batch_size, vocabulary_size=vocabulary_size,
                           learning_rate=learning_rate, seed=seed, warm_up_steps=warm_up_steps)
+    validation.check_given(train=train, unlabelled=unlabelled, out=out)
     validation.check_set("cvt's CvtEncoder", CvtEncoder, dict(overrides or {}))
     check_new_directory(out)
     keras.utils.set_random_seed(seed)

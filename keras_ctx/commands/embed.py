@@ -71,6 +71,9 @@ def cosine(a, b):
 
 def embed(run_dir, texts, word=None, save=None, overwrite=False):
     """Prints (and returns) the vectors of `word` in each text, or every sequence output."""
+    from keras_ctx.common import validation
+
+    validation.check_given(word=word, save=save)
     if word:
         vectors = word_vectors(run_dir, texts, word)
         for i, text in enumerate(texts):

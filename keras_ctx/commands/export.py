@@ -17,6 +17,7 @@ def export_run(model_or_run, out, version=1, overwrite=False, sequence_length=No
 
     # Before anything is loaded: 0 is not "not given" (an export at length 0 serves nothing).
     validation.check_args(version=version, sequence_length=sequence_length)
+    validation.check_given(out=out)
 
     preprocessor = None
     if os.path.isdir(model_or_run) and runs.is_finetuned(model_or_run) and not with_text:

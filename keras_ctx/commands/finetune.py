@@ -26,6 +26,7 @@ def finetune(run_dir, train, out, epochs=3, batch_size=16, learning_rate=5e-5, e
     from keras_ctx.export import check_export_target
 
     validation.check_args(epochs=epochs, batch_size=batch_size, learning_rate=learning_rate)
+    validation.check_given(train=train, out=out, export=export)
     target = os.path.join(out, runs.CLASSIFIER_FILE)
     if os.path.exists(target) and not overwrite:
         raise runs.RunDirectoryError(f"{target} already exists; pass --overwrite to "

@@ -202,6 +202,7 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
     # Every argument is checked before any work, and `out` is claimed only then.
     # The name is looked up once (unknown presets fail here); the `Preset`,
     # carrying its family, is what goes down.
+    validation.check_given(out=out, corpus=corpus, export=export, data=data)
     preset = handles.preset(preset)
     family, backbone_cls, config = preset.family, preset.backbone_cls, dict(preset.config)
     validation.check_args(steps=steps, batch_size=batch_size, sequence_length=sequence_length,

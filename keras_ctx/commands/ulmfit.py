@@ -62,6 +62,7 @@ def ulmfit_from_files(train, text, out, general_text=None, lm_epochs=1, epochs=N
     validation.check_args(epochs=epochs, lm_epochs=lm_epochs, batch_size=batch_size,
                           sequence_length=sequence_length, vocabulary_size=vocabulary_size,
                           seed=seed)
+    validation.check_given(train=train, text=text, out=out, general_text=general_text)
     validation.check_set("ulmfit's AwdLstmBackbone", AwdLstmBackbone, overrides)
     check_new_directory(out)
     from keras_ctx.common.files import naming_decode_errors

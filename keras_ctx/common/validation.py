@@ -162,6 +162,17 @@ def check_args(**values):
         check_arg(name, value)
 
 
+def check_given(**values):
+    """Refuses a text argument given as an empty string (a path, a word): "" is not "not
+    given" (None is), so `export=""` does not silently skip the export."""
+    import os
+
+    for name, value in values.items():
+        if isinstance(value, (str, os.PathLike)) and not os.fspath(value).strip():
+            raise ConfigError(f"{flag_name(name)} is empty ({os.fspath(value)!r}): give a "
+                              "value, or leave it out for its default.")
+
+
 def check_command_args(arguments):
     """Checks every numeric flag among a parsed command's `arguments` (a dict)."""
     check_args(**{name: value for name, value in arguments.items() if name in FLAGS})

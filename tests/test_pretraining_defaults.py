@@ -109,3 +109,25 @@ def test_electra_recipe_masks_each_sizes_share():
     assert _masked_share("electra-small") == pytest.approx(0.15, abs=0.01)
     family = registry.get("electra")
     assert family.prepared.sized(presets.pretraining("electra-large")) == {"mask_rate": 0.25}
+
+
+def test_stages_and_their_boundaries():
+    # Devlin et al. 2019, A.2: 90% of the steps at length 128, the rest at 512.
+    plan = presets.stage_plan("bert-base", 1000)
+    assert [(stage.sequence_length, start) for stage, start in plan] == [(128, 0), (512, 900)]
+    line = presets.describe_stages("bert-base", 1000)
+    assert "from step 900 at length 512" in line and "A.2" in line
+    assert "not in this run" in line  # one sequence length a `keras-ctx pretrain` run
+    # ERNIE: the paper orders the stages; the steps are keras_ctx's own and say so.
+    from keras_ctx.data.pipelines import ERNIE_STAGE_STEPS
+
+    ernie = presets.stage_plan("ernie-1.0-base", 3 * ERNIE_STAGE_STEPS)
+    assert [start for _, start in ernie] == [0, ERNIE_STAGE_STEPS, 2 * ERNIE_STAGE_STEPS]
+    assert all("keras_ctx's own" in stage.source for stage, _ in ernie[1:])
+    assert len(presets.stage_plan("ernie-1.0-base", ERNIE_STAGE_STEPS)) == 1
+    assert presets.describe_stages("electra-small", 300).startswith(
+        "electra-small pretrains in 1 stage: 1. generator MLM")
+    for name in registry.preset_names():  # every recipe names at least its one stage
+        family = registry.of_preset(name)
+        if family.dataset is not None:
+            assert presets.stage_plan(name, 10), name

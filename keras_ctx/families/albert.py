@@ -16,7 +16,7 @@ from keras_ctx.registry import Family, register_family
 _ALBERT = Pretraining(learning_rate=0.00176, batch_size=4096, sequence_length=512,
                       steps=125_000, warmup_steps=3_125, mask_rate=0.15, mask_token_rate=0.8,
                       random_token_rate=0.1, max_span=3,
-                      stages=(Stage("n-gram MLM + SOP", 0, 512, "Lan et al. 2020, Sec. 4.1"),),
+                      stages=(Stage("n-gram MLM + SOP", 0, source="Lan et al. 2020, Sec. 4.1"),),
                       source="Lan et al. 2020, Sec. 4.1; google-research/albert "
                              "run_pretraining.py, create_pretraining_data.py @b772393")
 ALBERT_PRETRAINING = register_pretraining({name: _ALBERT for name in albert.ALBERT_PRESETS})

@@ -15,9 +15,10 @@ from keras_ctx.registry import Family, register_family
 # The four small sizes (Turc et al. 2019): "the standard BERT recipe"
 # (google-research/bert README.md @eedf571).
 BERT_STAGES = (
-    Stage("MLM + NSP at sequence length 128", 0, 128, "Devlin et al. 2019, A.2: 90% of steps"),
-    Stage("MLM + NSP at sequence length 512", 900_000, 512,
-          "Devlin et al. 2019, A.2: the last 10% of steps"),
+    Stage("MLM + NSP", 0, 128, "Devlin et al. 2019, A.2: 90% of the steps at 128"),
+    Stage("MLM + NSP", 900_000, 512, "Devlin et al. 2019, A.2: the last 10% at 512",
+          start_share=0.9,
+          runs="keras-ctx pretrain trains at one --sequence-length a run"),
 )
 BERT_RECIPE = Pretraining(learning_rate=1e-4, batch_size=256, sequence_length=128,
                           steps=1_000_000, warmup_steps=10_000, mask_rate=0.15,

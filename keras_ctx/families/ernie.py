@@ -22,7 +22,8 @@ ERNIE_STAGES = (
           source="order: Sun et al. 2019, Sec. 3.2.2; step: keras_ctx's own "
                  "(pipelines.ERNIE_STAGE_STEPS)"),
     Stage("entity-level masking", 2 * pipelines.ERNIE_STAGE_STEPS,
-          source="order: Sun et al. 2019, Sec. 3.2.3; step: keras_ctx's own"),
+          source="order: Sun et al. 2019, Sec. 3.2.3; step: keras_ctx's own",
+          runs="an entity lexicon: keras_ctx.data.pipelines.ernie_dataset(entities=...)"),
 )
 ERNIE_PRETRAINING = register_pretraining({
     "ernie-1.0-base": Pretraining(mask_rate=0.15, stages=ERNIE_STAGES,

@@ -14,8 +14,8 @@ from keras_ctx.registry import Family, register_family
 # BERT's 15% masking, 80/10/10 (Sec. 2.3).
 _ROBERTA = dict(batch_size=8192, sequence_length=512, steps=500_000, mask_rate=0.15,
                 mask_token_rate=0.8, random_token_rate=0.1,
-                stages=(Stage("dynamic MLM, full-length sequences", 0, 512,
-                              "Liu et al. 2019, Sec. 4.1-4.2"),),
+                stages=(Stage("dynamic MLM, full-length sequences", 0,
+                              source="Liu et al. 2019, Sec. 4.1-4.2"),),
                 source="Liu et al. 2019, Appendix Table 9")
 ROBERTA_PRETRAINING = register_pretraining({
     "roberta-base": Pretraining(learning_rate=6e-4, warmup_steps=24_000, **_ROBERTA),

@@ -13,8 +13,8 @@ from keras_ctx.registry import Family, register_family
 _SPANBERT = Pretraining(learning_rate=1e-4, batch_size=256, sequence_length=512,
                         steps=2_400_000, warmup_steps=10_000, mask_rate=0.15,
                         mask_token_rate=0.8, random_token_rate=0.1, max_span=10,
-                        stages=(Stage("span masking + SBO, single 512-token segments", 0,
-                                      512, "Joshi et al. 2020, Sec. 3.3"),),
+                        stages=(Stage("span masking + SBO, single segments", 0,
+                                      source="Joshi et al. 2020, Sec. 3.3"),),
                         source="Joshi et al. 2020, Sec. 3.1 and 4.1")
 SPANBERT_PRETRAINING = register_pretraining({name: _SPANBERT for name in bert.SPANBERT_PRESETS})
 

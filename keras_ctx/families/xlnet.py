@@ -32,8 +32,8 @@ def xlnet_recipe_config(run):
 # 4e-4, 40k warm-up steps). XLNet-base as released was "trained on full data
 # (different from the one in the paper)" (README) with settings not published.
 _XLNET_DATA = dict(sequence_length=512, mask_rate=85 / 512, max_span=5,
-                   stages=(Stage("permutation LM, two-stream attention, memory 384", 0, 512,
-                                 "zihangdai/xlnet README.md @bbaa3a6"),))
+                   stages=(Stage("permutation LM, two-stream attention, memory", 0,
+                                 source="Yang et al. 2019, Sec. 2.3-2.4"),))
 XLNET_PRETRAINING = register_pretraining({
     "xlnet-base": Pretraining(**_XLNET_DATA, source="zihangdai/xlnet README.md @bbaa3a6 "
                               "(data flags; the base model's optimisation unpublished)"),

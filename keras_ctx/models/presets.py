@@ -36,12 +36,26 @@ class Preset:
 
 @dataclasses.dataclass(frozen=True)
 class Stage:
-    """One stage of a paper's pretraining run: what changes from `start_step` on."""
+    """One stage of a paper's pretraining run: what changes from `start_step` on.
+
+    Args:
+        name: what the stage trains.
+        start_step: its first update in the paper's run.
+        sequence_length: its sequence length, where the stage changes it.
+        source: where the boundary comes from (a number of keras_ctx's own says so).
+        start_share: the boundary as a share of the run, where the paper gives it
+            so (BERT: 90% of the steps at 128); a run of other length starts the
+            stage at that share of its own steps.
+        runs: what runs the stage: "" for `keras-ctx pretrain`'s recipe, else
+            the inputs or command it needs (ERNIE's entity lexicon).
+    """
 
     name: str
     start_step: int
     sequence_length: Optional[int] = None
     source: str = ""
+    start_share: Optional[float] = None
+    runs: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,6 +100,41 @@ class Pretraining:
     mean_span: Optional[float] = None
     stages: tuple = ()
     source: str = ""
+
+
+def stage_plan(name, steps):
+    """[(Stage, its first step in a run of `steps` updates)] of preset `name`'s stages.
+
+    A stage whose boundary the paper gives as a share of its run starts at that
+    share of `steps`; one given in steps keeps its step. Stages a run of
+    `steps` never reaches are left out.
+    """
+    plan = []
+    for stage in pretraining(name).stages:
+        start = (int(round(stage.start_share * steps)) if stage.start_share is not None
+                 else stage.start_step)
+        if start < steps:
+            plan.append((stage, start))
+    return plan
+
+
+def describe_stages(name, steps):
+    """One line naming preset `name`'s pretraining stages in a run of `steps` updates,
+    when each starts and the source of each boundary (what `keras-ctx pretrain` says)."""
+    plan = stage_plan(name, steps)
+    if not plan:
+        return f"{name}: no pretraining stages recorded."
+    parts = []
+    for number, (stage, start) in enumerate(plan, 1):
+        part = f"{number}. {stage.name} from step {start}"
+        if stage.sequence_length:
+            part += f" at length {stage.sequence_length}"
+        part += f" ({stage.source})" if stage.source else ""
+        if stage.runs:
+            part += f" [not in this run: {stage.runs}]"
+        parts.append(part)
+    return f"{name} pretrains in {len(plan)} stage{'s' * (len(plan) > 1)}: " + "; ".join(
+        parts) + "."
 
 
 FIELDS = tuple(f.name for f in dataclasses.fields(Pretraining)

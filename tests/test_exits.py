@@ -35,3 +35,44 @@ def test_a_full_disk_is_reported_in_the_terms_of_the_command_that_ran(
     assert code == 2 and len(output.strip().splitlines()) == 1
     assert "no space left on the device writing /somewhere/file" in line and said in line
     assert not [word for word in not_said if word in line], line
+
+
+def _backend_errors(message):
+    """The same refusal as each backend's runtime raises it."""
+    errors = [RuntimeError(message)]  # PyTorch raises Python's RuntimeError
+    try:
+        import tensorflow as tf
+
+        errors.append(tf.errors.InvalidArgumentError(None, None, message))
+    except ImportError:
+        pass
+    try:
+        import jax
+
+        errors.append(jax.errors.JaxRuntimeError(f"INVALID_ARGUMENT: {message}"))
+    except (ImportError, AttributeError):
+        pass
+    return errors
+
+
+def test_a_refusal_raised_by_any_backend_reads_the_same(capsys, monkeypatch):
+    from keras_ctx.commands import embed
+
+    reason = "token id 99 is outside the vocabulary of 50 ids (token_ids, row 0)"
+    lines = set()
+    for error in _backend_errors(reason):
+        def fail(*args, error=error, **kwargs):
+            raise error
+
+        monkeypatch.setattr(embed, "embed", fail)
+        code, output = run_cli(capsys, "embed", "run", "text")
+        assert code == 2 and len(output.strip().splitlines()) == 1
+        lines.add(one_line_error(output))
+    assert lines == {f"keras-ctx embed: error: {reason}"}
+
+    def other(*args, **kwargs):
+        raise KeyError("token_ids")  # Python's own type still says what it is
+
+    monkeypatch.setattr(embed, "embed", other)
+    code, output = run_cli(capsys, "embed", "run", "text")
+    assert one_line_error(output) == "keras-ctx embed: error: KeyError: token_ids"

@@ -15,6 +15,7 @@ beside and renamed into place), so running it again resumes.
 """
 
 import errno
+import re
 import signal
 import sys
 import traceback
@@ -65,8 +66,24 @@ def _describe(error, command):
     message = one_line(error)
     if isinstance(error, (KerasCtxError, OSError)) or type(error) is ValueError:
         return message
+    if _from_a_backend(error):
+        # The same refusal reads the same on every backend: without the runtime's type
+        # (InvalidArgumentError, JaxRuntimeError, torch's RuntimeError) and XLA's status.
+        return _XLA_STATUS.sub("", message)
     # Another library's or Python's own type: its name says more than the message alone.
     return f"{type(error).__name__}: {message}"
+
+
+# XLA's status code before a runtime error's message (JAX): "INVALID_ARGUMENT: ...".
+_XLA_STATUS = re.compile(r"^[A-Z_]+: ")
+_BACKEND_MODULES = ("tensorflow", "jax", "jaxlib", "torch")
+
+
+def _from_a_backend(error):
+    """Whether `error` is a backend runtime's own (TensorFlow's, JAX's, PyTorch's, which
+    raises Python's RuntimeError), not Python's or another library's."""
+    module = type(error).__module__.split(".")[0]
+    return module in _BACKEND_MODULES or type(error) is RuntimeError
 
 
 def _diverged(error):

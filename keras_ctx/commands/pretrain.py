@@ -222,8 +222,8 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
         preset.name, family, {**config, **family.recipe_config(run), **overrides}, overrides,
         sequence_length)
     validation.check_export_path(export)
-    if export and (isinstance(version, bool) or not isinstance(version, int) or version < 1):
-        raise ValueError(f"--version must be a positive integer, got {version!r}.")
+    if export:  # --version says where the export goes: unread without one
+        validation.check_arg("version", version)
     distribution = make_strategy(strategy, batch_size)  # before any text is read
     # The corpus (or the prepared data) resolved, fingerprinted and checked once.
     text = pretrain_checks.resolve_text(corpus, out, data, resume, corpus_changed)

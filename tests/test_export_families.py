@@ -25,6 +25,9 @@ FAMILIES = {
     "gpt2": DECODER,
     "t5-small": DECODER,
     "bart-base": DECODER,
+    # Layers of different widths: hidden_states cannot be stacked (hidden_states_0, ...).
+    "awd-lstm-wt103": dict(vocabulary_size=50, embedding_size=8, hidden_size=16, num_layers=2),
+    "cove-base": dict(vocabulary_size=50, embedding_size=8, hidden_size=8, num_layers=1),
 }
 
 
@@ -58,7 +61,12 @@ def flat(outputs):
     result = {}
     for name, value in outputs.items():
         if isinstance(value, (list, tuple)):
-            value = np.stack([keras.ops.convert_to_numpy(v) for v in value], axis=1)
+            arrays = [keras.ops.convert_to_numpy(v) for v in value]
+            if len({a.shape[2:] for a in arrays}) > 1:
+                result.update({f"{name}_{i}": np.asarray(a, "float32")
+                               for i, a in enumerate(arrays)})
+                continue
+            value = np.stack(arrays, axis=1)
         result[name] = np.asarray(keras.ops.convert_to_numpy(value), "float32")
     return result
 

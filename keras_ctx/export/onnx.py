@@ -12,6 +12,10 @@ names each output by its key); and TensorFlow writes exact GELU with `Erfc`,
 which tf2onnx cannot convert, so it is converted as `1 - Erf(x)` (the same
 function: GELU(x) = x/2 (1 + erf(x / sqrt 2))).
 
+Refused in one line, with nothing written: a model on Keras' JAX or PyTorch backend
+(tf2onnx converts TensorFlow graphs), and a model with an op tf2onnx has no ONNX form
+for (it would leave the op in the file under its TensorFlow name).
+
 ONNX has no assert: an out-of-range token id becomes an index that fails a
 small guard `Gather` in ONNX Runtime (the error names `token_ids_out_of_range`)
 instead of reading another row (ONNX's Gather reads -1 as the last one).
@@ -94,14 +98,39 @@ def export_onnx(model, path, sequence_length=None, opset=OPSET, overwrite=False)
     path = os.fspath(path)
     if not path.endswith(".onnx"):
         raise ExportError(f"An ONNX file's name ends in .onnx; got {path!r}.")
+    _check_tensorflow_weights(model)
     try:
+        import onnx
         import tf2onnx
     except ImportError as error:
-        raise ExportError(
-            "ONNX export needs tf2onnx: pip install 'keras-ctx[onnx]'.") from error
+        raise ExportError(f"ONNX export needs {error.name}: pip install "
+                          "'keras-ctx[onnx]'.") from None
     function, signature = _onnx_function(model, sequence_length)
     with replacing(path, overwrite=overwrite, flag="overwrite=True") as partial:
-        tf2onnx.convert.from_function(
+        proto, _ = tf2onnx.convert.from_function(
             function, input_signature=signature, opset=opset, output_path=partial,
             custom_op_handlers={"Erfc": (_erfc_as_one_minus_erf, [])})
+        # tf2onnx leaves an op it cannot convert in the graph under its TensorFlow name
+        # (and logs it): ONNX Runtime would refuse the file when it loads it.
+        unconverted = sorted({node.op_type for node in proto.graph.node
+                              if not onnx.defs.has(node.op_type, node.domain)})
+        if unconverted:
+            raise ExportError(
+                f"{type(model).__name__} cannot be exported to ONNX: tf2onnx has no ONNX "
+                f"form for its TensorFlow op(s) {', '.join(unconverted)} (opset {opset}); "
+                "export a SavedModel instead (keras_ctx.export.export_saved_model).")
     return path
+
+
+def _check_tensorflow_weights(model):
+    """ExportError when `model` runs on another Keras backend: tf2onnx converts TensorFlow
+    graphs, and this model's forward pass is JAX or PyTorch code."""
+    weights = getattr(model, "weights", None) or []
+    module = type(weights[0].value).__module__.split(".")[0] if weights else "tensorflow"
+    if module != "tensorflow":
+        running = {"jaxlib": "jax"}.get(module, module)
+        raise ExportError(
+            f"ONNX export converts a TensorFlow graph (tf2onnx), and {model.name!r} runs on "
+            f"Keras' {running} backend: save its weights, then call export_onnx in a process "
+            "with KERAS_BACKEND=tensorflow (keras_ctx.export.export_saved_model also "
+            "exports from JAX).")

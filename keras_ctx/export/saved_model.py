@@ -41,8 +41,9 @@ preprocessor stay TensorFlow ops; the sequence length must be fixed and
 Outputs: each output tensor under its own name in float32 (mixed-precision
 models are cast), batch first like every input. A list output (hidden_states,
 XLNet's memory) is stacked into one tensor on axis 1: hidden_states is
-(batch, layers, time, hidden), embeddings first. The backbone's own Python
-output stays a list.
+(batch, layers, time, hidden), embeddings first. A list whose tensors differ in
+width (AWD-LSTM's and CoVe's layers) cannot be stacked: each entry is its own output,
+`hidden_states_0`, `hidden_states_1`, ... The backbone's own Python output stays a list.
 """
 
 import errno
@@ -111,15 +112,21 @@ def flat_outputs(outputs):
 
     Returns:
         {name: tensor}, floating tensors cast to float32, a list output
-        stacked into one tensor on axis 1.
+        stacked into one tensor on axis 1; a list whose tensors differ in width
+        (AWD-LSTM's and CoVe's layers) as one output per entry, `name_0`,
+        `name_1`, ...
     """
     if not isinstance(outputs, dict):
         outputs = {"outputs": outputs}
     flat = {}
     for name, value in outputs.items():  # keras.ops: the backend's tensors (jax2tf on JAX)
         if isinstance(value, (list, tuple)):
+            value = [keras.ops.convert_to_tensor(v) for v in value]
+            if len({tuple(v.shape[2:]) for v in value}) > 1:  # cannot stack: one each
+                flat.update(flat_outputs({f"{name}_{i}": v for i, v in enumerate(value)}))
+                continue
             # Batch first, like every other output: (batch, layers, ...).
-            value = keras.ops.stack([keras.ops.convert_to_tensor(v) for v in value], axis=1)
+            value = keras.ops.stack(value, axis=1)
         value = keras.ops.convert_to_tensor(value)
         if "float" in keras.backend.standardize_dtype(value.dtype):
             value = keras.ops.cast(value, "float32")

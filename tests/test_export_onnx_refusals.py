@@ -1,0 +1,59 @@
+"""What ONNX export refuses, each in one line with nothing written: a model on Keras' JAX or
+PyTorch backend (tf2onnx converts TensorFlow graphs) and a model whose ops tf2onnx cannot
+convert (it wrote them into the file unconverted, which ONNX Runtime refuses to load)."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+_ON_BACKEND = """
+import keras_ctx
+from keras_ctx.export import ExportError, export_onnx
+model = keras_ctx.models.from_preset("bert-tiny", num_layers=1, hidden_size=8, num_heads=2,
+                                     intermediate_size=16, vocabulary_size=30)
+try:
+    export_onnx(model, {path!r})
+except ExportError as error:
+    print("REFUSED", error)
+"""
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_export_onnx_on_another_backend_is_one_line_naming_it(backend, tmp_path):
+    pytest.importorskip(backend)
+    path = tmp_path / "model.onnx"
+    env = dict(os.environ, KERAS_BACKEND=backend, PYTHONPATH=ROOT, JAX_PLATFORMS="cpu",
+               TF_CPP_MIN_LOG_LEVEL="3")
+    result = subprocess.run([sys.executable, "-c", _ON_BACKEND.format(path=str(path))],
+                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (line,) = [line for line in result.stdout.splitlines() if line.startswith("REFUSED")]
+    assert line == (f"REFUSED ONNX export converts a TensorFlow graph (tf2onnx), and "
+                    f"'bert_backbone' runs on Keras' {backend} backend: save its weights, then "
+                    "call export_onnx in a process with KERAS_BACKEND=tensorflow "
+                    "(keras_ctx.export.export_saved_model also exports from JAX).")
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_model_with_an_op_tf2onnx_cannot_convert_is_refused_naming_it(tmp_path):
+    pytest.importorskip("tf2onnx", reason="ONNX export needs the [onnx] extra (tf2onnx)")
+    import keras
+    import tensorflow as tf
+
+    from keras_ctx.export import ExportError, export_onnx
+
+    class Singular(keras.layers.Layer):
+        def call(self, x):
+            return tf.linalg.svd(x, compute_uv=False)
+
+    inputs = keras.Input((3, 3), name="matrices")
+    model = keras.Model({"matrices": inputs}, {"values": Singular()(inputs)})
+    with pytest.raises(ExportError) as caught:
+        export_onnx(model, tmp_path / "model.onnx")
+    assert str(caught.value).startswith("Functional cannot be exported to ONNX: tf2onnx has "
+                                        "no ONNX form for its TensorFlow op(s) Svd")
+    assert os.listdir(tmp_path) == []

@@ -76,3 +76,15 @@ def test_numpy_integers_are_integers_and_floats_are_not():
     validation.check_args(steps=np.int64(3), batch_size=np.int32(2), learning_rate=np.float32(1))
     with pytest.raises(ConfigError, match="--steps must be a positive integer, got 3.0"):
         validation.check_args(steps=3.0)
+
+
+@pytest.mark.parametrize("argv", [
+    ["pretrain", "bert-tiny", "--seed", str(2 ** 32)],
+    ["cvt", "--train", "t", "--unlabelled", "u", "--seed", str(2 ** 40)],
+])
+def test_a_seed_beyond_32_bits_is_refused_naming_the_flag(tmp_path, capsys, argv):
+    out = tmp_path / "out"
+    code, output = run_cli(capsys, *argv, "--out", str(out))
+    assert code == 2
+    assert f"--seed must be at most {2 ** 32 - 1}, got {argv[-1]}" in one_line_error(output)
+    assert not out.exists()

@@ -132,6 +132,11 @@ def fraction(name, value):
     return float(value)
 
 
+# Upper bounds where a flag has one: NumPy's and Keras' seeds are 32-bit (a larger one
+# failed after --out was claimed, naming no flag).
+MOST = {"seed": 2 ** 32 - 1}
+
+
 def flag_name(name):
     """The command-line spelling of a Python argument name: batch_size -> --batch-size."""
     return "--" + name.replace("_", "-")
@@ -154,6 +159,8 @@ def check_arg(name, value):
                 f"words with), got {value!r}.")
         what = "a positive integer" if least == 1 else f"an integer >= {least}"
         raise ConfigError(f"{flag} must be {what}, got {value!r}.")
+    if name in MOST and value > MOST[name]:
+        raise ConfigError(f"{flag} must be at most {MOST[name]}, got {value!r}.")
 
 
 def check_args(**values):

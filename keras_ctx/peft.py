@@ -17,8 +17,11 @@ B zero):
     train_only(model, lora=True)
     save_lora(backbone, "lora.safetensors"); load_lora(other_backbone, "lora.safetensors")
 
-Files are safetensors with the adapter config in the metadata; they never hold
-backbone weights. Freezing is per variable (`variable.trainable = False`, as
+Files are safetensors with the adapter config (LoRA: each layer's rank and alpha) and
+the backbone they were made for (class, family, architecture: `made_for`) in the
+metadata; they never hold backbone weights. Loading checks the whole file before the
+model changes and refuses another backbone in one line; a file written before the
+record existed is refused unless `allow_unrecorded=True`. Freezing is per variable (`variable.trainable = False`, as
 Keras' enable_lora freezes its kernel), so layers stay in training mode and the
 frozen weights stay bit-identical.
 """

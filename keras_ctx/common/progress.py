@@ -48,8 +48,10 @@ class Progress:
     """
 
     def __init__(self, say=None, every=5.0, clock=time.monotonic):
+        from keras_ctx.common import validation
+
         self.say = say
-        self.every = every
+        self.every = validation.non_negative_number("every", every)  # NaN: never a line
         self.clock = clock
         self._started = None  # when the step under way began (`start`)
 

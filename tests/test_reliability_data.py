@@ -314,3 +314,36 @@ def test_a_200000_character_word_reaches_the_tokenizer_in_bounded_pieces(tmp_pat
     words = [w for sentence in sample for w in sentence.split()]
     assert max(map(len, words)) == corpora.MAX_WORD_CHARS
     assert sum(len(w) for w in words if set(w) == {"x"}) == 200_000  # nothing lost
+
+
+# ------------------------------------------------------------ a missing dependency
+
+_WITHOUT_TENSORFLOW = """
+import sys
+from tests.backends import BlockTensorFlow
+sys.meta_path.insert(0, BlockTensorFlow())
+sys.argv = ["keras-ctx", *{args!r}]
+from keras_ctx.cli import main
+sys.exit(main())
+"""
+
+
+def test_prepare_without_tensorflow_is_one_line_and_writes_no_out(tmp_path):
+    """On JAX without TensorFlow, `prepare` claimed --out (settings.json, a lock) and then
+    failed at its first tf.data call."""
+    pytest.importorskip("jax")
+    corpus = tmp_path / "c.txt"
+    write_text(corpus, 0, documents=3)
+    out = tmp_path / "data"
+    args = ["--backend", "jax", *prepare_args(corpus, out)]
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    result = subprocess.run([sys.executable, "-c", _WITHOUT_TENSORFLOW.format(args=args)],
+                            cwd=root, capture_output=True, text=True, timeout=600,
+                            env=dict(os.environ, PYTHONPATH=root, JAX_PLATFORMS="cpu"))
+    errors = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert errors == ["keras-ctx prepare: error: ImportError: `keras-ctx prepare` (its shards "
+                      "are TFRecords) needs TensorFlow, which is not installed: pip install "
+                      '"tensorflow>=2.21,<2.22" (or, in the keras_ctx clone, pip install -e . '
+                      "-c constraints.txt)."]
+    assert not out.exists()

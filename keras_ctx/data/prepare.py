@@ -37,6 +37,7 @@ from keras_ctx.common import files, progress, validation
 from keras_ctx.data import corpora, fingerprints, tokenizers
 from keras_ctx.data.tokenizers import train_tokenizer
 from keras_ctx.common.files import replacing_directory
+from keras_ctx.common.optional import require_tensorflow
 from keras_ctx.data.prepared_files import (  # noqa: F401  (the files' names, re-exported)
     MANIFEST, MANIFEST_SCHEMA, MANIFEST_VERSION, SETTINGS, SETTINGS_SCHEMA, SHARD_SCHEMA,
     PreparedDataError, check_tokenizer, load_manifest, load_tokenizer, read_checked,
@@ -320,6 +321,8 @@ def prepare(preset, corpus, out, sequence_length=128, vocabulary_size=8000, seed
                           seed=seed, workers=workers, shard_bytes=shard_bytes,
                           tokenizer_sample=tokenizer_sample, duplicate=duplicate,
                           batch_size=batch_size)
+    # Shards are TFRecords written through tf.data: without TensorFlow, refused before `out`.
+    require_tensorflow("`keras-ctx prepare` (its shards are TFRecords)")
     workers = workers or os.cpu_count() or 1
     run = registry.Run(preset, batch_size or 1, sequence_length, vocabulary_size, seed)
     settings = {"model": preset, "family": family.name, "corpus": str(corpus),

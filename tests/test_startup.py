@@ -124,3 +124,25 @@ def test_the_command_on_another_backend_hides_tensorflows_load_lines(backend, tm
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Prepared 3 examples" in result.stdout
     assert result.stderr == "", result.stderr[-3000:]
+
+
+@pytest.mark.parametrize("flag, env, line", [
+    (None, "foo", "KERAS_BACKEND='foo': keras_ctx runs on Keras' tensorflow, jax or torch "
+                  "backend; set KERAS_BACKEND to one of them (or pass --backend NAME)."),
+    (None, "JAX", "KERAS_BACKEND='JAX': keras_ctx runs on Keras' tensorflow, jax or torch "
+                  "backend (written 'jax'); set KERAS_BACKEND to one of them (or pass "
+                  "--backend NAME)."),
+    (None, "openvino", "KERAS_BACKEND='openvino': keras_ctx runs on Keras' tensorflow, jax or "
+                       "torch backend; set KERAS_BACKEND to one of them (or pass --backend "
+                       "NAME)."),
+    ("numpy", "jax", "--backend numpy: keras_ctx runs on Keras' tensorflow, jax or torch "
+                     "backend; set KERAS_BACKEND to one of them (or pass --backend NAME)."),
+    (None, "jax", None), (None, "", None), ("torch", "foo", None),
+])
+def test_a_backend_keras_ctx_does_not_run_on_is_named_with_the_fix(monkeypatch, flag, env,
+                                                                    line):
+    """Keras said "Unable to import backend : foo" (or "No module named 'openvino'")."""
+    from keras_ctx.common.startup import unsupported_backend
+
+    monkeypatch.setenv("KERAS_BACKEND", env)
+    assert unsupported_backend(flag) == line

@@ -42,6 +42,27 @@ def use_backend_flag():
         os.environ["KERAS_BACKEND"] = argv[argv.index("--backend") + 1]
 
 
+# The backends keras_ctx runs on (docs/backends.md); Keras knows more (numpy, openvino).
+BACKENDS = ("tensorflow", "jax", "torch")
+
+
+def unsupported_backend(flag=None):
+    """One line naming a chosen Keras backend keras_ctx does not run on, and the fix; None
+    for tensorflow, jax and torch (whether installed is `cli.missing_backend`'s question).
+
+    Args:
+        flag: `--backend`'s value, or None for KERAS_BACKEND's (else tensorflow).
+    """
+    name = flag or os.environ.get("KERAS_BACKEND") or "tensorflow"
+    if name in BACKENDS:
+        return None
+    chosen = f"--backend {name}" if flag else f"KERAS_BACKEND={name!r}"
+    hint = (f" (written {name.strip().lower()!r})" if name.strip().lower() in BACKENDS
+            else "")
+    return (f"{chosen}: keras_ctx runs on Keras' {', '.join(BACKENDS[:-1])} or {BACKENDS[-1]} "
+            f"backend{hint}; set KERAS_BACKEND to one of them (or pass --backend NAME).")
+
+
 # TensorFlow's BFC allocator for host memory: it keeps the buffers XLA:CPU
 # allocates each step instead of glibc handing them back to the kernel and
 # faulting them in again (about 115,000 page faults per bert-mini step;

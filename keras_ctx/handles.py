@@ -25,6 +25,7 @@ import os
 import re
 
 from keras_ctx import registry
+from keras_ctx.common.files import missing_link
 from keras_ctx.convert.base import CheckpointError
 
 HF_SCHEME = "hf://"
@@ -107,6 +108,8 @@ def resolve(handle, head=False, need_tokenizer=False, **overrides):
         directory = kaggle_directory(name[len(KAGGLE_SCHEME):])
     elif os.path.exists(name):
         directory = name
+    elif missing_link(name):  # a link into a Hugging Face cache whose blob is gone
+        raise CheckpointError(missing_link(name))
     elif name in presets.preset_names():
         if need_tokenizer:  # before building: a refusal, not a random model and its warning
             raise CheckpointError(
@@ -297,8 +300,9 @@ def huggingface_directory(spec):
     handle = HF_SCHEME + spec
     directory = _hf_snapshot(repo, revision, HF_PROBE_FILES)
     if not os.path.isfile(os.path.join(directory, "config.json")):
-        raise CheckpointError(f"{handle} has no config.json: not a Hugging Face transformers "
-                              "checkpoint or keras-hub preset.")
+        raise CheckpointError(
+            missing_link(os.path.join(directory, "config.json")) or f"{handle} has no "
+            "config.json: not a Hugging Face transformers checkpoint or keras-hub preset.")
     if is_keras_hub_preset(directory):  # keras-hub presets are on the Hub too
         return _hf_snapshot(repo, revision, KERAS_HUB_PRESET_FILES)
     model_type = read_config(directory).get("model_type")
@@ -308,6 +312,9 @@ def huggingface_directory(spec):
     directory = _hf_snapshot(repo, revision, HF_CHECKPOINT_FILES)
     if not any(os.path.isfile(os.path.join(directory, n))
                for n in ("model.safetensors", "model.safetensors.index.json")):
+        for name in ("model.safetensors", "model.safetensors.index.json"):
+            if missing_link(os.path.join(directory, name)):  # the cache's blob is gone
+                raise CheckpointError(missing_link(os.path.join(directory, name)))
         files = _hf_repo_files(repo, revision, directory)
         pickles = sorted(f for f in files if f.endswith(PICKLE_SUFFIXES))
         if pickles:

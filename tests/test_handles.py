@@ -235,3 +235,37 @@ def test_minilm_finetune_and_export_take_the_hf_handle(tmp_path, minilm_handle, 
         assert json.load(info)["run"] == handle
     out = cli(capsys, "export", handle, tmp_path / "export", "--sequence-length", 16)
     assert os.path.isdir(tmp_path / "export" / "1") and "serve_examples" in out
+
+
+def _blob_of(snapshot, name):
+    return os.path.normpath(os.path.join(snapshot, os.readlink(os.path.join(snapshot, name))))
+
+
+@pytest.mark.parametrize("name", ["config.json", "model.safetensors", "vocab.txt"])
+def test_a_missing_blob_behind_the_caches_link_is_named_not_a_missing_file(
+        tmp_path, hf_cache, capsys, name):
+    """huggingface_hub links snapshots/REV/FILE to blobs/HASH: a deleted blob was reported as
+    a missing file (no config.json, no model.safetensors) or as no handle at all."""
+    from keras_ctx.cli import main
+
+    snapshot = hub_caches.add_hf_repo(hf_cache, "org/gone", tiny_bert(tmp_path / "src"))
+    blob = _blob_of(snapshot, name)
+    os.remove(blob)
+    said = f"{os.path.join(snapshot, name)} is a link to {blob}, which is missing: the blob"
+    for handle in ("hf://org/gone", snapshot):
+        with pytest.raises(CheckpointError) as caught:
+            handles.resolve(handle)
+        assert str(caught.value).startswith(said), (handle, str(caught.value))
+    target = tmp_path / "converted"
+    assert main(["convert", snapshot, str(target)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"keras-ctx convert: error: {said} it links to was deleted or never downloaded; "
+        "download the model again (or copy the file in)."]
+    assert not target.exists()
+
+
+def test_a_handle_that_is_a_link_to_a_missing_snapshot_is_named(tmp_path):
+    os.symlink(tmp_path / "gone", tmp_path / "model")
+    with pytest.raises(CheckpointError, match=f"^{tmp_path / 'model'} is a link to "
+                                              f"{tmp_path / 'gone'}, which is missing"):
+        handles.resolve(str(tmp_path / "model"))

@@ -23,6 +23,7 @@ import json
 import os
 
 from keras_ctx import registry
+from keras_ctx.common.files import missing_link
 from keras_ctx.convert.base import CheckpointError
 
 FORMATS = ("huggingface", "tensorflow", "allennlp", "keras_hub")
@@ -71,7 +72,7 @@ def detect_format(source):
 
     source = os.fspath(source)
     if not os.path.exists(source):
-        raise CheckpointError(f"{source} does not exist.")
+        raise CheckpointError(missing_link(source) or f"{source} does not exist.")
     if _elmo_files(source) is not None:
         return "allennlp"
     if os.path.isdir(source):
@@ -84,6 +85,9 @@ def detect_format(source):
             return "tensorflow"
         if os.path.isfile(os.path.join(source, "config.json")) and config is None:
             raise CheckpointError(f"{source}/config.json is not valid JSON.")
+        for name in ("config.json", "metadata.json"):  # a Hugging Face cache's missing blob
+            if missing_link(os.path.join(source, name)):
+                raise CheckpointError(missing_link(os.path.join(source, name)))
     raise CheckpointError(
         f"Cannot tell the format of {source}. Expected a Hugging Face directory "
         "(config.json with model_type + model.safetensors), a google-research TF "

@@ -476,7 +476,9 @@ def check_flag_names(parser, argv):
         if argument == "--":
             return  # the rest are values
         if not argument.startswith("-") or _NEGATIVE_NUMBER.match(argument):
-            if current is parser and argument in commands:
+            if current is parser:
+                if argument not in commands:
+                    return  # an unknown command: argparse names it (with the choices)
                 current = commands[argument]
                 options = _options(current)
             continue

@@ -101,3 +101,8 @@ def test_every_accepted_spelling_of_backend_chooses_keras_backend(argv):
                             capture_output=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.split() == ["backend", "jax"]
+
+
+def test_an_unknown_command_is_named_before_the_flags_after_it(capsys):
+    code, line = refusal(capsys, ["pretrian", "--steps", "3"])
+    assert code == 2 and "argument command: invalid choice: 'pretrian'" in line

@@ -33,7 +33,9 @@ def _number(text):
 def _table():
     rows = {}
     with open(TABLE, encoding="utf-8") as f:
-        lines = [line for line in f if line.startswith("| ")]
+        text = f.read()
+    first = text[text.index("| preset |"):].split("\n\n")[0]  # the page's first table
+    lines = [line for line in first.splitlines() if line.startswith("| ")]
     header = [cell.strip() for cell in lines[0].strip().strip("|").split("|")]
     assert header[0] == "preset" and len(header) == len(COLUMNS) + 2, header
     for line in lines[1:]:

@@ -37,6 +37,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from keras_ctx import registry
+from keras_ctx.common.files import missing_link
 from keras_ctx.convert.base import CheckpointError, read_json_object
 from keras_ctx.convert.huggingface import huggingface_format
 
@@ -120,6 +121,11 @@ def _checkpoint_prefix(directory):
         if not indexes:
             raise CheckpointError(f"{directory} has no TensorFlow checkpoint (*.index + "
                                   "*.data-*).")
+        if len(indexes) > 1:  # no `checkpoint` file says which is the latest
+            raise CheckpointError(
+                f"{directory} holds {len(indexes)} TensorFlow checkpoints ("
+                f"{', '.join(os.path.basename(i) for i in indexes[:3])}) and no `checkpoint` "
+                "file naming the one to read; keep one (or write the `checkpoint` file).")
         prefix = indexes[0][: -len(".index")]
     return prefix
 
@@ -141,17 +147,34 @@ def find_tf_config(directory):
 
 
 def read_tf_checkpoint(prefix):
-    """{name: numpy array} of a TF checkpoint, with clear errors for broken files."""
+    """{name: numpy array} of a TF checkpoint, with clear errors for broken files: the
+    index (`PREFIX.index`) or its data (`PREFIX.data-*`), whichever is damaged, is named."""
     import tensorflow as tf
+
+    index = prefix + ".index"
+    data = sorted(glob.glob(glob.escape(prefix) + ".data-*"))
+    for path in [index, *data]:
+        if missing_link(path):
+            raise CheckpointError(missing_link(path))
+    if not data:
+        raise CheckpointError(f"{index} has no data file beside it ({os.path.basename(prefix)}"
+                              ".data-00000-of-00001 ...); the download is incomplete.")
+    errors = (tf.errors.OpError, ValueError, IndexError, RuntimeError)
+
+    def refuse(files, error):
+        message = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise CheckpointError(f"{files} is not a readable TensorFlow checkpoint ({message}); "
+                              "the download may be incomplete.") from None
 
     try:
         reader = tf.train.load_checkpoint(prefix)
         names = reader.get_variable_to_shape_map()
+    except errors as error:  # the index is read first; a missing data shard is named here
+        refuse(index, error)
+    try:
         return {name: reader.get_tensor(name) for name in names}
-    except (tf.errors.OpError, ValueError, IndexError, RuntimeError) as error:
-        message = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise CheckpointError(f"{prefix} is not a readable TensorFlow checkpoint ({message}); "
-                              "the download may be incomplete.") from None
+    except errors as error:  # the index was read: what it points into is damaged
+        refuse(" / ".join(data), error)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -105,7 +105,7 @@ T5 = ConfigFields(
     honoured=("vocab_size", "d_model", "d_ff", "d_kv", "num_layers", "num_decoder_layers",
               "num_heads", "feed_forward_proj", "tie_word_embeddings", "layer_norm_epsilon",
               "relative_attention_num_buckets", "relative_attention_max_distance",
-              "scale_decoder_outputs"),
+              "scale_decoder_outputs", "dense_act_fn", "is_gated_act"),
     fixed={"is_encoder_decoder": (True,)})
 # BartModel: post-LN (MBart's normalize_before), unscaled embeddings, shared sizes.
 BART = ConfigFields(

@@ -87,7 +87,8 @@ def gpt2_config_from_huggingface(config, original_gpt=False):
     # HF's OpenAIGPT maps its afn "gelu" to the tanh approximation (ACT_FNS).
     activation = ({"gelu": "gelu_new"}.get(config.get("afn", "gelu"), config.get("afn"))
                   if original_gpt else config.get("activation_function", "gelu_new"))
-    settings["activation"] = activation_from_huggingface(activation)
+    settings["activation"] = activation_from_huggingface(
+        activation, "afn" if original_gpt else "activation_function")
     return settings
 
 

@@ -326,9 +326,10 @@ HF_ACTIVATIONS = {
 }
 
 
-def activation_from_huggingface(name):
-    if name not in HF_ACTIVATIONS:
-        raise CheckpointError(f"Activation {name!r} (config.json hidden_act) is not "
+def activation_from_huggingface(name, field="hidden_act"):
+    """Our name of the Hugging Face activation `name` (config field `field`)."""
+    if not isinstance(name, str) or name not in HF_ACTIVATIONS:
+        raise CheckpointError(f"Activation {name!r} (config.json {field}) is not "
                               f"supported; supported: {', '.join(sorted(HF_ACTIVATIONS))}.")
     return HF_ACTIVATIONS[name]
 

@@ -32,6 +32,7 @@ from keras_ctx.convert import config_fields
 from keras_ctx.convert.base import check_class, required
 from keras_ctx.convert.huggingface import (
     CheckpointError,
+    activation_from_huggingface,
     check_tied_copy,
     mapped_converter,
 )
@@ -60,6 +61,16 @@ def t5_config_from_huggingface(config):
         raise CheckpointError(f"feed_forward_proj {projection!r} is not supported; supported: "
                               f"{', '.join(sorted(PROJECTIONS))}.")
     activation, gated = PROJECTIONS[projection]
+    # transformers' T5Config derives dense_act_fn and is_gated_act from feed_forward_proj,
+    # but a config.json that stores them (save_pretrained does) sets them afterwards: the
+    # model computes what they say.
+    if "dense_act_fn" in config:
+        activation = activation_from_huggingface(config["dense_act_fn"], "dense_act_fn")
+    if "is_gated_act" in config:
+        if not isinstance(config["is_gated_act"], bool):
+            raise CheckpointError(f"is_gated_act = {config['is_gated_act']!r} is not true or "
+                                  "false; fix the field.")
+        gated = config["is_gated_act"]
     return dict(
         vocabulary_size=config["vocab_size"],
         num_layers=config["num_layers"],

@@ -51,7 +51,7 @@ def xlnet_config_from_huggingface(config):
         intermediate_size=config["d_inner"],
         dropout=config.get("dropout", 0.1),
         attention_dropout=config.get("dropout", 0.1),
-        activation=activation_from_huggingface(config.get("ff_activation", "gelu")),
+        activation=activation_from_huggingface(config.get("ff_activation", "gelu"), "ff_activation"),
         mem_len=int(config.get("mem_len") or 0),
         clamp_length=config.get("clamp_len", -1),
         attention_type=attention_type,

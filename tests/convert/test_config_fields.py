@@ -196,3 +196,25 @@ def test_elmo_options_that_change_the_computation_are_refused(tmp_path, options,
         from_allennlp(path, tmp_path / "weights.hdf5")
     assert str(caught.value).startswith(f"{path}: {field} = {value} changes what the model "
                                         "computes, and the ELMo options converter")
+
+
+def test_t5s_stored_dense_act_fn_and_is_gated_act_are_what_the_model_computes(tmp_path):
+    """transformers' T5Config sets a stored dense_act_fn / is_gated_act after deriving them
+    from feed_forward_proj, so the stored ones win (save_pretrained writes them)."""
+    config = dict(CONFIGS["t5"], feed_forward_proj="relu", dense_act_fn="gelu_new",
+                  is_gated_act=True)
+    backbone = _convert(config, tmp_path)
+    assert (backbone.activation, backbone.gated_feedforward) == ("gelu_approximate", True)
+    plain = _convert(dict(CONFIGS["t5"], feed_forward_proj="gated-gelu"), tmp_path)
+    assert (plain.activation, plain.gated_feedforward) == ("gelu_approximate", True)
+
+
+@pytest.mark.parametrize("model_type, field", [
+    ("gpt2", "activation_function"), ("openai-gpt", "afn"), ("gpt_neo", "activation_function"),
+    ("xlnet", "ff_activation"), ("bert", "hidden_act"), ("t5", "dense_act_fn")])
+def test_an_activation_we_do_not_compute_is_refused_naming_its_field(model_type, field,
+                                                                      tmp_path):
+    with pytest.raises(CheckpointError) as caught:
+        _convert(dict(CONFIGS[model_type], **{field: "swish"}), tmp_path)
+    assert str(caught.value).startswith(f"{tmp_path / 'config.json'}: Activation 'swish' "
+                                        f"(config.json {field}) is not supported")

@@ -91,3 +91,12 @@ def test_text_tasks_refuse_a_zero_length_instead_of_taking_the_default(bert):
     assert task.max_length() == 12 and task.max_length(5) == 5
     with pytest.raises(ConfigError, match="`max_length` must be a positive integer, got 0"):
         task.max_length(0)  # 0 meant "the task's sequence_length"
+
+
+@pytest.mark.parametrize("tokens", [0, 2.5, NAN])
+def test_question_answering_refuses_an_answer_length_that_makes_no_sense(bert, tokens):
+    from keras_ctx.tasks.text import SpanQuestionAnswerer
+
+    with pytest.raises(ConfigError, match="`max_answer_tokens` must be a positive integer"):
+        SpanQuestionAnswerer(bert, text_fixtures.tokenizer("bert"), sequence_length=16,
+                         max_answer_tokens=tokens)

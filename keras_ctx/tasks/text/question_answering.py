@@ -2,6 +2,7 @@
 
 import keras
 import numpy as np
+from keras_ctx.common import validation
 from keras_ctx.common.optional import tensorflow as tf
 
 from keras_ctx.preprocessing import piece_spans
@@ -28,7 +29,7 @@ class SpanQuestionAnswerer(TextTask):
 
     def __init__(self, backbone, tokenizer, sequence_length=384, family=None,
                  truncation="error", max_answer_tokens=30):
-        self.max_answer_tokens = int(max_answer_tokens)
+        self.max_answer_tokens = validation.positive_int("max_answer_tokens", max_answer_tokens)
         model = IdSpanQuestionAnswerer(backbone)
         super().__init__(model, tokenizer, family, sequence_length, truncation)
 

@@ -324,3 +324,26 @@ def test_prepare_says_how_far_it_is_while_it_shards(tmp_path, capsys, monkeypatc
     assert len(written) >= 2 and "/s" in written[-1], out
     assert " examples written in " in out and " sentences tokenized in " in out, out
     assert progress.current().say is None  # reporting ends with the command
+
+
+def test_a_key_given_twice_in_a_keras_files_config_is_named(tmp_path):
+    """json keeps the last of two values without a word: the file is ambiguous."""
+    import keras
+
+    from keras_ctx.common.errors import CheckpointError
+    from keras_ctx.common.keras_files import load_model
+
+    inputs = keras.Input((3,), name="x")
+    path = tmp_path / "model.keras"
+    keras.Model(inputs, keras.layers.Dense(2)(inputs)).save(path)
+    edited = tmp_path / "edited.keras"
+    with zipfile.ZipFile(path) as source, zipfile.ZipFile(edited, "w") as target:
+        for item in source.infolist():
+            data = source.read(item.filename)
+            if item.filename == "config.json":
+                data = b'{"class_name": "Sequential", ' + data[1:]
+            target.writestr(item, data)
+    with pytest.raises(CheckpointError, match=r"edited\.keras is not a readable \.keras file "
+                                              r"\(DuplicateKey: the key 'class_name' appears "
+                                              r"twice in one object\)"):
+        load_model(edited)

@@ -18,6 +18,7 @@ import zipfile
 import numpy as np
 
 from keras_ctx.common.errors import CheckpointError
+from keras_ctx.common.files import unique_keys
 
 # Weights are real numbers. Integer or bool tensors would load their codes as values (an
 # int8 table's -128..127 as embeddings); quantized layouts are declared by the model's own
@@ -219,7 +220,8 @@ def load_model(path, partial=False, compile=False, claims=()):
     path = os.fspath(path)
     try:
         with zipfile.ZipFile(path) as archive:
-            config = json.loads(archive.read("config.json").decode("utf-8"))
+            config = json.loads(archive.read("config.json").decode("utf-8"),
+                                object_pairs_hook=unique_keys)
             with archive.open("model.weights.h5") as weights:
                 datasets = read_h5_datasets(weights)
     except (zipfile.BadZipFile, KeyError, OSError, UnicodeDecodeError, ValueError,

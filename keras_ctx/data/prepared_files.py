@@ -38,7 +38,7 @@ def write_json(path, value):
 
 def read_json(path):
     with open(path, encoding="utf-8") as handle:
-        return json.load(handle)
+        return json.load(handle, object_pairs_hook=files.unique_keys)
 
 
 def sha256(path):

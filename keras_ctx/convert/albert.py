@@ -190,6 +190,9 @@ ALBERT_HF_TO_TF = (
 )
 
 
+albert_from_keras_hub.config_fields = config_fields.KERAS_HUB_ALBERT
+
+
 # ---------------------------------------------------------------- the family's converter specs
 
 # AlbertForMaskedLM's predictions: dense (H -> E) + LayerNorm, decoder tied.

@@ -160,6 +160,9 @@ def bart_from_keras_hub(source, c):
     return ours, entries
 
 
+bart_from_keras_hub.config_fields = config_fields.KERAS_HUB_BART
+
+
 # ---------------------------------------------------------------- the family's converter specs
 
 HUGGINGFACE = (HuggingFace("bart", convert_bart, export_bart,

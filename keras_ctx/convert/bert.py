@@ -133,6 +133,9 @@ def bert_from_keras_hub(source, c):
     return ours, entries
 
 
+bert_from_keras_hub.config_fields = config_fields.KERAS_HUB_BERT
+
+
 # ---------------------------------------------------------------- the family's converter specs
 
 # BertForMaskedLM / BertForPreTraining: cls.predictions, decoder tied to the word embeddings.

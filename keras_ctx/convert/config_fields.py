@@ -135,6 +135,38 @@ ELMO = ConfigFields(
            "char_cnn.n_characters": (262, 261)})
 
 
+# keras-hub backbones: their get_config() is their constructor's arguments, each read by
+# the family's *_from_keras_hub; any other key (a newer keras-hub's) is refused.
+KERAS_HUB_INERT = ("name", "trainable", "dtype", "dropout", "bias_initializer")
+_KERAS_HUB_SIZES = ("vocabulary_size", "num_layers", "num_heads", "hidden_dim",
+                    "intermediate_dim", "max_sequence_length")
+KERAS_HUB_BERT = ConfigFields(honoured=_KERAS_HUB_SIZES + ("num_segments",))
+KERAS_HUB_ROBERTA = ConfigFields(honoured=_KERAS_HUB_SIZES)
+KERAS_HUB_ALBERT = ConfigFields(honoured=_KERAS_HUB_SIZES + (
+    "num_segments", "embedding_dim", "num_groups", "num_inner_repetitions"))
+KERAS_HUB_ELECTRA = ConfigFields(honoured=tuple(
+    "vocab_size" if k == "vocabulary_size" else k for k in _KERAS_HUB_SIZES)
+    + ("num_segments", "embedding_dim"))
+KERAS_HUB_GPT2 = ConfigFields(honoured=_KERAS_HUB_SIZES)
+KERAS_HUB_BART = ConfigFields(honoured=_KERAS_HUB_SIZES)
+KERAS_HUB_XLNET = ConfigFields(honoured=_KERAS_HUB_SIZES[:-1] + (
+    "activation", "kernel_initializer_range"))
+
+
+def check_every_key(fields, config, source, inert=KERAS_HUB_INERT):
+    """`fields.check`, and a CheckpointError for a key `fields` neither honours nor fixes
+    (a config that is its class's constructor arguments: every key matters)."""
+    known = set(fields.honoured) | set(fields.fixed) | set(inert)
+    unknown = sorted(key for key in config if key not in known)
+    if unknown:
+        raise CheckpointError(
+            f"{source}: {unknown[0]} = {json.dumps(config[unknown[0]], default=str)} is not "
+            "read by keras_ctx's converter, and it may change what the model computes (a "
+            "newer keras-hub's argument?); convert with the keras-hub version the converter "
+            "knows, or tell keras_ctx about it.")
+    fields.check(config, source, source)
+
+
 def flattened(options, prefix=""):
     """{"section.key": value} of nested JSON objects (a table's field names)."""
     flat = {}

@@ -188,6 +188,9 @@ def _electra_tensors(variables, generator):
     return tensors
 
 
+electra_from_keras_hub.config_fields = config_fields.KERAS_HUB_ELECTRA
+
+
 # ---------------------------------------------------------------- the family's converter specs
 
 # ElectraForMaskedLM (a generator): generator_predictions + generator_lm_head, tied.

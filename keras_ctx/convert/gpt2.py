@@ -212,6 +212,9 @@ def gpt2_from_keras_hub(source, c):
     return ours, entries
 
 
+gpt2_from_keras_hub.config_fields = config_fields.KERAS_HUB_GPT2
+
+
 # ---------------------------------------------------------------- the family's converter specs
 
 OPENAI_GPT_HUGGINGFACE = (HuggingFace("openai-gpt", convert_openai_gpt, export_openai_gpt),)

@@ -19,6 +19,7 @@ import os
 import numpy as np
 
 from keras_ctx import registry
+from keras_ctx.convert import config_fields
 from keras_ctx.convert.base import CheckpointError, TensorReader, check_floating
 from keras_ctx.convert.mapping import Entry, layer_by_name, load_weight_map
 from keras_ctx.common.keras_files import check_claimed_sizes, check_weights_fit, read_h5_datasets
@@ -87,7 +88,9 @@ def from_keras_hub(backbone):
         raise CheckpointError(f"{module}.{name} is not a supported keras-hub backbone; "
                               f"supported: keras_hub.models.{', '.join(supported)}.")
     family, spec = found
-    ours, entries, *ignored = spec.convert(backbone, backbone.get_config())
+    config = backbone.get_config()
+    config_fields.check_every_key(spec.convert.config_fields, config, f"keras-hub {name}")
+    ours, entries, *ignored = spec.convert(backbone, config)
     for w in backbone.weights:
         check_floating(w.path, w.dtype, f"keras-hub {name}")
     tensors = {w.path: np.asarray(w.numpy(), "float32") for w in backbone.weights}

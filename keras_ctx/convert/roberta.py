@@ -90,6 +90,9 @@ def roberta_from_keras_hub(source, c):
     return ours, entries
 
 
+roberta_from_keras_hub.config_fields = config_fields.KERAS_HUB_ROBERTA
+
+
 # ---------------------------------------------------------------- the family's converter specs
 
 # RobertaForMaskedLM's lm_head: dense + GELU + layer_norm, decoder tied.

@@ -247,6 +247,9 @@ def xlnet_write(config, tensors):
     return config, variables
 
 
+xlnet_from_keras_hub.config_fields = config_fields.KERAS_HUB_XLNET
+
+
 # ---------------------------------------------------------------- the family's converter specs
 
 # XLNetLMHeadModel's lm_loss: Linear tied to word_embedding, with a bias.

@@ -218,3 +218,35 @@ def test_an_activation_we_do_not_compute_is_refused_naming_its_field(model_type,
         _convert(dict(CONFIGS[model_type], **{field: "swish"}), tmp_path)
     assert str(caught.value).startswith(f"{tmp_path / 'config.json'}: Activation 'swish' "
                                         f"(config.json {field}) is not supported")
+
+
+def test_every_argument_of_each_keras_hub_backbone_is_read_or_inert():
+    """Ground truth: the installed keras-hub's constructors (get_config returns them)."""
+    import inspect
+
+    import keras_hub
+
+    from keras_ctx.convert.config_fields import KERAS_HUB_INERT
+
+    for family in map(registry.get, registry.names()):
+        for spec in family.keras_hub:
+            arguments = inspect.signature(getattr(keras_hub.models, spec.class_name)).parameters
+            fields = spec.convert.config_fields
+            unread = set(arguments) - {"self", "kwargs"} - set(fields.honoured) - set(
+                KERAS_HUB_INERT)
+            assert not unread, (spec.class_name, unread)
+
+
+def test_a_keras_hub_config_key_the_converter_does_not_read_is_refused(monkeypatch):
+    import keras_hub
+
+    from keras_ctx.convert import from_keras_hub
+
+    backbone = keras_hub.models.BertBackbone(vocabulary_size=30, num_layers=1, num_heads=2,
+                                             hidden_dim=8, intermediate_dim=16,
+                                             max_sequence_length=10)
+    config = dict(backbone.get_config(), layer_norm_epsilon=1e-5)  # a newer keras-hub's
+    monkeypatch.setattr(backbone, "get_config", lambda: config)
+    with pytest.raises(CheckpointError, match=r"^keras-hub BertBackbone: layer_norm_epsilon = "
+                                              r"1e-05 is not read by keras_ctx's converter"):
+        from_keras_hub(backbone)

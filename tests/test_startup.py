@@ -103,7 +103,24 @@ def test_a_package_missing_while_the_command_imports_keras_ctx_is_one_line():
                                                           TF_CPP_MIN_LOG_LEVEL="3"))
     assert result.returncode == 2, result.stderr[-3000:]
     assert result.stderr.splitlines() == [
-        "keras-ctx presets: error: ModuleNotFoundError: No module named 'keras'"]
+        "keras-ctx presets: error: ModuleNotFoundError: No module named 'keras': pip install "
+        "-e . -c constraints.txt (from the root of the keras_ctx clone)"]
+
+
+def test_tensorflow_found_but_not_importable_under_the_default_backend_is_one_line():
+    """tests/backends.py's blocker: `find_spec` finds TensorFlow, importing it fails (a
+    broken install), so the check before Keras passes and `import keras` fails."""
+    code = ("import sys\nfrom tests.backends import BlockTensorFlow\n"
+            "sys.meta_path.insert(0, BlockTensorFlow())\nsys.argv = ['keras-ctx', 'presets']\n"
+            "from keras_ctx.cli import main\nsys.exit(main())\n")
+    env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, timeout=300, text=True,
+                            capture_output=True, env=dict(env, PYTHONPATH=ROOT))
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert result.stderr.splitlines() == [
+        "keras-ctx presets: error: ModuleNotFoundError: No module named 'tensorflow': pip "
+        'install "tensorflow>=2.21,<2.22" (or, in the keras_ctx clone, pip install -e . -c '
+        "constraints.txt)"]
 
 
 @pytest.mark.parametrize("backend", ["jax", "torch"])

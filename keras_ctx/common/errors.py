@@ -114,6 +114,11 @@ def one_line(error):
     lines = [_TF_DATA.sub("", _FUNCTION_NODE.sub("", line)) for line in lines
              if line and not line.startswith(_TF_NOISE)]
     message = lines[0] if lines else type(error).__name__
+    if isinstance(error, ModuleNotFoundError) and error.name:  # say what installs it
+        from keras_ctx.common.optional import install_hint
+
+        hint = install_hint(error.name.split(".")[0])
+        message = f"{message}: {hint}" if hint else message
     if isinstance(error, KeyError) and len(message) > 1 and message[0] == message[-1] == "'":
         message = message[1:-1]
     return message

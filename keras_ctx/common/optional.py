@@ -27,6 +27,22 @@ def install_command(extra=None):
     return f"{line} --extra-index-url {TORCH_CPU_INDEX}" if extra == "torch" else line
 
 
+# Top-level modules keras_ctx imports that an install may lack -> setup.py's extra that
+# brings them (None: a requirement of keras_ctx itself).
+EXTRAS = {"tensorflow": None, "tensorflow_text": None, "keras_hub": None, "keras": None,
+          "jax": "jax", "jaxlib": "jax", "torch": "torch", "tf2onnx": "onnx",
+          "onnxruntime": "onnx", "onnx": "onnx"}
+
+
+def install_hint(module):
+    """The line that installs top-level `module` (one keras_ctx needs), or None."""
+    if module not in EXTRAS:
+        return None
+    if module == "tensorflow":
+        return f'pip install "{TENSORFLOW_REQUIREMENT}" (or, in the keras_ctx clone, {install_command()})'
+    return f"{install_command(EXTRAS[module])} (from the root of the keras_ctx clone)"
+
+
 def require_tensorflow(feature="this"):
     """The `tensorflow` module; ImportError in one line naming what to install if absent.
 

@@ -135,6 +135,9 @@ def _wordpiece(present, settings, fast, lowercase):
         _disagree(present.get("vocab.txt"), fast["path"], f"the kind of tokenizer (WordPiece "
                   f"vs {fast['type']})")
     unknown = _token(settings.get("unk_token", (fast or {}).get("unk_token") or "[UNK]"))
+    if fast is not None and fast["unk_token"] is not None and fast["unk_token"] != unknown:
+        _disagree(present["tokenizer_config.json"], fast["path"], f"the unknown token "
+                  f"(unk_token {unknown!r} vs model.unk_token {fast['unk_token']!r})")
     if "vocab.txt" in present:
         vocabulary = read_vocabulary(present["vocab.txt"], unknown)
         if fast is not None:

@@ -130,3 +130,12 @@ def test_a_vocabulary_whose_cache_blob_is_missing_is_named(tmp_path):
     snapshot, blob = snapshot_with_missing_blob(tmp_path, "vocab.txt")
     assert _refused(snapshot).startswith(f"{snapshot / 'vocab.txt'} is a link to {blob}, "
                                          "which is missing")
+
+
+def test_an_unknown_token_that_disagrees_is_refused(tmp_path):
+    directory = _write(tmp_path, vocab__txt="\n".join(WORDS) + "\n",
+                       tokenizer_config__json={"unk_token": "[PAD]"},
+                       tokenizer__json=_fast_wordpiece(WORDS))
+    assert _refused(directory).startswith(
+        f"{tmp_path / 'tokenizer_config.json'} and {tmp_path / 'tokenizer.json'} disagree on "
+        "the unknown token (unk_token '[PAD]' vs model.unk_token '[UNK]')")

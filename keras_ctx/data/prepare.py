@@ -265,8 +265,10 @@ def _finished(out, index, source, made_with):
         return None, stale  # truncated or edited: made again
     if not os.path.isfile(target) or sha256(target) != record["sha256"]:
         return None, stale
+    if record.get("made_with") is None:
+        return None, stale  # written before records said what made them: made again
     ours = [os.path.abspath(source[0]), *source[1:]]
-    if (record["source"] != ours or record.get("made_with") != made_with
+    if (record["source"] != ours or record["made_with"] != made_with
             or record["file"] != os.path.basename(target)):
         theirs = record["source"]
         where = (f"{theirs[0]} (bytes {theirs[1]}-{theirs[2]})"

@@ -60,6 +60,17 @@ def run_on_backend(backend, job, arguments, without_tensorflow=False, timeout=60
     return result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
 
 
+def run_script(backend, script, *arguments, timeout=600):
+    """Runs the Python source `script` (argv: `arguments`) under KERAS_BACKEND=`backend`;
+    the JSON its stdout's last line holds."""
+    env = dict(os.environ, KERAS_BACKEND=backend, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT,
+               TF_CPP_MIN_LOG_LEVEL="3")
+    result = subprocess.run([sys.executable, "-c", script, *arguments], env=env, cwd=ROOT,
+                            capture_output=True, text=True, timeout=timeout)
+    assert result.returncode == 0, f"on {backend}:\n{result.stderr[-3000:]}"
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
 # ---------------------------------------------------------------- the jobs
 
 def numpy_initial_values():

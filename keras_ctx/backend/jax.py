@@ -21,11 +21,10 @@ gradient are the global batch's, so there is no per-replica arithmetic here.
 
 import contextlib
 import types
-import warnings
 
 import jax
 import keras
-from jax.extend import core as jax_core
+from keras import ops
 
 from keras_ctx.backend import keras_ops
 from keras_ctx.backend.keras_ops import (  # noqa: F401  (the backend's names)
@@ -139,84 +138,54 @@ def _current(scope, variables):
     return [scope.get_current_value(v) for v in variables]
 
 
-def _reached(function, arguments, count):
-    """Which of the first `count` inputs the first output of `function` depends on.
+def apply_optimizer(model, state, gradients, variables):
+    """`model.optimizer.apply(gradients, variables)` over the step's state, stateless.
 
-    TensorFlow's gradient of a weight the loss does not read is None, and the
-    step leaves that weight and its optimizer slots alone (RoBERTa's unused
-    pooler, the modules a CVT minibatch does not use, under Adam or weight
-    decay); JAX's is zeros. The traced program says which inputs the loss
-    reads: an equation one of whose outputs is needed needs all its inputs.
+    `state` = (trainable, non-trainable, optimizer values) of `model`'s variables;
+    returns the new (trainable, optimizer) values. One `keras.StatelessScope` maps
+    every variable, not only what `optimizer.stateless_apply` maps: a learning rate
+    that reads model state (AWD-LSTM's `learning_rate_scale`, set by the forward
+    pass) sees the step's value. `variables` may be any subset of those the
+    optimizer was built with (frozen weights, a minibatch's unread ones, a stage
+    of ELECTRA's), as on TensorFlow; Keras refuses a variable it was not built
+    with (`GradualUnfreezing` builds it with every weight it will unfreeze).
     """
-    jaxpr = jax.make_jaxpr(function)(*arguments).jaxpr
-    needed = {v for v in jaxpr.outvars[:1] if isinstance(v, jax_core.Var)}
-    for equation in reversed(jaxpr.eqns):
-        if any(v in needed for v in equation.outvars):
-            needed.update(v for v in equation.invars if isinstance(v, jax_core.Var))
-    return [v in needed for v in jaxpr.invars[:count]]
+    trainable, non_trainable, optimizer_values = state
+    optimizer = model.optimizer
+    mapping = [*zip(model.trainable_variables, trainable),
+               *zip(model.non_trainable_variables, non_trainable),
+               *zip(optimizer.variables, optimizer_values)]
+
+    def applied(apply):
+        with keras.StatelessScope(state_mapping=mapping) as scope:
+            apply()
+        return (_current(scope, model.trainable_variables),
+                _current(scope, optimizer.variables))
+
+    if not isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+        return applied(lambda: optimizer.apply(gradients, variables))
+    # mixed_float16: the LossScaleOptimizer's rule on its public state (its own `apply`
+    # branches with a stateful `cond`, which JAX cannot trace): finite gradients are
+    # unscaled and applied, and the scale doubles after `dynamic_growth_steps` of them;
+    # otherwise nothing is applied and the scale halves.
+    loss_scale, counter = optimizer.dynamic_scale, optimizer.step_counter
+
+    def finite():
+        optimizer.inner_optimizer.apply([ops.divide(g, loss_scale.value) for g in gradients], variables)
+        grow = ops.equal(counter.value, optimizer.dynamic_growth_steps - 1)
+        counter.assign(ops.where(grow, 0, counter.value + 1))
+        loss_scale.assign(ops.where(grow, loss_scale.value * 2.0, loss_scale.value))
+
+    def not_finite():
+        counter.assign(0)
+        loss_scale.assign(loss_scale.value * 0.5)
+
+    return ops.cond(optimizer.check_finite(gradients), lambda: applied(finite),
+                    lambda: applied(not_finite))
 
 
-@contextlib.contextmanager
-def _bound(variables, values):
-    """`variables` read as `values` inside the block.
-
-    Keras' `stateless_apply` maps only the trainable and optimizer variables;
-    a learning rate that reads model state (AWD-LSTM's `learning_rate_scale`,
-    set by the forward pass) must see the step's new value, and during `fit`
-    the model's own copy is purged.
-    """
-    saved = [compat.attribute(v, "variable_value") for v in variables]
-    for variable, value in zip(variables, values):
-        variable._value = value
-    try:
-        yield
-    finally:
-        for variable, value in zip(variables, saved):
-            variable._value = value
-
-
-def apply_optimizer(model, optimizer_values, gradients, trainable, non_trainable):
-    """`model.optimizer.stateless_apply` over the variables it was built with.
-
-    Keras' JAX step hands it the variables trainable now, which must be the
-    ones it was built with; `GradualUnfreezing` flips `trainable` between
-    epochs (TensorFlow's `apply` takes any subset). `gradients` align with
-    `model.trainable_variables`; None leaves a weight and its slots alone (a
-    frozen or unreached weight, as on TensorFlow). Returns (trainable values,
-    optimizer values).
-    """
-    built = compat.attribute(model.optimizer, "optimizer_variables")
-    known = {id(v) for v in built}
-    unknown = [v.path for v in model.trainable_variables if id(v) not in known]
-    if unknown:
-        raise ValueError(
-            f"The optimizer was built before {unknown[0]!r} (and {len(unknown) - 1} more) "
-            "were trainable: make every weight to be trained trainable before fit.")
-    values = dict(zip(map(id, model.non_trainable_variables), non_trainable))
-    values.update(zip(map(id, model.trainable_variables), trainable))
-    gradient_of = dict(zip(map(id, model.trainable_variables), gradients))
-    with _bound(model.non_trainable_variables, non_trainable), warnings.catch_warnings():
-        # Weights the step does not reach have no gradient on purpose (as on TensorFlow).
-        warnings.filterwarnings("ignore", "Gradients do not exist for variables")
-        updated, optimizer_values = model.optimizer.stateless_apply(
-            optimizer_values, [gradient_of.get(id(v)) for v in built],
-            [values[id(v)] for v in built])
-    updated = dict(zip(map(id, built), updated))
-    return ([updated[id(v)] for v in model.trainable_variables], optimizer_values)
-
-
-class PretrainerStep:
+class PretrainerStep(keras_ops.BuiltFromSpec):
     """The Pretrainer's `train_step(state, data)` / `test_step(state, data)` on JAX."""
-
-    def _symbolic_build(self, iterator=None, data_batch=None):
-        # As TensorFlow's step: a tf.data input builds the model from its spec,
-        # not from a batch read off the data (which would start a pass over it).
-        if iterator is not None and data_batch is None:
-            dataset = compat.tf_dataset_of(compat.attribute(iterator, "data_adapter"))
-            if dataset is not None:
-                data_batch, iterator = dataset.element_spec, None
-        compat.resolve("symbolic_build")
-        return super()._symbolic_build(iterator=iterator, data_batch=data_batch)
 
     def _scope(self, trainable, non_trainable, metrics, optimizer=None):
         mapping = [*zip(self.trainable_variables, trainable),
@@ -233,9 +202,9 @@ class PretrainerStep:
 
     def _update(self, state, batch):
         trainable, non_trainable, optimizer, metrics = state
-        variables = self.trainable_variables
-        chosen = {id(v) for v in self.step_variables()}
-        stepped = [i for i, v in enumerate(variables) if id(v) in chosen]
+        variables = self.step_variables(batch)
+        index = {id(v): i for i, v in enumerate(self.trainable_variables)}
+        stepped = [index[id(v)] for v in variables]
 
         def loss(stepped_values, trainable, non_trainable, metrics):
             values = list(trainable)
@@ -247,16 +216,11 @@ class PretrainerStep:
             return scaled, (total, _current(scope, self.non_trainable_variables),
                             _current(scope, self.metrics_variables))
 
-        arguments = ([trainable[i] for i in stepped], trainable, non_trainable, metrics)
-        reached = _reached(loss, arguments, len(stepped))
-        (_, (total, non_trainable, metrics)), stepped_gradients = jax.value_and_grad(
-            loss, has_aux=True)(*arguments)
-        gradients = [None] * len(variables)
-        for i, gradient, used in zip(stepped, stepped_gradients, reached):
-            if used:
-                gradients[i] = gradient
-        trainable, optimizer = apply_optimizer(self, optimizer, gradients, trainable,
-                                               non_trainable)
+        (_, (total, non_trainable, metrics)), gradients = jax.value_and_grad(
+            loss, has_aux=True)([trainable[i] for i in stepped], trainable, non_trainable,
+                                metrics)
+        trainable, optimizer = apply_optimizer(
+            self, (trainable, non_trainable, optimizer), gradients, variables)
         logs, metrics = self._results(total, metrics)
         return logs, (trainable, non_trainable, optimizer, metrics)
 
@@ -289,8 +253,8 @@ class TaskStep:
             self.compute_loss_and_updates, has_aux=True)(
                 trainable, non_trainable, metrics, x, y, sample_weight, training=True,
                 optimizer_variables=optimizer)
-        trainable, optimizer = apply_optimizer(self, optimizer, gradients, trainable,
-                                               non_trainable)
+        trainable, optimizer = apply_optimizer(
+            self, (trainable, non_trainable, optimizer), gradients, self.trainable_variables)
         logs, metrics = self._update_metrics_variables(metrics, loss, x, y, y_pred,
                                                        sample_weight)
         return logs, (trainable, non_trainable, optimizer, metrics)

@@ -188,3 +188,31 @@ def flat_cross_entropy(logits, labels):
     label_logits = ops.take_along_axis(shifted, ops.cast(labels, "int32")[:, None],
                                        axis=-1)[:, 0]
     return ops.log(ops.sum(ops.exp(shifted), axis=-1)) - label_logits
+
+
+class BuiltFromSpec:
+    """`fit`/`evaluate` build an unbuilt model from a tf.data input's `element_spec`
+    (a symbolic call, as Keras' own build makes it) before Keras sees the data.
+
+    Keras' JAX and PyTorch trainers otherwise build it from a batch they read off
+    the data, which starts a pass over it: a dataset's reshuffled next iteration,
+    other masks, or a generator's next epoch would then train. Only shapes and
+    dtypes matter, and a tf.data input has them without a read.
+    """
+
+    def fit(self, x=None, *args, **kwargs):
+        self._build_from_spec(x)
+        return super().fit(x, *args, **kwargs)
+
+    def evaluate(self, x=None, *args, **kwargs):
+        self._build_from_spec(x)
+        return super().evaluate(x, *args, **kwargs)
+
+    def _build_from_spec(self, data):
+        spec = getattr(data, "element_spec", None)
+        if spec is None or self.built:
+            return
+        inputs, _, _ = keras.utils.unpack_x_y_sample_weight(spec)
+        self(keras.tree.map_structure(
+            lambda s: keras.KerasTensor(tuple(s.shape), dtype=s.dtype.name), inputs),
+            training=False)

@@ -187,7 +187,7 @@ class PretrainerStep:
             # The optimizer sums the replicas' gradients: average the loss over them.
             scaled = self.optimizer.scale_loss(total / num_replicas())
         # Asked after the forward pass, which builds lazily built heads.
-        variables = self.step_variables()
+        variables = self.step_variables(batch)
         if not self.optimizer.built:
             # Every trainable variable, as Keras builds it under a strategy: updates
             # of subsets (ELECTRA's stages, CVT, an unused pooler) share one
@@ -196,7 +196,8 @@ class PretrainerStep:
         # A lookup's gradient repeats a row once per read; Keras' Adam squares each
         # repeat apart (keras_ctx/layers/lookup.py): sum them, whatever layer read the table.
         gradients = [summed_rows(g) for g in tape.gradient(scaled, variables)]
-        # Weights the step does not reach (e.g. RoBERTa's unused pooler) have none.
+        # A step variable the loss does not read (one its objective did not name in
+        # `unread_weights`) has none: left alone, as Keras' own step leaves it.
         used = [(g, v) for g, v in zip(gradients, variables) if g is not None]
         self.optimizer.apply([g for g, _ in used], [v for _, v in used])
         return self._results(total)

@@ -84,7 +84,7 @@ def gathered_rows(value, axis):
     return value
 
 
-class PretrainerStep:
+class PretrainerStep(keras_ops.BuiltFromSpec):
     """The Pretrainer's `train_step(data)` / `test_step(data)` on PyTorch."""
 
     def train_step(self, data):
@@ -96,7 +96,7 @@ class PretrainerStep:
         self.zero_grad()  # torch.nn.Module's: gradients of the last step set to None
         total = self.total_loss(self.compute_losses(batch, training=True))
         self.optimizer.scale_loss(total).backward()
-        variables = self.step_variables()
+        variables = self.step_variables(batch)
         if not self.optimizer.built:
             # Every trainable variable, as on the other backends: subsets (ELECTRA's
             # stages, CVT) share one optimizer and its checkpoint.

@@ -7,14 +7,13 @@ pins in constraints.txt) and the version installed, so that an upgrade fails wit
 one clear line instead of an AttributeError deep in a training step.
 tests/test_compat.py resolves them all.
 
-The training steps (keras_ctx/backend/) and what remains private in them: PyTorch's
-step uses none. TensorFlow's overrides `_maybe_symbolic_build` and JAX's
-`_symbolic_build` (a tf.data input builds the model from its spec instead of a batch
-read off the data, which would start a pass over it); JAX's binds `_value` while the
-optimizer applies (a learning rate that reads model state sees the step's value), reads
-the optimizer's `_trainable_variables` (the set it was built with, for gradual
-unfreezing) and gives unreached weights no gradient by reading the traced program.
-Replacing these with public APIs is the open part of the backends issue.
+The training steps (keras_ctx/backend/) and what remains private in them: JAX's and
+PyTorch's use none (an unbuilt model is built from a tf.data input's spec by a
+symbolic call, the optimizer applies through `apply` in a `keras.StatelessScope`,
+and which weights a minibatch trains is declared by its objective). TensorFlow's
+overrides `_maybe_symbolic_build`: under a tf.distribute strategy Keras reads a batch
+to build the model even when it is built, which starts a pass over the data (the
+run would train on the data's second pass; one device trains on its first).
 """
 
 import contextlib
@@ -44,8 +43,8 @@ SYMBOLS = {
     "jax_tracing": ("keras", "keras.src.utils.jax_utils", "is_in_jax_tracing_scope"),
     # The cuDNN LSTM kernel (layers/lstm.py).
     "cudnn_lstm": ("keras", "keras.src.backend.tensorflow.rnn", "lstm"),
-    # Builds a model from a batch or its spec (testing.py builds before probing a step;
-    # overridden by backend/jax.py's step as `maybe_symbolic_build` on TensorFlow).
+    # Builds a model from a batch or its spec, as fit would (testing.py builds before
+    # probing a step).
     "symbolic_build": ("keras", "keras", "Model._symbolic_build"),
     # The key an optimizer files a variable's slots under (tasks/transfer.py).
     "var_key": ("keras", "keras", "optimizers.Optimizer._var_key"),

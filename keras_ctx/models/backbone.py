@@ -208,6 +208,13 @@ class Backbone(CheckedTokenIds, CheckedWeightFiles, keras.Model):
         embeddings = self.embed(inputs, training=training)
         return self.encode(embeddings, inputs["padding_mask"], positions, training)[-1]
 
+    def weights_outside(self, outputs):
+        """The weights none of `outputs` (names of this backbone's outputs) is computed
+        from, found once in the functional graph: an objective that reads only those
+        outputs leaves them alone (RoBERTa's pooler under masked LM alone)."""
+        used = {id(w) for w in keras.Model(self.input, [self.output[n] for n in outputs]).weights}
+        return [w for w in self.weights if id(w) not in used]
+
     @property
     def pools_first_position(self):
         """Whether `pooled_output` is a pooler applied to `sequence_output[:, 0]`."""

@@ -8,9 +8,10 @@ The base owns the step, the same way Keras' own `train_step` does it:
 
     total  = total_loss(losses)                  (a sum unless the objective weighs them)
     scaled = optimizer.scale_loss(total / num_replicas())
-    grads  = d scaled / d step_variables()       (weights the loss does not reach get
-                                                  none; a lookup's repeated rows summed,
-                                                  see layers/lookup.py)
+    grads  = d scaled / d step_variables(batch)  (the weights this minibatch's loss reads,
+                                                  decided when the objective is built; a
+                                                  lookup's repeated rows summed, see
+                                                  layers/lookup.py)
     optimizer.apply(grads)                       (a LossScaleOptimizer unscales here)
 
 Dividing by the replicas matters because MirroredStrategy sums the replicas'
@@ -28,9 +29,10 @@ with a GradientTape per tf.distribute replica, JAX as a stateless
 `keras.distribution.DataParallel`), PyTorch with autograd on one device.
 Objectives write keras.ops only.
 
-Hooks for objectives that need them: `step_variables` (ELECTRA's two-stage
-schedule trains subsets), `total_loss` (ELECTRA's lambda), `step_batches`
-(CVT's alternating minibatches), `evaluation_losses` (what `evaluate`
+Hooks for objectives that need them: `unread_weights` (weights a minibatch's
+loss does not read: RoBERTa's pooler, the CVT modules of other branches),
+`step_variables` (ELECTRA's two-stage schedule trains subsets), `total_loss`
+(ELECTRA's lambda), `step_batches` (CVT's alternating minibatches), `evaluation_losses` (what `evaluate`
 measures), and `serialized_models` (the sub-models (de)serialised by
 get_config/from_config). State carried between steps (XLNet's memory,
 AWD-LSTM's states) lives in non-trainable variables that `compute_losses`
@@ -45,6 +47,14 @@ from keras_ctx import backend
 from keras_ctx.common.keras_files import CheckedWeightFiles
 from keras_ctx.data.checked_input import CheckedTokenIds
 from keras_ctx.pretraining.losses import TokenAccuracy, weighted_cross_entropy
+
+
+def weights_feeding_only_others(backbone, outputs):
+    """The weights of `backbone` that none of `outputs` reads (none for a backbone that
+    does not name its outputs' dependencies: keras_ctx's backbones do)."""
+    if not hasattr(backbone, "weights_outside"):
+        return []
+    return backbone.weights_outside(outputs)
 
 
 def num_replicas():
@@ -92,9 +102,19 @@ class Pretrainer(backend.PretrainerStep, CheckedTokenIds, CheckedWeightFiles, ke
         """The loss the step minimises, from `compute_losses`' dict (their sum by default)."""
         return sum(ops.cast(loss, "float32") for loss in losses.values())
 
-    def step_variables(self):
-        """The variables this step trains (all trainable ones by default)."""
-        return self.trainable_variables
+    def step_variables(self, batch):
+        """The variables this minibatch's update trains: the trainable ones but
+        `unread_weights(batch)`."""
+        unread = {id(w) for w in self.unread_weights(batch)}
+        return [v for v in self.trainable_variables if id(v) not in unread]
+
+    def unread_weights(self, batch):
+        """The weights the loss of `batch` (one of `step_batches`) does not read: none
+        by default. Declared, not found per step: they must get no update on any
+        backend (TensorFlow's and PyTorch's gradients of them are None, JAX's would
+        be zeros, which Adam's moments and weight decay would still apply);
+        tests/pretraining/test_unread_weights.py holds each objective to TensorFlow's."""
+        return ()
 
     def evaluation_losses(self, batch):
         """The losses `evaluate` reports: `compute_losses(batch, training=False)` by default."""

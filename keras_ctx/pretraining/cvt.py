@@ -230,6 +230,18 @@ class CrossViewTrainer(Pretrainer):
             batches.append({"branch": UNLABELLED, "inputs": batch["unlabelled"][task]})
         return batches
 
+    def unread_weights(self, batch):
+        """A labelled minibatch reads the encoder and its task's primary module; an
+        unlabelled one the encoder and the auxiliary modules (the primary modules'
+        predictions are fixed targets)."""
+        if batch["branch"] == UNLABELLED:
+            unread = self.primary
+        else:
+            index = self.task_names.index(batch["branch"])
+            unread = [m for i, m in enumerate(self.primary) if i != index]
+            unread += [m for modules in self.auxiliary for m in modules]
+        return [w for module in unread for w in module.weights]
+
     def evaluation_losses(self, batch):
         """The primary module of the first task on `(inputs, labels)` batches."""
         inputs, labels, _ = keras.utils.unpack_x_y_sample_weight(batch)

@@ -283,7 +283,7 @@ class ElectraPretrainer(Pretrainer):
             if s is not t:
                 t.assign(s)
 
-    def step_variables(self):
+    def step_variables(self, batch):
         if self.stage == "generator":
             return _unique(self.generator.trainable_variables
                            + self.mlm_head.trainable_variables)

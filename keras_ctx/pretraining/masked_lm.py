@@ -21,7 +21,7 @@ from keras import ops
 
 from keras_ctx.layers.gather import gather_positions
 from keras_ctx.layers.heads import MaskedLMHead, SentencePairHead
-from keras_ctx.pretraining.base import HeadsPretrainer
+from keras_ctx.pretraining.base import HeadsPretrainer, weights_feeding_only_others
 
 SENTENCE_OBJECTIVES = {None: None, "nsp": "next_sentence_labels",
                        "sop": "sentence_order_labels"}
@@ -167,6 +167,13 @@ class MaskedLMPretrainer(HeadsPretrainer):
             self.pair_head = SentencePairHead(2, dtype=backbone.dtype_policy,
                                               name=f"{sentence_objective}_head")
         self.make_objective_metrics()
+        # Without a sentence objective nothing reads `pooled_output` (RoBERTa's pooler).
+        unread = () if sentence_objective else weights_feeding_only_others(
+            backbone, ("sequence_output",))
+        object.__setattr__(self, "_unread", tuple(unread))  # untracked: the backbone's
+
+    def unread_weights(self, batch):
+        return self._unread
 
     def _sparse(self):
         backbone = self.backbone

@@ -171,7 +171,8 @@ def apply_optimizer(model, state, gradients, variables):
     loss_scale, counter = optimizer.dynamic_scale, optimizer.step_counter
 
     def finite():
-        optimizer.inner_optimizer.apply([ops.divide(g, loss_scale.value) for g in gradients], variables)
+        optimizer.inner_optimizer.apply(
+            [ops.divide(g, loss_scale.value) for g in gradients], variables)
         grow = ops.equal(counter.value, optimizer.dynamic_growth_steps - 1)
         counter.assign(ops.where(grow, 0, counter.value + 1))
         loss_scale.assign(ops.where(grow, loss_scale.value * 2.0, loss_scale.value))

@@ -167,6 +167,7 @@ def read_tensors(directory):
             if name in where:
                 raise CheckpointError(f"{path}: tensor {name!r} is also in {where[name]}.")
             shapes[name], where[name] = shape, path
+    _check_index(directory, where)
     renamed = _legacy_names(shapes)
     original = {new: old for new, old in zip(renamed, shapes)}
     loaded = {}
@@ -179,6 +180,22 @@ def read_tensors(directory):
         return loaded[path][original[name]]
 
     return LazyTensors(renamed, load)
+
+
+def _check_index(directory, where):
+    """Each tensor model.safetensors.index.json lists is in the shard it names: else the
+    index or that shard is another download's (named, not blamed on the config later)."""
+    index = os.path.join(os.fspath(directory), "model.safetensors.index.json")
+    if os.path.isfile(os.path.join(directory, "model.safetensors")) or not os.path.isfile(index):
+        return  # one file: no index was read
+    weight_map = read_json_object(index, "checkpoint index")["weight_map"]
+    for name, shard in sorted(weight_map.items()):
+        found = where.get(name)
+        if found is None or os.path.realpath(found) != resolve_inside(directory, shard):
+            held = f"it is in {found}" if found else "no shard holds it"
+            raise CheckpointError(
+                f"{index} lists tensor {name!r} in {shard}, but {held}: the index and its "
+                "shards are of different downloads; download the checkpoint again.")
 
 
 def _load_safetensors(path):

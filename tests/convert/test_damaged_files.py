@@ -46,3 +46,32 @@ def test_two_checkpoints_without_a_checkpoint_file_are_refused_naming_them(tf_ch
     with pytest.raises(CheckpointError, match=r"holds 2 TensorFlow checkpoints \(a\.ckpt\.index, "
                                               r"bert_model\.ckpt\.index\) and no `checkpoint`"):
         from_tf_checkpoint(directory)
+
+
+def test_an_index_that_puts_a_tensor_in_the_wrong_shard_is_named(tmp_path):
+    """Such a checkpoint was refused later as 'has no tensor ...; it does not match its
+    config.json's model_type' when a tensor was in no shard, or read without a word."""
+    import json
+
+    from safetensors.numpy import save_file
+
+    from keras_ctx.convert import from_huggingface
+    from tests.convert.test_hf_families import XLNET, xlnet_tensors
+
+    tensors = xlnet_tensors()
+    names = sorted(tensors)
+    shards = {"model-00001-of-00002.safetensors": names[: len(names) // 2],
+              "model-00002-of-00002.safetensors": names[len(names) // 2:]}
+    (tmp_path / "config.json").write_text(json.dumps(XLNET))
+    for shard, keys in shards.items():
+        save_file({k: tensors[k] for k in keys}, str(tmp_path / shard))
+    weight_map = {k: s for s, keys in shards.items() for k in keys}
+    weight_map[names[0]] = "model-00002-of-00002.safetensors"
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    with pytest.raises(CheckpointError) as caught:
+        from_huggingface(tmp_path)
+    assert str(caught.value) == (
+        f"{tmp_path / 'model.safetensors.index.json'} lists tensor {names[0]!r} in "
+        f"model-00002-of-00002.safetensors, but it is in "
+        f"{tmp_path / 'model-00001-of-00002.safetensors'}: the index and its shards are of "
+        "different downloads; download the checkpoint again.")

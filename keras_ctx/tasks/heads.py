@@ -218,6 +218,21 @@ class SequenceClassifier(Task):
                         "output": output, "mask": mask,
                         "transform_activation": transform_activation}
 
+    # Every door that takes labels checks them (a score like 0.5 was truncated to class 0
+    # by sparse cross-entropy without a word).
+
+    def fit(self, x=None, y=None, *args, **kwargs):
+        return super().fit(x, checked_class_ids(self, y), *args, **kwargs)
+
+    def evaluate(self, x=None, y=None, *args, **kwargs):
+        return super().evaluate(x, checked_class_ids(self, y), *args, **kwargs)
+
+    def train_on_batch(self, x, y=None, *args, **kwargs):
+        return super().train_on_batch(x, checked_class_ids(self, y), *args, **kwargs)
+
+    def test_on_batch(self, x, y=None, *args, **kwargs):
+        return super().test_on_batch(x, checked_class_ids(self, y), *args, **kwargs)
+
     @staticmethod
     def _family_pooling(backbone, features, output, mask):
         family = registry.of_backbone(backbone)
@@ -225,6 +240,49 @@ class SequenceClassifier(Task):
             return ("pooled" if "pooled_output" in features else "first"), output, mask, None
         family_output, family_mask, mode, *transform = family.pooling
         return mode, output or family_output, mask or family_mask, (transform or [None])[0]
+
+
+def check_class_ids(y, num_classes):
+    """Refuses labels a classifier of `num_classes` cannot train on, naming the first row:
+    numbers with a fraction (regression targets: sparse cross-entropy would truncate 0.5
+    to class 0), non-finite ones, and ids outside [0, num_classes)."""
+    labels = np.asarray(y)
+    if labels.dtype.kind not in "iufb":
+        raise ValueError(f"y holds {labels.dtype} labels: give class ids 0..{num_classes - 1}"
+                         " (e.g. the index of each label in the sorted label names).")
+    flat = labels.reshape(-1)
+    if flat.dtype.kind == "f":
+        bad = ~np.isfinite(flat) | (flat != np.round(flat))
+        if bad.any():
+            row = int(np.argmax(bad))
+            raise ValueError(
+                f"y[{row}] is {flat[row].item()!r}, a number with a fraction (a regression "
+                f"target?): a classifier takes class ids 0..{num_classes - 1}; bin the scores into "
+                "classes, or train a regression head of your own.")
+    outside = (flat < 0) | (flat >= num_classes)
+    if outside.any():
+        row = int(np.argmax(outside))
+        raise ValueError(f"y[{row}] is {flat[row].item()!r}, outside the class ids 0.."
+                         f"{num_classes - 1} of this {num_classes}-class classifier: give "
+                         "ids in range, or build the task with more classes.")
+
+
+def takes_class_ids(model):
+    """Whether `model` is compiled with sparse categorical cross-entropy (its labels are
+    class ids); another loss (mean squared error on a 1-class head: a regression) is
+    the user's to feed."""
+    loss = getattr(model, "loss", None)
+    return (isinstance(loss, keras.losses.SparseCategoricalCrossentropy)
+            or loss in ("sparse_categorical_crossentropy",)
+            or loss is keras.losses.sparse_categorical_crossentropy)
+
+
+def checked_class_ids(model, y):
+    """`y`, refused in one line (`check_class_ids`) when `model` takes class ids and `y`
+    holds anything else; a dataset or generator (None here) is not read."""
+    if y is not None and takes_class_ids(model):
+        check_class_ids(y, model.output_shape[-1])  # the logits: one per class
+    return y
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")

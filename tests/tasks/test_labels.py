@@ -54,8 +54,10 @@ def test_finetune_refuses_scores_in_one_line_before_out_is_made(tmp_path, capsys
 def classifier():
     from keras_ctx.tasks.text import TextClassifier
 
-    return TextClassifier(text_fixtures.backbone("bert"), text_fixtures.tokenizer("bert"),
+    task = TextClassifier(text_fixtures.backbone("bert"), text_fixtures.tokenizer("bert"),
                           num_classes=3, sequence_length=12)
+    task.compile()  # sparse cross-entropy: its labels are class ids
+    return task
 
 
 @pytest.mark.parametrize("y, message", [
@@ -80,3 +82,40 @@ def test_text_classifier_takes_whole_numbers_in_range(classifier):
     if keras.backend.backend() != "tensorflow":
         pytest.skip("string-in tasks run on TensorFlow (docs/backends.md)")
     assert classifier._dataset(["a text", "another"], np.array([2.0, 0.0])) is not None
+
+
+def _id_classifier(loss):
+    from keras_ctx.tasks.heads import SequenceClassifier
+
+    model = SequenceClassifier(text_fixtures.backbone("bert"), num_classes=3 if loss else 1)
+    model.compile("adam", loss or "mse")
+    return model
+
+
+def _ids(rows):
+    return {"token_ids": np.full((rows, 8), 5, "int32"),
+            "padding_mask": np.ones((rows, 8), "int32"),
+            "segment_ids": np.zeros((rows, 8), "int32")}
+
+
+@pytest.mark.parametrize("door", ["fit", "evaluate", "train_on_batch", "test_on_batch"])
+@pytest.mark.parametrize("loss", ["sparse_categorical_crossentropy", "sparse_ce_object"])
+def test_the_id_level_classifier_refuses_scores_at_every_door(door, loss):
+    import keras
+
+    if loss == "sparse_ce_object":
+        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    model = _id_classifier(loss)
+    weights = [w.copy() for w in model.get_weights()]
+    kwargs = {"verbose": 0} if door in ("fit", "evaluate") else {}
+    with pytest.raises(ValueError, match=r"y\[1\] is 3.7, a number with a fraction"):
+        getattr(model, door)(_ids(2), np.array([1.0, 3.7]), **kwargs)
+    for got, want in zip(model.get_weights(), weights):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_a_regression_head_of_ones_own_takes_scores():
+    """A 1-unit head compiled with mean squared error is a regression: its targets are the
+    user's to choose."""
+    model = _id_classifier(None)
+    model.fit(_ids(2), np.array([0.5, 3.7]), epochs=1, verbose=0)

@@ -5,7 +5,7 @@ import numpy as np
 from keras_ctx.common.optional import tensorflow as tf
 
 from keras_ctx.preprocessing import piece_spans
-from keras_ctx.tasks.heads import SequenceClassifier
+from keras_ctx.tasks.heads import SequenceClassifier, checked_class_ids
 from keras_ctx.tasks.heads import TokenClassifier as IdTokenClassifier
 from keras_ctx.tasks.text.task import TextTask, family_of, registered, strings
 
@@ -47,8 +47,7 @@ class TextClassifier(TextTask):
                                   **kwargs)
 
     def _dataset(self, x, y=None, batch_size=32):
-        if y is not None:
-            check_class_ids(y, self.model.output_shape[-1])  # the logits: one per class
+        checked_class_ids(self.model, y)
         return super()._dataset(x, y, batch_size)
 
     def _text_columns(self, x):
@@ -69,31 +68,6 @@ class TextClassifier(TextTask):
         else:
             inputs = self.preprocessor(text)
         return self._backbone_inputs(inputs)
-
-
-def check_class_ids(y, num_classes):
-    """Refuses labels a classifier of `num_classes` cannot train on, naming the first row:
-    numbers with a fraction (regression targets: sparse cross-entropy would truncate 0.5
-    to class 0), non-finite ones, and ids outside [0, num_classes)."""
-    labels = np.asarray(y)
-    if labels.dtype.kind not in "iufb":
-        raise ValueError(f"y holds {labels.dtype} labels: give class ids 0..{num_classes - 1}"
-                         " (e.g. the index of each label in the sorted label names).")
-    flat = labels.reshape(-1)
-    if flat.dtype.kind == "f":
-        bad = ~np.isfinite(flat) | (flat != np.round(flat))
-        if bad.any():
-            row = int(np.argmax(bad))
-            raise ValueError(
-                f"y[{row}] is {flat[row].item()!r}, a number with a fraction (a regression "
-                f"target?): a classifier takes class ids 0..{num_classes - 1}; bin the scores into "
-                "classes, or train a regression head of your own.")
-    outside = (flat < 0) | (flat >= num_classes)
-    if outside.any():
-        row = int(np.argmax(outside))
-        raise ValueError(f"y[{row}] is {flat[row].item()!r}, outside the class ids 0.."
-                         f"{num_classes - 1} of this {num_classes}-class classifier: give "
-                         "ids in range, or build the task with more classes.")
 
 
 @registered

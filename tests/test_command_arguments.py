@@ -35,7 +35,15 @@ def _ulmfit(out, **kwargs):
     return ulmfit_from_files("no-such.tsv", "no-such.txt", str(out), **kwargs)
 
 
+def _prepare(out, **kwargs):
+    from keras_ctx.commands.prepare import prepare
+
+    return prepare("bert-tiny", kwargs.pop("corpus", "builtin"), kwargs.pop("out", str(out)),
+                   say=lambda line: None, **kwargs)
+
+
 @pytest.mark.parametrize("command, arguments, message", [
+    (_prepare, dict(corpus=""), "--corpus is empty ('')"),
     (_pretrain, dict(export=""), "--export is empty ('')"),
     (_pretrain, dict(data=" "), "--data is empty (' ')"),
     (_finetune, dict(export=""), "--export is empty ('')"),

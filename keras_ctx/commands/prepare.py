@@ -17,6 +17,9 @@ PROGRESS_EVERY = 5.0  # seconds between two progress lines of one shard's pass
 
 @functools.wraps(data_prepare.prepare)
 def prepare(preset, corpus, out, *args, say=print, **kwargs):
+    from keras_ctx.common import validation
+
+    validation.check_given(corpus=corpus, out=out)  # "" is not "builtin" or "here"
     say("Preparing: tokenizing the corpus into sharded TFRecords (a line per shard as "
         "each is done; a family with static masks writes each instance once per copy).")
     # A shard written in this process (one shard, or --workers 1) says how far it is.

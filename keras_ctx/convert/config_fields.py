@@ -16,7 +16,6 @@ are not listed.
 
 import dataclasses
 import json
-import types
 
 from keras_ctx.common.errors import CheckpointError
 
@@ -33,7 +32,7 @@ class ConfigFields:
     """
 
     honoured: tuple = ()
-    fixed: types.MappingProxyType = dataclasses.field(default_factory=dict)
+    fixed: dict = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
         both = set(self.honoured) & set(self.fixed)
@@ -56,9 +55,8 @@ class ConfigFields:
                 raise CheckpointError(
                     f"{source}: {field} = {json.dumps(config[field])} changes what the model "
                     f"computes, and the {converter or config.get('model_type')} converter "
-                    "builds only "
-                    f"{field} = {shown}; convert a checkpoint with that value (or without "
-                    "the field).")
+                    f"builds only {field} = {shown}; convert a checkpoint with that value (or "
+                    "without the field).")
 
 
 def _same(value, wanted):

@@ -96,7 +96,10 @@ def test_another_runs_out_dir_an_unknown_flag_and_an_empty_corpus_fail_in_one_li
     base = ["pretrain", "bert-tiny", "--corpus", str(corpus), "--steps", "2",
             "--checkpoint-every", "2", *TINY]
     assert main([*base, "--out", str(tmp_path / "run")]) == 0
-    capsys.readouterr()
+    said = "".join(capsys.readouterr())
+    # The paper's stages and what this run reaches (BERT: Devlin et al., A.2).
+    assert ("bert-tiny pretrains in 2 stages: 1. MLM + NSP from step 0 at length 128" in said
+            and "from step 2 at length 512" in said and "[not reached in 2 steps]" in said)
     assert main([*base[:-2], "--seed", "2", "--out", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err
     assert "holds another run" in err and "seed" in err and "Traceback" not in err
@@ -199,7 +202,11 @@ def test_pretrain_says_what_it_is_doing_phase_by_phase(tmp_path):
               "sentences fed to the trainer in",
               "Learning the WordPiece vocabulary (Hugging Face tokenizers", "Learned the WordPiece vocabulary in",
               "Trained the tokenizer in",
-              "Building bert-tiny", "Built bert-tiny:", "Compiling the training step",
+              "Building bert-tiny", "Built bert-tiny:",
+              # BERT's two stages (Devlin et al., A.2), the second not in a one-length run.
+              "bert-tiny pretrains in 2 stages: 1. MLM + NSP from step 0 at length 128",
+              "2. MLM + NSP from step 4 at length 512", "[not reached in 4 steps]",
+              "Compiling the training step",
               "Compiled the training step in", "Step 2/4, about", "Step 4/4, about",
               "Saving the run to", "Exporting a SavedModel to", "Exported a SavedModel to",
               "One word, different contexts"]

@@ -28,6 +28,7 @@ from keras_ctx.data.prepared_input import PreparedInput
 from keras_ctx.data.tokenizers import TOKENIZER_SAMPLE, train_tokenizer
 from keras_ctx.export import check_export_target
 from keras_ctx.common.files import RunLock
+from keras_ctx.models import presets
 from keras_ctx.models.presets import build as build_preset
 from keras_ctx.optimizers import bert_recipe
 from keras_ctx.common.progress import say
@@ -259,6 +260,8 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
         pretrainer.compile(optimizer=optimizer(learning_rate, steps, family, hidden),
                            jit_compile=use_xla(xla))
         if done < steps:
+            if getattr(presets.pretraining(preset.name, required=False), "stages", None):
+                say(presets.describe_stages(preset.name, steps))
             say(f"Compiling the training step{' with XLA' if pretrainer.jit_compile else ''} "
                 "(the first step traces it)...")
     info = {"model": preset.name, "family": family.name, "sequence_length": sequence_length,

@@ -120,20 +120,25 @@ def stage_plan(name, steps):
 
 def describe_stages(name, steps):
     """One line naming preset `name`'s pretraining stages in a run of `steps` updates,
-    when each starts and the source of each boundary (what `keras-ctx pretrain` says)."""
-    plan = stage_plan(name, steps)
-    if not plan:
+    when each starts and the source of each boundary (what `keras-ctx pretrain` says);
+    a stage the run does not reach is named as such."""
+    stages = pretraining(name).stages
+    if not stages:
         return f"{name}: no pretraining stages recorded."
     parts = []
-    for number, (stage, start) in enumerate(plan, 1):
+    for number, stage in enumerate(stages, 1):
+        start = (int(round(stage.start_share * steps)) if stage.start_share is not None
+                 else stage.start_step)
         part = f"{number}. {stage.name} from step {start}"
         if stage.sequence_length:
             part += f" at length {stage.sequence_length}"
         part += f" ({stage.source})" if stage.source else ""
+        if start >= steps:
+            part += f" [not reached in {steps} steps]"
         if stage.runs:
             part += f" [not in this run: {stage.runs}]"
         parts.append(part)
-    return f"{name} pretrains in {len(plan)} stage{'s' * (len(plan) > 1)}: " + "; ".join(
+    return f"{name} pretrains in {len(stages)} stage{'s' * (len(stages) > 1)}: " + "; ".join(
         parts) + "."
 
 

@@ -245,7 +245,8 @@ class PretrainerStep(keras_ops.BuiltFromSpec):
 
 
 class TaskStep:
-    """`train_step(state, data)` as Keras' JAX trainer writes it, but for the optimizer."""
+    """`train_step(state, data)` as Keras' JAX trainer writes it, but for the optimizer
+    (any subset of the weights it was built with) and the weights a task does not read."""
 
     def train_step(self, state, data):
         trainable, non_trainable, optimizer, metrics = state
@@ -254,8 +255,13 @@ class TaskStep:
             self.compute_loss_and_updates, has_aux=True)(
                 trainable, non_trainable, metrics, x, y, sample_weight, training=True,
                 optimizer_variables=optimizer)
+        # The weights the task's loss does not read get no update (as on TensorFlow).
+        unread = {id(w) for w in self.unread_weights()}
+        read = [(g, v) for g, v in zip(gradients, self.trainable_variables)
+                if id(v) not in unread]
         trainable, optimizer = apply_optimizer(
-            self, (trainable, non_trainable, optimizer), gradients, self.trainable_variables)
+            self, (trainable, non_trainable, optimizer), [g for g, _ in read],
+            [v for _, v in read])
         logs, metrics = self._update_metrics_variables(metrics, loss, x, y, y_pred,
                                                        sample_weight)
         return logs, (trainable, non_trainable, optimizer, metrics)

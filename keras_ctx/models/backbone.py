@@ -54,6 +54,15 @@ def encoder_decoder_outputs(encoder_output, decoder_output, encoder_states, deco
     }
 
 
+def weights_feeding_only_others(backbone, outputs):
+    """The weights of `backbone` that none of `outputs` (output names) reads: what an
+    objective or task reading only those leaves alone. None for a backbone that does
+    not name its outputs' dependencies (keras_ctx's backbones do: `weights_outside`)."""
+    if not hasattr(backbone, "weights_outside"):
+        return []
+    return backbone.weights_outside(outputs)
+
+
 # Inputs a caller may pass to any backbone: a single-segment backbone
 # (RoBERTa) takes no segment_ids (every token is segment 0).
 OPTIONAL_INPUTS = ("segment_ids",)

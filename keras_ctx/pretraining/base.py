@@ -49,14 +49,6 @@ from keras_ctx.data.checked_input import CheckedTokenIds
 from keras_ctx.pretraining.losses import TokenAccuracy, weighted_cross_entropy
 
 
-def weights_feeding_only_others(backbone, outputs):
-    """The weights of `backbone` that none of `outputs` reads (none for a backbone that
-    does not name its outputs' dependencies: keras_ctx's backbones do)."""
-    if not hasattr(backbone, "weights_outside"):
-        return []
-    return backbone.weights_outside(outputs)
-
-
 def num_replicas():
     """Replicas whose gradients the optimizer sums (1 outside tf.distribute, on JAX and on torch)."""
     return backend.num_replicas()

@@ -21,7 +21,8 @@ from keras import ops
 
 from keras_ctx.layers.gather import gather_positions
 from keras_ctx.layers.heads import MaskedLMHead, SentencePairHead
-from keras_ctx.pretraining.base import HeadsPretrainer, weights_feeding_only_others
+from keras_ctx.models.backbone import weights_feeding_only_others
+from keras_ctx.pretraining.base import HeadsPretrainer
 
 SENTENCE_OBJECTIVES = {None: None, "nsp": "next_sentence_labels",
                        "sop": "sentence_order_labels"}

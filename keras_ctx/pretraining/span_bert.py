@@ -14,7 +14,8 @@ import keras
 from keras import ops
 
 from keras_ctx.layers.heads import MaskedLMHead, SpanBoundaryHead
-from keras_ctx.pretraining.base import HeadsPretrainer, weights_feeding_only_others
+from keras_ctx.models.backbone import weights_feeding_only_others
+from keras_ctx.pretraining.base import HeadsPretrainer
 from keras_ctx.pretraining.masked_lm import backbone_inputs, sequence_rows
 
 

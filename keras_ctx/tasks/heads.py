@@ -14,7 +14,8 @@ from keras_ctx.common import validation
 from keras_ctx.common.keras_files import CheckedWeightFiles
 from keras_ctx.data.checked_input import CheckedTokenIds
 from keras_ctx.layers.dropout import Dropout
-from keras_ctx.models.backbone import without_absent_optional_inputs
+from keras_ctx.models.backbone import (weights_feeding_only_others,
+                                       without_absent_optional_inputs)
 from keras_ctx import backend
 
 POOLINGS = ("auto", "pooled", "first", "last", "mean", "concat")
@@ -118,7 +119,22 @@ class MaskPadding(keras.layers.Layer):
 
 
 class Task(backend.TaskStep, CheckedTokenIds, CheckedWeightFiles, keras.Model):
-    """Base of the task models: keeps the backbone and (de)serialises it."""
+    """Base of the task models: keeps the backbone and (de)serialises it.
+
+    A task that reads some of the backbone's outputs names them (`reads_outputs`);
+    the weights that feed only the others (BERT's pooler under a token classifier)
+    get no update on any backend (`unread_weights`: JAX's gradient of them is zeros,
+    which weight decay would still apply; TensorFlow's and PyTorch's is None).
+    """
+
+    def reads_outputs(self, *names):
+        """Declares the backbone outputs this task's head reads (call once, in __init__)."""
+        object.__setattr__(self, "_unread", tuple(weights_feeding_only_others(
+            self.backbone, names)))  # untracked: the backbone's own weights
+
+    def unread_weights(self):
+        """The backbone weights the task's loss does not read (none unless declared)."""
+        return getattr(self, "_unread", ())
 
     def call(self, inputs, training=None, mask=None):
         return super().call(without_absent_optional_inputs(self, inputs), training=training,
@@ -214,6 +230,7 @@ class SequenceClassifier(Task):
         logits = keras.layers.Dense(num_classes, name="logits", dtype="float32")(vector)
         super().__init__(inputs, logits, **kwargs)
         self.backbone = backbone
+        self.reads_outputs("pooled_output" if pooling == "pooled" else output)
         self._config = {"num_classes": num_classes, "pooling": pooling, "dropout": dropout,
                         "output": output, "mask": mask,
                         "transform_activation": transform_activation}
@@ -297,6 +314,7 @@ class TokenClassifier(Task):
         logits = keras.layers.Dense(num_labels, name="logits", dtype="float32")(hidden)
         super().__init__(inputs, logits, **kwargs)
         self.backbone = backbone
+        self.reads_outputs("sequence_output")
         self._config = {"num_labels": num_labels, "dropout": dropout}
 
 
@@ -315,6 +333,7 @@ class SpanQuestionAnswerer(Task):
         logits = MaskPadding(name="mask_padding")(logits, mask)
         super().__init__(inputs, logits, **kwargs)
         self.backbone = backbone
+        self.reads_outputs("sequence_output")
         self._config = {}
 
     def serving_outputs(self, logits):

@@ -40,6 +40,7 @@ HF_CHECKPOINT_FILES = [
     "config.json", "model.safetensors", "model.safetensors.index.json",
     "model-*-of-*.safetensors", "tokenizer_config.json", "vocab.txt", "vocab.json",
     "merges.txt", "spiece.model", "sentencepiece.bpe.model", "30k-clean.model",
+    "tokenizer.json",
 ]
 # What `keras_hub.models.Backbone.from_preset` / `Tokenizer.from_preset` read.
 KERAS_HUB_PRESET_FILES = ["config.json", "metadata.json", "model.weights.h5",
@@ -135,8 +136,8 @@ def resolve(handle, head=False, need_tokenizer=False, **overrides):
             runs.load_run(directory, need_tokenizer=True)  # raises the run's own message
         raise CheckpointError(
             f"{name} has no tokenizer files (vocab.txt, vocab.json + merges.txt, "
-            "spiece.model or a keras-hub tokenizer.json), and text cannot become ids "
-            "without them: use a checkpoint that has its tokenizer files.")
+            "spiece.model, tokenizer.json or a keras-hub tokenizer.json), and text cannot "
+            "become ids without them: use a checkpoint that has its tokenizer files.")
     if overrides:
         resolved.backbone = _with_overrides(name, resolved.backbone, overrides)
     return resolved

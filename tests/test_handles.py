@@ -269,3 +269,38 @@ def test_a_handle_that_is_a_link_to_a_missing_snapshot_is_named(tmp_path):
     with pytest.raises(CheckpointError, match=f"^{tmp_path / 'model'} is a link to "
                                               f"{tmp_path / 'gone'}, which is missing"):
         handles.resolve(str(tmp_path / "model"))
+
+
+def test_an_hf_handles_tokenizer_json_is_fetched_and_read(tmp_path, hf_cache, monkeypatch):
+    """hf:// fetched no tokenizer.json: a repository that ships only it had no tokenizer,
+    and one whose tokenizer.json disagrees with its vocab.txt was read without a word."""
+    from tests.convert.test_tokenizer_files import _fast_wordpiece
+
+    only = tmp_path / "only"
+    write_checkpoint(only, BERT, bert_mlm_tensors(7))
+    (only / "tokenizer.json").write_text(json.dumps(_fast_wordpiece(VOCAB)))
+    snapshot = hub_caches.add_hf_repo(hf_cache, "org/fast-only", str(only))
+    import fnmatch
+
+    import huggingface_hub
+
+    asked = []
+    real = huggingface_hub.snapshot_download
+
+    def recording(*args, allow_patterns=(), **kwargs):  # offline, the cache filters nothing
+        asked.append(allow_patterns)
+        return real(*args, allow_patterns=allow_patterns, **kwargs)
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", recording)
+    resolved = handles.resolve("hf://org/fast-only", need_tokenizer=True)
+    assert resolved.tokenizer("w3 w4").tolist() == [8, 9]
+    fetched = [name for name in os.listdir(snapshot)
+               if any(fnmatch.fnmatch(name, p) for p in asked[-1])]
+    assert "tokenizer.json" in fetched
+    both = tiny_bert(tmp_path / "both")
+    (tmp_path / "both" / "tokenizer.json").write_text(
+        json.dumps(_fast_wordpiece(VOCAB[:5] + list(reversed(VOCAB[5:])))))
+    hub_caches.add_hf_repo(hf_cache, "org/disagree", both)
+    with pytest.raises(CheckpointError, match=r"vocab\.txt and .*tokenizer\.json disagree on "
+                                              r"the vocabulary"):
+        handles.resolve("hf://org/disagree")

@@ -70,6 +70,15 @@ def test_quantized_backbone_reloads_identically_and_stays_close_to_float32(
     model.save(path)
     reloaded = keras.saving.load_model(path)
     np.testing.assert_array_equal(np.asarray(reloaded(x)[name]), quantized)
+    # A reloaded quantized model saves again (a quantized run read back by any command:
+    # its layers held the whole DTypePolicyMap and "Invalid dtype: object" was raised).
+    assert all(layer.dtype_policy.quantization_mode == mode
+               for layer in reloaded._flatten_layers()
+               if isinstance(layer, (keras.layers.Dense, keras.layers.EinsumDense)))
+    again = str(tmp_path / "again.keras")
+    reloaded.save(again)
+    np.testing.assert_array_equal(
+        np.asarray(keras.saving.load_model(again)(x)[name]), quantized)
 
 
 def test_int4_table_packs_two_values_per_byte_and_matches_its_numpy_reference():

@@ -2,6 +2,7 @@
 `from_preset`, and the one shape of a family's analytic parameter count."""
 
 import dataclasses
+import warnings
 
 import keras
 
@@ -84,9 +85,9 @@ def _quantized_policies(model):
     """A DTypePolicyMap of `model`'s quantized layers by path (None: none is quantized).
 
     `model.quantize(mode)` changes layers, not the constructor arguments:
-    rebuilt from its config with this map as `dtype`, each layer finds its
-    own policy by path (as keras-hub's backbones), builds its quantized
-    variables, and the saved ones load into them.
+    `from_config` builds the model at the map's default policy and quantizes
+    the layers it names again (`_quantize_as`), so the saved quantized weights
+    load into the same variables.
     """
     quantized = {layer.path: layer.dtype_policy for layer in compat.flatten_layers(model)
                  if layer is not model and layer.quantization_mode is not None}
@@ -98,6 +99,20 @@ def _quantized_policies(model):
     return keras.dtype_policies.DTypePolicyMap(
         default_policy=base, policy_map={path: keras.dtype_policies.get(policy.name)
                                          for path, policy in quantized.items()})
+
+
+def _quantize_as(model, policies):
+    """Quantizes the layers `policies` (a DTypePolicyMap by path) names, each in its
+    mode, as `model.quantize` made them. Not by passing the map as `dtype`: a layer
+    then holds the whole map as its `dtype_policy`, which Keras reads as unquantized
+    in places (a reloaded run could not be saved again: "Invalid dtype: object")."""
+    by_mode = {}
+    for path in policies:
+        by_mode.setdefault(policies[path].quantization_mode, set()).add(path)
+    for mode, paths in by_mode.items():
+        with warnings.catch_warnings():  # "Layer X does not have a `quantize` method"
+            warnings.simplefilter("ignore", UserWarning)
+            model.quantize(mode, filters=lambda layer, paths=paths: layer.path in paths)
 
 
 class Backbone(CheckedTokenIds, CheckedWeightFiles, keras.Model):
@@ -128,10 +143,14 @@ class Backbone(CheckedTokenIds, CheckedWeightFiles, keras.Model):
     @classmethod
     def from_config(cls, config):
         config = dict(config)
+        policies = None
         if isinstance(config.get("dtype"), dict):  # a quantized backbone's DTypePolicyMap
-            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
+            policies = keras.dtype_policies.deserialize(config["dtype"])
+            config["dtype"] = policies.default_policy
         adapters = config.pop("adapters", None)  # keras_ctx.peft.adapter_state
         model = cls(**config)
+        if policies is not None:
+            _quantize_as(model, policies)
         if adapters:
             registry.service("restore_adapters")(model, adapters)  # keras_ctx.peft
         return model

@@ -16,6 +16,7 @@ import re
 import sys
 
 from keras_ctx.common.optional import install_command
+from keras_ctx.common.startup import unsupported_backend
 
 # Each Keras backend `--backend` offers: the modules it imports and the extra of setup.py
 # that installs them (TensorFlow is a requirement of keras_ctx itself).
@@ -440,7 +441,7 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     check_flag_names(parser, argv)
     args = parser.parse_args(argv)
-    missing = missing_backend(args.backend)
+    missing = unsupported_backend(args.backend) or missing_backend(args.backend)
     if missing:
         print(f"keras-ctx {args.command}: error: {missing}", file=sys.stderr)
         return 2

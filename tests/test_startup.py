@@ -163,3 +163,15 @@ def test_a_backend_keras_ctx_does_not_run_on_is_named_with_the_fix(monkeypatch, 
 
     monkeypatch.setenv("KERAS_BACKEND", env)
     assert unsupported_backend(flag) == line
+
+
+def test_the_command_names_an_unsupported_backend_in_one_line(monkeypatch, capsys):
+    """`KERAS_BACKEND=JAX keras-ctx presets`: the command's own check, before Keras starts."""
+    from keras_ctx.cli import main
+
+    monkeypatch.setenv("KERAS_BACKEND", "JAX")
+    assert main(["presets"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["keras-ctx presets: error: KERAS_BACKEND='JAX': keras_ctx runs on Keras' "
+                   "tensorflow, jax or torch backend (written 'jax'); set KERAS_BACKEND to "
+                   "one of them (or pass --backend NAME)."]

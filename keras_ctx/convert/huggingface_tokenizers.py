@@ -129,7 +129,7 @@ def _first_difference(ours, theirs):
 
 
 def _wordpiece(present, settings, fast, lowercase):
-    import keras_hub
+    from keras_ctx.data.tokenizers import bert_wordpiece_tokenizer
 
     if fast is not None and fast["type"] != "WordPiece":
         _disagree(present.get("vocab.txt"), fast["path"], f"the kind of tokenizer (WordPiece "
@@ -161,7 +161,9 @@ def _wordpiece(present, settings, fast, lowercase):
     # BERT's BasicTokenizer strips accents whenever it lowercases, unless
     # strip_accents is set explicitly.
     strip_accents = lowercase if strip_accents is None else bool(strip_accents)
-    return keras_hub.tokenizers.WordPieceTokenizer(
+    # BERT's BasicTokenizer normalises text before WordPiece (keras-hub's NFKC case folding
+    # does not: ´timeout´ became [UNK], ² ﬁ Ａ other words, U+00A0 no space).
+    return bert_wordpiece_tokenizer(
         vocabulary=vocabulary, lowercase=lowercase, strip_accents=strip_accents,
         oov_token=unknown, split_on_cjk=bool(settings.get("tokenize_chinese_chars", True)))
 

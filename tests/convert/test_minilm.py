@@ -114,6 +114,27 @@ def test_wordpiece_tokenizer_matches_bert_conventions(converted):
     assert any(t.startswith("##") for t in tokens)
 
 
+# Punctuation, symbols, accents, compatibility forms, spaces and controls from other
+# Unicode blocks (keras-hub's own NFKC case folding read most of these otherwise).
+UNICODE_TEXTS = ["´timeout´ naïve café", "Ｆｕｌｌ－ｗｉｄｔｈ ＡＢＣ", "x² ﬁne", "a\u00a0b c\u3000d",
+                 "e\u2028f", "日本語のテキスト", "“quotes” — dash… «guillemets»",
+                 "Ünïcödé ÀÉÎÕÜ ß ǅ", "tab\there\u200bzero", "€100 £5 ¥3 © ® ™ ° ±"]
+
+
+def test_converted_tokenizer_equals_the_checkpoints_own_on_unicode(converted):
+    """The checkpoint's tokenizer.json run by Hugging Face's tokenizers is the reference."""
+    from tokenizers import Tokenizer
+
+    reference = Tokenizer.from_file(os.path.join(MODEL_DIR, "tokenizer.json"))
+    reference.no_padding()
+    reference.no_truncation()
+    for text in UNICODE_TEXTS:
+        want = reference.encode(text, add_special_tokens=False).ids
+        assert [int(i) for i in converted.tokenizer.tokenize(text)] == want, text
+        batch = converted.tokenizer(tf.constant([text]))  # the tf.data path
+        assert [int(i) for i in np.asarray(batch[0]).tolist()] == want, text
+
+
 def test_corrupt_and_mismatched_checkpoints_fail_clearly(tmp_path):
     broken = tmp_path / "broken"
     shutil.copytree(MODEL_DIR, broken)

@@ -52,6 +52,17 @@ def test_bad_arguments_raise_value_errors(gpt):
         generation.TopKSampler(k=0)
     with pytest.raises(ValueError, match="`p`"):
         generation.TopPSampler(p=1.5)
+    # NaN and inf passed `temperature <= 0` and `float()`: every draw became NaN logits.
+    for bad in (float("nan"), float("inf"), 0, True):
+        with pytest.raises(ValueError, match="`temperature` must be a positive finite number"):
+            generation.RandomSampler(temperature=bad)
+    for make in (lambda: generation.TopKSampler(k=2.0), lambda: generation.TopKSampler(k=True),
+                 lambda: generation.TopPSampler(p=float("nan")),
+                 lambda: generation.BeamSampler(length_penalty=float("nan")),
+                 lambda: generation.BeamSampler(num_beams=2.5),
+                 lambda: generation.BeamSampler(no_repeat_ngram_size=-1)):
+        with pytest.raises(ValueError, match="must be"):
+            make()
     with pytest.raises(ValueError, match="max_length"):
         generation.generate(gpt, PROMPT, PROMPT > 0, max_length=3)
     with pytest.raises(ValueError, match="position 0"):

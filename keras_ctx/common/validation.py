@@ -104,6 +104,13 @@ def non_negative_int(name, value):
     return positive_int(name, value, least=0)
 
 
+def finite_number(name, value):
+    """`value` as a float when it is a finite number (not NaN, inf or a bool)."""
+    if not _real(value):
+        raise ConfigError(f"`{name}` must be a finite number, got {value!r}.")
+    return float(value)
+
+
 def positive_number(name, value):
     """`value` as a float when it is a finite number > 0 (not NaN, inf or a bool)."""
     if not _real(value) or value <= 0:

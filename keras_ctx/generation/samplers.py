@@ -9,6 +9,7 @@ loop is `decoding.beam_loop`.
 from keras import ops
 
 from keras_ctx import backend
+from keras_ctx.common import validation
 
 NEG_INF = -1e9
 
@@ -37,9 +38,7 @@ class RandomSampler(Sampler):
     """Samples from softmax(logits / temperature)."""
 
     def __init__(self, temperature=1.0):
-        if temperature <= 0:
-            raise ValueError(f"`temperature` must be positive, got {temperature}.")
-        self.temperature = float(temperature)
+        self.temperature = validation.positive_number("temperature", temperature)
 
     def _sample(self, logits, step, seed):
         return backend.categorical(ops.cast(logits, "float32") / self.temperature, seed, step)
@@ -56,9 +55,7 @@ class TopKSampler(RandomSampler):
 
     def __init__(self, k=5, temperature=1.0):
         super().__init__(temperature)
-        if not isinstance(k, int) or k < 1:
-            raise ValueError(f"`k` must be a positive integer, got {k!r}.")
-        self.k = k
+        self.k = validation.positive_int("k", k)
 
     def __call__(self, logits, step, seed):
         values, indices = ops.top_k(ops.cast(logits, "float32"), k=self.k)
@@ -75,9 +72,7 @@ class TopPSampler(RandomSampler):
 
     def __init__(self, p=0.9, temperature=1.0):
         super().__init__(temperature)
-        if not 0.0 < p <= 1.0:
-            raise ValueError(f"`p` must be in (0, 1], got {p!r}.")
-        self.p = float(p)
+        self.p = validation.fraction("p", p)
 
     def __call__(self, logits, step, seed):
         logits = ops.cast(logits, "float32") / self.temperature
@@ -126,14 +121,11 @@ class BeamSampler(Sampler):
     """
 
     def __init__(self, num_beams=4, length_penalty=0.0, no_repeat_ngram_size=0):
-        if not isinstance(num_beams, int) or num_beams < 1:
-            raise ValueError(f"`num_beams` must be a positive integer, got {num_beams!r}.")
-        if not isinstance(no_repeat_ngram_size, int) or no_repeat_ngram_size < 0:
-            raise ValueError("`no_repeat_ngram_size` must be an integer >= 0 (0 = off), "
-                             f"got {no_repeat_ngram_size!r}.")
-        self.num_beams = num_beams
-        self.length_penalty = float(length_penalty)
-        self.no_repeat_ngram_size = no_repeat_ngram_size
+        self.num_beams = validation.positive_int("num_beams", num_beams)
+        self.length_penalty = validation.finite_number("length_penalty", length_penalty)
+        # 0 = off
+        self.no_repeat_ngram_size = validation.non_negative_int("no_repeat_ngram_size",
+                                                                no_repeat_ngram_size)
 
     def get_config(self):
         return {"num_beams": self.num_beams, "length_penalty": self.length_penalty,

@@ -36,6 +36,7 @@ import numpy as np
 from keras_ctx import registry
 from keras_ctx.common import compat, validation
 from keras_ctx.layers.adapters import (
+    AdapterHost,
     AdapterSlot,
     BottleneckAdapter,
     InvertibleAdapter,
@@ -55,24 +56,16 @@ LORA_FORMAT = "keras_ctx.lora"
 
 
 def transformer_blocks(model):
-    """Every distinct keras_ctx transformer block of `model`, in a stable order."""
-    from keras_ctx.layers.transformer import _TransformerBlock
-    from keras_ctx.models.xlnet import XLNetBlock
-
+    """Every distinct block of `model` that hosts adapters (`AdapterHost`), in a stable order."""
     seen, blocks = set(), []
     for layer in compat.flatten_layers(model, include_self=False, recursive=True):
-        if isinstance(layer, (_TransformerBlock, XLNetBlock)) and id(layer) not in seen:
+        if isinstance(layer, AdapterHost) and id(layer) not in seen:
             seen.add(id(layer))
             blocks.append(layer)
     if not blocks:
         raise ValueError(f"{type(model).__name__} has no keras_ctx transformer blocks to put "
                          "adapters in; in a block of your own use BottleneckAdapter directly.")
     return blocks
-
-
-def _hidden_size(block):
-    feedforward = getattr(block, "feedforward", None) or block.feed_forward  # XLNet's name
-    return feedforward.output_dense.units
 
 
 def _encoder_stacks(model):
@@ -160,7 +153,7 @@ def _new_adapters(model, name, config):
                                  f"adapters; a {config['placement']} adapter cannot share it.")
             adapter = BottleneckAdapter(config["reduction_factor"], activation=config["activation"],
                                         dtype=block.dtype_policy, name=name)
-            adapter.build((None, None, _hidden_size(block)))
+            adapter.build((None, None, block.adapter_width()))
             planned.append((f"layer_{index}.{place}", block, f"{place}_adapters",
                             lambda block=block, place=place: AdapterSlot(
                                 config["placement"], dtype=block.dtype_policy,
@@ -168,7 +161,7 @@ def _new_adapters(model, name, config):
     for index, stack in enumerate(stacks):
         adapter = InvertibleAdapter(config["invertible_reduction_factor"], activation=
                                     config["activation"], dtype=stack.dtype_policy, name=name)
-        adapter.build((None, None, _hidden_size(stack.blocks[0])))
+        adapter.build((None, None, stack.blocks[0].adapter_width()))
         planned.append((f"stack_{index}.invertible", stack, "input_adapters",
                         lambda stack=stack: InvertibleAdapterSlot(
                             dtype=stack.dtype_policy, name="input_adapters"), adapter))

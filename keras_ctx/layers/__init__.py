@@ -4,7 +4,7 @@ from keras_ctx.backend import compiled_for  # the device a step's XLA rewrites t
 from keras_ctx.backend import scan_states  # a loop over time XLA compiles, any backend
 from keras_ctx.backend import update_positions  # a static-shape cache write
 from keras_ctx.layers.activations import gelu_approximate
-from keras_ctx.layers.adapters import BottleneckAdapter, InvertibleAdapter
+from keras_ctx.layers.adapters import AdapterHost, BottleneckAdapter, InvertibleAdapter
 from keras_ctx.layers.attention import MultiHeadAttention
 from keras_ctx.layers.char_cnn import CharCNNHighwayEmbedder, Highway
 from keras_ctx.layers.dense import Dense, EinsumDense
@@ -35,7 +35,7 @@ from keras_ctx.layers.transformer import (
 from keras_ctx.layers.xlnet_block import XLNetBlock
 
 __all__ = [
-    "compiled_for", "scan_states", "update_positions", "gelu_approximate", "BottleneckAdapter",
+    "compiled_for", "scan_states", "update_positions", "gelu_approximate", "AdapterHost", "BottleneckAdapter",
     "InvertibleAdapter", "MultiHeadAttention", "CharCNNHighwayEmbedder", "Highway", "Dense",
     "EinsumDense", "Dropout", "EmbeddingDropout", "LockedDropout", "FactorizedEmbedding",
     "PositionEmbedding", "TokenEmbedding", "gather_positions", "MaskedLMHead",

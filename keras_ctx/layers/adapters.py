@@ -352,6 +352,18 @@ class AdapterSlot(_NamedAdapters):
         return any_active * out + (1 - any_active) * plain
 
 
+class AdapterHost:
+    """A block whose residual additions run through `add_and_norm` at named places
+    ("attention", "cross_attention", "feedforward"), where `keras_ctx.peft.add_adapter`
+    puts adapters: keras_ctx's transformer blocks and XLNet's, or a block of your own
+    that subclasses this (before keras.layers.Layer) and calls `add_and_norm`.
+    """
+
+    def adapter_width(self):
+        """The width of the residual stream the adapters read and write."""
+        raise NotImplementedError(f"{type(self).__name__} must say its adapter_width().")
+
+
 def add_and_norm(block, place, x, y, norm, normalize_first=False, training=None):
     """A block's `norm(x + y)` (pre-LN: `x + y`), through its adapters at `place` if any.
 

@@ -10,7 +10,7 @@ from keras import ops
 
 from keras_ctx.layers import _checks, activations
 from keras_ctx.layers import dense, normalization
-from keras_ctx.layers.adapters import add_and_norm
+from keras_ctx.layers.adapters import AdapterHost, add_and_norm
 from keras_ctx.layers.attention import MultiHeadAttention
 from keras_ctx.layers.dropout import Dropout
 from keras_ctx.layers.gather import gather_positions
@@ -123,7 +123,7 @@ class FeedForward(keras.layers.Layer):
         return config
 
 
-class _TransformerBlock(keras.layers.Layer):
+class _TransformerBlock(AdapterHost, keras.layers.Layer):
     """What encoder and decoder blocks share: arguments, sublayers, residuals."""
 
     window_size = None  # banded self-attention: causal decoder blocks only
@@ -234,6 +234,9 @@ class _TransformerBlock(keras.layers.Layer):
         # One dropout layer after every sublayer, called in the order of the sublayers.
         self.dropout_layer = Dropout(self.dropout, dtype=self.dtype_policy)
         self.built = True
+
+    def adapter_width(self):
+        return self.feedforward.output_dense.units
 
     def _add_and_norm(self, place, residual, x, norm, training):
         """`residual + x`, normalised after the add in a post-LN block.

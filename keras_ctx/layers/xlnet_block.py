@@ -5,7 +5,7 @@ import keras
 from keras_ctx.layers import _checks
 from keras_ctx.layers import normalization
 from keras_ctx.layers.dropout import Dropout
-from keras_ctx.layers.adapters import add_and_norm
+from keras_ctx.layers.adapters import AdapterHost, add_and_norm
 from keras_ctx.layers.relative_attention import TwoStreamRelativeAttention
 from keras_ctx.layers.transformer import FeedForward
 
@@ -16,7 +16,7 @@ def xlnet_initializer(stddev=0.02):
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
-class XLNetBlock(keras.layers.Layer):
+class XLNetBlock(AdapterHost, keras.layers.Layer):
     """One XLNet layer: two-stream relative attention, then the position-wise FFN.
 
     Both streams share every weight (XLNet's `two_stream_rel_attn`,
@@ -107,6 +107,9 @@ class XLNetBlock(keras.layers.Layer):
         )
         self.feed_forward_norm.build(content_stream_shape)
         self.built = True
+
+    def adapter_width(self):
+        return self.feed_forward.output_dense.units
 
     def _post_attention(self, stream, attention_output, training):
         # norm(x + y) twice, through adapters when keras_ctx.peft added some.

@@ -2,6 +2,7 @@
 
 import keras
 import numpy as np
+from keras_ctx.common import validation
 from keras_ctx.common.optional import tensorflow as tf
 
 from keras_ctx.preprocessing import piece_spans
@@ -204,6 +205,7 @@ class TokenClassifier(TextTask):
         `x`: lists of words, or a batched tf.data.Dataset of ragged word batches
         (read one batch at a time).
         """
+        batch_size = validation.positive_int("batch_size", batch_size)
         kwargs.setdefault("verbose", 0)
         if isinstance(x, tf.data.Dataset):
             out = []

@@ -8,6 +8,7 @@ import os
 
 import keras
 import numpy as np
+from keras_ctx.common import validation
 from keras_ctx.common.optional import tensorflow as tf
 
 from keras_ctx import generation, runs
@@ -232,6 +233,7 @@ class CausalLM(_Generator):
 
     def predict(self, x, batch_size=32, **kwargs):
         """Next-token logits (batch, sequence_length, vocabulary) for texts."""
+        batch_size = validation.positive_int("batch_size", batch_size)
         kwargs.setdefault("verbose", 0)
         texts = self._text_columns(x)
         dataset = tf.data.Dataset.from_tensor_slices(texts).batch(batch_size).map(

@@ -123,6 +123,7 @@ class SpanQuestionAnswerer(TextTask):
         `x`: a list of pairs, or a batched tf.data.Dataset of (question,
         context) string batches (read one batch at a time).
         """
+        batch_size = validation.positive_int("batch_size", batch_size)
         kwargs.setdefault("verbose", 0)
         if isinstance(x, tf.data.Dataset):
             out = []

@@ -187,16 +187,19 @@ class TextTask:
 
     def fit(self, x, y=None, batch_size=32, validation_data=None, **kwargs):
         """Trains on texts (and labels, or a dataset of (text, label) batches)."""
+        batch_size = validation.positive_int("batch_size", batch_size)
         dataset = self._dataset(x, y, batch_size)
         if validation_data is not None:
             validation_data = self._dataset(*_split(validation_data), batch_size=batch_size)
         return self.model.fit(dataset, validation_data=validation_data, **kwargs)
 
     def evaluate(self, x, y=None, batch_size=32, **kwargs):
+        batch_size = validation.positive_int("batch_size", batch_size)
         return self.model.evaluate(self._dataset(x, y, batch_size), **kwargs)
 
     def predict(self, x, batch_size=32, **kwargs):
         """The id-level model's outputs for texts (numpy)."""
+        batch_size = validation.positive_int("batch_size", batch_size)
         kwargs.setdefault("verbose", 0)
         return self.model.predict(self._dataset(x, None, batch_size), **kwargs)
 

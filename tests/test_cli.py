@@ -86,6 +86,20 @@ def test_unknown_preset_and_missing_corpus_fail_with_clear_messages(tmp_path):
     assert process.returncode == 2 and "No file matches" in output
 
 
+def test_pretrain_names_its_chunks_by_steps_not_as_keras_epochs(tmp_path, capsys):
+    """`--steps 4 --checkpoint-every 2` printed Keras' 'Epoch 1/2', 'Epoch 2/2'."""
+    from keras_ctx.cli import main
+
+    corpus = tmp_path / "corpus.txt"
+    write_corpus(corpus, documents=20)
+    assert main(["pretrain", "bert-tiny", "--corpus", str(corpus), "--steps", "4",
+                 "--checkpoint-every", "2", *TINY, "--out", str(tmp_path / "run")]) == 0
+    said = "".join(capsys.readouterr())
+    assert "Epoch" not in said
+    assert said.index("Steps 1-2 of 4:") < said.index("\nStep 2/4, about") < said.index(
+        "Steps 3-4 of 4:") < said.index("\nStep 4/4, about")
+
+
 def test_another_runs_out_dir_an_unknown_flag_and_an_empty_corpus_fail_in_one_line(
         tmp_path, capsys):
     """In-process (the subprocess version below runs with -m slow)."""

@@ -39,6 +39,30 @@ from keras_ctx.training import Checkpointer, fit_resumable
 VOCABULARY_SIZE = 8000  # --vocabulary-size when neither given nor fixed by --data
 
 
+class StepProgbar(keras.callbacks.ProgbarLogger):
+    """Keras' progress bar, each chunk headed by the steps it trains.
+
+    A run is fit in chunks of --checkpoint-every steps, which Keras calls epochs
+    ("Epoch 1/10" for --steps 1000). Passed ahead of `TrainingProgress`, the bar
+    closes its line before that prints its own (it was glued to the bar's end).
+    """
+
+    def __init__(self, steps):
+        super().__init__()
+        self.total = steps
+
+    def on_epoch_begin(self, epoch, logs=None):
+        epochs, self.epochs = self.epochs, 1  # no "Epoch i/n" line: the steps instead
+        try:
+            super().on_epoch_begin(epoch, logs)
+        finally:
+            self.epochs = epochs
+        if self.verbose:
+            step = int(self.model.optimizer.iterations.numpy())
+            last = min(step + self.target, self.total)  # target: this chunk's steps
+            say(f"Steps {step + 1}-{last} of {self.total}:")
+
+
 class TrainingProgress(keras.callbacks.Callback):
     """Says when the first (compiling) step is done, then steps done and time left.
 
@@ -61,7 +85,9 @@ class TrainingProgress(keras.callbacks.Callback):
             self.first = (self._step(), time.time())
             self.first_loss = (logs or {}).get("loss")
             took = progress.duration(time.time() - self.began)
-            say(f"Compiled the training step in {took}; training to step {self.steps}.")
+            live = (self.params or {}).get("verbose") == 1  # a terminal's bar holds the line
+            say(f"{chr(10) * live}Compiled the training step in {took}; training to step "
+                f"{self.steps}.")
 
     def on_train_begin(self, logs=None):
         if self.first is None:
@@ -283,7 +309,8 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
         tracker = TrainingProgress(steps)
         result = fit_resumable(pretrainer, dataset, steps, out,
                                checkpoint_every=checkpoint_every, resume=resume,
-                               callbacks=[tracker], verbose=1 if sys.stdout.isatty() else 2)
+                               callbacks=[StepProgbar(steps), tracker],
+                               verbose=1 if sys.stdout.isatty() else 2)
         if result["history"]:
             (first_step, _), last = tracker.first, result["history"][-1]
             start = result["history"][-2]["step"] if len(result["history"]) > 1 else done

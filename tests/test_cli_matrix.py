@@ -91,6 +91,11 @@ def check_commands(capsys, run, workdir, tag):
                                         "--batch-size", 4)
     if codes["finetune"] == 0:
         assert os.path.isfile(tuned / "classifier.keras")
+        # It says what it does before each long phase (it was silent until the first epoch).
+        phases = ["Loading the backbone and tokenizer of", "Tokenizing ", "Fine-tuning ",
+                  "Saving the classifier to", "Saved the classifier"]
+        assert -1 not in [out.find(p) for p in phases], out[-2000:]
+        assert [out.find(p) for p in phases] == sorted(out.find(p) for p in phases)
     codes["export"], out, _ = run_cli(capsys, "export", run, workdir / f"export-{tag}")
     if codes["export"] == 0:
         assert os.path.isdir(workdir / f"export-{tag}" / "1")

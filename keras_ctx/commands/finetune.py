@@ -11,6 +11,7 @@ import keras
 import numpy as np
 
 from keras_ctx import families, handles, runs
+from keras_ctx.common.progress import say
 from keras_ctx.preprocessing import text_inputs
 
 
@@ -49,18 +50,25 @@ def _finetune(run_dir, out, target, texts, labels, epochs, batch_size, learning_
     if os.path.exists(target) and not overwrite:  # again, now that OUT is ours
         raise runs.RunDirectoryError(f"{target} already exists; pass --overwrite to "
                                      "replace it, or choose another --out.")
+    say(f"Loading the backbone and tokenizer of {run_dir}...")
     info, backbone, tokenizer = handles.load(run_dir, need_tokenizer=True)
     family = families.get(info["family"])
     backbone.family = family.name
     classes = sorted(set(labels))
     y = np.array([classes.index(label) for label in labels], "int32")
+    say(f"Tokenizing {len(texts):,} examples ({len(classes)} classes) to "
+        f"{info['sequence_length']} tokens...")
     inputs, _ = text_inputs(family, tokenizer, texts, info["sequence_length"])
     inputs = {k: v for k, v in inputs.items() if k in backbone.input}
     model = SequenceClassifier(backbone, num_classes=len(classes))
     model.compile(keras.optimizers.AdamW(learning_rate),
                   keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   metrics=["accuracy"])
+    say(f"Fine-tuning {model.count_params():,} parameters for {epochs} epoch"
+        f"{'s' * (epochs != 1)} (the first compiles the training step)...")
     model.fit(inputs, y, batch_size=batch_size, epochs=epochs, verbose=2)
+    say(f"Saving the classifier to {target} (its weights and AdamW's two moments of each: "
+        "about three times the model's size; fit goes on from them)...")
     with files.replacing(target, overwrite=overwrite) as staging:
         model.save(staging)
     # What `export` and the refusals of `embed` / `finetune` read back.

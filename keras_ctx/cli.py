@@ -124,7 +124,7 @@ def _export(args):
     from keras_ctx.commands.export import export_run
 
     export_run(args.model, args.out, args.version, args.overwrite, args.sequence_length,
-               jit_compile=args.xla_serving)
+               with_text=args.with_text, jit_compile=args.xla_serving)
     return 0
 
 
@@ -335,6 +335,9 @@ def build_parser():
     export.add_argument("--sequence-length", type=int, default=None,
                         help="fix the serving inputs' length (default: the run's; a "
                              "preset's stays variable)")
+    export.add_argument("--with-text", action="store_true",
+                        help="also serve_text: strings in, the run's tokenizer inside (TF "
+                             "Serving then needs the tensorflow-text ops)")
     export.add_argument("--xla-serving", action="store_true",
                         help="XLA-compile the serving functions (TF Serving on CPU needs "
                              "--xla_cpu_compilation_enabled; see saved_models/README.md)")

@@ -104,11 +104,33 @@ def check_commands(capsys, run, workdir, tag):
                                                 workdir / f"export-tuned-{tag}")
         if codes["export tuned"] == 0:
             assert os.path.isdir(workdir / f"export-tuned-{tag}" / "1")
+            _check_text_export(capsys, tuned, workdir / f"export-text-{tag}")
         codes["embed tuned"], _, err = run_cli(capsys, "embed", tuned, *TEXTS)
         if codes["embed tuned"] == 2:  # names the run to give instead, and export
             assert "fine-tuned classifier" in err and str(run) in err, err
             assert "keras-ctx export" in err, err
     return codes
+
+
+def _check_text_export(capsys, tuned, out):
+    """A fine-tuned classifier exported with --with-text answers strings with the
+    probabilities its id-level signature gives for the same text's ids (it was refused)."""
+    import tensorflow as tf
+
+    from keras_ctx.commands.export import _finetuned_preprocessor
+    from keras_ctx import runs
+
+    code, said, err = run_cli(capsys, "export", tuned, out, "--with-text")
+    assert code == 0 and "serve_text" in said, err
+    served = tf.saved_model.load(str(out / "1"))
+    texts = tf.constant(TEXTS)
+    by_text = served.signatures["serve_text"](texts)["probabilities"].numpy()
+    info, _ = runs.load_finetuned(str(tuned))
+    ids = _finetuned_preprocessor(str(tuned), info, info["sequence_length"])(texts)
+    by_ids = served.signatures["serving_default"](**{
+        k: tf.cast(v, tf.int32) for k, v in ids.items()
+        if k in served.signatures["serving_default"].structured_input_signature[1]})
+    np.testing.assert_allclose(by_text, by_ids["probabilities"].numpy(), atol=1e-6)
 
 
 @pytest.mark.parametrize("family", _params())

@@ -20,11 +20,14 @@ def export_run(model_or_run, out, version=1, overwrite=False, sequence_length=No
     validation.check_given(out=out)
 
     preprocessor = None
-    if os.path.isdir(model_or_run) and runs.is_finetuned(model_or_run) and not with_text:
-        # A `keras-ctx finetune --out` directory: export its classifier.
+    if os.path.isdir(model_or_run) and runs.is_finetuned(model_or_run):
+        # A `keras-ctx finetune --out` directory: export its classifier; with text, the
+        # run it was fine-tuned from gives the tokenizer (finetune.json names it).
         info, backbone = runs.load_finetuned(model_or_run)
         sequence_length = info.get("sequence_length") if sequence_length is None else (
             sequence_length)
+        if with_text:
+            preprocessor = _finetuned_preprocessor(model_or_run, info, sequence_length)
     else:
         # A run directory, a checkpoint (local, hf://, kaggle://) or a preset (random
         # weights, said in one line; exported at the given length only).
@@ -44,3 +47,15 @@ def export_run(model_or_run, out, version=1, overwrite=False, sequence_length=No
     print(f"Exported a SavedModel to {path} (signatures {', '.join(signatures)}"
           + (", XLA-compiled" if jit_compile else "") + ").")
     return path
+
+
+def _finetuned_preprocessor(directory, info, sequence_length):
+    """The text path of a fine-tuned classifier: the tokenizer of the run it came from."""
+    from keras_ctx import handles
+
+    if not info.get("run") or not info.get("family"):
+        raise runs.RunDirectoryError(
+            f"{directory} does not name the run it was fine-tuned from (written before "
+            "finetune.json did); export it without --with-text, or fine-tune again.")
+    tokenizer = handles.resolve(info["run"], need_tokenizer=True).tokenizer
+    return TextPreprocessor(tokenizer, sequence_length, info["family"])

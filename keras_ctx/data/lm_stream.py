@@ -40,7 +40,7 @@ import math
 import numpy as np
 from keras_ctx.common.optional import tensorflow as tf
 
-from keras_ctx.data._checks import positive_int
+from keras_ctx.common.validation import positive_int
 
 # Merity et al. 2017, Sec. 4.1 (awd-lstm-lm main.py; fastai's LanguageModelLoader).
 FULL_LENGTH_PROBABILITY = 0.95

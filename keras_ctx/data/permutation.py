@@ -26,7 +26,7 @@ Features added to each example (T = sequence length, P = num_predict):
 
 from keras_ctx.common.optional import tensorflow as tf
 
-from keras_ctx.data._checks import positive_int
+from keras_ctx.common.validation import positive_int
 
 
 class _Random:

@@ -15,7 +15,7 @@ adds the order online, as XLNet's input_fn does.
 import numpy as np
 from keras_ctx.common.optional import tensorflow as tf
 
-from keras_ctx.data._checks import positive_int
+from keras_ctx.common.validation import positive_int
 from keras_ctx.data.tokenizers import (START_PIECES, continuation_table, vocabulary,
                                       xlnet_word_start)
 

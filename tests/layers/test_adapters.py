@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import keras
 
+from keras.ops import convert_to_numpy as to_numpy
 from keras_ctx import peft as adapters
 from keras_ctx.layers.adapters import BottleneckAdapter, InvertibleAdapter, adapter_config
 from keras_ctx.models import from_preset
@@ -46,14 +47,14 @@ def test_invertible_adapter_inverse_is_exact():
     layer.build(x.shape)
     for variable in layer.weights:
         variable.assign(np.random.default_rng(3).normal(0, 0.5, variable.shape))
-    y = keras.ops.convert_to_numpy(layer(x))
+    y = to_numpy(layer(x))
     assert np.abs(y - x).max() > 0.1  # it does something
-    back = keras.ops.convert_to_numpy(layer(y, inverse=True))
+    back = to_numpy(layer(y, inverse=True))
     np.testing.assert_allclose(back, x, atol=1e-5)
     # NICE coupling by hand: o1 = e1 + F(e2), o2 = e2 + G(o1).
     def mlp(down, up, v):
-        return np.maximum(v @ down.kernel.numpy() + down.bias.numpy(), 0) @ up.kernel.numpy() \
-            + up.bias.numpy()
+        return np.maximum(v @ to_numpy(down.kernel) + to_numpy(down.bias), 0) @ to_numpy(up.kernel) \
+            + to_numpy(up.bias)
     o1 = x[..., :4] + mlp(layer.f_down, layer.f_up, x[..., 4:])
     o2 = x[..., 4:] + mlp(layer.g_down, layer.g_up, o1)
     np.testing.assert_allclose(y, np.concatenate([o1, o2], -1), atol=1e-5)
@@ -82,7 +83,8 @@ def test_pfeiffer_stack_matches_madx_equations():
     adapters.add_adapter(model, "task", "madx_task", reduction_factor=4)
     _randomize(model, "lang")
     _randomize(model, "task", seed=2)
-    got = keras.ops.convert_to_numpy(block(x))
+    got = to_numpy(block(x))
+    x = keras.ops.convert_to_tensor(x)  # the sums below add tensors (torch's to NumPy's fails)
     a = block.self_attention_norm(x + block.self_attention(x))
     r = a + block.feedforward(a)
     h = block.feedforward_norm(r)
@@ -90,7 +92,7 @@ def test_pfeiffer_stack_matches_madx_equations():
     task = block.feedforward_adapters.get("task")
     z = r + lang(h)
     z = r + task(z)
-    np.testing.assert_allclose(got, keras.ops.convert_to_numpy(block.feedforward_norm(z)),
+    np.testing.assert_allclose(got, to_numpy(block.feedforward_norm(z)),
                                atol=1e-5)
 
 
@@ -104,12 +106,13 @@ def test_houlsby_matches_paper_placement():
     model = keras.Sequential([keras.Input((4, 16)), block])
     adapters.add_adapter(model, "h", "houlsby", reduction_factor=4)
     _randomize(model, "h")
-    got = keras.ops.convert_to_numpy(block(x))
+    got = to_numpy(block(x))
+    x = keras.ops.convert_to_tensor(x)  # the sums below add tensors (torch's to NumPy's fails)
     y = block.self_attention(x)
     a = block.self_attention_norm(x + y + block.attention_adapters.get("h")(y))
     y = block.feedforward(a)
     out = block.feedforward_norm(a + y + block.feedforward_adapters.get("h")(y))
-    np.testing.assert_allclose(got, keras.ops.convert_to_numpy(out), atol=1e-5)
+    np.testing.assert_allclose(got, to_numpy(out), atol=1e-5)
 
 
 @pytest.mark.parametrize("preset,config", [
@@ -133,19 +136,19 @@ def test_zero_adapters_leave_every_backbone_unchanged(preset, config):
         inputs = {"encoder_token_ids": ids, "encoder_padding_mask": np.ones_like(ids),
                   "decoder_token_ids": ids, "decoder_padding_mask": np.ones_like(ids)}
     key = "sequence_output" if "token_ids" in inputs else "decoder_sequence_output"
-    before = keras.ops.convert_to_numpy(model(inputs)[key])
+    before = to_numpy(model(inputs)[key])
     weights_before = len(model.weights)
     adapters.add_adapter(model, "a", config)
     assert len(model.weights) > weights_before
-    changed = keras.ops.convert_to_numpy(model(inputs)[key])
+    changed = to_numpy(model(inputs)[key])
     assert not np.array_equal(changed, before)  # adapters are in the forward pass
     for name, variable in adapters.adapter_variables(model, "a").items():
         if ".up." in name or "_up." in name:
             variable.assign(np.zeros(variable.shape))
-    np.testing.assert_array_equal(keras.ops.convert_to_numpy(model(inputs)[key]), before)
+    np.testing.assert_array_equal(to_numpy(model(inputs)[key]), before)
     adapters.set_active_adapters(model, [])
     _randomize(model, "a")
-    np.testing.assert_array_equal(keras.ops.convert_to_numpy(model(inputs)[key]), before)
+    np.testing.assert_array_equal(to_numpy(model(inputs)[key]), before)
 
 
 def _encoder_decoder_config(preset):
@@ -182,16 +185,16 @@ def test_train_only_adapters_keeps_frozen_weights_bit_identical():
     count = adapters.train_only(classifier, adapters=["task"], keep=[head])
     # MAD-X task adapter: per layer 2 h (h/16) + h/16 + h, h = 32; plus the 32x2+2 head.
     assert count == 2 * (2 * 32 * 2 + 2 + 32) + 32 * 2 + 2
-    frozen = {v.path + str(i): v.numpy().copy() for i, v in enumerate(classifier.weights)
+    frozen = {v.path + str(i): to_numpy(v).copy() for i, v in enumerate(classifier.weights)
               if not v.trainable}
-    task = {k: v.numpy().copy() for k, v in adapters.adapter_variables(backbone, "task").items()}
+    task = {k: to_numpy(v).copy() for k, v in adapters.adapter_variables(backbone, "task").items()}
     _fit(classifier)
-    after = {v.path + str(i): v.numpy() for i, v in enumerate(classifier.weights)
+    after = {v.path + str(i): to_numpy(v) for i, v in enumerate(classifier.weights)
              if not v.trainable}
     for key, value in frozen.items():
         np.testing.assert_array_equal(after[key], value, err_msg=key)
     moved = [k for k, v in adapters.adapter_variables(backbone, "task").items()
-             if not np.array_equal(v.numpy(), task[k])]
+             if not np.array_equal(to_numpy(v), task[k])]
     assert moved  # the task adapter did train
 
 
@@ -204,13 +207,13 @@ def test_lora_on_chosen_projections_trains_only_factors(tmp_path):
         adapters.enable_lora(backbone, 2, ["*no_such_layer*"])
     classifier = _classifier(backbone)
     adapters.train_only(classifier, lora=True)
-    frozen = [(v, v.numpy().copy()) for v in classifier.weights if not v.trainable]
+    frozen = [(v, to_numpy(v).copy()) for v in classifier.weights if not v.trainable]
     # Keras' EinsumDense LoRA: A (32, 2 heads, r), B (r, 16); Dense: A (32, r), B (r, 64).
     assert sum(int(np.prod(v.shape)) for v in classifier.trainable_weights) == \
         2 * ((32 * 2 * 2 + 2 * 16) + (32 * 2 + 2 * 64))
     _fit(classifier)
     for variable, value in frozen:
-        np.testing.assert_array_equal(variable.numpy(), value, err_msg=variable.path)
+        np.testing.assert_array_equal(to_numpy(variable), value, err_msg=variable.path)
     path = tmp_path / "lora.safetensors"
     adapters.save_lora(backbone, path)
     with pytest.raises(FileExistsError):
@@ -219,8 +222,8 @@ def test_lora_on_chosen_projections_trains_only_factors(tmp_path):
     fresh = _bert()
     adapters.load_lora(fresh, path)
     x = _inputs(seed=4)
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(fresh(x)["sequence_output"]),
-                               keras.ops.convert_to_numpy(backbone(x)["sequence_output"]),
+    np.testing.assert_allclose(to_numpy(fresh(x)["sequence_output"]),
+                               to_numpy(backbone(x)["sequence_output"]),
                                atol=1e-5)
 
 
@@ -229,7 +232,7 @@ def test_save_load_swap_adapters_alone(tmp_path):
     adapters.add_adapter(backbone, "de", "madx_language")
     _randomize(backbone, "de")
     x = _inputs(seed=5)
-    with_de = keras.ops.convert_to_numpy(backbone(x)["sequence_output"])
+    with_de = to_numpy(backbone(x)["sequence_output"])
     path = tmp_path / "de.safetensors"
     adapters.save_adapter(backbone, "de", path)
     from safetensors import safe_open
@@ -239,12 +242,12 @@ def test_save_load_swap_adapters_alone(tmp_path):
     # Only adapter tensors: 2 layers x 4 + the invertible adapter's 8.
     assert len(keys) == 2 * 4 + 8 and all("embedding" not in k for k in keys)
     fresh = _bert()
-    plain = keras.ops.convert_to_numpy(fresh(x)["sequence_output"])
+    plain = to_numpy(fresh(x)["sequence_output"])
     assert adapters.load_adapter(fresh, path) == "de"
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(fresh(x)["sequence_output"]),
+    np.testing.assert_allclose(to_numpy(fresh(x)["sequence_output"]),
                                with_de, atol=1e-6)
     adapters.set_active_adapters(fresh, [])
-    np.testing.assert_array_equal(keras.ops.convert_to_numpy(fresh(x)["sequence_output"]),
+    np.testing.assert_array_equal(to_numpy(fresh(x)["sequence_output"]),
                                   plain)
     with pytest.raises(ValueError, match="already has an adapter 'de'"):
         adapters.load_adapter(fresh, path)
@@ -265,12 +268,12 @@ def test_keras_file_round_trip_keeps_adapters(tmp_path):
     _randomize(backbone, "lang")
     _randomize(backbone, "task", seed=2)
     x = _inputs(seed=6)
-    want = keras.ops.convert_to_numpy(backbone(x)["sequence_output"])
+    want = to_numpy(backbone(x)["sequence_output"])
     backbone.save(tmp_path / "adapted.keras")
     loaded = keras.saving.load_model(tmp_path / "adapted.keras")
     assert adapters.adapter_names(loaded) == ["lang", "task", "off"]
     assert adapters.active_adapters(loaded) == ["lang", "task"]
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(loaded(x)["sequence_output"]), want,
+    np.testing.assert_allclose(to_numpy(loaded(x)["sequence_output"]), want,
                                atol=1e-6)
     adapters.delete_adapter(loaded, "off")
     assert "off" not in loaded.get_config()["adapters"]["configs"]
@@ -285,8 +288,8 @@ def test_sparse_last_layer_masked_lm_matches_dense_with_invertible_adapters():
     sparse = adapters.AdapterMaskedLMPretrainer(backbone)
     dense = adapters.AdapterMaskedLMPretrainer(backbone, sparse_last_layer=False)
     dense.mlm_head = sparse.mlm_head
-    got = keras.ops.convert_to_numpy(sparse(batch)["mlm"])
-    np.testing.assert_allclose(got, keras.ops.convert_to_numpy(dense(batch)["mlm"]), atol=1e-4)
+    got = to_numpy(sparse(batch)["mlm"])
+    np.testing.assert_allclose(got, to_numpy(dense(batch)["mlm"]), atol=1e-4)
     # By hand: transform, inverse invertible adapter, tied output + bias.
     head = sparse.mlm_head
     rows = keras.ops.take_along_axis(backbone(_inputs(seed=7))["sequence_output"],
@@ -294,11 +297,13 @@ def test_sparse_last_layer_masked_lm_matches_dense_with_invertible_adapters():
     hidden = head.layer_norm(head.dense(rows))
     inverse = backbone.get_layer("encoder").input_adapters.get("lang")(hidden, inverse=True)
     want = inverse @ keras.ops.transpose(backbone.token_embedding.embeddings) + head.output_bias
-    np.testing.assert_allclose(got, keras.ops.convert_to_numpy(want), atol=1e-4)
+    np.testing.assert_allclose(got, to_numpy(want), atol=1e-4)
     plain = head(rows)  # without the inverse the logits differ
-    assert not np.allclose(keras.ops.convert_to_numpy(plain), got, atol=1e-3)
+    assert not np.allclose(to_numpy(plain), got, atol=1e-3)
 
 
+@pytest.mark.tensorflow_only("a tf.function reads the switch variable when it runs; jax.jit "
+                              "would bake it in (Keras' stateless steps pass it instead)")
 def test_swapping_adapters_reaches_compiled_functions():
     """A traced/compiled predict follows set_active_adapters (the switch is a variable)."""
     backbone = _bert()
@@ -308,16 +313,16 @@ def test_swapping_adapters_reaches_compiled_functions():
     _randomize(backbone, "b", seed=3)
     x = _inputs(seed=8)
     predict = tf_function(lambda inputs: backbone(inputs)["sequence_output"])
-    with_a = keras.ops.convert_to_numpy(predict(x))
+    with_a = to_numpy(predict(x))
     adapters.set_active_adapters(backbone, ["b"])
-    with_b = keras.ops.convert_to_numpy(predict(x))
+    with_b = to_numpy(predict(x))
     assert not np.allclose(with_a, with_b)
-    np.testing.assert_allclose(with_b, keras.ops.convert_to_numpy(backbone(x)["sequence_output"]),
+    np.testing.assert_allclose(with_b, to_numpy(backbone(x)["sequence_output"]),
                                atol=1e-5)
     adapters.set_active_adapters(backbone, [])
     plain = _bert()
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(predict(x)),
-                               keras.ops.convert_to_numpy(plain(x)["sequence_output"]), atol=1e-5)
+    np.testing.assert_allclose(to_numpy(predict(x)),
+                               to_numpy(plain(x)["sequence_output"]), atol=1e-5)
     with pytest.raises(ValueError, match="order they were added"):
         adapters.set_active_adapters(backbone, ["b", "a"])
 
@@ -342,7 +347,7 @@ def _own(head, backbone):
 
 
 def _values(variables):
-    return [np.array(keras.ops.convert_to_numpy(v)) for v in variables]
+    return [np.array(to_numpy(v)) for v in variables]
 
 
 @pytest.mark.parametrize("pretrained, train_head", [(False, None), (True, None), (True, True),
@@ -367,7 +372,7 @@ def test_madx_head_trains_when_fresh_and_stays_frozen_when_pretrained(pretrained
     assert len(head) == 5  # transform kernel, bias, LayerNorm gamma, beta; output bias
     if pretrained:
         for mine, theirs in zip(head, _own(checkpoint_head, backbone)):
-            np.testing.assert_array_equal(mine.numpy(), theirs.numpy())
+            np.testing.assert_array_equal(to_numpy(mine), to_numpy(theirs))
     count = adapters.train_only(pretrainer, adapters=["lang"])
     trains = pretrained is False if train_head is None else train_head
     adapter = adapters.adapter_variables(backbone, "lang").values()
@@ -378,9 +383,9 @@ def test_madx_head_trains_when_fresh_and_stays_frozen_when_pretrained(pretrained
     _mlm_step(pretrainer)
     for variable, value in zip(backbone.weights, backbone_before):
         if all(variable is not v for v in adapter):  # the tied table included
-            np.testing.assert_array_equal(variable.numpy(), value, err_msg=variable.path)
-    assert not any(np.array_equal(v.numpy(), b) for v, b in zip(adapter, adapter_before))
-    changed = [not np.array_equal(v.numpy(), b) for v, b in zip(head, head_before)]
+            np.testing.assert_array_equal(to_numpy(variable), value, err_msg=variable.path)
+    assert not any(np.array_equal(to_numpy(v), b) for v, b in zip(adapter, adapter_before))
+    changed = [not np.array_equal(to_numpy(v), b) for v, b in zip(head, head_before)]
     assert changed == [trains] * 5
 
 

@@ -4,6 +4,7 @@ import keras
 import numpy as np
 import pytest
 
+from keras.ops import convert_to_numpy as to_numpy
 from keras_ctx.layers import (
     FactorizedEmbedding,
     PositionEmbedding,
@@ -22,10 +23,10 @@ def test_token_embedding_harness_lookup_and_reverse(lookup):
     run_layer_test(TokenEmbedding, {"vocabulary_size": 10, "embedding_size": 6, "lookup": lookup},
                    TOKENS, expected_output_shape=(2, 4, 6))
     layer = TokenEmbedding(10, 6, lookup=lookup)
-    out = layer(TOKENS).numpy()
-    table = layer.embeddings.numpy()
+    out = to_numpy(layer(TOKENS))
+    table = to_numpy(layer.embeddings)
     np.testing.assert_allclose(out, table[TOKENS], atol=1e-6)
-    np.testing.assert_allclose(layer.reverse(out).numpy(), table[TOKENS] @ table.T, atol=1e-5)
+    np.testing.assert_allclose(to_numpy(layer.reverse(out)), table[TOKENS] @ table.T, atol=1e-5)
 
 
 def test_factorized_embedding_is_lookup_then_projection_and_ties():
@@ -33,12 +34,12 @@ def test_factorized_embedding_is_lookup_then_projection_and_ties():
                    {"vocabulary_size": 10, "embedding_size": 4, "hidden_size": 8},
                    TOKENS, expected_output_shape=(2, 4, 8))
     layer = FactorizedEmbedding(10, 4, 8)
-    out = layer(TOKENS).numpy()
-    table = layer.embeddings.numpy()
-    kernel, bias = (v.numpy() for v in layer.projection.weights)
+    out = to_numpy(layer(TOKENS))
+    table = to_numpy(layer.embeddings)
+    kernel, bias = (to_numpy(v) for v in layer.projection.weights)
     np.testing.assert_allclose(out, table[TOKENS] @ kernel + bias, atol=1e-5)
     hidden_e = np.random.default_rng(0).normal(size=(2, 4, 4)).astype("float32")
-    np.testing.assert_allclose(layer.reverse(hidden_e).numpy(), hidden_e @ table.T, atol=1e-5)
+    np.testing.assert_allclose(to_numpy(layer.reverse(hidden_e)), hidden_e @ table.T, atol=1e-5)
     # ALBERT-base (Lan et al. 2020): V=30000, E=128, H=768 -> V*E + E*H + H.
     big = FactorizedEmbedding(30000, 128, 768)
     big.build()
@@ -51,10 +52,10 @@ def test_position_embedding_slices_the_table_and_checks_length():
     x = np.zeros((2, 4, 6), "float32")
     run_layer_test(PositionEmbedding, {"sequence_length": 8}, x, expected_output_shape=(2, 4, 6))
     layer = PositionEmbedding(8)
-    out = layer(x).numpy()
-    table = layer.position_embeddings.numpy()
+    out = to_numpy(layer(x))
+    table = to_numpy(layer.position_embeddings)
     np.testing.assert_allclose(out[1], table[:4])
-    np.testing.assert_allclose(layer(x[:, :1], start_index=3).numpy()[0, 0], table[3])
+    np.testing.assert_allclose(to_numpy(layer(x[:, :1], start_index=3))[0, 0], table[3])
     with pytest.raises(ValueError, match="sequence_length"):
         layer(np.zeros((1, 9, 6), "float32"))
 
@@ -62,13 +63,13 @@ def test_position_embedding_slices_the_table_and_checks_length():
 def test_sinusoidal_encoding_matches_the_formula():
     x = np.zeros((1, 5, 8), "float32")
     run_layer_test(SinusoidalPositionEncoding, {}, x, expected_output_shape=(1, 5, 8))
-    out = SinusoidalPositionEncoding()(x).numpy()[0]
+    out = to_numpy(SinusoidalPositionEncoding()(x))[0]
     for pos in range(5):
         for i in range(4):
             angle = pos / 10000 ** (2 * i / 8)
             assert math.isclose(out[pos, i], math.sin(angle), abs_tol=1e-5)
             assert math.isclose(out[pos, 4 + i], math.cos(angle), abs_tol=1e-5)
-    shifted = SinusoidalPositionEncoding()(x[:, :1], start_index=3).numpy()[0, 0]
+    shifted = to_numpy(SinusoidalPositionEncoding()(x[:, :1], start_index=3))[0, 0]
     np.testing.assert_allclose(shifted, out[3], atol=1e-5)
 
 
@@ -94,7 +95,7 @@ def t5_bucket(relative_position, bidirectional, num_buckets, max_distance):
 @pytest.mark.parametrize("bidirectional", [True, False])
 def test_relative_position_buckets_match_scalar_reference(bidirectional):
     positions = np.arange(-300, 301)
-    got = relative_position_bucket(positions, bidirectional, 32, 128).numpy()
+    got = to_numpy(relative_position_bucket(positions, bidirectional, 32, 128))
     want = [t5_bucket(int(p), bidirectional, 32, 128) for p in positions]
     np.testing.assert_array_equal(got, want)
     # Hand-checked corners: exact near zero, last bucket far away.
@@ -111,16 +112,16 @@ def test_relative_position_bias_layer_reads_its_table():
                    {"query": q, "key": k}, expected_output_shape=(1, 3, 4, 6),
                    run_mixed_precision=False)
     layer = RelativePositionBias(num_heads=3, num_buckets=8, max_distance=16)
-    bias = layer(q, k).numpy()
+    bias = to_numpy(layer(q, k))
     assert bias.shape == (1, 3, 4, 6)
-    table = layer.bias_table.numpy()
+    table = to_numpy(layer.bias_table)
     for i in range(4):
         for j in range(6):
             np.testing.assert_allclose(bias[0, :, i, j], table[t5_bucket(j - i, True, 8, 16)])
     # Query offset (decoding step 2 of a causal decoder) sees rows as if at position 2.
     causal = RelativePositionBias(num_heads=3, num_buckets=8, max_distance=16, bidirectional=False)
-    full = causal(q).numpy()
-    step = causal(q[:, :1], q, query_offset=2).numpy()
+    full = to_numpy(causal(q))
+    step = to_numpy(causal(q[:, :1], q, query_offset=2))
     np.testing.assert_allclose(step[0, :, 0], full[0, :, 2])
 
 
@@ -160,11 +161,11 @@ def test_token_embedding_int8_quantization_matches_a_numpy_reference():
     assert layer.embeddings.dtype == "int8" and layer.quantization_mode == "int8"
     scale = 127 / np.abs(table).max(-1)
     quantized = np.round(table * scale[:, None])
-    np.testing.assert_allclose(layer(ids), quantized[ids] / scale[ids][..., None], atol=1e-6)
+    np.testing.assert_allclose(to_numpy(layer(ids)), quantized[ids] / scale[ids][..., None], atol=1e-6)
     hidden_scale = 127 / np.abs(hidden).max(-1, keepdims=True)
     logits = np.round(hidden * hidden_scale) @ quantized.T / (hidden_scale * scale)
-    np.testing.assert_allclose(layer.reverse(hidden), logits, rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(layer.reverse(hidden), hidden @ table.T, atol=0.1)
+    np.testing.assert_allclose(to_numpy(layer.reverse(hidden)), logits, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(to_numpy(layer.reverse(hidden)), hidden @ table.T, atol=0.1)
     other = TokenEmbedding(4, 2)
     other.build()
     with pytest.raises(NotImplementedError, match="not 'float8'"):  # as keras' Embedding

@@ -3,6 +3,7 @@ import math
 import numpy as np
 import pytest
 
+from keras.ops import convert_to_numpy as to_numpy
 from keras_ctx.layers import FactorizedEmbedding, TokenEmbedding
 from keras_ctx.layers.heads import MaskedLMHead, SentencePairHead, SpanBoundaryHead
 from keras_ctx.testing import run_layer_test
@@ -33,15 +34,15 @@ def test_masked_lm_head_tied_matches_numpy_and_shares_the_variable():
     embedding = TokenEmbedding(11, 8)
     embedding.build()
     head = MaskedLMHead(token_embedding=embedding, layer_norm_epsilon=1e-12)
-    logits = head(HIDDEN, mask_positions=POSITIONS).numpy()
+    logits = to_numpy(head(HIDDEN, mask_positions=POSITIONS))
     # Tied: the head owns no output kernel and reads the very same variable.
     assert not any("output_kernel" in w.path for w in head.weights)
     assert head.token_embedding.embeddings is embedding.embeddings
-    kernel, bias = (w.numpy() for w in head.dense.weights)
-    gamma, beta = (w.numpy() for w in head.layer_norm.weights)
+    kernel, bias = (to_numpy(w) for w in head.dense.weights)
+    gamma, beta = (to_numpy(w) for w in head.layer_norm.weights)
     gathered = np.take_along_axis(HIDDEN, POSITIONS[:, :, None], axis=1)
     want = _layer_norm(_gelu(gathered @ kernel + bias), gamma, beta, 1e-12)
-    want = want @ embedding.embeddings.numpy().T + head.output_bias.numpy()
+    want = want @ to_numpy(embedding.embeddings).T + to_numpy(head.output_bias)
     np.testing.assert_allclose(logits, want, atol=1e-4)
 
 
@@ -61,12 +62,12 @@ def test_masked_lm_head_without_transform_is_xlm_pred_layer():
     head = MaskedLMHead(token_embedding=embedding, transform=False)
     head.build(HIDDEN.shape)
     head.output_bias.assign(RNG.normal(size=11).astype("float32"))
-    logits = head(HIDDEN, mask_positions=POSITIONS).numpy()
+    logits = to_numpy(head(HIDDEN, mask_positions=POSITIONS))
     # Its only weights: the bias and the tied table itself.
     assert sorted(w.path.split("/")[-1] for w in head.weights) == ["embeddings", "output_bias"]
     assert not hasattr(head, "dense")
     gathered = np.take_along_axis(HIDDEN, POSITIONS[:, :, None], axis=1)
-    want = gathered @ embedding.embeddings.numpy().T + head.output_bias.numpy()
+    want = gathered @ to_numpy(embedding.embeddings).T + to_numpy(head.output_bias)
     np.testing.assert_allclose(logits, want, atol=1e-5)
     assert MaskedLMHead.from_config(
         MaskedLMHead(vocabulary_size=11, transform=False).get_config()).transform is False
@@ -103,20 +104,20 @@ def test_span_boundary_head_harness_and_numpy():
     embedding = TokenEmbedding(11, 8)
     embedding.build()
     head = SpanBoundaryHead(token_embedding=embedding, max_span_length=4)
-    got = head(HIDDEN, inputs["left_positions"], inputs["right_positions"],
-               inputs["span_offsets"]).numpy()
+    got = to_numpy(head(HIDDEN, inputs["left_positions"], inputs["right_positions"],
+               inputs["span_offsets"]))
     # Joshi et al. 2020: y = LN(GeLU(W2 LN(GeLU(W1 [x_{s-1}; x_{e+1}; p_{i-s+1}])))).
     left = np.take_along_axis(HIDDEN, inputs["left_positions"][:, :, None], axis=1)
     right = np.take_along_axis(HIDDEN, inputs["right_positions"][:, :, None], axis=1)
-    pos = head.position_embeddings.numpy()[inputs["span_offsets"]]
+    pos = to_numpy(head.position_embeddings)[inputs["span_offsets"]]
     h0 = np.concatenate([left, right, pos], -1)
-    w1, b1 = (w.numpy() for w in head.dense_1.weights)
-    g1, be1 = (w.numpy() for w in head.norm_1.weights)
-    w2, b2 = (w.numpy() for w in head.dense_2.weights)
-    g2, be2 = (w.numpy() for w in head.norm_2.weights)
+    w1, b1 = (to_numpy(w) for w in head.dense_1.weights)
+    g1, be1 = (to_numpy(w) for w in head.norm_1.weights)
+    w2, b2 = (to_numpy(w) for w in head.dense_2.weights)
+    g2, be2 = (to_numpy(w) for w in head.norm_2.weights)
     h1 = _layer_norm(_gelu(h0 @ w1 + b1), g1, be1, 1e-12)
     y = _layer_norm(_gelu(h1 @ w2 + b2), g2, be2, 1e-12)
-    want = y @ embedding.embeddings.numpy().T + head.output_bias.numpy()
+    want = y @ to_numpy(embedding.embeddings).T + to_numpy(head.output_bias)
     np.testing.assert_allclose(got, want, atol=1e-4)
 
 

@@ -10,6 +10,9 @@ import pytest
 from tests.backends import run_on_backend
 from tests.layers import jax_cases
 
+pytestmark = pytest.mark.tensorflow_only(
+    "compares a JAX subprocess with TensorFlow's numbers computed in this process")
+
 
 @pytest.fixture(scope="module")
 def on_jax(tmp_path_factory):

@@ -1,8 +1,8 @@
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
+from keras.ops import convert_to_numpy as to_numpy
 from keras_ctx.layers import (
     FeedForward,
     TransformerDecoderBlock,
@@ -12,6 +12,7 @@ from keras_ctx.layers import (
 from keras_ctx.models.albert import AlbertEncoderStack
 from keras_ctx.testing import run_layer_test
 from tests import references
+from tests.autodiff import compiled
 
 B, T, S, D = 2, 6, 4, 16
 BLOCK = {"num_heads": 4, "intermediate_size": 32, "dropout": 0.0}
@@ -28,7 +29,7 @@ def numpy_ffn(layer, x):
 
 
 def numpy_norm(layer, x):
-    w = {v.path.split("/")[-1]: v.numpy() for v in layer.weights}
+    w = {v.path.split("/")[-1]: to_numpy(v) for v in layer.weights}
     return references.layer_norm(x, w["gamma"], w["beta"], layer.epsilon)
 
 
@@ -49,14 +50,14 @@ def test_feedforward_harness_and_numpy():
     run_layer_test(FeedForward, {"intermediate_size": 8, "activation": "gelu"}, x,
                    expected_output_shape=(B, T, D))
     layer = FeedForward(8)
-    np.testing.assert_allclose(layer(x).numpy(), numpy_ffn(layer, x), atol=1e-5)
+    np.testing.assert_allclose(to_numpy(layer(x)), to_numpy(numpy_ffn(layer, x)), atol=1e-5)
 
 
 def test_gated_feedforward_matches_numpy():
     x = inputs()
     layer = FeedForward(8, activation="relu", gated=True, use_bias=False)
     w = references.weights_by_name(layer) if layer.built else None
-    out = layer(x).numpy()
+    out = to_numpy(layer(x))
     w = references.weights_by_name(layer)
     want = (np.maximum(x @ w["intermediate/kernel"], 0) * (x @ w["gate/kernel"])) @ w["output/kernel"]
     np.testing.assert_allclose(out, want, atol=1e-5)
@@ -72,7 +73,7 @@ def test_encoder_block_harness_and_numpy(normalize_first):
                    {"inputs": x, "padding_mask": padding},
                    expected_output_shape=(B, T, D))
     block = TransformerEncoderBlock(**config)
-    got = block(x, padding_mask=padding).numpy()
+    got = to_numpy(block(x, padding_mask=padding))
     want = numpy_encoder_block(block, x, mask=padding[:, None, :].astype(bool))
     np.testing.assert_allclose(got, want, atol=1e-4)
 
@@ -87,7 +88,7 @@ def test_rms_norm_block_without_biases_has_no_bias_weights():
     x = inputs()
     norm = block.self_attention_norm
     want = x / np.sqrt((x**2).mean(-1, keepdims=True) + norm.epsilon)
-    np.testing.assert_allclose(norm(x).numpy(), want, atol=1e-5)
+    np.testing.assert_allclose(to_numpy(norm(x)), want, atol=1e-5)
 
 
 def test_decoder_block_harness_with_cross_attention():
@@ -102,31 +103,31 @@ def test_decoder_block_harness_with_cross_attention():
 def test_decoder_block_is_causal_and_reads_the_encoder():
     block = TransformerDecoderBlock(**BLOCK, use_cross_attention=True)
     x, enc = inputs(), inputs(1, S)
-    out = block(x, encoder_sequence=enc).numpy()
+    out = to_numpy(block(x, encoder_sequence=enc))
     changed = x.copy()
     changed[:, -1] += 5
-    out2 = block(changed, encoder_sequence=enc).numpy()
+    out2 = to_numpy(block(changed, encoder_sequence=enc))
     np.testing.assert_allclose(out2[:, :-1], out[:, :-1], atol=1e-5)
-    out3 = block(x, encoder_sequence=enc + 1).numpy()
+    out3 = to_numpy(block(x, encoder_sequence=enc + 1))
     assert not np.allclose(out3, out)
 
 
 def test_decoder_block_cached_steps_equal_full_pass_under_xla():
     block = TransformerDecoderBlock(**BLOCK, normalize_first=True, use_cross_attention=True)
     x, enc = inputs(), inputs(1, S)
-    full = block(x, encoder_sequence=enc).numpy()
+    full = to_numpy(block(x, encoder_sequence=enc))
     cross_cache = block.compute_cross_attention_cache(enc)
 
-    @tf.function(jit_compile=True)
+    @compiled
     def step(token, cache, index):
         return block(token, self_attention_cache=cache, cache_update_index=index,
                      cross_attention_cache=cross_cache)
 
-    cache = tf.zeros((B, 2, T, 4, D // 4))
+    cache = keras.ops.zeros((B, 2, T, 4, D // 4))
     outputs = []
     for i in range(T):
-        out, cache, _ = step(x[:, i:i + 1], cache, tf.constant(i))
-        outputs.append(out.numpy())
+        out, cache, _ = step(x[:, i:i + 1], cache, keras.ops.convert_to_tensor(i))
+        outputs.append(to_numpy(out))
     np.testing.assert_allclose(np.concatenate(outputs, 1), full, atol=1e-4)
 
 
@@ -170,7 +171,7 @@ def test_stack_sharing_counts_and_numpy():
     y = x
     for _ in range(3):
         y = numpy_encoder_block(stack.blocks[0], y)
-    np.testing.assert_allclose(outputs[-1].numpy(), y, atol=1e-4)
+    np.testing.assert_allclose(to_numpy(outputs[-1]), y, atol=1e-4)
 
 
 def test_bad_block_arguments_fail_at_construction():
@@ -190,7 +191,7 @@ def test_tanh_gelu_feedforward_matches_the_formula_and_saves():
     x = inputs()
     run_layer_test(FeedForward, {"intermediate_size": 8, "activation": "gelu_approximate"}, x)
     layer = FeedForward(8, activation="gelu_approximate")
-    out = layer(x).numpy()
+    out = to_numpy(layer(x))
     w = references.weights_by_name(layer)
     h = x @ w["intermediate/kernel"] + w["intermediate/bias"]
     # Hendrycks & Gimpel 2016, tanh form (GPT, GPT-2, ALBERT).
@@ -207,9 +208,9 @@ def test_query_positions_equal_the_gathered_full_output(normalize_first):
     allowed[:, np.arange(T), np.arange(T)] = True
     positions = np.array([[0, 5, 2], [3, 1, 1]])  # any order, repeats allowed
     block = TransformerEncoderBlock(**dict(BLOCK, normalize_first=normalize_first))
-    full = block(x, padding_mask=padding, attention_mask=allowed).numpy()
-    rows = block(x, padding_mask=padding, attention_mask=allowed,
-                 query_positions=positions).numpy()
+    full = to_numpy(block(x, padding_mask=padding, attention_mask=allowed))
+    rows = to_numpy(block(x, padding_mask=padding, attention_mask=allowed,
+                 query_positions=positions))
     assert rows.shape == (B, 3, D)
     np.testing.assert_allclose(rows, np.take_along_axis(full, positions[:, :, None], 1),
                                atol=1e-5)
@@ -219,8 +220,8 @@ def test_stack_last_layer_positions_only_change_the_last_output():
     x = inputs(4)
     positions = np.array([[1, 4], [0, 5]])
     stack = AlbertEncoderStack(3, BLOCK, sharing="all")
-    full = [o.numpy() for o in stack(x)]
-    sparse = [o.numpy() for o in stack(x, last_layer_positions=positions)]
+    full = [to_numpy(o) for o in stack(x)]
+    sparse = [to_numpy(o) for o in stack(x, last_layer_positions=positions)]
     for f, s in zip(full[:-1], sparse[:-1]):
         np.testing.assert_array_equal(f, s)
     np.testing.assert_allclose(sparse[-1], np.take_along_axis(full[-1], positions[:, :, None], 1),

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import keras_ctx.models as models
+from keras.ops import convert_to_numpy as to_numpy
 from keras_ctx.layers import FactorizedEmbedding
 from keras_ctx.models import AlbertBackbone
 from keras_ctx.models.presets import count_parameters
@@ -65,21 +66,21 @@ def test_factorized_embedding_path_matches_numpy():
     assert isinstance(backbone.token_embedding, FactorizedEmbedding)
     assert out["sequence_output"].shape == (2, 6, 16)
     assert len(out["hidden_states"]) == TINY["num_layers"] + 1
-    table = backbone.token_embedding.embeddings.numpy()
+    table = to_numpy(backbone.token_embedding.embeddings)
     assert table.shape == (40, 8)  # V x E
-    pos = backbone.get_layer("position_embedding").weights[0].numpy()[:6][None]
-    seg = backbone.get_layer("segment_embedding").weights[0].numpy()[x["segment_ids"]]
+    pos = to_numpy(backbone.get_layer("position_embedding").weights[0])[:6][None]
+    seg = to_numpy(backbone.get_layer("segment_embedding").weights[0])[x["segment_ids"]]
     s = table[x["token_ids"]] + pos + seg
-    gamma, beta = (w.numpy() for w in backbone.get_layer("embeddings_norm").weights)
+    gamma, beta = (to_numpy(w) for w in backbone.get_layer("embeddings_norm").weights)
     e = (s - s.mean(-1, keepdims=True)) / np.sqrt(s.var(-1, keepdims=True) + 1e-12) * gamma + beta
-    kernel, bias = (w.numpy() for w in backbone.token_embedding.projection.weights)
+    kernel, bias = (to_numpy(w) for w in backbone.token_embedding.projection.weights)
     np.testing.assert_allclose(out["hidden_states"][0], e @ kernel + bias, atol=1e-4)
 
 
 def test_keras_file_round_trip_keeps_sharing():
     backbone = AlbertBackbone(**TINY)
     x = _inputs()
-    want = backbone(x)["sequence_output"].numpy()
+    want = to_numpy(backbone(x)["sequence_output"])
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "albert.keras")
         backbone.save(path)

@@ -4,9 +4,11 @@ import keras
 import numpy as np
 import pytest
 
+from keras.ops import convert_to_numpy as to_numpy
 from keras_ctx.layers import EmbeddingDropout, LockedDropout, WeightDropLSTM
 from keras_ctx.models import AwdLstmBackbone
 from keras_ctx.pretraining.awd_lstm import AwdLstmLMPretrainer
+from tests.autodiff import no_gradient, value_and_gradients
 
 
 def published_wt103_parameters():
@@ -57,22 +59,22 @@ def test_backbone_outputs_and_inference_is_deterministic():
     np.testing.assert_array_equal(out["sequence_output"], again)
     trained = backbone(inputs, training=True)["sequence_output"]
     assert not np.allclose(trained, again)
-    assert np.all(keras.ops.convert_to_numpy(out["sequence_output"])[1, 4:] == 0)
+    assert np.all(to_numpy(out["sequence_output"])[1, 4:] == 0)
 
 
 def test_locked_dropout_shares_one_mask_over_time():
     x = np.ones((64, 10, 16), "float32")
-    y = keras.ops.convert_to_numpy(LockedDropout(0.3, seed=1)(x, training=True))
+    y = to_numpy(LockedDropout(0.3, seed=1)(x, training=True))
     assert np.all(y == y[:, :1])  # the same at every step
     np.testing.assert_allclose(np.unique(y), [0.0, 1 / 0.7], rtol=1e-6)
     assert abs((y[:, 0] == 0).mean() - 0.3) < 0.05
-    np.testing.assert_array_equal(LockedDropout(0.3)(x), x)
+    np.testing.assert_array_equal(to_numpy(LockedDropout(0.3)(x)), x)
 
 
 def test_embedding_dropout_drops_word_types_everywhere():
     ids = np.tile(np.arange(1, 21, dtype="int32"), (8, 3))  # each word 24 times
     x = np.ones(ids.shape + (4,), "float32")
-    y = keras.ops.convert_to_numpy(EmbeddingDropout(21, 0.5, seed=3)(x, ids, training=True))
+    y = to_numpy(EmbeddingDropout(21, 0.5, seed=3)(x, ids, training=True))
     for word in range(1, 21):
         values = y[ids == word]
         assert np.all(values == values[0])  # dropped or kept as a whole
@@ -83,8 +85,8 @@ def test_embedding_dropout_drops_word_types_everywhere():
 def test_weight_drop_reaches_only_the_recurrent_weights():
     layer = WeightDropLSTM(8, weight_dropout=0.5, implementation="loop", seed=4)
     x = np.random.default_rng(0).normal(size=(2, 5, 3)).astype("float32")
-    plain = keras.ops.convert_to_numpy(layer(x))
-    dropped = keras.ops.convert_to_numpy(layer(x, training=True))
+    plain = to_numpy(layer(x))
+    dropped = to_numpy(layer(x, training=True))
     # Step 0 has h_(-1) = 0: the recurrent weights, dropped or not, play no part.
     np.testing.assert_allclose(dropped[:, 0], plain[:, 0], rtol=1e-6)
     assert not np.allclose(dropped[:, 1:], plain[:, 1:])
@@ -94,7 +96,7 @@ def test_weight_drop_reaches_only_the_recurrent_weights():
     reference = LSTMP(8, implementation="loop")
     reference.build(x.shape)
     reference.set_weights(layer.get_weights())
-    np.testing.assert_allclose(reference(x), plain, rtol=1e-6)
+    np.testing.assert_allclose(to_numpy(reference(x)), plain, rtol=1e-6)
     config = layer.get_config()
     assert config["weight_dropout"] == 0.5
     assert WeightDropLSTM.from_config(config).weight_dropout == 0.5
@@ -110,7 +112,7 @@ def test_lm_losses_ar_tar_and_the_loss_falls():
     assert float(losses["lm"]) == pytest.approx(np.log(40), rel=0.1)
     assert set(lm.compute_losses(inputs, training=False)) == {"lm"}
     # TAR by hand on the undropped output (real consecutive pairs only).
-    h = keras.ops.convert_to_numpy(backbone(inputs)["sequence_output"])
+    h = to_numpy(backbone(inputs)["sequence_output"])
     mask = inputs["padding_mask"].astype("float32")
     pairs = mask[:, 1:] * mask[:, :-1]
     want = (((h[:, 1:] - h[:, :-1]) ** 2).mean(-1) * pairs).sum() / pairs.sum()
@@ -167,45 +169,44 @@ def _stream_ids(rows=3, length=10):
 def test_carrying_the_state_over_two_halves_equals_one_pass_over_the_whole():
     lm = _tiny_lm()
     ids, whole = _stream_ids()
-    want = keras.ops.convert_to_numpy(lm(whole))  # zero state, one pass
+    want = to_numpy(lm(whole))  # zero state, one pass
     first = {k: v[:, :4] for k, v in whole.items()}
     second = {k: v[:, 4:] for k, v in whole.items()}
     lm.compute_losses(first, training=True)  # a training step moves the state on
     carried = lm.backbone.forward_pass(second, lm._carried_states(3))["sequence_output"]
     fresh = lm.backbone.forward_pass(second)["sequence_output"]
-    got = keras.ops.convert_to_numpy(lm.logits(carried))
+    got = to_numpy(lm.logits(carried))
     np.testing.assert_allclose(got, want[:, 4:], atol=1e-5)
     # The carried state matters: from zeros the second half differs.
-    assert np.abs(keras.ops.convert_to_numpy(lm.logits(fresh)) - want[:, 4:]).max() > 1e-3
+    assert np.abs(to_numpy(lm.logits(fresh)) - want[:, 4:]).max() > 1e-3
     # The plain call is unchanged: forward without states is the functional graph.
     np.testing.assert_allclose(
-        keras.ops.convert_to_numpy(lm.logits(lm.backbone.forward_pass(whole)["sequence_output"])),
+        to_numpy(lm.logits(lm.backbone.forward_pass(whole)["sequence_output"])),
         want, atol=1e-6)
 
 
 def test_no_gradient_reaches_the_carried_state_and_evaluation_starts_from_zero():
-    import tensorflow as tf
-
     lm = _tiny_lm()
     _, batch = _stream_ids()
     lm.compute_losses(batch, training=True)
-    before = keras.ops.convert_to_numpy(lm.state)
+    before = to_numpy(lm.state)
     assert np.abs(before).max() > 1e-3
     assert any(w is lm.state for w in lm.non_trainable_weights)
     assert not any(w is lm.state for w in lm.trainable_weights)
-    with tf.GradientTape() as tape:
-        tape.watch(lm.state.value)
-        loss = sum(lm.compute_losses(batch, training=True).values())
-    grads = tape.gradient(
-        loss, [lm.state.value] + [w.value for w in lm.backbone.lstms[0].trainable_weights])
-    assert grads[0] is None
-    assert all(g is not None for g in grads[1:])
+
+    def loss():
+        return sum(lm.compute_losses(batch, training=True).values())
+
+    _, _, grads = value_and_gradients(loss, (), [lm.state]
+                                      + list(lm.backbone.lstms[0].trainable_weights))
+    assert no_gradient(grads[0])
+    assert all(not no_gradient(g) for g in grads[1:])
     # Evaluation neither reads nor moves the state; reset_state zeroes it.
-    after_train = keras.ops.convert_to_numpy(lm.state)
+    after_train = to_numpy(lm.state)
     lm.compute_losses(batch, training=False)
-    np.testing.assert_array_equal(keras.ops.convert_to_numpy(lm.state), after_train)
+    np.testing.assert_array_equal(to_numpy(lm.state), after_train)
     lm.reset_state()
-    assert not np.any(keras.ops.convert_to_numpy(lm.state))
+    assert not np.any(to_numpy(lm.state))
 
 
 def test_carrying_the_state_needs_the_batch_size_and_checks_it():
@@ -253,6 +254,8 @@ def test_every_token_after_the_first_is_a_target_exactly_once_per_epoch():
         assert len(set(lengths)) > 1  # drawn, not fixed
 
 
+@pytest.mark.tensorflow_only("counts the targets fit reads through tf.py_function in a "
+                              "tf.data map")
 def test_fit_sees_every_target_once_per_epoch_without_running_out_of_data(capsys):
     import warnings
 
@@ -267,7 +270,7 @@ def test_fit_sees_every_target_once_per_epoch_without_running_out_of_data(capsys
 
     def record(x, y, w):
         def keep(y, w):
-            seen.append(y.numpy()[w.numpy() > 0])
+            seen.append(to_numpy(y)[to_numpy(w) > 0])
             return 0
         tf.py_function(keep, [y, w], tf.int32)
         return x, y, w
@@ -323,9 +326,9 @@ def _first_update(scale, optimizer):
     keras.utils.set_random_seed(0)
     lm = _tiny_lm(carry_state=False)
     lm.compile(optimizer, run_eagerly=True)  # the same step, without 10 s of tracing
-    before = [keras.ops.convert_to_numpy(w) for w in lm.trainable_weights]
+    before = [to_numpy(w) for w in lm.trainable_weights]
     lm.train_on_batch(*_stream_batch(scale))
-    return [keras.ops.convert_to_numpy(w) - b for w, b in zip(lm.trainable_weights, before)]
+    return [to_numpy(w) - b for w, b in zip(lm.trainable_weights, before)]
 
 
 def test_variable_length_rescales_the_learning_rate_of_that_update_under_adam():
@@ -341,7 +344,7 @@ def test_variable_length_rescales_the_learning_rate_of_that_update_under_adam():
     plain = first_update(1.0)
     assert np.abs(plain).max() == pytest.approx(0.01, rel=1e-4)
     for scale in (0.5, 1.3):
-        np.testing.assert_allclose(first_update(scale), scale * plain, rtol=1e-4, atol=1e-9)
+        np.testing.assert_allclose(to_numpy(first_update(scale)), scale * plain, rtol=1e-4, atol=1e-9)
     # With STLR and ULMFiT's per-layer rates: the product of all three.
     lm = _tiny_lm(carry_state=False)
     groups = [lm.backbone.layer_groups()[0], [w for g in lm.backbone.layer_groups()[1:]
@@ -351,9 +354,9 @@ def test_variable_length_rescales_the_learning_rate_of_that_update_under_adam():
     keras.utils.set_random_seed(0)
     lm.compile(adam, run_eagerly=True)
     assert isinstance(lm.optimizer._learning_rate, ScaledLearningRate)
-    embedding = keras.ops.convert_to_numpy(groups[0][0])
+    embedding = to_numpy(groups[0][0])
     lm.train_on_batch(*_stream_batch(0.8))
-    step = np.abs(keras.ops.convert_to_numpy(groups[0][0]) - embedding)
+    step = np.abs(to_numpy(groups[0][0]) - embedding)
     stlr_0 = 0.01 / 32  # STLR at t = 0: eta_max / ratio
     assert step.max() == pytest.approx(stlr_0 * 0.25 * 0.8, rel=1e-3)
     # A batch without a scale trains at the plain rate again.
@@ -378,11 +381,11 @@ def _fit_stream(jit_compile, epochs):
 def test_the_stream_trains_with_a_carried_state_under_xla():
     # 48 s on 2 cores: one XLA program per length bucket (8, 16, 24 steps).
     lm, _ = _fit_stream(jit_compile=True, epochs=2)
-    assert np.abs(keras.ops.convert_to_numpy(lm.state)).max() > 1e-3
+    assert np.abs(to_numpy(lm.state)).max() > 1e-3
 
 
 def test_the_stream_trains_with_a_carried_state():
     lm, stream = _fit_stream(jit_compile=False, epochs=1)
-    assert np.abs(keras.ops.convert_to_numpy(lm.state)).max() > 1e-3
+    assert np.abs(to_numpy(lm.state)).max() > 1e-3
     assert 0 < float(lm.learning_rate_scale) < 2
     assert stream.expected_steps(2) == pytest.approx(2 * 133 / 11.7, rel=0.15)

@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 import keras_ctx.models
+from keras.ops import convert_to_numpy as to_numpy
 from keras_ctx.models.bart import BartBackbone
 from keras_ctx.models.presets import preset_config
 
@@ -103,11 +104,11 @@ def test_classifier_reads_the_last_real_decoder_state_through_dense_tanh():
     inputs = {"encoder_token_ids": ids, "encoder_padding_mask": mask,
               "decoder_token_ids": np.array([[2, 0, 5, 9, 2, 1]], "int32"),
               "decoder_padding_mask": mask}
-    backbone_out = model.backbone(inputs)["decoder_sequence_output"].numpy()[:, 3]
+    backbone_out = to_numpy(model.backbone(inputs)["decoder_sequence_output"])[:, 3]
     dense, logits = transform, model.get_layer("logits")
-    want = np.tanh(backbone_out @ dense.kernel.numpy() + dense.bias.numpy())
-    want = want @ logits.kernel.numpy() + logits.bias.numpy()
-    np.testing.assert_allclose(model(inputs).numpy(), want, atol=1e-5)
+    want = np.tanh(backbone_out @ to_numpy(dense.kernel) + to_numpy(dense.bias))
+    want = want @ to_numpy(logits.kernel) + to_numpy(logits.bias)
+    np.testing.assert_allclose(to_numpy(model(inputs)), want, atol=1e-5)
 
 
 def test_final_logits_bias_is_added_to_the_logits_and_not_trained(tmp_path):
@@ -117,11 +118,11 @@ def test_final_logits_bias_is_added_to_the_logits_and_not_trained(tmp_path):
     bias = np.arange(40, dtype="float32") / 10
     model.final_logits_bias.assign(bias)
     hidden = np.random.default_rng(0).normal(size=(1, 2, 16)).astype("float32")
-    table = model.token_embedding.embeddings.numpy()
-    np.testing.assert_allclose(model.logits(hidden), hidden @ table.T + bias, atol=1e-5)
+    table = to_numpy(model.token_embedding.embeddings)
+    np.testing.assert_allclose(to_numpy(model.logits(hidden)), hidden @ table.T + bias, atol=1e-5)
     # A buffer in HF's BartForConditionalGeneration: optimizers never see it.
     assert not any(v is model.final_logits_bias for v in model.trainable_variables)
     assert any(v is model.final_logits_bias for v in model.non_trainable_variables)
     model.save(tmp_path / "bart.keras")
     again = keras.saving.load_model(tmp_path / "bart.keras")
-    np.testing.assert_array_equal(again.final_logits_bias.numpy(), bias)
+    np.testing.assert_array_equal(to_numpy(again.final_logits_bias), bias)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import keras_ctx.models as models
+from keras.ops import convert_to_numpy as to_numpy
 from keras_ctx.models import BertBackbone
 from keras_ctx.models.bert import BERT_PRESETS
 from keras_ctx.models.presets import preset_config
@@ -76,20 +77,20 @@ def test_outputs_structure_and_pooler_matches_numpy():
     assert out["sequence_output"].shape == (2, 7, 16)
     assert len(out["hidden_states"]) == TINY["num_layers"] + 1
     np.testing.assert_allclose(out["hidden_states"][-1], out["sequence_output"])
-    kernel, bias = (w.numpy() for w in backbone.get_layer("pooler").weights)
-    want = np.tanh(out["sequence_output"].numpy()[:, 0] @ kernel + bias)
+    kernel, bias = (to_numpy(w) for w in backbone.get_layer("pooler").weights)
+    want = np.tanh(to_numpy(out["sequence_output"])[:, 0] @ kernel + bias)
     np.testing.assert_allclose(out["pooled_output"], want, atol=1e-5)
 
 
 def test_embeddings_are_layer_norm_of_token_position_segment_sum():
     backbone = BertBackbone(**TINY)
     x = _inputs()
-    emb = backbone(x)["hidden_states"][0].numpy()
-    token = backbone.token_embedding.embeddings.numpy()[x["token_ids"]]
-    pos = backbone.get_layer("position_embedding").weights[0].numpy()[:7][None]
-    seg = backbone.get_layer("segment_embedding").weights[0].numpy()[x["segment_ids"]]
+    emb = to_numpy(backbone(x)["hidden_states"][0])
+    token = to_numpy(backbone.token_embedding.embeddings)[x["token_ids"]]
+    pos = to_numpy(backbone.get_layer("position_embedding").weights[0])[:7][None]
+    seg = to_numpy(backbone.get_layer("segment_embedding").weights[0])[x["segment_ids"]]
     s = token + pos + seg
-    gamma, beta = (w.numpy() for w in backbone.get_layer("embeddings_norm").weights)
+    gamma, beta = (to_numpy(w) for w in backbone.get_layer("embeddings_norm").weights)
     want = (s - s.mean(-1, keepdims=True)) / np.sqrt(s.var(-1, keepdims=True) + 1e-12)
     np.testing.assert_allclose(emb, want * gamma + beta, atol=1e-4)
 
@@ -100,15 +101,15 @@ def test_padding_does_not_change_real_positions():
     x["padding_mask"][:, 5:] = 0
     y = dict(x, token_ids=x["token_ids"].copy())
     y["token_ids"][:, 5:] = 7
-    a = backbone(x)["sequence_output"].numpy()[:, :5]
-    b = backbone(y)["sequence_output"].numpy()[:, :5]
+    a = to_numpy(backbone(x)["sequence_output"])[:, :5]
+    b = to_numpy(backbone(y)["sequence_output"])[:, :5]
     np.testing.assert_allclose(a, b, atol=1e-5)
 
 
 def test_config_round_trip_and_keras_file():
     backbone = BertBackbone(**TINY)
     x = _inputs()
-    want = backbone(x)["sequence_output"].numpy()
+    want = to_numpy(backbone(x)["sequence_output"])
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "bert.keras")
         backbone.save(path)

@@ -38,7 +38,7 @@ def test_backbone_outputs_and_padding_does_not_leak():
 def test_embeddings_are_copied_and_fixed():
     table = np.arange(30, dtype="float32").reshape(10, 3)
     backbone = CoveBackbone(10, embedding_size=3, hidden_size=2, embeddings=table)
-    np.testing.assert_array_equal(backbone.token_embedding.embeddings.numpy(), table)
+    np.testing.assert_array_equal(to_numpy(backbone.token_embedding.embeddings), table)
     assert not backbone.token_embedding.trainable
     with pytest.raises(ValueError, match="expected"):
         CoveBackbone(10, embedding_size=4, hidden_size=2, embeddings=table)
@@ -60,7 +60,7 @@ def test_cove_layer_concatenates_glove_and_cove():
     layer = Cove(backbone)
     got = to_numpy(layer(ids))
     assert got.shape == (2, 6, 14)
-    np.testing.assert_allclose(got[..., :4], backbone.token_embedding.embeddings.numpy()[ids])
+    np.testing.assert_allclose(got[..., :4], to_numpy(backbone.token_embedding.embeddings)[ids])
     out = backbone({"token_ids": ids, "padding_mask": mask})["sequence_output"]
     np.testing.assert_allclose(got[..., 4:], to_numpy(out), atol=1e-6)
     np.testing.assert_array_equal(to_numpy(layer.compute_mask(ids)), mask.astype(bool))

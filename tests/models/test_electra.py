@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import keras_ctx.models as models
+from keras.ops import convert_to_numpy as to_numpy
 from keras_ctx.models import ElectraBackbone, electra_generator
 from keras_ctx.models.electra import (
     ELECTRA_GENERATOR_FRACTIONS,
@@ -84,14 +85,14 @@ def test_outputs_and_projected_embeddings_match_numpy():
     assert set(out) == {"sequence_output", "hidden_states"}  # no pooler in ELECTRA
     assert out["sequence_output"].shape == (2, 7, 16)
     assert len(out["hidden_states"]) == TINY["num_layers"] + 1
-    token = backbone.token_embedding.embeddings.numpy()[x["token_ids"]]
+    token = to_numpy(backbone.token_embedding.embeddings)[x["token_ids"]]
     assert token.shape[-1] == 8
-    pos = backbone.get_layer("position_embedding").weights[0].numpy()[:7][None]
-    seg = backbone.get_layer("segment_embedding").weights[0].numpy()[x["segment_ids"]]
+    pos = to_numpy(backbone.get_layer("position_embedding").weights[0])[:7][None]
+    seg = to_numpy(backbone.get_layer("segment_embedding").weights[0])[x["segment_ids"]]
     s = token + pos + seg
-    gamma, beta = (w.numpy() for w in backbone.get_layer("embeddings_norm").weights)
+    gamma, beta = (to_numpy(w) for w in backbone.get_layer("embeddings_norm").weights)
     e = (s - s.mean(-1, keepdims=True)) / np.sqrt(s.var(-1, keepdims=True) + 1e-12)
-    kernel, bias = (w.numpy() for w in backbone.get_layer("embeddings_projection").weights)
+    kernel, bias = (to_numpy(w) for w in backbone.get_layer("embeddings_projection").weights)
     np.testing.assert_allclose(out["hidden_states"][0], (e * gamma + beta) @ kernel + bias,
                                atol=1e-4)
 
@@ -111,10 +112,10 @@ def test_generator_shares_the_embedding_block_but_not_the_projection():
     # A change to the shared table shows in both networks' embeddings.
     x = _inputs()
     table = discriminator.token_embedding.embeddings
-    table.assign(table.numpy() + 1.0)
-    g0 = generator(x)["hidden_states"][0].numpy()
+    table.assign(to_numpy(table) + 1.0)
+    g0 = to_numpy(generator(x)["hidden_states"][0])
     table.assign(np.zeros(table.shape, "float32"))
-    assert not np.allclose(g0, generator(x)["hidden_states"][0].numpy())
+    assert not np.allclose(g0, to_numpy(generator(x)["hidden_states"][0]))
 
 
 def test_bad_configs_fail_clearly():
@@ -132,7 +133,7 @@ def test_bad_configs_fail_clearly():
 def test_config_round_trip_keras_file_and_preset():
     backbone = ElectraBackbone(**TINY)
     x = _inputs()
-    want = backbone(x)["sequence_output"].numpy()
+    want = to_numpy(backbone(x)["sequence_output"])
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "electra.keras")
         backbone.save(path)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import keras_ctx.models
+from keras.ops import convert_to_numpy as to_numpy
 from keras_ctx.models.gpt import GPT_PRESETS, GPTBackbone
 from keras_ctx.models.presets import preset_config
 
@@ -79,7 +80,7 @@ def test_outputs_and_embeddings_tied_logits():
     out = model(inputs(np.ones((2, 12))))
     assert out["sequence_output"].shape == (2, 12, 16)
     assert len(out["hidden_states"]) == 3
-    logits = np.asarray(model.logits(out["sequence_output"]))
+    logits = to_numpy(model.logits(out["sequence_output"]))
     expected = np.asarray(out["sequence_output"]) @ np.asarray(model.token_embedding.embeddings).T
     np.testing.assert_allclose(logits, expected, rtol=1e-5, atol=1e-5)
 

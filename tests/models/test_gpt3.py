@@ -6,10 +6,11 @@ import tempfile
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
+from keras.ops import convert_to_numpy as to_numpy
 from keras_ctx.models.gpt import GPTBackbone, attention_types
 from keras_ctx.models.presets import count_parameters, list_presets, preset_config
+from tests.autodiff import run_compiled
 
 # Brown et al. 2020, Table 2.1, n_params (rounded in the paper) and the exact
 # counts of the configs: embeddings 50257 x d + 2048 x d, per layer
@@ -105,8 +106,8 @@ def test_local_layers_see_only_their_band():
     changed = ids.copy()
     changed[0, 0] = (ids[0, 0] + 1) % 50
     ones = np.ones_like(ids)
-    a = model({"token_ids": ids, "padding_mask": ones})["sequence_output"].numpy()
-    b = model({"token_ids": changed, "padding_mask": ones})["sequence_output"].numpy()
+    a = to_numpy(model({"token_ids": ids, "padding_mask": ones})["sequence_output"])
+    b = to_numpy(model({"token_ids": changed, "padding_mask": ones})["sequence_output"])
     moved = np.abs(a - b).max(-1)[0] > 1e-6
     assert moved[:9].all() and not moved[9:].any()
 
@@ -117,11 +118,11 @@ def test_cached_decoding_equals_full_pass_with_bands():
     full = model({"token_ids": ids, "padding_mask": np.ones_like(ids)})["sequence_output"]
     cache = model.build_cache(2, 16)
     hidden, cache = model.call_with_cache(ids[:, :5], cache, 0)
-    steps = [hidden.numpy()]
+    steps = [to_numpy(hidden)]
     for i in range(5, 16):
         hidden, cache = model.call_with_cache(ids[:, i:i + 1], cache, i)
-        steps.append(hidden.numpy())
-    np.testing.assert_allclose(np.concatenate(steps, 1), full.numpy(), atol=1e-5)
+        steps.append(to_numpy(hidden))
+    np.testing.assert_allclose(np.concatenate(steps, 1), to_numpy(full), atol=1e-5)
 
 
 def test_forward_compiles_under_xla_and_config_round_trips():
@@ -129,16 +130,16 @@ def test_forward_compiles_under_xla_and_config_round_trips():
                                attention_scale=1.0))
     ids = np.random.default_rng(2).integers(0, 50, size=(2, 16)).astype("int32")
     inputs = {"token_ids": ids, "padding_mask": np.ones_like(ids)}
-    eager = model(inputs)["sequence_output"].numpy()
-    compiled = tf.function(lambda x: model(x)["sequence_output"], jit_compile=True)(inputs)
-    np.testing.assert_allclose(compiled.numpy(), eager, atol=1e-5)
+    eager = to_numpy(model(inputs)["sequence_output"])
+    compiled = run_compiled(lambda x: model(x)["sequence_output"], inputs)
+    np.testing.assert_allclose(compiled, eager, atol=1e-5)
     revived = GPTBackbone.from_config(model.get_config())
     assert revived.get_config() == model.get_config()
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "gpt3.keras")
         model.save(path)
         loaded = keras.saving.load_model(path)
-    np.testing.assert_allclose(loaded(inputs)["sequence_output"].numpy(), eager, atol=1e-6)
+    np.testing.assert_allclose(to_numpy(loaded(inputs)["sequence_output"]), eager, atol=1e-6)
 
 
 def test_generation_with_banded_cache_equals_recomputing():
@@ -151,11 +152,15 @@ def test_generation_with_banded_cache_equals_recomputing():
     cached = generate(model, prompt, mask, max_length=16, use_cache=True, jit_compile=False)
     recomputed = generate(model, prompt, mask, max_length=16, use_cache=False,
                           jit_compile=False)
-    np.testing.assert_array_equal(cached["token_ids"].numpy(), recomputed["token_ids"].numpy())
+    np.testing.assert_array_equal(to_numpy(cached["token_ids"]), to_numpy(recomputed["token_ids"]))
 
 
+@pytest.mark.tensorflow_only("a tf.function input_signature of (None, None), as a SavedModel "
+                              "serving signature has")
 def test_unknown_time_dimension_traces_the_blocked_path():
     """A serving signature has (None, None) inputs: the band is padded at run time."""
+    import tensorflow as tf
+
     model = GPTBackbone(**TINY)
     spec = tf.TensorSpec((None, None), tf.int32)
     run = tf.function(lambda ids, mask: model({"token_ids": ids, "padding_mask": mask})
@@ -163,5 +168,5 @@ def test_unknown_time_dimension_traces_the_blocked_path():
     for length in (5, 11):
         ids = np.random.default_rng(length).integers(0, 50, size=(2, length)).astype("int32")
         eager = model({"token_ids": ids, "padding_mask": np.ones_like(ids)})["sequence_output"]
-        np.testing.assert_allclose(run(ids, np.ones_like(ids)).numpy(), eager.numpy(),
+        np.testing.assert_allclose(to_numpy(run(ids, np.ones_like(ids))), to_numpy(eager),
                                    atol=1e-5)

@@ -4,8 +4,9 @@ import tempfile
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
+from keras import ops
+from keras.ops import convert_to_numpy as to_numpy
 from keras_ctx.data.permutation import sample_permutation
 from keras_ctx.layers.relative_attention import two_stream_masks
 from keras_ctx.models import XLNetBackbone, from_preset
@@ -13,6 +14,7 @@ from keras_ctx.models.presets import preset_config
 from keras_ctx.layers.relative_attention import relative_positional_encoding
 from keras_ctx.models.xlnet import XLNetBlock, xlnet_attention_inputs
 from keras_ctx.testing import run_layer_test
+from tests.autodiff import no_gradient, value_and_gradients
 
 VOCAB, LAYERS, HEADS, HIDDEN, FFN = 40, 2, 2, 16, 32
 
@@ -67,8 +69,8 @@ def test_paper_order_masks_by_hand():
     np.testing.assert_array_equal(_np(query)[0], want_content & ~np.eye(4, dtype=bool))
     # The layer's own helper agrees.
     ref_content, ref_query = two_stream_masks(order[None])
-    np.testing.assert_array_equal(_np(content), _np(ref_content))
-    np.testing.assert_array_equal(_np(query), _np(ref_query))
+    np.testing.assert_array_equal(to_numpy(_np(content)), to_numpy(_np(ref_content)))
+    np.testing.assert_array_equal(to_numpy(_np(query)), to_numpy(_np(ref_query)))
     np.testing.assert_array_equal(
         _np(segment)[0], np.array([[0, 0, 1, 1]] * 2 + [[1, 1, 0, 0]] * 2, bool)
     )
@@ -156,7 +158,7 @@ def test_content_stream_matches_keras_hub_xlnet():
     # its (positions, batch, hidden) encoding, which mixes rows for batch > 1.
     for row in range(2):
         single = {name: value[row:row + 1] for name, value in inputs.items()}
-        np.testing.assert_allclose(ours[row:row + 1], _np(reference(single)), atol=1e-4)
+        np.testing.assert_allclose(ours[row:row + 1], to_numpy(_np(reference(single))), atol=1e-4)
 
 
 def _changes(a, b):
@@ -221,7 +223,7 @@ def test_memory_is_used_and_gets_no_gradient():
     # The memory of layer l is its input on the last mem_len positions.
     for layer, state in enumerate(memory):
         np.testing.assert_allclose(
-            _np(state), _np(out1["hidden_states"][layer])[:, -4:], atol=1e-6
+            to_numpy(_np(state)), _np(out1["hidden_states"][layer])[:, -4:], atol=1e-6
         )
 
     out2 = backbone.forward_pass(second, memory=memory)["sequence_output"]
@@ -237,20 +239,25 @@ def test_memory_is_used_and_gets_no_gradient():
     np.testing.assert_allclose(_np(out3["memory"][0])[:, :2], _np(memory[0])[:, 2:],
                                atol=1e-6)
 
-    memory_tensors = [tf.constant(_np(m)) for m in memory]
-    with tf.GradientTape(persistent=True) as tape:
-        tape.watch(memory_tensors)
-        out = backbone.forward_pass(second, memory=memory_tensors, training=True)
-        loss = tf.reduce_sum(out["sequence_output"] ** 2)
-    for grad in tape.gradient(loss, memory_tensors):
+    memory_arrays = [_np(m) for m in memory]
+
+    def loss(*memory_tensors):
+        out = backbone.forward_pass(second, memory=list(memory_tensors), training=True)
+        return ops.sum(out["sequence_output"] ** 2)
+
+    _, memory_grads, weight_grads = value_and_gradients(loss, memory_arrays,
+                                                        backbone.trainable_variables)
+    for grad in memory_grads:
         assert grad is None or not np.any(_np(grad))
-    weight_grads = tape.gradient(loss, backbone.trainable_variables)
     assert sum(g is not None and np.any(_np(g)) for g in weight_grads) > 10
+
     # The returned memory is stop-gradient too.
-    with tf.GradientTape() as tape:
+    def memory_loss():
         new_memory = backbone.forward_pass(first, training=True)["memory"]
-        loss = tf.reduce_sum(new_memory[1] ** 2)
-    assert all(g is None for g in tape.gradient(loss, backbone.trainable_variables))
+        return ops.sum(new_memory[1] ** 2)
+
+    _, _, grads = value_and_gradients(memory_loss, (), backbone.trainable_variables)
+    assert all(no_gradient(g) for g in grads)
 
 
 def test_functional_call_is_the_content_stream():
@@ -263,10 +270,10 @@ def test_functional_call_is_the_content_stream():
     outputs = backbone(inputs)
     assert set(outputs) == {"sequence_output", "hidden_states"}
     assert len(outputs["hidden_states"]) == LAYERS + 1
-    np.testing.assert_allclose(_np(outputs["hidden_states"][0]),
-                               _np(backbone.token_embedding(tokens)), atol=1e-6)
-    np.testing.assert_allclose(_np(outputs["sequence_output"]),
-                               _np(backbone.forward_pass(inputs)["sequence_output"]), atol=1e-5)
+    np.testing.assert_allclose(to_numpy(_np(outputs["hidden_states"][0])),
+                               to_numpy(_np(backbone.token_embedding(tokens))), atol=1e-6)
+    np.testing.assert_allclose(to_numpy(_np(outputs["sequence_output"])),
+                               to_numpy(_np(backbone.forward_pass(inputs)["sequence_output"])), atol=1e-5)
     # Padding is invisible to real tokens; segments matter (relative encoding).
     changed = dict(inputs, token_ids=tokens.copy())
     changed["token_ids"][1, 5] = (tokens[1, 5] + 1) % VOCAB
@@ -288,9 +295,9 @@ def test_config_save_load_and_finetune_under_xla():
         path = os.path.join(tmp, "xlnet.keras")
         backbone.save(path)
         loaded = keras.saving.load_model(path)
-    np.testing.assert_allclose(_np(loaded(inputs)["sequence_output"]), before, atol=1e-5)
-    np.testing.assert_allclose(_np(loaded.mask_embedding.mask_emb),
-                               _np(backbone.mask_embedding.mask_emb))
+    np.testing.assert_allclose(to_numpy(_np(loaded(inputs)["sequence_output"])), before, atol=1e-5)
+    np.testing.assert_allclose(to_numpy(_np(loaded.mask_embedding.mask_emb)),
+                               to_numpy(_np(backbone.mask_embedding.mask_emb)))
 
     # Fine-tuning: content stream only, standard three inputs, XLA.
     summary = backbone(backbone.input)["sequence_output"][:, -1]  # XLNet summarizes last
@@ -367,14 +374,14 @@ def _released_causal_blocked(length, memory_length, same_length):
 
 def test_causal_and_same_length_masks_by_hand():
     # 3 queries after 2 memory slots: causal, then every query sees 3 keys.
-    np.testing.assert_array_equal(_np(causal_attention_mask(3, 2)),
+    np.testing.assert_array_equal(to_numpy(_np(causal_attention_mask(3, 2))),
                                   [[1, 1, 1, 0, 0], [1, 1, 1, 1, 0], [1, 1, 1, 1, 1]])
-    np.testing.assert_array_equal(_np(causal_attention_mask(3, 2, same_length=True)),
+    np.testing.assert_array_equal(to_numpy(_np(causal_attention_mask(3, 2, same_length=True))),
                                   [[1, 1, 1, 0, 0], [0, 1, 1, 1, 0], [0, 0, 1, 1, 1]])
     for length, memory in ((4, 0), (3, 5), (5, 2)):
         for same in (False, True):
             np.testing.assert_array_equal(
-                _np(causal_attention_mask(length, memory, same)),
+                to_numpy(_np(causal_attention_mask(length, memory, same))),
                 ~_released_causal_blocked(length, memory, same))
 
 
@@ -386,7 +393,7 @@ def test_uni_attention_and_same_length_through_the_backbone():
     changed = tokens.copy()
     changed[0, 2] = (changed[0, 2] + 1) % VOCAB
     np.testing.assert_array_equal(  # causal: position 2 is seen from 2 on
-        _changes(backbone(_inputs(changed))["sequence_output"], base), [0, 0, 1, 1])
+        to_numpy(_changes(backbone(_inputs(changed))["sequence_output"], base)), [0, 0, 1, 1])
     memory = [rng.normal(size=(1, 3, HIDDEN)).astype("float32")]
     same = _backbone(num_layers=1, attention_type="uni", same_length=True, mem_len=3)
     for model, want in ((backbone, [[1, 1, 1, 1]] * 3),
@@ -421,10 +428,10 @@ def _released_position_encoding(qlen, klen, d_model, clamp_len, bi_data):
 def test_bi_data_position_encodings_match_the_released_formula():
     for clamp in (-1, 2):
         got = _np(xlnet_position_encoding(3, 5, 8, clamp_length=clamp, bi_data=True))
-        np.testing.assert_allclose(got, _released_position_encoding(3, 5, 8, clamp, True),
+        np.testing.assert_allclose(got, to_numpy(_released_position_encoding(3, 5, 8, clamp, True)),
                                    atol=1e-6)
         got = _np(xlnet_position_encoding(3, 5, 8, clamp_length=clamp))
-        np.testing.assert_allclose(got, _released_position_encoding(3, 5, 8, clamp, False),
+        np.testing.assert_allclose(got, to_numpy(_released_position_encoding(3, 5, 8, clamp, False)),
                                    atol=1e-6)
 
 
@@ -438,7 +445,7 @@ def test_is_backward_rows_read_the_negated_distances():
     rows = np.array([1, 0, 1])
     picked = layer(h, both, position_index=rows)
     per_row = layer(h, both[rows])  # one encoding per row, the batch path
-    np.testing.assert_allclose(_np(picked), _np(per_row), atol=1e-5)
+    np.testing.assert_allclose(to_numpy(_np(picked)), to_numpy(_np(per_row)), atol=1e-5)
     # Through the backbone: forward rows as without bi_data, backward rows differ.
     backbone = _backbone(mem_len=2)
     tokens = np.tile(rng.integers(0, VOCAB, (1, 5)), (2, 1))
@@ -456,7 +463,7 @@ def test_reuse_len_caches_the_reused_part_only():
     for layer in range(LAYERS):
         # XLNet _cache_mem: [mems; h[:reuse_len]][-mem_len:].
         want = np.concatenate([memory[layer], _np(out["hidden_states"][layer])[:, :2]], 1)[:, -3:]
-        np.testing.assert_allclose(_np(out["memory"][layer]), want, atol=1e-6)
+        np.testing.assert_allclose(to_numpy(_np(out["memory"][layer])), want, atol=1e-6)
     with pytest.raises(ValueError, match="reuse_len"):
         backbone.forward_pass(_inputs(np.zeros((1, 4))), reuse_len=5)
 

@@ -1,0 +1,35 @@
+"""The suite's backend switch (tests/conftest.py): the caller's KERAS_BACKEND runs the tests
+on that backend, and a `tensorflow_only` test is skipped there with its reason."""
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import keras
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def test_the_suite_runs_on_the_backend_the_caller_gives():
+    assert keras.backend.backend() == os.environ["KERAS_BACKEND"]
+
+
+@pytest.mark.tensorflow_only("checks the switch from TensorFlow's run: one subprocess is enough")
+def test_a_tensorflow_only_module_is_skipped_on_torch_saying_why():
+    env = dict(os.environ, KERAS_BACKEND="torch", PYTHONPATH=str(ROOT))
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-p", "no:xdist",
+         "tests/layers/test_jax_layers.py"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "2 skipped" in result.stdout and "passed" not in result.stdout, result.stdout[-2000:]
+    assert ("TensorFlow only: compares a JAX subprocess with TensorFlow's numbers computed in "
+            "this process") in result.stdout
+
+
+def test_ci_runs_the_backend_neutral_directories_on_jax_and_torch():
+    lines = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert "  KERAS_BACKEND=jax pytest -n 2 -q tests/layers tests/models" in lines
+    assert "  KERAS_BACKEND=torch pytest -n 2 -q tests/layers" in lines

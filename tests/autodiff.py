@@ -71,9 +71,9 @@ def value_and_gradients(loss_fn, inputs=(), variables=(), compiled=False, with_o
         wrt = xs + [v.value for v in variables]
         # A tensor that does not require grad (an integer input, a non-trainable variable)
         # gets None, as TensorFlow's tape gives a tensor the loss does not reach.
-        asked = [t for t in wrt if t.requires_grad]
+        asked = [t for t in wrt if t.requires_grad] if loss.requires_grad else []
         found = iter(torch.autograd.grad(loss, asked, allow_unused=True) if asked else ())
-        grads = [next(found) if t.requires_grad else None for t in wrt]
+        grads = [next(found) if asked and t.requires_grad else None for t in wrt]
     else:
         raise ValueError(f"no autodiff for backend {backend!r}")
     grads = [_numpy(g) for g in grads]

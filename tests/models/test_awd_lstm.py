@@ -56,7 +56,7 @@ def test_backbone_outputs_and_inference_is_deterministic():
     assert [tuple(h.shape) for h in out["hidden_states"]] == [
         (3, 7, 6), (3, 7, 10), (3, 7, 10), (3, 7, 6)]
     again = backbone(inputs)["sequence_output"]
-    np.testing.assert_array_equal(out["sequence_output"], again)
+    np.testing.assert_array_equal(to_numpy(out["sequence_output"]), again)
     trained = backbone(inputs, training=True)["sequence_output"]
     assert not np.allclose(trained, again)
     assert np.all(to_numpy(out["sequence_output"])[1, 4:] == 0)
@@ -239,11 +239,11 @@ def test_every_token_after_the_first_is_a_target_exactly_once_per_epoch():
             real = w > 0
             # Each target is the token after its input, in the corpus.
             np.testing.assert_array_equal(y[real], x["token_ids"][real] + 1)
-            np.testing.assert_array_equal(x["padding_mask"][real], 1)
+            np.testing.assert_array_equal(to_numpy(x["padding_mask"][real]), 1)
             targets += y[real].tolist()
             length = int(x["padding_mask"].sum(1).max())
             lengths.append(length)
-            np.testing.assert_allclose(x["learning_rate_scale"], length / 6)
+            np.testing.assert_allclose(to_numpy(x["learning_rate_scale"]), length / 6)
             for i in range(4):
                 rows[i] += x["token_ids"][i][x["padding_mask"][i] > 0].tolist()
         assert sorted(targets) == list(range(3, 105))

@@ -62,13 +62,13 @@ def test_decoder_is_causal_and_encoder_is_bidirectional():
     changed[:, 4] = (changed[:, 4] + 5) % 40
     out = model(feed(enc, changed))
     for before, after in zip(base["decoder_hidden_states"], out["decoder_hidden_states"]):
-        np.testing.assert_array_equal(np.asarray(before)[:, :4], np.asarray(after)[:, :4])
-        assert np.abs(np.asarray(before)[:, 4:] - np.asarray(after)[:, 4:]).max() > 1e-4
+        np.testing.assert_array_equal(to_numpy(before)[:, :4], to_numpy(after)[:, :4])
+        assert np.abs(to_numpy(before)[:, 4:] - to_numpy(after)[:, 4:]).max() > 1e-4
     changed = enc.copy()
     changed[:, -1] = (changed[:, -1] + 5) % 40
     out = model(feed(changed, dec))
-    assert np.abs(np.asarray(base["encoder_sequence_output"])[:, 0]
-                  - np.asarray(out["encoder_sequence_output"])[:, 0]).max() > 1e-4
+    assert np.abs(to_numpy(base["encoder_sequence_output"])[:, 0]
+                  - to_numpy(out["encoder_sequence_output"])[:, 0]).max() > 1e-4
 
 
 def test_cached_decoding_equals_full_pass():
@@ -76,7 +76,7 @@ def test_cached_decoding_equals_full_pass():
     rng = np.random.default_rng(1)
     enc = rng.integers(1, 40, size=(2, 9)).astype("int32")
     dec = rng.integers(1, 40, size=(2, 6)).astype("int32")
-    full = np.asarray(model(feed(enc, dec))["decoder_sequence_output"])
+    full = to_numpy(model(feed(enc, dec))["decoder_sequence_output"])
     mask = np.ones_like(enc)
     cache = model.build_decoder_cache(model.encode(enc, mask), 6)
     steps = []

@@ -76,10 +76,10 @@ def test_outputs_structure_and_pooler_matches_numpy():
     out = backbone(_inputs())
     assert out["sequence_output"].shape == (2, 7, 16)
     assert len(out["hidden_states"]) == TINY["num_layers"] + 1
-    np.testing.assert_allclose(out["hidden_states"][-1], out["sequence_output"])
+    np.testing.assert_allclose(to_numpy(out["hidden_states"][-1]), to_numpy(out["sequence_output"]))
     kernel, bias = (to_numpy(w) for w in backbone.get_layer("pooler").weights)
     want = np.tanh(to_numpy(out["sequence_output"])[:, 0] @ kernel + bias)
-    np.testing.assert_allclose(out["pooled_output"], want, atol=1e-5)
+    np.testing.assert_allclose(to_numpy(out["pooled_output"]), want, atol=1e-5)
 
 
 def test_embeddings_are_layer_norm_of_token_position_segment_sum():
@@ -115,7 +115,7 @@ def test_config_round_trip_and_keras_file():
         backbone.save(path)
         loaded = keras.saving.load_model(path)
     assert loaded.get_config() == backbone.get_config()
-    np.testing.assert_allclose(loaded(x)["sequence_output"], want, atol=1e-6)
+    np.testing.assert_allclose(to_numpy(loaded(x)["sequence_output"]), want, atol=1e-6)
     assert loaded.token_embedding.embeddings is loaded.get_layer("token_embedding").embeddings
 
 

@@ -70,7 +70,7 @@ def test_causal_mask_leaks_nothing_through_the_backbone(normalize_first):
         out = model(inputs(changed))
         for before, after in zip(base["hidden_states"] + [base["sequence_output"]],
                                  out["hidden_states"] + [out["sequence_output"]]):
-            before, after = np.asarray(before), np.asarray(after)
+            before, after = to_numpy(before), to_numpy(after)
             np.testing.assert_array_equal(before[:, :position], after[:, :position])
             assert np.abs(before[:, position:] - after[:, position:]).max() > 1e-4
 
@@ -81,7 +81,7 @@ def test_outputs_and_embeddings_tied_logits():
     assert out["sequence_output"].shape == (2, 12, 16)
     assert len(out["hidden_states"]) == 3
     logits = to_numpy(model.logits(out["sequence_output"]))
-    expected = np.asarray(out["sequence_output"]) @ np.asarray(model.token_embedding.embeddings).T
+    expected = to_numpy(out["sequence_output"]) @ to_numpy(model.token_embedding.embeddings).T
     np.testing.assert_allclose(logits, expected, rtol=1e-5, atol=1e-5)
 
 
@@ -105,7 +105,7 @@ def test_gpt2_residual_projections_are_initialised_scaled():
 def test_cached_steps_equal_full_pass():
     model = GPTBackbone(**TINY)
     ids = np.random.default_rng(0).integers(0, 50, size=(2, 12)).astype("int32")
-    full = np.asarray(model(inputs(ids))["sequence_output"])
+    full = to_numpy(model(inputs(ids))["sequence_output"])
     cache = model.build_cache(2, 12)
     steps = []
     for i in range(12):
@@ -125,7 +125,7 @@ def test_config_round_trip_and_keras_file():
         path = os.path.join(tmp, "gpt.keras")
         model.save(path)
         loaded = keras.saving.load_model(path)
-    np.testing.assert_allclose(loaded(ids)["sequence_output"], model(ids)["sequence_output"],
+    np.testing.assert_allclose(to_numpy(loaded(ids)["sequence_output"]), to_numpy(model(ids)["sequence_output"]),
                                atol=1e-6)
 
 

@@ -4,6 +4,7 @@ import numpy as np
 import keras
 import pytest
 
+from keras.ops import convert_to_numpy as to_numpy
 from keras_ctx.models import XLMBackbone, from_preset, list_presets
 
 SMALL = dict(vocabulary_size=60, num_layers=2, hidden_size=32, num_heads=2,
@@ -44,11 +45,11 @@ def test_positions_and_languages_are_inputs():
     keras.utils.set_random_seed(0)
     model = XLMBackbone(**SMALL, num_languages=2, dropout=0.0, attention_dropout=0.0)
     x = _inputs()
-    base = np.asarray(model(x)["sequence_output"])
+    base = to_numpy(model(x)["sequence_output"])
     restarted = dict(x, position_ids=np.array([[0, 1, 2, 3, 0, 1, 2, 3]] * 2, "int32"))
-    assert not np.allclose(np.asarray(model(restarted)["sequence_output"]), base)
+    assert not np.allclose(to_numpy(model(restarted)["sequence_output"]), base)
     other_language = dict(x, language_ids=np.ones((2, 8), "int32"))
-    assert not np.allclose(np.asarray(model(other_language)["sequence_output"]), base)
+    assert not np.allclose(to_numpy(model(other_language)["sequence_output"]), base)
     assert len(model(x)["hidden_states"]) == 3
     again = XLMBackbone.from_config(model.get_config())
     assert again.count_params() == model.count_params()
@@ -60,7 +61,7 @@ def test_causal_model_does_not_look_ahead():
     x = _inputs()
     changed = dict(x, token_ids=x["token_ids"].copy())
     changed["token_ids"][:, 5:] = (changed["token_ids"][:, 5:] + 1) % 60
-    a = np.asarray(model(x)["sequence_output"])
-    b = np.asarray(model(changed)["sequence_output"])
+    a = to_numpy(model(x)["sequence_output"])
+    b = to_numpy(model(changed)["sequence_output"])
     np.testing.assert_allclose(a[:, :5], b[:, :5], atol=1e-6)
     assert not np.allclose(a[:, 5:], b[:, 5:])

@@ -192,6 +192,7 @@ def _toy_export(backbone):
 
 @pytest.fixture
 def toy_with_converter():
+    from keras_ctx.convert import config_fields
     from keras_ctx.convert.bert import bert_config_from_huggingface, bert_weight_map
     from keras_ctx.convert.huggingface import mapped_converter
 
@@ -200,7 +201,8 @@ def toy_with_converter():
         framing=families.WORDPIECE_FRAMING,
         huggingface=(families.HuggingFace(
             "toy-bert", mapped_converter(ToyBackbone, bert_config_from_huggingface,
-                                         bert_weight_map, prefixes=("toy.", "")),
+                                         bert_weight_map, config_fields.BERT,
+                                         prefixes=("toy.", "")),
             _toy_export),)))
     yield family
     families.unregister_family("toy")

@@ -87,7 +87,8 @@ print(json.dumps(out))
 """
 
 
-@pytest.mark.parametrize("backend", ["jax", "torch"])
+@pytest.mark.parametrize("backend", [  # the others with -m slow (a process each)
+    pytest.param("jax"), pytest.param("torch", marks=pytest.mark.slow)])
 def test_adam_with_weight_decay_leaves_unread_weights_alone(backend):
     names = list(UNREAD)
     unchanged = run_script(backend, _ADAM_STEP, *names)

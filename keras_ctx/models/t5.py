@@ -253,7 +253,7 @@ class T5Backbone(Backbone):
         if self.scale_decoder_outputs:
             # Mesh TensorFlow T5 v1.0 rescales the decoder output by d_model^-0.5
             # before its tied output embedding; v1.1 and mT5 do not.
-            hidden = hidden * ops.cast(self.hidden_size**-0.5, hidden.dtype)
+            hidden = ops.multiply(hidden, ops.cast(self.hidden_size**-0.5, hidden.dtype))
         if self.lm_head is not None:
             return self.lm_head(hidden)
         return self._token_embedding.reverse(hidden)

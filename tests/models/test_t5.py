@@ -71,9 +71,6 @@ def test_v1_1_presets_are_the_released_architecture():
     assert three["num_heads"] * three["head_size"] == 4096 != three["hidden_size"]
 
 
-@pytest.mark.xfail(keras.backend.backend() == "torch", strict=True, raises=TypeError,
-                   reason="library bug on torch: T5Backbone.logits multiplies its input by "
-                          "a tensor with `*` (models/t5.py), which a NumPy input refuses")
 def test_v1_1_analytic_count_equals_built_and_logits_use_the_untied_head():
     model = T5Backbone(**TINY_V11, num_decoder_layers=3)
     analytic = T5Backbone.analytic_parameter_count(**TINY_V11, num_decoder_layers=3)

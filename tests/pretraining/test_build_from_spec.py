@@ -33,6 +33,7 @@ print(json.dumps({"passes": len(passes)}))
 
 
 @pytest.mark.parametrize("backend", [  # the others with -m slow (a process each)
-    pytest.param("tensorflow", marks=pytest.mark.slow), pytest.param("jax"), pytest.param("torch")])
+    pytest.param("tensorflow", marks=pytest.mark.slow),
+    pytest.param("jax", marks=pytest.mark.slow), pytest.param("torch")])
 def test_fit_and_evaluate_read_the_data_once_each(backend):
     assert run_script(backend, _FIT) == {"passes": 2}

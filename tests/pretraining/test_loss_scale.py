@@ -41,7 +41,8 @@ print(json.dumps({"scales": scales, "skipped": bool(np.array_equal(before, weigh
 
 
 @pytest.mark.parametrize("backend", [  # the others with -m slow (a process each)
-    pytest.param("tensorflow", marks=pytest.mark.slow), pytest.param("jax"), pytest.param("torch", marks=pytest.mark.slow)])
+    pytest.param("tensorflow", marks=pytest.mark.slow), pytest.param("jax"),
+    pytest.param("torch", marks=pytest.mark.slow)])
 def test_the_loss_scale_grows_after_finite_steps_and_halves_on_overflow(backend):
     got = run_script(backend, _STEPS)
     # 2^10: one finite step (count 1), a second (doubles: 2^11, count 0), a third

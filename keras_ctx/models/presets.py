@@ -57,6 +57,13 @@ class Stage:
     start_share: Optional[float] = None
     runs: str = ""
 
+    def first_step(self, steps):
+        """The stage's first update in a run of `steps` updates: its share of them, or
+        the paper's step where the paper gives a step."""
+        if self.start_share is not None:
+            return int(round(self.start_share * steps))
+        return self.start_step
+
 
 @dataclasses.dataclass(frozen=True)
 class Pretraining:
@@ -109,13 +116,8 @@ def stage_plan(name, steps):
     share of `steps`; one given in steps keeps its step. Stages a run of
     `steps` never reaches are left out.
     """
-    plan = []
-    for stage in pretraining(name).stages:
-        start = (int(round(stage.start_share * steps)) if stage.start_share is not None
-                 else stage.start_step)
-        if start < steps:
-            plan.append((stage, start))
-    return plan
+    starts = ((stage, stage.first_step(steps)) for stage in pretraining(name).stages)
+    return [(stage, start) for stage, start in starts if start < steps]
 
 
 def describe_stages(name, steps):
@@ -127,8 +129,7 @@ def describe_stages(name, steps):
         return f"{name}: no pretraining stages recorded."
     parts = []
     for number, stage in enumerate(stages, 1):
-        start = (int(round(stage.start_share * steps)) if stage.start_share is not None
-                 else stage.start_step)
+        start = stage.first_step(steps)
         part = f"{number}. {stage.name} from step {start}"
         if stage.sequence_length:
             part += f" at length {stage.sequence_length}"

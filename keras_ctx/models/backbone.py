@@ -55,13 +55,24 @@ def encoder_decoder_outputs(encoder_output, decoder_output, encoder_states, deco
     }
 
 
-def weights_feeding_only_others(backbone, outputs):
-    """The weights of `backbone` that none of `outputs` (output names) reads: what an
-    objective or task reading only those leaves alone. None for a backbone that does
-    not name its outputs' dependencies (keras_ctx's backbones do: `weights_outside`)."""
-    if not hasattr(backbone, "weights_outside"):
-        return []
-    return backbone.weights_outside(outputs)
+class ReadsBackboneOutputs:
+    """A model over `self.backbone` (an objective, a task) that may read only some of
+    its outputs: `reads_outputs(*names)` declares them once, in `__init__`, and
+    `backbone_weights_unread()` gives the weights that feed only the others (BERT's
+    pooler under masked LM alone or a token classifier), which no step may update.
+    """
+
+    def reads_outputs(self, *names):
+        """Declares the backbone outputs this model reads (none of the backbone's
+        weights is unread for a backbone that does not name its outputs'
+        dependencies; keras_ctx's do: `Backbone.weights_outside`)."""
+        unread = (self.backbone.weights_outside(names)
+                  if hasattr(self.backbone, "weights_outside") else ())
+        object.__setattr__(self, "_unread", tuple(unread))  # untracked: the backbone's
+
+    def backbone_weights_unread(self):
+        """The backbone weights no declared output reads (none unless declared)."""
+        return getattr(self, "_unread", ())
 
 
 # Inputs a caller may pass to any backbone: a single-segment backbone

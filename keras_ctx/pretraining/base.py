@@ -46,6 +46,7 @@ from keras import ops
 from keras_ctx import backend
 from keras_ctx.common.keras_files import CheckedWeightFiles
 from keras_ctx.data.checked_input import CheckedTokenIds
+from keras_ctx.models.backbone import ReadsBackboneOutputs
 from keras_ctx.pretraining.losses import TokenAccuracy, weighted_cross_entropy
 
 
@@ -54,7 +55,8 @@ def num_replicas():
     return backend.num_replicas()
 
 
-class Pretrainer(backend.PretrainerStep, CheckedTokenIds, CheckedWeightFiles, keras.Model):
+class Pretrainer(backend.PretrainerStep, ReadsBackboneOutputs, CheckedTokenIds,
+                 CheckedWeightFiles, keras.Model):
     """Base of every pretraining objective: the step, the `loss` metric, serialisation.
 
     Subclasses implement `compute_losses(batch, training)` and list their own
@@ -101,12 +103,13 @@ class Pretrainer(backend.PretrainerStep, CheckedTokenIds, CheckedWeightFiles, ke
         return [v for v in self.trainable_variables if id(v) not in unread]
 
     def unread_weights(self, batch):
-        """The weights the loss of `batch` (one of `step_batches`) does not read: none
-        by default. Declared, not found per step: they must get no update on any
+        """The weights the loss of `batch` (one of `step_batches`) does not read: the
+        backbone's that no output declared by `reads_outputs` reads (none unless
+        declared; CVT names its modules per minibatch). Declared, not found per step: they must get no update on any
         backend (TensorFlow's and PyTorch's gradients of them are None, JAX's would
         be zeros, which Adam's moments and weight decay would still apply);
         tests/pretraining/test_unread_weights.py holds each objective to TensorFlow's."""
-        return ()
+        return self.backbone_weights_unread()
 
     def evaluation_losses(self, batch):
         """The losses `evaluate` reports: `compute_losses(batch, training=False)` by default."""

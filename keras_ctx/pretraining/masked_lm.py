@@ -21,7 +21,6 @@ from keras import ops
 
 from keras_ctx.layers.gather import gather_positions
 from keras_ctx.layers.heads import MaskedLMHead, SentencePairHead
-from keras_ctx.models.backbone import weights_feeding_only_others
 from keras_ctx.pretraining.base import HeadsPretrainer
 
 SENTENCE_OBJECTIVES = {None: None, "nsp": "next_sentence_labels",
@@ -168,13 +167,8 @@ class MaskedLMPretrainer(HeadsPretrainer):
             self.pair_head = SentencePairHead(2, dtype=backbone.dtype_policy,
                                               name=f"{sentence_objective}_head")
         self.make_objective_metrics()
-        # Without a sentence objective nothing reads `pooled_output` (RoBERTa's pooler).
-        unread = () if sentence_objective else weights_feeding_only_others(
-            backbone, ("sequence_output",))
-        object.__setattr__(self, "_unread", tuple(unread))  # untracked: the backbone's
-
-    def unread_weights(self, batch):
-        return self._unread
+        if not sentence_objective:  # nothing reads `pooled_output` (RoBERTa's pooler)
+            self.reads_outputs("sequence_output")
 
     def _sparse(self):
         backbone = self.backbone

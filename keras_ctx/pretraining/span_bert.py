@@ -14,7 +14,6 @@ import keras
 from keras import ops
 
 from keras_ctx.layers.heads import MaskedLMHead, SpanBoundaryHead
-from keras_ctx.models.backbone import weights_feeding_only_others
 from keras_ctx.pretraining.base import HeadsPretrainer
 from keras_ctx.pretraining.masked_lm import backbone_inputs, sequence_rows
 
@@ -51,12 +50,7 @@ class SpanBertPretrainer(HeadsPretrainer):
                                          layer_norm_epsilon=epsilon,
                                          dtype=backbone.dtype_policy, name="sbo_head")
         self.make_objective_metrics()
-        # Nothing reads `pooled_output` (the backbone's pooler, if any).
-        object.__setattr__(self, "_unread", tuple(weights_feeding_only_others(
-            backbone, ("sequence_output",))))  # untracked: the backbone's
-
-    def unread_weights(self, batch):
-        return self._unread
+        self.reads_outputs("sequence_output")  # not `pooled_output` (a pooler, if any)
 
     def call(self, batch, training=False):
         # The rows both heads read: masked tokens, then left and right boundaries.

@@ -14,8 +14,7 @@ from keras_ctx.common import validation
 from keras_ctx.common.keras_files import CheckedWeightFiles
 from keras_ctx.data.checked_input import CheckedTokenIds
 from keras_ctx.layers.dropout import Dropout
-from keras_ctx.models.backbone import (weights_feeding_only_others,
-                                       without_absent_optional_inputs)
+from keras_ctx.models.backbone import ReadsBackboneOutputs, without_absent_optional_inputs
 from keras_ctx import backend
 
 POOLINGS = ("auto", "pooled", "first", "last", "mean", "concat")
@@ -118,7 +117,8 @@ class MaskPadding(keras.layers.Layer):
         return logits_shape
 
 
-class Task(backend.TaskStep, CheckedTokenIds, CheckedWeightFiles, keras.Model):
+class Task(backend.TaskStep, ReadsBackboneOutputs, CheckedTokenIds, CheckedWeightFiles,
+           keras.Model):
     """Base of the task models: keeps the backbone and (de)serialises it.
 
     A task that reads some of the backbone's outputs names them (`reads_outputs`);
@@ -127,14 +127,9 @@ class Task(backend.TaskStep, CheckedTokenIds, CheckedWeightFiles, keras.Model):
     which weight decay would still apply; TensorFlow's and PyTorch's is None).
     """
 
-    def reads_outputs(self, *names):
-        """Declares the backbone outputs this task's head reads (call once, in __init__)."""
-        object.__setattr__(self, "_unread", tuple(weights_feeding_only_others(
-            self.backbone, names)))  # untracked: the backbone's own weights
-
     def unread_weights(self):
         """The backbone weights the task's loss does not read (none unless declared)."""
-        return getattr(self, "_unread", ())
+        return self.backbone_weights_unread()
 
     def call(self, inputs, training=None, mask=None):
         return super().call(without_absent_optional_inputs(self, inputs), training=training,

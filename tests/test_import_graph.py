@@ -54,9 +54,22 @@ def _imports_of_tree(tree, module, is_package):
     return [n for n in names if n == "keras_ctx" or n.startswith("keras_ctx.")]
 
 
+# A family's folder, keras_ctx/models/<family>/ (docs/design.md, "Where new code goes"),
+# holds files of three layers: family.py is its registry entry (the families layer: it
+# reads data, pretraining and convert), convert*.py its checkpoint maps (the convert
+# layer), every other file its model (the models layer).
+FAMILY_FILE_ROLES = (("family", "keras_ctx.families"), ("convert", "keras_ctx.convert"))
+
+
 def _node(name, depth=2):
-    """keras_ctx.models.bert -> keras_ctx.models (the first `depth` parts)."""
-    return ".".join(name.split(".")[:depth])
+    """keras_ctx.models.bert.backbone -> keras_ctx.models (the first `depth` parts);
+    at depth 2 a family folder's file is the node of its role (`FAMILY_FILE_ROLES`)."""
+    parts = name.split(".")
+    if depth == 2 and len(parts) == 4 and parts[1] == "models":
+        for prefix, node in FAMILY_FILE_ROLES:
+            if parts[3].startswith(prefix):
+                return node
+    return ".".join(parts[:depth])
 
 
 def import_graph(root=ROOT, depth=2, within=None):
@@ -122,6 +135,28 @@ def test_the_graph_sees_function_level_and_relative_imports(tmp_path):
     assert graph["keras_ctx.low"] == {"keras_ctx.high"}
     assert graph["keras_ctx.high"] == {"keras_ctx.low"}
     assert find_circle(graph) == ["keras_ctx.high", "keras_ctx.low", "keras_ctx.high"]
+
+
+def test_a_family_folders_files_are_nodes_of_their_roles(tmp_path):
+    """family.py may read pretraining (which reads the models); a backbone.py may not."""
+    package = tmp_path / "keras_ctx"
+    for folder in ("models/toy", "pretraining", "convert", "families"):
+        (package / folder).mkdir(parents=True)
+        (package / folder / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "pretraining" / "base.py").write_text("from keras_ctx.models.toy import backbone\n")
+    (package / "models" / "toy" / "backbone.py").write_text("import keras\n")
+    (package / "models" / "toy" / "convert.py").write_text("from keras_ctx.models.toy import backbone\n")
+    (package / "models" / "toy" / "family.py").write_text(
+        "from keras_ctx.pretraining import base\nfrom keras_ctx.models.toy import convert\n")
+    graph = import_graph(str(package))
+    assert graph["keras_ctx.families"] == {"keras_ctx.pretraining", "keras_ctx.convert",
+                                           "keras_ctx.models"}
+    assert graph["keras_ctx.convert"] == {"keras_ctx.models"}
+    assert find_circle(graph) is None
+    (package / "models" / "toy" / "backbone.py").write_text("from keras_ctx import pretraining\n")
+    assert find_circle(import_graph(str(package))) == [
+        "keras_ctx.models", "keras_ctx.pretraining", "keras_ctx.models"]
 
 
 def test_no_circle_between_packages_and_top_level_modules():

@@ -16,7 +16,7 @@ import numpy as np
 
 from keras_ctx.convert import config_fields
 from keras_ctx.convert.base import CheckpointError, check_class, required
-from keras_ctx.convert.bert import BERT_IGNORED
+from keras_ctx.models.bert.convert import BERT_IGNORED
 from keras_ctx.convert.heads import MaskedLMLayout
 from keras_ctx.convert.huggingface import (
     HF_ACTIVATIONS,

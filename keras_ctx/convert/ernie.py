@@ -20,11 +20,11 @@ import functools
 import numpy as np
 
 from keras_ctx.convert import config_fields
-from keras_ctx.convert import bert
+from keras_ctx.models.bert import convert as bert
 from keras_ctx.convert.base import CheckpointError, check_class
 from keras_ctx.convert.huggingface import mapped_converter
 from keras_ctx.convert.mapping import export_weight_map
-from keras_ctx.models.bert import BertBackbone
+from keras_ctx.models.bert.backbone import BertBackbone
 from keras_ctx.registry import HuggingFace
 
 TASK_TYPE_TABLE = "embeddings.task_type_embeddings.weight"

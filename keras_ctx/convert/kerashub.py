@@ -1,6 +1,6 @@
 """Weight transfer from keras-hub backbones of the same family: the format's machinery.
 
-Each family's convert module (`keras_ctx.convert.bert`, ...) holds its
+Each family's convert module (`keras_ctx.models.bert.convert`, ...) holds its
 `*_from_keras_hub` function, named by its `KerasHub` spec; the block,
 attention and embedding entries below are what they share.
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from keras_ctx.convert import config_fields
 from keras_ctx.convert.base import check_class
-from keras_ctx.convert.bert import (
+from keras_ctx.models.bert.convert import (
     BERT_IGNORED,
     bert_config_from_huggingface,
     bert_config_to_huggingface,
@@ -29,7 +29,7 @@ from keras_ctx.convert.huggingface import (
 )
 from keras_ctx.convert.kerashub import keras_hub_block_entries, keras_hub_embedding_entries
 from keras_ctx.convert.mapping import export_weight_map, layer_by_name
-from keras_ctx.models.bert import RobertaBackbone
+from keras_ctx.models.bert.backbone import RobertaBackbone
 from keras_ctx.registry import HuggingFace, KerasHub
 
 

@@ -47,6 +47,7 @@ from keras_ctx.families.common import (  # noqa: F401
 
 # Registration order matters where families share a backbone class: a
 # BertBackbone without a recorded family is BERT's (`of_backbone`).
-from keras_ctx.families import bert, roberta, mbert, spanbert, albert  # noqa: F401,E402,I001
+from keras_ctx.models.bert import family as bert  # noqa: F401,E402,I001
+from keras_ctx.families import roberta, mbert, spanbert, albert  # noqa: F401,E402,I001
 from keras_ctx.families import electra, ernie, xlnet, gpt, xlm  # noqa: F401,E402,I001
 from keras_ctx.families import t5, bart, elmo, cove, awd_lstm  # noqa: F401,E402,I001

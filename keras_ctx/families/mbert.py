@@ -11,8 +11,8 @@ import functools
 from keras_ctx.data import layouts, pipelines, tokenizers
 from keras_ctx.families.common import (POOLED, WORDPIECE_FRAMING, layout, pipeline,
                                        pretrainer)
-from keras_ctx.families.bert import BERT_RECIPE
-from keras_ctx.models import bert
+from keras_ctx.models.bert.family import BERT_RECIPE
+from keras_ctx.models.bert import backbone as bert
 from keras_ctx.models.presets import register_pretraining
 from keras_ctx.pretraining import BertPretrainer
 from keras_ctx.registry import Family, register_family

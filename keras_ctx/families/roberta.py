@@ -4,7 +4,7 @@ from keras_ctx import optimizers
 from keras_ctx.convert import roberta as convert_roberta
 from keras_ctx.data import layouts, pipelines, tokenizers
 from keras_ctx.families.common import FAIRSEQ_FRAMING, layout, pipeline, pretrainer
-from keras_ctx.models import bert
+from keras_ctx.models.bert import backbone as bert
 from keras_ctx.models.presets import Pretraining, Stage, register_pretraining
 from keras_ctx.pretraining import RobertaPretrainer
 from keras_ctx.registry import Family, register_family

@@ -2,7 +2,7 @@
 
 from keras_ctx.data import layouts, pipelines, tokenizers
 from keras_ctx.families.common import POOLED, WORDPIECE_FRAMING, layout, pipeline, pretrainer
-from keras_ctx.models import bert
+from keras_ctx.models.bert import backbone as bert
 from keras_ctx.models.presets import Pretraining, Stage, register_pretraining
 from keras_ctx.pretraining import SpanBertPretrainer
 from keras_ctx.registry import Family, register_family

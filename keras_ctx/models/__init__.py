@@ -11,7 +11,7 @@ from keras_ctx.models import awd_lstm, albert, bart, bert, cove, electra, elmo, 
 from keras_ctx.models.albert import AlbertBackbone  # noqa: E402
 from keras_ctx.models.awd_lstm import AwdLstmBackbone  # noqa: E402
 from keras_ctx.models.bart import BartBackbone  # noqa: E402
-from keras_ctx.models.bert import BertBackbone, RobertaBackbone  # noqa: E402
+from keras_ctx.models.bert.backbone import BertBackbone, RobertaBackbone  # noqa: E402
 from keras_ctx.models.cove import Cove, CoveBackbone  # noqa: E402
 from keras_ctx.models.cvt import CvtEncoder  # noqa: E402
 from keras_ctx.models.electra import ElectraBackbone, electra_generator  # noqa: E402

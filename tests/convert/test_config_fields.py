@@ -105,7 +105,7 @@ class _Reads(dict):
 
 
 SETTINGS = {
-    "bert": "keras_ctx.convert.bert:bert_config_from_huggingface",
+    "bert": "keras_ctx.models.bert.convert:bert_config_from_huggingface",
     "roberta": "keras_ctx.convert.roberta:roberta_config_from_huggingface",
     "electra": "keras_ctx.convert.electra:electra_config_from_huggingface",
     "albert": "keras_ctx.convert.albert:albert_config_from_huggingface",

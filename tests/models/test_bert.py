@@ -8,7 +8,7 @@ import pytest
 import keras_ctx.models as models
 from keras.ops import convert_to_numpy as to_numpy
 from keras_ctx.models import BertBackbone
-from keras_ctx.models.bert import BERT_PRESETS
+from keras_ctx.models.bert.backbone import BERT_PRESETS
 from keras_ctx.models.presets import preset_config
 from keras_ctx.models.presets import count_parameters
 

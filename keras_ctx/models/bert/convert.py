@@ -22,7 +22,7 @@ from keras_ctx.convert.mapping import (
     norm_entries,
 )
 from keras_ctx.convert.tensorflow import LAYER_HF_TO_TF, LAYER_TF_TO_HF, TFLayout
-from keras_ctx.models.bert import BertBackbone
+from keras_ctx.models.bert.backbone import BertBackbone
 from keras_ctx.registry import HuggingFace, KerasHub
 
 # Tensors of BERT checkpoints that are not part of the backbone: the

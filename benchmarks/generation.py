@@ -76,7 +76,7 @@ def build_ours(args, precision, jit_compile="auto"):
     import keras
 
     from keras_ctx import generation
-    from keras_ctx.models.gpt import GPTBackbone
+    from keras_ctx.models.gpt.backbone import GPTBackbone
 
     keras.utils.set_random_seed(0)
     backbone = GPTBackbone(vocabulary_size=args.vocab, num_layers=args.layers,

@@ -257,7 +257,7 @@ def build(spec):
         return model, (x, None, None)
 
     if model_name == "electra":
-        from keras_ctx.models.electra import ElectraBackbone, electra_generator
+        from keras_ctx.models.electra.backbone import ElectraBackbone, electra_generator
         from keras_ctx.pretraining.electra import ElectraPretrainer
         batch = mlm_batch(spec, rng)
         discriminator = ElectraBackbone(V, L, A, H, 4 * H, max_sequence_length=max_length)

@@ -64,7 +64,7 @@ def sample(model, tokenizer, max_length=LENGTH):
 
 def benchmark(preset, batch, length, prompt_length, repeats):
     """Greedy tokens/s of keras_ctx vs keras-hub's GPT2CausalLM, same size, random weights."""
-    from keras_ctx.models.gpt import GPT_PRESETS
+    from keras_ctx.models.gpt.backbone import GPT_PRESETS
 
     if preset == "tiny":
         config = dict(vocabulary_size=50257, num_layers=2, num_heads=4, hidden_size=256,

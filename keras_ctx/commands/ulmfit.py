@@ -56,7 +56,7 @@ def ulmfit_from_files(train, text, out, general_text=None, lm_epochs=1, epochs=N
     """
     from keras_ctx.common import validation
     from keras_ctx.data.labelled import read_labelled_tsv
-    from keras_ctx.models.awd_lstm import AwdLstmBackbone
+    from keras_ctx.models.awd_lstm.backbone import AwdLstmBackbone
 
     overrides = dict(overrides or {})
     validation.check_args(epochs=epochs, lm_epochs=lm_epochs, batch_size=batch_size,

@@ -109,7 +109,7 @@ def load(source, format=None):
 
         backbone = from_tf_checkpoint(source)
     elif format == "allennlp":
-        from keras_ctx.convert.elmo import from_allennlp
+        from keras_ctx.models.elmo.convert import from_allennlp
 
         files = _elmo_files(source)
         if files is None:

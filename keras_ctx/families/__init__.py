@@ -48,6 +48,17 @@ from keras_ctx.families.common import (  # noqa: F401
 # Registration order matters where families share a backbone class: a
 # BertBackbone without a recorded family is BERT's (`of_backbone`).
 from keras_ctx.models.bert import family as bert  # noqa: F401,E402,I001
-from keras_ctx.families import roberta, mbert, spanbert, albert  # noqa: F401,E402,I001
-from keras_ctx.families import electra, ernie, xlnet, gpt, xlm  # noqa: F401,E402,I001
-from keras_ctx.families import t5, bart, elmo, cove, awd_lstm  # noqa: F401,E402,I001
+from keras_ctx.models.albert import family as albert
+from keras_ctx.models.spanbert import family as spanbert
+from keras_ctx.models.mbert import family as mbert
+from keras_ctx.models.roberta import family as roberta
+from keras_ctx.models.xlm import family as xlm
+from keras_ctx.models.gpt import family as gpt
+from keras_ctx.models.xlnet import family as xlnet
+from keras_ctx.models.ernie import family as ernie
+from keras_ctx.models.electra import family as electra
+from keras_ctx.models.awd_lstm import family as awd_lstm
+from keras_ctx.models.cove import family as cove
+from keras_ctx.models.elmo import family as elmo
+from keras_ctx.models.bart import family as bart
+from keras_ctx.models.t5 import family as t5

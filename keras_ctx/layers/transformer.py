@@ -220,7 +220,7 @@ class _TransformerBlock(AdapterHost, keras.layers.Layer):
         hidden = input_shape[-1]
         self._check_hidden(hidden)
         # Made by methods, so that a block can take a sublayer from elsewhere
-        # (ALBERT's partly shared blocks, keras_ctx.models.albert). Made and built
+        # (ALBERT's partly shared blocks, keras_ctx.models.albert.backbone). Made and built
         # in this order: it is the order the weights draw their initial values.
         self.self_attention = self._attention("self_attention", hidden, self.window_size)
         self.self_attention_norm = self._norm("self_attention_norm")
@@ -525,7 +525,7 @@ class TransformerDecoderBlock(_TransformerBlock):
 class TransformerEncoderStack(keras.layers.Layer):
     """`num_layers` encoder blocks, each with its own weights.
 
-    (ALBERT's cross-layer sharing is `keras_ctx.models.albert.AlbertEncoderStack`,
+    (ALBERT's cross-layer sharing is `keras_ctx.models.albert.backbone.AlbertEncoderStack`,
     which calls one block again.)
 
     Args:

@@ -1,10 +1,10 @@
 """T5 (Raffel et al. 2020) and mT5: span corruption with sentinels, encoder-decoder."""
 
 from keras_ctx import optimizers
-from keras_ctx.convert import t5 as convert_t5
+from keras_ctx.models.t5 import convert as convert_t5
 from keras_ctx.data import noise, pipelines, tokenizers
 from keras_ctx.families.common import T5_FRAMING, T5_SENTINELS, chunks, pipeline, pretrainer
-from keras_ctx.models import t5
+from keras_ctx.models.t5 import backbone as t5
 from keras_ctx.models.presets import Pretraining, Stage, register_pretraining
 from keras_ctx.pretraining import Seq2SeqPretrainer
 from keras_ctx.registry import Family, register_family

@@ -44,7 +44,7 @@ from keras_ctx.convert.mapping import (
     rms_norm_entries,
     with_tied_copy,
 )
-from keras_ctx.models.t5 import T5Backbone
+from keras_ctx.models.t5.backbone import T5Backbone
 from keras_ctx.registry import HuggingFace
 
 T5_IGNORED = (r"(encoder|decoder)\.embed_tokens\.weight",)

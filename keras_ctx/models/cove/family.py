@@ -1,6 +1,6 @@
 """CoVe (McCann et al. 2017): the encoder of a translation model, over word vectors."""
 
-from keras_ctx.models import cove
+from keras_ctx.models.cove import backbone as cove
 from keras_ctx.models.presets import Pretraining, register_pretraining
 from keras_ctx.registry import Family, register_family
 

@@ -29,7 +29,7 @@ from keras_ctx.convert.mapping import (
     norm_entries,
 )
 from keras_ctx.convert.tensorflow import TFLayout
-from keras_ctx.models.albert import AlbertBackbone
+from keras_ctx.models.albert.backbone import AlbertBackbone
 from keras_ctx.registry import HuggingFace, KerasHub
 
 ALBERT_IGNORED = (r"embeddings\.position_ids", r"predictions\..+", r"sop_classifier\..+",

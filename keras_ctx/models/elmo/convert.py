@@ -112,7 +112,7 @@ def from_allennlp(options_file, weight_file):
     """An ElmoBackbone with the weights of an allennlp / bilm-tf ELMo (options + hdf5)."""
     import h5py
 
-    from keras_ctx.models.elmo import ElmoBackbone
+    from keras_ctx.models.elmo.backbone import ElmoBackbone
 
     options = _read_options(options_file)
     try:
@@ -247,7 +247,7 @@ def to_allennlp(backbone, options_file, weight_file, overwrite=False):
     """
     import h5py
 
-    from keras_ctx.models.elmo import ElmoBackbone
+    from keras_ctx.models.elmo.backbone import ElmoBackbone
 
     if not isinstance(backbone, ElmoBackbone):
         raise CheckpointError(f"to_allennlp writes an ElmoBackbone, not a "

@@ -4,12 +4,12 @@ its architecture (`matches`), all causal LM over token chunks."""
 import functools
 
 from keras_ctx import optimizers
-from keras_ctx.convert import gpt2 as convert_gpt2
-from keras_ctx.convert import gpt_neo as convert_gpt_neo
+from keras_ctx.models.gpt import convert_gpt2
+from keras_ctx.models.gpt import convert_gpt_neo
 from keras_ctx.data import pipelines, tokenizers
 from keras_ctx.families.common import GPT_END_OF_TEXT, GPT_FRAMING, LAST, chunks, pipeline
 from keras_ctx.families.common import pretrainer
-from keras_ctx.models import gpt
+from keras_ctx.models.gpt import backbone as gpt
 from keras_ctx.models.presets import Pretraining, Stage, register_pretraining
 from keras_ctx.pretraining import CausalLMPretrainer
 from keras_ctx.registry import Family, register_family

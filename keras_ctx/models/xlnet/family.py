@@ -2,12 +2,12 @@
 
 import functools
 
-from keras_ctx.convert import xlnet as convert_xlnet
+from keras_ctx.models.xlnet import convert as convert_xlnet
 from keras_ctx.data import layouts, pipelines, tokenizers
 from keras_ctx.data.xlnet_stream import default_reuse_len
 from keras_ctx.families.common import (LAST, XLNET_FRAMING, XLNET_SPECIAL_TOKENS, layout,
                                        pipeline)
-from keras_ctx.models import xlnet
+from keras_ctx.models.xlnet import backbone as xlnet
 from keras_ctx.models.presets import Pretraining, Stage, register_pretraining
 from keras_ctx.pretraining import XLNetPretrainer
 from keras_ctx.registry import Family, register_family

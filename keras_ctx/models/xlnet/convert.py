@@ -29,7 +29,7 @@ from keras_ctx.convert.mapping import (
     norm_entries,
 )
 from keras_ctx.convert.tensorflow import SKIPPED, TFLayout
-from keras_ctx.models.xlnet import XLNetBackbone
+from keras_ctx.models.xlnet.backbone import XLNetBackbone
 from keras_ctx.registry import HuggingFace, KerasHub
 
 XLNET_IGNORED = (r"lm_loss\.(weight|bias)", r"sequence_summary\..+", r"logits_proj\..+",

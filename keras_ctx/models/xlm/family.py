@@ -5,8 +5,8 @@ does not make; it pretrains from Python (keras_ctx.data.multilingual streams
 and TLM pairs).
 """
 
-from keras_ctx.convert import xlm as convert_xlm
-from keras_ctx.models import xlm
+from keras_ctx.models.xlm import convert as convert_xlm
+from keras_ctx.models.xlm import backbone as xlm
 from keras_ctx.models.presets import Pretraining, register_pretraining
 from keras_ctx.registry import Family, register_family
 

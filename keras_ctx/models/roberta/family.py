@@ -1,7 +1,7 @@
 """RoBERTa (Liu et al. 2019): byte-level BPE, dynamic MLM over packed text, no NSP."""
 
 from keras_ctx import optimizers
-from keras_ctx.convert import roberta as convert_roberta
+from keras_ctx.models.roberta import convert as convert_roberta
 from keras_ctx.data import layouts, pipelines, tokenizers
 from keras_ctx.families.common import FAIRSEQ_FRAMING, layout, pipeline, pretrainer
 from keras_ctx.models.bert import backbone as bert

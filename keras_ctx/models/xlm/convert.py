@@ -19,7 +19,7 @@ from keras_ctx.convert.mapping import (
     layer_by_name,
     norm_entries,
 )
-from keras_ctx.models.xlm import XLMBackbone
+from keras_ctx.models.xlm.backbone import XLMBackbone
 from keras_ctx.registry import HuggingFace
 
 # Buffers and heads (XLMWithLMHeadModel's pred_layer, classifiers' sequence_summary).
@@ -107,7 +107,7 @@ convert_xlm = mapped_converter(
 
 
 def export_xlm(backbone):
-    from keras_ctx.models.xlm import XLMBackbone
+    from keras_ctx.models.xlm.backbone import XLMBackbone
 
     if not isinstance(backbone, XLMBackbone):
         raise CheckpointError(f"model_type 'xlm' exports an XLMBackbone, not a "

@@ -39,7 +39,7 @@ from keras_ctx.convert.tensorflow import (
     TFLayout,
     tf_name_to_hf,
 )
-from keras_ctx.models.electra import ElectraBackbone
+from keras_ctx.models.electra.backbone import ElectraBackbone
 from keras_ctx.registry import HuggingFace, KerasHub
 
 ELECTRA_IGNORED = BERT_IGNORED + (r"discriminator_predictions\..+",

@@ -1,10 +1,10 @@
 """ALBERT (Lan et al. 2020): factorized embeddings, one shared layer, SOP, n-gram masking."""
 
 from keras_ctx import optimizers
-from keras_ctx.convert import albert as convert_albert
+from keras_ctx.models.albert import convert as convert_albert
 from keras_ctx.data import layouts, pipelines, tokenizers
 from keras_ctx.families.common import POOLED, WORDPIECE_FRAMING, layout, pipeline, pretrainer
-from keras_ctx.models import albert
+from keras_ctx.models.albert import backbone as albert
 from keras_ctx.models.presets import Pretraining, Stage, register_pretraining
 from keras_ctx.pretraining import AlbertPretrainer
 from keras_ctx.registry import Family, register_family

@@ -1,6 +1,6 @@
 """AWD-LSTM (Merity et al. 2018), ULMFiT's language model."""
 
-from keras_ctx.models import awd_lstm
+from keras_ctx.models.awd_lstm import backbone as awd_lstm
 from keras_ctx.models.presets import Pretraining, register_pretraining
 from keras_ctx.registry import Family, register_family
 

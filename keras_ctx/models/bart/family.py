@@ -1,10 +1,10 @@
 """BART (Lewis et al. 2020): a denoising autoencoder, encoder-decoder."""
 
 from keras_ctx import optimizers
-from keras_ctx.convert import bart as convert_bart
+from keras_ctx.models.bart import convert as convert_bart
 from keras_ctx.data import pipelines, tokenizers
 from keras_ctx.families.common import BART_FRAMING, chunks, pipeline, pretrainer
-from keras_ctx.models import bart
+from keras_ctx.models.bart import backbone as bart
 from keras_ctx.models.presets import Pretraining, Stage, register_pretraining
 from keras_ctx.pretraining import Seq2SeqPretrainer
 from keras_ctx.registry import Family, register_family

@@ -5,7 +5,7 @@ transformers' ERNIE (ErnieModel / ErnieForMaskedLM, e.g. the port of ERNIE
 the prefix "ernie.", positions from row 0 as BERT's, and its heads under
 "cls.". ERNIE 1.0 (Sun et al. 2019) only changes the configuration:
 hidden_act "relu", 513 position rows, vocab_size 18000, layer_norm_eps 1e-5
-(keras_ctx.models.ernie). So the BERT mapping serves as it is.
+(keras_ctx.models.ernie.backbone). So the BERT mapping serves as it is.
 
 When config.json's use_task_id is true (ERNIE 2.0 / 3.0 ports), HF adds
 `embeddings.task_type_embeddings` row `task_type_ids` (default 0) to every

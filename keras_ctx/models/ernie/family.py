@@ -5,10 +5,10 @@ collocations and it has no entity stage (entity lexicons go through
 `keras_ctx.data.pipelines.ernie_dataset`).
 """
 
-from keras_ctx.convert import ernie as convert_ernie
+from keras_ctx.models.ernie import convert as convert_ernie
 from keras_ctx.data import pipelines, tokenizers
 from keras_ctx.families.common import POOLED, WORDPIECE_FRAMING, pipeline, pretrainer
-from keras_ctx.models import ernie
+from keras_ctx.models.ernie import backbone as ernie
 from keras_ctx.models.bert import backbone as bert
 from keras_ctx.models.presets import Pretraining, Stage, register_pretraining
 from keras_ctx.pretraining import BertPretrainer

@@ -29,7 +29,7 @@ from keras_ctx.convert.mapping import (
     norm_entries,
     with_tied_copy,
 )
-from keras_ctx.models.bart import BartBackbone
+from keras_ctx.models.bart.backbone import BartBackbone
 from keras_ctx.registry import HuggingFace, KerasHub
 
 BART_IGNORED = (r"(encoder|decoder)\.embed_tokens\.weight", r"lm_head\.weight",

@@ -1,12 +1,12 @@
 """ELMo (Peters et al. 2018): a character CNN and a biLM over a word vocabulary.
 
-Its checkpoints are allennlp's options json + hdf5 (`keras_ctx.convert.elmo`).
+Its checkpoints are allennlp's options json + hdf5 (`keras_ctx.models.elmo.convert`).
 """
 
 from keras_ctx import optimizers
 from keras_ctx.data import layouts, pipelines
 from keras_ctx.data.vocabulary import word_vocabulary
-from keras_ctx.models import elmo
+from keras_ctx.models.elmo import backbone as elmo
 from keras_ctx.models.presets import Pretraining, Stage, register_pretraining
 from keras_ctx.pretraining import bilm
 from keras_ctx.registry import Family, register_family

@@ -1,10 +1,10 @@
 """ELECTRA (Clark et al. 2020): a small generator's MLM, replaced-token detection."""
 
-from keras_ctx.convert import electra as convert_electra
+from keras_ctx.models.electra import convert as convert_electra
 from keras_ctx.data import layouts, pipelines, tokenizers
 from keras_ctx.data.masking import ELECTRA_MASK_TOKEN_RATE, ELECTRA_RANDOM_TOKEN_RATE
 from keras_ctx.families.common import WORDPIECE_FRAMING, per_size, per_size_layout, published
-from keras_ctx.models import electra
+from keras_ctx.models.electra import backbone as electra
 from keras_ctx.models.presets import Pretraining, Stage, register_pretraining
 from keras_ctx.pretraining import ElectraPretrainer
 from keras_ctx.registry import Family, register_family

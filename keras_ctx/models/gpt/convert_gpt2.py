@@ -37,7 +37,7 @@ from keras_ctx.convert.mapping import (
     export_weight_map,
     norm_entries,
 )
-from keras_ctx.models.gpt import GPTBackbone
+from keras_ctx.models.gpt.backbone import GPTBackbone
 from keras_ctx.registry import HuggingFace, KerasHub
 
 GPT2_IGNORED = (r"h\.\d+\.attn\.(bias|masked_bias)", r"lm_head\.weight", r"score\.(weight|bias)",

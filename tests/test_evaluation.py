@@ -14,7 +14,7 @@ from keras_ctx.evaluation import (
     few_shot_contexts,
     score_continuations,
 )
-from keras_ctx.models.gpt import GPTBackbone
+from keras_ctx.models.gpt.backbone import GPTBackbone
 from tests.convert import numpy_refs
 
 SIZES = dict(vocabulary_size=30, num_layers=2, num_heads=2, hidden_size=16,

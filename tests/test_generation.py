@@ -3,9 +3,9 @@ import numpy as np
 import pytest
 
 from keras_ctx import generation
-from keras_ctx.models.bart import BartBackbone
-from keras_ctx.models.gpt import GPTBackbone
-from keras_ctx.models.t5 import T5Backbone
+from keras_ctx.models.bart.backbone import BartBackbone
+from keras_ctx.models.gpt.backbone import GPTBackbone
+from keras_ctx.models.t5.backbone import T5Backbone
 
 to_numpy = keras.ops.convert_to_numpy  # a tensor of the running backend, as NumPy
 

@@ -71,7 +71,7 @@ def test_sizes_that_differ_from_their_base():
 
 
 def test_electra_generators_follow_the_table():
-    from keras_ctx.models.electra import ELECTRA_GENERATOR_FRACTIONS
+    from keras_ctx.models.electra.backbone import ELECTRA_GENERATOR_FRACTIONS
 
     for name, fraction in ELECTRA_GENERATOR_FRACTIONS.items():
         assert presets.pretraining(name).generator_fraction == pytest.approx(fraction)

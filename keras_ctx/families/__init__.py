@@ -45,20 +45,20 @@ from keras_ctx.families.common import (  # noqa: F401
     XLNET_SPECIAL_TOKENS,
 )
 
-# Registration order matters where families share a backbone class: a
-# BertBackbone without a recorded family is BERT's (`of_backbone`).
+# The one list of families: one line per family folder (docs/design.md, "A new
+# family"); importing its family.py registers it.
 from keras_ctx.models.bert import family as bert  # noqa: F401,E402,I001
-from keras_ctx.models.albert import family as albert
-from keras_ctx.models.spanbert import family as spanbert
-from keras_ctx.models.mbert import family as mbert
-from keras_ctx.models.roberta import family as roberta
-from keras_ctx.models.xlm import family as xlm
-from keras_ctx.models.gpt import family as gpt
-from keras_ctx.models.xlnet import family as xlnet
-from keras_ctx.models.ernie import family as ernie
-from keras_ctx.models.electra import family as electra
-from keras_ctx.models.awd_lstm import family as awd_lstm
-from keras_ctx.models.cove import family as cove
-from keras_ctx.models.elmo import family as elmo
-from keras_ctx.models.bart import family as bart
-from keras_ctx.models.t5 import family as t5
+from keras_ctx.models.roberta import family as roberta  # noqa: F401,E402
+from keras_ctx.models.mbert import family as mbert  # noqa: F401,E402
+from keras_ctx.models.spanbert import family as spanbert  # noqa: F401,E402
+from keras_ctx.models.albert import family as albert  # noqa: F401,E402
+from keras_ctx.models.electra import family as electra  # noqa: F401,E402
+from keras_ctx.models.ernie import family as ernie  # noqa: F401,E402
+from keras_ctx.models.xlnet import family as xlnet  # noqa: F401,E402
+from keras_ctx.models.gpt import family as gpt  # noqa: F401,E402
+from keras_ctx.models.xlm import family as xlm  # noqa: F401,E402
+from keras_ctx.models.t5 import family as t5  # noqa: F401,E402
+from keras_ctx.models.bart import family as bart  # noqa: F401,E402
+from keras_ctx.models.elmo import family as elmo  # noqa: F401,E402
+from keras_ctx.models.cove import family as cove  # noqa: F401,E402
+from keras_ctx.models.awd_lstm import family as awd_lstm  # noqa: F401,E402

@@ -1,22 +1,15 @@
 """Backbones (functional keras.Model) of every family, and their presets.
 
-Each family's presets are data in its module; its module under
-`keras_ctx.families` registers them (with their family) in `keras_ctx.registry`.
+Each family is one folder, `keras_ctx.models.<family>`: backbone.py (the model and
+its presets' data), family.py (its registry entry, registered when
+`keras_ctx.families` imports it) and convert*.py (its checkpoint maps). This
+package imports the folders' models only.
 """
 
 from keras_ctx.models.backbone import Backbone
 from keras_ctx.models.presets import from_preset, list_presets  # noqa: F401
 
-from keras_ctx.models import bert  # noqa: F401,E402,I001
-from keras_ctx.models.awd_lstm import backbone as awd_lstm
-from keras_ctx.models.cove import backbone as cove
-from keras_ctx.models.elmo import backbone as elmo
-from keras_ctx.models.bart import backbone as bart
-from keras_ctx.models.t5 import backbone as t5
-from keras_ctx.models.gpt import backbone as gpt
-from keras_ctx.models.xlnet import backbone as xlnet
-from keras_ctx.models.electra import backbone as electra
-from keras_ctx.models.albert import backbone as albert
+from keras_ctx.models import awd_lstm, albert, bart, bert, cove, electra, elmo, gpt, t5, xlnet  # noqa: F401,E402,I001
 from keras_ctx.models.albert.backbone import AlbertBackbone  # noqa: E402
 from keras_ctx.models.awd_lstm.backbone import AwdLstmBackbone  # noqa: E402
 from keras_ctx.models.bart.backbone import BartBackbone  # noqa: E402

@@ -366,7 +366,7 @@ class ElectraPretrainer(Pretrainer):
         (electra-small 1/4, electra-base 1/3, electra-large 1/4; 1/4 otherwise).
         Backbone overrides go in `backbone_overrides={...}`.
         """
-        from keras_ctx.models.electra import (ELECTRA_GENERATOR_FRACTIONS, ElectraBackbone,
+        from keras_ctx.models.electra.backbone import (ELECTRA_GENERATOR_FRACTIONS, ElectraBackbone,
                                               electra_generator)
 
         overrides = kwargs.pop("backbone_overrides", {})
@@ -391,7 +391,7 @@ class ElectraPretrainer(Pretrainer):
 
     @classmethod
     def from_config(cls, config):
-        from keras_ctx.models.electra import ElectraBackbone
+        from keras_ctx.models.electra.backbone import ElectraBackbone
 
         config = dict(config)
         discriminator = keras.saving.deserialize_keras_object(config.pop("discriminator"))

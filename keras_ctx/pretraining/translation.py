@@ -18,7 +18,7 @@ from keras import ops
 
 from keras_ctx.layers import Dropout
 
-from keras_ctx.models.cove import AttentionalDecoder
+from keras_ctx.models.cove.backbone import AttentionalDecoder
 from keras_ctx.pretraining.base import Pretrainer
 from keras_ctx.pretraining.losses import top_one_correct, weighted_cross_entropy
 

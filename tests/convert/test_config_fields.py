@@ -106,15 +106,15 @@ class _Reads(dict):
 
 SETTINGS = {
     "bert": "keras_ctx.models.bert.convert:bert_config_from_huggingface",
-    "roberta": "keras_ctx.convert.roberta:roberta_config_from_huggingface",
-    "electra": "keras_ctx.convert.electra:electra_config_from_huggingface",
-    "albert": "keras_ctx.convert.albert:albert_config_from_huggingface",
-    "gpt2": "keras_ctx.convert.gpt2:gpt2_config_from_huggingface",
-    "gpt_neo": "keras_ctx.convert.gpt_neo:gpt_neo_config_from_huggingface",
-    "t5": "keras_ctx.convert.t5:t5_config_from_huggingface",
-    "bart": "keras_ctx.convert.bart:bart_config_from_huggingface",
-    "xlm": "keras_ctx.convert.xlm:xlm_config_from_huggingface",
-    "xlnet": "keras_ctx.convert.xlnet:xlnet_config_from_huggingface",
+    "roberta": "keras_ctx.models.roberta.convert:roberta_config_from_huggingface",
+    "electra": "keras_ctx.models.electra.convert:electra_config_from_huggingface",
+    "albert": "keras_ctx.models.albert.convert:albert_config_from_huggingface",
+    "gpt2": "keras_ctx.models.gpt.convert_gpt2:gpt2_config_from_huggingface",
+    "gpt_neo": "keras_ctx.models.gpt.convert_gpt_neo:gpt_neo_config_from_huggingface",
+    "t5": "keras_ctx.models.t5.convert:t5_config_from_huggingface",
+    "bart": "keras_ctx.models.bart.convert:bart_config_from_huggingface",
+    "xlm": "keras_ctx.models.xlm.convert:xlm_config_from_huggingface",
+    "xlnet": "keras_ctx.models.xlnet.convert:xlnet_config_from_huggingface",
 }
 
 

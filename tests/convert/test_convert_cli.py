@@ -61,7 +61,7 @@ def test_allennlp_and_keras_hub_sources(tmp_path):
     info = convert(source, tmp_path / "run_elmo")
     assert info["family"] == "elmo"
     _, backbone, _ = runs.load_run(str(tmp_path / "run_elmo"))
-    from keras_ctx.convert.elmo import from_allennlp
+    from keras_ctx.models.elmo.convert import from_allennlp
 
     ids = np.random.default_rng(0).integers(1, 262, (1, 3, 8)).astype("int32")
     _same_outputs(backbone, from_allennlp(source / "options.json", source / "weights.hdf5"),

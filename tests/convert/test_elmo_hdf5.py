@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from keras_ctx.convert import CheckpointError
-from keras_ctx.convert.elmo import from_allennlp, to_allennlp
+from keras_ctx.models.elmo.convert import from_allennlp, to_allennlp
 
 OPTIONS = {
     "lstm": {"use_skip_connections": True, "projection_dim": 6, "cell_clip": 3,

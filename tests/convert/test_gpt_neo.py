@@ -8,7 +8,7 @@ import pytest
 from safetensors.numpy import load_file
 
 from keras_ctx.convert import CheckpointError, from_huggingface, to_huggingface
-from keras_ctx.models.gpt import GPTBackbone
+from keras_ctx.models.gpt.backbone import GPTBackbone
 from tests.convert import numpy_refs
 from tests.convert.test_hf_families import random_tensors, write_checkpoint
 

@@ -412,7 +412,7 @@ def test_original_gpt_matches_numpy(tmp_path):
 
 
 def test_original_gpt_round_trip(tmp_path):
-    from keras_ctx.models.gpt import GPTBackbone
+    from keras_ctx.models.gpt.backbone import GPTBackbone
 
     backbone = GPTBackbone(vocabulary_size=40, num_layers=2, num_heads=2, hidden_size=8,
                            intermediate_size=32, max_sequence_length=10, normalize_first=False)

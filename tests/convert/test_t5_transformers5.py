@@ -77,7 +77,7 @@ def test_a_stored_head_equal_to_the_table_is_tied():
     config = dict(T5, **V5)
     tensors = _tensors(config, distinct=True)
     tensors["lm_head.weight"] = tensors["shared.weight"]
-    from keras_ctx.convert.t5 import output_layer
+    from keras_ctx.models.t5.convert import output_layer
 
     assert output_layer(config, tensors)["tie_word_embeddings"] is True
 

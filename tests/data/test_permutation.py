@@ -284,7 +284,7 @@ def test_two_segment_layout_and_memory_continuity():
 
 
 def test_two_segment_features_train_the_different_segment_encoding():
-    from keras_ctx.models.xlnet import xlnet_attention_inputs
+    from keras_ctx.models.xlnet.backbone import xlnet_attention_inputs
 
     docs = _documents(60, seed=1)
     length, reuse = 32, 16

@@ -9,7 +9,7 @@ from keras_ctx.layers import (
     TransformerEncoderBlock,
     TransformerEncoderStack,
 )
-from keras_ctx.models.albert import AlbertEncoderStack
+from keras_ctx.models.albert.backbone import AlbertEncoderStack
 from keras_ctx.testing import run_layer_test
 from tests import references
 from tests.autodiff import compiled

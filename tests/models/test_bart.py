@@ -3,7 +3,7 @@ import pytest
 
 import keras_ctx.models
 from keras.ops import convert_to_numpy as to_numpy
-from keras_ctx.models.bart import BartBackbone
+from keras_ctx.models.bart.backbone import BartBackbone
 from keras_ctx.models.presets import preset_config
 
 PUBLISHED = {"bart-base": 139.4e6, "bart-large": 406.3e6}  # Lewis et al. 2020 / HF

@@ -2,7 +2,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_ctx.models.cove import AttentionalDecoder, Cove, CoveBackbone
+from keras_ctx.models.cove.backbone import AttentionalDecoder, Cove, CoveBackbone
 from keras_ctx.models.presets import preset_config
 from keras_ctx.testing import run_layer_test
 

@@ -8,7 +8,7 @@ import pytest
 import keras_ctx.models as models
 from keras.ops import convert_to_numpy as to_numpy
 from keras_ctx.models import ElectraBackbone, electra_generator
-from keras_ctx.models.electra import (
+from keras_ctx.models.electra.backbone import (
     ELECTRA_GENERATOR_FRACTIONS,
     ELECTRA_PRESETS,
     generator_config,

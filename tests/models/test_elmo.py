@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from keras_ctx.data.characters import ElmoCharacterIds
-from keras_ctx.models.elmo import ELMO_PRESETS, Elmo, ElmoBackbone
+from keras_ctx.models.elmo.backbone import ELMO_PRESETS, Elmo, ElmoBackbone
 from keras_ctx.models.presets import preset_config
 
 TINY = dict(projection_dim=6, lstm_units=10, filters=[[1, 4], [2, 4]], num_highway_layers=1)

@@ -8,7 +8,7 @@ import pytest
 
 import keras_ctx.models
 from keras.ops import convert_to_numpy as to_numpy
-from keras_ctx.models.gpt import GPT_PRESETS, GPTBackbone
+from keras_ctx.models.gpt.backbone import GPT_PRESETS, GPTBackbone
 from keras_ctx.models.presets import preset_config
 
 # Published sizes (Radford et al. 2018/2019; the Hugging Face checkpoints' counts).

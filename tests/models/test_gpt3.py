@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from keras.ops import convert_to_numpy as to_numpy
-from keras_ctx.models.gpt import GPTBackbone, attention_types
+from keras_ctx.models.gpt.backbone import GPTBackbone, attention_types
 from keras_ctx.models.presets import count_parameters, list_presets, preset_config
 from tests.autodiff import run_compiled
 

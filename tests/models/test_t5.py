@@ -5,7 +5,7 @@ import pytest
 import keras_ctx.models
 from keras.ops import convert_to_numpy as to_numpy
 from keras_ctx.models.presets import preset_config
-from keras_ctx.models.t5 import T5Backbone
+from keras_ctx.models.t5.backbone import T5Backbone
 from tests.autodiff import value_and_gradients
 
 PUBLISHED = {"t5-small": 60.5e6, "t5-base": 222.9e6,  # Raffel et al. 2020 / HF T5Model

@@ -12,7 +12,7 @@ from keras_ctx.layers.relative_attention import two_stream_masks
 from keras_ctx.models import XLNetBackbone, from_preset
 from keras_ctx.models.presets import preset_config
 from keras_ctx.layers.relative_attention import relative_positional_encoding
-from keras_ctx.models.xlnet import XLNetBlock, xlnet_attention_inputs
+from keras_ctx.models.xlnet.backbone import XLNetBlock, xlnet_attention_inputs
 from keras_ctx.testing import run_layer_test
 from tests.autodiff import no_gradient, value_and_gradients
 
@@ -360,7 +360,7 @@ def test_xlnet_large_built_count():
 
 
 # ---------------------------------------------------------------- released run settings
-from keras_ctx.models.xlnet import causal_attention_mask, xlnet_position_encoding  # noqa: E402
+from keras_ctx.models.xlnet.backbone import causal_attention_mask, xlnet_position_encoding  # noqa: E402
 
 
 def _released_causal_blocked(length, memory_length, same_length):
@@ -469,7 +469,7 @@ def test_reuse_len_caches_the_reused_part_only():
 
 
 def test_huggingface_attention_type_and_same_length():
-    from keras_ctx.convert.xlnet import xlnet_config_from_huggingface
+    from keras_ctx.models.xlnet.convert import xlnet_config_from_huggingface
 
     config = {"vocab_size": 32, "n_layer": 1, "n_head": 2, "d_model": 16, "d_inner": 32}
     uni = xlnet_config_from_huggingface(dict(config, attn_type="uni", same_length=True))

@@ -128,7 +128,7 @@ BILM_WORDS = "red green blue cyan pink gold grey teal".split()
 
 
 def bilm(num_sampled=None):
-    from keras_ctx.models.elmo import ElmoBackbone
+    from keras_ctx.models.elmo.backbone import ElmoBackbone
     from keras_ctx.pretraining.bilm import BiLMPretrainer
 
     backbone = ElmoBackbone(projection_dim=8, lstm_units=16, filters=[[1, 8], [2, 8]],
@@ -149,7 +149,7 @@ def bilm_batch():
 
 
 def _gpt():
-    from keras_ctx.models.gpt import GPTBackbone
+    from keras_ctx.models.gpt.backbone import GPTBackbone
 
     return GPTBackbone(vocabulary_size=V, num_layers=2, num_heads=2, hidden_size=32,
                        intermediate_size=64, max_sequence_length=16, dropout=0.0)
@@ -196,14 +196,14 @@ SEQ2SEQ = dict(vocabulary_size=V, num_layers=1, num_heads=2, hidden_size=32,
 
 
 def t5():
-    from keras_ctx.models.t5 import T5Backbone
+    from keras_ctx.models.t5.backbone import T5Backbone
     from keras_ctx.pretraining import Seq2SeqPretrainer
 
     return Seq2SeqPretrainer(T5Backbone(**SEQ2SEQ))
 
 
 def t5_v1_1():
-    from keras_ctx.models.t5 import T5Backbone
+    from keras_ctx.models.t5.backbone import T5Backbone
     from keras_ctx.pretraining import Seq2SeqPretrainer
 
     # T5 v1.1: gated GELU, untied output, heads x head_size != hidden_size.
@@ -212,14 +212,14 @@ def t5_v1_1():
 
 
 def bart():
-    from keras_ctx.models.bart import BartBackbone
+    from keras_ctx.models.bart.backbone import BartBackbone
     from keras_ctx.pretraining import Seq2SeqPretrainer
 
     return Seq2SeqPretrainer(BartBackbone(**SEQ2SEQ, max_sequence_length=16))
 
 
 def translation():
-    from keras_ctx.models.cove import CoveBackbone
+    from keras_ctx.models.cove.backbone import CoveBackbone
     from keras_ctx.pretraining import TranslationPretrainer
 
     return TranslationPretrainer(CoveBackbone(V, embedding_size=8, hidden_size=8),

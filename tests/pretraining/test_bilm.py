@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_ctx.models.elmo import Elmo, ElmoBackbone
+from keras_ctx.models.elmo.backbone import Elmo, ElmoBackbone
 from keras_ctx.data.vocabulary import bilm_inputs, make_vocabulary
 from keras_ctx.pretraining.bilm import BiLMPretrainer, _targets
 

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_ctx.models.gpt import GPTBackbone
+from keras_ctx.models.gpt.backbone import GPTBackbone
 from keras_ctx.data.task_inputs import gpt_finetuning_inputs
 from keras_ctx.pretraining.causal_lm import CausalLMPretrainer, masked_token_loss
 from keras_ctx.tasks import GPTFineTuner

@@ -200,7 +200,7 @@ def test_pretrainer_keras_file_round_trip_keeps_the_tie(tmp_path):
 @pytest.mark.parametrize("family", ["bert", "albert", "electra_generator"])
 def test_sparse_last_layer_gives_the_same_logits_and_gradients(family):
     """Computing the last layer at the masked positions (and [CLS]) only is exact."""
-    from keras_ctx.models.electra import ElectraBackbone, electra_generator
+    from keras_ctx.models.electra.backbone import ElectraBackbone, electra_generator
 
     config = dict(TINY, dropout=0.1)  # dropout is off in the comparison (training=False)
     if family == "bert":
@@ -241,7 +241,7 @@ def test_sparse_last_layer_gives_the_same_logits_and_gradients(family):
 def test_xlm_pretrainer_uses_xlm_pred_layer_head():
     """XLM's PredLayer: logits = h_p E^T + b (tied, bias, no transform)."""
     from keras_ctx.data.multilingual import xlm_masker
-    from keras_ctx.models.xlm import XLMBackbone
+    from keras_ctx.models.xlm.backbone import XLMBackbone
 
     backbone = XLMBackbone(V, 1, 2, 32, 128, num_languages=2, max_sequence_length=32,
                            dropout=0.0, attention_dropout=0.0)

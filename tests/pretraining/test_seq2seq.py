@@ -4,8 +4,8 @@ import pytest
 import tensorflow as tf
 
 from keras_ctx.data import noise
-from keras_ctx.models.bart import BartBackbone
-from keras_ctx.models.t5 import T5Backbone
+from keras_ctx.models.bart.backbone import BartBackbone
+from keras_ctx.models.t5.backbone import T5Backbone
 from keras_ctx.data.task_inputs import add_task_prefix
 from keras_ctx.pretraining.seq2seq import Seq2SeqPretrainer
 

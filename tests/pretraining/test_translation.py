@@ -10,7 +10,7 @@ from keras_ctx.data.parallel import (
     parallel_text_dataset,
     translation_inputs,
 )
-from keras_ctx.models.cove import Cove, CoveBackbone
+from keras_ctx.models.cove.backbone import Cove, CoveBackbone
 from keras_ctx.pretraining.translation import TranslationPretrainer
 
 WORDS = "red green blue cyan pink gold grey teal".split()

@@ -1,0 +1,2 @@
+"""The mbert family: family.py (docs/design.md, "A new family")."""
+

@@ -1,0 +1,2 @@
+"""The roberta family: family.py, convert.py (docs/design.md, "A new family")."""
+

@@ -1,0 +1,2 @@
+"""The spanbert family: family.py (docs/design.md, "A new family")."""
+

@@ -4,7 +4,6 @@ import keras
 from keras import ops
 
 from keras_ctx.layers import _checks, banded_attention
-from keras_ctx.layers import dense
 from keras_ctx.backend import fused_attention, update_positions
 from keras_ctx.layers.dropout import Dropout
 from keras_ctx.layers.masking import MASK_VALUE
@@ -151,7 +150,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.supports_masking = False
 
     def _projection(self, name, head_size):
-        return dense.EinsumDense(
+        return keras.layers.EinsumDense(
             "btd,dnh->btnh",
             output_shape=(None, self.num_heads, head_size),
             bias_axes="nh" if self.use_qkv_bias else None,
@@ -172,7 +171,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.key_dense.build(key_shape)
         self.value_dense = self._projection("value", value_head_size)
         self.value_dense.build(value_shape)
-        self.output_dense = dense.EinsumDense(
+        self.output_dense = keras.layers.EinsumDense(
             "btnh,nhd->btd",
             output_shape=(None, hidden_size),
             bias_axes="d" if self.use_bias else None,

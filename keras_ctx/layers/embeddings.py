@@ -6,7 +6,6 @@ from keras import ops
 from keras_ctx.common import compat
 from keras_ctx import backend
 from keras_ctx.layers import _checks
-from keras_ctx.layers import dense
 from keras_ctx.layers.lookup import take_rows
 
 LOOKUPS = ("gather", "one_hot")
@@ -288,10 +287,7 @@ class PositionEmbedding(keras.layers.Layer):
                     f"layer {self.name} has (max_sequence_length); shorten it.", length)
         table = ops.cast(self.position_embeddings, self.compute_dtype)
         positions = ops.slice(table, (start_index, 0), (length, ops.shape(table)[1]))
-        # Its gradient sums over the batch; under TensorFlow's XLA:CPU as a
-        # `column_sum` (the leading-axis reduction took 10.9 of GPT-2-mini's
-        # 340 ms step, benchmarks/RESULTS.md).
-        return backend.broadcast_over_batch(positions, ops.shape(inputs))
+        return ops.broadcast_to(positions[None], ops.shape(inputs))
 
     def compute_output_shape(self, input_shape):
         return input_shape
@@ -371,7 +367,7 @@ class FactorizedEmbedding(keras.layers.Layer):
             name="token_embedding",
         )
         self.token_embedding.build()
-        self.projection = dense.Dense(
+        self.projection = keras.layers.Dense(
             self.hidden_size,
             kernel_initializer=self.kernel_initializer,
             dtype=self.dtype_policy,

@@ -11,7 +11,6 @@ import keras
 from keras import ops
 
 from keras_ctx.layers import _checks, activations
-from keras_ctx.layers import dense, normalization
 from keras_ctx.layers.gather import gather_positions
 from keras_ctx.layers.lookup import take_rows
 
@@ -133,7 +132,7 @@ class MaskedLMHead(_TiedOutput):
             self._build_output(width)
             self.built = True
             return
-        self.dense = dense.Dense(
+        self.dense = keras.layers.Dense(
             width,
             activation=activations.get(self.activation),
             kernel_initializer=self.kernel_initializer,
@@ -141,7 +140,7 @@ class MaskedLMHead(_TiedOutput):
             name="transform",
         )
         self.dense.build(inputs_shape)
-        self.layer_norm = normalization.LayerNormalization(
+        self.layer_norm = keras.layers.LayerNormalization(
             epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name="transform_norm"
         )
         self.layer_norm.build(tuple(inputs_shape[:-1]) + (width,))
@@ -236,12 +235,12 @@ class SpanBoundaryHead(_TiedOutput):
         )
 
         def projection(units, name):
-            return dense.Dense(units, activation=activations.get(self.activation),
-                               kernel_initializer=self.kernel_initializer,
-                               dtype=self.dtype_policy, name=name)
+            return keras.layers.Dense(units, activation=activations.get(self.activation),
+                                      kernel_initializer=self.kernel_initializer,
+                                      dtype=self.dtype_policy, name=name)
 
         def norm(name):
-            return normalization.LayerNormalization(
+            return keras.layers.LayerNormalization(
                 epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name)
 
         self.dense_1, self.norm_1 = projection(hidden, "ffn_1"), norm("ffn_1_norm")
@@ -305,9 +304,9 @@ class SentencePairHead(keras.layers.Layer):
         )
 
     def build(self, input_shape):
-        self.dense = dense.Dense(self.num_classes,
-                                 kernel_initializer=self.kernel_initializer,
-                                 dtype=self.dtype_policy, name="classifier")
+        self.dense = keras.layers.Dense(self.num_classes,
+                                        kernel_initializer=self.kernel_initializer,
+                                        dtype=self.dtype_policy, name="classifier")
         self.dense.build(input_shape)
         self.built = True
 

@@ -9,7 +9,6 @@ import keras
 from keras import ops
 
 from keras_ctx.layers import _checks
-from keras_ctx.layers import dense
 from keras_ctx.layers.attention import masked_softmax
 from keras_ctx.layers.dropout import Dropout
 
@@ -249,7 +248,7 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
         self.supports_masking = False
 
     def _projection(self, name):
-        return dense.EinsumDense(
+        return keras.layers.EinsumDense(
             "btd,dnh->btnh",
             output_shape=(None, self.num_heads, self.head_size),
             kernel_initializer=self.kernel_initializer,
@@ -274,7 +273,7 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
         for projection in (self.query_dense, self.key_dense, self.value_dense,
                            self.position_dense):
             projection.build((None, None, hidden_size))
-        self.output_dense = dense.EinsumDense(
+        self.output_dense = keras.layers.EinsumDense(
             "btnh,nhd->btd",
             output_shape=(None, hidden_size),
             kernel_initializer=self.kernel_initializer,

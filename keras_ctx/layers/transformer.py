@@ -9,7 +9,6 @@ import keras
 from keras import ops
 
 from keras_ctx.layers import _checks, activations
-from keras_ctx.layers import dense, normalization
 from keras_ctx.layers.adapters import AdapterHost, add_and_norm
 from keras_ctx.layers.attention import MultiHeadAttention
 from keras_ctx.layers.dropout import Dropout
@@ -21,8 +20,8 @@ NORMALIZATIONS = ("layer_norm", "rms_norm")
 def _normalization(kind, epsilon, dtype, name):
     if kind == "rms_norm":
         # T5: scale only, no mean subtraction and no bias.
-        return normalization.RMSNormalization(epsilon=epsilon, dtype=dtype, name=name)
-    return normalization.LayerNormalization(epsilon=epsilon, dtype=dtype, name=name)
+        return keras.layers.RMSNormalization(epsilon=epsilon, dtype=dtype, name=name)
+    return keras.layers.LayerNormalization(epsilon=epsilon, dtype=dtype, name=name)
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
@@ -72,7 +71,7 @@ class FeedForward(keras.layers.Layer):
         )
 
     def _dense(self, units, name, initializer):
-        return dense.Dense(
+        return keras.layers.Dense(
             units,
             use_bias=self.use_bias,
             kernel_initializer=initializer,

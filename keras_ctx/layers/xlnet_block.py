@@ -3,7 +3,6 @@
 import keras
 
 from keras_ctx.layers import _checks
-from keras_ctx.layers import normalization
 from keras_ctx.layers.dropout import Dropout
 from keras_ctx.layers.adapters import AdapterHost, add_and_norm
 from keras_ctx.layers.relative_attention import TwoStreamRelativeAttention
@@ -86,7 +85,7 @@ class XLNetBlock(AdapterHost, keras.layers.Layer):
         self.attention_dropout_layer = Dropout(
             self.dropout, dtype=self.dtype_policy, name="attention_output_dropout"
         )
-        self.attention_norm = normalization.LayerNormalization(
+        self.attention_norm = keras.layers.LayerNormalization(
             epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name="attention_norm"
         )
         self.attention_norm.build(content_stream_shape)
@@ -102,7 +101,7 @@ class XLNetBlock(AdapterHost, keras.layers.Layer):
         self.feed_forward_dropout = Dropout(
             self.dropout, dtype=self.dtype_policy, name="feed_forward_dropout"
         )
-        self.feed_forward_norm = normalization.LayerNormalization(
+        self.feed_forward_norm = keras.layers.LayerNormalization(
             epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name="feed_forward_norm"
         )
         self.feed_forward_norm.build(content_stream_shape)

@@ -170,3 +170,23 @@ def test_token_embedding_int8_quantization_matches_a_numpy_reference():
     other.build()
     with pytest.raises(NotImplementedError, match="not 'float8'"):  # as keras' Embedding
         other.quantize("float8")
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_position_embedding_gradient_sums_over_the_batch(jit):
+    from keras import ops
+
+    from tests.autodiff import value_and_gradients
+
+    layer = PositionEmbedding(12)
+    x = np.zeros((3, 5, 4), "float32")
+    layer.build(x.shape)
+    upstream = np.random.default_rng(0).normal(size=(3, 5, 4)).astype("float32")
+
+    def loss(x):
+        return ops.sum(ops.multiply(layer(x), upstream))
+
+    _, _, (got,) = value_and_gradients(loss, [x], [layer.position_embeddings], compiled=jit)
+    want = np.zeros((12, 4), "float32")
+    want[:5] = upstream.sum(0)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

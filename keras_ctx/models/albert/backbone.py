@@ -14,7 +14,6 @@ import keras
 from keras_ctx.layers import FactorizedEmbedding, PositionEmbedding, TokenEmbedding
 from keras_ctx.layers import TransformerEncoderBlock, TransformerEncoderStack
 from keras_ctx.layers import Dropout, _checks
-from keras_ctx.layers import normalization
 from keras_ctx.models.backbone import Backbone, BackbonePreset
 from keras_ctx.models.encoder import cls_pooler, encoder_inputs, post_ln_block_config
 
@@ -133,7 +132,7 @@ class AlbertBackbone(Backbone):
         segments = TokenEmbedding(type_vocab_size, embedding_size, lookup=lookup, dtype=dtype,
                                   name="segment_embedding")(inputs["segment_ids"])
         x = keras.layers.Add(dtype=dtype, name="embeddings_add")([x, positions, segments])
-        x = normalization.LayerNormalization(epsilon=layer_norm_epsilon, dtype=dtype,
+        x = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, dtype=dtype,
                                              name="embeddings_norm")(x)
         x = Dropout(dropout, dtype=dtype, name="embeddings_dropout")(x)
         x = embedding.projection(x)

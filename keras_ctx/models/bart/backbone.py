@@ -18,7 +18,6 @@ from keras_ctx.layers import (
     TransformerDecoderBlock,
     TransformerEncoderBlock,
 )
-from keras_ctx.layers import normalization
 from keras_ctx.models.backbone import (
     ENCODER_DECODER_INPUTS,
     Backbone,
@@ -83,9 +82,9 @@ class BartBackbone(Backbone):
                                               dtype=dtype, name="encoder_position_embedding")
         decoder_positions = PositionEmbedding(max_sequence_length, initializer=init,
                                               dtype=dtype, name="decoder_position_embedding")
-        encoder_embedding_norm = normalization.LayerNormalization(
+        encoder_embedding_norm = keras.layers.LayerNormalization(
             epsilon=layer_norm_epsilon, dtype=dtype, name="encoder_embedding_norm")
-        decoder_embedding_norm = normalization.LayerNormalization(
+        decoder_embedding_norm = keras.layers.LayerNormalization(
             epsilon=layer_norm_epsilon, dtype=dtype, name="decoder_embedding_norm")
         block_args = dict(
             num_heads=num_heads, intermediate_size=intermediate_size, hidden_size=hidden_size,

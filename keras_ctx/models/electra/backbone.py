@@ -21,7 +21,6 @@ import keras
 
 from keras_ctx.layers import PositionEmbedding, TokenEmbedding, TransformerEncoderStack
 from keras_ctx.layers import Dropout, _checks
-from keras_ctx.layers import dense, normalization
 from keras_ctx.models.backbone import Backbone, BackbonePreset
 from keras_ctx.models.encoder import encoder_inputs, post_ln_block_config
 
@@ -113,7 +112,7 @@ class ElectraBackbone(Backbone):
                 "segment_embedding": TokenEmbedding(type_vocab_size, embedding_size,
                                                     lookup=lookup, dtype=dtype,
                                                     name="segment_embedding"),
-                "embeddings_norm": normalization.LayerNormalization(
+                "embeddings_norm": keras.layers.LayerNormalization(
                     epsilon=layer_norm_epsilon, dtype=dtype, name="embeddings_norm"),
             }
         inputs = encoder_inputs(with_segments=True)
@@ -126,7 +125,7 @@ class ElectraBackbone(Backbone):
         if embedding_size != hidden_size:
             # ELECTRA's "embeddings_project" (Clark et al. 2020, Sec. 3.2: the
             # generator is smaller than the shared embeddings).
-            x = dense.Dense(
+            x = keras.layers.Dense(
                 hidden_size, dtype=dtype, name="embeddings_projection",
                 kernel_initializer=keras.initializers.TruncatedNormal(stddev=0.02))(x)
         stack = TransformerEncoderStack(

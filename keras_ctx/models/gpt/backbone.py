@@ -16,7 +16,6 @@ import keras
 from keras import ops
 
 from keras_ctx.layers import Dropout, PositionEmbedding, TokenEmbedding, TransformerDecoderBlock
-from keras_ctx.layers import normalization
 from keras_ctx.models.backbone import Backbone, BackbonePreset
 
 ATTENTION_TYPES = ("dense", "local")
@@ -161,7 +160,7 @@ class GPTBackbone(Backbone):
         ]
         final_norm = None
         if normalize_first:
-            final_norm = normalization.LayerNormalization(
+            final_norm = keras.layers.LayerNormalization(
                 epsilon=layer_norm_epsilon, dtype=dtype, name="final_norm"
             )
 

@@ -26,7 +26,6 @@ from keras_ctx.layers import (
     TransformerDecoderBlock,
     TransformerEncoderBlock,
 )
-from keras_ctx.layers import normalization
 from keras_ctx.models.backbone import (
     ENCODER_DECODER_INPUTS,
     Backbone,
@@ -144,7 +143,7 @@ class T5Backbone(Backbone):
                                             name="decoder_relative_position_bias")
 
         def norm(name):
-            return normalization.RMSNormalization(epsilon=layer_norm_epsilon, dtype=dtype,
+            return keras.layers.RMSNormalization(epsilon=layer_norm_epsilon, dtype=dtype,
                                                   name=name)
 
         encoder_norm, decoder_norm = norm("encoder_final_norm"), norm("decoder_final_norm")

@@ -14,7 +14,6 @@ import keras
 from keras import ops
 
 from keras_ctx.layers import Dropout, TokenEmbedding, TransformerEncoderStack, _checks
-from keras_ctx.layers import normalization
 from keras_ctx.models.backbone import Backbone, BackbonePreset
 
 INPUTS = ("token_ids", "padding_mask", "position_ids", "language_ids")
@@ -85,7 +84,7 @@ class XLMBackbone(Backbone):
                                         dtype=dtype, name="language_embedding")(
                 inputs["language_ids"]))
         x = keras.layers.Add(dtype=dtype, name="embeddings_add")(parts)
-        x = normalization.LayerNormalization(epsilon=layer_norm_epsilon, dtype=dtype,
+        x = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, dtype=dtype,
                                              name="embeddings_norm")(x)
         x = Dropout(dropout, dtype=dtype, name="embeddings_dropout")(x)
         x = x * ops.cast(inputs["padding_mask"], x.dtype)[:, :, None]  # XLM zeroes padding

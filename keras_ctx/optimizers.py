@@ -1,6 +1,9 @@
 """Optimizers with the settings of the papers that pretrained the models, and the one each
 family's `keras-ctx pretrain` recipe compiles with (`Family.optimizer`)."""
 
+import dataclasses
+from typing import Optional
+
 import keras
 
 from keras_ctx.schedules import WarmupThenDecay
@@ -46,12 +49,36 @@ def bert_adamw(learning_rate, weight_decay=0.01, beta_1=0.9, beta_2=0.999, epsil
 # 1e-3 for a hidden size up to 256 and 1e-4 above, except where the optimizer's own
 # scale differs (ELMo's Adagrad, T5's Adafactor).
 
+@dataclasses.dataclass(frozen=True)
+class Published:
+    """What a recipe's paper sets, which the tests check the built optimizer against:
+    Keras' class name, beta_2, epsilon, weight decay (never on biases and norms), global
+    clip norm, and the peak rate without --learning-rate at hidden size 128."""
+
+    kind: str
+    beta_2: Optional[float] = 0.999
+    epsilon: Optional[float] = 1e-6
+    weight_decay: Optional[float] = 0.01
+    global_clipnorm: Optional[float] = 1.0
+    default_rate: float = 1e-3
+
+
+def published(**settings):
+    """Records `Published(**settings)` on a recipe as its `published` attribute."""
+    def record(recipe):
+        recipe.published = Published(**settings)
+        return recipe
+
+    return record
+
+
 def _warmup_then_decay(learning_rate, steps, hidden_size):
     """BERT's schedule over `steps` at the run's peak rate (the default for `hidden_size`)."""
     return WarmupThenDecay.for_steps(learning_rate or (1e-3 if hidden_size <= 256 else 1e-4),
                                      steps)
 
 
+@published(kind="AdamW")
 def bert_recipe(learning_rate, steps, hidden_size):
     """BERT (Devlin et al. 2019, A.2): AdamW (`bert_adamw`), 10% warm-up then linear decay,
     gradients clipped to a global norm of 1.0 (its optimization.py's clip_by_global_norm;
@@ -62,6 +89,7 @@ def bert_recipe(learning_rate, steps, hidden_size):
                       global_clipnorm=1.0)
 
 
+@published(kind="AdamW", beta_2=0.98)
 def roberta_recipe(learning_rate, steps, hidden_size):
     """RoBERTa (Liu et al. 2019, section 3.1 and Table 9): AdamW with beta_2 0.98 (for
     stability with large batches), epsilon 1e-6, weight decay 0.01; BERT's warm-up and
@@ -70,6 +98,7 @@ def roberta_recipe(learning_rate, steps, hidden_size):
                       beta_2=0.98, global_clipnorm=1.0)
 
 
+@published(kind="AdamW", epsilon=1e-8)
 def gpt_recipe(learning_rate, steps, hidden_size):
     """GPT (Radford et al. 2018, section 4.1): Adam with "a modified version of L2
     regularization ... w = 0.01 on all non bias or gain weights" (decoupled weight decay,
@@ -80,6 +109,7 @@ def gpt_recipe(learning_rate, steps, hidden_size):
                       epsilon=1e-8, global_clipnorm=1.0)
 
 
+@published(kind="AdamW", beta_2=0.95, epsilon=1e-8, weight_decay=0.1)
 def gpt3_recipe(learning_rate, steps, hidden_size):
     """GPT-3 (Brown et al. 2020, Appendix B): Adam beta_1 0.9, beta_2 0.95, epsilon 1e-8,
     weight decay 0.1, gradients clipped to global norm 1.0 (GPT-Neo trained the same way)."""
@@ -87,6 +117,7 @@ def gpt3_recipe(learning_rate, steps, hidden_size):
                       weight_decay=0.1, beta_2=0.95, epsilon=1e-8, global_clipnorm=1.0)
 
 
+@published(kind="Lamb")
 def albert_recipe(learning_rate, steps, hidden_size):
     """ALBERT (Lan et al. 2020, section 4.1): LAMB (You et al. 2019) with BERT's betas,
     epsilon 1e-6 and weight decay 0.01 off biases and LayerNorm (albert's lamb_optimizer.py);
@@ -103,6 +134,8 @@ def albert_recipe(learning_rate, steps, hidden_size):
 T5_LEARNING_RATE = 0.01  # T5: 1 / sqrt(max(n, 10^4)), i.e. 0.01 for the first 10^4 steps
 
 
+@published(kind="Adafactor", beta_2=None, epsilon=None, weight_decay=None,
+           global_clipnorm=None, default_rate=T5_LEARNING_RATE)
 def t5_recipe(learning_rate, steps, hidden_size):
     """T5 (Raffel et al. 2020, section 3.1.2): Adafactor (Shazeer & Stern 2018) with the
     "inverse square root" schedule 1 / sqrt(max(n, 10^4)). Keras' Adafactor with
@@ -113,6 +146,8 @@ def t5_recipe(learning_rate, steps, hidden_size):
 ELMO_LEARNING_RATE = 0.2
 
 
+@published(kind="Adagrad", beta_2=None, epsilon=1e-7, weight_decay=None,
+           global_clipnorm=10.0, default_rate=ELMO_LEARNING_RATE)
 def elmo_recipe(learning_rate, steps, hidden_size):
     """ELMo (Peters et al. 2018; bilm-tf's training.py): Adagrad at a constant 0.2 with
     initial accumulator 1.0, gradients clipped to global norm 10."""

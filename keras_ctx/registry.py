@@ -2,15 +2,15 @@
 
 A leaf: it imports nothing else of keras_ctx, so models, presets,
 preprocessing, tasks and the converters may all read it. What it holds is
-filled in by `keras_ctx.families`, one module per family, which imports the
-models, pipelines, pretrainers and converters and registers each family
-once; nothing else keeps a list of families or branches on a family's name.
+filled in by each family's folder, `keras_ctx/models/<family>/`, whose
+family.py imports the model, pipelines, pretrainer and converters and
+registers the family once (`keras_ctx.families` imports every family.py);
+nothing else keeps a list of families or branches on a family's name.
 
-A new family is three modules (and tests): its backbone and presets in
-`keras_ctx.models`, its converters in `keras_ctx.convert` (the Hugging Face
-map, keras-hub class, TF-checkpoint layout and heads, as `HUGGINGFACE`,
-`KERAS_HUB`, `TF_CHECKPOINT` specs), and its family module, which names
-them by reference and registers them with one call:
+A new family is one folder (and tests): backbone.py (its model and presets),
+convert.py (the Hugging Face map, keras-hub class, TF-checkpoint layout and
+heads, as `HUGGINGFACE`, `KERAS_HUB`, `TF_CHECKPOINT` specs) and family.py,
+which names them by reference and registers them with one call:
 
     register_family(Family(
         name="toy", backbone=ToyBackbone, presets={"toy-tiny": (config, "a toy")},
@@ -139,6 +139,15 @@ class Family:
         optimizer: (learning_rate or None, steps, hidden_size) -> the optimizer
             `keras-ctx pretrain` compiles with, the family paper's
             (`keras_ctx.optimizers`); None: BERT's (`optimizers.bert_recipe`).
+        borrows_backbone: whether its backbone class is another family's (mBERT,
+            SpanBERT and ERNIE build BERT's): a backbone of that class without a
+            recorded family is the owner's (`of_backbone`), whatever the order of
+            registration.
+        tiny: config values that shrink its first preset to a test size (the tests
+            build, convert and pretrain every family from them; a config's
+            vocabulary_size is the tests' own).
+        objective: (Pretrainer class, batch keys that tell it apart) of its paper,
+            which the tests check each preset's recipe builds; () without a recipe.
     """
 
     name: str
@@ -162,6 +171,9 @@ class Family:
     matches: Optional[Callable] = None
     recipe_config: Callable = lambda run: {}
     optimizer: Optional[Callable] = None
+    borrows_backbone: bool = False
+    tiny: dict = dataclasses.field(default_factory=dict)
+    objective: tuple = ()
 
 
 _FAMILIES = {}
@@ -202,6 +214,14 @@ def register_family(family):
                              f"{index[key]!r} and {family.name!r}).")
     if len({(id(index), key) for index, key, _ in claims}) != len(claims):
         raise ValueError(f"Family {family.name!r} claims one name twice: {claims}.")
+    owner = next((other for other in _FAMILIES.values() if _owns(other, family.backbone)),
+                 None)
+    if owner and _owns(family, family.backbone) and (owner.matches is None
+                                                     or family.matches is None):
+        raise ValueError(
+            f"Families {owner.name!r} and {family.name!r} both own "
+            f"{family.backbone.__name__}: give the one that reuses it borrows_backbone=True, "
+            "or both a `matches` that tells their backbones apart.")
     _FAMILIES[family.name] = family
     for index, key, _ in claims:
         index[key] = family.name
@@ -243,15 +263,20 @@ def of_preset(preset):
     return _FAMILIES[_PRESETS[preset]]
 
 
+def _owns(family, backbone_class):
+    return family.backbone is backbone_class and not family.borrows_backbone
+
+
 def of_backbone(backbone):
     """The `Family` of a backbone: its `family` attribute if it has one (set by the
-    converters), else the first family registered for its class; None if none."""
+    converters and presets), else the family that owns its class (and `matches` it);
+    None if none."""
     name = getattr(backbone, "family", None)
     if isinstance(name, str):
         return get(name)
     for family in _FAMILIES.values():
-        if type(backbone) is family.backbone and (family.matches is None
-                                                  or family.matches(backbone)):
+        if _owns(family, type(backbone)) and (family.matches is None
+                                             or family.matches(backbone)):
             return family
     return None
 

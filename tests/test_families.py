@@ -260,3 +260,176 @@ def test_a_model_type_is_claimed_by_one_family_only(toy_with_converter, tmp_path
             from_huggingface(tmp_path, load_weights=False)
     finally:
         families.register_family(toy_with_converter)
+
+
+def test_a_backbone_without_a_recorded_family_is_its_owners_whatever_the_order():
+    """BertBackbone is BERT's, and mBERT, SpanBERT and ERNIE borrow it: said in their
+    entries (`borrows_backbone`), not by which module registered first."""
+    bare = BertBackbone(vocabulary_size=50, max_sequence_length=8, **TINY)
+    assert families.of_backbone(bare).name == "bert"
+    borrowers = {n for n in families.names() if families.get(n).backbone is BertBackbone}
+    assert borrowers == {"bert", "mbert", "spanbert", "ernie"}
+    bert = families.get("bert")
+    families.unregister_family("bert")
+    try:
+        families.register_family(bert)  # now registered after its borrowers
+        assert families.of_backbone(bare) is bert
+    finally:
+        families.unregister_family("bert")
+        families.register_family(bert)
+
+
+def test_two_families_owning_one_backbone_class_are_refused():
+    with pytest.raises(ValueError, match="both own BertBackbone: give the one that reuses it "
+                                         "borrows_backbone=True"):
+        families.register_family(families.Family("toy-owner", BertBackbone))
+    assert "toy-owner" not in families.names()
+    families.register_family(families.Family("toy-owner", BertBackbone, borrows_backbone=True))
+    families.unregister_family("toy-owner")
+
+
+def test_every_backbone_keeps_its_registered_keras_name_and_old_files_load(tmp_path):
+    """Saved `.keras` files name classes `keras_ctx>ClassName`: the move of each family into
+    its folder kept those names, and a file that records the old module still loads."""
+    import json
+    import zipfile
+
+    classes = {families.get(n).backbone for n in families.names()}
+    assert {keras.saving.get_registered_name(c) for c in classes} == {
+        f"keras_ctx>{c.__name__}" for c in classes}
+    assert {c.__name__ for c in classes} >= {
+        "BertBackbone", "RobertaBackbone", "AlbertBackbone", "ElectraBackbone",
+        "XLNetBackbone", "GPTBackbone", "T5Backbone", "BartBackbone", "ElmoBackbone",
+        "CoveBackbone", "XLMBackbone", "AwdLstmBackbone"}
+    model = BertBackbone(vocabulary_size=50, max_sequence_length=8, **TINY)
+    model.save(tmp_path / "new.keras")
+    # The same file as saved before the move: its config names module keras_ctx.models.bert.
+    with zipfile.ZipFile(tmp_path / "new.keras") as new, \
+            zipfile.ZipFile(tmp_path / "old.keras", "w") as old:
+        for item in new.infolist():
+            data = new.read(item.filename)
+            if item.filename == "config.json":
+                config = json.loads(data)
+                assert config["module"] == "keras_ctx.models.bert.backbone"
+                config["module"] = "keras_ctx.models.bert"
+                data = json.dumps(config).encode()
+            old.writestr(item, data)
+    loaded = keras.saving.load_model(tmp_path / "old.keras")
+    assert type(loaded) is BertBackbone
+    for mine, theirs in zip(model.weights, loaded.weights):
+        np.testing.assert_array_equal(mine.numpy(), theirs.numpy())
+
+
+# --- a family is one folder (docs/design.md, "Where new code goes") ---------------------
+
+MODELS = os.path.join(ROOT, "models")
+
+
+def _design_family_files():
+    """The files docs/design.md says a family's folder holds."""
+    with open(os.path.join(ROOT, "..", "docs", "design.md"), encoding="utf-8") as handle:
+        text = handle.read()
+    bullet = text[text.index("- **A new family**"):text.index("- **A new objective**")]
+    return set(re.findall(r"`models/<family>/([a-z_*]+\.py)`", bullet))
+
+
+def test_each_family_folder_holds_the_files_the_design_lists():
+    import fnmatch
+
+    listed = _design_family_files()
+    assert {"backbone.py", "family.py", "convert.py"} <= listed, listed
+    folders = sorted(name for name in os.listdir(MODELS)
+                     if os.path.isfile(os.path.join(MODELS, name, "family.py")))
+    for folder in folders:
+        files = {n for n in os.listdir(os.path.join(MODELS, folder)) if n.endswith(".py")}
+        strays = {n for n in files - {"__init__.py"}
+                  if not any(fnmatch.fnmatch(n, pattern) for pattern in listed)}
+        assert not strays, f"models/{folder}/ holds files docs/design.md does not list: {strays}"
+    # One line in keras_ctx/families/__init__.py per folder, and nothing else lists one.
+    with open(os.path.join(ROOT, "families", "__init__.py"), encoding="utf-8") as handle:
+        lines = re.findall(r"^from keras_ctx\.models\.(\w+) import family\b", handle.read(),
+                           flags=re.M)
+    assert sorted(lines) == folders and len(lines) == len(set(lines))
+    # Every registered family is registered by a family.py of a folder.
+    import sys
+
+    registered_in = {name: next(module for module, value in sys.modules.items()
+                                if module.startswith("keras_ctx.models.")
+                                and module.endswith(".family")
+                                and families.get(name) in vars(value).values())
+                     for name in families.names()}
+    assert {m.split(".")[2] for m in registered_in.values()} == set(folders)
+
+
+TOY_FILES = {
+    "__init__.py": '"""A toy family, one folder (tests/test_families.py)."""\n',
+    "backbone.py": '''"""The toy model: BERT's network under another name."""
+import keras
+
+from keras_ctx.models.bert.backbone import BertBackbone
+
+TOY_PRESETS = {"toyfolder-tiny": (dict(vocabulary_size=64, num_layers=1, num_heads=2,
+                                       hidden_size=16, intermediate_size=32), "a toy")}
+
+
+@keras.saving.register_keras_serializable(package="tests_toyfolder")
+class ToyFolderBackbone(BertBackbone):
+    pass
+''',
+    "convert.py": '''"""The toy's checkpoint map: BERT's under model_type "toyfolder"."""
+from keras_ctx.convert import config_fields
+from keras_ctx.convert.huggingface import mapped_converter
+from keras_ctx.models.bert.convert import bert_config_from_huggingface, bert_weight_map
+from keras_ctx.models.toyfolder.backbone import ToyFolderBackbone
+from keras_ctx.registry import HuggingFace
+
+HUGGINGFACE = (HuggingFace("toyfolder", mapped_converter(
+    ToyFolderBackbone, bert_config_from_huggingface, bert_weight_map, config_fields.BERT)),)
+''',
+    "family.py": '''"""The toy's registry entry."""
+from keras_ctx.families.common import POOLED, TINY_TRANSFORMER, WORDPIECE_FRAMING, pipeline
+from keras_ctx.families.common import pretrainer
+from keras_ctx.data import pipelines, tokenizers
+from keras_ctx.models.toyfolder import backbone, convert
+from keras_ctx.pretraining import RobertaPretrainer
+from keras_ctx.registry import Family, register_family
+
+TOY = register_family(Family(
+    "toyfolder", backbone.ToyFolderBackbone, backbone.TOY_PRESETS, tokenizers.train_wordpiece,
+    WORDPIECE_FRAMING, pooling=POOLED, dataset=pipeline(pipelines.roberta_dataset),
+    pretrainer=pretrainer(RobertaPretrainer), huggingface=convert.HUGGINGFACE,
+    tiny=TINY_TRANSFORMER, objective=(RobertaPretrainer, ())))
+''',
+}
+
+
+def test_a_new_family_is_one_folder_and_one_line(tmp_path, monkeypatch):
+    """A toy family written as docs/design.md lists (its folder's files) and imported
+    by its one line: the registry, presets, converters and the tests' tables find it."""
+    import importlib
+    import sys
+
+    import keras_ctx.models
+
+    folder = tmp_path / "toyfolder"
+    folder.mkdir()
+    assert set(TOY_FILES) - {"__init__.py"} == _design_family_files() - {"convert*.py"}
+    for name, text in TOY_FILES.items():
+        (folder / name).write_text(text)
+    monkeypatch.setattr(keras_ctx.models, "__path__", [*keras_ctx.models.__path__, str(tmp_path)])
+    try:
+        importlib.import_module("keras_ctx.models.toyfolder.family")  # the registry line
+        family = families.get("toyfolder")
+        backbone = from_preset("toyfolder-tiny")
+        assert families.of_preset("toyfolder-tiny") is family
+        assert families.of_backbone(backbone) is family
+        assert families.of_huggingface("toyfolder") is family
+        assert [row[0] for row in list_presets("toyfolder")] == ["toyfolder-tiny"]
+        # What the tests' tables read (tiny sizes, the paper's objective) is in the entry.
+        assert family.tiny == families.TINY_TRANSFORMER
+        assert family.objective[0].__name__ == "RobertaPretrainer"
+    finally:
+        if "toyfolder" in families.names():
+            families.unregister_family("toyfolder")
+        for module in [m for m in sys.modules if m.startswith("keras_ctx.models.toyfolder")]:
+            del sys.modules[module]

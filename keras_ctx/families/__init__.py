@@ -1,12 +1,14 @@
-"""Every model family keras_ctx knows, one module each, registered in `keras_ctx.registry`.
+"""Every model family keras_ctx knows, registered in `keras_ctx.registry`.
 
-A family's module names by reference its backbone class, its presets (data
-in `keras_ctx.models`), its tokenizer trainer, pipeline builder, pretrainer
-and its converter specs (Hugging Face model_types with their heads, keras-hub
-classes, the google-research TF layout), and registers them with one
-`register_family(Family(...))`. This package is the only place that lists
-families; everything else (the CLI, recipes, preprocessing, tasks,
-converters) reads the registry, whose API is re-exported here:
+A family lives in one folder, `keras_ctx/models/<family>/`, whose family.py
+names by reference its backbone class, its presets (data in its backbone.py),
+its tokenizer trainer, pipeline builder, pretrainer, converter specs (Hugging
+Face model_types with their heads, keras-hub classes, the google-research TF
+layout; in its convert.py), its test size and its paper's objective, and
+registers them with one `register_family(Family(...))`. This package imports
+each family.py, one line each: the only list of families; everything else
+(the CLI, recipes, preprocessing, tasks, converters) reads the registry, whose
+API is re-exported here with what several families share (`families.common`):
 
     from keras_ctx import families
     families.get("bert").pooling
@@ -40,6 +42,7 @@ from keras_ctx.families.common import (  # noqa: F401
     GPT_FRAMING,
     T5_FRAMING,
     T5_SENTINELS,
+    TINY_TRANSFORMER,
     WORDPIECE_FRAMING,
     XLNET_FRAMING,
     XLNET_SPECIAL_TOKENS,

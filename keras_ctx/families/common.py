@@ -36,6 +36,9 @@ XLNET_SPECIAL_TOKENS = ("<pad>", "<unk>", "[CLS]", "[SEP]", "<mask>", "<eod>")
 GPT_END_OF_TEXT = "<|endoftext|>"
 T5_SENTINELS = 100  # <extra_id_0..99> after the SentencePiece vocabulary (Raffel et al.)
 
+# What a transformer family's `Family.tiny` shrinks its preset to.
+TINY_TRANSFORMER = dict(num_layers=1, num_heads=2, hidden_size=16, intermediate_size=32)
+
 POOLED = ("pooled_output", "padding_mask", "pooled")
 LAST = ("sequence_output", "padding_mask", "last")
 

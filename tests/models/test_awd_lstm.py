@@ -55,9 +55,9 @@ def test_backbone_outputs_and_inference_is_deterministic():
     assert out["sequence_output"].shape == (3, 7, 6)
     assert [tuple(h.shape) for h in out["hidden_states"]] == [
         (3, 7, 6), (3, 7, 10), (3, 7, 10), (3, 7, 6)]
-    again = backbone(inputs)["sequence_output"]
+    again = to_numpy(backbone(inputs)["sequence_output"])
     np.testing.assert_array_equal(to_numpy(out["sequence_output"]), again)
-    trained = backbone(inputs, training=True)["sequence_output"]
+    trained = to_numpy(backbone(inputs, training=True)["sequence_output"])
     assert not np.allclose(trained, again)
     assert np.all(to_numpy(out["sequence_output"])[1, 4:] == 0)
 

@@ -82,7 +82,7 @@ def test_cached_decoding_equals_full_pass():
     steps = []
     for i in range(6):
         hidden, cache = model.decode_with_cache(dec[:, i:i + 1], cache, i, mask)
-        steps.append(np.asarray(hidden))
+        steps.append(to_numpy(hidden))
     np.testing.assert_allclose(np.concatenate(steps, 1), full, atol=1e-5)
     with pytest.raises(ValueError, match="max_sequence_length"):
         model.build_decoder_cache(model.encode(enc, mask), 17)

@@ -110,7 +110,7 @@ def test_cached_steps_equal_full_pass():
     steps = []
     for i in range(12):
         hidden, cache = model.call_with_cache(ids[:, i:i + 1], cache, i)
-        steps.append(np.asarray(hidden))
+        steps.append(to_numpy(hidden))
     np.testing.assert_allclose(np.concatenate(steps, 1), full, atol=1e-5)
     with pytest.raises(ValueError, match="max_sequence_length"):
         model.build_cache(2, 13)

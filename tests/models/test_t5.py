@@ -168,7 +168,7 @@ def test_cached_decoding_equals_full_pass(config):
     steps = []
     for i in range(6):
         hidden, cache = model.decode_with_cache(dec[:, i:i + 1], cache, i, mask)
-        steps.append(np.asarray(hidden))
+        steps.append(to_numpy(hidden))
     np.testing.assert_allclose(np.concatenate(steps, 1), full, atol=1e-5)
     logits = model.logits(full)
     assert logits.shape == (2, 6, 40)

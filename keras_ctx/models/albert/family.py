@@ -3,6 +3,7 @@
 from keras_ctx import optimizers
 from keras_ctx.models.albert import convert as convert_albert
 from keras_ctx.data import layouts, pipelines, tokenizers
+from keras_ctx.families.common import TINY_TRANSFORMER
 from keras_ctx.families.common import POOLED, WORDPIECE_FRAMING, layout, pipeline, pretrainer
 from keras_ctx.models.albert import backbone as albert
 from keras_ctx.models.presets import Pretraining, Stage, register_pretraining
@@ -29,4 +30,6 @@ ALBERT = register_family(Family(
                     word_start=tokenizers.albert_word_start),
     huggingface=convert_albert.HUGGINGFACE, keras_hub=convert_albert.KERAS_HUB,
     tf_checkpoint=convert_albert.TF_CHECKPOINT,
-    optimizer=optimizers.albert_recipe))
+    optimizer=optimizers.albert_recipe,
+    tiny=dict(TINY_TRANSFORMER, embedding_size=8),
+    objective=(AlbertPretrainer, ("sentence_order_labels",))))

@@ -13,4 +13,5 @@ AWD_LSTM = register_family(Family(
     "awd_lstm", awd_lstm.AwdLstmBackbone, awd_lstm.AWD_LSTM_PRESETS,
     pooling=("sequence_output", "padding_mask", "concat"),
     no_pretraining="AWD-LSTM trains in `keras-ctx ulmfit` "
-                   "(keras_ctx.tasks.ulmfit: word vocabulary, AR/TAR, STLR)."))
+                   "(keras_ctx.tasks.ulmfit: word vocabulary, AR/TAR, STLR).",
+    tiny=dict(embedding_size=8, hidden_size=16, num_layers=2)))

@@ -3,6 +3,7 @@
 from keras_ctx import optimizers
 from keras_ctx.models.bart import convert as convert_bart
 from keras_ctx.data import pipelines, tokenizers
+from keras_ctx.families.common import TINY_TRANSFORMER
 from keras_ctx.families.common import BART_FRAMING, chunks, pipeline, pretrainer
 from keras_ctx.models.bart import backbone as bart
 from keras_ctx.models.presets import Pretraining, Stage, register_pretraining
@@ -39,4 +40,5 @@ BART = register_family(Family(
     word_vectors="encoder_sequence_output", dataset=pipeline(pipelines.denoising_dataset),
     prepared=chunks(_bart_read, shorter=2), pretrainer=pretrainer(Seq2SeqPretrainer),
     huggingface=convert_bart.HUGGINGFACE, keras_hub=convert_bart.KERAS_HUB,
-    optimizer=optimizers.roberta_recipe))
+    optimizer=optimizers.roberta_recipe,
+    tiny=TINY_TRANSFORMER, objective=(Seq2SeqPretrainer, ())))

@@ -4,6 +4,7 @@ import dataclasses
 
 from keras_ctx.models.bert import convert as convert_bert
 from keras_ctx.data import layouts, pipelines, tokenizers
+from keras_ctx.families.common import TINY_TRANSFORMER
 from keras_ctx.families.common import POOLED, WORDPIECE_FRAMING, layout, pipeline, pretrainer
 from keras_ctx.models.bert import backbone as bert
 from keras_ctx.models.presets import Pretraining, Stage, register_pretraining
@@ -41,4 +42,5 @@ BERT = register_family(Family(
     prepared=layout(layouts.pairs_layout, kind="nsp", static_masking=True, duplicate=10),
     pretrainer=pretrainer(BertPretrainer),
     huggingface=convert_bert.HUGGINGFACE, keras_hub=convert_bert.KERAS_HUB,
-    tf_checkpoint=convert_bert.TF_CHECKPOINT))
+    tf_checkpoint=convert_bert.TF_CHECKPOINT,
+    tiny=TINY_TRANSFORMER, objective=(BertPretrainer, ("next_sentence_labels",))))

@@ -12,4 +12,5 @@ COVE = register_family(Family(
     "cove", cove.CoveBackbone, cove.COVE_PRESETS, inputs="words",
     pooling=("sequence_output", "padding_mask", "mean"),
     no_pretraining="CoVe trains on a parallel corpus: see examples/cove_translate.py "
-                   "and keras_ctx.pretraining.TranslationPretrainer."))
+                   "and keras_ctx.pretraining.TranslationPretrainer.",
+    tiny=dict(embedding_size=8, hidden_size=8, num_layers=1)))

@@ -3,6 +3,7 @@
 from keras_ctx.models.electra import convert as convert_electra
 from keras_ctx.data import layouts, pipelines, tokenizers
 from keras_ctx.data.masking import ELECTRA_MASK_TOKEN_RATE, ELECTRA_RANDOM_TOKEN_RATE
+from keras_ctx.families.common import TINY_TRANSFORMER
 from keras_ctx.families.common import WORDPIECE_FRAMING, per_size, per_size_layout, published
 from keras_ctx.models.electra import backbone as electra
 from keras_ctx.models.presets import Pretraining, Stage, register_pretraining
@@ -61,4 +62,5 @@ ELECTRA = register_family(Family(
                              **_MASKING),
     pretrainer=electra_pretrainer,
     huggingface=convert_electra.HUGGINGFACE, keras_hub=convert_electra.KERAS_HUB,
-    tf_checkpoint=convert_electra.TF_CHECKPOINT))
+    tf_checkpoint=convert_electra.TF_CHECKPOINT,
+    tiny=dict(TINY_TRANSFORMER, embedding_size=8), objective=(ElectraPretrainer, ())))

@@ -40,4 +40,6 @@ ELMO = register_family(Family(
     dataset=bilm_dataset, pretrainer=bilm_pretrainer, prepared=layouts.bilm_layout,
     # ELMo keeps its word vocabulary in run.json.
     run_files=lambda vocabulary: (None, {"vocabulary": vocabulary}),
-    optimizer=optimizers.elmo_recipe))
+    optimizer=optimizers.elmo_recipe,
+    tiny=dict(projection_dim=8, lstm_units=16, num_layers=1),
+    objective=(bilm.BiLMPretrainer, ())))

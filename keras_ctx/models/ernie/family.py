@@ -7,6 +7,7 @@ collocations and it has no entity stage (entity lexicons go through
 
 from keras_ctx.models.ernie import convert as convert_ernie
 from keras_ctx.data import pipelines, tokenizers
+from keras_ctx.families.common import TINY_TRANSFORMER
 from keras_ctx.families.common import POOLED, WORDPIECE_FRAMING, pipeline, pretrainer
 from keras_ctx.models.ernie import backbone as ernie
 from keras_ctx.models.bert import backbone as bert
@@ -35,4 +36,6 @@ ERNIE = register_family(Family(
     WORDPIECE_FRAMING, pooling=POOLED,
     dataset=pipeline(pipelines.ernie_dataset, phrases="collocations"),
     pretrainer=pretrainer(BertPretrainer),
-    huggingface=convert_ernie.HUGGINGFACE))
+    huggingface=convert_ernie.HUGGINGFACE,
+    borrows_backbone=True, tiny=TINY_TRANSFORMER,
+    objective=(BertPretrainer, ("next_sentence_labels",))))

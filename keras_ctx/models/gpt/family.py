@@ -7,6 +7,7 @@ from keras_ctx import optimizers
 from keras_ctx.models.gpt import convert_gpt2
 from keras_ctx.models.gpt import convert_gpt_neo
 from keras_ctx.data import pipelines, tokenizers
+from keras_ctx.families.common import TINY_TRANSFORMER
 from keras_ctx.families.common import GPT_END_OF_TEXT, GPT_FRAMING, LAST, chunks, pipeline
 from keras_ctx.families.common import pretrainer
 from keras_ctx.models.gpt import backbone as gpt
@@ -52,7 +53,8 @@ GPT_PRETRAINING = register_pretraining({
 _CAUSAL = dict(pooling=LAST,
                dataset=pipeline(pipelines.causal_lm_dataset, end_token=GPT_END_OF_TEXT),
                prepared=chunks(_causal_read, end_token=GPT_END_OF_TEXT),
-               pretrainer=pretrainer(CausalLMPretrainer))
+               pretrainer=pretrainer(CausalLMPretrainer),
+               objective=(CausalLMPretrainer, ()))
 _BYTE_LEVEL_BPE = functools.partial(tokenizers.train_byte_level_bpe,
                                     special_tokens=(GPT_END_OF_TEXT,))
 
@@ -63,21 +65,27 @@ GPT = register_family(Family(
     GPT_FRAMING, **_CAUSAL,
     huggingface=convert_gpt2.OPENAI_GPT_HUGGINGFACE,
     matches=lambda backbone: not backbone.normalize_first,
-    optimizer=optimizers.gpt_recipe))
+    optimizer=optimizers.gpt_recipe,
+    tiny=TINY_TRANSFORMER))
 # GPT-2 (Radford et al. 2019): byte-level BPE, pre-LN.
 GPT2 = register_family(Family(
     "gpt2", gpt.GPTBackbone, gpt.GPT2_PRESETS, _BYTE_LEVEL_BPE, GPT_FRAMING, **_CAUSAL,
     huggingface=convert_gpt2.GPT2_HUGGINGFACE, keras_hub=convert_gpt2.GPT2_KERAS_HUB,
     matches=lambda backbone: backbone.normalize_first and not _banded(backbone),
-    optimizer=optimizers.gpt_recipe))
+    optimizer=optimizers.gpt_recipe,
+    tiny=TINY_TRANSFORMER))
 # GPT-3 (Brown et al. 2020): GPT-2 with alternating dense / banded layers.
 GPT3 = register_family(Family(
     "gpt3", gpt.GPTBackbone, gpt.GPT3_PRESETS, _BYTE_LEVEL_BPE, GPT_FRAMING, **_CAUSAL,
     matches=lambda backbone: _banded(backbone) and backbone.attention_scale is None,
-    optimizer=optimizers.gpt3_recipe))
+    optimizer=optimizers.gpt3_recipe,
+    # Two layers (dense, then a band of 2), so the band cuts at the tests' length 6.
+    tiny=dict(TINY_TRANSFORMER, num_layers=2, head_size=8, window_size=2,
+              max_sequence_length=32)))
 # GPT-Neo: GPT-3's pattern as EleutherAI released it (unscaled scores).
 GPT_NEO = register_family(Family(
     "gpt_neo", gpt.GPTBackbone, gpt.GPT_NEO_PRESETS, _BYTE_LEVEL_BPE, GPT_FRAMING, **_CAUSAL,
     huggingface=convert_gpt_neo.HUGGINGFACE,
     matches=lambda backbone: _banded(backbone) and backbone.attention_scale is not None,
-    optimizer=optimizers.gpt3_recipe))
+    optimizer=optimizers.gpt3_recipe,
+    tiny=dict(TINY_TRANSFORMER, num_layers=2, window_size=2, max_sequence_length=32)))

@@ -9,6 +9,7 @@ import dataclasses
 import functools
 
 from keras_ctx.data import layouts, pipelines, tokenizers
+from keras_ctx.families.common import TINY_TRANSFORMER
 from keras_ctx.families.common import (POOLED, WORDPIECE_FRAMING, layout, pipeline,
                                        pretrainer)
 from keras_ctx.models.bert.family import BERT_RECIPE
@@ -28,4 +29,6 @@ MBERT = register_family(Family(
     functools.partial(tokenizers.train_wordpiece, lowercase=False), WORDPIECE_FRAMING,
     pooling=POOLED, dataset=pipeline(pipelines.bert_dataset, static_masking=False),
     prepared=layout(layouts.pairs_layout, kind="nsp", static_masking=True, duplicate=10),
-    pretrainer=pretrainer(BertPretrainer)))
+    pretrainer=pretrainer(BertPretrainer),
+    borrows_backbone=True, tiny=TINY_TRANSFORMER,
+    objective=(BertPretrainer, ("next_sentence_labels",))))

@@ -3,6 +3,7 @@
 from keras_ctx import optimizers
 from keras_ctx.models.roberta import convert as convert_roberta
 from keras_ctx.data import layouts, pipelines, tokenizers
+from keras_ctx.families.common import TINY_TRANSFORMER
 from keras_ctx.families.common import FAIRSEQ_FRAMING, layout, pipeline, pretrainer
 from keras_ctx.models.bert import backbone as bert
 from keras_ctx.models.presets import Pretraining, Stage, register_pretraining
@@ -28,4 +29,5 @@ ROBERTA = register_family(Family(
     dataset=pipeline(pipelines.roberta_dataset), prepared=layout(layouts.packed_layout),
     pretrainer=pretrainer(RobertaPretrainer),
     huggingface=convert_roberta.HUGGINGFACE, keras_hub=convert_roberta.KERAS_HUB,
-    optimizer=optimizers.roberta_recipe))
+    optimizer=optimizers.roberta_recipe,
+    tiny=TINY_TRANSFORMER, objective=(RobertaPretrainer, ())))

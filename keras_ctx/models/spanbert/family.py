@@ -1,6 +1,7 @@
 """SpanBERT (Joshi et al. 2020): span masking + the span-boundary objective, no NSP."""
 
 from keras_ctx.data import layouts, pipelines, tokenizers
+from keras_ctx.families.common import TINY_TRANSFORMER
 from keras_ctx.families.common import POOLED, WORDPIECE_FRAMING, layout, pipeline, pretrainer
 from keras_ctx.models.bert import backbone as bert
 from keras_ctx.models.presets import Pretraining, Stage, register_pretraining
@@ -22,4 +23,5 @@ SPANBERT = register_family(Family(
     "spanbert", bert.BertBackbone, bert.SPANBERT_PRESETS, tokenizers.train_wordpiece,
     WORDPIECE_FRAMING, pooling=POOLED, dataset=pipeline(pipelines.spanbert_dataset),
     prepared=layout(layouts.packed_layout, spans=True),
-    pretrainer=pretrainer(SpanBertPretrainer)))
+    pretrainer=pretrainer(SpanBertPretrainer),
+    borrows_backbone=True, tiny=TINY_TRANSFORMER, objective=(SpanBertPretrainer, ())))

@@ -3,6 +3,7 @@
 from keras_ctx import optimizers
 from keras_ctx.models.t5 import convert as convert_t5
 from keras_ctx.data import noise, pipelines, tokenizers
+from keras_ctx.families.common import TINY_TRANSFORMER
 from keras_ctx.families.common import T5_FRAMING, T5_SENTINELS, chunks, pipeline, pretrainer
 from keras_ctx.models.t5 import backbone as t5
 from keras_ctx.models.presets import Pretraining, Stage, register_pretraining
@@ -47,4 +48,5 @@ T5 = register_family(Family(
     dataset=pipeline(pipelines.span_corruption_dataset, num_sentinels=T5_SENTINELS),
     prepared=chunks(_t5_read, chunk_length=noise.span_corruption_tokens_length),
     pretrainer=pretrainer(Seq2SeqPretrainer), huggingface=convert_t5.HUGGINGFACE,
-    optimizer=optimizers.t5_recipe))
+    optimizer=optimizers.t5_recipe,
+    tiny=TINY_TRANSFORMER, objective=(Seq2SeqPretrainer, ())))

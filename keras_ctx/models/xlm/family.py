@@ -8,6 +8,7 @@ and TLM pairs).
 from keras_ctx.models.xlm import convert as convert_xlm
 from keras_ctx.models.xlm import backbone as xlm
 from keras_ctx.models.presets import Pretraining, register_pretraining
+from keras_ctx.families.common import TINY_TRANSFORMER
 from keras_ctx.registry import Family, register_family
 
 # `keras-ctx pretrain` has no recipe for this family (Family.no_pretraining).
@@ -18,4 +19,5 @@ XLM = register_family(Family(
     "xlm", xlm.XLMBackbone, xlm.XLM_PRESETS,
     huggingface=convert_xlm.HUGGINGFACE,
     no_pretraining="XLM pretrains from Python: keras_ctx.data.multilingual "
-                   "(text_stream, tlm_pairs) with keras_ctx.pretraining."))
+                   "(text_stream, tlm_pairs) with keras_ctx.pretraining.",
+    tiny=dict(TINY_TRANSFORMER, max_sequence_length=64)))

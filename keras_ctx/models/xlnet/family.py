@@ -5,6 +5,7 @@ import functools
 from keras_ctx.models.xlnet import convert as convert_xlnet
 from keras_ctx.data import layouts, pipelines, tokenizers
 from keras_ctx.data.xlnet_stream import default_reuse_len
+from keras_ctx.families.common import TINY_TRANSFORMER
 from keras_ctx.families.common import (LAST, XLNET_FRAMING, XLNET_SPECIAL_TOKENS, layout,
                                        pipeline)
 from keras_ctx.models.xlnet import backbone as xlnet
@@ -51,4 +52,5 @@ XLNET = register_family(Family(
     prepared=layout(layouts.xlnet_layout),
     pretrainer=xlnet_pretrainer, recipe_config=xlnet_recipe_config,
     huggingface=convert_xlnet.HUGGINGFACE, keras_hub=convert_xlnet.KERAS_HUB,
-    tf_checkpoint=convert_xlnet.TF_CHECKPOINT))
+    tf_checkpoint=convert_xlnet.TF_CHECKPOINT,
+    tiny=TINY_TRANSFORMER, objective=(XLNetPretrainer, ())))

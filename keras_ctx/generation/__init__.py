@@ -2,13 +2,15 @@
 
 Three parts: `samplers` (how the next token is picked), `decoding` (the
 static-shape decode loops, with a key/value cache; `ops.while_loop`, so the
-whole loop is one XLA loop), and this module: argument checks, the compile
-policy (`resolve_jit_compile`) and the functions users call. Rows stop at a
-stop token (`end_token_id`: one id or several; later positions get
-`pad_token_id`). Beam search (`BeamSampler`) returns every beam with its
+whole loop is one XLA loop where it compiles), and this module: argument
+checks, the compile policy (`resolve_jit_compile`) and the functions users
+call. Rows stop at a stop token (`end_token_id`: one id or several; later
+positions get `pad_token_id`). Beam search (`BeamSampler`) returns every beam with its
 score, with GNMT's length penalty and n-gram blocking as options. The loop
-compiles through `_backend`: TensorFlow's `tf.function` (XLA or a graph),
-JAX's `jax.jit`; greedy tokens are the same on both.
+compiles through `keras_ctx.backend.compile_function`: TensorFlow's
+`tf.function` (XLA or a graph), JAX's `jax.jit`; PyTorch runs it eagerly
+under `torch.no_grad` (its draws from a seeded torch.Generator). Greedy
+tokens are the same on all three (tests/test_backends.py).
 
 Example:
 >>> out = keras_ctx.generation.generate(backbone, prompt_ids, prompt_mask,
@@ -119,7 +121,9 @@ def resolve_jit_compile(jit_compile, backbone, rows=1):
     weights, XLA is the faster one (keras-hub's generate always runs as a TF
     graph on a CPU: Keras' `jit_compile="auto"` turns XLA off where there is no
     GPU). Any accelerator: XLA. On JAX "auto" is always `jax.jit` (the loop
-    is an XLA loop either way; jit only adds the prefill and the sampler).
+    is an XLA loop either way; jit only adds the prefill and the sampler). On
+    PyTorch the loop runs eagerly whatever `jit_compile` says (Keras' torch
+    `while_loop` is a Python loop), so "auto" is False there.
     """
     if jit_compile != "auto":
         if not isinstance(jit_compile, bool):
@@ -191,7 +195,7 @@ def generate(backbone, token_ids, padding_mask=None, max_length=None, sampler="g
             (`resolve_jit_compile`: XLA except, on TensorFlow, for one row
             (batch 1, no beams) of float32 weights on a machine without an
             accelerator, where TF's own CPU kernels decode faster). The
-            tokens are the same.
+            tokens are the same. PyTorch decodes eagerly either way.
         seed: int seed of the random samplers.
 
     Returns:
@@ -291,9 +295,9 @@ def stream(backbone, token_ids, max_length=None, sampler="greedy", end_token_id=
     The same tokens as `generate` (encoder-decoders: `generate_seq2seq` with
     `decoder_token_ids=token_ids`) with the same sampler and seed: the same
     prefill, step and sampler call (seeded by position), run one step per
-    Python iteration (a TF graph or a `jax.jit` step) instead of inside one loop. Ends
-    after a stop token or at max_length. Beam search cannot stream (a beam's
-    tokens change until it finishes).
+    Python iteration (a TF graph, a `jax.jit` step or, on PyTorch, eagerly)
+    instead of inside one loop. Ends after a stop token or at max_length. Beam
+    search cannot stream (a beam's tokens change until it finishes).
 
     Args:
         backbone: a decoder-only or (with `encoder_token_ids`) an

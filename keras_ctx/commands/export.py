@@ -19,11 +19,12 @@ def export_run(model_or_run, out, version=1, overwrite=False, sequence_length=No
     validation.check_args(version=version, sequence_length=sequence_length)
     validation.check_given(out=out)
 
-    preprocessor = None
+    preprocessor = class_names = None
     if os.path.isdir(model_or_run) and runs.is_finetuned(model_or_run):
         # A `keras-ctx finetune --out` directory: export its classifier; with text, the
         # run it was fine-tuned from gives the tokenizer (finetune.json names it).
         info, backbone = runs.load_finetuned(model_or_run)
+        class_names = info.get("classes")  # finetune.json's; a directory before it: none
         sequence_length = info.get("sequence_length") if sequence_length is None else (
             sequence_length)
         if with_text:
@@ -41,7 +42,7 @@ def export_run(model_or_run, out, version=1, overwrite=False, sequence_length=No
                                             info["family"])
     path = export_saved_model(backbone, out, version=version, overwrite=overwrite,
                               sequence_length=sequence_length, preprocessor=preprocessor,
-                              jit_compile=jit_compile)
+                              jit_compile=jit_compile, class_names=class_names)
     signatures = ["serving_default"] + (["serve_examples"] if sequence_length else []) + (
         ["serve_text"] if preprocessor else [])
     print(f"Exported a SavedModel to {path} (signatures {', '.join(signatures)}"

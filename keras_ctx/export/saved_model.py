@@ -21,9 +21,12 @@ Writes `directory/<version>/` with three signatures:
     `CausalLM.export` / `Seq2SeqLM.export` attach): strings -> generated
     strings, tokenized and detokenized inside the graph (the tokenizer's
     ops, as `serve_text`).
-Batch size is dynamic everywhere. Sequence length is dynamic in
-`serving_default` unless the model fixes it; `serve_text` pads or rejects at
-`sequence_length` (the preprocessor decides); `serve_examples` needs it fixed.
+Batch size is dynamic everywhere. `serving_default` takes any sequence length up
+to the model's positions on TensorFlow (on JAX, or XLA-compiled, exactly
+`sequence_length`; another length is refused naming the one it takes);
+`serve_text` pads or rejects at `sequence_length` (the preprocessor decides);
+`serve_examples` needs it fixed. With `class_names` (a classifier's), every
+signature also returns `label` and `classes`: the names beside `probabilities`.
 
 XLA (`jit_compile=True`): the model's forward pass in every signature is an
 XLA-compiled function (`tf.function(jit_compile=True)`, saved with
@@ -174,12 +177,14 @@ def id_table_sizes(model):
     return sizes
 
 
-def _checked_inputs(model, inputs):
+def _checked_inputs(model, inputs, lengths=None):
     """Inputs after the checks serving needs: ids in their tables, length in range.
 
     Without them an id of -1 serves the last embedding row (a segment id of 2
     another segment's), and a too-long input fails deep in the graph
-    ("Expected size[0] in [0, 32], but got 33").
+    ("Expected size[0] in [0, 32], but got 33"). `lengths`: {input name: the one
+    length a fixed-shape signature takes}; another length failed inside the model
+    ("Incompatible shapes ... embeddings_add/Add").
     """
     from keras_ctx.backend import tf_ops  # the serving graph's checks: TF ops on every backend
     from keras_ctx.layers.embeddings import max_positions_of, vocabulary_size_of
@@ -197,6 +202,12 @@ def _checked_inputs(model, inputs):
                 value, tf.constant(2**31 - 1, tf.int64), message=message))
             checks.append(tf.debugging.assert_greater_equal(
                 value, tf.constant(-(2**31), tf.int64), message=message))
+        fixed = (lengths or {}).get(name)
+        if fixed is not None:
+            checks.append(tf.debugging.assert_equal(
+                tf.shape(value)[1], fixed,
+                message=f"input {name} must hold exactly {fixed} positions (this signature's "
+                        "fixed length): pad or cut it to that, or call serve_text."))
         if max_positions is not None and value.shape.rank >= 2:
             checks.append(tf.debugging.assert_less_equal(
                 tf.shape(value)[1], max_positions,
@@ -237,10 +248,25 @@ def forward_function(model, jit_compile):
     return backend.compiled_forward(forward, jit_compile)
 
 
-def _call_model(model, inputs, input_dtypes, forward):
+def _call_model(model, inputs, input_dtypes, forward, lengths=None, class_names=None):
     # The checks run outside `forward`: XLA would compile them away.
-    inputs = _checked_inputs(model, inputs)
-    return forward({name: tf.cast(value, input_dtypes[name]) for name, value in inputs.items()})
+    inputs = _checked_inputs(model, inputs, lengths)
+    outputs = forward({name: tf.cast(value, input_dtypes[name])
+                       for name, value in inputs.items()})
+    return outputs if class_names is None else _with_class_names(outputs, class_names)
+
+
+def _with_class_names(outputs, class_names):
+    """A classifier's outputs plus `label` (batch,), its most probable class's name, and
+    `classes` (batch, classes), the names in the order of `probabilities` (batch first,
+    as TF Serving's row format needs)."""
+    if "probabilities" not in outputs:
+        raise ExportError(f"`class_names` name a classifier's classes, but the model's "
+                          f"outputs are {sorted(outputs)} (no probabilities).")
+    names = tf.constant(class_names, tf.string)
+    probabilities = outputs["probabilities"]
+    return dict(outputs, label=tf.gather(names, tf.argmax(probabilities, axis=-1)),
+                classes=tf.tile(names[None], [tf.shape(probabilities)[0], 1]))
 
 
 class Generation:
@@ -382,6 +408,22 @@ def _generation_functions(model, generation, jit_compile):
     return serve_generate, [id_specs] + seed_spec, serve_text, seed_spec
 
 
+def _checked_class_names(model, class_names):
+    """`class_names` as a list of strings, one per logit; ExportError otherwise."""
+    if class_names is None:
+        return None
+    if isinstance(class_names, (str, bytes)) or not all(
+            isinstance(name, str) for name in class_names):
+        raise ExportError(f"`class_names` must be a list of strings, got {class_names!r}.")
+    class_names = list(class_names)
+    width = model.outputs[0].shape[-1] if len(model.outputs) == 1 else None
+    if width != len(class_names):
+        raise ExportError(f"`class_names` names {len(class_names)} classes but {model.name!r} "
+                          f"gives {width if width is not None else 'no single row of'} "
+                          "logits; pass one name per logit, in the logits' order.")
+    return class_names
+
+
 def check_export_target(directory, version=1, overwrite=False):
     """The version directory an export would write; ExportError if it exists and not `overwrite`.
 
@@ -407,6 +449,7 @@ def export_saved_model(
     sequence_length=None,
     jit_compile=False,
     generation=None,
+    class_names=None,
 ):
     """Exports `model` to `directory/version` for TF Serving; returns that path.
 
@@ -421,8 +464,11 @@ def export_saved_model(
         preprocessor: optional callable (a keras_ctx / keras-hub preprocessor
             layer, or a function) mapping a 1-D tf.string batch to the
             model's input dict (or to its only input); adds `serve_text`.
-        sequence_length: fixes the sequence axis of the integer signatures;
-            required for `serve_examples` (skipped when the length is free).
+        sequence_length: the length of `serve_examples`' features (required for
+            it: skipped when None) and the preprocessor's. `serving_default`
+            takes any length up to the model's positions on TensorFlow without
+            `jit_compile`; on JAX or with `jit_compile` exactly this length (another
+            is refused naming it).
         jit_compile: XLA-compile the model's forward pass in every signature
             (see the module docstring: the server must run XLA, e.g. TF
             Serving with `--xla_cpu_compilation_enabled` on CPU); with
@@ -430,6 +476,9 @@ def export_saved_model(
         generation: a `Generation` (max_length, sampler, stop tokens, ...)
             adds `serve_generate` (and `serve_generate_text` when it has a
             text codec) for a language model or its backbone.
+        class_names: a classifier's class names, in the order of its logits:
+            every signature also returns `label` (the most probable class's
+            name) and `classes` (the names, per row, as `probabilities`).
 
     Returns:
         The path of the written version directory.
@@ -443,7 +492,15 @@ def export_saved_model(
     target = check_export_target(directory, version, overwrite)
     named = named_inputs(model)
     _check_vocabulary_is_known(model, named)
-    specs = input_specs(named, sequence_length)
+    class_names = _checked_class_names(model, class_names)
+    fixed_specs = input_specs(named, sequence_length)
+    free_specs = input_specs(named, None)
+    # Ids of any length where the backend traces a free axis and XLA compiles no
+    # program per length; else the fixed length, checked by name (`_checked_inputs`).
+    free = not jit_compile and backend.export_refusal(free_specs, None) is None
+    specs = free_specs if free else fixed_specs
+    lengths = {} if free else {name: spec.shape[1] for name, spec in specs.items()
+                               if spec.shape.rank >= 2 and spec.shape[1] is not None}
     input_dtypes = {name: tensor.dtype for name, tensor in named.items()}
     if backend.export_refusal(specs, generation):
         raise ExportError(backend.export_refusal(specs, generation))
@@ -454,20 +511,20 @@ def export_saved_model(
         for name, spec in specs.items()})
 
     def serve(inputs):
-        return _call_model(model, inputs, input_dtypes, forward)
+        return _call_model(model, inputs, input_dtypes, forward, lengths, class_names)
 
     backend.add_endpoint(archive, "serving_default", serve, [specs])
 
-    fixed_length = all(s.shape[1] is not None for s in specs.values() if s.shape.rank >= 2)
+    fixed_length = all(s.shape[1] is not None for s in fixed_specs.values() if s.shape.rank >= 2)
     if fixed_length:
         features = {
             name: tf.io.FixedLenFeature(spec.shape[1:], tf.int64)
-            for name, spec in specs.items()
+            for name, spec in fixed_specs.items()
         }
 
         def serve_examples(examples):
             parsed = tf.io.parse_example(examples, features)
-            return _call_model(model, parsed, input_dtypes, forward)
+            return _call_model(model, parsed, input_dtypes, forward, class_names=class_names)
 
         backend.add_endpoint(archive, "serve_examples", serve_examples,
                               [tf.TensorSpec([None], tf.string, name="examples")])
@@ -486,7 +543,7 @@ def export_saved_model(
                         f"The preprocessor returned one tensor but the model takes "
                         f"{sorted(named)}; return a dict keyed by input name.")
                 features = {next(iter(named)): features}
-            return _call_model(model, features, input_dtypes, forward)
+            return _call_model(model, features, input_dtypes, forward, lengths, class_names)
 
         backend.add_endpoint(archive, "serve_text", serve_text,
                               [tf.TensorSpec([None], tf.string, name="text")])

@@ -4,10 +4,9 @@
 each defines every name in `NAMES` (tests/layers/test_backend_switch.py holds
 them to it), and every package takes backend-specific code from here only.
 
-- The layers (keras_ctx.layers): dense products, normalization statistics,
-  dropout bits, gathers and their gradients, id and length checks, cache writes,
-  the LSTM recurrence. TensorFlow: `tf_ops` (XLA:CPU rewrites, Philox bits,
-  checks inside graphs); JAX and torch: `keras_ops`, keras.ops only.
+- The layers (keras_ctx.layers): dropout bits, gathers and their gradients, id
+  and length checks, cache writes, the LSTM recurrence. TensorFlow: `tf_ops`
+  (Philox bits, checks inside graphs); JAX and torch: `keras_ops`, keras.ops only.
 - The Pretrainer's step (`PretrainerStep`, pretraining/base.py) and its
   replica arithmetic for objectives that see one replica's rows (`num_replicas`,
   `replicas_mean`, `replica_rows`, `gathered_rows`): a tf.distribute step runs
@@ -36,10 +35,9 @@ if BACKEND not in MODULES:
 
 NAMES = (
     # the layers
-    "bias_add", "broadcast_over_batch", "check_at_most", "check_token_ids", "column_sum",
-    "compiled_for", "cpu_rewrites", "cudnn_lstm", "dropout", "fused_attention",
-    "gpu_available", "matmul", "recurrence", "reshape_like", "row_mean", "scale",
-    "scan_states", "summed_rows", "take_rows", "update_positions",
+    "check_at_most", "check_token_ids", "cudnn_lstm", "dropout", "fused_attention",
+    "gpu_available", "recurrence", "scan_states", "summed_rows", "take_rows",
+    "update_positions",
     # the Pretrainer
     "PretrainerStep", "flat_cross_entropy", "make_strategy", "num_replicas",
     "replicas_mean", "replica_rows", "gathered_rows", "state_kept",
@@ -53,22 +51,13 @@ NAMES = (
 
 implementation = importlib.import_module(MODULES[BACKEND])
 
-bias_add = implementation.bias_add
-broadcast_over_batch = implementation.broadcast_over_batch
 check_at_most = implementation.check_at_most
 check_token_ids = implementation.check_token_ids
-column_sum = implementation.column_sum
-compiled_for = implementation.compiled_for
-cpu_rewrites = implementation.cpu_rewrites
 cudnn_lstm = implementation.cudnn_lstm
 dropout = implementation.dropout
 fused_attention = implementation.fused_attention
 gpu_available = implementation.gpu_available
-matmul = implementation.matmul
 recurrence = implementation.recurrence
-reshape_like = implementation.reshape_like
-row_mean = implementation.row_mean
-scale = implementation.scale
 scan_states = implementation.scan_states
 summed_rows = implementation.summed_rows
 take_rows = implementation.take_rows

@@ -1,14 +1,12 @@
 """The layers' keras.ops implementations, for every backend but TensorFlow (JAX, PyTorch).
 
-The same names as `tf_ops`, written as their definitions: XLA on these
-backends fuses the reductions the TensorFlow rewrites work around, their
-gradients are dense arrays (no `IndexedSlices` for Keras' optimizers to
-square per occurrence), and Keras' own dropout draws the bits. Checks run on
-concrete (eager) values; inside a traced function (`jax.jit`) there are no
-values to check, so compiled steps are guarded where their data enters.
+The same names as `tf_ops`, written as their definitions: their gradients are
+dense arrays (no `IndexedSlices` for Keras' optimizers to square per
+occurrence), and Keras' own dropout draws the bits. Checks run on concrete
+(eager) values; inside a traced function (`jax.jit`) there are no values to
+check, so compiled steps are guarded where their data enters.
 """
 
-import contextlib
 import functools
 
 import keras
@@ -17,17 +15,6 @@ from keras import ops
 
 from keras_ctx.backend.lstm_cell import cell
 from keras_ctx.common import compat
-
-_DEVICE_TYPES = ("CPU", "GPU", "TPU")
-
-
-@contextlib.contextmanager
-def compiled_for(device_type):
-    """Accepted for the same code on every backend; no rewrite depends on it here."""
-    if str(device_type).upper() not in _DEVICE_TYPES:
-        raise ValueError(f"`device_type` must be 'CPU', 'GPU' or 'TPU', got {device_type!r}.")
-    yield
-
 
 def fused_attention(dtype):
     """Whether `keras.ops.dot_product_attention` runs plain attention's core at compute
@@ -43,42 +30,6 @@ def _xla_cpu():
     # Keras' distribution API lists JAX's devices (PyTorch has none: not XLA).
     return keras.backend.backend() == "jax" and all(
         device.startswith("cpu") for device in keras.distribution.list_devices())
-
-
-def cpu_rewrites():
-    """False: the XLA:CPU rewrites are TensorFlow's only."""
-    return False
-
-
-def column_sum(tensor):
-    """Sum over all axes but the last: (..., width) -> (width,)."""
-    return ops.sum(tensor, axis=tuple(range(len(tensor.shape) - 1)))
-
-
-def bias_add(tensor, bias):
-    return tensor + bias
-
-
-def matmul(inputs, kernel):
-    return ops.matmul(inputs, kernel)
-
-
-def reshape_like(tensor, like, trailing, drop):
-    """`tensor` reshaped to `like`'s leading dims (all but `drop` last) + `trailing`."""
-    leading = tuple(ops.shape(like)[:-drop])
-    return ops.reshape(tensor, leading + tuple(trailing))
-
-
-def row_mean(tensor):
-    return ops.mean(tensor, axis=-1, keepdims=True)
-
-
-def scale(normalized, gamma):
-    return normalized * gamma
-
-
-def broadcast_over_batch(positions, shape):
-    return ops.broadcast_to(positions[None], shape)
 
 
 def summed_rows(gradient):

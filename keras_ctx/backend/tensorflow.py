@@ -19,22 +19,13 @@ import keras
 import tensorflow as tf
 
 from keras_ctx.backend.tf_ops import (  # noqa: F401  (the backend's names)
-    bias_add,
-    broadcast_over_batch,
     check_at_most,
     check_token_ids,
-    column_sum,
-    compiled_for,
-    cpu_rewrites,
     cudnn_lstm,
     dropout,
     fused_attention,
     gpu_available,
-    matmul,
     recurrence,
-    reshape_like,
-    row_mean,
-    scale,
     scan_states,
     summed_rows,
     take_rows,

@@ -2,10 +2,6 @@
 serving graph's id checks use them on every backend).
 
 What TensorFlow needs and other backends do not:
-- XLA:CPU rewrites (`layers/dense.py`, `normalization.py` and `embeddings.py`
-  say why): 2-D products with a weight gradient in the orientation XLA:CPU
-  runs fast, column sums as products with ones. They apply only while XLA
-  compiles for a CPU (`xla.cpu_rewrites`).
 - Cheaper dropout bits (`layers/dropout.py`): elementwise Philox-2x32 under
   XLA, 16 stateless-Philox bits per element elsewhere.
 - Summed duplicate rows of a gather's `tf.IndexedSlices` gradient
@@ -19,143 +15,18 @@ import tensorflow as tf
 from keras import ops
 
 from keras_ctx.backend.tf_lstm import recurrence  # noqa: F401  (the backend's name)
-from keras_ctx.backend.xla import (  # noqa: F401  (the backend's names)
-    compiled_for,
-    cpu_rewrites,
-    in_xla_compilation,
-    optimization_barrier,
-)
+from keras_ctx.common import compat
+
+
+def in_xla_compilation():
+    """True while tracing a function that XLA compiles (`jit_compile=True`)."""
+    return compat.in_xla_context(tf.compat.v1.get_default_graph())
 
 
 def fused_attention(dtype):
     """False at every `dtype`: plain einsums, as fast on TensorFlow as
     `keras.ops.dot_product_attention`, which lowers to the same ops (benchmarks/attention.py)."""
     return False
-
-
-# -- dense products (layers/dense.py) ----------------------------------------
-
-
-def _weight_gradient(inputs, upstream):
-    """x^T dy for x (rows, in), dy (rows, out), in the orientation XLA:CPU runs fast."""
-    if inputs.shape[-1] is None or upstream.shape[-1] is None or (
-        inputs.shape[-1] <= upstream.shape[-1]
-    ):
-        return tf.matmul(inputs, upstream, transpose_a=True)
-    product = tf.matmul(upstream, inputs, transpose_a=True)  # (out, in)
-    if in_xla_compilation():
-        product = optimization_barrier(product)  # else XLA folds the transpose back
-    return tf.transpose(product)
-
-
-def column_sum(tensor):
-    """Sum over all axes but the last: (..., width) -> (width,).
-
-    Under XLA for a CPU, as the product of the rows with a block of ones;
-    elsewhere TensorFlow's (or XLA:GPU/TPU's) own reduction, which is fast.
-    """
-    tensor = tf.convert_to_tensor(tensor)
-    if not cpu_rewrites() or tensor.shape.rank is None or tensor.shape.rank < 2:
-        return tf.reduce_sum(tensor, axis=tf.range(tf.rank(tensor) - 1))
-    rows = tf.reshape(tensor, [-1, tf.shape(tensor)[-1]])
-    # Eight columns of ones, not one: XLA:CPU runs a one-column product as a
-    # slow matrix-vector loop (0.7 vs 0.2 ms for 2048 x 256).
-    ones = tf.ones([tf.shape(rows)[0], 8], rows.dtype)
-    return tf.matmul(ones, rows, transpose_a=True)[0]
-
-
-@tf.custom_gradient
-def bias_add(tensor, bias):
-    """`tensor (..., *bias.shape) + bias`, whose bias gradient is a `column_sum`."""
-
-    def gradient(upstream):
-        flat = tf.reshape(upstream, [-1, bias.shape.num_elements()])
-        return upstream, tf.reshape(column_sum(flat), tf.shape(bias))
-
-    return tensor + bias, gradient
-
-
-@tf.custom_gradient
-def _matmul_2d(inputs, kernel):
-    def gradient(upstream):
-        return (tf.matmul(upstream, kernel, transpose_b=True),
-                _weight_gradient(inputs, upstream))
-
-    return tf.matmul(inputs, kernel), gradient
-
-
-def matmul(inputs, kernel):
-    """`inputs (..., in) @ kernel (in, out)` as one 2-D product over all leading rows."""
-    inputs = tf.convert_to_tensor(inputs)
-    kernel = tf.convert_to_tensor(kernel)
-    if inputs.shape.rank == 2:
-        return _matmul_2d(inputs, kernel)
-    rows = tf.reshape(inputs, [-1, tf.shape(inputs)[-1]])
-    outputs = _matmul_2d(rows, kernel)
-    return reshape_like(outputs, inputs, [kernel.shape[-1]], drop=1)
-
-
-def reshape_like(tensor, like, trailing, drop):
-    """`tensor` reshaped to `like`'s leading dims (all but `drop` last) + `trailing`."""
-    leading = tf.shape(like)[:-drop]
-    dynamic = [tf.shape(tensor)[-1]] if trailing[-1] is None else trailing
-    result = tf.reshape(tensor, tf.concat([leading, dynamic], 0))
-    result.set_shape(like.shape[:-drop].concatenate(trailing))
-    return result
-
-
-# -- normalization statistics (layers/normalization.py) ----------------------
-
-
-@tf.custom_gradient
-def _row_mean(tensor):
-    """Mean over the last axis, keepdims, as a (rows, width) x (width, 1) product."""
-    width = tensor.shape[-1]
-    rows = tf.reshape(tensor, [-1, width])
-    mean = tf.matmul(rows, tf.fill([width, 1], tf.constant(1.0 / width, tensor.dtype)))
-    mean = tf.reshape(mean, tf.concat([tf.shape(tensor)[:-1], [1]], 0))
-
-    def gradient(upstream):  # d mean / d x = 1 / width everywhere
-        return tf.broadcast_to(upstream / width, tf.shape(tensor))
-
-    return mean, gradient
-
-
-def row_mean(tensor):
-    """`reduce_mean(tensor, -1, keepdims=True)`; under XLA:CPU, a product with ones."""
-    if cpu_rewrites() and tensor.shape[-1] is not None:
-        return _row_mean(tensor)
-    return tf.reduce_mean(tensor, axis=-1, keepdims=True)
-
-
-@tf.custom_gradient
-def scale(normalized, gamma):
-    """`normalized * gamma`, whose gamma gradient is a `column_sum`."""
-
-    def gradient(upstream):
-        return upstream * gamma, column_sum(upstream * normalized)
-
-    return normalized * gamma, gradient
-
-
-def broadcast_over_batch(positions, shape):
-    """`positions` (T, H) repeated over the batch of `shape` (B, T, H).
-
-    Its gradient sums over the batch with `column_sum`: XLA:CPU's own reduction
-    over the leading axis took 10.9 of GPT-2-mini's 340 ms step (benchmarks/RESULTS.md).
-    """
-    if not cpu_rewrites():
-        return tf.broadcast_to(positions[None], shape)
-
-    @tf.custom_gradient
-    def broadcast(positions):
-        def gradient(upstream):
-            rows = tf.reshape(upstream, [tf.shape(upstream)[0], -1])
-            return tf.reshape(column_sum(rows), tf.shape(positions))
-
-        return tf.broadcast_to(positions[None], shape), gradient
-
-    return broadcast(positions)
 
 
 # -- row lookups (layers/lookup.py) -----------------------------------------
@@ -335,6 +206,4 @@ def gpu_available():
 
 def cudnn_lstm():
     """Keras' TensorFlow-backend `lstm` function (cuDNN where it applies)."""
-    from keras_ctx.common import compat
-
     return compat.cudnn_lstm()

@@ -18,22 +18,13 @@ from keras import ops
 
 from keras_ctx.backend import keras_ops
 from keras_ctx.backend.keras_ops import (  # noqa: F401  (the backend's names)
-    bias_add,
-    broadcast_over_batch,
-    column_sum,
-    compiled_for,
-    cpu_rewrites,
     cudnn_lstm,
     decay_weights,
     dropout,
     flat_cross_entropy,
     fused_attention,
     gpu_available,
-    matmul,
     recurrence,
-    reshape_like,
-    row_mean,
-    scale,
     scan_states,
     summed_rows,
     take_rows,

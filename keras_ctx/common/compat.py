@@ -26,12 +26,9 @@ WRITTEN_FOR = {"tensorflow": "2.21.0", "keras": "3.15.1", "keras-hub": "0.32.0"}
 
 # (distribution, module, attribute path): every private symbol used, and why.
 SYMBOLS = {
-    # Whether the graph being traced is compiled by XLA (backend/xla.py).
+    # Whether the graph being traced is compiled by XLA (backend/tf_ops.py).
     "xla_context": ("tensorflow", "tensorflow.python.ops.control_flow_util",
                     "GraphOrParentsInXlaContext"),
-    # XLA's optimization barrier: keeps a transpose XLA:CPU would fold (layers/dense.py).
-    "optimization_barrier": ("tensorflow", "tensorflow.compiler.tf2xla.python.xla",
-                             "optimization_barrier"),
     # GPT-2's byte <-> character table of byte-level BPE (preprocessing.py).
     "bytes_to_unicode": ("keras-hub", "keras_hub.src.tokenizers.byte_pair_tokenizer",
                          "bytes_to_unicode"),
@@ -191,12 +188,6 @@ def tf_dataset_of(data_adapter):
 def in_xla_context(graph):
     """True if `graph` (or a graph it is nested in) is traced for XLA compilation."""
     return bool(resolve("xla_context")(graph))
-
-
-def optimization_barrier(tensor):
-    """`tensor` through XLA's optimization barrier (XLA fuses nothing across it)."""
-    (result,) = resolve("optimization_barrier")(tensor)
-    return result
 
 
 def bytes_to_unicode():

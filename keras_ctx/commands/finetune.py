@@ -16,11 +16,14 @@ from keras_ctx.preprocessing import text_inputs
 
 
 def finetune(run_dir, train, out, epochs=3, batch_size=16, learning_rate=5e-5, export=None,
-             overwrite=False, header=None):
+             overwrite=False, header=None, keep_optimizer_state=False):
     """Fine-tunes the run's backbone on `train` (text<TAB>label); saves OUT/classifier.keras.
 
     `header`: whether the TSV's first line is a header (None: detect). Nothing
     that exists is replaced unless `overwrite`; every check runs before training.
+    `keep_optimizer_state`: save AdamW's two moments per weight too (the file is
+    then about three times the model; `keras.saving.load_model` gives a compiled
+    classifier whose `fit` goes on from them); by default the weights alone.
     """
     from keras_ctx.common import files, validation
     from keras_ctx.data.labelled import read_labelled_tsv
@@ -39,11 +42,11 @@ def finetune(run_dir, train, out, epochs=3, batch_size=16, learning_rate=5e-5, e
         texts, labels = read_labelled_tsv(train, header=header)
     with runs.writing(out):  # a second finetune (or pretrain, convert) into OUT refuses
         return _finetune(run_dir, out, target, texts, labels, epochs, batch_size,
-                         learning_rate, export, overwrite)
+                         learning_rate, export, overwrite, bool(keep_optimizer_state))
 
 
 def _finetune(run_dir, out, target, texts, labels, epochs, batch_size, learning_rate, export,
-              overwrite):
+              overwrite, keep_optimizer_state):
     from keras_ctx.common import files
     from keras_ctx.tasks import SequenceClassifier
 
@@ -67,10 +70,12 @@ def _finetune(run_dir, out, target, texts, labels, epochs, batch_size, learning_
     say(f"Fine-tuning {model.count_params():,} parameters for {epochs} epoch"
         f"{'s' * (epochs != 1)} (the first compiles the training step)...")
     model.fit(inputs, y, batch_size=batch_size, epochs=epochs, verbose=2)
-    say(f"Saving the classifier to {target} (its weights and AdamW's two moments of each: "
-        "about three times the model's size; fit goes on from them)...")
+    say(f"Saving the classifier to {target} ("
+        + ("its weights and AdamW's two moments of each: about three times the model's size"
+           if keep_optimizer_state else "its weights; --keep-optimizer-state adds AdamW's "
+           "moments, for fitting on") + ")...")
     with files.replacing(target, overwrite=overwrite) as staging:
-        model.save(staging)
+        (model if keep_optimizer_state else _weights_only(model)).save(staging)
     # What `export` and the refusals of `embed` / `finetune` read back.
     runs.save_finetuned_info(out, {"run": handles.canonical(run_dir), "family": family.name,
                                    "sequence_length": info["sequence_length"],
@@ -80,8 +85,18 @@ def _finetune(run_dir, out, target, texts, labels, epochs, batch_size, learning_
         from keras_ctx.export import export_saved_model
 
         path = export_saved_model(model, export, overwrite=overwrite,
-                                  sequence_length=info["sequence_length"])
-        print(f"Exported the classifier as a SavedModel to {path} (token ids in, "
-              f"{len(classes)} class logits out; `saved_model_cli show --dir {path} --all` "
-              "lists its signatures).")
+                                  sequence_length=info["sequence_length"],
+                                  class_names=[str(c) for c in classes])
+        print(f"Exported the classifier as a SavedModel to {path} (token ids in; "
+              f"{len(classes)} class logits, probabilities and names out; `saved_model_cli "
+              f"show --dir {path} --all` lists its signatures; `keras-ctx export {out} DIR "
+              "--with-text` adds one that takes text).")
     return model
+
+
+def _weights_only(model):
+    """The classifier without its optimizer: Keras saves a compiled model's optimizer
+    variables with it (two per weight for AdamW), and has no flag to leave them out."""
+    plain = model.__class__.from_config(model.get_config())
+    plain.set_weights(model.get_weights())
+    return plain

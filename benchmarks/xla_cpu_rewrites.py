@@ -1,10 +1,11 @@
-"""Do the layers' XLA:CPU rewrites pay on a path anybody takes? bert-mini MLM steps on TensorFlow.
+"""keras_ctx and keras-hub with XLA and without on a CPU: bert-mini MLM steps on TensorFlow.
 
-Four steppers in one process, timed in turns (`--rounds` rounds of `--steps`
-steps after `--warmup`), medians: keras_ctx on the default path (no XLA on a
-CPU: Keras' and our `--xla auto`), keras_ctx under XLA with the rewrites, and
-under XLA without them (the same model traced inside `compiled_for("GPU")`,
-which gives Keras' own layer math), plus keras-hub on both paths.
+Steppers in one process, timed in turns (`--rounds` rounds of `--steps` steps after
+`--warmup`), medians: each library on the default path (no XLA on a CPU: Keras' "auto"
+and our `--xla auto`) and under XLA (`jit_compile=True`). Until issue 51 keras_ctx's
+layers had XLA:CPU rewrites; this script at commit 3061970 timed them too (a third
+keras_ctx stepper traced inside `compiled_for("GPU")`, which turned them off), and
+benchmarks/RESULTS.md ("XLA:CPU rewrites") has both tables.
 
     python -m benchmarks.xla_cpu_rewrites [--steps 5 --rounds 3]
 """
@@ -20,19 +21,16 @@ from benchmarks.accelerator_mlm import (keras_ctx_data, keras_ctx_model,  # noqa
                                         keras_hub_model, make_batch)
 from benchmarks.backend_mlm import SIZES, _machine, time_steps  # noqa: E402
 
-VARIANTS = (  # (name, library, jit_compile, device type the trace targets)
-    ("keras_ctx, no XLA (default)", "keras_ctx", False, "CPU"),
-    ("keras_ctx, XLA, rewrites", "keras_ctx", True, "CPU"),
-    ("keras_ctx, XLA, no rewrites", "keras_ctx", True, "GPU"),
-    ("keras-hub, no XLA (default)", "keras_hub", False, "CPU"),
-    ("keras-hub, XLA", "keras_hub", True, "CPU"),
+VARIANTS = (  # (name, library, jit_compile)
+    ("keras_ctx, no XLA (default)", "keras_ctx", False),
+    ("keras_ctx, XLA", "keras_ctx", True),
+    ("keras-hub, no XLA (default)", "keras_hub", False),
+    ("keras-hub, XLA", "keras_hub", True),
 )
 
 
-def stepper(library, jit_compile, device_type, config, batch, dropout):
+def stepper(library, jit_compile, config, batch, dropout):
     import keras
-
-    from keras_ctx.layers import compiled_for
 
     x, y, weights = batch
     optimizer = keras.optimizers.AdamW(1e-4, weight_decay=0.01)
@@ -46,8 +44,7 @@ def stepper(library, jit_compile, device_type, config, batch, dropout):
     model.compile(optimizer=optimizer, jit_compile=jit_compile)
 
     def step():
-        with compiled_for(device_type):  # traced on the first call
-            return model.train_on_batch(*arguments, return_dict=True)["loss"]
+        return model.train_on_batch(*arguments, return_dict=True)["loss"]
 
     return step
 
@@ -67,9 +64,9 @@ def main(argv=None):
     config = SIZES[args.size]
     batch = make_batch(args.batch, args.length, 20, config["vocabulary"])
     steppers = {}
-    for name, library, jit_compile, device_type in VARIANTS:
+    for name, library, jit_compile in VARIANTS:
         keras.utils.set_random_seed(0)
-        steppers[name] = stepper(library, jit_compile, device_type, config, batch, 0.1)
+        steppers[name] = stepper(library, jit_compile, config, batch, 0.1)
         for _ in range(args.warmup):
             steppers[name]()
     times = {name: [] for name in steppers}

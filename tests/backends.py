@@ -505,7 +505,7 @@ JOBS = {"backbone_outputs": backbone_outputs, "backbone_contracts": backbone_con
         "model_side": model_side, "layer_outputs": layer_outputs,
         "peft_task_outputs": peft_task_outputs, "export_classifier": export_classifier,
         **{f"pretraining_{name}": _pretraining_job(name)
-           for name in ("learning", "resume", "strategies", "carried_resets")},
+           for name in ("learning", "resume", "strategies")},
         "transfer_outputs": transfer_outputs, "evaluation_scores": evaluation_scores,
         "token_id_refusals": token_id_refusals}
 

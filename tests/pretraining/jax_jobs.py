@@ -131,29 +131,3 @@ def strategies(out, corpus, directory):
         json.dump({"distribution": type(distribution).__name__,
                    "devices": int(distribution.device_mesh.devices.size),
                    "refusals": refusals}, handle)
-
-
-def carried_resets(out):
-    """AWD-LSTM's states after two epochs of one step (learning rate 0, `StateReset`
-    zeroing them at each epoch's start) and after one; XLNet's memory after a reset."""
-    import keras
-
-    from keras_ctx.pretraining.awd_lstm import StateReset
-
-    make, make_batch = CASES["awd_lstm_lm_carried"]
-    states = {}
-    for epochs in (1, 2):
-        keras.utils.set_random_seed(0)
-        model = make()
-        model.compile(optimizer=keras.optimizers.SGD(0.0))
-        model.fit(make_batch(), batch_size=4, epochs=epochs, shuffle=False, verbose=0,
-                  callbacks=[StateReset()])
-        states[f"awd_lstm/{epochs}"] = np.asarray(model.state.numpy())
-    make, make_batch = CASES["xlnet"]
-    model = make()
-    model.compile(optimizer=keras.optimizers.SGD(0.0))
-    model.fit(make_batch(), batch_size=4, epochs=1, verbose=0)
-    states["xlnet/before"] = np.asarray(model.memory.numpy())
-    model.reset_memory()
-    states["xlnet/after"] = np.asarray(model.memory.numpy())
-    np.savez(out, **states)

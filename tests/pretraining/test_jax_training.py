@@ -1,17 +1,25 @@
-"""Pretraining on Keras' JAX and PyTorch backends (the jobs: tests/pretraining/jax_jobs.py):
-objectives learn from numpy arrays and Python iterators under every precision with
-TensorFlow absent; an interrupted run resumes to the weights of one that never stopped;
-`--strategy` maps to keras.distribution; carried states reset."""
+"""Pretraining on Keras' JAX and PyTorch backends where a process of their own is needed
+(the jobs: tests/pretraining/jax_jobs.py): objectives learn from numpy arrays and Python
+iterators under every precision with TensorFlow absent; an interrupted run resumes to the
+weights of one that never stopped; `--strategy` maps to keras.distribution over two
+virtual devices. What one process of the running backend can check (carried states
+reset, torch's `--strategy` refusal) runs in it."""
 
+import keras
 import numpy as np
 import pytest
 
 from tests.backends import run_on_backend
 from tests.pretraining.jax_jobs import LEARNING
+from tests.pretraining.matrix_cases import CASES
 
 STEPS = 30
+# Each starts another backend in a subprocess: once per CI run, from TensorFlow's suite.
+from_tensorflow_suite = pytest.mark.tensorflow_only(
+    "starts the other backend in a subprocess, once, from TensorFlow's run")
 
 
+@from_tensorflow_suite
 @pytest.mark.parametrize("backend", ("jax", "torch"))
 def test_objectives_learn_from_numpy_without_tensorflow_under_each_precision(backend, tmp_path):
     out = tmp_path / "losses.npz"
@@ -27,6 +35,7 @@ def test_objectives_learn_from_numpy_without_tensorflow_under_each_precision(bac
         assert trained[-1] < 0.5 * frozen[0], (key, trained[[0, -1]], frozen[0])
 
 
+@from_tensorflow_suite
 def test_an_interrupted_jax_run_resumes_to_the_weights_of_one_that_never_stopped(tmp_path):
     """`fit_resumable` on tf.data, and `keras-ctx pretrain --data` on prepared shards."""
     from tests.test_cli import write_corpus
@@ -49,6 +58,7 @@ def test_an_interrupted_jax_run_resumes_to_the_weights_of_one_that_never_stopped
                    for i in range(count)) > 1e-4, prefix
 
 
+@from_tensorflow_suite
 def test_pretrain_strategy_mirrored_on_jax_is_data_parallel_and_equals_one_device(tmp_path):
     """`--strategy mirrored` on JAX spans every device (two virtual CPUs here) through
     keras.distribution.DataParallel; before, the tf.distribute scope did nothing there
@@ -76,16 +86,44 @@ def test_pretrain_strategy_mirrored_on_jax_is_data_parallel_and_equals_one_devic
         np.testing.assert_allclose(two, one, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("backend", ("jax", "torch"))
-def test_carried_state_resets(backend, tmp_path):
-    """ULMFiT's StateReset callback and XLNet's reset_memory zero their variables on JAX
-    and torch (they failed on JAX: `ops.zeros_like` of a Keras variable)."""
-    out = tmp_path / "states.npz"
-    run_on_backend(backend, "pretraining_carried_resets", {"out": str(out)})
-    states = np.load(out)
-    one, two = states["awd_lstm/1"], states["awd_lstm/2"]
+def test_carried_state_resets():
+    """ULMFiT's StateReset callback and XLNet's reset_memory zero their variables (they
+    failed on JAX: `ops.zeros_like` of a Keras variable)."""
+    from keras_ctx.pretraining.awd_lstm import StateReset
+
+    make, make_batch = CASES["awd_lstm_lm_carried"]
+    states = []
+    for epochs in (1, 2):
+        keras.utils.set_random_seed(0)
+        model = make()
+        model.compile(optimizer=keras.optimizers.SGD(0.0))
+        model.fit(make_batch(), batch_size=4, epochs=epochs, shuffle=False, verbose=0,
+                  callbacks=[StateReset()])
+        states.append(keras.ops.convert_to_numpy(model.state))
+    one, two = states
     assert np.abs(one).max() > 0.01  # the stream's state moved on
     # Learning rate 0: the second epoch starts from zeros again and ends where the first did.
     np.testing.assert_allclose(two, one, rtol=1e-6, atol=1e-7)
-    assert np.abs(states["xlnet/before"]).max() > 0.01
-    assert not states["xlnet/after"].any()
+    make, make_batch = CASES["xlnet"]
+    model = make()
+    model.compile(optimizer=keras.optimizers.SGD(0.0))
+    model.fit(make_batch(), batch_size=4, epochs=1, verbose=0)
+    assert np.abs(keras.ops.convert_to_numpy(model.memory)).max() > 0.01
+    model.reset_memory()
+    assert not keras.ops.convert_to_numpy(model.memory).any()
+
+
+@pytest.mark.skipif(keras.backend.backend() != "torch", reason="the torch backend's refusal")
+def test_pretrain_strategy_on_torch_says_in_one_line_that_it_is_not_supported(tmp_path):
+    from tests.test_cli import TINY, write_corpus
+    from tests.test_reliability import cli_output, one_line_error
+
+    corpus = tmp_path / "corpus.txt"
+    write_corpus(corpus, documents=4)
+    code, printed = cli_output(["pretrain", "bert-tiny", "--corpus", str(corpus), "--steps",
+                                "1", *TINY, "--strategy", "mirrored", "--out",
+                                str(tmp_path / "run")])
+    assert code == 2
+    assert "--strategy mirrored is not available on the torch backend" in one_line_error(
+        printed)
+    assert not (tmp_path / "run").exists()

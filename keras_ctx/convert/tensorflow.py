@@ -43,7 +43,7 @@ from keras_ctx.convert.huggingface import huggingface_format
 
 # Module paths: (TF regex, HF replacement), per layout; applied to the name
 # without its last part (kernel, bias, gamma, beta) after dropping the root.
-# BERT's encoder/layer_N/ (ELECTRA's too); ALBERT's tables live in convert/albert.py.
+# BERT's encoder/layer_N/ (ELECTRA's too); ALBERT's tables live in models/albert/convert.py.
 LAYER_TF_TO_HF = ((r"^encoder/layer_(\d+)/", r"encoder.layer.\1."),)
 LAYER_HF_TO_TF = ((r"^encoder\.layer\.(\d+)\.", r"encoder/layer_\1/"),)
 EMBEDDING_TABLES = ("word_embeddings", "position_embeddings", "token_type_embeddings")

@@ -69,7 +69,7 @@ class Stage:
 class Pretraining:
     """A preset's pretraining settings as its authors published them for that size.
 
-    Each family module registers one per preset (`register_pretraining`); None
+    Each family.py registers one per preset (`register_pretraining`); None
     marks a setting its authors did not publish for that size. `source` names
     the paper section / table or released config file (with its commit) the
     numbers come from; docs/pretraining-defaults.md is the table a test holds
@@ -149,7 +149,7 @@ _PRETRAINING = {}
 
 
 def register_pretraining(table):
-    """Records {preset name: `Pretraining`} (each family module, once); a preset twice raises."""
+    """Records {preset name: `Pretraining`} (each family.py, once); a preset twice raises."""
     for name, settings in table.items():
         if name in _PRETRAINING:
             raise ValueError(f"Pretraining settings of {name!r} are registered twice.")

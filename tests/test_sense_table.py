@@ -23,7 +23,8 @@ def fake_vectors(monkeypatch):
 
     def text_model(run_dir):
         loaded.append(run_dir)
-        return types.SimpleNamespace(word_vectors=lambda texts, word: VECTORS)
+        return types.SimpleNamespace(word_vectors=lambda texts, word: VECTORS,
+                                     info={"model": "bert-tiny", "steps": 1200})
 
     monkeypatch.setattr(sense_table, "TextModel", text_model)
     return loaded
@@ -74,6 +75,12 @@ def test_show_context_prints_the_table_and_writes_the_heatmap(fake_vectors, monk
     row = [line for line in out.splitlines() if line.startswith("  'set'")][0]
     assert row.split()[1:] == ["+0.92", "-0.96", "yes"]
     assert "Senses apart: 1 of 1 words pair by pair" in out
+    # The model named, and the sentences numbered as the heatmap's rows (1-4 here); the
+    # PNG's title and rows read the same (`model_name`, `write_heatmap`).
+    assert "does bert-tiny after 1,200 training steps tell a word's senses apart?" in out
+    assert "    'set' a: 1. Make a set now. | 2. Take a set here." in out
+    assert "    'set' b: 3. We will set it. | 4. You can set it." in out
+    assert "were the context ignored" not in out
     assert "For comparison" not in out  # only when this model does not separate them
     path = tmp_path / sense_table.HEATMAP
     assert f"Heatmap: {path}" in out
@@ -104,12 +111,20 @@ def test_a_model_that_does_not_separate_them_is_pointed_at_a_trained_one(
         monkeypatch, tmp_path, capsys):
     mixed = VECTORS[[0, 2, 1, 3]]  # senses a, b, a, b: the sense no longer in the vectors
     monkeypatch.setattr(sense_table, "TextModel", lambda run_dir: types.SimpleNamespace(
-        word_vectors=lambda texts, word: mixed))
+        word_vectors=lambda texts, word: mixed, info={}))
     monkeypatch.setattr(sense_table, "SENSE_EXAMPLES", EXAMPLES)
-    monkeypatch.setattr(sense_table, "write_heatmap", lambda table, path: None)
+    monkeypatch.setattr(sense_table, "write_heatmap", lambda table, path, model: None)
     sense_table.show_sense_table(str(tmp_path))
     out = capsys.readouterr().out
     row = [line for line in out.splitlines() if line.startswith("  'set'")][0]
     assert row.endswith(" no")
     assert "Senses apart: 0 of 1 words" in out
     assert "For comparison, the trained all-MiniLM-L6-v2 separates all four" in out
+
+
+@pytest.mark.parametrize("handle, info, name", [
+    ("runs/bert-tiny", {"model": "bert-tiny", "steps": 300}, "bert-tiny after 300 training steps"),
+    ("runs/minilm/", {"family": "bert"}, "minilm"),  # converted: no preset, no steps
+])
+def test_the_model_is_named_with_its_steps(handle, info, name):
+    assert sense_table.model_name(handle, info) == name

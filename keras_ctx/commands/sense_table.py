@@ -12,8 +12,9 @@ the word's mean vector over its sentences. Raw cosines are all close to 1 (a
 small model's 0.98-1.00): every vector of a word shares a large common part,
 its own embedding and position and the direction all vectors share
 (Ethayarajh 2019, "How contextual are contextualized word representations?").
-Removing the mean leaves what each context adds; were the context ignored,
-pairs within a sense and across senses would be alike. The table gives the
+Removing the mean leaves what each context adds: a model that reads the
+context scores pairs within a sense above pairs across senses; one that
+ignores it scores both alike. The table gives the
 mean cosine within a sense and across senses, and whether every same-sense
 pair is above every pair across senses.
 """
@@ -62,20 +63,21 @@ TRAINED_REFERENCE = ("all-MiniLM-L6-v2 separates all four words pair by pair: wi
                      "sense +0.26 to +0.51, across senses -0.50 to -0.67")
 
 
-def sense_similarities(run_dir, examples=None):
+def sense_similarities(run_dir, examples=None, model=None):
     """{word: (senses, sentences, raw cosines, context cosines)} for a run.
 
     Args:
         run_dir: a run directory (`keras-ctx pretrain --out`, `convert`) or any
             handle with a tokenizer (`keras_ctx.handles`); loaded once.
         examples: {word: {sense: sentences}}; defaults to `SENSE_EXAMPLES`.
+        model: `run_dir` already loaded (a `keras_ctx.commands.embed.TextModel`).
 
     Returns:
         For each word: the sense of each sentence, the sentences, the (n, n)
         cosines of the word's vectors, and the (n, n) cosines after removing
         the word's mean vector over its sentences (what the context adds).
     """
-    model = TextModel(run_dir)
+    model = model or TextModel(run_dir)
     result = {}
     for word, by_sense in (examples or SENSE_EXAMPLES).items():
         senses = [sense for sense, texts in by_sense.items() for _ in texts]
@@ -109,8 +111,19 @@ def separation(senses, similarities):
     return min(same), max(other)
 
 
-def write_heatmap(table, path):
+def model_name(handle, info):
+    """The model as the table and the heatmap name it: a pretrained run's preset and
+    steps, else its handle's last part."""
+    name = info.get("model") or os.path.basename(os.path.normpath(str(handle)))
+    steps = info.get("steps")
+    return f"{name} after {steps:,} training steps" if steps else name
+
+
+def write_heatmap(table, path, model="the model"):
     """Draws each word's context-cosine matrix into one PNG (atomically).
+
+    Rows and columns are the sentences numbered as `show_sense_table` prints them;
+    the title names `model` (`model_name`).
 
     Returns:
         The path, or None when matplotlib is not installed.
@@ -132,7 +145,7 @@ def write_heatmap(table, path):
         ax.axis("off")
     for ax, (word, (senses, texts, _, added)) in zip(axes.flat, table.items()):
         image = ax.imshow(added, vmin=-1, vmax=1, cmap="RdBu_r")
-        labels = [f"{sense} {k + 1}" for k, sense in enumerate(senses)]
+        labels = [f"{k + 1}. {sense}" for k, sense in enumerate(senses)]
         ax.set_xticks(range(len(texts)), labels, rotation=90, fontsize=8)
         ax.set_yticks(range(len(texts)), labels, fontsize=8)
         border = senses.index(senses[-1]) - 0.5  # between the two senses
@@ -147,7 +160,8 @@ def write_heatmap(table, path):
                      + (" (every pair apart)" if low > high else ""), fontsize=10)
     figure.colorbar(image, ax=axes.ravel().tolist(), shrink=0.6,
                     label="cosine of what the context adds")
-    figure.suptitle("One word, two senses: last-layer vectors minus the word's mean vector")
+    figure.suptitle(f"{model}: one word, two senses (cosines of the last-layer vectors "
+                    "minus the word's mean vector)")
     with replacing(path, overwrite=True) as staging:
         figure.savefig(staging, format="png", dpi=110, bbox_inches="tight")
     plt.close(figure)
@@ -160,11 +174,13 @@ def show_sense_table(run_dir):
     Returns:
         The table (`sense_similarities`).
     """
-    table = sense_similarities(run_dir)
-    print("\nOne word, different contexts: does a word's vector tell its senses apart?\n"
+    loaded = TextModel(run_dir)
+    table = sense_similarities(run_dir, model=loaded)
+    name = model_name(run_dir, loaded.info)
+    print(f"\nOne word, different contexts: does {name} tell a word's senses apart?\n"
           "Cosine of what each context adds to the word's last-layer vector (the word's mean "
-          "over its\nsentences removed, Ethayarajh 2019); were the context ignored, within "
-          "= across.")
+          "over its\nsentences removed, Ethayarajh 2019): a model that reads the context "
+          "scores higher\nwithin a sense than across senses; one that ignores it, the same.")
     print(f"  {'word':10s} {'within a sense':>14s} {'across senses':>14s}   every pair apart")
     apart = on_average = 0
     for word, (senses, texts, raw, added) in table.items():
@@ -175,8 +191,9 @@ def show_sense_table(run_dir):
         verdict = "yes" if low > high else ("no, on average only" if within > across else "no")
         print(f"  {word!r:10s} {within:>+14.2f} {across:>+14.2f}   {verdict}")
     for word, (senses, texts, *_) in table.items():
-        for sense in dict.fromkeys(senses):
-            quoted = " | ".join(t for t, s in zip(texts, senses) if s == sense)
+        for sense in dict.fromkeys(senses):  # numbered as the heatmap's rows
+            quoted = " | ".join(f"{k + 1}. {t}" for k, (t, s) in enumerate(zip(texts, senses))
+                                if s == sense)
             print(f"    {word!r} {sense}: {quoted}")
     raw_pairs = np.concatenate([r[np.triu_indices(len(r), 1)] for *_, r, _ in table.values()])
     print(f"Senses apart: {apart} of {len(table)} words pair by pair, {on_average} of "
@@ -186,7 +203,7 @@ def show_sense_table(run_dir):
     if apart < len(table):
         print(f"For comparison, the trained {TRAINED_REFERENCE} (README's tour: convert it, "
               "then `show_sense_table(RUN_DIR)` from keras_ctx.commands.sense_table).")
-    path = write_heatmap(table, os.path.join(run_dir, HEATMAP))
+    path = write_heatmap(table, os.path.join(run_dir, HEATMAP), name)
     if path:
         print(f"Heatmap: {path}")
     else:

@@ -96,6 +96,9 @@ def _pretrain(args):
 
 def _prepare(args):
     from keras_ctx.commands.prepare import prepare
+    from keras_ctx.common.validation import check_args
+
+    check_args(shard_mb=args.shard_mb)  # the function takes bytes: the flag is checked here
 
     prepare(args.model, args.corpus, args.out, sequence_length=args.sequence_length,
             vocabulary_size=args.vocabulary_size, seed=args.seed, workers=args.workers,
@@ -109,8 +112,7 @@ def _finetune(args):
 
     finetune(args.run_dir, args.train, args.out, epochs=args.epochs,
              batch_size=args.batch_size, learning_rate=args.learning_rate, export=args.export,
-             overwrite=args.overwrite, header=args.header,
-             keep_optimizer_state=args.keep_optimizer_state)
+             overwrite=args.overwrite, header=args.header)
     return 0
 
 
@@ -314,9 +316,6 @@ def build_parser():
                           help="replace an existing classifier.keras / --export version")
     finetune.add_argument("--header", action=argparse.BooleanOptionalAction, default=None,
                           help="whether the TSV's first line is a header (default: detect)")
-    finetune.add_argument("--keep-optimizer-state", action="store_true",
-                          help="save AdamW's moments in classifier.keras too (about 3x the "
-                               "weights' size), to fit on from them")
     finetune.set_defaults(run=_finetune)
 
     embed = commands.add_parser("embed", help="print contextual vectors of words in texts")
@@ -528,15 +527,13 @@ def _installed(module):
 
 
 def _checked(run):
-    """`run`, after Keras and the package's face are imported and every numeric flag of the
-    command is checked (before anything is written)."""
+    """`run`, after Keras and the package's face are imported. Each command's function
+    checks its own arguments, once, before anything is written (`--set` and the numeric
+    flags against `keras_ctx.common.validation.FLAGS`)."""
     def checked(args):
         import keras_ctx
 
         keras_ctx.import_all()
-        from keras_ctx.common import validation
-
-        validation.check_command_args(vars(args))
         return run(args)
 
     return checked

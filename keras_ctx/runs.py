@@ -17,10 +17,11 @@ Each file is written beside and renamed into place (keras_ctx.common.files), run
 last: a directory with run.json is a finished run.
 """
 
+import dataclasses
 import json
 import os
 
-
+from keras_ctx import models  # noqa: F401  (the classes backbone.keras holds, for loading)
 from keras_ctx import registry
 from keras_ctx.common import files, keras_files, validation
 from keras_ctx.data import fingerprints
@@ -72,9 +73,12 @@ def save_claimed_tokenizer(out_dir, tokenizer, info):
             json.dump(info, handle)
 
 
-def claimed_tokenizer(out_dir):
-    """(tokenizer, its run.json info) kept by `save_claimed_tokenizer` in a claimed run, or None."""
-    if read_settings(out_dir) is None:
+def claimed_tokenizer(out_dir, existing=None):
+    """(tokenizer, its run.json info) kept by `save_claimed_tokenizer` in a claimed run, or None.
+
+    `existing`: the directory's `Existing` record, when the caller has read it.
+    """
+    if (existing or look(out_dir)).settings is None:
         return None
     directory = os.path.join(out_dir, TOKENIZER_DIR)
     tokenizer = load_tokenizer(directory)
@@ -117,12 +121,14 @@ def sizes(backbone):
     return {k: config[k] for k in SIZE_KEYS if isinstance(config.get(k), int)}
 
 
-def save_run(out_dir, info, backbone, tokenizer=None, overwrite=False):
+def save_run(out_dir, info, backbone, tokenizer=None, overwrite=False, tokenizer_sha256=None):
     """Writes backbone.keras, tokenizer/ and run.json, each atomically.
 
     Refuses to replace a run already in `out_dir` unless `overwrite`; with it,
     a tokenizer/ left by the replaced run is removed when the new run has none
-    (a stale tokenizer would not match the new backbone).
+    (a stale tokenizer would not match the new backbone). `tokenizer_sha256`:
+    the tokenizer is already in tokenizer/ with this hash (`pretrain` saved it
+    when it claimed the run), so it is neither written nor hashed again.
     """
     out_dir = os.fspath(out_dir)
     check_free(out_dir, overwrite)
@@ -138,7 +144,9 @@ def save_run(out_dir, info, backbone, tokenizer=None, overwrite=False):
     with files.replacing(os.path.join(out_dir, BACKBONE_FILE), overwrite=True) as staging:
         backbone.save(staging)
     tokenizer_dir = os.path.join(out_dir, TOKENIZER_DIR)
-    if tokenizer is not None:
+    if tokenizer_sha256 is not None:
+        pass  # saved when the run was claimed
+    elif tokenizer is not None:
         with files.replacing_directory(tokenizer_dir, overwrite=True) as staging:
             save_tokenizer(tokenizer, staging)
     elif os.path.isfile(os.path.join(tokenizer_dir, "tokenizer.json")):
@@ -146,7 +154,8 @@ def save_run(out_dir, info, backbone, tokenizer=None, overwrite=False):
 
         shutil.rmtree(tokenizer_dir)
     # Recorded so that a tokenizer/ swapped in from another run is refused (`load_run`).
-    tokenizer_sha256 = fingerprints.directory(tokenizer_dir) if tokenizer is not None else None
+    if tokenizer_sha256 is None and tokenizer is not None:
+        tokenizer_sha256 = fingerprints.directory(tokenizer_dir)
     files.write_json(run_file, {**info, "sizes": sizes(backbone),
                                 **({"tokenizer_sha256": tokenizer_sha256}
                                    if tokenizer_sha256 else {})})
@@ -214,11 +223,13 @@ def save_finetuned_info(out_dir, info):
 def load_finetuned(directory):
     """(finetune.json's info, the classifier) of a fine-tuned directory.
 
+    Its classes (a task head, `keras_ctx.tasks`, above this module) are registered where
+    they are defined: the package's face imports every package before any of its
+    modules runs.
+
     A directory written before finetune.json existed still loads (info {}).
     """
     import zipfile
-
-    import keras_ctx  # noqa: F401  (registers our classes for loading)
 
     path, info_path = (os.path.join(directory, name) for name in (CLASSIFIER_FILE, FINETUNE_FILE))
     info = _read_finetuned_info(directory)
@@ -235,8 +246,6 @@ def load_finetuned(directory):
 def load_backbone(run_dir, info=None):
     """backbone.keras, checked; `info` (run.json's) claims checked against its stored shapes."""
     import zipfile
-
-    import keras_ctx  # noqa: F401  (registers our classes for loading)
 
     path = os.path.join(run_dir, BACKBONE_FILE)
     if not os.path.isfile(path):
@@ -304,7 +313,7 @@ def load_run(run_dir, need_tokenizer=False):
     return info, backbone, tokenizer
 
 
-CORPUS_CHANGED = ("refuse", "continue")
+CORPUS_CHANGED = ("refuse", "continue")  # --corpus-changed (checked by the request)
 # Settings a resumed run may change (said, and recorded under CHANGES_KEY with the step);
 # any other change is another run and refused.
 ADJUSTABLE = ("learning_rate", "steps", "checkpoint_every", "strategy", "mixed_precision",
@@ -353,11 +362,34 @@ def read_settings(out_dir):
     return previous
 
 
-def _has_checkpoints(out_dir):
-    return bool(Checkpointer(os.path.join(out_dir, "checkpoints")).steps())
+@dataclasses.dataclass(frozen=True)
+class Existing:
+    """What a run directory held when a command took it: its settings file's record
+    (`read_settings`; None without one) and its latest checkpoint's step (0: none).
+
+    `pretrain` reads it once, under the run lock, and passes it to every check
+    and to `claim`: nothing below reads the settings or lists the checkpoints again.
+    """
+
+    settings: object
+    step: int
+
+    def fingerprints(self, given=None):
+        """(the recorded data fingerprints, the settings without them); see
+        `_recorded_fingerprints`."""
+        settings = dict(self.settings or {})
+        return _recorded_fingerprints(settings, given), settings
 
 
-def check_data(out_dir, data, corpus_changed="refuse"):
+def look(out_dir):
+    """The `Existing` record of `out_dir` (one read of its settings, one listing of its
+    checkpoints)."""
+    out_dir = os.fspath(out_dir)
+    return Existing(read_settings(out_dir),
+                    Checkpointer(os.path.join(out_dir, "checkpoints")).latest_step())
+
+
+def check_data(out_dir, data, corpus_changed="refuse", existing=None):
     """Refuses to resume `out_dir` on another corpus than its checkpoints were trained on.
 
     Args:
@@ -367,26 +399,21 @@ def check_data(out_dir, data, corpus_changed="refuse"):
         corpus_changed: "refuse", or "continue" to resume on a changed corpus on
             purpose (allowed only while the tokenizer trained on it is the one the
             checkpoints were trained with, which `claim` checks).
+        existing: `look(out_dir)`, when the caller has read it.
 
     Returns:
-        The data recorded in `out_dir` that `data` was checked against: `claim`
-        takes it back as `checked` and compares the corpus again only if the
-        record changed in between.
+        The data recorded in `out_dir` that `data` was checked against.
     """
-    recorded = _recorded_fingerprints(read_settings(out_dir) or {})
-    _check_corpus(out_dir, recorded, data, corpus_changed)
+    existing = existing or look(out_dir)
+    recorded, _ = existing.fingerprints()
+    _check_corpus(out_dir, existing.step, recorded, data, corpus_changed)
     return recorded
 
 
-def _check_corpus(out_dir, previous, data, corpus_changed):
+def _check_corpus(out_dir, step, previous, data, corpus_changed):
     """`check_data` against the data recorded in settings already read (`previous`)."""
-    if corpus_changed not in CORPUS_CHANGED:
-        raise RunDirectoryError(f"--corpus-changed takes {' or '.join(CORPUS_CHANGED)}, "
-                                f"got {corpus_changed!r}.")
     previous = previous or {}
-    if not _has_checkpoints(os.fspath(out_dir)):
-        return
-    if (corpus_changed == "refuse" and "corpus" in previous and "corpus" in data
+    if (step and corpus_changed == "refuse" and "corpus" in previous and "corpus" in data
             and previous["corpus"] != data["corpus"]):
         raise RunDirectoryError(
             f"{out_dir} was trained on another corpus than the one given now "
@@ -396,12 +423,10 @@ def _check_corpus(out_dir, previous, data, corpus_changed):
             "new corpus on purpose.")
 
 
-def _check_tokenizer(out_dir, previous, data):
+def _check_tokenizer(out_dir, step, previous, data):
     """Refuses a tokenizer other than the one the checkpoints of `out_dir` were trained with."""
     previous = previous or {}
-    if not _has_checkpoints(os.fspath(out_dir)):
-        return
-    if previous.get("tokenizer") and data.get("tokenizer") and (
+    if step and previous.get("tokenizer") and data.get("tokenizer") and (
             previous["tokenizer"] != data["tokenizer"]):
         # Never allowed: the embeddings would continue under other ids.
         raise RunDirectoryError(
@@ -411,33 +436,34 @@ def _check_tokenizer(out_dir, previous, data):
             "or --no-resume to start over there).")
 
 
-_UNCHECKED = object()  # claim's `checked` when no `check_data` came before
-
-
-def claim(out_dir, settings, fresh=False, data=None, corpus_changed="refuse",
-          checked=_UNCHECKED):
+def claim(out_dir, settings, fresh=False, data=None, corpus_changed="refuse", existing=None,
+          corpus_checked=False, save_tokenizer=None):
     """Makes `out_dir` this run's directory; call only after every argument is valid.
 
     `out_dir` must be new or empty, or hold a run of the same `settings` (to
-    resume it) trained on the same `data` (`check_data`). `checked`: what
-    `check_data` returned for this `data`; while `out_dir` still records
-    that, its corpus is not compared again (only the tokenizer, new since). With `fresh` an
+    resume it) trained on the same `data` (`check_data`). `existing`: `look(out_dir)`
+    read under the run lock the caller holds since (None: read here);
+    `corpus_checked`: `check_data` already compared the corpus with that record,
+    so only the tokenizer is compared here. `save_tokenizer`: called once the
+    directory passed every other check, it saves the run's tokenizer there and
+    returns its fingerprint (`tokenizer_fingerprint`), recorded as
+    `data["tokenizer"]` and compared with the checkpoints'. With `fresh` an
     earlier run of ours there starts over: its checkpoints are deleted (only
     the ones the library wrote). A directory that holds something else is
     never touched. A run whose settings file was deleted (see
     `read_settings`) but whose checkpoints are there is resumed.
     """
     out_dir = os.fspath(out_dir)
+    existing = existing or look(out_dir)
     settings = json.loads(json.dumps(settings))  # tuples become lists, as read back
     path = os.path.join(out_dir, SETTINGS_FILE)
-    previous = read_settings(out_dir)
     changes = []
-    checkpoints = Checkpointer(os.path.join(out_dir, "checkpoints"))
-    if not fresh and checkpoints.latest_step():
+    step = existing.step
+    if not fresh and step:
         # A checkpoint that cannot be resumed is refused before anything here changes.
-        checkpoints.check(checkpoints.latest_step())
-    if previous is not None:
-        previous_data = _recorded_fingerprints(previous, settings)
+        Checkpointer(os.path.join(out_dir, "checkpoints")).check(step)
+    if existing.settings is not None:
+        previous_data, previous = existing.fingerprints(settings)
         changes = previous.pop(CHANGES_KEY, [])
         changes = changes if isinstance(changes, list) else []
         adjusted = {k: [previous[k], settings[k]] for k in ADJUSTABLE
@@ -449,13 +475,13 @@ def claim(out_dir, settings, fresh=False, data=None, corpus_changed="refuse",
                 f"{out_dir} holds another run ({previous.get('model')}; different "
                 f"{', '.join(changed)}): resume it with its own arguments, choose another "
                 "--out, or pass --no-resume to start over there.")
+        if data is not None and not fresh and not corpus_checked:
+            _check_corpus(out_dir, step, previous_data, data, corpus_changed)
+        data = _with_tokenizer(data, save_tokenizer)
         if data is not None and not fresh:
-            if checked is _UNCHECKED or checked != previous_data:  # another run came between
-                _check_corpus(out_dir, previous_data, data, corpus_changed)
-            _check_tokenizer(out_dir, previous_data, data)
+            _check_tokenizer(out_dir, step, previous_data, data)
         elif data is None:
             data = previous_data
-        step = checkpoints.latest_step()
         if adjusted and not fresh and step:
             # Said and recorded: the checkpoints' steps so far were made with the old values.
             print(f"Resuming {out_dir} from step {step} with changed settings: "
@@ -465,14 +491,31 @@ def claim(out_dir, settings, fresh=False, data=None, corpus_changed="refuse",
             changes = changes + [{"step": step, **adjusted}]
         elif fresh:
             changes = []
-    elif (os.path.isdir(out_dir) and set(os.listdir(out_dir)) - {files.LOCK_FILE}
-          and not _has_checkpoints(out_dir)):
-        raise RunDirectoryError(f"{out_dir} is not empty and holds no keras-ctx run: choose "
-                                "another --out.")
+    else:
+        if os.path.isdir(out_dir) and set(os.listdir(out_dir)) - {files.LOCK_FILE} and not step:
+            raise RunDirectoryError(f"{out_dir} is not empty and holds no keras-ctx run: "
+                                    "choose another --out.")
+        data = _with_tokenizer(data, save_tokenizer)
     if fresh:
         Checkpointer(os.path.join(out_dir, "checkpoints")).clear()
     files.write_json(path, {**settings, **({FINGERPRINT_KEY: data} if data is not None else {}),
                             **({CHANGES_KEY: changes} if changes else {})})
+
+
+def _with_tokenizer(data, save_tokenizer):
+    """`data` with the fingerprint `save_tokenizer` returns (None: `data` as given)."""
+    if save_tokenizer is None:
+        return data
+    return {**(data or {}), "tokenizer": save_tokenizer()}
+
+
+def tokenizer_fingerprint(out_dir, tokenizer, extra):
+    """The fingerprint of a run's tokenizer: the hash of OUT/tokenizer/ where it was saved
+    (what run.json's tokenizer_sha256 records), else of `extra` (the run-file info a family
+    keeps instead, ELMo's word vocabulary); None for neither."""
+    if tokenizer is not None:
+        return fingerprints.directory(os.path.join(out_dir, TOKENIZER_DIR))
+    return fingerprints.tokenizer(None, extra)
 
 
 def check_new_directory(out):

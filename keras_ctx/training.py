@@ -21,8 +21,8 @@ import zipfile
 
 import keras
 import numpy as np
-from keras_ctx.common.optional import tensorflow as tf
 
+from keras_ctx.backend import build_from_spec
 from keras_ctx.common import files, keras_files
 from keras_ctx.data.checked_input import checked_token_ids
 
@@ -194,21 +194,6 @@ def _unrestorable(path, error):
         "in another --out directory, or delete it to start over.")
 
 
-def _build_from_spec(model, spec):
-    """Builds a model by calling it on zeros shaped like one batch of the dataset."""
-    if isinstance(spec, tuple):
-        spec = spec[0]
-
-    def zeros(tensor_spec):
-        if not tensor_spec.shape.is_fully_defined():
-            raise ValueError(f"Batches need static shapes (drop_remainder=True) to "
-                             f"resume; got {tensor_spec}.")
-        # numpy: what every backend's model takes.
-        return np.zeros(tensor_spec.shape, tensor_spec.dtype.as_numpy_dtype)
-
-    model(tf.nest.map_structure(zeros, spec), training=False)
-
-
 def _strategy_scope(model):
     """The tf.distribute scope `model` was made in; none on JAX (keras.distribution)."""
     strategy = getattr(model, "distribute_strategy", None)
@@ -277,6 +262,7 @@ def fit_resumable(
     resume=True,
     callbacks=(),
     verbose=1,
+    start=None,
 ):
     """Trains a compiled model for `steps` steps in total, resuming from `out_dir`.
 
@@ -284,20 +270,19 @@ def fit_resumable(
         model: a compiled keras.Model (a pretrainer).
         dataset: an endless (repeated) deterministic tf.data.Dataset of batches, or
             a `PreparedInput` (its position is saved in each checkpoint).
-        steps: total optimizer steps of the whole run.
+        steps: total optimizer steps of the whole run (a positive int, as
+            `checkpoint_every`: the command's request checked both).
         out_dir: holds checkpoints/ and logs/.
         checkpoint_every: steps between checkpoints.
         resume: continue from the latest checkpoint in out_dir if there is one.
+        start: that checkpoint's step, when the caller listed them already (0: none).
 
     Returns:
         A dict with `step` (steps done) and `history` (logs after each chunk).
     """
-    if steps < 1 or checkpoint_every < 1:
-        raise ValueError(f"`steps` ({steps}) and `checkpoint_every` "
-                         f"({checkpoint_every}) must be positive.")
     source = dataset
     checkpointer = Checkpointer(os.path.join(out_dir, "checkpoints"))
-    step = checkpointer.latest_step() if resume else 0
+    step = (checkpointer.latest_step() if start is None else start) if resume else 0
     if step > steps:
         raise ValueError(f"{out_dir} already holds a checkpoint at step {step}, past "
                          f"--steps {steps}; raise --steps or use another --out.")
@@ -307,7 +292,7 @@ def fit_resumable(
     # Variables made here must live under the strategy the model was made in.
     with _strategy_scope(model):
         if not model.built:
-            _build_from_spec(model, source.element_spec)
+            build_from_spec(model, source.element_spec)
         if step:
             checkpointer.restore(model, step)
             if verbose:

@@ -1,5 +1,7 @@
 """`pretrain` resolves its corpus once and passes the result down (issue 46)."""
 
+import os
+
 import pytest
 
 import keras_ctx
@@ -60,24 +62,95 @@ def test_pretrain_fingerprints_and_checks_its_corpus_once_on_a_resume(tmp_path, 
     assert _CountedFingerprint.comparisons == 1
 
 
-def test_a_run_that_changes_the_record_after_the_early_check_is_compared_again(tmp_path):
-    # The early check's result is trusted at the claim only while the run
-    # directory still records what it was checked against.
+def test_claim_trusts_the_early_check_of_the_record_it_was_given(tmp_path):
+    # The corpus is compared with the record read under the run lock once
+    # (`runs.look`); the claim compares it again only when told it was not checked.
     from tests.test_reliability import regression
 
     corpus, out = tmp_path / "corpus.txt", tmp_path / "run"
     write_corpus(corpus, documents=10)
     settings = {"model": "bert-tiny", "corpus": str(corpus)}
-    first = {"corpus": fingerprints.corpus(str(corpus)), "tokenizer": "a" * 64}
+    first = {"corpus": {"source": "builtin"}, "tokenizer": "a" * 64}
     runs.claim(str(out), settings, data=first)
     model, batches = regression()
     keras_ctx.training.fit_resumable(model, batches, steps=2, out_dir=str(out),
                                      checkpoint_every=2, verbose=0)
-    text = pretrain_checks.resolve_text(str(corpus), str(out))  # the same corpus: passes
-    assert text.recorded == first and text.corpus == str(corpus) and not text.prepared
-    # Another process resumes the run on other text between the early check and the claim.
-    other = {"corpus": {"source": "builtin"}, "tokenizer": "a" * 64}
-    runs.claim(str(out), settings, data=other, corpus_changed="continue")
+    existing = runs.look(str(out))
+    assert existing.step == 2 and existing.settings["model"] == "bert-tiny"
+    now = {"corpus": fingerprints.corpus(str(corpus)), "tokenizer": "a" * 64}
     with pytest.raises(ValueError, match="trained on another corpus"):
-        runs.claim(str(out), settings, data={**text.fingerprint, "tokenizer": "a" * 64},
-                   checked=text.recorded)
+        runs.check_data(str(out), now, existing=existing)
+    with pytest.raises(ValueError, match="trained on another corpus"):
+        runs.claim(str(out), settings, data=now, existing=existing)
+    runs.claim(str(out), settings, data=now, existing=existing,
+               corpus_checked=True)  # `check_data` passed it (--corpus-changed continue)
+
+
+@pytest.mark.parametrize("trains", [False, pytest.param(True, marks=pytest.mark.slow)])
+def test_the_walk_of_pretrain_does_each_thing_once(tmp_path, monkeypatch, trains):
+    # Before: the preset was looked up twice, pretrain_settings.json read three times,
+    # the checkpoints listed three times and the tokenizer saved three times (hashed
+    # twice) in one resumed `pretrain` (issue 55).
+    import keras_hub
+
+    from keras_ctx.data import tokenizers
+    from keras_ctx.models import presets
+    from keras_ctx.training import Checkpointer
+
+    corpus, out = tmp_path / "corpus.txt", str(tmp_path / "run")
+    write_corpus(corpus, documents=20)
+    arguments = dict(corpus=str(corpus), batch_size=2, sequence_length=16,
+                     vocabulary_size=300, checkpoint_every=1, show_contexts=False,
+                     overrides=pretrain.parse_overrides(ENCODER))
+    calls = {}
+    if not trains:  # the default run: the walk without compiling the step (-m slow trains)
+        monkeypatch.setattr(pretrain, "fit_resumable", lambda *args, **kwargs: {
+            "step": args[2], "history": []})
+
+    def counted(owner, name):
+        real = getattr(owner, name)
+
+        def spy(*args, **kwargs):
+            calls[name] = calls.get(name, 0) + 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(owner, name, spy)
+
+    for owner, name in ((presets, "get_preset"), (runs, "read_settings"),
+                        (Checkpointer, "latest_step"), (tokenizers, "save_tokenizer"),
+                        (runs, "save_tokenizer"), (fingerprints, "directory"),
+                        (fingerprints, "tokenizer"),
+                        (keras_hub.tokenizers.WordPieceTokenizer, "save_assets")):
+        counted(owner, name)
+    pretrain.pretrain("bert-tiny", out, steps=1, **arguments)  # a new run
+    assert calls == {"get_preset": 1, "read_settings": 1, "latest_step": 1,
+                     "save_tokenizer": 1, "save_assets": 1, "directory": 1}
+    info = runs.read_info(out)
+    assert info["tokenizer_sha256"] == fingerprints.directory(os.path.join(out, "tokenizer"))
+    calls.clear()
+    pretrain.pretrain("bert-tiny", out, steps=2, **arguments)  # resumed from step 1
+    assert calls == {"get_preset": 1, "read_settings": 1, "latest_step": 1, "directory": 1}
+    runs.load_run(out)  # the recorded hash is the saved tokenizer's
+    assert runs.look(out).step == (2 if trains else 0)
+
+
+def test_the_request_resolves_and_checks_its_arguments_once(tmp_path):
+    import dataclasses
+
+    checked = pretrain_checks.PretrainRequest.checked
+    request = checked("bert-tiny", tmp_path / "out", steps=5, overrides=None)
+    assert (request.preset.name, request.out, request.vocabulary_size, request.overrides) == (
+        "bert-tiny", str(tmp_path / "out"), pretrain_checks.VOCABULARY_SIZE, {})
+    assert request.run.vocabulary_size == 8000 and request.settings()["steps"] == 5
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        request.steps = 6  # what is below trusts it: nobody changes it on the way
+    for arguments, message in (
+            ({"steps": 0}, "--steps must be a positive integer, got 0"),
+            ({"corpus_changed": "maybe"}, "--corpus-changed takes refuse or continue"),
+            ({"sequence_length": 9999}, "--sequence-length 9999 is longer than the backbone"),
+            ({"export": "", "steps": 0}, "--export is empty")):
+        with pytest.raises(ValueError, match=message):
+            checked("bert-tiny", tmp_path / "out", **arguments)
+    with pytest.raises(TypeError, match="stepz"):
+        checked("bert-tiny", tmp_path / "out", stepz=1)
+    assert not (tmp_path / "out").exists()  # nothing written by the checks

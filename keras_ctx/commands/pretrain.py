@@ -18,25 +18,22 @@ import time
 
 import keras
 
-from keras_ctx import families, handles, runs
-from keras_ctx.common import progress, validation
+from keras_ctx import handles, runs
+from keras_ctx.common import files, progress, validation
 from keras_ctx.commands import pretrain_checks
+from keras_ctx.commands.pretrain_checks import VOCABULARY_SIZE, PretrainRequest  # noqa: F401
 from keras_ctx.commands.export import export_run
 from keras_ctx.commands.sense_table import show_sense_table
-from keras_ctx.data import corpora, fingerprints, prepare
+from keras_ctx.data import corpora, prepare
 from keras_ctx.data.prepared_input import PreparedInput
 from keras_ctx.data.tokenizers import TOKENIZER_SAMPLE, train_tokenizer
 from keras_ctx.export import check_export_target
-from keras_ctx.common.files import RunLock
 from keras_ctx.models import presets
 from keras_ctx.models.presets import build as build_preset
 from keras_ctx.optimizers import bert_recipe
 from keras_ctx.common.progress import say
 from keras_ctx.pretraining.strategies import make_strategy
-from keras_ctx.training import Checkpointer, fit_resumable
-
-
-VOCABULARY_SIZE = 8000  # --vocabulary-size when neither given nor fixed by --data
+from keras_ctx.training import fit_resumable
 
 
 class StepProgbar(keras.callbacks.ProgbarLogger):
@@ -206,13 +203,13 @@ def use_xla(choice):
     return choice == "on" if choice != "auto" else "auto"
 
 
-def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_length=64,
-             vocabulary_size=None, learning_rate=None, seed=0, strategy="default",
-             mixed_precision=False, xla="auto", checkpoint_every=100, resume=True,
-             overrides=None, export=None, overwrite=False, show_contexts=True, data=None,
-             corpus_changed="refuse", version=1):
-    """Pretrains `preset` on `corpus` into the run directory `out` (resumable).
+def pretrain(preset, out, **arguments):
+    """Pretrains `preset` on a corpus into the run directory `out` (resumable).
 
+    Arguments: the fields of `PretrainRequest` (`corpus`, `steps`, `batch_size`,
+    `sequence_length`, `vocabulary_size`, `learning_rate`, `seed`, `strategy`,
+    `mixed_precision`, `xla`, `checkpoint_every`, `resume`, `overrides`, `export`,
+    `overwrite`, `show_contexts`, `data`, `corpus_changed`, `version`).
     `data`: a `keras-ctx prepare` directory to train on instead of `corpus`
     (its manifest is checked and fingerprinted in pretrain_settings.json); the
     sizes it was prepared with are the run's (`vocabulary_size` None: the
@@ -226,116 +223,159 @@ def pretrain(preset, out, corpus="builtin", steps=300, batch_size=16, sequence_l
 
     Returns the run info written to `out/run.json`.
     """
-    # Every argument is checked before any work, and `out` is claimed only then.
-    # The name is looked up once (unknown presets fail here); the `Preset`,
-    # carrying its family, is what goes down.
-    validation.check_given(out=out, corpus=corpus, export=export, data=data)
-    preset = handles.preset(preset)
-    family, backbone_cls, config = preset.family, preset.backbone_cls, dict(preset.config)
-    validation.check_args(steps=steps, batch_size=batch_size, sequence_length=sequence_length,
-                          checkpoint_every=checkpoint_every, learning_rate=learning_rate,
-                          vocabulary_size=vocabulary_size, seed=seed)
-    manifest = None
-    if data is not None:  # its flags are the data's: one that differs is refused
-        manifest = pretrain_checks.check_prepared(data, preset, sequence_length,
-                                                  vocabulary_size, batch_size)
-        vocabulary_size = manifest["settings"]["vocabulary_size"]
-    elif vocabulary_size is None:
-        vocabulary_size = VOCABULARY_SIZE
-    overrides = dict(overrides or {})
-    validation.check_overrides(preset.name, backbone_cls, config, overrides)
-    run = families.Run(preset.name, batch_size, sequence_length, vocabulary_size, seed)
-    validation.check_override_values(
-        preset.name, family, {**config, **family.recipe_config(run), **overrides}, overrides,
-        sequence_length)
-    validation.check_export_path(export)
-    if export:  # --version says where the export goes: unread without one
-        validation.check_arg("version", version)
-    distribution = make_strategy(strategy, batch_size)  # before any text is read
-    # The corpus (or the prepared data) resolved, fingerprinted and checked once.
-    text = pretrain_checks.resolve_text(corpus, out, data, resume, corpus_changed)
-    text_export = export and family.framing is not None
-    done = Checkpointer(os.path.join(out, "checkpoints")).latest_step() if resume else 0
-    exported = export and _already_exported(out, export, version, steps, done, overwrite)
+    return train(PretrainRequest.checked(preset, out, **arguments))
+
+
+def train(request):
+    """Runs a checked `PretrainRequest`: each step below trusts it.
+
+    The run directory is locked, then read once (`runs.look`: its settings and
+    latest checkpoint), and that record goes to every check and to the claim.
+    """
+    distribution = make_strategy(request.strategy, request.batch_size)  # before any text
+    with files.writing(request.out):
+        existing = runs.look(request.out)
+        done = existing.step if request.resume else 0
+        text = pretrain_checks.resolve_text(request, existing)
+        exported = _check_export(request, done)
+        keras.utils.set_random_seed(request.seed)
+        if request.mixed_precision:
+            keras.config.set_dtype_policy("mixed_bfloat16")
+        with distribution.scope():
+            model = _built(request, text, existing)
+        tokenizer_sha256 = _claim(request, text, model, existing)
+        result = _fit(request, model, done)
+        info = _save(request, text, model, result, tokenizer_sha256)
+        _export(request, exported, model.tokenizer)
+    if request.show_contexts and request.family.inputs != "encoder_decoder":
+        show_sense_table(request.out)
+    return info
+
+
+def _check_export(request, done):
+    """Whether the export is already there (a rerun of a finished run); refuses a taken
+    export target otherwise."""
+    export, version, overwrite = request.export, request.version, request.overwrite
+    exported = export and _already_exported(request.out, export, version, request.steps,
+                                            done, overwrite)
     if export and not exported:
         check_export_target(export, version, overwrite)
-    if text_export and not exported:
+    if request.text_export and not exported:
         check_export_target(export.rstrip("/") + "-text", version, overwrite)
-    keras.utils.set_random_seed(seed)
-    if mixed_precision:
-        keras.config.set_dtype_policy("mixed_bfloat16")
+    return exported
+
+
+class _Built:
+    """What `_built` made: the backbone, its compiled pretrainer, the endless dataset, the
+    tokenizer to save, the run's extra run.json info and whether the tokenizer is the claimed
+    one (already in the run directory)."""
+
+    def __init__(self, backbone, pretrainer, dataset, tokenizer, extra, claimed):
+        self.backbone, self.pretrainer, self.dataset = backbone, pretrainer, dataset
+        self.tokenizer, self.extra, self.claimed = tokenizer, extra, claimed
+
+
+def _built(request, text, existing):
+    """The model, data and tokenizer of the run, the pretrainer compiled (in the
+    distribution's scope)."""
+    preset, run, seed = request.preset, request.run, request.seed
     # A resumed run keeps the tokenizer it was claimed with: trainers break ties
     # between equally frequent pieces differently in each process.
-    claimed = runs.claimed_tokenizer(out) if resume and not text.prepared else None
-    with distribution.scope():
-        if text.prepared:
-            backbone, pretrainer, dataset, tokenizer, extra = build_prepared(
-                preset, text.source, run, overrides, manifest)
-        else:
-            backbone, pretrainer, dataset, tokenizer, extra = build(
-                preset, corpora.documents(text.corpus), run, overrides,
-                sample=(corpora.sample_sentences(text.corpus, seed=seed)
-                        if claimed is None else None),
-                claimed=claimed)
-        validation.check_overrides_applied(preset.name, backbone, overrides)
-        pretrain_checks.check_sequence_length(backbone, sequence_length)
-        # The tokenizer and what the family keeps beside it (not the sample's counts).
-        fingerprint = dict(text.fingerprint, tokenizer=fingerprints.tokenizer(
-            tokenizer, {k: v for k, v in extra.items() if k != TOKENIZER_SAMPLE}))
-        hidden = getattr(backbone, "hidden_size", 512)
-        pretrainer.compile(optimizer=optimizer(learning_rate, steps, family, hidden),
-                           jit_compile=use_xla(xla))
-        if done < steps:
-            if getattr(presets.pretraining(preset.name, required=False), "stages", None):
-                say(presets.describe_stages(preset.name, steps))
-            say(f"Compiling the training step{' with XLA' if pretrainer.jit_compile else ''} "
-                "(the first step traces it)...")
-    info = {"model": preset.name, "family": family.name, "sequence_length": sequence_length,
-            "overrides": overrides, "corpus": text.corpus, "steps": steps, "seed": seed, **extra}
-    settings = {"model": preset.name, "overrides": overrides, "corpus": text.corpus,
-                **({"data": data} if data else {}),
-                "sequence_length": sequence_length, "batch_size": batch_size,
-                "vocabulary_size": vocabulary_size, "seed": seed,
-                "learning_rate": learning_rate, "steps": steps,
-                "checkpoint_every": checkpoint_every, "strategy": strategy,
-                "mixed_precision": mixed_precision, "xla": xla}
-    with RunLock(out):
-        runs.claim(out, settings, fresh=not resume, data=fingerprint,
-                   corpus_changed=corpus_changed, checked=text.recorded)
-        if claimed is None:
-            runs.save_claimed_tokenizer(out, tokenizer,
-                                        {k: v for k, v in extra.items() if k == TOKENIZER_SAMPLE})
-        # A live progress bar with ETA on a terminal; one line per chunk when piped.
-        tracker = TrainingProgress(steps)
-        result = fit_resumable(pretrainer, dataset, steps, out,
-                               checkpoint_every=checkpoint_every, resume=resume,
-                               callbacks=[StepProgbar(steps), tracker],
-                               verbose=1 if sys.stdout.isatty() else 2)
-        if result["history"]:
-            (first_step, _), last = tracker.first, result["history"][-1]
-            start = result["history"][-2]["step"] if len(result["history"]) > 1 else done
-            print(f"Loss {_loss(tracker.first_loss)} at step {first_step} -> "
-                  f"{_loss(last.get('loss'))} over steps {start + 1}-{last['step']}.")
-        else:
-            print(f"Nothing left to train: {out} already reached step {steps}.")
-        saved = all(os.path.isfile(os.path.join(out, name))
-                    for name in (runs.RUN_FILE, runs.BACKBONE_FILE))
-        if result["history"] or not saved:  # a rerun of a saved, finished run leaves it
-            say(f"Saving the run to {out}...")
-            runs.save_run(out, info, backbone, tokenizer, overwrite=True)  # its own run
-            print(f"Saved the backbone and tokenizer to {out}.")
-        if exported:
-            print(f"{os.path.join(export, str(version))} already holds this run's export and "
-                  f"the run trained nothing new: nothing exported (--version {version + 1} "
-                  "exports another, --overwrite replaces it).")
-        elif export:
-            say(f"Exporting a SavedModel to {export}...")
-            export_run(out, export, version=version, overwrite=overwrite)
-            if text_export and tokenizer is not None and getattr(tokenizer, "in_graph", True):
-                say(f"Also exporting a text-in copy (serve_text: strings in, for servers "
-                    f"with tensorflow-text ops) to {export.rstrip('/')}-text...")
-                export_run(out, export.rstrip("/") + "-text", version=version,
-                           overwrite=overwrite, with_text=True)
-    if show_contexts and family.inputs != "encoder_decoder":
-        show_sense_table(out)
+    claimed = (runs.claimed_tokenizer(request.out, existing)
+               if request.resume and not text.prepared else None)
+    if text.prepared:
+        parts = build_prepared(preset, text.source, run, request.overrides, request.manifest)
+    else:
+        parts = build(preset, corpora.documents(text.corpus), run, request.overrides,
+                      sample=(corpora.sample_sentences(text.corpus, seed=seed)
+                              if claimed is None else None),
+                      claimed=claimed)
+    built = _Built(*parts, claimed=claimed is not None)
+    validation.check_overrides_applied(preset.name, built.backbone, request.overrides)
+    hidden = getattr(built.backbone, "hidden_size", 512)
+    built.pretrainer.compile(
+        optimizer=optimizer(request.learning_rate, request.steps, request.family, hidden),
+        jit_compile=use_xla(request.xla))
+    return built
+
+
+def _claim(request, text, model, existing):
+    """Claims the run directory, saving a new run's tokenizer into it once; returns the
+    tokenizer's hash (what run.json records)."""
+    hashes = []
+
+    def save_tokenizer():
+        if not model.claimed:  # a claimed one is in the directory already
+            runs.save_claimed_tokenizer(
+                request.out, model.tokenizer,
+                {k: v for k, v in model.extra.items() if k == TOKENIZER_SAMPLE})
+        hashes.append(runs.tokenizer_fingerprint(
+            request.out, model.tokenizer,
+            {k: v for k, v in model.extra.items() if k != TOKENIZER_SAMPLE}))
+        return hashes[-1]
+
+    runs.claim(request.out, request.settings(), fresh=not request.resume,
+               data=text.fingerprint, corpus_changed=request.corpus_changed,
+               existing=existing, corpus_checked=text.recorded is not None,
+               save_tokenizer=save_tokenizer)
+    return hashes[-1] if model.tokenizer is not None else None
+
+
+def _fit(request, model, done):
+    """Trains to `request.steps` from step `done`; says the loss it went from and to."""
+    steps = request.steps
+    if done < steps:
+        if getattr(presets.pretraining(request.preset.name, required=False), "stages", None):
+            say(presets.describe_stages(request.preset.name, steps))
+        say(f"Compiling the training step{' with XLA' if model.pretrainer.jit_compile else ''}"
+            " (the first step traces it)...")
+    # A live progress bar with ETA on a terminal; one line per chunk when piped.
+    tracker = TrainingProgress(steps)
+    result = fit_resumable(model.pretrainer, model.dataset, steps, request.out,
+                           checkpoint_every=request.checkpoint_every, resume=request.resume,
+                           callbacks=[StepProgbar(steps), tracker],
+                           verbose=1 if sys.stdout.isatty() else 2, start=done)
+    if result["history"]:
+        (first_step, _), last = tracker.first, result["history"][-1]
+        start = result["history"][-2]["step"] if len(result["history"]) > 1 else done
+        print(f"Loss {_loss(tracker.first_loss)} at step {first_step} -> "
+              f"{_loss(last.get('loss'))} over steps {start + 1}-{last['step']}.")
+    else:
+        print(f"Nothing left to train: {request.out} already reached step {steps}.")
+    return result
+
+
+def _save(request, text, model, result, tokenizer_sha256):
+    """Saves the run (backbone, run.json; the tokenizer is there since the claim) unless a
+    rerun of a saved, finished run trained nothing; returns its run.json info."""
+    out, preset = request.out, request.preset
+    info = {"model": preset.name, "family": preset.family.name,
+            "sequence_length": request.sequence_length, "overrides": request.overrides,
+            "corpus": text.corpus, "steps": request.steps, "seed": request.seed, **model.extra}
+    saved = all(os.path.isfile(os.path.join(out, name))
+                for name in (runs.RUN_FILE, runs.BACKBONE_FILE))
+    if result["history"] or not saved:
+        say(f"Saving the run to {out}...")
+        runs.save_run(out, info, model.backbone, model.tokenizer, overwrite=True,
+                      tokenizer_sha256=tokenizer_sha256)
+        print(f"Saved the backbone and tokenizer to {out}.")
     return info
+
+
+def _export(request, exported, tokenizer):
+    """`--export`: the run's SavedModel (and its text-in copy), or why nothing is exported."""
+    out, export, version, overwrite = (request.out, request.export, request.version,
+                                       request.overwrite)
+    if exported:
+        print(f"{os.path.join(export, str(version))} already holds this run's export and "
+              f"the run trained nothing new: nothing exported (--version {version + 1} "
+              "exports another, --overwrite replaces it).")
+    elif export:
+        say(f"Exporting a SavedModel to {export}...")
+        export_run(out, export, version=version, overwrite=overwrite)
+        if request.text_export and tokenizer is not None and getattr(
+                tokenizer, "in_graph", True):
+            say(f"Also exporting a text-in copy (serve_text: strings in, for servers "
+                f"with tensorflow-text ops) to {export.rstrip('/')}-text...")
+            export_run(out, export.rstrip("/") + "-text", version=version,
+                       overwrite=overwrite, with_text=True)

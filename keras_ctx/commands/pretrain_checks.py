@@ -1,6 +1,8 @@
-"""Checks of a pretraining run's data and sizes, made before its directory is claimed.
+"""The checked arguments of a pretraining run (`PretrainRequest`) and the checks of its data.
 
-`resolve_text` turns `--corpus` / `--data` into a `TrainingText` once: it
+`PretrainRequest.checked` checks every argument of `keras-ctx pretrain` once,
+at the boundary (the CLI and the Python `pretrain` both go through it), one
+message per rule; what is below trusts the request. `resolve_text` turns `--corpus` / `--data` into a `TrainingText` once: it
 fingerprints the text (`keras_ctx.data.fingerprints`), refuses an `--out`
 inside it (the run's own files would become corpus on the next read), and
 refuses to resume a run on another corpus than its checkpoints'. `pretrain`
@@ -12,9 +14,111 @@ import dataclasses
 import glob
 import os
 
-from keras_ctx import runs
-from keras_ctx.data import fingerprints
+from keras_ctx import handles, registry, runs
+from keras_ctx.common import validation
 from keras_ctx.common.errors import ConfigError
+from keras_ctx.data import fingerprints, prepare
+
+VOCABULARY_SIZE = 8000  # --vocabulary-size when neither given nor fixed by --data
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainRequest:
+    """One `keras-ctx pretrain`'s arguments, each checked once by `checked`.
+
+    The fields are `keras_ctx.commands.pretrain.pretrain`'s arguments, with
+    `preset` resolved to its `Preset`, `vocabulary_size` to the run's (the
+    data's with `data`, else 8000) and `manifest` the checked manifest of `data`.
+    """
+
+    preset: object
+    out: str
+    corpus: object = "builtin"
+    steps: int = 300
+    batch_size: int = 16
+    sequence_length: int = 64
+    vocabulary_size: object = None
+    learning_rate: object = None
+    seed: int = 0
+    strategy: str = "default"
+    mixed_precision: bool = False
+    xla: str = "auto"
+    checkpoint_every: int = 100
+    resume: bool = True
+    overrides: dict = dataclasses.field(default_factory=dict)
+    export: object = None
+    overwrite: bool = False
+    show_contexts: bool = True
+    data: object = None
+    corpus_changed: str = "refuse"
+    version: int = 1
+    manifest: object = None
+
+    @classmethod
+    def checked(cls, preset, out, **arguments):
+        """The request of these arguments; ConfigError (one line) on the first bad one.
+
+        Nothing is read but the preset table and `--data`'s manifest; nothing is written.
+        """
+        given = cls(preset, out, **arguments)
+        validation.check_given(out=out, corpus=given.corpus, export=given.export,
+                               data=given.data)
+        preset = handles.preset(preset)  # the one lookup: unknown names fail here
+        validation.check_args(**{name: getattr(given, name) for name in (
+            "steps", "batch_size", "sequence_length", "checkpoint_every", "learning_rate",
+            "vocabulary_size", "seed")})
+        if given.export:  # --version says where the export goes: unread without one
+            validation.check_arg("version", given.version)
+        validation.check_export_path(given.export)
+        if given.corpus_changed not in runs.CORPUS_CHANGED:
+            raise ConfigError(f"--corpus-changed takes {' or '.join(runs.CORPUS_CHANGED)}, "
+                              f"got {given.corpus_changed!r}.")
+        check_out_outside_corpus(given.corpus if given.data is None else given.data, out)
+        manifest, vocabulary_size = None, given.vocabulary_size or VOCABULARY_SIZE
+        if given.data is not None:  # its flags are the data's: one that differs is refused
+            manifest = check_prepared(given.data, preset, given.sequence_length,
+                                      given.vocabulary_size, given.batch_size)
+            vocabulary_size = manifest["settings"]["vocabulary_size"]
+        request = dataclasses.replace(given, preset=preset, out=os.fspath(out),
+                                      vocabulary_size=vocabulary_size, manifest=manifest,
+                                      overrides=dict(given.overrides or {}))
+        request._check_overrides()
+        return request
+
+    def _check_overrides(self):
+        """`--set` keys, types and values, against the config the run builds from."""
+        preset, family, overrides = self.preset, self.preset.family, self.overrides
+        validation.check_overrides(preset.name, preset.backbone_cls, preset.config, overrides)
+        config = {**validation.constructor_defaults(preset.backbone_cls), **preset.config,
+                  **family.recipe_config(self.run), **overrides}
+        validation.check_override_values(preset.name, family, config, overrides,
+                                         self.sequence_length)
+
+    @property
+    def family(self):
+        return self.preset.family
+
+    @property
+    def run(self):
+        """The `Run` (sizes and seed) the family's recipe builds from."""
+        return registry.Run(self.preset.name, self.batch_size, self.sequence_length,
+                            self.vocabulary_size, self.seed)
+
+    @property
+    def text_export(self):
+        """Whether `--export` also writes a text-in copy (families with a text framing)."""
+        return bool(self.export) and self.family.framing is not None
+
+    def settings(self):
+        """What pretrain_settings.json records (a resumed run must repeat it)."""
+        return {"model": self.preset.name, "overrides": self.overrides,
+                "corpus": None if self.data else self.corpus,
+                **({"data": self.data} if self.data else {}),
+                "sequence_length": self.sequence_length, "batch_size": self.batch_size,
+                "vocabulary_size": self.vocabulary_size, "seed": self.seed,
+                "learning_rate": self.learning_rate, "steps": self.steps,
+                "checkpoint_every": self.checkpoint_every, "strategy": self.strategy,
+                "mixed_precision": self.mixed_precision, "xla": self.xla}
 
 
 def _inside(path, root):
@@ -72,22 +176,19 @@ class TrainingText:
         return None if self.prepared else self.source
 
 
-def resolve_text(corpus, out, data=None, resume=True, corpus_changed="refuse"):
+def resolve_text(request, existing):
     """The run's `TrainingText`; raises before any work on bad data.
 
     Args:
-        corpus: the `--corpus` source (unused when `data` is given).
-        out: the run directory.
-        data: a `keras-ctx prepare` directory to train on instead, or None.
-        resume: whether an earlier run in `out` is to be resumed (its data
-            must then be this one, unless `corpus_changed="continue"`).
-        corpus_changed: "refuse" or "continue" (see `keras_ctx.runs.check_data`).
+        request: the `PretrainRequest` (its `--out` already checked outside the corpus).
+        existing: `keras_ctx.runs.look(request.out)`: a resumed run's data must be
+            this one, unless `corpus_changed="continue"`.
     """
-    source = data if data is not None else corpus
-    check_out_outside_corpus(source, out)
+    source = request.data if request.data is not None else request.corpus
     fingerprint = {"corpus": fingerprints.corpus(source)}
-    recorded = runs.check_data(out, fingerprint, corpus_changed) if resume else None
-    return TrainingText(source, data is not None, fingerprint, recorded)
+    recorded = (runs.check_data(request.out, fingerprint, request.corpus_changed, existing)
+                if request.resume else None)
+    return TrainingText(source, request.data is not None, fingerprint, recorded)
 
 
 def check_prepared(data, preset, sequence_length, vocabulary_size=None, batch_size=None):
@@ -97,9 +198,6 @@ def check_prepared(data, preset, sequence_length, vocabulary_size=None, batch_si
     vocabulary (and, for layouts cut for a batch, one batch size): a flag
     that differs would be recorded and ignored, so it is refused.
     """
-    from keras_ctx import handles
-    from keras_ctx.data import prepare
-
     manifest = prepare.load_manifest(data)
     settings = manifest["settings"]
     preset = handles.preset(preset)  # a Preset passes through: no lookup
@@ -120,13 +218,3 @@ def check_prepared(data, preset, sequence_length, vocabulary_size=None, batch_si
                 f"{settings[key]}. Drop {flag} (the data's is used), or prepare the data "
                 f"again with {flag} {value}.")
     return manifest
-
-
-def check_sequence_length(backbone, sequence_length):
-    """Refuses a --sequence-length the built backbone cannot take (before the claim)."""
-    limit = getattr(backbone, "max_sequence_length", None)
-    if isinstance(limit, int) and sequence_length > limit:
-        raise ConfigError(
-            f"--sequence-length {sequence_length} is longer than the backbone's "
-            f"max_sequence_length {limit}: use --sequence-length <= {limit} or "
-            f"--set max_sequence_length={sequence_length}.")

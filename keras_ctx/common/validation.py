@@ -63,9 +63,8 @@ def check_overrides(preset, backbone_cls, config, overrides):
 
 
 # Every numeric flag of every command, by its Python name: (type, least value).
-# `keras_ctx.cli` checks each command's flags against it before the command runs,
-# and each command's Python function checks its own with `check_args`: one table,
-# so a new flag without an entry fails tests/test_reliability_args.py.
+# Each command's Python function checks its own with `check_args` (the CLI adds none):
+# one table, so a new flag without an entry fails tests/test_reliability_args.py.
 FLAGS = {
     "steps": (int, 1), "batch_size": (int, 1), "sequence_length": (int, 1),
     "checkpoint_every": (int, 1), "epochs": (int, 1), "lm_epochs": (int, 1),
@@ -97,6 +96,11 @@ def positive_int(name, value, least=1):
         what = "a positive integer" if least == 1 else f"an integer >= {least}"
         raise ConfigError(f"`{name}` must be {what}, got {value!r}.")
     return int(value)
+
+
+def optional_positive_int(name, value):
+    """None, or `value` as a positive int (`positive_int`)."""
+    return None if value is None else positive_int(name, value)
 
 
 def non_negative_int(name, value):
@@ -185,11 +189,6 @@ def check_given(**values):
         if isinstance(value, (str, os.PathLike)) and not os.fspath(value).strip():
             raise ConfigError(f"{flag_name(name)} is empty ({os.fspath(value)!r}): give a "
                               "value, or leave it out for its default.")
-
-
-def check_command_args(arguments):
-    """Checks every numeric flag among a parsed command's `arguments` (a dict)."""
-    check_args(**{name: value for name, value in arguments.items() if name in FLAGS})
 
 
 def check_override_types(owner, defaults, overrides):

@@ -6,8 +6,9 @@ a function, so a lazy import cannot hide a dependency. Inside `layers/` the
 graph is drawn per module too: a layer module imports only layers (and
 `keras_ctx.backend`, `keras_ctx.common.compat`, `keras_ctx.common.errors`).
 
-The package's face, `keras_ctx/__init__.py`, imports its subpackages for users
-and is not a node (it imports everything by design). Likewise a package's own
+The package's face, `keras_ctx/__init__.py`, is the node `keras_ctx`: it imports
+every package (`import_all`), so a module that imports the face (`import
+keras_ctx` to have the classes registered) closes a circle. A package's own
 `__init__.py` importing its modules is inside one node.
 """
 
@@ -49,7 +50,8 @@ def _imports_of_tree(tree, module, is_package):
             if node.level:
                 parts = package.split(".")[:len(package.split(".")) - node.level + 1]
                 base = ".".join(parts + ([base] if base else []))
-            names.append(base)
+            if base != "keras_ctx":  # `from keras_ctx import runs` imports runs, not the face
+                names.append(base)
             names += [f"{base}.{alias.name}" for alias in node.names]  # `from pkg import mod`
     return [n for n in names if n == "keras_ctx" or n.startswith("keras_ctx.")]
 
@@ -77,7 +79,7 @@ def import_graph(root=ROOT, depth=2, within=None):
     modules = _modules(root)
     graph = {}
     for module, path in modules.items():
-        if module == "keras_ctx" or (within and not module.startswith(within + ".")):
+        if within and not module.startswith(within + "."):
             continue
         source = _node(module, depth)
         targets = graph.setdefault(source, set())
@@ -85,7 +87,7 @@ def import_graph(root=ROOT, depth=2, within=None):
             # `from keras_ctx.layers import attention`: the longest known module wins.
             while name not in modules and "." in name:
                 name = name.rpartition(".")[0]
-            if name == "keras_ctx" or (within and not name.startswith(within + ".")):
+            if within and not name.startswith(within + "."):
                 continue
             target = _node(name, depth)
             if target != source:
@@ -137,6 +139,20 @@ def test_the_graph_sees_function_level_and_relative_imports(tmp_path):
     assert find_circle(graph) == ["keras_ctx.high", "keras_ctx.low", "keras_ctx.high"]
 
 
+def test_the_face_is_a_node_and_importing_it_from_below_is_a_circle(tmp_path):
+    # runs.py's `import keras_ctx` (to register classes for loading) was such a circle,
+    # unseen while the face was left out of the graph (issue 55).
+    package = tmp_path / "keras_ctx"
+    (package / "low").mkdir(parents=True)
+    (package / "__init__.py").write_text("def import_all():\n    from keras_ctx import low\n")
+    (package / "low" / "__init__.py").write_text("from keras_ctx import other\n")
+    (package / "other.py").write_text("")
+    assert import_graph(str(package))["keras_ctx.low"] == {"keras_ctx.other"}  # not the face
+    assert find_circle(import_graph(str(package))) is None
+    (package / "low" / "__init__.py").write_text("def load():\n    import keras_ctx\n")
+    assert find_circle(import_graph(str(package))) == ["keras_ctx", "keras_ctx.low", "keras_ctx"]
+
+
 def test_a_family_folders_files_are_nodes_of_their_roles(tmp_path):
     """family.py may read pretraining (which reads the models); a backbone.py may not."""
     package = tmp_path / "keras_ctx"
@@ -173,7 +189,7 @@ def test_no_circle_between_layer_modules():
 @pytest.mark.parametrize("module", sorted(m for m in _modules() if m.startswith("keras_ctx.layers")))
 def test_layer_modules_import_only_layers_and_compat(module):
     allowed = ("keras_ctx.layers", "keras_ctx.backend", "keras_ctx.common.compat",
-               "keras_ctx.common.errors")
+               "keras_ctx.common.errors", "keras_ctx.common.validation")
     path = _modules()[module]
     outside = sorted({n for n in _imports(path, module, path.endswith("__init__.py"))
                       if n not in ("keras_ctx", "keras_ctx.common") and not n.startswith(allowed)})

@@ -12,6 +12,7 @@ import os
 import numpy as np
 from keras_ctx.common.optional import tensorflow as tf
 
+from keras_ctx import models  # noqa: F401  (the backbone classes a saved task holds)
 from keras_ctx import runs
 from keras_ctx.common import files, keras_files, validation
 from keras_ctx import registry as families  # lookups only: keras_ctx.families registers
@@ -224,8 +225,6 @@ class TextTask:
     @classmethod
     def load(cls, directory):
         """The task `save` wrote to `directory`, ready to predict (or to compile again)."""
-        import keras_ctx  # noqa: F401  (registers our classes for loading)
-
         path = os.path.join(directory, TASK_FILE)
         if not os.path.isfile(path):
             raise runs.RunDirectoryError(f"{directory} has no {TASK_FILE}: it is not a "

@@ -238,8 +238,9 @@ def write_text(path, text, overwrite=True):
             handle.write(text)
 
 
-def write_json(path, value, overwrite=True):
-    write_text(path, json.dumps(value, indent=2), overwrite=overwrite)
+def write_json(path, value, overwrite=True, indent=2, sort_keys=False):
+    """Atomically writes `value` as JSON (the one JSON writer of keras_ctx)."""
+    write_text(path, json.dumps(value, indent=indent, sort_keys=sort_keys), overwrite=overwrite)
 
 
 def save_npz(path, overwrite=False, **arrays):

@@ -9,8 +9,8 @@ and fix); shards are checked against their sha256, the tokenizer against the
 hash its shards were made with.
 """
 
+import functools
 import hashlib
-import json
 import os
 
 import numpy as np
@@ -29,16 +29,10 @@ class PreparedDataError(DataError):
     (a keras_ctx error: the command prints its message alone)."""
 
 
-def write_json(path, value):
-    staging = path + ".partial"
-    with open(staging, "w", encoding="utf-8") as handle:
-        json.dump(value, handle, indent=1, sort_keys=True)
-    os.replace(staging, path)
-
-
-def read_json(path):
-    with open(path, encoding="utf-8") as handle:
-        return json.load(handle, object_pairs_hook=files.unique_keys)
+read_json = files.read_json  # the one JSON reader (keras_ctx.common.files)
+# The one writer, in the layout prepared files always had (a manifest's fingerprint is
+# the SHA-256 of its bytes, keras_ctx.data.fingerprints.manifest).
+write_json = functools.partial(files.write_json, indent=1, sort_keys=True)
 
 
 def sha256(path):

@@ -1,20 +1,10 @@
-"""Argument checks shared by the layers: fail at construction, naming the argument."""
+"""Argument checks shared by the layers: fail at construction, naming the argument.
 
+The number checks are keras_ctx.common.validation's (the one checks module; common
+sits below the layers); the two below are the layers' own.
+"""
 
-def positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"`{name}` must be a positive integer, got {value!r}.")
-    return value
-
-
-def optional_positive_int(name, value):
-    return None if value is None else positive_int(name, value)
-
-
-def rate(name, value):
-    if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
-        raise ValueError(f"`{name}` must be a float in [0, 1), got {value!r}.")
-    return float(value)
+from keras_ctx.common.validation import optional_positive_int, positive_int, rate  # noqa: F401
 
 
 def one_of(name, value, choices):

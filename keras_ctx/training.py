@@ -21,8 +21,8 @@ import zipfile
 
 import keras
 import numpy as np
-from keras_ctx.common.optional import tensorflow as tf
 
+from keras_ctx.backend import build_from_spec
 from keras_ctx.common import files, keras_files
 from keras_ctx.data.checked_input import checked_token_ids
 
@@ -194,21 +194,6 @@ def _unrestorable(path, error):
         "in another --out directory, or delete it to start over.")
 
 
-def _build_from_spec(model, spec):
-    """Builds a model by calling it on zeros shaped like one batch of the dataset."""
-    if isinstance(spec, tuple):
-        spec = spec[0]
-
-    def zeros(tensor_spec):
-        if not tensor_spec.shape.is_fully_defined():
-            raise ValueError(f"Batches need static shapes (drop_remainder=True) to "
-                             f"resume; got {tensor_spec}.")
-        # numpy: what every backend's model takes.
-        return np.zeros(tensor_spec.shape, tensor_spec.dtype.as_numpy_dtype)
-
-    model(tf.nest.map_structure(zeros, spec), training=False)
-
-
 def _strategy_scope(model):
     """The tf.distribute scope `model` was made in; none on JAX (keras.distribution)."""
     strategy = getattr(model, "distribute_strategy", None)
@@ -307,7 +292,7 @@ def fit_resumable(
     # Variables made here must live under the strategy the model was made in.
     with _strategy_scope(model):
         if not model.built:
-            _build_from_spec(model, source.element_spec)
+            build_from_spec(model, source.element_spec)
         if step:
             checkpointer.restore(model, step)
             if verbose:

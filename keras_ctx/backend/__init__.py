@@ -51,6 +51,9 @@ NAMES = (
 
 implementation = importlib.import_module(MODULES[BACKEND])
 
+# Every backend's: a model built from a tf.data input's spec by a symbolic call.
+from keras_ctx.backend.keras_ops import build_from_spec  # noqa: E402,F401
+
 check_at_most = implementation.check_at_most
 check_token_ids = implementation.check_token_ids
 cudnn_lstm = implementation.cudnn_lstm

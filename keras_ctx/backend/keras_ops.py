@@ -161,9 +161,15 @@ class BuiltFromSpec:
 
     def _build_from_spec(self, data):
         spec = getattr(data, "element_spec", None)
-        if spec is None or self.built:
-            return
-        inputs, _, _ = keras.utils.unpack_x_y_sample_weight(spec)
-        self(keras.tree.map_structure(
-            lambda s: keras.KerasTensor(tuple(s.shape), dtype=s.dtype.name), inputs),
-            training=False)
+        if spec is not None and not self.built:
+            build_from_spec(self, spec)
+
+
+def build_from_spec(model, spec):
+    """Builds `model` by a symbolic call on the inputs of one batch of `spec` (a tf.data
+    `element_spec`: inputs, or (inputs, labels[, weights])), reading no data: what
+    `BuiltFromSpec` and `training.fit_resumable` (before restoring a checkpoint) do."""
+    inputs, _, _ = keras.utils.unpack_x_y_sample_weight(spec)
+    model(keras.tree.map_structure(
+        lambda s: keras.KerasTensor(tuple(s.shape), dtype=s.dtype.name), inputs),
+        training=False)

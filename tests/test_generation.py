@@ -106,6 +106,22 @@ def test_greedy_matches_a_numpy_free_step_by_step_reference(gpt):
     np.testing.assert_array_equal(out[0], ids)
 
 
+def test_stream_yields_the_tokens_generate_writes(gpt):
+    """`stream` (one compiled step per token) continues as the decode loop does, a random
+    sampler too (draws seeded by position); a stop token ends it; beams cannot stream."""
+    prompt = PROMPT[:1, :3]
+    for sampler in ("greedy", generation.TopKSampler(k=5)):
+        kwargs = dict(max_length=8, sampler=sampler, seed=7)
+        out = to_numpy(generation.generate(gpt, prompt, jit_compile=False, **kwargs)
+                       ["token_ids"])[0]
+        assert list(generation.stream(gpt, prompt, **kwargs)) == list(out[3:])
+    end = int(out[4])
+    streamed = list(generation.stream(gpt, prompt, end_token_id=end, **kwargs))
+    assert streamed == list(out[3:list(out[3:]).index(end) + 4])
+    with pytest.raises(ValueError, match="Beam search cannot stream"):
+        next(generation.stream(gpt, prompt, max_length=8, sampler="beam"))
+
+
 def test_generation_stops_at_end_tokens(gpt):
     free = to_numpy(generation.generate(gpt, PROMPT, PROMPT > 0, max_length=12)["token_ids"])
     end = int(free[0, 4])  # row 0's second generated token

@@ -264,10 +264,21 @@ def train_sentencepiece(data, vocabulary_size, model_type="unigram",
     Ids 0-4 are ALBERT's <pad>, <unk>, [CLS], [SEP], [MASK].
     """
     import keras_hub
+
+    proto = train_sentencepiece_proto(
+        _texts(data), vocabulary_size, model_type, special_tokens,
+        "nmt_nfkc_cf" if lowercase else "nmt_nfkc")
+    return keras_hub.tokenizers.SentencePieceTokenizer(proto=proto)
+
+
+def train_sentencepiece_proto(texts, vocabulary_size, model_type="unigram",
+                              special_tokens=ALBERT_SPECIAL_TOKENS, rule="nmt_nfkc_cf"):
+    """The serialized SentencePiece model trained on `texts` (str) under the
+    normalization rule `rule`."""
     import sentencepiece as spm
 
     pad, unk, *control = special_tokens
-    lines = [t for t in _texts(data) if t.strip()]
+    lines = [t for t in texts if t.strip()]
     if not lines:
         raise ValueError("No text to train a SentencePiece model on.")
     with tempfile.TemporaryDirectory() as tmp:
@@ -280,12 +291,10 @@ def train_sentencepiece(data, vocabulary_size, model_type="unigram",
             input=corpus, model_prefix=prefix, vocab_size=vocabulary_size,
             model_type=model_type, pad_id=0, pad_piece=pad, unk_id=1, unk_piece=unk,
             bos_id=-1, eos_id=-1, control_symbols=",".join(control),
-            normalization_rule_name="nmt_nfkc_cf" if lowercase else "nmt_nfkc",
-            hard_vocab_limit=False, minloglevel=2)
+            normalization_rule_name=rule, hard_vocab_limit=False, minloglevel=2)
         progress.current().finish("Trained the SentencePiece model")
         with open(prefix + ".model", "rb") as f:
-            proto = f.read()
-    return keras_hub.tokenizers.SentencePieceTokenizer(proto=proto)
+            return f.read()
 
 
 WORD_END = "</w>"
@@ -613,6 +622,9 @@ def load_tokenizer(directory):
     import keras_hub  # noqa: F401  (registers the tokenizer classes)
 
     bert_wordpiece_class()  # registers keras_ctx's
+    from keras_ctx.data import albert_text
+
+    albert_text.albert_sentencepiece_class()
     try:
         with open(path, encoding="utf-8") as handle:
             tokenizer = keras.saving.deserialize_keras_object(json.load(handle))

@@ -112,7 +112,8 @@ def _finetune(args):
 
     finetune(args.run_dir, args.train, args.out, epochs=args.epochs,
              batch_size=args.batch_size, learning_rate=args.learning_rate, export=args.export,
-             overwrite=args.overwrite, header=args.header)
+             overwrite=args.overwrite, header=args.header,
+             keep_optimizer_state=args.keep_optimizer_state)
     return 0
 
 
@@ -316,6 +317,9 @@ def build_parser():
                           help="replace an existing classifier.keras / --export version")
     finetune.add_argument("--header", action=argparse.BooleanOptionalAction, default=None,
                           help="whether the TSV's first line is a header (default: detect)")
+    finetune.add_argument("--keep-optimizer-state", action="store_true",
+                          help="save AdamW's moments in classifier.keras too (about 3x the "
+                               "weights' size), to fit on from them")
     finetune.set_defaults(run=_finetune)
 
     embed = commands.add_parser("embed", help="print contextual vectors of words in texts")

@@ -18,7 +18,7 @@ import math
 import keras
 from keras import ops
 
-from keras_ctx.common import compat
+from keras_ctx.common import compat, validation
 
 LearningRateSchedule = keras.optimizers.schedules.LearningRateSchedule
 
@@ -34,9 +34,10 @@ CVT_LEARNING_RATE_DECAY = 0.005
 
 
 def _positive_int(name, value):
-    if isinstance(value, bool) or not float(value).is_integer() or value < 1:
-        raise ValueError(f"`{name}` must be a positive integer, got {value!r}.")
-    return int(value)
+    # A whole float counts (a warm-up computed as a share of the steps); the check itself
+    # is the one checks module's.
+    whole = int(value) if isinstance(value, float) and value.is_integer() else value
+    return validation.positive_int(name, whole)
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")

@@ -12,6 +12,7 @@ saves a run directory (`keras_ctx.runs`).
 """
 
 import ast
+import dataclasses
 import os
 import sys
 import time
@@ -265,14 +266,18 @@ def _check_export(request, done):
     return exported
 
 
+@dataclasses.dataclass(frozen=True)
 class _Built:
     """What `_built` made: the backbone, its compiled pretrainer, the endless dataset, the
     tokenizer to save, the run's extra run.json info and whether the tokenizer is the claimed
     one (already in the run directory)."""
 
-    def __init__(self, backbone, pretrainer, dataset, tokenizer, extra, claimed):
-        self.backbone, self.pretrainer, self.dataset = backbone, pretrainer, dataset
-        self.tokenizer, self.extra, self.claimed = tokenizer, extra, claimed
+    backbone: object
+    pretrainer: object
+    dataset: object
+    tokenizer: object
+    extra: dict
+    claimed: bool
 
 
 def _built(request, text, existing):

@@ -25,6 +25,7 @@ import math
 import keras
 from keras import ops
 
+from keras_ctx.common import validation
 from keras_ctx.pretraining.base import Pretrainer
 from keras_ctx.pretraining.losses import sparse_cross_entropy, top_one_correct, weighted_mean
 
@@ -83,9 +84,7 @@ class BiLMPretrainer(Pretrainer):
         super().__init__(**kwargs)
         self.backbone = backbone
         self.vocabulary_size = int(vocabulary_size)
-        if num_sampled is not None and (not isinstance(num_sampled, int) or num_sampled < 1):
-            raise ValueError(f"`num_sampled` must be a positive int or None, got {num_sampled!r}.")
-        self.num_sampled = num_sampled
+        self.num_sampled = validation.optional_positive_int("num_sampled", num_sampled)
         dim = backbone.output["sequence_output"].shape[-1]
         if dim % 2:
             raise ValueError(

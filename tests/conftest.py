@@ -49,3 +49,13 @@ def _reset_keras_state():
     keras.utils.set_random_seed(1234)
     yield
     keras.config.set_dtype_policy("float32")
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """A saved run of a one-layer BERT and its tokenizer (`tests.cli_helpers.make_run`)."""
+    from tests.cli_helpers import make_run
+
+    directory = tmp_path_factory.mktemp("run") / "run"
+    make_run(directory)
+    return directory

@@ -9,39 +9,7 @@ import time
 import numpy as np
 import pytest
 
-WORDS = ("the cat sat on a mat and the dog ran to the park while birds sang in old trees "
-         "money at the bank river water boat loan glass window storm").split()
-
-
-def write_corpus(path, documents=60, seed=0):
-    rng = np.random.default_rng(seed)
-    with open(path, "w", encoding="utf-8") as handle:
-        for _ in range(documents):
-            for _ in range(int(rng.integers(3, 6))):
-                handle.write(" ".join(rng.choice(WORDS, size=int(rng.integers(5, 10)))) + ".\n")
-            handle.write("\n")
-
-
-def keras_ctx(*args, **kwargs):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONUNBUFFERED="1")
-    return subprocess.Popen([sys.executable, "-m", "keras_ctx.cli", *args], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            **kwargs)
-
-
-TINY = ["--set", "num_layers=1", "--set", "hidden_size=32", "--set", "num_heads=2",
-        "--set", "intermediate_size=64", "--vocabulary-size", "200",
-        "--sequence-length", "32", "--batch-size", "4", "--seed", "1"]
-
-
-def final_weights(run_dir):
-    import keras
-
-    import keras_ctx  # noqa: F401
-
-    model = keras.saving.load_model(os.path.join(run_dir, "backbone.keras"), compile=False)
-    return [w.numpy() for w in model.weights]
-
+from tests.cli_helpers import TINY, final_weights, keras_ctx, write_corpus
 
 def test_killed_pretraining_resumes_to_the_same_model(tmp_path):
     corpus = tmp_path / "corpus.txt"

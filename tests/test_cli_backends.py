@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from keras_ctx.preprocessing import TextPreprocessor
-from tests.test_cli import TINY, write_corpus
+from tests.cli_helpers import TINY, write_corpus
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEXTS = ["the bank of the river.", "the dog sat at the bank.", "money at the bank"]

@@ -12,7 +12,7 @@ import pytest
 
 from keras_ctx import families
 from keras_ctx.cli import main
-from tests.test_cli import write_corpus
+from tests.cli_helpers import write_corpus
 from tests.test_recipes import FAMILIES as TINY_PRESETS
 
 TINY_PRESETS = dict(TINY_PRESETS, **{

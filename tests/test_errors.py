@@ -2,6 +2,7 @@
 around it (tf.function's "in user code:", Keras' shape inference, tf.data's map)."""
 
 import keras
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -56,3 +57,16 @@ def test_the_reason_of_a_tf_data_map_is_the_line():
 
 def test_a_key_error_outside_a_graph_is_its_message():
     assert one_line(KeyError(REASON)) == REASON
+
+
+def test_keras_call_wrappers_and_ansi_codes_are_removed():
+    from keras_ctx.common.errors import one_line
+
+    class Refuses(keras.layers.Layer):
+        def call(self, x):
+            raise ValueError("the real problem; the fix")
+
+    with pytest.raises(ValueError) as error:
+        Refuses()(np.ones((1, 2)))
+    assert one_line(error.value) == "the real problem; the fix"
+    assert one_line(ValueError("\x1b[1mbold\x1b[0m message\nmore")) == "bold message"

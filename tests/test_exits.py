@@ -6,7 +6,7 @@ import importlib
 
 import pytest
 
-from tests.test_reliability import one_line_error, run_cli
+from tests.cli_helpers import one_line_error, run_cli
 
 
 @pytest.mark.parametrize("argv, module, function, said, not_said", [

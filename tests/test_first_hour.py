@@ -64,7 +64,7 @@ def test_commands_that_read_text_refuse_a_preset_name_in_one_line(capsys, tmp_pa
 def test_pretrain_with_export_runs_twice_and_says_what_it_did(tmp_path, capsys):
     """README's main command, small: the second run trains nothing, keeps the export."""
     from keras_ctx.commands.pretrain import pretrain
-    from tests.test_cli import write_corpus
+    from tests.cli_helpers import write_corpus
 
     corpus = tmp_path / "corpus.txt"
     write_corpus(corpus, documents=20)
@@ -180,7 +180,7 @@ def test_the_fine_tuned_classifier_is_saved_without_optimizer_state(tmp_path):
 def test_finetune_keeps_the_optimizer_state_only_when_asked(tmp_path, capsys):
     import keras
 
-    from tests.test_reliability import make_run
+    from tests.cli_helpers import make_run
 
     make_run(tmp_path / "run")
     (tmp_path / "train.tsv").write_text("a bank\tpos\nthe river\tneg\n" * 4)

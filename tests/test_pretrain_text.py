@@ -8,7 +8,7 @@ import keras_ctx
 from keras_ctx import runs
 from keras_ctx.commands import pretrain, pretrain_checks
 from keras_ctx.data import fingerprints
-from tests.test_cli import write_corpus
+from tests.cli_helpers import write_corpus
 from tests.test_recipes import ENCODER
 
 
@@ -29,7 +29,7 @@ class _CountedFingerprint(dict):
 
 
 def test_pretrain_fingerprints_and_checks_its_corpus_once_on_a_resume(tmp_path, monkeypatch):
-    from tests.test_reliability import regression
+    from tests.cli_helpers import regression
 
     # Before: the fingerprint was compared with the run's record by the early
     # check and again under the run lock (runs.claim), 2 comparisons per resume.
@@ -65,7 +65,7 @@ def test_pretrain_fingerprints_and_checks_its_corpus_once_on_a_resume(tmp_path, 
 def test_claim_trusts_the_early_check_of_the_record_it_was_given(tmp_path):
     # The corpus is compared with the record read under the run lock once
     # (`runs.look`); the claim compares it again only when told it was not checked.
-    from tests.test_reliability import regression
+    from tests.cli_helpers import regression
 
     corpus, out = tmp_path / "corpus.txt", tmp_path / "run"
     write_corpus(corpus, documents=10)

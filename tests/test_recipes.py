@@ -7,7 +7,7 @@ from keras_ctx import families, runs
 from keras_ctx.commands import pretrain
 from keras_ctx.commands.embed import word_vectors
 from keras_ctx.cli import main
-from tests.test_cli import write_corpus
+from tests.cli_helpers import write_corpus
 
 ENCODER = ["num_layers=1", "num_heads=2", "hidden_size=32", "intermediate_size=64"]
 DECODER = ["num_layers=1", "num_heads=2", "hidden_size=32", "intermediate_size=64"]

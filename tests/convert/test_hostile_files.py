@@ -318,3 +318,19 @@ def test_serve_examples_refuses_int64_minimum(tmp_path):
     for segment in (-(2**63), -(2**31) - 1, 2**31):
         with pytest.raises(tf.errors.InvalidArgumentError, match="outside int32"):
             examples(examples=tf.constant([example(segment)]))
+
+
+def test_checkpoint_index_without_weight_map_or_escaping_the_directory(tmp_path):
+    from keras_ctx.convert.huggingface import read_tensors
+    from safetensors.numpy import save_file
+
+    checkpoint = tmp_path / "checkpoint"
+    checkpoint.mkdir()
+    save_file({"secret": np.ones(3, "float32")}, str(tmp_path / "outside.safetensors"))
+    index = checkpoint / "model.safetensors.index.json"
+    index.write_text(json.dumps({"metadata": {}}))
+    with pytest.raises(ValueError, match="weight_map"):
+        read_tensors(str(checkpoint))
+    index.write_text(json.dumps({"weight_map": {"secret": "../outside.safetensors"}}))
+    with pytest.raises(ValueError, match="outside the checkpoint directory"):
+        read_tensors(str(checkpoint))

@@ -45,3 +45,28 @@ def test_builtin_corpus_is_real_english_and_deterministic():
     assert not any(s.startswith(">>>") for doc in docs for s in doc)
     first = next(iter(corpora.documents("builtin").take(1).as_numpy_iterator()))
     np.testing.assert_array_equal(first, np.array(docs[0], dtype=object).astype(bytes))
+
+
+def test_a_50_megabyte_line_is_streamed_in_bounded_pieces(tmp_path):
+    import tracemalloc
+
+    from keras_ctx.data import corpora
+
+    path = tmp_path / "one_line.txt"
+    word = "word " * 200_000  # 1 MB
+    with open(path, "w") as handle:
+        for _ in range(50):
+            handle.write(word)
+        handle.write("\n\nsecond document.\n")
+    tracemalloc.start()
+    longest, total, documents = 0, 0, 0
+    for document in corpora.documents(str(path)).as_numpy_iterator():
+        documents += 1
+        for sentence in document:
+            longest = max(longest, len(sentence))
+            total += sentence.count(b" ") + 1
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert total == 50 * 200_000 + 2  # no word lost or cut
+    assert longest <= corpora.MAX_LINE_CHARS
+    assert peak < 16 * 2**20, f"peak Python memory {peak / 2**20:.0f} MiB"

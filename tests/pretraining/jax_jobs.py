@@ -77,7 +77,7 @@ def _prepared_run(corpus, directory, steps):
     import os
 
     from keras_ctx.cli import main
-    from tests.test_cli import TINY
+    from tests.cli_helpers import TINY
 
     data = f"{directory}/prepared"
     if not os.path.isdir(data):
@@ -93,7 +93,7 @@ def _prepared_run(corpus, directory, steps):
 def resume(out, directory, corpus):
     """Weights of a 4-step run, of a 2-step run, and of that run resumed to 4 in a new
     model (`fit_resumable` on tf.data); the same three through `pretrain --data`."""
-    from tests.test_cli import final_weights
+    from tests.cli_helpers import final_weights
 
     runs = {"straight": _bert_run(f"{directory}/straight", 4),
             "stopped": _bert_run(f"{directory}/interrupted", 2),
@@ -116,8 +116,8 @@ def strategies(out, corpus, directory):
     import keras
 
     from keras_ctx.cli import main
-    from tests.test_cli import TINY
-    from tests.test_reliability import cli_output
+    from tests.cli_helpers import TINY
+    from tests.cli_helpers import cli_output
 
     common = ["pretrain", "bert-tiny", "--corpus", corpus, "--steps", "2", *TINY]
     refused = {"tpu": ["--strategy", "tpu"], "multi_worker": ["--strategy", "multi_worker"],

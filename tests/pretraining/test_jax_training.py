@@ -38,7 +38,7 @@ def test_objectives_learn_from_numpy_without_tensorflow_under_each_precision(bac
 @from_tensorflow_suite
 def test_an_interrupted_jax_run_resumes_to_the_weights_of_one_that_never_stopped(tmp_path):
     """`fit_resumable` on tf.data, and `keras-ctx pretrain --data` on prepared shards."""
-    from tests.test_cli import write_corpus
+    from tests.cli_helpers import write_corpus
 
     corpus = tmp_path / "corpus.txt"
     write_corpus(corpus, documents=20)
@@ -65,7 +65,7 @@ def test_pretrain_strategy_mirrored_on_jax_is_data_parallel_and_equals_one_devic
     and the run trained on one device without a word."""
     import json
 
-    from tests.test_cli import final_weights, write_corpus
+    from tests.cli_helpers import final_weights, write_corpus
 
     corpus = tmp_path / "corpus.txt"
     write_corpus(corpus, documents=20)
@@ -115,8 +115,8 @@ def test_carried_state_resets():
 
 @pytest.mark.skipif(keras.backend.backend() != "torch", reason="the torch backend's refusal")
 def test_pretrain_strategy_on_torch_says_in_one_line_that_it_is_not_supported(tmp_path):
-    from tests.test_cli import TINY, write_corpus
-    from tests.test_reliability import cli_output, one_line_error
+    from tests.cli_helpers import TINY, write_corpus
+    from tests.cli_helpers import cli_output, one_line_error
 
     corpus = tmp_path / "corpus.txt"
     write_corpus(corpus, documents=4)

@@ -9,7 +9,7 @@ from keras_ctx.common.errors import DataError
 from keras_ctx.data.labelled import read_labelled_tsv
 
 from tests.tasks import text_fixtures
-from tests.test_reliability import one_line_error, run_cli
+from tests.cli_helpers import one_line_error, run_cli
 
 
 def _tsv(path, labels):

@@ -19,7 +19,7 @@ import pytest
 from keras_ctx import runs
 from keras_ctx.data import corpora, prepare
 
-from tests.test_reliability import one_line_error, run_cli
+from tests.cli_helpers import one_line_error, run_cli
 
 WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron "
          "pi rho sigma tau upsilon phi chi psi omega").split()
@@ -158,7 +158,7 @@ def test_a_run_on_prepared_data_resumes_to_the_weights_of_one_that_never_stopped
     """--data names the prepared directory; its fingerprints are recorded beside it (they
     once shared the key "data", and every resume of a --data run was refused as
     "another run (different data)")."""
-    from tests.test_cli import final_weights
+    from tests.cli_helpers import final_weights
 
     def pretrain(out, steps):
         return run_cli(capsys, "pretrain", "bert-tiny", "--data", str(prepared[1]), "--out",
@@ -336,7 +336,7 @@ def test_prepare_without_tensorflow_is_one_line_and_writes_no_out(tmp_path):
     write_text(corpus, 0, documents=3)
     out = tmp_path / "data"
     args = ["--backend", "jax", *prepare_args(corpus, out)]
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     result = subprocess.run([sys.executable, "-c", _WITHOUT_TENSORFLOW.format(args=args)],
                             cwd=root, capture_output=True, text=True, timeout=600,
                             env=dict(os.environ, PYTHONPATH=root, JAX_PLATFORMS="cpu"))

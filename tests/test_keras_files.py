@@ -21,7 +21,7 @@ from keras_ctx.common.errors import KerasCtxError
 from keras_ctx.tasks import text
 
 from tests.tasks.text_fixtures import backbone, tokenizer
-from tests.test_reliability import cli_output, copy_run, make_run, one_line_error, run_cli
+from tests.cli_helpers import cli_output, copy_run, one_line_error, run_cli
 
 
 def _rewrite_keras(path, edit_config=None, edit_weights=None):
@@ -199,13 +199,6 @@ def test_a_whole_cvt_tagger_still_tags(saved_tagger, tmp_path, capsys):
 
 
 # ------------------------------------------------------------ run.json's claims
-
-@pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("run") / "run"
-    make_run(directory)
-    return directory
-
 
 @pytest.mark.parametrize("edit, message", [
     ({"sizes": {"vocabulary_size": 10**9}},

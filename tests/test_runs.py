@@ -21,17 +21,10 @@ import keras_ctx
 from keras_ctx import runs
 from keras_ctx.common import files
 
-from tests.test_cli import keras_ctx as keras_ctx_process
-from tests.test_cli import write_corpus
-from tests.test_reliability import (TINY_SET, copy_run, make_run, one_line_error, run_cli,
+from tests.cli_helpers import keras_ctx as keras_ctx_process
+from tests.cli_helpers import write_corpus
+from tests.cli_helpers import (TINY_SET, VOCAB, copy_run, make_run, one_line_error, run_cli,
                                     tiny_backbone)
-
-
-@pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("run") / "run"
-    make_run(directory)
-    return directory
 
 
 def pretrain(capsys, corpus, out, *flags):
@@ -475,7 +468,7 @@ def test_a_tokenizer_swapped_into_a_finished_run_is_refused(tiny_run, tmp_path, 
 
 
 def _regression():
-    from tests.test_reliability import regression
+    from tests.cli_helpers import regression
 
     return regression()
 
@@ -620,3 +613,192 @@ def test_a_backbone_config_claiming_a_huge_vocabulary_is_refused_before_building
     line = one_line_error(output)
     assert code == 2 and "vocabulary_size = 10000000000 is more than" in line, line
     assert time.time() - began < 30
+
+
+SAVER = """
+import sys, keras, keras_ctx
+from keras_ctx import runs
+keras.utils.set_random_seed(1)
+model = keras_ctx.models.from_preset("bert-tiny", num_layers=2, hidden_size=256,
+                                     num_heads=4, intermediate_size=1024,
+                                     vocabulary_size=20000)
+print("ready", flush=True)
+while True:
+    runs.save_run(sys.argv[1], {"family": "bert", "sequence_length": 16}, model,
+                  overwrite=True)
+"""
+
+
+def test_sigkill_while_saving_the_backbone_keeps_the_previous_one(tmp_path):
+    run_dir = tmp_path / "run"
+    make_run(run_dir)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    for delay in (0.3, 0.9):
+        child = subprocess.Popen([sys.executable, "-c", SAVER, str(run_dir)], env=env,
+                                 stdout=subprocess.PIPE, text=True)
+        assert child.stdout.readline().strip() == "ready"
+        time.sleep(delay)  # the loop spends nearly all its time writing backbone.keras
+        assert child.poll() is None, "the saving loop stopped before the kill"
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        model = keras.saving.load_model(run_dir / "backbone.keras", compile=False)
+        sizes = {model.get_layer("token_embedding").vocabulary_size}
+        # Killed before the rename: the old backbone; after it: the whole new one.
+        assert sizes <= {len(VOCAB), 20000}
+    # The next save removes what the killed writers left beside the file.
+    runs.save_run(
+        str(run_dir), {"family": "bert", "sequence_length": 16}, tiny_backbone(),
+        overwrite=True)
+    assert sorted(os.listdir(run_dir)) == ["backbone.keras", "run.json"]
+
+
+def test_no_resume_never_deletes_what_keras_ctx_did_not_write(tmp_path, capsys):
+    corpus = tmp_path / "corpus.txt"
+    write_corpus(corpus, documents=10)
+    user = tmp_path / "user"
+    (user / "checkpoints").mkdir(parents=True)
+    (user / "checkpoints" / "thesis.txt").write_text("years of work")
+    code, output = run_cli(capsys, "pretrain", "bert-tiny", "--corpus", str(corpus),
+                           "--out", str(user), "--no-resume", *TINY_SET)
+    assert code == 2 and "holds no keras-ctx run" in one_line_error(output)
+    assert (user / "checkpoints" / "thesis.txt").read_text() == "years of work"
+
+    # A keras-ctx run whose new arguments fail validation keeps its checkpoints.
+    ours = tmp_path / "ours"
+    step = ours / "checkpoints" / "step-000000002"
+    step.mkdir(parents=True)
+    (ours / runs.SETTINGS_FILE).write_text("{}")
+    code, output = run_cli(capsys, "pretrain", "bert-tiny", "--corpus", str(corpus),
+                           "--out", str(ours), "--no-resume", *TINY_SET,
+                           "--set", "num_layers=-1")
+    assert code == 2 and "num_layers" in one_line_error(output)
+    assert step.is_dir()
+
+
+def test_pretrain_export_refuses_an_existing_export_before_any_work(tmp_path, capsys):
+    corpus = tmp_path / "corpus.txt"
+    write_corpus(corpus, documents=10)
+    for existing in ("export/1", "export-text/1"):
+        (tmp_path / existing).mkdir(parents=True)
+        (tmp_path / existing / "saved_model.pb").write_text("served in production")
+        code, output = run_cli(capsys, "pretrain", "bert-tiny", "--corpus", str(corpus),
+                               "--out", str(tmp_path / "run"), "--export",
+                               str(tmp_path / "export"), *TINY_SET)
+        assert code == 2 and "already holds an export" in one_line_error(output)
+        assert "--overwrite" in output
+        assert (tmp_path / existing / "saved_model.pb").read_text() == "served in production"
+        assert not (tmp_path / "run").exists(), "nothing is claimed before validation"
+        (tmp_path / existing / "saved_model.pb").unlink()
+        (tmp_path / existing).rmdir()
+
+
+def test_finetune_export_and_output_are_not_replaced_implicitly(tiny_run, tmp_path, capsys):
+    train = tmp_path / "train.tsv"
+    train.write_text("the film was good\tpos\nthe film was bad\tneg\n"
+                     "it was good\tpos\nit was bad\tneg\n")
+    (tmp_path / "export" / "1").mkdir(parents=True)
+    (tmp_path / "export" / "1" / "saved_model.pb").write_text("served")
+    code, output = run_cli(capsys, "finetune", str(tiny_run), "--train", str(train),
+                           "--out", str(tmp_path / "clf"), "--epochs", "1",
+                           "--export", str(tmp_path / "export"))
+    assert code == 2 and "already holds an export" in one_line_error(output)
+    assert (tmp_path / "export" / "1" / "saved_model.pb").read_text() == "served"
+    code, output = run_cli(capsys, "finetune", str(tiny_run), "--train", str(train),
+                           "--out", str(tmp_path / "clf"), "--epochs", "1")
+    assert code == 0, output
+    code, output = run_cli(capsys, "finetune", str(tiny_run), "--train", str(train),
+                           "--out", str(tmp_path / "clf"), "--epochs", "1")
+    assert code == 2 and "--overwrite" in one_line_error(output)
+
+
+def test_convert_into_an_existing_run_refuses_unless_overwrite(tiny_run, tmp_path, capsys):
+    from keras_ctx.convert import to_huggingface
+
+    source = tmp_path / "hf"
+    to_huggingface(tiny_backbone(seed=5), str(source))
+    run_dir = tmp_path / "run"
+    make_run(run_dir, seed=0)
+    before = (run_dir / "backbone.keras").read_bytes()
+    code, output = run_cli(capsys, "convert", str(source), str(run_dir))
+    assert code == 2 and "already holds a run" in one_line_error(output)
+    assert (run_dir / "backbone.keras").read_bytes() == before
+    code, output = run_cli(capsys, "convert", str(source), str(run_dir), "--overwrite")
+    assert code == 0, output
+    assert (run_dir / "backbone.keras").read_bytes() != before
+    # No stale tokenizer from the replaced run: the source had none.
+    assert not (run_dir / "tokenizer").exists()
+
+
+HOLDER = """
+import sys, time
+from keras_ctx.common.files import RunLock
+lock = RunLock(sys.argv[1]).acquire()
+print("locked", flush=True)
+time.sleep(120)
+"""
+
+
+def test_second_process_on_a_locked_run_dir_names_the_holder(tmp_path, capsys):
+    corpus = tmp_path / "corpus.txt"
+    write_corpus(corpus, documents=10)
+    out = tmp_path / "run"
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(out)],
+                              stdout=subprocess.PIPE, text=True,
+                              env=dict(os.environ, PYTHONPATH=os.getcwd()))
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        code, output = run_cli(capsys, "pretrain", "bert-tiny", "--corpus", str(corpus),
+                               "--out", str(out), *TINY_SET)
+        assert code == 2 and f"in use by process {holder.pid}" in one_line_error(output)
+        assert not (out / runs.SETTINGS_FILE).exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    # The holder died without releasing: its lock (naming a dead pid) is taken over.
+    from keras_ctx.common.files import RunLock
+
+    lock = RunLock(out)
+    assert lock.holder() == holder.pid
+    with lock:
+        assert lock.holder() == os.getpid()
+
+
+def test_tuple_overrides_round_trip_so_the_run_can_resume(tmp_path):
+    settings = {"model": "elmo-tiny", "overrides": {"filters": ((1, 32), (2, 32))}}
+    runs.claim(str(tmp_path / "run"), settings)
+    runs.claim(str(tmp_path / "run"), settings)  # the same arguments again: resume
+
+
+def test_failed_validation_does_not_poison_out_for_the_corrected_command(tmp_path, capsys):
+    corpus = tmp_path / "corpus.txt"
+    write_corpus(corpus, documents=10)
+    out = tmp_path / "run"
+    code, output = run_cli(capsys, "pretrain", "bert-tiny", "--corpus", str(corpus),
+                           "--out", str(out), *TINY_SET, "--set", "num_layers=-1")
+    assert code == 2
+    assert not out.exists(), "a failed command claimed --out"
+    runs.claim(str(out), {"model": "bert-tiny", "anything": "corrected"})
+
+
+def test_broken_run_directories_are_one_line_errors(tiny_run, tmp_path, capsys):
+    import shutil
+
+    no_tokenizer = copy_run(tiny_run, tmp_path / "a")
+    shutil.rmtree(no_tokenizer / "tokenizer")
+    missing_keys = copy_run(tiny_run, tmp_path / "b")
+    (missing_keys / "run.json").write_text('{"model": "bert-tiny"}')
+    corrupt = copy_run(tiny_run, tmp_path / "c")
+    (corrupt / "backbone.keras").write_bytes(b"PK\x03\x04 not really a zip")
+    for directory, message in ((no_tokenizer, "has no tokenizer/"),
+                               (missing_keys, "lacks the field 'family'"),
+                               (corrupt, "backbone.keras is corrupt")):
+        code, output = run_cli(capsys, "embed", str(directory), "the bank")
+        assert code == 2 and message in one_line_error(output), output
+
+
+def test_embed_save_reports_the_file_it_wrote(tiny_run, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, output = run_cli(capsys, "embed", str(tiny_run), "the bank", "--save", "ro")
+    assert code == 0 and "Saved to ro.npz." in output and (tmp_path / "ro.npz").is_file()
+    code, output = run_cli(capsys, "embed", str(tiny_run), "the bank", "--save", "ro")
+    assert code == 2 and "--overwrite" in one_line_error(output)

@@ -85,23 +85,36 @@ def test_unknown_or_unrecorded_presets():
         presets.register_pretraining({"bert-base": presets.pretraining("bert-base")})
 
 
-def _masked_share(preset, sequence_length=128):
-    """Masked positions / real tokens over the ELECTRA family's recipe batches for `preset`."""
+def _masked_share(preset, sequence_length=128, family="electra"):
+    """Masked positions / real tokens over `family`'s recipe batches for `preset`."""
     import tensorflow as tf
 
-    from keras_ctx.data import synthetic_text, tokenizers
+    from keras_ctx.data import synthetic_text
 
     documents = synthetic_text.documents(120, seed=0)
-    sentences = tf.data.Dataset.from_tensor_slices([s for d in documents for s in d])
-    tokenizer = tokenizers.train_wordpiece(sentences, 400)
+    sentences = [s for d in documents for s in d]
+    tokenizer = registry.get(family).train_tokenizer(sentences, 400)  # the family's own kind
     data = tf.data.Dataset.from_generator(
         lambda: iter(documents), output_signature=tf.TensorSpec([None], tf.string))
-    run = registry.Run(preset, 8, sequence_length, 400, seed=0)
+    run = registry.Run(preset, 8, sequence_length, tokenizer.vocabulary_size(), seed=0)
     masked = real = 0.0
-    for batch in registry.get("electra").dataset(data, tokenizer, run).take(10):
+    for batch in registry.get(family).dataset(data, tokenizer, run).take(10):
         masked += float(np.sum(batch["mask_weights"]))
         real += float(np.sum(batch["padding_mask"]))
     return masked / real
+
+
+# One preset a masked-LM family: the share `keras-ctx pretrain <preset>`'s own recipe
+# masks (its Family.dataset, the path the command runs) equals the preset's record.
+MLM_PRESETS = ("bert-base", "bert-base-multilingual-cased", "albert-base", "roberta-base",
+               "spanbert-base", "ernie-1.0-base", "electra-base")
+
+
+@pytest.mark.slow  # a tokenizer and ten batches per family (about 40 s on 2 cores)
+@pytest.mark.parametrize("preset", MLM_PRESETS)
+def test_each_mlm_familys_recipe_masks_its_records_share(preset):
+    assert _masked_share(preset, family=registry.of_preset(preset).name) == pytest.approx(
+        presets.pretraining(preset).mask_rate, abs=0.01)
 
 
 def test_electra_recipe_masks_each_sizes_share():

@@ -16,27 +16,32 @@ def continuations(tokenizer, word_continuations=None, word_start=sentencepiece_w
     return word_continuations
 
 
-def never_masked_ids(special_ids):
-    """The distinct ids of `special_ids` ({role: id}) but [UNK], sorted: never masked.
+def never_masked_ids(special_ids, maskable=()):
+    """The distinct ids of `special_ids` ({role: id}) but [UNK] and the roles in
+    `maskable`, sorted: never masked.
 
     google-research/bert create_pretraining_data.py (eedf571) leaves out only
     [CLS] and [SEP] (padding never reaches it); [UNK] stands for a word of the
-    text and may be masked.
+    text and may be masked. fairseq's RoBERTa masks any position of a block,
+    <s> and </s> too (`maskable=("cls", "sep")`); padding never.
     """
-    return tuple(sorted({i for role, i in special_ids.items() if role != "unk"}))
+    return tuple(sorted({i for role, i in special_ids.items()
+                         if role != "unk" and role not in maskable}))
 
 
 def masker_for(tokenizer, special_ids, vocabulary_size, whole_word_masking=False, max_ngram=1,
-               word_continuations=None, word_start=sentencepiece_word_start, **kwargs):
+               word_continuations=None, word_start=sentencepiece_word_start,
+               maskable_specials=(), **kwargs):
     """BERT's token masking, or whole-word / n-gram masking (`NgramMasker`); `word_start`:
-    where a SentencePiece word starts for the family (`tokenizers.albert_word_start`)."""
+    where a SentencePiece word starts for the family (`tokenizers.albert_word_start`);
+    `maskable_specials`: special roles that may be masked (`never_masked_ids`)."""
+    never = never_masked_ids(special_ids, maskable_specials)
     if whole_word_masking or max_ngram > 1:
         table = (continuations(tokenizer, word_continuations, word_start)
                  if whole_word_masking else None)
-        return NgramMasker(vocabulary_size, special_ids["mask"], never_masked_ids(special_ids),
+        return NgramMasker(vocabulary_size, special_ids["mask"], never,
                            table, max_ngram=max_ngram, **kwargs)
-    return MLMMasker(vocabulary_size, special_ids["mask"],
-                     special_token_ids=never_masked_ids(special_ids), **kwargs)
+    return MLMMasker(vocabulary_size, special_ids["mask"], special_token_ids=never, **kwargs)
 
 
 def check_duplicate(duplicate, static_masking):

@@ -23,10 +23,15 @@ ROBERTA_PRETRAINING = register_pretraining({
     "roberta-large": Pretraining(learning_rate=4e-4, warmup_steps=30_000, **_ROBERTA),
 })
 
+FAIRSEQ_MASKABLE = ("cls", "sep")  # <s>, </s>
+
 ROBERTA = register_family(Family(
     "roberta", bert.RobertaBackbone, bert.ROBERTA_PRESETS, tokenizers.train_byte_level_bpe,
     FAIRSEQ_FRAMING, pooling=("sequence_output", "padding_mask", "first"),
-    dataset=pipeline(pipelines.roberta_dataset), prepared=layout(layouts.packed_layout),
+    # fairseq MaskTokensDataset draws targets among every position of a block, <s> and
+    # </s> included (docs/notes/data-references.md, RoBERTa).
+    dataset=pipeline(pipelines.roberta_dataset, maskable_specials=FAIRSEQ_MASKABLE),
+    prepared=layout(layouts.packed_layout, maskable_specials=FAIRSEQ_MASKABLE),
     pretrainer=pretrainer(RobertaPretrainer),
     huggingface=convert_roberta.HUGGINGFACE, keras_hub=convert_roberta.KERAS_HUB,
     optimizer=optimizers.roberta_recipe,

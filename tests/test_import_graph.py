@@ -181,6 +181,13 @@ def test_no_circle_between_packages_and_top_level_modules():
     assert circle is None, "import circle: " + " -> ".join(circle)
 
 
+def test_only_the_command_line_imports_the_face():
+    # The face imports every package: below it, a module reaches what it needs from a
+    # lower layer itself, never through `import keras_ctx` (issue 55).
+    importers = sorted(node for node, targets in import_graph().items() if "keras_ctx" in targets)
+    assert importers == ["keras_ctx.cli"], importers
+
+
 def test_no_circle_between_layer_modules():
     circle = find_circle(import_graph(depth=3, within="keras_ctx.layers"))
     assert circle is None, "import circle in keras_ctx.layers: " + " -> ".join(circle)

@@ -147,7 +147,7 @@ def _corpus(tmp_path):
 
 @IN_TENSORFLOW
 @pytest.mark.parametrize("backend", [
-    "jax", pytest.param("torch", marks=pytest.mark.slow)])  # torch: ~3 min on 2 loaded cores
+    "jax", pytest.param("torch", marks=pytest.mark.slow)])  # torch: 469 s on 2 cores 8 agents share
 def test_cli_pretrain_and_text_commands_match_tensorflow(backend, tmp_path):
     from keras_ctx.commands.embed import word_vectors
     from keras_ctx import runs

@@ -46,10 +46,10 @@ __version__ = "0.1.0"
 def import_all():
     """Imports Keras and every package of the face: what `import keras_ctx` does.
 
-    Importing them registers the families and the services models call back
-    (`keras_ctx.registry`). The `keras-ctx` command calls it once its arguments
-    parse, so that `keras-ctx --help` and a mistyped command answer before
-    TensorFlow starts.
+    Importing them registers the families and the model resolver that models
+    and tasks call back (`keras_ctx.registry`). The `keras-ctx` command calls it
+    once its arguments parse, so that `keras-ctx --help` and a mistyped command
+    answer before TensorFlow starts.
     """
     with quiet_startup():
         import keras  # noqa: F401  (imported quietly here, before anything else reads it)
@@ -60,7 +60,7 @@ def import_all():
         from keras_ctx import layers, models, tasks  # noqa: F401
         from keras_ctx import data, families, generation, pretraining  # noqa: F401
         from keras_ctx import convert, export, optimizers  # noqa: F401
-        from keras_ctx import handles, peft  # noqa: F401  (they provide services models call)
+        from keras_ctx import handles, peft  # noqa: F401  (handles provides the model resolver)
 
 
 if not invoked_as_cli():

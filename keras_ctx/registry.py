@@ -319,15 +319,16 @@ def with_tf_checkpoints():
     return {layout: _FAMILIES[name] for layout, name in sorted(_TF_LAYOUTS.items())}
 
 
-# Services that live above the models and that models call back (resolving a
-# model handle, re-adding saved adapters): the module that owns one provides it
-# here when it is imported (`import keras_ctx` imports them all), so models read
-# only this registry and never import what imports them.
+# Services that live above the models and that models and tasks call back
+# (resolving a model handle, keras_ctx.handles, which reads convert and tasks):
+# the module that owns one provides it here when it is imported (`import keras_ctx`
+# imports them all). Re-adding saved adapters is no longer one: the models import
+# it from the layers (keras_ctx.layers.adapter_sites).
 _SERVICES = {}
 
 
 def provide(name, function):
-    """Makes `function` the service `name` (`keras_ctx.handles`, `keras_ctx.peft`)."""
+    """Makes `function` the service `name` (`keras_ctx.handles`)."""
     _SERVICES[name] = function
 
 

@@ -188,6 +188,18 @@ def test_only_the_command_line_imports_the_face():
     assert importers == ["keras_ctx.cli"], importers
 
 
+def test_only_handles_provides_a_service():
+    # registry.provide is how a module above reaches one below it without an import; the
+    # adapters' restore (peft.py, for Backbone.from_config) was one until the models could
+    # import it from the layers (keras_ctx.layers.adapter_sites, issue 55).
+    providers = sorted(
+        module for module, path in _modules().items()
+        for node in ast.walk(ast.parse(open(path, encoding="utf-8").read()))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "provide" and getattr(node.func.value, "id", "") == "registry")
+    assert providers == ["keras_ctx.handles", "keras_ctx.handles"], providers
+
+
 def test_no_circle_between_layer_modules():
     circle = find_circle(import_graph(depth=3, within="keras_ctx.layers"))
     assert circle is None, "import circle in keras_ctx.layers: " + " -> ".join(circle)

@@ -10,6 +10,7 @@ from keras_ctx import registry
 from keras_ctx.common import compat
 from keras_ctx.common.keras_files import CheckedWeightFiles
 from keras_ctx.data.checked_input import CheckedTokenIds
+from keras_ctx.layers.adapter_sites import restore_adapters
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,6 +137,10 @@ class Backbone(CheckedTokenIds, CheckedWeightFiles, keras.Model):
     from those attributes on top of this one's (as keras-hub's backbones).
     """
 
+    # The adapters added after construction (keras_ctx.layers.adapter_sites records them
+    # here; get_config saves them, from_config restores them).
+    _adapter_state = None
+
     def call(self, inputs, training=None, mask=None):
         return super().call(without_absent_optional_inputs(self, inputs), training=training,
                             mask=mask)
@@ -163,7 +168,7 @@ class Backbone(CheckedTokenIds, CheckedWeightFiles, keras.Model):
         if policies is not None:
             _quantize_as(model, policies)
         if adapters:
-            registry.service("restore_adapters")(model, adapters)  # keras_ctx.peft
+            restore_adapters(model, adapters)
         return model
 
     @classmethod

@@ -3,11 +3,12 @@
 The house, bottom to top (imports flow downwards only; tests/test_import_graph.py
 fails on a circle):
 
-- packages: `layers` (reusable layers), `models` (backbones), `data` (text to
+- packages: `layers` (reusable layers), `models` (backbones: one folder per family
+  with its model, registry entry and converters), `data` (text to
   pretraining batches, corpus fingerprints), `pretraining` (objectives), `tasks`
   (fine-tuning models and transfer recipes), `convert` (checkpoint formats),
-  `export` (SavedModel, ONNX), `families` (one module per model family,
-  registering itself), `commands` (one module per `keras-ctx` command, each a
+  `export` (SavedModel, ONNX), `families` (the one list of families, a line
+  per family folder), `commands` (one module per `keras-ctx` command, each a
   Python function, with the checks and the one error path they share).
 - the registry: `registry` (Family, Framing, Run; imports nothing of ours).
 - `backend`, the one switch: what differs per Keras backend (one module each for

@@ -269,13 +269,9 @@ def check_unfreezing(model):
 
 decay_weights = keras_ops.decay_weights
 
-# The string-in tasks (`keras_ctx.tasks.text`) tokenize inside tf.data maps, where a
-# Keras layer runs on the active backend's tensors: on JAX the preprocessor would
-# receive symbolic TensorFlow strings it cannot convert.
-STRINGS_REFUSAL = (
-    "String-in tasks run on KERAS_BACKEND=tensorflow; on jax, tokenize first and feed "
-    "token ids to keras_ctx.tasks.SequenceClassifier, TokenClassifier or "
-    "SpanQuestionAnswerer.")
+# The string-in tasks (`keras_ctx.tasks.text`) tokenize inside tf.data maps, outside
+# the compiled step (as keras-hub's preprocessors): Keras hands JAX the ids.
+STRINGS_REFUSAL = None
 
 
 # -- generation (keras_ctx.generation) ---------------------------------------------------

@@ -122,10 +122,7 @@ def check_unfreezing(model):
     """Every model's step follows a changing trainable set here."""
 
 
-STRINGS_REFUSAL = (
-    "String-in tasks run on KERAS_BACKEND=tensorflow; on torch, tokenize first and feed "
-    "token ids to keras_ctx.tasks.SequenceClassifier, TokenClassifier or "
-    "SpanQuestionAnswerer.")
+STRINGS_REFUSAL = None  # tokenized in tf.data maps, outside the step (as on JAX)
 
 
 # -- generation (keras_ctx.generation) ---------------------------------------------------

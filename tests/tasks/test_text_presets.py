@@ -23,7 +23,7 @@ def test_tasks_from_an_hf_handle_hold_its_weights_and_tokenizer(tmp_path, hf_cac
     np.testing.assert_array_equal(sequence(classifier.backbone),
                                   sequence(from_huggingface(source)))
     # The tokenizer is the checkpoint's: "w3 w4" are ids 8, 9 of its vocab.txt.
-    ids = classifier.preprocessor(tf.constant(["w3 w4"]))["token_ids"].numpy()
+    ids = keras.ops.convert_to_numpy(classifier.preprocessor(tf.constant(["w3 w4"]))["token_ids"])
     assert ids[0, :4].tolist() == [2, 8, 9, 3]
     assert classifier.predict(["w3 w4"]).shape == (1, 3)
     embedder = text.TextEmbedder.from_preset("hf://tiny-org/tiny-bert")

@@ -49,6 +49,47 @@ def test_text_classifier_takes_strings_lists_and_tf_data_and_reloads(tmp_path):
         classifier.save(str(tmp_path / "clf"))
 
 
+OTHER_BACKEND_SCRIPT = """
+import json, sys
+import numpy as np
+from keras_ctx.tasks import text
+
+classifier = text.TextClassifier.load(sys.argv[1])
+texts, pairs = json.loads(sys.argv[2])
+tagger = text.TokenClassifier.load(sys.argv[3])
+got = {"texts": np.asarray(classifier.predict(texts)).tolist(),
+       "pairs": np.asarray(classifier.predict(pairs)).tolist(),
+       "tags": tagger.predict([t.split() for t in texts])}
+classifier.compile("adam")
+got["loss"] = classifier.fit(texts * 2, [1, 0] * 2, batch_size=4, epochs=1,
+                             verbose=0).history["loss"][-1]
+print(json.dumps(got))
+"""
+
+
+@pytest.mark.slow  # 60-90 s each; by default tests/test_backends_tasks.py predicts from strings there
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_string_in_tasks_give_tensorflows_outputs_on_other_backends(backend, tmp_path):
+    """String-in tasks were refused on JAX and torch; they tokenize in tf.data maps,
+    outside the compiled step, so every backend gets TensorFlow's outputs from the text."""
+    from tests.backends import run_script
+
+    texts = ["a fine film , i loved it .", "the bank approved the loan ."]
+    pairs = [("a fine film", "the river"), ("a dull film", "the sea")]
+    classifier = text.TextClassifier(backbone("bert"), tokenizer("bert"), num_classes=2,
+                                     sequence_length=16)
+    tagger = text.TokenClassifier(backbone("bert", seed=1), tokenizer("bert"), ["O", "LOC"],
+                                  sequence_length=16, dropout=0.0)
+    classifier.save(str(tmp_path / "classifier"))
+    tagger.save(str(tmp_path / "tagger"))
+    got = run_script(backend, OTHER_BACKEND_SCRIPT, str(tmp_path / "classifier"),
+                     json.dumps([texts, pairs]), str(tmp_path / "tagger"), timeout=900)
+    np.testing.assert_allclose(got["texts"], classifier.predict(texts), atol=1e-5)
+    np.testing.assert_allclose(got["pairs"], classifier.predict(pairs), atol=1e-5)
+    assert got["tags"] == tagger.predict([t.split() for t in texts])
+    assert np.isfinite(got["loss"])  # and it trains from strings there
+
+
 def test_token_classifier_labels_first_pieces():
     tok = tokenizer("bert")
     words = ["paris", "approved", "the", "loan"]

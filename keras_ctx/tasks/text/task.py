@@ -164,7 +164,8 @@ class TextTask:
             dataset = x
         else:
             x = self._text_columns(x)
-            dataset = tf.data.Dataset.from_tensor_slices(x if y is None else (x, y))
+            # (x,) without labels: a pair's two columns are one text, not a text and a label.
+            dataset = tf.data.Dataset.from_tensor_slices((x,) if y is None else (x, y))
             dataset = dataset.batch(batch_size)
 
         def prepare(*element):

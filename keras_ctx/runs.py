@@ -423,11 +423,17 @@ def _check_corpus(out_dir, step, previous, data, corpus_changed):
             "new corpus on purpose.")
 
 
-def _check_tokenizer(out_dir, step, previous, data):
-    """Refuses a tokenizer other than the one the checkpoints of `out_dir` were trained with."""
+def _check_tokenizer(out_dir, step, previous, data, earlier=None):
+    """Refuses a tokenizer other than the one the checkpoints of `out_dir` were trained with.
+
+    `earlier`: returns the tokenizer's fingerprint as runs claimed before OUT/tokenizer/'s
+    hash was recorded (`fingerprints.tokenizer`); asked only when the hashes differ, so
+    such a run still resumes.
+    """
     previous = previous or {}
     if step and previous.get("tokenizer") and data.get("tokenizer") and (
-            previous["tokenizer"] != data["tokenizer"]):
+            previous["tokenizer"] != data["tokenizer"]) and (
+            earlier is None or earlier() != previous["tokenizer"]):
         # Never allowed: the embeddings would continue under other ids.
         raise RunDirectoryError(
             f"{out_dir} was trained with another tokenizer than the one trained on the "
@@ -437,7 +443,7 @@ def _check_tokenizer(out_dir, step, previous, data):
 
 
 def claim(out_dir, settings, fresh=False, data=None, corpus_changed="refuse", existing=None,
-          corpus_checked=False, save_tokenizer=None):
+          corpus_checked=False, save_tokenizer=None, earlier_tokenizer=None):
     """Makes `out_dir` this run's directory; call only after every argument is valid.
 
     `out_dir` must be new or empty, or hold a run of the same `settings` (to
@@ -447,7 +453,8 @@ def claim(out_dir, settings, fresh=False, data=None, corpus_changed="refuse", ex
     so only the tokenizer is compared here. `save_tokenizer`: called once the
     directory passed every other check, it saves the run's tokenizer there and
     returns its fingerprint (`tokenizer_fingerprint`), recorded as
-    `data["tokenizer"]` and compared with the checkpoints'. With `fresh` an
+    `data["tokenizer"]` and compared with the checkpoints' (`earlier_tokenizer`: see
+    `_check_tokenizer`). With `fresh` an
     earlier run of ours there starts over: its checkpoints are deleted (only
     the ones the library wrote). A directory that holds something else is
     never touched. A run whose settings file was deleted (see
@@ -479,7 +486,7 @@ def claim(out_dir, settings, fresh=False, data=None, corpus_changed="refuse", ex
             _check_corpus(out_dir, step, previous_data, data, corpus_changed)
         data = _with_tokenizer(data, save_tokenizer)
         if data is not None and not fresh:
-            _check_tokenizer(out_dir, step, previous_data, data)
+            _check_tokenizer(out_dir, step, previous_data, data, earlier_tokenizer)
         elif data is None:
             data = previous_data
         if adjusted and not fresh and step:

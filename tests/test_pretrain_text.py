@@ -154,3 +154,56 @@ def test_the_request_resolves_and_checks_its_arguments_once(tmp_path):
     with pytest.raises(TypeError, match="stepz"):
         checked("bert-tiny", tmp_path / "out", stepz=1)
     assert not (tmp_path / "out").exists()  # nothing written by the checks
+
+
+@pytest.mark.slow  # two pretrains (about 10 s); the claim's part runs by default below
+def test_a_run_claimed_with_the_earlier_tokenizer_fingerprint_still_resumes(tmp_path,
+                                                                           monkeypatch):
+    # pretrain_settings.json recorded fingerprints.tokenizer (the tokenizer's config and
+    # files) before it recorded OUT/tokenizer/'s hash; such a run must resume, and
+    # another tokenizer still be refused.
+    import json
+
+    from tests.cli_helpers import regression
+
+    corpus, out = tmp_path / "corpus.txt", str(tmp_path / "run")
+    write_corpus(corpus, documents=20)
+    arguments = dict(corpus=str(corpus), batch_size=2, sequence_length=16,
+                     vocabulary_size=300, checkpoint_every=1, show_contexts=False,
+                     overrides=pretrain.parse_overrides(ENCODER))
+    monkeypatch.setattr(pretrain, "fit_resumable", lambda *args, **kwargs: {
+        "step": args[2], "history": []})
+    pretrain.pretrain("bert-tiny", out, steps=1, **arguments)
+    model, batches = regression()  # a checkpoint: the tokenizer is compared from then on
+    keras_ctx.training.fit_resumable(model, batches, steps=1, out_dir=out,
+                                     checkpoint_every=1, verbose=0)
+    settings_file = os.path.join(out, runs.SETTINGS_FILE)
+    settings = json.load(open(settings_file))
+    assert settings["fingerprints"]["tokenizer"] == runs.read_info(out)["tokenizer_sha256"]
+    tokenizer, _ = runs.claimed_tokenizer(out)
+    for recorded, resumes in ((fingerprints.tokenizer(tokenizer, {}), True), ("a" * 64, False)):
+        settings["fingerprints"]["tokenizer"] = recorded
+        with open(settings_file, "w") as handle:
+            json.dump(settings, handle)
+        if resumes:
+            pretrain.pretrain("bert-tiny", out, steps=2, **arguments)
+            assert json.load(open(settings_file))["fingerprints"]["tokenizer"] == (
+                fingerprints.directory(os.path.join(out, "tokenizer")))  # recorded anew
+        else:
+            with pytest.raises(ValueError, match="another tokenizer"):
+                pretrain.pretrain("bert-tiny", out, steps=2, **arguments)
+
+
+def test_the_claim_accepts_the_earlier_fingerprint_of_the_same_tokenizer(tmp_path):
+    from tests.cli_helpers import regression
+
+    out, settings = str(tmp_path / "run"), {"model": "bert-tiny"}
+    runs.claim(out, settings, data={"corpus": {"source": "builtin"}, "tokenizer": "e" * 64})
+    model, batches = regression()
+    keras_ctx.training.fit_resumable(model, batches, steps=1, out_dir=out, checkpoint_every=1,
+                                     verbose=0)
+    now = {"corpus": {"source": "builtin"}, "tokenizer": "d" * 64}  # OUT/tokenizer/'s hash
+    with pytest.raises(ValueError, match="another tokenizer"):
+        runs.claim(out, settings, data=now, earlier_tokenizer=lambda: "x" * 64)
+    runs.claim(out, settings, data=now, earlier_tokenizer=lambda: "e" * 64)
+    assert runs.look(out).settings["fingerprints"]["tokenizer"] == "d" * 64

@@ -25,7 +25,7 @@ from keras_ctx.commands import pretrain_checks
 from keras_ctx.commands.pretrain_checks import VOCABULARY_SIZE, PretrainRequest  # noqa: F401
 from keras_ctx.commands.export import export_run
 from keras_ctx.commands.sense_table import show_sense_table
-from keras_ctx.data import corpora, prepare
+from keras_ctx.data import corpora, fingerprints, prepare
 from keras_ctx.data.prepared_input import PreparedInput
 from keras_ctx.data.tokenizers import TOKENIZER_SAMPLE, train_tokenizer
 from keras_ctx.export import check_export_target
@@ -308,21 +308,21 @@ def _claim(request, text, model, existing):
     """Claims the run directory, saving a new run's tokenizer into it once; returns the
     tokenizer's hash (what run.json records)."""
     hashes = []
+    kept = {k: v for k, v in model.extra.items() if k != TOKENIZER_SAMPLE}
 
     def save_tokenizer():
         if not model.claimed:  # a claimed one is in the directory already
             runs.save_claimed_tokenizer(
                 request.out, model.tokenizer,
                 {k: v for k, v in model.extra.items() if k == TOKENIZER_SAMPLE})
-        hashes.append(runs.tokenizer_fingerprint(
-            request.out, model.tokenizer,
-            {k: v for k, v in model.extra.items() if k != TOKENIZER_SAMPLE}))
+        hashes.append(runs.tokenizer_fingerprint(request.out, model.tokenizer, kept))
         return hashes[-1]
 
     runs.claim(request.out, request.settings(), fresh=not request.resume,
                data=text.fingerprint, corpus_changed=request.corpus_changed,
                existing=existing, corpus_checked=text.recorded is not None,
-               save_tokenizer=save_tokenizer)
+               save_tokenizer=save_tokenizer,
+               earlier_tokenizer=lambda: fingerprints.tokenizer(model.tokenizer, kept))
     return hashes[-1] if model.tokenizer is not None else None
 
 

@@ -1,4 +1,6 @@
-"""`pretrain` resolves its corpus once and passes the result down (issue 46)."""
+"""`keras-ctx pretrain` (keras_ctx.commands.pretrain): its arguments checked once into a
+request, its corpus resolved once (issue 46), and its walk reading the settings,
+listing the checkpoints and saving the tokenizer once each (issue 55)."""
 
 import os
 

@@ -1,0 +1,1 @@
+"""Tests of the `keras-ctx` commands (keras_ctx/commands), one file per command."""

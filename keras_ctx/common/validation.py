@@ -64,7 +64,7 @@ def check_overrides(preset, backbone_cls, config, overrides):
 
 # Every numeric flag of every command, by its Python name: (type, least value).
 # Each command's Python function checks its own with `check_args` (the CLI adds none):
-# one table, so a new flag without an entry fails tests/test_command_arguments.py.
+# one table, so a new flag without an entry fails tests/commands/test_arguments.py.
 FLAGS = {
     "steps": (int, 1), "batch_size": (int, 1), "sequence_length": (int, 1),
     "checkpoint_every": (int, 1), "epochs": (int, 1), "lm_epochs": (int, 1),

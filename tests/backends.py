@@ -60,6 +60,24 @@ def run_on_backend(backend, job, arguments, without_tensorflow=False, timeout=60
     return result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
 
 
+def slow_on(*backends):
+    """`pytest.mark.slow` when the suite runs on one of `backends` (a learning test that
+    fits for minutes there: torch runs the step eagerly), else no mark. The cheaper form
+    on every backend: tests/pretraining/test_matrix.py's one step per objective."""
+    import keras
+    import pytest
+
+    return pytest.mark.slow if keras.backend.backend() in backends else pytest.mark.usefixtures()
+
+
+def first_batch(dataset):
+    """The first batch of a tf.data `dataset` as writable NumPy arrays: what a model on any
+    Keras backend takes (a torch model refuses TensorFlow tensors)."""
+    import keras
+
+    return keras.tree.map_structure(np.array, next(iter(dataset)))
+
+
 def run_script(backend, script, *arguments, timeout=600):
     """Runs the Python source `script` (argv: `arguments`) under KERAS_BACKEND=`backend`;
     the JSON its stdout's last line holds."""

@@ -7,6 +7,8 @@ from keras_ctx.data import masking
 from keras_ctx.models import BertBackbone, ElectraBackbone, electra_generator
 from keras_ctx.pretraining import ElectraPretrainer
 from keras_ctx.pretraining.electra import replace_masked_tokens
+from tests.backends import first_batch
+from tests.autodiff import no_gradient, value_and_gradients
 
 # A tiny language: [CLS] w w ... w [SEP] [PAD]..: one word repeated. A replaced
 # token is the odd one out; a good MLM generator copies the neighbours.
@@ -32,6 +34,9 @@ def _batches(vocabulary_size=V, batch_size=32, count=512, seed=0):
     masker = masking.MLMMasker(vocabulary_size, SPECIALS["mask"], tuple(SPECIALS.values()),
                                dynamic=True, seed=seed)
     return masker.apply(dataset), ids
+
+
+_numpy = keras.ops.convert_to_numpy
 
 
 def _pretrainer(hidden_fraction=0.5, **kwargs):
@@ -82,33 +87,33 @@ def test_labels_hand_computed_including_a_sample_equal_to_the_original():
 
 def test_generator_sparse_last_layer_gives_the_full_generator_logits():
     data, _ = _batches(count=64)
-    batch = next(iter(data))
+    batch = first_batch(data)
     model = _pretrainer()
     assert model.sparse_last_layer and model.generator.supports_sequence_output_at
-    sparse = model(batch)["mlm"].numpy()
+    sparse = _numpy(model(batch)["mlm"])
     model.sparse_last_layer = False
-    np.testing.assert_allclose(sparse, model(batch)["mlm"].numpy(), atol=1e-5)
+    np.testing.assert_allclose(sparse, _numpy(model(batch)["mlm"]), atol=1e-5)
 
 
 def test_labels_are_exactly_where_the_corrupted_token_differs_in_the_model():
     # A 7-token vocabulary: the untrained generator often samples the original.
     data, _ = _batches(vocabulary_size=7, count=64)
-    batch = next(iter(data))
+    batch = first_batch(data)
     discriminator = ElectraBackbone(**dict(DISC, vocabulary_size=7))
     model = ElectraPretrainer(electra_generator(discriminator, 0.5), discriminator)
-    out = {k: np.asarray(v) for k, v in model(batch).items()}
-    weights = batch["mask_weights"].numpy() > 0
-    positions = batch["mask_positions"].numpy()
-    original = batch["token_ids"].numpy().copy()
+    out = {k: _numpy(v) for k, v in model(batch).items()}
+    weights = batch["mask_weights"] > 0
+    positions = batch["mask_positions"]
+    original = batch["token_ids"].copy()
     for row in range(original.shape[0]):
-        original[row, positions[row][weights[row]]] = batch["mask_ids"].numpy()[row][weights[row]]
+        original[row, positions[row][weights[row]]] = batch["mask_ids"][row][weights[row]]
     np.testing.assert_array_equal(out["original_token_ids"], original)
     corrupted = original.copy()
     for row in range(original.shape[0]):
         corrupted[row, positions[row][weights[row]]] = out["sampled_ids"][row][weights[row]]
     np.testing.assert_array_equal(out["token_ids"], corrupted)
     np.testing.assert_array_equal(out["labels"], (corrupted != original).astype("int32"))
-    same = (out["sampled_ids"] == batch["mask_ids"].numpy()) & weights
+    same = (out["sampled_ids"] == batch["mask_ids"]) & weights
     assert same.sum() > 0 and (~same & weights).sum() > 0  # both cases occur
     # Masked positions whose sample equals the original are labelled original.
     rows, slots = np.nonzero(same)
@@ -118,42 +123,42 @@ def test_labels_are_exactly_where_the_corrupted_token_differs_in_the_model():
 
 def test_discriminator_loss_does_not_reach_the_generator_through_sampling():
     data, _ = _batches(count=64)
-    batch = next(iter(data))
+    batch = first_batch(data)
     model = _pretrainer()
-    with tf.GradientTape() as tape:
-        outputs = model(batch, training=True)
-        losses = model.losses_from_outputs(batch, outputs)
+    model(batch)  # built before the gradient (JAX creates no variables in a trace)
     disc_ids = {id(v) for v in model.discriminator.trainable_variables}
     generator_only = [v for v in model.generator.trainable_variables
                       + model.mlm_head.trainable_variables if id(v) not in disc_ids]
     rest = [v for v in model.discriminator.trainable_variables
             + model.rtd_head.trainable_variables]
-    grads = tape.gradient(losses["rtd"], generator_only + rest)
+    _, _, grads = value_and_gradients(
+        lambda: model.losses_from_outputs(batch, model(batch, training=True))["rtd"],
+        variables=generator_only + rest)
     assert len(generator_only) > 10
     for v, g in zip(generator_only, grads[:len(generator_only)]):
-        assert g is None or not np.any(tf.convert_to_tensor(g).numpy()), v.path
-    assert all(g is not None for g in grads[len(generator_only):])
+        assert no_gradient(g) or not np.any(g), v.path
+    assert not any(no_gradient(g) for g in grads[len(generator_only):])
     table = model.discriminator.token_embedding.embeddings
     table_grad = grads[len(generator_only):][[id(v) for v in rest].index(id(table))]
-    assert np.any(tf.convert_to_tensor(table_grad).numpy())
+    assert np.any(table_grad)
 
 
 def test_losses_match_numpy_and_total_weights_the_discriminator_by_50():
     data, _ = _batches(count=64)
-    batch = next(iter(data))
+    batch = first_batch(data)
     model = _pretrainer()
     outputs = model(batch)
     losses = model.losses_from_outputs(batch, outputs)
-    z = outputs["rtd"].numpy().astype("float64")
-    y = outputs["labels"].numpy()
-    m = batch["padding_mask"].numpy()
+    z = _numpy(outputs["rtd"]).astype("float64")
+    y = _numpy(outputs["labels"])
+    m = batch["padding_mask"]
     bce = np.maximum(z, 0) - z * y + np.log1p(np.exp(-np.abs(z)))
     np.testing.assert_allclose(losses["rtd"], (bce * m).sum() / m.sum(), rtol=1e-5)
-    logits = outputs["mlm"].numpy().astype("float64")
+    logits = _numpy(outputs["mlm"]).astype("float64")
     log_p = logits - logits.max(-1, keepdims=True)
     log_p -= np.log(np.exp(log_p).sum(-1, keepdims=True))
-    ce = -np.take_along_axis(log_p, batch["mask_ids"].numpy()[..., None], -1)[..., 0]
-    w = batch["mask_weights"].numpy()
+    ce = -np.take_along_axis(log_p, batch["mask_ids"][..., None], -1)[..., 0]
+    w = batch["mask_weights"]
     np.testing.assert_allclose(losses["mlm"], (ce * w).sum() / w.sum(), rtol=1e-5)
     assert model.discriminator_weight == 50.0
     np.testing.assert_allclose(model.total_loss(losses), losses["mlm"] + 50.0 * losses["rtd"],
@@ -174,8 +179,8 @@ def test_tiny_electra_learns_replaced_token_detection_under_xla():
     labels, mask = [], []
     for batch in data.take(5):
         out = model(batch)
-        labels.append(out["labels"].numpy())
-        mask.append(batch["padding_mask"].numpy())
+        labels.append(_numpy(out["labels"]))
+        mask.append(batch["padding_mask"])
     labels, mask = np.concatenate(labels), np.concatenate(mask)
     original_share = 1.0 - labels.sum() / mask.sum()
     assert 0.8 < original_share < 0.97, original_share
@@ -188,7 +193,7 @@ def test_tiny_electra_learns_replaced_token_detection_under_xla():
 
 def test_two_stage_schedule_freezes_the_right_weights():
     data, _ = _batches(count=64)
-    batch = next(iter(data))
+    batch = first_batch(data)
     model = _pretrainer(hidden_fraction=1.0, stage="generator")
     model.compile(optimizer=keras.optimizers.Adam(1e-2), jit_compile=False)
     disc_ids = {id(v) for v in model.discriminator.weights}
@@ -198,23 +203,23 @@ def test_two_stage_schedule_freezes_the_right_weights():
     disc_only += model.rtd_head.weights
 
     def snapshot(variables):
-        return [v.numpy().copy() for v in variables]
+        return [_numpy(v).copy() for v in variables]
 
     before_gen, before_disc = snapshot(gen_only), snapshot(disc_only)
     model.fit(tf.data.Dataset.from_tensors(batch).repeat(2), verbose=0)
-    assert all(np.array_equal(a, v.numpy()) for a, v in zip(before_disc, disc_only))
-    assert any(not np.array_equal(a, v.numpy()) for a, v in zip(before_gen, gen_only))
+    assert all(np.array_equal(a, _numpy(v)) for a, v in zip(before_disc, disc_only))
+    assert any(not np.array_equal(a, _numpy(v)) for a, v in zip(before_gen, gen_only))
 
     model.set_stage("discriminator")  # initialises the discriminator from the generator
     for g, d in zip(model.generator.weights, model.discriminator.weights):
-        np.testing.assert_array_equal(g.numpy(), d.numpy())
+        np.testing.assert_array_equal(_numpy(g), _numpy(d))
     # (The MLM head's tied table is the shared one, which trains with the discriminator.)
     gen_only += [v for v in model.mlm_head.weights if id(v) not in disc_ids]
     before_gen, before_disc = snapshot(gen_only), snapshot(disc_only)
     history = model.fit(tf.data.Dataset.from_tensors(batch).repeat(2), verbose=0).history
-    changed = [v.path for a, v in zip(before_gen, gen_only) if not np.array_equal(a, v.numpy())]
+    changed = [v.path for a, v in zip(before_gen, gen_only) if not np.array_equal(a, _numpy(v))]
     assert not changed, changed
-    assert any(not np.array_equal(a, v.numpy()) for a, v in zip(before_disc, disc_only))
+    assert any(not np.array_equal(a, _numpy(v)) for a, v in zip(before_disc, disc_only))
     np.testing.assert_allclose(history["loss"][-1], 50.0 * history["discriminator_loss"][-1],
                                rtol=1e-5)
     # Two different sizes cannot be initialised from each other.
@@ -226,14 +231,14 @@ def test_two_stage_schedule_freezes_the_right_weights():
 
 def test_keras_file_round_trip_keeps_the_shared_embeddings(tmp_path):
     data, _ = _batches(count=64)
-    batch = next(iter(data))
+    batch = first_batch(data)
     model = _pretrainer(seed=3)
     model.save(tmp_path / "electra.keras")
     loaded = keras.saving.load_model(tmp_path / "electra.keras")
     assert (loaded.generator.token_embedding.embeddings
             is loaded.discriminator.token_embedding.embeddings)
     for a, b in zip(model.weights, loaded.weights):
-        np.testing.assert_array_equal(a.numpy(), b.numpy())
+        np.testing.assert_array_equal(_numpy(a), _numpy(b))
     # Only the discriminator is kept for fine-tuning / export.
     model.discriminator.save(tmp_path / "discriminator.keras")
     disc = keras.saving.load_model(tmp_path / "discriminator.keras")

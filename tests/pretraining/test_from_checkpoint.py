@@ -14,6 +14,7 @@ from keras_ctx.convert.heads import masked_lm_from_huggingface
 from keras_ctx.convert.huggingface import from_huggingface
 from keras_ctx.pretraining import ElectraPretrainer, MaskedLMPretrainer
 from tests import references
+from tests.autodiff import no_gradient, value_and_gradients
 from tests.convert import numpy_refs
 from tests.convert.test_heads import (
     BERT,
@@ -22,6 +23,9 @@ from tests.convert.test_heads import (
     electra_generator_checkpoint,
 )
 from tests.convert.test_hf_families import write_checkpoint
+
+_numpy = keras.ops.convert_to_numpy
+
 
 IDS = np.array([[2, 7, 11, 29, 3, 4], [2, 5, 6, 3, 9, 3]], "int32")
 # Segment 0 read 6 times and segment 1 6 times per batch: the rows Adam got wrong.
@@ -52,7 +56,7 @@ def test_masked_lm_continues_from_the_checkpoint_head(tmp_path):
                           "cls.predictions.transform.LayerNorm", "cls.predictions.bias",
                           "bert.embeddings.word_embeddings.weight", references.gelu, 1e-12)
     want = np.take_along_axis(want, POSITIONS[..., None], axis=1)
-    np.testing.assert_allclose(pretrainer(_batch())["mlm"].numpy(), want, atol=2e-4)
+    np.testing.assert_allclose(_numpy(pretrainer(_batch())["mlm"]), want, atol=2e-4)
     # A head read with another backbone, or a conflicting head_transform, is refused.
     with pytest.raises(ValueError, match="not tied to this backbone"):
         MaskedLMPretrainer(from_huggingface(str(tmp_path)), mlm_head=head)
@@ -74,7 +78,7 @@ def test_electra_continues_from_the_generator_checkpoint_head(tmp_path):
                           "electra.embeddings.word_embeddings.weight", references.gelu, 1e-12)
     hidden = generator({"token_ids": ids, "padding_mask": np.ones_like(ids),
                         "segment_ids": np.zeros_like(ids)})["sequence_output"]
-    np.testing.assert_allclose(pretrainer.mlm_head(hidden).numpy(), want, atol=2e-4)
+    np.testing.assert_allclose(_numpy(pretrainer.mlm_head(hidden)), want, atol=2e-4)
 
 
 def test_one_adamw_step_on_a_converted_bert_equals_the_dense_computation(tmp_path):
@@ -83,13 +87,15 @@ def test_one_adamw_step_on_a_converted_bert_equals_the_dense_computation(tmp_pat
     lr, decay, b1, b2, eps = 0.01, 0.01, 0.9, 0.999, 1e-6
     optimizer = keras.optimizers.AdamW(lr, weight_decay=decay, beta_1=b1, beta_2=b2,
                                        epsilon=eps)
-    batch = {k: tf.constant(v) for k, v in _batch().items()}
-    with tf.GradientTape() as tape:
-        loss = pretrainer.total_loss(pretrainer.compute_losses(batch, training=True))
+    batch = _batch()
+    pretrainer(batch)  # built before the gradient (JAX creates no variables in a trace)
     variables = pretrainer.trainable_variables
-    dense = {v.path: tf.convert_to_tensor(g).numpy().astype("float64")
-             for v, g in zip(variables, tape.gradient(loss, variables)) if g is not None}
-    before = {v.path: v.numpy().astype("float64") for v in variables}
+    _, _, gradients = value_and_gradients(
+        lambda: pretrainer.total_loss(pretrainer.compute_losses(batch, training=True)),
+        variables=variables)
+    dense = {v.path: g.astype("float64") for v, g in zip(variables, gradients)
+             if not no_gradient(g)}
+    before = {v.path: _numpy(v).astype("float64") for v in variables}
     pretrainer.compile(optimizer, run_eagerly=True)  # the same step; tracing it took 25 s
     pretrainer.fit(tf.data.Dataset.from_tensors(batch), epochs=1, verbose=0)
     segments = backbone.get_layer("segment_embedding").embeddings.path
@@ -101,4 +107,4 @@ def test_one_adamw_step_on_a_converted_bert_equals_the_dense_computation(tmp_pat
         w = w - lr * decay * w                       # AdamW's decoupled decay, then Adam
         m, s = (1 - b1) * g, (1 - b2) * g * g
         want = w - lr * np.sqrt(1 - b2) / (1 - b1) * m / (np.sqrt(s) + eps)
-        np.testing.assert_allclose(v.numpy(), want, atol=1e-5, err_msg=v.path)
+        np.testing.assert_allclose(_numpy(v), want, atol=1e-5, err_msg=v.path)

@@ -16,12 +16,17 @@ from keras_ctx.pretraining import (
     MaskedLMPretrainer,
     RobertaPretrainer,
 )
+from tests.backends import first_batch, slow_on
+from tests.autodiff import no_gradient, value_and_gradients
 from tests.pretraining import synthetic as syn
 
 V = syn.VOCABULARY_SIZE
 TINY = dict(vocabulary_size=V, num_layers=2, num_heads=2, hidden_size=32,
             intermediate_size=64, max_sequence_length=32, dropout=0.0)
 SPECIALS = tuple(syn.SPECIAL.values())
+
+
+_numpy = keras.ops.convert_to_numpy
 
 
 def _mlm_batches(batch_size=32, length=24, count=120, seed=0):
@@ -38,6 +43,7 @@ def _first_and_last(history, key):
     return values[0], values[-1]
 
 
+@slow_on("torch")  # eager on torch: minutes; one step in test_matrix.py
 def test_tiny_bert_mlm_learns_the_synthetic_language_under_xla():
     data = _mlm_batches()
     model = RobertaPretrainer(BertBackbone(**dict(TINY, hidden_size=64, intermediate_size=128)))
@@ -55,41 +61,41 @@ def test_output_layer_is_tied_and_loss_matches_numpy():
     model.compile(optimizer="sgd", jit_compile=True)
     assert model.mlm_head.token_embedding.embeddings is backbone.token_embedding.embeddings
     assert not any("output_kernel" in w.path for w in model.weights)
-    batch = next(iter(pipelines.bert_dataset(
+    batch = first_batch(pipelines.bert_dataset(
         syn.dataset(syn.documents(80)), None, 8, sequence_length=24,
-        special_ids=syn.SPECIAL, vocabulary_size=V)))
+        special_ids=syn.SPECIAL, vocabulary_size=V))
     logits = model(batch)
     # The table is counted once: backbone + head transform/LN/bias + NSP dense.
     h = TINY["hidden_size"]
     head = (h * h + h) + 2 * h + V + (2 * h + 2)
     assert model.count_params() == backbone.count_params() + head
-    mlm = logits["mlm"].numpy().astype("float64")
-    labels, weights = batch["mask_ids"].numpy(), batch["mask_weights"].numpy()
+    mlm = _numpy(logits["mlm"]).astype("float64")
+    labels, weights = batch["mask_ids"], batch["mask_weights"]
     log_p = mlm - np.log(np.exp(mlm - mlm.max(-1, keepdims=True)).sum(-1,
                                                                       keepdims=True)) - mlm.max(
         -1, keepdims=True)
     ce = -np.take_along_axis(log_p, labels[..., None], -1)[..., 0]
     want_mlm = (ce * weights).sum() / weights.sum()
-    nsp = logits["nsp"].numpy().astype("float64")
+    nsp = _numpy(logits["nsp"]).astype("float64")
     nsp_log_p = nsp - np.log(np.exp(nsp).sum(-1, keepdims=True))
-    want_nsp = -nsp_log_p[np.arange(8), batch["next_sentence_labels"].numpy()].mean()
+    want_nsp = -nsp_log_p[np.arange(8), batch["next_sentence_labels"]].mean()
     result = model.evaluate(tf.data.Dataset.from_tensors(batch), verbose=0, return_dict=True)
     np.testing.assert_allclose(result["mlm_loss"], want_mlm, rtol=1e-4)
     np.testing.assert_allclose(result["nsp_loss"], want_nsp, rtol=1e-4)
     np.testing.assert_allclose(result["loss"], want_mlm + want_nsp, rtol=1e-4)
     # One gradient step moves the tied table through the output layer too.
-    before = backbone.token_embedding.embeddings.numpy().copy()
+    before = _numpy(backbone.token_embedding.embeddings).copy()
     model.fit(tf.data.Dataset.from_tensors(batch), verbose=0)
-    assert not np.allclose(before, backbone.token_embedding.embeddings.numpy())
+    assert not np.allclose(before, _numpy(backbone.token_embedding.embeddings))
 
 
 def test_albert_pretrainer_ties_to_the_factorized_table_and_has_sop():
     backbone = AlbertBackbone(embedding_size=8, **TINY)
     model = AlbertPretrainer(backbone)
     assert model.mlm_head.token_embedding is backbone.token_embedding
-    batch = next(iter(pipelines.albert_dataset(
+    batch = first_batch(pipelines.albert_dataset(
         syn.dataset(syn.documents(80)), None, 4, sequence_length=24,
-        special_ids=syn.SPECIAL, vocabulary_size=V, word_continuations=np.zeros(V, bool))))
+        special_ids=syn.SPECIAL, vocabulary_size=V, word_continuations=np.zeros(V, bool)))
     out = model(batch)
     assert out["mlm"].shape[-1] == V and out["sop"].shape == (4, 2)
     assert model.mlm_head.dense.kernel.shape == (32, 8)  # H -> E
@@ -174,6 +180,7 @@ def _run_mirrored(steps):
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.tensorflow_only("tf.distribute.MirroredStrategy over logical CPUs")
 @pytest.mark.slow  # ~20 s: a fresh process with two logical CPU devices
 def test_bert_pretrainer_trains_under_mirrored_strategy_on_two_cpus():
     history = _run_mirrored(steps=8)
@@ -183,16 +190,16 @@ def test_bert_pretrainer_trains_under_mirrored_strategy_on_two_cpus():
 
 
 def test_pretrainer_keras_file_round_trip_keeps_the_tie(tmp_path):
-    batch = next(iter(pipelines.bert_dataset(
+    batch = first_batch(pipelines.bert_dataset(
         syn.dataset(syn.documents(40)), None, 4, sequence_length=24,
-        special_ids=syn.SPECIAL, vocabulary_size=V)))
+        special_ids=syn.SPECIAL, vocabulary_size=V))
     model = BertPretrainer(BertBackbone(**dict(TINY, num_layers=1)))
     want = model(batch)
     model.save(tmp_path / "pretrainer.keras")
     loaded = keras.saving.load_model(tmp_path / "pretrainer.keras")
     got = loaded(batch)
-    np.testing.assert_allclose(got["mlm"], want["mlm"], atol=1e-6)
-    np.testing.assert_allclose(got["nsp"], want["nsp"], atol=1e-6)
+    np.testing.assert_allclose(_numpy(got["mlm"]), _numpy(want["mlm"]), atol=1e-6)
+    np.testing.assert_allclose(_numpy(got["nsp"]), _numpy(want["nsp"]), atol=1e-6)
     assert loaded.mlm_head.token_embedding.embeddings is (
         loaded.backbone.token_embedding.embeddings)
 
@@ -214,28 +221,27 @@ def test_sparse_last_layer_gives_the_same_logits_and_gradients(family):
     assert model._sparse() and not cls(backbone, sparse_last_layer=False)._sparse()
     dataset = pipelines.albert_dataset if family == "albert" else pipelines.bert_dataset
     words = {"word_continuations": np.zeros(V, bool)} if family == "albert" else {}
-    batch = next(iter(dataset(
+    batch = first_batch(dataset(
         syn.dataset(syn.documents(80)), None, 4, sequence_length=24,
-        special_ids=syn.SPECIAL, vocabulary_size=V, **words)))
-    batch["padding_mask"] = batch["padding_mask"].numpy()
+        special_ids=syn.SPECIAL, vocabulary_size=V, **words))
     batch["padding_mask"][0, 18:] = 0  # padded keys must stay masked in the sparse layer
 
     def loss_and_gradients(sparse_last_layer):
         model.sparse_last_layer = sparse_last_layer  # one model: the same head weights
-        outputs = model(batch, training=False)
-        with tf.GradientTape() as tape:
-            total = model.total_loss(model.compute_losses(batch, training=False))
-        return outputs, tape.gradient(total, backbone.trainable_variables)
+        outputs = keras.tree.map_structure(_numpy, model(batch, training=False))
+        _, _, gradients = value_and_gradients(
+            lambda: model.total_loss(model.compute_losses(batch, training=False)),
+            variables=backbone.trainable_variables)
+        return outputs, gradients
 
     sparse_out, sparse_grads = loss_and_gradients(True)
     dense_out, dense_grads = loss_and_gradients(False)
     for name in dense_out:
         np.testing.assert_allclose(sparse_out[name], dense_out[name], atol=1e-4)
-    used = [(s, d) for s, d in zip(sparse_grads, dense_grads) if d is not None]
+    used = [(s, d) for s, d in zip(sparse_grads, dense_grads) if not no_gradient(d)]
     assert len(used) > 10
     for s, d in used:
-        np.testing.assert_allclose(tf.convert_to_tensor(s), tf.convert_to_tensor(d),
-                                   atol=1e-5)
+        np.testing.assert_allclose(s, d, atol=1e-5)
 
 
 def test_xlm_pretrainer_uses_xlm_pred_layer_head():
@@ -257,17 +263,17 @@ def test_xlm_pretrainer_uses_xlm_pred_layer_head():
              "language_ids": np.zeros_like(ids)}
     masker = xlm_masker(V, syn.SPECIAL["mask"], syn.SPECIAL["sep"], syn.SPECIAL["pad"],
                         np.ones(V), seed=1)
-    batch = next(iter(masker.apply(tf.data.Dataset.from_tensors(batch))))
+    batch = first_batch(masker.apply(tf.data.Dataset.from_tensors(batch)))
     model.mlm_head.build((None, None, 32))
     model.mlm_head.output_bias.assign(rng.normal(size=V).astype("float32"))
-    logits = model(batch)["mlm"].numpy()
+    logits = _numpy(model(batch)["mlm"])
     assert model.count_params() == backbone.count_params() + V  # only the output bias
     inputs = {k: batch[k] for k in ("token_ids", "padding_mask", "position_ids",
                                     "language_ids")}
-    hidden = backbone(inputs)["sequence_output"].numpy()
-    rows = np.take_along_axis(hidden, batch["mask_positions"].numpy()[:, :, None], axis=1)
-    want = rows @ backbone.token_embedding.embeddings.numpy().T + (
-        model.mlm_head.output_bias.numpy())
+    hidden = _numpy(backbone(inputs)["sequence_output"])
+    rows = np.take_along_axis(hidden, batch["mask_positions"][:, :, None], axis=1)
+    want = rows @ _numpy(backbone.token_embedding.embeddings).T + (
+        _numpy(model.mlm_head.output_bias))
     np.testing.assert_allclose(logits, want, atol=1e-4)
     model.compile(optimizer=keras.optimizers.Adam(1e-3), jit_compile=True)
     history = model.fit(tf.data.Dataset.from_tensors(batch).repeat(8), verbose=0).history

@@ -28,6 +28,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SLOW = tuple(name for name in CASES if name not in FAST)
 
 
+# Keras' distribution API on JAX: tests/pretraining/test_backends.py's data-parallel check.
+mirrored_only = pytest.mark.tensorflow_only("tf.distribute.MirroredStrategy over logical CPUs")
+
+
 def _mirrored(names):
     env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3")
     done = subprocess.run([sys.executable, "-m", "tests.pretraining.matrix_cases", *names],
@@ -55,11 +59,13 @@ def _assert_mirrored(measures):
     assert abs(measures["mirrored"]["ratio"] - 1) < 1e-4, measures
 
 
+@mirrored_only
 @pytest.mark.parametrize("name", FAST)
 def test_one_step_under_two_replicas_equals_one_device(name, mirrored):
     _assert_mirrored(mirrored[name])
 
 
+@mirrored_only
 @pytest.mark.slow
 def test_variants_under_two_replicas_equal_one_device():
     measures = _mirrored(SLOW)
@@ -70,12 +76,14 @@ def test_variants_under_two_replicas_equal_one_device():
     assert size > 0.01 and difference < 1e-5 * size, measures["awd_lstm_state"]
 
 
+@mirrored_only
 def test_xlnet_memory_is_carried_per_replica(mirrored):
     """Two replicas carry the memory of their own rows: as one device per half-batch."""
     difference, size = mirrored["xlnet_memory"]
     assert size > 0.1 and difference < 1e-5 * size, mirrored["xlnet_memory"]
 
 
+@mirrored_only
 def test_xla_under_two_cpu_replicas_fails_in_tensorflow_and_we_say_so(mirrored):
     """TensorFlow alone (no Keras) cannot run a jit-compiled replica step on logical CPUs.
 

@@ -12,6 +12,8 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STEPS = 3
 
+pytestmark = pytest.mark.tensorflow_only("tf.distribute.MultiWorkerMirroredStrategy")
+
 # Runs STEPS SGD steps of a tiny causal LM over the same global batches (4 rows)
 # under the strategy named in argv[1]; prints the per-step losses.
 WORKER = r"""

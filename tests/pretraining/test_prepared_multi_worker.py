@@ -12,6 +12,9 @@ import tensorflow as tf
 from keras_ctx.data import prepare
 from tests.pretraining.test_multi_worker import ROOT, _free_ports
 
+pytestmark = pytest.mark.tensorflow_only(
+    "tf.distribute.MultiWorkerMirroredStrategy distributing the prepared input")
+
 SHARDS, PER_SHARD, BATCH = 4, 12, 4  # BATCH: the global batch, as `pretrain --batch-size`
 
 # Reads STEPS global batches the way keras' fit does (the strategy distributes the

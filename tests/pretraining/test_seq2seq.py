@@ -8,6 +8,7 @@ from keras_ctx.models.bart.backbone import BartBackbone
 from keras_ctx.models.t5.backbone import T5Backbone
 from keras_ctx.data.task_inputs import add_task_prefix
 from keras_ctx.pretraining.seq2seq import Seq2SeqPretrainer
+from tests.backends import slow_on
 
 VOCAB = 32  # 0 pad, 1 eos, 2 bos, 3 mask, 4..23 words, 24..31 sentinels
 SIZE = dict(vocabulary_size=VOCAB, num_layers=1, num_heads=2, hidden_size=32,
@@ -36,6 +37,7 @@ def fit(backbone, dataset, epochs):
     return model, first.loss, history
 
 
+@slow_on("torch")  # eager on torch: minutes; one step in test_matrix.py
 def test_tiny_t5_learns_span_corruption_under_xla():
     keras.utils.set_random_seed(0)
     tf.random.set_seed(0)

@@ -7,6 +7,7 @@ from keras_ctx.data import pipelines, span_masking
 from keras_ctx.models import BertBackbone
 from keras_ctx.pretraining import SpanBertPretrainer
 from keras_ctx.pretraining.masked_lm import backbone_inputs
+from tests.backends import first_batch
 from tests.pretraining import synthetic as syn
 
 MASK_ID, SPECIALS, VOCAB = 4, (0, 1, 2, 3, 4), 300
@@ -148,10 +149,10 @@ def _backbone():
 
 
 def test_spanbert_pretrainer_heads_are_tied_and_read_the_boundaries():
-    batch = next(iter(_spanbert_data(batch_size=4, count=40)))
+    batch = first_batch(_spanbert_data(batch_size=4, count=40))
     backbone = _backbone()
     model = SpanBertPretrainer(backbone)
-    out = model(batch)
+    out = keras.tree.map_structure(keras.ops.convert_to_numpy, model(batch))
     p = batch["mask_positions"].shape[1]
     assert out["mlm"].shape == out["sbo"].shape == (4, p, syn.VOCABULARY_SIZE)
     assert model.sbo_head.token_embedding.embeddings is backbone.token_embedding.embeddings
@@ -163,15 +164,15 @@ def test_spanbert_pretrainer_heads_are_tied_and_read_the_boundaries():
     sequence = backbone(backbone_inputs(backbone, batch))["sequence_output"]
     again = model.sbo_head(sequence, batch["span_left_positions"],
                            batch["span_right_positions"], batch["span_offsets"])
-    np.testing.assert_allclose(out["sbo"], again, atol=1e-5)
-    np.testing.assert_allclose(out["mlm"], model.mlm_head(sequence, batch["mask_positions"]),
-                               atol=1e-5)
+    np.testing.assert_allclose(out["sbo"], keras.ops.convert_to_numpy(again), atol=1e-5)
+    np.testing.assert_allclose(out["mlm"], keras.ops.convert_to_numpy(
+        model.mlm_head(sequence, batch["mask_positions"])), atol=1e-5)
     # SBO logits depend on the boundary tokens, not on the masked tokens themselves.
     moved = dict(batch, span_left_positions=batch["span_left_positions"] * 0)
-    changed = model(moved)["sbo"].numpy()
-    used = batch["mask_weights"].numpy() > 0
-    rows = (batch["span_left_positions"].numpy() != 0) & used
-    assert rows.any() and not np.allclose(changed[rows], out["sbo"].numpy()[rows])
+    changed = keras.ops.convert_to_numpy(model(moved)["sbo"])
+    used = batch["mask_weights"] > 0
+    rows = (batch["span_left_positions"] != 0) & used
+    assert rows.any() and not np.allclose(changed[rows], out["sbo"][rows])
 
 
 @pytest.mark.slow  # ~25 s, most of it tracing and XLA compilation

@@ -12,6 +12,7 @@ from keras_ctx.data.parallel import (
 )
 from keras_ctx.models.cove.backbone import Cove, CoveBackbone
 from keras_ctx.pretraining.translation import TranslationPretrainer
+from tests.backends import slow_on
 
 WORDS = "red green blue cyan pink gold grey teal".split()
 
@@ -59,6 +60,7 @@ def test_parallel_data_two_files_and_tsv(tmp_path):
         parallel_text_dataset(src, str(tmp_path / "short.tgt"))
 
 
+@slow_on("torch")  # eager on torch: minutes; one step in test_matrix.py
 def test_tiny_cove_learns_to_reverse_and_serves_as_frozen_layer(tmp_path):
     pairs = reverse_corpus(512)
     src, tgt, _ = write_corpus(tmp_path, pairs)

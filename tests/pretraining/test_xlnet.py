@@ -11,6 +11,11 @@ from keras_ctx.pretraining import XLNetPretrainer
 VOCAB = 24
 
 
+def _numpy(structure):
+    """`structure`'s tensors as NumPy, whatever backend made them."""
+    return keras.tree.map_structure(keras.ops.convert_to_numpy, structure)
+
+
 def _language(num_docs, seed=0):
     """Arithmetic progressions mod VOCAB with step 1..3: x_{i+1} = x_i + d."""
     rng = np.random.default_rng(seed)
@@ -38,7 +43,7 @@ def test_tiny_xlnet_learns_a_tiny_language_under_xla():
     # Chance is 1 / 24 ~ 0.04; predicting x from its context is easy here.
     assert history["plm_accuracy"][-1] > 0.5, history
     assert history["loss"][-1] < 0.5 * history["loss"][0], history
-    assert np.abs(pretrainer.memory.numpy()).max() > 0  # memory was carried
+    assert np.abs(_numpy(pretrainer.memory)).max() > 0  # memory was carried
     result = pretrainer.evaluate(data.take(5), verbose=0, return_dict=True)
     assert result["plm_accuracy"] > 0.5
 
@@ -46,23 +51,24 @@ def test_tiny_xlnet_learns_a_tiny_language_under_xla():
 def test_memory_carried_between_batches():
     batch, length, mem_len = 2, 12, 5
     data = permutation_masks(text_stream(_language(40, seed=1), length, batch), seed=2)
-    first, second = list(data.take(2))
+    first, second = _numpy(list(data.take(2)))
     backbone = _backbone(mem_len)
     pretrainer = XLNetPretrainer(backbone, batch_size=batch)
     # Eager-traced (the XLA run is the learning test): faster to build.
     pretrainer.compile(keras.optimizers.SGD(0.0), jit_compile=False)  # weights stay
-    memory = backbone.forward_pass(first, memory=backbone.initial_memory(batch))["memory"]
+    memory = _numpy(backbone.forward_pass(first, memory=backbone.initial_memory(batch))["memory"])
     # Memory after the first batch = its layer inputs, last mem_len positions.
-    outputs = backbone.forward_pass(first, memory=backbone.initial_memory(batch))
+    outputs = _numpy(backbone.forward_pass(first, memory=backbone.initial_memory(batch)))
     np.testing.assert_allclose(memory[1], outputs["hidden_states"][1][:, -mem_len:])
-    expected = backbone.forward_pass(second, memory=memory)["memory"]
-    without = backbone.forward_pass(second, memory=backbone.initial_memory(batch))["memory"]
+    expected = _numpy(backbone.forward_pass(second, memory=memory)["memory"])
+    without = _numpy(backbone.forward_pass(second, memory=backbone.initial_memory(batch))[
+        "memory"])
     assert np.abs(np.stack(expected) - np.stack(without)).max() > 1e-3
     pretrainer.fit(tf.data.Dataset.from_tensor_slices(
-        {k: tf.stack([first[k], second[k]]) for k in first}), verbose=0)
-    np.testing.assert_allclose(pretrainer.memory.numpy(), np.stack(expected), atol=1e-5)
+        {k: np.stack([first[k], second[k]]) for k in first}), verbose=0)
+    np.testing.assert_allclose(_numpy(pretrainer.memory), np.stack(expected), atol=1e-5)
     pretrainer.reset_memory()
-    assert not pretrainer.memory.numpy().any()
+    assert not _numpy(pretrainer.memory).any()
 
 
 def test_bad_uses():
@@ -97,18 +103,18 @@ def test_released_layout_carries_the_reuse_part_of_each_row():
     data = permutation_masks(two_segment_stream(documents, length, batch, sep_id=4, cls_id=3,
                                                 reuse_len=reuse, seed=0),
                              num_predict=3, functional_ids=(4, 3), reuse_len=reuse, seed=0)
-    first, second = list(data.take(2))
-    assert first["is_backward"].numpy().tolist() == [0, 0, 1, 1]
+    first, second = _numpy(list(data.take(2)))
+    assert first["is_backward"].tolist() == [0, 0, 1, 1]
     backbone = _backbone(mem_len)
     pretrainer = XLNetPretrainer(backbone, batch_size=batch, reuse_len=reuse)
     pretrainer.compile(keras.optimizers.SGD(0.0), jit_compile=False)  # weights stay
     memory = backbone.initial_memory(batch)
     for step, element in enumerate((first, second)):
-        memory = backbone.forward_pass(element, memory=memory, reuse_len=reuse)["memory"]
+        memory = _numpy(backbone.forward_pass(element, memory=memory, reuse_len=reuse)["memory"])
         pretrainer.fit(tf.data.Dataset.from_tensors(element), verbose=0)
-        np.testing.assert_allclose(pretrainer.memory.numpy(), np.stack(memory), atol=1e-5)
+        np.testing.assert_allclose(_numpy(pretrainer.memory), np.stack(memory), atol=1e-5)
         if step == 0:  # only the 8 reused states went in: 4 of the 12 slots are still zero
-            carried = pretrainer.memory.numpy()
+            carried = _numpy(pretrainer.memory)
             assert not carried[:, :, :4].any() and np.abs(carried[:, :, 4:]).min() > 0
     assert XLNetPretrainer.from_config(pretrainer.get_config()).reuse_len == reuse
 

@@ -63,7 +63,7 @@ def _adam_updates(make_optimizer, gradients, steps=3, initial=(1.0, -2.0)):
     layers = [keras.Variable(np.full(4, w, "float32")) for w in initial]
     optimizer = make_optimizer(layers)
     for _ in range(steps):
-        optimizer.apply([tf.constant(g, "float32") for g in gradients], layers)
+        optimizer.apply([keras.ops.convert_to_tensor(g, "float32") for g in gradients], layers)
     return [keras.ops.convert_to_numpy(v) - w for v, w in zip(layers, initial)]
 
 

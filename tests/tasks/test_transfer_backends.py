@@ -12,6 +12,8 @@ from tests.backends import run_on_backend
 from tests.tasks import transfer_cases
 
 
+@pytest.mark.tensorflow_only("TensorFlow's weights, computed in this process, are the "
+                             "reference; the other backend runs in a subprocess")
 @pytest.mark.parametrize("backend", ("jax", "torch"))
 def test_gradual_unfreezing_and_layer_rates_equal_tensorflow(backend, tmp_path):
     before, after, groups = transfer_cases.snapshots()

@@ -176,29 +176,43 @@ def test_the_fine_tuned_classifier_is_saved_without_optimizer_state(tmp_path):
                                keras.ops.convert_to_numpy(model(inputs)), atol=1e-6)
 
 
-@pytest.mark.slow  # fine-tunes twice (about 20 s); the default run checks the saving above
-def test_finetune_keeps_the_optimizer_state_only_when_asked(tmp_path, capsys):
+@pytest.mark.slow  # fine-tunes twice and exports twice (about 40 s); the default run
+# checks the saving above and tests/test_export.py the class names
+def test_finetune_keeps_the_optimizer_state_only_when_asked_and_exports_a_text_copy(
+        tmp_path, capsys):
     import keras
+    import numpy as np
+    import tensorflow as tf
 
     from tests.cli_helpers import make_run
 
     make_run(tmp_path / "run")
     (tmp_path / "train.tsv").write_text("a bank\tpos\nthe river\tneg\n" * 4)
-    for flags in ((), ("--keep-optimizer-state",)):
+    for flags in (("--export", tmp_path / "export"), ("--keep-optimizer-state",)):
         out = tmp_path / f"tuned{len(flags)}"
         code, said, err = run_cli(capsys, "finetune", tmp_path / "run", "--train",
                                   tmp_path / "train.tsv", "--out", out, "--epochs", 2,
                                   "--batch-size", 4, *flags)
         assert code == 0, err
         share = _optimizer_share(out / "classifier.keras")
-        optimizer = getattr(keras.saving.load_model(out / "classifier.keras"), "optimizer", None)
-        if flags:  # fit goes on from AdamW's state: 2 epochs of 2 steps
+        loaded = keras.saving.load_model(out / "classifier.keras")
+        optimizer = getattr(loaded, "optimizer", None)
+        if "--keep-optimizer-state" in flags:  # fit goes on from AdamW's state: 2 x 2 steps
             assert share > 0.6 and int(optimizer.iterations) == 4
         else:
             assert share == 0 and optimizer is None and "--keep-optimizer-state" in said
+    # The export's text-in copy (as pretrain --export's) names the class of a text.
+    served = tf.saved_model.load(str(tmp_path / "export-text" / "1")).signatures
+    by_text = served["serve_text"](tf.constant(["the bank", "the river"]))
+    ids = served["serving_default"](token_ids=tf.constant([[2, 5, 6, 3], [2, 5, 7, 3]]),
+                                    padding_mask=tf.ones((2, 4), tf.int32),
+                                    segment_ids=tf.zeros((2, 4), tf.int32))
+    assert by_text["classes"].numpy().tolist() == [[b"neg", b"pos"]] * 2
+    np.testing.assert_allclose(by_text["probabilities"], ids["probabilities"], atol=1e-5)
+    assert "serve_text" not in tf.saved_model.load(str(tmp_path / "export" / "1")).signatures
 
 
-@pytest.mark.slow  # fine-tunes all-MiniLM-L6-v2 (about a minute)
+@pytest.mark.slow  # fine-tunes all-MiniLM-L6-v2 (4 min on 2 busy cores)
 def test_a_fine_tuned_minilms_export_answers_text_with_class_names_in_tensorflow_alone(
         tmp_path, capsys):
     """Done-when of issue 52: `serve_text(["a sentence"])` gives class names and
@@ -233,7 +247,8 @@ def test_a_fine_tuned_minilms_export_answers_text_with_class_names_in_tensorflow
         import tensorflow_text  # registers the WordPiece ops serve_text uses
         got = tf.saved_model.load({str(export / "1")!r}).signatures["serve_text"](
             tf.constant({text!r}))
-        print(json.dumps({{k: v.numpy().tolist() for k, v in got.items()}}))
+        print(json.dumps({{k: v.numpy().tolist() for k, v in got.items()}},
+                         default=bytes.decode))
     """)
     got = json.loads(out.strip().splitlines()[-1])
     assert got["classes"] == [["neg", "pos"]] * 2

@@ -37,6 +37,7 @@ def finetune(run_dir, train, out, epochs=3, batch_size=16, learning_rate=5e-5, e
                                      "replace it, or choose another --out.")
     if export:
         check_export_target(export, 1, overwrite)
+        check_export_target(_text_copy(export), 1, overwrite)
     validation.check_export_path(export)
     with files.naming_decode_errors(train):
         texts, labels = read_labelled_tsv(train, header=header)
@@ -82,16 +83,36 @@ def _finetune(run_dir, out, target, texts, labels, epochs, batch_size, learning_
                                    "classes": [str(c) for c in classes]})
     print(f"Saved the classifier ({len(classes)} classes: {classes}) to {out}.")
     if export:
-        from keras_ctx.export import export_saved_model
-
-        path = export_saved_model(model, export, overwrite=overwrite,
-                                  sequence_length=info["sequence_length"],
-                                  class_names=[str(c) for c in classes])
-        print(f"Exported the classifier as a SavedModel to {path} (token ids in; "
-              f"{len(classes)} class logits, probabilities and names out; `saved_model_cli "
-              f"show --dir {path} --all` lists its signatures; `keras-ctx export {out} DIR "
-              "--with-text` adds one that takes text).")
+        _export(model, export, overwrite, info["sequence_length"], [str(c) for c in classes],
+                family, tokenizer)
     return model
+
+
+def _text_copy(export):
+    """Where the text-in copy of an export goes (as `pretrain --export` puts it)."""
+    return export.rstrip("/") + "-text"
+
+
+def _export(model, export, overwrite, sequence_length, class_names, family, tokenizer):
+    """The classifier as a SavedModel (ids in) and, for a family with a text framing, a
+    copy that also takes strings (serve_text; its server needs tensorflow-text's ops)."""
+    from keras_ctx.export import export_saved_model
+    from keras_ctx.preprocessing import TextPreprocessor
+
+    path = export_saved_model(model, export, overwrite=overwrite,
+                              sequence_length=sequence_length, class_names=class_names)
+    print(f"Exported the classifier as a SavedModel to {path} (token ids in; "
+          f"{len(class_names)} class logits, probabilities and names out; `saved_model_cli "
+          f"show --dir {path} --all` lists its signatures).")
+    if family.framing is None or not getattr(tokenizer, "in_graph", True):
+        return
+    say(f"Also exporting a text-in copy (serve_text: strings in, for servers with "
+        f"tensorflow-text ops) to {_text_copy(export)}...")
+    path = export_saved_model(model, _text_copy(export), overwrite=overwrite,
+                              sequence_length=sequence_length, class_names=class_names,
+                              preprocessor=TextPreprocessor(tokenizer, sequence_length,
+                                                            family.name))
+    print(f"Exported the text-in copy to {path}: serve_text(['a sentence']) gives the label.")
 
 
 def _weights_only(model):

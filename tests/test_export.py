@@ -230,16 +230,17 @@ def test_xla_export_loads_alone_matches_the_plain_export_and_keeps_its_checks(tm
                 proto.ParseFromString(handle.read())
             compiled = [f.signature.name for f in proto.meta_graphs[0].graph_def.library.function
                         if f.attr["_XlaMustCompile"].b]
-            served = tf.saved_model.load(path).signatures["serving_default"](**inputs)
+            serve = tf.saved_model.load(path).signatures["serving_default"]
+            served = serve(**inputs)
             bad = dict(inputs, token_ids=tf.constant(np.full((2, {L}), {len(VOCAB)}, "int32")))
             try:
-                tf.saved_model.load(path).signatures["serving_default"](**bad)
+                serve(**bad)
                 error = ""
             except tf.errors.InvalidArgumentError as e:
                 error = e.message
             short = {{k: v[:, :5] for k, v in inputs.items()}}
             try:
-                tf.saved_model.load(path).signatures["serving_default"](**short)
+                serve(**short)
                 length = "served"
             except tf.errors.InvalidArgumentError as e:
                 length = e.message

@@ -156,22 +156,32 @@ def token_deletion(token_ids, rate=0.15):
     return tf.boolean_mask(token_ids, tf.random.uniform(tf.shape(token_ids)) >= rate)
 
 
-def text_infilling(token_ids, mask_id, rate=0.3, poisson_lambda=3.0, return_span_lengths=False):
+def text_infilling(token_ids, mask_id, rate=0.3, poisson_lambda=3.0, return_span_lengths=False,
+                   word_starts=None):
     """BART's text infilling: spans with Poisson(3) lengths covering ceil(rate * n)
-    tokens are each replaced by ONE `mask_id`; a zero-length span inserts a mask.
+    units are each replaced by ONE `mask_id`; a zero-length span inserts a mask.
 
-    Span lengths are drawn until they cover ceil(rate * n) tokens (the last one
-    is cut to fit, as in fairseq); spans are placed uniformly at random
-    without overlap.
+    Units are tokens, or with `word_starts` whole words, as fairseq's
+    denoising_dataset.py counts and places them with `--mask-length span-poisson`
+    (`mask_whole_words`). Span lengths are drawn until they cover ceil(rate * n)
+    units (the last one is cut to fit, as in fairseq); spans are placed
+    uniformly at random without overlap.
 
     Args:
         token_ids: (n,) int tensor.
-        rate: fraction of tokens masked (0.3 in Lewis et al., 2020, Sec. 5.1).
+        rate: fraction of units masked (0.3 in Lewis et al., 2020, Sec. 5.1).
         poisson_lambda: mean span length (3).
         return_span_lengths: also return the (num_spans,) lengths in order.
+        word_starts: None (token units) or (n,) bool, True where a word starts
+            (the first token always starts one).
     """
     token_ids = tf.convert_to_tensor(token_ids)
-    n = tf.size(token_ids)
+    units = None
+    if word_starts is not None:
+        starts = tf.concat([[True], tf.cast(word_starts, tf.bool)[1:]], 0)
+        units = tf.RaggedTensor.from_value_rowids(
+            token_ids, tf.cumsum(tf.cast(starts, tf.int64)) - 1)
+    n = tf.size(token_ids) if units is None else tf.cast(units.nrows(), tf.int32)
     # (the -1e-4 keeps float error from adding a token: ceil(100 * 0.3) is 30).
     num_to_mask = tf.cast(tf.math.ceil(tf.cast(n, tf.float32) * rate - 1e-4), tf.int32)
     # Poisson(3) is >= 1 with probability 0.95: num_to_mask + 1 draws cover it.
@@ -195,8 +205,13 @@ def text_infilling(token_ids, mask_id, rate=0.3, poisson_lambda=3.0, return_span
     span_index = tf.maximum(tf.cumsum(items) - 1, 0)
     advance = tf.where(is_span, tf.gather(lengths, span_index), 1)
     source = tf.cumsum(advance) - advance  # the original position each item starts at
-    kept = tf.gather(token_ids, tf.minimum(source, tf.maximum(n - 1, 0)))
-    noised = tf.where(is_span, tf.cast(mask_id, token_ids.dtype), kept)
+    if units is None:
+        kept = tf.gather(token_ids, tf.minimum(source, tf.maximum(n - 1, 0)))
+        noised = tf.where(is_span, tf.cast(mask_id, token_ids.dtype), kept)
+    else:  # each kept item its word's tokens, each span one mask
+        table = tf.concat([units, tf.RaggedTensor.from_tensor(
+            tf.fill([1, 1], tf.cast(mask_id, token_ids.dtype)))], 0)
+        noised = tf.gather(table, tf.where(is_span, n, tf.minimum(source, n - 1))).flat_values
     if return_span_lengths:
         return noised, lengths
     return noised

@@ -44,7 +44,8 @@ from keras_ctx.data.knowledge_masking import (
 from keras_ctx.data.maskers import check_duplicate, continuations, masker_for, never_masked_ids
 from keras_ctx.data.ngram_masking import MAX_NGRAM
 from keras_ctx.data.span_masking import SpanMasker
-from keras_ctx.data.tokenizers import special_token_ids, tokenize_documents, vocabulary
+from keras_ctx.data.tokenizers import (continuation_table, special_token_ids, tokenize_documents,
+                                       vocabulary)
 from keras_ctx.data.vocabulary import bilm_inputs, sentence_rows
 
 
@@ -281,9 +282,12 @@ def denoising_example(tokenizer, sequence_length):
     """BART's map from one chunk of `sequence_length - 2` ids to encoder / decoder features."""
     bos, pad, eos, mask = (tokenizer.token_to_id(t) for t in ("<s>", "<pad>", "</s>", "<mask>"))
     period = tokenizer.token_to_id(".")
-    # 30% of tokens masked in Poisson(3) spans, sentences shuffled.
-    corrupt = noise.compose(lambda ids: noise.sentence_permutation(ids, period),
-                            lambda ids: noise.text_infilling(ids, mask))
+    # 30% of the words masked in Poisson(3) spans of whole words (fairseq's
+    # span-poisson masking over `is_beginning_of_word`), sentences shuffled.
+    starts = tf.constant(~continuation_table(tokenizer))
+    corrupt = noise.compose(
+        lambda ids: noise.sentence_permutation(ids, period),
+        lambda ids: noise.text_infilling(ids, mask, word_starts=tf.gather(starts, ids)))
 
     def example(ids):
         wrap = lambda t: tf.concat([[bos], t, [eos]], 0)  # noqa: E731

@@ -96,6 +96,60 @@ def test_text_infilling_span_lengths_are_poisson_3_and_text_is_recoverable():
     assert abs((all_lengths == 0).mean() - math.exp(-3)) < 0.02  # zero-length inserts
 
 
+def test_text_infilling_in_whole_words():
+    # fairseq denoising_dataset.py (span-poisson with mask_whole_words): the budget is
+    # ceil(0.3 * words) words, every span whole words; each mask consumes its span's
+    # words of the original, in order.
+    tf.random.set_seed(4)
+    rng = np.random.default_rng(5)
+    for _ in range(40):
+        sizes = rng.integers(1, 4, size=60)  # 60 words of 1-3 tokens
+        original = np.arange(10, 10 + sizes.sum()).astype("int32")
+        starts = np.zeros(len(original), bool)
+        starts[np.cumsum(sizes) - sizes] = True
+        words = np.split(original, np.cumsum(sizes)[:-1])
+        noised, lengths = noise.text_infilling(original, mask_id=4, rate=0.3,
+                                               return_span_lengths=True, word_starts=starts)
+        noised, lengths = noised.numpy(), lengths.numpy()
+        assert lengths.sum() == math.ceil(60 * 0.3)  # 18 words
+        assert (noised == 4).sum() == len(lengths)
+        word, span, i = 0, 0, 0
+        while i < len(noised):
+            if noised[i] == 4:
+                word += lengths[span]
+                span += 1
+                i += 1
+            else:  # a kept word, all its tokens
+                np.testing.assert_array_equal(noised[i:i + len(words[word])], words[word])
+                i += len(words[word])
+                word += 1
+        assert word == 60 and span == len(lengths)
+
+
+@pytest.mark.slow  # a byte-level BPE and the recipe's graph (~20 s on 2 cores); by
+# default test_text_infilling_in_whole_words checks the word units themselves
+def test_bart_recipe_masks_whole_words():
+    # The BART family's examples: every <mask> stands for whole words of its byte-level
+    # BPE ("Ġ" starts a word), so the token after a mask starts a word (or is </s>).
+    from keras_ctx import registry
+    from keras_ctx.data import pipelines, tokenizers
+
+    text = ["Unbelievably, the reconfiguration of extraordinarily long words continued."] * 30
+    tokenizer = registry.get("bart").train_tokenizer(text, 300)
+    starts = ~tokenizers.continuation_table(tokenizer)
+    ids = tokenizers.tokenize_documents(tf.data.Dataset.from_tensors(tf.constant(text[:4])),
+                                        tokenizer)
+    stream = next(iter(ids)).flat_values.numpy()
+    example = pipelines.denoising_example(tokenizer, 64)
+    mask, eos = tokenizer.token_to_id("<mask>"), tokenizer.token_to_id("</s>")
+    tf.random.set_seed(0)
+    after = []
+    for x, _, _ in tf.data.Dataset.from_tensors(stream[:62]).repeat(30).map(example):
+        inputs = x["encoder_token_ids"].numpy()
+        after += [t for m, t in zip(inputs[:-1], inputs[1:]) if m == mask and t != mask]
+    assert after and all(starts[t] or t == eos for t in after)
+
+
 def test_token_masking_and_deletion_rates_keep_the_rest_in_order():
     tf.random.set_seed(3)
     original = np.arange(10, 20010, dtype="int32")

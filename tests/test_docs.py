@@ -44,6 +44,14 @@ def test_site_builds_strictly(tmp_path):
     # The API reference rendered the docstrings, not empty pages.
     layers = (tmp_path / "site" / "api" / "layers" / "index.html").read_text()
     assert "TransformerEncoderBlock" in layers and "ScalarMix" in layers
+    # The blocks' docstrings are built at import (docs/griffe/inspect_blocks.py reads them):
+    # their pages were empty, and the decoder's *args hid every default.
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", layers))
+    decoder = text[text.index("A causal Transformer block"):][:3000]
+    assert re.search(r"num_heads .*? required", decoder)
+    assert re.search(r"\bdropout after attention and feed-forward outputs \(residual dropout\)\. "
+                     r"0\.1", decoder), decoder
+    assert "use_cross_attention" in decoder
 
 
 def test_readme_is_a_front_page():

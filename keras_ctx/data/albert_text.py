@@ -10,7 +10,7 @@ it on every line when `--spm_model_file` is set):
     again without the comma and the comma becomes a piece of its own.
 
 `AlbertSentencePieceTokenizer` does both around keras-hub's SentencePiece, in
-TensorFlow ops (tf.data, serving) and in Python alike; `train_albert_sentencepiece`
+TensorFlow ops (tf.data, serving) and in Python alike; `tokenizers.train_albert_sentencepiece`
 trains the model on the normalised text with the released `spm_train` rule
 (README: the default `nmt_nfkc`; the case is lowered before, not folded).
 """
@@ -23,9 +23,7 @@ import keras
 import numpy as np
 from keras_ctx.common.optional import tensorflow as tf
 
-from keras_ctx.data import tokenizers
-
-WORD_START = tokenizers.WORD_START
+from keras_ctx.data.strings import WORD_START, map_strings
 
 
 def albert_text(text, lowercase=True):
@@ -123,7 +121,7 @@ def albert_sentencepiece_class():
             if graph:
                 inputs = albert_text_tf(tf.convert_to_tensor(inputs), self.lowercase)
             else:
-                inputs = tokenizers._map_strings(
+                inputs = map_strings(
                     inputs, functools.partial(albert_text, lowercase=self.lowercase))
                 if isinstance(inputs, np.ndarray):
                     inputs = inputs.tolist()
@@ -143,13 +141,3 @@ def albert_sentencepiece_class():
             return {**super().get_config(), "lowercase": self.lowercase}
 
     return AlbertSentencePieceTokenizer
-
-
-def train_albert_sentencepiece(data, vocabulary_size, lowercase=True,
-                               special_tokens=tokenizers.ALBERT_SPECIAL_TOKENS):
-    """ALBERT's SentencePiece, trained on `albert_text` lines with `nmt_nfkc`."""
-    lines = [albert_text(t, lowercase) for t in tokenizers._texts(data)]
-    proto = tokenizers.train_sentencepiece_proto(lines, vocabulary_size,
-                                                 special_tokens=special_tokens,
-                                                 rule="nmt_nfkc")
-    return albert_sentencepiece_class()(proto=proto, lowercase=lowercase)

@@ -33,7 +33,8 @@ import numpy as np
 from keras_ctx.common.optional import tensorflow as tf
 
 from keras_ctx.common import progress
-from keras_ctx.data import corpora
+from keras_ctx.data import albert_text, corpora
+from keras_ctx.data.strings import WORD_START, map_strings  # noqa: F401  (WORD_START: a public name here too)
 from keras_ctx.common.errors import RunDirectoryError
 
 BERT_SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -70,7 +71,6 @@ def _counted(items, total, learning, library, weight=None):
                                     weight=weight, then=(learning, library))
 
 
-WORD_START = "\u2581"  # marks a word's first piece while learning (SentencePiece's ▁)
 
 
 def train_wordpiece(data, vocabulary_size, lowercase=True,
@@ -182,16 +182,6 @@ def bert_basic_text_tf(text, lowercase=True, strip_accents=None):
     return text
 
 
-def _map_strings(inputs, function):
-    if isinstance(inputs, str):
-        return function(inputs)
-    if isinstance(inputs, bytes):
-        return function(inputs.decode("utf-8"))
-    if isinstance(inputs, np.ndarray):
-        return np.vectorize(lambda x: _map_strings(x, function), otypes=[object])(inputs)
-    return [_map_strings(x, function) for x in inputs]
-
-
 _NORMALISING = threading.RLock()
 
 
@@ -217,7 +207,7 @@ def bert_wordpiece_class():
                     inputs = tf.convert_to_tensor(inputs)
                 inputs = bert_basic_text_tf(inputs, self.lowercase, self.strip_accents)
             else:
-                inputs = _map_strings(inputs, functools.partial(
+                inputs = map_strings(inputs, functools.partial(
                     bert_basic_text, lowercase=self.lowercase,
                     strip_accents=self.strip_accents))
             with _NORMALISING:  # keras-hub's own normalisation off for this call
@@ -269,6 +259,16 @@ def train_sentencepiece(data, vocabulary_size, model_type="unigram",
         _texts(data), vocabulary_size, model_type, special_tokens,
         "nmt_nfkc_cf" if lowercase else "nmt_nfkc")
     return keras_hub.tokenizers.SentencePieceTokenizer(proto=proto)
+
+
+def train_albert_sentencepiece(data, vocabulary_size, lowercase=True,
+                               special_tokens=ALBERT_SPECIAL_TOKENS):
+    """ALBERT's SentencePiece, trained on `albert_text` lines with `nmt_nfkc` (the
+    released `spm_train` rule; the case is lowered before, not folded)."""
+    lines = [albert_text.albert_text(t, lowercase) for t in _texts(data)]
+    proto = train_sentencepiece_proto(lines, vocabulary_size, special_tokens=special_tokens,
+                                      rule="nmt_nfkc")
+    return albert_text.albert_sentencepiece_class()(proto=proto, lowercase=lowercase)
 
 
 def train_sentencepiece_proto(texts, vocabulary_size, model_type="unigram",
@@ -622,8 +622,6 @@ def load_tokenizer(directory):
     import keras_hub  # noqa: F401  (registers the tokenizer classes)
 
     bert_wordpiece_class()  # registers keras_ctx's
-    from keras_ctx.data import albert_text
-
     albert_text.albert_sentencepiece_class()
     try:
         with open(path, encoding="utf-8") as handle:

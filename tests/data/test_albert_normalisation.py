@@ -27,7 +27,7 @@ def _pair(lowercase):
     # under a pytest fixture is gone by the time a tf.data map in the test reads it.
     import sentencepiece as spm
 
-    ours = albert_text.train_albert_sentencepiece([t * 2 for t in TEXTS] * 3, 400,
+    ours = tokenizers.train_albert_sentencepiece([t * 2 for t in TEXTS] * 3, 400,
                                                   lowercase=lowercase)
     return ours, spm.SentencePieceProcessor(model_proto=ours.proto)
 

@@ -2,7 +2,7 @@
 
 from keras_ctx import optimizers
 from keras_ctx.models.albert import convert as convert_albert
-from keras_ctx.data import albert_text, layouts, pipelines, tokenizers
+from keras_ctx.data import layouts, pipelines, tokenizers
 from keras_ctx.families.common import TINY_TRANSFORMER
 from keras_ctx.families.common import POOLED, WORDPIECE_FRAMING, layout, pipeline, pretrainer
 from keras_ctx.models.albert import backbone as albert
@@ -23,7 +23,7 @@ _ALBERT = Pretraining(learning_rate=0.00176, batch_size=4096, sequence_length=51
 ALBERT_PRETRAINING = register_pretraining({name: _ALBERT for name in albert.ALBERT_PRESETS})
 
 ALBERT = register_family(Family(
-    "albert", albert.AlbertBackbone, albert.ALBERT_PRESETS, albert_text.train_albert_sentencepiece,
+    "albert", albert.AlbertBackbone, albert.ALBERT_PRESETS, tokenizers.train_albert_sentencepiece,
     WORDPIECE_FRAMING, pooling=POOLED, dataset=pipeline(pipelines.albert_dataset, word_start=tokenizers.albert_word_start),
     pretrainer=pretrainer(AlbertPretrainer),
     prepared=layout(layouts.pairs_layout, kind="sop", whole_word_masking=True, max_ngram=3,

@@ -66,7 +66,7 @@ def test_sampled_softmax_matches_tf_sampled_softmax_loss():
     labels = rng.integers(1, len(vocabulary), size=10).astype("int32")
     sampled = model.sample_candidates()
     assert (keras.ops.convert_to_numpy(sampled) < len(vocabulary)).all()
-    ours = model._sampled_nll(h, labels, sampled)
+    ours = model._sampled_nll(keras.ops.convert_to_tensor(h), labels, sampled)
     sampled = keras.ops.convert_to_numpy(sampled)
     # TensorFlow's loss, on this backend's numbers, is the reference.
     q = lambda ids: keras.ops.convert_to_numpy(model._log_uniform(ids)) * 7  # noqa: E731

@@ -153,6 +153,7 @@ def test_losses_match_numpy_and_total_weights_the_discriminator_by_50():
     y = _numpy(outputs["labels"])
     m = batch["padding_mask"]
     bce = np.maximum(z, 0) - z * y + np.log1p(np.exp(-np.abs(z)))
+    losses = {name: _numpy(loss) for name, loss in losses.items()}
     np.testing.assert_allclose(losses["rtd"], (bce * m).sum() / m.sum(), rtol=1e-5)
     logits = _numpy(outputs["mlm"]).astype("float64")
     log_p = logits - logits.max(-1, keepdims=True)
@@ -161,8 +162,8 @@ def test_losses_match_numpy_and_total_weights_the_discriminator_by_50():
     w = batch["mask_weights"]
     np.testing.assert_allclose(losses["mlm"], (ce * w).sum() / w.sum(), rtol=1e-5)
     assert model.discriminator_weight == 50.0
-    np.testing.assert_allclose(model.total_loss(losses), losses["mlm"] + 50.0 * losses["rtd"],
-                               rtol=1e-6)
+    np.testing.assert_allclose(_numpy(model.total_loss(losses)),
+                               losses["mlm"] + 50.0 * losses["rtd"], rtol=1e-6)
 
 
 @pytest.mark.slow  # 500 XLA steps; one step of each precision/strategy runs in tests/pretraining/test_matrix.py
@@ -243,8 +244,8 @@ def test_keras_file_round_trip_keeps_the_shared_embeddings(tmp_path):
     model.discriminator.save(tmp_path / "discriminator.keras")
     disc = keras.saving.load_model(tmp_path / "discriminator.keras")
     inputs = {k: batch[k] for k in ("token_ids", "segment_ids", "padding_mask")}
-    np.testing.assert_allclose(disc(inputs)["sequence_output"],
-                               model.discriminator(inputs)["sequence_output"], atol=1e-6)
+    np.testing.assert_allclose(_numpy(disc(inputs)["sequence_output"]),
+                               _numpy(model.discriminator(inputs)["sequence_output"]), atol=1e-6)
 
 
 def test_from_preset_builds_table_6_generator_sharing_embeddings():

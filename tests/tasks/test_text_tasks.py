@@ -67,6 +67,8 @@ print(json.dumps(got))
 """
 
 
+@pytest.mark.tensorflow_only("TensorFlow's outputs, computed in this process, are the "
+                             "reference; the other backend runs in a subprocess")
 @pytest.mark.slow  # 60-90 s each; by default tests/test_backends_tasks.py predicts from strings there
 @pytest.mark.parametrize("backend", ["jax", "torch"])
 def test_string_in_tasks_give_tensorflows_outputs_on_other_backends(backend, tmp_path):

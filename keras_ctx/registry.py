@@ -72,6 +72,11 @@ class HuggingFace:
             of its *ForSequenceClassification head, or None.
         token_classifier: whether its *ForTokenClassification head (one
             `classifier` Linear) is read.
+        text: for a SentencePiece family whose Hugging Face tokenizer rewrites text
+            before the model reads it (ALBERT's and XLNet's `preprocess_text`), that
+            tokenizer's defaults ({"do_lower_case": ..., "keep_accents": ...}), which
+            tokenizer_config.json's fields override; None: the model reads text as it
+            comes (T5).
     """
 
     model_type: str
@@ -80,6 +85,7 @@ class HuggingFace:
     masked_lm: Optional[object] = None
     sequence_classifier: Optional[tuple] = None
     token_classifier: bool = False
+    text: Optional[dict] = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -370,7 +370,7 @@ def from_huggingface(directory, load_weights=True):
     # model_type through the registry: never guessed from sizes.
     backbone.family = family.name
     # Not part of the model's config: the text side travels beside it.
-    backbone.tokenizer = tokenizer_from_huggingface(directory)
+    backbone.tokenizer = tokenizer_from_huggingface(directory, text=spec.text)
     check_tokenizer_fits(backbone, backbone.tokenizer, directory)
     return backbone
 

@@ -5,17 +5,19 @@ vocabulary files (WordPiece, byte-level or "</w>" BPE, SentencePiece);
 `save_tokenizer_files` writes a tokenizer back in the same names.
 """
 
+import functools
 import os
 
 from keras_ctx.common.files import missing_link
 from keras_ctx.convert.base import CheckpointError, read_json_object, write_json_file
+from keras_ctx.data import albert_text
 
 
 # SentencePiece models, by the names checkpoints give them.
 SENTENCEPIECE_FILES = ("spiece.model", "sentencepiece.bpe.model", "30k-clean.model")
 
 
-def tokenizer_from_huggingface(directory, lowercase=None):
+def tokenizer_from_huggingface(directory, lowercase=None, text=None):
     """The checkpoint's tokenizer as a keras-hub tokenizer, or None if it has no files.
 
     WordPiece (vocab.txt: BERT, ELECTRA), byte-level BPE (vocab.json +
@@ -23,6 +25,9 @@ def tokenizer_from_huggingface(directory, lowercase=None):
     end-of-word pieces: openai-gpt) and SentencePiece (spiece.model:
     ALBERT, XLNet, T5). `lowercase` overrides tokenizer_config.json's
     do_lower_case for WordPiece (HF's default when neither says: True).
+    `text`: the family's `registry.HuggingFace.text`, for a SentencePiece model
+    that Hugging Face's tokenizer reads through `preprocess_text` (ALBERT, XLNet):
+    its defaults, under tokenizer_config.json's fields.
 
     Which files are read, when a directory holds several: one kind of
     vocabulary files only (vocab.txt, or vocab.json with merges.txt, or one
@@ -60,7 +65,7 @@ def tokenizer_from_huggingface(directory, lowercase=None):
         return _wordpiece(present, settings, fast, lowercase)
     if kind == "BPE":
         return _byte_pairs(present, settings, fast)
-    return _sentencepiece(present[names[0]])
+    return _sentencepiece(present[names[0]], settings, text)
 
 
 def _vocabulary_kinds(present):
@@ -229,11 +234,24 @@ def _read_bytes(path):
         return handle.read()
 
 
-def _sentencepiece(path):
+def _sentencepiece(path, settings, text):
     import keras_hub
 
+    if text is None:
+        make = keras_hub.tokenizers.SentencePieceTokenizer
+    else:
+        # transformers' AlbertTokenizer / XLNetTokenizer: preprocess_text (spaces
+        # collapsed, `` and '' as ", accents stripped unless keep_accents, lower case if
+        # do_lower_case), then the digit-comma split: what albert_text's class does.
+        options = {**text, **{k: settings[k] for k in text if k in settings}}
+        if not settings.get("remove_space", True):
+            raise CheckpointError("tokenizer_config.json: remove_space false is not "
+                                  "supported (spaces are always collapsed); remove the field.")
+        make = functools.partial(albert_text.albert_sentencepiece_class(),
+                                 lowercase=bool(options["do_lower_case"]), quotes=True,
+                                 keep_accents=bool(options["keep_accents"]))
     try:
-        return keras_hub.tokenizers.SentencePieceTokenizer(proto=_read_bytes(path))
+        return make(proto=_read_bytes(path))
     except Exception as error:  # sentencepiece raises RuntimeError/TF errors
         raise CheckpointError(f"{path} is not a readable SentencePiece model "
                               f"({type(error).__name__}: {error}).") from None
@@ -321,6 +339,8 @@ def tokenizer_file_names(tokenizer):
         return ("vocab.txt", "tokenizer_config.json")
     if isinstance(tokenizer, keras_hub.tokenizers.BytePairTokenizer):
         return ("vocab.json", "merges.txt")
+    if isinstance(tokenizer, albert_text.albert_sentencepiece_class()):
+        return ("spiece.model", "tokenizer_config.json")
     if isinstance(tokenizer, keras_hub.tokenizers.SentencePieceTokenizer):
         return ("spiece.model",)
     return ()
@@ -359,3 +379,9 @@ def save_tokenizer_files(tokenizer, directory):
             raise CheckpointError("The SentencePiece tokenizer holds no serialized model.")
         with write("spiece.model") as staging, open(staging, "wb") as handle:
             handle.write(proto)
+        if isinstance(tokenizer, albert_text.albert_sentencepiece_class()):
+            # What transformers' AlbertTokenizer / XLNetTokenizer read back.
+            write_json_file(os.path.join(directory, "tokenizer_config.json"),
+                            {"do_lower_case": bool(tokenizer.lowercase),
+                             "keep_accents": bool(tokenizer.keep_accents),
+                             "remove_space": True}, sort_keys=False)

@@ -26,11 +26,18 @@ from keras_ctx.common.optional import tensorflow as tf
 from keras_ctx.data.strings import WORD_START, map_strings
 
 
-def albert_text(text, lowercase=True):
-    """One str as ALBERT's `preprocess_text(text, lower=lowercase)` returns it."""
+def albert_text(text, lowercase=True, quotes=False, keep_accents=False):
+    """One str as ALBERT's `preprocess_text(text, lower=lowercase)` returns it.
+
+    `quotes` and `keep_accents` are the two options Hugging Face's AlbertTokenizer and
+    XLNetTokenizer add (their `preprocess_text`): `` and '' read as ", accents kept.
+    """
     text = " ".join(text.strip().split())
-    text = "".join(c for c in unicodedata.normalize("NFKD", text)
-                   if not unicodedata.combining(c))
+    if quotes:
+        text = text.replace("``", '"').replace("''", '"')
+    if not keep_accents:
+        text = "".join(c for c in unicodedata.normalize("NFKD", text)
+                       if not unicodedata.combining(c))
     return text.lower() if lowercase else text
 
 
@@ -50,14 +57,17 @@ def _character_class(predicate_name):
     return "[" + "".join(ranges) + "]"
 
 
-def albert_text_tf(text, lowercase=True):
+def albert_text_tf(text, lowercase=True, quotes=False, keep_accents=False):
     """`albert_text` in TensorFlow ops."""
     import tensorflow_text as tf_text
 
     text = tf.strings.regex_replace(text, _character_class("space") + "+", " ")
     text = tf.strings.regex_replace(text, "^ | $", "")
-    text = tf.strings.regex_replace(tf_text.normalize_utf8(text, "NFKD"),
-                                    _character_class("combining"), "")
+    if quotes:
+        text = tf.strings.regex_replace(text, "``|''", '"')
+    if not keep_accents:
+        text = tf.strings.regex_replace(tf_text.normalize_utf8(text, "NFKD"),
+                                        _character_class("combining"), "")
     if not lowercase:
         return text
     # tf.strings.lower ends a string at its first NUL; Python's lower keeps it.
@@ -105,8 +115,11 @@ def albert_sentencepiece_class():
         """keras-hub's SentencePiece tokenizer reading text as ALBERT's released
         `preprocess_text` + `encode_pieces` do (module docstring)."""
 
-        def __init__(self, proto=None, lowercase=True, **kwargs):
+        def __init__(self, proto=None, lowercase=True, quotes=False, keep_accents=False,
+                     **kwargs):
             self.lowercase = lowercase
+            self.quotes = quotes
+            self.keep_accents = keep_accents
             self._splits = None
             super().__init__(proto=proto, **kwargs)
 
@@ -119,10 +132,10 @@ def albert_sentencepiece_class():
         def tokenize(self, inputs):
             graph = self._use_tf_workflow() or type(inputs).__module__.startswith("tensorflow")
             if graph:
-                inputs = albert_text_tf(tf.convert_to_tensor(inputs), self.lowercase)
+                inputs = albert_text_tf(tf.convert_to_tensor(inputs), **self._text_options())
             else:
                 inputs = map_strings(
-                    inputs, functools.partial(albert_text, lowercase=self.lowercase))
+                    inputs, functools.partial(albert_text, **self._text_options()))
                 if isinstance(inputs, np.ndarray):
                     inputs = inputs.tolist()
             if not self._splits:
@@ -137,7 +150,11 @@ def albert_sentencepiece_class():
             table = tf.ragged.constant(rows, dtype=tokens.dtype)
             return tf.gather(table, tokens).merge_dims(-2, -1)
 
+        def _text_options(self):
+            return {"lowercase": self.lowercase, "quotes": self.quotes,
+                    "keep_accents": self.keep_accents}
+
         def get_config(self):
-            return {**super().get_config(), "lowercase": self.lowercase}
+            return {**super().get_config(), **self._text_options()}
 
     return AlbertSentencePieceTokenizer

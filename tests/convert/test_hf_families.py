@@ -448,3 +448,61 @@ def test_corrupt_vocabulary_files_fail_clearly(tmp_path):
         handle.write("three part merge\n")
     with pytest.raises(CheckpointError, match="three part merge"):
         from_huggingface(directory)
+
+
+def _transformers_preprocess_text(text, do_lower_case, keep_accents=False):
+    """transformers' AlbertTokenizer / XLNetTokenizer `preprocess_text` (remove_space on),
+    transcribed: the text their SentencePiece model reads."""
+    import unicodedata
+
+    outputs = " ".join(text.strip().split())
+    outputs = outputs.replace("``", '"').replace("''", '"')
+    if not keep_accents:
+        outputs = unicodedata.normalize("NFKD", outputs)
+        outputs = "".join(c for c in outputs if not unicodedata.combining(c))
+    return outputs.lower() if do_lower_case else outputs
+
+
+SENTENCEPIECE_TEXT = "  The ``Lazy''   Fóx  "
+
+
+def _write_character_sentencepiece(directory):
+    """A character-level model that holds both cases, the accent and both quote forms,
+    so every difference in the text reaching it changes the ids."""
+    import io
+
+    import sentencepiece
+
+    text = ['The ``Lazy\'\' Fóx', 'the "lazy" fox', 'The "Lazy" Fox'] * 20
+    model = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(text), model_writer=model, vocab_size=30,
+        hard_vocab_limit=False, model_type="char", pad_id=0, unk_id=1, bos_id=2, eos_id=3,
+        minloglevel=2)
+    with open(os.path.join(directory, "spiece.model"), "wb") as handle:
+        handle.write(model.getvalue())
+    return sentencepiece.SentencePieceProcessor(model_proto=model.getvalue())
+
+
+@pytest.mark.parametrize("case", [
+    ("albert", ALBERT, albert_tensors, {}, True, False),  # AlbertTokenizer: uncased
+    ("xlnet", XLNET, xlnet_tensors, {}, False, False),  # XLNetTokenizer: cased
+    ("albert-cased", ALBERT, albert_tensors, {"do_lower_case": False, "keep_accents": True},
+     False, True),
+], ids=lambda case: case[0])
+def test_converted_sentencepiece_reads_text_as_transformers_tokenizer(tmp_path, case):
+    # A converted ALBERT read "The Lazy Fóx" as it comes, where transformers' tokenizer
+    # lower-cases it and strips the accent first: other ids, silently.
+    _, config, tensors, settings, lowercase, keep_accents = case
+    directory = write_checkpoint(tmp_path / "in", config, tensors())
+    processor = _write_character_sentencepiece(directory)
+    if settings:
+        with open(os.path.join(directory, "tokenizer_config.json"), "w") as handle:
+            json.dump(settings, handle)
+    backbone = from_huggingface(directory)
+    want = processor.encode(
+        _transformers_preprocess_text(SENTENCEPIECE_TEXT, lowercase, keep_accents))
+    assert backbone.tokenizer(SENTENCEPIECE_TEXT).tolist() == want
+    assert processor.encode(SENTENCEPIECE_TEXT) != want  # the case is not trivial
+    again = from_huggingface(to_huggingface(backbone, tmp_path / "out"))
+    assert again.tokenizer(SENTENCEPIECE_TEXT).tolist() == want

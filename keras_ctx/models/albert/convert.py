@@ -200,8 +200,10 @@ MASKED_LM = MaskedLMLayout(
     "AlbertForMaskedLM", "albert.", bias="predictions.bias",
     decoder="predictions.decoder.weight", dense="predictions.dense", norm="predictions.LayerNorm")
 
+# transformers' AlbertTokenizer defaults (tokenization_albert.py): uncased, accents stripped.
 HUGGINGFACE = (HuggingFace("albert", convert_albert, export_albert, masked_lm=MASKED_LM,
-                           sequence_classifier=(None, "classifier"), token_classifier=True),)
+                           sequence_classifier=(None, "classifier"), token_classifier=True,
+                           text={"do_lower_case": True, "keep_accents": False}),)
 KERAS_HUB = (KerasHub("AlbertBackbone", albert_from_keras_hub),)
 TF_CHECKPOINT = TFLayout("albert", "albert_config.json", "bert/",
                          tf_to_hf=ALBERT_TF_TO_HF, hf_to_tf=ALBERT_HF_TO_TF)

@@ -256,7 +256,9 @@ xlnet_from_keras_hub.config_fields = config_fields.KERAS_HUB_XLNET
 MASKED_LM = MaskedLMLayout("XLNetLMHeadModel", "transformer.", bias="lm_loss.bias",
                            decoder="lm_loss.weight")
 
-HUGGINGFACE = (HuggingFace("xlnet", convert_xlnet, export_xlnet, masked_lm=MASKED_LM),)
+# transformers' XLNetTokenizer defaults (tokenization_xlnet.py): cased, accents stripped.
+HUGGINGFACE = (HuggingFace("xlnet", convert_xlnet, export_xlnet, masked_lm=MASKED_LM,
+                           text={"do_lower_case": False, "keep_accents": False}),)
 KERAS_HUB = (KerasHub("XLNetBackbone", xlnet_from_keras_hub),)
 TF_CHECKPOINT = TFLayout("xlnet", "xlnet_config.json", "model/transformer/", read=xlnet_read,
                          write=xlnet_write)

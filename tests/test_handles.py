@@ -5,6 +5,7 @@ import json
 import logging
 import os
 
+import keras
 import numpy as np
 import pytest
 from safetensors.numpy import save_file
@@ -40,7 +41,7 @@ def tiny_bert(directory, seed=7):
 
 
 def sequence(backbone):
-    return backbone(INPUTS)["sequence_output"].numpy()
+    return keras.ops.convert_to_numpy(backbone(INPUTS)["sequence_output"])
 
 
 def test_hf_handle_resolves_offline_to_the_checkpoints_weights_and_tokenizer(tmp_path,

@@ -60,7 +60,7 @@ def test_keras_layer_normalization_values_and_gamma_gradient_match_numpy(jit):
 
     def loss(x):
         y = layer(x)
-        return keras.ops.sum(y * upstream), [y]
+        return keras.ops.sum(keras.ops.multiply(y, upstream)), [y]
 
     _, _, (d_gamma, d_beta), (y,) = value_and_gradients(
         loss, [x], [layer.gamma, layer.beta], compiled=jit, with_outputs=True)

@@ -6,6 +6,7 @@ import pytest
 from keras_ctx.data import synthetic_languages as syn
 from keras_ctx.models import BertBackbone
 from keras_ctx.tasks.cross_lingual import zero_shot_transfer
+from tests.backends import slow_on
 
 
 def _backbone(aligned):
@@ -26,6 +27,7 @@ def _data(language, count, seed):
     return syn.classification_inputs(syn.to_ids(words, language)), labels
 
 
+@slow_on("torch")  # ~40 s each, eager on torch; the transfer recipes run in test_transfer.py
 @pytest.mark.parametrize("aligned", [True, False])
 def test_zero_shot_transfer_trains_on_l1_and_evaluates_on_l2(aligned):
     result = zero_shot_transfer(_backbone(aligned), _data(0, 512, 0), _data(1, 128, 2),

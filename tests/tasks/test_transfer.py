@@ -47,7 +47,7 @@ def test_stlr_drives_an_optimizer_and_rejects_a_run_too_short():
     variable = keras.Variable(np.zeros(3, "float32"))
     for t in range(12):
         assert float(adam.learning_rate) == pytest.approx(paper_stlr(t, 100, 0.01), rel=1e-5)
-        adam.apply([np.ones(3, "float32")], [variable])
+        adam.apply([keras.ops.ones(3)], [variable])
     with pytest.raises(ValueError, match="no increasing phase"):
         SlantedTriangular(0.01, total_steps=5)
 

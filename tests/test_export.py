@@ -5,7 +5,6 @@ import os
 import shutil
 import subprocess
 import sys
-import textwrap
 
 import keras
 import numpy as np
@@ -14,6 +13,7 @@ import tensorflow as tf
 
 from keras_ctx.export import ExportError, export_saved_model
 from tests.tiny import VOCAB, tiny_encoder
+from tests.isolated import run_isolated
 
 L = 8
 
@@ -21,27 +21,6 @@ L = 8
 def batch():
     ids = np.array([[2, 4, 5, 8, 4, 6, 3, 0], [2, 9, 5, 3, 0, 0, 0, 0]], "int32")
     return {"token_ids": ids, "padding_mask": (ids > 0).astype("int32")}
-
-
-def run_isolated(code):
-    """Runs `code` in a new interpreter and checks it never imported our code.
-
-    (`import tensorflow` itself loads parts of an installed keras, so keras is
-    not checked; keras_ctx and keras_hub must not be needed to serve.)
-    """
-    check = textwrap.dedent(
-        """
-        import sys
-        used = sorted(m for m in sys.modules
-                      if m.split(".")[0] in ("keras_ctx", "keras_hub"))
-        assert not used, "the serving process imported " + ", ".join(used[:5])
-        """
-    )
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code) + check],
-                            capture_output=True, text=True, env=env, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result.stdout
 
 
 def test_serving_default_and_examples_match_keras_in_a_tensorflow_only_process(tmp_path):

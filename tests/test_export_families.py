@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from keras_ctx.export import export_saved_model
 from keras_ctx.models import from_preset
-from tests.test_export import run_isolated
+from tests.isolated import run_isolated
 
 L = 8
 ENCODER = dict(num_layers=1, num_heads=2, hidden_size=16, intermediate_size=32,

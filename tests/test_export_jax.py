@@ -11,7 +11,7 @@ import pytest
 from keras_ctx.export import export_saved_model
 from tests.backends import (TASK_IDS, _task_inputs, peft_task_models, peft_task_outputs,
                             run_on_backend)
-from tests.test_export import run_isolated
+from tests.isolated import run_isolated
 
 
 @pytest.mark.slow  # ~2 min: a JAX subprocess converting the model; tests/test_export.py covers

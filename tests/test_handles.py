@@ -15,8 +15,8 @@ from keras_ctx import handles
 from keras_ctx.convert import CheckpointError, from_huggingface
 from keras_ctx.convert.heads import masked_lm_from_huggingface
 from tests import hub_caches
-from tests.convert.test_heads import BERT, bert_mlm_tensors
-from tests.convert.test_hf_families import write_checkpoint
+from tests.convert.head_checkpoints import BERT, bert_mlm_tensors
+from tests.convert.hf_checkpoints import write_checkpoint
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*pooler")
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(25)]
@@ -275,7 +275,7 @@ def test_a_handle_that_is_a_link_to_a_missing_snapshot_is_named(tmp_path):
 def test_an_hf_handles_tokenizer_json_is_fetched_and_read(tmp_path, hf_cache, monkeypatch):
     """hf:// fetched no tokenizer.json: a repository that ships only it had no tokenizer,
     and one whose tokenizer.json disagrees with its vocab.txt was read without a word."""
-    from tests.convert.test_tokenizer_files import _fast_wordpiece
+    from tests.convert.tokenizer_files import _fast_wordpiece
 
     only = tmp_path / "only"
     write_checkpoint(only, BERT, bert_mlm_tensors(7))

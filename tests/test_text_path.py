@@ -94,7 +94,7 @@ def test_import_keras_ctx_exposes_its_submodules():
 def test_a_converted_roberta_takes_no_segment_ids_and_records_its_family(tmp_path):
     from keras_ctx.convert import from_huggingface
     from keras_ctx.convert.formats import convert
-    from tests.convert.test_hf_families import ROBERTA, roberta_tensors, write_checkpoint
+    from tests.convert.hf_checkpoints import ROBERTA, roberta_tensors, write_checkpoint
 
     source = write_checkpoint(tmp_path / "hf", ROBERTA, roberta_tensors())
     backbone = from_huggingface(source)

@@ -3,12 +3,12 @@ in one line naming the file, the field and the value (keras_ctx/convert/config_f
 and a key given twice in a config is named."""
 
 import json
-import os
 
 import pytest
 
 from keras_ctx import registry
 from keras_ctx.convert import CheckpointError, from_huggingface
+from tests.convert.hub_snapshots import snapshot_with_missing_blob
 
 ENCODER = {"vocab_size": 30, "hidden_size": 8, "num_hidden_layers": 1,
            "num_attention_heads": 2, "intermediate_size": 16, "max_position_embeddings": 10}
@@ -151,17 +151,6 @@ def test_a_key_given_twice_in_a_safetensors_header_is_named(tmp_path):
     path.write_bytes(len(header).to_bytes(8, "little") + header + b"\0" * 4)
     with pytest.raises(CheckpointError, match="the key 'a' appears twice"):
         read_safetensors_header(str(path))
-
-
-def snapshot_with_missing_blob(tmp_path, name):
-    """huggingface_hub's layout, snapshots/REV/`name` -> ../../blobs/HASH, the blob gone:
-    (the snapshot directory, the blob's path)."""
-    repo = tmp_path / "models--org--name"
-    (repo / "blobs").mkdir(parents=True)
-    snapshot = repo / "snapshots" / "abc123"
-    snapshot.mkdir(parents=True)
-    os.symlink("../../blobs/0123abcd", snapshot / name)
-    return snapshot, repo / "blobs" / "0123abcd"
 
 
 def test_a_missing_blob_behind_a_cache_link_is_named(tmp_path):

@@ -56,7 +56,7 @@ def test_an_index_that_puts_a_tensor_in_the_wrong_shard_is_named(tmp_path):
     from safetensors.numpy import save_file
 
     from keras_ctx.convert import from_huggingface
-    from tests.convert.test_hf_families import XLNET, xlnet_tensors
+    from tests.convert.hf_checkpoints import XLNET, xlnet_tensors
 
     tensors = xlnet_tensors()
     names = sorted(tensors)

@@ -17,7 +17,7 @@ from keras_ctx import runs
 from keras_ctx.convert import CheckpointError, from_huggingface, to_huggingface
 from keras_ctx.convert.formats import convert
 from tests.convert import numpy_refs
-from tests.convert.test_hf_families import bert_layer_shapes, random_tensors, write_checkpoint
+from tests.convert.hf_checkpoints import bert_layer_shapes, random_tensors, write_checkpoint
 
 # ERNIE 1.0's settings (relu, an odd position count as its 513, eps 1e-5) at toy sizes.
 ERNIE = {"model_type": "ernie", "architectures": ["ErnieForMaskedLM"], "vocab_size": 12,

@@ -10,7 +10,7 @@ from safetensors.numpy import load_file
 from keras_ctx.convert import CheckpointError, from_huggingface, to_huggingface
 from keras_ctx.models.gpt.backbone import GPTBackbone
 from tests.convert import numpy_refs
-from tests.convert.test_hf_families import random_tensors, write_checkpoint
+from tests.convert.hf_checkpoints import random_tensors, write_checkpoint
 
 GPT_NEO = {"model_type": "gpt_neo", "architectures": ["GPTNeoForCausalLM"], "vocab_size": 40,
            "hidden_size": 16, "num_layers": 4, "num_heads": 4,

@@ -17,8 +17,8 @@ from keras_ctx.convert import CheckpointError
 from keras_ctx.convert.huggingface import from_huggingface
 from keras_ctx.convert.huggingface_export import to_huggingface
 from tests.convert import numpy_refs
-from tests.convert.test_hf_families import write_checkpoint
-from tests.convert.test_hf_generative import MT5, T5, _t5_inputs, t5_tensors
+from tests.convert.hf_checkpoints import write_checkpoint
+from tests.convert.hf_generative_checkpoints import MT5, T5, _t5_inputs, t5_tensors
 
 V5 = {"transformers_version": "5.0.0", "tie_word_embeddings": True}
 V11 = dict(MT5, model_type="t5", architectures=["T5ForConditionalGeneration"])

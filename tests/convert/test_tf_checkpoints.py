@@ -1,6 +1,5 @@
 """google-research BERT / ALBERT TF1 checkpoints, written here with the original names."""
 
-import json
 import os
 
 import numpy as np
@@ -10,58 +9,8 @@ import tensorflow as tf
 from keras_ctx.convert import CheckpointError
 from keras_ctx.convert.tensorflow import from_tf_checkpoint, to_tf_checkpoint
 from tests.convert import numpy_refs
+from tests.convert.tf_checkpoint_files import BERT_CONFIG, bert_tf_variables, save_tf1_checkpoint
 
-BERT_CONFIG = {"vocab_size": 30, "hidden_size": 16, "num_hidden_layers": 2,
-               "num_attention_heads": 4, "intermediate_size": 24, "hidden_act": "gelu",
-               "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
-               "max_position_embeddings": 12, "type_vocab_size": 2, "initializer_range": 0.02}
-
-
-def bert_tf_variables(seed=0):
-    """The variables of google-research/bert's modeling.py + run_pretraining.py."""
-    c = BERT_CONFIG
-    v, h, f = c["vocab_size"], c["hidden_size"], c["intermediate_size"]
-    shapes = {"bert/embeddings/word_embeddings": (v, h),
-              "bert/embeddings/token_type_embeddings": (2, h),
-              "bert/embeddings/position_embeddings": (c["max_position_embeddings"], h),
-              "bert/embeddings/LayerNorm/gamma": (h,), "bert/embeddings/LayerNorm/beta": (h,),
-              "bert/pooler/dense/kernel": (h, h), "bert/pooler/dense/bias": (h,),
-              # Pretraining heads and optimizer state, which the backbone skips.
-              "cls/predictions/transform/dense/kernel": (h, h),
-              "cls/predictions/output_bias": (v,),
-              "cls/seq_relationship/output_weights": (2, h),
-              "bert/embeddings/word_embeddings/adam_m": (v, h)}
-    for i in range(c["num_hidden_layers"]):
-        p = f"bert/encoder/layer_{i}/"
-        for n in ("query", "key", "value"):
-            shapes[f"{p}attention/self/{n}/kernel"] = (h, h)
-            shapes[f"{p}attention/self/{n}/bias"] = (h,)
-        shapes.update({
-            f"{p}attention/output/dense/kernel": (h, h), f"{p}attention/output/dense/bias": (h,),
-            f"{p}attention/output/LayerNorm/gamma": (h,),
-            f"{p}attention/output/LayerNorm/beta": (h,),
-            f"{p}intermediate/dense/kernel": (h, f), f"{p}intermediate/dense/bias": (f,),
-            f"{p}output/dense/kernel": (f, h), f"{p}output/dense/bias": (h,),
-            f"{p}output/LayerNorm/gamma": (h,), f"{p}output/LayerNorm/beta": (h,),
-        })
-    rng = np.random.default_rng(seed)
-    values = {name: rng.normal(0, 0.3, shape).astype("float32") for name, shape in shapes.items()}
-    values["global_step"] = np.array(1000, "int64")
-    return values
-
-
-def save_tf1_checkpoint(directory, variables, config, config_name, prefix):
-    os.makedirs(directory, exist_ok=True)
-    with open(os.path.join(directory, config_name), "w") as handle:
-        json.dump(config, handle)
-    graph = tf.Graph()
-    with graph.as_default():
-        made = [tf.compat.v1.Variable(value, name=name) for name, value in variables.items()]
-        saver = tf.compat.v1.train.Saver(made)
-        with tf.compat.v1.Session(graph=graph) as session:
-            session.run(tf.compat.v1.global_variables_initializer())
-            saver.save(session, os.path.join(directory, prefix), write_meta_graph=False)
-    return str(directory)
 
 
 def hf_view_of_bert(variables):

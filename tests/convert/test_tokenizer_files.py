@@ -8,21 +8,12 @@ import numpy as np
 import pytest
 
 from keras_ctx.convert import CheckpointError, tokenizer_from_huggingface
-from tests.convert.test_config_fields import snapshot_with_missing_blob
+from tests.convert.hub_snapshots import snapshot_with_missing_blob
+from tests.convert.tokenizer_files import _fast_wordpiece
 
 WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "bank", "river", "##s"]
 BPE_VOCAB = {"a": 0, "b": 1, "c": 2, "ab": 3, "abc": 4, "Ġ": 5}
 BPE_MERGES = ["a b", "ab c"]
-
-
-def _fast_wordpiece(words, lowercase=True):
-    return {"version": "1.0", "normalizer": {"type": "BertNormalizer", "lowercase": lowercase,
-                                             "strip_accents": None, "clean_text": True,
-                                             "handle_chinese_chars": True},
-            "pre_tokenizer": {"type": "BertPreTokenizer"},
-            "model": {"type": "WordPiece", "unk_token": "[UNK]",
-                      "continuing_subword_prefix": "##",
-                      "vocab": {word: i for i, word in enumerate(words)}}}
 
 
 def _fast_bpe(vocab, merges):

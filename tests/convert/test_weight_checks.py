@@ -23,8 +23,8 @@ from keras_ctx.convert import (CheckpointError, from_allennlp, from_huggingface,
 from keras_ctx.common import keras_files
 from keras_ctx.common.errors import RunDirectoryError
 from keras_ctx.models import BertBackbone, ElmoBackbone, GPTBackbone
-from tests.convert.test_elmo_hdf5 import OPTIONS, elmo_datasets, write_elmo
-from tests.convert.test_tf_checkpoints import BERT_CONFIG, bert_tf_variables, save_tf1_checkpoint
+from tests.convert.elmo_files import OPTIONS, elmo_datasets, write_elmo
+from tests.convert.tf_checkpoint_files import BERT_CONFIG, bert_tf_variables, save_tf1_checkpoint
 
 
 def tiny_bert(num_layers=1):

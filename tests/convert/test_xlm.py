@@ -7,7 +7,7 @@ from safetensors.numpy import load_file
 from keras_ctx.convert import CheckpointError, from_huggingface, to_huggingface
 from tests import references
 from tests.convert import numpy_refs
-from tests.convert.test_hf_families import random_tensors, write_checkpoint
+from tests.convert.hf_checkpoints import random_tensors, write_checkpoint
 
 XLM = {"model_type": "xlm", "architectures": ["XLMWithLMHeadModel"], "vocab_size": 40,
        "emb_dim": 16, "n_layers": 2, "n_heads": 2, "n_langs": 3, "use_lang_emb": True,

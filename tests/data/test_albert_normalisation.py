@@ -14,7 +14,7 @@ import tensorflow as tf
 from keras_ctx import registry
 from keras_ctx.data import albert_text, tokenizers
 from tests.data import albert_tokenization_reference as reference
-from tests.data.test_bert_normalisation import TEXTS as BERT_TEXTS
+from tests.data.unicode_texts import TEXTS as BERT_TEXTS
 
 TEXTS = [*BERT_TEXTS,
          "In 1990, 3,250 men sailed; 12,5 and 7, then x1, y22,z",

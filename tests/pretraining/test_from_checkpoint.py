@@ -16,13 +16,13 @@ from keras_ctx.pretraining import ElectraPretrainer, MaskedLMPretrainer
 from tests import references
 from tests.autodiff import no_gradient, value_and_gradients
 from tests.convert import numpy_refs
-from tests.convert.test_heads import (
+from tests.convert.head_checkpoints import (
     BERT,
     _mlm_reference,
     bert_mlm_tensors,
     electra_generator_checkpoint,
 )
-from tests.convert.test_hf_families import write_checkpoint
+from tests.convert.hf_checkpoints import write_checkpoint
 
 _numpy = keras.ops.convert_to_numpy
 

@@ -9,7 +9,7 @@ import tensorflow as tf
 from keras_ctx.export import ExportError, Generation, export_saved_model
 from keras_ctx.tasks import text
 from tests.tasks.text_fixtures import backbone, tokenizer
-from tests.test_export import run_isolated
+from tests.isolated import run_isolated
 
 PROMPTS = ["the bank approved", "a fine film , i"]
 

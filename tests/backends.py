@@ -119,7 +119,7 @@ def tiny_backbone(family, seed=0):
 
     from keras_ctx import families
     from keras_ctx.models.presets import preset_config
-    from tests.models.test_backbones import TINY
+    from tests.tiny_backbones import TINY
 
     preset = next(iter(families.get(family).presets))
     backbone_cls, config = preset_config(preset)
@@ -183,11 +183,11 @@ def backbone_outputs(weights, out, generating=None):
 def backbone_contracts(families_to_test):
     """`keras_ctx.testing.run_backbone_test` for each family, on this process's backend."""
     from keras_ctx.testing import run_backbone_test
-    from tests.models.test_backbones import _inputs
+    from tests.tiny_backbones import backbone_inputs
 
     for family in families_to_test:
         backbone_cls, config, backbone = tiny_backbone(family)
-        run_backbone_test(backbone_cls, config, _inputs(backbone, np.random.default_rng(0)))
+        run_backbone_test(backbone_cls, config, backbone_inputs(backbone, np.random.default_rng(0)))
         print("contract", family, flush=True)
 
 

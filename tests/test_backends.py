@@ -14,7 +14,7 @@ import pytest
 
 from keras_ctx import families
 from tests.backends import ROOT, float_outputs, greedy_tokens, run_on_backend, tiny_backbone
-from tests.models.test_backbones import _inputs
+from tests.tiny_backbones import backbone_inputs
 
 # float32 on both backends; XLA (JAX), torch's and TensorFlow's kernels sum in other orders.
 ATOL = 1e-5
@@ -27,7 +27,7 @@ def _compare_with(backend, tmp_path, generating):
     stored, expected = {}, {}
     for family in families.names():
         _, _, backbone = tiny_backbone(family)
-        inputs = _inputs(backbone, np.random.default_rng(0))
+        inputs = backbone_inputs(backbone, np.random.default_rng(0))
         for name, value in float_outputs(backbone(inputs)).items():
             expected[f"{family}/{name}"] = value
         tokens = greedy_tokens(backbone) if family in (generating or [family]) else None

@@ -13,7 +13,7 @@ import pytest
 from keras_ctx import families
 from keras_ctx.cli import main
 from tests.cli_helpers import write_corpus
-from tests.test_recipes import FAMILIES as TINY_PRESETS
+from tests.tiny_recipes import FAMILIES as TINY_PRESETS
 
 TINY_PRESETS = dict(TINY_PRESETS, **{
     "gpt3-small": ["num_layers=2", "num_heads=2", "hidden_size=32", "intermediate_size=64"],

@@ -8,12 +8,9 @@ from keras_ctx.commands import pretrain
 from keras_ctx.commands.embed import word_vectors
 from keras_ctx.cli import main
 from tests.cli_helpers import write_corpus
+from tests.tiny_recipes import ENCODER, FAMILIES
 
-ENCODER = ["num_layers=1", "num_heads=2", "hidden_size=32", "intermediate_size=64"]
 DECODER = ["num_layers=1", "num_heads=2", "hidden_size=32", "intermediate_size=64"]
-# Every family with a recipe, its first preset shrunk by its own `Family.tiny`.
-FAMILIES = {next(iter(family.presets)): [f"{key}={value}" for key, value in family.tiny.items()]
-            for family in map(families.get, families.names()) if family.dataset is not None}
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from keras_ctx import runs
 from keras_ctx.commands import pretrain, pretrain_checks
 from keras_ctx.data import fingerprints
 from tests.cli_helpers import write_corpus
-from tests.test_recipes import ENCODER
+from tests.tiny_recipes import ENCODER
 
 
 class _CountedFingerprint(dict):

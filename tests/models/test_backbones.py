@@ -6,31 +6,8 @@ import pytest
 from keras_ctx import families
 from keras_ctx.models.presets import preset_config
 from keras_ctx.testing import run_backbone_test
+from tests.tiny_backbones import TINY, backbone_inputs
 
-
-
-def _tiny(family):
-    """The family's own `Family.tiny`, with the tests' vocabulary of 50 where it has one."""
-    config = preset_config(next(iter(family.presets)))[1]
-    return dict(family.tiny, **({"vocabulary_size": 50} if "vocabulary_size" in config else {}))
-
-
-TINY = {name: _tiny(families.get(name)) for name in families.names()}
-
-
-def _inputs(backbone, rng, batch=2, length=6):
-    data = {}
-    for name, tensor in backbone.input.items():
-        shape = (batch, length) + tuple(tensor.shape[2:])
-        if "padding_mask" in name:
-            values = np.ones(shape, "int32")
-            values[1, -2:] = 0
-        elif name == "segment_ids":
-            values = np.zeros(shape, "int32")
-        else:
-            values = rng.integers(1, 50, size=shape).astype("int32")
-        data[name] = values
-    return data
 
 
 def test_every_family_declares_its_tiny_config():
@@ -48,7 +25,7 @@ def test_backbone_contract(family):
     # pooler H^2 + H; V=50, H=16, F=32, P=512.
     expected = {"bert": (50 + 512 + 2) * 16 + 32 + 1088 + 32 + 544 + 528 + 32 + 272}
     probe = backbone_cls(**config)
-    run_backbone_test(backbone_cls, config, _inputs(probe, np.random.default_rng(0)),
+    run_backbone_test(backbone_cls, config, backbone_inputs(probe, np.random.default_rng(0)),
                       expected_parameter_count=expected.get(family))
 
 

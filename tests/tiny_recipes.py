@@ -1,0 +1,11 @@
+"""Settings that shrink a recipe to test size: every family's first preset by its own
+Family.tiny, and one small encoder."""
+
+from keras_ctx import families
+
+ENCODER = ["num_layers=1", "num_heads=2", "hidden_size=32", "intermediate_size=64"]
+
+
+# Every family with a recipe, its first preset shrunk by its own `Family.tiny`.
+FAMILIES = {next(iter(family.presets)): [f"{key}={value}" for key, value in family.tiny.items()]
+            for family in map(families.get, families.names()) if family.dataset is not None}

@@ -24,7 +24,7 @@ import numpy as np
 
 from keras_ctx.backend import build_from_spec
 from keras_ctx.common import files, keras_files
-from keras_ctx.data.checked_input import checked_token_ids
+from keras_ctx.models.checked_input import checked_token_ids
 
 
 class TrainingDiverged(RuntimeError):

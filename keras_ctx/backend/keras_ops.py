@@ -51,7 +51,7 @@ def value_checks(has_values):
     """`check_token_ids` and `check_at_most` for a backend whose `has_values(tensor)` is
     False while a tensor is traced (a JAX tracer; a torch tensor of Keras' symbolic
     build, whose values are garbage): there is nothing to check then, and compiled
-    steps are guarded where their data enters (keras_ctx.data.checked_input)."""
+    steps are guarded where their data enters (keras_ctx.models.checked_input)."""
 
     def concrete(tensor):
         return ops.convert_to_numpy(tensor) if has_values(tensor) else None

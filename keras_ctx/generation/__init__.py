@@ -26,7 +26,7 @@ import numpy as np
 from keras import ops
 
 from keras_ctx import backend
-from keras_ctx.data.checked_input import checked_token_ids
+from keras_ctx.models.checked_input import checked_token_ids
 from keras_ctx.generation.decoding import (  # noqa: F401  (the package's face)
     decode,
     decoder_prefill,

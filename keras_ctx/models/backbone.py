@@ -9,7 +9,7 @@ import keras
 from keras_ctx import registry
 from keras_ctx.common import compat
 from keras_ctx.common.keras_files import CheckedWeightFiles
-from keras_ctx.data.checked_input import CheckedTokenIds
+from keras_ctx.models.checked_input import CheckedTokenIds
 from keras_ctx.layers.adapter_sites import restore_adapters
 
 

@@ -45,7 +45,7 @@ from keras import ops
 
 from keras_ctx import backend
 from keras_ctx.common.keras_files import CheckedWeightFiles
-from keras_ctx.data.checked_input import CheckedTokenIds
+from keras_ctx.models.checked_input import CheckedTokenIds
 from keras_ctx.models.backbone import ReadsBackboneOutputs
 from keras_ctx.pretraining.losses import TokenAccuracy, weighted_cross_entropy
 

@@ -80,7 +80,7 @@ class TranslationPretrainer(Pretrainer):
 
     @property
     def token_id_vocabularies(self):
-        """Where the decoder's ids are checked (keras_ctx.data.checked_input.checked_token_ids):
+        """Where the decoder's ids are checked (keras_ctx.models.checked_input.checked_token_ids):
         the target vocabulary, not the encoder's."""
         return {"decoder_token_ids": self.target_vocabulary_size}
 

@@ -12,7 +12,7 @@ from keras import ops
 from keras_ctx import registry
 from keras_ctx.common import validation
 from keras_ctx.common.keras_files import CheckedWeightFiles
-from keras_ctx.data.checked_input import CheckedTokenIds
+from keras_ctx.models.checked_input import CheckedTokenIds
 from keras_ctx.layers.dropout import Dropout
 from keras_ctx.models.backbone import ReadsBackboneOutputs, without_absent_optional_inputs
 from keras_ctx import backend

@@ -116,7 +116,7 @@ def test_pretrainer_keras_round_trip(tmp_path):
 
 
 def test_each_side_ids_are_checked_against_their_own_vocabulary_before_a_compiled_step():
-    from keras_ctx.data.checked_input import checked_token_ids
+    from keras_ctx.models.checked_input import checked_token_ids
 
     # Source vocabulary 10, target 12: decoder id 11 is fine, 12 is not; encoder id 10 is not.
     model = TranslationPretrainer(CoveBackbone(10, embedding_size=4, hidden_size=5), 12,

@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 import keras_ctx
-from keras_ctx.data.checked_input import checked_token_ids
+from keras_ctx.models.checked_input import checked_token_ids
 from keras_ctx.training import Checkpointer, fit_resumable
 from keras_ctx.models import BertBackbone
 

@@ -311,3 +311,14 @@ def test_the_package_docstring_places_every_top_level_module():
                if (name.endswith(".py") and name != "__init__.py")
                or os.path.isfile(os.path.join(ROOT, name, "__init__.py"))}
     assert present <= named, f"top-level modules the docstring does not place: {present - named}"
+
+
+# A model reads nothing above it: a backbone built in a user's own Keras code needs no
+# data pipeline, objective or converter (docs/design.md, "The house").
+MODELS_READ = {"keras_ctx.models", "keras_ctx.layers", "keras_ctx.backend", "keras_ctx.common",
+               "keras_ctx.registry"}
+
+
+def test_models_import_only_layers_backend_common_and_the_registry():
+    graph = import_graph()
+    assert graph["keras_ctx.models"] - MODELS_READ == set()

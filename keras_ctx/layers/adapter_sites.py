@@ -32,7 +32,7 @@ def transformer_blocks(model):
     return blocks
 
 
-def _encoder_stacks(model):
+def encoder_stacks(model):
     return [layer for layer in compat.flatten_layers(model, include_self=False, recursive=True)
             if isinstance(layer, TransformerEncoderStack)]
 
@@ -45,7 +45,7 @@ def _slot(parent, attribute, make):
     return slot
 
 
-def _adapter_sites(model, name):
+def adapter_sites_of(model, name):
     """[(key prefix, slot)] of every slot holding adapter `name`."""
     sites = []
     for index, block in enumerate(transformer_blocks(model)):
@@ -53,7 +53,7 @@ def _adapter_sites(model, name):
             slot = getattr(block, f"{place}_adapters", None)
             if slot is not None and name in slot.names:
                 sites.append((f"layer_{index}.{place}", slot))
-    for index, stack in enumerate(_encoder_stacks(model)):
+    for index, stack in enumerate(encoder_stacks(model)):
         slot = getattr(stack, "input_adapters", None)
         if slot is not None and name in slot.names:
             sites.append((f"stack_{index}.invertible", slot))
@@ -84,15 +84,15 @@ def add_adapter(model, name, config="pfeiffer", activate=True, **overrides):
         The full config dict (saved with the adapter).
     """
     config = adapter_config(config, **overrides)
-    _attach(model, name, config, _new_adapters(model, name, config))
+    attach_adapters(model, name, config, new_adapters(model, name, config))
     if activate:
         set_active_adapters(model, list(active_adapters(model)) + [name])
     else:
-        _record(model)
+        record_adapters(model)
     return config
 
 
-def _new_adapters(model, name, config):
+def new_adapters(model, name, config):
     """[(key prefix, owner, slot attribute, slot factory, adapter)]: the built adapters
     `add_adapter` would insert, checked against `model` and attached to nothing yet."""
     if name in adapter_names(model):
@@ -100,7 +100,7 @@ def _new_adapters(model, name, config):
     if not str(name).isidentifier():
         raise ValueError(f"Adapter names must be identifiers (letters, digits, _), got {name!r}.")
     blocks = transformer_blocks(model)
-    stacks = _encoder_stacks(model) if config["invertible"] else []
+    stacks = encoder_stacks(model) if config["invertible"] else []
     if config["invertible"] and not stacks:
         raise ValueError("Invertible adapters go on a TransformerEncoderStack's input, and "
                          f"{type(model).__name__} has none; use invertible=False.")
@@ -130,7 +130,7 @@ def _new_adapters(model, name, config):
     return planned
 
 
-def _attach(model, name, config, planned):
+def attach_adapters(model, name, config, planned):
     for _, owner, attribute, make, adapter in planned:
         _slot(owner, attribute, make).add(name, adapter, config)
 
@@ -175,7 +175,7 @@ def _records_adapters(layer):
     return hasattr(type(layer), "_adapter_state")
 
 
-def _record(model):
+def record_adapters(model):
     """Keeps a keras_ctx backbone's config in step, so .keras files rebuild the adapters."""
     owners = [model] if _records_adapters(model) else [
         layer for layer in compat.flatten_layers(model, include_self=False, recursive=True)
@@ -203,19 +203,19 @@ def set_active_adapters(model, names):
             slot = getattr(block, f"{place}_adapters", None)
             if slot is not None:
                 slot.active = tuple(n for n in names if n in slot.names)
-    for stack in _encoder_stacks(model):
+    for stack in encoder_stacks(model):
         slot = getattr(stack, "input_adapters", None)
         if slot is not None:
             slot.active = tuple(n for n in names if n in slot.names)
-    _record(model)
+    record_adapters(model)
 
 
 def delete_adapter(model, name):
     """Removes adapter `name` from every block (and the active stack)."""
-    sites = _adapter_sites(model, name)
+    sites = adapter_sites_of(model, name)
     if not sites:
         raise ValueError(f"No adapter named {name!r}; the model has {adapter_names(model)}.")
     set_active_adapters(model, [n for n in active_adapters(model) if n != name])
     for _, slot in sites:
         slot.remove(name)
-    _record(model)
+    record_adapters(model)

@@ -1,5 +1,6 @@
 """Pretraining objectives: each a `Pretrainer` (base.py owns the step) naming its losses."""
 
+from keras_ctx.pretraining.adapters import AdapterMaskedLMPretrainer
 from keras_ctx.pretraining.awd_lstm import AwdLstmLMPretrainer
 from keras_ctx.pretraining.base import Pretrainer
 from keras_ctx.pretraining.bilm import BiLMPretrainer
@@ -18,7 +19,7 @@ from keras_ctx.pretraining.translation import TranslationPretrainer
 from keras_ctx.pretraining.xlnet import XLNetPretrainer
 
 __all__ = [
-    "AwdLstmLMPretrainer", "Pretrainer", "BiLMPretrainer", "CausalLMPretrainer",
+    "AdapterMaskedLMPretrainer", "AwdLstmLMPretrainer", "Pretrainer", "BiLMPretrainer", "CausalLMPretrainer",
     "CrossViewTrainer", "ElectraPretrainer", "AlbertPretrainer", "BertPretrainer",
     "MaskedLMPretrainer", "RobertaPretrainer", "Seq2SeqPretrainer", "SpanBertPretrainer",
     "TranslationPretrainer", "XLNetPretrainer",

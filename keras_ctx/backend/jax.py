@@ -48,6 +48,12 @@ def state_kept(model):
     trainer moves the variables' values into its step state for the call (a refusal
     mid-stream left them empty: `get_weights` raised). On an error the last finished
     step's state is written back, and any value still missing is the one before the call."""
+    # Keras' fit builds the optimizer and then empties every variable into its step state:
+    # slots made inside a call refused before its first step would stay empty (the next
+    # fit then failed in a Variable). Built here, as fit builds it, they are kept too.
+    optimizer = getattr(model, "optimizer", None)
+    if optimizer is not None and not optimizer.built and model.built:
+        optimizer.build(model.trainable_variables)
     # The arrays (immutable: kept, not copied); a call inside another (fit's validation)
     # finds the outer call's variables already moved into its state: they stay with it.
     saved = [(v, compat.attribute(v, "variable_value")) for v in _all_variables(model)]

@@ -3,6 +3,7 @@
 import json
 
 import numpy as np
+import keras
 import pytest
 import tensorflow as tf
 
@@ -89,6 +90,8 @@ def test_served_generation_and_seeded_sampling_equal_python(family, tmp_path):
     _check_served_equals_python(tmp_path, family, seeded=True)
 
 
+@pytest.mark.tensorflow_only("serve_generate is exported from TensorFlow only; JAX and "
+                             "torch refuse it in one line (the test below)")
 def test_generation_signature_checks_its_inputs_and_arguments(tmp_path):
     lm = _task("gpt2")
     path = export_saved_model(lm.backbone, tmp_path / "m", generation=Generation(8))
@@ -110,3 +113,13 @@ def test_generation_signature_checks_its_inputs_and_arguments(tmp_path):
     from tests.tiny import tiny_encoder
     with pytest.raises(ExportError, match="not a language model"):
         export_saved_model(tiny_encoder(), tmp_path / "bert", generation=Generation(8))
+
+
+@pytest.mark.skipif(keras.backend.backend() == "tensorflow",
+                    reason="the refusal of the other backends; TensorFlow exports it (above)")
+def test_generation_export_is_refused_in_one_line_off_tensorflow(tmp_path):
+    lm = _task("gpt2")
+    with pytest.raises(ExportError, match="KERAS_BACKEND=tensorflow") as refused:
+        export_saved_model(lm.backbone, tmp_path / "m", generation=Generation(8))
+    assert "\n" not in str(refused.value)
+    assert not (tmp_path / "m").exists()

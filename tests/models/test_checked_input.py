@@ -46,6 +46,9 @@ def test_an_input_is_checked_once(backbone):
         list(checked_token_ids(tf.data.Dataset.from_tensors(_batch(10)), backbone))
 
 
+@pytest.mark.tensorflow_only("TensorFlow's in-graph check (InvalidArgumentError, no id in the "
+                             "message); JAX's and torch's ValueError naming the id: "
+                             "tests/layers/test_backend_switch.py")
 def test_out_of_range_ids_raise_in_eager_naming_the_vocabulary_size():
     backbone = tiny_backbone()
     inputs = {"token_ids": np.array([[2, 5, -1]]), "padding_mask": np.ones((1, 3), "int32"),
@@ -96,6 +99,8 @@ def test_out_of_range_ids_raise_under_jit_compile(tmp_path):
     assert np.isfinite(pretrainer.fit(fine, steps_per_epoch=1, verbose=0).history["loss"][0])
 
 
+@pytest.mark.tensorflow_only("a SavedModel's in-graph checks, exported from TensorFlow (torch "
+                             "refuses the export; JAX's: tests/test_export_jax.py)")
 def test_serving_signatures_check_ids_int64_range_and_length(tmp_path):
     from keras_ctx.export import export_saved_model
 

@@ -406,7 +406,7 @@ def evaluation_scores(out):
     """score_continuations against the token-by-token numpy log-likelihoods of
     tests/test_evaluation.py, jitted and not: the largest differences."""
     from keras_ctx.evaluation import score_continuations
-    from tests.test_evaluation import SHAPES, by_hand, numpy_model
+    from tests.evaluation_cases import SHAPES, by_hand, numpy_model
 
     contexts = [[3, 7, 1, 4, 9, 2], [5], [8, 8, 2, 6, 1, 0, 11, 12, 13]]
     continuations = [[12, 4, 4], [7, 19], [2]]

@@ -2,14 +2,13 @@
 
 import json
 import os
-import socket
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+from tests.pretraining.workers import ROOT, free_ports
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STEPS = 3
 
 pytestmark = pytest.mark.tensorflow_only("tf.distribute.MultiWorkerMirroredStrategy")
@@ -45,16 +44,6 @@ print(json.dumps({"replicas": strategy.num_replicas_in_sync, "loss": history.his
 """
 
 
-def _free_ports(count):
-    sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
 def _run(strategy, tf_config=None):
     env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3")
     if tf_config is not None:
@@ -71,7 +60,7 @@ def _result(process):
 
 @pytest.mark.slow  # two TensorFlow processes talking gRPC: ~1 min on 2 cores
 def test_two_workers_on_localhost_match_one_process():
-    workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
+    workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
     processes = [_run("multi_worker", {"cluster": {"worker": workers},
                                        "task": {"type": "worker", "index": i}})
                  for i in range(2)]

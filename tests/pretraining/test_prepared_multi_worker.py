@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from keras_ctx.data import prepare
-from tests.pretraining.test_multi_worker import ROOT, _free_ports
+from tests.pretraining.workers import ROOT, free_ports
 
 pytestmark = pytest.mark.tensorflow_only(
     "tf.distribute.MultiWorkerMirroredStrategy distributing the prepared input")
@@ -69,7 +69,7 @@ def _shards(directory):
 @pytest.mark.slow  # two TensorFlow processes talking gRPC: ~1 min on 2 cores
 def test_two_workers_read_disjoint_files_and_consume_every_example_once(tmp_path):
     manifest = _shards(str(tmp_path))
-    workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
+    workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
     steps = SHARDS * PER_SHARD // BATCH  # one epoch of the whole data, global batches
     processes = []
     for index in range(2):

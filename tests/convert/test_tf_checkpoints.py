@@ -9,7 +9,12 @@ import tensorflow as tf
 from keras_ctx.convert import CheckpointError
 from keras_ctx.convert.tensorflow import from_tf_checkpoint, to_tf_checkpoint
 from tests.convert import numpy_refs
-from tests.convert.tf_checkpoint_files import BERT_CONFIG, bert_tf_variables, save_tf1_checkpoint
+from tests.convert.tf_checkpoint_files import (
+    BERT_CONFIG,
+    bert_layer_variables,
+    bert_tf_variables,
+    save_tf1_checkpoint,
+)
 
 
 
@@ -171,21 +176,6 @@ def test_broken_tf_checkpoints_fail_clearly(tmp_path):
         from_tf_checkpoint(tmp_path)
 
 
-def _bert_layers(root, layers, h, f, shapes):
-    for i in range(layers):
-        p = f"{root}encoder/layer_{i}/"
-        for n in ("query", "key", "value"):
-            shapes[f"{p}attention/self/{n}/kernel"] = (h, h)
-            shapes[f"{p}attention/self/{n}/bias"] = (h,)
-        shapes.update({
-            f"{p}attention/output/dense/kernel": (h, h), f"{p}attention/output/dense/bias": (h,),
-            f"{p}attention/output/LayerNorm/gamma": (h,),
-            f"{p}attention/output/LayerNorm/beta": (h,),
-            f"{p}intermediate/dense/kernel": (h, f), f"{p}intermediate/dense/bias": (f,),
-            f"{p}output/dense/kernel": (f, h), f"{p}output/dense/bias": (h,),
-            f"{p}output/LayerNorm/gamma": (h,), f"{p}output/LayerNorm/beta": (h,)})
-
-
 def electra_tf_variables(seed=4):
     """google-research/electra: discriminator, generator and shared embeddings in one file."""
     v, e, h, g = 30, 32, 128, 64
@@ -200,8 +190,8 @@ def electra_tf_variables(seed=4):
               "generator_predictions/output_bias": (v,),
               "discriminator_predictions/dense/kernel": (h, h),
               "discriminator_predictions/dense_1/kernel": (h, 1)}
-    _bert_layers("electra/", 2, h, 64, shapes)
-    _bert_layers("generator/", 2, g, 32, shapes)
+    bert_layer_variables("electra/", 2, h, 64, shapes)
+    bert_layer_variables("generator/", 2, g, 32, shapes)
     rng = np.random.default_rng(seed)
     values = {n: rng.normal(0, 0.3, s).astype("float32") for n, s in shapes.items()}
     values["global_step"] = np.array(5, "int64")

@@ -2,14 +2,30 @@
 
 import json
 import os
+
 import numpy as np
 import tensorflow as tf
-
 
 BERT_CONFIG = {"vocab_size": 30, "hidden_size": 16, "num_hidden_layers": 2,
                "num_attention_heads": 4, "intermediate_size": 24, "hidden_act": "gelu",
                "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
                "max_position_embeddings": 12, "type_vocab_size": 2, "initializer_range": 0.02}
+
+
+def bert_layer_variables(root, layers, h, f, shapes):
+    """Adds the shapes of google-research/bert's encoder layers under `root` to `shapes`."""
+    for i in range(layers):
+        p = f"{root}encoder/layer_{i}/"
+        for n in ("query", "key", "value"):
+            shapes[f"{p}attention/self/{n}/kernel"] = (h, h)
+            shapes[f"{p}attention/self/{n}/bias"] = (h,)
+        shapes.update({
+            f"{p}attention/output/dense/kernel": (h, h), f"{p}attention/output/dense/bias": (h,),
+            f"{p}attention/output/LayerNorm/gamma": (h,),
+            f"{p}attention/output/LayerNorm/beta": (h,),
+            f"{p}intermediate/dense/kernel": (h, f), f"{p}intermediate/dense/bias": (f,),
+            f"{p}output/dense/kernel": (f, h), f"{p}output/dense/bias": (h,),
+            f"{p}output/LayerNorm/gamma": (h,), f"{p}output/LayerNorm/beta": (h,)})
 
 
 def bert_tf_variables(seed=0):
@@ -26,19 +42,7 @@ def bert_tf_variables(seed=0):
               "cls/predictions/output_bias": (v,),
               "cls/seq_relationship/output_weights": (2, h),
               "bert/embeddings/word_embeddings/adam_m": (v, h)}
-    for i in range(c["num_hidden_layers"]):
-        p = f"bert/encoder/layer_{i}/"
-        for n in ("query", "key", "value"):
-            shapes[f"{p}attention/self/{n}/kernel"] = (h, h)
-            shapes[f"{p}attention/self/{n}/bias"] = (h,)
-        shapes.update({
-            f"{p}attention/output/dense/kernel": (h, h), f"{p}attention/output/dense/bias": (h,),
-            f"{p}attention/output/LayerNorm/gamma": (h,),
-            f"{p}attention/output/LayerNorm/beta": (h,),
-            f"{p}intermediate/dense/kernel": (h, f), f"{p}intermediate/dense/bias": (f,),
-            f"{p}output/dense/kernel": (f, h), f"{p}output/dense/bias": (h,),
-            f"{p}output/LayerNorm/gamma": (h,), f"{p}output/LayerNorm/beta": (h,),
-        })
+    bert_layer_variables("bert/", c["num_hidden_layers"], h, f, shapes)
     rng = np.random.default_rng(seed)
     values = {name: rng.normal(0, 0.3, shape).astype("float32") for name, shape in shapes.items()}
     values["global_step"] = np.array(1000, "int64")

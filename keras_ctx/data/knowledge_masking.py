@@ -32,6 +32,7 @@ import dataclasses
 
 import numpy as np
 from keras_ctx.common.optional import tensorflow as tf
+from keras_ctx.common.validation import optional_positive_int
 
 from keras_ctx.data.masking import (
     MASK_RATE,
@@ -73,11 +74,10 @@ class KnowledgeMaskingSchedule:
             if len(stage) != 2 or stage[0] not in LEVELS:
                 raise ValueError(f"Stage {stage!r} must be (level, steps) with level in "
                                  f"{LEVELS}.")
-            steps = stage[1]
-            last = i == len(stages) - 1
-            if not (steps is None and last) and not (isinstance(steps, int) and steps > 0):
-                raise ValueError(f"Stage {stage!r}: steps must be a positive int (None only "
-                                 "for the last stage: until the end).")
+            if stage[1] is None and i < len(stages) - 1:
+                raise ValueError(f"Stage {stage!r}: steps None (until the end) is for the "
+                                 "last stage only; give the others a positive integer.")
+            optional_positive_int(f"steps of stage {stage[0]!r}", stage[1])
         object.__setattr__(self, "stages", stages)
 
     @property

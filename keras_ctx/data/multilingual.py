@@ -25,6 +25,7 @@ Lample & Conneau 2019, Sec. 3.3).
 
 import numpy as np
 from keras_ctx.common.optional import tensorflow as tf
+from keras_ctx.common.validation import positive_int
 
 MBERT_ALPHA = 0.7  # Devlin et al., google-research/bert multilingual.md
 XLM_ALPHA = 0.5  # Lample & Conneau 2019, Sec. 3.1
@@ -101,8 +102,7 @@ def text_stream(sentences, sequence_length, eos_id, language_id):
     """
     _check_ids("eos_id", eos_id)
     _check_ids("language_id", language_id)
-    if sequence_length < 2:
-        raise ValueError(f"`sequence_length` must be at least 2, got {sequence_length}.")
+    positive_int("sequence_length", sequence_length, least=2)
 
     def opened(sentence):
         sentence = tf.cast(sentence, tf.int32)
@@ -167,8 +167,7 @@ def tlm_pairs(pairs, sequence_length, eos_id, pad_id, source_language, target_la
                         ("source_language", source_language),
                         ("target_language", target_language)):
         _check_ids(name, value)
-    if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1:
-        raise ValueError(f"`max_length` must be a positive integer, got {max_length!r}.")
+    positive_int("max_length", max_length)
     longest = min(max_length, (sequence_length - 4) // 2)
 
     def fits(source, target):

@@ -90,17 +90,26 @@ def _real(value):
             and math.isfinite(value))
 
 
-def positive_int(name, value, least=1):
-    """`value` as an int when it is an integer >= `least` (1); else ConfigError naming `name`."""
+def _refuse(label, what, value, error=ConfigError):
+    """The one message of a broken range rule: "{label} must be {what}, got {value!r}."."""
+    raise error(f"{label} must be {what}, got {value!r}.")
+
+
+def _integer_rule(least):
+    return "a positive integer" if least == 1 else f"an integer >= {least}"
+
+
+def positive_int(name, value, least=1, error=ConfigError):
+    """`value` as an int when it is an integer >= `least` (1); else `error` (ConfigError)
+    naming `name`. Bools, floats (1.5, 3.0) and strings ("3") are refused."""
     if not _integer(value) or value < least:
-        what = "a positive integer" if least == 1 else f"an integer >= {least}"
-        raise ConfigError(f"`{name}` must be {what}, got {value!r}.")
+        _refuse(f"`{name}`", _integer_rule(least), value, error)
     return int(value)
 
 
-def optional_positive_int(name, value):
+def optional_positive_int(name, value, error=ConfigError):
     """None, or `value` as a positive int (`positive_int`)."""
-    return None if value is None else positive_int(name, value)
+    return None if value is None else positive_int(name, value, error=error)
 
 
 def non_negative_int(name, value):
@@ -111,35 +120,40 @@ def non_negative_int(name, value):
 def finite_number(name, value):
     """`value` as a float when it is a finite number (not NaN, inf or a bool)."""
     if not _real(value):
-        raise ConfigError(f"`{name}` must be a finite number, got {value!r}.")
+        _refuse(f"`{name}`", "a finite number", value)
     return float(value)
 
 
 def positive_number(name, value):
     """`value` as a float when it is a finite number > 0 (not NaN, inf or a bool)."""
     if not _real(value) or value <= 0:
-        raise ConfigError(f"`{name}` must be a positive finite number, got {value!r}.")
+        _refuse(f"`{name}`", "a positive finite number", value)
     return float(value)
+
+
+def optional_positive_number(name, value):
+    """None, or `value` as a positive finite float (`positive_number`)."""
+    return None if value is None else positive_number(name, value)
 
 
 def non_negative_number(name, value):
     """`value` as a float when it is a finite number >= 0."""
     if not _real(value) or value < 0:
-        raise ConfigError(f"`{name}` must be a finite number >= 0, got {value!r}.")
+        _refuse(f"`{name}`", "a finite number >= 0", value)
     return float(value)
 
 
 def rate(name, value):
     """`value` as a float when it is a rate in [0, 1) (dropout: 1 would drop everything)."""
     if not _real(value) or not 0 <= value < 1:
-        raise ConfigError(f"`{name}` must be a number in [0, 1), got {value!r}.")
+        _refuse(f"`{name}`", "a number in [0, 1)", value)
     return float(value)
 
 
 def fraction(name, value):
     """`value` as a float when it is in (0, 1] (a decay, a share of something)."""
     if not _real(value) or not 0 < value <= 1:
-        raise ConfigError(f"`{name}` must be a number in (0, 1], got {value!r}.")
+        _refuse(f"`{name}`", "a number in (0, 1]", value)
     return float(value)
 
 
@@ -161,17 +175,16 @@ def check_arg(name, value):
     flag = flag_name(name)
     if kind is float:
         if not _real(value) or value <= least:
-            raise ConfigError(f"{flag} must be a positive finite number, got {value!r}.")
+            _refuse(flag, "a positive finite number", value)
         return
     if not _integer(value) or value < least:
         if name == "vocabulary_size":
             raise ConfigError(
                 f"{flag} must be at least {least} (the special tokens plus pieces to spell "
                 f"words with), got {value!r}.")
-        what = "a positive integer" if least == 1 else f"an integer >= {least}"
-        raise ConfigError(f"{flag} must be {what}, got {value!r}.")
+        _refuse(flag, _integer_rule(least), value)
     if name in MOST and value > MOST[name]:
-        raise ConfigError(f"{flag} must be at most {MOST[name]}, got {value!r}.")
+        _refuse(flag, f"at most {MOST[name]}", value)
 
 
 def check_args(**values):
@@ -208,7 +221,7 @@ def check_override_types(owner, defaults, overrides):
         if key.endswith("dropout") or key.endswith("dropout_rate"):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
                     0 <= value < 1):
-                raise ConfigError(f"--set {key} must be a number in [0, 1), got {value!r}.")
+                _refuse(f"--set {key}", "a number in [0, 1)", value)
         default = defaults.get(key)
         if default is None or value is None:
             continue
@@ -219,7 +232,7 @@ def check_override_types(owner, defaults, overrides):
                 f"{default!r}); give one, e.g. --set {key}={default!r}.")
         if expected == "an integer" and (key.startswith("num_") or key.endswith("_size")) and (
                 value < 1):
-            raise ConfigError(f"--set {key} must be a positive integer, got {value!r}.")
+            _refuse(f"--set {key}", _integer_rule(1), value)
 
 
 _WIDER = {"a number": ("an integer",), "a list": ("a tuple",), "a tuple": ("a list",)}

@@ -26,6 +26,7 @@ built from these functions.
 
 import keras
 from keras_ctx.common.optional import tensorflow as tf
+from keras_ctx.common.validation import positive_int
 
 # allennlp ELMoCharacterMapper, before the +1 shift.
 MAX_CHARACTERS_PER_TOKEN = 50
@@ -123,10 +124,7 @@ def split_and_pad(sentences, sequence_length, add_sentence_boundaries=True):
     `sequence_length` tokens (boundaries included) raises InvalidArgumentError:
     raise `sequence_length` or split the text first.
     """
-    if isinstance(sequence_length, bool) or not isinstance(sequence_length, int) or (
-        sequence_length < 1
-    ):
-        raise ValueError(f"`sequence_length` must be a positive integer, got {sequence_length!r}.")
+    positive_int("sequence_length", sequence_length)
     sentences = tf.convert_to_tensor(sentences, tf.string)
     scalar = sentences.shape.rank == 0
     if scalar:

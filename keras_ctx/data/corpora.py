@@ -23,7 +23,7 @@ import re
 import stat
 import sysconfig
 
-from keras_ctx.common import progress
+from keras_ctx.common import progress, validation
 from keras_ctx.common.optional import tensorflow as tf
 
 BUILTIN = "builtin"
@@ -400,8 +400,7 @@ def sample_sentences(source, size=TOKENIZER_SAMPLE_SENTENCES, seed=0):
     import math
     import random
 
-    if size is not None and (not isinstance(size, int) or size < 1):
-        raise ValueError(f"The tokenizer sample size must be a positive int, got {size!r}.")
+    validation.optional_positive_int("size", size)
     rng = random.Random(seed)
     sample, seen = Sample(), 0
 

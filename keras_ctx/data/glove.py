@@ -11,6 +11,8 @@ import gzip
 
 import numpy as np
 
+from keras_ctx.common.validation import optional_positive_int
+
 
 def _open(path):
     if str(path).endswith(".gz"):
@@ -30,8 +32,8 @@ def read_glove(path, dim=None, max_words=None):
     Returns:
         (words, vectors): a list of str and a float32 array (len(words), dim).
     """
-    if dim is not None and (isinstance(dim, bool) or not isinstance(dim, int) or dim < 1):
-        raise ValueError(f"`dim` must be a positive integer or None, got {dim!r}.")
+    optional_positive_int("dim", dim)
+    optional_positive_int("max_words", max_words)
     words, vectors, seen = [], [], {}
     spaces_allowed = dim is not None
     with _open(path) as f:

@@ -58,6 +58,7 @@ import keras
 from keras_ctx.common.optional import tensorflow as tf
 
 from keras_ctx.common import files
+from keras_ctx.common.validation import optional_positive_int, positive_int
 from keras_ctx import backend
 
 
@@ -294,9 +295,7 @@ class Generation:
                  decoder_start_token_id=None, text=None, use_cache=True):
         from keras_ctx import generation
 
-        if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 2:
-            raise ExportError(f"`max_length` must be an integer >= 2, got {max_length!r}.")
-        self.max_length = max_length
+        self.max_length = positive_int("max_length", max_length, least=2, error=ExportError)
         self.sampler = generation.get_sampler(sampler)
         self.end_token_id = end_token_id
         self.pad_token_id = int(pad_token_id)
@@ -427,8 +426,11 @@ def _checked_class_names(model, class_names):
 def check_export_target(directory, version=1, overwrite=False):
     """The version directory an export would write; ExportError if it exists and not `overwrite`.
 
-    Call it before any long work (training) whose result is to be exported.
+    Call it before any long work (training) whose result is to be exported. The export
+    package's one check of `version`; a command checks its --version where it checks
+    its other arguments (`keras_ctx.common.validation.FLAGS`), before it loads anything.
     """
+    positive_int("version", version, error=ExportError)
     target = os.path.join(os.fspath(directory), str(version))
     if os.path.isdir(directory):
         _recover_killed_exports(os.path.abspath(directory))
@@ -483,12 +485,7 @@ def export_saved_model(
     Returns:
         The path of the written version directory.
     """
-    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-        raise ExportError(f"`version` must be a positive integer, got {version!r}.")
-    if sequence_length is not None and (isinstance(sequence_length, bool) or not isinstance(
-            sequence_length, int) or sequence_length < 1):
-        raise ExportError("`sequence_length` must be a positive integer (or None: free), "
-                          f"got {sequence_length!r}.")
+    optional_positive_int("sequence_length", sequence_length, error=ExportError)
     target = check_export_target(directory, version, overwrite)
     named = named_inputs(model)
     _check_vocabulary_is_known(model, named)

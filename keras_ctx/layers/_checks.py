@@ -4,7 +4,8 @@ The number checks are keras_ctx.common.validation's (the one checks module; comm
 sits below the layers); the two below are the layers' own.
 """
 
-from keras_ctx.common.validation import optional_positive_int, positive_int, rate  # noqa: F401
+from keras_ctx.common.validation import (  # noqa: F401
+    optional_positive_int, optional_positive_number, positive_int, rate)
 
 
 def one_of(name, value, choices):

@@ -44,14 +44,6 @@ from keras_ctx.backend.lstm_cell import cell
 IMPLEMENTATIONS = ("auto", "loop", "cudnn")
 
 
-def _optional_clip(name, value):
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise ValueError(f"`{name}` must be a positive number or None, got {value!r}.")
-    return float(value)
-
-
 @keras.saving.register_keras_serializable(package="keras_ctx")
 class LSTMP(keras.layers.Layer):
     """LSTM with optional projection and clipping, XLA-friendly (see module doc).
@@ -110,8 +102,9 @@ class LSTMP(keras.layers.Layer):
         super().__init__(**kwargs)
         self.units = _checks.positive_int("units", units)
         self.projection_dim = _checks.optional_positive_int("projection_dim", projection_dim)
-        self.cell_clip = _optional_clip("cell_clip", cell_clip)
-        self.projection_clip = _optional_clip("projection_clip", projection_clip)
+        self.cell_clip = _checks.optional_positive_number("cell_clip", cell_clip)
+        self.projection_clip = _checks.optional_positive_number("projection_clip",
+                                                                projection_clip)
         if self.projection_clip is not None and self.projection_dim is None:
             raise ValueError(
                 "`projection_clip` needs a projection; set `projection_dim` or "
@@ -333,9 +326,7 @@ class WeightDropLSTM(LSTMP):
 
     def __init__(self, units, weight_dropout=0.0, seed=None, **kwargs):
         super().__init__(units, **kwargs)
-        if isinstance(weight_dropout, bool) or not 0 <= weight_dropout < 1:
-            raise ValueError(f"`weight_dropout` must be in [0, 1), got {weight_dropout!r}.")
-        self.weight_dropout = float(weight_dropout)
+        self.weight_dropout = _checks.rate("weight_dropout", weight_dropout)
         self.seed = seed
         self.seed_generator = keras.random.SeedGenerator(seed)
 

@@ -20,6 +20,7 @@ LM objective and the classifier head apply their own); `hidden_states` are the
 import keras
 from keras import ops
 
+from keras_ctx.common.validation import positive_int
 from keras_ctx.layers.dropout import EmbeddingDropout, LockedDropout
 from keras_ctx.layers.embeddings import TokenEmbedding
 from keras_ctx.layers.lstm import WeightDropLSTM
@@ -65,8 +66,7 @@ class AwdLstmBackbone(Backbone):
                  embedding_dropout=0.05, input_dropout=0.4, hidden_dropout=0.3,
                  weight_dropout=0.5, output_dropout=0.4, lstm_implementation="auto",
                  dtype=None, **kwargs):
-        if not isinstance(num_layers, int) or num_layers < 1:
-            raise ValueError(f"`num_layers` must be a positive integer, got {num_layers!r}.")
+        num_layers = positive_int("num_layers", num_layers)
         # Merity et al. 2017: uniform(-0.1, 0.1) embeddings.
         embedding = TokenEmbedding(
             vocabulary_size, embedding_size,

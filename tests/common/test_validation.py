@@ -1,0 +1,105 @@
+"""One rule, one message (issue 55): every public function that takes a count, a size or a
+clip checks it with keras_ctx.common.validation, so 0, -1, 1.5, True and "3" are refused
+in the same words wherever they are given, before any work."""
+
+import math
+
+import pytest
+
+from keras_ctx.common import validation
+from keras_ctx.common.errors import ConfigError
+from keras_ctx.data import characters, corpora, glove, knowledge_masking, multilingual
+from keras_ctx.export import ExportError, Generation, check_export_target, export_saved_model
+from keras_ctx.layers.lstm import LSTMP, WeightDropLSTM
+from keras_ctx.models.awd_lstm import AwdLstmBackbone
+
+BAD_COUNTS = [0, -1, 1.5, True, "3"]
+
+
+def _missing(tmp):
+    return str(tmp / "no-such.txt")  # the check comes before the file is opened
+
+
+# (call(tmp_path, value), the argument's name, the error type): every public entry point
+# whose count argument issue 55 moved onto validation.positive_int.
+COUNTS = {
+    "tlm_pairs": (lambda tmp, v: multilingual.tlm_pairs(None, 16, 1, 0, 0, 1, max_length=v),
+                  "max_length", ConfigError),
+    "split_and_pad": (lambda tmp, v: characters.split_and_pad(["a b"], v),
+                      "sequence_length", ConfigError),
+    "read_glove dim": (lambda tmp, v: glove.read_glove(_missing(tmp), dim=v), "dim",
+                       ConfigError),
+    "read_glove max_words": (lambda tmp, v: glove.read_glove(_missing(tmp), max_words=v),
+                             "max_words", ConfigError),
+    "sample_sentences": (lambda tmp, v: corpora.sample_sentences(_missing(tmp), size=v),
+                         "size", ConfigError),
+    "KnowledgeMaskingSchedule": (
+        lambda tmp, v: knowledge_masking.KnowledgeMaskingSchedule((("basic", v),)),
+        "steps of stage 'basic'", ConfigError),
+    "AwdLstmBackbone": (lambda tmp, v: AwdLstmBackbone(10, embedding_size=4, hidden_size=4,
+                                                       num_layers=v), "num_layers", ConfigError),
+    "export_saved_model version": (
+        lambda tmp, v: export_saved_model(None, tmp / "export", version=v), "version",
+        ExportError),
+    "export_saved_model sequence_length": (
+        lambda tmp, v: export_saved_model(None, tmp / "export", sequence_length=v),
+        "sequence_length", ExportError),
+    "check_export_target": (lambda tmp, v: check_export_target(tmp / "export", v), "version",
+                            ExportError),
+}
+
+
+@pytest.mark.parametrize("value", BAD_COUNTS, ids=repr)
+@pytest.mark.parametrize("entry", sorted(COUNTS))
+def test_every_count_argument_refuses_in_one_message(tmp_path, entry, value):
+    call, name, error = COUNTS[entry]
+    with pytest.raises(error) as caught:
+        call(tmp_path, value)
+    assert str(caught.value) == f"`{name}` must be a positive integer, got {value!r}."
+    assert not (tmp_path / "export").exists()  # refused before anything is written
+
+
+@pytest.mark.parametrize("value", [1, 0, -1, 2.0, True, "3"], ids=repr)
+@pytest.mark.parametrize("call, name", [
+    (lambda v: Generation(max_length=v), "max_length"),
+    (lambda v: multilingual.text_stream(["a"], v, eos_id=1, language_id=0), "sequence_length"),
+], ids=["Generation", "text_stream"])
+def test_lengths_that_hold_two_tokens_refuse_in_one_message(call, name, value):
+    # Generation: the first token plus one decoded; text_stream: </s> plus one token.
+    with pytest.raises(ValueError) as caught:
+        call(value)
+    assert str(caught.value) == f"`{name}` must be an integer >= 2, got {value!r}."
+
+
+@pytest.mark.parametrize("value", [0, -1, True, "3", math.nan, math.inf], ids=repr)
+@pytest.mark.parametrize("name", ["cell_clip", "projection_clip"])
+def test_lstm_clips_refuse_in_one_message(name, value):
+    with pytest.raises(ConfigError) as caught:
+        LSTMP(4, projection_dim=2, **{name: value})
+    assert str(caught.value) == f"`{name}` must be a positive finite number, got {value!r}."
+
+
+@pytest.mark.parametrize("value", [-0.1, 1, True, "0.5", math.nan], ids=repr)
+def test_weight_dropout_refuses_in_one_message(value):
+    with pytest.raises(ConfigError) as caught:
+        WeightDropLSTM(4, weight_dropout=value)
+    assert str(caught.value) == f"`weight_dropout` must be a number in [0, 1), got {value!r}."
+
+
+def test_a_value_in_range_is_returned_as_its_type():
+    assert validation.positive_int("n", 3) == 3
+    assert validation.optional_positive_int("n", None) is None
+    assert validation.optional_positive_number("clip", 3) == 3.0
+    assert LSTMP(4, projection_dim=2, cell_clip=3).cell_clip == 3.0
+    assert knowledge_masking.KnowledgeMaskingSchedule(
+        (("basic", 2), ("entity", None))).boundaries == (2,)
+
+
+def test_a_flag_and_an_argument_share_the_rule_and_its_words():
+    # The CLI's --version and export_saved_model's `version` break one rule, said one way.
+    with pytest.raises(ConfigError) as flag:
+        validation.check_arg("version", 0)
+    with pytest.raises(ExportError) as argument:
+        check_export_target("unused", 0)
+    assert str(flag.value) == "--version must be a positive integer, got 0."
+    assert str(argument.value) == "`version` must be a positive integer, got 0."

@@ -2,7 +2,9 @@
 
     OUT/run.json                the preset, family, sequence length and overrides
     OUT/backbone.keras          the trained backbone (what fine-tuning and export use)
-    OUT/tokenizer/              the tokenizer's config and vocabulary files
+    OUT/tokenizer/              the tokenizer: its files in Hugging Face's names (what
+                                transformers' AutoTokenizer reads), its keras-hub config
+                                (keras_tokenizer.json) and assets (keras_assets/)
     OUT/pretrain_settings.json  the arguments of the run (to resume it)
     OUT/checkpoints/            resumable training state (keras_ctx.training)
     OUT/logs/                   TensorBoard logs
@@ -25,7 +27,8 @@ from keras_ctx import models  # noqa: F401  (the classes backbone.keras holds, f
 from keras_ctx import registry
 from keras_ctx.common import files, keras_files, validation
 from keras_ctx.data import fingerprints
-from keras_ctx.data.tokenizers import TOKENIZER_DIR, load_tokenizer, save_tokenizer  # noqa: F401
+from keras_ctx.data.tokenizers import (  # noqa: F401
+    KERAS_CONFIG, TOKENIZER_DIR, load_tokenizer, save_tokenizer, saved_tokenizer_files)
 from keras_ctx.common.errors import RunDirectoryError, one_line
 from keras_ctx.training import Checkpointer
 
@@ -149,7 +152,7 @@ def save_run(out_dir, info, backbone, tokenizer=None, overwrite=False, tokenizer
     elif tokenizer is not None:
         with files.replacing_directory(tokenizer_dir, overwrite=True) as staging:
             save_tokenizer(tokenizer, staging)
-    elif os.path.isfile(os.path.join(tokenizer_dir, "tokenizer.json")):
+    elif saved_tokenizer_files(tokenizer_dir) is not None:
         import shutil
 
         shutil.rmtree(tokenizer_dir)
@@ -307,7 +310,7 @@ def load_run(run_dir, need_tokenizer=False):
     # ELMo reads characters: it needs no tokenizer.
     if need_tokenizer and tokenizer is None and "character_ids" not in backbone.input:
         raise RunDirectoryError(
-            f"{run_dir} has no {TOKENIZER_DIR}/ (or it lacks tokenizer.json), and text "
+            f"{run_dir} has no {TOKENIZER_DIR}/ (or it lacks {KERAS_CONFIG}), and text "
             "cannot become ids without the tokenizer the backbone was trained with: "
             "pretrain the run again, or convert a checkpoint that has tokenizer files.")
     return info, backbone, tokenizer

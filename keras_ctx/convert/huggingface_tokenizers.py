@@ -2,15 +2,19 @@
 
 `tokenizer_from_huggingface(directory)` reads a checkpoint directory's
 vocabulary files (WordPiece, byte-level or "</w>" BPE, SentencePiece);
-`save_tokenizer_files` writes a tokenizer back in the same names.
+`save_tokenizer_files` (`keras_ctx.data.tokenizer_files`) writes a tokenizer back in
+the same names.
 """
 
 import functools
 import os
 
 from keras_ctx.common.files import missing_link
-from keras_ctx.convert.base import CheckpointError, read_json_object, write_json_file
+from keras_ctx.convert.base import CheckpointError, read_json_object
 from keras_ctx.data import albert_text
+# The writer lives in the data layer (runs write it too); its names are this module's too.
+from keras_ctx.data.tokenizer_files import (  # noqa: F401
+    save_tokenizer_files, tokenizer_file_names)
 
 
 # SentencePiece models, by the names checkpoints give them.
@@ -327,61 +331,3 @@ def largest_token_id(tokenizer):
 TOKENIZER_FILES = ("vocab.txt", "tokenizer_config.json", "vocab.json", "merges.txt",
                    "spiece.model", "sentencepiece.bpe.model", "30k-clean.model",
                    "tokenizer.json", "special_tokens_map.json")
-
-
-def tokenizer_file_names(tokenizer):
-    """The files `save_tokenizer_files` writes for `tokenizer`."""
-    if tokenizer is None:
-        return ()
-    import keras_hub
-
-    if isinstance(tokenizer, keras_hub.tokenizers.WordPieceTokenizer):
-        return ("vocab.txt", "tokenizer_config.json")
-    if isinstance(tokenizer, keras_hub.tokenizers.BytePairTokenizer):
-        return ("vocab.json", "merges.txt")
-    if isinstance(tokenizer, albert_text.albert_sentencepiece_class()):
-        return ("spiece.model", "tokenizer_config.json")
-    if isinstance(tokenizer, keras_hub.tokenizers.SentencePieceTokenizer):
-        return ("spiece.model",)
-    return ()
-
-
-def save_tokenizer_files(tokenizer, directory):
-    """The tokenizer's vocabulary files in Hugging Face's names (None: nothing), atomically."""
-    if tokenizer is None:
-        return
-    import keras_hub
-
-    from keras_ctx.common.files import replacing
-
-    def write(name):
-        return replacing(os.path.join(directory, name), overwrite=True)
-
-    if isinstance(tokenizer, keras_hub.tokenizers.WordPieceTokenizer):
-        with write("vocab.txt") as staging, open(staging, "w", encoding="utf-8") as handle:
-            handle.writelines(token + "\n" for token in tokenizer.get_vocabulary())
-        settings = {"do_lower_case": bool(tokenizer.lowercase),
-                    "strip_accents": bool(tokenizer.strip_accents),
-                    "tokenize_chinese_chars": bool(tokenizer.split_on_cjk)}
-        if tokenizer.oov_token != "[UNK]":
-            settings["unk_token"] = tokenizer.oov_token
-        write_json_file(os.path.join(directory, "tokenizer_config.json"), settings,
-                        sort_keys=False)
-    elif isinstance(tokenizer, keras_hub.tokenizers.BytePairTokenizer):
-        write_json_file(os.path.join(directory, "vocab.json"), tokenizer.vocabulary,
-                        ensure_ascii=False)
-        with write("merges.txt") as staging, open(staging, "w", encoding="utf-8") as handle:
-            handle.write("#version: 0.2\n")
-            handle.writelines(merge + "\n" for merge in tokenizer.merges)
-    elif isinstance(tokenizer, keras_hub.tokenizers.SentencePieceTokenizer):
-        proto = tokenizer.proto
-        if not isinstance(proto, bytes):
-            raise CheckpointError("The SentencePiece tokenizer holds no serialized model.")
-        with write("spiece.model") as staging, open(staging, "wb") as handle:
-            handle.write(proto)
-        if isinstance(tokenizer, albert_text.albert_sentencepiece_class()):
-            # What transformers' AlbertTokenizer / XLNetTokenizer read back.
-            write_json_file(os.path.join(directory, "tokenizer_config.json"),
-                            {"do_lower_case": bool(tokenizer.lowercase),
-                             "keep_accents": bool(tokenizer.keep_accents),
-                             "remove_space": True}, sort_keys=False)

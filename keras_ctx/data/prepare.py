@@ -9,6 +9,7 @@ document of the same shard, as BERT's script samples within its input file.
 
     DATA_DIR/
       tokenizer/                 trained once on a seeded sample of the corpus
+      tokenizer_record.json      its sample, hash and run files (tokenizer.json before)
       settings.json              what the shards were made with, the corpus' fingerprint
                                  included (a rerun must match: a changed corpus is refused)
       shard-00000.tfrecord       finished shards (written as *.partial, then renamed)
@@ -41,7 +42,8 @@ from keras_ctx.common.optional import require_tensorflow
 from keras_ctx.data.prepared_files import (  # noqa: F401  (the files' names, re-exported)
     MANIFEST, MANIFEST_SCHEMA, MANIFEST_VERSION, SETTINGS, SETTINGS_SCHEMA, SHARD_SCHEMA,
     PreparedDataError, check_tokenizer, load_manifest, load_tokenizer, read_checked,
-    read_json, record_bytes, sha256, shard_path, text_record, write_json)
+    read_json, record_bytes, sha256, shard_path, text_record, tokenizer_record_path,
+    write_json)
 
 SHARD_BYTES = 32 << 20  # keras_ctx's choice: a worker's memory stays in the hundreds of MB
 _BOUNDARY = re.compile(rb"\n[ \t\r]*\n")  # a blank line ends a document
@@ -227,9 +229,10 @@ def _claim(out, settings):
 
 
 def _tokenizer(out, family, corpus, settings, run):
-    """tokenizer.json's record: the tokenizer is trained once (then checked, not retrained)."""
+    """tokenizer_record.json's record: the tokenizer is trained once (then checked, not
+    retrained)."""
     tokenizer_dir = os.path.join(out, tokenizers.TOKENIZER_DIR)
-    tokenizer_info = os.path.join(out, "tokenizer.json")
+    tokenizer_info = tokenizer_record_path(out)
     if not os.path.isfile(tokenizer_info):
         sample = corpora.sample_sentences(corpus, settings["tokenizer_sample"], settings["seed"])
         tokenizer, sampled = train_tokenizer(family, sample, run)

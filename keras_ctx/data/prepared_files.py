@@ -73,13 +73,28 @@ def check_tokenizer(data_dir, record):
             f"read through another vocabulary. Restore it, or prepare {data_dir} again.")
 
 
+# What the tokenizer was trained on, its hash and the run files a family keeps instead.
+TOKENIZER_RECORD = "tokenizer_record.json"
+# Its name before: the `tokenizers` library's file name, for a file that is not one. Read
+# where it is the only one (data prepared then), never written.
+EARLIER_TOKENIZER_RECORD = "tokenizer.json"
+
+
+def tokenizer_record_path(data_dir):
+    """`data_dir`'s tokenizer record: tokenizer_record.json, or the earlier name where only
+    it is there."""
+    path = os.path.join(data_dir, TOKENIZER_RECORD)
+    earlier = os.path.join(data_dir, EARLIER_TOKENIZER_RECORD)
+    return earlier if not os.path.isfile(path) and os.path.isfile(earlier) else path
+
+
 def load_tokenizer(data_dir):
     """The tokenizer `prepare` trained for `data_dir`: a keras-hub tokenizer, or what the
     family keeps in its run files instead (ELMo's word vocabulary)."""
     tokenizer = tokenizers.load_tokenizer(os.path.join(data_dir, tokenizers.TOKENIZER_DIR))
     if tokenizer is not None:
         return tokenizer
-    kept = read_json(os.path.join(data_dir, "tokenizer.json")).get("run_files", {})
+    kept = read_json(tokenizer_record_path(data_dir)).get("run_files", {})
     if len(kept) != 1:
         raise PreparedDataError(f"{data_dir} holds no tokenizer; prepare it again.")
     return next(iter(kept.values()))

@@ -33,7 +33,7 @@ import numpy as np
 from keras_ctx.common.optional import tensorflow as tf
 
 from keras_ctx.common import progress
-from keras_ctx.data import albert_text, corpora
+from keras_ctx.data import albert_text, corpora, tokenizer_files
 from keras_ctx.data.strings import WORD_START, map_strings  # noqa: F401  (WORD_START: a public name here too)
 from keras_ctx.common.errors import RunDirectoryError
 
@@ -601,32 +601,55 @@ def tokenize_documents(documents, tokenizer):
     return documents.map(tokenize)
 
 
-# Where a run directory (keras_ctx.runs) and a prepared-data directory
-# (keras_ctx.data.prepare) keep their tokenizer.
+# Where a run directory (keras_ctx.runs), a prepared-data directory
+# (keras_ctx.data.prepare) and a saved text task keep their tokenizer.
 TOKENIZER_DIR = "tokenizer"
+# In it: the keras-hub layer's Keras config and its assets (what `load_tokenizer` reads),
+# beside the Hugging Face files (`tokenizer_files`) that transformers' AutoTokenizer reads.
+KERAS_CONFIG = "keras_tokenizer.json"
+KERAS_ASSETS = "keras_assets"
+# Written before keras_tokenizer.json: the same Keras config, its assets beside it. Still
+# read (old runs, prepared data and saved tasks); never written, as the name is the
+# `tokenizers` library's (Tokenizer.from_file could not read ours).
+EARLIER_KERAS_CONFIG = "tokenizer.json"
 
 
 def save_tokenizer(tokenizer, directory):
-    """Writes a keras-hub tokenizer's config (tokenizer.json) and vocabulary files to `directory`."""
-    os.makedirs(directory, exist_ok=True)
-    with open(os.path.join(directory, "tokenizer.json"), "w", encoding="utf-8") as handle:
+    """Writes a keras-hub tokenizer to `directory`: its Keras config (keras_tokenizer.json)
+    and assets (keras_assets/), and its files in Hugging Face's names with the
+    transformers class that reads them (`tokenizer_files.huggingface_class`)."""
+    os.makedirs(os.path.join(directory, KERAS_ASSETS), exist_ok=True)
+    with open(os.path.join(directory, KERAS_CONFIG), "w", encoding="utf-8") as handle:
         json.dump(keras.saving.serialize_keras_object(tokenizer), handle)
-    tokenizer.save_assets(directory)
+    tokenizer.save_assets(os.path.join(directory, KERAS_ASSETS))
+    tokenizer_files.save_tokenizer_files(tokenizer, directory,
+                                         tokenizer_files.huggingface_class(tokenizer))
+
+
+def saved_tokenizer_files(directory):
+    """(Keras config, assets directory) `save_tokenizer` wrote in `directory`, in either
+    layout (`EARLIER_KERAS_CONFIG`), or None where it wrote none."""
+    path = os.path.join(directory, KERAS_CONFIG)
+    if os.path.isfile(path):
+        return path, os.path.join(directory, KERAS_ASSETS)
+    path = os.path.join(directory, EARLIER_KERAS_CONFIG)
+    return (path, directory) if os.path.isfile(path) else None
 
 
 def load_tokenizer(directory):
     """The tokenizer `save_tokenizer` wrote to `directory`, or None where it wrote none."""
-    path = os.path.join(directory, "tokenizer.json")
-    if not os.path.isfile(path):
+    saved = saved_tokenizer_files(directory)
+    if saved is None:
         return None
     import keras_hub  # noqa: F401  (registers the tokenizer classes)
 
     bert_wordpiece_class()  # registers keras_ctx's
     albert_text.albert_sentencepiece_class()
+    path, assets = saved
     try:
         with open(path, encoding="utf-8") as handle:
             tokenizer = keras.saving.deserialize_keras_object(json.load(handle))
-        tokenizer.load_assets(directory)
+        tokenizer.load_assets(assets)
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise RunDirectoryError(f"The tokenizer in {directory} is corrupt ({error}); "
                                 "convert or pretrain the run again.") from None

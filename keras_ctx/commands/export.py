@@ -11,13 +11,21 @@ def export_run(model_or_run, out, version=1, overwrite=False, sequence_length=No
     """Exports a run, a fine-tuned classifier or any model handle (`keras_ctx.handles`);
     `with_text` adds serve_text (needs tensorflow-text ops), `jit_compile` XLA-compiles
     the serving functions."""
-    from keras_ctx import handles
     from keras_ctx.common import validation
-    from keras_ctx.export import export_saved_model
 
-    # Before anything is loaded: 0 is not "not given" (an export at length 0 serves nothing).
+    # The command's one check of its arguments, before anything is loaded: 0 is not "not
+    # given" (an export at length 0 serves nothing).
     validation.check_args(version=version, sequence_length=sequence_length)
     validation.check_given(out=out)
+    return write_export(model_or_run, out, version, overwrite, sequence_length, with_text,
+                        jit_compile)
+
+
+def write_export(model_or_run, out, version, overwrite, sequence_length, with_text,
+                 jit_compile=False):
+    """`export_run` on checked arguments (pretrain's `--export`, checked by its request)."""
+    from keras_ctx import handles
+    from keras_ctx.export import export_saved_model
 
     preprocessor = class_names = None
     if os.path.isdir(model_or_run) and runs.is_finetuned(model_or_run):

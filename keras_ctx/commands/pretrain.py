@@ -23,7 +23,7 @@ from keras_ctx import handles, runs
 from keras_ctx.common import files, progress, validation
 from keras_ctx.commands import pretrain_checks
 from keras_ctx.commands.pretrain_checks import VOCABULARY_SIZE, PretrainRequest  # noqa: F401
-from keras_ctx.commands.export import export_run
+from keras_ctx.commands.export import write_export
 from keras_ctx.commands.sense_table import show_sense_table
 from keras_ctx.data import corpora, fingerprints, prepare
 from keras_ctx.data.prepared_input import PreparedInput
@@ -377,10 +377,10 @@ def _export(request, exported, tokenizer):
               "exports another, --overwrite replaces it).")
     elif export:
         say(f"Exporting a SavedModel to {export}...")
-        export_run(out, export, version=version, overwrite=overwrite)
+        write_export(out, export, version, overwrite, None, with_text=False)
         if request.text_export and tokenizer is not None and getattr(
                 tokenizer, "in_graph", True):
             say(f"Also exporting a text-in copy (serve_text: strings in, for servers "
                 f"with tensorflow-text ops) to {export.rstrip('/')}-text...")
-            export_run(out, export.rstrip("/") + "-text", version=version,
-                       overwrite=overwrite, with_text=True)
+            write_export(out, export.rstrip("/") + "-text", version, overwrite, None,
+                         with_text=True)

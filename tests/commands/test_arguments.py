@@ -70,6 +70,25 @@ def test_the_command_functions_refuse_before_anything_is_read_or_written(
     assert not out.exists()
 
 
+def _export(out, **kwargs):
+    from keras_ctx.commands.export import export_run
+
+    return export_run("no-such-model", str(out), **kwargs)
+
+
+@pytest.mark.parametrize("value", [0, -1, 1.5, True, "3"], ids=repr)
+@pytest.mark.parametrize("command, export", [(_export, False), (_pretrain, True)],
+                         ids=["export", "pretrain --export"])
+def test_the_export_version_is_one_rule_in_one_message(tmp_path, command, export, value):
+    # Checked where the command checks its arguments, before the model is looked up
+    # (an unknown model would be named otherwise) and before anything is written.
+    out, target = tmp_path / "out", tmp_path / "export"
+    with pytest.raises(ConfigError) as error:
+        command(out, version=value, **({"export": str(target)} if export else {}))
+    assert str(error.value) == f"--version must be a positive integer, got {value!r}."
+    assert not out.exists() and not target.exists()
+
+
 @pytest.mark.parametrize("argv, message", [
     (["pretrain", "bert-tiny", "--learning-rate", "nan"], "--learning-rate must be a positive"),
     (["finetune", "RUN", "--train", "t", "--learning-rate", "1e999"],

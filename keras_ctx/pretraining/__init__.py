@@ -7,6 +7,7 @@ from keras_ctx.pretraining.bilm import BiLMPretrainer
 from keras_ctx.pretraining.causal_lm import CausalLMPretrainer
 from keras_ctx.pretraining.cvt import CrossViewTrainer
 from keras_ctx.pretraining.electra import ElectraPretrainer
+from keras_ctx.pretraining.gpt_finetuner import GPTFineTuner
 from keras_ctx.pretraining.masked_lm import (
     AlbertPretrainer,
     BertPretrainer,
@@ -20,7 +21,7 @@ from keras_ctx.pretraining.xlnet import XLNetPretrainer
 
 __all__ = [
     "AdapterMaskedLMPretrainer", "AwdLstmLMPretrainer", "Pretrainer", "BiLMPretrainer", "CausalLMPretrainer",
-    "CrossViewTrainer", "ElectraPretrainer", "AlbertPretrainer", "BertPretrainer",
+    "CrossViewTrainer", "ElectraPretrainer", "GPTFineTuner", "AlbertPretrainer", "BertPretrainer",
     "MaskedLMPretrainer", "RobertaPretrainer", "Seq2SeqPretrainer", "SpanBertPretrainer",
     "TranslationPretrainer", "XLNetPretrainer",
 ]

@@ -2,7 +2,7 @@
 
 Pretraining maximises  L_LM = sum_t log P(u_t | u_<t)  (Radford et al., 2018, Eq. 1).
 GPT's fine-tuning objective, which adds it as an auxiliary loss, is
-`keras_ctx.tasks.GPTFineTuner`.
+`keras_ctx.pretraining.gpt_finetuner.GPTFineTuner`.
 """
 
 import keras

@@ -9,7 +9,7 @@ import pytest
 
 from keras_ctx.common.errors import ConfigError
 from keras_ctx.tasks import transfer, ulmfit
-from keras_ctx.tasks.gpt_finetuner import GPTFineTuner
+from keras_ctx.pretraining import GPTFineTuner
 from keras_ctx.tasks.heads import SequenceClassifier, TokenClassifier
 
 from tests.tasks import text_fixtures
@@ -95,23 +95,23 @@ def test_text_tasks_refuse_a_zero_length_instead_of_taking_the_default(bert):
 
 @pytest.mark.parametrize("tokens", [0, 2.5, NAN])
 def test_question_answering_refuses_an_answer_length_that_makes_no_sense(bert, tokens):
-    from keras_ctx.tasks.text import SpanQuestionAnswerer
+    from keras_ctx.tasks.text import QuestionAnswerer
 
     with pytest.raises(ConfigError, match="`max_answer_tokens` must be a positive integer"):
-        SpanQuestionAnswerer(bert, text_fixtures.tokenizer("bert"), sequence_length=16,
-                         max_answer_tokens=tokens)
+        QuestionAnswerer(bert, text_fixtures.tokenizer("bert"), sequence_length=16,
+                     max_answer_tokens=tokens)
 
 
 @pytest.mark.parametrize("size", [0, -4, 2.5, NAN, True])
 def test_text_tasks_refuse_a_batch_size_that_makes_no_sense(bert, size):
     """A batch size of 0 reached tf.data ('batch_size must be greater than zero', TensorFlow's
     InvalidArgumentError); 2.5 and True were batched as 2 and 1."""
-    from keras_ctx.tasks.text import SpanQuestionAnswerer, TextClassifier, TokenClassifier
+    from keras_ctx.tasks.text import QuestionAnswerer, TextClassifier, WordClassifier
 
     tokenizer = text_fixtures.tokenizer("bert")
     classifier = TextClassifier(bert, tokenizer, num_classes=2, sequence_length=12)
-    tagger = TokenClassifier(bert, tokenizer, labels=3, sequence_length=12)
-    reader = SpanQuestionAnswerer(bert, tokenizer, sequence_length=16)
+    tagger = WordClassifier(bert, tokenizer, labels=3, sequence_length=12)
+    reader = QuestionAnswerer(bert, tokenizer, sequence_length=16)
     for call in (lambda: classifier.fit(["a b"], [1], batch_size=size),
                  lambda: classifier.evaluate(["a b"], [1], batch_size=size),
                  lambda: classifier.predict(["a b"], batch_size=size),

@@ -56,7 +56,7 @@ from keras_ctx.tasks import text
 
 classifier = text.TextClassifier.load(sys.argv[1])
 texts, pairs = json.loads(sys.argv[2])
-tagger = text.TokenClassifier.load(sys.argv[3])
+tagger = text.WordClassifier.load(sys.argv[3])
 got = {"texts": np.asarray(classifier.predict(texts)).tolist(),
        "pairs": np.asarray(classifier.predict(pairs)).tolist(),
        "tags": tagger.predict([t.split() for t in texts])}
@@ -80,8 +80,8 @@ def test_string_in_tasks_give_tensorflows_outputs_on_other_backends(backend, tmp
     pairs = [("a fine film", "the river"), ("a dull film", "the sea")]
     classifier = text.TextClassifier(backbone("bert"), tokenizer("bert"), num_classes=2,
                                      sequence_length=16)
-    tagger = text.TokenClassifier(backbone("bert", seed=1), tokenizer("bert"), ["O", "LOC"],
-                                  sequence_length=16, dropout=0.0)
+    tagger = text.WordClassifier(backbone("bert", seed=1), tokenizer("bert"), ["O", "LOC"],
+                                 sequence_length=16, dropout=0.0)
     classifier.save(str(tmp_path / "classifier"))
     tagger.save(str(tmp_path / "tagger"))
     got = run_script(backend, OTHER_BACKEND_SCRIPT, str(tmp_path / "classifier"),
@@ -92,10 +92,10 @@ def test_string_in_tasks_give_tensorflows_outputs_on_other_backends(backend, tmp
     assert np.isfinite(got["loss"])  # and it trains from strings there
 
 
-def test_token_classifier_labels_first_pieces():
+def test_word_classifier_labels_first_pieces():
     tok = tokenizer("bert")
     words = ["paris", "approved", "the", "loan"]
-    tagger = text.TokenClassifier(backbone("bert"), tok, ["O", "LOC"], sequence_length=16)
+    tagger = text.WordClassifier(backbone("bert"), tok, ["O", "LOC"], sequence_length=16)
     # WordPiece pieces of each word alone (no leading-space marker): after [CLS].
     counts = [len(np.asarray(tok(tf.constant(w)))) for w in words]
     want = list(1 + np.cumsum([0] + counts[:-1]))

@@ -16,16 +16,21 @@ pooling, the tokens that stop generation) comes from `keras_ctx.families`.
     >>> TextClassifier.load("my-classifier").predict(["a fine film"])
 
 The modules: `task` (the `TextTask` base, saving and loading), `classifiers`
-(`TextClassifier`, `TokenClassifier`), `question_answering`
-(`SpanQuestionAnswerer`), `embedder` (`TextEmbedder`), `generators`
-(`CausalLM`, `Seq2SeqLM`, `language_model`).
+(`TextClassifier`, `WordClassifier`), `question_answering`
+(`QuestionAnswerer`), `embedder` (`TextEmbedder`), `generators`
+(`CausalLM`, `Seq2SeqLM`, `language_model`). `TokenClassifier` and
+`SpanQuestionAnswerer`, these tasks' names before they took names of their own
+(`keras_ctx.tasks`' docstring), still answer for one release, with a
+DeprecationWarning; directories saved under them still load.
 """
 
-from keras_ctx.tasks.text.classifiers import TextClassifier, TokenClassifier
+from keras_ctx.tasks.text.classifiers import TextClassifier, WordClassifier
 from keras_ctx.tasks.text.embedder import TextEmbedder
 from keras_ctx.tasks.text.generators import CausalLM, Seq2SeqLM, language_model
-from keras_ctx.tasks.text.question_answering import SpanQuestionAnswerer
-from keras_ctx.tasks.text.task import TextTask
+from keras_ctx.tasks.text.question_answering import QuestionAnswerer
+from keras_ctx.tasks.text.task import TextTask, deprecated_names
 
-__all__ = ["CausalLM", "Seq2SeqLM", "SpanQuestionAnswerer", "TextClassifier", "TextEmbedder",
-           "TextTask", "TokenClassifier", "language_model"]
+__all__ = ["CausalLM", "QuestionAnswerer", "Seq2SeqLM", "TextClassifier", "TextEmbedder",
+           "TextTask", "WordClassifier", "language_model"]
+
+__getattr__ = deprecated_names(globals())  # TokenClassifier, SpanQuestionAnswerer

@@ -8,7 +8,8 @@ from keras_ctx.common.optional import tensorflow as tf
 from keras_ctx.preprocessing import piece_spans
 from keras_ctx.tasks.heads import SequenceClassifier, checked_class_ids
 from keras_ctx.tasks.heads import TokenClassifier as IdTokenClassifier
-from keras_ctx.tasks.text.task import TextTask, family_of, registered, strings
+from keras_ctx.tasks.text.task import (TextTask, deprecated_names, family_of, registered,
+                                       strings)
 
 
 @registered
@@ -72,7 +73,7 @@ class TextClassifier(TextTask):
 
 
 @registered
-class TokenClassifier(TextTask):
+class WordClassifier(TextTask):
     """Words in, one label per word out (NER, POS), first-piece alignment.
 
     The words of an example are joined by single spaces and tokenized as one
@@ -172,7 +173,7 @@ class TokenClassifier(TextTask):
         The alignment is Python (`piece_spans`), run per batch in `tf.py_function`.
         """
         if not isinstance(words, tf.RaggedTensor) or words.dtype != tf.string:
-            raise TypeError("A TokenClassifier dataset yields batches of words as a ragged "
+            raise TypeError("A WordClassifier dataset yields batches of words as a ragged "
                             "(batch, words) tf.string tensor (and the same shape of labels);"
                             " e.g. tf.data.Dataset.from_tensor_slices(tf.ragged.constant("
                             "words)).batch(32).")
@@ -221,3 +222,6 @@ class TokenClassifier(TextTask):
             out.append([None if p is None else self.labels[int(np.argmax(row[p]))]
                         for p in first])
         return out
+
+
+__getattr__ = deprecated_names(globals())  # TokenClassifier, the old name

@@ -7,11 +7,11 @@ from keras_ctx.common.optional import tensorflow as tf
 
 from keras_ctx.preprocessing import piece_spans
 from keras_ctx.tasks.heads import SpanQuestionAnswerer as IdSpanQuestionAnswerer
-from keras_ctx.tasks.text.task import TextTask, registered, strings
+from keras_ctx.tasks.text.task import TextTask, deprecated_names, registered, strings
 
 
 @registered
-class SpanQuestionAnswerer(TextTask):
+class QuestionAnswerer(TextTask):
     """Extractive QA: (question, context) in, the answer's text out.
 
     The question and the context are framed as a pair (question first, as
@@ -81,7 +81,7 @@ class SpanQuestionAnswerer(TextTask):
 
         def prepare(pair, answer=None):
             if not isinstance(pair, (tuple, list)) or len(pair) != 2:
-                raise TypeError("A SpanQuestionAnswerer dataset yields batches of "
+                raise TypeError("A QuestionAnswerer dataset yields batches of "
                                 "(question, context) strings, and optionally "
                                 "(answer_start, answer_text).")
             inputs = self._inputs(pair)
@@ -149,3 +149,6 @@ class SpanQuestionAnswerer(TextTask):
             s, e = best_span
             answers.append(context[spans[s - offset][0]:spans[e - offset][1]])
         return answers
+
+
+__getattr__ = deprecated_names(globals())  # SpanQuestionAnswerer, the old name

@@ -8,6 +8,7 @@ A saved task is one directory (written beside and renamed into place):
 """
 
 import os
+import warnings
 
 import numpy as np
 from keras_ctx.common.optional import tensorflow as tf
@@ -27,12 +28,35 @@ TASK_SCHEMA = {"task": (str, None, True), "family": (str, None, True),
 
 # Task class name -> class, for `TextTask.load` (task.json names the class).
 TASKS = {}
+# Old name -> new name of the text tasks renamed so that no two task classes share a
+# name (keras_ctx/tasks/__init__.py says why). The old names stay one release: as
+# deprecated aliases (`deprecated_names`) and in TASKS, for directories saved with them.
+RENAMED = {"TokenClassifier": "WordClassifier", "SpanQuestionAnswerer": "QuestionAnswerer"}
 
 
 def registered(cls):
-    """Class decorator: files a text task under its name for `TextTask.load`."""
-    TASKS[cls.__name__] = cls
+    """Class decorator: files a text task under its name, and any name it had before
+    (`RENAMED`), for `TextTask.load`."""
+    for name, new in [(cls.__name__, cls.__name__), *RENAMED.items()]:
+        if new == cls.__name__:
+            TASKS[name] = cls
     return cls
+
+
+def deprecated_names(namespace):
+    """A module `__getattr__` (PEP 562) that answers a renamed task's old name with the
+    class of `namespace` (the module's globals) it became, with a DeprecationWarning."""
+    module = namespace["__name__"]
+
+    def __getattr__(name):
+        new = RENAMED.get(name)
+        if new is None or new not in namespace:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        warnings.warn(f"{module}.{name} is now {module}.{new}; the old name goes in the "
+                      "next release.", DeprecationWarning, stacklevel=2)
+        return namespace[new]
+
+    return __getattr__
 
 
 def family_of(backbone, family):
@@ -235,7 +259,7 @@ class TextTask:
         if task is None or not issubclass(task, cls):
             raise runs.RunDirectoryError(
                 f"{directory} holds a {info.get('task')!r}, not a {cls.__name__}; load it "
-                f"with keras_ctx.tasks.text.{info.get('task')}.load.")
+                f"with keras_ctx.tasks.text.{getattr(task, '__name__', info.get('task'))}.load.")
         # Its sizes, and task.json's sequence length, checked against the stored weights.
         model = keras_files.load_model(os.path.join(directory, MODEL_FILE), compile=True,
                                        claims=[(path, info)])

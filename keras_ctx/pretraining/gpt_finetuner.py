@@ -6,6 +6,10 @@ on inputs `<start> s_1 <delim> s_2 ... <extract>`
 (`keras_ctx.data.task_inputs.gpt_finetuning_inputs`), classifying from the
 final hidden state of the <extract> token; L_LM is the pretraining objective
 (`keras_ctx.pretraining.causal_lm`) kept as an auxiliary loss.
+
+An objective like the others (a `Pretrainer` naming its losses), so it lives here;
+`keras_ctx.tasks.GPTFineTuner` names it too. Its Keras name, `keras_ctx>GPTFineTuner`,
+is the one files saved when it lived in keras_ctx.tasks hold (they load as they did).
 """
 
 import keras

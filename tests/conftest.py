@@ -59,3 +59,14 @@ def tiny_run(tmp_path_factory):
     directory = tmp_path_factory.mktemp("run") / "run"
     make_run(directory)
     return directory
+
+
+@pytest.fixture
+def hf_cache(tmp_path, monkeypatch):
+    """An empty Hugging Face hub cache in tmp, read offline (fill it with
+    `tests.hub_caches.add_hf_repo`)."""
+    cache = tmp_path / "hf-cache"
+    cache.mkdir()
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    return str(cache)

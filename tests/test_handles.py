@@ -5,7 +5,6 @@ import json
 import logging
 import os
 
-import keras
 import numpy as np
 import pytest
 from safetensors.numpy import save_file
@@ -17,31 +16,9 @@ from keras_ctx.convert.heads import masked_lm_from_huggingface
 from tests import hub_caches
 from tests.convert.head_checkpoints import BERT, bert_mlm_tensors
 from tests.convert.hf_checkpoints import write_checkpoint
+from tests.handle_cases import INPUTS, VOCAB, sequence, tiny_bert
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*pooler")
-VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(25)]
-INPUTS = {"token_ids": np.array([[2, 7, 11, 29, 3]], "int32"),
-          "padding_mask": np.ones((1, 5), "int32"), "segment_ids": np.zeros((1, 5), "int32")}
-
-
-@pytest.fixture
-def hf_cache(tmp_path, monkeypatch):
-    cache = tmp_path / "hf-cache"
-    cache.mkdir()
-    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    return str(cache)
-
-
-def tiny_bert(directory, seed=7):
-    write_checkpoint(directory, BERT, bert_mlm_tensors(seed))
-    with open(os.path.join(directory, "vocab.txt"), "w") as handle:
-        handle.write("\n".join(VOCAB) + "\n")
-    return str(directory)
-
-
-def sequence(backbone):
-    return keras.ops.convert_to_numpy(backbone(INPUTS)["sequence_output"])
 
 
 def test_hf_handle_resolves_offline_to_the_checkpoints_weights_and_tokenizer(tmp_path,

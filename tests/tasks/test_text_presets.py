@@ -9,12 +9,12 @@ from keras_ctx.convert import from_huggingface
 from keras_ctx.tasks import text
 from tests import hub_caches
 from tests.tasks.text_fixtures import backbone, tokenizer
-from tests.test_handles import hf_cache, sequence, tiny_bert  # noqa: F401  (a pytest fixture)
+from tests.handle_cases import sequence, tiny_bert
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*pooler")
 
 
-def test_tasks_from_an_hf_handle_hold_its_weights_and_tokenizer(tmp_path, hf_cache):  # noqa: F811
+def test_tasks_from_an_hf_handle_hold_its_weights_and_tokenizer(tmp_path, hf_cache):
     source = tiny_bert(tmp_path / "src")
     hub_caches.add_hf_repo(hf_cache, "tiny-org/tiny-bert", source)
     classifier = text.TextClassifier.from_preset("hf://tiny-org/tiny-bert", num_classes=3,
@@ -32,11 +32,11 @@ def test_tasks_from_an_hf_handle_hold_its_weights_and_tokenizer(tmp_path, hf_cac
         text.TextClassifier.from_preset("bert-tiny", num_classes=2)
 
 
-def test_token_classifier_takes_tf_data_of_words_as_lists_do():
+def test_word_classifier_takes_tf_data_of_words_as_lists_do():
     words = [["paris", "approved", "the", "loan"], ["the", "river"]]
     tags = [["LOC", "O", "O", "O"], ["O", "LOC"]]
-    tagger = text.TokenClassifier(backbone("bert"), tokenizer("bert"), ["O", "LOC"],
-                                  sequence_length=16)
+    tagger = text.WordClassifier(backbone("bert"), tokenizer("bert"), ["O", "LOC"],
+                                 sequence_length=16)
     data = tf.data.Dataset.from_tensor_slices(
         (tf.ragged.constant(words), tf.ragged.constant(tags))).batch(2)
     (inputs, labels, weights), = list(tagger._dataset(data))
@@ -53,8 +53,8 @@ def test_token_classifier_takes_tf_data_of_words_as_lists_do():
         tagger.fit(tf.data.Dataset.from_tensor_slices(["paris is"]).batch(1))
 
 
-def test_span_question_answerer_takes_tf_data_of_strings_as_lists_do():
-    qa = text.SpanQuestionAnswerer(backbone("bert"), tokenizer("bert"), sequence_length=24)
+def test_question_answerer_takes_tf_data_of_strings_as_lists_do():
+    qa = text.QuestionAnswerer(backbone("bert"), tokenizer("bert"), sequence_length=24)
     pairs = [("what is the capital ?", "paris is the capital of france ."),
              ("where ?", "we sat on the bank of the river .")]
     answers = [(0, "paris"), (14, "bank")]

@@ -5,6 +5,7 @@ import os
 
 import numpy as np
 import pytest
+from keras import ops
 
 from keras_ctx import runs
 from keras_ctx.convert import CheckpointError
@@ -13,7 +14,8 @@ from tests.convert import test_elmo_hdf5, test_hf_families, test_tf_checkpoints
 
 
 def _same_outputs(a, b, inputs, key="sequence_output"):
-    np.testing.assert_allclose(a(inputs)[key].numpy(), b(inputs)[key].numpy(), atol=1e-6)
+    np.testing.assert_allclose(ops.convert_to_numpy(a(inputs)[key]),
+                               ops.convert_to_numpy(b(inputs)[key]), atol=1e-6)
 
 
 def test_huggingface_and_tensorflow_sources(tmp_path):

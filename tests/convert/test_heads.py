@@ -4,6 +4,7 @@ import os
 
 import numpy as np
 import pytest
+from keras import ops
 from safetensors.numpy import load_file
 
 from keras_ctx.convert import CheckpointError
@@ -36,7 +37,7 @@ def test_bert_and_albert_masked_lm_heads(tmp_path):
     want = _mlm_reference(tensors, sequence, "cls.predictions.transform.dense",
                           "cls.predictions.transform.LayerNorm", "cls.predictions.bias",
                           "bert.embeddings.word_embeddings.weight", references.gelu, 1e-12)
-    got = head(backbone(inputs)["sequence_output"]).numpy()
+    got = ops.convert_to_numpy(head(backbone(inputs)["sequence_output"]))
     np.testing.assert_allclose(got, want, atol=2e-4)
     written = load_file(os.path.join(masked_lm_to_huggingface(backbone, head, tmp_path / "bo"),
                                      "model.safetensors"))
@@ -54,7 +55,7 @@ def test_bert_and_albert_masked_lm_heads(tmp_path):
     want = _mlm_reference(tensors, sequence, "predictions.dense", "predictions.LayerNorm",
                           "predictions.bias", "albert.embeddings.word_embeddings.weight",
                           numpy_refs.gelu_new, 1e-12)
-    got = head(backbone(inputs)["sequence_output"]).numpy()
+    got = ops.convert_to_numpy(head(backbone(inputs)["sequence_output"]))
     np.testing.assert_allclose(got, want, atol=2e-4)
 
 
@@ -88,7 +89,7 @@ def test_sequence_and_token_classifiers(tmp_path):
     t = {k: v.astype("float64") for k, v in tensors.items()}
     pooled = np.tanh(x[:, 0] @ t["bert.pooler.dense.weight"].T + t["bert.pooler.dense.bias"])
     want = pooled @ t["classifier.weight"].T + t["classifier.bias"]
-    np.testing.assert_allclose(model(inputs).numpy(), want, atol=1e-4)
+    np.testing.assert_allclose(ops.convert_to_numpy(model(inputs)), want, atol=1e-4)
 
     tensors = {k: v for k, v in roberta_tensors().items() if not k.startswith("lm_head")}
     tensors.update({"classifier.weight": rng.normal(0, .3, (5, 16)).astype("float32"),
@@ -104,7 +105,7 @@ def test_sequence_and_token_classifiers(tmp_path):
     t = {k: v.astype("float64") for k, v in tensors.items()}
     want = x @ t["classifier.weight"].T + t["classifier.bias"]
     real = inputs["padding_mask"].astype(bool)
-    np.testing.assert_allclose(model(inputs).numpy()[real], want[real], atol=1e-4)
+    np.testing.assert_allclose(ops.convert_to_numpy(model(inputs))[real], want[real], atol=1e-4)
 
     config = dict(ROBERTA, architectures=["RobertaForSequenceClassification"])
     with pytest.raises(CheckpointError, match="'roberta' head is not supported"):
@@ -122,7 +123,8 @@ def test_electra_generator_masked_lm_head(tmp_path):
     want = _mlm_reference(tensors, sequence, "generator_predictions.dense",
                           "generator_predictions.LayerNorm", "generator_lm_head.bias",
                           "electra.embeddings.word_embeddings.weight", references.gelu, 1e-12)
-    np.testing.assert_allclose(head(backbone(inputs)["sequence_output"]).numpy(), want,
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(head(backbone(inputs)["sequence_output"])), want,
                                atol=2e-4)
 
 
@@ -140,7 +142,7 @@ def test_xlnet_lm_head_matches_numpy(tmp_path):
     table = tensors["transformer.word_embedding.weight"].astype("float64")
     want = (numpy_refs.numpy_xlnet(tensors, XLNET, ids, mask, segments) @ table.T
             + tensors["lm_loss.bias"])
-    np.testing.assert_allclose(head(hidden), want, atol=1e-4)
+    np.testing.assert_allclose(ops.convert_to_numpy(head(hidden)), want, atol=1e-4)
     assert head.token_embedding is backbone.token_embedding and not head.transform
 
     # Back to XLNetLMHeadModel's layout: every tensor as it was, the tied copy left out.
@@ -150,7 +152,7 @@ def test_xlnet_lm_head_matches_numpy(tmp_path):
     for name, value in written.items():
         np.testing.assert_array_equal(value, tensors[name])
     backbone, head = masked_lm_from_huggingface(directory)
-    np.testing.assert_allclose(head(hidden), want, atol=1e-4)
+    np.testing.assert_allclose(ops.convert_to_numpy(head(hidden)), want, atol=1e-4)
 
     tensors["lm_loss.weight"] = tensors["lm_loss.weight"] * 2
     with pytest.raises(CheckpointError, match="lm_loss.weight is not tied"):
@@ -187,5 +189,5 @@ def test_bart_eos_classification_head_matches_numpy(tmp_path):
     mask = (ids != 1).astype("int32")
     inputs = {"encoder_token_ids": ids, "encoder_padding_mask": mask,
               "decoder_token_ids": decoder_ids, "decoder_padding_mask": mask}
-    np.testing.assert_allclose(model(inputs).numpy(), want, atol=1e-4)
+    np.testing.assert_allclose(ops.convert_to_numpy(model(inputs)), want, atol=1e-4)
     assert model.get_config()["transform_activation"] == "tanh"

@@ -11,6 +11,7 @@ import os
 
 import numpy as np
 import pytest
+from keras import ops
 from safetensors.numpy import load_file, save_file
 
 from keras_ctx.convert import CheckpointError, from_huggingface, to_huggingface
@@ -49,7 +50,7 @@ def test_roberta_matches_numpy_and_round_trips(tmp_path):
     # The two offset rows are dropped: positions start at our row 0.
     assert backbone.max_sequence_length == ROBERTA["max_position_embeddings"] - 2
     inputs = roberta_inputs()
-    got = backbone(inputs)["sequence_output"].numpy()
+    got = ops.convert_to_numpy(backbone(inputs)["sequence_output"])
     want = numpy_refs.numpy_bert(tensors, ROBERTA, inputs["token_ids"], inputs["padding_mask"],
                                  inputs["segment_ids"], prefix="roberta.", roberta=True)
     real = inputs["padding_mask"].astype(bool)
@@ -73,7 +74,7 @@ def test_roberta_matches_numpy_and_round_trips(tmp_path):
         else:
             np.testing.assert_array_equal(value, original)
     again = from_huggingface(exported)
-    np.testing.assert_array_equal(again(inputs)["sequence_output"].numpy(), got)
+    np.testing.assert_array_equal(ops.convert_to_numpy(again(inputs)["sequence_output"]), got)
     assert again.tokenizer("low lower").tolist() == ids
 
 
@@ -107,7 +108,7 @@ def test_albert_matches_numpy_and_round_trips(tmp_path):
     ids = np.array([[2, 7, 11, 30, 3, 0], [2, 9, 3, 0, 0, 0]], "int32")
     inputs = {"token_ids": ids, "padding_mask": (ids != 0).astype("int32"),
               "segment_ids": np.array([[0, 0, 0, 1, 1, 0], [0, 0, 0, 0, 0, 0]], "int32")}
-    got = backbone(inputs)["sequence_output"].numpy()
+    got = ops.convert_to_numpy(backbone(inputs)["sequence_output"])
     want = numpy_refs.numpy_albert(tensors, ALBERT, ids, inputs["padding_mask"],
                                    inputs["segment_ids"])
     real = inputs["padding_mask"].astype(bool)
@@ -123,7 +124,7 @@ def test_albert_matches_numpy_and_round_trips(tmp_path):
     for name, value in written.items():
         np.testing.assert_array_equal(value, tensors["albert." + name])
     again = from_huggingface(exported)
-    np.testing.assert_array_equal(again(inputs)["sequence_output"].numpy(), got)
+    np.testing.assert_array_equal(ops.convert_to_numpy(again(inputs)["sequence_output"]), got)
     assert again.tokenizer(text).tolist() == processor.encode(text)
 
 
@@ -145,7 +146,7 @@ def test_xlnet_matches_numpy_and_round_trips(tmp_path):
     mask = np.array([[1] * 7, [1] * 4 + [0] * 3], "int32")
     segments = np.array([[0, 0, 0, 1, 1, 1, 2], [0, 0, 1, 1, 1, 1, 1]], "int32")
     inputs = {"token_ids": ids, "padding_mask": mask, "segment_ids": segments}
-    got = backbone(inputs)["sequence_output"].numpy()
+    got = ops.convert_to_numpy(backbone(inputs)["sequence_output"])
     want = numpy_refs.numpy_xlnet(tensors, XLNET, ids, mask, segments)
     np.testing.assert_allclose(got[mask.astype(bool)], want[mask.astype(bool)], atol=1e-4)
 
@@ -155,7 +156,7 @@ def test_xlnet_matches_numpy_and_round_trips(tmp_path):
     for name, value in written.items():
         np.testing.assert_array_equal(value, tensors["transformer." + name])
     again = from_huggingface(exported)
-    np.testing.assert_array_equal(again(inputs)["sequence_output"].numpy(), got)
+    np.testing.assert_array_equal(ops.convert_to_numpy(again(inputs)["sequence_output"]), got)
 
 
 # --- Bad checkpoints -----------------------------------------------------------------
@@ -204,7 +205,7 @@ def test_electra_matches_numpy_and_round_trips(tmp_path):
     ids = np.array([[2, 7, 11, 29, 3, 0], [2, 9, 3, 0, 0, 0]], "int32")
     inputs = {"token_ids": ids, "padding_mask": (ids != 0).astype("int32"),
               "segment_ids": np.array([[0, 0, 0, 1, 1, 0], [0] * 6], "int32")}
-    got = backbone(inputs)["sequence_output"].numpy()
+    got = ops.convert_to_numpy(backbone(inputs)["sequence_output"])
     # ELECTRA = BERT's encoder after an E -> H projection of the embeddings.
     t = {k: v.astype("float64") for k, v in tensors.items()}
     e = "electra.embeddings."
@@ -227,7 +228,7 @@ def test_electra_matches_numpy_and_round_trips(tmp_path):
     for name, value in written.items():
         np.testing.assert_array_equal(value, tensors["electra." + name])
     again = from_huggingface(exported)
-    np.testing.assert_array_equal(again(inputs)["sequence_output"].numpy(), got)
+    np.testing.assert_array_equal(ops.convert_to_numpy(again(inputs)["sequence_output"]), got)
 
 
 # --- Storage variants ----------------------------------------------------------------
@@ -257,7 +258,7 @@ def test_sharded_and_bfloat16_checkpoints(tmp_path):
     reference = from_huggingface(write_checkpoint(tmp_path / "single", XLNET, tensors))
     inputs = {"token_ids": np.array([[5, 9, 17, 4]], "int32"),
               "padding_mask": np.ones((1, 4), "int32"), "segment_ids": np.zeros((1, 4), "int32")}
-    want = reference(inputs)["sequence_output"].numpy()
+    want = ops.convert_to_numpy(reference(inputs)["sequence_output"])
 
     # Two shards + model.safetensors.index.json, as large checkpoints come.
     sharded = tmp_path / "sharded"
@@ -270,7 +271,7 @@ def test_sharded_and_bfloat16_checkpoints(tmp_path):
         save_file({k: tensors[k] for k in keys}, str(sharded / shard))
     (sharded / "model.safetensors.index.json").write_text(json.dumps(
         {"metadata": {}, "weight_map": {k: s for s, keys in shards.items() for k in keys}}))
-    got = from_huggingface(str(sharded))(inputs)["sequence_output"].numpy()
+    got = ops.convert_to_numpy(from_huggingface(str(sharded))(inputs)["sequence_output"])
     np.testing.assert_array_equal(got, want)
     os.remove(sharded / "model-00002-of-00002.safetensors")
     with pytest.raises(CheckpointError, match="model-00002-of-00002.safetensors.*missing"):
@@ -282,7 +283,7 @@ def test_sharded_and_bfloat16_checkpoints(tmp_path):
     (bf16 / "config.json").write_text(json.dumps(XLNET))
     _write_safetensors_by_hand(bf16 / "model.safetensors", tensors, "BF16")
     backbone = from_huggingface(str(bf16))
-    loaded = backbone.token_embedding.embeddings.numpy()
+    loaded = ops.convert_to_numpy(backbone.token_embedding.embeddings)
     original = tensors["transformer.word_embedding.weight"]
     np.testing.assert_allclose(loaded, original, rtol=2 ** -8)
     assert not np.array_equal(loaded, original)  # really rounded to 8 mantissa bits

@@ -6,6 +6,7 @@ import warnings
 
 import numpy as np
 import pytest
+from keras import ops
 from safetensors.numpy import load_file
 
 from keras_ctx.convert import CheckpointError, from_huggingface, to_huggingface
@@ -56,7 +57,8 @@ def test_gpt2_matches_numpy_and_round_trips(tmp_path):
     backbone = from_huggingface(directory)
     ids, mask = _rows(np.array([[5, 9, 17, 4, 3, 30, 2], [7, 22, 13, 1, 1, 1, 1]], "int32"),
                       np.array([[1] * 7, [1] * 3 + [0] * 4], "int32"))
-    got = backbone({"token_ids": ids, "padding_mask": mask})["sequence_output"].numpy()
+    got = ops.convert_to_numpy(
+        backbone({"token_ids": ids, "padding_mask": mask})["sequence_output"])
     want = numpy_refs.numpy_gpt2(tensors, GPT2, ids, mask)
     real = mask.astype(bool)
     np.testing.assert_allclose(got[real], want[real], atol=1e-4)
@@ -69,7 +71,8 @@ def test_gpt2_matches_numpy_and_round_trips(tmp_path):
         np.testing.assert_array_equal(value, tensors["transformer." + name])
     again = from_huggingface(exported)
     np.testing.assert_array_equal(
-        again({"token_ids": ids, "padding_mask": mask})["sequence_output"].numpy(), got)
+        ops.convert_to_numpy(again({"token_ids": ids, "padding_mask": mask})["sequence_output"]),
+        got)
 
 
 def _greedy_continuation(logits_fn, ids, steps):
@@ -90,7 +93,7 @@ def test_converted_gpt2_lm_head_generates_as_numpy(tmp_path):
     # GPT2LMHeadModel: logits = ln_f(h) wte^T (lm_head tied, no bias).
     wte = tensors["transformer.wte.weight"].astype("float64")
     want = numpy_refs.numpy_gpt2(tensors, GPT2, ids, np.ones_like(ids)) @ wte.T
-    np.testing.assert_allclose(backbone.logits(hidden), want, atol=1e-4)
+    np.testing.assert_allclose(ops.convert_to_numpy(backbone.logits(hidden)), want, atol=1e-4)
 
     def numpy_next(prefix):
         return numpy_refs.numpy_gpt2(tensors, GPT2, prefix, np.ones_like(prefix))[0, -1] @ wte.T
@@ -130,8 +133,8 @@ def _check_seq2seq(backbone, want, inputs):
     for key, reference, mask in (("encoder_sequence_output", want[0], "encoder_padding_mask"),
                                  ("decoder_sequence_output", want[1], "decoder_padding_mask")):
         real = inputs[mask].astype(bool)
-        np.testing.assert_allclose(out[key].numpy()[real], reference[real], atol=1e-4)
-    return out["decoder_sequence_output"].numpy()
+        np.testing.assert_allclose(ops.convert_to_numpy(out[key])[real], reference[real], atol=1e-4)
+    return ops.convert_to_numpy(out["decoder_sequence_output"])
 
 
 def test_bart_matches_numpy_and_round_trips(tmp_path):
@@ -144,7 +147,7 @@ def test_bart_matches_numpy_and_round_trips(tmp_path):
     got = _check_seq2seq(backbone, want, inputs)
     # The LM head: shared^T plus final_logits_bias (HF BartForConditionalGeneration).
     real = inputs["decoder_padding_mask"].astype(bool)
-    np.testing.assert_allclose(backbone.logits(got)[real],
+    np.testing.assert_allclose(ops.convert_to_numpy(backbone.logits(got))[real],
                                numpy_refs.bart_lm_logits(tensors, want[1])[real], atol=1e-4)
     assert not backbone.final_logits_bias.trainable
 
@@ -158,14 +161,15 @@ def test_bart_matches_numpy_and_round_trips(tmp_path):
             value, original = value[2:], original[2:]
         np.testing.assert_array_equal(value, original)
     again = from_huggingface(exported)
-    np.testing.assert_array_equal(again(inputs)["decoder_sequence_output"].numpy(), got)
-    np.testing.assert_array_equal(again.final_logits_bias.numpy(),
+    np.testing.assert_array_equal(
+        ops.convert_to_numpy(again(inputs)["decoder_sequence_output"]), got)
+    np.testing.assert_array_equal(ops.convert_to_numpy(again.final_logits_bias),
                                   tensors["final_logits_bias"][0])
 
     # A BartModel checkpoint has no LM bias: zeros, as HF initialises it.
     bare = {k: v for k, v in tensors.items() if k not in ("final_logits_bias", "lm_head.weight")}
-    assert not from_huggingface(write_checkpoint(tmp_path / "bare", BART, bare)
-                                ).final_logits_bias.numpy().any()
+    assert not ops.convert_to_numpy(from_huggingface(write_checkpoint(tmp_path / "bare", BART, bare)
+                                ).final_logits_bias).any()
     untied = dict(tensors, **{"lm_head.weight": tensors["model.shared.weight"] * 2})
     with pytest.raises(CheckpointError, match="lm_head.weight differs"):
         from_huggingface(write_checkpoint(tmp_path / "untied", BART, untied))
@@ -219,13 +223,15 @@ def test_t5_matches_numpy_and_round_trips(tmp_path):
     for name, value in written.items():
         np.testing.assert_array_equal(value, tensors[name])
     again = from_huggingface(exported)
-    np.testing.assert_array_equal(again(inputs)["decoder_sequence_output"].numpy(), got)
+    np.testing.assert_array_equal(
+        ops.convert_to_numpy(again(inputs)["decoder_sequence_output"]), got)
 
     # A file that kept the tied copy instead of shared.weight.
     renamed = {("encoder.embed_tokens.weight" if k == "shared.weight" else k): v
                for k, v in tensors.items() if k != "encoder.embed_tokens.weight"}
     copy = from_huggingface(write_checkpoint(tmp_path / "tied", T5, renamed))
-    np.testing.assert_array_equal(copy(inputs)["decoder_sequence_output"].numpy(), got)
+    np.testing.assert_array_equal(
+        ops.convert_to_numpy(copy(inputs)["decoder_sequence_output"]), got)
 
     with pytest.raises(CheckpointError, match="feed_forward_proj 'gated-swish'"):
         from_huggingface(write_checkpoint(tmp_path / "swish",
@@ -263,7 +269,7 @@ def test_gated_untied_t5_matches_numpy_and_round_trips(tmp_path):
     got = _check_seq2seq(backbone, want, inputs)
     # Next-token logits: lm_head(y), no d_model^-0.5 rescale when untied.
     real = inputs["decoder_padding_mask"].astype(bool)
-    np.testing.assert_allclose(backbone.logits(got)[real],
+    np.testing.assert_allclose(ops.convert_to_numpy(backbone.logits(got))[real],
                                numpy_refs.t5_lm_logits(tensors, MT5, want[1])[real], atol=1e-4)
 
     # The family's default export is model_type "t5" (the same HF modeling code).
@@ -279,7 +285,8 @@ def test_gated_untied_t5_matches_numpy_and_round_trips(tmp_path):
     for name, value in written.items():
         np.testing.assert_array_equal(value, tensors[name])
     again = from_huggingface(exported)
-    np.testing.assert_array_equal(again(inputs)["decoder_sequence_output"].numpy(), got)
+    np.testing.assert_array_equal(
+        ops.convert_to_numpy(again(inputs)["decoder_sequence_output"]), got)
 
 
 OPENAI_GPT = {"model_type": "openai-gpt", "architectures": ["OpenAIGPTLMHeadModel"],
@@ -298,7 +305,8 @@ def test_original_gpt_matches_numpy(tmp_path):
     mask = np.ones_like(ids)
     config = dict(OPENAI_GPT, activation_function="gelu")
     backbone = from_huggingface(directory)  # HF's OpenAIGPT "gelu" is the tanh GELU
-    got = backbone({"token_ids": ids, "padding_mask": mask})["sequence_output"].numpy()
+    got = ops.convert_to_numpy(
+        backbone({"token_ids": ids, "padding_mask": mask})["sequence_output"])
     hf = numpy_refs.numpy_gpt2(renamed, config, ids, mask, original_gpt=True,
                                activation="gelu_new")
     np.testing.assert_allclose(got, hf, atol=1e-4)
@@ -319,4 +327,4 @@ def test_original_gpt_round_trip(tmp_path):
         warnings.simplefilter("ignore")
         again = from_huggingface(directory)
     for ours, theirs in zip(backbone.weights, again.weights):
-        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+        np.testing.assert_array_equal(ops.convert_to_numpy(ours), ops.convert_to_numpy(theirs))

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from keras import ops
 from safetensors.numpy import load_file
 
 from keras_ctx.convert import CheckpointError, from_huggingface, to_huggingface
@@ -83,14 +84,14 @@ def test_xlm_matches_numpy_and_round_trips(tmp_path, use_lang_emb):
     backbone = from_huggingface(write_checkpoint(tmp_path / "xlm", config, tensors))
     assert type(backbone).__name__ == "XLMBackbone"
     inputs = _inputs()
-    got = np.asarray(backbone(inputs)["sequence_output"])
+    got = ops.convert_to_numpy(backbone(inputs)["sequence_output"])
     want = numpy_xlm(tensors, config, inputs["token_ids"], inputs["padding_mask"],
                      inputs["position_ids"], inputs["language_ids"])
     real = inputs["padding_mask"].astype(bool)
     np.testing.assert_allclose(got[real], want[real], atol=2e-4)
     # Language embeddings matter exactly when the checkpoint has them.
     other = dict(inputs, language_ids=np.ones_like(inputs["language_ids"]))
-    changed = not np.allclose(np.asarray(backbone(other)["sequence_output"]), got)
+    changed = not np.allclose(ops.convert_to_numpy(backbone(other)["sequence_output"]), got)
     assert changed == use_lang_emb
 
     out = to_huggingface(backbone, tmp_path / "out")
@@ -101,7 +102,8 @@ def test_xlm_matches_numpy_and_round_trips(tmp_path, use_lang_emb):
     for name, value in written.items():
         np.testing.assert_array_equal(value, tensors["transformer." + name])
     again = from_huggingface(out)
-    np.testing.assert_allclose(np.asarray(again(inputs)["sequence_output"]), got, atol=1e-6)
+    np.testing.assert_allclose(ops.convert_to_numpy(again(inputs)["sequence_output"]), got,
+                               atol=1e-6)
 
 
 def test_xlm_checkpoint_errors(tmp_path):
@@ -127,7 +129,7 @@ def test_xlm_masked_lm_head_matches_numpy_pred_layer(tmp_path):
     assert head.transform is False
     assert head.token_embedding.embeddings is backbone.token_embedding.embeddings
     inputs = _inputs()
-    got = np.asarray(head(backbone(inputs)["sequence_output"]))
+    got = ops.convert_to_numpy(head(backbone(inputs)["sequence_output"]))
     hidden = numpy_xlm(tensors, XLM, inputs["token_ids"], inputs["padding_mask"],
                        inputs["position_ids"], inputs["language_ids"])
     want = hidden @ tensors["pred_layer.proj.weight"].T + tensors["pred_layer.proj.bias"]

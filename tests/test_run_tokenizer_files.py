@@ -1,0 +1,171 @@
+"""A run's tokenizer/ as Hugging Face reads it, and runs written before it was (issue 52).
+
+tokenizer/ holds the tokenizer's files in Hugging Face's names with the transformers
+class in tokenizer_config.json, so `AutoTokenizer.from_pretrained(RUN/tokenizer)` gives
+the ids our TextPreprocessor feeds the model (the reference: transformers' own
+tokenizer on the same files, which downloads nothing). Its keras-hub config is
+keras_tokenizer.json: tokenizer.json is the `tokenizers` library's name, and
+`Tokenizer.from_file` could not read ours. Runs, saved tasks and prepared data written
+with the old name still load and resume.
+"""
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import keras_ctx
+from keras_ctx import families, runs
+from keras_ctx.data import fingerprints, tokenizers
+from keras_ctx.preprocessing import TextPreprocessor
+
+from tests.cli_helpers import TINY_SET, regression, run_cli, tiny_backbone, write_corpus
+
+# Accents, apostrophes, dashes, digits and CJK: where BERT's text normalisation, byte-level
+# BPE and SentencePiece each have their own rules.
+TEXTS = ["The café's naïve résumé, isn't it?", "Hello, WORLD! Ünïcödé — dashes... 3.14",
+         "a river bank; money at the bank.", "中文 and x\u00a0y"]
+CORPUS = TEXTS * 10 + ["the quick brown fox jumps over the lazy dog near the river bank ."] * 10
+
+
+def _transformers():
+    return pytest.importorskip("transformers", reason="the test extra has it")
+
+
+def _framed(tokenizer, family, text, length=48):
+    """The ids TextPreprocessor gives the model for `text` (padding dropped)."""
+    inputs = TextPreprocessor(tokenizer, length, family)(tf.constant([text]))
+    return np.asarray(inputs["token_ids"])[0][np.asarray(inputs["padding_mask"])[0] == 1].tolist()
+
+
+def _assert_read_by_transformers(directory, tokenizer, family):
+    """AutoTokenizer on `directory` gives our pieces and, with special tokens, our framing."""
+    read = _transformers().AutoTokenizer.from_pretrained(str(directory))
+    for text in TEXTS:
+        pieces = np.asarray(tokenizer(tf.constant(text))).tolist()
+        assert read(text, add_special_tokens=False)["input_ids"] == pieces, text
+        assert read(text)["input_ids"] == _framed(tokenizer, family, text), text
+
+
+# Every kind of tokenizer a family trains that a transformers class reads as ours does:
+# WordPiece (BertTokenizer), fairseq's and GPT-2's byte-level BPE, ALBERT's SentencePiece.
+@pytest.mark.parametrize("family", ["bert", "roberta", "gpt2", "albert"])
+def test_a_saved_tokenizer_is_read_by_transformers_with_our_ids(tmp_path, family):
+    tokenizer = families.get(family).train_tokenizer(CORPUS, 200)
+    tokenizers.save_tokenizer(tokenizer, str(tmp_path))
+    assert not (tmp_path / "tokenizer.json").exists()  # not the `tokenizers` library's file
+    _assert_read_by_transformers(tmp_path, tokenizer, family)
+    again = tokenizers.load_tokenizer(str(tmp_path))
+    for text in TEXTS:
+        assert (np.asarray(again(tf.constant(text))).tolist()
+                == np.asarray(tokenizer(tf.constant(text))).tolist())
+
+
+def _old_layout(directory, tokenizer):
+    """tokenizer/ as keras_ctx wrote it before keras_tokenizer.json: the Keras config as
+    tokenizer.json, its assets beside it, nothing else (the earlier save_tokenizer)."""
+    import keras
+
+    for name in os.listdir(directory):
+        if name != runs.CLAIMED_SAMPLE_FILE:
+            path = os.path.join(directory, name)
+            (os.remove if os.path.isfile(path) else shutil.rmtree)(path)
+    with open(os.path.join(directory, "tokenizer.json"), "w", encoding="utf-8") as handle:
+        json.dump(keras.saving.serialize_keras_object(tokenizer), handle)
+    tokenizer.save_assets(directory)
+
+
+def _ids(tokenizer):
+    return [np.asarray(tokenizer(tf.constant(text))).tolist() for text in TEXTS]
+
+
+def test_a_run_written_with_the_old_tokenizer_json_still_loads(tmp_path):
+    tokenizer = families.get("bert").train_tokenizer(CORPUS, 200)
+    run = tmp_path / "run"
+    runs.save_run(str(run), {"model": "bert-tiny", "family": "bert", "sequence_length": 16},
+                  tiny_backbone(), tokenizer)
+    assert sorted(os.listdir(run / "tokenizer")) == [
+        "keras_assets", "keras_tokenizer.json", "tokenizer_config.json", "vocab.txt"]
+    _old_layout(str(run / "tokenizer"), tokenizer)
+    # run.json records the hash of tokenizer/ as the old layout had it.
+    info = json.loads((run / "run.json").read_text())
+    info["tokenizer_sha256"] = fingerprints.directory(str(run / "tokenizer"))
+    (run / "run.json").write_text(json.dumps(info))
+    _, _, loaded = runs.load_run(str(run), need_tokenizer=True)
+    assert _ids(loaded) == _ids(tokenizer)
+
+
+def test_a_claimed_run_with_the_old_tokenizer_json_resumes_with_its_fingerprint(tmp_path):
+    """pretrain resumes a claimed run with the tokenizer kept in it (runs.claimed_tokenizer),
+    not saved again, and compares the hash of tokenizer/ with the one its settings record:
+    a run claimed before the rename must pass that check, its tokenizer/ untouched."""
+    tokenizer = families.get("bert").train_tokenizer(CORPUS, 200)
+    out = tmp_path / "run"
+    settings = {"model": "bert-tiny", "learning_rate": 0.1}
+
+    def save_the_old_way():  # a new run claimed by the pretrain of before the rename
+        runs.save_claimed_tokenizer(str(out), tokenizer, {"tokenizer_sample": {"sentences": 50}})
+        assert (out / "tokenizer" / "keras_tokenizer.json").is_file()
+        assert not (out / "tokenizer" / "tokenizer.json").exists()
+        _old_layout(str(out / "tokenizer"), tokenizer)
+        return fingerprints.directory(str(out / "tokenizer"))
+
+    runs.claim(str(out), settings, data={}, save_tokenizer=save_the_old_way)
+    recorded = runs.read_settings(str(out))[runs.FINGERPRINT_KEY]["tokenizer"]
+    model, data = regression()
+    keras_ctx.training.fit_resumable(model, data, steps=1, out_dir=str(out),
+                                     checkpoint_every=1, verbose=0)
+
+    claimed, info = runs.claimed_tokenizer(str(out))
+    assert info == {"tokenizer_sample": {"sentences": 50}}
+    assert _ids(claimed) == _ids(tokenizer)
+    # What commands/pretrain.py's _claim does for a claimed tokenizer: hash, not save.
+    runs.claim(str(out), settings, data={},
+               save_tokenizer=lambda: runs.tokenizer_fingerprint(str(out), claimed, {}))
+    assert runs.read_settings(str(out))[runs.FINGERPRINT_KEY] == {"tokenizer": recorded}
+    assert fingerprints.directory(str(out / "tokenizer")) == recorded
+
+
+def test_a_saved_text_task_tokenizer_is_read_by_transformers(tmp_path):
+    from keras_ctx.tasks import text
+    from tests.tasks.text_fixtures import backbone, tokenizer
+
+    classifier = text.TextClassifier(backbone("bert"), tokenizer("bert"), num_classes=2,
+                                     sequence_length=16)
+    classifier.save(str(tmp_path / "clf"))
+    read = _transformers().AutoTokenizer.from_pretrained(str(tmp_path / "clf" / "tokenizer"))
+    for line in ("the bank approved the loan .", "a fine film , i loved it ."):
+        assert read(line)["input_ids"] == _framed(tokenizer("bert"), "bert", line)
+    assert not (tmp_path / "clf" / "tokenizer" / "tokenizer.json").exists()
+
+
+@pytest.mark.slow
+def test_a_pretrained_run_is_read_by_transformers_and_an_old_one_resumes(tmp_path, capsys):
+    """The CLI end to end: a tiny BERT pretrain's tokenizer/ read by AutoTokenizer; the
+    same run with tokenizer/ in the old layout resumes (same fingerprint) and finishes."""
+    corpus = tmp_path / "corpus.txt"
+    write_corpus(corpus, documents=20)
+    with open(corpus, "a", encoding="utf-8") as handle:
+        handle.write("\n".join(CORPUS) + "\n")
+    out = tmp_path / "run"
+    code, output = run_cli(capsys, "pretrain", "bert-tiny", "--corpus", str(corpus), "--out",
+                           str(out), *TINY_SET)
+    assert code == 0, output
+    _, _, tokenizer = runs.load_run(str(out), need_tokenizer=True)
+    _assert_read_by_transformers(out / "tokenizer", tokenizer, "bert")
+
+    _old_layout(str(out / "tokenizer"), tokenizer)
+    old = fingerprints.directory(str(out / "tokenizer"))
+    settings = json.loads((out / runs.SETTINGS_FILE).read_text())
+    settings[runs.FINGERPRINT_KEY]["tokenizer"] = old  # as the old pretrain recorded it
+    (out / runs.SETTINGS_FILE).write_text(json.dumps(settings))
+    code, output = run_cli(capsys, "pretrain", "bert-tiny", "--corpus", str(corpus), "--out",
+                           str(out), *TINY_SET[:-4], "--steps", "4", "--checkpoint-every", "2")
+    assert code == 0 and "Resuming from step 2" in output, output
+    assert fingerprints.directory(str(out / "tokenizer")) == old
+    info, _, resumed = runs.load_run(str(out), need_tokenizer=True)
+    assert info["tokenizer_sha256"] == old and info["steps"] == 4
+    assert _ids(resumed) == _ids(tokenizer)

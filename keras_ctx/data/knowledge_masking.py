@@ -15,13 +15,15 @@ numbered), or a `Lexicon` of token-id sequences matched against the row
 stay basic units (words by `continuation_table`, else tokens), as in ERNIE
 1.0's released data, where every token belongs to a unit (seg_labels).
 
-Selection is `keras_ctx.data.ngram_masking` with n = 1: units in a random
-order, each masked whole or not at all, until round(15%) of the row's
-tokens ([CLS], [SEP] counted) are masked; a unit that would overflow the
-budget is skipped, so units are never split. Each masked token then gets
-80/10/10 by its own draw, as ERNIE 1.0's released batching.py does. (That code draws every unit
-independently with probability 0.15 instead of filling a budget: the same
-15% on average.)
+Selection is ERNIE 1.0's released rule (PaddlePaddle/ERNIE ERNIE/batching.py
+@dcfa462, `mask`): every unit is drawn once, with probability 0.15, and masked
+whole; each masked token then gets 80/10/10 by its own draw. So 15% of the
+maskable tokens ([CLS] / [SEP] never) are masked on average, and the masked
+units have the row's unit lengths (a budget filled unit by unit would favour
+short units near its end: docs/notes/data-references.md, ERNIE). The released
+code gathers every masked position; here a row has `max_predictions` slots
+(default ceil(0.25 T), `ERNIE_SLOT_RATE`), and in the rare row that draws more,
+whole units beyond the slots (in a random order) are left unmasked.
 
 `KnowledgeMaskingSchedule` says which level each training step uses; the
 masker counts the batches it masks, so apply it to the stream in training
@@ -39,12 +41,19 @@ from keras_ctx.data.masking import (
     MASK_TOKEN_RATE,
     RANDOM_TOKEN_RATE,
     Masker,
+    candidate_mask,
+    corrupted_batch,
+    default_max_predictions,
     map_with_seeds,
 )
-from keras_ctx.data.ngram_masking import NgramMasker
+from keras_ctx.data.ngram_masking import check_continuation_table, unit_starts
 
 LEVELS = ("basic", "phrase", "entity")  # Sun et al. 2019, Sec. 3.2.1-3.2.3
 UNIT_KEYS = {"phrase": "phrase_ids", "entity": "entity_ids"}
+# Prediction slots per token: ERNIE's per-unit draws have no cap, so the slots
+# leave room above the 15% mean (keras_ctx's choice; a row of 128 tokens draws
+# more than 26 in under 1% of rows, docs/notes/data-references.md).
+ERNIE_SLOT_RATE = 0.25
 
 
 @dataclasses.dataclass(frozen=True)
@@ -225,6 +234,59 @@ def collocation_lexicon(documents, continuation_table=None, min_count=PHRASE_MIN
     return Lexicon(sorted(phrases)) if phrases else None
 
 
+def unit_mask(token_ids, seed, vocabulary_size, mask_token_id, starts, candidates,
+              mask_rate=MASK_RATE, mask_token_rate=MASK_TOKEN_RATE,
+              random_token_rate=RANDOM_TOKEN_RATE, max_predictions=None,
+              random_token_range=None):
+    """Every unit masked whole with probability `mask_rate` (ERNIE 1.0's `mask`).
+
+    Args:
+        token_ids: (batch, time) int.
+        seed: (2,) int stateless seed.
+        starts: (batch, time) bool, the first token of every unit
+            (`keras_ctx.data.ngram_masking.unit_starts`).
+        candidates: (batch, time) bool, the tokens that may be masked.
+        max_predictions: slots per row (None: ceil(ERNIE_SLOT_RATE T)).
+
+    Returns:
+        dict with `token_ids` (corrupted), `mask_positions` (batch, P) in
+        increasing order, `mask_ids`, `mask_weights`.
+    """
+    token_ids = tf.cast(tf.convert_to_tensor(token_ids), tf.int32)
+    length = token_ids.shape[1]
+    if max_predictions is None:
+        max_predictions = default_max_predictions(length, ERNIE_SLOT_RATE)
+    max_predictions = min(max_predictions, length)
+    seeds = tf.unstack(tf.random.experimental.stateless_split(
+        tf.cast(tf.convert_to_tensor(seed), tf.int32), 4))
+    candidates = tf.cast(candidates, tf.bool)
+    starts = tf.cast(starts, tf.bool) & candidates
+    batch = tf.shape(token_ids)[0]
+    span = tf.range(length)
+    # Each token's unit (index of its start in the row), its size and its draw.
+    unit = tf.where(candidates, tf.cumsum(tf.cast(starts, tf.int32), axis=1) - 1, length)
+    segments = unit + tf.range(batch)[:, None] * (length + 1)
+    flat = batch * (length + 1)
+    size = tf.reshape(tf.math.unsorted_segment_sum(tf.ones_like(unit), segments, flat),
+                      [batch, length + 1])[:, :length]
+    drawn = tf.random.stateless_uniform([batch, length], seeds[0]) < mask_rate
+    chosen = tf.reshape(tf.math.unsorted_segment_max(
+        tf.cast(drawn & starts, tf.int32), segments, flat), [batch, length + 1])[:, :length] > 0
+    # Rows over their slots keep whole units in a random order while they fit.
+    order = tf.argsort(tf.random.stateless_uniform([batch, length], seeds[1]), axis=1)
+    used = tf.cumsum(tf.gather(tf.where(chosen, size, 0), order, batch_dims=1), axis=1)
+    fits = tf.gather(used <= max_predictions, tf.argsort(order, axis=1), batch_dims=1)
+    kept = tf.concat([chosen & fits, tf.zeros([batch, 1], tf.bool)], axis=1)
+    selected = candidates & tf.gather(kept, unit, batch_dims=1)
+    order_key = tf.where(selected, length - span[None], 0)
+    keys, positions = tf.math.top_k(order_key, k=max_predictions)
+    weights = tf.cast(keys > 0, tf.float32)
+    positions = tf.where(keys > 0, positions, 0)
+    return corrupted_batch(token_ids, selected, positions, weights, (seeds[2], seeds[3]),
+                           vocabulary_size, mask_token_id, mask_token_rate,
+                           random_token_rate, random_token_range)
+
+
 class KnowledgeMasker(Masker):
     """A tf.data map over batches: ERNIE's staged knowledge masking of `token_ids`.
 
@@ -236,7 +298,8 @@ class KnowledgeMasker(Masker):
     Args:
         vocabulary_size, mask_token_id, special_token_ids: as `MLMMasker`.
         mask_rate, mask_token_rate, random_token_rate: as `MLMMasker`.
-        max_predictions, dynamic, seed: as `MLMMasker`.
+        max_predictions: slots per row (None: ceil(ERNIE_SLOT_RATE T)).
+        dynamic, seed: as `MLMMasker`.
         schedule: a `KnowledgeMaskingSchedule`.
         continuation_table: bool per vocabulary id: basic units are words
             (English, Sun et al. 2019); None: tokens (Chinese characters).
@@ -268,11 +331,9 @@ class KnowledgeMasker(Masker):
                          mask_token_rate, random_token_rate, max_predictions,
                          dynamic=dynamic, seed=seed)
         # Every level masks whole units; the units differ per stage.
-        self.units = NgramMasker(vocabulary_size, mask_token_id, special_token_ids,
-                                 continuation_table, max_ngram=1, mask_rate=mask_rate,
-                                 mask_token_rate=mask_token_rate,
-                                 random_token_rate=random_token_rate,
-                                 max_predictions=max_predictions, dynamic=dynamic, seed=seed)
+        self.continuation_table = (None if continuation_table is None else
+                                   check_continuation_table(continuation_table,
+                                                            vocabulary_size))
         self.schedule = schedule
         self.lexicons = {"phrase": phrases, "entity": entities}
 
@@ -296,7 +357,14 @@ class KnowledgeMasker(Masker):
         unit_ids = tf.gather(tf.stack(per_stage), self.schedule.stage_at(step))
         for key in UNIT_KEYS.values():
             batch.pop(key, None)
-        return self.units.mask(batch, seed, unit_ids)
+        candidates = candidate_mask(batch["token_ids"], batch.get("padding_mask"),
+                                    self.special_token_ids)
+        starts = unit_starts(batch["token_ids"], candidates, self.continuation_table, unit_ids)
+        batch.update(unit_mask(
+            batch["token_ids"], seed, self.vocabulary_size, self.mask_token_id, starts,
+            candidates, self.mask_rate, self.mask_token_rate, self.random_token_rate,
+            self.max_predictions, self.random_token_range))
+        return batch
 
     def __call__(self, indexed, seed):
         step, batch = indexed
@@ -308,4 +376,4 @@ class KnowledgeMasker(Masker):
 
 
 __all__ = ["KnowledgeMasker", "KnowledgeMaskingSchedule", "Lexicon", "collocation_lexicon",
-           "LEVELS"]
+           "unit_mask", "LEVELS", "ERNIE_SLOT_RATE"]

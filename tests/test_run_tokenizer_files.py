@@ -169,3 +169,43 @@ def test_a_pretrained_run_is_read_by_transformers_and_an_old_one_resumes(tmp_pat
     info, _, resumed = runs.load_run(str(out), need_tokenizer=True)
     assert info["tokenizer_sha256"] == old and info["steps"] == 4
     assert _ids(resumed) == _ids(tokenizer)
+
+
+def test_prepared_data_reads_its_tokenizer_record_under_the_old_name_only_without_the_new(
+        tmp_path):
+    from keras_ctx.data import prepared_files
+
+    assert prepared_files.tokenizer_record_path(str(tmp_path)) == str(
+        tmp_path / "tokenizer_record.json")  # what prepare writes
+    (tmp_path / "tokenizer.json").write_text(json.dumps({"run_files": {"vocabulary": ["a"]}}))
+    assert prepared_files.load_tokenizer(str(tmp_path)) == ["a"]  # prepared before the rename
+    (tmp_path / "tokenizer_record.json").write_text(
+        json.dumps({"run_files": {"vocabulary": ["b"]}}))
+    assert prepared_files.load_tokenizer(str(tmp_path)) == ["b"]
+
+
+@pytest.mark.slow
+def test_prepared_data_names_its_tokenizer_record_honestly_and_reads_the_old_name(tmp_path):
+    from keras_ctx.data import prepare
+
+    corpus, data = tmp_path / "corpus.txt", tmp_path / "data"
+    write_corpus(corpus, documents=10)
+
+    def prepare_data():
+        prepare.prepare("bert-tiny", str(corpus), str(data), sequence_length=16,
+                        vocabulary_size=200, workers=1, duplicate=1, shard_bytes=4_000,
+                        say=lambda *_: None)
+
+    prepare_data()
+    assert (data / "tokenizer_record.json").is_file() and not (data / "tokenizer.json").exists()
+    tokenizer = prepare.load_tokenizer(str(data))
+    _assert_read_by_transformers(data / "tokenizer", tokenizer, "bert")
+    # Prepared before the rename: the same record under tokenizer.json.
+    os.replace(data / "tokenizer_record.json", data / "tokenizer.json")
+    before = {name: (data / name).read_bytes() for name in os.listdir(data)
+              if (data / name).is_file()}
+    prepare_data()  # resumed: the record read, the tokenizer not trained again
+    assert {name: (data / name).read_bytes() for name in os.listdir(data)
+            if (data / name).is_file()} == before
+    prepare.load_manifest(str(data))
+    assert _ids(prepare.load_tokenizer(str(data))) == _ids(tokenizer)

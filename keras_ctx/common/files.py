@@ -179,26 +179,35 @@ def unique_keys(pairs):
     return result
 
 
-def read_json(path, what="a keras-ctx file", fix="write it again"):
-    """The JSON value in `path`; DataError naming the file and `fix` when it is not JSON.
+def read_json(path, what="a keras-ctx file", fix="write it again", error=DataError):
+    """The JSON value in `path`; `error` (DataError) naming the file and `fix` when it is
+    not JSON. The one JSON reader of keras_ctx: run files, prepared data and the
+    checkpoints `convert` reads (`keras_ctx.convert.base.read_json_object`, which passes
+    CheckpointError and no `what`: the file's name says it).
 
     Deep nesting (a hand-made `[[[[...]]]]`) is refused like any other
-    damage instead of ending in a RecursionError.
+    damage instead of ending in a RecursionError; a key given twice too (json
+    would keep the last value without a word).
     """
+    path = os.fspath(path)
+    named = f"{path} ({what})" if what else path
     try:
         with open(path, encoding="utf-8") as handle:
             return json.load(handle, object_pairs_hook=unique_keys)
     except RecursionError:
         problem = "nests too deeply"
-    except UnicodeDecodeError as error:
-        problem = f"is not UTF-8 (byte {error.start})"
-    except DuplicateKey as error:
-        problem = f"is ambiguous: {error}"
-    except ValueError as error:  # json.JSONDecodeError: truncated or edited
-        problem = f"is not valid JSON ({error})"
-    except OSError as error:
-        problem = f"cannot be read ({error.strerror})"
-    raise DataError(f"{path} ({what}) {problem}: {fix}.")
+    except UnicodeDecodeError as caught:
+        problem = f"is not UTF-8 (byte {caught.start})"
+    except DuplicateKey as caught:  # the fix is the user's choice, not a rewrite
+        raise error(f"{named}: {caught}; which value holds is ambiguous: keep one and "
+                    "remove the other.") from None
+    except ValueError as caught:  # json.JSONDecodeError: truncated or edited
+        problem = f"is not valid JSON ({caught})"
+    except OSError as caught:
+        if missing_link(path):  # a cache link whose blob is gone: say so, and how to fix it
+            raise error(missing_link(path)) from None
+        problem = f"cannot be read ({caught.strerror})"
+    raise error(f"{named} {problem}: {fix}.")
 
 
 def die_with_parent():

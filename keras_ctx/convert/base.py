@@ -7,7 +7,6 @@ declarative weight maps (mapping) build on these.
 """
 
 import collections.abc
-import json
 import math
 import os
 import re
@@ -15,7 +14,7 @@ import re
 import numpy as np
 
 from keras_ctx.common.errors import CheckpointError  # noqa: F401  (converters raise it from here)
-from keras_ctx.common.files import DuplicateKey, missing_link, unique_keys
+from keras_ctx.common.files import read_json
 from keras_ctx.common.keras_files import FLOATING_DTYPES
 
 
@@ -89,24 +88,10 @@ def assign(variable, value, name):
 # ---------------------------------------------------------------- files read first
 
 def read_json_object(path, what="config"):
-    """A JSON file that must hold one object, with one named error for anything else."""
+    """A JSON file that must hold one object, with one named error for anything else
+    (`keras_ctx.common.files.read_json`, the one JSON reader)."""
     path = os.fspath(path)
-    try:
-        with open(path, "rb") as handle:
-            text = handle.read().decode("utf-8")
-        value = json.loads(text, object_pairs_hook=unique_keys)
-    except DuplicateKey as error:
-        raise CheckpointError(f"{path}: {error}; which value holds is ambiguous: keep one "
-                              "and remove the other.") from None
-    except UnicodeDecodeError as error:
-        raise CheckpointError(f"{path} is not UTF-8 text ({error.reason} at byte "
-                              f"{error.start}); give the {what} file as UTF-8 JSON.") from None
-    except (json.JSONDecodeError, RecursionError) as error:
-        raise CheckpointError(f"{path} is not valid JSON ({error}); fix or re-download "
-                              "it.") from None
-    except OSError as error:
-        raise CheckpointError(missing_link(path) or f"{path} cannot be read "
-                              f"({error.strerror}).") from None
+    value = read_json(path, None, "fix or re-download it", error=CheckpointError)
     if not isinstance(value, dict):
         raise CheckpointError(f"{path} holds a JSON {type(value).__name__}, not an object "
                               f"of fields; it is not a {what} file.")
@@ -329,11 +314,3 @@ class LazyTensors(collections.abc.Mapping):
 
     def __len__(self):
         return len(self.shapes)
-
-
-def write_json_file(path, value, **options):
-    from keras_ctx.common.files import replacing
-
-    with replacing(path, overwrite=True) as staging:
-        with open(staging, "w", encoding="utf-8") as handle:
-            json.dump(value, handle, **(options or {"indent": 2, "sort_keys": True}))

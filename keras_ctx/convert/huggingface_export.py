@@ -8,7 +8,8 @@ files beside it; `from_huggingface` reads it back exactly.
 import os
 
 from keras_ctx import registry
-from keras_ctx.convert.base import CheckpointError, write_json_file
+from keras_ctx.common.files import write_json
+from keras_ctx.convert.base import CheckpointError
 from keras_ctx.convert.huggingface import EXPORTERS
 from keras_ctx.convert.huggingface_tokenizers import (
     TOKENIZER_FILES,
@@ -96,6 +97,6 @@ def write_checkpoint_directory(directory, config, tensors, tokenizer=None, overw
             os.remove(os.path.join(directory, name))
     with replacing(os.path.join(directory, "model.safetensors"), overwrite=True) as staging:
         save_file(tensors, staging, metadata={"format": "pt"})
-    write_json_file(os.path.join(directory, "config.json"), config)
+    write_json(os.path.join(directory, "config.json"), config, sort_keys=True)
     save_tokenizer_files(tokenizer, directory)
     return directory

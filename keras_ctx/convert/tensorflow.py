@@ -328,7 +328,7 @@ def to_tf_checkpoint(backbone, directory, family=None, overwrite=False):
 
     import tensorflow as tf
 
-    from keras_ctx.convert.base import write_json_file
+    from keras_ctx.common.files import write_json
     from keras_ctx.convert.huggingface_export import check_writable
     from keras_ctx.convert.huggingface_tokenizers import (TOKENIZER_FILES, save_tokenizer_files,
                                                           tokenizer_file_names)
@@ -382,6 +382,6 @@ def to_tf_checkpoint(backbone, directory, family=None, overwrite=False):
     os.replace(os.path.join(directory, ".checkpoint.partial"),
                os.path.join(directory, "checkpoint"))
     if layout.config_file:
-        write_json_file(os.path.join(directory, layout.config_file), config)
+        write_json(os.path.join(directory, layout.config_file), config, sort_keys=True)
     save_tokenizer_files(getattr(backbone, "tokenizer", None), directory)
     return directory

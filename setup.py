@@ -38,6 +38,7 @@ TEST_REQUIRES = [
     "pytest-xdist>=3.8,<4",
     "hypothesis>=6.170,<7",
     "ruff>=0.17.6,<0.18",  # tests/test_lint.py: pyflakes' rules over the repository
+    "transformers>=5.23,<6",  # tests/test_run_tokenizer_files.py: AutoTokenizer on tokenizer/
 ] + PLOT_REQUIRES + JAX_REQUIRES + TORCH_REQUIRES  # the tests compare the backends
 
 # The documentation site (mkdocs.yml, docs/): `mkdocs build --strict` runs in the tests.

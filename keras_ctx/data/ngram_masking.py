@@ -36,6 +36,7 @@ tf.data map (data-side; the pretraining step is unchanged).
 
 import numpy as np
 from keras_ctx.common.optional import tensorflow as tf
+from keras_ctx.common.validation import positive_int
 
 from keras_ctx.data.masking import (
     MASK_RATE,
@@ -55,8 +56,7 @@ MAX_NGRAM = 3  # ALBERT create_pretraining_data.py: --ngram=3, --favor_shorter_n
 
 def ngram_pmf(max_ngram=MAX_NGRAM, favor_shorter_ngram=True):
     """ALBERT's p(n) for n = 1..max_ngram: proportional to 1/n (reversed if not favor_shorter)."""
-    if not isinstance(max_ngram, int) or max_ngram < 1:
-        raise ValueError(f"`max_ngram` must be an int >= 1, got {max_ngram!r}.")
+    positive_int("max_ngram", max_ngram)
     pvals = 1.0 / np.arange(1, max_ngram + 1)
     pvals /= pvals.sum()
     return pvals if favor_shorter_ngram else pvals[::-1].copy()

@@ -28,6 +28,7 @@ import functools
 
 import numpy as np
 from keras_ctx.common.optional import tensorflow as tf
+from keras_ctx.common.validation import positive_int
 
 
 def load_documents(tokenized_documents, min_sentences=1):
@@ -186,8 +187,7 @@ def _dataset(generate, sequence_length, label, seed, static):
 
 
 def _check_duplicate(duplicate):
-    if not isinstance(duplicate, int) or duplicate < 1:
-        raise ValueError(f"`duplicate` must be an int >= 1, got {duplicate!r}.")
+    positive_int("duplicate", duplicate)
 
 
 def _shuffled_pairs(instances, duplicate, sequence_length, cls_id, sep_id, pad_id, label):

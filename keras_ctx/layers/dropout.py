@@ -21,6 +21,7 @@ import keras
 from keras import ops
 
 from keras_ctx import backend
+from keras_ctx.layers import _checks
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
@@ -65,9 +66,7 @@ class LockedDropout(keras.layers.Layer):
 
     def __init__(self, rate, seed=None, **kwargs):
         super().__init__(**kwargs)
-        if isinstance(rate, bool) or not 0 <= rate < 1:
-            raise ValueError(f"`rate` must be in [0, 1), got {rate!r}.")
-        self.rate = float(rate)
+        self.rate = _checks.rate("rate", rate)
         self.seed = seed
         self.seed_generator = keras.random.SeedGenerator(seed)
         self.supports_masking = True
@@ -111,10 +110,8 @@ class EmbeddingDropout(keras.layers.Layer):
 
     def __init__(self, vocabulary_size, rate, seed=None, **kwargs):
         super().__init__(**kwargs)
-        if isinstance(rate, bool) or not 0 <= rate < 1:
-            raise ValueError(f"`rate` must be in [0, 1), got {rate!r}.")
         self.vocabulary_size = int(vocabulary_size)
-        self.rate = float(rate)
+        self.rate = _checks.rate("rate", rate)
         self.seed = seed
         self.seed_generator = keras.random.SeedGenerator(seed)
 

@@ -45,9 +45,7 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
 
     def __init__(self, max_wavelength=10000.0, **kwargs):
         super().__init__(**kwargs)
-        self.max_wavelength = float(max_wavelength)
-        if self.max_wavelength <= 0:
-            raise ValueError(f"`max_wavelength` must be positive, got {max_wavelength}.")
+        self.max_wavelength = _checks.positive_number("max_wavelength", max_wavelength)
 
     def call(self, inputs, start_index=0):
         shape = ops.shape(inputs)

@@ -41,6 +41,7 @@ from keras_ctx.models.cvt import (
     auxiliary_views,
     view_weights,
 )
+from keras_ctx.common import validation
 from keras_ctx.pretraining.base import Pretrainer
 from keras_ctx.pretraining.losses import TokenAccuracy, weighted_mean
 from keras_ctx.schedules import CVT_LEARNING_RATE as LEARNING_RATE
@@ -135,8 +136,7 @@ class CrossViewTrainer(Pretrainer):
         for name, rate in (("labelled_dropout", labelled_dropout),
                            ("unlabelled_dropout", unlabelled_dropout),
                            ("label_smoothing", label_smoothing)):
-            if isinstance(rate, bool) or not 0 <= rate < 1:
-                raise ValueError(f"`{name}` must be in [0, 1), got {rate!r}.")
+            validation.rate(name, rate)
         self.encoder = encoder
         self.tasks = dict(tasks)
         self.task_names = list(tasks)

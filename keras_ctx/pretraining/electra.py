@@ -25,6 +25,7 @@ Only the discriminator is kept for fine-tuning and export:
 import keras
 from keras import ops
 
+from keras_ctx.common.validation import positive_number
 from keras_ctx.layers import activations
 from keras_ctx.layers.heads import MaskedLMHead
 from keras_ctx.pretraining.base import Pretrainer
@@ -206,8 +207,7 @@ class ElectraPretrainer(Pretrainer):
                 "Build the generator with keras_ctx.models.electra_generator(discriminator) "
                 "(or ElectraBackbone(..., shared_embeddings=discriminator)), or pass "
                 "share_embeddings=False for untied networks.")
-        if temperature <= 0:
-            raise ValueError(f"`temperature` must be > 0, got {temperature}.")
+        positive_number("temperature", temperature)
         self.generator = generator
         self.discriminator = discriminator
         self.discriminator_weight = float(discriminator_weight)

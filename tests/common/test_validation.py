@@ -8,9 +8,12 @@ import pytest
 
 from keras_ctx.common import validation
 from keras_ctx.common.errors import ConfigError
-from keras_ctx.data import characters, corpora, glove, knowledge_masking, multilingual
+from keras_ctx.data import (characters, corpora, glove, knowledge_masking, multilingual,
+                            ngram_masking, segments)
 from keras_ctx.export import ExportError, Generation, check_export_target, export_saved_model
+from keras_ctx.layers.dropout import EmbeddingDropout, LockedDropout
 from keras_ctx.layers.lstm import LSTMP, WeightDropLSTM
+from keras_ctx.layers.position import SinusoidalPositionEncoding
 from keras_ctx.models.awd_lstm import AwdLstmBackbone
 
 BAD_COUNTS = [0, -1, 1.5, True, "3"]
@@ -46,6 +49,9 @@ COUNTS = {
         "sequence_length", ExportError),
     "check_export_target": (lambda tmp, v: check_export_target(tmp / "export", v), "version",
                             ExportError),
+    "ngram_pmf": (lambda tmp, v: ngram_masking.ngram_pmf(v), "max_ngram", ConfigError),
+    "pair_examples": (lambda tmp, v: segments.pair_examples("nsp", [], 8, 1, 2, duplicate=v),
+                      "duplicate", ConfigError),
 }
 
 
@@ -72,18 +78,27 @@ def test_lengths_that_hold_two_tokens_refuse_in_one_message(call, name, value):
 
 
 @pytest.mark.parametrize("value", [0, -1, True, "3", math.nan, math.inf], ids=repr)
-@pytest.mark.parametrize("name", ["cell_clip", "projection_clip"])
-def test_lstm_clips_refuse_in_one_message(name, value):
+@pytest.mark.parametrize("call, name", [
+    (lambda v: LSTMP(4, projection_dim=2, cell_clip=v), "cell_clip"),
+    (lambda v: LSTMP(4, projection_dim=2, projection_clip=v), "projection_clip"),
+    (lambda v: SinusoidalPositionEncoding(max_wavelength=v), "max_wavelength"),
+], ids=["cell_clip", "projection_clip", "max_wavelength"])
+def test_positive_numbers_refuse_in_one_message(call, name, value):
     with pytest.raises(ConfigError) as caught:
-        LSTMP(4, projection_dim=2, **{name: value})
+        call(value)
     assert str(caught.value) == f"`{name}` must be a positive finite number, got {value!r}."
 
 
 @pytest.mark.parametrize("value", [-0.1, 1, True, "0.5", math.nan], ids=repr)
-def test_weight_dropout_refuses_in_one_message(value):
+@pytest.mark.parametrize("call, name", [
+    (lambda v: WeightDropLSTM(4, weight_dropout=v), "weight_dropout"),
+    (lambda v: LockedDropout(v), "rate"),
+    (lambda v: EmbeddingDropout(10, v), "rate"),
+], ids=["WeightDropLSTM", "LockedDropout", "EmbeddingDropout"])
+def test_dropout_rates_refuse_in_one_message(call, name, value):
     with pytest.raises(ConfigError) as caught:
-        WeightDropLSTM(4, weight_dropout=value)
-    assert str(caught.value) == f"`weight_dropout` must be a number in [0, 1), got {value!r}."
+        call(value)
+    assert str(caught.value) == f"`{name}` must be a number in [0, 1), got {value!r}."
 
 
 def test_a_value_in_range_is_returned_as_its_type():

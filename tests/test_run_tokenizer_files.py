@@ -129,7 +129,7 @@ def test_a_claimed_run_with_the_old_tokenizer_json_resumes_with_its_fingerprint(
     assert fingerprints.directory(str(out / "tokenizer")) == recorded
 
 
-def test_a_saved_text_task_tokenizer_is_read_by_transformers(tmp_path):
+def test_a_saved_text_task_tokenizer_is_read_by_transformers_and_an_old_one_loads(tmp_path):
     from keras_ctx.tasks import text
     from tests.tasks.text_fixtures import backbone, tokenizer
 
@@ -137,9 +137,16 @@ def test_a_saved_text_task_tokenizer_is_read_by_transformers(tmp_path):
                                      sequence_length=16)
     classifier.save(str(tmp_path / "clf"))
     read = _transformers().AutoTokenizer.from_pretrained(str(tmp_path / "clf" / "tokenizer"))
-    for line in ("the bank approved the loan .", "a fine film , i loved it ."):
+    lines = ["the bank approved the loan .", "a fine film , i loved it ."]
+    for line in lines:
         assert read(line)["input_ids"] == _framed(tokenizer("bert"), "bert", line)
     assert not (tmp_path / "clf" / "tokenizer" / "tokenizer.json").exists()
+    # A task saved before the rename: tokenizer/ holds tokenizer.json and its assets.
+    _old_layout(str(tmp_path / "clf" / "tokenizer"), tokenizer("bert"))
+    loaded = text.TextClassifier.load(str(tmp_path / "clf")).tokenizer
+    for line in lines:
+        assert (np.asarray(loaded(tf.constant(line))).tolist()
+                == np.asarray(tokenizer("bert")(tf.constant(line))).tolist())
 
 
 @pytest.mark.slow

@@ -9,6 +9,13 @@ it on every line when `--spm_model_file` is set):
   - `encode_pieces`: a piece that ends in "," after a digit ("▁1990,") is encoded
     again without the comma and the comma becomes a piece of its own.
 
+One difference is kept on purpose: `` and '' are read as " (`QUOTES`), as
+transformers' AlbertTokenizer always reads them (its `preprocess_text`, and the
+fast tokenizer's `Replace` normalizers), so that a tokenizer keras_ctx trains and
+exports (`save_tokenizer`, `to_huggingface`) gives the same ids when transformers
+reads it; google-research/albert's `preprocess_text` keeps them
+(docs/notes/data-references.md, ALBERT).
+
 `AlbertSentencePieceTokenizer` does both around keras-hub's SentencePiece, in
 TensorFlow ops (tf.data, serving) and in Python alike; `tokenizers.train_albert_sentencepiece`
 trains the model on the normalised text with the released `spm_train` rule
@@ -26,11 +33,16 @@ from keras_ctx.common.optional import tensorflow as tf
 from keras_ctx.data.strings import WORD_START, map_strings
 
 
-def albert_text(text, lowercase=True, quotes=False, keep_accents=False):
+# `` and '' read as ": transformers' AlbertTokenizer does, google-research/albert does not.
+QUOTES = True
+
+
+def albert_text(text, lowercase=True, quotes=QUOTES, keep_accents=False):
     """One str as ALBERT's `preprocess_text(text, lower=lowercase)` returns it.
 
     `quotes` and `keep_accents` are the two options Hugging Face's AlbertTokenizer and
-    XLNetTokenizer add (their `preprocess_text`): `` and '' read as ", accents kept.
+    XLNetTokenizer add (their `preprocess_text`): `` and '' read as " (the default,
+    `QUOTES`; False: google-research/albert's reading), accents kept.
     """
     text = " ".join(text.strip().split())
     if quotes:
@@ -57,7 +69,7 @@ def _character_class(predicate_name):
     return "[" + "".join(ranges) + "]"
 
 
-def albert_text_tf(text, lowercase=True, quotes=False, keep_accents=False):
+def albert_text_tf(text, lowercase=True, quotes=QUOTES, keep_accents=False):
     """`albert_text` in TensorFlow ops."""
     import tensorflow_text as tf_text
 
@@ -115,7 +127,7 @@ def albert_sentencepiece_class():
         """keras-hub's SentencePiece tokenizer reading text as ALBERT's released
         `preprocess_text` + `encode_pieces` do (module docstring)."""
 
-        def __init__(self, proto=None, lowercase=True, quotes=False, keep_accents=False,
+        def __init__(self, proto=None, lowercase=True, quotes=QUOTES, keep_accents=False,
                      **kwargs):
             self.lowercase = lowercase
             self.quotes = quotes

@@ -99,11 +99,12 @@ def _integer_rule(least):
     return "a positive integer" if least == 1 else f"an integer >= {least}"
 
 
-def positive_int(name, value, least=1, error=ConfigError):
+def positive_int(name, value, least=1, error=ConfigError, why=None):
     """`value` as an int when it is an integer >= `least` (1); else `error` (ConfigError)
-    naming `name`. Bools, floats (1.5, 3.0) and strings ("3") are refused."""
+    naming `name` and, where given, `why` the bound is what it is. Bools, floats (1.5,
+    3.0) and strings ("3") are refused."""
     if not _integer(value) or value < least:
-        _refuse(f"`{name}`", _integer_rule(least), value, error)
+        _refuse(f"`{name}`", _integer_rule(least) + (f" ({why})" if why else ""), value, error)
     return int(value)
 
 
@@ -112,9 +113,9 @@ def optional_positive_int(name, value, error=ConfigError):
     return None if value is None else positive_int(name, value, error=error)
 
 
-def non_negative_int(name, value):
+def non_negative_int(name, value, why=None):
     """`value` as an int when it is an integer >= 0."""
-    return positive_int(name, value, least=0)
+    return positive_int(name, value, least=0, why=why)
 
 
 def finite_number(name, value):

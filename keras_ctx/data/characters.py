@@ -41,15 +41,8 @@ EOS_TOKEN = "</S>"
 
 
 def _check_length(max_characters_per_token):
-    if (
-        isinstance(max_characters_per_token, bool)
-        or not isinstance(max_characters_per_token, int)
-        or max_characters_per_token < 3
-    ):
-        raise ValueError(
-            "`max_characters_per_token` must be an integer >= 3 (begin-of-word, "
-            f"one byte, end-of-word), got {max_characters_per_token!r}."
-        )
+    positive_int("max_characters_per_token", max_characters_per_token, least=3,
+                 why="begin-of-word, one byte, end-of-word")
 
 
 def _special_row(character, max_characters_per_token):

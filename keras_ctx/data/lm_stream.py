@@ -40,7 +40,7 @@ import math
 import numpy as np
 from keras_ctx.common.optional import tensorflow as tf
 
-from keras_ctx.common.validation import positive_int
+from keras_ctx.common.validation import non_negative_int, positive_int
 
 # Merity et al. 2017, Sec. 4.1 (awd-lstm-lm main.py; fastai's LanguageModelLoader).
 FULL_LENGTH_PROBABILITY = 0.95
@@ -136,9 +136,7 @@ class BpttStream:
         self.min_length = positive_int("min_length", min_length)
         self.length_multiple = positive_int("length_multiple", length_multiple)
         self.variable_length = bool(variable_length)
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-            raise ValueError(f"`seed` must be a non-negative integer, got {seed!r}.")
-        self.seed = int(seed)
+        self.seed = non_negative_int("seed", seed)
         self.padding_id = padding_id
         self.streams, self.mask = stream_layout(token_ids, batch_size, padding_id)
         self.targets = self.streams.shape[1] - 1  # per stream

@@ -165,11 +165,8 @@ def sample_permutation(token_ids, padding_mask=None, num_predict=None, k=6,
         `factorization_order` (see the module docstring), batched like
         `token_ids`.
     """
-    if isinstance(k, bool) or not isinstance(k, int) or k < 2:
-        raise ValueError(
-            f"`k` must be an integer >= 2 (predict the last 1/k of each order, "
-            f"so that every target has context), got {k!r}. XLNet uses 6."
-        )
+    positive_int("k", k, least=2, why="predict the last 1/k of each order, so that every "
+                 "target has context; XLNet uses 6")
     positive_int("max_span_length", max_span_length)
     token_ids = tf.convert_to_tensor(token_ids)
     unbatched = token_ids.shape.rank == 1

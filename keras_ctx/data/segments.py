@@ -51,11 +51,8 @@ def load_documents(tokenized_documents, min_sentences=1):
 
 
 def _check_length(sequence_length, extra):
-    if not isinstance(sequence_length, int) or sequence_length <= extra + 1:
-        raise ValueError(
-            f"`sequence_length` must be an int > {extra + 1} (room for the special "
-            f"tokens), got {sequence_length!r}."
-        )
+    positive_int("sequence_length", sequence_length, least=extra + 2,
+                 why="room for the special tokens")
 
 
 def _pad(tokens, segments, sequence_length, pad_id):

@@ -8,6 +8,7 @@ sampled softmax needs); `bilm_inputs` turns a batch of sentences into the
 import collections
 
 from keras_ctx.common.optional import tensorflow as tf
+from keras_ctx.common.validation import positive_int
 
 from keras_ctx.data.characters import BOS_TOKEN, EOS_TOKEN, split_and_pad, tokens_to_character_ids
 
@@ -54,10 +55,7 @@ def sentence_rows(sentences, sequence_length):
     bilm-tf (allenai/bilm-tf bilm/data.py `_get_batch`) trains on every word of
     a sentence of any length, where `bilm_inputs` alone would refuse it.
     """
-    if isinstance(sequence_length, bool) or not isinstance(sequence_length, int) or (
-            sequence_length < 3):
-        raise ValueError(f"`sequence_length` must be an integer of at least 3 (<S>, a word, "
-                         f"</S>), got {sequence_length!r}.")
+    positive_int("sequence_length", sequence_length, least=3, why="<S>, a word, </S>")
     words_per_row = sequence_length - 2
 
     def pieces(sentence):

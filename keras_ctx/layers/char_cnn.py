@@ -13,12 +13,6 @@ ELMO_FILTERS = ((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 102
 TRANSFORM_GATE_BIAS = -2.0
 
 
-def _non_negative_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"`{name}` must be a non-negative integer, got {value!r}.")
-    return value
-
-
 def _activation(name, value):
     try:
         function = activations.get(value)
@@ -266,7 +260,7 @@ class CharCNNHighwayEmbedder(keras.layers.Layer):
             "max_characters_per_token", max_characters_per_token
         )
         self.filters = _filters(filters, self.max_characters_per_token)
-        self.num_highway_layers = _non_negative_int(
+        self.num_highway_layers = _checks.non_negative_int(
             "num_highway_layers", num_highway_layers
         )
         self.projection_dim = _checks.optional_positive_int(

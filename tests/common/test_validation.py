@@ -8,13 +8,15 @@ import pytest
 
 from keras_ctx.common import validation
 from keras_ctx.common.errors import ConfigError
-from keras_ctx.data import (characters, corpora, glove, knowledge_masking, multilingual,
-                            ngram_masking, segments)
+from keras_ctx.data import (characters, corpora, glove, knowledge_masking, lm_stream,
+                            multilingual, ngram_masking, permutation, segments, vocabulary)
 from keras_ctx.export import ExportError, Generation, check_export_target, export_saved_model
+from keras_ctx.layers.char_cnn import CharCNNHighwayEmbedder
 from keras_ctx.layers.dropout import EmbeddingDropout, LockedDropout
 from keras_ctx.layers.lstm import LSTMP, WeightDropLSTM
 from keras_ctx.layers.position import SinusoidalPositionEncoding
 from keras_ctx.models.awd_lstm import AwdLstmBackbone
+from keras_ctx.models.xlnet import XLNetBackbone
 
 BAD_COUNTS = [0, -1, 1.5, True, "3"]
 
@@ -75,6 +77,39 @@ def test_lengths_that_hold_two_tokens_refuse_in_one_message(call, name, value):
     with pytest.raises(ValueError) as caught:
         call(value)
     assert str(caught.value) == f"`{name}` must be an integer >= 2, got {value!r}."
+
+
+@pytest.mark.parametrize("value", BAD_COUNTS, ids=repr)
+@pytest.mark.parametrize("call, rule", [
+    (lambda v: characters.tokens_to_character_ids(["a"], v),
+     "`max_characters_per_token` must be an integer >= 3 (begin-of-word, one byte, "
+     "end-of-word)"),
+    (lambda v: vocabulary.sentence_rows(["a"], v),
+     "`sequence_length` must be an integer >= 3 (<S>, a word, </S>)"),
+    (lambda v: permutation.sample_permutation([[5, 6, 7, 8]], k=v),
+     "`k` must be an integer >= 2 (predict the last 1/k of each order, so that every target "
+     "has context; XLNet uses 6)"),
+    (lambda v: segments.pair_examples("nsp", [], v, 1, 2),
+     "`sequence_length` must be an integer >= 5 (room for the special tokens)"),
+], ids=["tokens_to_character_ids", "sentence_rows", "sample_permutation", "pair_examples"])
+def test_a_bound_with_a_reason_says_it_in_the_one_message(call, rule, value):
+    with pytest.raises(ConfigError) as caught:
+        call(value)
+    assert str(caught.value) == f"{rule}, got {value!r}."
+
+
+@pytest.mark.parametrize("value", [-1, 1.5, True, "3"], ids=repr)
+@pytest.mark.parametrize("call, rule", [
+    (lambda v: XLNetBackbone(10, 1, 2, 2, 4, mem_len=v),
+     "`mem_len` must be an integer >= 0 (0 = no memory)"),
+    (lambda v: lm_stream.BpttStream([1, 2, 3], 1, seed=v), "`seed` must be an integer >= 0"),
+    (lambda v: CharCNNHighwayEmbedder(num_highway_layers=v),
+     "`num_highway_layers` must be an integer >= 0"),
+], ids=["XLNetBackbone", "BpttStream", "CharCNNHighwayEmbedder"])
+def test_counts_that_may_be_zero_refuse_in_one_message(call, rule, value):
+    with pytest.raises(ConfigError) as caught:
+        call(value)
+    assert str(caught.value) == f"{rule}, got {value!r}."
 
 
 @pytest.mark.parametrize("value", [0, -1, True, "3", math.nan, math.inf], ids=repr)

@@ -234,10 +234,7 @@ class XLNetBackbone(Backbone):
             raise ValueError(
                 f"`hidden_size` must be even (sinusoidal relative positions), got {hidden_size}."
             )
-        if isinstance(mem_len, bool) or not isinstance(mem_len, int) or mem_len < 0:
-            raise ValueError(
-                f"`mem_len` must be a non-negative integer (0 = no memory), got {mem_len!r}."
-            )
+        _checks.non_negative_int("mem_len", mem_len, why="0 = no memory")
         if attention_type not in ("bi", "uni"):
             raise ValueError(
                 f"`attention_type` must be 'bi' (XLNet) or 'uni' (causal), got {attention_type!r}."

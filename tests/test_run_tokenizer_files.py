@@ -24,8 +24,8 @@ from keras_ctx.preprocessing import TextPreprocessor
 
 from tests.cli_helpers import TINY_SET, regression, run_cli, tiny_backbone, write_corpus
 
-# Accents, apostrophes, PTB quotes, dashes, digits and CJK: where BERT's text normalisation, byte-level
-# BPE and SentencePiece each have their own rules.
+# Accents, apostrophes, PTB quotes, dashes, digits and CJK: where BERT's text
+# normalisation, byte-level BPE and SentencePiece each have their own rules.
 TEXTS = ["The café's naïve résumé, isn't it?", "Hello, WORLD! Ünïcödé — dashes... 3.14",
          "a river bank; money at the bank.", "中文 and x\u00a0y", "He said ``hi'' -- 'ok'."]
 CORPUS = TEXTS * 10 + ["the quick brown fox jumps over the lazy dog near the river bank ."] * 10

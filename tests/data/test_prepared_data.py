@@ -2,7 +2,7 @@
 
 `keras-ctx prepare` records the corpus' fingerprint in settings.json, each
 shard's checksum, source range and settings digest in its record, and the
-tokenizer files' hash in tokenizer.json and the manifest; `prepare` (on a
+tokenizer files' hash in tokenizer_record.json and the manifest; `prepare` (on a
 re-run) and `pretrain --data` check them before using anything.
 """
 

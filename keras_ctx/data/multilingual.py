@@ -18,14 +18,22 @@ sides so that a masked word can be predicted from its translation.
 
 Examples are dicts of int32 (sequence_length,) `token_ids`, `padding_mask`,
 `position_ids`, `language_ids` (the XLM backbone's inputs); batch them with
-`drop_remainder=True`, then mask with `xlm_masker` (an `MLMMasker` with
-special_token_ids = (pad, eos) that draws tokens with weights 1/sqrt(count),
-Lample & Conneau 2019, Sec. 3.3).
+`drop_remainder=True`, then mask with `xlm_masker` (XLM's `mask_out`: targets
+drawn over the batch with weights 1/sqrt(count), Lample & Conneau 2019, Sec. 3.3).
 """
 
 import numpy as np
 from keras_ctx.common.optional import tensorflow as tf
 from keras_ctx.common.validation import positive_int
+
+from keras_ctx.data.masking import (
+    MASK_RATE,
+    MASK_TOKEN_RATE,
+    RANDOM_TOKEN_RATE,
+    Masker,
+    candidate_mask,
+    corrupted_batch,
+)
 
 MBERT_ALPHA = 0.7  # Devlin et al., google-research/bert multilingual.md
 XLM_ALPHA = 0.5  # Lample & Conneau 2019, Sec. 3.1
@@ -187,25 +195,120 @@ def tlm_pairs(pairs, sequence_length, eos_id, pad_id, source_language, target_la
     return pairs.filter(fits).map(make)
 
 
+# Prediction slots per token: XLM draws its targets over the whole batch, so a row
+# may hold more than 15% (keras_ctx's choice; docs/notes/data-references.md, XLM).
+XLM_SLOT_RATE = 0.25
+XLM_SAMPLE_ALPHA = 0.5  # Lample & Conneau 2019, Sec. 3.3: weights 1/sqrt(frequency)
+
+
+def xlm_target_scores(token_counts, sample_alpha, pad_id, eos_id):
+    """XLM's `mask_scores` (xlm/trainer.py @cd281d3): max(count, 1) ** -sample_alpha,
+    0 for <pad>, </s> and every id the corpus never holds (XLM's dictionary counts
+    its special words 0), as float32 per vocabulary id."""
+    counts = np.asarray(token_counts, np.float64)
+    if counts.ndim != 1 or not len(counts) or np.any(counts < 0) or not np.all(
+            np.isfinite(counts)):
+        raise ValueError("`token_counts` must be a 1-D array of non-negative token counts, "
+                         f"one per vocabulary id; got shape {counts.shape}.")
+    scores = np.maximum(counts, 1.0) ** -float(sample_alpha)
+    scores[counts == 0] = 0.0
+    scores[[pad_id, eos_id]] = 0.0
+    return scores.astype(np.float32)
+
+
+class XLMMasker(Masker):
+    """XLM's `mask_out` (xlm/trainer.py @cd281d3) as a tf.data map over batches.
+
+    With `sample_alpha` > 0, ceil(mask_rate * N) targets are drawn without
+    replacement over the whole batch's N real tokens, by weights
+    `xlm_target_scores` (XLM draws over slen * bs positions, its padding with
+    weight 0; its batches grouped by length carry little padding, keras_ctx's
+    fixed-length TLM rows much, so N counts the real tokens). With
+    `sample_alpha` 0 (XLM's code default), every real position is a target with
+    probability `mask_rate`, </s> included. Either way position 0 of every row
+    is never a target (XLM: `pred_mask[0] = 0`), and each target gets 80/10/10.
+    Output keys as `keras_ctx.data.masking.MLMMasker`; `max_predictions`
+    slots per row (default ceil(XLM_SLOT_RATE T)), a row that draws more keeps
+    its highest-drawn targets.
+    """
+
+    def __init__(self, vocabulary_size, mask_token_id, eos_id, pad_id, token_counts,
+                 sample_alpha=XLM_SAMPLE_ALPHA, mask_rate=MASK_RATE,
+                 mask_token_rate=MASK_TOKEN_RATE, random_token_rate=RANDOM_TOKEN_RATE,
+                 max_predictions=None, dynamic=True, seed=0):
+        super().__init__(vocabulary_size, mask_token_id, (pad_id,), mask_rate,
+                         mask_token_rate, random_token_rate, max_predictions,
+                         dynamic=dynamic, seed=seed)
+        if not 0.0 <= sample_alpha:
+            raise ValueError(f"`sample_alpha` must be >= 0, got {sample_alpha}.")
+        self.sample_alpha = sample_alpha
+        self.scores = xlm_target_scores(token_counts, sample_alpha, pad_id, eos_id)
+        if len(self.scores) != vocabulary_size:
+            raise ValueError(f"`token_counts` has {len(self.scores)} entries for a "
+                             f"vocabulary of {vocabulary_size}: count every id.")
+
+    def __call__(self, batch, seed):
+        batch = dict(batch)
+        token_ids = tf.cast(batch["token_ids"], tf.int32)
+        length = token_ids.shape[1]
+        slots = min(length, self.max_predictions or int(np.ceil(XLM_SLOT_RATE * length)))
+        seeds = tf.unstack(tf.random.experimental.stateless_split(
+            tf.cast(seed, tf.int32), 3))
+        real = candidate_mask(token_ids, batch.get("padding_mask"), self.special_token_ids)
+        uniform = tf.random.stateless_uniform(tf.shape(token_ids), seeds[0])
+        if self.sample_alpha == 0:
+            drawn = real & (uniform <= self.mask_rate)
+            scores = uniform
+        else:
+            weights = tf.gather(tf.constant(self.scores), token_ids)
+            tiny = float(np.finfo(np.float32).tiny)
+            gumbel = -tf.math.log(-tf.math.log(tf.maximum(uniform, tiny)))
+            scores = tf.where(real & (weights > 0), tf.math.log(weights) + gumbel,
+                              -float("inf"))
+            # Gumbel top-k over the batch: numpy's choice(replace=False, p=) in XLM.
+            count = tf.math.ceil(self.mask_rate * tf.reduce_sum(tf.cast(real, tf.float32)))
+            flat = tf.sort(tf.reshape(scores, [-1]), direction="DESCENDING")
+            count = tf.minimum(tf.cast(count, tf.int32), tf.size(flat))
+            threshold = tf.gather(flat, tf.maximum(count - 1, 0))
+            drawn = (scores >= threshold) & (count > 0) & tf.math.is_finite(scores)
+        drawn &= tf.range(length)[None] > 0  # XLM: pred_mask[0] = 0
+        # The row's `slots` highest-drawn targets, listed in increasing position.
+        key = tf.where(drawn, scores, -float("inf"))
+        top, positions = tf.math.top_k(key, k=slots)
+        weights = tf.cast(top > -float("inf"), tf.float32)
+        order = tf.argsort(tf.where(weights > 0, positions, length), axis=1)
+        positions = tf.gather(positions, order, batch_dims=1)
+        weights = tf.gather(weights, order, batch_dims=1)
+        positions = tf.where(weights > 0, positions, 0)
+        selected = tf.reduce_any(
+            tf.equal(positions[:, :, None], tf.range(length)[None, None]) &
+            (weights[:, :, None] > 0), axis=1)
+        batch.update(corrupted_batch(token_ids, selected, positions, weights,
+                                     (seeds[1], seeds[2]), self.vocabulary_size,
+                                     self.mask_token_id, self.mask_token_rate,
+                                     self.random_token_rate, self.random_token_range))
+        return batch
+
+
 def xlm_masker(vocabulary_size, mask_id, eos_id, pad_id, token_counts, seed=0, **kwargs):
-    """XLM's MLM / TLM masking: BERT's 15% / 80-10-10, tokens drawn by 1/sqrt(frequency).
+    """XLM's MLM / TLM masking: 15% of the batch's tokens, drawn by 1/sqrt(frequency), 80/10/10.
 
     Lample & Conneau 2019, Sec. 3.3: the masked tokens "are sampled according
     to a multinomial distribution whose weights are proportional to the square
-    root of their invert frequencies". `token_counts` are the training
-    corpus' counts per vocabulary id (XLM's dictionary counts).
+    root of their invert frequencies" (XLM's `--sample_alpha 0.5`; its code's
+    default 0 draws uniformly). `token_counts` are the training corpus' counts
+    per vocabulary id (XLM's dictionary counts).
 
     Returns:
-        a `keras_ctx.data.masking.MLMMasker` (`masker.apply(batched_dataset)`);
-        `kwargs` go to it (dynamic, max_predictions, ...).
+        an `XLMMasker` (`masker.apply(batched_dataset)`); `kwargs` go to it
+        (sample_alpha, dynamic, max_predictions, ...).
     """
-    from keras_ctx.data.masking import MLMMasker, inverse_frequency_weights
-
     for name, value in (("mask_id", mask_id), ("eos_id", eos_id), ("pad_id", pad_id)):
         _check_ids(name, value)
-    return MLMMasker(vocabulary_size, mask_id, special_token_ids=(pad_id, eos_id), seed=seed,
-                     token_weights=inverse_frequency_weights(token_counts), **kwargs)
+    return XLMMasker(vocabulary_size, mask_id, eos_id, pad_id, token_counts, seed=seed,
+                     **kwargs)
 
 
-__all__ = ["MBERT_ALPHA", "XLM_ALPHA", "XLM_MAX_LENGTH", "XLM_STREAM_LENGTH", "sample_languages",
-           "smoothed_probabilities", "text_stream", "tlm_example", "tlm_pairs", "xlm_masker"]
+__all__ = ["MBERT_ALPHA", "XLM_ALPHA", "XLM_MAX_LENGTH", "XLM_SAMPLE_ALPHA", "XLM_SLOT_RATE",
+           "XLM_STREAM_LENGTH", "XLMMasker", "sample_languages", "smoothed_probabilities",
+           "text_stream", "tlm_example", "tlm_pairs", "xlm_masker", "xlm_target_scores"]

@@ -9,28 +9,13 @@ last partial window instead of padding the front. With bs = 1 the two are the sa
 token sequence but for XLM's front padding and closing </s>.
 """
 
-import math
-
 import numpy as np
 import tensorflow as tf
 
 from keras_ctx.data import multilingual
+from tests.data.xlm_masking_reference import stream_batches
 
 EOS = 1
-
-
-def xlm_stream_windows(sentences, bptt, bs=1):
-    """StreamDataset's windows (transcribed), each a column of `data[a:b]`."""
-    sent = np.concatenate([np.append(s, EOS) for s in sentences]).astype(np.int64)
-    n_tokens = len(sent)
-    n_batches = math.ceil(n_tokens / (bs * bptt))
-    t_size = n_batches * bptt * bs
-    buffer = np.zeros(t_size, dtype=sent.dtype) + EOS
-    buffer[t_size - n_tokens:] = sent
-    buffer = buffer.reshape((bs, n_batches * bptt)).T
-    data = np.zeros((n_batches * bptt + 1, bs), dtype=sent.dtype) + EOS
-    data[1:] = buffer
-    return [data[bptt * i:bptt * (i + 1), j] for i in range(n_batches) for j in range(bs)], data
 
 
 def test_text_stream_is_xlms_stream():
@@ -41,11 +26,11 @@ def test_text_stream_is_xlms_stream():
         tf.data.Dataset.from_generator(lambda: iter(sentences),
                                        output_signature=tf.TensorSpec([None], tf.int64)),
         bptt, EOS, 0)]
-    windows, data = xlm_stream_windows(sentences, bptt)
-    column = data[:, 0]
-    padding = len(column) - 1 - sum(len(s) + 1 for s in sentences)
+    windows = [batch[:, 0] for batch in stream_batches(sentences, bptt, 1, EOS)]
+    column = np.concatenate(windows)
+    padding = len(column) - sum(len(s) + 1 for s in sentences)
     # XLM: </s>, its front padding, then s1 </s> s2 </s> ...; ours: </s> s1 </s> s2 ...
-    released = np.concatenate([[EOS], column[1 + padding:-1]])
+    released = np.concatenate([[EOS], column[1 + padding:]])
     flat = np.concatenate(ours)
     np.testing.assert_array_equal(flat, released[:len(flat)])
     # The window count differs by XLM's padded last batch against our dropped window;

@@ -32,8 +32,21 @@ class TextModel:
     """
 
     def __init__(self, handle):
-        self.info, self.backbone, self.tokenizer = handles.load(handle, need_tokenizer=True)
-        self.family = families.get(self.info["family"])
+        self._hold(*handles.load(handle, need_tokenizer=True))
+
+    @classmethod
+    def in_memory(cls, info, backbone, tokenizer):
+        """The model a command holds already (pretrain's, just saved): nothing is read back.
+
+        `info` holds run.json's `family` and `sequence_length`.
+        """
+        model = cls.__new__(cls)
+        model._hold(info, backbone, tokenizer)
+        return model
+
+    def _hold(self, info, backbone, tokenizer):
+        self.info, self.backbone, self.tokenizer = info, backbone, tokenizer
+        self.family = families.get(info["family"])
 
     def sequence_outputs(self, texts):
         """(preprocessor, the family's word-vector output) for `texts`."""

@@ -23,31 +23,44 @@ def export_run(model_or_run, out, version=1, overwrite=False, sequence_length=No
 
 def write_export(model_or_run, out, version, overwrite, sequence_length, with_text,
                  jit_compile=False):
-    """`export_run` on checked arguments (pretrain's `--export`, checked by its request)."""
+    """`export_run` on checked arguments."""
     from keras_ctx import handles
-    from keras_ctx.export import export_saved_model
 
-    preprocessor = class_names = None
     if os.path.isdir(model_or_run) and runs.is_finetuned(model_or_run):
         # A `keras-ctx finetune --out` directory: export its classifier; with text, the
         # run it was fine-tuned from gives the tokenizer (finetune.json names it).
         info, backbone = runs.load_finetuned(model_or_run)
-        class_names = info.get("classes")  # finetune.json's; a directory before it: none
         sequence_length = info.get("sequence_length") if sequence_length is None else (
             sequence_length)
-        if with_text:
-            preprocessor = _finetuned_preprocessor(model_or_run, info, sequence_length)
-    else:
-        # A run directory, a checkpoint (local, hf://, kaggle://) or a preset (random
-        # weights, said in one line; exported at the given length only).
-        resolved = handles.resolve(model_or_run, need_tokenizer=with_text)
-        backbone, info = resolved.backbone, resolved.info
-        if resolved.has_weights:
-            sequence_length = info.get("sequence_length") if sequence_length is None else (
-                sequence_length)
-        if with_text:
-            preprocessor = TextPreprocessor(resolved.tokenizer, sequence_length,
-                                            info["family"])
+        preprocessor = (_finetuned_preprocessor(model_or_run, info, sequence_length)
+                        if with_text else None)
+        # finetune.json's class names; a directory written before it records none.
+        return _saved_model(backbone, out, version, overwrite, sequence_length, preprocessor,
+                            info.get("classes"), jit_compile)
+    # A run directory, a checkpoint (local, hf://, kaggle://) or a preset (random
+    # weights, said in one line; exported at the given length only).
+    resolved = handles.resolve(model_or_run, need_tokenizer=with_text)
+    if resolved.has_weights and sequence_length is None:
+        sequence_length = resolved.info.get("sequence_length")
+    return export_loaded(resolved.backbone, resolved.tokenizer, resolved.info.get("family"), out,
+                         version, overwrite, sequence_length, with_text, jit_compile)
+
+
+def export_loaded(backbone, tokenizer, family, out, version, overwrite, sequence_length,
+                  with_text, jit_compile=False):
+    """`write_export` of a model already in memory (pretrain's `--export`: the backbone and
+    tokenizer it trained and saved; its request checked the arguments): nothing is read
+    back."""
+    preprocessor = (TextPreprocessor(tokenizer, sequence_length, family) if with_text
+                    else None)
+    return _saved_model(backbone, out, version, overwrite, sequence_length, preprocessor,
+                        None, jit_compile)
+
+
+def _saved_model(backbone, out, version, overwrite, sequence_length, preprocessor,
+                 class_names, jit_compile):
+    from keras_ctx.export import export_saved_model
+
     path = export_saved_model(backbone, out, version=version, overwrite=overwrite,
                               sequence_length=sequence_length, preprocessor=preprocessor,
                               jit_compile=jit_compile, class_names=class_names)

@@ -23,7 +23,8 @@ from keras_ctx import handles, runs
 from keras_ctx.common import files, progress, validation
 from keras_ctx.commands import pretrain_checks
 from keras_ctx.commands.pretrain_checks import VOCABULARY_SIZE, PretrainRequest  # noqa: F401
-from keras_ctx.commands.export import write_export
+from keras_ctx.commands.embed import TextModel
+from keras_ctx.commands.export import export_loaded
 from keras_ctx.commands.sense_table import show_sense_table
 from keras_ctx.data import corpora, fingerprints, prepare
 from keras_ctx.data.prepared_input import PreparedInput
@@ -247,9 +248,12 @@ def train(request):
         tokenizer_sha256 = _claim(request, text, model, existing)
         result = _fit(request, model, done)
         info = _save(request, text, model, result, tokenizer_sha256)
-        _export(request, exported, model.tokenizer)
+        _export(request, exported, model, info)
     if request.show_contexts and request.family.inputs != "encoder_decoder":
-        show_sense_table(request.out)
+        # The model in memory is the one just saved (or, a finished run, restored from its
+        # last checkpoint): the table is not read back from the run directory.
+        show_sense_table(request.out, TextModel.in_memory(info, model.backbone,
+                                                          model.tokenizer))
     return info
 
 
@@ -367,20 +371,23 @@ def _save(request, text, model, result, tokenizer_sha256):
     return info
 
 
-def _export(request, exported, tokenizer):
-    """`--export`: the run's SavedModel (and its text-in copy), or why nothing is exported."""
-    out, export, version, overwrite = (request.out, request.export, request.version,
-                                       request.overwrite)
+def _export(request, exported, model, info):
+    """`--export`: the run's SavedModel (and its text-in copy) from the model in memory, or
+    why nothing is exported."""
+    export, version, overwrite = request.export, request.version, request.overwrite
+    backbone, tokenizer = model.backbone, model.tokenizer
+    family, length = info["family"], info["sequence_length"]
     if exported:
         print(f"{os.path.join(export, str(version))} already holds this run's export and "
               f"the run trained nothing new: nothing exported (--version {version + 1} "
               "exports another, --overwrite replaces it).")
     elif export:
         say(f"Exporting a SavedModel to {export}...")
-        write_export(out, export, version, overwrite, None, with_text=False)
+        export_loaded(backbone, tokenizer, family, export, version, overwrite, length,
+                      with_text=False)
         if request.text_export and tokenizer is not None and getattr(
                 tokenizer, "in_graph", True):
             say(f"Also exporting a text-in copy (serve_text: strings in, for servers "
                 f"with tensorflow-text ops) to {export.rstrip('/')}-text...")
-            write_export(out, export.rstrip("/") + "-text", version, overwrite, None,
-                         with_text=True)
+            export_loaded(backbone, tokenizer, family, export.rstrip("/") + "-text", version,
+                          overwrite, length, with_text=True)

@@ -170,13 +170,16 @@ def write_heatmap(table, path, model="the model"):
     return path
 
 
-def show_sense_table(run_dir):
+def show_sense_table(run_dir, model=None):
     """Prints the sense table of a run and writes it as `senses.png` into the run.
+
+    `model`: the run already loaded (a `keras_ctx.commands.embed.TextModel`; pretrain
+    passes the one it trained), else it is read from `run_dir`.
 
     Returns:
         The table (`sense_similarities`).
     """
-    loaded = TextModel(run_dir)
+    loaded = model or TextModel(run_dir)
     table = sense_similarities(run_dir, model=loaded)
     name = model_name(run_dir, loaded.info)
     print(f"\nOne word, different contexts: does {name} tell a word's senses apart?\n"

@@ -4,6 +4,7 @@ listing the checkpoints and saving the tokenizer once each (issue 55)."""
 
 import os
 
+import numpy as np
 import pytest
 
 import keras_ctx
@@ -209,3 +210,97 @@ def test_the_claim_accepts_the_earlier_fingerprint_of_the_same_tokenizer(tmp_pat
         runs.claim(out, settings, data=now, earlier_tokenizer=lambda: "x" * 64)
     runs.claim(out, settings, data=now, earlier_tokenizer=lambda: "e" * 64)
     assert runs.look(out).settings["fingerprints"]["tokenizer"] == "d" * 64
+
+
+def _input(key, spec):
+    """The same request for every export: ids 5..20, all real, one segment; or a text."""
+    import tensorflow as tf
+
+    if spec.dtype == tf.string:
+        return tf.constant(["a set of the names"])
+    values = {"token_ids": np.arange(5, 21)[None],
+              "padding_mask": np.ones((1, 16))}.get(key, np.zeros((1, 16)))
+    return tf.constant(values, spec.dtype)
+
+
+def _serving_outputs(directory):
+    """{signature: {output: array}} of a SavedModel on the same request."""
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the ops serve_text tokenizes with)
+
+    loaded, outputs = tf.saved_model.load(directory), {}
+    for name, function in loaded.signatures.items():
+        if name == "serve_examples":
+            continue  # serving_default's forward pass, from tf.Examples
+        inputs = {key: _input(key, spec)
+                  for key, spec in function.structured_input_signature[1].items()}
+        outputs[name] = {k: v.numpy() for k, v in function(**inputs).items()}
+    return outputs
+
+
+def test_the_sense_table_of_a_model_held_is_the_saved_runs(tmp_path, monkeypatch):
+    # The default run's form of the test below: the table pretrain shows from the model
+    # it holds equals the one read back from the run directory, and reads nothing.
+    from keras_ctx import handles
+    from keras_ctx.commands.embed import TextModel
+    from keras_ctx.commands.sense_table import sense_similarities, show_sense_table
+    from tests.cli_helpers import VOCAB, make_run
+
+    import keras_hub
+
+    out = tmp_path / "run"
+    backbone = make_run(out)
+    tokenizer = keras_hub.tokenizers.WordPieceTokenizer(vocabulary=VOCAB, lowercase=True)
+    held = TextModel.in_memory({"model": "bert-tiny", "family": "bert", "sequence_length": 16},
+                               backbone, tokenizer)
+    on_disk = sense_similarities(out)
+
+    def read_back(*args, **kwargs):
+        raise AssertionError("the run was read back")
+
+    monkeypatch.setattr(handles, "resolve", read_back)
+    table = show_sense_table(out, held)
+    assert sorted(table) == sorted(on_disk) and os.path.isfile(out / "senses.png")
+    for word, (senses, texts, raw, added) in on_disk.items():
+        assert table[word][:2] == (senses, texts)
+        np.testing.assert_allclose(table[word][2], raw, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(table[word][3], added, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.slow  # trains a step and exports four SavedModels (about 60 s)
+def test_pretrain_exports_and_shows_the_model_it_holds_not_one_read_back(tmp_path,
+                                                                        monkeypatch):
+    # Before (issue 55): the run was saved, then read back three times, once for the
+    # sense table and once for each of --export's two SavedModels.
+    from keras_ctx import handles
+    from keras_ctx.commands.export import export_run
+    from keras_ctx.commands.sense_table import sense_similarities
+
+    corpus, out, export = tmp_path / "corpus.txt", str(tmp_path / "run"), tmp_path / "export"
+    write_corpus(corpus, documents=20)
+    tables, reads = [], []
+    show, resolve = pretrain.show_sense_table, handles.resolve
+    monkeypatch.setattr(pretrain, "show_sense_table",
+                        lambda *a, **k: tables.append(show(*a, **k)))
+    monkeypatch.setattr(handles, "resolve", lambda *a, **k: reads.append(a[0]) or resolve(
+        *a, **k))
+    pretrain.pretrain("bert-tiny", out, steps=1, corpus=str(corpus), batch_size=4,
+                      sequence_length=16, vocabulary_size=300, checkpoint_every=1,
+                      overrides=pretrain.parse_overrides(ENCODER), export=str(export))
+    monkeypatch.undo()
+    assert reads == [] and len(tables) == 1
+    for word, (senses, texts, raw, added) in sense_similarities(out).items():
+        held = tables[0][word]
+        assert (held[0], held[1]) == (senses, texts)
+        np.testing.assert_allclose(held[2], raw, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(held[3], added, rtol=1e-5, atol=1e-6)
+    # The SavedModels of the model held equal those exported from the saved run.
+    for held, suffix, with_text in ((export, "", False), (f"{export}-text", "-text", True)):
+        again = export_run(out, str(tmp_path / f"again{suffix}"), with_text=with_text)
+        mine, theirs = _serving_outputs(os.path.join(held, "1")), _serving_outputs(again)
+        assert sorted(mine) == sorted(theirs) and mine
+        for name in mine:
+            assert sorted(mine[name]) == sorted(theirs[name])
+            for key in mine[name]:
+                np.testing.assert_allclose(mine[name][key], theirs[name][key], rtol=1e-5,
+                                           atol=1e-6, err_msg=f"{name} {key}")

@@ -5,8 +5,8 @@ sits below the layers); the two below are the layers' own.
 """
 
 from keras_ctx.common.validation import (  # noqa: F401
-    non_negative_int, optional_positive_int, optional_positive_number, positive_int,
-    positive_number, rate)
+    finite_number, non_negative_int, optional_positive_int, optional_positive_number,
+    positive_int, positive_number, rate)
 
 
 def one_of(name, value, choices):

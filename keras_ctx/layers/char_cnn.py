@@ -121,13 +121,9 @@ class Highway(keras.layers.Layer):
         self.num_layers = _checks.positive_int("num_layers", num_layers)
         self.activation = _activation("activation", activation)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        if isinstance(transform_gate_bias, bool) or not isinstance(
-            transform_gate_bias, (int, float)
-        ):
-            raise ValueError(
-                f"`transform_gate_bias` must be a number, got {transform_gate_bias!r}."
-            )
-        self.transform_gate_bias = float(transform_gate_bias)
+        self.transform_gate_bias = _checks.finite_number(
+            "transform_gate_bias", transform_gate_bias
+        )
         self._activation_fn = activations.get(self.activation)
         self.supports_masking = True
 

@@ -24,6 +24,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_ctx.common.validation import positive_int
 from keras_ctx.layers.dropout import LockedDropout
 from keras_ctx.backend import gathered_rows, replica_rows
 from keras_ctx.pretraining.base import Pretrainer, num_replicas
@@ -74,11 +75,9 @@ class AwdLstmLMPretrainer(Pretrainer):
                  temporal_activation_regularization=TEMPORAL_ACTIVATION_REGULARIZATION,
                  batch_size=None, carry_state=False, **kwargs):
         super().__init__(**kwargs)
-        if carry_state and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
-                            or batch_size < 1):
-            raise ValueError(
-                f"carry_state=True needs the stream's fixed `batch_size` (a positive "
-                f"integer), got {batch_size!r}.")
+        if carry_state:
+            positive_int("batch_size", batch_size,
+                         why="carry_state=True needs the stream's fixed batch size")
         if carry_state and not hasattr(backbone, "forward_pass"):
             raise ValueError(
                 f"carry_state=True needs a backbone with `forward_pass(inputs, states)` "

@@ -11,7 +11,7 @@ from keras_ctx.common.errors import ConfigError
 from keras_ctx.data import (characters, corpora, glove, knowledge_masking, lm_stream,
                             multilingual, ngram_masking, permutation, segments, vocabulary)
 from keras_ctx.export import ExportError, Generation, check_export_target, export_saved_model
-from keras_ctx.layers.char_cnn import CharCNNHighwayEmbedder
+from keras_ctx.layers.char_cnn import CharCNNHighwayEmbedder, Highway
 from keras_ctx.layers.dropout import EmbeddingDropout, LockedDropout
 from keras_ctx.layers.lstm import LSTMP, WeightDropLSTM
 from keras_ctx.layers.position import SinusoidalPositionEncoding
@@ -134,6 +134,24 @@ def test_dropout_rates_refuse_in_one_message(call, name, value):
     with pytest.raises(ConfigError) as caught:
         call(value)
     assert str(caught.value) == f"`{name}` must be a number in [0, 1), got {value!r}."
+
+
+@pytest.mark.parametrize("value", [True, "3", math.nan, math.inf, None], ids=repr)
+def test_a_finite_number_refuses_in_one_message(value):
+    with pytest.raises(ConfigError) as caught:
+        Highway(1, transform_gate_bias=value)
+    assert str(caught.value) == f"`transform_gate_bias` must be a finite number, got {value!r}."
+
+
+@pytest.mark.parametrize("value", BAD_COUNTS + [None], ids=repr)
+def test_a_carried_state_needs_the_batch_size_in_one_message(value):
+    from keras_ctx.pretraining import AwdLstmLMPretrainer
+
+    backbone = AwdLstmBackbone(10, embedding_size=4, hidden_size=4, num_layers=1)
+    with pytest.raises(ConfigError) as caught:
+        AwdLstmLMPretrainer(backbone, batch_size=value, carry_state=True)
+    assert str(caught.value) == ("`batch_size` must be a positive integer (carry_state=True "
+                                 f"needs the stream's fixed batch size), got {value!r}.")
 
 
 def test_a_value_in_range_is_returned_as_its_type():

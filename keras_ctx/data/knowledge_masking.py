@@ -51,8 +51,8 @@ from keras_ctx.data.ngram_masking import check_continuation_table, unit_starts
 LEVELS = ("basic", "phrase", "entity")  # Sun et al. 2019, Sec. 3.2.1-3.2.3
 UNIT_KEYS = {"phrase": "phrase_ids", "entity": "entity_ids"}
 # Prediction slots per token: ERNIE's per-unit draws have no cap, so the slots
-# leave room above the 15% mean (keras_ctx's choice; a row of 128 tokens draws
-# more than 26 in under 1% of rows, docs/notes/data-references.md).
+# leave room above the 15% mean (keras_ctx's choice: 4e-5 of the built-in corpus'
+# rows of 128 tokens draw more than their 32, docs/notes/data-references.md).
 ERNIE_SLOT_RATE = 0.25
 
 

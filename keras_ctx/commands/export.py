@@ -11,21 +11,13 @@ def export_run(model_or_run, out, version=1, overwrite=False, sequence_length=No
     """Exports a run, a fine-tuned classifier or any model handle (`keras_ctx.handles`);
     `with_text` adds serve_text (needs tensorflow-text ops), `jit_compile` XLA-compiles
     the serving functions."""
+    from keras_ctx import handles
     from keras_ctx.common import validation
 
     # The command's one check of its arguments, before anything is loaded: 0 is not "not
     # given" (an export at length 0 serves nothing).
     validation.check_args(version=version, sequence_length=sequence_length)
     validation.check_given(out=out)
-    return write_export(model_or_run, out, version, overwrite, sequence_length, with_text,
-                        jit_compile)
-
-
-def write_export(model_or_run, out, version, overwrite, sequence_length, with_text,
-                 jit_compile=False):
-    """`export_run` on checked arguments."""
-    from keras_ctx import handles
-
     if os.path.isdir(model_or_run) and runs.is_finetuned(model_or_run):
         # A `keras-ctx finetune --out` directory: export its classifier; with text, the
         # run it was fine-tuned from gives the tokenizer (finetune.json names it).
@@ -48,7 +40,7 @@ def write_export(model_or_run, out, version, overwrite, sequence_length, with_te
 
 def export_loaded(backbone, tokenizer, family, out, version, overwrite, sequence_length,
                   with_text, jit_compile=False):
-    """`write_export` of a model already in memory (pretrain's `--export`: the backbone and
+    """`export_run` of a model already in memory (pretrain's `--export`: the backbone and
     tokenizer it trained and saved; its request checked the arguments): nothing is read
     back."""
     preprocessor = (TextPreprocessor(tokenizer, sequence_length, family) if with_text

@@ -267,7 +267,7 @@ def test_the_sense_table_of_a_model_held_is_the_saved_runs(tmp_path, monkeypatch
         np.testing.assert_allclose(table[word][3], added, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.slow  # trains a step and exports four SavedModels (about 60 s)
+@pytest.mark.slow  # trains a step and exports four SavedModels (45 s on 2 busy cores)
 def test_pretrain_exports_and_shows_the_model_it_holds_not_one_read_back(tmp_path,
                                                                         monkeypatch):
     # Before (issue 55): the run was saved, then read back three times, once for the

@@ -20,7 +20,6 @@ from keras_ctx.backend import keras_ops
 from keras_ctx.backend.keras_ops import (  # noqa: F401  (the backend's names)
     cudnn_lstm,
     decay_weights,
-    dropout,
     flat_cross_entropy,
     fused_attention,
     gpu_available,
@@ -41,6 +40,22 @@ def has_values(tensor):
 
 
 check_token_ids, check_at_most = keras_ops.value_checks(has_values)
+
+
+def dropout(inputs, rate, seed_generator):
+    """Dropout whose mask is drawn from `seed_generator`'s state, as on TensorFlow and JAX.
+
+    Keras' torch dropout draws from torch's global generator when the layer's seed is
+    None (every keras_ctx model's): a checkpoint, which saves the seed generators' state
+    (training.Checkpointer), then resumed with other masks than a run never stopped.
+    """
+    if inputs.is_meta:  # Keras' symbolic build: no values, no draw
+        return inputs
+    first, second = (int(s) for s in ops.convert_to_numpy(seed_generator.next()))
+    generator = torch.Generator(device=inputs.device)
+    generator.manual_seed((first + second) & 0xFFFFFFFF)
+    keep = torch.empty_like(inputs).bernoulli_(1.0 - rate, generator=generator)
+    return inputs * keep / (1.0 - rate)
 
 
 # -- the Pretrainer (keras_ctx.pretraining) ----------------------------------------------

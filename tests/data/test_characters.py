@@ -58,6 +58,9 @@ def test_sentences_add_boundaries_pad_and_work_in_tf_data():
         sentences_to_character_ids(tf.constant(["a b c d"]), 5)
 
 
+@pytest.mark.tensorflow_only("a string keras.Input: only TensorFlow's Keras has string "
+                              "tensors (sentences_to_character_ids in tf.data runs on "
+                              "every backend: the test above)")
 def test_preprocessing_layer_in_a_model():
     inputs = keras.Input((), dtype="string")
     outputs = ElmoCharacterIds(sequence_length=4)(inputs)
@@ -65,6 +68,9 @@ def test_preprocessing_layer_in_a_model():
     got = keras.ops.convert_to_numpy(model(tf.constant(["hi there"])))
     want = sentences_to_character_ids(tf.constant(["hi there"]), 4).numpy()
     np.testing.assert_array_equal(got, want)
+
+
+def test_preprocessing_layer_config_and_checks():
     layer = ElmoCharacterIds.from_config(ElmoCharacterIds(4, pre_tokenized=True).get_config())
     assert layer.pre_tokenized and layer.sequence_length == 4
     with pytest.raises(ValueError, match="max_characters_per_token"):

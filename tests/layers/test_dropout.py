@@ -52,6 +52,18 @@ def test_drop_rate_scale_and_fresh_masks(jit, rate):
     assert abs((again != y).mean() - 2 * rate * (1 - rate)) < 0.01
 
 
+def test_the_mask_is_drawn_from_the_layers_seed_state_alone():
+    """A resumed run restores the seed generators' state (training.Checkpointer), not a
+    global generator: torch's global one drew Keras' masks for an unseeded layer."""
+    layer, x = Dropout(0.5), np.ones((8, 64), "float32")
+    state = to_numpy(layer.seed_generator.state)
+    first = to_numpy(layer(x, training=True))
+    keras.utils.set_random_seed(99)  # every global generator moves elsewhere
+    layer.seed_generator.state.assign(state)
+    np.testing.assert_array_equal(to_numpy(layer(x, training=True)), first)
+    assert 0.3 < (first == 0).mean() < 0.7
+
+
 def test_inference_and_rate_zero_pass_the_input_through():
     x = np.random.default_rng(0).normal(size=(4, 8)).astype("float32")
     np.testing.assert_array_equal(to_numpy(Dropout(0.3)(x, training=False)), x)

@@ -17,6 +17,7 @@ import torch
 from keras import ops
 
 from keras_ctx.backend import keras_ops
+from keras_ctx.common import compat
 from keras_ctx.backend.keras_ops import (  # noqa: F401  (the backend's names)
     cudnn_lstm,
     decay_weights,
@@ -33,10 +34,12 @@ from keras_ctx.backend.keras_ops import (  # noqa: F401  (the backend's names)
 
 def has_values(tensor):
     """False while Keras builds a model symbolically (its placeholder tensors live on
-    torch's "meta" device: their values are garbage) or torch.compile traces it."""
+    torch's "meta" device, or, where a layer cannot run there, on the CPU uninitialised:
+    their values are garbage) or torch.compile traces it."""
     if not isinstance(tensor, torch.Tensor):
         return True
-    return not tensor.is_meta and not torch.compiler.is_compiling()
+    return not (tensor.is_meta or compat.in_symbolic_scope()
+                or torch.compiler.is_compiling())
 
 
 check_token_ids, check_at_most = keras_ops.value_checks(has_values)

@@ -38,6 +38,11 @@ SYMBOLS = {
     "maybe_symbolic_build": ("keras", "keras", "Model._maybe_symbolic_build"),
     # Whether a JAX value is being traced (no value to check; backend/jax.py).
     "jax_tracing": ("keras", "keras.src.utils.jax_utils", "is_in_jax_tracing_scope"),
+    # Whether Keras is inferring shapes (`compute_output_spec`): on PyTorch a layer it
+    # cannot run on the "meta" device is run again on uninitialised CPU tensors, whose
+    # values are garbage, not ids to check (backend/torch.py).
+    "symbolic_scope": ("keras", "keras.src.backend.common.symbolic_scope",
+                       "in_symbolic_scope"),
     # The cuDNN LSTM kernel (layers/lstm.py).
     "cudnn_lstm": ("keras", "keras.src.backend.tensorflow.rnn", "lstm"),
     # Builds a model from a batch or its spec, as fit would (testing.py builds before
@@ -204,6 +209,11 @@ def flatten_layers(layer, include_self=True, recursive=True):
 def is_traced(tensor):
     """Whether `tensor` is a JAX tracer (inside `jax.jit`/`grad`): it has no value yet."""
     return bool(resolve("jax_tracing")(tensor))
+
+
+def in_symbolic_scope():
+    """Whether Keras is inferring output shapes: tensors then carry no values."""
+    return bool(resolve("symbolic_scope")())
 
 
 def cudnn_lstm():

@@ -1,5 +1,7 @@
 """Token ids checked once per input where the data enters a compiled step, on every input kind."""
 
+import warnings
+
 import keras
 import numpy as np
 import pytest
@@ -133,3 +135,21 @@ def test_serving_signatures_check_ids_int64_range_and_length(tmp_path):
     long = np.full((1, 33), 5, "int32")
     with pytest.raises(tf.errors.InvalidArgumentError, match="longer than the 32 positions the model has"):
         serve(token_ids=long, padding_mask=np.ones_like(long), segment_ids=0 * long)
+
+
+def test_a_symbolic_build_checks_no_placeholder_values():
+    """Keras builds a model from placeholders; on PyTorch, where a layer fails on the "meta"
+    device (EinsumDense under mixed_float16), it reruns the call on uninitialised CPU
+    tensors. Their garbage is not the user's data: no warning may blame the token ids."""
+    from tests.pretraining.backend_cases import _batches
+    from tests.pretraining.matrix_cases import CASES
+
+    keras.config.set_dtype_policy("mixed_float16")  # the suite's fixture restores float32
+    make, make_batch = CASES["bert"]
+    model, batch = make(), make_batch()
+    model.compile(optimizer=keras.optimizers.SGD(0.01))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(_batches(batch, 1), steps_per_epoch=1, epochs=1, verbose=0)
+    blamed = [str(w.message) for w in caught if "token ids" in str(w.message)]
+    assert not blamed, blamed[0][:400]

@@ -39,4 +39,5 @@ def test_ci_runs_the_backend_neutral_directories_on_jax_and_torch():
         assert part in parts, (part, listed)
         assert (ROOT / part).exists(), part
     assert "for backend in jax torch; do" in lines
-    assert "KERAS_BACKEND=$backend pytest -n 2 -q $BACKEND_TESTS" in lines
+    assert "KERAS_BACKEND=$backend pytest -n 2 -q $BACKEND_TESTS $extra" in lines
+    assert 'extra="tests/convert tests/data"' in lines  # torch converts and reads data too

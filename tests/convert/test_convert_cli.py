@@ -10,7 +10,7 @@ from keras import ops
 from keras_ctx import runs
 from keras_ctx.convert import CheckpointError
 from keras_ctx.convert.formats import convert, detect_format
-from tests.convert import test_elmo_hdf5, test_hf_families, test_tf_checkpoints
+from tests.convert import elmo_files, hf_checkpoints, tf_checkpoint_files
 
 
 def _same_outputs(a, b, inputs, key="sequence_output"):
@@ -19,8 +19,8 @@ def _same_outputs(a, b, inputs, key="sequence_output"):
 
 
 def test_huggingface_and_tensorflow_sources(tmp_path):
-    hf = test_hf_families.write_checkpoint(tmp_path / "hf", test_hf_families.XLNET,
-                                           test_hf_families.xlnet_tensors())
+    hf = hf_checkpoints.write_checkpoint(tmp_path / "hf", hf_checkpoints.XLNET,
+                                           hf_checkpoints.xlnet_tensors())
     assert detect_format(hf) == "huggingface"
     info = convert(hf, tmp_path / "run_hf")
     assert info["family"] == "xlnet" and info["source_format"] == "huggingface"
@@ -32,9 +32,9 @@ def test_huggingface_and_tensorflow_sources(tmp_path):
               "segment_ids": np.zeros((1, 3), "int32")}
     _same_outputs(backbone, from_huggingface(hf), inputs)
 
-    tf_dir = test_tf_checkpoints.save_tf1_checkpoint(
-        tmp_path / "tf", test_tf_checkpoints.bert_tf_variables(),
-        test_tf_checkpoints.BERT_CONFIG, "bert_config.json", "bert_model.ckpt")
+    tf_dir = tf_checkpoint_files.save_tf1_checkpoint(
+        tmp_path / "tf", tf_checkpoint_files.bert_tf_variables(),
+        tf_checkpoint_files.BERT_CONFIG, "bert_config.json", "bert_model.ckpt")
     with open(os.path.join(tf_dir, "vocab.txt"), "w") as handle:
         handle.write("[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\nworld\n")
     assert detect_format(tf_dir) == "tensorflow"
@@ -45,8 +45,8 @@ def test_huggingface_and_tensorflow_sources(tmp_path):
     assert backbone.num_layers == 2
 
     # ELECTRA's TF checkpoints have no config file: recognised by their variables.
-    electra = test_tf_checkpoints.save_tf1_checkpoint(
-        tmp_path / "electra", test_tf_checkpoints.electra_tf_variables(), {}, "x.json",
+    electra = tf_checkpoint_files.save_tf1_checkpoint(
+        tmp_path / "electra", tf_checkpoint_files.electra_tf_variables(), {}, "x.json",
         "electra_small")
     os.remove(os.path.join(electra, "x.json"))
     assert detect_format(electra) == "tensorflow"
@@ -57,7 +57,7 @@ def test_allennlp_and_keras_hub_sources(tmp_path):
     keras_hub = pytest.importorskip("keras_hub")
     source = tmp_path / "elmo"
     source.mkdir()
-    test_elmo_hdf5.write_elmo(source, test_elmo_hdf5.OPTIONS, test_elmo_hdf5.elmo_datasets())
+    elmo_files.write_elmo(source, elmo_files.OPTIONS, elmo_files.elmo_datasets())
     assert detect_format(str(source)) == "allennlp"
     assert detect_format(str(source / "options.json")) == "allennlp"
     info = convert(source, tmp_path / "run_elmo")
@@ -92,6 +92,6 @@ def test_unknown_sources_fail_clearly(tmp_path):
     with pytest.raises(CheckpointError, match="Cannot tell the format"):
         detect_format(tmp_path / "notes.txt")
     options = tmp_path / "elmo_options.json"
-    options.write_text(json.dumps(test_elmo_hdf5.OPTIONS))
+    options.write_text(json.dumps(elmo_files.OPTIONS))
     with pytest.raises(CheckpointError, match="No hdf5 weights"):
         detect_format(options)

@@ -12,11 +12,10 @@ from keras_ctx.convert.tensorflow import from_tf_checkpoint, to_tf_checkpoint
 from tests.convert import numpy_refs
 from tests.convert.tf_checkpoint_files import (
     BERT_CONFIG,
-    bert_layer_variables,
     bert_tf_variables,
+    electra_tf_variables,
     save_tf1_checkpoint,
 )
-
 
 
 def hf_view_of_bert(variables):
@@ -175,28 +174,6 @@ def test_broken_tf_checkpoints_fail_clearly(tmp_path):
         from_tf_checkpoint(directory)
     with pytest.raises(CheckpointError, match="bert_config.json"):
         from_tf_checkpoint(tmp_path)
-
-
-def electra_tf_variables(seed=4):
-    """google-research/electra: discriminator, generator and shared embeddings in one file."""
-    v, e, h, g = 30, 32, 128, 64
-    shapes = {"electra/embeddings/word_embeddings": (v, e),
-              "electra/embeddings/position_embeddings": (12, e),
-              "electra/embeddings/token_type_embeddings": (2, e),
-              "electra/embeddings/LayerNorm/gamma": (e,), "electra/embeddings/LayerNorm/beta": (e,),
-              "electra/embeddings_project/kernel": (e, h), "electra/embeddings_project/bias": (h,),
-              "generator/embeddings_project/kernel": (e, g),
-              "generator/embeddings_project/bias": (g,),
-              "generator_predictions/dense/kernel": (g, e),
-              "generator_predictions/output_bias": (v,),
-              "discriminator_predictions/dense/kernel": (h, h),
-              "discriminator_predictions/dense_1/kernel": (h, 1)}
-    bert_layer_variables("electra/", 2, h, 64, shapes)
-    bert_layer_variables("generator/", 2, g, 32, shapes)
-    rng = np.random.default_rng(seed)
-    values = {n: rng.normal(0, 0.3, s).astype("float32") for n, s in shapes.items()}
-    values["global_step"] = np.array(5, "int64")
-    return values
 
 
 def _hf_view(variables, root, prefix):

@@ -61,3 +61,25 @@ def save_tf1_checkpoint(directory, variables, config, config_name, prefix):
             session.run(tf.compat.v1.global_variables_initializer())
             saver.save(session, os.path.join(directory, prefix), write_meta_graph=False)
     return str(directory)
+
+
+def electra_tf_variables(seed=4):
+    """google-research/electra: discriminator, generator and shared embeddings in one file."""
+    v, e, h, g = 30, 32, 128, 64
+    shapes = {"electra/embeddings/word_embeddings": (v, e),
+              "electra/embeddings/position_embeddings": (12, e),
+              "electra/embeddings/token_type_embeddings": (2, e),
+              "electra/embeddings/LayerNorm/gamma": (e,), "electra/embeddings/LayerNorm/beta": (e,),
+              "electra/embeddings_project/kernel": (e, h), "electra/embeddings_project/bias": (h,),
+              "generator/embeddings_project/kernel": (e, g),
+              "generator/embeddings_project/bias": (g,),
+              "generator_predictions/dense/kernel": (g, e),
+              "generator_predictions/output_bias": (v,),
+              "discriminator_predictions/dense/kernel": (h, h),
+              "discriminator_predictions/dense_1/kernel": (h, 1)}
+    bert_layer_variables("electra/", 2, h, 64, shapes)
+    bert_layer_variables("generator/", 2, g, 32, shapes)
+    rng = np.random.default_rng(seed)
+    values = {n: rng.normal(0, 0.3, s).astype("float32") for n, s in shapes.items()}
+    values["global_step"] = np.array(5, "int64")
+    return values

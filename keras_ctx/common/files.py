@@ -204,8 +204,9 @@ def read_json(path, what="a keras-ctx file", fix="write it again", error=DataErr
     except ValueError as caught:  # json.JSONDecodeError: truncated or edited
         problem = f"is not valid JSON ({caught})"
     except OSError as caught:
-        if missing_link(path):  # a cache link whose blob is gone: say so, and how to fix it
-            raise error(missing_link(path)) from None
+        gone = missing_link(path)  # a cache link whose blob is gone: say so, and how to fix it
+        if gone:
+            raise error(gone) from None
         problem = f"cannot be read ({caught.strerror})"
     raise error(f"{named} {problem}: {fix}.")
 

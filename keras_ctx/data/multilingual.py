@@ -33,6 +33,7 @@ from keras_ctx.data.masking import (
     Masker,
     candidate_mask,
     corrupted_batch,
+    sorted_slots,
 )
 
 MBERT_ALPHA = 0.7  # Devlin et al., google-research/bert multilingual.md
@@ -276,10 +277,7 @@ class XLMMasker(Masker):
         key = tf.where(drawn, scores, -float("inf"))
         top, positions = tf.math.top_k(key, k=slots)
         weights = tf.cast(top > -float("inf"), tf.float32)
-        order = tf.argsort(tf.where(weights > 0, positions, length), axis=1)
-        positions = tf.gather(positions, order, batch_dims=1)
-        weights = tf.gather(weights, order, batch_dims=1)
-        positions = tf.where(weights > 0, positions, 0)
+        positions = sorted_slots(positions, weights)  # top_k: the used slots come first
         selected = tf.reduce_any(
             tf.equal(positions[:, :, None], tf.range(length)[None, None]) &
             (weights[:, :, None] > 0), axis=1)

@@ -19,28 +19,48 @@ the source has a tokenizer) and run.json (family, source, format).
 """
 
 import glob
-import json
 import os
 
 from keras_ctx import registry
-from keras_ctx.common.files import missing_link
+from keras_ctx.common.files import missing_link, read_json
 from keras_ctx.convert.base import CheckpointError
 
 FORMATS = ("huggingface", "tensorflow", "allennlp", "keras_hub")
 
-def _json(path):
+FIX = "fix or re-download it"
+
+
+def read_sniffed(path):
+    """The JSON value in `path`, a file that names itself (the source given, a
+    config.json, an ELMo *options.json): a malformed one raises naming the file and the
+    parse error, never reads as "not this format"."""
+    return read_json(path, None, FIX, error=CheckpointError)
+
+
+def _names_itself(path):
+    name = os.path.basename(path)
+    return name == "config.json" or name.endswith("options.json")
+
+
+def _other_json(path):
+    """The JSON value of a *.json file that does not name its format, or None when it is
+    not JSON: a Hugging Face directory's tokenizer.json or vocab.json belongs to the format
+    whose loader reads it (strictly, when it needs it); a damaged one is no ELMo options
+    file, and `detect_format` names it when nothing else fits."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            return json.load(handle)
-    except (json.JSONDecodeError, OSError, UnicodeDecodeError):
+        return read_sniffed(path)
+    except CheckpointError:
         return None
+
+
+def _is_elmo_options(options):
+    return isinstance(options, dict) and "lstm" in options and "char_cnn" in options
 
 
 def _elmo_files(source):
     """(options, weights) of an allennlp ELMo source, or None."""
     if os.path.isfile(source) and source.endswith(".json"):
-        options = _json(source)
-        if not (isinstance(options, dict) and "lstm" in options and "char_cnn" in options):
+        if not _is_elmo_options(read_sniffed(source)):
             return None
         candidates = [source.replace("options", "weights")[: -len(".json")] + ".hdf5",
                       os.path.splitext(source)[0] + ".hdf5"]
@@ -53,16 +73,26 @@ def _elmo_files(source):
                                   "..._weights.hdf5 file in the same directory.")
         return source, weights
     if os.path.isdir(source):
-        options = [p for p in sorted(glob.glob(os.path.join(source, "*.json")))
-                   if isinstance(_json(p), dict) and "lstm" in _json(p)
-                   and "char_cnn" in _json(p)]
-        weights = sorted(glob.glob(os.path.join(source, "*.hdf5")))
+        options = [p for p in sorted(glob.glob(os.path.join(glob.escape(source), "*.json")))
+                   if _is_elmo_options(read_sniffed(p) if _names_itself(p) else _other_json(p))]
+        weights = sorted(glob.glob(os.path.join(glob.escape(source), "*.hdf5")))
         if options and weights:
             if len(options) > 1 or len(weights) > 1:
                 raise CheckpointError(f"{source} holds several ELMo options/hdf5 files: "
                                       "give the options file itself.")
             return options[0], weights[0]
     return None
+
+
+def _unreadable_json(directory):
+    """' (x.json is not valid JSON ...)' for the first *.json in `directory` that is not
+    JSON, or '': said when no format fits, as it may be the file that would have."""
+    for path in sorted(glob.glob(os.path.join(glob.escape(directory), "*.json"))):
+        try:
+            read_sniffed(path)
+        except CheckpointError as error:
+            return f" ({str(error).rstrip('.')})"
+    return ""
 
 
 def detect_format(source):
@@ -78,20 +108,20 @@ def detect_format(source):
     if os.path.isdir(source):
         if is_keras_hub_preset(source):
             return "keras_hub"
-        config = _json(os.path.join(source, "config.json"))
+        config_file = os.path.join(source, "config.json")
+        config = read_sniffed(config_file) if os.path.isfile(config_file) else None
         if isinstance(config, dict) and "model_type" in config:
             return "huggingface"
         if find_tf_config(source) is not None:
             return "tensorflow"
-        if os.path.isfile(os.path.join(source, "config.json")) and config is None:
-            raise CheckpointError(f"{source}/config.json is not valid JSON.")
         for name in ("config.json", "metadata.json"):  # a Hugging Face cache's missing blob
             if missing_link(os.path.join(source, name)):
                 raise CheckpointError(missing_link(os.path.join(source, name)))
     raise CheckpointError(
-        f"Cannot tell the format of {source}. Expected a Hugging Face directory "
-        "(config.json with model_type + model.safetensors), a google-research TF "
-        "checkpoint directory (bert_config.json / albert_config.json + *.index), an "
+        f"Cannot tell the format of {source}"
+        f"{_unreadable_json(source) if os.path.isdir(source) else ''}. Expected a Hugging "
+        "Face directory (config.json with model_type + model.safetensors), a google-research "
+        "TF checkpoint directory (bert_config.json / albert_config.json + *.index), an "
         "allennlp ELMo options json + hdf5, or a keras-hub preset directory."
     )
 

@@ -23,6 +23,7 @@ from keras_ctx.convert import config_fields
 from keras_ctx.convert.base import CheckpointError, TensorReader, check_floating
 from keras_ctx.convert.mapping import Entry, layer_by_name, load_weight_map
 from keras_ctx.common.keras_files import check_claimed_sizes, check_weights_fit, read_h5_datasets
+from keras_ctx.common.files import read_json
 
 
 def keras_hub_attention_entries(attention, p):
@@ -136,16 +137,13 @@ def from_keras_hub_preset(directory):
 
 
 def is_keras_hub_preset(directory):
-    import json
-
+    """Whether `directory` holds a keras-hub preset: config.json naming a keras_hub class
+    beside metadata.json. A malformed config.json there raises naming the file and the
+    parse error (it is never "not a preset", which would blame the format)."""
     path = os.path.join(os.fspath(directory), "config.json")
     if not os.path.isfile(path) or not os.path.isfile(
             os.path.join(os.fspath(directory), "metadata.json")):
         return False
-    try:
-        with open(path, encoding="utf-8") as handle:
-            config = json.load(handle)
-    except (json.JSONDecodeError, OSError):
-        return False
-    return str(config.get("registered_name", "")).startswith("keras_hub")
-
+    config = read_json(path, None, "fix or re-download it", error=CheckpointError)
+    return isinstance(config, dict) and str(config.get("registered_name", "")).startswith(
+        "keras_hub")

@@ -62,10 +62,11 @@ class WarmupThenDecay(LearningRateSchedule):
     """
 
     def __init__(self, learning_rate, warmup_steps, decay_steps, end_learning_rate=0.0):
-        self.learning_rate = float(learning_rate)
+        self.learning_rate = validation.positive_number("learning_rate", learning_rate)
         self.warmup_steps = _positive_int("warmup_steps", warmup_steps)
         self.decay_steps = _positive_int("decay_steps", decay_steps)
-        self.end_learning_rate = float(end_learning_rate)
+        self.end_learning_rate = validation.non_negative_number("end_learning_rate",
+                                                                end_learning_rate)
 
     @classmethod
     def for_steps(cls, learning_rate, total_steps, warmup_fraction=WARMUP_FRACTION):
@@ -115,10 +116,10 @@ class SlantedTriangular(LearningRateSchedule):
 
     def __init__(self, max_learning_rate, total_steps, cut_fraction=STLR_CUT_FRACTION,
                  ratio=STLR_RATIO):
-        if not 0 < cut_fraction < 1:
-            raise ValueError(f"`cut_fraction` must be in (0, 1), got {cut_fraction!r}.")
-        if ratio < 1:
-            raise ValueError(f"`ratio` must be >= 1, got {ratio!r}.")
+        max_learning_rate = validation.positive_number("max_learning_rate", max_learning_rate)
+        total_steps = _positive_int("total_steps", total_steps)
+        cut_fraction = validation.open_fraction("cut_fraction", cut_fraction)
+        ratio = validation.number_at_least("ratio", ratio, 1)
         cut = math.floor(total_steps * cut_fraction)
         if cut < 1:
             raise ValueError(
@@ -198,11 +199,9 @@ class CvtLearningRate(LearningRateSchedule):
 
     def __init__(self, learning_rate=CVT_LEARNING_RATE, warm_up_steps=CVT_WARM_UP_STEPS,
                  decay=CVT_LEARNING_RATE_DECAY):
-        if not warm_up_steps > 0:
-            raise ValueError(f"`warm_up_steps` must be > 0, got {warm_up_steps!r}.")
-        self.learning_rate = float(learning_rate)
-        self.warm_up_steps = warm_up_steps
-        self.decay = float(decay)
+        self.learning_rate = validation.positive_number("learning_rate", learning_rate)
+        self.warm_up_steps = _positive_int("warm_up_steps", warm_up_steps)
+        self.decay = validation.non_negative_number("decay", decay)
 
     def __call__(self, step):
         t = ops.cast(step, "float32")

@@ -181,7 +181,7 @@ def test_enable_lora_changes_nothing_when_one_chosen_layer_already_has_it(block)
 @pytest.mark.parametrize("overrides, message", [
     (dict(invertible_reduction_factor=0), "`invertible_reduction_factor` must be a positive"),
     (dict(invertible="yes"), "`invertible` must be True or False"),
-    (dict(activation="relux"), "`activation` must name a Keras activation"),
+    (dict(activation="relux"), "`activation` must be the name of a Keras activation"),
 ])
 def test_adapter_configs_that_make_no_sense_are_refused(overrides, message):
     model = _model()

@@ -90,9 +90,16 @@ def _real(value):
             and math.isfinite(value))
 
 
-def _refuse(label, what, value, error=ConfigError):
-    """The one message of a broken range rule: "{label} must be {what}, got {value!r}."."""
-    raise error(f"{label} must be {what}, got {value!r}.")
+def _refuse(label, what, value, error=ConfigError, hint=""):
+    """The one message of a broken range rule: "{label} must be {what}, got {value!r}."
+    (`hint`, e.g. " (did you mean 'x'?)", goes before the full stop)."""
+    raise error(f"{label} must be {what}, got {value!r}{hint}.")
+
+
+def refuse(name, what, value, hint=""):
+    """Raises ConfigError "`name` must be {what}, got {value!r}{hint}.": the one message,
+    for a rule only one caller has."""
+    _refuse(f"`{name}`", what, value, hint=hint)
 
 
 def _integer_rule(least):
@@ -139,8 +146,13 @@ def optional_positive_number(name, value):
 
 def non_negative_number(name, value):
     """`value` as a float when it is a finite number >= 0."""
-    if not _real(value) or value < 0:
-        _refuse(f"`{name}`", "a finite number >= 0", value)
+    return number_at_least(name, value, 0)
+
+
+def number_at_least(name, value, least):
+    """`value` as a float when it is a finite number >= `least` (a ratio >= 1)."""
+    if not _real(value) or value < least:
+        _refuse(f"`{name}`", f"a finite number >= {least}", value)
     return float(value)
 
 
@@ -156,6 +168,65 @@ def fraction(name, value):
     if not _real(value) or not 0 < value <= 1:
         _refuse(f"`{name}`", "a number in (0, 1]", value)
     return float(value)
+
+
+def probability(name, value):
+    """`value` as a float when it is a probability in [0, 1] (1: always)."""
+    if not _real(value) or not 0 <= value <= 1:
+        _refuse(f"`{name}`", "a number in [0, 1]", value)
+    return float(value)
+
+
+def open_fraction(name, value):
+    """`value` as a float when it is strictly between 0 and 1 (a share of the tokens
+    masked, of the steps spent warming up: neither none nor all)."""
+    if not _real(value) or not 0 < value < 1:
+        _refuse(f"`{name}`", "a number in (0, 1)", value)
+    return float(value)
+
+
+def shares(**rates):
+    """The probabilities `rates` (by name) as floats, refused unless they sum to at most 1
+    (parts of one draw: BERT's 80% [MASK] + 10% random token)."""
+    values = {name: probability(name, value) for name, value in rates.items()}
+    if sum(values.values()) > 1:
+        names = " + ".join(f"`{name}`" for name in values)
+        given = " + ".join(repr(value) for value in values.values())
+        raise ConfigError(f"{names} must be at most 1, got {given} = "
+                          f"{round(sum(values.values()), 9)!r}.")
+    return tuple(values.values())
+
+
+def even_positive_int(name, value, why):
+    """`value` as an int when it is an even integer >= 2 (`why` it must be even)."""
+    if not _integer(value) or value < 1 or value % 2:
+        _refuse(f"`{name}`", f"a positive even integer ({why})", value)
+    return int(value)
+
+
+def positive_ints(name, value):
+    """`value` as a list of ints when it is a non-empty list or tuple of positive integers."""
+    if not isinstance(value, (list, tuple)) or not value or not all(
+            _integer(item) and item >= 1 for item in value):
+        _refuse(f"`{name}`", "a non-empty list of positive integers", value)
+    return [int(item) for item in value]
+
+
+def boolean(name, value):
+    """`value` when it is True or False (not 1, "yes" or None)."""
+    if not isinstance(value, bool):
+        _refuse(f"`{name}`", "True or False", value)
+    return value
+
+
+def one_of(name, value, choices, error=ConfigError):
+    """`value` when it is one of `choices`; else `error` listing them and, for a
+    misspelt name, the closest ("did you mean 'bi'?")."""
+    if isinstance(value, (list, dict, set)) or value not in choices:
+        hint = closest(value, [str(c) for c in choices]) if isinstance(value, str) else ""
+        listed = ", ".join(repr(c) for c in sorted(choices, key=str))
+        _refuse(f"`{name}`", f"one of {listed}", value, error, hint)
+    return value
 
 
 # Upper bounds where a flag has one: NumPy's and Keras' seeds are 32-bit (a larger one

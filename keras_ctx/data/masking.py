@@ -33,6 +33,8 @@ Mikolov's subsampling), so that frequent tokens are masked less:
 import math
 
 import numpy as np
+
+from keras_ctx.common import validation
 from keras_ctx.common.optional import tensorflow as tf
 
 MASK_RATE = 0.15  # Devlin et al. 2019
@@ -89,13 +91,10 @@ def sorted_slots(positions, weights):
 
 
 def _check_rates(mask_rate, mask_token_rate, random_token_rate):
-    if not 0.0 < mask_rate < 1.0:
-        raise ValueError(f"`mask_rate` must be in (0, 1), got {mask_rate}.")
-    if mask_token_rate < 0 or random_token_rate < 0 or mask_token_rate + random_token_rate > 1:
-        raise ValueError(
-            "`mask_token_rate` and `random_token_rate` must be >= 0 and sum to at most 1, "
-            f"got {mask_token_rate} and {random_token_rate}."
-        )
+    # A share of the tokens is selected (none or all teaches nothing); the selected are
+    # split by one draw between [MASK], a random token and unchanged.
+    validation.open_fraction("mask_rate", mask_rate)
+    validation.shares(mask_token_rate=mask_token_rate, random_token_rate=random_token_rate)
 
 
 def inverse_frequency_weights(counts, power=0.5):
@@ -109,8 +108,7 @@ def inverse_frequency_weights(counts, power=0.5):
             np.isfinite(counts)):
         raise ValueError("`counts` must be a 1-D array of non-negative token counts, one per "
                          f"vocabulary id; got shape {counts.shape}.")
-    if power < 0:
-        raise ValueError(f"`power` must be >= 0, got {power}.")
+    power = validation.non_negative_number("power", power)
     return (np.maximum(counts, 1.0) ** -power).astype(np.float32)
 
 
@@ -191,7 +189,8 @@ def select_positions(candidates, seed, mask_rate=MASK_RATE, max_predictions=None
 
 def check_mask_token_id(mask_token_id, vocabulary_size):
     """Every masker's check that [MASK] is an id of the model's vocabulary."""
-    if mask_token_id >= vocabulary_size:
+    validation.positive_int("vocabulary_size", vocabulary_size)
+    if validation.non_negative_int("mask_token_id", mask_token_id) >= vocabulary_size:
         raise ValueError(
             f"mask_token_id {mask_token_id} is not below vocabulary_size "
             f"{vocabulary_size}; the tokenizer and the model disagree on the vocabulary.")
@@ -313,6 +312,8 @@ class Masker:
                  random_token_range=None, dynamic=True, seed=0):
         _check_rates(mask_rate, mask_token_rate, random_token_rate)
         check_mask_token_id(mask_token_id, vocabulary_size)
+        validation.optional_positive_int("max_predictions", max_predictions)
+        validation.non_negative_int("seed", seed)
         self.vocabulary_size = vocabulary_size
         self.mask_token_id = mask_token_id
         self.special_token_ids = tuple(special_token_ids)

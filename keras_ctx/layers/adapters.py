@@ -21,8 +21,8 @@ starts where the plain one is.
 import keras
 from keras import ops
 
-from keras_ctx.common import compat
-from keras_ctx.layers import _checks
+from keras_ctx.common import compat, validation
+from keras_ctx.layers import _checks, activations
 
 PLACEMENTS = ("houlsby", "pfeiffer")
 PLACES = ("attention", "cross_attention", "feedforward")
@@ -48,33 +48,23 @@ CONFIG_KEYS = ("placement", "places", "reduction_factor", "invertible",
 
 def adapter_config(config="pfeiffer", **overrides):
     """A full adapter config dict from a name in ADAPTER_CONFIGS or a dict, plus overrides."""
+    owner = f"adapter config {config!r}" if isinstance(config, str) else "an adapter config"
     if isinstance(config, str):
-        if config not in ADAPTER_CONFIGS:
-            raise ValueError(f"Unknown adapter config {config!r}; use one of "
-                             f"{sorted(ADAPTER_CONFIGS)} or a dict with keys {CONFIG_KEYS}.")
-        config = ADAPTER_CONFIGS[config]
+        config = ADAPTER_CONFIGS[validation.one_of("config", config, ADAPTER_CONFIGS)]
     merged = {"activation": "relu", "invertible": False, "invertible_reduction_factor": 2}
     merged.update(config)
     merged.update(overrides)
-    unknown = sorted(set(merged) - set(CONFIG_KEYS))
-    if unknown:
-        raise ValueError(f"Unknown adapter config keys {unknown}; known: {list(CONFIG_KEYS)}.")
+    validation.check_config_keys(owner, CONFIG_KEYS, merged, "key")
     _checks.one_of("placement", merged.get("placement"), PLACEMENTS)
     _checks.positive_int("reduction_factor", merged.get("reduction_factor"))
     _checks.positive_int("invertible_reduction_factor", merged["invertible_reduction_factor"])
-    if not isinstance(merged["invertible"], bool):
-        raise ValueError(f"`invertible` must be True or False, got {merged['invertible']!r}.")
-    try:
-        keras.activations.get(merged["activation"])
-    except (ValueError, TypeError):
-        raise ValueError(f"`activation` must name a Keras activation (e.g. 'relu'), got "
-                         f"{merged['activation']!r}.") from None
-    places = list(merged.get("places") or ())
-    for place in places:
-        _checks.one_of("place", place, PLACES)
-    if not places:
-        raise ValueError("An adapter config needs at least one of `places` " f"{PLACES}.")
-    merged["places"] = places
+    validation.boolean("invertible", merged["invertible"])
+    _checks.activation("activation", merged["activation"])
+    places = merged.get("places")
+    if not isinstance(places, (list, tuple)) or not places:
+        validation.refuse("places", f"a non-empty list of {', '.join(map(repr, PLACES))}",
+                          places)
+    merged["places"] = [_checks.one_of("place", place, PLACES) for place in places]
     return merged
 
 
@@ -98,7 +88,7 @@ class _Adapter(keras.layers.Layer):
                  **kwargs):
         super().__init__(**kwargs)
         self.reduction_factor = _checks.positive_int("reduction_factor", reduction_factor)
-        self.activation = activation
+        self.activation = _checks.activation("activation", activation)
         self.kernel_initializer = keras.initializers.get(kernel_initializer or _near_identity())
 
     def compute_output_shape(self, input_shape):
@@ -147,7 +137,7 @@ class BottleneckAdapter(_Adapter):
     def build(self, input_shape):
         hidden = input_shape[-1]
         width = _bottleneck_width(hidden, self.reduction_factor)
-        self.down = keras.layers.Dense(width, activation=self.activation,
+        self.down = keras.layers.Dense(width, activation=activations.get(self.activation),
                                        kernel_initializer=self.kernel_initializer,
                                        dtype=self.dtype_policy, name="down")
         self.down.build(input_shape)
@@ -196,7 +186,7 @@ class InvertibleAdapter(_Adapter):
 
     def _mlp(self, name, width_in, width_out, batch_shape):
         inner = _bottleneck_width(width_in, self.reduction_factor)
-        layers = [keras.layers.Dense(inner, activation=self.activation,
+        layers = [keras.layers.Dense(inner, activation=activations.get(self.activation),
                                      kernel_initializer=self.kernel_initializer,
                                      dtype=self.dtype_policy, name=f"{name}_down"),
                   keras.layers.Dense(width_out, kernel_initializer=self.kernel_initializer,

@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_ctx.common import validation
 from keras_ctx.layers import _checks, activations
 
 # ELMo "original" (bilm-tf options.json): (width, count) per filter bank.
@@ -14,49 +15,21 @@ TRANSFORM_GATE_BIAS = -2.0
 
 
 def _activation(name, value):
-    try:
-        function = activations.get(value)
-    except (ValueError, TypeError) as error:
-        raise ValueError(
-            f"`{name}` must name a Keras activation, got {value!r} ({error})."
-        ) from None
-    return keras.activations.serialize(function)
+    return keras.activations.serialize(activations.get(_checks.activation(name, value)))
 
 
 def _filters(filters, max_characters_per_token):
     """Checks `filters` and returns them as a list of [width, count] lists."""
-    try:
-        pairs = [list(pair) for pair in filters]
-    except TypeError:
-        raise ValueError(
-            "`filters` must be a list of (width, count) pairs, got "
-            f"{filters!r}."
-        ) from None
-    if not pairs:
-        raise ValueError(
-            "`filters` must hold at least one (width, count) pair, got "
-            f"{filters!r}."
-        )
-    for pair in pairs:
-        if len(pair) != 2:
-            raise ValueError(
-                "`filters` must be a list of (width, count) pairs, got the "
-                f"entry {pair!r} in {filters!r}."
-            )
-        width, count = pair
-        for value in pair:
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(
-                    "`filters` widths and counts must be positive integers, got "
-                    f"(width, count) = {tuple(pair)!r} in {filters!r}."
-                )
-        if width > max_characters_per_token:
-            raise ValueError(
-                f"`filters` has a filter of width {width}, wider than "
-                f"`max_characters_per_token` ({max_characters_per_token}); a "
-                "valid convolution needs width <= max_characters_per_token."
-            )
-    return [[int(width), int(count)] for width, count in pairs]
+    if not isinstance(filters, (list, tuple)) or not filters or not all(
+            isinstance(pair, (list, tuple)) and len(pair) == 2 for pair in filters):
+        validation.refuse("filters", "a non-empty list of (width, count) pairs", filters)
+    pairs = [validation.positive_ints(f"filters[{i}]", pair) for i, pair in enumerate(filters)]
+    for i, (width, _) in enumerate(pairs):
+        if width > max_characters_per_token:  # a valid convolution fits in the token
+            validation.refuse(f"filters[{i}]", "a (width, count) pair of width <= "
+                              f"max_characters_per_token ({max_characters_per_token})",
+                              filters[i])
+    return pairs
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")

@@ -8,6 +8,7 @@ relative positional encoding, `mems` the cached states of the previous segment.
 import keras
 from keras import ops
 
+from keras_ctx.common import validation
 from keras_ctx.layers import _checks
 from keras_ctx.layers.attention import masked_softmax
 from keras_ctx.layers.dropout import Dropout
@@ -50,13 +51,7 @@ def relative_positional_encoding(
     >>> relative_positional_encoding(4, 6, 8).shape
     TensorShape([1, 10, 8])
     """
-    if isinstance(hidden_size, bool) or not isinstance(hidden_size, int) or (
-        hidden_size <= 0 or hidden_size % 2
-    ):
-        raise ValueError(
-            f"`hidden_size` must be a positive even integer (half sine, half "
-            f"cosine features), got {hidden_size!r}."
-        )
+    validation.even_positive_int("hidden_size", hidden_size, "half sine, half cosine features")
     # Transformer-XL (Dai et al., 2019, section 3.3) / XLNet
     # `relative_positional_encoding`: pos_seq = klen, ..., -qlen + 1 and
     # inv_freq = 1 / 10000^(2k / d), the sinusoids of Vaswani et al. (2017).

@@ -10,12 +10,17 @@ from keras_ctx.common import validation
 from keras_ctx.common.errors import ConfigError
 from keras_ctx.data import (characters, corpora, glove, knowledge_masking, lm_stream,
                             multilingual, ngram_masking, permutation, segments, vocabulary)
+from keras_ctx.data import masking
 from keras_ctx.export import ExportError, Generation, check_export_target, export_saved_model
+from keras_ctx.layers.adapters import BottleneckAdapter
 from keras_ctx.layers.char_cnn import CharCNNHighwayEmbedder, Highway
 from keras_ctx.layers.dropout import EmbeddingDropout, LockedDropout
+from keras_ctx.layers.embeddings import TokenEmbedding
 from keras_ctx.layers.lstm import LSTMP, WeightDropLSTM
 from keras_ctx.layers.position import SinusoidalPositionEncoding
+from keras_ctx.layers.relative_attention import relative_positional_encoding
 from keras_ctx.models.awd_lstm import AwdLstmBackbone
+from keras_ctx.models.electra import backbone as electra_backbone
 from keras_ctx.models.xlnet import XLNetBackbone
 
 BAD_COUNTS = [0, -1, 1.5, True, "3"]
@@ -171,3 +176,166 @@ def test_a_flag_and_an_argument_share_the_rule_and_its_words():
         check_export_target("unused", 0)
     assert str(flag.value) == "--version must be a positive integer, got 0."
     assert str(argument.value) == "`version` must be a positive integer, got 0."
+
+
+# ------------------------------------------------ the checks issue 55 routed here last
+
+NAN, INF = math.nan, math.inf
+_DISCRIMINATOR = {"hidden_size": 256, "num_heads": 4, "intermediate_size": 1024,
+                  "num_layers": 4}
+
+
+def _masker(**kwargs):
+    from keras_ctx.data.masking import MLMMasker
+
+    return MLMMasker(**{"vocabulary_size": 10, "mask_token_id": 4, **kwargs})
+
+
+def _schedules():
+    from keras_ctx import schedules
+
+    return schedules
+
+
+def _char_cnn(filters):
+    return CharCNNHighwayEmbedder(filters=filters, max_characters_per_token=5,
+                                  num_highway_layers=0)
+
+
+def _adapter(**overrides):
+    from keras_ctx.layers.adapters import adapter_config
+
+    return adapter_config("pfeiffer", **overrides)
+
+
+# {entry: (call(value), argument as the message names it, what is allowed, values refused,
+# edge values accepted)}: each refused value fails with "{argument} must be {allowed}, got
+# {value!r}." and each edge value passes (0 where 0 is allowed, 1.0 for a probability).
+ROUTED = {
+    "SlantedTriangular cut_fraction": (
+        lambda v: _schedules().SlantedTriangular(0.01, 100, cut_fraction=v), "`cut_fraction`",
+        "a number in (0, 1)", [0, 1, 1.5, -0.1, True, "0.1", NAN], [0.01, 0.5, 0.99]),
+    "SlantedTriangular ratio": (
+        lambda v: _schedules().SlantedTriangular(0.01, 100, ratio=v), "`ratio`",
+        "a finite number >= 1", [0.5, 0, -1, True, "32", NAN, INF], [1, 32.0]),
+    "SlantedTriangular max_learning_rate": (
+        lambda v: _schedules().SlantedTriangular(v, 100), "`max_learning_rate`",
+        "a positive finite number", [0, -0.01, True, "0.01", NAN, INF], [1e-9, 1]),
+    "SlantedTriangular total_steps": (
+        lambda v: _schedules().SlantedTriangular(0.01, v), "`total_steps`",
+        "a positive integer", [0, -1, 15.5, True, "100"], [10, 10.0]),
+    "WarmupThenDecay learning_rate": (
+        lambda v: _schedules().WarmupThenDecay(v, 1, 1), "`learning_rate`",
+        "a positive finite number", [0, -1, True, "1e-4", NAN, INF], [1e-9]),
+    "WarmupThenDecay end_learning_rate": (
+        lambda v: _schedules().WarmupThenDecay(1e-3, 1, 1, end_learning_rate=v),
+        "`end_learning_rate`", "a finite number >= 0", [-1e-5, True, "0", NAN, INF], [0, 0.0]),
+    "CvtLearningRate warm_up_steps": (
+        lambda v: _schedules().CvtLearningRate(warm_up_steps=v), "`warm_up_steps`",
+        "a positive integer", [0, -1, 0.5, True, "5000"], [1, 5000]),
+    "CvtLearningRate decay": (
+        lambda v: _schedules().CvtLearningRate(decay=v), "`decay`", "a finite number >= 0",
+        [-0.005, True, "0.005", NAN, INF], [0, 0.005]),
+    "generator_config hidden_fraction": (
+        lambda v: electra_backbone.generator_config(_DISCRIMINATOR, hidden_fraction=v),
+        "`hidden_fraction`", "a number in (0, 1]", [0, -0.25, 1.5, True, "0.25", NAN],
+        [0.25, 1.0]),
+    "generator_config layer_fraction": (
+        lambda v: electra_backbone.generator_config(_DISCRIMINATOR, layer_fraction=v),
+        "`layer_fraction`", "a number in (0, 1]", [0, 2, True, "1", NAN], [0.5, 1]),
+    "Masker mask_rate": (
+        lambda v: _masker(mask_rate=v), "`mask_rate`", "a number in (0, 1)",
+        [0, 1, 1.5, -0.15, True, "0.15", NAN], [0.01, 0.15, 0.99]),
+    "Masker mask_token_rate": (
+        lambda v: _masker(mask_token_rate=v, random_token_rate=0), "`mask_token_rate`",
+        "a number in [0, 1]", [-0.1, 1.5, True, "0.8", NAN], [0, 0.8, 1.0]),
+    "Masker random_token_rate": (
+        lambda v: _masker(mask_token_rate=0, random_token_rate=v), "`random_token_rate`",
+        "a number in [0, 1]", [-0.1, 2, True, "0.1", INF], [0, 1.0]),
+    "Masker vocabulary_size": (
+        lambda v: _masker(vocabulary_size=v, mask_token_id=0), "`vocabulary_size`",
+        "a positive integer", [0, -1, 1.5, True, "10"], [1, 10]),
+    "Masker mask_token_id": (
+        lambda v: _masker(mask_token_id=v), "`mask_token_id`", "an integer >= 0",
+        [-1, 1.5, True, "4", None], [0, 9]),
+    "Masker max_predictions": (
+        lambda v: _masker(max_predictions=v), "`max_predictions`", "a positive integer",
+        [0, -1, 1.5, True, "20"], [None, 1, 20]),
+    "Masker seed": (
+        lambda v: _masker(seed=v), "`seed`", "an integer >= 0", [-1, 1.5, True, "0", None],
+        [0, 12345]),
+    "inverse_frequency_weights power": (
+        lambda v: masking.inverse_frequency_weights([3, 0, 1], power=v), "`power`",
+        "a finite number >= 0", [-0.5, True, "0.5", NAN, INF], [0, 0.5]),
+    "CharCNNHighwayEmbedder filters": (
+        _char_cnn, "`filters`", "a non-empty list of (width, count) pairs",
+        [[], 5, [[1, 4, 3]], [[1]], "12", None], [[[1, 1]], ((5, 2),)]),
+    "CharCNNHighwayEmbedder filters[i]": (
+        lambda v: _char_cnn([[1, 4], v]), "`filters[1]`",
+        "a non-empty list of positive integers", [[0, 4], [2, -8], [1.5, 4], [True, 4],
+                                                 ["3", 4]], [[5, 1], (2, 8)]),
+    "adapter_config places": (
+        lambda v: _adapter(places=v), "`places`",
+        "a non-empty list of 'attention', 'cross_attention', 'feedforward'",
+        ["feedforward", [], None, 3], [["feedforward"], ("attention", "feedforward")]),
+    "adapter_config invertible": (
+        lambda v: _adapter(invertible=v), "`invertible`", "True or False", [1, "yes", None],
+        [True, False]),
+    "XLNetBackbone clamp_length": (
+        lambda v: XLNetBackbone(10, 1, 2, 2, 4, clamp_length=v), "`clamp_length`",
+        "an integer >= -1 (-1 = no clipping)", [-2, 1.5, True, "3", None], [-1, 0, 5]),
+    "XLNetBackbone hidden_size": (
+        lambda v: XLNetBackbone(10, 1, 1, v, 4), "`hidden_size`",
+        "a positive even integer (half sine, half cosine relative positions)", [3, 15],
+        [2, 4]),
+    "relative_positional_encoding hidden_size": (
+        lambda v: relative_positional_encoding(2, 2, v), "`hidden_size`",
+        "a positive even integer (half sine, half cosine features)",
+        [0, -2, 7, 2.0, True, "8"], [2, 8]),
+}
+
+
+def _cases(column):
+    return [(entry, value) for entry, row in sorted(ROUTED.items()) for value in row[column]]
+
+
+@pytest.mark.parametrize("entry, value", _cases(3), ids=repr)
+def test_every_routed_check_refuses_in_one_message(entry, value):
+    call, label, allowed, _, _ = ROUTED[entry]
+    with pytest.raises(ConfigError) as caught:
+        call(value)
+    assert str(caught.value) == f"{label} must be {allowed}, got {value!r}."
+
+
+@pytest.mark.parametrize("entry, value", _cases(4), ids=repr)
+def test_every_routed_check_accepts_its_edge_values(entry, value):
+    ROUTED[entry][0](value)  # raises nothing
+
+
+def test_rates_that_share_one_draw_must_sum_to_at_most_one():
+    with pytest.raises(ConfigError) as caught:
+        _masker(mask_token_rate=0.9, random_token_rate=0.2)
+    assert str(caught.value) == ("`mask_token_rate` + `random_token_rate` must be at most 1, "
+                                 "got 0.9 + 0.2 = 1.1.")
+    masker = _masker(mask_token_rate=0.9, random_token_rate=0.1)  # 100% replaced: allowed
+    assert (masker.mask_token_rate, masker.random_token_rate) == (0.9, 0.1)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: XLNetBackbone(10, 1, 2, 2, 4, attention_type="bii"),
+     "`attention_type` must be one of 'bi', 'uni', got 'bii' (did you mean 'bi'?)."),
+    (lambda: XLNetBackbone(10, 1, 2, 2, 4, attention_type="causal"),
+     "`attention_type` must be one of 'bi', 'uni', got 'causal'."),
+    (lambda: TokenEmbedding(10, 4, lookup="gahter"),
+     "`lookup` must be one of 'gather', 'one_hot', got 'gahter' (did you mean 'gather'?)."),
+    (lambda: Highway(1, activation="rleu"),
+     "`activation` must be the name of a Keras activation (e.g. 'relu'), got 'rleu' "
+     "(did you mean 'relu'?)."),
+    (lambda: BottleneckAdapter(activation="rlue"),  # was refused only at build, by Keras
+     "`activation` must be the name of a Keras activation (e.g. 'relu'), got 'rlue' "
+     "(did you mean 'relu'?)."),
+], ids=["close name", "no close name", "lookup", "Highway activation", "adapter activation"])
+def test_a_misspelt_choice_names_the_closest(call, message):
+    with pytest.raises(ConfigError) as caught:
+        call()
+    assert str(caught.value) == message

@@ -5,6 +5,7 @@ import pytest
 import keras
 
 from keras.ops import convert_to_numpy as to_numpy
+from keras_ctx.common.errors import ConfigError
 from keras_ctx import peft as adapters
 from keras_ctx.layers.adapters import BottleneckAdapter, InvertibleAdapter, adapter_config
 from keras_ctx.models import from_preset
@@ -61,10 +62,26 @@ def test_invertible_adapter_inverse_is_exact():
 
 
 def test_config_rejects_unknown_keys_and_names():
-    with pytest.raises(ValueError, match="reduction_facter"):
+    # A misspelt key or name is refused naming the one meant (issue 55: typos raise).
+    with pytest.raises(ConfigError) as caught:
         adapter_config("pfeiffer", reduction_facter=8)
-    with pytest.raises(ValueError, match="Unknown adapter config"):
+    assert str(caught.value) == (
+        "Unknown key 'reduction_facter' for adapter config 'pfeiffer' (did you mean "
+        "'reduction_factor'?); valid: activation, invertible, invertible_reduction_factor, "
+        "placement, places, reduction_factor.")
+    with pytest.raises(ConfigError) as caught:
         adapter_config("pfeifer")
+    assert str(caught.value) == (
+        "`config` must be one of 'houlsby', 'madx_language', 'madx_task', 'pfeiffer', got "
+        "'pfeifer' (did you mean 'pfeiffer'?).")
+    with pytest.raises(ConfigError) as caught:
+        adapter_config("pfeiffer", activation="rleu")
+    assert str(caught.value) == ("`activation` must be the name of a Keras activation (e.g. "
+                                 "'relu'), got 'rleu' (did you mean 'relu'?).")
+    with pytest.raises(ConfigError) as caught:
+        adapter_config("pfeiffer", places="feedforward")  # a string is not a list of places
+    assert str(caught.value) == ("`places` must be a non-empty list of 'attention', "
+                                 "'cross_attention', 'feedforward', got 'feedforward'.")
     # MAD-X: reduction factor 16 for task adapters, 2 (+ invertible) for language adapters.
     assert adapter_config("madx_task")["reduction_factor"] == 16
     assert adapter_config("madx_language")["reduction_factor"] == 2

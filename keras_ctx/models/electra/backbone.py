@@ -19,6 +19,7 @@ A_g = max(1, H_g // 64), FFN_g = 4 H_g, same depth.
 
 import keras
 
+from keras_ctx.common import validation
 from keras_ctx.layers import PositionEmbedding, TokenEmbedding, TransformerEncoderStack
 from keras_ctx.layers import Dropout, _checks
 from keras_ctx.models.backbone import Backbone, BackbonePreset
@@ -211,10 +212,8 @@ def generator_config(discriminator_config, hidden_fraction=0.25, layer_fraction=
     `get_generator_config`); the embedding size stays the discriminator's E.
     Clark et al. 2020, Table 6: hidden_fraction 1/4 (small), 1/3 (base), 1/4 (large).
     """
-    if not 0.0 < hidden_fraction <= 1.0:
-        raise ValueError(f"`hidden_fraction` must be in (0, 1], got {hidden_fraction}.")
-    if not 0.0 < layer_fraction <= 1.0:
-        raise ValueError(f"`layer_fraction` must be in (0, 1], got {layer_fraction}.")
+    hidden_fraction = validation.fraction("hidden_fraction", hidden_fraction)
+    layer_fraction = validation.fraction("layer_fraction", layer_fraction)
     config = dict(discriminator_config)
     hidden = int(round(config["hidden_size"] * hidden_fraction))
     if hidden_fraction == 1.0:

@@ -28,6 +28,7 @@ the same layers with the extra XLNet inputs:
 import keras
 from keras import ops
 
+from keras_ctx.common import validation
 from keras_ctx.layers import TokenEmbedding, XLNetBlock
 from keras_ctx.layers import Dropout, _checks
 from keras_ctx.layers.relative_attention import relative_positional_encoding
@@ -167,6 +168,9 @@ class _MaskEmbedding(keras.layers.Layer):
         return ops.broadcast_to(w[None, None, :], (shape[0], shape[1], self.hidden_size))
 
 
+ATTENTION_TYPES = ("bi", "uni")  # XLNet's attn_type: bidirectional, or causal
+
+
 @keras.saving.register_keras_serializable(package="keras_ctx")
 class XLNetBackbone(Backbone):
     """XLNet encoder (functional keras.Model), plus the two-stream `forward_pass`.
@@ -230,15 +234,12 @@ class XLNetBackbone(Backbone):
         _checks.positive_int("num_layers", num_layers)
         _checks.positive_int("hidden_size", hidden_size)
         _checks.divisible("hidden_size", hidden_size, "num_heads", num_heads)
-        if hidden_size % 2:
-            raise ValueError(
-                f"`hidden_size` must be even (sinusoidal relative positions), got {hidden_size}."
-            )
+        validation.even_positive_int("hidden_size", hidden_size,
+                                     "half sine, half cosine relative positions")
         _checks.non_negative_int("mem_len", mem_len, why="0 = no memory")
-        if attention_type not in ("bi", "uni"):
-            raise ValueError(
-                f"`attention_type` must be 'bi' (XLNet) or 'uni' (causal), got {attention_type!r}."
-            )
+        # XLNet's clamp_len: -1 (or 0) clips nothing.
+        _checks.positive_int("clamp_length", clamp_length, least=-1, why="-1 = no clipping")
+        _checks.one_of("attention_type", attention_type, ATTENTION_TYPES)
         if same_length and attention_type != "uni":
             raise ValueError(
                 "`same_length=True` only applies to causal attention (XLNet applies it "
@@ -403,13 +404,11 @@ class XLNetBackbone(Backbone):
         backward = inputs.get("is_backward")
         position_index = None if backward is None else ops.cast(
             ops.not_equal(backward, 0), "int32")
-        if reuse_len is not None and (
-                isinstance(reuse_len, bool) or not isinstance(reuse_len, int)
-                or reuse_len <= 0 or (token_ids.shape[1] or reuse_len) < reuse_len):
-            raise ValueError(
-                f"`reuse_len` must be a positive integer up to the sequence length "
-                f"{token_ids.shape[1]} (or None), got {reuse_len!r}."
-            )
+        known_length = token_ids.shape[1]
+        if validation.optional_positive_int("reuse_len", reuse_len) and known_length and (
+                reuse_len > known_length):
+            validation.refuse("reuse_len", f"at most the sequence length {known_length}",
+                              reuse_len)
         causal = self.attention_type == "uni"
 
         h = self.embeddings_dropout(self._token_embedding(token_ids), training=training)

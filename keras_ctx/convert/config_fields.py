@@ -18,6 +18,7 @@ import dataclasses
 import json
 
 from keras_ctx.common.errors import CheckpointError
+from keras_ctx.common.validation import closest
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,10 +30,15 @@ class ConfigFields:
             settings (or checks itself against the tensors).
         fixed: {field: values}: the only values the backbone computes; the
             first is the reference's default (an absent field means it).
+        inert: for a format whose every field is known (not Hugging Face's, which
+            carries ids, labels, ...), the fields that change nothing (training
+            settings); any other field close to a known one is refused as a typo
+            (a misspelt optional field would be ignored, its default used).
     """
 
     honoured: tuple = ()
     fixed: dict = dataclasses.field(default_factory=dict)
+    inert: tuple = None
 
     def __post_init__(self):
         both = set(self.honoured) & set(self.fixed)
@@ -44,17 +50,27 @@ class ConfigFields:
         kept = {k: v for k, v in self.fixed.items() if k not in without and k not in honoured}
         return ConfigFields(
             tuple(f for f in self.honoured if f not in without) + tuple(honoured),
-            {**kept, **(fixed or {})})
+            {**kept, **(fixed or {})}, self.inert)
 
     def check(self, config, source, converter=None):
         """CheckpointError naming the first field of `config` whose value the backbone
-        does not compute (`converter`: its name, else the config's model_type)."""
+        does not compute (`converter`: its name, else the config's model_type), or, with
+        `inert`, the first field that looks like a misspelt known one."""
+        converter = converter or config.get("model_type")
+        if self.inert is not None:
+            known = {*self.honoured, *self.fixed, *self.inert}
+            for field in config:
+                meant = closest(field, known) if field not in known else ""
+                if meant:
+                    raise CheckpointError(
+                        f"{source}: {field} is not a field the {converter} converter "
+                        f"reads{meant}; a misspelt field would be ignored: fix its name.")
         for field, values in self.fixed.items():
             if field in config and not any(_same(config[field], v) for v in values):
                 shown = " or ".join(json.dumps(v) for v in values)
                 raise CheckpointError(
                     f"{source}: {field} = {json.dumps(config[field])} changes what the model "
-                    f"computes, and the {converter or config.get('model_type')} converter "
+                    f"computes, and the {converter} converter "
                     f"builds only {field} = {shown}; convert a checkpoint with that value (or "
                     "without the field).")
 
@@ -130,7 +146,12 @@ ELMO = ConfigFields(
               "lstm.proj_clip", "lstm.use_skip_connections", "char_cnn.filters",
               "char_cnn.n_highway", "char_cnn.embedding.dim", "char_cnn.max_characters_per_token"),
     fixed={"bidirectional": (True,), "char_cnn.activation": ("relu",),
-           "char_cnn.n_characters": (262, 261)})
+           "char_cnn.n_characters": (262, 261)},
+    # bilm-tf's training options (bin/train_elmo.py, training.py): the softmax and the
+    # optimisation, not the representations.
+    inert=("dropout", "all_clip_norm_val", "n_epochs", "n_train_tokens", "batch_size",
+           "n_tokens_vocab", "unroll_steps", "n_negative_samples_batch",
+           "share_embedding_softmax", "sample_softmax"))
 
 
 # keras-hub backbones: their get_config() is their constructor's arguments, each read by
@@ -159,9 +180,9 @@ def check_every_key(fields, config, source, inert=KERAS_HUB_INERT):
     if unknown:
         raise CheckpointError(
             f"{source}: {unknown[0]} = {json.dumps(config[unknown[0]], default=str)} is not "
-            "read by keras_ctx's converter, and it may change what the model computes (a "
-            "newer keras-hub's argument?); convert with the keras-hub version the converter "
-            "knows, or tell keras_ctx about it.")
+            f"read by keras_ctx's converter{closest(unknown[0], known)}, and it may change "
+            "what the model computes (a newer keras-hub's argument?); convert with the "
+            "keras-hub version the converter knows, or tell keras_ctx about it.")
     fields.check(config, source, source)
 
 

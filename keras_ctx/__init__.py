@@ -11,6 +11,9 @@ fails on a circle):
   per family folder), `commands` (one module per `keras-ctx` command, each a
   Python function, with the checks and the one error path they share).
 - the registry: `registry` (Family, Framing, Run; imports nothing of ours).
+- below the models, what their `from_preset` reads: `handles` (model handles:
+  presets, directories, hf://, kaggle://; every family's classes and converters
+  reached through the registry) and `run_files` (a run directory's files).
 - `backend`, the one switch: what differs per Keras backend (one module each for
   tensorflow, jax and torch, chosen once by the backend Keras runs); below the layers.
 - `common`, what every layer of the house may use: `compat` (private upstream
@@ -18,9 +21,9 @@ fails on a circle):
   .weights.h5 / .keras files loaded checked), `optional` (TensorFlow imported
   when used), `progress`, `startup`, `validation` (config keys and sizes checked).
 - the package's face, one concept each: `preprocessing` (the one text path),
-  `handles` (model handles: presets, directories, hf://, kaggle://),
   `generation`, `peft` (adapters and LoRA on a backbone), `optimizers`,
-  `schedules`, `training` (resumable fit), `runs` (run directories),
+  `schedules`, `training` (resumable fit), `runs` (run directories, claimed
+  by a resumable pretraining run),
   `evaluation`, `testing` (run_layer_test, run_backbone_test), `scripts` (the
   example scripts' smoke mode), `cli` (the `keras-ctx` parser: it parses before
   the rest is imported, so `keras-ctx --help` does not wait for TensorFlow).
@@ -47,8 +50,8 @@ __version__ = "0.1.0"
 def import_all():
     """Imports Keras and every package of the face: what `import keras_ctx` does.
 
-    Importing them registers the families and the model resolver that models
-    and tasks call back (`keras_ctx.registry`). The `keras-ctx` command calls it
+    Importing them registers the families (`keras_ctx.registry`), whose entries
+    the model handles read. The `keras-ctx` command calls it
     once its arguments parse, so that `keras-ctx --help` and a mistyped command
     answer before TensorFlow starts.
     """
@@ -61,7 +64,7 @@ def import_all():
         from keras_ctx import layers, models, tasks  # noqa: F401
         from keras_ctx import data, families, generation, pretraining  # noqa: F401
         from keras_ctx import convert, export, optimizers  # noqa: F401
-        from keras_ctx import handles, peft  # noqa: F401  (handles provides the model resolver)
+        from keras_ctx import handles, peft  # noqa: F401
 
 
 if not invoked_as_cli():

@@ -17,6 +17,12 @@ A handle is one of
 
     >>> resolved = keras_ctx.handles.resolve("hf://sentence-transformers/all-MiniLM-L6-v2")
     >>> resolved.backbone, resolved.tokenizer, resolved.info["family"]
+
+It sits below the models: `Backbone.from_preset`, `keras_ctx.models.from_preset`
+and the text tasks' `from_preset` import it. It reads every family's classes and
+converters through the registry's entries (`keras_ctx.registry`) and the
+converters' machinery (`keras_ctx.convert`, which imports no model), and run
+directories through `keras_ctx.run_files`, so it imports no model itself.
 """
 
 import dataclasses
@@ -24,9 +30,15 @@ import logging
 import os
 import re
 
-from keras_ctx import registry
+from keras_ctx import registry, run_files
+from keras_ctx.common.errors import one_line
 from keras_ctx.common.files import missing_link
+from keras_ctx.common.validation import check_overrides
+from keras_ctx.convert import formats, heads
 from keras_ctx.convert.base import CheckpointError
+from keras_ctx.convert.huggingface import (
+    CONVERTERS, from_huggingface, read_config, read_tensors)
+from keras_ctx.convert.kerashub import is_keras_hub_preset
 
 HF_SCHEME = "hf://"
 KAGGLE_SCHEME = "kaggle://"
@@ -61,9 +73,8 @@ class Resolved:
         tokenizer: its tokenizer, or None (ELMo reads characters).
         info: run.json's keys: `model`, `family`, `sequence_length` (and, for
             checkpoints, `source_format`).
-        head: with `head=True`, the checkpoint's head when it has one: a
-            `MaskedLMHead` (MLM checkpoints) or a task model holding the
-            backbone (classifiers); else None.
+        head: with `head=True`, the checkpoint's masked-LM head when it has one
+            (a `MaskedLMHead`); else None.
         directory: the local directory read (None for presets).
     """
 
@@ -86,8 +97,9 @@ def resolve(handle, head=False, need_tokenizer=False, **overrides):
     Args:
         handle: a preset name, a local directory (checkpoint or run),
             `hf://ORG/NAME[@REVISION]` or `kaggle://OWNER/MODEL/FRAMEWORK/VARIATION[/N]`.
-        head: also load the checkpoint's head (masked LM, classifier) when it
-            has one.
+        head: also load the checkpoint's masked-LM head when it has one (a
+            classifier checkpoint's head is a task model: `head=True` refuses it,
+            naming `keras_ctx.tasks.classifier_from_huggingface`, which loads it).
         need_tokenizer: raise when a backbone that reads token ids comes
             without its tokenizer (for callers that turn text into ids).
         **overrides: backbone config values to change (unknown keys raise);
@@ -96,10 +108,6 @@ def resolve(handle, head=False, need_tokenizer=False, **overrides):
     Returns:
         A `Resolved`.
     """
-    from keras_ctx import runs
-    from keras_ctx.convert import formats
-    from keras_ctx.models import presets
-
     name = os.fspath(handle)
     if not isinstance(name, str) or not name:
         raise CheckpointError(f"A model handle is a non-empty string, got {handle!r}.")
@@ -111,14 +119,14 @@ def resolve(handle, head=False, need_tokenizer=False, **overrides):
         directory = name
     elif missing_link(name):  # a link into a Hugging Face cache whose blob is gone
         raise CheckpointError(missing_link(name))
-    elif name in presets.preset_names():
+    elif name in registry.preset_names():
         if need_tokenizer:  # before building: a refusal, not a random model and its warning
             raise CheckpointError(
                 f"{name} is a preset name: an architecture with random weights and no "
                 f"tokenizer, so text cannot become ids; give a run directory (`keras-ctx "
                 f"pretrain {name} --out DIR` trains one) or a checkpoint (hf://ORG/NAME, a "
                 "directory).")
-        backbone = presets.build(name, **overrides)
+        backbone = build_preset(name, overrides)
         logger.warning("%s is a preset name: its weights are random (untrained). Give a "
                        "checkpoint (hf://ORG/NAME, kaggle://..., a directory) for trained "
                        "ones.", name)
@@ -133,7 +141,7 @@ def resolve(handle, head=False, need_tokenizer=False, **overrides):
     tokenizer = resolved.tokenizer
     if need_tokenizer and tokenizer is None and "character_ids" not in resolved.backbone.input:
         if resolved.kind == "run":
-            runs.load_run(directory, need_tokenizer=True)  # raises the run's own message
+            run_files.load_run(directory, need_tokenizer=True)  # raises the run's own message
         raise CheckpointError(
             f"{name} has no tokenizer files (vocab.txt, vocab.json + merges.txt, "
             "spiece.model, tokenizer.json or a keras-hub tokenizer.json), and text cannot "
@@ -152,20 +160,6 @@ def load(handle, need_tokenizer=False):
     return resolved.info, resolved.backbone, resolved.tokenizer
 
 
-def preset(handle):
-    """The `keras_ctx.models.presets.Preset` a preset name names, its `Family` with it.
-
-    What a command that builds from an architecture (`keras-ctx pretrain`,
-    `prepare`) resolves its model name to, once; it passes the `Preset` down
-    instead of the name. A `Preset` is returned as given; any other handle
-    that is not a preset name raises, listing the presets.
-    """
-    from keras_ctx.models import presets
-
-    return handle if isinstance(handle, presets.Preset) else presets.get_preset(
-        os.fspath(handle))
-
-
 def canonical(handle):
     """What to record as a model's origin: existing paths made absolute, other handles as given."""
     name = os.fspath(handle)
@@ -177,14 +171,26 @@ def from_preset(handle, **overrides):
     return resolve(handle, **overrides).backbone
 
 
-def _from_directory(name, directory, head):
-    from keras_ctx import runs
-    from keras_ctx.convert import formats
+def build_preset(name, overrides=None, family=None):
+    """A randomly initialised backbone of preset `name`: its `family`'s class and config
+    (default the registry's family of `name`), `overrides` changed in the config
+    (unknown keys raise). Its `.family` is set: families that share a class (ERNIE
+    and BERT) are told apart by it, as the converters do for checkpoints."""
+    family = family or registry.of_preset(name)
+    config, _ = family.presets[name]
+    config = dict(config)
+    overrides = dict(overrides or {})
+    check_overrides(name, family.backbone, config, overrides)
+    backbone = family.backbone(**{**config, **overrides})
+    backbone.family = family.name
+    return backbone
 
-    if runs.is_finetuned(directory):
-        runs.read_info(directory)  # raises: names the run it came from, and `export`
-    if runs.is_run(directory):
-        info, backbone, tokenizer = runs.load_run(directory)
+
+def _from_directory(name, directory, head):
+    if run_files.is_finetuned(directory):
+        run_files.read_info(directory)  # raises: names the run it came from, and `export`
+    if run_files.is_run(directory):
+        info, backbone, tokenizer = run_files.load_run(directory)
         backbone.tokenizer, backbone.family = tokenizer, info["family"]
         return Resolved(name, "run", backbone, tokenizer, info, None, directory)
     format = formats.detect_format(directory)
@@ -199,16 +205,16 @@ def _from_directory(name, directory, head):
 
 
 def _huggingface_head(directory):
-    """(backbone, head or None) of a Hugging Face checkpoint: `convert.heads` decides."""
-    from keras_ctx.convert import heads
-    from keras_ctx.convert.huggingface import from_huggingface, read_config
-
+    """(backbone, masked-LM head or None) of a Hugging Face checkpoint: `convert.heads` decides."""
     config = read_config(directory)
-    architectures = config.get("architectures") or []
-    if any(a.endswith(("ForSequenceClassification", "ForTokenClassification"))
-           for a in architectures):
-        model = heads.classifier_from_huggingface(directory)
-        return model.backbone, model
+    classifier = next((a for a in config.get("architectures") or []
+                       if a.endswith(("ForSequenceClassification", "ForTokenClassification"))),
+                      None)
+    if classifier is not None:  # the tasks sit above the handles: they read it
+        raise CheckpointError(
+            f"{directory} holds a {classifier}, whose head is a task model: load it with "
+            "keras_ctx.tasks.classifier_from_huggingface(directory), or resolve the "
+            "backbone alone (head=False).")
     layout = heads.masked_lm_layout(config.get("model_type"))
     if layout is not None and layout.bias in tensor_names(directory):
         return heads.masked_lm_from_huggingface(directory)
@@ -217,15 +223,11 @@ def _huggingface_head(directory):
 
 def tensor_names(directory):
     """The tensor names of a safetensors checkpoint, read from headers only."""
-    from keras_ctx.convert.huggingface import read_tensors
-
     return set(read_tensors(directory))
 
 
 def _with_overrides(name, backbone, overrides):
     """The backbone rebuilt with `overrides` in its config and its weights kept."""
-    from keras_ctx.common.validation import check_overrides
-
     config = backbone.get_config()
     check_overrides(name, type(backbone), config, overrides)
     rebuilt = type(backbone).from_config({**config, **overrides})
@@ -278,8 +280,6 @@ def _hf_snapshot(repo, revision, patterns):
             "reached (no network, or HF_HUB_OFFLINE=1): download it once with network "
             "access.") from None
     except errors.HfHubHTTPError as error:
-        from keras_ctx.common.errors import one_line
-
         raise CheckpointError(f"{handle}: the Hugging Face Hub answered with an error "
                               f"({one_line(error)}).") from None
 
@@ -290,9 +290,6 @@ def huggingface_directory(spec):
     The config comes first: an unsupported model_type is refused before any
     weights are downloaded.
     """
-    from keras_ctx.convert.huggingface import CONVERTERS, read_config
-    from keras_ctx.convert.kerashub import is_keras_hub_preset
-
     repo, _, revision = spec.partition("@")
     if not re.fullmatch(r"[\w.-]+/[\w.-]+", repo) or "@" in revision:
         raise CheckpointError(f"hf://{spec} is not hf://ORG/NAME[@REVISION] "
@@ -375,6 +372,3 @@ def kaggle_directory(spec):
     except ValueError as error:
         raise CheckpointError(f"{handle}: {error}") from None
 
-
-registry.provide("from_preset", from_preset)  # Backbone.from_preset, models.from_preset
-registry.provide("resolve", resolve)  # the text tasks' from_preset

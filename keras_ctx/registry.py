@@ -103,6 +103,19 @@ class KerasHub:
 
 
 @dataclasses.dataclass(frozen=True)
+class AllenNLP:
+    """The allennlp checkpoint files a family reads and writes (ELMo's options json + hdf5).
+
+    Args:
+        convert: (options file, weight file) -> backbone.
+        export: (backbone, options file, weight file, overwrite=False) -> None.
+    """
+
+    convert: Callable
+    export: Callable
+
+
+@dataclasses.dataclass(frozen=True)
 class Family:
     """One model family. See the module docstring.
 
@@ -136,6 +149,7 @@ class Family:
         keras_hub: `KerasHub` specs: the keras-hub classes `from_keras_hub` reads.
         tf_checkpoint: the google-research checkpoint layout
             (`keras_ctx.convert.tensorflow.TFLayout`, named by its `name`), or None.
+        allennlp: the `AllenNLP` files it reads and writes (one family at most), or None.
         run_files: tokenizer -> (tokenizer to save, extra run.json info);
             ELMo keeps its word vocabulary in run.json.
         matches: backbone -> bool, where families share a backbone class
@@ -173,6 +187,7 @@ class Family:
     huggingface: tuple = ()
     keras_hub: tuple = ()
     tf_checkpoint: Optional[object] = None
+    allennlp: Optional[AllenNLP] = None
     run_files: Callable = lambda tokenizer: (tokenizer, {})
     matches: Optional[Callable] = None
     recipe_config: Callable = lambda run: {}
@@ -189,6 +204,8 @@ _PRESETS = {}
 _HUGGINGFACE = {}
 _KERAS_HUB = {}
 _TF_LAYOUTS = {}
+_ALLENNLP = {}
+ALLENNLP_FORMAT = "allennlp"  # the one key of _ALLENNLP
 
 
 def _keys(family):
@@ -199,6 +216,8 @@ def _keys(family):
     yield from ((_KERAS_HUB, spec.class_name, "keras-hub class") for spec in family.keras_hub)
     if family.tf_checkpoint is not None:
         yield _TF_LAYOUTS, family.tf_checkpoint.name, "TF checkpoint layout"
+    if family.allennlp is not None:
+        yield _ALLENNLP, ALLENNLP_FORMAT, "Reader of allennlp files"
 
 
 def register_family(family):
@@ -325,22 +344,9 @@ def with_tf_checkpoints():
     return {layout: _FAMILIES[name] for layout, name in sorted(_TF_LAYOUTS.items())}
 
 
-# Services that live above the models and that models and tasks call back
-# (resolving a model handle, keras_ctx.handles, which reads convert and tasks):
-# the module that owns one provides it here when it is imported (`import keras_ctx`
-# imports them all). Re-adding saved adapters is no longer one: the models import
-# it from the layers (keras_ctx.layers.adapter_sites).
-_SERVICES = {}
-
-
-def provide(name, function):
-    """Makes `function` the service `name` (`keras_ctx.handles`)."""
-    _SERVICES[name] = function
-
-
-def service(name):
-    """The function provided as `name`; raises naming the module that provides it."""
-    if name not in _SERVICES:
-        raise RuntimeError(f"No {name!r} service is registered: import keras_ctx (its "
-                           "package imports the modules that provide it).")
-    return _SERVICES[name]
+def allennlp():
+    """The `AllenNLP` spec of the family that reads allennlp files; raises if none does."""
+    if ALLENNLP_FORMAT not in _ALLENNLP:
+        raise ValueError("No registered family reads allennlp files (options json + hdf5): "
+                         "import keras_ctx, whose families register them.")
+    return _FAMILIES[_ALLENNLP[ALLENNLP_FORMAT]].allennlp

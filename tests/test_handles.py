@@ -80,6 +80,24 @@ def test_masked_lm_head_comes_along_when_asked(tmp_path, hf_cache):
     assert handles.resolve("hf://org/bert-mlm").head is None  # not asked
 
 
+def test_a_classifier_checkpoints_head_is_the_tasks_to_read(tmp_path):
+    # The handles sit below the tasks (the models' from_preset imports them): a
+    # classifier's head, a task model, is read by keras_ctx.tasks (issue 55).
+    source = tiny_bert(tmp_path / "src")
+    with open(os.path.join(source, "config.json"), encoding="utf-8") as handle:
+        config = json.load(handle)
+    config["architectures"] = ["BertForSequenceClassification"]
+    with open(os.path.join(source, "config.json"), "w", encoding="utf-8") as handle:
+        json.dump(config, handle)
+    with pytest.raises(CheckpointError, match=r"holds a BertForSequenceClassification, whose "
+                       r"head is a task model: load it with keras_ctx\.tasks\."
+                       r"classifier_from_huggingface\(directory\)"):
+        handles.resolve(source, head=True)
+    assert keras_ctx.tasks.classifier_from_huggingface.__module__ == "keras_ctx.tasks.huggingface"
+    np.testing.assert_array_equal(sequence(handles.resolve(source).backbone),
+                                  sequence(from_huggingface(source)))
+
+
 def test_hub_refusals_are_one_line_and_name_the_fix(tmp_path, hf_cache):
     source = tiny_bert(tmp_path / "src")
     os.rename(os.path.join(source, "model.safetensors"),

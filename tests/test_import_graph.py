@@ -57,10 +57,12 @@ def _imports_of_tree(tree, module, is_package):
 
 
 # A family's folder, keras_ctx/models/<family>/ (docs/design.md, "Where new code goes"),
-# holds files of three layers: family.py is its registry entry (the families layer: it
-# reads data, pretraining and convert), convert*.py its checkpoint maps (the convert
-# layer), every other file its model (the models layer).
-FAMILY_FILE_ROLES = (("family", "keras_ctx.families"), ("convert", "keras_ctx.convert"))
+# holds files of two layers: family.py, its registry entry, and convert*.py, the
+# checkpoint maps the entry names, are the families layer (they read the models and the
+# converters' machinery, data and pretraining); every other file is its model (the
+# models layer). The machinery, keras_ctx/convert/, reads the maps through the registry
+# only: it sits below the models, with the model handles that read every format.
+FAMILY_FILE_ROLES = (("family", "keras_ctx.families"), ("convert", "keras_ctx.families"))
 
 
 def _node(name, depth=2):
@@ -166,9 +168,7 @@ def test_a_family_folders_files_are_nodes_of_their_roles(tmp_path):
     (package / "models" / "toy" / "family.py").write_text(
         "from keras_ctx.pretraining import base\nfrom keras_ctx.models.toy import convert\n")
     graph = import_graph(str(package))
-    assert graph["keras_ctx.families"] == {"keras_ctx.pretraining", "keras_ctx.convert",
-                                           "keras_ctx.models"}
-    assert graph["keras_ctx.convert"] == {"keras_ctx.models"}
+    assert graph["keras_ctx.families"] == {"keras_ctx.pretraining", "keras_ctx.models"}
     assert find_circle(graph) is None
     (package / "models" / "toy" / "backbone.py").write_text("from keras_ctx import pretraining\n")
     assert find_circle(import_graph(str(package))) == [
@@ -188,16 +188,32 @@ def test_only_the_command_line_imports_the_face():
     assert importers == ["keras_ctx.cli"], importers
 
 
-def test_only_handles_provides_a_service():
-    # registry.provide is how a module above reaches one below it without an import; the
-    # adapters' restore (peft.py, for Backbone.from_config) was one until the models could
-    # import it from the layers (keras_ctx.layers.adapter_sites, issue 55).
-    providers = sorted(
-        module for module, path in _modules().items()
+def test_no_service_registry_exists():
+    # registry.provide / registry.service let the models and tasks call the model handles
+    # above them without an import (issue 55). The handles now sit below the models, which
+    # import them: no module hands another a function to be looked up by name.
+    from keras_ctx import registry
+
+    assert not hasattr(registry, "provide") and not hasattr(registry, "service")
+    lookups = sorted(
+        f"{module}:{node.lineno}" for module, path in _modules().items()
         for node in ast.walk(ast.parse(open(path, encoding="utf-8").read()))
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-        and node.func.attr == "provide" and getattr(node.func.value, "id", "") == "registry")
-    assert providers == ["keras_ctx.handles", "keras_ctx.handles"], providers
+        if isinstance(node, ast.Attribute) and node.attr in ("provide", "service")
+        and getattr(node.value, "id", "") in ("registry", "families"))
+    assert not lookups, lookups
+
+
+def test_the_model_handles_sit_below_the_models_and_tasks_that_import_them():
+    # Backbone.from_preset, models.from_preset and TextTask.from_preset import the resolver:
+    # an import of the models (or the tasks, or the converters' tasks) by the handles, or
+    # by what they read, closes a circle that the check above names.
+    graph = import_graph()
+    assert "keras_ctx.handles" in graph["keras_ctx.models"]
+    assert "keras_ctx.handles" in graph["keras_ctx.tasks"]
+    for planted in ("keras_ctx.models", "keras_ctx.tasks"):
+        for below in ("keras_ctx.handles", "keras_ctx.convert", "keras_ctx.run_files"):
+            wrong = {**graph, below: graph[below] | {planted}}
+            assert find_circle(wrong) is not None, (below, planted)
 
 
 def test_no_circle_between_layer_modules():
@@ -314,9 +330,10 @@ def test_the_package_docstring_places_every_top_level_module():
 
 
 # A model reads nothing above it: a backbone built in a user's own Keras code needs no
-# data pipeline, objective or converter (docs/design.md, "The house").
+# data pipeline, objective or task (docs/design.md, "The house"); its `from_preset` reads
+# checkpoints through the model handles, below it.
 MODELS_READ = {"keras_ctx.models", "keras_ctx.layers", "keras_ctx.backend", "keras_ctx.common",
-               "keras_ctx.registry"}
+               "keras_ctx.registry", "keras_ctx.handles"}
 
 
 def test_models_import_only_layers_backend_common_and_the_registry():

@@ -19,7 +19,7 @@ import time
 
 import keras
 
-from keras_ctx import handles, runs
+from keras_ctx import runs
 from keras_ctx.common import files, progress, validation
 from keras_ctx.commands import pretrain_checks
 from keras_ctx.commands.pretrain_checks import VOCABULARY_SIZE, PretrainRequest  # noqa: F401
@@ -103,7 +103,7 @@ def build(preset, documents, run, overrides=None, sample=None, claimed=None):
     """(backbone, pretrainer, endless dataset, tokenizer to save, extra run info).
 
     Args:
-        preset: a `Preset` (`keras_ctx.handles.preset`) or a preset name; its
+        preset: a `Preset` (`keras_ctx.models.presets.preset`) or a preset name; its
             family supplies the recipe.
         documents: tf.data of documents (1-D tf.string sentences).
         run: a `keras_ctx.families.Run` (sizes and seed).
@@ -114,7 +114,7 @@ def build(preset, documents, run, overrides=None, sample=None, claimed=None):
         claimed: (tokenizer, its run.json info) to use instead of training one: a
             resumed run's (`keras_ctx.runs.claimed_tokenizer`).
     """
-    preset = handles.preset(preset)
+    preset = presets.preset(preset)
     family = preset.family
     if family.dataset is None:
         raise ValueError(family.no_pretraining
@@ -148,7 +148,7 @@ def _model(preset, tokenizer, run, overrides):
 def build_prepared(preset, data_dir, run, overrides=None, manifest=None):
     """As `build`, from a `keras-ctx prepare` directory (`manifest`: its checked manifest,
     `pretrain_checks.check_prepared`)."""
-    preset = handles.preset(preset)
+    preset = presets.preset(preset)
     family = preset.family
     if manifest is None:
         manifest = pretrain_checks.check_prepared(data_dir, preset, run.sequence_length,

@@ -14,10 +14,11 @@ import dataclasses
 import glob
 import os
 
-from keras_ctx import handles, registry, runs
+from keras_ctx import registry, runs
 from keras_ctx.common import validation
 from keras_ctx.common.errors import ConfigError
 from keras_ctx.data import fingerprints, prepare
+from keras_ctx.models import presets
 
 VOCABULARY_SIZE = 8000  # --vocabulary-size when neither given nor fixed by --data
 
@@ -63,7 +64,7 @@ class PretrainRequest:
         given = cls(preset, out, **arguments)
         validation.check_given(out=out, corpus=given.corpus, export=given.export,
                                data=given.data)
-        preset = handles.preset(preset)  # the one lookup: unknown names fail here
+        preset = presets.preset(preset)  # the one lookup: unknown names fail here
         validation.check_args(**{name: getattr(given, name) for name in (
             "steps", "batch_size", "sequence_length", "checkpoint_every", "learning_rate",
             "vocabulary_size", "seed")})
@@ -200,7 +201,7 @@ def check_prepared(data, preset, sequence_length, vocabulary_size=None, batch_si
     """
     manifest = prepare.load_manifest(data)
     settings = manifest["settings"]
-    preset = handles.preset(preset)  # a Preset passes through: no lookup
+    preset = presets.preset(preset)  # a Preset passes through: no lookup
     family = preset.family
     if settings["family"] != family.name or settings["sequence_length"] != sequence_length:
         raise prepare.PreparedDataError(

@@ -6,9 +6,9 @@ allennlp ELMo (`from_allennlp`, `to_allennlp`) and keras-hub backbones
 (`from_keras_hub`, `from_keras_hub_preset`). See docs/checkpoints.md.
 """
 
-# Each family's converters are named by its module under `keras_ctx.families`
-# (registered in `keras_ctx.registry`); these modules read that registry.
-from keras_ctx.models.elmo.convert import from_allennlp, to_allennlp
+# Each family's converters are named by its family.py (registered in
+# `keras_ctx.registry`); these modules read that registry and import no model.
+from keras_ctx.convert.allennlp import from_allennlp, to_allennlp
 from keras_ctx.convert.huggingface import CheckpointError, from_huggingface
 from keras_ctx.convert.huggingface_export import to_huggingface
 from keras_ctx.convert.huggingface_tokenizers import tokenizer_from_huggingface

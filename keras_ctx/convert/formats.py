@@ -139,7 +139,7 @@ def load(source, format=None):
 
         backbone = from_tf_checkpoint(source)
     elif format == "allennlp":
-        from keras_ctx.models.elmo.convert import from_allennlp
+        from keras_ctx.convert.allennlp import from_allennlp
 
         files = _elmo_files(source)
         if files is None:
@@ -182,7 +182,7 @@ def convert(source, dest, format=None, sequence_length=128, overwrite=False):
     A run already in `dest` is replaced only with `overwrite`. Returns the
     run.json info written there.
     """
-    from keras_ctx import runs
+    from keras_ctx import run_files as runs
 
     runs.check_free(os.fspath(dest), overwrite)  # before the (long) load
     backbone, format = load(source, format)

@@ -1,4 +1,4 @@
-"""Heads of Hugging Face checkpoints: masked LM, XLNet's LM and classification.
+"""Heads of Hugging Face checkpoints: masked LM and XLNet's LM.
 
 The causal and seq2seq LM heads live in the backbones, so `from_huggingface`
 alone gives a model that generates: GPT-2 / GPT (`lm_head` tied to `wte`),
@@ -6,9 +6,8 @@ T5 (tied `shared` after a d_model^-0.5 rescale, or v1.1 / mT5's untied
 `lm_head`) and BART (tied `shared` + `final_logits_bias`) are read into
 `backbone.logits(hidden)`.
 
-Classification: `classifier_from_huggingface(directory)` turns a
-*ForSequenceClassification (BERT, ALBERT) or *ForTokenClassification (BERT,
-ALBERT, RoBERTa, ELECTRA) checkpoint into a keras_ctx.tasks model.
+Classification heads are tasks' (`keras_ctx.tasks.classifier_from_huggingface`,
+above the models: the converters' machinery imports no model).
 
 Masked LM:
 
@@ -158,77 +157,3 @@ def masked_lm_to_huggingface(backbone, head, directory, model_type=None, overwri
     config = dict(config, architectures=[layout.architecture])
     return write_checkpoint_directory(directory, config, tensors,
                                       getattr(backbone, "tokenizer", None), overwrite=overwrite)
-
-
-# *ForSequenceClassification heads: each family's `HuggingFace.sequence_classifier`
-# names its (transform, logits) Linear prefixes. BERT, ALBERT: one Linear on the
-# pooled output; BART: BartClassificationHead, dense + tanh then out_proj on the
-# decoder state at the last </s>. The pooling (and the transform's tanh) comes
-# from the family (SequenceClassifier(pooling="auto")). *ForTokenClassification:
-# one `classifier` Linear, where `HuggingFace.token_classifier` says so.
-
-
-def _num_labels(config, read, logits):
-    if read.has(logits + ".weight"):
-        return int(read(logits + ".weight").shape[0])
-    raise CheckpointError(f"The checkpoint has no '{logits}.weight': it has no "
-                          f"classification head (architectures: {config.get('architectures')}).")
-
-
-def _classifier_dropout(config):
-    for key in ("classifier_dropout", "hidden_dropout_prob", "dropout"):
-        if config.get(key) is not None:
-            return config[key]
-    return 0.1
-
-
-def classifier_from_huggingface(directory):
-    """A keras_ctx task model with the classification head of a HF checkpoint.
-
-    `*ForSequenceClassification` (BERT, ALBERT: one Linear on the pooled
-    output; BART: dense + tanh + out_proj on the decoder's last </s>) ->
-    `keras_ctx.tasks.SequenceClassifier(pooling="auto")`;
-    `*ForTokenClassification` (BERT, ALBERT, RoBERTa, ELECTRA) ->
-    `keras_ctx.tasks.TokenClassifier`. The model's `.backbone.tokenizer` is
-    the checkpoint's tokenizer.
-    """
-    from keras_ctx.tasks.heads import SequenceClassifier, TokenClassifier
-
-    config = read_config(directory)
-    model_type = config.get("model_type")
-    architectures = config.get("architectures") or []
-    kind = next((a for a in architectures if a.endswith(("ForSequenceClassification",
-                                                          "ForTokenClassification"))), None)
-    if kind is None:
-        raise CheckpointError(f"config.json architectures {architectures} name no "
-                              "*ForSequenceClassification / *ForTokenClassification model.")
-    sequence = kind.endswith("ForSequenceClassification")
-
-    def head_of(model_type):
-        spec = _huggingface(model_type)
-        if spec is None:
-            return None
-        if sequence:
-            return spec.sequence_classifier
-        return (None, "classifier") if spec.token_classifier else None
-
-    if head_of(model_type) is None:
-        supported = [t for t in registry.huggingface_model_types() if head_of(t) is not None]
-        raise CheckpointError(f"{kind}: the {model_type!r} head is not supported; supported: "
-                              f"{', '.join(supported)}.")
-    backbone = from_huggingface(directory)
-    read = TensorReader(read_tensors(directory))
-    transform, logits = head_of(model_type)
-    labels = _num_labels(config, read, logits)
-    dropout = _classifier_dropout(config)
-    if sequence:
-        model = SequenceClassifier(backbone, labels, pooling="auto", dropout=dropout)
-    else:
-        model = TokenClassifier(backbone, labels, dropout=dropout)
-    layers = [(model.get_layer("logits"), logits)]
-    if transform is not None:
-        layers.append((model.get_layer("transform"), transform))
-    load_weight_map([entry for layer, prefix in layers
-                     for entry in (Entry(layer.kernel, prefix + ".weight", LINEAR),
-                                   Entry(layer.bias, prefix + ".bias"))], read)
-    return model

@@ -17,11 +17,13 @@ API is re-exported here with what several families share (`families.common`):
 """
 
 from keras_ctx.registry import (  # noqa: F401
+    AllenNLP,
     Family,
     Framing,
     HuggingFace,
     KerasHub,
     Run,
+    allennlp,
     get,
     huggingface,
     keras_hub,

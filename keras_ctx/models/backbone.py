@@ -6,7 +6,7 @@ import warnings
 
 import keras
 
-from keras_ctx import registry
+from keras_ctx import handles
 from keras_ctx.common import compat
 from keras_ctx.common.keras_files import CheckedWeightFiles
 from keras_ctx.models.checked_input import CheckedTokenIds
@@ -183,7 +183,7 @@ class Backbone(CheckedTokenIds, CheckedWeightFiles, keras.Model):
         Returns:
             The backbone, with its `.tokenizer` (None for presets and ELMo).
         """
-        model = registry.service("from_preset")(handle, **overrides)  # keras_ctx.handles
+        model = handles.from_preset(handle, **overrides)
         if not isinstance(model, cls):
             raise ValueError(
                 f"{handle!r} holds a {type(model).__name__}, not a {cls.__name__}: use "

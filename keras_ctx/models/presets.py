@@ -4,14 +4,16 @@ Presets are data: each family's module under `keras_ctx.families` names its
 presets and registers them with the family in `keras_ctx.registry`, so every
 preset carries its family. `build(name)` makes a randomly initialised backbone
 of a preset; `from_preset(handle)` also takes checkpoints (local, hf://,
-kaggle://) through `keras_ctx.handles`, the one resolver of model handles.
+kaggle://) through `keras_ctx.handles`, the one resolver of model handles (below
+the models: it reads them through the registry).
 """
 
 import dataclasses
 import inspect
+import os
 from typing import Optional
 
-from keras_ctx import registry
+from keras_ctx import handles, registry
 
 
 @dataclasses.dataclass(frozen=True)
@@ -185,6 +187,16 @@ def get_preset(name):
     return Preset(name, family, family.backbone, dict(config), description)
 
 
+def preset(handle):
+    """The `Preset` a preset name names; a `Preset` is returned as given.
+
+    What a command that builds from an architecture (`keras-ctx pretrain`,
+    `prepare`) resolves its model name to, once; it passes the `Preset` down
+    instead of the name. Any other handle raises, listing the presets.
+    """
+    return handle if isinstance(handle, Preset) else get_preset(os.fspath(handle))
+
+
 def preset_config(name):
     """(backbone class, config dict) of a preset, with a clear error if unknown."""
     preset = get_preset(name)
@@ -209,24 +221,15 @@ def from_preset(handle, **overrides):
     Returns:
         The backbone.
     """
-    return registry.service("from_preset")(handle, **overrides)  # keras_ctx.handles
+    return handles.from_preset(handle, **overrides)
 
 
 def build(preset, **overrides):
     """A randomly initialised backbone of a preset (a `Preset` or its name); `overrides`
     change its config."""
-    from keras_ctx.common.validation import check_overrides
-
-    if not isinstance(preset, Preset):
-        preset = get_preset(preset)
-    config = dict(preset.config)
-    check_overrides(preset.name, preset.backbone_cls, config, overrides)
-    config.update(overrides)
-    backbone = preset.backbone_cls(**config)
-    # Families that share a class (ERNIE and BERT) are told apart by this, as
-    # the converters do for checkpoints.
-    backbone.family = preset.family.name
-    return backbone
+    if isinstance(preset, Preset):
+        return handles.build_preset(preset.name, overrides, preset.family)
+    return handles.build_preset(preset, overrides)
 
 
 def list_presets(family=None):

@@ -25,6 +25,7 @@ from keras_ctx.tasks.heads import (
     SpanQuestionAnswerer,
     TokenClassifier,
 )
+from keras_ctx.tasks.huggingface import classifier_from_huggingface
 from keras_ctx.tasks.language_model import LanguageModel
 from keras_ctx.tasks import text
 from keras_ctx.tasks.text import (CausalLM, QuestionAnswerer, Seq2SeqLM, TextClassifier,
@@ -40,7 +41,7 @@ from keras_ctx.tasks.transfer import (
 
 __all__ = [
     "SlantedTriangular", "GPTFineTuner", "ConcatPooling", "SequenceClassifier",
-    "SpanQuestionAnswerer", "TokenClassifier", "LanguageModel", "text", "CausalLM",
+    "SpanQuestionAnswerer", "TokenClassifier", "classifier_from_huggingface", "LanguageModel", "text", "CausalLM",
     "QuestionAnswerer", "Seq2SeqLM", "TextClassifier", "TextEmbedder", "TextTask",
     "WordClassifier", "ConcatPoolClassifier", "GradualUnfreezing", "discriminative_multipliers", "layer_groups",
     "layer_wise_decay_multipliers", "with_layer_learning_rates",

@@ -8,11 +8,8 @@ from keras import ops
 from safetensors.numpy import load_file
 
 from keras_ctx.convert import CheckpointError
-from keras_ctx.convert.heads import (
-    classifier_from_huggingface,
-    masked_lm_from_huggingface,
-    masked_lm_to_huggingface,
-)
+from keras_ctx.convert.heads import masked_lm_from_huggingface, masked_lm_to_huggingface
+from keras_ctx.tasks import classifier_from_huggingface
 from tests import references
 from tests.convert import numpy_refs
 from tests.convert.hf_checkpoints import (

@@ -39,6 +39,7 @@ from keras_ctx.convert.base import (
     read_json_object,
 )
 from keras_ctx.common.files import missing_link, replacing
+from keras_ctx.registry import AllenNLP
 
 
 def _read_options(options_file):
@@ -295,3 +296,8 @@ def to_allennlp(backbone, options_file, weight_file, overwrite=False):
         with open(staging, "w", encoding="utf-8") as handle:
             json.dump(elmo_options_from_backbone(backbone), handle, indent=2)
     return options_file, weight_file
+
+
+# What the family entry registers: `keras_ctx.convert.from_allennlp` and `convert`'s
+# allennlp format reach these through the registry.
+ALLENNLP = AllenNLP(from_allennlp, to_allennlp)

@@ -6,7 +6,7 @@ Its checkpoints are allennlp's options json + hdf5 (`keras_ctx.models.elmo.conve
 from keras_ctx import optimizers
 from keras_ctx.data import layouts, pipelines
 from keras_ctx.data.vocabulary import word_vocabulary
-from keras_ctx.models.elmo import backbone as elmo
+from keras_ctx.models.elmo import backbone as elmo, convert
 from keras_ctx.models.presets import Pretraining, Stage, register_pretraining
 from keras_ctx.pretraining import bilm
 from keras_ctx.registry import Family, register_family
@@ -40,6 +40,6 @@ ELMO = register_family(Family(
     dataset=bilm_dataset, pretrainer=bilm_pretrainer, prepared=layouts.bilm_layout,
     # ELMo keeps its word vocabulary in run.json.
     run_files=lambda vocabulary: (None, {"vocabulary": vocabulary}),
-    optimizer=optimizers.elmo_recipe,
+    optimizer=optimizers.elmo_recipe, allennlp=convert.ALLENNLP,
     tiny=dict(projection_dim=8, lstm_units=16, num_layers=1),
     objective=(bilm.BiLMPretrainer, ())))

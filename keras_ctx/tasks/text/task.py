@@ -14,7 +14,7 @@ import numpy as np
 from keras_ctx.common.optional import tensorflow as tf
 
 from keras_ctx import models  # noqa: F401  (the backbone classes a saved task holds)
-from keras_ctx import runs
+from keras_ctx import handles, runs
 from keras_ctx.common import files, keras_files, validation
 from keras_ctx import registry as families  # lookups only: keras_ctx.families registers
 from keras_ctx.preprocessing import TextPreprocessor
@@ -133,8 +133,7 @@ class TextTask:
         name = os.fspath(handle)
         if os.path.isfile(os.path.join(name, TASK_FILE)):
             return cls.load(name)
-        # keras_ctx.handles provides it (tasks sit below handles and convert).
-        resolved = families.service("resolve")(name, need_tokenizer=True)
+        resolved = handles.resolve(name, need_tokenizer=True)
         if resolved.tokenizer is None:
             raise ValueError(f"{name!r} names an architecture without a tokenizer (a preset "
                              "name): text tasks need one; give a checkpoint or run "

@@ -28,6 +28,7 @@ import numpy as np
 from keras import ops
 
 from keras_ctx import backend
+from keras_ctx.common import validation
 from keras_ctx.layers.gather import gather_positions
 
 _COMPILED = weakref.WeakKeyDictionary()
@@ -187,8 +188,7 @@ def few_shot_contexts(examples, train_examples=(), num_shots=0, seed=0, separato
     on the batch or on the other examples; an example never demonstrates
     itself (when the training and evaluation lists share objects).
     """
-    if num_shots < 0:
-        raise ValueError(f"num_shots must be >= 0, got {num_shots}.")
+    validation.non_negative_int("num_shots", num_shots)
     train_examples = list(train_examples)
     contexts = []
     for index, example in enumerate(examples):

@@ -120,6 +120,14 @@ def optional_positive_int(name, value, error=ConfigError):
     return None if value is None else positive_int(name, value, error=error)
 
 
+def integer_in(name, value, least, most, why=None):
+    """`value` as an int when it is an integer in least..most (both included)."""
+    if not _integer(value) or not least <= value <= most:
+        _refuse(f"`{name}`", f"an integer in {least}..{most}" + (f" ({why})" if why else ""),
+                value)
+    return int(value)
+
+
 def non_negative_int(name, value, why=None):
     """`value` as an int when it is an integer >= 0."""
     return positive_int(name, value, least=0, why=why)

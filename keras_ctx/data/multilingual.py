@@ -24,7 +24,7 @@ drawn over the batch with weights 1/sqrt(count), Lample & Conneau 2019, Sec. 3.3
 
 import numpy as np
 from keras_ctx.common.optional import tensorflow as tf
-from keras_ctx.common.validation import positive_int
+from keras_ctx.common.validation import non_negative_int, positive_int
 
 from keras_ctx.data.masking import (
     MASK_RATE,
@@ -91,8 +91,7 @@ def sample_languages(datasets, sizes, alpha, seed=0):
 
 
 def _check_ids(name, values):
-    if values < 0:
-        raise ValueError(f"`{name}` must be a non-negative id, got {values}.")
+    non_negative_int(name, values)
 
 
 def text_stream(sentences, sequence_length, eos_id, language_id):

@@ -15,7 +15,7 @@ adds the order online, as XLNet's input_fn does.
 import numpy as np
 from keras_ctx.common.optional import tensorflow as tf
 
-from keras_ctx.common.validation import positive_int
+from keras_ctx.common.validation import integer_in, positive_int
 from keras_ctx.data.tokenizers import (START_PIECES, continuation_table, vocabulary,
                                       xlnet_word_start)
 
@@ -287,12 +287,8 @@ def two_segment_stream(documents, sequence_length, batch_size, sep_id, cls_id, r
                         ("num_replicas", num_replicas), ("shard_tokens", shard_tokens)):
         positive_int(name, value)
     reuse_len = default_reuse_len(sequence_length) if reuse_len is None else reuse_len
-    if isinstance(reuse_len, bool) or not isinstance(reuse_len, int) or not (
-            0 < reuse_len < sequence_length - 3):
-        raise ValueError(
-            f"`reuse_len` must be an integer in 1..{sequence_length - 4} (the rest holds "
-            f"A, <sep>, B, <sep>, <cls>), got {reuse_len!r}; XLNet uses sequence_length / 2."
-        )
+    integer_in("reuse_len", reuse_len, 1, sequence_length - 4, "the rest holds A, <sep>, B, "
+               "<sep>, <cls>; XLNet uses sequence_length / 2")
     num_predict = default_num_predict(sequence_length) if num_predict is None else num_predict
     positive_int("num_predict", num_predict)
     if num_predict - num_predict // 2 > reuse_len or num_predict // 2 > sequence_length - reuse_len:

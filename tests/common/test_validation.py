@@ -9,7 +9,9 @@ import pytest
 from keras_ctx.common import validation
 from keras_ctx.common.errors import ConfigError
 from keras_ctx.data import (characters, corpora, glove, knowledge_masking, lm_stream,
-                            multilingual, ngram_masking, permutation, segments, vocabulary)
+                            multilingual, ngram_masking, permutation, segments, vocabulary,
+                            xlnet_stream)
+from keras_ctx.evaluation import few_shot_contexts
 from keras_ctx.data import masking
 from keras_ctx.export import ExportError, Generation, check_export_target, export_saved_model
 from keras_ctx.layers.adapters import BottleneckAdapter
@@ -288,6 +290,16 @@ ROUTED = {
         lambda v: XLNetBackbone(10, 1, 1, v, 4), "`hidden_size`",
         "a positive even integer (half sine, half cosine relative positions)", [3, 15],
         [2, 4]),
+    "two_segment_stream reuse_len": (
+        lambda v: xlnet_stream.two_segment_stream(None, 24, 4, 5, 6, reuse_len=v),
+        "`reuse_len`", "an integer in 1..20 (the rest holds A, <sep>, B, <sep>, <cls>; XLNet "
+        "uses sequence_length / 2)", [0, 21, 12.0, True, "12"], []),  # edges: below
+    "few_shot_contexts num_shots": (
+        lambda v: few_shot_contexts([], num_shots=v), "`num_shots`", "an integer >= 0",
+        [-1, 1.5, True, "3", None], [0, 3]),
+    "text_stream eos_id": (
+        lambda v: multilingual.text_stream(["a"], 8, eos_id=v, language_id=0), "`eos_id`",
+        "an integer >= 0", [-1, 1.5, "1"], []),  # edges: the next test
     "relative_positional_encoding hidden_size": (
         lambda v: relative_positional_encoding(2, 2, v), "`hidden_size`",
         "a positive even integer (half sine, half cosine features)",
@@ -310,6 +322,12 @@ def test_every_routed_check_refuses_in_one_message(entry, value):
 @pytest.mark.parametrize("entry, value", _cases(4), ids=repr)
 def test_every_routed_check_accepts_its_edge_values(entry, value):
     ROUTED[entry][0](value)  # raises nothing
+
+
+def test_an_integer_in_a_range_takes_both_ends():
+    # two_segment_stream and text_stream need a dataset past their checks: their rules here.
+    assert [validation.integer_in("reuse_len", v, 1, 20) for v in (1, 20)] == [1, 20]
+    assert validation.non_negative_int("eos_id", 0) == 0
 
 
 def test_rates_that_share_one_draw_must_sum_to_at_most_one():

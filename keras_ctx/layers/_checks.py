@@ -20,8 +20,8 @@ def activation(name, value):
     try:
         activations.get(value)
     except (ValueError, TypeError):
-        known = [*activations.ACTIVATIONS, *(n for n in dir(keras.activations)
-                                             if not n.startswith("_"))]
+        known = [*activations.ACTIVATIONS, *(n for n in dir(keras.activations) if not (
+            n.startswith("_") or n in ("get", "serialize", "deserialize")))]
         hint = validation.closest(value, known) if isinstance(value, str) else ""
         validation.refuse(name, "the name of a Keras activation (e.g. 'relu')", value, hint)
     return value

@@ -14,6 +14,12 @@ from keras_ctx.layers.attention import masked_softmax
 from keras_ctx.layers.dropout import Dropout
 
 
+def even_hidden_size(hidden_size):
+    """`hidden_size` when the sinusoids fit it: half sine, half cosine features."""
+    return validation.even_positive_int("hidden_size", hidden_size,
+                                        "half sine, half cosine features")
+
+
 def relative_positional_encoding(
     query_length,
     key_length,
@@ -51,7 +57,7 @@ def relative_positional_encoding(
     >>> relative_positional_encoding(4, 6, 8).shape
     TensorShape([1, 10, 8])
     """
-    validation.even_positive_int("hidden_size", hidden_size, "half sine, half cosine features")
+    even_hidden_size(hidden_size)
     # Transformer-XL (Dai et al., 2019, section 3.3) / XLNet
     # `relative_positional_encoding`: pos_seq = klen, ..., -qlen + 1 and
     # inv_freq = 1 / 10000^(2k / d), the sinusoids of Vaswani et al. (2017).

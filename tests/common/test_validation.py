@@ -288,7 +288,7 @@ ROUTED = {
         "an integer >= -1 (-1 = no clipping)", [-2, 1.5, True, "3", None], [-1, 0, 5]),
     "XLNetBackbone hidden_size": (
         lambda v: XLNetBackbone(10, 1, 1, v, 4), "`hidden_size`",
-        "a positive even integer (half sine, half cosine relative positions)", [3, 15],
+        "a positive even integer (half sine, half cosine features)", [3, 15],
         [2, 4]),
     "two_segment_stream reuse_len": (
         lambda v: xlnet_stream.two_segment_stream(None, 24, 4, 5, 6, reuse_len=v),

@@ -31,7 +31,7 @@ from keras import ops
 from keras_ctx.common import validation
 from keras_ctx.layers import TokenEmbedding, XLNetBlock
 from keras_ctx.layers import Dropout, _checks
-from keras_ctx.layers.relative_attention import relative_positional_encoding
+from keras_ctx.layers.relative_attention import even_hidden_size, relative_positional_encoding
 from keras_ctx.layers.xlnet_block import xlnet_initializer
 from keras_ctx.models.backbone import Backbone, BackbonePreset
 
@@ -234,8 +234,7 @@ class XLNetBackbone(Backbone):
         _checks.positive_int("num_layers", num_layers)
         _checks.positive_int("hidden_size", hidden_size)
         _checks.divisible("hidden_size", hidden_size, "num_heads", num_heads)
-        validation.even_positive_int("hidden_size", hidden_size,
-                                     "half sine, half cosine relative positions")
+        even_hidden_size(hidden_size)  # its relative positions' sinusoids
         _checks.non_negative_int("mem_len", mem_len, why="0 = no memory")
         # XLNet's clamp_len: -1 (or 0) clips nothing.
         _checks.positive_int("clamp_length", clamp_length, least=-1, why="-1 = no clipping")

@@ -23,6 +23,7 @@ import numpy as np
 from keras_ctx.common.optional import tensorflow as tf
 
 from keras_ctx import registry
+from keras_ctx.common import validation
 
 TRUNCATIONS = ("error", "longest_first")
 
@@ -68,8 +69,7 @@ class TextPreprocessor(keras.layers.Layer):
         if family.framing is None:
             raise ValueError(f"The {family.name} family reads {family.inputs}, not "
                              "tokenized text: it has no TextPreprocessor.")
-        if truncation not in TRUNCATIONS:
-            raise ValueError(f"`truncation` must be one of {TRUNCATIONS}, got {truncation!r}.")
+        validation.one_of("truncation", truncation, TRUNCATIONS)
         self.tokenizer = tokenizer
         self.sequence_length = sequence_length
         self.family = family.name

@@ -28,7 +28,7 @@ import functools
 
 import numpy as np
 from keras_ctx.common.optional import tensorflow as tf
-from keras_ctx.common.validation import positive_int
+from keras_ctx.common.validation import one_of, positive_int
 
 
 def load_documents(tokenized_documents, min_sentences=1):
@@ -299,8 +299,7 @@ def pack_sentences(tokenized_documents, sequence_length, cls_id, sep_id, pad_id=
     `shuffle` reorders the documents each epoch (seeded).
     """
     _check_length(sequence_length, 2)
-    if mode not in PACKING:
-        raise ValueError(f"`mode` must be one of {PACKING}, got {mode!r}.")
+    one_of("mode", mode, PACKING)
     docs = load_documents(tokenized_documents)
 
     def generate(rng):

@@ -25,7 +25,7 @@ Only the discriminator is kept for fine-tuning and export:
 import keras
 from keras import ops
 
-from keras_ctx.common.validation import positive_number
+from keras_ctx.common.validation import one_of, positive_number
 from keras_ctx.layers import activations
 from keras_ctx.layers.heads import MaskedLMHead
 from keras_ctx.pretraining.base import Pretrainer
@@ -261,8 +261,7 @@ class ElectraPretrainer(Pretrainer):
         `electra_generator(disc, hidden_fraction=1.0)`). The next `fit`
         retraces the train step; the optimizer is kept.
         """
-        if stage not in STAGES:
-            raise ValueError(f"`stage` must be one of {STAGES}, got {stage!r}.")
+        one_of("stage", stage, STAGES)
         if stage == "discriminator" and initialize and self.stage != "discriminator":
             self.initialize_discriminator_from_generator()
         self.stage = stage

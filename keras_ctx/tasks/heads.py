@@ -193,8 +193,7 @@ class SequenceClassifier(Task):
 
     def __init__(self, backbone, num_classes, pooling="auto", dropout=0.1, output=None,
                  mask=None, transform_activation=None, **kwargs):
-        if pooling not in POOLINGS:
-            raise ValueError(f"`pooling` must be one of {POOLINGS}, got {pooling!r}.")
+        validation.one_of("pooling", pooling, POOLINGS)
         num_classes = validation.positive_int("num_classes", num_classes)
         dropout = validation.rate("dropout", dropout)
         inputs, features = self._backbone_features(backbone)

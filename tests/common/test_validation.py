@@ -24,6 +24,8 @@ from keras_ctx.layers.relative_attention import relative_positional_encoding
 from keras_ctx.models.awd_lstm import AwdLstmBackbone
 from keras_ctx.models.electra import backbone as electra_backbone
 from keras_ctx.models.xlnet import XLNetBackbone
+from keras_ctx.preprocessing import TextPreprocessor
+from keras_ctx.tasks import SequenceClassifier
 
 BAD_COUNTS = [0, -1, 1.5, True, "3"]
 
@@ -352,7 +354,17 @@ def test_rates_that_share_one_draw_must_sum_to_at_most_one():
     (lambda: BottleneckAdapter(activation="rlue"),  # was refused only at build, by Keras
      "`activation` must be the name of a Keras activation (e.g. 'relu'), got 'rlue' "
      "(did you mean 'relu'?)."),
-], ids=["close name", "no close name", "lookup", "Highway activation", "adapter activation"])
+    (lambda: SequenceClassifier(None, 2, pooling="maen"),
+     "`pooling` must be one of 'auto', 'concat', 'first', 'last', 'mean', 'pooled', got "
+     "'maen' (did you mean 'mean'?)."),
+    (lambda: segments.pack_sentences([], 8, 1, 2, mode="full_sentence"),
+     "`mode` must be one of 'doc_sentences', 'full_sentences', 'two_segments', got "
+     "'full_sentence' (did you mean 'full_sentences'?)."),
+    (lambda: TextPreprocessor(None, 8, "bert", truncation="longest"),
+     "`truncation` must be one of 'error', 'longest_first', got 'longest' (did you mean "
+     "'longest_first'?)."),
+], ids=["close name", "no close name", "lookup", "Highway activation", "adapter activation",
+        "pooling", "packing mode", "truncation"])
 def test_a_misspelt_choice_names_the_closest(call, message):
     with pytest.raises(ConfigError) as caught:
         call()

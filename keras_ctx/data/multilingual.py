@@ -24,7 +24,8 @@ drawn over the batch with weights 1/sqrt(count), Lample & Conneau 2019, Sec. 3.3
 
 import numpy as np
 from keras_ctx.common.optional import tensorflow as tf
-from keras_ctx.common.validation import non_negative_int, positive_int
+from keras_ctx.common.validation import (non_negative_int, non_negative_number, positive_int,
+                                         probability)
 
 from keras_ctx.data.masking import (
     MASK_RATE,
@@ -57,8 +58,7 @@ def smoothed_probabilities(sizes, alpha):
     counts = np.asarray(list(sizes.values()) if names else sizes, np.float64)
     if counts.ndim != 1 or not len(counts) or np.any(counts <= 0):
         raise ValueError(f"`sizes` must be positive counts, one per language; got {sizes!r}.")
-    if not 0.0 <= alpha <= 1.0:
-        raise ValueError(f"`alpha` must be in [0, 1], got {alpha}.")
+    alpha = probability("alpha", alpha)
     p = counts / counts.sum()
     q = p ** alpha
     q = q / q.sum()
@@ -239,9 +239,7 @@ class XLMMasker(Masker):
         super().__init__(vocabulary_size, mask_token_id, (pad_id,), mask_rate,
                          mask_token_rate, random_token_rate, max_predictions,
                          dynamic=dynamic, seed=seed)
-        if not 0.0 <= sample_alpha:
-            raise ValueError(f"`sample_alpha` must be >= 0, got {sample_alpha}.")
-        self.sample_alpha = sample_alpha
+        self.sample_alpha = non_negative_number("sample_alpha", sample_alpha)
         self.scores = xlm_target_scores(token_counts, sample_alpha, pad_id, eos_id)
         if len(self.scores) != vocabulary_size:
             raise ValueError(f"`token_counts` has {len(self.scores)} entries for a "

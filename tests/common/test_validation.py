@@ -302,6 +302,12 @@ ROUTED = {
     "text_stream eos_id": (
         lambda v: multilingual.text_stream(["a"], 8, eos_id=v, language_id=0), "`eos_id`",
         "an integer >= 0", [-1, 1.5, "1"], []),  # edges: the next test
+    "smoothed_probabilities alpha": (
+        lambda v: multilingual.smoothed_probabilities([1, 3], v), "`alpha`",
+        "a number in [0, 1]", [-0.1, 1.5, True, "0.5", NAN], [0, 0.7, 1.0]),
+    "XLMMasker sample_alpha": (
+        lambda v: multilingual.XLMMasker(10, 4, 1, 0, [5] * 10, sample_alpha=v),
+        "`sample_alpha`", "a finite number >= 0", [-0.5, True, "0.5", NAN, INF], [0, 0.5]),
     "relative_positional_encoding hidden_size": (
         lambda v: relative_positional_encoding(2, 2, v), "`hidden_size`",
         "a positive even integer (half sine, half cosine features)",

@@ -6,6 +6,7 @@ from typing import Optional
 
 import keras
 
+from keras_ctx.common import validation
 from keras_ctx.schedules import WarmupThenDecay
 
 # Variables that BERT's AdamWeightDecayOptimizer leaves undecayed: every bias and the
@@ -34,8 +35,11 @@ def bert_adamw(learning_rate, weight_decay=0.01, beta_1=0.9, beta_2=0.999, epsil
     Example:
     >>> pretrainer.compile(optimizer=keras_ctx.optimizers.bert_adamw(1e-4), jit_compile=True)
     """
-    optimizer = keras.optimizers.AdamW(learning_rate, weight_decay=weight_decay, beta_1=beta_1,
-                                       beta_2=beta_2, epsilon=epsilon, **kwargs)
+    # Keras takes a negative decay or a beta of 1 without a word (and trains nowhere).
+    optimizer = keras.optimizers.AdamW(
+        learning_rate, weight_decay=validation.non_negative_number("weight_decay", weight_decay),
+        beta_1=validation.rate("beta_1", beta_1), beta_2=validation.rate("beta_2", beta_2),
+        epsilon=validation.positive_number("epsilon", epsilon), **kwargs)
     optimizer.exclude_from_weight_decay(var_names=list(NO_DECAY))
     return optimizer
 

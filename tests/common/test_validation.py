@@ -24,6 +24,7 @@ from keras_ctx.layers.relative_attention import relative_positional_encoding
 from keras_ctx.models.awd_lstm import AwdLstmBackbone
 from keras_ctx.models.electra import backbone as electra_backbone
 from keras_ctx.models.xlnet import XLNetBackbone
+from keras_ctx.optimizers import bert_adamw
 from keras_ctx.preprocessing import TextPreprocessor
 from keras_ctx.tasks import SequenceClassifier
 
@@ -308,6 +309,15 @@ ROUTED = {
     "XLMMasker sample_alpha": (
         lambda v: multilingual.XLMMasker(10, 4, 1, 0, [5] * 10, sample_alpha=v),
         "`sample_alpha`", "a finite number >= 0", [-0.5, True, "0.5", NAN, INF], [0, 0.5]),
+    "bert_adamw weight_decay": (
+        lambda v: bert_adamw(1e-4, weight_decay=v), "`weight_decay`", "a finite number >= 0",
+        [-0.01, True, "0.01", NAN], [0, 0.01]),
+    "bert_adamw beta_2": (
+        lambda v: bert_adamw(1e-4, beta_2=v), "`beta_2`", "a number in [0, 1)",
+        [1, 1.5, -0.1, True, "0.999"], [0, 0.999]),
+    "bert_adamw epsilon": (
+        lambda v: bert_adamw(1e-4, epsilon=v), "`epsilon`", "a positive finite number",
+        [0, -1e-6, True, "1e-6", INF], [1e-6]),
     "relative_positional_encoding hidden_size": (
         lambda v: relative_positional_encoding(2, 2, v), "`hidden_size`",
         "a positive even integer (half sine, half cosine features)",

@@ -92,8 +92,11 @@ def _real(value):
 
 def _refuse(label, what, value, error=ConfigError, hint=""):
     """The one message of a broken range rule: "{label} must be {what}, got {value!r}."
-    (`hint`, e.g. " (did you mean 'x'?)", goes before the full stop)."""
-    raise error(f"{label} must be {what}, got {value!r}{hint}.")
+    (`hint`, e.g. " (did you mean 'x'?)", goes before the full stop). The error's `rule`
+    is `what`, for a caller that words its own subject (a checkpoint's field)."""
+    refusal = error(f"{label} must be {what}, got {value!r}{hint}.")
+    refusal.rule = what
+    raise refusal
 
 
 def refuse(name, what, value, hint=""):

@@ -13,7 +13,9 @@ import re
 
 import numpy as np
 
+from keras_ctx.common import validation
 from keras_ctx.common.errors import CheckpointError  # noqa: F401  (converters raise it from here)
+from keras_ctx.common.errors import ConfigError
 from keras_ctx.common.files import read_json
 from keras_ctx.common.keras_files import FLOATING_DTYPES
 
@@ -207,32 +209,34 @@ def config_field(config, key, value):
 
 
 def check_settings(settings, config, source):
-    """Types and ranges of a backbone's settings, each error naming the config field."""
+    """Types and ranges of a backbone's settings, by common/validation's rules, each error
+    naming the file and the config field."""
     for key, value in settings.items():
-        if key in SIZE_FIELDS or key in LAYER_COUNTS:
-            low = 0 if key in ("type_vocab_size", "num_languages", "num_decoder_layers",
-                               "num_highway_layers") else 1
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
-                    or value < low or value >= 2**31:
-                field = config_field(config, key, value)
-                raise CheckpointError(f"{source}: {field} = {value!r} is not a size (an "
-                                      f"integer in [{low}, 2**31)); fix the field.")
-            if key in LAYER_COUNTS + ("num_highway_layers",) and value > MAX_LAYERS:
-                field = config_field(config, key, value)
-                raise CheckpointError(f"{source}: {field} = {value} layers is more than "
-                                      f"{MAX_LAYERS}; the file is damaged.")
-        elif "dropout" in key and value is not None:
-            if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                    or not 0 <= value < 1:
-                field = config_field(config, key, value)
-                raise CheckpointError(f"{source}: {field} = {value!r} is not a dropout rate "
-                                      "(a number in [0, 1)); fix the field.")
-        elif "epsilon" in key and value is not None:
-            if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                    or not 0 < value < 1:
-                field = config_field(config, key, value)
-                raise CheckpointError(f"{source}: {field} = {value!r} is not a layer-norm "
-                                      "epsilon (a number in (0, 1)); fix the field.")
+        rule = _setting_rule(key, value)
+        if rule is not None:
+            field = config_field(config, key, value)
+            try:
+                rule(field, value)
+            except ConfigError as error:
+                raise CheckpointError(f"{source}: {field} = {value!r} is not {error.rule}; fix "
+                                      "the field.") from None
+
+
+def _setting_rule(key, value):
+    """The check of setting `key` (name, value) -> value, or None for a free one."""
+    if key in SIZE_FIELDS or key in LAYER_COUNTS or key == "num_highway_layers":
+        low = 0 if key in ("type_vocab_size", "num_languages", "num_decoder_layers",
+                           "num_highway_layers") else 1
+        if key in LAYER_COUNTS + ("num_highway_layers",):  # more: a damaged file
+            return lambda name, v: validation.integer_in(name, v, low, MAX_LAYERS)
+        return lambda name, v: validation.integer_in(name, v, low, 2**31 - 1)
+    if value is None:
+        return None
+    if "dropout" in key:
+        return validation.rate
+    if "epsilon" in key:  # a layer norm's
+        return validation.open_fraction
+    return None
 
 
 def check_sizes(settings, shapes, config, source, shared_layers=False):

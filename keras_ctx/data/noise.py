@@ -156,62 +156,128 @@ def token_deletion(token_ids, rate=0.15):
     return tf.boolean_mask(token_ids, tf.random.uniform(tf.shape(token_ids)) >= rate)
 
 
-def text_infilling(token_ids, mask_id, rate=0.3, poisson_lambda=3.0, return_span_lengths=False,
-                   word_starts=None):
-    """BART's text infilling: spans with Poisson(3) lengths covering ceil(rate * n)
-    units are each replaced by ONE `mask_id`; a zero-length span inserts a mask.
+def poisson_span_log_probs(poisson_lambda):
+    """fairseq's span-length distribution, as log-probabilities over 0, 1, ...
 
-    Units are tokens, or with `word_starts` whole words, as fairseq's
-    denoising_dataset.py counts and places them with `--mask-length span-poisson`
-    (`mask_whole_words`). Span lengths are drawn until they cover ceil(rate * n)
-    units (the last one is cut to fit, as in fairseq); spans are placed
-    uniformly at random without overlap.
+    denoising_dataset.py builds a Categorical over Poisson(lambda) probabilities
+    for k = 0, 1, ... up to the first that falls under 1e-7 (kept), renormalised.
+    """
+    probs, term, k = [], np.exp(-poisson_lambda), 0
+    while True:
+        probs.append(term)
+        k += 1
+        term *= poisson_lambda / k
+        if probs[-1] < 1e-7 or k == 128:
+            break
+    if len(probs) < 2:  # P(0) alone: no span would ever cover a word
+        raise ValueError(f"poisson_lambda={poisson_lambda} leaves fairseq's span table only "
+                         "length 0 (P(0) < 1e-7): use a mean span of 16 or less.")
+    return np.log(np.asarray(probs, np.float32))
+
+
+def _span_lengths(budget, log_probs):
+    """Span lengths drawn until they cover `budget` words, the last cut to fit
+    (fairseq draws `budget` at a time while the sum falls short); zeros kept."""
+    def draw():
+        return tf.cast(tf.random.categorical(log_probs[None], budget)[0], tf.int32)
+
+    lengths, = tf.while_loop(lambda drawn: tf.reduce_sum(drawn) < budget,
+                             lambda drawn: (tf.concat([drawn, draw()], 0),), (draw(),),
+                             shape_invariants=(tf.TensorShape([None]),))
+    covered = tf.cumsum(lengths)
+    num_spans = tf.minimum(tf.reduce_sum(tf.cast(covered < budget, tf.int32)) + 1,
+                           tf.size(lengths))
+    before = tf.concat([[0], covered], 0)[tf.maximum(num_spans - 1, 0)]
+    return tf.concat([lengths[:num_spans - 1], [budget - before]], 0)[:num_spans]
+
+
+def _replacements(count, mask_id, mask_random, vocab_size, dtype):
+    """`count` replacement tokens: `mask_id`, or with probability `mask_random` a
+    random id in [1, vocab_size) as fairseq draws them (`torch.randint(1, len(vocab))`)."""
+    masks = tf.fill([count], tf.cast(mask_id, dtype))
+    if not mask_random:
+        return masks
+    random_ids = tf.random.uniform([count], 1, vocab_size, dtype=tf.int32)
+    return tf.where(tf.random.uniform([count]) < mask_random, tf.cast(random_ids, dtype), masks)
+
+
+def _insert(tokens, num_inserts, mask_id, mask_random, vocab_size):
+    """fairseq's `add_insertion_noise`: `num_inserts` tokens at uniformly drawn
+    positions, ceil(num_inserts * mask_random) of them random ids, the rest masks."""
+    num_random = tf.cast(tf.math.ceil(tf.cast(num_inserts, tf.float64) * mask_random), tf.int32)
+    codes = tf.random.shuffle(tf.concat([  # 0 a kept token, 1 a mask, 2 a random id
+        tf.zeros([tf.size(tokens)], tf.int32), tf.fill([num_inserts - num_random], 1),
+        tf.fill([num_random], 2)], 0))
+    source = tf.gather(tokens, tf.maximum(tf.cumsum(tf.cast(codes == 0, tf.int32)) - 1, 0))
+    random_ids = tf.random.uniform(tf.shape(codes), 1, vocab_size or 2, dtype=tf.int32)
+    return tf.where(codes == 0, source, tf.where(codes == 1, tf.cast(mask_id, tokens.dtype),
+                                                 tf.cast(random_ids, tokens.dtype)))
+
+
+def _cover_spans(token_ids, positions, head_words, spans, replacements):
+    """fairseq's span placement with replace_length 1: the span of `spans[i]` words
+    from word `head_words[i]` (its first token at `positions[head_words[i]]`)
+    keeps its first token as `replacements[i]` and deletes the rest, up to the
+    next `spans[i]`-th word start or the end. A head inside another span is
+    deleted with it, so overlapping spans merge under the first one's token."""
+    n = tf.size(token_ids)
+    heads = tf.gather(positions, head_words)
+    ends = tf.gather(tf.concat([positions, [n]], 0),
+                     tf.minimum(head_words + spans, tf.size(positions)))
+    edges = tf.math.unsorted_segment_sum(
+        tf.concat([tf.ones_like(heads), -tf.ones_like(ends)], 0),
+        tf.concat([heads + 1, ends], 0), n + 1)
+    deleted = tf.cumsum(edges)[:n] > 0
+    replaced = tf.tensor_scatter_nd_update(token_ids, heads[:, None], replacements)
+    return tf.boolean_mask(replaced, ~deleted)
+
+
+def text_infilling(token_ids, mask_id, rate=0.3, poisson_lambda=3.0, return_span_lengths=False,
+                   word_starts=None, mask_random=0.0, vocab_size=None):
+    """BART's text infilling as fairseq's denoising_dataset.py makes it
+    (`add_whole_word_mask`, `--mask-length span-poisson --replace-length 1`).
+
+    ceil(rate * words) words (in float32, as fairseq's torch sum) are covered by
+    spans of Poisson(lambda) words, the last cut to fit; a zero-length span is an
+    inserted mask. Each span starts at a word start drawn without replacement
+    (fairseq's `randperm`): its first token becomes one mask and the rest of its
+    words are deleted. Spans may overlap: a head inside an earlier span is
+    deleted with it (the two merge under one mask), so the spans' union covers
+    fewer words than their lengths add up to, as in fairseq. Inserted masks go
+    to uniformly drawn positions of the result (`add_insertion_noise`).
 
     Args:
         token_ids: (n,) int tensor.
-        rate: fraction of units masked (0.3 in Lewis et al., 2020, Sec. 5.1).
-        poisson_lambda: mean span length (3).
-        return_span_lengths: also return the (num_spans,) lengths in order.
-        word_starts: None (token units) or (n,) bool, True where a word starts
-            (the first token always starts one).
+        rate: share of words masked (`--mask`; 0.3 in Lewis et al., 2020, Sec. 5.1).
+        poisson_lambda: mean span length in words (`--poisson-lambda`; 3 in the
+            paper, Sec. 2.2; 3.5 in the authors' run, fairseq issue #1899).
+        return_span_lengths: also return the (num_spans,) lengths drawn, in
+            order, zeros (inserts) included.
+        word_starts: None (every token a word) or (n,) bool, True where a word
+            starts, by the released rule (GPT-2 BPE: a piece that decodes with a
+            leading space); tokens before the first start are never masked.
+        mask_random: share of the spans (and inserts) given a random id in
+            [1, vocab_size) instead of the mask (`--mask-random`; the paper
+            describes none, the authors' run used 0.1).
+        vocab_size: the ids' range, needed when mask_random > 0.
     """
+    if mask_random and not vocab_size:
+        raise ValueError("text_infilling(mask_random > 0) draws random ids: pass vocab_size.")
     token_ids = tf.convert_to_tensor(token_ids)
-    units = None
-    if word_starts is not None:
-        starts = tf.concat([[True], tf.cast(word_starts, tf.bool)[1:]], 0)
-        units = tf.RaggedTensor.from_value_rowids(
-            token_ids, tf.cumsum(tf.cast(starts, tf.int64)) - 1)
-    n = tf.size(token_ids) if units is None else tf.cast(units.nrows(), tf.int32)
-    # (the -1e-4 keeps float error from adding a token: ceil(100 * 0.3) is 30).
-    num_to_mask = tf.cast(tf.math.ceil(tf.cast(n, tf.float32) * rate - 1e-4), tf.int32)
-    # Poisson(3) is >= 1 with probability 0.95: num_to_mask + 1 draws cover it.
-    lengths = tf.cast(
-        tf.random.poisson([num_to_mask + 1], poisson_lambda, dtype=tf.float32), tf.int32
-    )
-    covered = tf.cumsum(lengths)
-    num_spans = tf.minimum(tf.reduce_sum(tf.cast(covered < num_to_mask, tf.int32)) + 1,
-                           num_to_mask + 1)
-    num_spans = tf.where(num_to_mask > 0, num_spans, 0)
-    lengths = lengths[:num_spans]
-    # Cut the last span so the spans cover exactly num_to_mask tokens.
-    excess = tf.maximum(tf.reduce_sum(lengths) - num_to_mask, 0)
-    lengths = lengths - excess * tf.one_hot(num_spans - 1, num_spans, dtype=tf.int32)
-    masked_tokens = tf.reduce_sum(lengths)
-    # Items in order: 0 = a kept token, 1 = a span (one mask token); uniformly shuffled.
-    items = tf.random.shuffle(
-        tf.concat([tf.zeros([n - masked_tokens], tf.int32), tf.ones([num_spans], tf.int32)], 0)
-    )
-    is_span = items > 0
-    span_index = tf.maximum(tf.cumsum(items) - 1, 0)
-    advance = tf.where(is_span, tf.gather(lengths, span_index), 1)
-    source = tf.cumsum(advance) - advance  # the original position each item starts at
-    if units is None:
-        kept = tf.gather(token_ids, tf.minimum(source, tf.maximum(n - 1, 0)))
-        noised = tf.where(is_span, tf.cast(mask_id, token_ids.dtype), kept)
-    else:  # each kept item its word's tokens, each span one mask
-        table = tf.concat([units, tf.RaggedTensor.from_tensor(
-            tf.fill([1, 1], tf.cast(mask_id, token_ids.dtype)))], 0)
-        noised = tf.gather(table, tf.where(is_span, n, tf.minimum(source, n - 1))).flat_values
+    n = tf.size(token_ids)
+    starts = (tf.ones([n], tf.bool) if word_starts is None
+              else tf.cast(tf.convert_to_tensor(word_starts), tf.bool))
+    positions = tf.cast(tf.where(starts)[:, 0], tf.int32)
+    words = tf.size(positions)
+    budget = tf.cast(tf.math.ceil(tf.cast(words, tf.float32) * tf.constant(rate, tf.float32)),
+                     tf.int32)
+    lengths = _span_lengths(budget, tf.constant(poisson_span_log_probs(poisson_lambda)))
+    spans = tf.boolean_mask(lengths, lengths > 0)
+    num_spans = tf.size(spans)
+    head_words = tf.random.shuffle(tf.range(words))[:num_spans]
+    noised = _cover_spans(token_ids, positions, head_words, spans, _replacements(
+        num_spans, mask_id, mask_random, vocab_size, token_ids.dtype))
+    noised = _insert(noised, tf.size(lengths) - num_spans, mask_id, mask_random, vocab_size)
     if return_span_lengths:
         return noised, lengths
     return noised

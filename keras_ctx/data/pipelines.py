@@ -268,26 +268,39 @@ def span_corruption_example(tokenizer, sequence_length, num_sentinels=100, eos_t
         encoder_length, decoder_length, decoder_start_id=0)
 
 
-def denoising_dataset(documents, tokenizer, batch_size, sequence_length=512, seed=0):
+def denoising_dataset(documents, tokenizer, batch_size, sequence_length=512, seed=0,
+                      **infilling):
     """BART: sentence permutation + text infilling (Lewis et al. 2020, Table 1's best).
 
     fairseq ids: <s>, <pad>, </s>, <mask>; the decoder starts with </s>.
+    `infilling`: `denoising_example`'s rate, poisson_lambda and mask_random.
     """
     examples = token_chunks(documents, tokenizer, sequence_length - 2, None, seed).map(
-        denoising_example(tokenizer, sequence_length))
+        denoising_example(tokenizer, sequence_length, **infilling))
     return examples.batch(batch_size, drop_remainder=True)
 
 
-def denoising_example(tokenizer, sequence_length):
-    """BART's map from one chunk of `sequence_length - 2` ids to encoder / decoder features."""
+# The BART authors' run (fairseq issue #1899, the first author's BART-large command:
+# `--mask 0.3 --mask-random 0.1 --poisson-lambda 3.5 --mask-length span-poisson
+# --replace-length 1 --permute-sentences 1 --rotate 0.0 --insert 0.0`); the paper
+# gives lambda 3 and no random tokens (Lewis et al. 2020, Sec. 2.2).
+BART_INFILLING = dict(rate=0.3, poisson_lambda=3.5, mask_random=0.1)
+
+
+def denoising_example(tokenizer, sequence_length, rate=BART_INFILLING["rate"],
+                      poisson_lambda=BART_INFILLING["poisson_lambda"],
+                      mask_random=BART_INFILLING["mask_random"]):
+    """BART's map from one chunk of `sequence_length - 2` ids to encoder / decoder features:
+    sentences shuffled, then `noise.text_infilling` in whole words (its arguments)."""
     bos, pad, eos, mask = (tokenizer.token_to_id(t) for t in ("<s>", "<pad>", "</s>", "<mask>"))
     period = tokenizer.token_to_id(".")
-    # 30% of the words masked in Poisson(3) spans of whole words (fairseq's
-    # span-poisson masking over `is_beginning_of_word`), sentences shuffled.
+    # fairseq's span-poisson masking over `is_beginning_of_word` (GPT-2 BPE: "Ġ").
     starts = tf.constant(~continuation_table(tokenizer))
     corrupt = noise.compose(
         lambda ids: noise.sentence_permutation(ids, period),
-        lambda ids: noise.text_infilling(ids, mask, word_starts=tf.gather(starts, ids)))
+        lambda ids: noise.text_infilling(
+            ids, mask, rate, poisson_lambda, word_starts=tf.gather(starts, ids),
+            mask_random=mask_random, vocab_size=tokenizer.vocabulary_size()))
 
     def example(ids):
         wrap = lambda t: tf.concat([[bos], t, [eos]], 0)  # noqa: E731

@@ -7,6 +7,7 @@ import os
 
 import numpy as np
 import pytest
+from keras import ops
 from safetensors.numpy import save_file
 
 import keras_ctx
@@ -74,8 +75,8 @@ def test_masked_lm_head_comes_along_when_asked(tmp_path, hf_cache):
     hub_caches.add_hf_repo(hf_cache, "org/bert-mlm", source)
     resolved = handles.resolve("hf://org/bert-mlm", head=True)
     want_backbone, want_head = masked_lm_from_huggingface(source)
-    got = resolved.head(resolved.backbone(INPUTS)["sequence_output"]).numpy()
-    want = want_head(want_backbone(INPUTS)["sequence_output"]).numpy()
+    got = ops.convert_to_numpy(resolved.head(resolved.backbone(INPUTS)["sequence_output"]))
+    want = ops.convert_to_numpy(want_head(want_backbone(INPUTS)["sequence_output"]))
     np.testing.assert_array_equal(got, want)
     assert handles.resolve("hf://org/bert-mlm").head is None  # not asked
 

@@ -1,8 +1,15 @@
 """The suite's one backend switch: the caller's KERAS_BACKEND (tensorflow when unset)
 runs every test on that backend, e.g. `KERAS_BACKEND=torch pytest -q tests/layers`.
 
-A test (or a whole module, through `pytestmark`) that only TensorFlow can run carries
-`@pytest.mark.tensorflow_only("why")`; on JAX and PyTorch it is skipped with that reason.
+Markers that skip a test (or a whole module, through `pytestmark`) elsewhere, with a reason
+(pytest.ini lists them):
+
+- `@pytest.mark.tensorflow_only("why")`: only TensorFlow can run it (tf.data, SavedModel, TF
+  checkpoints, tf.distribute, a reference computed on TensorFlow in the test process);
+- `@pytest.mark.runs_on("tensorflow", "jax", reason="why")`: the backends named only;
+- `@pytest.mark.backend_neutral("why")`: its subject involves no Keras backend (docs, the
+  repository's layout, lint, argparse): TensorFlow's run covers it, JAX and PyTorch skip it,
+  so that CI can run the whole default suite on each backend without paying for it thrice.
 """
 
 import os
@@ -14,32 +21,64 @@ if os.environ["KERAS_BACKEND"] == "torch":
     # took 270 s instead of 10 s for three tiny backbones on 2 cores. The tests run that
     # fit eagerly; TORCH_COMPILE_DISABLE=0 asks for torch.compile.
     os.environ.setdefault("TORCH_COMPILE_DISABLE", "1")
+if os.environ["KERAS_BACKEND"] == "jax":
+    # XLA:CPU's compile time is most of a tiny model's test on JAX: LLVM's cheap passes
+    # only (set before JAX starts; a flag the caller's XLA_FLAGS sets holds, e.g.
+    # --xla_backend_optimization_level=3 --xla_llvm_disable_expensive_passes=false, XLA's).
+    flags = os.environ.get("XLA_FLAGS", "")
+    os.environ["XLA_FLAGS"] = " ".join([flags] + [
+        f"--{name}={value}" for name, value in (("xla_backend_optimization_level", 0),
+                                                ("xla_llvm_disable_expensive_passes", "true"))
+        if f"--{name}=" not in flags]).strip()
 
 import keras_ctx  # noqa: E402,F401  (before keras: it hides TensorFlow's load-time lines)
 import keras  # noqa: E402
 import pytest  # noqa: E402
 
 BACKEND = keras.backend.backend()
+BACKENDS = ("tensorflow", "jax", "torch")
 
 
 def pytest_report_header(config):
     return f"keras backend: {BACKEND}"
 
 
-def pytest_collection_modifyitems(config, items):
-    """Skips `tensorflow_only` tests on another backend, showing their reason."""
-    if BACKEND == "tensorflow":
-        return
-    for item in items:
-        marker = item.get_closest_marker("tensorflow_only")
-        if marker is None:
+# marker -> (the backends it runs on, or None: runs_on names them, what the skip says)
+SKIPPING = {"tensorflow_only": (("tensorflow",), "TensorFlow only"),
+            "backend_neutral": (("tensorflow",), "backend-neutral, TensorFlow's run covers it"),
+            "runs_on": (None, None)}
+
+
+def skip_reason(item, backend=BACKEND):
+    """Why `item` does not run on `backend`, or None where it does; a marker without its
+    reason (or naming no known backend) stops the run on every backend."""
+    for marker in item.iter_markers():
+        if marker.name not in SKIPPING:
             continue
-        reason = marker.args[0] if marker.args else marker.kwargs.get("reason")
-        if not reason:
+        backends, said = SKIPPING[marker.name]
+        if backends is None:  # runs_on("tensorflow", "jax", reason="...")
+            backends, reason = marker.args, marker.kwargs.get("reason")
+            said = " and ".join(backends) + " only"
+            if not backends or not set(backends) <= set(BACKENDS):
+                raise pytest.UsageError(
+                    f"{item.nodeid}: runs_on names backends among {BACKENDS}, not {backends}")
+        else:
+            reason = marker.args[0] if marker.args else marker.kwargs.get("reason")
+        if not isinstance(reason, str) or not reason:
             raise pytest.UsageError(
-                f"{item.nodeid}: tensorflow_only needs a reason, "
-                "e.g. @pytest.mark.tensorflow_only('tf.data pipeline')")
-        item.add_marker(pytest.mark.skip(reason=f"TensorFlow only: {reason}"))
+                f"{item.nodeid}: {marker.name} needs a reason, e.g. "
+                f"@pytest.mark.{marker.name}('tf.data pipeline')")
+        if backend not in backends:
+            return f"{said}: {reason}"
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skips the tests marked for other backends (or backend-neutral), showing their reason."""
+    for item in items:
+        reason = skip_reason(item)
+        if reason is not None:
+            item.add_marker(pytest.mark.skip(reason=reason))
 
 
 @pytest.fixture(autouse=True)

@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.backend_neutral(
+    "TensorFlow's allocator setting at its import, in subprocesses")
+
 ROOT = Path(__file__).parents[1]
 
 # Records TF_CPU_ALLOCATOR_USE_BFC at the moment TensorFlow is first imported,

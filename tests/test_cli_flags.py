@@ -9,6 +9,8 @@ import pytest
 
 from keras_ctx import cli
 
+pytestmark = pytest.mark.backend_neutral("argparse: how the command line is read")
+
 
 def refusal(capsys, argv):
     """(exit status, the one line printed) of a command line argparse refuses."""

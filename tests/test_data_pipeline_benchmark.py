@@ -8,6 +8,9 @@ import pytest
 
 from benchmarks import data_pipeline
 
+pytestmark = pytest.mark.backend_neutral(
+    "the benchmark's corpus and memory probe (tf.data and processes)")
+
 
 def test_corpus_is_the_builtin_one_repeated_to_size(tmp_path, monkeypatch):
     from keras_ctx.data import corpora

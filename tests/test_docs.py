@@ -12,6 +12,9 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.backend_neutral(
+    "the documentation's text, its site build and the parser's help")
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 

@@ -100,6 +100,7 @@ def check_output(script, output):
                     assert check(float(value)), f"{script}: {match.group(0)!r}"
 
 
+@pytest.mark.backend_neutral("reads the scripts' text")
 def test_every_example_has_a_fast_mode_and_is_checked():
     scripts = sorted(f for f in os.listdir(EXAMPLES) if f.endswith(".py"))
     assert scripts == sorted(EXPECTED)

@@ -6,6 +6,10 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.backend_neutral("ruff on the sources")
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 

@@ -15,6 +15,9 @@ import keras_ctx  # noqa: F401  (registers the families)
 from keras_ctx import registry
 from keras_ctx.models import presets
 
+pytestmark = pytest.mark.backend_neutral(
+    "the presets' settings against the published table, and tf.data recipes")
+
 TABLE = os.path.join(os.path.dirname(__file__), os.pardir, "docs", "pretraining-defaults.md")
 COLUMNS = ("learning_rate", "batch_size", "batch_tokens", "sequence_length", "steps",
            "warmup_steps", "mask_rate", "mask_token_rate", "random_token_rate",

@@ -5,6 +5,8 @@ import pytest
 from keras_ctx.common import progress
 from keras_ctx.common.errors import ConfigError
 
+pytestmark = pytest.mark.backend_neutral("progress reporting's arguments, plain Python")
+
 
 @pytest.mark.parametrize("every", [float("nan"), float("inf"), -1.0, "5"])
 def test_an_interval_that_makes_no_sense_is_refused(every):

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+TEXT_ONLY = pytest.mark.backend_neutral("reads the pages' text")
 PAGES = ["README.md"] + sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md"))
 
 # What a reader supplies: docs/getting-started.md says so (data, files, sizes).
@@ -54,6 +55,7 @@ def blocks():
             for title, found in sections(page) for i, block in enumerate(found)]
 
 
+@TEXT_ONLY
 def test_sections_read_headings_outside_code_only(tmp_path, monkeypatch):
     page = tmp_path / "page.md"
     page.write_text("# Page\n\n## One\n\n```python\nx = 1\n# not a heading\n```\n\n"
@@ -63,12 +65,14 @@ def test_sections_read_headings_outside_code_only(tmp_path, monkeypatch):
                                    ("One", ["x = 1\n# not a heading\n"]), ("Two", ["y = x\n"])]
 
 
+@TEXT_ONLY
 def test_pages_have_python_blocks():
     assert len(blocks()) >= 26  # README had 25 before the docs site, + the tour
     pages = {page for page, *_ in blocks()}
     assert {"README.md", "docs/guides/encoders.md", "docs/guides/lstm.md"} <= pages
 
 
+@TEXT_ONLY
 @pytest.mark.parametrize("page,title,index,block", blocks(),
                          ids=[f"{p}:{t[:20]}-{i}" for p, t, i, _ in blocks()])
 def test_block_compiles(page, title, index, block):
@@ -92,6 +96,7 @@ def _defined_and_used(block):
     return defined, used
 
 
+@TEXT_ONLY
 def test_every_name_a_block_uses_is_imported_defined_or_a_fill_in():
     """A reader who copies a section's blocks in order gets no NameError."""
     problems = []
@@ -107,6 +112,7 @@ def test_every_name_a_block_uses_is_imported_defined_or_a_fill_in():
     assert not problems, "Python blocks use undefined names:\n" + "\n".join(problems)
 
 
+@TEXT_ONLY
 def test_getting_started_names_every_fill_in():
     text = (ROOT / "docs" / "getting-started.md").read_text()
     paragraph = text[text.index("The Python blocks of these guides"):]
@@ -134,6 +140,7 @@ def test_layers_section_runs_as_written():
     assert tuple(namespace["features"].shape) == (2, 5, 8)
 
 
+@pytest.mark.runs_on("tensorflow", "jax", reason="SavedModel export")
 def test_export_section_runs_as_written(tmp_path, monkeypatch):
     from keras_ctx.models import from_preset
 

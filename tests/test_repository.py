@@ -5,6 +5,10 @@ import argparse
 import pathlib
 import re
 
+import pytest
+
+pytestmark = pytest.mark.backend_neutral("the repository's files and the parser")
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 

@@ -7,6 +7,9 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.backend_neutral(
+    "how the keras-ctx process starts, in subprocesses that choose their backend")
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

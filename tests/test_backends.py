@@ -9,6 +9,7 @@ back its outputs and, for the backbones that generate, its greedy tokens
 
 import os
 
+import keras
 import numpy as np
 import pytest
 
@@ -19,6 +20,10 @@ from tests.tiny_backbones import backbone_inputs
 # float32 on both backends; XLA (JAX), torch's and TensorFlow's kernels sum in other orders.
 ATOL = 1e-5
 OTHER_BACKENDS = ("jax", "torch")
+# TensorFlow's run compares; on JAX and torch this process would compare two other backends.
+TENSORFLOW_HERE = pytest.mark.tensorflow_only(
+    "compares with TensorFlow's numbers computed in this process: the other backend runs "
+    "in a subprocess (tests/backends.py)")
 
 
 def _compare_with(backend, tmp_path, generating):
@@ -52,6 +57,7 @@ def _compare_with(backend, tmp_path, generating):
     return {key.split("/")[0] for key in expected if key.endswith("greedy_tokens")}
 
 
+@TENSORFLOW_HERE
 @pytest.mark.parametrize("backend", OTHER_BACKENDS)
 def test_every_family_backbone_gives_tensorflows_outputs_and_gpt2_t5_its_tokens(
         backend, tmp_path):
@@ -60,12 +66,14 @@ def test_every_family_backbone_gives_tensorflows_outputs_and_gpt2_t5_its_tokens(
 
 
 @pytest.mark.slow  # ~6 min on 2 loaded cores (a jit per family); gpt2 and t5 run by default
+@TENSORFLOW_HERE
 @pytest.mark.parametrize("backend", OTHER_BACKENDS)
 def test_every_generating_family_gives_tensorflows_greedy_tokens(backend, tmp_path):
     generated = _compare_with(backend, tmp_path, generating=None)
     assert {"gpt", "gpt2", "t5", "bart"} <= generated
 
 
+@TENSORFLOW_HERE
 @pytest.mark.parametrize("backend", OTHER_BACKENDS)
 def test_without_tensorflow_a_preset_a_converted_checkpoint_a_task_and_generation_work(
         backend, tmp_path):
@@ -88,19 +96,20 @@ def test_without_tensorflow_a_preset_a_converted_checkpoint_a_task_and_generatio
     inputs = {"token_ids": MINILM_IDS, "padding_mask": (MINILM_IDS > 0).astype("int32"),
               "segment_ids": np.zeros_like(MINILM_IDS)}
     np.testing.assert_allclose(got["minilm/sequence_output"],
-                               np.asarray(converted(inputs)["sequence_output"]),
+                               keras.ops.convert_to_numpy(converted(inputs)["sequence_output"]),
                                atol=ATOL, rtol=0)
     classifier = SequenceClassifier(converted, num_classes=3, dropout=0.0)
     classifier(inputs)
     classifier.set_weights(classifier.get_weights()[:-2] + [got["classifier/kernel"],
                                                             got["classifier/bias"]])
-    np.testing.assert_allclose(got["classifier/logits"], np.asarray(classifier(inputs)),
+    np.testing.assert_allclose(got["classifier/logits"], keras.ops.convert_to_numpy(classifier(inputs)),
                                atol=ATOL, rtol=0)
     np.testing.assert_array_equal(got["gpt2/greedy_tokens"], greedy_tokens(gpt2))
 
 
 @pytest.mark.slow  # ~15 min on JAX (fit under XLA, save/load, bfloat16 per family); the
 # parity test above runs every family's backbone on each backend by default
+@TENSORFLOW_HERE
 @pytest.mark.parametrize("backend", OTHER_BACKENDS)
 def test_every_family_passes_run_backbone_test(backend):
     run_on_backend(backend, "backbone_contracts", {"families_to_test": families.names()},
@@ -112,6 +121,7 @@ def _backend_table(path):
     return text[text.index("<!-- backend-table -->"):text.index("<!-- /backend-table -->")]
 
 
+@pytest.mark.backend_neutral("compares two pages' text")
 def test_readme_and_docs_give_one_backend_table():
     table = _backend_table("docs/backends.md")
     assert table.count("\n|") >= 8  # a header, its rule and the rows

@@ -18,6 +18,10 @@ ATOL = 1e-5
 
 
 OTHER_BACKENDS = ("jax", "torch")
+# TensorFlow's run compares; on JAX and torch this process would compare two other backends.
+pytestmark = pytest.mark.tensorflow_only(
+    "compares with TensorFlow's numbers computed in this process: the other backend runs "
+    "in a subprocess (tests/backends.py)")
 
 
 def _compare_with(backend, tmp_path, modes, fit):

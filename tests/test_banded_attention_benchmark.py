@@ -1,8 +1,12 @@
 """Keeps benchmarks/banded_attention.py working: a tiny run, timing only."""
 
+import pytest
+
 from benchmarks import banded_attention
 
 
+@pytest.mark.tensorflow_only("the benchmark times TensorFlow's GradientTape step in a "
+                             "tf.function")
 def test_banded_attention_benchmark_runs_and_reports_every_implementation():
     rows = banded_attention.main([
         "--lengths", "48", "--window", "16", "--hidden", "8", "--heads", "2",

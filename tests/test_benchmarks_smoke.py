@@ -6,6 +6,8 @@ from benchmarks import train_throughput
 
 
 @pytest.mark.slow  # ~25 s
+@pytest.mark.tensorflow_only("benchmarks/train_throughput.py steps Keras' TensorFlow train "
+                             "function on a tf.data iterator")
 def test_train_throughput_tiny_bert_runs_and_reports():
     rows = train_throughput.main([
         "--model", "bert", "--compare", "none", "--layers", "1", "--hidden", "32",
@@ -25,6 +27,7 @@ def test_train_throughput_tiny_bert_runs_and_reports():
     assert float(rss.replace(",", "")) > 100  # MB: the worker's RSS high-water mark
 
 
+@pytest.mark.backend_neutral("arithmetic on the configuration")
 def test_model_flops_formula_bert():
     # 6N + 12LTH per token + 6(H^2 + HV) per selected position, by hand for a
     # one-layer H=4 model: N = 4(16+4) + (4*16+16) + (16*4+4) + 16 = 244.
@@ -36,6 +39,7 @@ def test_model_flops_formula_bert():
     assert train_throughput.model_flops(spec, "keras_ctx") == expected
 
 
+@pytest.mark.backend_neutral("arithmetic on the configuration")
 def test_executed_flops_skip_the_last_layer_at_unselected_rows():
     # H=4, F=16, T=20, P=3: each of the 17 unselected rows skips Q, O and the
     # FFN (6 * (2 * 20 + 64 + 16 + 64 + 4) = 1128) and its attention row
@@ -49,6 +53,8 @@ def test_executed_flops_skip_the_last_layer_at_unselected_rows():
 
 
 @pytest.mark.slow  # ~35 s
+@pytest.mark.tensorflow_only("the benchmark compares XLA and TF graphs of the loop with "
+                             "keras-hub's tf.function")
 def test_generation_benchmark_tiny_gpt2_int8_runs_and_reports():
     from benchmarks import generation
 
@@ -68,6 +74,8 @@ def test_generation_benchmark_tiny_gpt2_int8_runs_and_reports():
     assert rows[1][7] == "1.00x"
 
 
+@pytest.mark.tensorflow_only("benchmarks/backbone.py steps Keras' TensorFlow train function "
+                             "on a tf.data iterator")
 def test_backbone_benchmark_tiny_bert_reports_both_libraries_and_their_ratio():
     from benchmarks import backbone
 
@@ -87,6 +95,7 @@ def test_backbone_benchmark_tiny_bert_reports_both_libraries_and_their_ratio():
     assert float(low) <= median <= float(high)
 
 
+@pytest.mark.backend_neutral("timing helpers on plain Python functions")
 def test_interleave_alternates_the_order_and_counts_page_faults():
     from benchmarks import common
 
@@ -119,6 +128,7 @@ def test_backbone_benchmark_user_model_is_backbone_plus_dense_head():
         assert set(model.input) == {"token_ids", "padding_mask"}
 
 
+@pytest.mark.tensorflow_only("times a SavedModel and tf.function calls, XLA on and off")
 def test_inference_latency_tiny_bert_times_the_xla_export_too():
     from benchmarks import inference_latency
 
@@ -132,6 +142,8 @@ def test_inference_latency_tiny_bert_times_the_xla_export_too():
     assert float(reference[-1]) == 1.0  # latencies are relative to XLA Keras
 
 
+@pytest.mark.tensorflow_only("the benchmark times TensorFlow's GradientTape step in a "
+                             "tf.function, XLA on and off")
 def test_lstm_benchmark_tiny_reports_the_projected_cell_with_and_without_xla():
     from benchmarks import lstm
 
@@ -144,6 +156,7 @@ def test_lstm_benchmark_tiny_reports_the_projected_cell_with_and_without_xla():
     assert float(gflops) == pytest.approx(3 * 2 * 416 * 8 / (float(ms) / 1e3) / 1e9, rel=0.05)
 
 
+@pytest.mark.backend_neutral("parses XLA's HLO dump files written here")
 def test_profile_step_reads_optimized_hlo_and_groups_thunks(tmp_path):
     from benchmarks import profile_step
 

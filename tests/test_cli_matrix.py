@@ -7,6 +7,7 @@ directory finetune wrote each exit 0, or exit 2 with one `keras-ctx` line.
 
 import os
 
+import keras
 import numpy as np
 import pytest
 
@@ -25,6 +26,10 @@ FAST = {"bert", "elmo"}  # the others with -m slow (~30 s each)
 TEXTS = ["the bank of the river", "a bank loan of money"]
 # A classifier's text export (~10 s each): WordPiece, byte-level BPE, and ELMo's refusal.
 TEXT_EXPORTS = ("bert", "roberta", "elmo")
+# Every command includes export: a SavedModel, TensorFlow's and JAX's (torch refuses it in one
+# line: tests/test_export.py).
+EXPORTS = pytest.mark.runs_on("tensorflow", "jax", reason="every command includes SavedModel "
+                              "export")
 
 
 def _params():
@@ -139,6 +144,7 @@ def _check_text_export(capsys, tuned, out):
     np.testing.assert_allclose(by_text, by_ids["probabilities"].numpy(), atol=1e-6)
 
 
+@EXPORTS
 @pytest.mark.parametrize("family", _params())
 def test_every_command_on_a_pretrained_run(family, pretrained, workdir, capsys):
     codes = check_commands(capsys, pretrained(family), workdir, family)
@@ -160,7 +166,7 @@ def test_encoder_decoder_word_vectors_are_the_encoders(family, pretrained):
     run = pretrained(family)
     info, backbone, tokenizer = runs.load_run(run)
     inputs, preprocessor = text_inputs(families.get(family), tokenizer, TEXTS, 16)
-    encoder = np.asarray(backbone({k: v for k, v in inputs.items() if k in backbone.input})
+    encoder = keras.ops.convert_to_numpy(backbone({k: v for k, v in inputs.items() if k in backbone.input})
                          ["encoder_sequence_output"])
     expected = [encoder[i, word_positions(tokenizer, text, "bank",
                                           offset=len(preprocessor.start_ids))].mean(0)
@@ -176,11 +182,12 @@ def test_elmo_classifier_pools_only_real_words(pretrained, workdir, capsys):
     run_cli(capsys, "finetune", pretrained("elmo"), "--train", workdir / "train.tsv",
             "--out", workdir / "tuned-elmo-pad", "--epochs", 1, "--batch-size", 4)
     _, classifier = runs.load_finetuned(workdir / "tuned-elmo-pad")
-    short = np.asarray(classifier(character_inputs(["the bank"], 4)))
-    padded = np.asarray(classifier(character_inputs(["the bank"], 12)))
+    short = keras.ops.convert_to_numpy(classifier(character_inputs(["the bank"], 4)))
+    padded = keras.ops.convert_to_numpy(classifier(character_inputs(["the bank"], 12)))
     np.testing.assert_allclose(short, padded, atol=1e-5)
 
 
+@EXPORTS
 def test_converted_huggingface_run_takes_every_command(pretrained, workdir, capsys):
     """A Hugging Face BERT directory, converted, embeds like the run it came from."""
     from keras_ctx import runs

@@ -33,6 +33,7 @@ def test_the_reason_behind_tf_functions_in_user_code_is_the_line(kind):
     assert one_line(error) == REASON
 
 
+@pytest.mark.tensorflow_only("a Keras layer's call inside a tf.function")
 @pytest.mark.parametrize("kind", [ValueError, KeyError])
 @pytest.mark.parametrize("infers_shape", [True, False])
 def test_the_reason_of_a_layer_inside_tf_function_is_the_line(kind, infers_shape):

@@ -51,7 +51,7 @@ def test_quantized_backbone_reloads_identically_and_stays_close_to_float32(
         family, mode, tmp_path):
     model = backbone(family)
     x, name = _inputs(model)
-    reference = np.asarray(model(x)[name])
+    reference = keras.ops.convert_to_numpy(model(x)[name])
     said = _quantized(model, mode)
     tables = [layer for layer in model._flatten_layers() if isinstance(layer, TokenEmbedding)]
     dense = [layer for layer in model._flatten_layers()
@@ -63,13 +63,13 @@ def test_quantized_backbone_reloads_identically_and_stays_close_to_float32(
     else:
         assert tables and all(t.quantization_mode == mode for t in tables)
         assert all(t.embeddings.dtype == "int8" for t in tables)
-    quantized = np.asarray(model(x)[name])
+    quantized = keras.ops.convert_to_numpy(model(x)[name])
     error = np.linalg.norm(quantized - reference) / np.linalg.norm(reference)
     assert 0 < error < TOLERANCE[mode], error
     path = str(tmp_path / "q.keras")
     model.save(path)
     reloaded = keras.saving.load_model(path)
-    np.testing.assert_array_equal(np.asarray(reloaded(x)[name]), quantized)
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(reloaded(x)[name]), quantized)
     # A reloaded quantized model saves again (a quantized run read back by any command:
     # its layers held the whole DTypePolicyMap and "Invalid dtype: object" was raised).
     assert all(layer.dtype_policy.quantization_mode == mode
@@ -78,22 +78,22 @@ def test_quantized_backbone_reloads_identically_and_stays_close_to_float32(
     again = str(tmp_path / "again.keras")
     reloaded.save(again)
     np.testing.assert_array_equal(
-        np.asarray(keras.saving.load_model(again)(x)[name]), quantized)
+        keras.ops.convert_to_numpy(keras.saving.load_model(again)(x)[name]), quantized)
 
 
 def test_int4_table_packs_two_values_per_byte_and_matches_its_numpy_reference():
     layer = TokenEmbedding(5, 7)
     layer.build()
-    table = np.asarray(layer.embeddings)
+    table = keras.ops.convert_to_numpy(layer.embeddings)
     layer.quantize("int4")
     assert layer.embeddings.shape == (5, 4)
     # numpy: per-row abs-max scale 7 / max|row|, values rounded into [-8, 7].
     scale = 7.0 / np.abs(table).max(axis=-1, keepdims=True)
     want = np.clip(np.round(table * scale), -8, 7) / scale
     ids = np.array([[0, 4, 2]])
-    np.testing.assert_allclose(np.asarray(layer(ids)), want[ids], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(layer(ids)), want[ids], rtol=1e-5, atol=1e-6)
     hidden = np.random.default_rng(0).normal(size=(1, 7)).astype("float32")
-    np.testing.assert_allclose(np.asarray(layer.reverse(hidden)), hidden @ want.T,
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(layer.reverse(hidden)), hidden @ want.T,
                                rtol=0.05, atol=0.05)  # hidden quantized to int8 per row
     with pytest.raises(ValueError, match="already quantized"):
         layer.quantize("int8")
@@ -110,8 +110,8 @@ def test_lora_on_an_int8_backbone_trains_and_reloads(tmp_path):
     peft.enable_lora(model, rank=2, patterns=["*query", "*value"])
     peft.train_only(model, lora=True)
     x, name = _inputs(model)
-    before = np.asarray(model(x)[name])
-    frozen = [np.asarray(v) for v in model.non_trainable_weights]
+    before = keras.ops.convert_to_numpy(model(x)[name])
+    frozen = [keras.ops.convert_to_numpy(v) for v in model.non_trainable_weights]
     optimizer = keras.optimizers.Adam(1e-2)
     trainable = model.trainable_weights
     assert trainable and all("lora" in v.path for v in trainable)
@@ -119,17 +119,17 @@ def test_lora_on_an_int8_backbone_trains_and_reloads(tmp_path):
         with tf.GradientTape() as tape:
             loss = tf.reduce_mean(tf.square(model(x, training=True)[name] - 1.0))
         optimizer.apply(tape.gradient(loss, trainable), trainable)
-    after = np.asarray(model(x)[name])
+    after = keras.ops.convert_to_numpy(model(x)[name])
     assert np.abs(after - before).max() > 1e-4  # the LoRA factors learned
     for old, new in zip(frozen, model.non_trainable_weights):
-        np.testing.assert_array_equal(np.asarray(new), old)  # int8 weights untouched
+        np.testing.assert_array_equal(keras.ops.convert_to_numpy(new), old)  # int8 weights untouched
     peft.save_lora(model, str(tmp_path / "lora.safetensors"))
     fresh = backbone("gpt2")
     fresh.quantize("int8")
     peft.load_lora(fresh, str(tmp_path / "lora.safetensors"))
-    np.testing.assert_allclose(np.asarray(fresh(x)[name]), after, atol=1e-6)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(fresh(x)[name]), after, atol=1e-6)
     # A whole .keras file: Keras merges the factors into the int8 kernels (requantized).
     model.save(str(tmp_path / "merged.keras"))
-    merged = np.asarray(keras.saving.load_model(str(tmp_path / "merged.keras"))(x)[name])
+    merged = keras.ops.convert_to_numpy(keras.saving.load_model(str(tmp_path / "merged.keras"))(x)[name])
     assert np.linalg.norm(merged - after) / np.linalg.norm(after) < TOLERANCE["int8"]
     assert np.linalg.norm(merged - after) < np.linalg.norm(before - after)

@@ -140,11 +140,15 @@ class TextPreprocessor(keras.layers.Layer):
         framed = tf.concat([p for p, _ in pieces], axis=1)
         segments = tf.concat([tf.ones_like(p) * s for p, s in pieces], axis=1)
         lengths = framed.row_lengths()
-        check = tf.debugging.assert_less_equal(
-            tf.cast(lengths, tf.int32), self.sequence_length,
-            message=f"a text is longer than sequence_length={self.sequence_length} tokens "
+        too_long = (f"a text is longer than sequence_length={self.sequence_length} tokens "
                     "(special tokens included); shorten it, raise the length, or pass "
                     "truncation='longest_first'.")
+        # Eagerly a ValueError, on every backend: on JAX and torch Keras' call wrapper
+        # drops a TensorFlow error's message. In graphs (tf.data, SavedModel) the assert.
+        if tf.executing_eagerly() and np.max(lengths.numpy(), initial=0) > self.sequence_length:
+            raise ValueError(too_long)
+        check = tf.debugging.assert_less_equal(
+            tf.cast(lengths, tf.int32), self.sequence_length, message=too_long)
         with tf.control_dependencies([check]):
             ids = framed.to_tensor(self.pad_id, shape=[None, self.sequence_length])
         mask = tf.sequence_mask(lengths, self.sequence_length, tf.int32)

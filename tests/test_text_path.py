@@ -103,7 +103,7 @@ def test_a_converted_roberta_takes_no_segment_ids_and_records_its_family(tmp_pat
     plain = backbone({"token_ids": ids, "padding_mask": mask})["sequence_output"]
     with_segments = backbone({"token_ids": ids, "padding_mask": mask,
                               "segment_ids": np.zeros_like(ids)})["sequence_output"]
-    np.testing.assert_allclose(plain, with_segments)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(plain), keras.ops.convert_to_numpy(with_segments))
     info = convert(source, str(tmp_path / "run"))
     assert info["family"] == "roberta"
 
@@ -128,8 +128,8 @@ def test_causal_and_xlnet_classifiers_read_the_last_real_token(preset):
     ids = np.array([[5, 6, 7, 8, 0, 0]], "int32")
     changed = ids.copy()
     changed[0, 3] = 9  # only the last real token differs
-    a = classifier(_classifier_inputs(backbone, ids, mask)).numpy()
-    b = classifier(_classifier_inputs(backbone, changed, mask)).numpy()
+    a = keras.ops.convert_to_numpy(classifier(_classifier_inputs(backbone, ids, mask)))
+    b = keras.ops.convert_to_numpy(classifier(_classifier_inputs(backbone, changed, mask)))
     assert classifier.get_config()["pooling"] == "last"
     assert not np.allclose(a, b)
 
@@ -151,7 +151,7 @@ def test_t5_classifies_from_its_encoder_and_bart_from_the_final_decoder_state():
             vector = np.tanh(vector @ transform.kernel.numpy() + transform.bias.numpy())
         dense = classifier.get_layer("logits")
         want = vector @ dense.kernel.numpy() + dense.bias.numpy()
-        np.testing.assert_allclose(classifier(inputs).numpy()[0], want, atol=1e-5)
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(classifier(inputs))[0], want, atol=1e-5)
 
 
 def test_openai_gpt_tokenizer_is_end_of_word_bpe_not_bytes(tmp_path):
@@ -187,5 +187,5 @@ def test_pairs_are_framed_and_truncated_longest_first():
     short = TextPreprocessor(tokenizer, 8, "bert", truncation="longest_first")
     out = short(tf.constant(["a b c d"]), tf.constant(["c d e f"]))
     np.testing.assert_array_equal(out["token_ids"], [[2, 4, 5, 6, 3, 6, 7, 3]])
-    with pytest.raises(tf.errors.InvalidArgumentError, match="longest_first"):
+    with pytest.raises(ValueError, match="longest_first"):
         TextPreprocessor(tokenizer, 8, "bert")(tf.constant(["a b c d"]), tf.constant(["c d e"]))

@@ -338,6 +338,9 @@ class WordEndBPETokenizer(keras.layers.Layer):
         super().__init__(dtype="int32", **kwargs)
         self.unknown_token = unknown_token
         self.set_vocabulary_and_merges(vocabulary, merges)
+        # Strings stay strings on JAX and torch too (as TextPreprocessor's).
+        self._convert_input_args = False
+        self._allow_non_tensor_positional_args = True
 
     def set_vocabulary_and_merges(self, vocabulary, merges):
         self.vocabulary = dict(vocabulary or {})

@@ -16,6 +16,7 @@ from keras_ctx.preprocessing import TextPreprocessor
 from keras_ctx.tasks import SequenceClassifier
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "keras_ctx")
+TESTS = os.path.dirname(os.path.abspath(__file__))
 TINY = dict(num_layers=1, num_heads=2, hidden_size=16, intermediate_size=32)
 
 
@@ -410,6 +411,7 @@ def test_a_new_family_is_one_folder_and_one_line(tmp_path, monkeypatch):
     """A toy family written as docs/design.md lists (its folder's files) and imported
     by its one line: the registry, presets, converters and the tests' tables find it."""
     import importlib
+    import runpy
     import sys
 
     import keras_ctx.models
@@ -428,9 +430,26 @@ def test_a_new_family_is_one_folder_and_one_line(tmp_path, monkeypatch):
         assert families.of_backbone(backbone) is family
         assert families.of_huggingface("toyfolder") is family
         assert [row[0] for row in list_presets("toyfolder")] == ["toyfolder-tiny"]
-        # What the tests' tables read (tiny sizes, the paper's objective) is in the entry.
+        # What the tests' tables read (tiny sizes, the paper's objective) is in the entry,
+        # and the tables, built from the registry, list the toy with no line of theirs
+        # edited (run afresh: the imported ones were built before the toy existed).
         assert family.tiny == families.TINY_TRANSFORMER
         assert family.objective[0].__name__ == "RobertaPretrainer"
+        tables = {name: runpy.run_path(os.path.join(TESTS, name + ".py"))
+                  for name in ("tiny_backbones", "tiny_recipes")}
+        assert tables["tiny_backbones"]["TINY"]["toyfolder"] == dict(
+            families.TINY_TRANSFORMER, vocabulary_size=50)
+        assert tables["tiny_recipes"]["FAMILIES"]["toyfolder-tiny"] == [
+            f"{key}={value}" for key, value in families.TINY_TRANSFORMER.items()]
+        # Its recipe builds the objective its entry declares, from its tiny sizes.
+        lines = ["the bank of the river is green", "money in the bank is safe"] * 10
+        documents = tf.data.Dataset.from_tensor_slices([[line, line] for line in lines])
+        run = families.Run("toyfolder-tiny", batch_size=2, sequence_length=16,
+                           vocabulary_size=60)
+        backbone, pretrainer, _, _, _ = pretrain.build("toyfolder-tiny", documents, run,
+                                                       overrides=dict(family.tiny))
+        assert type(backbone).__name__ == "ToyFolderBackbone" and backbone.num_layers == 1
+        assert type(pretrainer) is family.objective[0]
     finally:
         if "toyfolder" in families.names():
             families.unregister_family("toyfolder")

@@ -97,6 +97,19 @@ def _check_rates(mask_rate, mask_token_rate, random_token_rate):
     validation.shares(mask_token_rate=mask_token_rate, random_token_rate=random_token_rate)
 
 
+def _check_random_range(random_token_range, vocabulary_size):
+    """None, or (low, high) with 0 <= low < high <= V: ids past the vocabulary would be
+    random replacements the embedding has no row for."""
+    if random_token_range is None:
+        return
+    if not isinstance(random_token_range, (list, tuple)) or len(random_token_range) != 2:
+        validation.refuse("random_token_range", "None or a (low, high) pair of ids",
+                          random_token_range)
+    low, high = random_token_range
+    validation.integer_in("random_token_range[0]", low, 0, vocabulary_size - 1)
+    validation.integer_in("random_token_range[1]", high, low + 1, vocabulary_size)
+
+
 def inverse_frequency_weights(counts, power=0.5):
     """XLM's masking weights: max(count, 1) ** -power per vocabulary id (numpy float32).
 
@@ -314,6 +327,7 @@ class Masker:
         check_mask_token_id(mask_token_id, vocabulary_size)
         validation.optional_positive_int("max_predictions", max_predictions)
         validation.non_negative_int("seed", seed)
+        _check_random_range(random_token_range, vocabulary_size)
         self.vocabulary_size = vocabulary_size
         self.mask_token_id = mask_token_id
         self.special_token_ids = tuple(special_token_ids)

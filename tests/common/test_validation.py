@@ -269,6 +269,15 @@ ROUTED = {
     "Masker seed": (
         lambda v: _masker(seed=v), "`seed`", "an integer >= 0", [-1, 1.5, True, "0", None],
         [0, 12345]),
+    "Masker random_token_range": (
+        lambda v: _masker(random_token_range=v), "`random_token_range`",
+        "None or a (low, high) pair of ids", [5, (1, 2, 3), "15"], [None, (0, 10), [5, 6]]),
+    "Masker random_token_range[1]": (
+        lambda v: _masker(random_token_range=(5, v)), "`random_token_range[1]`",
+        "an integer in 6..10", [5, 11, 7.5, True, "8"], [6, 10]),
+    "Masker random_token_range[0]": (
+        lambda v: _masker(random_token_range=(v, 10)), "`random_token_range[0]`",
+        "an integer in 0..9", [-1, 10, 1.5, "0"], [0, 9]),
     "inverse_frequency_weights power": (
         lambda v: masking.inverse_frequency_weights([3, 0, 1], power=v), "`power`",
         "a finite number >= 0", [-0.5, True, "0.5", NAN, INF], [0, 0.5]),

@@ -55,6 +55,11 @@ UNIT_KEYS = {"phrase": "phrase_ids", "entity": "entity_ids"}
 # rows of 128 tokens draw more than their 32, docs/notes/data-references.md).
 ERNIE_SLOT_RATE = 0.25
 
+# ERNIE's random replacements: batching.py @dcfa462 `np.random.randint(1,
+# high=vocab_size)`, so id 0 ([PAD] in ERNIE's vocabulary and in keras_ctx's
+# WordPiece) is never drawn.
+ERNIE_RANDOM_LOW = 1
+
 
 @dataclasses.dataclass(frozen=True)
 class KnowledgeMaskingSchedule:
@@ -300,6 +305,8 @@ class KnowledgeMasker(Masker):
         mask_rate, mask_token_rate, random_token_rate: as `MLMMasker`.
         max_predictions: slots per row (None: ceil(ERNIE_SLOT_RATE T)).
         dynamic, seed: as `MLMMasker`.
+        random_token_range: (low, high) of the random replacement ids; None:
+            ERNIE's [1, vocabulary_size) (`ERNIE_RANDOM_LOW`).
         schedule: a `KnowledgeMaskingSchedule`.
         continuation_table: bool per vocabulary id: basic units are words
             (English, Sun et al. 2019); None: tokens (Chinese characters).
@@ -318,7 +325,7 @@ class KnowledgeMasker(Masker):
     def __init__(self, vocabulary_size, mask_token_id, special_token_ids=(), schedule=None,
                  continuation_table=None, phrases=None, entities=None, mask_rate=MASK_RATE,
                  mask_token_rate=MASK_TOKEN_RATE, random_token_rate=RANDOM_TOKEN_RATE,
-                 max_predictions=None, dynamic=True, seed=0):
+                 max_predictions=None, dynamic=True, seed=0, random_token_range=None):
         if not isinstance(schedule, KnowledgeMaskingSchedule):
             raise ValueError("`schedule` must be a KnowledgeMaskingSchedule, e.g. "
                              "KnowledgeMaskingSchedule((('basic', 1000), ('phrase', 1000), "
@@ -329,6 +336,7 @@ class KnowledgeMasker(Masker):
                                  "(Lexicon.from_texts(tokenizer, texts)).")
         super().__init__(vocabulary_size, mask_token_id, special_token_ids, mask_rate,
                          mask_token_rate, random_token_rate, max_predictions,
+                         random_token_range or (ERNIE_RANDOM_LOW, vocabulary_size),
                          dynamic=dynamic, seed=seed)
         # Every level masks whole units; the units differ per stage.
         self.continuation_table = (None if continuation_table is None else
@@ -376,4 +384,4 @@ class KnowledgeMasker(Masker):
 
 
 __all__ = ["KnowledgeMasker", "KnowledgeMaskingSchedule", "Lexicon", "collocation_lexicon",
-           "unit_mask", "LEVELS", "ERNIE_SLOT_RATE"]
+           "unit_mask", "LEVELS", "ERNIE_SLOT_RATE", "ERNIE_RANDOM_LOW"]

@@ -16,6 +16,12 @@ def continuations(tokenizer, word_continuations=None, word_start=sentencepiece_w
     return word_continuations
 
 
+# fairseq's MaskTokensDataset gives its dictionary's first `nspecial` symbols (<s>,
+# <pad>, </s>, <unk>; ids 0-3 of keras_ctx's byte-level BPE too) weight 0 as random
+# replacements (`weights[: self.vocab.nspecial] = 0`); <mask> stays drawable.
+FAIRSEQ_NSPECIAL = 4
+
+
 def never_masked_ids(special_ids, maskable=()):
     """The distinct ids of `special_ids` ({role: id}) but [UNK] and the roles in
     `maskable`, sorted: never masked.
@@ -31,10 +37,15 @@ def never_masked_ids(special_ids, maskable=()):
 
 def masker_for(tokenizer, special_ids, vocabulary_size, whole_word_masking=False, max_ngram=1,
                word_continuations=None, word_start=sentencepiece_word_start,
-               maskable_specials=(), **kwargs):
+               maskable_specials=(), random_token_low=0, **kwargs):
     """BERT's token masking, or whole-word / n-gram masking (`NgramMasker`); `word_start`:
     where a SentencePiece word starts for the family (`tokenizers.albert_word_start`);
-    `maskable_specials`: special roles that may be masked (`never_masked_ids`)."""
+    `maskable_specials`: special roles that may be masked (`never_masked_ids`);
+    `random_token_low`: the lowest id a random replacement takes (BERT's and
+    ALBERT's create_pretraining_data.py draw the whole vocabulary, 0; fairseq's
+    RoBERTa never its dictionary's first `nspecial` symbols, `FAIRSEQ_NSPECIAL`)."""
+    if random_token_low:
+        kwargs.setdefault("random_token_range", (random_token_low, vocabulary_size))
     never = never_masked_ids(special_ids, maskable_specials)
     if whole_word_masking or max_ngram > 1:
         table = (continuations(tokenizer, word_continuations, word_start)

@@ -103,6 +103,31 @@ def test_units_are_drawn_whole_with_probability_15_percent_as_ernie(level):
     assert abs(np.mean(new == MASK_ID) - 0.8) < 0.04
 
 
+def test_random_replacements_never_take_id_0_as_ernie():
+    # batching.py @dcfa462: replace_ids = np.random.randint(1, high=vocab_size), so
+    # [PAD] (id 0) never replaces a token; every other id may (the released mask
+    # agrees on the same rule).
+    vocab = 6
+    schedule = km.KnowledgeMaskingSchedule((("basic", None),))
+    masker = km.KnowledgeMasker(vocab, MASK_ID, SPECIALS, schedule, mask_rate=0.9,
+                                mask_token_rate=0.0, random_token_rate=1.0,
+                                max_predictions=LENGTH)
+    batch = _batch(rows=256)
+    batch["token_ids"] = np.where(batch["token_ids"] > 3, 5, batch["token_ids"])
+    out = masker.mask(batch, tf.constant([1, 2]), step=0)
+    selected = np.array([[t in s for t in range(LENGTH)] for s in _selected(
+        {k: np.asarray(v) for k, v in out.items()})])
+    new = np.asarray(out["token_ids"])[selected]
+    assert set(new) == set(range(1, vocab))  # was [0, vocab): 1 in 6 of them [PAD]
+    np.random.seed(0)
+    rows = [[1] + [5] * 40 + [2] for _ in range(64)]
+    labels = [[-1] + [0] * 40 + [-1] for _ in range(64)]
+    released, _, _ = reference.mask([list(r) for r in rows], labels, [False] * 64,
+                                    64 * 42, vocab, MASK=MASK_ID)
+    drawn = {t for row in released for t in row if t not in (1, 2, 5, MASK_ID)}
+    assert 0 not in drawn and drawn <= set(range(1, vocab))
+
+
 def test_rows_over_their_slots_keep_whole_units():
     schedule = km.KnowledgeMaskingSchedule((("entity", None),))
     default = km.KnowledgeMasker(VOCAB, MASK_ID, SPECIALS, schedule)

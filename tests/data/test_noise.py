@@ -307,6 +307,20 @@ BUILTIN_INFILLING = {
 }
 
 
+def test_bart_recipe_follows_each_sizes_record():
+    # docs/pretraining-defaults.md: both sizes run the authors' noise (fairseq issue
+    # #1899: --mask 0.3 --poisson-lambda 3.5 --mask-random 0.1); the paper's is reachable.
+    from keras_ctx import registry
+    from keras_ctx.data import pipelines
+    from keras_ctx.models import presets
+
+    sized = registry.get("bart").dataset.sized
+    for preset in ("bart-base", "bart-large"):
+        assert sized(presets.pretraining(preset)) == pipelines.BART_INFILLING == dict(
+            rate=0.3, poisson_lambda=3.5, mask_random=0.1)
+    assert sized(None) == {}
+
+
 def test_token_masking_and_deletion_rates_keep_the_rest_in_order():
     tf.random.set_seed(3)
     original = np.arange(10, 20010, dtype="int32")

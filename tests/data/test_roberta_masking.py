@@ -74,6 +74,29 @@ def test_roberta_may_mask_its_separators():
     assert not np.isin(chosen, [0, 4]).any()
 
 
+def test_roberta_random_replacements_skip_fairseqs_special_symbols():
+    # fairseq's MaskTokensDataset: weights[:nspecial] = 0, so <s> <pad> </s> <unk> (ids
+    # 0-3 here as in fairseq's dictionary) never replace a token; <mask> and the rest
+    # may. BERT's create_pretraining_data.py draws the whole vocabulary (ELECTRA's
+    # recipe here draws no random token at all).
+    ids = {"cls": 0, "pad": 1, "sep": 2, "unk": 3, "mask": 4}
+    options = registry.get("roberta").dataset.options
+    masker = masker_for(None, ids, 12, seed=0, mask_token_rate=0.0, random_token_rate=1.0,
+                        mask_rate=0.5, **options)
+    rows = np.full((64, 40), 11, np.int32)
+    out = masker({"token_ids": tf.constant(rows), "padding_mask": tf.ones_like(rows)},
+                 tf.constant([0, 0], tf.int32))
+    chosen = out["mask_weights"].numpy() > 0
+    new = np.take_along_axis(out["token_ids"].numpy(), out["mask_positions"].numpy(), 1)[chosen]
+    assert set(new) == set(range(4, 12))  # was [0, 12): a third of them specials
+    bert = masker_for(None, ids, 12, seed=0, mask_token_rate=0.0, random_token_rate=1.0,
+                      mask_rate=0.5)
+    out = bert({"token_ids": tf.constant(rows), "padding_mask": tf.ones_like(rows)},
+               tf.constant([0, 0], tf.int32))
+    new = np.take_along_axis(out["token_ids"].numpy(), out["mask_positions"].numpy(), 1)
+    assert set(new[out["mask_weights"].numpy() > 0]) == set(range(12))
+
+
 # fairseq's masking on the RoBERTa family's rows (612 rows of 512 of the built-in
 # corpus, seeds 0-2; docs/notes/data-references.md).
 RELEASED = {"masked_share": 0.1500, "targets_on_special": 0.0277, "mask_token": 0.7989,

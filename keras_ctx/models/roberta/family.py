@@ -3,6 +3,7 @@
 from keras_ctx import optimizers
 from keras_ctx.models.roberta import convert as convert_roberta
 from keras_ctx.data import layouts, pipelines, tokenizers
+from keras_ctx.data.maskers import FAIRSEQ_NSPECIAL
 from keras_ctx.families.common import TINY_TRANSFORMER
 from keras_ctx.families.common import FAIRSEQ_FRAMING, layout, pipeline, pretrainer
 from keras_ctx.models.bert import backbone as bert
@@ -23,15 +24,16 @@ ROBERTA_PRETRAINING = register_pretraining({
     "roberta-large": Pretraining(learning_rate=4e-4, warmup_steps=30_000, **_ROBERTA),
 })
 
-FAIRSEQ_MASKABLE = ("cls", "sep")  # <s>, </s>
+FAIRSEQ_MASKABLE = dict(maskable_specials=("cls", "sep"),  # <s>, </s>
+                        random_token_low=FAIRSEQ_NSPECIAL)  # random ids never 0-3
 
 ROBERTA = register_family(Family(
     "roberta", bert.RobertaBackbone, bert.ROBERTA_PRESETS, tokenizers.train_byte_level_bpe,
     FAIRSEQ_FRAMING, pooling=("sequence_output", "padding_mask", "first"),
     # fairseq MaskTokensDataset draws targets among every position of a block, <s> and
     # </s> included (docs/notes/data-references.md, RoBERTa).
-    dataset=pipeline(pipelines.roberta_dataset, maskable_specials=FAIRSEQ_MASKABLE),
-    prepared=layout(layouts.packed_layout, maskable_specials=FAIRSEQ_MASKABLE),
+    dataset=pipeline(pipelines.roberta_dataset, **FAIRSEQ_MASKABLE),
+    prepared=layout(layouts.packed_layout, **FAIRSEQ_MASKABLE),
     pretrainer=pretrainer(RobertaPretrainer),
     huggingface=convert_roberta.HUGGINGFACE, keras_hub=convert_roberta.KERAS_HUB,
     optimizer=optimizers.roberta_recipe,

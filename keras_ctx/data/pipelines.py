@@ -192,8 +192,11 @@ def _lexicon(tokenizer, texts):
 
 def spanbert_dataset(documents, tokenizer, batch_size, sequence_length=512,
                      special_ids=None, vocabulary_size=None, word_continuations=None,
-                     seed=0, max_predictions=None):
-    """SpanBERT: single contiguous segments, span masking + SBO targets (Joshi et al. 2020)."""
+                     seed=0, max_predictions=None, token_counts=None):
+    """SpanBERT: single contiguous segments, span masking + SBO targets (Joshi et al. 2020).
+
+    `token_counts`: the corpus' count per id, for random replacements by frequency
+    as SpanBERT's (`SpanMasker`); None: uniform."""
     documents, ids, vocab = _prepare(documents, tokenizer, special_ids, vocabulary_size)
     word_continuations = continuations(tokenizer, word_continuations)
     packed = segments.pack_sentences(documents, sequence_length, ids["cls"], ids["sep"],
@@ -201,7 +204,7 @@ def spanbert_dataset(documents, tokenizer, batch_size, sequence_length=512,
     batches = packed.batch(batch_size, drop_remainder=True)
     masker = SpanMasker(vocab, ids["mask"], word_continuations,
                         special_token_ids=never_masked_ids(ids),
-                        max_predictions=max_predictions, seed=seed)
+                        max_predictions=max_predictions, seed=seed, token_counts=token_counts)
     return masker.apply(batches).prefetch(tf.data.AUTOTUNE)
 
 

@@ -70,8 +70,14 @@ def span_mask_example(token_ids, seed, vocabulary_size, mask_token_id, continuat
                       padding_mask=None, special_token_ids=(), mask_rate=MASK_RATE,
                       mask_token_rate=MASK_TOKEN_RATE, random_token_rate=RANDOM_TOKEN_RATE,
                       max_predictions=None, p=GEOMETRIC_P, max_span_words=MAX_SPAN_WORDS,
-                      max_tries=None):
+                      max_tries=None, token_counts=None):
     """Span masking of one sequence (time,). See the module docstring.
+
+    `token_counts`: (vocabulary_size,) counts of each id in the training corpus;
+    random replacements are then drawn by frequency, as SpanBERT's
+    `np.random.choice(tokens)` over the corpus' token buffer (masking.py
+    `span_masking`, "sample random token according to input distribution");
+    None: uniformly over [0, vocabulary_size).
 
     Returns a dict: `token_ids` (corrupted), `mask_positions`, `mask_ids`,
     `mask_weights` (P,), `span_left_positions`, `span_right_positions`,
@@ -150,7 +156,14 @@ def span_mask_example(token_ids, seed, vocabulary_size, mask_token_id, continuat
     token_span = tf.maximum(span_of_token, 0)
     # 80/10/10 per span (Joshi et al. 2020): one draw per span.
     action = tf.gather(tf.random.stateless_uniform((length,), seeds[2]), token_span)
-    random_ids = tf.random.stateless_uniform((length,), seeds[3], 0, vocabulary_size, tf.int32)
+    if token_counts is None:
+        random_ids = tf.random.stateless_uniform((length,), seeds[3], 0, vocabulary_size,
+                                                 tf.int32)
+    else:  # inverse CDF: the id whose cumulative count first exceeds the draw
+        cumulative = tf.constant(np.cumsum(check_token_counts(token_counts, vocabulary_size)))
+        draws = tf.random.stateless_uniform((length,), seeds[3], dtype=tf.float64) * (
+            cumulative[-1])
+        random_ids = tf.cast(tf.searchsorted(cumulative, draws, side="right"), tf.int32)
     corrupted = corrupt_selected(token_ids, selected, action, random_ids, mask_token_id,
                                  mask_token_rate, random_token_rate)
 
@@ -177,17 +190,30 @@ def span_mask_example(token_ids, seed, vocabulary_size, mask_token_id, continuat
     }
 
 
+def check_token_counts(token_counts, vocabulary_size):
+    """(vocabulary_size,) float64 counts, non-negative with a positive sum, or ValueError."""
+    counts = np.asarray(token_counts, np.float64)
+    if counts.shape != (vocabulary_size,) or not np.all(np.isfinite(counts)) or np.any(
+            counts < 0) or counts.sum() <= 0:
+        raise ValueError(f"`token_counts` must hold one non-negative count per vocabulary id, "
+                         f"shape ({vocabulary_size},), some positive; got shape "
+                         f"{counts.shape}: count the corpus' token ids (np.bincount).")
+    return counts
+
+
 class SpanMasker(Masker):
     """A tf.data map over *batches*: SpanBERT masking of `token_ids` (+ SBO targets).
 
     Args: as `span_mask_example`, plus `dynamic` / `seed` as `Masker`
-    (SpanBERT, built on RoBERTa's recipe, masks dynamically).
+    (SpanBERT, built on RoBERTa's recipe, masks dynamically); `token_counts`:
+    random replacements by corpus frequency as SpanBERT's (None: uniform).
     """
 
     def __init__(self, vocabulary_size, mask_token_id, continuation_table, special_token_ids=(),
                  mask_rate=MASK_RATE, max_predictions=None, p=GEOMETRIC_P,
                  max_span_words=MAX_SPAN_WORDS, dynamic=True, seed=0,
-                 mask_token_rate=MASK_TOKEN_RATE, random_token_rate=RANDOM_TOKEN_RATE):
+                 mask_token_rate=MASK_TOKEN_RATE, random_token_rate=RANDOM_TOKEN_RATE,
+                 token_counts=None):
         super().__init__(vocabulary_size, mask_token_id, special_token_ids, mask_rate,
                          mask_token_rate, random_token_rate, max_predictions,
                          dynamic=dynamic, seed=seed)
@@ -197,7 +223,9 @@ class SpanMasker(Masker):
                            mask_token_rate=mask_token_rate,
                            random_token_rate=random_token_rate,
                            max_predictions=max_predictions, p=p,
-                           max_span_words=max_span_words)
+                           max_span_words=max_span_words,
+                           token_counts=None if token_counts is None else
+                           check_token_counts(token_counts, vocabulary_size))
 
     def __call__(self, batch, seed):
         batch = dict(batch)

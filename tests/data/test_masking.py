@@ -384,3 +384,26 @@ def test_unknown_tokens_may_be_masked_and_positions_are_sorted():
         assert (np.diff(positions[weights]) > 0).all()  # sorted, as the script's masked_lms
         assert (positions[~weights] == 0).all()
     assert masking.default_max_predictions(128) == 20  # BERT's max_predictions_per_seq
+
+
+def test_span_masker_draws_random_replacements_by_corpus_frequency_as_spanbert():
+    # SpanBERT masking.py span_masking: sentence[i] = np.random.choice(tokens), `tokens`
+    # the corpus' token buffer (no_nsp_span_bert_dataset.py): ids by frequency. Here
+    # id 7 three times as common as id 9, no other id in the corpus.
+    from keras_ctx.data.span_masking import SpanMasker
+
+    counts = np.zeros(30)
+    counts[[7, 9]] = [3, 1]
+    table = np.zeros(30, bool)
+    masker = SpanMasker(30, 4, table, (0, 1, 2, 3), mask_rate=0.5, mask_token_rate=0.0,
+                        random_token_rate=1.0, token_counts=counts)
+    rows = np.full((32, 40), 20, np.int32)
+    out = masker({"token_ids": tf.constant(rows), "padding_mask": tf.ones_like(rows)},
+                 tf.constant([0, 1], tf.int32))
+    new = out["token_ids"].numpy()[out["token_ids"].numpy() != 20]
+    assert set(new) == {7, 9} and len(new) > 500
+    assert np.mean(new == 7) == pytest.approx(0.75, abs=0.04)
+    released = np.random.RandomState(0).choice([7, 7, 7, 9], size=len(new))
+    assert np.mean(released == 7) == pytest.approx(np.mean(new == 7), abs=0.05)
+    with pytest.raises(ValueError, match="one non-negative count per vocabulary id"):
+        SpanMasker(30, 4, table, token_counts=np.ones(29))

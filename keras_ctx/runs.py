@@ -17,7 +17,13 @@
 
 Each file is written beside and renamed into place (keras_ctx.common.files), run.json
 last: a directory with run.json is a finished run.
+
+The files are read and written by `keras_ctx.run_files` (below the models, for the
+model handles), whose names this module re-exports; here is what a resumable
+pretraining run adds: the claim of a directory (its settings, corpus and tokenizer
+checked against the checkpoints', `look` / `claim`), which reads the checkpoints.
 """
+
 import dataclasses
 import json
 import os

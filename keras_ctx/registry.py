@@ -9,7 +9,8 @@ nothing else keeps a list of families or branches on a family's name.
 
 A new family is one folder (and tests): backbone.py (its model and presets),
 convert.py (the Hugging Face map, keras-hub class, TF-checkpoint layout and
-heads, as `HUGGINGFACE`, `KERAS_HUB`, `TF_CHECKPOINT` specs) and family.py,
+heads, as `HUGGINGFACE`, `KERAS_HUB`, `TF_CHECKPOINT` specs; ELMo's allennlp
+files as `ALLENNLP`) and family.py,
 which names them by reference and registers them with one call:
 
     register_family(Family(

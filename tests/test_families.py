@@ -455,3 +455,24 @@ def test_a_new_family_is_one_folder_and_one_line(tmp_path, monkeypatch):
             families.unregister_family("toyfolder")
         for module in [m for m in sys.modules if m.startswith("keras_ctx.models.toyfolder")]:
             del sys.modules[module]
+
+
+def test_one_family_reads_allennlp_files_and_the_converters_reach_it_by_its_entry():
+    # keras_ctx.convert imports no model: its from_allennlp is the registered family's.
+    from keras_ctx import convert
+    from keras_ctx.models.elmo import convert as elmo_convert
+
+    assert families.allennlp() is families.get("elmo").allennlp
+    assert families.allennlp().convert is elmo_convert.from_allennlp
+    assert convert.from_allennlp.__module__ == "keras_ctx.convert.allennlp"
+    clash = families.Family("toy-elmo", ToyBackbone, allennlp=families.get("elmo").allennlp)
+    with pytest.raises(ValueError, match="Reader of allennlp files 'allennlp' is registered "
+                                         "twice \\(families 'elmo' and 'toy-elmo'\\)"):
+        families.register_family(clash)
+    elmo = families.get("elmo")
+    families.unregister_family("elmo")
+    try:
+        with pytest.raises(ValueError, match="No registered family reads allennlp files"):
+            convert.from_allennlp("options.json", "weights.hdf5")
+    finally:
+        families.register_family(elmo)

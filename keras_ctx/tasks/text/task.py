@@ -13,10 +13,8 @@ import warnings
 import numpy as np
 from keras_ctx.common.optional import tensorflow as tf
 
-from keras_ctx import models  # noqa: F401  (the backbone classes a saved task holds)
-from keras_ctx import handles, runs
+from keras_ctx import handles, registry, runs
 from keras_ctx.common import files, keras_files, validation
-from keras_ctx import registry as families  # lookups only: keras_ctx.families registers
 from keras_ctx.preprocessing import TextPreprocessor
 
 TASK_FILE = "task.json"
@@ -62,8 +60,8 @@ def deprecated_names(namespace):
 def family_of(backbone, family):
     """The Family of `family` (a name or a Family), else the backbone's registered one."""
     if family is not None:
-        return families.get(family) if isinstance(family, str) else family
-    found = families.of_backbone(backbone)
+        return registry.get(family) if isinstance(family, str) else family
+    found = registry.of_backbone(backbone)
     if found is None:
         raise ValueError(f"Cannot tell the family of {backbone.name!r}: pass "
                          "family=NAME (one of keras_ctx.families.names()).")
@@ -259,7 +257,8 @@ class TextTask:
             raise runs.RunDirectoryError(
                 f"{directory} holds a {info.get('task')!r}, not a {cls.__name__}; load it "
                 f"with keras_ctx.tasks.text.{getattr(task, '__name__', info.get('task'))}.load.")
-        # Its sizes, and task.json's sequence length, checked against the stored weights.
+        # Its sizes, and task.json's sequence length, checked against the stored weights;
+        # its classes are registered where they are defined (the face imports them all).
         model = keras_files.load_model(os.path.join(directory, MODEL_FILE), compile=True,
                                        claims=[(path, info)])
         tokenizer = runs.load_tokenizer(os.path.join(directory, runs.TOKENIZER_DIR))

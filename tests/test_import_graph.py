@@ -203,6 +203,18 @@ def test_no_service_registry_exists():
     assert not lookups, lookups
 
 
+def test_the_registry_is_imported_under_its_own_name():
+    # `from keras_ctx import registry as families` made two names for one module (issue 55).
+    aliased = sorted(
+        f"{module}: {alias.name} as {alias.asname}" for module, path in _modules().items()
+        for node in ast.walk(ast.parse(open(path, encoding="utf-8").read()))
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        for alias in node.names
+        if alias.asname and alias.name.rpartition(".")[2] == "registry"
+        and alias.asname != "registry")
+    assert not aliased, aliased
+
+
 def test_the_model_handles_sit_below_the_models_and_tasks_that_import_them():
     # Backbone.from_preset, models.from_preset and TextTask.from_preset import the resolver:
     # an import of the models (or the tasks, or the converters' tasks) by the handles, or

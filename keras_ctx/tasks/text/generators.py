@@ -12,7 +12,7 @@ from keras_ctx.common import validation
 from keras_ctx.common.optional import tensorflow as tf
 
 from keras_ctx import generation, runs
-from keras_ctx import registry as families  # lookups only: keras_ctx.families registers
+from keras_ctx import registry  # lookups only: keras_ctx.families registers
 from keras_ctx.preprocessing import token_id
 from keras_ctx.tasks.language_model import LanguageModel
 from keras_ctx.tasks.text.task import (TASK_FILE, TASKS, TextTask, family_of, read_task_info,
@@ -385,6 +385,6 @@ def language_model(handle, sequence_length=None):
             raise ValueError(f"{handle} holds a {name}, which does not generate text.")
         return TASKS[name].load(handle)
     info = runs.read_info(handle)
-    family = families.get(info["family"])
+    family = registry.get(info["family"])
     cls = Seq2SeqLM if family.inputs == "encoder_decoder" else CausalLM
     return cls.from_run(handle, sequence_length=sequence_length)

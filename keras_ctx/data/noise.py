@@ -19,9 +19,17 @@ Example:
 """
 
 import numpy as np
+from keras_ctx.common import validation
 from keras_ctx.common.optional import tensorflow as tf
 
 # ---------------------------------------------------------------------- T5
+
+
+def _t5_noise(noise_density, mean_noise_span_length):
+    """The checked (density, mean span): some but not all tokens noise, spans of at least
+    one token on average (T5's round(noise / mean) spans would outnumber the tokens)."""
+    return (validation.open_fraction("noise_density", noise_density),
+            validation.number_at_least("mean_noise_span_length", mean_noise_span_length, 1))
 
 
 def _random_segmentation(num_items, num_segments):
@@ -43,6 +51,7 @@ def random_spans_noise_mask(length, noise_density=0.15, mean_noise_span_length=3
     Returns:
         bool (length,) mask, true for noise.
     """
+    noise_density, mean_noise_span_length = _t5_noise(noise_density, mean_noise_span_length)
     original_length = length
     length = tf.maximum(tf.cast(length, tf.int32), 2)
     float_length = tf.cast(length, tf.float32)
@@ -96,6 +105,7 @@ def span_corruption(token_ids, noise_density=0.15, mean_noise_span_length=3.0,
         {"inputs": (n_in,), "targets": (n_out,)}; for a fixed length the
         lengths are fixed too (`span_corruption_lengths`).
     """
+    _t5_noise(noise_density, mean_noise_span_length)
     token_ids = tf.convert_to_tensor(token_ids)
     if noise_mask is None:
         noise_mask = random_spans_noise_mask(
@@ -117,6 +127,7 @@ def span_corruption_lengths(length, noise_density=0.15, mean_noise_span_length=3
     The counts in float32, rounded half to even, as `random_spans_noise_mask`
     draws them (a tie such as 70 * 0.15 rounds up there, not in float64).
     """
+    noise_density, mean_noise_span_length = _t5_noise(noise_density, mean_noise_span_length)
     length = max(length, 2)
     noise = int(np.round(np.float32(length) * np.float32(noise_density)))
     noise = min(max(noise, 1), length - 1)
@@ -145,13 +156,16 @@ def span_corruption_tokens_length(inputs_length, noise_density=0.15,
 
 def token_masking(token_ids, mask_id, rate=0.15):
     """Replaces each token with `mask_id` with probability `rate` (BERT-style)."""
+    rate = validation.probability("rate", rate)
     token_ids = tf.convert_to_tensor(token_ids)
     masked = tf.random.uniform(tf.shape(token_ids)) < rate
     return tf.where(masked, tf.cast(mask_id, token_ids.dtype), token_ids)
 
 
 def token_deletion(token_ids, rate=0.15):
-    """Deletes each token with probability `rate` (the model must find where)."""
+    """Deletes each token with probability `rate` (the model must find where; 1 would
+    delete them all)."""
+    rate = validation.rate("rate", rate)
     token_ids = tf.convert_to_tensor(token_ids)
     return tf.boolean_mask(token_ids, tf.random.uniform(tf.shape(token_ids)) >= rate)
 
@@ -162,6 +176,8 @@ def poisson_span_log_probs(poisson_lambda):
     denoising_dataset.py builds a Categorical over Poisson(lambda) probabilities
     for k = 0, 1, ... up to the first that falls under 1e-7 (kept), renormalised.
     """
+    # lambda 0: only length 0, no span would ever cover a word.
+    poisson_lambda = validation.positive_number("poisson_lambda", poisson_lambda)
     probs, term, k = [], np.exp(-poisson_lambda), 0
     while True:
         probs.append(term)
@@ -170,8 +186,8 @@ def poisson_span_log_probs(poisson_lambda):
         if probs[-1] < 1e-7 or k == 128:
             break
     if len(probs) < 2:  # P(0) alone: no span would ever cover a word
-        raise ValueError(f"poisson_lambda={poisson_lambda} leaves fairseq's span table only "
-                         "length 0 (P(0) < 1e-7): use a mean span of 16 or less.")
+        validation.refuse("poisson_lambda", "a mean span of 16 or less (above, P(0) < 1e-7 "
+                          "leaves fairseq's span table only length 0)", poisson_lambda)
     return np.log(np.asarray(probs, np.float32))
 
 
@@ -261,6 +277,8 @@ def text_infilling(token_ids, mask_id, rate=0.3, poisson_lambda=3.0, return_span
             describes none, the authors' run used 0.1).
         vocab_size: the ids' range, needed when mask_random > 0.
     """
+    rate = validation.probability("rate", rate)
+    mask_random = validation.probability("mask_random", mask_random)
     if mask_random and not vocab_size:
         raise ValueError("text_infilling(mask_random > 0) draws random ids: pass vocab_size.")
     token_ids = tf.convert_to_tensor(token_ids)

@@ -21,6 +21,7 @@ boundary positions s-1, e+1 and the token's offset i-s in the span.
 
 
 import numpy as np
+from keras_ctx.common import validation
 from keras_ctx.common.optional import tensorflow as tf
 
 from keras_ctx.data.masking import (
@@ -38,7 +39,9 @@ MAX_SPAN_WORDS = 10
 
 
 def span_length_pmf(p=GEOMETRIC_P, max_length=MAX_SPAN_WORDS):
-    """P(l) for l = 1..max_length: p (1-p)^(l-1), renormalised."""
+    """P(l) for l = 1..max_length: p (1-p)^(l-1), renormalised (p 1: every span one word)."""
+    p = validation.fraction("p", p)
+    max_length = validation.positive_int("max_span_words", max_length)
     lengths = np.arange(1, max_length + 1)
     pmf = p * (1 - p) ** (lengths - 1)
     return pmf / pmf.sum()
@@ -214,6 +217,7 @@ class SpanMasker(Masker):
                  max_span_words=MAX_SPAN_WORDS, dynamic=True, seed=0,
                  mask_token_rate=MASK_TOKEN_RATE, random_token_rate=RANDOM_TOKEN_RATE,
                  token_counts=None):
+        span_length_pmf(p, max_span_words)  # checks both before any work
         super().__init__(vocabulary_size, mask_token_id, special_token_ids, mask_rate,
                          mask_token_rate, random_token_rate, max_predictions,
                          dynamic=dynamic, seed=seed)

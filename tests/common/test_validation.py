@@ -9,8 +9,8 @@ import pytest
 from keras_ctx.common import validation
 from keras_ctx.common.errors import ConfigError
 from keras_ctx.data import (characters, corpora, glove, knowledge_masking, lm_stream,
-                            multilingual, ngram_masking, permutation, segments, vocabulary,
-                            xlnet_stream)
+                            multilingual, ngram_masking, noise, permutation, segments,
+                            span_masking, vocabulary, xlnet_stream)
 from keras_ctx.evaluation import few_shot_contexts
 from keras_ctx.data import masking
 from keras_ctx.export import ExportError, Generation, check_export_target, export_saved_model
@@ -202,6 +202,14 @@ def _schedules():
     return schedules
 
 
+def _infilling(**kwargs):
+    return noise.text_infilling([5, 6, 7, 8], 4, **{"vocab_size": 10, **kwargs})
+
+
+def _span_masker(**kwargs):
+    return span_masking.SpanMasker(10, 4, [False] * 10, **kwargs)
+
+
 def _char_cnn(filters):
     return CharCNNHighwayEmbedder(filters=filters, max_characters_per_token=5,
                                   num_highway_layers=0)
@@ -327,6 +335,38 @@ ROUTED = {
     "bert_adamw epsilon": (
         lambda v: bert_adamw(1e-4, epsilon=v), "`epsilon`", "a positive finite number",
         [0, -1e-6, True, "1e-6", INF], [1e-6]),
+    # The noise of the encoder-decoders (issue 55: h1's rates, routed here).
+    "span_corruption_lengths noise_density": (
+        lambda v: noise.span_corruption_lengths(100, noise_density=v), "`noise_density`",
+        "a number in (0, 1)", [0, 1, 1.5, -0.15, True, "0.15", NAN], [0.01, 0.15, 0.99]),
+    "random_spans_noise_mask noise_density": (
+        lambda v: noise.random_spans_noise_mask(20, noise_density=v), "`noise_density`",
+        "a number in (0, 1)", [0, 1, True, NAN], [0.15]),
+    "span_corruption mean_noise_span_length": (
+        lambda v: noise.span_corruption([5, 6, 7, 8, 9, 10], mean_noise_span_length=v),
+        "`mean_noise_span_length`", "a finite number >= 1",
+        [0, 0.5, -3, True, "3", NAN, INF], [1, 3.0]),
+    "text_infilling rate": (
+        lambda v: _infilling(rate=v), "`rate`", "a number in [0, 1]",
+        [-0.3, 1.5, True, "0.3", NAN], [0, 0.3, 1.0]),
+    "text_infilling mask_random": (
+        lambda v: _infilling(mask_random=v), "`mask_random`", "a number in [0, 1]",
+        [-0.1, 2, True, "0.1", INF], [0, 0.1, 1.0]),
+    "poisson_span_log_probs poisson_lambda": (
+        lambda v: noise.poisson_span_log_probs(v), "`poisson_lambda`",
+        "a positive finite number", [0, -3.5, True, "3.5", NAN, INF], [0.1, 3.5, 16]),
+    "token_masking rate": (
+        lambda v: noise.token_masking([5, 6, 7], 4, rate=v), "`rate`", "a number in [0, 1]",
+        [-0.15, 1.5, True, "0.15", NAN], [0, 0.15, 1.0]),
+    "token_deletion rate": (
+        lambda v: noise.token_deletion([5, 6, 7], rate=v), "`rate`",
+        "a number in [0, 1)", [1, -0.15, True, "0.15", NAN], [0, 0.15]),
+    "SpanMasker p": (
+        lambda v: _span_masker(p=v), "`p`", "a number in (0, 1]",
+        [0, -0.2, 1.5, True, "0.2", NAN], [0.2, 1.0]),
+    "SpanMasker max_span_words": (
+        lambda v: _span_masker(max_span_words=v), "`max_span_words`", "a positive integer",
+        [0, -1, 2.5, True, "10"], [1, 10]),
     "relative_positional_encoding hidden_size": (
         lambda v: relative_positional_encoding(2, 2, v), "`hidden_size`",
         "a positive even integer (half sine, half cosine features)",
@@ -349,6 +389,15 @@ def test_every_routed_check_refuses_in_one_message(entry, value):
 @pytest.mark.parametrize("entry, value", _cases(4), ids=repr)
 def test_every_routed_check_accepts_its_edge_values(entry, value):
     ROUTED[entry][0](value)  # raises nothing
+
+
+def test_a_mean_span_fairseq_cannot_tabulate_is_refused_in_one_message():
+    # exp(-lambda) < 1e-7 above lambda = 16.1: fairseq's table would hold length 0 alone.
+    with pytest.raises(ConfigError) as caught:
+        noise.poisson_span_log_probs(20.0)
+    assert str(caught.value) == (
+        "`poisson_lambda` must be a mean span of 16 or less (above, P(0) < 1e-7 leaves "
+        "fairseq's span table only length 0), got 20.0.")
 
 
 def test_an_integer_in_a_range_takes_both_ends():

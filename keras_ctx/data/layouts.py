@@ -12,7 +12,9 @@ from typing import Callable, Optional
 import numpy as np
 from keras_ctx.common.optional import tensorflow as tf
 
+from keras_ctx.common.errors import ConfigError
 from keras_ctx.data import permutation, segments, xlnet_stream
+from keras_ctx.data import token_counts as counts
 from keras_ctx.data.maskers import check_duplicate, masker_for, never_masked_ids
 from keras_ctx.data.span_masking import SpanMasker
 from keras_ctx.data.tokenizers import continuation_table, special_token_ids, vocabulary
@@ -44,6 +46,11 @@ class Layout:
         records: "int32" (the features as little-endian int32,
             `prepare.record_bytes`) or "text" (one feature, a string:
             `prepare.text_record`).
+        counted: (the manifest's token counts, where they come from) -> the
+            same layout drawing by them, for a read side that needs the
+            corpus' count of each id (SpanBERT's random replacements):
+            `prepare` then counts each shard's ids and the manifest records
+            their sum (`keras_ctx.data.token_counts`); None: nothing counted.
     """
 
     name: str
@@ -55,6 +62,7 @@ class Layout:
     tokenize: Optional[Callable] = None
     ordered: bool = False
     records: str = "int32"
+    counted: Optional[Callable] = None
 
 
 def _ids_and_size(tokenizer):
@@ -148,9 +156,14 @@ def _weights_as_float(batch):
     return dict(batch, mask_weights=tf.cast(batch["mask_weights"], tf.float32))
 
 
-def packed_layout(tokenizer, run, spans=False, packing="full_sentences", **masking):
+def packed_layout(tokenizer, run, spans=False, packing="full_sentences", token_counts=None,
+                  **masking):
     """Packed sentences masked when read: FULL-SENTENCES (RoBERTa; SpanBERT with `spans`)
-    or ELECTRA's two-segment examples (`packing="two_segments"`): `segments.packed_examples`."""
+    or ELECTRA's two-segment examples (`packing="two_segments"`): `segments.packed_examples`.
+
+    SpanBERT's random replacements are drawn by the corpus' `token_counts`, which the
+    read side takes from the manifest (`Layout.counted`); its batches refuse to draw
+    without them."""
     ids, vocab = _ids_and_size(tokenizer)
     length = run.sequence_length
 
@@ -161,15 +174,23 @@ def packed_layout(tokenizer, run, spans=False, packing="full_sentences", **maski
     def batches(dataset):
         dataset = dataset.batch(run.batch_size, drop_remainder=True)
         if spans:
+            if token_counts is None:
+                raise ConfigError("SpanBERT's prepared examples draw random replacements by "
+                                  "the corpus' token counts, which prepare's manifest holds: "
+                                  "read them through PreparedInput (`pretrain --data`).")
             masker = SpanMasker(vocab, ids["mask"], continuation_table(tokenizer),
-                                special_token_ids=never_masked_ids(ids), seed=run.seed)
+                                special_token_ids=never_masked_ids(ids), seed=run.seed,
+                                token_counts=token_counts)
         else:
             masker = masker_for(tokenizer, ids, vocab, dynamic=True, seed=run.seed, **masking)
         return masker.apply(dataset).prefetch(tf.data.AUTOTUNE)
 
     features = {"token_ids": length, "segment_ids": length, "padding_mask": length}
     name = "packed_spans" if spans else "packed" if packing == "full_sentences" else packing
-    return Layout(name, features, examples, batches)
+    counted = (lambda record, where: packed_layout(
+        tokenizer, run, spans, packing, counts.from_record(record, vocab, where), **masking)
+    ) if spans else None
+    return Layout(name, features, examples, batches, counted=counted)
 
 
 def chunks_layout(tokenizer, run, example, length=None, end_token=None):

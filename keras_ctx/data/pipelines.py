@@ -32,6 +32,7 @@ tokenizer) and `max_ngram` (ALBERT's n-grams, p(n) proportional to 1/n).
 
 import warnings
 
+from keras_ctx.common import validation
 from keras_ctx.common.optional import tensorflow as tf
 
 from keras_ctx.data import noise, permutation, segments, xlnet_stream
@@ -44,6 +45,7 @@ from keras_ctx.data.knowledge_masking import (
 from keras_ctx.data.maskers import check_duplicate, continuations, masker_for, never_masked_ids
 from keras_ctx.data.ngram_masking import MAX_NGRAM
 from keras_ctx.data.span_masking import SpanMasker
+from keras_ctx.data.token_counts import of_documents as counts_of
 from keras_ctx.data.tokenizers import (continuation_table, special_token_ids, tokenize_documents,
                                        vocabulary)
 from keras_ctx.data.vocabulary import bilm_inputs, sentence_rows
@@ -190,14 +192,24 @@ def _lexicon(tokenizer, texts):
     return Lexicon.from_texts(tokenizer, texts)
 
 
+# SpanBERT's random replacements by the frequency of the corpus it trains on (masking.py
+# `np.random.choice(tokens)`): the recipe counts its documents first.
+SPANBERT_COUNTS = "corpus"
+
+
 def spanbert_dataset(documents, tokenizer, batch_size, sequence_length=512,
                      special_ids=None, vocabulary_size=None, word_continuations=None,
-                     seed=0, max_predictions=None, token_counts=None):
+                     seed=0, max_predictions=None, token_counts=SPANBERT_COUNTS):
     """SpanBERT: single contiguous segments, span masking + SBO targets (Joshi et al. 2020).
 
-    `token_counts`: the corpus' count per id, for random replacements by frequency
-    as SpanBERT's (`SpanMasker`); None: uniform."""
+    `token_counts`: random replacements by corpus frequency as SpanBERT's
+    (`SpanMasker`): "corpus" (the default) counts `documents` first, in one
+    streamed pass (`keras_ctx.data.token_counts`); or the counts per id; None:
+    uniform over the vocabulary."""
     documents, ids, vocab = _prepare(documents, tokenizer, special_ids, vocabulary_size)
+    if isinstance(token_counts, str):
+        validation.one_of("token_counts", token_counts, (SPANBERT_COUNTS,))
+        token_counts = counts_of(documents, vocab)
     word_continuations = continuations(tokenizer, word_continuations)
     packed = segments.pack_sentences(documents, sequence_length, ids["cls"], ids["sep"],
                                      ids["pad"], mode="full_sentences", seed=seed)

@@ -13,8 +13,11 @@ document of the same shard, as BERT's script samples within its input file.
       settings.json              what the shards were made with, the corpus' fingerprint
                                  included (a rerun must match: a changed corpus is refused)
       shard-00000.tfrecord       finished shards (written as *.partial, then renamed)
-      shard-00000.json           its example count and sha256 (written after it)
-      manifest.json              counts, tokenizer, settings, checksums: written last
+      shard-00000.json           its example count and sha256 (written after it); for a
+                                 layout that draws by the corpus' token counts (SpanBERT),
+                                 the shard's count of each id
+      manifest.json              counts, tokenizer, settings, checksums (and the shards'
+                                 token counts summed): written last
 
 Run it again after a kill (even kill -9): finished shards are kept once
 their checksum, source range and settings digest are checked, the rest are
@@ -35,7 +38,7 @@ import numpy as np
 
 from keras_ctx import registry
 from keras_ctx.common import files, progress, validation
-from keras_ctx.data import corpora, fingerprints, tokenizers
+from keras_ctx.data import corpora, fingerprints, token_counts, tokenizers
 from keras_ctx.data.tokenizers import train_tokenizer
 from keras_ctx.common.files import replacing_directory
 from keras_ctx.common.optional import require_tensorflow
@@ -181,6 +184,11 @@ def _prepare_shard(out_dir, index, path, start, end, seed, made_with=None):
     del raw
     documents = _tokenized_documents(text, tokenize)
     del text
+    counted = None
+    if layout.counted is not None:  # the read side draws by the corpus' token counts
+        counted = token_counts.as_record(token_counts.of_arrays(
+            (sentence for document in documents for sentence in document),
+            _WORKER["tokenizer"].vocabulary_size()))
     target = shard_path(out_dir, index)
     count = 0
     with tf.io.TFRecordWriter(target + ".partial") as writer:
@@ -193,6 +201,8 @@ def _prepare_shard(out_dir, index, path, start, end, seed, made_with=None):
     os.replace(target + ".partial", target)
     record = {"file": os.path.basename(target), "examples": count, "sha256": sha256(target),
               "source": [os.path.abspath(path), start, end], "made_with": made_with}
+    if counted is not None:
+        record[token_counts.MANIFEST_KEY] = counted
     write_json(os.path.splitext(target)[0] + ".json", record)
     return record
 
@@ -250,7 +260,7 @@ def _tokenizer(out, family, corpus, settings, run):
     return record
 
 
-def _finished(out, index, source, made_with):
+def _finished(out, index, source, made_with, counted=False):
     """(record, stale files) of shard `index`: its record if it is finished and whole, made
     from `source` with `made_with` (else None), and the files of an unfinished one (to be
     removed and made again). A whole shard made from other text or with other settings
@@ -270,6 +280,8 @@ def _finished(out, index, source, made_with):
         return None, stale
     if record.get("made_with") is None:
         return None, stale  # written before records said what made them: made again
+    if counted and token_counts.MANIFEST_KEY not in record:
+        return None, stale  # written before its ids were counted: made again
     ours = [os.path.abspath(source[0]), *source[1:]]
     if (record["source"] != ours or record["made_with"] != made_with
             or record["file"] != os.path.basename(target)):
@@ -352,7 +364,7 @@ def prepare(preset, corpus, out, sequence_length=128, vocabulary_size=8000, seed
         records, todo, stale = {}, [], []
         for index, (path, start, end) in enumerate(plan):  # every shard checked first
             records[index], files_to_remake = _finished(out, index, (path, start, end),
-                                                        made_with)
+                                                        made_with, layout.counted is not None)
             stale += files_to_remake
             if records[index] is None:
                 todo.append((index, path, start, end))
@@ -379,11 +391,17 @@ def prepare(preset, corpus, out, sequence_length=128, vocabulary_size=8000, seed
                     say(f"Shard {futures[future]}: {records[futures[future]]['examples']:,} "
                         "examples.")
         shards = [records[i] for i in range(len(plan))]
+        summed = None
+        if layout.counted is not None:  # the shards' counts summed, for the read side
+            summed = token_counts.as_record(np.sum(
+                [s.pop(token_counts.MANIFEST_KEY) for s in shards], axis=0, dtype=np.int64))
         manifest = {"version": MANIFEST_VERSION, "settings": settings, "layout": layout.name,
                     "copies": layout.copies, "features": layout.features,
                     "tokenizer": tokenizer_record,
                     "examples": sum(s["examples"] for s in shards), "shards": shards,
                     "corpus_bytes": sum(end - start for _, start, end in plan)}
+        if summed is not None:
+            manifest[token_counts.MANIFEST_KEY] = summed
         write_json(os.path.join(out, MANIFEST), manifest)
     say(f"Prepared {manifest['examples']:,} examples in {len(shards)} shards in {out}.")
     return manifest

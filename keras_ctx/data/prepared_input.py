@@ -17,6 +17,7 @@ import json
 import os
 
 from keras_ctx.common.optional import tensorflow as tf
+from keras_ctx.data import token_counts as counts
 
 SHUFFLE_BLOCK = 10_000  # examples shuffled together (keras_ctx's choice)
 _READERS = 8  # files read at once
@@ -75,6 +76,8 @@ class PreparedInput:
         if batch_size % workers:
             raise ValueError(f"The batch size {batch_size} must be a multiple of the "
                              f"{workers} workers (each takes an equal share of every batch).")
+        if layout.counted is not None:  # the corpus' token counts prepare recorded
+            layout = layout.counted(manifest.get(counts.MANIFEST_KEY), data_dir)
         self.layout, self.batch_size, self.seed = layout, batch_size, seed
         # tf.distribute splits each global batch over the replicas of all workers
         # (keras' fit rebatches the input), so a worker's stream advances by its share.

@@ -42,7 +42,7 @@ def test_pair_examples_equal_the_nsp_pipeline_epoch():
 class _Chunks:
     """A chunks layout without a tokenizer: the read side leaves the ids as they are."""
 
-    name, features, ordered, records = "chunks", {"token_ids": 4}, False, "int32"
+    name, features, ordered, records, counted = "chunks", {"token_ids": 4}, False, "int32", None
 
     @staticmethod
     def batches(dataset):

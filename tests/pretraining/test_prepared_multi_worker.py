@@ -27,7 +27,7 @@ from keras_ctx import training
 from keras_ctx.data import prepared_input
 
 class Layout:
-    name, features, ordered, records = "chunks", {"token_ids": 4}, False, "int32"
+    name, features, ordered, records, counted = "chunks", {"token_ids": 4}, False, "int32", None
 
     @staticmethod
     def batches(dataset):

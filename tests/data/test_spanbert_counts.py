@@ -1,0 +1,137 @@
+"""SpanBERT's recipe draws random replacements by the counts of the corpus it trains on
+(facebookresearch/SpanBERT masking.py: `np.random.choice(tokens)` over the corpus' token
+buffer), streamed (`keras-ctx pretrain`) and prepared (`keras-ctx prepare`, `--data`)."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_ctx import families
+from keras_ctx.common.errors import ConfigError
+from keras_ctx.data import prepare, prepared_input, token_counts, tokenizers
+
+_WORDS = [f"word{chr(97 + i)}" for i in range(20)]
+
+
+def _documents(count=300, seed=0):
+    # Zipf-skewed words, so a draw by frequency and a uniform one differ.
+    rng = np.random.default_rng(seed)
+    weights = 1 / np.arange(1, len(_WORDS) + 1)
+    return [[" ".join(rng.choice(_WORDS, 12, p=weights / weights.sum())) + " ."
+             for _ in range(4)] for _ in range(count)]
+
+
+def _reference_counts(docs, tokenizer):
+    """numpy's count of every id the tokenizer gives the corpus, sentence by sentence."""
+    ids = [np.asarray(tokenizer(sentence)) for doc in docs for sentence in doc]
+    return np.bincount(np.concatenate(ids), minlength=tokenizer.vocabulary_size())
+
+
+def _random_replacements(batches, mask_id, take):
+    """(the ids random replacements put in, the masked originals) over `take` batches: a
+    replacement that drew its own original cannot be seen (accounted for by the caller)."""
+    drawn, originals = [], []
+    for batch in batches.take(take):
+        ids, positions = batch["token_ids"].numpy(), batch["mask_positions"].numpy()
+        used, targets = batch["mask_weights"].numpy() > 0, batch["mask_ids"].numpy()
+        now = np.take_along_axis(ids, positions, 1)
+        drawn += list(now[used & (now != mask_id) & (now != targets)])
+        originals += list(targets[used])
+    return np.asarray(drawn), np.asarray(originals)
+
+
+def _chi_square_quantile(df, z=3.09):
+    """Wilson-Hilferty's chi-square quantile (z = 3.09: the 0.999 quantile)."""
+    return df * (1 - 2 / (9 * df) + z * np.sqrt(2 / (9 * df))) ** 3
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    docs = _documents()
+    family = families.get("spanbert")
+    documents = tf.data.Dataset.from_tensor_slices(docs)
+    return docs, documents, family.train_tokenizer(documents.unbatch(), 200)
+
+
+def test_the_spanbert_recipe_draws_random_replacements_by_the_corpus_counts(corpus):
+    docs, documents, tokenizer = corpus
+    family = families.get("spanbert")
+    run = families.Run("spanbert-base", batch_size=32, sequence_length=64, vocabulary_size=200)
+    mask_id = tokenizer.token_to_id("[MASK]")
+    drawn, originals = _random_replacements(
+        family.dataset(documents, tokenizer, run).repeat(), mask_id, take=40)
+    counts = _reference_counts(docs, tokenizer)
+    support = np.flatnonzero(counts)
+    assert len(drawn) > 400
+    # Only ids of the corpus: a uniform draw over the 73 ids puts in one outside it 70% of
+    # the time (special tokens, characters and pieces the text never uses).
+    assert set(drawn) <= set(support), sorted(set(drawn) - set(support))
+    # A draw of id j is seen unless it replaced a j: E[seen j] ~ q_j * (masked - masked j).
+    q = counts[support] / counts.sum()
+    expected = q * (len(originals) - np.bincount(originals, minlength=len(counts))[support])
+    expected *= len(drawn) / expected.sum()
+    observed = np.bincount(drawn, minlength=len(counts))[support]
+    chi_square = float(((observed - expected) ** 2 / expected).sum())
+    assert chi_square < _chi_square_quantile(len(support) - 1), (chi_square, observed, expected)
+
+
+def test_the_counting_pass_is_numpys_count_and_a_resumed_run_counts_the_same(corpus, tmp_path):
+    # A resumed run reads its claimed tokenizer back from the run directory and its corpus
+    # is fingerprinted unchanged: the streamed count (one pass, a vocabulary-sized sum) is
+    # then the same, id for id.
+    docs, documents, tokenizer = corpus
+    vocabulary = tokenizer.vocabulary_size()
+    first = token_counts.of_documents(tokenizers.tokenize_documents(documents, tokenizer),
+                                      vocabulary)
+    np.testing.assert_array_equal(first, _reference_counts(docs, tokenizer))
+    tokenizers.save_tokenizer(tokenizer, str(tmp_path))
+    claimed = tokenizers.load_tokenizer(str(tmp_path))
+    again = token_counts.of_documents(tokenizers.tokenize_documents(documents, claimed),
+                                      vocabulary)
+    np.testing.assert_array_equal(again, first)
+    with pytest.raises(ConfigError, match="outside the vocabulary of 5"):
+        token_counts.of_arrays([np.array([1, 7])], 5)
+
+
+def _prepared(tmp_path, docs, out="data"):
+    path = tmp_path / "corpus.txt"
+    if not path.exists():
+        path.write_text("".join("\n".join(doc) + "\n\n" for doc in docs))
+    return prepare.prepare("spanbert-base", str(path), str(tmp_path / out), sequence_length=64,
+                           vocabulary_size=200, workers=1, shard_bytes=8_000, say=lambda _: None)
+
+
+def test_prepared_spanbert_data_records_the_counts_and_reads_by_them(tmp_path):
+    docs = _documents(120, seed=1)
+    manifest = _prepared(tmp_path, docs)
+    out = str(tmp_path / "data")
+    tokenizer = prepare.load_tokenizer(out)
+    assert len(manifest["shards"]) >= 2  # the shards' counts are summed
+    assert all(token_counts.MANIFEST_KEY not in shard for shard in manifest["shards"])
+    reference = _reference_counts(docs, tokenizer)
+    np.testing.assert_array_equal(manifest[token_counts.MANIFEST_KEY], reference)
+
+    # A resumed preparation (one shard made again) records the same counts.
+    os.remove(os.path.join(out, manifest["shards"][-1]["file"]))
+    os.remove(os.path.join(out, "manifest.json"))
+    assert _prepared(tmp_path, docs)[token_counts.MANIFEST_KEY] == manifest[
+        token_counts.MANIFEST_KEY]
+
+    # The read side draws by the manifest's counts: only ids of the corpus come in.
+    run = families.Run("spanbert-base", batch_size=16, sequence_length=64, vocabulary_size=200)
+    layout = families.get("spanbert").prepared(tokenizer, run)
+    reader = prepared_input.PreparedInput(out, manifest, layout, 16, worker=0, workers=1)
+    drawn, _ = _random_replacements(reader.at_step(0), tokenizer.token_to_id("[MASK]"), 12)
+    assert len(drawn) > 40 and set(drawn) <= set(np.flatnonzero(reference))
+
+    # Data prepared before the counts were recorded is refused, saying what to do.
+    old = {k: v for k, v in manifest.items() if k != token_counts.MANIFEST_KEY}
+    with pytest.raises(ConfigError, match="prepare the data again"):
+        prepared_input.PreparedInput(out, old, layout, 16, worker=0, workers=1)
+    with pytest.raises(ConfigError, match="read them through PreparedInput"):
+        layout.batches(tf.data.Dataset.from_tensors({"token_ids": tf.zeros(64, tf.int32)}))
+    assert json.loads((tmp_path / "data" / "manifest.json").read_text())[
+        token_counts.MANIFEST_KEY] == manifest[token_counts.MANIFEST_KEY]

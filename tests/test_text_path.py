@@ -189,3 +189,15 @@ def test_pairs_are_framed_and_truncated_longest_first():
     np.testing.assert_array_equal(out["token_ids"], [[2, 4, 5, 6, 3, 6, 7, 3]])
     with pytest.raises(ValueError, match="longest_first"):
         TextPreprocessor(tokenizer, 8, "bert")(tf.constant(["a b c d"]), tf.constant(["c d e"]))
+
+
+def test_elmo_character_ids_read_strings_eagerly_as_in_tf_data():
+    """Called eagerly on JAX and torch, Keras turned the strings into the backend's tensors
+    ("string arrays can only be made from NumPy arrays"); the ids are tf.data's."""
+    from keras_ctx.data.characters import ElmoCharacterIds
+
+    layer = ElmoCharacterIds(sequence_length=6)
+    texts = tf.constant(["The bank was closed .", "By the river"])
+    in_graph = next(iter(tf.data.Dataset.from_tensors(texts).map(layer)))
+    np.testing.assert_array_equal(np.asarray(layer(texts)), in_graph.numpy())
+    assert in_graph.shape == (2, 6, 50) and len(np.unique(in_graph.numpy())) > 10

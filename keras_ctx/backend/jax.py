@@ -259,9 +259,22 @@ class TaskStep:
         trainable, optimizer = apply_optimizer(
             self, (trainable, non_trainable, optimizer), [g for g, _ in read],
             [v for _, v in read])
-        logs, metrics = self._update_metrics_variables(metrics, loss, x, y, y_pred,
-                                                       sample_weight)
+        logs, metrics = _task_metrics(self, metrics, loss, x, y, y_pred, sample_weight)
         return logs, (trainable, non_trainable, optimizer, metrics)
+
+
+def _task_metrics(model, metrics, loss, x, y, y_pred, sample_weight):
+    """What Keras' JAX step does after its update, on public APIs: its loss tracker (the
+    metric named "loss", weighted by the batch's rows) and `compute_metrics`, over the
+    step state's metric values; (logs, the new values)."""
+    mapping = list(zip(model.metrics_variables, metrics))
+    with keras.StatelessScope(state_mapping=mapping) as scope:
+        rows = next(i for i in keras.tree.flatten(x) if i is not None).shape[0]
+        for metric in model.metrics:
+            if metric.name == "loss":
+                metric.update_state(loss, sample_weight=rows)
+        logs = model.compute_metrics(x, y, y_pred, sample_weight)
+    return logs, _current(scope, model.metrics_variables)
 
 
 def check_unfreezing(model):

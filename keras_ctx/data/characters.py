@@ -189,6 +189,9 @@ class ElmoCharacterIds(keras.layers.Layer):
         self.add_sentence_boundaries = bool(add_sentence_boundaries)
         self.pre_tokenized = bool(pre_tokenized)
         self.built = True
+        # Strings stay strings on JAX and torch too (as TextPreprocessor's).
+        self._convert_input_args = False
+        self._allow_non_tensor_positional_args = True
 
     def call(self, inputs):
         if self.pre_tokenized:

@@ -28,12 +28,19 @@ from keras_ctx.common.errors import RunDirectoryError, one_line
 RUN_FILE = "run.json"
 SETTINGS_FILE = "pretrain_settings.json"
 BACKBONE_FILE = "backbone.keras"
-# What the commands read from run.json, with the types and ranges they need.
+# Every field a writer of run.json wrote (pretrain's `_save`, convert's `run_info`,
+# save_run's sizes and hash, a family's run files), with the types and ranges the
+# commands need: any other field (a typo, a hand edit) is refused, naming the closest.
 RUN_SCHEMA = {"family": (str, None, True), "sequence_length": (int, 1, True),
               "model": ((str, type(None)), None, False), "overrides": (dict, None, False),
               "sizes": (dict, None, False), "steps": ((int, type(None)), 0, False),
               "seed": ((int, type(None)), None, False),
-              "tokenizer_sha256": (str, None, False)}
+              "tokenizer_sha256": (str, None, False),
+              "corpus": ((str, list, type(None)), None, False),
+              "source_format": (str, None, False), "backbone": (str, None, False),
+              "tokenizer_sample": (dict, None, False),  # tokenizers.TOKENIZER_SAMPLE
+              "vocabulary": (list, None, False),  # ELMo's words (its family's run_files)
+              "data": (dict, None, False)}  # pretrain --data: the prepared data's record
 CLASSIFIER_FILE = "classifier.keras"
 # Recorded in run.json and checked against backbone.keras when a run is loaded.
 SIZE_KEYS = ("vocabulary_size", "hidden_size", "num_layers", "num_heads", "intermediate_size",
@@ -143,23 +150,25 @@ def read_info(run_dir):
     fix = "restore it, or pretrain or convert the run again"
     try:
         info = files.read_json(path, "a run's run.json", fix)
-        validation.check_fields(path, info, RUN_SCHEMA, fix)
+        validation.check_fields(path, info, RUN_SCHEMA, fix, closed=True)
         validation.check_fields(f"{path} (sizes)", info.get("sizes") or {},
-                                {k: (int, 1, False) for k in SIZE_KEYS}, fix)
+                                {k: (int, 1, False) for k in SIZE_KEYS}, fix, closed=True)
     except ValueError as error:
         raise RunDirectoryError(str(error)) from None
     return info
 
 
 def read_record(path, schema, what, fix):
-    """The JSON object in `path`, checked against `schema`; {} only when there is no file.
+    """The JSON object in `path`, checked against `schema` (closed: an unknown field
+    raises); {} only when there is no file.
 
     A damaged file raises (naming it and `fix`) instead of reading as absent.
     """
     if not os.path.isfile(path):
         return {}
     try:
-        return validation.check_fields(path, files.read_json(path, what, fix), schema, fix)
+        return validation.check_fields(path, files.read_json(path, what, fix), schema, fix,
+                                       closed=True)
     except ValueError as error:
         raise RunDirectoryError(str(error)) from None
 

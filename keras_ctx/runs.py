@@ -40,6 +40,8 @@ from keras_ctx.run_files import (  # noqa: F401  (the run directory's files, rea
 from keras_ctx.training import Checkpointer
 
 CLAIMED_SAMPLE_FILE = "sample.json"
+# What `save_claimed_tokenizer` keeps: the run.json field of the tokenizer's sample.
+SAMPLE_SCHEMA = {"tokenizer_sample": (dict, None, False)}
 
 
 def save_claimed_tokenizer(out_dir, tokenizer, info):
@@ -71,7 +73,8 @@ def claimed_tokenizer(out_dir, existing=None):
     if tokenizer is None:
         return None
     return tokenizer, read_record(
-        os.path.join(directory, CLAIMED_SAMPLE_FILE), {}, "the claimed tokenizer's sample",
+        os.path.join(directory, CLAIMED_SAMPLE_FILE), SAMPLE_SCHEMA,
+        "the claimed tokenizer's sample",
         f"restore {directory}, or pretrain again in a new --out")
 
 
@@ -85,6 +88,21 @@ CHANGES_KEY = "changes"
 # is the --data flag's prepared directory. Files written before the two were told
 # apart hold the fingerprints under "data".
 FINGERPRINT_KEY = "fingerprints"
+# Every field `claim` wrote to the settings file (the request's settings, the fingerprints
+# and the changes; "data": the --data directory, or the fingerprints in the earlier layout).
+# A field of none of them (a typo, a hand edit) is refused instead of ignored: the claim
+# compares only the fields this version writes.
+SETTINGS_SCHEMA = {
+    "model": (str, None, False), "overrides": (dict, None, False),
+    "corpus": ((str, list, type(None)), None, False), "data": ((str, dict), None, False),
+    "sequence_length": (int, 1, False), "batch_size": ((int, type(None)), 1, False),
+    "vocabulary_size": ((int, type(None)), 1, False), "seed": ((int, type(None)), 0, False),
+    "learning_rate": ((int, float, type(None)), 0, False),
+    "steps": (int, 1, False), "checkpoint_every": ((int, type(None)), 1, False),
+    "strategy": ((str, type(None)), None, False),
+    "mixed_precision": ((bool, str, type(None)), None, False),
+    "xla": ((bool, str, type(None)), None, False),
+    FINGERPRINT_KEY: (dict, None, False), CHANGES_KEY: (list, None, False)}
 
 
 def _recorded_fingerprints(settings, given=None):
@@ -118,7 +136,7 @@ def read_settings(out_dir):
            "same command again to resume from them with its arguments")
     try:
         previous = files.read_json(path, "a run's settings", fix)
-        validation.check_fields(path, previous, {}, fix)
+        validation.check_fields(path, previous, SETTINGS_SCHEMA, fix, closed=True)
     except ValueError as error:
         raise RunDirectoryError(f"{path} is damaged: {one_line(error)}") from None
     return previous

@@ -415,7 +415,7 @@ def check_export_path(path):
 
 # ---------------------------------------------------------------- files' fields
 
-def check_fields(path, record, schema, fix):
+def check_fields(path, record, schema, fix, closed=False):
     """Raises ConfigError naming `path`, the field and `fix` when `record` breaks `schema`.
 
     The one schema path of the files keras-ctx reads back (run.json,
@@ -429,12 +429,21 @@ def check_fields(path, record, schema, fix):
         schema: {field: (type or tuple of types, least value or None,
             required)}; ints are never bools.
         fix: what the user should do, ending the message.
+        closed: every field of `record` must be in `schema` (a field any version of
+            the file's writer wrote: `object` for one read without a check); an
+            unknown one (a typo, a renamed field) raises naming the closest.
 
     Returns:
         `record`.
     """
     if not isinstance(record, dict):
         raise ConfigError(f"{path} holds {type(record).__name__}, not a JSON object: {fix}.")
+    unknown = [key for key in record if key not in schema] if closed else []
+    if unknown:
+        key = unknown[0]
+        raise ConfigError(f"{path} has an unknown field {key!r}{closest(str(key), schema)} "
+                          f"(known: {', '.join(sorted(schema))}): correct or remove it, or "
+                          f"{fix}.")
     for field, (kinds, least, required) in schema.items():
         if field not in record:
             if required:
@@ -445,7 +454,7 @@ def check_fields(path, record, schema, fix):
         if value is None and type(None) in kinds:
             continue
         wrong_type = not isinstance(value, kinds) or (
-            isinstance(value, bool) and bool not in kinds)
+            isinstance(value, bool) and bool not in kinds and object not in kinds)
         if wrong_type or (least is not None and value < least):
             names = " or ".join("null" if k is type(None) else _JSON_NAMES.get(k, k.__name__)
                                 for k in kinds)

@@ -94,30 +94,48 @@ def load_tokenizer(data_dir):
     tokenizer = tokenizers.load_tokenizer(os.path.join(data_dir, tokenizers.TOKENIZER_DIR))
     if tokenizer is not None:
         return tokenizer
-    kept = read_json(tokenizer_record_path(data_dir)).get("run_files", {})
+    path = tokenizer_record_path(data_dir)
+    kept = read_checked(path, "prepare's tokenizer record", TOKENIZER_RECORD_SCHEMA,
+                        TOKENIZER_RECORD_FIX).get("run_files", {})
     if len(kept) != 1:
         raise PreparedDataError(f"{data_dir} holds no tokenizer; prepare it again.")
     return next(iter(kept.values()))
 
 
-# The fields `pretrain --data` reads, with their types and ranges (`validation.check_fields`).
+# Every field `prepare` wrote to each file, with the types and ranges `pretrain --data`
+# needs (`validation.check_fields`, closed: a field no version wrote, a typo or a hand
+# edit, is refused naming the closest). "token_counts": the corpus' count of each id
+# (keras_ctx.data.token_counts, for the layouts that draw by it).
 SETTINGS_SCHEMA = {
     "model": (str, None, True), "family": (str, None, True),
     "sequence_length": (int, 1, True), "vocabulary_size": (int, 1, True),
     "seed": (int, 0, True), "batch_size": ((int, type(None)), 1, True),
     "duplicate": ((int, type(None)), 1, False), "shard_bytes": (int, 1, False),
-    "tokenizer_sample": (int, 1, False)}
+    "tokenizer_sample": (int, 1, False), "corpus": (str, None, False),
+    "corpus_fingerprint": ((dict, str, type(None)), None, False)}
 SHARD_SCHEMA = {"file": (str, None, True), "examples": (int, 0, True),
                 "sha256": (str, None, True), "source": (list, None, True),
-                "made_with": (str, None, False)}
+                "made_with": ((str, type(None)), None, False),
+                "token_counts": (list, None, False)}
 MANIFEST_SCHEMA = {
     "version": (int, None, True), "settings": (dict, None, True), "layout": (str, None, True),
     "copies": (int, 1, True), "features": (dict, None, True), "tokenizer": (dict, None, True),
-    "examples": (int, 0, True), "shards": (list, None, True)}
+    "examples": (int, 0, True), "shards": (list, None, True),
+    "corpus_bytes": (int, 0, False), "token_counts": (list, None, False)}
+# tokenizer_record.json (and the manifest's "tokenizer"): the tokenizer's sample
+# (tokenizers.TOKENIZER_SAMPLE), its size, the run files a family keeps instead
+# (ELMo's words) and the hash of tokenizer/.
+TOKENIZER_RECORD_SCHEMA = {
+    "tokenizer_sample": (dict, None, False), "vocabulary_size": (int, 1, False),
+    "run_files": (dict, None, False), "sha256": ((str, type(None)), None, False)}
+TOKENIZER_RECORD_FIX = f"delete it and {tokenizers.TOKENIZER_DIR}/ and prepare again"
 
 
 def read_checked(path, what, schema, fix):
-    return validation.check_fields(path, files.read_json(path, what, fix), schema, fix)
+    """The JSON object in `path`, checked against `schema`: closed (see the schemas) unless
+    the schema is empty (any object)."""
+    return validation.check_fields(path, files.read_json(path, what, fix), schema, fix,
+                                   closed=bool(schema))
 
 
 def load_manifest(data_dir, verify=True):
@@ -140,13 +158,16 @@ def load_manifest(data_dir, verify=True):
                 f"{data_dir} was prepared by another keras_ctx version (records of version "
                 f"{manifest.get('version')}, this one reads {MANIFEST_VERSION}); prepare it "
                 "again into a new directory.")
-        validation.check_fields(path, manifest, MANIFEST_SCHEMA, fix)
+        validation.check_fields(path, manifest, MANIFEST_SCHEMA, fix, closed=True)
         validation.check_fields(f"{path} (settings)", manifest["settings"], SETTINGS_SCHEMA,
-                                fix)
+                                fix, closed=True)
+        validation.check_fields(f"{path} (tokenizer)", manifest["tokenizer"],
+                                TOKENIZER_RECORD_SCHEMA, fix, closed=True)
         validation.check_fields(f"{path} (features)", manifest["features"],
                                 {name: (int, 0, True) for name in manifest["features"]}, fix)
         for i, shard in enumerate(manifest["shards"]):
-            validation.check_fields(f"{path} (shards[{i}])", shard, SHARD_SCHEMA, fix)
+            validation.check_fields(f"{path} (shards[{i}])", shard, SHARD_SCHEMA, fix,
+                                    closed=True)
             if os.path.basename(shard["file"]) != shard["file"] or shard["file"] in ("", ".",
                                                                                       ".."):
                 raise PreparedDataError(f"{path} has shards[{i}].file={shard['file']!r}, not "

@@ -134,7 +134,8 @@ def train_cvt_tagger(labelled_path, unlabelled_path, steps, sequence_length=None
 
 # What `load_cvt_tagger` reads from vocabulary.json, with the types and ranges it needs.
 VOCABULARY_SCHEMA = {"words": (list, None, True), "tags": (list, None, True),
-                     "hidden_size": (int, 1, False)}
+                     "hidden_size": (int, 1, False), "padding_id": (int, 0, False),
+                     "unknown_id": (int, 0, False)}  # closed: every field the writer writes
 
 
 def load_cvt_tagger(run_dir):
@@ -159,7 +160,7 @@ def load_cvt_tagger(run_dir):
                          "pass the --out directory of `keras-ctx cvt`.")
     path, fix = os.path.join(run_dir, "vocabulary.json"), "train the tagger again (keras-ctx cvt)"
     saved = validation.check_fields(path, files.read_json(path, "a CVT vocabulary", fix),
-                                    VOCABULARY_SCHEMA, fix)
+                                    VOCABULARY_SCHEMA, fix, closed=True)
     if not saved["tags"] or not all(isinstance(t, str) for t in saved["words"] + saved["tags"]):
         raise CheckpointError(f"{path}: words and tags must be lists of strings, tags not "
                               f"empty: {fix}.")

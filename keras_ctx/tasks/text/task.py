@@ -282,7 +282,8 @@ def read_task_info(directory):
     """task.json of a saved task, checked (`TASK_SCHEMA`: one line naming file and field)."""
     path, fix = os.path.join(directory, TASK_FILE), "save the task again"
     return validation.check_fields(
-        path, files.read_json(path, "a saved task's task.json", fix), TASK_SCHEMA, fix)
+        path, files.read_json(path, "a saved task's task.json", fix), TASK_SCHEMA, fix,
+        closed=True)  # every field `save` writes: another is a typo or a hand edit
 
 
 def _split(data):

@@ -255,31 +255,44 @@ def causal_lm_example(ids):
     return {"token_ids": ids, "padding_mask": tf.ones_like(ids)}
 
 
+# T5's objective (Raffel et al. 2020, Sec. 3.1.4): 15% noise in spans of mean length 3.
+T5_CORRUPTION = dict(noise_density=0.15, mean_noise_span_length=3.0)
+
+
 def span_corruption_dataset(documents, tokenizer, batch_size, sequence_length=512,
-                            num_sentinels=100, eos_token="[SEP]", seed=0):
+                            num_sentinels=100, eos_token="[SEP]", seed=0, **corruption):
     """T5: i.i.d. span corruption, 15% noise, mean span 3 (Raffel et al. 2020).
 
     The `num_sentinels` <extra_id_i> ids follow the tokenizer's vocabulary
     (counting down from the last); id 0 (<pad>) starts the decoder. Chunks
     of `noise.span_corruption_tokens_length(sequence_length)` tokens fill
     the encoder's `sequence_length` (T5's random_spans_helper).
+    `corruption`: `noise_density` and `mean_noise_span_length` (`T5_CORRUPTION`).
     """
-    length = noise.span_corruption_tokens_length(sequence_length)
+    length = noise.span_corruption_tokens_length(sequence_length,
+                                                 **{**T5_CORRUPTION, **corruption})
     examples = token_chunks(documents, tokenizer, length, None, seed).map(
-        span_corruption_example(tokenizer, sequence_length, num_sentinels, eos_token))
+        span_corruption_example(tokenizer, sequence_length, num_sentinels, eos_token,
+                                **corruption))
     return examples.batch(batch_size, drop_remainder=True)
 
 
-def span_corruption_example(tokenizer, sequence_length, num_sentinels=100, eos_token="[SEP]"):
-    """T5's map from one chunk of `noise.span_corruption_tokens_length(sequence_length)`
-    ids to encoder (`sequence_length`) / decoder features."""
+def span_corruption_example(tokenizer, sequence_length, num_sentinels=100, eos_token="[SEP]",
+                            noise_density=T5_CORRUPTION["noise_density"],
+                            mean_noise_span_length=T5_CORRUPTION["mean_noise_span_length"]):
+    """T5's map from one chunk of `noise.span_corruption_tokens_length(sequence_length,
+    noise_density, mean_noise_span_length)` ids to encoder (`sequence_length`) / decoder
+    features."""
     eos_id = tokenizer.token_to_id(eos_token)
     first_sentinel = tokenizer.vocabulary_size() + num_sentinels - 1
+    corruption = dict(noise_density=noise_density,
+                      mean_noise_span_length=mean_noise_span_length)
     _, decoder_length = noise.span_corruption_lengths(
-        noise.span_corruption_tokens_length(sequence_length))
+        noise.span_corruption_tokens_length(sequence_length, **corruption), **corruption)
     encoder_length = sequence_length
     return lambda ids: noise.seq2seq_features(
-        noise.span_corruption(ids, first_sentinel_id=first_sentinel, eos_id=eos_id),
+        noise.span_corruption(ids, first_sentinel_id=first_sentinel, eos_id=eos_id,
+                              **corruption),
         encoder_length, decoder_length, decoder_start_id=0)
 
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_ctx.data import noise
+from keras_ctx.data import noise, pipelines
 from tests.data import bart_noise_reference as reference
 
 
@@ -319,6 +319,46 @@ def test_bart_recipe_follows_each_sizes_record():
         assert sized(presets.pretraining(preset)) == pipelines.BART_INFILLING == dict(
             rate=0.3, poisson_lambda=3.5, mask_random=0.1)
     assert sized(None) == {}
+
+
+class _StubTokenizer:
+    """The two things T5's example map asks a tokenizer: its size and the EOS id."""
+
+    def vocabulary_size(self):
+        return 100
+
+    def token_to_id(self, token):
+        return 1
+
+
+def test_t5_recipe_follows_each_sizes_record_and_a_changed_record_changes_the_data():
+    # Raffel et al. 2020, Sec. 3.1.4: 15% noise, mean span 3 for every T5 / T5.1.1 / mT5
+    # size; the recipe reads them from the record (was: fixed defaults, the record unread).
+    import dataclasses
+
+    from keras_ctx import registry
+    from keras_ctx.families import Run
+    from keras_ctx.models import presets
+
+    family = registry.get("t5")
+    t5_presets = [p for p in presets.preset_names() if registry.of_preset(p) is family]
+    for preset in t5_presets:
+        assert family.dataset.sized(presets.pretraining(preset)) == dict(
+            noise_density=0.15, mean_noise_span_length=3.0), preset
+    assert family.prepared(_StubTokenizer(), Run("t5-small", 2, 512, 100)).features == {
+        "token_ids": 568}  # random_spans_helper's chunk for 512 inputs
+    # A record with 30% noise in spans of 8: longer targets, fewer sentinels.
+    record = dataclasses.replace(presets.pretraining("t5-small"), mask_rate=0.3, mean_span=8.0)
+    settings = family.dataset.sized(record)
+    tokens = noise.span_corruption_tokens_length(64, **settings)
+    example = pipelines.span_corruption_example(_StubTokenizer(), 64, 4, **settings)
+    tf.random.set_seed(0)
+    x, labels, weights = example(tf.range(10, 10 + tokens))
+    spans = round(round(tokens * 0.3) / 8)  # T5's counts: noise tokens, then spans
+    assert int(weights.numpy().sum()) == round(tokens * 0.3) + spans + 1  # + EOS
+    assert int(x["encoder_padding_mask"].numpy().sum()) == tokens - round(tokens * 0.3) + (
+        spans + 1)
+    assert noise.span_corruption_tokens_length(64) != tokens  # the defaults' chunk differs
 
 
 def test_token_masking_and_deletion_rates_keep_the_rest_in_order():

@@ -2,17 +2,32 @@
 
 from keras_ctx import optimizers
 from keras_ctx.models.t5 import convert as convert_t5
-from keras_ctx.data import noise, pipelines, tokenizers
+from keras_ctx.data import layouts, noise, pipelines, tokenizers
 from keras_ctx.families.common import TINY_TRANSFORMER
-from keras_ctx.families.common import T5_FRAMING, T5_SENTINELS, chunks, pipeline, pretrainer
+from keras_ctx.families.common import T5_FRAMING, T5_SENTINELS, per_size, pretrainer, published
 from keras_ctx.models.t5 import backbone as t5
 from keras_ctx.models.presets import Pretraining, Stage, register_pretraining
 from keras_ctx.pretraining import Seq2SeqPretrainer
 from keras_ctx.registry import Family, register_family
 
 
+def _corruption(settings):
+    # The size's span corruption (noise share, mean span), as its record says.
+    if not settings:
+        return {}
+    return dict(noise_density=settings.mask_rate, mean_noise_span_length=settings.mean_span)
+
+
 def _t5_read(tokenizer, run):
-    return pipelines.span_corruption_example(tokenizer, run.sequence_length, T5_SENTINELS)
+    return pipelines.span_corruption_example(tokenizer, run.sequence_length, T5_SENTINELS,
+                                             **_corruption(published(run)))
+
+
+def _t5_layout(tokenizer, run):
+    # Chunks of random_spans_helper's length for the size's noise (568 for 512, 15%, 3).
+    length = noise.span_corruption_tokens_length(run.sequence_length,
+                                                 **_corruption(published(run)))
+    return layouts.chunks_layout(tokenizer, run, _t5_read, length=length)
 
 
 # T5 (Raffel et al. 2020, Sec. 3.7: the released T5 models pretrained 1M steps on
@@ -45,8 +60,9 @@ T5 = register_family(Family(
     inputs="encoder_decoder",
     pooling=("encoder_sequence_output", "encoder_padding_mask", "mean"),
     word_vectors="encoder_sequence_output", extra_tokens=T5_SENTINELS,
-    dataset=pipeline(pipelines.span_corruption_dataset, num_sentinels=T5_SENTINELS),
-    prepared=chunks(_t5_read, chunk_length=noise.span_corruption_tokens_length),
+    dataset=per_size(pipelines.span_corruption_dataset, _corruption,
+                     num_sentinels=T5_SENTINELS),
+    prepared=_t5_layout,
     pretrainer=pretrainer(Seq2SeqPretrainer), huggingface=convert_t5.HUGGINGFACE,
     optimizer=optimizers.t5_recipe,
     tiny=TINY_TRANSFORMER, objective=(Seq2SeqPretrainer, ())))

@@ -33,6 +33,10 @@ def of_arrays(id_arrays, vocabulary_size):
 def of_documents(documents, vocabulary_size):
     """The counts of a tf.data of tokenized documents (ragged [sentences, tokens] ids), in
     one streamed pass (`_DOCUMENTS_PER_COUNT` documents at a time)."""
+    if documents.cardinality() == tf.data.INFINITE_CARDINALITY:
+        raise ConfigError("The token counts are made in one pass over the documents, which "
+                          "repeat forever here: count them before `.repeat()`, or give the "
+                          "counts.")
     flat = documents.map(lambda document: tf.cast(document.flat_values, tf.int32))
     batches = flat.ragged_batch(_DOCUMENTS_PER_COUNT).map(
         lambda ids: (tf.math.bincount(ids.flat_values, minlength=vocabulary_size,

@@ -92,6 +92,9 @@ def test_the_counting_pass_is_numpys_count_and_a_resumed_run_counts_the_same(cor
     again = token_counts.of_documents(tokenizers.tokenize_documents(documents, claimed),
                                       vocabulary)
     np.testing.assert_array_equal(again, first)
+    with pytest.raises(ConfigError, match="repeat forever here"):
+        token_counts.of_documents(tokenizers.tokenize_documents(documents.repeat(), tokenizer),
+                                  vocabulary)
     with pytest.raises(ConfigError, match="outside the vocabulary of 5"):
         token_counts.of_arrays([np.array([1, 7])], 5)
 

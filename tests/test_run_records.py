@@ -259,3 +259,25 @@ def test_a_cvt_vocabulary_with_a_misspelt_or_mistyped_field_is_refused(tmp_path,
         cvt_tagger.load_cvt_tagger(str(tmp_path))
     assert all(word in str(raised.value) for word in ("vocabulary.json", *words)), raised.value
 
+
+
+# ------------------------------------------------------------ files of earlier versions
+
+@pytest.mark.parametrize("record", [
+    # pretrain of ELMo as keras_ctx/recipes.py wrote it at 2f5de12 (no sizes, no hash)
+    {"model": "elmo-tiny", "family": "elmo", "sequence_length": 16, "overrides": {},
+     "corpus": "builtin", "steps": 3, "seed": 0, "vocabulary": ["<pad>", "<S>", "</S>"]},
+    # convert as keras_ctx/recipes.py wrote it before 1b78f73
+    {"model": "/checkpoints/bert", "family": "bert", "sequence_length": 128},
+])
+def test_a_run_json_of_an_earlier_version_still_reads(tmp_path, record):
+    files.write_json(str(tmp_path / run_files.RUN_FILE), record)
+    assert run_files.read_info(str(tmp_path)) == record
+
+
+def test_a_settings_file_of_the_first_version_still_reads(tmp_path):
+    # What keras_ctx/recipes.py recorded at 56da98e, the settings file's first version.
+    record = {"model": "bert-tiny", "overrides": {}, "corpus": "builtin",
+              "sequence_length": 16, "batch_size": 2, "vocabulary_size": 8000, "seed": 0}
+    files.write_json(str(tmp_path / runs.SETTINGS_FILE), record)
+    assert runs.read_settings(tmp_path) == record

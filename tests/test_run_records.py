@@ -121,6 +121,16 @@ def test_every_field_claim_writes_reads_back(tmp_path):
         assert runs.read_settings(tmp_path / "run") == record
 
 
+def test_the_settings_pretrain_records_read_back(tmp_path):
+    from keras_ctx.commands.pretrain_checks import PretrainRequest
+
+    out = tmp_path / "run"
+    request = PretrainRequest.checked("bert-tiny", str(out), learning_rate=1e-3,
+                                      overrides={"num_layers": 1})
+    runs.claim(str(out), request.settings())
+    assert runs.read_settings(out) == request.settings()
+
+
 @pytest.mark.parametrize("edit, words", [
     ({"learning_rat": 1e-3}, ("'learning_rat'", "did you mean 'learning_rate'?")),
     ({"steps": "3"}, ("steps='3', not an integer >= 1",)),

@@ -41,10 +41,14 @@ def of_documents(documents, vocabulary_size):
     batches = flat.ragged_batch(_DOCUMENTS_PER_COUNT).map(
         lambda ids: (tf.math.bincount(ids.flat_values, minlength=vocabulary_size,
                                       maxlength=vocabulary_size, dtype=tf.int64), ids.nrows()))
+    progress.say("Counting the corpus' token ids (SpanBERT draws its random replacements "
+                 "by their frequency: one pass)...")
     counts = np.zeros(vocabulary_size, np.int64)
     for part, _ in progress.current().count(batches.as_numpy_iterator(), "documents counted",
                                             weight=lambda item: int(item[1])):
         counts += part
+    progress.say(f"Counted {int(counts.sum()):,} tokens, {int(np.count_nonzero(counts)):,} "
+                 f"of the {vocabulary_size:,} ids.")
     return counts
 
 

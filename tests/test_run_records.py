@@ -42,6 +42,10 @@ def test_a_closed_schema_names_the_unknown_field_and_the_closest_known_one():
                        "f.json", "'sequence_lenght'", "did you mean 'sequence_length'?",
                        "fix it")
     assert message.endswith("fix it.")
+    # No close name: the known ones are listed.
+    _refused(lambda: validation.check_fields("f.json", {"zzz": 1}, schema, "fix it",
+                                             closed=True),
+             "'zzz' (known: seed, sequence_length)")
     # `object`: a field read without a check, a bool included.
     assert validation.check_fields("f.json", {"x": True}, {"x": (object, None, True)}, "",
                                    closed=True) == {"x": True}

@@ -440,10 +440,10 @@ def check_fields(path, record, schema, fix, closed=False):
         raise ConfigError(f"{path} holds {type(record).__name__}, not a JSON object: {fix}.")
     unknown = [key for key in record if key not in schema] if closed else []
     if unknown:
-        key = unknown[0]
-        raise ConfigError(f"{path} has an unknown field {key!r}{closest(str(key), schema)} "
-                          f"(known: {', '.join(sorted(schema))}): correct or remove it, or "
-                          f"{fix}.")
+        key = unknown[0]  # the known ones listed where none is close
+        hint = closest(str(key), schema) or f" (known: {', '.join(sorted(schema))})"
+        raise ConfigError(f"{path} has an unknown field {key!r}{hint}: correct or remove it, "
+                          f"or {fix}.")
     for field, (kinds, least, required) in schema.items():
         if field not in record:
             if required:

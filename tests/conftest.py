@@ -52,9 +52,8 @@ SKIPPING = {"tensorflow_only": (("tensorflow",), "TensorFlow only"),
 def skip_reason(item, backend=BACKEND):
     """Why `item` does not run on `backend`, or None where it does; a marker without its
     reason (or naming no known backend) stops the run on every backend."""
-    for marker in item.iter_markers():
-        if marker.name not in SKIPPING:
-            continue
+    # The closest of each kind: a test's runs_on("torch") overrides its module's.
+    for marker in filter(None, map(item.get_closest_marker, SKIPPING)):
         backends, said = SKIPPING[marker.name]
         if backends is None:  # runs_on("tensorflow", "jax", reason="...")
             backends, reason = marker.args, marker.kwargs.get("reason")

@@ -15,8 +15,8 @@ class Item:
     def __init__(self, *markers):
         self.markers = markers
 
-    def iter_markers(self):
-        return iter(self.markers)
+    def get_closest_marker(self, name):
+        return next((m for m in self.markers if m.name == name), None)
 
 
 def _decisions(marker):
@@ -60,3 +60,11 @@ def test_a_marker_without_its_reason_or_backends_stops_the_run(marker, message):
     # On TensorFlow too, where nothing is skipped: the mistake shows in every run.
     with pytest.raises(pytest.UsageError, match=message):
         skip_reason(Item(marker), "tensorflow")
+
+
+def test_a_tests_own_runs_on_overrides_its_modules():
+    test, module = (pytest.mark.runs_on("torch", reason="its refusal").mark,
+                    pytest.mark.runs_on("tensorflow", "jax", reason="export").mark)
+    assert {backend: skip_reason(Item(test, module), backend)
+            for backend in ("tensorflow", "jax", "torch")} == {
+        "tensorflow": "torch only: its refusal", "jax": "torch only: its refusal", "torch": None}

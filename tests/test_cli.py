@@ -222,6 +222,7 @@ def test_progress_counts_rate_and_time_left_then_times_an_opaque_step():
     assert progress.current().say is None
 
 
+@pytest.mark.runs_on("tensorflow", "jax", reason="SavedModel export")
 def test_exporting_a_preset_says_its_weights_are_random(tmp_path, capsys, caplog):
     from keras_ctx.commands.export import export_run
 

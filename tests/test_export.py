@@ -16,6 +16,10 @@ from tests.tiny import VOCAB, tiny_encoder
 from tests.isolated import run_isolated
 
 L = 8
+# SavedModel export is TensorFlow's and JAX's (torch refuses it: the last test).
+pytestmark = pytest.mark.runs_on("tensorflow", "jax", reason="SavedModel export")
+# JAX's export serves one sequence length (jax2tf traces the model at it).
+FREE_LENGTH = pytest.mark.tensorflow_only("a free sequence length: JAX's export fixes it")
 
 
 def batch():
@@ -60,10 +64,11 @@ def test_serving_default_and_examples_match_keras_in_a_tensorflow_only_process(t
         assert np.shape(got["hidden_states"]) == (
             len(inputs["token_ids"]), len(layers), L, layers[0].shape[-1])
         for i, layer in enumerate(layers):
-            np.testing.assert_allclose(np.asarray(got["hidden_states"])[:, i], layer.numpy(),
-                                       atol=1e-5)
+            np.testing.assert_allclose(np.asarray(got["hidden_states"])[:, i],
+                                       keras.ops.convert_to_numpy(layer), atol=1e-5)
 
 
+@FREE_LENGTH
 def test_saved_model_cli_lists_signatures_names_dtypes_and_shapes(tmp_path):
     path = export_saved_model(tiny_encoder(), tmp_path / "m", sequence_length=L)
     cli = shutil.which("saved_model_cli") or os.path.join(os.path.dirname(sys.executable),
@@ -76,6 +81,7 @@ def test_saved_model_cli_lists_signatures_names_dtypes_and_shapes(tmp_path):
         assert text in shown, text
 
 
+@FREE_LENGTH
 def test_free_sequence_length_serves_any_length_and_skips_examples(tmp_path):
     model = tiny_encoder()
     path = export_saved_model(model, tmp_path / "m")
@@ -87,6 +93,7 @@ def test_free_sequence_length_serves_any_length_and_skips_examples(tmp_path):
                                atol=1e-5)
 
 
+@FREE_LENGTH
 def test_a_classifiers_signatures_name_its_classes_and_take_any_length_up_to_the_models(
         tmp_path):
     """serving_default took exactly the export's length (another failed deep inside the
@@ -132,7 +139,10 @@ def test_text_signature_tokenizes_inside_the_graph(tmp_path):
     model = tiny_encoder()
     preprocessor = Preprocessor()
     text = ["the bank on the river", "a bank"]
-    expected = model(preprocessor(tf.constant(text)))["pooled_output"].numpy()
+    # Its call, as numpy (a Keras call would make the strings JAX or torch tensors, and
+    # keras-hub's packer answers in the backend's tensors, the mask in TensorFlow's).
+    ids = {k: np.asarray(v) for k, v in preprocessor.call(tf.constant(text)).items()}
+    expected = keras.ops.convert_to_numpy(model(ids)["pooled_output"])
     path = export_saved_model(model, tmp_path / "m", preprocessor=preprocessor,
                               sequence_length=L)
     out = run_isolated(f"""
@@ -159,11 +169,12 @@ def test_unbuilt_models_and_existing_versions_fail_without_losing_anything(tmp_p
         export_saved_model(model, tmp_path / "m", sequence_length=L)
     assert sorted(os.listdir(path)) == before
     tf.saved_model.load(path)  # still a whole export
-    assert export_saved_model(model, tmp_path / "m", version=2).endswith("2")
+    assert export_saved_model(model, tmp_path / "m", sequence_length=L,
+                              version=2).endswith("2")
     export_saved_model(model, tmp_path / "m", sequence_length=L, overwrite=True)
     assert sorted(os.listdir(tmp_path / "m")) == ["1", "2"]
     with pytest.raises(ExportError, match="version"):
-        export_saved_model(model, tmp_path / "m", version=0)
+        export_saved_model(model, tmp_path / "m", sequence_length=L, version=0)
 
 
 def test_every_model_in_a_process_refuses_out_of_range_ids(tmp_path):
@@ -192,6 +203,8 @@ def test_token_ids_of_unknown_vocabulary_size_refuse_to_export(tmp_path):
     assert not os.path.exists(tmp_path / "m" / "1")
 
 
+@pytest.mark.tensorflow_only("TensorFlow's forward pass marked for XLA (_XlaMustCompile); "
+                             "JAX's export is XLA's (jax2tf) either way")
 def test_xla_export_loads_alone_matches_the_plain_export_and_keeps_its_checks(tmp_path):
     model = tiny_encoder()
     plain = export_saved_model(model, tmp_path / "plain", sequence_length=L)
@@ -242,6 +255,8 @@ def test_xla_export_loads_alone_matches_the_plain_export_and_keeps_its_checks(tm
     assert "input token_ids must hold exactly 8 positions" in served["xla"]["length"], served
 
 
+@pytest.mark.tensorflow_only("TensorFlow's forward pass marked for XLA (_XlaMustCompile); "
+                             "JAX's export is XLA's (jax2tf) either way")
 def test_cli_export_xla_serving_flag_marks_the_forward_pass_for_xla(tmp_path, capsys):
     from tensorflow.core.protobuf import saved_model_pb2
 
@@ -254,3 +269,19 @@ def test_cli_export_xla_serving_flag_marks_the_forward_pass_for_xla(tmp_path, ca
     proto.ParseFromString((tmp_path / "m" / "1" / "saved_model.pb").read_bytes())
     assert any(f.attr["_XlaMustCompile"].b
                for f in proto.meta_graphs[0].graph_def.library.function)
+
+
+@pytest.mark.runs_on("torch", reason="torch's refusal (TensorFlow and JAX export above)")
+def test_torch_refuses_a_saved_model_in_one_line_naming_the_backends_that_export(
+        tmp_path, tiny_run, capsys):
+    from keras_ctx.cli import main
+
+    said = ("SavedModel export runs on the TensorFlow or JAX backend, not torch: save the "
+            "weights, then export with KERAS_BACKEND=tensorflow (or jax).")
+    with pytest.raises(ExportError) as refused:
+        export_saved_model(tiny_encoder(), tmp_path / "bert", sequence_length=L)
+    assert str(refused.value) == said
+    assert main(["export", str(tiny_run), str(tmp_path / "cli")]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"keras-ctx export: error: ExportError: {said}"]
+    assert not os.path.exists(tmp_path / "bert") and not os.path.exists(tmp_path / "cli")

@@ -12,6 +12,7 @@ from keras_ctx.models import from_preset
 from tests.isolated import run_isolated
 
 L = 8
+pytestmark = pytest.mark.runs_on("tensorflow", "jax", reason="SavedModel export (torch refuses it)")
 ENCODER = dict(num_layers=1, num_heads=2, hidden_size=16, intermediate_size=32,
                vocabulary_size=50)
 DECODER = dict(num_layers=1, num_heads=2, hidden_size=16, intermediate_size=32,
@@ -71,6 +72,9 @@ def flat(outputs):
     return result
 
 
+@pytest.mark.tensorflow_only(
+    "not yet on JAX: XLNet's relative attention takes int() of jax2tf's symbolic batch "
+    "(layers/relative_attention.py, _dims: InconclusiveDimensionOperation)")
 def test_every_family_serves_exactly_from_a_tensorflow_only_process(tmp_path):
     rng = np.random.default_rng(0)
     expected, cases = {}, {}

@@ -56,6 +56,9 @@ class Run:
     sequence_length: int
     vocabulary_size: int
     seed: int = 0
+    # The preset's published data settings the user changed (`--set mean_span=3.0`:
+    # `keras_ctx.models.presets.Pretraining` fields), as sorted (name, value) pairs.
+    data: tuple = ()
 
 
 @dataclasses.dataclass(frozen=True)

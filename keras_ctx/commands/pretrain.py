@@ -359,7 +359,7 @@ def _save(request, text, model, result, tokenizer_sha256):
     rerun of a saved, finished run trained nothing; returns its run.json info."""
     out, preset = request.out, request.preset
     info = {"model": preset.name, "family": preset.family.name,
-            "sequence_length": request.sequence_length, "overrides": request.overrides,
+            "sequence_length": request.sequence_length, "overrides": {**request.overrides, **request.data_settings},
             "corpus": text.corpus, "steps": request.steps, "seed": request.seed, **model.extra}
     saved = all(os.path.isfile(os.path.join(out, name))
                 for name in (runs.RUN_FILE, runs.BACKBONE_FILE))

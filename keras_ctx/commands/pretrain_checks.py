@@ -18,9 +18,17 @@ from keras_ctx import registry, runs
 from keras_ctx.common import validation
 from keras_ctx.common.errors import ConfigError
 from keras_ctx.data import fingerprints, prepare
+from keras_ctx.families.common import data_settings
 from keras_ctx.models import presets
 
 VOCABULARY_SIZE = 8000  # --vocabulary-size when neither given nor fixed by --data
+# `--set` keys that change the run's data, not its backbone: a preset's published
+# `Pretraining` fields, each with its rule; a family takes those its recipe reads.
+DATA_RULES = {"mask_rate": validation.open_fraction,
+              "mask_token_rate": validation.probability,
+              "random_token_rate": validation.probability,
+              "mean_span": validation.positive_number,
+              "max_span": validation.positive_int}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,6 +62,7 @@ class PretrainRequest:
     corpus_changed: str = "refuse"
     version: int = 1
     manifest: object = None
+    data_settings: dict = dataclasses.field(default_factory=dict)
 
     @classmethod
     def checked(cls, preset, out, **arguments):
@@ -80,9 +89,11 @@ class PretrainRequest:
             manifest = check_prepared(given.data, preset, given.sequence_length,
                                       given.vocabulary_size, given.batch_size)
             vocabulary_size = manifest["settings"]["vocabulary_size"]
+        overrides = dict(given.overrides or {})
         request = dataclasses.replace(given, preset=preset, out=os.fspath(out),
                                       vocabulary_size=vocabulary_size, manifest=manifest,
-                                      overrides=dict(given.overrides or {}))
+                                      data_settings=_data_settings(preset, overrides),
+                                      overrides=overrides)
         request._check_overrides()
         return request
 
@@ -103,7 +114,8 @@ class PretrainRequest:
     def run(self):
         """The `Run` (sizes and seed) the family's recipe builds from."""
         return registry.Run(self.preset.name, self.batch_size, self.sequence_length,
-                            self.vocabulary_size, self.seed)
+                            self.vocabulary_size, self.seed,
+                            data=tuple(sorted(self.data_settings.items())))
 
     @property
     def text_export(self):
@@ -112,7 +124,7 @@ class PretrainRequest:
 
     def settings(self):
         """What pretrain_settings.json records (a resumed run must repeat it)."""
-        return {"model": self.preset.name, "overrides": self.overrides,
+        return {"model": self.preset.name, "overrides": {**self.overrides, **self.data_settings},
                 "corpus": None if self.data else self.corpus,
                 **({"data": self.data} if self.data else {}),
                 "sequence_length": self.sequence_length, "batch_size": self.batch_size,
@@ -120,6 +132,21 @@ class PretrainRequest:
                 "learning_rate": self.learning_rate, "steps": self.steps,
                 "checkpoint_every": self.checkpoint_every, "strategy": self.strategy,
                 "mixed_precision": self.mixed_precision, "xla": self.xla}
+
+
+def _data_settings(preset, overrides):
+    """The data settings among the `--set` values (`DATA_RULES`), checked and taken out
+    of `overrides` (what is left goes to the backbone)."""
+    settings, family = {}, preset.family
+    for key in [key for key in overrides if key in DATA_RULES]:
+        readable = data_settings(family, preset.name)
+        if key not in readable:
+            raise ConfigError(
+                f"--set {key}: the {family.name} recipe does not read `{key}` for its data"
+                + (f" (it reads {', '.join(readable)})" if readable else "")
+                + "; drop it, or build the data in Python (keras_ctx.data.pipelines).")
+        settings[key] = DATA_RULES[key](key, overrides.pop(key))
+    return settings
 
 
 def _inside(path, root):

@@ -44,9 +44,9 @@ from keras_ctx.common.files import replacing_directory
 from keras_ctx.common.optional import require_tensorflow
 from keras_ctx.data.prepared_files import (  # noqa: F401  (the files' names, re-exported)
     MANIFEST, MANIFEST_SCHEMA, MANIFEST_VERSION, SETTINGS, SETTINGS_SCHEMA, SHARD_SCHEMA,
-    PreparedDataError, check_tokenizer, load_manifest, load_tokenizer, read_checked,
-    read_json, record_bytes, sha256, shard_path, text_record, tokenizer_record_path,
-    write_json)
+    TOKENIZER_RECORD_FIX, TOKENIZER_RECORD_SCHEMA, PreparedDataError, check_tokenizer,
+    load_manifest, load_tokenizer, read_checked, read_json, record_bytes, sha256, shard_path,
+    text_record, tokenizer_record_path, write_json)
 
 SHARD_BYTES = 32 << 20  # keras_ctx's choice: a worker's memory stays in the hundreds of MB
 _BOUNDARY = re.compile(rb"\n[ \t\r]*\n")  # a blank line ends a document
@@ -81,7 +81,8 @@ def _stage_source(source, out_dir, shard_bytes):
     directory = os.path.join(out_dir, "corpus")
     done = os.path.join(directory, "done.json")
     if os.path.isfile(done):
-        return read_json(done)["files"]
+        return read_checked(done, "prepare's staged corpus", {"files": (list, None, True)},
+                            "delete the corpus/ folder and prepare again")["files"]
     os.makedirs(directory, exist_ok=True)
     files, handle, size = [], None, shard_bytes
     for document in corpora.iter_documents(source):
@@ -254,8 +255,8 @@ def _tokenizer(out, family, corpus, settings, run):
         write_json(tokenizer_info, dict(sampled, run_files=extra,
                                          sha256=fingerprints.directory(tokenizer_dir)))
         del sample, tokenizer  # a million sentences: not held while the workers run
-    record = read_checked(tokenizer_info, "prepare's tokenizer record", {},
-                           f"delete it and {tokenizers.TOKENIZER_DIR}/ and prepare again")
+    record = read_checked(tokenizer_info, "prepare's tokenizer record",
+                          TOKENIZER_RECORD_SCHEMA, TOKENIZER_RECORD_FIX)
     check_tokenizer(out, record)
     return record
 
@@ -273,7 +274,8 @@ def _finished(out, index, source, made_with, counted=False):
     if not os.path.isfile(done):
         return None, stale
     try:
-        record = validation.check_fields(done, files.read_json(done), SHARD_SCHEMA, "")
+        record = validation.check_fields(done, files.read_json(done), SHARD_SCHEMA, "",
+                                         closed=True)
     except ValueError:
         return None, stale  # truncated or edited: made again
     if not os.path.isfile(target) or sha256(target) != record["sha256"]:

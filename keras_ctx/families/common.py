@@ -81,8 +81,34 @@ def pretrainer(objective):
 
 
 def published(run):
-    """The run's preset's published `Pretraining` settings, or None (a preset without)."""
-    return presets.pretraining(run.preset, required=False)
+    """The run's preset's published `Pretraining` settings, or None (a preset without),
+    with the data settings the user changed (`Run.data`) in place of the published ones."""
+    record = presets.pretraining(run.preset, required=False)
+    if record is not None and run.data:
+        record = dataclasses.replace(record, **dict(run.data))
+    return record
+
+
+class _Reads:
+    """A `Pretraining` that notes which fields a recipe's `sized` reads."""
+
+    def __init__(self, record):
+        self.record, self.read = record, set()
+
+    def __getattr__(self, name):
+        self.read.add(name)
+        return getattr(self.record, name)
+
+
+def data_settings(family, preset):
+    """The `Pretraining` fields `family`'s recipe reads for its data (what `--set` may
+    change for a run of `preset`), sorted; () where its data ignores the record."""
+    sized, record = getattr(family.dataset, "sized", None), presets.pretraining(preset, False)
+    if sized is None or record is None:
+        return ()
+    probe = _Reads(record)
+    sized(probe)
+    return tuple(sorted(probe.read))
 
 
 def per_size(builder, sized, **options):

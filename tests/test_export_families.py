@@ -72,9 +72,6 @@ def flat(outputs):
     return result
 
 
-@pytest.mark.tensorflow_only(
-    "not yet on JAX: XLNet's relative attention takes int() of jax2tf's symbolic batch "
-    "(layers/relative_attention.py, _dims: InconclusiveDimensionOperation)")
 def test_every_family_serves_exactly_from_a_tensorflow_only_process(tmp_path):
     rng = np.random.default_rng(0)
     expected, cases = {}, {}

@@ -136,8 +136,10 @@ def rel_shift(x, key_length):
 
 
 def _dims(tensor):
+    # Static sizes only: None where a size is unknown or symbolic (jax2tf's batch when
+    # a JAX model is exported, which int() cannot read).
     return None if tensor is None else tuple(
-        None if d is None else int(d) for d in tensor.shape
+        d if isinstance(d, int) else None for d in tensor.shape
     )
 
 

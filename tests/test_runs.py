@@ -251,6 +251,7 @@ def test_a_failed_convert_leaves_no_directory_behind(tmp_path, capsys):
     assert not (tmp_path / "d").exists()
 
 
+@pytest.mark.runs_on("tensorflow", "jax", reason="SavedModel export (torch refuses it)")
 def test_a_killed_exports_staging_directory_is_removed_by_the_next(tiny_run, tmp_path,
                                                                    capsys):
     stale = tmp_path / "export" / ".export-999999999-abcd"  # no such pid
@@ -538,6 +539,7 @@ def test_a_checkpoint_that_does_not_fit_on_the_disk_leaves_nothing(tmp_path, mon
     assert sorted(os.listdir(checkpoints.directory)) == ["step-000000001"]
 
 
+@pytest.mark.runs_on("tensorflow", "jax", reason="SavedModel export (torch refuses it)")
 def test_an_export_finishing_second_never_replaces_the_first(tiny_run, tmp_path, capsys,
                                                              monkeypatch):
     out = tmp_path / "export"
@@ -556,6 +558,7 @@ def test_an_export_finishing_second_never_replaces_the_first(tiny_run, tmp_path,
     assert sorted(os.listdir(out)) == ["1"]
 
 
+@pytest.mark.runs_on("tensorflow", "jax", reason="SavedModel export (torch refuses it)")
 @pytest.mark.parametrize("overwrite", [False, True])
 def test_a_version_a_killed_overwrite_moved_aside_is_put_back(tiny_run, tmp_path, capsys,
                                                               overwrite):
@@ -574,6 +577,7 @@ def test_a_version_a_killed_overwrite_moved_aside_is_put_back(tiny_run, tmp_path
         assert (out / "1" / "saved_model.pb").read_text() == "the old export"
 
 
+@pytest.mark.runs_on("tensorflow", "jax", reason="SavedModel export (torch refuses it)")
 @pytest.mark.parametrize("jit_compile", [False, True])
 def test_every_id_input_is_checked_in_the_xla_serving_signatures(tmp_path, jit_compile):
     import tensorflow as tf

@@ -167,8 +167,7 @@ def read_record(path, schema, what, fix):
     if not os.path.isfile(path):
         return {}
     try:
-        return validation.check_fields(path, files.read_json(path, what, fix), schema, fix,
-                                       closed=True)
+        return validation.read_fields(path, what, schema, fix)
     except ValueError as error:
         raise RunDirectoryError(str(error)) from None
 

@@ -138,8 +138,8 @@ def _data_settings(preset, overrides):
     """The data settings among the `--set` values (`DATA_RULES`), checked and taken out
     of `overrides` (what is left goes to the backbone)."""
     settings, family = {}, preset.family
+    readable = data_settings(family, preset.name)
     for key in [key for key in overrides if key in DATA_RULES]:
-        readable = data_settings(family, preset.name)
         if key not in readable:
             raise ConfigError(
                 f"--set {key}: the {family.name} recipe does not read `{key}` for its data"

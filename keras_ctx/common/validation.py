@@ -12,6 +12,7 @@ import inspect
 import math
 import numbers
 
+from keras_ctx.common import files
 from keras_ctx.common.errors import ConfigError
 
 # Keys every Keras layer/model accepts besides its own arguments.
@@ -414,6 +415,12 @@ def check_export_path(path):
 
 
 # ---------------------------------------------------------------- files' fields
+
+def read_fields(path, what, schema, fix, closed=True):
+    """The JSON object in `path` (`files.read_json`, naming `what`), checked against
+    `schema` by `check_fields`: the one read of a record keras-ctx wrote."""
+    return check_fields(path, files.read_json(path, what, fix), schema, fix, closed=closed)
+
 
 def check_fields(path, record, schema, fix, closed=False):
     """Raises ConfigError naming `path`, the field and `fix` when `record` breaks `schema`.

@@ -134,8 +134,7 @@ TOKENIZER_RECORD_FIX = f"delete it and {tokenizers.TOKENIZER_DIR}/ and prepare a
 def read_checked(path, what, schema, fix):
     """The JSON object in `path`, checked against `schema`: closed (see the schemas) unless
     the schema is empty (any object)."""
-    return validation.check_fields(path, files.read_json(path, what, fix), schema, fix,
-                                   closed=bool(schema))
+    return validation.read_fields(path, what, schema, fix, closed=bool(schema))
 
 
 def load_manifest(data_dir, verify=True):

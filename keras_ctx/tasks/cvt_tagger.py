@@ -149,7 +149,7 @@ def load_cvt_tagger(run_dir):
     """
     import os
 
-    from keras_ctx.common import files, keras_files, validation
+    from keras_ctx.common import keras_files, validation
     from keras_ctx.common.errors import CheckpointError
     from keras_ctx.pretraining.cvt import CrossViewTrainer
 
@@ -159,8 +159,7 @@ def load_cvt_tagger(run_dir):
         raise ValueError(f"{run_dir} is not a `keras-ctx cvt` run directory (no {missing[0]}): "
                          "pass the --out directory of `keras-ctx cvt`.")
     path, fix = os.path.join(run_dir, "vocabulary.json"), "train the tagger again (keras-ctx cvt)"
-    saved = validation.check_fields(path, files.read_json(path, "a CVT vocabulary", fix),
-                                    VOCABULARY_SCHEMA, fix, closed=True)
+    saved = validation.read_fields(path, "a CVT vocabulary", VOCABULARY_SCHEMA, fix)
     if not saved["tags"] or not all(isinstance(t, str) for t in saved["words"] + saved["tags"]):
         raise CheckpointError(f"{path}: words and tags must be lists of strings, tags not "
                               f"empty: {fix}.")

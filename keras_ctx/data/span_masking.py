@@ -23,6 +23,7 @@ boundary positions s-1, e+1 and the token's offset i-s in the span.
 import numpy as np
 from keras_ctx.common import validation
 from keras_ctx.common.optional import tensorflow as tf
+from keras_ctx.data import token_counts as corpus_counts
 
 from keras_ctx.data.masking import (
     MASK_RATE,
@@ -163,7 +164,8 @@ def span_mask_example(token_ids, seed, vocabulary_size, mask_token_id, continuat
         random_ids = tf.random.stateless_uniform((length,), seeds[3], 0, vocabulary_size,
                                                  tf.int32)
     else:  # inverse CDF: the id whose cumulative count first exceeds the draw
-        cumulative = tf.constant(np.cumsum(check_token_counts(token_counts, vocabulary_size)))
+        cumulative = tf.constant(np.cumsum(corpus_counts.checked(
+            token_counts, vocabulary_size), dtype=np.float64))
         draws = tf.random.stateless_uniform((length,), seeds[3], dtype=tf.float64) * (
             cumulative[-1])
         random_ids = tf.cast(tf.searchsorted(cumulative, draws, side="right"), tf.int32)
@@ -193,17 +195,6 @@ def span_mask_example(token_ids, seed, vocabulary_size, mask_token_id, continuat
     }
 
 
-def check_token_counts(token_counts, vocabulary_size):
-    """(vocabulary_size,) float64 counts, non-negative with a positive sum, or ValueError."""
-    counts = np.asarray(token_counts, np.float64)
-    if counts.shape != (vocabulary_size,) or not np.all(np.isfinite(counts)) or np.any(
-            counts < 0) or counts.sum() <= 0:
-        raise ValueError(f"`token_counts` must hold one non-negative count per vocabulary id, "
-                         f"shape ({vocabulary_size},), some positive; got shape "
-                         f"{counts.shape}: count the corpus' token ids (np.bincount).")
-    return counts
-
-
 class SpanMasker(Masker):
     """A tf.data map over *batches*: SpanBERT masking of `token_ids` (+ SBO targets).
 
@@ -229,7 +220,7 @@ class SpanMasker(Masker):
                            max_predictions=max_predictions, p=p,
                            max_span_words=max_span_words,
                            token_counts=None if token_counts is None else
-                           check_token_counts(token_counts, vocabulary_size))
+                           corpus_counts.checked(token_counts, vocabulary_size))
 
     def __call__(self, batch, seed):
         batch = dict(batch)

@@ -405,5 +405,5 @@ def test_span_masker_draws_random_replacements_by_corpus_frequency_as_spanbert()
     assert np.mean(new == 7) == pytest.approx(0.75, abs=0.04)
     released = np.random.RandomState(0).choice([7, 7, 7, 9], size=len(new))
     assert np.mean(released == 7) == pytest.approx(np.mean(new == 7), abs=0.05)
-    with pytest.raises(ValueError, match="one non-negative count per vocabulary id"):
+    with pytest.raises(ValueError, match="one count of the corpus. token ids per id of the vocabulary of 30"):
         SpanMasker(30, 4, table, token_counts=np.ones(29))

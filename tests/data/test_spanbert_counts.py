@@ -107,6 +107,34 @@ def _prepared(tmp_path, docs, out="data"):
                            vocabulary_size=200, workers=1, shard_bytes=8_000, say=lambda _: None)
 
 
+@pytest.mark.parametrize("bad", [7, 5, -1])
+def test_an_id_outside_the_vocabulary_is_refused_by_both_counts_not_dropped(bad):
+    # A vocabulary-sized bincount drops such an id silently: the counts then miss part of
+    # the corpus and no error says the ids came from another tokenizer.
+    rows = [[[1, 2], [3]], [[4, bad, 2]]]
+    documents = tf.data.Dataset.from_tensor_slices(
+        tf.ragged.constant(rows, dtype=tf.int64, ragged_rank=2))
+    with pytest.raises(ConfigError, match=f"token id {bad} is outside the vocabulary of 5"):
+        token_counts.of_documents(documents, 5)
+    with pytest.raises(ConfigError, match=f"token id {bad} is outside the vocabulary of 5"):
+        token_counts.of_arrays([np.array(ids) for doc in rows for ids in doc], 5)
+    good = [[[1, 2], [3]], [[4, 0, 2]]]
+    np.testing.assert_array_equal(token_counts.of_documents(
+        tf.data.Dataset.from_tensor_slices(tf.ragged.constant(good, tf.int64, ragged_rank=2)),
+        5), [1, 1, 2, 1, 1])
+
+
+@pytest.mark.parametrize("counts", [[1, 2, -1], [1.5, 2, 3], [0, 0, 0], [1, 2], [np.nan, 1, 1],
+                                    None])
+def test_counts_a_user_or_a_manifest_gives_are_checked_by_one_rule(counts):
+    for check in (lambda: token_counts.checked(counts, 3),
+                  lambda: token_counts.from_record(counts, 3, "manifest.json")):
+        with pytest.raises(ConfigError, match="one count of the corpus' token ids per id of "
+                                              "the vocabulary of 3"):
+            check()
+    np.testing.assert_array_equal(token_counts.checked([0, 2.0, 3], 3), [0, 2, 3])
+
+
 def test_prepared_spanbert_data_records_the_counts_and_reads_by_them(tmp_path):
     docs = _documents(120, seed=1)
     manifest = _prepared(tmp_path, docs)

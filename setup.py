@@ -33,13 +33,17 @@ JAX_REQUIRES = ["jax[cpu]>=0.10.2,<0.11"]
 # constraints.txt pins the version the tests ran against.
 TORCH_REQUIRES = ["torch>=2.13,<3"]
 
+# XLM's tokenizer (keras_ctx.data.xlm_text): Moses' rules in Python; the tests compare
+# it with transformers' XLMTokenizer.
+XLM_REQUIRES = ["sacremoses>=0.1.1,<0.3"]
+
 TEST_REQUIRES = [
     "pytest>=9.2,<10",
     "pytest-xdist>=3.8,<4",
     "hypothesis>=6.170,<7",
     "ruff>=0.17.6,<0.18",  # tests/test_lint.py: pyflakes' rules over the repository
     "transformers>=5.23,<6",  # tests/test_run_tokenizer_files.py: AutoTokenizer on tokenizer/
-] + PLOT_REQUIRES + JAX_REQUIRES + TORCH_REQUIRES  # the tests compare the backends
+] + PLOT_REQUIRES + JAX_REQUIRES + TORCH_REQUIRES + XLM_REQUIRES  # the backends, XLM
 
 # The documentation site (mkdocs.yml, docs/): `mkdocs build --strict` runs in the tests.
 DOCS_REQUIRES = [
@@ -71,6 +75,7 @@ setup(
     python_requires=">=3.10",
     install_requires=INSTALL_REQUIRES,
     extras_require={"test": TEST_REQUIRES, "docs": DOCS_REQUIRES, "plot": PLOT_REQUIRES,
-                    "onnx": ONNX_REQUIRES, "jax": JAX_REQUIRES, "torch": TORCH_REQUIRES},
+                    "onnx": ONNX_REQUIRES, "jax": JAX_REQUIRES, "torch": TORCH_REQUIRES,
+                    "xlm": XLM_REQUIRES},
     entry_points={"console_scripts": ["keras-ctx=keras_ctx.cli:main"]},
 )

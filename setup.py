@@ -41,8 +41,8 @@ TEST_REQUIRES = [
     "pytest>=9.2,<10",
     "pytest-xdist>=3.8,<4",
     "hypothesis>=6.170,<7",
-    "ruff>=0.17.6,<0.18",  # tests/test_lint.py: pyflakes' rules over the repository
-    "transformers>=5.23,<6",  # tests/test_run_tokenizer_files.py: AutoTokenizer on tokenizer/
+    "ruff>=0.17.6,<0.18",  # tests/repository/test_lint.py: pyflakes' rules over the repository
+    "transformers>=5.23,<6",  # tests/runs/test_tokenizer_files.py: AutoTokenizer on tokenizer/
 ] + PLOT_REQUIRES + JAX_REQUIRES + TORCH_REQUIRES + XLM_REQUIRES  # the backends, XLM
 
 # The documentation site (mkdocs.yml, docs/): `mkdocs build --strict` runs in the tests.

@@ -1,6 +1,6 @@
 """keras_ctx: a Keras 3 zoo of contextual word representations (TensorFlow, JAX or PyTorch).
 
-The house, bottom to top (imports flow downwards only; tests/test_import_graph.py
+The house, bottom to top (imports flow downwards only; tests/repository/test_import_graph.py
 fails on a circle):
 
 - packages: `layers` (reusable layers), `models` (backbones: one folder per family

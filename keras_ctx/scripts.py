@@ -1,6 +1,6 @@
 """What the example scripts (examples/*.py) share: their `--fast` smoke mode.
 
-`--fast` runs a script end to end in seconds (tests/test_examples_smoke.py
+`--fast` runs a script end to end in seconds (tests/examples/test_examples.py
 runs every script so): tiny data it makes itself, a couple of steps, and
 eager execution, since tracing a step and compiling it with XLA cost more
 than the few steps they would speed up. The full run is what the script's

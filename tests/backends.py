@@ -406,7 +406,7 @@ def transfer_outputs(weights, out):
 
 def evaluation_scores(out):
     """score_continuations against the token-by-token numpy log-likelihoods of
-    tests/test_evaluation.py, jitted and not: the largest differences."""
+    tests/evaluation/test_evaluation.py, jitted and not: the largest differences."""
     from keras_ctx.evaluation import score_continuations
     from tests.evaluation_cases import SHAPES, by_hand, numpy_model
 

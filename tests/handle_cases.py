@@ -1,5 +1,5 @@
 """A tiny Hugging Face BERT checkpoint with its vocab.txt, and the sequence output that
-tells two backbones' weights apart, for the handle tests (tests/test_handles.py) and the
+tells two backbones' weights apart, for the handle tests (tests/handles/test_handles.py) and the
 text tasks built from handles (tests/tasks/test_text_presets.py)."""
 
 import os

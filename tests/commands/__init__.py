@@ -1,1 +1,2 @@
-"""Tests of the `keras-ctx` commands (keras_ctx/commands), one file per command."""
+"""Tests of the `keras-ctx` commands (keras_ctx/commands), a file per command or per walk
+through several."""

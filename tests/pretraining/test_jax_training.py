@@ -35,7 +35,7 @@ def test_objectives_learn_from_numpy_without_tensorflow_under_each_precision(bac
         assert trained[-1] < 0.5 * frozen[0], (key, trained[[0, -1]], frozen[0])
 
 
-@pytest.mark.slow  # 58 s; CI runs tests/test_training.py's resume tests on JAX in-process
+@pytest.mark.slow  # 58 s; CI runs tests/training/test_training.py's resume tests on JAX in-process
 @from_tensorflow_suite
 def test_an_interrupted_jax_run_resumes_to_the_weights_of_one_that_never_stopped(tmp_path):
     """`fit_resumable` on tf.data, and `keras-ctx pretrain --data` on prepared shards."""

@@ -15,7 +15,7 @@ import pytest
 pytestmark = pytest.mark.backend_neutral(
     "the documentation's text, its site build and the parser's help")
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _slug(heading):
@@ -127,7 +127,7 @@ def _documented_commands():
 
 
 def test_cli_page_shows_the_real_defaults():
-    """tests/test_repository.py checks that every flag is on the page; this, their values."""
+    """tests/repository/test_promises.py checks that every flag is on the page; this, their values."""
     commands, documented = _commands(), _documented_commands()
     problems = []
     for name, text in documented.items():
@@ -166,7 +166,7 @@ def test_the_cli_page_has_a_section_and_an_example_per_command():
 
 
 def test_every_flag_on_the_cli_page_is_one_the_parser_takes():
-    """The other direction of tests/test_repository.py's check: a flag lost from cli.py
+    """The other direction of tests/repository/test_promises.py's check: a flag lost from cli.py
     (finetune's --keep-optimizer-state once) is caught by the default run."""
     commands = _commands()
     for name, text in _documented_commands().items():

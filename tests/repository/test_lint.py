@@ -10,7 +10,7 @@ import pytest
 
 pytestmark = pytest.mark.backend_neutral("ruff on the sources")
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def test_ruff_finds_nothing():

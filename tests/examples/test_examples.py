@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = os.path.join(ROOT, "examples")
 NUMBER = r"([-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?|nan|inf)"
 
@@ -145,7 +145,7 @@ def fast_outputs(tmp_path_factory):
     return outputs
 
 
-@pytest.mark.slow  # ~130 s for all scripts; README's and the guides' code runs in tests/test_readme.py
+@pytest.mark.slow  # ~130 s for all scripts; README's and the guides' code runs in tests/repository/test_readme.py
 @pytest.mark.parametrize("script", sorted(EXPECTED))
 def test_example_runs_in_fast_mode(script, fast_outputs):
     assert script in fast_outputs, "the run stopped before this script"

@@ -9,7 +9,7 @@ import pytest
 
 pytestmark = pytest.mark.backend_neutral("the repository's files and the parser")
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def readme_commands():
@@ -34,7 +34,7 @@ def test_getting_started_repeats_readmes_setup_commands():
 
 
 def test_readme_test_command_installs_the_docs_extra():
-    """So that tests/test_docs.py builds the site in CI instead of skipping."""
+    """So that tests/repository/test_docs.py builds the site in CI instead of skipping."""
     assert ".[test,docs]" in readme_commands()[1]
 
 

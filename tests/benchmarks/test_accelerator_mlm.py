@@ -6,7 +6,7 @@ import sys
 
 from benchmarks import accelerator_mlm
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def test_forward_matmul_flops_by_hand():

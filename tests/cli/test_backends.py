@@ -18,7 +18,7 @@ import pytest
 from keras_ctx.preprocessing import TextPreprocessor
 from tests.cli_helpers import TINY, write_corpus
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TEXTS = ["the bank of the river.", "the dog sat at the bank.", "money at the bank"]
 PAIRS = (["the cat sat", "a dog ran to the park"], ["on a mat", "birds sang"])
 

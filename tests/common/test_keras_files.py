@@ -284,8 +284,8 @@ def test_a_damaged_claimed_tokenizer_sample_is_refused_on_resume(tmp_path):
     out = tmp_path / "run"
     out.mkdir()
     (out / runs.SETTINGS_FILE).write_text(json.dumps({"model": "bert-tiny"}))
-    runs.save_claimed_tokenizer(str(out), tokenizer("bert"), {"tokenizer_sample": {"a": 1}})
-    assert runs.claimed_tokenizer(str(out))[1] == {"tokenizer_sample": {"a": 1}}
+    runs.save_claimed_tokenizer(str(out), tokenizer("bert"), {"tokenizer_sample": {"sentences": 1}})
+    assert runs.claimed_tokenizer(str(out))[1] == {"tokenizer_sample": {"sentences": 1}}
     (out / runs.TOKENIZER_DIR / runs.CLAIMED_SAMPLE_FILE).write_text('{"tokenizer_sa')
     with pytest.raises(KerasCtxError, match="sample.json .the claimed tokenizer's sample. is "
                                             "not valid JSON.*pretrain again in a new --out"):

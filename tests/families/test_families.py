@@ -15,8 +15,8 @@ from keras_ctx.models.presets import get_preset, preset_names
 from keras_ctx.preprocessing import TextPreprocessor
 from keras_ctx.tasks import SequenceClassifier
 
-ROOT = os.path.join(os.path.dirname(__file__), "..", "keras_ctx")
-TESTS = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..", "keras_ctx")
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = dict(num_layers=1, num_heads=2, hidden_size=16, intermediate_size=32)
 
 

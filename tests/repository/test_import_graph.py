@@ -18,7 +18,7 @@ import re
 
 import pytest
 
-ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "keras_ctx")
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "keras_ctx"))
 
 
 def _modules(root=ROOT):

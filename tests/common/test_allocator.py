@@ -10,7 +10,7 @@ import pytest
 pytestmark = pytest.mark.backend_neutral(
     "TensorFlow's allocator setting at its import, in subprocesses")
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 
 # Records TF_CPU_ALLOCATOR_USE_BFC at the moment TensorFlow is first imported,
 # then stops: what TensorFlow's allocator will see, without loading it.

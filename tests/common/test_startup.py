@@ -10,7 +10,7 @@ import pytest
 pytestmark = pytest.mark.backend_neutral(
     "how the keras-ctx process starts, in subprocesses that choose their backend")
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def test_tensorflow_load_lines_are_hidden_when_tf_cpp_min_log_level_is_set():

@@ -18,7 +18,8 @@ from keras_ctx.models import presets
 pytestmark = pytest.mark.backend_neutral(
     "the presets' settings against the published table, and tf.data recipes")
 
-TABLE = os.path.join(os.path.dirname(__file__), os.pardir, "docs", "pretraining-defaults.md")
+TABLE = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "docs",
+                     "pretraining-defaults.md")
 COLUMNS = ("learning_rate", "batch_size", "batch_tokens", "sequence_length", "steps",
            "warmup_steps", "mask_rate", "mask_token_rate", "random_token_rate",
            "generator_fraction", "max_span", "mean_span")

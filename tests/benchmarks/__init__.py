@@ -1,0 +1,1 @@
+"""Tests that keep benchmarks/ working (tiny runs)."""

@@ -1,0 +1,1 @@
+"""Tests of in-context evaluation (keras_ctx/evaluation.py)."""

@@ -1,0 +1,1 @@
+"""Tests that keep examples/ working (their fast mode)."""

@@ -1,0 +1,1 @@
+"""Tests of model handles (keras_ctx/handles.py)."""

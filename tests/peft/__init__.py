@@ -1,0 +1,1 @@
+"""Tests of adapters and LoRA (keras_ctx/peft.py)."""

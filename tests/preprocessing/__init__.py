@@ -1,0 +1,1 @@
+"""Tests of the text-to-inputs path (keras_ctx/preprocessing.py)."""

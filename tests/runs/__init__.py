@@ -1,0 +1,1 @@
+"""Tests of run directories (keras_ctx/runs.py, run_files.py)."""

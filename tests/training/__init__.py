@@ -1,0 +1,1 @@
+"""Tests of training (keras_ctx/training.py, optimizers.py, schedules.py)."""

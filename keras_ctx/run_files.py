@@ -20,7 +20,7 @@ import os
 
 from keras_ctx import registry
 from keras_ctx.common import files, keras_files, validation
-from keras_ctx.data import fingerprints
+from keras_ctx.data import fingerprints, prepared_files
 from keras_ctx.data.tokenizers import (  # noqa: F401
     KERAS_CONFIG, TOKENIZER_DIR, load_tokenizer, save_tokenizer, saved_tokenizer_files)
 from keras_ctx.common.errors import RunDirectoryError, one_line
@@ -31,24 +31,42 @@ BACKBONE_FILE = "backbone.keras"
 # Every field a writer of run.json wrote (pretrain's `_save`, convert's `run_info`,
 # save_run's sizes and hash, a family's run files), with the types and ranges the
 # commands need: any other field (a typo, a hand edit) is refused, naming the closest.
-RUN_SCHEMA = {"family": (str, None, True), "sequence_length": (int, 1, True),
-              "model": ((str, type(None)), None, False), "overrides": (dict, None, False),
-              "sizes": (dict, None, False), "steps": ((int, type(None)), 0, False),
-              "seed": ((int, type(None)), None, False),
-              "tokenizer_sha256": (str, None, False),
-              "corpus": ((str, list, type(None)), None, False),
-              "source_format": (str, None, False), "backbone": (str, None, False),
-              "tokenizer_sample": (dict, None, False),  # tokenizers.TOKENIZER_SAMPLE
-              "vocabulary": (list, None, False),  # ELMo's words (its family's run_files)
-              "data": (dict, None, False)}  # pretrain --data: the prepared data's record
 CLASSIFIER_FILE = "classifier.keras"
 # Recorded in run.json and checked against backbone.keras when a run is loaded.
 SIZE_KEYS = ("vocabulary_size", "hidden_size", "num_layers", "num_heads", "intermediate_size",
              "embedding_size", "max_sequence_length")
+# pretrain --data's record of the prepared data it trained on (commands/pretrain.py
+# build_prepared): the manifest's settings and tokenizer record as any version wrote them.
+DATA_RECORD = validation.Record({
+    "examples": (int, 0, False), "layout": (str, None, False),
+    "tokenizer": (validation.Record(prepared_files.TOKENIZER_RECORD_SCHEMA), None, False),
+    "settings": (validation.Record({field: (kinds, least, False) for field, (kinds, least, _)
+                                    in prepared_files.SETTINGS_SCHEMA.items()}), None, False),
+    "sha256": (validation.ListOf(str), None, False)})
+# Every field a writer of run.json wrote (pretrain's `_save`, convert's `run_info`,
+# save_run's sizes and hash, a family's run files), with the types and ranges the
+# commands need: any other field (a typo, a hand edit) is refused, naming the closest,
+# in the nested records too (`sizes.hiden_size`).
+RUN_SCHEMA = {"family": (str, None, True), "sequence_length": (int, 1, True),
+              "model": ((str, type(None)), None, False),
+              "overrides": (dict, None, False),  # a backbone config's keys: free
+              "sizes": (validation.Record({k: (int, 1, False) for k in SIZE_KEYS}), None,
+                        False),
+              "steps": ((int, type(None)), 0, False),
+              "seed": ((int, type(None)), None, False),
+              "tokenizer_sha256": (str, None, False),
+              "corpus": ((str, validation.ListOf(str), type(None)), None, False),
+              "source_format": (str, None, False), "backbone": (str, None, False),
+              "tokenizer_sample": (validation.Record(prepared_files.TOKENIZER_SAMPLE_SCHEMA),
+                                   None, False),
+              "vocabulary": (validation.ListOf(str), None, False),  # ELMo's words
+              "data": (DATA_RECORD, None, False)}
 FINETUNE_FILE = "finetune.json"
-# What `export` and the commands' refusals read from finetune.json.
+# What `export` and the commands' refusals read from finetune.json (classes: the labels'
+# names, commands/finetune.py).
 FINETUNE_SCHEMA = {"run": (str, None, True), "family": (str, None, True),
-                   "sequence_length": (int, 1, True), "classes": (list, None, True)}
+                   "sequence_length": (int, 1, True),
+                   "classes": (validation.ListOf(str), None, True)}
 # Present while save_run writes: what a killed save left may be replaced without --overwrite.
 SAVING_FILE = ".keras_ctx.saving"
 
@@ -151,8 +169,6 @@ def read_info(run_dir):
     try:
         info = files.read_json(path, "a run's run.json", fix)
         validation.check_fields(path, info, RUN_SCHEMA, fix, closed=True)
-        validation.check_fields(f"{path} (sizes)", info.get("sizes") or {},
-                                {k: (int, 1, False) for k in SIZE_KEYS}, fix, closed=True)
     except ValueError as error:
         raise RunDirectoryError(str(error)) from None
     return info

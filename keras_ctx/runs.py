@@ -41,7 +41,7 @@ from keras_ctx.training import Checkpointer
 
 CLAIMED_SAMPLE_FILE = "sample.json"
 # What `save_claimed_tokenizer` keeps: the run.json field of the tokenizer's sample.
-SAMPLE_SCHEMA = {"tokenizer_sample": (dict, None, False)}
+SAMPLE_SCHEMA = {"tokenizer_sample": RUN_SCHEMA["tokenizer_sample"]}
 
 
 def save_claimed_tokenizer(out_dir, tokenizer, info):
@@ -91,10 +91,14 @@ FINGERPRINT_KEY = "fingerprints"
 # Every field `claim` wrote to the settings file (the request's settings, the fingerprints
 # and the changes; "data": the --data directory, or the fingerprints in the earlier layout).
 # A field of none of them (a typo, a hand edit) is refused instead of ignored: the claim
-# compares only the fields this version writes.
+# compares only the fields this version writes. The fingerprints are compared whole
+# (keras_ctx.data.fingerprints: any difference is a changed corpus or tokenizer); each
+# change is {"step": the checkpoint's step, setting: [before, after]}.
+_CHANGE = validation.Record({"step": (int, 0, True),
+                             **{name: (list, None, False) for name in ADJUSTABLE}})
 SETTINGS_SCHEMA = {
     "model": (str, None, False), "overrides": (dict, None, False),
-    "corpus": ((str, list, type(None)), None, False), "data": ((str, dict), None, False),
+    "corpus": RUN_SCHEMA["corpus"], "data": ((str, dict), None, False),
     "sequence_length": (int, 1, False), "batch_size": ((int, type(None)), 1, False),
     "vocabulary_size": ((int, type(None)), 1, False), "seed": ((int, type(None)), 0, False),
     "learning_rate": ((int, float, type(None)), 0, False),
@@ -102,7 +106,8 @@ SETTINGS_SCHEMA = {
     "strategy": ((str, type(None)), None, False),
     "mixed_precision": ((bool, str, type(None)), None, False),
     "xla": ((bool, str, type(None)), None, False),
-    FINGERPRINT_KEY: (dict, None, False), CHANGES_KEY: (list, None, False)}
+    FINGERPRINT_KEY: (dict, None, False),
+    CHANGES_KEY: (validation.ListOf(_CHANGE), None, False)}
 
 
 def _recorded_fingerprints(settings, given=None):

@@ -5,7 +5,9 @@ finetune.json, a saved task's task.json, prepared data's manifest.json, settings
 and tokenizer_record.json, a CVT run's vocabulary.json) holds the fields its writers
 wrote: each field they write reads back unchanged, a misspelt field is refused naming
 the file, the field and the closest known one, and a value of the wrong type names the
-file and the field.
+file and the field. Nested values (run.json's tokenizer_sample, sizes and data record,
+the settings' changes, finetune.json's classes, a manifest's shards) are records too,
+named by their path (`tokenizer_sample.sentences`, `shards[0].file`).
 """
 
 import json
@@ -14,7 +16,6 @@ import pytest
 
 from keras_ctx import run_files, runs
 from keras_ctx.common import files, validation
-from keras_ctx.common.errors import ConfigError
 from keras_ctx.data import prepared_files
 from keras_ctx.tasks import cvt_tagger
 from keras_ctx.tasks.text import task as text_task
@@ -95,7 +96,7 @@ def test_every_field_run_json_writers_write_reads_back(tmp_path):
 @pytest.mark.parametrize("edit, words", [
     ({"sequence_lenght": 16}, ("'sequence_lenght'", "did you mean 'sequence_length'?")),
     ({"tokenizer_sha": "ab"}, ("'tokenizer_sha'", "did you mean 'tokenizer_sha256'?")),
-    ({"sizes": {"hiden_size": 8}}, ("(sizes)", "did you mean 'hidden_size'?")),
+    ({"sizes": {"hiden_size": 8}}, ("'sizes.hiden_size'", "did you mean 'sizes.hidden_size'?")),
     ({"source_format": 3}, ("source_format=3, not a string",)),
     ({"corpus": {"path": "x"}}, ("corpus={'path': 'x'}, not a string or a list or null",)),
     ({"vocabulary": "bank"}, ("vocabulary='bank', not a list",)),
@@ -228,12 +229,12 @@ def test_every_field_prepare_writes_reads_back(tmp_path):
 @pytest.mark.parametrize("part, edit, words", [
     ("manifest", {"exampels": 2}, ("'exampels'", "did you mean 'examples'?")),
     ("manifest", {"corpus_bytes": "10"}, ("corpus_bytes='10', not an integer >= 0",)),
-    ("settings", {"sequence_lenght": 16}, ("(settings)", "did you mean 'sequence_length'?")),
-    ("settings", {"corpus": 3}, ("(settings)", "corpus=3, not a string")),
-    ("tokenizer", {"run_file": {}}, ("(tokenizer)", "did you mean 'run_files'?")),
-    ("tokenizer", {"run_files": []}, ("(tokenizer)", "run_files=[], not an object")),
-    ("shard", {"made_whit": "ab"}, ("(shards[0])", "did you mean 'made_with'?")),
-    ("shard", {"token_counts": "12"}, ("(shards[0])", "token_counts='12', not a list")),
+    ("settings", {"sequence_lenght": 16}, ("did you mean 'settings.sequence_length'?",)),
+    ("settings", {"corpus": 3}, ("settings.corpus=3, not a string",)),
+    ("tokenizer", {"run_file": {}}, ("did you mean 'tokenizer.run_files'?",)),
+    ("tokenizer", {"run_files": []}, ("tokenizer.run_files=[], not an object",)),
+    ("shard", {"made_whit": "ab"}, ("did you mean 'shards[0].made_with'?",)),
+    ("shard", {"token_counts": "12"}, ("shards[0].token_counts='12', not a list",)),
 ])
 def test_a_misspelt_or_mistyped_prepared_field_is_refused(tmp_path, part, edit, words):
     out, _ = _prepared(tmp_path, **{part: edit})
@@ -260,6 +261,8 @@ def test_the_tokenizer_record_is_read_strictly(tmp_path):
 @pytest.mark.parametrize("edit, words", [
     ({"tag": ["O"]}, ("'tag'", "did you mean 'tags'?")),
     ({"padding_id": "0"}, ("padding_id='0', not an integer >= 0",)),
+    ({"words": ["bank", 3]}, ("words[1]=3, not a string",)),
+    ({"tags": []}, ("lists no tags",)),
 ])
 def test_a_cvt_vocabulary_with_a_misspelt_or_mistyped_field_is_refused(tmp_path, edit,
                                                                         words):
@@ -269,7 +272,7 @@ def test_a_cvt_vocabulary_with_a_misspelt_or_mistyped_field_is_refused(tmp_path,
     record = {"words": ["bank"], "padding_id": 0, "unknown_id": 1, "tags": ["O", "B"],
               "hidden_size": 8, **edit}
     files.write_json(str(tmp_path / "vocabulary.json"), record)
-    with pytest.raises(ConfigError) as raised:
+    with pytest.raises(ValueError) as raised:  # ConfigError, CheckpointError
         cvt_tagger.load_cvt_tagger(str(tmp_path))
     assert all(word in str(raised.value) for word in ("vocabulary.json", *words)), raised.value
 
@@ -295,3 +298,104 @@ def test_a_settings_file_of_the_first_version_still_reads(tmp_path):
               "sequence_length": 16, "batch_size": 2, "vocabulary_size": 8000, "seed": 0}
     files.write_json(str(tmp_path / runs.SETTINGS_FILE), record)
     assert runs.read_settings(tmp_path) == record
+
+
+# ------------------------------------------------------------------- nested fields
+
+def _run_json(tmp_path, edit):
+    out = _run(tmp_path, **edit)
+    return lambda: run_files.read_info(out), str(out / run_files.RUN_FILE)
+
+
+def _settings_json(tmp_path, edit):
+    (tmp_path / "run").mkdir()
+    path = tmp_path / "run" / runs.SETTINGS_FILE
+    files.write_json(str(path), {**SETTINGS, **edit})
+    return lambda: runs.read_settings(tmp_path / "run"), str(path)
+
+
+def _finetune_json(tmp_path, edit):
+    files.write_json(str(tmp_path / run_files.FINETUNE_FILE), {**FINETUNED, **edit})
+    return lambda: run_files._read_finetuned_info(str(tmp_path)), run_files.FINETUNE_FILE
+
+
+def _sample_json(tmp_path, edit):
+    path = str(tmp_path / runs.CLAIMED_SAMPLE_FILE)
+    files.write_json(path, edit)
+    return lambda: runs.read_record(path, runs.SAMPLE_SCHEMA, "a sample", "fix"), path
+
+
+def _manifest_json(tmp_path, edit):
+    out, _ = _prepared(tmp_path, manifest=edit)
+    return lambda: prepared_files.load_manifest(str(out)), prepared_files.MANIFEST
+
+
+_SAMPLE = RUN_INFO["tokenizer_sample"]
+
+
+@pytest.mark.parametrize("record, edit, words", [
+    # Each nested value a writer writes, broken: the file and the field's path named.
+    (_run_json, {"tokenizer_sample": {**_SAMPLE, "sentences": "5"}},
+     ("tokenizer_sample.sentences='5', not an integer >= 0",)),
+    (_run_json, {"tokenizer_sample": {**_SAMPLE, "sentences": -1}},
+     ("tokenizer_sample.sentences=-1, not an integer >= 0",)),
+    (_run_json, {"tokenizer_sample": {"sentence": 5}},
+     ("'tokenizer_sample.sentence'", "did you mean 'tokenizer_sample.sentences'?")),
+    (_run_json, {"tokenizer_sample": {**_SAMPLE, "seed": True}},
+     ("tokenizer_sample.seed=True, not an integer or null",)),
+    (_run_json, {"tokenizer_sample": [5]}, ("tokenizer_sample=[5], not an object",)),
+    (_run_json, {"sizes": {"num_layers": 0}}, ("sizes.num_layers=0, not an integer >= 1",)),
+    (_run_json, {"vocabulary": ["bank", 3]}, ("vocabulary[1]=3, not a string",)),
+    (_run_json, {"corpus": ["a.txt", None]},
+     ("corpus[1]=None, not a string",)),
+    (_run_json, {"data": {**RUN_INFO["data"], "layuot": "bert"}},
+     ("'data.layuot'", "did you mean 'data.layout'?")),
+    (_run_json, {"data": {**RUN_INFO["data"], "settings": {"seed": -1}}},
+     ("data.settings.seed=-1, not an integer >= 0",)),
+    (_run_json, {"data": {**RUN_INFO["data"], "tokenizer": {"tokenizer_sample": {"sed": 0}}}},
+     ("did you mean 'data.tokenizer.tokenizer_sample.seed'?",)),
+    (_run_json, {"data": {**RUN_INFO["data"], "sha256": [1]}},
+     ("data.sha256[0]=1, not a string",)),
+    (_settings_json, {"changes": [{"step": 2, "stpes": [3, 5]}]},
+     ("'changes[0].stpes'", "did you mean 'changes[0].steps'?")),
+    (_settings_json, {"changes": [{"steps": [3, 5]}]}, ("lacks the field 'changes[0].step'",)),
+    (_settings_json, {"changes": [{"step": 2, "steps": 5}]},
+     ("changes[0].steps=5, not a list",)),
+    (_settings_json, {"corpus": ["a.txt", 3]}, ("corpus[1]=3, not a string",)),
+    (_finetune_json, {"classes": ["neg", 1]}, ("classes[1]=1, not a string",)),
+    (_sample_json, {"tokenizer_sample": {"corpus_sentence": 5}},
+     ("did you mean 'tokenizer_sample.corpus_sentences'?",)),
+    (_manifest_json, {"features": {"token_ids": -16}}, ("features.token_ids=-16, not an "
+                                                        "integer >= 0",)),
+    (_manifest_json, {"token_counts": [1, -2]}, ("token_counts[1]=-2, not an integer >= 0",)),
+    (_manifest_json, {"shards": [{}]}, ("lacks the field 'shards[0].file'",)),
+])
+def test_a_broken_nested_field_is_refused_naming_the_file_and_its_path(tmp_path, record,
+                                                                       edit, words):
+    read, path = record(tmp_path, edit)
+    _refused(read, path, *words)
+
+
+@pytest.mark.parametrize("family", ["bert", "elmo"])
+def test_the_records_of_a_trained_tokenizer_read_back(tmp_path, family):
+    # The real writers: train_tokenizer's sample record and the family's run files (ELMo's
+    # words) in run.json (save_run) and the claimed tokenizer's sample.json.
+    from keras_ctx import registry
+    from keras_ctx.data import corpora, tokenizers
+
+    sample = corpora.Sample(["the bank of the river is wide", "a bank lends money"] * 20)
+    sample.seen = 50
+    tokenizer, sampled = tokenizers.train_tokenizer(registry.get(family), sample,
+                                                    registry.Run(f"{family}-tiny", 2, 16, 64))
+    assert sampled == {"tokenizer_sample": {"sentences": 40, "corpus_sentences": 50,
+                                            "seed": 0}}
+    saved, extra = registry.get(family).run_files(tokenizer)  # ELMo: no tokenizer/
+    info = {"model": f"{family}-tiny", "family": family, "sequence_length": 16,
+            "overrides": {}, "corpus": ["a.txt"], "steps": 3, "seed": 0, **extra, **sampled}
+    run_files.save_run(tmp_path / "run", info, _Backbone())
+    assert run_files.read_info(tmp_path / "run") == {**info,
+                                                     "sizes": _Backbone().get_config()}
+    runs.save_claimed_tokenizer(str(tmp_path / "claimed"), saved, sampled)
+    path = str(tmp_path / "claimed" / runs.TOKENIZER_DIR / runs.CLAIMED_SAMPLE_FILE)
+    assert runs.read_record(path, runs.SAMPLE_SCHEMA, "a sample", "fix") == (
+        sampled if saved is not None else {})

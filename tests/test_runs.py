@@ -434,7 +434,7 @@ def test_a_directory_left_by_a_stopped_write_is_named_unfinished(tiny_run, tmp_p
     ({"sequence_length": "abc"}, "has sequence_length='abc', not an integer >= 1"),
     ({"sequence_length": -5}, "has sequence_length=-5, not an integer >= 1"),
     ({"family": 3}, "has family=3, not a string"),
-    ({"sizes": {"vocabulary_size": "x"}}, "(sizes) has vocabulary_size='x'"),
+    ({"sizes": {"vocabulary_size": "x"}}, "has sizes.vocabulary_size='x'"),
 ])
 def test_a_hand_edited_run_json_names_file_and_field(tiny_run, tmp_path, capsys, edit,
                                                      message):

@@ -433,41 +433,105 @@ def check_fields(path, record, schema, fix, closed=False):
     Args:
         path: the file (for the message).
         record: its parsed JSON value.
-        schema: {field: (type or tuple of types, least value or None,
-            required)}; ints are never bools.
+        schema: {field: (kinds, least value or None, required)}; kinds: a type, or a
+            tuple of types, where a nested value's type may be a `Record`, `ListOf` or
+            `MapOf` (checked field by field, named by its path: `sizes.hidden_size`,
+            `shards[0].file`); ints are never bools.
         fix: what the user should do, ending the message.
         closed: every field of `record` must be in `schema` (a field any version of
             the file's writer wrote: `object` for one read without a check); an
-            unknown one (a typo, a renamed field) raises naming the closest.
+            unknown one (a typo, a renamed field) raises naming the closest. Nested
+            `Record`s are always closed.
 
     Returns:
         `record`.
     """
     if not isinstance(record, dict):
         raise ConfigError(f"{path} holds {type(record).__name__}, not a JSON object: {fix}.")
+    _check_record(path, "", record, schema, fix, closed)
+    return record
+
+
+class Record:
+    """A nested JSON object of known fields: `schema` as `check_fields` takes it, closed
+    (run.json's tokenizer_sample, a manifest's settings)."""
+
+    name = "an object"
+
+    def __init__(self, schema):
+        self.schema = schema
+
+    def check(self, path, where, value, fix):
+        if not isinstance(value, dict):
+            return False
+        _check_record(path, where + ".", value, self.schema, fix, closed=True)
+        return True
+
+
+class ListOf:
+    """A JSON list whose every item is of `kinds` (as in a schema) and >= `least`
+    (finetune.json's classes: strings; a shard's token counts: integers >= 0)."""
+
+    name = "a list"
+
+    def __init__(self, kinds, least=None):
+        self.kinds, self.least = kinds, least
+
+    def check(self, path, where, value, fix):
+        if not isinstance(value, list):
+            return False
+        for i, item in enumerate(value):
+            _check_value(path, f"{where}[{i}]", item, self.kinds, self.least, fix)
+        return True
+
+
+class MapOf(ListOf):
+    """A JSON object of free keys (a backbone config's overrides, a layout's features)
+    whose every value is of `kinds` and >= `least`."""
+
+    name = "an object"
+
+    def check(self, path, where, value, fix):
+        if not isinstance(value, dict):
+            return False
+        for key, item in value.items():
+            _check_value(path, f"{where}.{key}", item, self.kinds, self.least, fix)
+        return True
+
+
+def _check_record(path, prefix, record, schema, fix, closed):
     unknown = [key for key in record if key not in schema] if closed else []
     if unknown:
-        key = unknown[0]  # the known ones listed where none is close
-        hint = closest(str(key), schema) or f" (known: {', '.join(sorted(schema))})"
-        raise ConfigError(f"{path} has an unknown field {key!r}{hint}: correct or remove it, "
-                          f"or {fix}.")
+        key = str(unknown[0])  # the known ones listed where none is close
+        match = difflib.get_close_matches(key, sorted(schema), n=1, cutoff=0.6)
+        hint = (f" (did you mean {prefix + match[0]!r}?)" if match
+                else f" (known: {', '.join(sorted(schema))})")
+        raise ConfigError(f"{path} has an unknown field {prefix + key!r}{hint}: correct or "
+                          f"remove it, or {fix}.")
     for field, (kinds, least, required) in schema.items():
-        if field not in record:
-            if required:
-                raise ConfigError(f"{path} lacks the field {field!r}: {fix}.")
-            continue
-        value = record[field]
-        kinds = kinds if isinstance(kinds, tuple) else (kinds,)
-        if value is None and type(None) in kinds:
-            continue
-        wrong_type = not isinstance(value, kinds) or (
-            isinstance(value, bool) and bool not in kinds and object not in kinds)
-        if wrong_type or (least is not None and value < least):
-            names = " or ".join("null" if k is type(None) else _JSON_NAMES.get(k, k.__name__)
-                                for k in kinds)
-            bound = f" >= {least}" if least is not None else ""
-            raise ConfigError(f"{path} has {field}={_short(value)}, not {names}{bound}: {fix}.")
-    return record
+        if field in record:
+            _check_value(path, prefix + field, record[field], kinds, least, fix)
+        elif required:
+            raise ConfigError(f"{path} lacks the field {prefix + field!r}: {fix}.")
+
+
+def _check_value(path, where, value, kinds, least, fix):
+    """Raises naming `path` and the field's path `where` unless `value` is of `kinds`."""
+    kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+    if value is None and type(None) in kinds:
+        return
+    if any(not isinstance(kind, type) and kind.check(path, where, value, fix)
+           for kind in kinds):
+        return
+    types = tuple(kind for kind in kinds if isinstance(kind, type))
+    wrong_type = not isinstance(value, types) or (
+        isinstance(value, bool) and bool not in kinds and object not in kinds)
+    if wrong_type or (least is not None and value < least):
+        names = " or ".join(
+            "null" if k is type(None) else k.name if not isinstance(k, type)
+            else _JSON_NAMES.get(k, k.__name__) for k in kinds)
+        bound = f" >= {least}" if least is not None else ""
+        raise ConfigError(f"{path} has {where}={_short(value)}, not {names}{bound}: {fix}.")
 
 
 _JSON_NAMES = {int: "an integer", float: "a number", str: "a string", dict: "an object",

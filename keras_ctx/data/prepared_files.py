@@ -113,21 +113,31 @@ SETTINGS_SCHEMA = {
     "duplicate": ((int, type(None)), 1, False), "shard_bytes": (int, 1, False),
     "tokenizer_sample": (int, 1, False), "corpus": (str, None, False),
     "corpus_fingerprint": ((dict, str, type(None)), None, False)}
+TOKEN_COUNTS = validation.ListOf(int, 0)  # keras_ctx.data.token_counts: one count per id
+# A shard's "source": [the corpus file, its first byte, the byte after its last].
 SHARD_SCHEMA = {"file": (str, None, True), "examples": (int, 0, True),
-                "sha256": (str, None, True), "source": (list, None, True),
+                "sha256": (str, None, True), "source": (validation.ListOf((str, int)), None, True),
                 "made_with": ((str, type(None)), None, False),
-                "token_counts": (list, None, False)}
-MANIFEST_SCHEMA = {
-    "version": (int, None, True), "settings": (dict, None, True), "layout": (str, None, True),
-    "copies": (int, 1, True), "features": (dict, None, True), "tokenizer": (dict, None, True),
-    "examples": (int, 0, True), "shards": (list, None, True),
-    "corpus_bytes": (int, 0, False), "token_counts": (list, None, False)}
-# tokenizer_record.json (and the manifest's "tokenizer"): the tokenizer's sample
-# (tokenizers.TOKENIZER_SAMPLE), its size, the run files a family keeps instead
-# (ELMo's words) and the hash of tokenizer/.
+                "token_counts": (TOKEN_COUNTS, None, False)}
+# tokenizers.TOKENIZER_SAMPLE (run.json's, the claimed tokenizer's, prepare's record):
+# the sentences the tokenizer read, of how many in the corpus, and the sample's seed.
+TOKENIZER_SAMPLE_SCHEMA = {"sentences": (int, 0, False), "corpus_sentences": (int, 0, False),
+                           "seed": ((int, type(None)), None, False)}
+# tokenizer_record.json (and the manifest's "tokenizer"): the tokenizer's sample,
+# its size, the run files a family keeps instead (ELMo's words, by file name) and the
+# hash of tokenizer/.
 TOKENIZER_RECORD_SCHEMA = {
-    "tokenizer_sample": (dict, None, False), "vocabulary_size": (int, 1, False),
-    "run_files": (dict, None, False), "sha256": ((str, type(None)), None, False)}
+    "tokenizer_sample": (validation.Record(TOKENIZER_SAMPLE_SCHEMA), None, False),
+    "vocabulary_size": (int, 1, False), "run_files": (validation.MapOf(object), None, False),
+    "sha256": ((str, type(None)), None, False)}
+MANIFEST_SCHEMA = {
+    "version": (int, None, True), "settings": (validation.Record(SETTINGS_SCHEMA), None, True),
+    "layout": (str, None, True), "copies": (int, 1, True),
+    "features": (validation.MapOf(int, 0), None, True),  # each feature's length
+    "tokenizer": (validation.Record(TOKENIZER_RECORD_SCHEMA), None, True),
+    "examples": (int, 0, True), "shards": (validation.ListOf(validation.Record(SHARD_SCHEMA)),
+                                           None, True),
+    "corpus_bytes": (int, 0, False), "token_counts": (TOKEN_COUNTS, None, False)}
 TOKENIZER_RECORD_FIX = f"delete it and {tokenizers.TOKENIZER_DIR}/ and prepare again"
 
 
@@ -158,15 +168,7 @@ def load_manifest(data_dir, verify=True):
                 f"{manifest.get('version')}, this one reads {MANIFEST_VERSION}); prepare it "
                 "again into a new directory.")
         validation.check_fields(path, manifest, MANIFEST_SCHEMA, fix, closed=True)
-        validation.check_fields(f"{path} (settings)", manifest["settings"], SETTINGS_SCHEMA,
-                                fix, closed=True)
-        validation.check_fields(f"{path} (tokenizer)", manifest["tokenizer"],
-                                TOKENIZER_RECORD_SCHEMA, fix, closed=True)
-        validation.check_fields(f"{path} (features)", manifest["features"],
-                                {name: (int, 0, True) for name in manifest["features"]}, fix)
         for i, shard in enumerate(manifest["shards"]):
-            validation.check_fields(f"{path} (shards[{i}])", shard, SHARD_SCHEMA, fix,
-                                    closed=True)
             if os.path.basename(shard["file"]) != shard["file"] or shard["file"] in ("", ".",
                                                                                       ".."):
                 raise PreparedDataError(f"{path} has shards[{i}].file={shard['file']!r}, not "

@@ -133,7 +133,8 @@ def train_cvt_tagger(labelled_path, unlabelled_path, steps, sequence_length=None
 
 
 # What `load_cvt_tagger` reads from vocabulary.json, with the types and ranges it needs.
-VOCABULARY_SCHEMA = {"words": (list, None, True), "tags": (list, None, True),
+VOCABULARY_SCHEMA = {"words": (validation.ListOf(str), None, True),
+                     "tags": (validation.ListOf(str), None, True),
                      "hidden_size": (int, 1, False), "padding_id": (int, 0, False),
                      "unknown_id": (int, 0, False)}  # closed: every field the writer writes
 
@@ -160,9 +161,8 @@ def load_cvt_tagger(run_dir):
                          "pass the --out directory of `keras-ctx cvt`.")
     path, fix = os.path.join(run_dir, "vocabulary.json"), "train the tagger again (keras-ctx cvt)"
     saved = validation.read_fields(path, "a CVT vocabulary", VOCABULARY_SCHEMA, fix)
-    if not saved["tags"] or not all(isinstance(t, str) for t in saved["words"] + saved["tags"]):
-        raise CheckpointError(f"{path}: words and tags must be lists of strings, tags not "
-                              f"empty: {fix}.")
+    if not saved["tags"]:
+        raise CheckpointError(f"{path} lists no tags: {fix}.")
     encoder = keras_files.load_model(os.path.join(run_dir, "encoder.keras"))
     rows = encoder.get_config().get("vocabulary_size")
     if isinstance(rows, int) and len(saved["words"]) + 2 > rows:  # + padding, unknown

@@ -193,10 +193,10 @@ def _edit(data, edit):
 
 @pytest.mark.parametrize("damage, message", [
     (lambda m: m["settings"].update(sequence_length="abc"),
-     "(settings) has sequence_length='abc', not an integer >= 1"),
+     "has settings.sequence_length='abc', not an integer >= 1"),
     (lambda m: m["settings"].update(sequence_length=-5), "sequence_length=-5"),
-    (lambda m: m["features"].update(token_ids="16"), "(features) has token_ids='16'"),
-    (lambda m: m["shards"][0].update(examples=-1), "(shards[0]) has examples=-1"),
+    (lambda m: m["features"].update(token_ids="16"), "has features.token_ids='16'"),
+    (lambda m: m["shards"][0].update(examples=-1), "has shards[0].examples=-1"),
     (lambda m: m["shards"][0].update(file="../../etc/passwd"), "not a file name in"),
     (lambda m: m.update(examples=m["examples"] + 1), "not the sum of its shards"),
     (lambda m: m.pop("shards"), "lacks the field 'shards'"),

@@ -58,6 +58,7 @@ DOCS_REQUIRES = [
 ONNX_REQUIRES = [
     "tf2onnx>=1.17,<2",
     "onnx>=1.23,<2",
+    "onnxscript>=0.7,<1",  # torch.onnx's exporter (export_onnx on torch)
     "onnxruntime>=1.32,<2",
 ]
 

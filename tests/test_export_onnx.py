@@ -1,21 +1,26 @@
-"""ONNX export: ONNX Runtime's outputs equal the backbone's, under the SavedModel's names."""
+"""ONNX export: ONNX Runtime's outputs equal the backbone's, under the SavedModel's names.
+
+TensorFlow converts with tf2onnx (batch and length dynamic); torch through Keras'
+`model.export(format="onnx")` at a fixed batch and length (a free axis fails in Keras'
+export on torch, keras_ctx/backend/torch.py)."""
 
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-pytest.importorskip("tf2onnx", reason="ONNX export needs the [onnx] extra (tf2onnx)")
 ort = pytest.importorskip("onnxruntime", reason="needs the [onnx] extra (onnxruntime)")
 
 from keras_ctx.export import ExportError, export_onnx  # noqa: E402
-from keras_ctx.models import BertBackbone  # noqa: E402
+from keras_ctx.models import BertBackbone, GPTBackbone  # noqa: E402
 
 VOCABULARY = 100
+TF2ONNX = pytest.mark.runs_on("tensorflow", reason="tf2onnx converts TensorFlow graphs")
 
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
+    pytest.importorskip("tf2onnx", reason="ONNX export needs the [onnx] extra (tf2onnx)")
     # BERT's exact GELU is TensorFlow's Erfc, which tf2onnx converts only with our handler.
     model = BertBackbone(VOCABULARY, 2, 2, 16, 32, max_sequence_length=32)
     path = export_onnx(model, tmp_path_factory.mktemp("onnx") / "bert.onnx")
@@ -32,6 +37,7 @@ def _inputs(batch, length, seed):
             .repeat(batch, 0)}
 
 
+@TF2ONNX
 @pytest.mark.slow  # tf2onnx's conversion alone takes ~30 s on 2 cores
 @pytest.mark.parametrize("batch,length", [(1, 7), (3, 12)])  # batch and length are dynamic
 def test_onnx_runtime_outputs_equal_the_backbone(exported, batch, length):
@@ -50,6 +56,7 @@ def test_onnx_runtime_outputs_equal_the_backbone(exported, batch, length):
         np.testing.assert_allclose(got[name], want[name], atol=2e-5, rtol=1e-4)
 
 
+@TF2ONNX
 @pytest.mark.slow
 @pytest.mark.parametrize("bad_id", [-1, VOCABULARY])
 def test_an_out_of_range_id_fails_in_onnx_runtime(exported, bad_id):
@@ -60,6 +67,7 @@ def test_an_out_of_range_id_fails_in_onnx_runtime(exported, bad_id):
         session.run(None, x)
 
 
+@TF2ONNX
 @pytest.mark.slow
 def test_an_existing_file_is_kept_unless_overwrite(exported):
     model, _, path = exported
@@ -70,3 +78,80 @@ def test_an_existing_file_is_kept_unless_overwrite(exported):
     assert path.read_bytes() == before
     with pytest.raises(ExportError, match=r"\.onnx"):
         export_onnx(model, path.with_suffix(".txt"))
+
+
+# -- torch: Keras' model.export ----------------------------------------------------------
+
+ON_TORCH = pytest.mark.runs_on("torch", reason="Keras' model.export(format='onnx') on torch")
+BATCH, LENGTH = 2, 12
+FAMILIES = {  # tiny, random weights: the file must compute what the backbone computes
+    "bert": lambda: BertBackbone(VOCABULARY, 2, 2, 16, 32, max_sequence_length=32),
+    "gpt2": lambda: GPTBackbone(VOCABULARY, 2, 2, 16, 32, max_sequence_length=32),
+}
+
+
+@pytest.fixture(scope="module")
+def torch_exports(tmp_path_factory):
+    pytest.importorskip("onnxscript", reason="torch.onnx's exporter needs onnxscript")
+    made = {}
+
+    def export(family):
+        if family not in made:
+            model = FAMILIES[family]()
+            path = export_onnx(model, tmp_path_factory.mktemp(family) / "model.onnx",
+                               batch_size=BATCH, sequence_length=LENGTH)
+            made[family] = model, ort.InferenceSession(str(path)), path
+        return made[family]
+
+    return export
+
+
+@ON_TORCH
+@pytest.mark.parametrize("family", [
+    "bert", pytest.param("gpt2", marks=pytest.mark.slow)])  # ~5 s an export
+def test_torch_onnx_runtime_outputs_equal_the_backbone_under_the_saved_models_names(
+        torch_exports, family):
+    import keras
+
+    model, session, _ = torch_exports(family)
+    x = {name: value for name, value in _inputs(BATCH, LENGTH, seed=1).items()
+         if name in model.input}
+    want = model(x)
+    want["hidden_states"] = np.stack([keras.ops.convert_to_numpy(h)
+                                      for h in want["hidden_states"]], axis=1)
+    names = [o.name for o in session.get_outputs()]
+    assert sorted(i.name for i in session.get_inputs()) == sorted(model.input)
+    assert all(i.type == "tensor(int32)" for i in session.get_inputs())
+    assert sorted(names) == sorted(want)
+    got = dict(zip(names, session.run(None, x)))
+    for name in names:
+        expected = keras.ops.convert_to_numpy(want[name])
+        assert got[name].shape == expected.shape, name
+        np.testing.assert_allclose(got[name], expected, atol=1e-4, rtol=0)
+    # The shapes are the export's (Keras' torch export fixes them): ONNX Runtime says so.
+    with pytest.raises(Exception, match="Got invalid dimensions"):
+        session.run(None, {k: v[:, :LENGTH - 1] for k, v in x.items()})
+
+
+@ON_TORCH
+@pytest.mark.parametrize("bad_id", [-1, VOCABULARY])
+def test_torch_an_out_of_range_id_fails_in_onnx_runtime_naming_the_guard(torch_exports,
+                                                                         bad_id):
+    _, session, _ = torch_exports("bert")
+    x = _inputs(BATCH, LENGTH, seed=0)
+    x["token_ids"][1, 3] = bad_id  # Keras' torch take reads -1 as the last row
+    with pytest.raises(Exception, match="token_ids_out_of_range"):
+        session.run(None, x)
+
+
+@ON_TORCH
+def test_torch_refuses_a_free_batch_or_length_in_one_line_writing_nothing(tmp_path):
+    model = FAMILIES["bert"]()
+    for fixed in ({}, {"batch_size": BATCH}, {"sequence_length": LENGTH}):
+        with pytest.raises(ExportError) as refused:
+            export_onnx(model, tmp_path / "model.onnx", **fixed)
+        assert str(refused.value) == (
+            "On torch, Keras' ONNX export fixes the input shapes: pass batch_size=B and "
+            "sequence_length=N, or export from KERAS_BACKEND=tensorflow (tf2onnx) for a "
+            "free batch and length.")
+    assert list(tmp_path.iterdir()) == []

@@ -366,3 +366,13 @@ def add_endpoint(archive, name, serve, input_signature):
     serve = tf.function(serve, input_signature=input_signature, autograph=False)
     serve.get_concrete_function()
     return archive.add_endpoint(name, serve, input_signature=None)
+
+
+ONNX_CONVERTER = None  # Keras' JAX export writes ONNX through jax2onnx, not a pinned extra
+
+
+def onnx_refusal(name, batch_size, sequence_length):
+    return (f"ONNX export runs on Keras' TensorFlow backend (tf2onnx) or torch (Keras' "
+            f"model.export), and {name!r} runs on jax: save its weights, then call "
+            "export_onnx with KERAS_BACKEND=tensorflow (or torch); "
+            "keras_ctx.export.export_saved_model also exports from JAX.")

@@ -7,7 +7,8 @@ Weights the loss does not reach keep a `None` gradient (RoBERTa's pooler, the
 CVT modules a minibatch does not use), and the optimizer leaves them and their
 slots alone, as on TensorFlow. One process trains on one device: Keras'
 distribution API (DataParallel) is JAX's. Generation runs eagerly, its draws seeded
-by a torch.Generator; SavedModel export is TensorFlow's and JAX's.
+by a torch.Generator; SavedModel export is TensorFlow's and JAX's, ONNX export is
+Keras' `model.export(format="onnx")` (torch.onnx's exporter), at fixed shapes.
 """
 
 import contextlib
@@ -192,3 +193,19 @@ def served_forward(archive, forward, specs):
 
 def add_endpoint(archive, name, serve, input_signature):
     raise RuntimeError(export_refusal(input_signature, None))
+
+
+# Keras' ONNX export on torch traces fixed shapes with torch.onnx's dynamo exporter; with a
+# free axis it takes the TorchScript exporter, which cannot export Keras' own
+# layer_normalization (its broadcast shape is read from the traced input: "Failed to export
+# a node ... because it is not constant", Keras 3.15.1, torch 2.13).
+ONNX_CONVERTER = "model.export"
+
+
+def onnx_refusal(name, batch_size, sequence_length):
+    """The one-line reason a free batch or length cannot be exported from torch, else None."""
+    if batch_size is None or sequence_length is None:
+        return ("On torch, Keras' ONNX export fixes the input shapes: pass batch_size=B and "
+                "sequence_length=N, or export from KERAS_BACKEND=tensorflow (tf2onnx) for a "
+                "free batch and length.")
+    return None

@@ -1,10 +1,16 @@
 """ONNX export for ONNX Runtime: `export_onnx(model, path)`.
 
 The same forward pass as `export_saved_model`'s `serving_default`: the
-model's integer inputs, by name, int32, batch and sequence dynamic (unless
-`sequence_length` fixes it) -> its outputs by name, float32, a list output
-(`hidden_states`) stacked on axis 1. Converted by tf2onnx (the `[onnx]`
-extra of setup.py pins the versions it was checked with).
+model's integer inputs, by name, int32 -> its outputs by name, float32, a list
+output (`hidden_states`) stacked on axis 1. The `[onnx]` extra of setup.py pins
+the versions it was checked with. What writes the file is the backend's
+(`keras_ctx.backend.ONNX_CONVERTER`):
+  - TensorFlow: tf2onnx converts the serving graph; batch and sequence stay
+    dynamic unless `batch_size` / `sequence_length` fix them.
+  - torch: Keras' `model.export(format="onnx")` (torch.onnx's exporter, which
+    needs onnxscript) at the fixed `batch_size` and `sequence_length`
+    (keras_ctx/export/onnx_keras.py: Keras' export of a free axis fails on torch).
+  - JAX: refused in one line naming the backends that export ONNX.
 
 Two conversions need help (seen with tf2onnx 1.17.0): tf2onnx names outputs
 after tensor names, so the traced function returns a flat dict (tf2onnx then
@@ -12,13 +18,14 @@ names each output by its key); and TensorFlow writes exact GELU with `Erfc`,
 which tf2onnx cannot convert, so it is converted as `1 - Erf(x)` (the same
 function: GELU(x) = x/2 (1 + erf(x / sqrt 2))).
 
-Refused in one line, with nothing written: a model on Keras' JAX or PyTorch backend
-(tf2onnx converts TensorFlow graphs), and a model with an op tf2onnx has no ONNX form
-for (it would leave the op in the file under its TensorFlow name).
+Refused in one line, with nothing written: a model on Keras' JAX backend, a free
+batch or length on torch, and a model with an op tf2onnx has no ONNX form for (it
+would leave the op in the file under its TensorFlow name).
 
 ONNX has no assert: an out-of-range token id becomes an index that fails a
 small guard `Gather` in ONNX Runtime (the error names `token_ids_out_of_range`)
-instead of reading another row (ONNX's Gather reads -1 as the last one).
+instead of reading another row (ONNX's Gather reads -1 as the last one), on
+both converters.
 """
 
 import os
@@ -26,9 +33,11 @@ import os
 import numpy as np
 from keras_ctx.common.optional import tensorflow as tf
 
+from keras_ctx import backend
 from keras_ctx.export.saved_model import (ExportError, flat_outputs, forward_function,
                                           input_specs, named_inputs)
 from keras_ctx.common.files import replacing
+from keras_ctx.common.validation import optional_positive_int
 
 OPSET = 17
 
@@ -52,13 +61,11 @@ def _guarded(ids, vocabulary_size):
     return ids + tf.gather(tf.zeros([1], ids.dtype), index, name="token_ids_out_of_range")
 
 
-def _onnx_function(model, sequence_length):
-    from keras_ctx.layers.embeddings import vocabulary_size_of
-
+def _onnx_function(model, batch_size, sequence_length, vocabulary_size):
     named = named_inputs(model)
-    specs = input_specs(named, sequence_length)
+    specs = {name: tf.TensorSpec([batch_size] + list(spec.shape[1:]), spec.dtype, name=name)
+             for name, spec in input_specs(named, sequence_length).items()}
     dtypes = {name: tensor.dtype for name, tensor in named.items()}
-    vocabulary_size = vocabulary_size_of(model)
     forward = forward_function(model, jit_compile=False)
 
     def serve(inputs):
@@ -72,19 +79,24 @@ def _onnx_function(model, sequence_length):
     return tf.function(serve), [specs]
 
 
-def export_onnx(model, path, sequence_length=None, opset=OPSET, overwrite=False):
+def export_onnx(model, path, sequence_length=None, opset=OPSET, overwrite=False,
+                batch_size=None):
     """Writes `model`'s forward pass to the ONNX file `path`; returns the path.
 
-    Needs `pip install keras-ctx[onnx]` (tf2onnx; onnxruntime to run it).
+    Needs `pip install keras-ctx[onnx]` (tf2onnx on TensorFlow, onnxscript on torch;
+    onnxruntime to run it).
 
     Args:
         model: a built keras.Model with named integer inputs (a keras_ctx
             backbone or task model).
         path: the `.onnx` file to write. It is written beside and renamed
             into place, so a failed export leaves nothing behind.
-        sequence_length: fixes the sequence axis (dynamic by default).
+        sequence_length: fixes the sequence axis (dynamic by default on
+            TensorFlow; required on torch).
         opset: the ONNX opset (17 was checked with ONNX Runtime 1.32).
         overwrite: replace an existing file at `path`.
+        batch_size: fixes the batch axis (dynamic by default on TensorFlow;
+            required on torch).
 
     Returns:
         `path`.
@@ -95,42 +107,59 @@ def export_onnx(model, path, sequence_length=None, opset=OPSET, overwrite=False)
     >>> session.run(["sequence_output"], {"token_ids": ids, "padding_mask": mask,
     ...                                   "segment_ids": segments})
     """
+    from keras_ctx.layers.embeddings import vocabulary_size_of
+
     path = os.fspath(path)
     if not path.endswith(".onnx"):
         raise ExportError(f"An ONNX file's name ends in .onnx; got {path!r}.")
-    _check_tensorflow_weights(model)
-    try:
-        import onnx
-        import tf2onnx
-    except ImportError as error:
-        raise ExportError(f"ONNX export needs {error.name}: pip install "
-                          "'keras-ctx[onnx]'.") from None
-    function, signature = _onnx_function(model, sequence_length)
+    optional_positive_int("sequence_length", sequence_length, error=ExportError)
+    optional_positive_int("batch_size", batch_size, error=ExportError)
+    refusal = backend.onnx_refusal(getattr(model, "name", "model"), batch_size,
+                                   sequence_length)
+    if refusal:
+        raise ExportError(refusal)
+    named_inputs(model)  # built, before anything is imported or written
+    write = _WRITERS[backend.ONNX_CONVERTER]
+    vocabulary_size = vocabulary_size_of(model)
     with replacing(path, overwrite=overwrite, flag="overwrite=True") as partial:
-        proto, _ = tf2onnx.convert.from_function(
-            function, input_signature=signature, opset=opset, output_path=partial,
-            custom_op_handlers={"Erfc": (_erfc_as_one_minus_erf, [])})
-        # tf2onnx leaves an op it cannot convert in the graph under its TensorFlow name
-        # (and logs it): ONNX Runtime would refuse the file when it loads it.
-        unconverted = sorted({node.op_type for node in proto.graph.node
-                              if not onnx.defs.has(node.op_type, node.domain)})
-        if unconverted:
-            raise ExportError(
-                f"{type(model).__name__} cannot be exported to ONNX: tf2onnx has no ONNX "
-                f"form for its TensorFlow op(s) {', '.join(unconverted)} (opset {opset}); "
-                "export a SavedModel instead (keras_ctx.export.export_saved_model).")
+        write(model, partial, batch_size, sequence_length, opset, vocabulary_size)
     return path
 
 
-def _check_tensorflow_weights(model):
-    """ExportError when `model` runs on another Keras backend: tf2onnx converts TensorFlow
-    graphs, and this model's forward pass is JAX or PyTorch code."""
-    weights = getattr(model, "weights", None) or []
-    module = type(weights[0].value).__module__.split(".")[0] if weights else "tensorflow"
-    if module != "tensorflow":
-        running = {"jaxlib": "jax"}.get(module, module)
+def _imported(*names):
+    """The modules `names`; ExportError naming the extra that brings a missing one."""
+    import importlib
+
+    try:
+        return [importlib.import_module(name) for name in names]
+    except ImportError as error:
+        raise ExportError(f"ONNX export needs {error.name}: pip install "
+                          "'keras-ctx[onnx]'.") from None
+
+
+def _through_tf2onnx(model, partial, batch_size, sequence_length, opset, vocabulary_size):
+    onnx, tf2onnx = _imported("onnx", "tf2onnx")
+    function, signature = _onnx_function(model, batch_size, sequence_length, vocabulary_size)
+    proto, _ = tf2onnx.convert.from_function(
+        function, input_signature=signature, opset=opset, output_path=partial,
+        custom_op_handlers={"Erfc": (_erfc_as_one_minus_erf, [])})
+    # tf2onnx leaves an op it cannot convert in the graph under its TensorFlow name
+    # (and logs it): ONNX Runtime would refuse the file when it loads it.
+    unconverted = sorted({node.op_type for node in proto.graph.node
+                          if not onnx.defs.has(node.op_type, node.domain)})
+    if unconverted:
         raise ExportError(
-            f"ONNX export converts a TensorFlow graph (tf2onnx), and {model.name!r} runs on "
-            f"Keras' {running} backend: save its weights, then call export_onnx in a process "
-            "with KERAS_BACKEND=tensorflow (keras_ctx.export.export_saved_model also "
-            "exports from JAX).")
+            f"{type(model).__name__} cannot be exported to ONNX: tf2onnx has no ONNX "
+            f"form for its TensorFlow op(s) {', '.join(unconverted)} (opset {opset}); "
+            "export a SavedModel instead (keras_ctx.export.export_saved_model).")
+
+
+def _through_keras(model, partial, batch_size, sequence_length, opset, vocabulary_size):
+    from keras_ctx.export import onnx_keras
+
+    _imported("onnx", "onnxscript")  # torch.onnx's exporter needs both
+    onnx_keras.write(model, partial, batch_size, sequence_length, opset, vocabulary_size)
+
+
+# backend.ONNX_CONVERTER -> the writer.
+_WRITERS = {"tf2onnx": _through_tf2onnx, "model.export": _through_keras}

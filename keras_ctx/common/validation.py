@@ -224,6 +224,18 @@ def positive_ints(name, value):
     return [int(item) for item in value]
 
 
+def divisor(name, value, lengths, why=None):
+    """`value` as an int when it is a positive integer that divides each of `lengths` (a
+    block size that tiles every part); the message lists the ones that do."""
+    common = math.gcd(*lengths)
+    if not _integer(value) or not 1 <= value <= common or common % value:
+        fits = ", ".join(str(d) for d in range(1, common + 1) if common % d == 0)
+        whole = " and ".join(str(length) for length in lengths)
+        _refuse(f"`{name}`", f"one of {fits} (a divisor of {whole}"
+                + (f", {why})" if why else ")"), value)
+    return int(value)
+
+
 def boolean(name, value):
     """`value` when it is True or False (not 1, "yes" or None)."""
     if not isinstance(value, bool):

@@ -26,7 +26,7 @@ Features added to each example (T = sequence length, P = num_predict):
 
 from keras_ctx.common.optional import tensorflow as tf
 
-from keras_ctx.common.validation import positive_int
+from keras_ctx.common.validation import divisor, integer_in, positive_int
 
 
 class _Random:
@@ -91,21 +91,12 @@ def _span_targets(real, num_targets, k, max_span_length, random):
 def _check_parts(length, reuse_len, perm_size):
     """The lengths of the reuse and non-reuse parts, each a whole number of perm_size blocks."""
     if reuse_len is not None:
-        positive_int("reuse_len", reuse_len)
-        if reuse_len >= length:
-            raise ValueError(
-                f"`reuse_len` ({reuse_len}) must be shorter than the sequence ({length}): "
-                "the rest is the part that is not reused."
-            )
+        integer_in("reuse_len", reuse_len, 1, length - 1,
+                   why="shorter than the sequence: the rest is the part that is not reused")
     parts = [length] if reuse_len is None else [reuse_len, length - reuse_len]
     if perm_size is not None:
-        positive_int("perm_size", perm_size)
-        if any(part % perm_size for part in parts):
-            raise ValueError(
-                f"`perm_size` ({perm_size}) must divide the length of every part of the "
-                f"sequence ({parts}: reuse_len and sequence_length - reuse_len); XLNet "
-                "uses perm_size = reuse_len = sequence_length / 2."
-            )
+        divisor("perm_size", perm_size, parts, why="the reuse part and the rest; XLNet uses "
+                "perm_size = reuse_len = sequence_length / 2")
     return parts
 
 
@@ -191,11 +182,7 @@ def sample_permutation(token_ids, padding_mask=None, num_predict=None, k=6,
                 f"Sequences of length {length} have no last 1/{k} to predict: use "
                 f"sequences of at least {k} tokens or a smaller `k`."
             )
-    positive_int("num_predict", num_predict)
-    if num_predict > length:
-        raise ValueError(
-            f"`num_predict` ({num_predict}) is larger than the sequence length ({length})."
-        )
+    integer_in("num_predict", num_predict, 1, length, why="at most one target per position")
     if padding_mask is None:
         padding_mask = tf.ones_like(token_ids)
     if unbatched:

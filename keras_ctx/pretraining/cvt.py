@@ -127,10 +127,14 @@ class CrossViewTrainer(Pretrainer):
         super().__init__(**kwargs)
         if isinstance(tasks, int):
             tasks = {"tags": tasks}
-        if not tasks or not all(isinstance(n, int) and n > 0 for n in tasks.values()):
-            raise ValueError(f"`tasks` must map task names to label counts > 0, got {tasks!r}.")
+        if not isinstance(tasks, dict) or not tasks:
+            validation.refuse("tasks", "a label count or a non-empty mapping of task names "
+                              "to label counts", tasks)
         if UNLABELLED in tasks:
-            raise ValueError(f"{UNLABELLED!r} is reserved; rename that task.")
+            validation.refuse("tasks", f"without a task named {UNLABELLED!r} (the unlabelled "
+                              "batches' branch): rename that task", tasks)
+        for name, count in tasks.items():
+            validation.positive_int(f"tasks[{name!r}]", count)
         if labelled_dropout is None:
             labelled_dropout = encoder.get_config().get("dropout", LABELLED_DROPOUT)
         for name, rate in (("labelled_dropout", labelled_dropout),

@@ -367,6 +367,20 @@ ROUTED = {
     "SpanMasker max_span_words": (
         lambda v: _span_masker(max_span_words=v), "`max_span_words`", "a positive integer",
         [0, -1, 2.5, True, "10"], [1, 10]),
+    "sample_permutation reuse_len": (
+        lambda v: permutation.sample_permutation([list(range(16))], reuse_len=v), "`reuse_len`",
+        "an integer in 1..15 (shorter than the sequence: the rest is the part that is not "
+        "reused)", [0, -1, 16, 8.0, True, "8"], [1, 15]),
+    "sample_permutation perm_size": (
+        lambda v: permutation.sample_permutation([list(range(16))], reuse_len=12, perm_size=v,
+                                                 num_predict=2), "`perm_size`",
+        "one of 1, 2, 4 (a divisor of 12 and 4, the reuse part and the rest; XLNet uses "
+        "perm_size = reuse_len = sequence_length / 2)", [0, -4, 3, 8, 12, 4.0, True, "4"],
+        [1, 2, 4]),
+    "sample_permutation num_predict": (
+        lambda v: permutation.sample_permutation([list(range(16))], num_predict=v),
+        "`num_predict`", "an integer in 1..16 (at most one target per position)",
+        [0, 17, 2.0, True, "2"], [1, 16]),
     "relative_positional_encoding hidden_size": (
         lambda v: relative_positional_encoding(2, 2, v), "`hidden_size`",
         "a positive even integer (half sine, half cosine features)",

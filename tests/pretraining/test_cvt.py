@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from keras_ctx.common.errors import ConfigError
 from keras_ctx.models.cvt import AUXILIARY_VIEWS, CvtEncoder, auxiliary_views, view_weights
 from keras_ctx.data.cvt import cvt_dataset
 from keras_ctx.pretraining.cvt import CrossViewTrainer
@@ -282,8 +283,24 @@ def test_config_round_trip():
     assert (copy.labelled_dropout, copy.unlabelled_dropout, copy.label_smoothing) == (
         0.0, 0.2, 0.1)
     assert copy.count_params() == trainer.count_params()
-    with pytest.raises(ValueError, match="label counts"):
-        CrossViewTrainer(_encoder(), {"a": 0})
+
+
+@pytest.mark.parametrize("tasks, message", [
+    ({"a": 0}, "`tasks['a']` must be a positive integer, got 0."),
+    ({"a": 3, "b": 2.0}, "`tasks['b']` must be a positive integer, got 2.0."),
+    ({"a": True}, "`tasks['a']` must be a positive integer, got True."),
+    (0, "`tasks['tags']` must be a positive integer, got 0."),
+    ({}, "`tasks` must be a label count or a non-empty mapping of task names to label "
+         "counts, got {}."),
+    (["a"], "`tasks` must be a label count or a non-empty mapping of task names to label "
+            "counts, got ['a']."),
+    ({"__unlabelled__": 2}, "`tasks` must be without a task named '__unlabelled__' (the "
+     "unlabelled batches' branch): rename that task, got {'__unlabelled__': 2}."),
+])
+def test_bad_tasks_are_refused_in_one_message(tasks, message):
+    with pytest.raises(ConfigError) as caught:
+        CrossViewTrainer(_encoder(), tasks)
+    assert str(caught.value) == message
 
 
 # ---------------------------------------------------------------- as released (cvt_text)

@@ -185,10 +185,7 @@ def select_positions(candidates, seed, mask_rate=MASK_RATE, max_predictions=None
     if weights is None:
         scores = tf.where(candidates, scores, -1.0)
     else:
-        tiny = float(np.finfo(np.float32).tiny)
-        gumbel = -tf.math.log(-tf.math.log(tf.maximum(scores, tiny)))
-        scores = tf.math.log(tf.cast(weights, tf.float32)) + gumbel
-        scores = tf.where(candidates, scores, -float("inf"))
+        scores = gumbel_keys(scores, weights, candidates)
     _, positions = tf.math.top_k(scores, k=max_predictions)
     slots = tf.range(max_predictions, dtype=tf.float32)[None, :]
     weights = tf.cast(slots < count[:, None], tf.float32)
@@ -198,6 +195,17 @@ def select_positions(candidates, seed, mask_rate=MASK_RATE, max_predictions=None
         axis=1,
     ) > 0
     return tf.cast(positions, tf.int32), weights, selected
+
+
+def gumbel_keys(uniform, weights, candidates):
+    """Keys whose k highest are k draws without replacement proportional to `weights`
+    among `candidates` (-inf elsewhere): log w + Gumbel noise made of `uniform` (Gumbel
+    top-k, as numpy's `choice(replace=False, p=)`): `select_positions`' weighted draw and
+    XLM's (`keras_ctx.data.multilingual.XLMMasker`)."""
+    tiny = float(np.finfo(np.float32).tiny)
+    gumbel = -tf.math.log(-tf.math.log(tf.maximum(uniform, tiny)))
+    return tf.where(candidates, tf.math.log(tf.cast(weights, tf.float32)) + gumbel,
+                    -float("inf"))
 
 
 def check_mask_token_id(mask_token_id, vocabulary_size):

@@ -34,6 +34,7 @@ from keras_ctx.data.masking import (
     Masker,
     candidate_mask,
     corrupted_batch,
+    gumbel_keys,
     sorted_slots,
 )
 
@@ -259,11 +260,8 @@ class XLMMasker(Masker):
             scores = uniform
         else:
             weights = tf.gather(tf.constant(self.scores), token_ids)
-            tiny = float(np.finfo(np.float32).tiny)
-            gumbel = -tf.math.log(-tf.math.log(tf.maximum(uniform, tiny)))
-            scores = tf.where(real & (weights > 0), tf.math.log(weights) + gumbel,
-                              -float("inf"))
             # Gumbel top-k over the batch: numpy's choice(replace=False, p=) in XLM.
+            scores = gumbel_keys(uniform, weights, real & (weights > 0))
             count = tf.math.ceil(self.mask_rate * tf.reduce_sum(tf.cast(real, tf.float32)))
             flat = tf.sort(tf.reshape(scores, [-1]), direction="DESCENDING")
             count = tf.minimum(tf.cast(count, tf.int32), tf.size(flat))

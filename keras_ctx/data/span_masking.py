@@ -208,7 +208,8 @@ class SpanMasker(Masker):
                  max_span_words=MAX_SPAN_WORDS, dynamic=True, seed=0,
                  mask_token_rate=MASK_TOKEN_RATE, random_token_rate=RANDOM_TOKEN_RATE,
                  token_counts=None):
-        span_length_pmf(p, max_span_words)  # checks both before any work
+        p = validation.fraction("p", p)  # before any work
+        max_span_words = validation.positive_int("max_span_words", max_span_words)
         super().__init__(vocabulary_size, mask_token_id, special_token_ids, mask_rate,
                          mask_token_rate, random_token_rate, max_predictions,
                          dynamic=dynamic, seed=seed)

@@ -33,9 +33,9 @@ JAX_REQUIRES = ["jax[cpu]>=0.10.2,<0.11"]
 # constraints.txt pins the version the tests ran against.
 TORCH_REQUIRES = ["torch>=2.13,<3"]
 
-# XLM's tokenizer (keras_ctx.data.xlm_text): Moses' rules in Python; the tests compare
+# Moses' rules in Python for XLM's tokenizer (keras_ctx.data.xlm_text); the tests compare
 # it with transformers' XLMTokenizer.
-XLM_REQUIRES = ["sacremoses>=0.1.1,<0.3"]
+MOSES_REQUIRES = ["sacremoses>=0.1.1,<0.3"]
 
 TEST_REQUIRES = [
     "pytest>=9.2,<10",
@@ -43,7 +43,7 @@ TEST_REQUIRES = [
     "hypothesis>=6.170,<7",
     "ruff>=0.17.6,<0.18",  # tests/repository/test_lint.py: pyflakes' rules over the repository
     "transformers>=5.23,<6",  # tests/runs/test_tokenizer_files.py: AutoTokenizer on tokenizer/
-] + PLOT_REQUIRES + JAX_REQUIRES + TORCH_REQUIRES + XLM_REQUIRES  # the backends, XLM
+] + PLOT_REQUIRES + JAX_REQUIRES + TORCH_REQUIRES + MOSES_REQUIRES  # the backends, XLM
 
 # The documentation site (mkdocs.yml, docs/): `mkdocs build --strict` runs in the tests.
 DOCS_REQUIRES = [
@@ -77,6 +77,6 @@ setup(
     install_requires=INSTALL_REQUIRES,
     extras_require={"test": TEST_REQUIRES, "docs": DOCS_REQUIRES, "plot": PLOT_REQUIRES,
                     "onnx": ONNX_REQUIRES, "jax": JAX_REQUIRES, "torch": TORCH_REQUIRES,
-                    "xlm": XLM_REQUIRES},
+                    "moses": MOSES_REQUIRES},
     entry_points={"console_scripts": ["keras-ctx=keras_ctx.cli:main"]},
 )

@@ -30,8 +30,9 @@ def tokenizer_from_huggingface(directory, lowercase=None, text=None):
     ALBERT, XLNet, T5). `lowercase` overrides tokenizer_config.json's
     do_lower_case for WordPiece (HF's default when neither says: True).
     `text`: the family's `registry.HuggingFace.text`, for a SentencePiece model
-    that Hugging Face's tokenizer reads through `preprocess_text` (ALBERT, XLNet):
-    its defaults, under tokenizer_config.json's fields.
+    that Hugging Face's tokenizer reads through `preprocess_text` (ALBERT, XLNet)
+    or "</w>" BPE read through Moses (XLM's XLMTokenizer, `xlm_text`; merges.txt
+    may hold fastBPE's counts): its defaults, under tokenizer_config.json's fields.
 
     Which files are read, when a directory holds several: one kind of
     vocabulary files only (vocab.txt, or vocab.json with merges.txt, or one
@@ -68,7 +69,7 @@ def tokenizer_from_huggingface(directory, lowercase=None, text=None):
     if kind == "WordPiece":
         return _wordpiece(present, settings, fast, lowercase)
     if kind == "BPE":
-        return _byte_pairs(present, settings, fast)
+        return _byte_pairs(present, settings, fast, text)
     return _sentencepiece(present[names[0]], settings, text)
 
 
@@ -186,7 +187,7 @@ def _tokens_by_id(fast):
     return [token for token, _ in sorted(fast["vocab"].items(), key=lambda item: item[1])]
 
 
-def _byte_pairs(present, settings, fast):
+def _byte_pairs(present, settings, fast, text=None):
     import keras_hub
 
     from keras_ctx.data.tokenizers import WORD_END, WordEndBPETokenizer
@@ -213,13 +214,22 @@ def _byte_pairs(present, settings, fast):
     if not all(type(i) is int and i >= 0 for i in ids) or len(set(ids)) != len(ids):
         raise CheckpointError(f"{vocab} must map each token to its own id (a non-negative "
                               "integer); some ids are repeated or not integers.")
+    if text is not None:  # XLM's merges.txt is fastBPE's codes: "a b count"
+        merge_list = [_codes_merge(line, merges) for line in merge_list]
     bad = next((line for line in merge_list if len(line.split(" ")) != 2), None)
     if bad is not None:
         raise CheckpointError(f"{merges}: {bad!r} is not a merge of two pieces.")
     if any(piece.endswith(WORD_END) for piece in vocabulary):
-        # openai-gpt: BPE over lowercased words with "</w>" ends, not bytes.
         unknown = _token(settings.get("unk_token", "<unk>"))
-        return WordEndBPETokenizer(vocabulary, merge_list, unknown_token=unknown)
+        if text is None:  # openai-gpt: BPE over lowercased words with "</w>" ends, not bytes.
+            return WordEndBPETokenizer(vocabulary, merge_list, unknown_token=unknown)
+        # XLM: transformers' XLMTokenizer reads text through Moses first (xlm_text).
+        from keras_ctx.data.xlm_text import XLMBPETokenizer
+
+        options = {**text, **{k: settings[k] for k in text if k in settings}}
+        return XLMBPETokenizer(vocabulary, merge_list, unknown_token=unknown,
+                               lowercase_and_remove_accent=bool(
+                                   options["do_lowercase_and_remove_accent"]))
     prefix_space = settings.get("add_prefix_space")
     if fast is not None and fast["add_prefix_space"] is not None:
         if prefix_space is not None and bool(prefix_space) != fast["add_prefix_space"]:
@@ -231,6 +241,17 @@ def _byte_pairs(present, settings, fast):
     except ValueError as error:  # a merge of pieces the vocabulary lacks
         raise CheckpointError(f"{merges} does not fit {vocab} ({error}); use the two "
                               "files of one tokenizer.") from None
+
+
+def _codes_merge(line, path):
+    """'a b' of a fastBPE codes line 'a b count' (XLMTokenizer reads its first two fields)."""
+    fields = line.split(" ")
+    if len(fields) == 3 and fields[2].isdigit():
+        return " ".join(fields[:2])
+    if len(fields) != 2:
+        raise CheckpointError(f"{path}: {line!r} is not a merge of two pieces with its count "
+                              "(fastBPE's codes: 'a b count').")
+    return line
 
 
 def _read_bytes(path):

@@ -11,6 +11,8 @@
     `train_word_end_bpe` -> `WordEndBPETokenizer`, Hugging Face `tokenizers`'
     BPE model as a Keras layer (a tf.py_function: usable in tf.data and
     eagerly, not in an exported SavedModel's graph).
+  - XLM's BPE (Lample & Conneau 2019): the same "</w>" BPE over Moses words, lower
+    cased without accents: `train_xlm_bpe` -> `xlm_text.XLMBPETokenizer`.
 
 All three are Keras layers made of TensorFlow ops, so `tokenize_documents` runs
 them inside tf.data. `special_token_ids(tokenizer)` gives the ids the
@@ -33,7 +35,8 @@ import numpy as np
 from keras_ctx.common.optional import tensorflow as tf
 
 from keras_ctx.common import progress
-from keras_ctx.data import albert_text, corpora, tokenizer_files
+from keras_ctx.data import albert_text, corpora, tokenizer_files, xlm_text
+from keras_ctx.data.word_end_bpe import WORD_END, WordEndBPETokenizer  # noqa: F401  (public)
 from keras_ctx.data.strings import WORD_START, map_strings  # noqa: F401  (WORD_START: a public name here too)
 from keras_ctx.common.errors import RunDirectoryError
 
@@ -297,146 +300,24 @@ def train_sentencepiece_proto(texts, vocabulary_size, model_type="unigram",
             return f.read()
 
 
-WORD_END = "</w>"
-
-
-def _word_end_bpe(vocabulary, merges, unknown_token):
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers
-
-    bpe = Tokenizer(models.BPE(vocab=dict(vocabulary), merges=[tuple(m) for m in merges],
-                               unk_token=unknown_token, end_of_word_suffix=WORD_END))
-    bpe.normalizer = normalizers.Sequence([normalizers.NFD(), normalizers.Lowercase(),
-                                           normalizers.StripAccents()])
-    bpe.pre_tokenizer = pre_tokenizers.BertPreTokenizer()  # spaces and punctuation
-    bpe.decoder = decoders.BPEDecoder(suffix=WORD_END)
-    return bpe
-
-
-@keras.saving.register_keras_serializable(package="keras_ctx")
-class WordEndBPETokenizer(keras.layers.Layer):
-    """GPT's BPE (Radford et al. 2018): lowercased words, merges ending in "</w>".
-
-    Hugging Face `tokenizers`' BPE model does the merging; this layer gives it
-    the keras-hub tokenizer interface (`tokenize`, `detokenize`,
-    `token_to_id`, `id_to_token`, `vocabulary_size`, `get_vocabulary`).
-
-    Args:
-        vocabulary: {piece: id} (openai-gpt's vocab.json).
-        merges: ["a b", ...] or [("a", "b"), ...] (merges.txt, in merge order).
-        unknown_token: the piece for unknown characters.
-
-    Example:
-    >>> tokenizer = WordEndBPETokenizer(vocabulary, merges)
-    >>> tokenizer("The bank.")  # ids of "the</w>", "bank</w>", ".</w>"
-    """
-
-    # Runs Python (tf.py_function): no serve_text in an exported SavedModel.
-    in_graph = False
-
-    def __init__(self, vocabulary=None, merges=None, unknown_token="<unk>", **kwargs):
-        kwargs.pop("dtype", None)
-        super().__init__(dtype="int32", **kwargs)
-        self.unknown_token = unknown_token
-        self.set_vocabulary_and_merges(vocabulary, merges)
-        # Strings stay strings on JAX and torch too (as TextPreprocessor's).
-        self._convert_input_args = False
-        self._allow_non_tensor_positional_args = True
-
-    def set_vocabulary_and_merges(self, vocabulary, merges):
-        self.vocabulary = dict(vocabulary or {})
-        self.merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m)
-                       for m in (merges or [])]
-        self._bpe = (_word_end_bpe(self.vocabulary, self.merges, self.unknown_token)
-                     if self.vocabulary else None)
-        self._pieces = {i: p for p, i in self.vocabulary.items()}
-
-    def _encode(self, texts):
-        texts = [t.decode("utf-8") for t in np.asarray(texts).reshape(-1)]
-        rows = [e.ids for e in self._bpe.encode_batch(texts, add_special_tokens=False)]
-        return (np.array([i for r in rows for i in r], np.int32),
-                np.array([len(r) for r in rows], np.int64))
-
-    def tokenize(self, inputs):
-        inputs = tf.convert_to_tensor(inputs, tf.string)
-        scalar = inputs.shape.rank == 0
-        values, lengths = tf.py_function(self._encode, [inputs], [tf.int32, tf.int64])
-        values.set_shape([None])
-        lengths.set_shape([None])
-        tokens = tf.RaggedTensor.from_row_lengths(values, lengths)
-        return tokens[0] if scalar else tokens
-
-    def __call__(self, inputs, *args, **kwargs):
-        return super().__call__(tf.convert_to_tensor(inputs, tf.string), *args, **kwargs)
-
-    def call(self, inputs):
-        return self.tokenize(inputs)
-
-    def detokenize(self, ids):
-        rows = np.asarray(ids).tolist()
-        if rows and not isinstance(rows[0], list):
-            return self._bpe.decode(rows)
-        return [self._bpe.decode(row) for row in rows]
-
-    def vocabulary_size(self):
-        return len(self.vocabulary)
-
-    def get_vocabulary(self):
-        return [self._pieces[i] for i in range(len(self._pieces))]
-
-    def token_to_id(self, token):
-        if token not in self.vocabulary:
-            raise KeyError(f"{token!r} is not in the vocabulary.")
-        return self.vocabulary[token]
-
-    def id_to_token(self, token_id):
-        return self._pieces[token_id]
-
-    @staticmethod
-    def piece_surface(piece):
-        """The characters a piece covers (for keras_ctx.preprocessing.piece_spans)."""
-        return piece[: -len(WORD_END)] + " " if piece.endswith(WORD_END) else piece
-
-    def save_assets(self, directory):
-        import json
-
-        with open(os.path.join(directory, "vocab.json"), "w", encoding="utf-8") as handle:
-            json.dump(self.vocabulary, handle, ensure_ascii=False)
-        with open(os.path.join(directory, "merges.txt"), "w", encoding="utf-8") as handle:
-            handle.write("#version: 0.2\n")
-            handle.writelines(" ".join(m) + "\n" for m in self.merges)
-
-    def load_assets(self, directory):
-        import json
-
-        with open(os.path.join(directory, "vocab.json"), encoding="utf-8") as handle:
-            vocabulary = json.load(handle)
-        with open(os.path.join(directory, "merges.txt"), encoding="utf-8") as handle:
-            merges = [line.rstrip("\n") for line in handle
-                      if line.strip() and not line.startswith("#version")]
-        self.set_vocabulary_and_merges(vocabulary, merges)
-
-    def get_config(self):
-        # The vocabulary and merges travel as assets (save_assets).
-        return dict(super().get_config(), unknown_token=self.unknown_token)
-
-
 # A word's last character c is learned as the one character chr(_END + ord(c)) (Unicode's
 # supplementary private use planes): GPT's "c</w>" symbol as a single character.
 _END = 0xF0000
 _MARKS = re.compile("[\U000F0000-\U0010FFFF]")
 
 
-def _marked_words(bpe, lines):
-    """`lines` normalized and split as GPT's BPE reads them, as one string of words with each
-    word's last character marked (one library call per batch: the per-line calls cost)."""
+def _marked_words(reader, lines):
+    """`lines` read as `reader` (a WordEndBPETokenizer) reads them, as one string of words
+    with each word's last character marked (GPT's: one library call per batch)."""
     text = "\n".join(lines)
     found = _MARKS.search(text)
     if found:
         raise ValueError("The text holds characters of Unicode's supplementary private use "
                          "planes (U+F0000-U+10FFFF), which GPT's BPE trainer uses as "
                          f"end-of-word marks ({found.group()!r}); remove them from the corpus.")
-    words = bpe.pre_tokenizer.pre_tokenize_str(bpe.normalizer.normalize_str(text))
-    return " ".join(word[:-1] + chr(_END + ord(word[-1])) for word, _ in words if word)
+    words = reader.words([text] if reader.gpt_text else lines)
+    return " ".join(word[:-1] + chr(_END + ord(word[-1])) for row in words for word in row
+                    if word)
 
 
 def _unmarked(piece):
@@ -445,7 +326,7 @@ def _unmarked(piece):
 
 
 def train_word_end_bpe(data, vocabulary_size, special_tokens=(), unknown_token="<unk>",
-                       min_frequency=2):
+                       min_frequency=2, tokenizer_class=None, **options):
     """Learns GPT's "</w>" BPE merges (Radford et al. 2018) -> a WordEndBPETokenizer.
 
     Hugging Face's BpeTrainer with `end_of_word_suffix` numbers the `c</w>`
@@ -454,28 +335,47 @@ def train_word_end_bpe(data, vocabulary_size, special_tokens=(), unknown_token="
     each word's last character c is one private-use character standing for
     `c</w>` (so every symbol is one character, which the trainer numbers in
     order), and the learned pieces and merges are mapped back to `c</w>`.
+
+    `tokenizer_class` (a WordEndBPETokenizer subclass, made with `options`) reads the
+    text into words its own way (XLM's Moses); the special tokens come first, in
+    their order, the unknown token first unless they list it.
     """
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
     lines = [t for t in _texts(data) if t.strip()]
     if not lines:
         raise ValueError("No text to learn BPE merges from.")
-    bpe = _word_end_bpe({}, [], unknown_token)
+    make = functools.partial(tokenizer_class or WordEndBPETokenizer, **options)
+    reader = make({}, [], unknown_token)
     learner = Tokenizer(models.BPE(unk_token=unknown_token))
     learner.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    specials = list(dict.fromkeys(special_tokens if unknown_token in special_tokens
+                                  else [unknown_token, *special_tokens]))
     trainer = trainers.BpeTrainer(vocab_size=vocabulary_size, min_frequency=min_frequency,
-                                  special_tokens=[unknown_token, *special_tokens],
-                                  show_progress=False)
+                                  special_tokens=specials, show_progress=False)
     batches = [lines[i:i + 512] for i in range(0, len(lines), 512)]
     counted = _counted(batches, len(lines), "Learning BPE merges", "Hugging Face tokenizers",
                        weight=len)
-    learner.train_from_iterator((_marked_words(bpe, batch) for batch in counted), trainer)
+    learner.train_from_iterator((_marked_words(reader, batch) for batch in counted), trainer)
     progress.current().finish("Learned the BPE merges")
     model = json.loads(learner.to_str())["model"]
     vocabulary = {_unmarked(piece): index for piece, index in model["vocab"].items()}
     merges = [tuple(_unmarked(part) for part in (m.split(" ") if isinstance(m, str) else m))
               for m in model["merges"]]
-    return WordEndBPETokenizer(vocabulary, merges, unknown_token)
+    return make(vocabulary, merges, unknown_token)
+
+
+def train_xlm_bpe(data, vocabulary_size, language="en", lowercase_and_remove_accent=True,
+                  special_tokens=xlm_text.XLM_SPECIAL_TOKENS, min_frequency=2):
+    """XLM's BPE codes learnt on the Moses words of `data` -> an `xlm_text.XLMBPETokenizer`.
+
+    XLM learns them with fastBPE's learnbpe on the tokenized, lower cased text; here
+    Hugging Face `tokenizers` learns them (`train_word_end_bpe`, GPT's "</w>" trainer)
+    on the same words. Ids 0-13 are XLM's dictionary's specials.
+    """
+    return train_word_end_bpe(data, vocabulary_size, special_tokens, "<unk>", min_frequency,
+                              tokenizer_class=xlm_text.XLMBPETokenizer, language=language,
+                              lowercase_and_remove_accent=lowercase_and_remove_accent)
 
 
 def vocabulary(tokenizer):
@@ -488,7 +388,7 @@ def special_token_ids(tokenizer):
     pieces = {piece: i for i, piece in enumerate(vocabulary(tokenizer))}
     spellings = {
         "cls": ("[CLS]", "<s>"), "sep": ("[SEP]", "</s>"), "pad": ("[PAD]", "<pad>"),
-        "mask": ("[MASK]", "<mask>"), "unk": ("[UNK]", "<unk>"),
+        "mask": ("[MASK]", "<mask>", "<special1>"), "unk": ("[UNK]", "<unk>"),  # XLM: <special1>
     }
     ids = {}
     for role, names in spellings.items():

@@ -141,3 +141,35 @@ def test_xlm_masked_lm_head_matches_numpy_pred_layer(tmp_path):
     with pytest.raises(CheckpointError, match="adaptive softmax"):
         masked_lm_from_huggingface(write_checkpoint(tmp_path / "a", dict(XLM, asm=True),
                                                     tensors))
+
+
+@pytest.mark.parametrize("lowercase", [True, False])
+def test_an_xlm_checkpoint_loads_with_xlms_tokenizer(tmp_path, lowercase):
+    """config.json + vocab.json + merges.txt (fastBPE's "a b count" lines, as XLM's
+    checkpoints): the tokenizer is XLM's, with transformers' XLMTokenizer's ids."""
+    import json
+
+    from transformers import XLMTokenizer
+
+    from keras_ctx.data import tokenizers
+    from tests.data.unicode_texts import TEXTS
+    from tests.data.xlm_vocabulary import LINES, write_xlm_vocabulary
+
+    trained = tokenizers.train_xlm_bpe(LINES, 200, lowercase_and_remove_accent=lowercase)
+    config = dict(XLM, vocab_size=trained.vocabulary_size())
+    directory = write_checkpoint(tmp_path / "xlm", config, xlm_tensors(config))
+    files = write_xlm_vocabulary(trained, directory)
+    if not lowercase:  # the cased XLM-17 / XLM-100 say so in tokenizer_config.json
+        with open(tmp_path / "xlm" / "tokenizer_config.json", "w") as handle:
+            json.dump({"do_lowercase_and_remove_accent": False}, handle)
+    tokenizer = from_huggingface(directory).tokenizer
+    assert type(tokenizer).__name__ == "XLMBPETokenizer"
+    assert tokenizer.lowercase_and_remove_accent is lowercase
+    reference = XLMTokenizer(*files, do_lowercase_and_remove_accent=lowercase)
+    texts = LINES[:7] + TEXTS
+    for text, row in zip(texts, tokenizer.tokenize(texts).to_list()):
+        assert row == reference(text, add_special_tokens=False)["input_ids"], text
+    with open(files[1], "a", encoding="utf-8") as handle:
+        handle.write("a b c\n")
+    with pytest.raises(CheckpointError, match=r"'a b c' is not a merge of two pieces with its"):
+        from_huggingface(directory)

@@ -121,4 +121,7 @@ def export_xlm(backbone):
 MASKED_LM = MaskedLMLayout("XLMWithLMHeadModel", "transformer.", bias="pred_layer.proj.bias",
                            decoder="pred_layer.proj.weight")
 
-HUGGINGFACE = (HuggingFace("xlm", convert_xlm, export_xlm, masked_lm=MASKED_LM),)
+# XLMTokenizer's default, under tokenizer_config.json's (False for the cased 17- and
+# 100-language models): its text goes through Moses before the "</w>" BPE (xlm_text).
+HUGGINGFACE = (HuggingFace("xlm", convert_xlm, export_xlm, masked_lm=MASKED_LM,
+                           text={"do_lowercase_and_remove_accent": True}),)

@@ -5,6 +5,7 @@ does not make; it pretrains from Python (keras_ctx.data.multilingual streams
 and TLM pairs).
 """
 
+from keras_ctx.data import tokenizers
 from keras_ctx.models.xlm import convert as convert_xlm
 from keras_ctx.models.xlm import backbone as xlm
 from keras_ctx.models.presets import Pretraining, register_pretraining
@@ -17,6 +18,8 @@ XLM_PRETRAINING = register_pretraining({
 
 XLM = register_family(Family(
     "xlm", xlm.XLMBackbone, xlm.XLM_PRESETS,
+    # XLM's tokenizer: Moses words, lower case without accents, "</w>" BPE (xlm_text).
+    tokenizers.train_xlm_bpe,
     huggingface=convert_xlm.HUGGINGFACE,
     no_pretraining="XLM pretrains from Python: keras_ctx.data.multilingual "
                    "(text_stream, tlm_pairs) with keras_ctx.pretraining.",

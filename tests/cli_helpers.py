@@ -67,9 +67,17 @@ def make_run(directory, seed=0):
 
 
 def run_cli(capsys, *argv):
+    """(exit code, what it printed, stdout and stderr together) of `keras-ctx ARGV`."""
     code = cli.main(list(argv))
     captured = capsys.readouterr()
     return code, captured.out + captured.err
+
+
+def run_cli_apart(capsys, *argv):
+    """(exit code, stdout, stderr's non-blank lines) of `keras-ctx ARGV` (paths as str)."""
+    code = cli.main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    return code, captured.out, [line for line in captured.err.splitlines() if line.strip()]
 
 
 def cli_output(argv):

@@ -11,6 +11,10 @@ def weights_by_name(layer):
             for v in layer.weights}
 
 
+def sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
 def softmax(x, axis=-1):
     e = np.exp(x - x.max(axis, keepdims=True))
     return e / e.sum(axis, keepdims=True)

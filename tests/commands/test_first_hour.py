@@ -6,14 +6,8 @@ import re
 
 import pytest
 
-from keras_ctx.cli import main
 from keras_ctx.models.presets import get_preset, preset_names
-
-
-def run_cli(capsys, *argv):
-    code = main([str(a) for a in argv])
-    captured = capsys.readouterr()
-    return code, captured.out, [line for line in captured.err.splitlines() if line.strip()]
+from tests.cli_helpers import run_cli_apart
 
 
 def _listed(out):
@@ -24,19 +18,19 @@ def _listed(out):
     ("bert", "bert"), ("BERT", "bert"), ("GPT-2", "gpt2"), ("gpt", "gpt"),
     ("GPT-Neo", "gpt_neo"), ("awd-lstm", "awd_lstm")])
 def test_presets_family_lists_exactly_that_familys_presets(capsys, family, expected):
-    code, out, err = run_cli(capsys, "presets", "--family", family)
+    code, out, err = run_cli_apart(capsys, "presets", "--family", family)
     assert code == 0 and not err
     assert _listed(out) == sorted(n for n in preset_names() if get_preset(n).family.name == expected)
 
 
 def test_presets_unknown_family_refuses_in_one_line_naming_the_families(capsys):
-    code, out, err = run_cli(capsys, "presets", "--family", "foo")
+    code, out, err = run_cli_apart(capsys, "presets", "--family", "foo")
     assert code == 2 and len(err) == 1 and "'foo'" in err[0]
     assert all(name in err[0] for name in ("albert", "bert", "gpt2", "xlnet"))
 
 
 def test_presets_table_columns_align_for_long_names(capsys):
-    code, out, _ = run_cli(capsys, "presets")
+    code, out, _ = run_cli_apart(capsys, "presets")
     rows = out.splitlines()[:-1]
     assert code == 0 and "bert-base-multilingual-uncased" in out
     # The parameter column ends at the same character in every row.
@@ -54,7 +48,7 @@ def test_commands_that_read_text_refuse_a_preset_name_in_one_line(capsys, tmp_pa
     train = tmp_path / "t.tsv"
     train.write_text("good film\tpos\nbad film\tneg\n")
     argv = [a.format(train=train, out=tmp_path / "ft") for a in argv]
-    code, out, err = run_cli(capsys, *argv)
+    code, out, err = run_cli_apart(capsys, *argv)
     assert code == 2 and len(err) == 1, err
     assert "bert-tiny is a preset name" in err[0] and "no tokenizer" in err[0]
     assert not (tmp_path / "ft").exists()
@@ -190,7 +184,7 @@ def test_finetune_keeps_the_optimizer_state_only_when_asked_and_exports_a_text_c
     (tmp_path / "train.tsv").write_text("a bank\tpos\nthe river\tneg\n" * 4)
     for flags in (("--export", tmp_path / "export"), ("--keep-optimizer-state",)):
         out = tmp_path / f"tuned{len(flags)}"
-        code, said, err = run_cli(capsys, "finetune", tmp_path / "run", "--train",
+        code, said, err = run_cli_apart(capsys, "finetune", tmp_path / "run", "--train",
                                   tmp_path / "train.tsv", "--out", out, "--epochs", 2,
                                   "--batch-size", 4, *flags)
         assert code == 0, err
@@ -234,7 +228,7 @@ def test_a_fine_tuned_minilms_export_answers_text_with_class_names_in_tensorflow
     for argv in (("finetune", minilm.get_model_path(), "--train", tmp_path / "train.tsv",
                   "--out", tuned, "--epochs", 1, "--batch-size", 4),
                  ("export", tuned, export, "--with-text")):
-        code, _, err = run_cli(capsys, *argv)
+        code, _, err = run_cli_apart(capsys, *argv)
         assert code == 0, err
     text = ["I deposited the money at the bank.", "a sentence"]
     info, classifier = runs.load_finetuned(str(tuned))

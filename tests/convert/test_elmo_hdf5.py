@@ -10,11 +10,7 @@ from keras import ops
 from keras_ctx.convert import CheckpointError
 from keras_ctx.models.elmo.convert import from_allennlp, to_allennlp
 from tests.convert.elmo_files import OPTIONS, elmo_datasets, write_elmo
-
-
-
-def sigmoid(x):
-    return 1 / (1 + np.exp(-x))
+from tests.references import sigmoid
 
 
 def numpy_elmo(w, options, char_ids):

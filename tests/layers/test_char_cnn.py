@@ -2,9 +2,11 @@ import keras
 import numpy as np
 import pytest
 
+from keras.ops import convert_to_numpy as to_numpy
 from keras_ctx.layers.char_cnn import CharCNNHighwayEmbedder, Highway
 from keras_ctx.testing import run_layer_test
 from tests.autodiff import compiled, run_compiled
+from tests.references import sigmoid
 
 SMALL = {
     "filters": [[1, 4], [2, 8], [3, 8]],
@@ -27,14 +29,6 @@ def char_ids(batch=2, time=5, chars=10, seed=0):
             n = rng.integers(1, chars + 1)
             ids[b, t, :n] = rng.integers(1, 262, size=n)
     return ids
-
-
-def to_numpy(x):
-    return keras.ops.convert_to_numpy(x)
-
-
-def sigmoid(x):
-    return 1.0 / (1.0 + np.exp(-x))
 
 
 def numpy_highway(x, layer):

@@ -7,10 +7,7 @@ from keras.ops import convert_to_numpy as to_numpy
 from keras_ctx.layers.lstm import LSTMP
 from keras_ctx.testing import run_layer_test
 from tests.autodiff import run_compiled
-
-
-def sigmoid(x):
-    return 1.0 / (1.0 + np.exp(-x))
+from tests.references import sigmoid
 
 
 def numpy_lstmp(x, mask, kernel, recurrent, bias, projection, cell_clip, proj_clip, reverse):

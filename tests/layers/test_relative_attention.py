@@ -20,10 +20,6 @@ HEADS = 2
 HEAD_SIZE = 4
 
 
-def _np(x):
-    return keras.ops.convert_to_numpy(x)
-
-
 def _random_permutations(rng, batch, length):
     return np.stack([rng.permutation(length) for _ in range(batch)])
 
@@ -42,7 +38,7 @@ def _reference(layer, h, pos, content_mask, g=None, query_mask=None,
     The positional term picks the encoding row of distance d = (i + M) - j
     directly: row p encodes pos_seq[p] = K - p, so the row is K - d.
     """
-    w = lambda v: _np(v).astype("float64")  # noqa: E731
+    w = lambda v: to_numpy(v).astype("float64")  # noqa: E731
     w_q, w_k, w_v, w_r = (w(layer.query_dense.kernel), w(layer.key_dense.kernel),
                           w(layer.value_dense.kernel), w(layer.position_dense.kernel))
     w_o = w(layer.output_dense.kernel)
@@ -98,11 +94,11 @@ def test_run_layer_test():
     inputs = {
         "content_stream": rng.normal(size=(batch, length, HIDDEN)).astype("float32"),
         "position_encoding": np.repeat(
-            _np(relative_positional_encoding(length, length, HIDDEN)), batch, 0
+            to_numpy(relative_positional_encoding(length, length, HIDDEN)), batch, 0
         ),
-        "content_attention_mask": _np(content_mask),
+        "content_attention_mask": to_numpy(content_mask),
         "query_stream": rng.normal(size=(batch, length, HIDDEN)).astype("float32"),
-        "query_attention_mask": _np(query_mask),
+        "query_attention_mask": to_numpy(query_mask),
         "segment_matrix": segment_ids[:, :, None] != segment_ids[:, None, :],
     }
     content, query = run_layer_test(
@@ -131,7 +127,7 @@ def test_matches_numpy_reference(bidirectional):
     segment_matrix = rng.random((batch, length, key_length)) < 0.5
     content_mask = rng.random((batch, length, key_length)) < 0.7
     query_mask = rng.random((batch, length, key_length)) < 0.6
-    pos = _np(relative_positional_encoding(
+    pos = to_numpy(relative_positional_encoding(
         length, key_length, HIDDEN, bidirectional=bidirectional
     ))
     if not bidirectional:
@@ -156,13 +152,13 @@ def test_matches_numpy_reference(bidirectional):
     want_content, want_query = _reference(
         layer, h, pos, content_mask, g, query_mask, segment_matrix, memory
     )
-    np.testing.assert_allclose(to_numpy(_np(content)), want_content, atol=1e-5, rtol=1e-5)
-    np.testing.assert_allclose(to_numpy(_np(query)), want_query, atol=1e-5, rtol=1e-5)
+    np.testing.assert_allclose(to_numpy(content), want_content, atol=1e-5, rtol=1e-5)
+    np.testing.assert_allclose(to_numpy(query), want_query, atol=1e-5, rtol=1e-5)
 
     # Without a query stream: the content output alone, the same values.
     alone = layer(h, pos, content_mask, segment_matrix=segment_matrix,
                   memory=memory)
-    np.testing.assert_allclose(to_numpy(_np(alone)), want_content, atol=1e-5, rtol=1e-5)
+    np.testing.assert_allclose(to_numpy(alone), want_content, atol=1e-5, rtol=1e-5)
 
 
 def test_rel_shift_picks_distance_rows():
@@ -171,7 +167,7 @@ def test_rel_shift_picks_distance_rows():
     i = np.arange(length)[:, None]
     p = np.arange(rows)[None, :]
     x = np.broadcast_to(100 * i + p, (batch, heads, length, rows)).astype("float32")
-    got = _np(rel_shift(x, key_length))[0, 0]
+    got = to_numpy(rel_shift(x, key_length))[0, 0]
     j = np.arange(key_length)[None, :]
     np.testing.assert_array_equal(got, 100 * i + (length - i + j))
 
@@ -182,13 +178,13 @@ def test_relative_positional_encoding_hand_computed():
     def row(pos):
         return [math.sin(pos), math.sin(pos / 100), math.cos(pos), math.cos(pos / 100)]
 
-    got = _np(relative_positional_encoding(2, 3, 4))
+    got = to_numpy(relative_positional_encoding(2, 3, 4))
     np.testing.assert_allclose(got, [[row(p) for p in (3, 2, 1, 0, -1)]], atol=1e-6)
 
-    got = _np(relative_positional_encoding(2, 3, 4, bidirectional=False))
+    got = to_numpy(relative_positional_encoding(2, 3, 4, bidirectional=False))
     np.testing.assert_allclose(got, [[row(p) for p in (3, 2, 1, 0)]], atol=1e-6)
 
-    got = _np(relative_positional_encoding(2, 3, 4, clamp_length=1))
+    got = to_numpy(relative_positional_encoding(2, 3, 4, clamp_length=1))
     np.testing.assert_allclose(got, [[row(p) for p in (1, 1, 1, 0, -1)]], atol=1e-6)
 
     got = relative_positional_encoding(2, 3, 4, dtype="bfloat16")
@@ -210,18 +206,18 @@ def test_xlnet_paper_order():
         bool,
     )
     expected_query = expected_content & ~np.eye(4, dtype=bool)
-    np.testing.assert_array_equal(_np(content_mask)[0], expected_content)
-    np.testing.assert_array_equal(_np(query_mask)[0], expected_query)
-    assert _np(query_mask)[0, 2].sum() == 0  # x3's query sees no token
+    np.testing.assert_array_equal(to_numpy(content_mask)[0], expected_content)
+    np.testing.assert_array_equal(to_numpy(query_mask)[0], expected_query)
+    assert to_numpy(query_mask)[0, 2].sum() == 0  # x3's query sees no token
 
     # With one memory slot (visible to every position) in front, as XLNet has
     # mems: x3's query stream then attends the memory only.
     mem_content, mem_query = two_stream_masks(order, memory_length=1)
     np.testing.assert_array_equal(
-        _np(mem_content)[0], np.concatenate([np.ones((4, 1), bool), expected_content], 1)
+        to_numpy(mem_content)[0], np.concatenate([np.ones((4, 1), bool), expected_content], 1)
     )
     np.testing.assert_array_equal(
-        _np(mem_query)[0], np.concatenate([np.ones((4, 1), bool), expected_query], 1)
+        to_numpy(mem_query)[0], np.concatenate([np.ones((4, 1), bool), expected_query], 1)
     )
 
     rng = np.random.default_rng(2)
@@ -235,7 +231,7 @@ def test_xlnet_paper_order():
     def run(content):
         h_out, g_out = layer(content, pos, mem_content, query_stream=g,
                              query_attention_mask=mem_query, memory=memory)
-        return _np(h_out)[0], _np(g_out)[0]
+        return to_numpy(h_out)[0], to_numpy(g_out)[0]
 
     run(x)
     _randomize(layer, seed=3)
@@ -268,11 +264,11 @@ def test_memory_is_used_without_gradient():
 
     _, (h_grad, memory_grad), _, (out,) = value_and_gradients(loss, [h, memory],
                                                               with_outputs=True)
-    assert memory_grad is None or not np.any(_np(memory_grad))
-    assert np.any(_np(h_grad))  # the autodiff did see the layer
+    assert memory_grad is None or not np.any(to_numpy(memory_grad))
+    assert np.any(to_numpy(h_grad))  # the autodiff did see the layer
 
     other = layer(h, pos, memory=memory + 1.0)
-    assert np.abs(_np(other) - _np(out)).max() > 1e-3
+    assert np.abs(to_numpy(other) - to_numpy(out)).max() > 1e-3
 
 
 def test_target_mapping_equals_gathering_full_query_stream():
@@ -299,9 +295,9 @@ def test_target_mapping_equals_gathering_full_query_stream():
     h_sub, out_sub = layer(h, pos, query_stream=g_sub,
                            target_mapping=target_mapping, **common)
     assert tuple(out_sub.shape) == (batch, 2, HIDDEN)
-    want = np.take_along_axis(_np(out_full), targets[:, :, None], axis=1)
-    np.testing.assert_allclose(to_numpy(_np(out_sub)), want, atol=1e-5)
-    np.testing.assert_allclose(to_numpy(_np(h_sub)), to_numpy(_np(h_full)), atol=1e-6)
+    want = np.take_along_axis(to_numpy(out_full), targets[:, :, None], axis=1)
+    np.testing.assert_allclose(to_numpy(out_sub), want, atol=1e-5)
+    np.testing.assert_allclose(to_numpy(h_sub), to_numpy(h_full), atol=1e-6)
 
 
 @pytest.mark.parametrize(

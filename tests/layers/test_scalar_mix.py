@@ -2,9 +2,11 @@ import keras
 import numpy as np
 import pytest
 
+from keras.ops import convert_to_numpy as to_numpy
 from keras_ctx.layers.char_cnn import CharCNNHighwayEmbedder, Highway
 from keras_ctx.layers.scalar_mix import ScalarMix
 from keras_ctx.testing import run_layer_test
+from tests.references import softmax
 
 
 def layers_and_mask(mixture_size=3, batch=2, time=6, dim=4, seed=0):
@@ -17,15 +19,6 @@ def layers_and_mask(mixture_size=3, batch=2, time=6, dim=4, seed=0):
     mask[0, 4:] = 0.0  # sequence 0 has 2 padding tokens
     mask[1, 5:] = 0.0  # sequence 1 has 1
     return tensors, mask
-
-
-def to_numpy(x):
-    return keras.ops.convert_to_numpy(x)
-
-
-def softmax(s):
-    e = np.exp(s - np.max(s))
-    return e / e.sum()
 
 
 def numpy_masked_norm(h, mask):

@@ -5,21 +5,11 @@ import keras_ctx.models
 from keras.ops import convert_to_numpy as to_numpy
 from keras_ctx.models.bart.backbone import BartBackbone
 from keras_ctx.models.presets import preset_config
+from tests.models.encoder_decoder import feed
 
 PUBLISHED = {"bart-base": 139.4e6, "bart-large": 406.3e6}  # Lewis et al. 2020 / HF
 TINY = dict(vocabulary_size=40, num_layers=2, num_heads=2, hidden_size=16,
             intermediate_size=32, max_sequence_length=16, dropout=0.0)
-
-
-def feed(encoder_ids, decoder_ids):
-    encoder_ids = np.asarray(encoder_ids, "int32")
-    decoder_ids = np.asarray(decoder_ids, "int32")
-    return {
-        "encoder_token_ids": encoder_ids,
-        "encoder_padding_mask": np.ones_like(encoder_ids),
-        "decoder_token_ids": decoder_ids,
-        "decoder_padding_mask": np.ones_like(decoder_ids),
-    }
 
 
 @pytest.mark.parametrize("name", sorted(PUBLISHED))

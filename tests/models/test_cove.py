@@ -2,6 +2,7 @@ import keras
 import numpy as np
 import pytest
 
+from keras.ops import convert_to_numpy as to_numpy
 from keras_ctx.models.cove.backbone import AttentionalDecoder, Cove, CoveBackbone
 from keras_ctx.models.presets import preset_config
 from keras_ctx.testing import run_layer_test
@@ -10,10 +11,6 @@ from keras_ctx.testing import run_layer_test
 def ids_and_mask():
     ids = np.array([[3, 5, 7, 2, 0, 0], [4, 4, 6, 1, 5, 2]], "int32")
     return ids, (ids != 0).astype("int32")
-
-
-def to_numpy(x):
-    return keras.ops.convert_to_numpy(x)
 
 
 def test_backbone_outputs_and_padding_does_not_leak():

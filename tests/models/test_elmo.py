@@ -5,6 +5,7 @@ import keras
 import numpy as np
 import pytest
 
+from keras.ops import convert_to_numpy as to_numpy
 from keras_ctx.data.characters import ElmoCharacterIds
 from keras_ctx.models.elmo.backbone import ELMO_PRESETS, Elmo, ElmoBackbone
 from keras_ctx.models.presets import preset_config
@@ -22,10 +23,6 @@ def random_ids(batch=2, time=7, seed=0):
     if batch > 1:
         ids[1, 5:] = 0  # right padding
     return ids
-
-
-def to_numpy(x):
-    return keras.ops.convert_to_numpy(x)
 
 
 # Published sizes without the softmax (allennlp ELMo page / Peters et al., 2018).

@@ -7,6 +7,7 @@ from keras.ops import convert_to_numpy as to_numpy
 from keras_ctx.models.presets import preset_config
 from keras_ctx.models.t5.backbone import T5Backbone
 from tests.autodiff import value_and_gradients
+from tests.models.encoder_decoder import feed
 
 PUBLISHED = {"t5-small": 60.5e6, "t5-base": 222.9e6,  # Raffel et al. 2020 / HF T5Model
              "t5-3b": 2.85e9, "t5-11b": 11.3e9}
@@ -27,17 +28,6 @@ TINY = dict(vocabulary_size=40, num_layers=2, num_heads=2, hidden_size=16,
 # T5 v1.1-shaped: gated GELU, untied output, heads * head_size (3 * 4) != 16.
 TINY_V11 = dict(TINY, num_heads=3, head_size=4, gated_feedforward=True,
                 activation="gelu_approximate", tie_embeddings=False)
-
-
-def feed(encoder_ids, decoder_ids):
-    encoder_ids = np.asarray(encoder_ids, "int32")
-    decoder_ids = np.asarray(decoder_ids, "int32")
-    return {
-        "encoder_token_ids": encoder_ids,
-        "encoder_padding_mask": np.ones_like(encoder_ids),
-        "decoder_token_ids": decoder_ids,
-        "decoder_padding_mask": np.ones_like(decoder_ids),
-    }
 
 
 @pytest.mark.parametrize("name", sorted(PUBLISHED))

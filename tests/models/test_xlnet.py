@@ -19,10 +19,6 @@ from tests.autodiff import no_gradient, value_and_gradients
 VOCAB, LAYERS, HEADS, HIDDEN, FFN = 40, 2, 2, 16, 32
 
 
-def _np(x):
-    return keras.ops.convert_to_numpy(x)
-
-
 def _backbone(**overrides):
     config = dict(vocabulary_size=VOCAB, num_layers=LAYERS, num_heads=HEADS,
                   hidden_size=HIDDEN, intermediate_size=FFN, dropout=0.0,
@@ -65,21 +61,21 @@ def test_paper_order_masks_by_hand():
          [0, 1, 1, 1]],  # x4 (step 3): x3, x2, itself
         bool,
     )
-    np.testing.assert_array_equal(_np(content)[0], want_content)
-    np.testing.assert_array_equal(_np(query)[0], want_content & ~np.eye(4, dtype=bool))
+    np.testing.assert_array_equal(to_numpy(content)[0], want_content)
+    np.testing.assert_array_equal(to_numpy(query)[0], want_content & ~np.eye(4, dtype=bool))
     # The layer's own helper agrees.
     ref_content, ref_query = two_stream_masks(order[None])
-    np.testing.assert_array_equal(to_numpy(_np(content)), to_numpy(_np(ref_content)))
-    np.testing.assert_array_equal(to_numpy(_np(query)), to_numpy(_np(ref_query)))
+    np.testing.assert_array_equal(to_numpy(content), to_numpy(ref_content))
+    np.testing.assert_array_equal(to_numpy(query), to_numpy(ref_query))
     np.testing.assert_array_equal(
-        _np(segment)[0], np.array([[0, 0, 1, 1]] * 2 + [[1, 1, 0, 0]] * 2, bool)
+        to_numpy(segment)[0], np.array([[0, 0, 1, 1]] * 2 + [[1, 1, 0, 0]] * 2, bool)
     )
     # A memory column (segment 0, as XLNet's mem_pad) is visible to everyone.
     content, query, segment = xlnet_attention_inputs(
         np.ones((1, 4), "int32"), np.array([[0, 0, 1, 1]]), _perm_mask_of_order(order), 1
     )
-    assert _np(content)[0, :, 0].all() and _np(query)[0, :, 0].all()
-    np.testing.assert_array_equal(_np(segment)[0, :, 0], [False, False, True, True])
+    assert to_numpy(content)[0, :, 0].all() and to_numpy(query)[0, :, 0].all()
+    np.testing.assert_array_equal(to_numpy(segment)[0, :, 0], [False, False, True, True])
 
 
 def test_xlnet_block_layer_harness():
@@ -91,11 +87,11 @@ def test_xlnet_block_layer_harness():
     inputs = {
         "content_stream": rng.normal(size=(batch, length, HIDDEN)).astype("float32"),
         "position_encoding": np.repeat(
-            _np(relative_positional_encoding(length, length, HIDDEN)), batch, 0
+            to_numpy(relative_positional_encoding(length, length, HIDDEN)), batch, 0
         ),
-        "content_attention_mask": _np(content_mask),
+        "content_attention_mask": to_numpy(content_mask),
         "query_stream": rng.normal(size=(batch, length, HIDDEN)).astype("float32"),
-        "query_attention_mask": _np(query_mask),
+        "query_attention_mask": to_numpy(query_mask),
         "segment_matrix": segments[:, :, None] != segments[:, None, :],
     }
     content, query = run_layer_test(
@@ -108,8 +104,8 @@ def test_xlnet_block_layer_harness():
     )
     assert tuple(query.shape) == (batch, length, HIDDEN)
     # Post-LN: each output position is layer-normalized (unit scale, zero bias at init).
-    np.testing.assert_allclose(_np(content).mean(-1), 0.0, atol=1e-5)
-    np.testing.assert_allclose(_np(query).std(-1), 1.0, atol=1e-3)
+    np.testing.assert_allclose(to_numpy(content).mean(-1), 0.0, atol=1e-5)
+    np.testing.assert_allclose(to_numpy(query).std(-1), 1.0, atol=1e-3)
 
 
 def test_content_stream_matches_keras_hub_xlnet():
@@ -122,7 +118,7 @@ def test_content_stream_matches_keras_hub_xlnet():
     rng = np.random.default_rng(7)
     for weight in reference.weights:
         weight.assign(rng.normal(0.0, 0.5, weight.shape).astype("float32"))
-    ref = {w.path: _np(w) for w in reference.weights}
+    ref = {w.path: to_numpy(w) for w in reference.weights}
     backbone = _backbone()
     backbone.token_embedding.embeddings.assign(
         ref["content_query_embedding/word_embedding/embeddings"])
@@ -153,16 +149,16 @@ def test_content_stream_matches_keras_hub_xlnet():
     inputs = _inputs(rng.integers(0, VOCAB, (2, 7)),
                      np.array([[0, 0, 0, 1, 1, 1, 2], [0, 0, 1, 1, 1, 0, 0]], "int32"),
                      np.array([[1] * 7, [1] * 5 + [0] * 2], "int32"))
-    ours = _np(backbone(inputs)["sequence_output"])
+    ours = to_numpy(backbone(inputs)["sequence_output"])
     # One sequence at a time: keras_hub 0.32 reshapes (instead of transposing)
     # its (positions, batch, hidden) encoding, which mixes rows for batch > 1.
     for row in range(2):
         single = {name: value[row:row + 1] for name, value in inputs.items()}
-        np.testing.assert_allclose(ours[row:row + 1], to_numpy(_np(reference(single))), atol=1e-4)
+        np.testing.assert_allclose(ours[row:row + 1], to_numpy(reference(single)), atol=1e-4)
 
 
 def _changes(a, b):
-    return np.abs(_np(a) - _np(b)).max(axis=-1)[0] > 1e-4
+    return np.abs(to_numpy(a) - to_numpy(b)).max(axis=-1)[0] > 1e-4
 
 
 def test_query_stream_never_sees_later_tokens_through_the_backbone():
@@ -195,7 +191,7 @@ def test_pipeline_masks_through_the_backbone_with_memory():
     length = 12
     rng = np.random.default_rng(1)
     tokens = rng.integers(0, VOCAB, (1, length))
-    features = {k: _np(v) for k, v in sample_permutation(tokens, seed=3).items()}
+    features = {k: to_numpy(v) for k, v in sample_permutation(tokens, seed=3).items()}
     inputs = dict(_inputs(tokens), perm_mask=features["perm_mask"],
                   target_mapping=features["target_mapping"])
     targets = features["target_mapping"][0].argmax(-1)  # positions, 2 targets
@@ -223,7 +219,7 @@ def test_memory_is_used_and_gets_no_gradient():
     # The memory of layer l is its input on the last mem_len positions.
     for layer, state in enumerate(memory):
         np.testing.assert_allclose(
-            to_numpy(_np(state)), _np(out1["hidden_states"][layer])[:, -4:], atol=1e-6
+            to_numpy(state), to_numpy(out1["hidden_states"][layer])[:, -4:], atol=1e-6
         )
 
     out2 = backbone.forward_pass(second, memory=memory)["sequence_output"]
@@ -231,15 +227,15 @@ def test_memory_is_used_and_gets_no_gradient():
     other_memory = backbone.forward_pass(other_first)["memory"]
     out2_other = backbone.forward_pass(second, memory=other_memory)["sequence_output"]
     alone = backbone.forward_pass(second)["sequence_output"]
-    assert np.abs(_np(out2) - _np(out2_other)).max() > 1e-3  # depends on segment 1
-    assert np.abs(_np(out2) - _np(alone)).max() > 1e-3
+    assert np.abs(to_numpy(out2) - to_numpy(out2_other)).max() > 1e-3  # depends on segment 1
+    assert np.abs(to_numpy(out2) - to_numpy(alone)).max() > 1e-3
 
     # Memory longer than the segment: [old memory; h] keeps the last 4 states.
     out3 = backbone.forward_pass(_inputs(rng.integers(0, VOCAB, (2, 2))), memory=memory)
-    np.testing.assert_allclose(_np(out3["memory"][0])[:, :2], _np(memory[0])[:, 2:],
+    np.testing.assert_allclose(to_numpy(out3["memory"][0])[:, :2], to_numpy(memory[0])[:, 2:],
                                atol=1e-6)
 
-    memory_arrays = [_np(m) for m in memory]
+    memory_arrays = [to_numpy(m) for m in memory]
 
     def loss(*memory_tensors):
         out = backbone.forward_pass(second, memory=list(memory_tensors), training=True)
@@ -248,8 +244,8 @@ def test_memory_is_used_and_gets_no_gradient():
     _, memory_grads, weight_grads = value_and_gradients(loss, memory_arrays,
                                                         backbone.trainable_variables)
     for grad in memory_grads:
-        assert grad is None or not np.any(_np(grad))
-    assert sum(g is not None and np.any(_np(g)) for g in weight_grads) > 10
+        assert grad is None or not np.any(to_numpy(grad))
+    assert sum(g is not None and np.any(to_numpy(g)) for g in weight_grads) > 10
 
     # The returned memory is stop-gradient too.
     def memory_loss():
@@ -270,18 +266,18 @@ def test_functional_call_is_the_content_stream():
     outputs = backbone(inputs)
     assert set(outputs) == {"sequence_output", "hidden_states"}
     assert len(outputs["hidden_states"]) == LAYERS + 1
-    np.testing.assert_allclose(to_numpy(_np(outputs["hidden_states"][0])),
-                               to_numpy(_np(backbone.token_embedding(tokens))), atol=1e-6)
-    np.testing.assert_allclose(to_numpy(_np(outputs["sequence_output"])),
-                               to_numpy(_np(backbone.forward_pass(inputs)["sequence_output"])), atol=1e-5)
+    np.testing.assert_allclose(to_numpy(outputs["hidden_states"][0]),
+                               to_numpy(backbone.token_embedding(tokens)), atol=1e-6)
+    np.testing.assert_allclose(to_numpy(outputs["sequence_output"]),
+                               to_numpy(backbone.forward_pass(inputs)["sequence_output"]), atol=1e-5)
     # Padding is invisible to real tokens; segments matter (relative encoding).
     changed = dict(inputs, token_ids=tokens.copy())
     changed["token_ids"][1, 5] = (tokens[1, 5] + 1) % VOCAB
-    np.testing.assert_allclose(_np(backbone(changed)["sequence_output"])[1, :4],
-                               _np(outputs["sequence_output"])[1, :4], atol=1e-5)
+    np.testing.assert_allclose(to_numpy(backbone(changed)["sequence_output"])[1, :4],
+                               to_numpy(outputs["sequence_output"])[1, :4], atol=1e-5)
     other_segments = dict(inputs, segment_ids=np.zeros_like(segments))
-    assert np.abs(_np(backbone(other_segments)["sequence_output"])
-                  - _np(outputs["sequence_output"])).max() > 1e-3
+    assert np.abs(to_numpy(backbone(other_segments)["sequence_output"])
+                  - to_numpy(outputs["sequence_output"])).max() > 1e-3
 
 
 def test_config_save_load_and_finetune_under_xla():
@@ -290,35 +286,35 @@ def test_config_save_load_and_finetune_under_xla():
     assert XLNetBackbone.from_config(config).get_config() == config
     rng = np.random.default_rng(4)
     inputs = _inputs(rng.integers(0, VOCAB, (4, 6)))
-    before = _np(backbone(inputs)["sequence_output"])
+    before = to_numpy(backbone(inputs)["sequence_output"])
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "xlnet.keras")
         backbone.save(path)
         loaded = keras.saving.load_model(path)
-    np.testing.assert_allclose(to_numpy(_np(loaded(inputs)["sequence_output"])), before, atol=1e-5)
-    np.testing.assert_allclose(to_numpy(_np(loaded.mask_embedding.mask_emb)),
-                               to_numpy(_np(backbone.mask_embedding.mask_emb)))
+    np.testing.assert_allclose(to_numpy(loaded(inputs)["sequence_output"]), before, atol=1e-5)
+    np.testing.assert_allclose(to_numpy(loaded.mask_embedding.mask_emb),
+                               to_numpy(backbone.mask_embedding.mask_emb))
 
     # Fine-tuning: content stream only, standard three inputs, XLA.
     summary = backbone(backbone.input)["sequence_output"][:, -1]  # XLNet summarizes last
     classifier = keras.Model(backbone.input, keras.layers.Dense(2)(summary))
     classifier.compile(keras.optimizers.Adam(1e-3), jit_compile=True,
                        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    kernel = _np(backbone.blocks[0].attention.query_dense.kernel)
+    kernel = to_numpy(backbone.blocks[0].attention.query_dense.kernel)
     history = classifier.fit(inputs, np.array([0, 1, 0, 1]), epochs=2, verbose=0)
     assert np.all(np.isfinite(history.history["loss"]))
-    assert not np.allclose(_np(backbone.blocks[0].attention.query_dense.kernel), kernel)
+    assert not np.allclose(to_numpy(backbone.blocks[0].attention.query_dense.kernel), kernel)
 
 
 def test_mixed_precision_two_streams():
     backbone = XLNetBackbone(VOCAB, 1, HEADS, HIDDEN, FFN, mem_len=2, dtype="mixed_bfloat16")
     tokens = np.arange(6)[None] % VOCAB
-    features = {k: _np(v) for k, v in sample_permutation(tokens, seed=0).items()}
+    features = {k: to_numpy(v) for k, v in sample_permutation(tokens, seed=0).items()}
     out = backbone.forward_pass(dict(_inputs(tokens), perm_mask=features["perm_mask"],
                                 target_mapping=features["target_mapping"]))
     assert keras.backend.standardize_dtype(out["query_output"].dtype) == "bfloat16"
     assert all(w.dtype == "float32" for w in backbone.weights)
-    assert np.all(np.isfinite(_np(keras.ops.cast(out["query_output"], "float32"))))
+    assert np.all(np.isfinite(to_numpy(keras.ops.cast(out["query_output"], "float32"))))
 
 
 def test_bad_arguments():
@@ -374,14 +370,14 @@ def _released_causal_blocked(length, memory_length, same_length):
 
 def test_causal_and_same_length_masks_by_hand():
     # 3 queries after 2 memory slots: causal, then every query sees 3 keys.
-    np.testing.assert_array_equal(to_numpy(_np(causal_attention_mask(3, 2))),
+    np.testing.assert_array_equal(to_numpy(causal_attention_mask(3, 2)),
                                   [[1, 1, 1, 0, 0], [1, 1, 1, 1, 0], [1, 1, 1, 1, 1]])
-    np.testing.assert_array_equal(to_numpy(_np(causal_attention_mask(3, 2, same_length=True))),
+    np.testing.assert_array_equal(to_numpy(causal_attention_mask(3, 2, same_length=True)),
                                   [[1, 1, 1, 0, 0], [0, 1, 1, 1, 0], [0, 0, 1, 1, 1]])
     for length, memory in ((4, 0), (3, 5), (5, 2)):
         for same in (False, True):
             np.testing.assert_array_equal(
-                to_numpy(_np(causal_attention_mask(length, memory, same))),
+                to_numpy(causal_attention_mask(length, memory, same)),
                 ~_released_causal_blocked(length, memory, same))
 
 
@@ -427,10 +423,10 @@ def _released_position_encoding(qlen, klen, d_model, clamp_len, bi_data):
 
 def test_bi_data_position_encodings_match_the_released_formula():
     for clamp in (-1, 2):
-        got = _np(xlnet_position_encoding(3, 5, 8, clamp_length=clamp, bi_data=True))
+        got = to_numpy(xlnet_position_encoding(3, 5, 8, clamp_length=clamp, bi_data=True))
         np.testing.assert_allclose(got, to_numpy(_released_position_encoding(3, 5, 8, clamp, True)),
                                    atol=1e-6)
-        got = _np(xlnet_position_encoding(3, 5, 8, clamp_length=clamp))
+        got = to_numpy(xlnet_position_encoding(3, 5, 8, clamp_length=clamp))
         np.testing.assert_allclose(got, to_numpy(_released_position_encoding(3, 5, 8, clamp, False)),
                                    atol=1e-6)
 
@@ -441,18 +437,18 @@ def test_is_backward_rows_read_the_negated_distances():
     rng = np.random.default_rng(9)
     layer = TwoStreamRelativeAttention(2, 8, bias_initializer="random_normal")
     h = rng.normal(size=(3, 4, HIDDEN)).astype("float32")
-    both = _np(xlnet_position_encoding(4, 4, HIDDEN, bi_data=True))  # (2, R, hidden)
+    both = to_numpy(xlnet_position_encoding(4, 4, HIDDEN, bi_data=True))  # (2, R, hidden)
     rows = np.array([1, 0, 1])
     picked = layer(h, both, position_index=rows)
     per_row = layer(h, both[rows])  # one encoding per row, the batch path
-    np.testing.assert_allclose(to_numpy(_np(picked)), to_numpy(_np(per_row)), atol=1e-5)
+    np.testing.assert_allclose(to_numpy(picked), to_numpy(per_row), atol=1e-5)
     # Through the backbone: forward rows as without bi_data, backward rows differ.
     backbone = _backbone(mem_len=2)
     tokens = np.tile(rng.integers(0, VOCAB, (1, 5)), (2, 1))
     plain = backbone.forward_pass(_inputs(tokens))["sequence_output"]
     bi = backbone.forward_pass(dict(_inputs(tokens), is_backward=np.array([0, 1])))["sequence_output"]
-    np.testing.assert_allclose(_np(bi)[0], _np(plain)[0], atol=1e-5)
-    assert np.abs(_np(bi)[1] - _np(plain)[1]).max() > 1e-3
+    np.testing.assert_allclose(to_numpy(bi)[0], to_numpy(plain)[0], atol=1e-5)
+    assert np.abs(to_numpy(bi)[1] - to_numpy(plain)[1]).max() > 1e-3
 
 
 def test_reuse_len_caches_the_reused_part_only():
@@ -462,8 +458,8 @@ def test_reuse_len_caches_the_reused_part_only():
     out = backbone.forward_pass(_inputs(rng.integers(0, VOCAB, (2, 6))), memory=memory, reuse_len=2)
     for layer in range(LAYERS):
         # XLNet _cache_mem: [mems; h[:reuse_len]][-mem_len:].
-        want = np.concatenate([memory[layer], _np(out["hidden_states"][layer])[:, :2]], 1)[:, -3:]
-        np.testing.assert_allclose(to_numpy(_np(out["memory"][layer])), want, atol=1e-6)
+        want = np.concatenate([memory[layer], to_numpy(out["hidden_states"][layer])[:, :2]], 1)[:, -3:]
+        np.testing.assert_allclose(to_numpy(out["memory"][layer]), want, atol=1e-6)
     with pytest.raises(ValueError, match="reuse_len"):
         backbone.forward_pass(_inputs(np.zeros((1, 4))), reuse_len=5)
 

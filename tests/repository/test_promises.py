@@ -95,29 +95,3 @@ def test_cli_page_names_every_command_and_flag_of_the_parser():
                     assert re.search(rf"{re.escape(flag)}\b", documented[name]), (
                         f"docs/cli.md's `keras-ctx {name}` lacks {flag}")
 
-
-def _test_modules_imported(path):
-    """The test modules (`test_*`) that the file at `path` imports."""
-    import ast
-
-    found = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tests"):
-            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
-        else:
-            continue
-        found += [n for n in names if n.startswith("tests") and
-                  n.rsplit(".", 1)[-1].startswith("test_")]
-    return found
-
-
-def test_no_test_module_is_imported_as_a_library(tmp_path):
-    """Shared fixtures live in conftest.py and shared helpers in helper modules."""
-    bad = tmp_path / "test_x.py"
-    bad.write_text("from tests.convert import test_elmo_hdf5\nimport tests.test_cli\n")
-    assert _test_modules_imported(bad) == ["tests.convert.test_elmo_hdf5", "tests.test_cli"]
-    found = {str(path.relative_to(ROOT)): _test_modules_imported(path)
-             for path in (ROOT / "tests").rglob("*.py")}
-    assert not {path: names for path, names in found.items() if names}

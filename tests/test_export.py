@@ -120,10 +120,9 @@ def test_a_classifiers_signatures_name_its_classes_and_take_any_length_up_to_the
         export_saved_model(model, tmp_path / "n", class_names=names[:2])
 
 
-@pytest.mark.tensorflow_only(
-    "not yet on JAX: serve_text calls a user's Keras preprocessing layer, which converts the "
-    "strings to JAX arrays (keras_ctx's own preprocessing layers keep them strings)")
 def test_text_signature_tokenizes_inside_the_graph(tmp_path):
+    """On JAX too: Keras' call of a user's layer made the strings JAX arrays ('string arrays
+    can only be made from NumPy arrays'); serve_text runs the layer's `call` there."""
     import keras_hub
 
     tokenizer = keras_hub.tokenizers.WordPieceTokenizer(vocabulary=VOCAB, lowercase=True)
@@ -134,7 +133,7 @@ def test_text_signature_tokenizes_inside_the_graph(tmp_path):
         def __init__(self):
             super().__init__()
             self.tokenizer, self.packer = tokenizer, packer
-            self.built = True  # no weights of its own (its reference below calls `call`)
+            self.built = True  # no weights of its own (Keras' export takes built layers)
 
         def call(self, text):
             ids = self.packer(self.tokenizer(text))

@@ -18,7 +18,8 @@ them to it), and every package takes backend-specific code from here only.
 - The tasks' step (`TaskStep`), `check_unfreezing` (GradualUnfreezing),
   `decay_weights` (layer-wise AdamW decay), `STRINGS_REFUSAL` (string-in tasks).
 - Generation: `categorical`, `keep_shapes`, `auto_jit_compile`, `compile_function`.
-- Export: `export_refusal`, `compiled_forward`, `served_forward`, `add_endpoint`;
+- Export: `export_refusal`, `compiled_forward`, `served_forward`, `add_endpoint`,
+  `preprocessed` (serve_text's strings through the preprocessor);
   ONNX: `ONNX_CONVERTER` (what writes the file: "tf2onnx" or Keras' "model.export"),
   `onnx_refusal`.
 """
@@ -48,7 +49,7 @@ NAMES = (
     # generation
     "categorical", "keep_shapes", "auto_jit_compile", "compile_function",
     # export
-    "export_refusal", "compiled_forward", "served_forward", "add_endpoint",
+    "export_refusal", "compiled_forward", "served_forward", "add_endpoint", "preprocessed",
     "ONNX_CONVERTER", "onnx_refusal",
 )
 
@@ -92,6 +93,7 @@ export_refusal = implementation.export_refusal
 compiled_forward = implementation.compiled_forward
 served_forward = implementation.served_forward
 add_endpoint = implementation.add_endpoint
+preprocessed = implementation.preprocessed
 ONNX_CONVERTER = implementation.ONNX_CONVERTER
 onnx_refusal = implementation.onnx_refusal
 

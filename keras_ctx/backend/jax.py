@@ -368,6 +368,16 @@ def add_endpoint(archive, name, serve, input_signature):
     return archive.add_endpoint(name, serve, input_signature=None)
 
 
+def preprocessed(preprocessor, text):
+    """serve_text's features: a Keras layer's `call` on the TensorFlow strings (as in
+    tf.data). Its `__call__` would convert them to JAX arrays, which hold no text (keras_ctx's
+    and keras-hub's preprocessing layers keep them strings; a user's layer does not). The
+    layer is built: Keras' ExportArchive tracks built layers only."""
+    if isinstance(preprocessor, keras.layers.Layer):
+        return preprocessor.call(text)
+    return preprocessor(text)
+
+
 ONNX_CONVERTER = None  # Keras' JAX export writes ONNX through jax2onnx, not a pinned extra
 
 

@@ -297,6 +297,11 @@ def add_endpoint(archive, name, serve, input_signature):
     return archive.add_endpoint(name, serve, input_signature=input_signature)
 
 
+def preprocessed(preprocessor, text):
+    """serve_text's features: the preprocessor called on the string batch."""
+    return preprocessor(text)
+
+
 ONNX_CONVERTER = "tf2onnx"  # converts the serving graph; batch and length stay dynamic
 
 

@@ -195,6 +195,10 @@ def add_endpoint(archive, name, serve, input_signature):
     raise RuntimeError(export_refusal(input_signature, None))
 
 
+def preprocessed(preprocessor, text):
+    raise RuntimeError(export_refusal({}, None))
+
+
 # Keras' ONNX export on torch traces fixed shapes with torch.onnx's dynamo exporter; with a
 # free axis it takes the TorchScript exporter, which cannot export Keras' own
 # layer_normalization (its broadcast shape is read from the traced input: "Failed to export

@@ -38,7 +38,8 @@ Which servers run such a SavedModel: see saved_models/README.md.
 JAX: Keras' ExportArchive converts the model's forward pass with jax2tf (one
 XLA module in the graph; the SavedModel also carries it as the `forward`
 signature, without the checks). The checks, `parse_example` and the
-preprocessor stay TensorFlow ops; the sequence length must be fixed and
+preprocessor stay TensorFlow ops (a Keras preprocessing layer's `call` runs on the
+strings: Keras' call of it would make them JAX arrays); the sequence length must be fixed and
 `serve_generate` is exported from TensorFlow only (keras_ctx.backend).
 
 Outputs: each output tensor under its own name in float32 (mixed-precision
@@ -533,7 +534,7 @@ def export_saved_model(
             raise ExportError("`preprocessor` must map a batch of strings to the inputs.")
 
         def serve_text(text):
-            features = preprocessor(text)
+            features = backend.preprocessed(preprocessor, text)
             if not isinstance(features, dict):
                 if len(named) != 1:
                     raise ExportError(

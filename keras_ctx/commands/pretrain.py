@@ -26,7 +26,7 @@ from keras_ctx.commands.pretrain_checks import VOCABULARY_SIZE, PretrainRequest 
 from keras_ctx.commands.embed import TextModel
 from keras_ctx.commands.export import export_loaded
 from keras_ctx.commands.sense_table import show_sense_table
-from keras_ctx.data import corpora, fingerprints, prepare
+from keras_ctx.data import corpora, fingerprints, prepare, token_counts
 from keras_ctx.data.prepared_input import PreparedInput
 from keras_ctx.data.tokenizers import TOKENIZER_SAMPLE, train_tokenizer
 from keras_ctx.export import check_export_target
@@ -243,9 +243,11 @@ def train(request):
         keras.utils.set_random_seed(request.seed)
         if request.mixed_precision:
             keras.config.set_dtype_policy("mixed_bfloat16")
-        with distribution.scope():
-            model = _built(request, text, existing)
-        tokenizer_sha256 = _claim(request, text, model, existing)
+        # A recipe's corpus counts (SpanBERT's) are kept in the run once claimed.
+        with token_counts.kept_in(request.out, text.fingerprint["corpus"]):
+            with distribution.scope():
+                model = _built(request, text, existing)
+            tokenizer_sha256 = _claim(request, text, model, existing)
         result = _fit(request, model, done)
         info = _save(request, text, model, result, tokenizer_sha256)
         _export(request, exported, model, info)

@@ -45,7 +45,7 @@ from keras_ctx.data.knowledge_masking import (
 from keras_ctx.data.maskers import check_duplicate, continuations, masker_for, never_masked_ids
 from keras_ctx.data.ngram_masking import MAX_NGRAM
 from keras_ctx.data.span_masking import SpanMasker
-from keras_ctx.data.token_counts import of_documents as counts_of
+from keras_ctx.data.token_counts import of_corpus as counts_of
 from keras_ctx.data.tokenizers import (continuation_table, special_token_ids, tokenize_documents,
                                        vocabulary)
 from keras_ctx.data.vocabulary import bilm_inputs, sentence_rows
@@ -204,12 +204,13 @@ def spanbert_dataset(documents, tokenizer, batch_size, sequence_length=512,
 
     `token_counts`: random replacements by corpus frequency as SpanBERT's
     (`SpanMasker`): "corpus" (the default) counts `documents` first, in one
-    streamed pass (`keras_ctx.data.token_counts`); or the counts per id; None:
+    streamed pass (`keras_ctx.data.token_counts`; `keras-ctx pretrain` keeps them in
+    the run directory and a resumed run reads them back); or the counts per id; None:
     uniform over the vocabulary."""
     documents, ids, vocab = _prepare(documents, tokenizer, special_ids, vocabulary_size)
     if isinstance(token_counts, str):
         validation.one_of("token_counts", token_counts, (SPANBERT_COUNTS,))
-        token_counts = counts_of(documents, vocab)
+        token_counts = counts_of(documents, tokenizer, vocab)  # kept by a resumable run
     word_continuations = continuations(tokenizer, word_continuations)
     packed = segments.pack_sentences(documents, sequence_length, ids["cls"], ids["sep"],
                                      ids["pad"], mode="full_sentences", seed=seed)

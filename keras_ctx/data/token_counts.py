@@ -6,16 +6,31 @@ masking.py` `span_masking`; `no_nsp_span_bert_dataset.py` passes `self.dataset.t
 the sentences' tokens without [CLS]/[SEP]): by corpus frequency. These counts are that
 distribution, made in one streamed pass: a vocabulary-sized array in memory, never the
 corpus. `keras-ctx prepare` counts each shard as it writes it and records the sum in the
-manifest; a streamed run counts its corpus before training.
+manifest; a streamed run counts its corpus before training and keeps the counts in its
+run directory (`kept_in`, `of_corpus`), so that a resumed run reads them back.
 """
+
+import contextlib
+import contextvars
+import json
+import os
 
 import numpy as np
 
-from keras_ctx.common import progress
+from keras_ctx.common import files, progress, validation
 from keras_ctx.common.errors import ConfigError
 from keras_ctx.common.optional import tensorflow as tf
+from keras_ctx.data import fingerprints
 
 MANIFEST_KEY = "token_counts"  # prepare's manifest: the corpus' count of each id
+KEPT_FILE = "token_counts.json"  # a run directory's: its corpus' counts, made once
+# What `kept_in` writes: the counts and what they were made from (the corpus'
+# fingerprint, keras_ctx.data.fingerprints, and the tokenizer's); read closed.
+KEPT_SCHEMA = {"corpus": ((dict, type(None)), None, True),
+               "tokenizer": ((str, type(None)), None, True),
+               "vocabulary_size": (int, 1, True),
+               MANIFEST_KEY: (validation.ListOf(int, 0), None, True)}
+_KEPT = contextvars.ContextVar("kept_token_counts", default=None)
 _DOCUMENTS_PER_COUNT = 1024  # documents counted per bincount (one V-sized sum each)
 
 
@@ -68,6 +83,55 @@ def of_documents(documents, vocabulary_size):
     return counts
 
 
+class _Kept:
+    """Where `of_corpus` reads and keeps a run's counts (`kept_in`)."""
+
+    def __init__(self, directory, corpus):
+        self.path = os.path.join(os.fspath(directory), KEPT_FILE)
+        self.corpus = corpus
+        self.made = None  # the record of counts made in the block, written at its end
+
+
+@contextlib.contextmanager
+def kept_in(directory, corpus):
+    """Within it, `of_corpus` reads the counts kept in `directory`/token_counts.json when
+    they were made from this corpus (`corpus`: its fingerprint) with this tokenizer, or
+    counts; counts made are written there (atomically) when the block ends without an
+    error, i.e. once the run is claimed. A resumed run does not count again; a changed
+    corpus (--corpus-changed continue) or another tokenizer is counted again."""
+    kept = _Kept(directory, corpus)
+    token = _KEPT.set(kept)
+    try:
+        yield kept
+    finally:
+        _KEPT.reset(token)
+    if kept.made is not None:
+        files.write_json(kept.path, kept.made)
+
+
+def of_corpus(documents, tokenizer, vocabulary_size):
+    """`of_documents(documents)` of a run's corpus, tokenized by `tokenizer`: read back from
+    the run directory where `kept_in` kept them for this corpus and tokenizer."""
+    kept = _KEPT.get()
+    if kept is None:
+        return of_documents(documents, vocabulary_size)
+    made_from = json.loads(json.dumps({
+        "corpus": kept.corpus, "tokenizer": fingerprints.tokenizer(tokenizer),
+        "vocabulary_size": vocabulary_size}))  # as read back (tuples as lists)
+    if os.path.isfile(kept.path):
+        record = validation.read_fields(
+            kept.path, "a run's token counts", KEPT_SCHEMA,
+            "delete it (the run counts its corpus again)")
+        if {key: record[key] for key in made_from} == made_from:
+            counts = checked(record[MANIFEST_KEY], vocabulary_size, kept.path)
+            progress.say(f"Read the corpus' token counts from {kept.path} (counted when the "
+                         f"run began: {int(counts.sum()):,} tokens).")
+            return counts
+    counts = of_documents(documents, vocabulary_size)
+    kept.made = {**made_from, MANIFEST_KEY: as_record(counts)}
+    return counts
+
+
 def as_record(counts):
     """The counts as a JSON list of ints (what the manifest holds)."""
     return [int(c) for c in counts]
@@ -93,4 +157,5 @@ def from_record(record, vocabulary_size, where):
     return checked(record, vocabulary_size, where)
 
 
-__all__ = ["of_arrays", "of_documents", "as_record", "checked", "from_record", "MANIFEST_KEY"]
+__all__ = ["of_arrays", "of_documents", "of_corpus", "kept_in", "as_record", "checked",
+           "from_record", "MANIFEST_KEY", "KEPT_FILE"]

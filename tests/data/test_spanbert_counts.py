@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from keras_ctx import families
 from keras_ctx.common.errors import ConfigError
-from keras_ctx.data import prepare, prepared_input, token_counts, tokenizers
+from keras_ctx.data import pipelines, prepare, prepared_input, token_counts, tokenizers
 
 _WORDS = [f"word{chr(97 + i)}" for i in range(20)]
 
@@ -166,3 +166,90 @@ def test_prepared_spanbert_data_records_the_counts_and_reads_by_them(tmp_path):
         layout.batches(tf.data.Dataset.from_tensors({"token_ids": tf.zeros(64, tf.int32)}))
     assert json.loads((tmp_path / "data" / "manifest.json").read_text())[
         token_counts.MANIFEST_KEY] == manifest[token_counts.MANIFEST_KEY]
+
+
+def _spies(monkeypatch):
+    """(the counting passes `of_documents` made, the counts the SpanBERT recipe got), as
+    lists that grow with each call."""
+    passes, got = [], []
+    count, of_corpus = token_counts.of_documents, pipelines.counts_of
+
+    def counted(documents, vocabulary_size):
+        passes.append(vocabulary_size)
+        return count(documents, vocabulary_size)
+
+    monkeypatch.setattr(token_counts, "of_documents", counted)
+    monkeypatch.setattr(pipelines, "counts_of", lambda *args: got.append(of_corpus(*args))
+                        or got[-1])
+    return passes, got
+
+
+def _kept_counts(out, corpus, documents, tokenizer):
+    """`of_corpus` as SpanBERT's recipe calls it under `keras-ctx pretrain` (`kept_in` the
+    run directory `out`; `corpus`: the corpus' fingerprint)."""
+    with token_counts.kept_in(out, corpus):
+        return token_counts.of_corpus(tokenizers.tokenize_documents(documents, tokenizer),
+                                      tokenizer, tokenizer.vocabulary_size())
+
+
+def test_a_resumed_streamed_run_reads_its_counts_back_instead_of_counting(corpus, tmp_path,
+                                                                          monkeypatch):
+    docs, _, tokenizer = corpus
+    docs = docs[:60]  # a small corpus: the test is of what is counted, and when
+    documents = tf.data.Dataset.from_tensor_slices(docs)
+    fingerprint = {"files": [{"path": "corpus.txt"}]}
+    passes, _ = _spies(monkeypatch)
+    first = _kept_counts(tmp_path, fingerprint, documents, tokenizer)
+    np.testing.assert_array_equal(first, _reference_counts(docs, tokenizer))
+    kept = json.loads((tmp_path / token_counts.KEPT_FILE).read_text())
+    assert passes == [tokenizer.vocabulary_size()] and kept["token_counts"] == first.tolist()
+    # Resumed: the claimed tokenizer (read back from the run) and the same corpus.
+    tokenizers.save_tokenizer(tokenizer, str(tmp_path / "tokenizer"))
+    claimed = tokenizers.load_tokenizer(str(tmp_path / "tokenizer"))
+    np.testing.assert_array_equal(_kept_counts(tmp_path, fingerprint, documents, claimed),
+                                  first)
+    assert len(passes) == 1  # no second pass
+    # --corpus-changed continue: another corpus is counted again, and those counts kept.
+    changed = _kept_counts(tmp_path, {"files": []},
+                           tf.data.Dataset.from_tensor_slices(docs[:20]), claimed)
+    assert len(passes) == 2
+    np.testing.assert_array_equal(changed, _reference_counts(docs[:20], tokenizer))
+    record = json.loads((tmp_path / token_counts.KEPT_FILE).read_text())
+    assert record["corpus"] == {"files": []} and record["token_counts"] == changed.tolist()
+    # Another tokenizer is counted again too; a block that fails keeps nothing.
+    other = families.get("spanbert").train_tokenizer(documents.unbatch().take(20), 120)
+    with pytest.raises(RuntimeError, match="before the claim"):
+        with token_counts.kept_in(tmp_path, {"files": []}):
+            token_counts.of_corpus(tokenizers.tokenize_documents(documents, other), other,
+                                   other.vocabulary_size())
+            raise RuntimeError("stopped before the claim")
+    assert len(passes) == 3
+    assert json.loads((tmp_path / token_counts.KEPT_FILE).read_text()) == record
+
+
+def test_damaged_kept_counts_are_refused_naming_the_file(corpus, tmp_path):
+    _, documents, tokenizer = corpus
+    (tmp_path / token_counts.KEPT_FILE).write_text(json.dumps(
+        {"corpus": None, "tokenizer": None, "vocabulary_size": 5, "token_counts": [1, -2]}))
+    with pytest.raises(ConfigError, match=r"token_counts.json has token_counts\[1\]=-2"):
+        _kept_counts(tmp_path, None, documents, tokenizer)
+
+
+@pytest.mark.slow  # two small SpanBERT runs through keras-ctx pretrain
+def test_keras_ctx_pretrain_counts_a_spanbert_corpus_once_and_resumes_on_those_counts(
+        tmp_path, monkeypatch, capsys):
+    from keras_ctx.commands.pretrain import pretrain
+
+    docs = _documents(120, seed=2)
+    path = tmp_path / "corpus.txt"
+    path.write_text("".join("\n".join(doc) + "\n\n" for doc in docs))
+    passes, got = _spies(monkeypatch)
+    small = {"num_layers": 1, "hidden_size": 16, "num_heads": 2, "intermediate_size": 32}
+    for steps in (1, 2):  # the second resumes the first
+        pretrain("spanbert-base", str(tmp_path / "run"), corpus=str(path), steps=steps,
+                 batch_size=2, sequence_length=32, vocabulary_size=200, overrides=small)
+    tokenizer = tokenizers.load_tokenizer(str(tmp_path / "run" / tokenizers.TOKENIZER_DIR))
+    assert len(passes) == 1 and len(got) == 2, (passes, len(got))
+    np.testing.assert_array_equal(got[1], got[0])
+    np.testing.assert_array_equal(got[0], _reference_counts(docs, tokenizer))
+    assert "Read the corpus' token counts from" in capsys.readouterr().out

@@ -219,7 +219,16 @@ def _replacements(count, mask_id, mask_random, vocab_size, dtype):
 
 def _insert(tokens, num_inserts, mask_id, mask_random, vocab_size):
     """fairseq's `add_insertion_noise`: `num_inserts` tokens at uniformly drawn
-    positions, ceil(num_inserts * mask_random) of them random ids, the rest masks."""
+    positions, ceil(num_inserts * mask_random) of them random ids, the rest masks.
+
+    fairseq's item is `<s> tokens </s>` (`tokens` here comes without the two): it
+    passes the share num_inserts / (len + 2) and inserts ceil((len + 2) * share), in
+    float64, which is one more where the product rounds up (7 / 25 * 25 =
+    7.000000000000001: 8 inserts into 23 tokens), as here.
+    """
+    size = tf.cast(tf.size(tokens) + 2, tf.float64)
+    num_inserts = tf.cast(tf.math.ceil(size * (tf.cast(num_inserts, tf.float64) / size)),
+                          tf.int32)
     num_random = tf.cast(tf.math.ceil(tf.cast(num_inserts, tf.float64) * mask_random), tf.int32)
     codes = tf.random.shuffle(tf.concat([  # 0 a kept token, 1 a mask, 2 a random id
         tf.zeros([tf.size(tokens)], tf.int32), tf.fill([num_inserts - num_random], 1),
@@ -263,7 +272,8 @@ def text_infilling(token_ids, mask_id, rate=0.3, poisson_lambda=3.0, return_span
     to uniformly drawn positions of the result (`add_insertion_noise`).
 
     Args:
-        token_ids: (n,) int tensor.
+        token_ids: (n,) int tensor: the item without the <s> and </s> fairseq's has
+            (they count in its inserts' rounding, `_insert`).
         rate: share of words masked (`--mask`; 0.3 in Lewis et al., 2020, Sec. 5.1).
         poisson_lambda: mean span length in words (`--poisson-lambda`; 3 in the
             paper, Sec. 2.2; 3.5 in the authors' run, fairseq issue #1899).

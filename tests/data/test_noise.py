@@ -188,6 +188,26 @@ def test_text_infilling_random_ids_as_fairseqs():
     assert set(replaced) == {1, 2}
 
 
+@pytest.mark.parametrize("tokens, inserts, made", [
+    (23, 7, 8),  # <s> + 23 + </s>: ceil(25 * (7 / 25)) = ceil(7.000000000000001) = 8
+    (23, 3, 3),  # 3 / 25 * 25 = 3.0 exactly
+    (39, 14, 15),  # 41 * (14 / 41) = 14.000000000000002
+    (39, 13, 13),
+    (5, 0, 0),
+])
+def test_inserts_round_as_fairseqs_float64_share(tokens, inserts, made):
+    # fairseq's add_insertion_noise takes the share inserts / len(<s> item </s>) and
+    # inserts ceil(len * share): one more for 0.8% of the items of 20-512 tokens with 1-5
+    # inserts (issue 54).
+    ids = np.arange(10, 10 + tokens + 2)
+    framed = reference.add_insertion_noise(ids, inserts / ids.size, np.random.RandomState(0),
+                                           4, 0.0, 100)
+    assert framed.size - ids.size == made and (framed == 4).sum() == made
+    ours = noise._insert(tf.constant(ids[1:-1]), tf.constant(inserts), 4, 0.0, 100).numpy()
+    assert ours.size == tokens + made and (ours == 4).sum() == made
+    np.testing.assert_array_equal(ours[ours != 4], ids[1:-1])
+
+
 def _small_rows(count, seed):
     rng = np.random.default_rng(seed)
     rows = []

@@ -22,44 +22,18 @@ from keras_ctx.tasks import text
 
 from tests.tasks.text_fixtures import backbone, tokenizer
 from tests.cli_helpers import cli_output, copy_run, one_line_error, run_cli
-
-
-def _rewrite_keras(path, edit_config=None, edit_weights=None):
-    """Rewrites a `.keras` zip with its config.json and/or model.weights.h5 edited."""
-    with zipfile.ZipFile(path) as archive:
-        members = {name: archive.read(name) for name in archive.namelist()}
-    if edit_config is not None:
-        config = json.loads(members["config.json"])
-        edit_config(config)
-        members["config.json"] = json.dumps(config).encode()
-    if edit_weights is not None:
-        weights = path.parent / "weights.h5"
-        weights.write_bytes(members["model.weights.h5"])
-        with h5py.File(weights, "r+") as handle:
-            edit_weights(handle)
-        members["model.weights.h5"] = weights.read_bytes()
-        weights.unlink()
-    with zipfile.ZipFile(path, "w") as archive:
-        for name, data in members.items():
-            archive.writestr(name, data)
-
-
-def _datasets(handle):
-    found = []
-    handle.visititems(lambda name, item: found.append(name)
-                      if isinstance(item, h5py.Dataset) else None)
-    return found
+from tests.keras_archives import h5_datasets, rewrite_keras
 
 
 def _as_int8(handle):
-    name = next(n for n in _datasets(handle) if handle[n].ndim == 2)
+    name = next(n for n in h5_datasets(handle) if handle[n].ndim == 2)
     values = handle[name][...]
     del handle[name]
     handle.create_dataset(name, data=np.full(values.shape, 7, "int8"))
 
 
 def _drop_one(handle):
-    del handle[_datasets(handle)[-1]]
+    del handle[h5_datasets(handle)[-1]]
 
 
 # ------------------------------------------------------------ a saved text task
@@ -73,10 +47,10 @@ def saved_task(tmp_path_factory):
 
 
 @pytest.mark.parametrize("edit, message", [
-    (lambda d: _rewrite_keras(d / "model.keras", edit_weights=_as_int8), "has dtype int8"),
-    (lambda d: _rewrite_keras(d / "model.keras", edit_weights=_drop_one),
+    (lambda d: rewrite_keras(d / "model.keras", edit_weights=_as_int8), "has dtype int8"),
+    (lambda d: rewrite_keras(d / "model.keras", edit_weights=_drop_one),
      "model.keras cannot be loaded"),
-    (lambda d: _rewrite_keras(
+    (lambda d: rewrite_keras(
         d / "model.keras", edit_config=lambda c: _set_everywhere(c, "vocabulary_size", 10**6)),
      "vocabulary_size = 1000000 is more than"),
     (lambda d: _edit_json(d / "task.json", sequence_length=10**5),
@@ -176,7 +150,7 @@ def _with_weights(edit):
     (_with_weights(_drop_one), "tagger.weights.h5 holds"),
     (_with_weights(_as_int8), "has dtype int8"),
     (_other_tagger, "tagger.weights.h5 holds"),
-    (lambda run: _rewrite_keras(run / "encoder.keras", edit_weights=_drop_one),
+    (lambda run: rewrite_keras(run / "encoder.keras", edit_weights=_drop_one),
      "encoder.keras cannot be loaded"),
 ])
 def test_a_cvt_tagger_that_does_not_fit_its_weights_is_one_line(saved_tagger, tmp_path,
@@ -295,7 +269,7 @@ def test_a_damaged_claimed_tokenizer_sample_is_refused_on_resume(tmp_path):
 def test_a_backbone_config_claiming_a_long_position_table_is_refused(tiny_run, tmp_path,
                                                                      capsys):
     run = copy_run(tiny_run, tmp_path / "run")
-    _rewrite_keras(run / runs.BACKBONE_FILE,
+    rewrite_keras(run / runs.BACKBONE_FILE,
                    edit_config=lambda c: c["config"].update(max_sequence_length=10**5))
     code, output = run_cli(capsys, "embed", str(run), "the bank")
     line = one_line_error(output)

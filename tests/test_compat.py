@@ -1,6 +1,9 @@
 """Every private upstream API keras_ctx uses resolves in the installed releases."""
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -226,3 +229,48 @@ def _private_overrides(fenced):
                     found.append(f"{module.__name__}.{cls.__name__}.{name} overrides a private "
                                  "upstream method (name it in compat.SYMBOLS)")
     return found
+
+
+# One fit and one evaluate of a tiny BERT pretrainer under MirroredStrategy (two logical
+# CPUs), built beforehand through public APIs (a symbolic call, optimizer.build): the
+# passes its generator makes.
+_MIRRORED_PASSES = """
+from keras_ctx import testing
+testing.use_logical_cpus(2)
+import keras, tensorflow as tf
+from keras_ctx.backend import build_from_spec
+from tests.pretraining.matrix_cases import CASES
+make, make_batch = CASES["bert"]
+batch, passes = make_batch(), []
+def rows():
+    passes.append(1)
+    yield from (batch, batch)
+data = tf.data.Dataset.from_generator(rows, output_signature={
+    k: tf.TensorSpec(v.shape, tf.as_dtype(v.dtype)) for k, v in batch.items()})
+with testing.mirrored_cpu_strategy().scope():
+    model = make()
+    model.compile(optimizer=keras.optimizers.SGD(0.1))
+    build_from_spec(model, data.element_spec)
+    model.optimizer.build(model.trainable_variables)
+model.fit(data, epochs=1, verbose=0)
+after_fit = len(passes)
+model.evaluate(data, verbose=0)
+print("PASSES", after_fit, len(passes))
+"""
+
+
+@pytest.mark.tensorflow_only("tf.distribute.MirroredStrategy over logical CPUs")
+@pytest.mark.slow  # a TensorFlow process with two logical CPUs (~25 s on 2 cores)
+def test_why_the_tensorflow_step_keeps_maybe_symbolic_build():
+    """Under a tf.distribute strategy Keras' TensorFlow fit and evaluate read a batch off a
+    pass of their own before the epoch, whether the model is built or not: without the
+    override (backend/tensorflow.py) this fit made 2 passes and evaluate 2 more, though the
+    model and its optimizer were built first (the data's first pass, another shuffle or a
+    generator's next epoch, never trained); under MultiWorkerMirroredStrategy Keras' merge
+    of that batch fails (tests/pretraining/test_multi_worker.py)."""
+    root = str(Path(__file__).parents[1])
+    env = dict(os.environ, PYTHONPATH=root, TF_CPP_MIN_LOG_LEVEL="3")
+    done = subprocess.run([sys.executable, "-c", _MIRRORED_PASSES], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "PASSES 1 2"

@@ -11,9 +11,14 @@ The training steps (keras_ctx/backend/) and what remains private in them: JAX's 
 PyTorch's use none (an unbuilt model is built from a tf.data input's spec by a
 symbolic call, the optimizer applies through `apply` in a `keras.StatelessScope`,
 and which weights a minibatch trains is declared by its objective). TensorFlow's
-overrides `_maybe_symbolic_build`: under a tf.distribute strategy Keras reads a batch
-to build the model even when it is built, which starts a pass over the data (the
-run would train on the data's second pass; one device trains on its first).
+overrides `_maybe_symbolic_build`: under a tf.distribute strategy Keras' fit and evaluate
+read a batch off a pass of their own before the epoch, to build the model, even when it is
+built (Keras 3.15.1 reads before it checks), which starts a pass over the data (the run
+would train on the data's second pass, another shuffle or a generator's next epoch; one
+device trains on its first), and merge it with strategy.reduce, which fails on a dict batch
+under MultiWorkerMirroredStrategy. No public API avoids the read: a model and optimizer
+built beforehand (a symbolic call, `optimizer.build`) are read for all the same (one fit and
+one evaluate made 4 passes of a generator, not 2: tests/test_compat.py).
 """
 
 import contextlib
@@ -34,7 +39,8 @@ SYMBOLS = {
                          "bytes_to_unicode"),
     # Every sublayer of a model, nested ones included (adapters.py, embeddings.py, models/).
     "flatten_layers": ("keras", "keras", "Layer._flatten_layers"),
-    # Overridden by backend/tensorflow.py's step: the model built from the data's spec.
+    # Overridden by backend/tensorflow.py's step: the model built from the data's spec, not
+    # from a batch read off a pass of its own (see the module docstring).
     "maybe_symbolic_build": ("keras", "keras", "Model._maybe_symbolic_build"),
     # Whether a JAX value is being traced (no value to check; backend/jax.py).
     "jax_tracing": ("keras", "keras.src.utils.jax_utils", "is_in_jax_tracing_scope"),

@@ -76,11 +76,12 @@ class HuggingFace:
             of its *ForSequenceClassification head, or None.
         token_classifier: whether its *ForTokenClassification head (one
             `classifier` Linear) is read.
-        text: for a SentencePiece family whose Hugging Face tokenizer rewrites text
-            before the model reads it (ALBERT's and XLNet's `preprocess_text`), that
-            tokenizer's defaults ({"do_lower_case": ..., "keep_accents": ...}), which
+        text: for a family whose Hugging Face tokenizer rewrites text before the model
+            reads it (ALBERT's and XLNet's `preprocess_text` on SentencePiece, XLM's
+            Moses on "</w>" BPE), that tokenizer's defaults ({"do_lower_case": ...,
+            "keep_accents": ...}; XLM's {"do_lowercase_and_remove_accent": ...}), which
             tokenizer_config.json's fields override; None: the model reads text as it
-            comes (T5).
+            comes (T5, GPT).
     """
 
     model_type: str

@@ -13,14 +13,16 @@ import os
 
 from keras_ctx.common import files
 from keras_ctx.common.errors import CheckpointError
-from keras_ctx.data import albert_text
+from keras_ctx.data import albert_text, xlm_text
 
 
 def _kind(tokenizer):
-    """"wordpiece", "byte_pairs", "albert_sentencepiece", "sentencepiece" or None (a
-    tokenizer these files do not hold: ELMo's words, GPT's "</w>" BPE)."""
+    """"wordpiece", "byte_pairs", "albert_sentencepiece", "sentencepiece", "moses_bpe" or
+    None (a tokenizer these files do not hold: ELMo's words, GPT's "</w>" BPE)."""
     import keras_hub
 
+    if isinstance(tokenizer, xlm_text.XLMBPETokenizer):
+        return "moses_bpe"
     if isinstance(tokenizer, keras_hub.tokenizers.WordPieceTokenizer):
         return "wordpiece"
     if isinstance(tokenizer, keras_hub.tokenizers.BytePairTokenizer):
@@ -35,7 +37,8 @@ def _kind(tokenizer):
 _NAMES = {"wordpiece": ("vocab.txt", "tokenizer_config.json"),
           "byte_pairs": ("vocab.json", "merges.txt"),
           "albert_sentencepiece": ("spiece.model", "tokenizer_config.json"),
-          "sentencepiece": ("spiece.model",)}
+          "sentencepiece": ("spiece.model",),
+          "moses_bpe": ("vocab.json", "merges.txt", "tokenizer_config.json")}
 
 
 def tokenizer_file_names(tokenizer, tokenizer_class=None):
@@ -59,7 +62,8 @@ def huggingface_class(tokenizer):
     if kind == "byte_pairs":
         fairseq = {"<s>", "</s>"} <= set(tokenizer.vocabulary)
         return "RobertaTokenizer" if fairseq else "GPT2Tokenizer"
-    return {"wordpiece": "BertTokenizer", "albert_sentencepiece": "AlbertTokenizer"}.get(kind)
+    return {"wordpiece": "BertTokenizer", "albert_sentencepiece": "AlbertTokenizer",
+            "moses_bpe": "XLMTokenizer"}.get(kind)
 
 
 def save_tokenizer_files(tokenizer, directory, tokenizer_class=None):
@@ -93,6 +97,12 @@ def save_tokenizer_files(tokenizer, directory, tokenizer_class=None):
             handle.writelines(merge + "\n" for merge in tokenizer.merges)
         if tokenizer_class:
             settings = {"add_prefix_space": bool(tokenizer.add_prefix_space)}
+    elif kind == "moses_bpe":  # XLM's: XLMTokenizer reads every merges.txt line, no header
+        files.write_text(os.path.join(directory, "vocab.json"),
+                         json.dumps(tokenizer.vocabulary, ensure_ascii=False))
+        files.write_text(os.path.join(directory, "merges.txt"),
+                         "".join(" ".join(merge) + "\n" for merge in tokenizer.merges))
+        settings = {"do_lowercase_and_remove_accent": tokenizer.lowercase_and_remove_accent}
     else:
         proto = tokenizer.proto
         if not isinstance(proto, bytes):

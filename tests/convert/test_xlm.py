@@ -169,6 +169,13 @@ def test_an_xlm_checkpoint_loads_with_xlms_tokenizer(tmp_path, lowercase):
     texts = LINES[:7] + TEXTS
     for text, row in zip(texts, tokenizer.tokenize(texts).to_list()):
         assert row == reference(text, add_special_tokens=False)["input_ids"], text
+    # Written back beside the checkpoint (no "#version" line: XLMTokenizer would read it).
+    out = to_huggingface(from_huggingface(directory), tmp_path / "out")
+    with open(f"{out}/merges.txt", encoding="utf-8") as handle:
+        assert handle.readline() == " ".join(trained.merges[0]) + "\n"
+    again = from_huggingface(out).tokenizer
+    assert again.tokenize(texts).to_list() == tokenizer.tokenize(texts).to_list()
+    assert again.lowercase_and_remove_accent is lowercase
     with open(files[1], "a", encoding="utf-8") as handle:
         handle.write("a b c\n")
     with pytest.raises(CheckpointError, match=r"'a b c' is not a merge of two pieces with its"):

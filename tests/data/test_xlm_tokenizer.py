@@ -63,6 +63,18 @@ def test_a_saved_xlm_tokenizer_loads_with_its_settings(tmp_path):
     assert again.tokenize(TEXTS).to_list() == ours.tokenize(TEXTS).to_list()
 
 
+def test_a_saved_xlm_tokenizer_is_read_by_transformers_with_our_ids(tmp_path):
+    from transformers import AutoTokenizer
+
+    ours = tokenizers.train_xlm_bpe(LINES, 300, lowercase_and_remove_accent=False)
+    tokenizers.save_tokenizer(ours, str(tmp_path))
+    read = AutoTokenizer.from_pretrained(str(tmp_path))
+    assert type(read).__name__ == "XLMTokenizer" and not read.do_lowercase_and_remove_accent
+    texts = sorted(set(LINES)) + TEXTS
+    for text, row in zip(texts, ours.tokenize(texts).to_list()):
+        assert read(text, add_special_tokens=False)["input_ids"] == row, text
+
+
 def test_without_sacremoses_the_tokenizer_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "sacremoses", None)
     xlm_text._moses.cache_clear()

@@ -91,7 +91,7 @@ def test_segmented_languages_are_refused_in_one_line():
         xlm_text.XLMBPETokenizer({"a</w>": 0}, [], language="zh")
 
 
-@pytest.mark.slow  # the built-in corpus (16,872 sentences) through Moses twice (about 40 s)
+@pytest.mark.slow  # the built-in corpus (16,872 sentences) through Moses twice (about 90 s)
 def test_ids_are_xlm_tokenizers_on_the_builtin_corpus(tmp_path):
     from keras_ctx.data import corpora
 

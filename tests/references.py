@@ -20,6 +20,11 @@ def softmax(x, axis=-1):
     return e / e.sum(axis, keepdims=True)
 
 
+def log_softmax(x, axis=-1):
+    x = x - x.max(axis, keepdims=True)
+    return x - np.log(np.exp(x).sum(axis, keepdims=True))
+
+
 def attention(layer, query, value, mask=None, bias=None):
     """Multi-head attention by explicit per-head loops, from `layer`'s weights."""
     w = weights_by_name(layer)

@@ -65,7 +65,7 @@ def _tlm_examples(count, seed):
     return next(examples.batch(count).as_numpy_iterator())
 
 
-def _pretrain(backbone, examples, steps, seed):
+def _pretrain_mlm(backbone, examples, steps, seed):
     model = MaskedLMPretrainer(backbone)
     _fit_masked(model, examples, steps, seed, 2e-3)
     return model
@@ -112,7 +112,7 @@ def _pretrained_xlm(seed, tlm, steps):
         keras.utils.set_random_seed(seed)
         backbone = XLMBackbone(vocabulary_size=syn.vocabulary_size(2), num_languages=2,
                                **XLM_TINY)
-        _pretrain(backbone, examples, steps, seed)
+        _pretrain_mlm(backbone, examples, steps, seed)
         _PRETRAINED[key] = backbone
     return _PRETRAINED[key]
 
@@ -147,7 +147,7 @@ def _madx(base, seed, steps, check=False):
         head = hidden * hidden + 3 * hidden + base.vocabulary_size
         assert count == layers * (hidden * hidden + hidden // 2 + hidden) + 2 * (
             2 * (hidden // 2) * (hidden // 4) + hidden // 4 + hidden // 2) + head
-        frozen = _snapshot(pretrainer) if check else []
+        frozen = _weights_snapshot(pretrainer) if check else []
         examples = _mlm_examples(512, seed + language)
         mine = examples["language_ids"][:, 0] == language
         if steps:
@@ -168,7 +168,7 @@ def _madx(base, seed, steps, check=False):
         return float((logits.argmax(-1) == test_labels).mean())
 
     untrained = accuracy(1)
-    frozen = _snapshot(classifier) if check else []
+    frozen = _weights_snapshot(classifier) if check else []
     words, labels = syn.sentences(1024, seed=seed + 2)
     classifier.compile(keras.optimizers.Adam(1e-3),
                        keras.losses.SparseCategoricalCrossentropy(from_logits=True),
@@ -226,7 +226,7 @@ def _accuracy(classifier, ids, labels):
     return float((logits.argmax(-1) == labels).mean())
 
 
-def _snapshot(model):
+def _weights_snapshot(model):
     return [(v, np.array(v.numpy())) for v in model.weights if not v.trainable]
 
 
@@ -256,7 +256,7 @@ def _monolingual_transfer(seed, steps, learn_l2=True, check=False):
     count = mono.learn_token_embeddings(pretrainer)
     # V x H embeddings + V output biases, nothing else.
     assert count == syn.vocabulary_size(1) * (TINY["hidden_size"] + 1)
-    frozen = _snapshot(pretrainer) if check else []
+    frozen = _weights_snapshot(pretrainer) if check else []
     if learn_l2 and steps:
         _fit_mlm(pretrainer, l2(l2_words), steps, seed + 5, learning_rate=5e-3)
     _assert_unchanged(frozen)

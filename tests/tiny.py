@@ -1,6 +1,8 @@
-"""A tiny functional encoder with the backbone interface, for tests of generic code."""
+"""A tiny functional encoder with the backbone interface, for tests of generic code, and
+random weights for any model."""
 
 import keras
+import numpy as np
 
 import keras_ctx
 
@@ -21,3 +23,11 @@ def tiny_encoder(vocabulary_size=len(VOCAB), hidden=16, seed=0):
         {"sequence_output": h1, "pooled_output": pooled, "hidden_states": [x, h1]},
         name="tiny_encoder",
     )
+
+
+def randomize(model, seed, scale=0.3):
+    """`model` with every weight drawn from N(0, scale), so that a weight read wrongly shows."""
+    rng = np.random.default_rng(seed)
+    for weight in model.weights:
+        weight.assign(rng.normal(0, scale, weight.shape).astype("float32"))
+    return model

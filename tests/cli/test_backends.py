@@ -139,7 +139,7 @@ def _run_on(backend, tmp_path, corpus, job=None):
     return run, result.stdout
 
 
-def _corpus(tmp_path):
+def _corpus_file(tmp_path):
     corpus = tmp_path / "corpus.txt"
     write_corpus(corpus, documents=20)
     return corpus
@@ -155,7 +155,7 @@ def test_cli_pretrain_and_text_commands_match_tensorflow(backend, tmp_path):
     from keras_ctx.commands.embed import word_vectors
     from keras_ctx import runs
 
-    corpus = _corpus(tmp_path)
+    corpus = _corpus_file(tmp_path)
     (tmp_path / "text.txt").write_text(corpus.read_text()[:3000])
     (tmp_path / "tags.tsv").write_text("the\tDET\ncat\tNOUN\n\nthe\tDET\ndog\tNOUN\n")
     (tmp_path / "train.tsv").write_text("".join(
@@ -193,7 +193,7 @@ def test_cli_on_torch_pretrains_generates_tensorflows_text_and_refuses_export(tm
     """The cheap chain by default: `--backend torch` pretrains GPT-2 two steps, generates
     the text TensorFlow generates from that run, and refuses SavedModel export in one line
     naming the backends that export, writing nothing."""
-    _, output = _run_on("torch", tmp_path, _corpus(tmp_path), PRETRAIN_GENERATE_EXPORT)
+    _, output = _run_on("torch", tmp_path, _corpus_file(tmp_path), PRETRAIN_GENERATE_EXPORT)
     assert FIRST_STEP["torch"] in output and "Loss " in output
     generated = json.loads((tmp_path / "generated.json").read_text())
     assert generated.startswith("the bank") and generated == _generated_here(tmp_path)

@@ -17,7 +17,7 @@ from keras_ctx.common.errors import ConfigError
 from tests.cli_helpers import TINY_SET, one_line_error, run_cli, write_corpus
 
 
-def _pretrain(out, **kwargs):
+def _pretrain_bert_tiny(out, **kwargs):
     from keras_ctx.commands.pretrain import pretrain
 
     return pretrain("bert-tiny", str(out), **kwargs)
@@ -50,13 +50,13 @@ def _prepare(out, **kwargs):
 
 @pytest.mark.parametrize("command, arguments, message", [
     (_prepare, dict(corpus=""), "--corpus is empty ('')"),
-    (_pretrain, dict(export=""), "--export is empty ('')"),
-    (_pretrain, dict(data=" "), "--data is empty (' ')"),
+    (_pretrain_bert_tiny, dict(export=""), "--export is empty ('')"),
+    (_pretrain_bert_tiny, dict(data=" "), "--data is empty (' ')"),
     (_finetune, dict(export=""), "--export is empty ('')"),
     (_embed, dict(word=""), "--word is empty ('')"),
     (_embed, dict(save=""), "--save is empty ('')"),
     (_ulmfit, dict(general_text=""), "--general-text is empty ('')"),
-    (_pretrain, dict(learning_rate=float("nan")), "--learning-rate must be a positive finite"),
+    (_pretrain_bert_tiny, dict(learning_rate=float("nan")), "--learning-rate must be a positive finite"),
     (_finetune, dict(learning_rate=float("-inf")), "--learning-rate must be a positive finite"),
     (_finetune, dict(epochs=2.5), "--epochs must be a positive integer, got 2.5"),
     (_ulmfit, dict(lm_epochs=True), "--lm-epochs must be a positive integer, got True"),
@@ -77,7 +77,7 @@ def _export(out, **kwargs):
 
 
 @pytest.mark.parametrize("value", [0, -1, 1.5, True, "3"], ids=repr)
-@pytest.mark.parametrize("command, export", [(_export, False), (_pretrain, True)],
+@pytest.mark.parametrize("command, export", [(_export, False), (_pretrain_bert_tiny, True)],
                          ids=["export", "pretrain --export"])
 def test_the_export_version_is_one_rule_in_one_message(tmp_path, command, export, value):
     # Checked where the command checks its arguments, before the model is looked up

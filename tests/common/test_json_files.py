@@ -30,7 +30,7 @@ DAMAGE = {
 }
 
 
-def _write(path, content):
+def _write_bytes(path, content):
     with open(path, "wb") as handle:
         handle.write(content)
 
@@ -39,7 +39,7 @@ def _write(path, content):
 def test_a_damaged_json_file_is_named_alike_by_every_reader(tmp_path, damage):
     content, problem = DAMAGE[damage]
     path = str(tmp_path / "config.json")
-    _write(path, content)
+    _write_bytes(path, content)
     with pytest.raises(CheckpointError) as converted:
         read_json_object(path)
     with pytest.raises(DataError) as run_file:

@@ -22,7 +22,7 @@ def _parse_error(text):
     return str(caught.value)
 
 
-def _write(directory, files):
+def _write_files(directory, files):
     os.makedirs(directory, exist_ok=True)
     for name, text in files.items():
         with open(os.path.join(directory, name), "w", encoding="utf-8") as handle:
@@ -39,7 +39,7 @@ def _malformed(path, text=TRUNCATED):
     {"config.json": TRUNCATED, "metadata.json": "{}", "model.weights.h5": ""},  # keras-hub
 ], ids=["huggingface", "keras_hub"])
 def test_a_truncated_config_json_is_malformed_not_an_unknown_format(tmp_path, files):
-    source = _write(tmp_path / "checkpoint", files)
+    source = _write_files(tmp_path / "checkpoint", files)
     with pytest.raises(CheckpointError) as caught:
         detect_format(source)
     assert str(caught.value) == _malformed(os.path.join(source, "config.json"))
@@ -47,21 +47,21 @@ def test_a_truncated_config_json_is_malformed_not_an_unknown_format(tmp_path, fi
 
 def test_a_truncated_keras_hub_config_is_named_by_the_preset_check(tmp_path):
     # hf:// handles ask this first: before, a broken config.json read as "not a preset".
-    source = _write(tmp_path / "preset", {"config.json": TRUNCATED, "metadata.json": "{}"})
+    source = _write_files(tmp_path / "preset", {"config.json": TRUNCATED, "metadata.json": "{}"})
     with pytest.raises(CheckpointError) as caught:
         is_keras_hub_preset(source)
     assert str(caught.value) == _malformed(os.path.join(source, "config.json"))
 
 
 def test_a_keras_hub_config_that_is_not_an_object_is_no_preset(tmp_path):
-    source = _write(tmp_path / "preset", {"config.json": "[1, 2]", "metadata.json": "{}"})
+    source = _write_files(tmp_path / "preset", {"config.json": "[1, 2]", "metadata.json": "{}"})
     assert is_keras_hub_preset(source) is False  # was an AttributeError (list.get)
 
 
 @pytest.mark.parametrize("where", ["file", "directory"])
 def test_a_truncated_elmo_options_file_is_malformed_not_an_unknown_format(tmp_path, where):
     text = '{"lstm": {"dim": 8, "n_layers": 2}, "char_cnn": {"filters": [[1, 4]'
-    source = _write(tmp_path / "elmo", {"elmo_options.json": text, "elmo_weights.hdf5": ""})
+    source = _write_files(tmp_path / "elmo", {"elmo_options.json": text, "elmo_weights.hdf5": ""})
     options = os.path.join(source, "elmo_options.json")
     with pytest.raises(CheckpointError) as caught:
         detect_format(options if where == "file" else source)
@@ -70,13 +70,13 @@ def test_a_truncated_elmo_options_file_is_malformed_not_an_unknown_format(tmp_pa
 
 def test_a_damaged_json_that_names_no_format_is_passed_over(tmp_path):
     # A Hugging Face directory's other files are read by its converter when it needs them.
-    source = _write(tmp_path / "hf", {"config.json": '{"model_type": "bert"}',
+    source = _write_files(tmp_path / "hf", {"config.json": '{"model_type": "bert"}',
                                       "model.safetensors": "", "trainer_state.json": "{"})
     assert detect_format(source) == "huggingface"
 
 
 def test_when_no_format_fits_a_damaged_json_is_named(tmp_path):
-    source = _write(tmp_path / "unknown", {"elmo.json": "{", "weights.hdf5": ""})
+    source = _write_files(tmp_path / "unknown", {"elmo.json": "{", "weights.hdf5": ""})
     with pytest.raises(CheckpointError) as caught:
         detect_format(source)
     message = str(caught.value)

@@ -25,7 +25,7 @@ from keras_ctx.models import BertBackbone, ElmoBackbone
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(25)]
 
 
-def tiny_bert(tokenizer=True):
+def two_layer_bert(tokenizer=True):
     backbone = BertBackbone(vocabulary_size=30, num_layers=2, num_heads=2, hidden_size=8,
                             intermediate_size=16, max_sequence_length=10)
     if tokenizer:
@@ -35,10 +35,10 @@ def tiny_bert(tokenizer=True):
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
-    return to_huggingface(tiny_bert(), tmp_path_factory.mktemp("bert") / "hf")
+    return to_huggingface(two_layer_bert(), tmp_path_factory.mktemp("bert") / "hf")
 
 
-def copy_of(exported, tmp_path):
+def copy_of_export(exported, tmp_path):
     import shutil
 
     return shutil.copytree(exported, tmp_path / "copy")
@@ -71,7 +71,7 @@ def edit_tensors(directory, **tensors):
 ])
 def test_sizes_that_do_not_fit_the_tensors_are_refused_before_building(exported, tmp_path,
                                                                        field, value):
-    directory = copy_of(exported, tmp_path)
+    directory = copy_of_export(exported, tmp_path)
     edit_config(directory, **{field: value})
     start = time.perf_counter()
     with pytest.raises(CheckpointError, match=f"config.json.*{field} = {value}"):
@@ -83,7 +83,7 @@ def test_sizes_that_do_not_fit_the_tensors_are_refused_before_building(exported,
                                           ("hidden_size", 10**7), ("num_hidden_layers", 100000),
                                           ("max_position_embeddings", 10**10)])
 def test_tf_checkpoint_sizes_are_checked_before_building(tmp_path, field, value):
-    directory = to_tf_checkpoint(tiny_bert(), tmp_path / "tf")
+    directory = to_tf_checkpoint(two_layer_bert(), tmp_path / "tf")
     path = os.path.join(directory, "bert_config.json")
     with open(path) as handle:
         config = json.load(handle)
@@ -119,7 +119,7 @@ def test_elmo_options_sizes_are_checked_before_building(tmp_path):
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
 def test_a_non_finite_weight_is_refused_naming_the_tensor(exported, tmp_path, bad):
-    directory = copy_of(exported, tmp_path)
+    directory = copy_of_export(exported, tmp_path)
     table = load_file(os.path.join(directory, "model.safetensors"))[
         "encoder.layer.1.output.dense.weight"].copy()
     table[3, 2] = bad
@@ -130,7 +130,7 @@ def test_a_non_finite_weight_is_refused_naming_the_tensor(exported, tmp_path, ba
 
 @pytest.mark.parametrize("text", ["NaN", "Infinity", "-Infinity"])
 def test_a_non_finite_config_number_is_refused_naming_the_field(exported, tmp_path, text):
-    directory = copy_of(exported, tmp_path)
+    directory = copy_of_export(exported, tmp_path)
     path = os.path.join(directory, "config.json")
     with open(path) as handle:
         config = handle.read()
@@ -144,7 +144,7 @@ def test_a_non_finite_config_number_is_refused_naming_the_field(exported, tmp_pa
                                           ("hidden_dropout_prob", -0.1),
                                           ("layer_norm_eps", 0.0), ("layer_norm_eps", "x")])
 def test_out_of_range_config_values_name_the_field(exported, tmp_path, field, value):
-    directory = copy_of(exported, tmp_path)
+    directory = copy_of_export(exported, tmp_path)
     edit_config(directory, **{field: value})
     with pytest.raises(CheckpointError, match=f"config.json: {field} = "):
         from_huggingface(directory)
@@ -153,13 +153,13 @@ def test_out_of_range_config_values_name_the_field(exported, tmp_path, field, va
 # ------------------------------------------------------------ exact names
 
 def test_unknown_tensors_are_matched_by_exact_name(exported, tmp_path):
-    directory = copy_of(exported, tmp_path)
+    directory = copy_of_export(exported, tmp_path)
     gate = "encoder.layer.0.attention.classifier_gate.weight"
     edit_tensors(directory, **{gate: np.ones((8, 8), "float32")})
     with pytest.raises(CheckpointError, match="classifier_gate"):
         from_huggingface(directory)
     # A real classification head is still known and dropped.
-    directory = copy_of(exported, tmp_path / "head")
+    directory = copy_of_export(exported, tmp_path / "head")
     edit_tensors(directory, **{"classifier.weight": np.ones((3, 8), "float32"),
                                "classifier.bias": np.ones(3, "float32")})
     assert from_huggingface(directory).num_layers == 2
@@ -179,7 +179,7 @@ def write_vocab(directory, tokens):
 ])
 def test_vocab_txt_that_does_not_fit_is_refused_at_conversion(exported, tmp_path, tokens,
                                                               message):
-    directory = copy_of(exported, tmp_path)
+    directory = copy_of_export(exported, tmp_path)
     write_vocab(directory, tokens)
     with pytest.raises(CheckpointError, match=message):
         from_huggingface(directory)
@@ -193,7 +193,7 @@ def test_vocab_txt_that_does_not_fit_is_refused_at_conversion(exported, tmp_path
     (b"{", "is not valid JSON"),
 ])
 def test_json_files_of_the_wrong_shape_are_named(exported, tmp_path, name, content, message):
-    directory = copy_of(exported, tmp_path)
+    directory = copy_of_export(exported, tmp_path)
     with open(os.path.join(directory, name), "wb") as handle:
         handle.write(content)
     with pytest.raises(CheckpointError, match=f"{name} {message}"):
@@ -201,7 +201,7 @@ def test_json_files_of_the_wrong_shape_are_named(exported, tmp_path, name, conte
 
 
 def test_bert_config_json_that_is_a_list_is_named(tmp_path):
-    directory = to_tf_checkpoint(tiny_bert(), tmp_path / "tf")
+    directory = to_tf_checkpoint(two_layer_bert(), tmp_path / "tf")
     with open(os.path.join(directory, "bert_config.json"), "w") as handle:
         handle.write("[]")
     with pytest.raises(CheckpointError, match="bert_config.json holds a JSON list"):
@@ -211,14 +211,14 @@ def test_bert_config_json_that_is_a_list_is_named(tmp_path):
 # ------------------------------------------------------------ writers
 
 def test_to_huggingface_never_replaces_files_without_overwrite(tmp_path):
-    directory = to_huggingface(tiny_bert(), tmp_path / "hf")
+    directory = to_huggingface(two_layer_bert(), tmp_path / "hf")
     (tmp_path / "hf" / "README.md").write_text("mine")
     before = (tmp_path / "hf" / "model.safetensors").read_bytes()
     with pytest.raises(CheckpointError, match="already holds config.json.*overwrite=True"):
-        to_huggingface(tiny_bert(), directory)
+        to_huggingface(two_layer_bert(), directory)
     assert (tmp_path / "hf" / "model.safetensors").read_bytes() == before
     # Over an export with a vocabulary, one without: the old vocab.txt must not stay.
-    plain = tiny_bert(tokenizer=False)
+    plain = two_layer_bert(tokenizer=False)
     to_huggingface(plain, directory, overwrite=True)
     assert not (tmp_path / "hf" / "vocab.txt").exists()
     assert not (tmp_path / "hf" / "tokenizer_config.json").exists()
@@ -231,10 +231,10 @@ def test_to_huggingface_never_replaces_files_without_overwrite(tmp_path):
 
 
 def test_to_tf_checkpoint_never_replaces_files_without_overwrite(tmp_path):
-    directory = to_tf_checkpoint(tiny_bert(), tmp_path / "tf")
+    directory = to_tf_checkpoint(two_layer_bert(), tmp_path / "tf")
     with pytest.raises(CheckpointError, match="already holds bert_config.json.*overwrite=True"):
-        to_tf_checkpoint(tiny_bert(), directory)
-    plain = tiny_bert(tokenizer=False)
+        to_tf_checkpoint(two_layer_bert(), directory)
+    plain = two_layer_bert(tokenizer=False)
     to_tf_checkpoint(plain, directory, overwrite=True)
     assert not (tmp_path / "tf" / "vocab.txt").exists()
     again = from_tf_checkpoint(directory)
@@ -290,7 +290,7 @@ def test_a_shard_link_leaving_the_cache_is_refused(exported, tmp_path):
         from_huggingface(snapshot)
     index = json.loads((snapshot / "model.safetensors.index.json").read_text())
     for escape in ("../../../elsewhere.safetensors", str(outside)):
-        local = copy_of(exported, tmp_path / escape.replace("/", "_"))
+        local = copy_of_export(exported, tmp_path / escape.replace("/", "_"))
         os.remove(os.path.join(local, "model.safetensors"))
         with open(os.path.join(local, "model.safetensors.index.json"), "w") as handle:
             json.dump({"weight_map": {k: escape for k in index["weight_map"]}}, handle)
@@ -310,7 +310,7 @@ def test_serve_examples_refuses_int64_minimum(tmp_path):
 
     from keras_ctx.export import export_saved_model
 
-    path = export_saved_model(tiny_bert(tokenizer=False), str(tmp_path / "saved"),
+    path = export_saved_model(two_layer_bert(tokenizer=False), str(tmp_path / "saved"),
                               sequence_length=4)
     examples = tf.saved_model.load(path).signatures["serve_examples"]
 

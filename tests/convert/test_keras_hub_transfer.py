@@ -6,18 +6,12 @@ from keras import ops
 
 from keras_ctx.convert import CheckpointError
 from keras_ctx.convert.kerashub import from_keras_hub, from_keras_hub_preset
+from tests.tiny import randomize
 
 keras_hub = pytest.importorskip("keras_hub")
 
 
-def randomize(model, seed):
-    rng = np.random.default_rng(seed)
-    for weight in model.weights:
-        weight.assign(rng.normal(0, 0.3, weight.shape).astype("float32"))
-    return model
-
-
-def _inputs(vocabulary=30, segments=True):
+def _random_padded_inputs(vocabulary=30, segments=True):
     ids = np.random.default_rng(4).integers(1, vocabulary, (2, 7)).astype("int32")
     mask = np.array([[1] * 7, [1] * 5 + [0] * 2], "int32")
     inputs = {"token_ids": ids * mask, "padding_mask": mask}
@@ -43,13 +37,14 @@ SIZES = dict(vocabulary_size=30, num_layers=2, num_heads=2, hidden_dim=8, interm
 def test_bert_and_albert_from_keras_hub(tmp_path):
     bert = randomize(keras_hub.models.BertBackbone(**SIZES, max_sequence_length=10), 0)
     ours = from_keras_hub(bert)
-    got = _compare(ours, bert, _inputs())
-    np.testing.assert_allclose(ops.convert_to_numpy(got["pooled_output"]),
-                               ops.convert_to_numpy(bert(_inputs())["pooled_output"]), atol=1e-4)
+    got = _compare(ours, bert, _random_padded_inputs())
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(got["pooled_output"]),
+        ops.convert_to_numpy(bert(_random_padded_inputs())["pooled_output"]), atol=1e-4)
 
     albert = randomize(keras_hub.models.AlbertBackbone(**SIZES, embedding_dim=4,
                                                        max_sequence_length=10), 1)
-    _compare(from_keras_hub(albert), albert, _inputs())
+    _compare(from_keras_hub(albert), albert, _random_padded_inputs())
 
     # A saved keras-hub preset directory, with its tokenizer.
     bert.save_to_preset(str(tmp_path / "preset"))
@@ -57,7 +52,7 @@ def test_bert_and_albert_from_keras_hub(tmp_path):
         vocabulary=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world"])
     tokenizer.save_to_preset(str(tmp_path / "preset"))
     loaded = from_keras_hub_preset(tmp_path / "preset")
-    _compare(loaded, bert, _inputs())
+    _compare(loaded, bert, _random_padded_inputs())
     assert loaded.tokenizer("hello world").tolist() == [5, 6]
 
 
@@ -65,12 +60,12 @@ def test_roberta_and_xlnet_from_keras_hub():
     roberta = randomize(keras_hub.models.RobertaBackbone(**SIZES, max_sequence_length=10), 2)
     with pytest.warns(UserWarning, match="pooler"):
         ours = from_keras_hub(roberta)
-    inputs = _inputs(segments=False)
+    inputs = _random_padded_inputs(segments=False)
     _compare(ours, roberta, inputs)
 
     xlnet = randomize(keras_hub.models.XLNetBackbone(**SIZES), 3)
     ours = from_keras_hub(xlnet)
-    inputs = _inputs()
+    inputs = _random_padded_inputs()
     # One sequence at a time: keras_hub 0.32's XLNet mixes rows for batch > 1
     # (see tests/models/test_xlnet.py).
     for row in range(2):
@@ -95,7 +90,7 @@ def test_electra_bart_and_gpt2_from_keras_hub():
     electra = randomize(keras_hub.models.ElectraBackbone(
         vocab_size=30, num_layers=2, num_heads=2, hidden_dim=8, intermediate_dim=16,
         embedding_dim=4, max_sequence_length=10), 5)
-    _compare(from_keras_hub(electra), electra, _inputs())
+    _compare(from_keras_hub(electra), electra, _random_padded_inputs())
 
     bart = randomize(keras_hub.models.BartBackbone(**SIZES, max_sequence_length=10), 6)
     ours = from_keras_hub(bart)
@@ -113,7 +108,7 @@ def test_electra_bart_and_gpt2_from_keras_hub():
 
     gpt2 = randomize(keras_hub.models.GPT2Backbone(**SIZES, max_sequence_length=10), 7)
     ours = from_keras_hub(gpt2)
-    inputs = _inputs(segments=False)
+    inputs = _random_padded_inputs(segments=False)
     got = ops.convert_to_numpy(ours(dict(inputs))["sequence_output"])
     want = ops.convert_to_numpy(gpt2(inputs))
     real = inputs["padding_mask"].astype(bool)

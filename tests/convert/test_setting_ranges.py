@@ -26,27 +26,27 @@ RULES = [
 ]
 
 
-def _cases(column):
+def _setting_cases(column):
     return [(setting, value) for setting, *row in RULES for value in row[column]]
 
 
-def _check(setting, value):
+def _check_setting(setting, value):
     field = next(row[1] for row in RULES if row[0] == setting)
     check_settings({setting: value}, {field: value}, "config.json")
 
 
-@pytest.mark.parametrize("setting, value", _cases(2), ids=repr)
+@pytest.mark.parametrize("setting, value", _setting_cases(2), ids=repr)
 def test_a_config_value_out_of_range_is_refused_naming_its_field(setting, value):
     _, field, allowed, _, _ = next(row for row in RULES if row[0] == setting)
     with pytest.raises(CheckpointError) as caught:
-        _check(setting, value)
+        _check_setting(setting, value)
     assert str(caught.value) == (f"config.json: {field} = {value!r} is not {allowed}; fix the "
                                  "field.")
 
 
-@pytest.mark.parametrize("setting, value", _cases(3), ids=repr)
+@pytest.mark.parametrize("setting, value", _setting_cases(3), ids=repr)
 def test_a_config_value_at_the_edge_of_its_range_passes(setting, value):
-    _check(setting, value)  # raises nothing
+    _check_setting(setting, value)  # raises nothing
 
 
 def test_free_settings_and_absent_rates_pass():

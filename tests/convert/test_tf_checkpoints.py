@@ -37,7 +37,7 @@ def hf_view_of_bert(variables):
     return t
 
 
-def _inputs():
+def _fixed_pair_inputs():
     ids = np.array([[2, 7, 11, 29, 3, 0], [2, 9, 3, 0, 0, 0]], "int32")
     return {"token_ids": ids, "padding_mask": (ids != 0).astype("int32"),
             "segment_ids": np.array([[0, 0, 0, 1, 1, 0], [0] * 6], "int32")}
@@ -50,7 +50,7 @@ def test_google_bert_checkpoint_matches_numpy_and_round_trips(tmp_path):
     with open(os.path.join(directory, "vocab.txt"), "w") as handle:
         handle.write("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "hello", "world"]) + "\n")
     backbone = from_tf_checkpoint(directory)
-    inputs = _inputs()
+    inputs = _fixed_pair_inputs()
     got = ops.convert_to_numpy(backbone(inputs)["sequence_output"])
     config = dict(BERT_CONFIG, layer_norm_eps=1e-12)
     want = numpy_refs.numpy_bert(hf_view_of_bert(variables), config, inputs["token_ids"],
@@ -133,7 +133,7 @@ def test_google_albert_checkpoint_matches_numpy_and_round_trips(tmp_path):
         elif path in rename:
             leaf = {"kernel": "weight", "gamma": "weight", "beta": "bias", "bias": "bias"}[leaf]
             t[f"{rename[path]}.{leaf}"] = value.T if name.endswith("kernel") else value
-    inputs = _inputs()
+    inputs = _fixed_pair_inputs()
     got = ops.convert_to_numpy(backbone(inputs)["sequence_output"])
     want = numpy_refs.numpy_albert(t, dict(ALBERT_CONFIG, layer_norm_eps=1e-12),
                                    inputs["token_ids"], inputs["padding_mask"],
@@ -193,7 +193,7 @@ def test_google_electra_checkpoint_discriminator_and_generator(tmp_path):
     directory = save_tf1_checkpoint(tmp_path / "electra", variables, {}, "unused.json",
                                     "electra_small")
     os.remove(os.path.join(directory, "unused.json"))  # ELECTRA ships no config
-    inputs = _inputs()
+    inputs = _fixed_pair_inputs()
     real = inputs["padding_mask"].astype(bool)
     for generator, root, heads in ((False, "electra/", 2), (True, "generator/", 1)):
         backbone = from_tf_checkpoint(directory, generator=generator)

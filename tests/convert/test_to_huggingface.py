@@ -11,16 +11,10 @@ from safetensors.numpy import load_file
 
 from keras_ctx.convert import CheckpointError, from_huggingface, to_huggingface
 from keras_ctx.models import AlbertBackbone, BertBackbone
+from tests.tiny import randomize
 
 
-def randomize(backbone, seed):
-    rng = np.random.default_rng(seed)
-    for weight in backbone.weights:
-        weight.assign(rng.normal(0, 0.3, weight.shape).astype("float32"))
-    return backbone
-
-
-def _inputs(vocabulary=30):
+def _random_pair_inputs(vocabulary=30):
     rng = np.random.default_rng(3)
     ids = rng.integers(1, vocabulary, (2, 7)).astype("int32")
     mask = np.array([[1] * 7, [1] * 4 + [0] * 3], "int32")
@@ -48,7 +42,7 @@ def test_bert_round_trip_is_exact_with_its_vocabulary(tmp_path):
     again = from_huggingface(directory)
     for ours, theirs in zip(backbone.weights, again.weights):
         np.testing.assert_array_equal(ops.convert_to_numpy(ours), ops.convert_to_numpy(theirs))
-    inputs = _inputs()
+    inputs = _random_pair_inputs()
     np.testing.assert_array_equal(ops.convert_to_numpy(again(inputs)["sequence_output"]),
                                   ops.convert_to_numpy(backbone(inputs)["sequence_output"]))
     assert again.tokenizer("keras runs").tolist() == [5, 6]
@@ -63,7 +57,7 @@ def test_albert_with_tanh_gelu_saves_as_keras_file(tmp_path):
     again = from_huggingface(to_huggingface(backbone, tmp_path / "albert"))
     with open(tmp_path / "albert" / "config.json") as handle:
         assert json.load(handle)["hidden_act"] == "gelu_new"
-    inputs = _inputs()
+    inputs = _random_pair_inputs()
     want = ops.convert_to_numpy(backbone(inputs)["sequence_output"])
     np.testing.assert_array_equal(ops.convert_to_numpy(again(inputs)["sequence_output"]), want)
     path = str(tmp_path / "albert.keras")
@@ -117,6 +111,6 @@ def test_legacy_gamma_beta_names_load(tmp_path):
     assert "bert.embeddings.LayerNorm.gamma" in legacy
     save_file(legacy, os.path.join(directory, "model.safetensors"))
     again = from_huggingface(directory)
-    inputs = _inputs()
+    inputs = _random_pair_inputs()
     np.testing.assert_array_equal(ops.convert_to_numpy(again(inputs)["sequence_output"]),
                                   ops.convert_to_numpy(backbone(inputs)["sequence_output"]))

@@ -26,9 +26,10 @@ from keras_ctx.common.errors import RunDirectoryError
 from keras_ctx.models import BertBackbone, ElmoBackbone, GPTBackbone
 from tests.convert.elmo_files import OPTIONS, elmo_datasets, write_elmo
 from tests.convert.tf_checkpoint_files import BERT_CONFIG, bert_tf_variables, save_tf1_checkpoint
+from tests.keras_archives import h5_datasets
 
 
-def tiny_bert(num_layers=1):
+def bert_of_layers(num_layers=1):
     return BertBackbone(vocabulary_size=30, num_layers=num_layers, num_heads=2, hidden_size=8,
                         intermediate_size=16, max_sequence_length=10)
 
@@ -47,7 +48,7 @@ def one_line(error):
     ("encoder.layer.0.attention.self.query.weight", "int32"),
 ])
 def test_safetensors_tensor_that_is_not_floating_is_refused(tmp_path, name, dtype):
-    directory = to_huggingface(tiny_bert(), tmp_path / "hf")
+    directory = to_huggingface(bert_of_layers(), tmp_path / "hf")
     path = os.path.join(directory, "model.safetensors")
     tensors = dict(load_file(path))
     tensors[name] = (tensors[name] * 10).astype(dtype)
@@ -58,7 +59,7 @@ def test_safetensors_tensor_that_is_not_floating_is_refused(tmp_path, name, dtyp
 
 
 def test_float16_and_bfloat16_safetensors_still_load(tmp_path):
-    ours = tiny_bert()
+    ours = bert_of_layers()
     directory = to_huggingface(ours, tmp_path / "hf")
     path = os.path.join(directory, "model.safetensors")
     save_file({k: v.astype("float16") for k, v in load_file(path).items()}, path)
@@ -89,23 +90,17 @@ def test_elmo_hdf5_dataset_that_is_not_floating_is_refused(tmp_path):
 
 
 def test_weights_h5_dataset_that_is_not_floating_is_refused(tmp_path):
-    model = tiny_bert()
+    model = bert_of_layers()
     path = str(tmp_path / "model.weights.h5")
     model.save_weights(path)
     with h5py.File(path, "r+") as handle:
-        name = next(n for n in _datasets(handle) if handle[n].shape == (30, 8))
+        name = next(n for n in h5_datasets(handle) if handle[n].shape == (30, 8))
         value = handle[name][...]
         del handle[name]
         handle[name] = (value * 50).astype("int8")
     with pytest.raises(CheckpointError, match=r"dtype int8.*no int8 weight") as error:
-        keras_files.load_weights(tiny_bert(), path)
+        keras_files.load_weights(bert_of_layers(), path)
     one_line(error)
-
-
-def _datasets(handle):
-    names = []
-    handle.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
-    return names
 
 
 # ------------------------------------------------------------------ the largest token id
@@ -130,7 +125,7 @@ def test_gpt2_vocabulary_whose_largest_id_passes_the_table_is_refused(tmp_path):
 # ------------------------------------------------------------------ partial loads
 
 def test_deeper_weights_file_into_a_shallower_model_is_refused_unless_partial(tmp_path):
-    two, one = tiny_bert(2), tiny_bert(1)
+    two, one = bert_of_layers(2), bert_of_layers(1)
     path = str(tmp_path / "two.weights.h5")
     two.save_weights(path)
     # Keras alone loads it without a word (the extra layer's weights are ignored).
@@ -152,7 +147,7 @@ def _save_run(tmp_path, backbone):
     return run_dir
 
 
-def _rewrite_keras(path, config=None, weights_from=None):
+def _replace_in_keras(path, config=None, weights_from=None):
     """A `.keras` with its config.json and/or model.weights.h5 replaced."""
     with zipfile.ZipFile(path) as source:
         entries = {name: source.read(name) for name in source.namelist()}
@@ -167,10 +162,10 @@ def _rewrite_keras(path, config=None, weights_from=None):
 
 
 def test_run_backbone_with_another_models_weights_is_refused(tmp_path):
-    run_dir = _save_run(tmp_path, tiny_bert(1))
+    run_dir = _save_run(tmp_path, bert_of_layers(1))
     deeper = str(tmp_path / "deeper.keras")
-    tiny_bert(2).save(deeper)
-    _rewrite_keras(os.path.join(run_dir, runs.BACKBONE_FILE), weights_from=deeper)
+    bert_of_layers(2).save(deeper)
+    _replace_in_keras(os.path.join(run_dir, runs.BACKBONE_FILE), weights_from=deeper)
     with pytest.raises(RunDirectoryError, match=r"holds 39 weights but BertBackbone has 23"):
         runs.load_run(run_dir)
 
@@ -180,12 +175,12 @@ def test_run_backbone_with_another_models_weights_is_refused(tmp_path):
 @pytest.mark.parametrize("vocabulary_size", [10**9, 10**10])
 def test_keras_file_claiming_a_huge_vocabulary_is_refused_before_building(tmp_path,
                                                                           vocabulary_size):
-    run_dir = _save_run(tmp_path, tiny_bert())
+    run_dir = _save_run(tmp_path, bert_of_layers())
     path = os.path.join(run_dir, runs.BACKBONE_FILE)
     with zipfile.ZipFile(path) as archive:
         config = json.loads(archive.read("config.json"))
     config["config"]["vocabulary_size"] = vocabulary_size
-    _rewrite_keras(path, config=config)
+    _replace_in_keras(path, config=config)
     # 10**10 x 8 float32 would be 320 GB: refused from the headers, nothing allocated.
     with pytest.raises(RunDirectoryError, match=rf"vocabulary_size = {vocabulary_size} is "
                        r"more than the longest stored weight axis \(30\)") as error:
@@ -218,7 +213,7 @@ def test_to_huggingface_into_a_regular_file_is_one_line(tmp_path):
     target = tmp_path / "not_a_directory"
     target.write_text("the user's file")
     with pytest.raises(CheckpointError, match=r"is a file, not a directory") as error:
-        to_huggingface(tiny_bert(), target)
+        to_huggingface(bert_of_layers(), target)
     one_line(error)
     assert target.read_text() == "the user's file"
 
@@ -241,13 +236,13 @@ def test_to_allennlp_into_a_directory_or_over_a_file_is_one_line(tmp_path):
 
 
 def test_keras_file_naming_subprocess_is_refused_in_one_line(tmp_path):
-    run_dir = _save_run(tmp_path, tiny_bert())
+    run_dir = _save_run(tmp_path, bert_of_layers())
     path = os.path.join(run_dir, runs.BACKBONE_FILE)
     with zipfile.ZipFile(path) as archive:
         config = json.loads(archive.read("config.json"))
     config["config"]["activation"] = {"module": "subprocess", "class_name": "function",
                                       "config": "check_call", "registered_name": "function"}
-    _rewrite_keras(path, config=config)
+    _replace_in_keras(path, config=config)
     with pytest.raises(RunDirectoryError, match=r"cannot be loaded") as error:
         runs.load_run(run_dir)
     one_line(error)

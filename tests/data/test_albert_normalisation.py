@@ -76,10 +76,10 @@ def test_albert_family_tokenizer_and_saving(tmp_path):
     tokenizers.save_tokenizer(tokenizer, str(tmp_path))
     again = tokenizers.load_tokenizer(str(tmp_path))
     assert type(again) is type(tokenizer) and again.lowercase
-    assert _ids(again) == _ids(tokenizer)
+    assert _tokenized(again) == _tokenized(tokenizer)
 
 
-def _ids(tokenizer, texts=TEXTS):
+def _tokenized(tokenizer, texts=TEXTS):
     return [np.asarray(row).tolist() for row in tokenizer.tokenize(texts)]
 
 
@@ -94,7 +94,7 @@ def test_the_albert_family_reads_quotes_as_transformers_does(tmp_path):
     again = tokenizers.load_tokenizer(str(tmp_path))
     for text in QUOTED:
         ids = np.asarray(tokenizer(tf.constant(text))).tolist()
-        assert ids == np.asarray(tokenizer(_quoted(text))).tolist() == _ids(again, [text])[0]
+        assert ids == np.asarray(tokenizer(_quoted(text))).tolist() == _tokenized(again, [text])[0]
         assert ids == np.asarray(tokenizer(text)).tolist()  # the Python path too
 
 

@@ -24,7 +24,7 @@ def _blocks(width, length=LENGTH):
     return ids
 
 
-def _batch(rows=4, seed=0):
+def _phrase_entity_batch(rows=4, seed=0):
     rng = np.random.default_rng(seed)
     ids = rng.integers(10, VOCAB, size=(rows, LENGTH)).astype("int32")
     ids[:, 0], ids[:, -1] = 2, 3
@@ -77,7 +77,7 @@ def _unit_rows(rows, widths, seed=1):
 def test_units_are_drawn_whole_with_probability_15_percent_as_ernie(level):
     schedule = km.KnowledgeMaskingSchedule(((level, None),))
     masker = km.KnowledgeMasker(VOCAB, MASK_ID, SPECIALS, schedule, max_predictions=LENGTH)
-    batch = _batch(rows=1024)
+    batch = _phrase_entity_batch(rows=1024)
     key = f"{level}_ids"
     batch[key] = _unit_rows(1024, (1, 4))
     out = masker.mask(batch, tf.constant([3, 4]), step=0)
@@ -112,7 +112,7 @@ def test_random_replacements_never_take_id_0_as_ernie():
     masker = km.KnowledgeMasker(vocab, MASK_ID, SPECIALS, schedule, mask_rate=0.9,
                                 mask_token_rate=0.0, random_token_rate=1.0,
                                 max_predictions=LENGTH)
-    batch = _batch(rows=256)
+    batch = _phrase_entity_batch(rows=256)
     batch["token_ids"] = np.where(batch["token_ids"] > 3, 5, batch["token_ids"])
     out = masker.mask(batch, tf.constant([1, 2]), step=0)
     selected = np.array([[t in s for t in range(LENGTH)] for s in _selected(
@@ -131,17 +131,17 @@ def test_random_replacements_never_take_id_0_as_ernie():
 def test_rows_over_their_slots_keep_whole_units():
     schedule = km.KnowledgeMaskingSchedule((("entity", None),))
     default = km.KnowledgeMasker(VOCAB, MASK_ID, SPECIALS, schedule)
-    out = default.mask(_batch(), tf.constant([1, 1]), step=0)
+    out = default.mask(_phrase_entity_batch(), tf.constant([1, 1]), step=0)
     assert out["mask_positions"].shape == (4, 11)  # ceil(0.25 * 42) slots
     masker = km.KnowledgeMasker(VOCAB, MASK_ID, SPECIALS, schedule, mask_rate=0.9,
                                 max_predictions=7)
-    out = masker.mask(_batch(rows=64), tf.constant([1, 1]), step=0)
+    out = masker.mask(_phrase_entity_batch(rows=64), tf.constant([1, 1]), step=0)
     for selected in _selected({k: np.asarray(v) for k, v in out.items()}):
         # 5-token entities: one fits in 7 slots, two do not.
         assert len(selected) == 5 and _level([selected]) == "entity"
 
 
-def _statistics(rows, corrupted, selected, starts):
+def _knowledge_statistics(rows, corrupted, selected, starts):
     """Masked share of the 40 candidates, share of masked units longer than one
     token, share of the masked replaced by [MASK]."""
     units = [np.split(np.arange(LENGTH), np.flatnonzero(s))[1:] for s in starts]
@@ -157,7 +157,7 @@ def test_the_same_statistics_as_ernies_released_masking():
     """ERNIE's `mask` (batching.py @dcfa462, transcribed) and ours on the same rows
     and units; before issue 54 the budget took 19% fewer multi-token units."""
     rows = 8192
-    batch = _batch(rows=rows, seed=7)
+    batch = _phrase_entity_batch(rows=rows, seed=7)
     batch["phrase_ids"] = _unit_rows(rows, (1, 1, 2, 3), seed=7)
     special = np.isin(batch["token_ids"], SPECIALS)
     starts = np.asarray(unit_starts(batch["token_ids"], ~special, None, batch["phrase_ids"]))
@@ -173,8 +173,8 @@ def test_the_same_statistics_as_ernies_released_masking():
                                 km.KnowledgeMaskingSchedule((("phrase", None),)),
                                 max_predictions=LENGTH)
     out = {k: np.asarray(v) for k, v in masker.mask(batch, tf.constant([0, 0]), 0).items()}
-    ours = _statistics(batch["token_ids"], out["token_ids"], _selected(out), starts)
-    released = _statistics(batch["token_ids"], corrupted, theirs, starts)
+    ours = _knowledge_statistics(batch["token_ids"], out["token_ids"], _selected(out), starts)
+    released = _knowledge_statistics(batch["token_ids"], corrupted, theirs, starts)
     assert released[0] == pytest.approx(0.15, abs=0.003)  # the algorithm's mean
     np.testing.assert_allclose(ours, released, rtol=0.03)
 
@@ -185,7 +185,7 @@ def test_the_schedule_switches_levels_at_its_boundaries():
     assert [schedule.level_at(s) for s in range(8)] == ["basic"] * 3 + ["phrase"] * 2 + [
         "entity"] * 3
     masker = km.KnowledgeMasker(VOCAB, MASK_ID, SPECIALS, schedule, seed=5)
-    stream = tf.data.Dataset.from_tensors(_batch(rows=16)).repeat(8)
+    stream = tf.data.Dataset.from_tensors(_phrase_entity_batch(rows=16)).repeat(8)
     levels = []
     for batch in masker.apply(stream).as_numpy_iterator():
         levels.append(_level(_selected(batch)))
@@ -199,7 +199,7 @@ def test_schedule_and_missing_units_fail_clearly():
         km.KnowledgeMaskingSchedule((("basic", None), ("entity", 5)))
     masker = km.KnowledgeMasker(VOCAB, MASK_ID, SPECIALS,
                                 km.KnowledgeMaskingSchedule((("entity", None),)))
-    batch = _batch()
+    batch = _phrase_entity_batch()
     del batch["entity_ids"]
     with pytest.raises(ValueError, match="entity lexicon"):
         masker.mask(batch, tf.constant([1, 2]), step=0)

@@ -14,7 +14,7 @@ VOCAB = 300
 CONTINUATION = np.arange(VOCAB) >= 200  # ids 200.. continue a word ("##x")
 
 
-def _rows(batch=128, length=64, seed=0):
+def _random_rows(batch=128, length=64, seed=0):
     """[CLS] words [SEP] pad: words of 1-3 pieces (a start id < 200, then ids >= 200)."""
     rng = np.random.default_rng(seed)
     ids = np.zeros((batch, length), "int32")
@@ -39,7 +39,7 @@ def _words(row):
     return spans
 
 
-def _mask(ids, padding, pmf=(1.0,), seed=(1, 2), **kwargs):
+def _ngram_mask(ids, padding, pmf=(1.0,), seed=(1, 2), **kwargs):
     candidates = candidate_mask(ids, padding, SPECIALS)
     starts = ngram_masking.unit_starts(ids, candidates, CONTINUATION)
     out = ngram_masking.ngram_mask(ids, tf.constant(seed), VOCAB, MASK_ID, starts, padding,
@@ -49,8 +49,8 @@ def _mask(ids, padding, pmf=(1.0,), seed=(1, 2), **kwargs):
 
 @pytest.mark.parametrize("max_ngram", [1, 3])
 def test_whole_words_are_never_split_and_the_budget_is_kept(max_ngram):
-    ids, padding = _rows()
-    out = _mask(ids, padding, ngram_masking.ngram_pmf(max_ngram))
+    ids, padding = _random_rows()
+    out = _ngram_mask(ids, padding, ngram_masking.ngram_pmf(max_ngram))
     total = masked = budgets = 0
     for b in range(len(ids)):
         positions = out["mask_positions"][b][out["mask_weights"][b] > 0]
@@ -76,7 +76,7 @@ def test_ngram_lengths_follow_albert_pvals():
     rows, units = 6000, 40
     ids = np.full((rows, units + 2), 50, "int32")
     ids[:, 0], ids[:, -1] = 2, 3
-    out = _mask(ids, np.ones_like(ids), ngram_masking.ngram_pmf(3))
+    out = _ngram_mask(ids, np.ones_like(ids), ngram_masking.ngram_pmf(3))
     first = out["ngram_lengths"][:, 0]
     observed = np.bincount(first, minlength=4)[1:4]
     p = np.array([1, 1 / 2, 1 / 3]) / (1 + 1 / 2 + 1 / 3)
@@ -101,7 +101,7 @@ def test_ngrams_are_contiguous_runs_of_whole_words_by_hand():
     row = np.array([[2, 10, 11, 201, 12, 13, 202, 203, 3]], "int32")
     seen = set()
     for seed in range(40):
-        out = _mask(row, np.ones_like(row), ngram_masking.ngram_pmf(3), seed=(seed, 0))
+        out = _ngram_mask(row, np.ones_like(row), ngram_masking.ngram_pmf(3), seed=(seed, 0))
         positions = tuple(out["mask_positions"][0][out["mask_weights"][0] > 0])
         assert positions in {(1,), (4,)}, positions
         seen.add(positions)
@@ -120,7 +120,7 @@ def test_unit_ids_group_annotated_positions_and_leave_the_rest_to_words():
 
 
 def test_masker_in_tf_data_and_the_albert_recipe_masks_ngrams():
-    ids, padding = _rows(batch=8)
+    ids, padding = _random_rows(batch=8)
     data = tf.data.Dataset.from_tensor_slices({"token_ids": ids, "padding_mask": padding})
     masker = ngram_masking.NgramMasker(VOCAB, MASK_ID, SPECIALS, CONTINUATION, max_ngram=3)
     batch = next(iter(masker.apply(data.batch(4, drop_remainder=True))))
@@ -157,7 +157,7 @@ WORDS = ["".join(np.random.default_rng(i).choice(list("abcdefghij"), 3 + i % 6))
          for i in range(300)]
 
 
-def _wordpiece(lines, size):
+def _train_wordpiece(lines, size):
     import keras_hub
 
     # A hand-made vocabulary (training one takes seconds): letters and "##" letters.
@@ -177,7 +177,7 @@ def test_whole_word_masking_in_every_subword_pipeline(kind, size, marker):
 
     rng = np.random.default_rng(0)
     lines = [" ".join(rng.choice(WORDS, size=int(rng.integers(6, 12)))) for _ in range(48)]
-    tokenizer = (_wordpiece(lines, size) if kind == "wordpiece"
+    tokenizer = (_train_wordpiece(lines, size) if kind == "wordpiece"
                  else getattr(tokenizers, kind)(lines, size))
     pieces = tokenizers.vocabulary(tokenizer)
     special = set(tokenizers.special_token_ids(tokenizer).values())
@@ -265,8 +265,8 @@ def _albert_reference(row, rng, max_ngram=3):
 
 
 def test_ngram_masking_matches_the_released_algorithm_in_distribution():
-    ids, padding = _rows(batch=1500, seed=3)
-    out = _mask(ids, padding, ngram_masking.ngram_pmf(3), seed=(11, 12))
+    ids, padding = _random_rows(batch=1500, seed=3)
+    out = _ngram_mask(ids, padding, ngram_masking.ngram_pmf(3), seed=(11, 12))
     ours = out["ngram_lengths"][out["ngram_lengths"] > 0]
     rng = np.random.default_rng(0)
     reference, masked = [], []

@@ -153,7 +153,7 @@ def test_kill_9_during_preparation_resumes_to_identical_shards(tmp_path):
 _WORDS = [f"w{i}" for i in range(60)]
 
 
-def _wordpiece():
+def _tiny_wordpiece():
     import keras_hub
 
     vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *_WORDS]
@@ -194,7 +194,7 @@ def _mask_statistics(rows):
 def test_bert_prepared_masks_statically_with_dupe_factor_and_todays_statistics():
     from keras_ctx import families
 
-    tokenizer, docs = _wordpiece(), _random_docs()
+    tokenizer, docs = _tiny_wordpiece(), _random_docs()
     run = Run("bert-tiny", 8, 32, tokenizer.vocabulary_size(), 0)
     layout = families.get("bert").prepared(tokenizer, run)
     assert layout.name == "nsp_static"
@@ -230,7 +230,7 @@ def test_bert_prepared_masks_statically_with_dupe_factor_and_todays_statistics()
 def test_static_masks_are_written_once_and_read_back_unchanged_every_epoch(tmp_path):
     from keras_ctx import families
 
-    tokenizer = _wordpiece()
+    tokenizer = _tiny_wordpiece()
     run = Run("bert-tiny", 4, 24, tokenizer.vocabulary_size(), 0)
     layout = families.get("bert").prepared(tokenizer, run)
     rng = np.random.default_rng(1)
@@ -375,7 +375,7 @@ def test_static_whole_word_ngram_masks_as_albert_writes_them():
     # vocabulary id (a whole-word masker looks every id up).
     from keras_ctx.data import layouts
 
-    tokenizer, docs = _wordpiece(), _random_docs()
+    tokenizer, docs = _tiny_wordpiece(), _random_docs()
     run = Run("albert-base", 8, 32, tokenizer.vocabulary_size(), 0)
     layout = layouts.pairs_layout(tokenizer, run, kind="sop", duplicate=2, static_masking=True,
                                   whole_word_masking=True, max_ngram=3)

@@ -18,7 +18,7 @@ from keras_ctx.data.maskers import masker_for
 from tests.data import fairseq_masking_reference as reference
 
 
-def _our_masks(tokenizer, ids, rows, seed):
+def _roberta_masks(tokenizer, ids, rows, seed):
     options = registry.get("roberta").dataset.options
     masker = masker_for(tokenizer, ids, tokenizer.vocabulary_size(), seed=seed, **options)
     positions, actions = [], []
@@ -37,7 +37,7 @@ def _our_masks(tokenizer, ids, rows, seed):
     return positions, actions
 
 
-def _statistics(rows, ids, positions, actions):
+def _action_statistics(rows, ids, positions, actions):
     real = sum(int((row != ids["pad"]).sum()) for row in rows)
     targets = sum(len(p) for p in positions)
     special = {ids["cls"], ids["sep"]}
@@ -62,7 +62,7 @@ def test_roberta_may_mask_its_separators():
         tokenizer) else 10
     rows = [np.asarray([ids["cls"], word, word, word, ids["sep"]] + [ids["pad"]] * 3, np.int32)
             for _ in range(400)]
-    positions, _ = _our_masks(tokenizer, ids, rows, seed=0)
+    positions, _ = _roberta_masks(tokenizer, ids, rows, seed=0)
     picked = np.concatenate(positions)
     share = np.isin(picked, [0, 4]).mean()
     assert share == pytest.approx(0.4, abs=0.08)  # 2 of 5 positions, drawn uniformly
@@ -118,8 +118,8 @@ def test_roberta_masks_match_fairseq_on_our_rows():
     for seed in (0, 1, 2):
         rows = [e["token_ids"] for e in segments.packed_examples(
             docs, 512, ids["cls"], ids["sep"], ids["pad"], rng=np.random.default_rng(seed))]
-        theirs.append(_statistics(rows, ids, *_fairseq(rows, ids, seed)))
-        ours.append(_statistics(rows, ids, *_our_masks(tokenizer, ids, rows, seed)))
+        theirs.append(_action_statistics(rows, ids, *_fairseq(rows, ids, seed)))
+        ours.append(_action_statistics(rows, ids, *_roberta_masks(tokenizer, ids, rows, seed)))
     for key, pinned in RELEASED.items():
         released = np.mean([s[key] for s in theirs])
         mine = np.mean([s[key] for s in ours])

@@ -7,7 +7,7 @@ from keras_ctx.data import segments
 CLS, SEP, PAD, DOC_SEP = 2, 3, 0, 1
 
 
-def _documents(count=60, seed=0):
+def _counting_documents(count=60, seed=0):
     """Documents of globally unique, increasing ids: membership and order are checkable."""
     rng = np.random.default_rng(seed)
     docs, next_id, owner = [], 10, {}
@@ -30,7 +30,7 @@ def _ragged(docs):
         output_signature=tf.RaggedTensorSpec((None, None), tf.int32, ragged_rank=1))
 
 
-def _split(example):
+def _split_example(example):
     n = example["padding_mask"].sum()
     ids = example["token_ids"][:n]
     assert ids[0] == CLS and ids[-1] == SEP
@@ -47,14 +47,14 @@ def _contiguous(tokens):
 
 
 def test_nsp_pairs_are_correct():
-    docs, owner = _documents(600)
+    docs, owner = _counting_documents(600)
     examples = list(segments.nsp_pairs(_ragged(docs), 32, CLS, SEP, PAD,
                                        seed=1).as_numpy_iterator())
     labels = np.array([e["next_sentence_labels"] for e in examples])
     assert len(labels) > 300
     truncated = 0
     for example, label in zip(examples, labels):
-        a, b = _split(example)
+        a, b = _split_example(example)
         assert len(a) and len(b) and len(a) + len(b) <= 29
         doc_a = {owner[t] for t in a}
         doc_b = {owner[t] for t in b}
@@ -70,14 +70,14 @@ def test_nsp_pairs_are_correct():
 
 
 def test_sop_negatives_are_swapped_positives_or_one_sentence_with_a_random_b():
-    docs, owner = _documents(200)
+    docs, owner = _counting_documents(200)
     sentences = {tuple(s) for d in docs for s in d}
     examples = list(segments.sop_pairs(_ragged(docs), 64, CLS, SEP, PAD,
                                        seed=2).as_numpy_iterator())
     labels = np.array([e["sentence_order_labels"] for e in examples])
     swapped = 0
     for example, label in zip(examples, labels):
-        a, b = _split(example)
+        a, b = _split_example(example)
         if owner[a[0]] != owner[b[0]]:
             # google-research/albert: a chunk of one sentence gets a random B, label 1.
             assert label == 1 and tuple(a) in sentences and len({owner[t] for t in b}) == 1
@@ -93,7 +93,7 @@ def test_sop_negatives_are_swapped_positives_or_one_sentence_with_a_random_b():
 
 
 def test_pairs_resample_each_epoch_unless_static():
-    docs, _ = _documents(50)
+    docs, _ = _counting_documents(50)
     dynamic = segments.nsp_pairs(_ragged(docs), 32, CLS, SEP, PAD, seed=0)
     one, two = (list(dynamic.take(20).as_numpy_iterator()) for _ in range(2))
     assert any((x["token_ids"] != y["token_ids"]).any() for x, y in zip(one, two))
@@ -104,7 +104,7 @@ def test_pairs_resample_each_epoch_unless_static():
 
 @pytest.mark.parametrize("mode", ["full_sentences", "doc_sentences"])
 def test_packing_keeps_every_token_in_order(mode):
-    docs, owner = _documents(40)
+    docs, owner = _counting_documents(40)
     examples = list(segments.pack_sentences(_ragged(docs), 24, CLS, SEP, PAD, mode=mode,
                                             document_separator_id=DOC_SEP, shuffle=False)
                     .as_numpy_iterator())
@@ -152,7 +152,7 @@ def test_errors_are_clear():
 
 # google-research/bert create_pretraining_data.py (eedf571), rule by rule on hand-made documents.
 
-def _instances(docs, max_tokens=29, short_seq_prob=0.0, seed=0, kind="nsp"):
+def _segment_instances(docs, max_tokens=29, short_seq_prob=0.0, seed=0, kind="nsp"):
     docs = [[np.asarray(s, np.int32) for s in d] for d in docs]
     instances = segments.nsp_instances if kind == "nsp" else segments.sop_instances
     return list(instances(docs, max_tokens, short_seq_prob, np.random.default_rng(seed)))
@@ -165,7 +165,7 @@ def test_one_sentence_documents_are_whole_a_with_a_random_b(kind):
     docs = [[list(range(100 * d, 100 * d + 4 + d % 5))] for d in range(30)]
     owner = {t: d for d, doc in enumerate(docs) for t in doc[0]}
     for seed in range(3):
-        instances = _instances(docs, seed=seed, kind=kind)
+        instances = _segment_instances(docs, seed=seed, kind=kind)
         assert len(instances) == len(docs)  # one instance per document, none dropped
         assert sorted(tuple(a) for a, _, _ in instances) == sorted(tuple(d[0]) for d in docs)
         for a, b, label in instances:
@@ -180,7 +180,7 @@ def test_nsp_puts_back_the_sentences_a_random_b_left_unused():
     # every sentence is an A, or the B of an IsNext pair, of its own document.
     docs = [[list(range(100 * d + 10 * s, 100 * d + 10 * s + 5)) for s in range(3)]
             for d in range(60)]
-    instances = _instances(docs, max_tokens=100)
+    instances = _segment_instances(docs, max_tokens=100)
     labels = [label for _, _, label in instances]
     assert 0 < sum(labels) < len(labels)
     used = {int(t) for a, b, label in instances for t in (a if label else np.r_[a, b])}
@@ -194,7 +194,7 @@ def test_short_target_is_drawn_once_per_document_pass():
     # One-token sentences: every chunk but a document's last holds exactly the
     # pass' target length, so all the IsNext pairs of one pass have one length.
     docs = [[[1000 * d + i] for i in range(120)] for d in range(40)]
-    instances = _instances(docs, max_tokens=29, short_seq_prob=0.5, seed=4)
+    instances = _segment_instances(docs, max_tokens=29, short_seq_prob=0.5, seed=4)
     lengths = {}
     for a, b, label in instances:
         if label == 0 and b[-1] % 1000 != 119:

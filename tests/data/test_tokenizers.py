@@ -10,7 +10,7 @@ WORDS = ("the model reads text and learns representations of words in context "
          "from both directions sentences follow sentences in documents").split()
 
 
-def _corpus(lines=200, seed=0):
+def _random_lines(lines=200, seed=0):
     rng = np.random.default_rng(seed)
     return [" ".join(rng.choice(WORDS, size=int(rng.integers(4, 12)))) + "."
             for _ in range(lines)]
@@ -18,7 +18,7 @@ def _corpus(lines=200, seed=0):
 
 @pytest.fixture(scope="module")
 def corpus():
-    return _corpus()
+    return _random_lines()
 
 
 def _text(detokenized):
@@ -26,7 +26,7 @@ def _text(detokenized):
     return text.decode() if isinstance(text, bytes) else text
 
 
-def _check(tokenizer, corpus, lowercase=True):
+def _check_tokenizer(tokenizer, corpus, lowercase=True):
     ids = tokenizers.special_token_ids(tokenizer)
     assert len(set(ids.values())) == 5
     tokens = [list(map(int, row)) for row in tokenizer(tf.constant(corpus[:20]))]
@@ -41,7 +41,7 @@ def _check(tokenizer, corpus, lowercase=True):
 
 def test_wordpiece_learned_from_the_corpus(corpus):
     tokenizer = tokenizers.train_wordpiece(corpus, 120)
-    tokens, table = _check(tokenizer, corpus)
+    tokens, table = _check_tokenizer(tokenizer, corpus)
     vocab = tokenizers.vocabulary(tokenizer)
     assert vocab[:5] == list(tokenizers.BERT_SPECIAL_TOKENS)
     assert all(table[i] == vocab[i].startswith("##") for i in range(len(vocab)))
@@ -65,7 +65,7 @@ def test_uncased_wordpiece_strips_accents_as_it_learned_saved_and_loaded(tmp_pat
 
 def test_byte_level_bpe_learned_from_the_corpus(corpus):
     tokenizer = tokenizers.train_byte_level_bpe(corpus, 300)
-    tokens, table = _check(tokenizer, corpus)
+    tokens, table = _check_tokenizer(tokenizer, corpus)
     ids = tokenizers.special_token_ids(tokenizer)
     assert (ids["cls"], ids["pad"], ids["sep"]) == (0, 1, 2)  # fairseq's <s> <pad> </s>
     assert _text(tokenizer.detokenize(tokens[:1])) == corpus[0]
@@ -93,7 +93,7 @@ def test_byte_level_bpe_documents_tokenize_as_running_text(corpus):
 
 def test_sentencepiece_trained_with_albert_special_ids(corpus):
     tokenizer = tokenizers.train_sentencepiece(corpus, 100)
-    tokens, table = _check(tokenizer, corpus)
+    tokens, table = _check_tokenizer(tokenizer, corpus)
     assert tokenizers.special_token_ids(tokenizer) == {
         "pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
     vocab = tokenizers.vocabulary(tokenizer)
@@ -113,7 +113,7 @@ def test_tokenize_documents_and_vocabulary_mismatch(corpus):
         tokenizers.train_wordpiece(["", "  "], 100)
 
 
-def _documents(corpus, per_document=5):
+def _document_dataset(corpus, per_document=5):
     groups = [corpus[i:i + per_document] for i in range(0, len(corpus), per_document)]
     return tf.data.Dataset.from_generator(
         lambda: iter(groups), output_signature=tf.TensorSpec((None,), tf.string))
@@ -124,7 +124,7 @@ def test_raw_text_to_roberta_batches_with_byte_level_bpe(corpus):
 
     tokenizer = tokenizers.train_byte_level_bpe(corpus, 300)
     ids = tokenizers.special_token_ids(tokenizer)
-    batch = next(iter(pipelines.roberta_dataset(_documents(corpus), tokenizer, 4,
+    batch = next(iter(pipelines.roberta_dataset(_document_dataset(corpus), tokenizer, 4,
                                                 sequence_length=32)))
     assert batch["token_ids"].shape == (4, 32) and "next_sentence_labels" not in batch
     original = batch["token_ids"].numpy()
@@ -147,7 +147,7 @@ def test_raw_text_to_spanbert_batches_masks_whole_wordpiece_words(corpus):
 
     tokenizer = tokenizers.train_wordpiece(corpus, 120)
     table = tokenizers.continuation_table(tokenizer)
-    batch = next(iter(pipelines.spanbert_dataset(_documents(corpus), tokenizer, 4,
+    batch = next(iter(pipelines.spanbert_dataset(_document_dataset(corpus), tokenizer, 4,
                                                  sequence_length=48)))
     positions = batch["mask_positions"].numpy()
     weights = batch["mask_weights"].numpy() > 0

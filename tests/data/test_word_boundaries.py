@@ -102,7 +102,7 @@ def _albert_rows(length=128):
     return tokenizer, ids, [[ids["cls"]] + r + [ids["sep"]] for r in rows]
 
 
-def _our_masks(tokenizer, ids, rows, seed, length=128):
+def _whole_word_masks(tokenizer, ids, rows, seed, length=128):
     import tensorflow as tf
 
     vocabulary = tokenizer.vocabulary_size()
@@ -145,7 +145,7 @@ def test_albert_ngram_units_match_the_released_code_on_our_rows():
         masks = [reference.create_masked_lm_predictions(t, 0.15, 20, vocabulary, rng)
                  for t in tokens]
         released.append(reference.statistics(tokens, masks, reference.is_start_piece_sp))
-        ours.append(reference.statistics(tokens, _our_masks(tokenizer, ids, rows, seed),
+        ours.append(reference.statistics(tokens, _whole_word_masks(tokenizer, ids, rows, seed),
                                          reference.is_start_piece_sp))
     for key, pinned in RELEASED.items():
         theirs = np.mean([s[key] for s in released])

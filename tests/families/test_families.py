@@ -99,7 +99,7 @@ def test_a_new_family_is_one_registry_entry(toy_family):
     assert classifier.get_config()["pooling"] == "mean"
 
 
-def _sources(skip=()):
+def _package_sources(skip=()):
     """(relative path, text) of every keras_ctx module outside `skip` (folders or files)."""
     for folder, _, files in sorted(os.walk(ROOT)):
         for name in sorted(files):
@@ -148,7 +148,7 @@ def test_no_module_outside_the_families_lists_or_branches_on_families():
         rf"""|^\s*["']({only})["']\s*:"""  # a further line of such a dict
         rf"""|\w\(\s*["']({only})["']\s*\)""")  # registration under one name
     offenders = [f"{path}:{number}: {line.strip()}"
-                 for path, text in _sources(skip=("families", "registry.py"))
+                 for path, text in _package_sources(skip=("families", "registry.py"))
                  if _role(path) != "families"
                  for number, line in enumerate(text.splitlines(), 1) if listing.search(line)]
     assert not offenders, offenders
@@ -169,7 +169,7 @@ def test_the_registry_is_a_leaf_and_registration_flows_one_way():
                 yield node.module
                 yield from (f"{node.module}.{alias.name}" for alias in node.names)
 
-    sources = dict(_sources())
+    sources = dict(_package_sources())
     assert not [m for m in imports(sources["registry.py"]) if m.startswith("keras_ctx")]
     for path, text in sources.items():
         found = set(imports(text))

@@ -31,7 +31,7 @@ VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "<|endoftext|>", "the", "
          "river", "money", "on", "a"]
 
 
-def tokenizer():
+def wordpiece_tokenizer():
     import keras_hub
 
     return keras_hub.tokenizers.WordPieceTokenizer(vocabulary=VOCAB, lowercase=True)
@@ -44,9 +44,9 @@ def texts_as_inputs():
 
     arrays = {}
     for family, texts in TEXT_CASES.items():
-        inputs, _ = text_inputs(families.get(family), tokenizer(), texts, 8)
+        inputs, _ = text_inputs(families.get(family), wordpiece_tokenizer(), texts, 8)
         arrays.update({f"text/{family}/{k}": v for k, v in inputs.items()})
-    pair = TextPreprocessor(tokenizer(), 12, "bert")(
+    pair = TextPreprocessor(wordpiece_tokenizer(), 12, "bert")(
         np.array(["the bank", "a river"], object), np.array(["money", "on the bank"], object))
     arrays.update({f"pair/{k}": np.asarray(v) for k, v in pair.items()})
     return arrays

@@ -10,24 +10,18 @@ from keras_ctx import peft as adapters
 from keras_ctx.layers.adapters import BottleneckAdapter, InvertibleAdapter, adapter_config
 from keras_ctx.models import from_preset
 from keras_ctx.testing import run_layer_test
+from tests.models.inputs import one_segment
 
 SMALL = dict(vocabulary_size=50, max_sequence_length=16, hidden_size=32, num_heads=2,
              intermediate_size=64, num_layers=2)
 
 
-def _bert(seed=0):
+def _tiny_bert(seed=0):
     keras.utils.set_random_seed(seed)
     return from_preset("bert-tiny", **SMALL)
 
 
-def _inputs(seed=0, batch=2, time=8):
-    rng = np.random.default_rng(seed)
-    return {"token_ids": rng.integers(0, 50, (batch, time)).astype("int32"),
-            "segment_ids": np.zeros((batch, time), "int32"),
-            "padding_mask": np.ones((batch, time), "int32")}
-
-
-def _randomize(model, name, scale=0.3, seed=1):
+def _randomize_adapter(model, name, scale=0.3, seed=1):
     rng = np.random.default_rng(seed)
     for variable in adapters.adapter_variables(model, name).values():
         variable.assign(rng.normal(0, scale, variable.shape).astype("float32"))
@@ -98,8 +92,8 @@ def test_pfeiffer_stack_matches_madx_equations():
     model = keras.Sequential([keras.Input((4, 16)), block])
     adapters.add_adapter(model, "lang", "madx_language", invertible=False)
     adapters.add_adapter(model, "task", "madx_task", reduction_factor=4)
-    _randomize(model, "lang")
-    _randomize(model, "task", seed=2)
+    _randomize_adapter(model, "lang")
+    _randomize_adapter(model, "task", seed=2)
     got = to_numpy(block(x))
     x = keras.ops.convert_to_tensor(x)  # the sums below add tensors (torch's to NumPy's fails)
     a = block.self_attention_norm(x + block.self_attention(x))
@@ -122,7 +116,7 @@ def test_houlsby_matches_paper_placement():
     block(x)
     model = keras.Sequential([keras.Input((4, 16)), block])
     adapters.add_adapter(model, "h", "houlsby", reduction_factor=4)
-    _randomize(model, "h")
+    _randomize_adapter(model, "h")
     got = to_numpy(block(x))
     x = keras.ops.convert_to_tensor(x)  # the sums below add tensors (torch's to NumPy's fails)
     y = block.self_attention(x)
@@ -142,14 +136,14 @@ def test_zero_adapters_leave_every_backbone_unchanged(preset, config):
     if preset in ("bert-tiny", "xlnet-base"):
         extra = {"max_sequence_length": 16} if preset == "bert-tiny" else {}
         model = from_preset(preset, **small, **extra)
-        inputs = _inputs(time=6)
+        inputs = one_segment(length=6)
     elif preset == "gpt2":
         model = from_preset(preset, **small, max_sequence_length=16)
-        inputs = {"token_ids": _inputs(time=6)["token_ids"],
+        inputs = {"token_ids": one_segment(length=6)["token_ids"],
                   "padding_mask": np.ones((2, 6), "int32")}
     else:
         model = from_preset(preset, **_encoder_decoder_config(preset))
-        ids = _inputs(time=6)["token_ids"]
+        ids = one_segment(length=6)["token_ids"]
         inputs = {"encoder_token_ids": ids, "encoder_padding_mask": np.ones_like(ids),
                   "decoder_token_ids": ids, "decoder_padding_mask": np.ones_like(ids)}
     key = "sequence_output" if "token_ids" in inputs else "decoder_sequence_output"
@@ -164,7 +158,7 @@ def test_zero_adapters_leave_every_backbone_unchanged(preset, config):
             variable.assign(np.zeros(variable.shape))
     np.testing.assert_array_equal(to_numpy(model(inputs)[key]), before)
     adapters.set_active_adapters(model, [])
-    _randomize(model, "a")
+    _randomize_adapter(model, "a")
     np.testing.assert_array_equal(to_numpy(model(inputs)[key]), before)
 
 
@@ -186,7 +180,7 @@ def _classifier(backbone):
 
 
 def _fit(model, steps=3):
-    x = _inputs(batch=8)
+    x = one_segment(length=8, batch=8)
     y = np.arange(8) % 2
     model.compile(keras.optimizers.Adam(1e-2),
                   keras.losses.SparseCategoricalCrossentropy(from_logits=True))
@@ -194,7 +188,7 @@ def _fit(model, steps=3):
 
 
 def test_train_only_adapters_keeps_frozen_weights_bit_identical():
-    backbone = _bert()
+    backbone = _tiny_bert()
     adapters.add_adapter(backbone, "lang", "madx_language")
     adapters.add_adapter(backbone, "task", "madx_task")
     classifier = _classifier(backbone)
@@ -216,7 +210,7 @@ def test_train_only_adapters_keeps_frozen_weights_bit_identical():
 
 
 def test_lora_on_chosen_projections_trains_only_factors(tmp_path):
-    backbone = _bert()
+    backbone = _tiny_bert()
     enabled = adapters.enable_lora(backbone, rank=2, patterns=["*self_attention/query",
                                                                "*feedforward/intermediate"])
     assert sorted(p.split("/")[-1] for p in enabled) == ["intermediate"] * 2 + ["query"] * 2
@@ -236,19 +230,19 @@ def test_lora_on_chosen_projections_trains_only_factors(tmp_path):
     with pytest.raises(FileExistsError):
         adapters.save_lora(backbone, path)
     # A fresh backbone with the same base weights + the LoRA file = the trained one.
-    fresh = _bert()
+    fresh = _tiny_bert()
     adapters.load_lora(fresh, path)
-    x = _inputs(seed=4)
+    x = one_segment(length=8, seed=4)
     np.testing.assert_allclose(to_numpy(fresh(x)["sequence_output"]),
                                to_numpy(backbone(x)["sequence_output"]),
                                atol=1e-5)
 
 
 def test_save_load_swap_adapters_alone(tmp_path):
-    backbone = _bert()
+    backbone = _tiny_bert()
     adapters.add_adapter(backbone, "de", "madx_language")
-    _randomize(backbone, "de")
-    x = _inputs(seed=5)
+    _randomize_adapter(backbone, "de")
+    x = one_segment(length=8, seed=5)
     with_de = to_numpy(backbone(x)["sequence_output"])
     path = tmp_path / "de.safetensors"
     adapters.save_adapter(backbone, "de", path)
@@ -258,7 +252,7 @@ def test_save_load_swap_adapters_alone(tmp_path):
         keys = list(handle.keys())
     # Only adapter tensors: 2 layers x 4 + the invertible adapter's 8.
     assert len(keys) == 2 * 4 + 8 and all("embedding" not in k for k in keys)
-    fresh = _bert()
+    fresh = _tiny_bert()
     plain = to_numpy(fresh(x)["sequence_output"])
     assert adapters.load_adapter(fresh, path) == "de"
     np.testing.assert_allclose(to_numpy(fresh(x)["sequence_output"]),
@@ -278,13 +272,13 @@ def test_save_load_swap_adapters_alone(tmp_path):
 
 
 def test_keras_file_round_trip_keeps_adapters(tmp_path):
-    backbone = _bert()
+    backbone = _tiny_bert()
     adapters.add_adapter(backbone, "lang", "madx_language")
     adapters.add_adapter(backbone, "task", "madx_task")
     adapters.add_adapter(backbone, "off", "pfeiffer", activate=False)
-    _randomize(backbone, "lang")
-    _randomize(backbone, "task", seed=2)
-    x = _inputs(seed=6)
+    _randomize_adapter(backbone, "lang")
+    _randomize_adapter(backbone, "task", seed=2)
+    x = one_segment(length=8, seed=6)
     want = to_numpy(backbone(x)["sequence_output"])
     backbone.save(tmp_path / "adapted.keras")
     loaded = keras.saving.load_model(tmp_path / "adapted.keras")
@@ -297,10 +291,11 @@ def test_keras_file_round_trip_keeps_adapters(tmp_path):
 
 
 def test_sparse_last_layer_masked_lm_matches_dense_with_invertible_adapters():
-    backbone = _bert()
+    backbone = _tiny_bert()
     adapters.add_adapter(backbone, "lang", "madx_language")
-    _randomize(backbone, "lang")
-    batch = dict(_inputs(seed=7), mask_positions=np.array([[1, 3], [2, 5]], "int32"),
+    _randomize_adapter(backbone, "lang")
+    batch = dict(one_segment(length=8, seed=7),
+                 mask_positions=np.array([[1, 3], [2, 5]], "int32"),
                  mask_ids=np.ones((2, 2), "int32"), mask_weights=np.ones((2, 2), "float32"))
     sparse = adapters.AdapterMaskedLMPretrainer(backbone)
     dense = adapters.AdapterMaskedLMPretrainer(backbone, sparse_last_layer=False)
@@ -309,7 +304,7 @@ def test_sparse_last_layer_masked_lm_matches_dense_with_invertible_adapters():
     np.testing.assert_allclose(got, to_numpy(dense(batch)["mlm"]), atol=1e-4)
     # By hand: transform, inverse invertible adapter, tied output + bias.
     head = sparse.mlm_head
-    rows = keras.ops.take_along_axis(backbone(_inputs(seed=7))["sequence_output"],
+    rows = keras.ops.take_along_axis(backbone(one_segment(length=8, seed=7))["sequence_output"],
                                      batch["mask_positions"][..., None], axis=1)
     hidden = head.layer_norm(head.dense(rows))
     inverse = backbone.get_layer("encoder").input_adapters.get("lang")(hidden, inverse=True)
@@ -323,12 +318,12 @@ def test_sparse_last_layer_masked_lm_matches_dense_with_invertible_adapters():
                               "would bake it in (Keras' stateless steps pass it instead)")
 def test_swapping_adapters_reaches_compiled_functions():
     """A traced/compiled predict follows set_active_adapters (the switch is a variable)."""
-    backbone = _bert()
+    backbone = _tiny_bert()
     adapters.add_adapter(backbone, "a", "pfeiffer")
     adapters.add_adapter(backbone, "b", "pfeiffer", activate=False)
-    _randomize(backbone, "a")
-    _randomize(backbone, "b", seed=3)
-    x = _inputs(seed=8)
+    _randomize_adapter(backbone, "a")
+    _randomize_adapter(backbone, "b", seed=3)
+    x = one_segment(length=8, seed=8)
     predict = tf_function(lambda inputs: backbone(inputs)["sequence_output"])
     with_a = to_numpy(predict(x))
     adapters.set_active_adapters(backbone, ["b"])
@@ -337,7 +332,7 @@ def test_swapping_adapters_reaches_compiled_functions():
     np.testing.assert_allclose(with_b, to_numpy(backbone(x)["sequence_output"]),
                                atol=1e-5)
     adapters.set_active_adapters(backbone, [])
-    plain = _bert()
+    plain = _tiny_bert()
     np.testing.assert_allclose(to_numpy(predict(x)),
                                to_numpy(plain(x)["sequence_output"]), atol=1e-5)
     with pytest.raises(ValueError, match="order they were added"):
@@ -351,7 +346,8 @@ def tf_function(function):
 
 
 def _mlm_step(pretrainer, seed=3):
-    batch = dict(_inputs(seed=seed, batch=4), mask_positions=np.array([[1, 3]] * 4, "int32"),
+    batch = dict(one_segment(length=8, seed=seed, batch=4),
+                 mask_positions=np.array([[1, 3]] * 4, "int32"),
                  mask_ids=np.array([[5, 7]] * 4, "int32"),
                  mask_weights=np.ones((4, 2), "float32"))
     pretrainer.compile(keras.optimizers.Adam(1e-2), run_eagerly=True)  # one step: no tracing
@@ -374,7 +370,7 @@ def test_madx_head_trains_when_fresh_and_stays_frozen_when_pretrained(pretrained
     # model fixed, its MLM head included; a fresh head (nothing pretrained) trains.
     from keras_ctx.layers.heads import MaskedLMHead
 
-    backbone = _bert()
+    backbone = _tiny_bert()
     adapters.add_adapter(backbone, "lang", "madx_language")
     checkpoint_head = None
     if pretrained:  # as keras_ctx.convert.heads.masked_lm_from_huggingface returns it
@@ -409,8 +405,8 @@ def test_madx_head_trains_when_fresh_and_stays_frozen_when_pretrained(pretrained
 def test_madx_head_must_be_tied_to_the_backbone():
     from keras_ctx.layers.heads import MaskedLMHead
 
-    backbone = _bert()
-    other = MaskedLMHead(token_embedding=_bert(1).token_embedding)
+    backbone = _tiny_bert()
+    other = MaskedLMHead(token_embedding=_tiny_bert(1).token_embedding)
     with pytest.raises(ValueError, match="not tied to this backbone"):
         adapters.AdapterMaskedLMPretrainer(backbone, mlm_head=other)
 
@@ -419,7 +415,7 @@ def test_a_refused_lora_file_leaves_the_model_as_it_was(tmp_path):
     """Every layer, rank, alpha and factor shape is checked before any layer changes (a
     file naming a layer the model lacks left LoRA enabled on the layers before it, and
     the trainable count changed); a rank or alpha other than the model's is refused."""
-    backbone = _bert()
+    backbone = _tiny_bert()
     adapters.enable_lora(backbone, rank=2, patterns=["*self_attention/query"])
     path = tmp_path / "lora.safetensors"
     adapters.save_lora(backbone, path)
@@ -436,14 +432,14 @@ def test_a_refused_lora_file_leaves_the_model_as_it_was(tmp_path):
         with pytest.raises(ValueError, match=said):
             adapters.load_lora(model, path)
         assert state(model) == before
-    other = _bert()
+    other = _tiny_bert()
     adapters.enable_lora(other, rank=4, patterns=["*self_attention/query"])
     before = state(other)
     with pytest.raises(ValueError, match="holds rank 2, alpha 2 LoRA .* where the model has "
                                          "rank 4"):
         adapters.load_lora(other, path)
     assert state(other) == before
-    adapters.load_lora(_bert(), path)  # the model it was made for takes it
+    adapters.load_lora(_tiny_bert(), path)  # the model it was made for takes it
 
 
 

@@ -21,7 +21,7 @@ def gpt_neo_band(length, window):
     return np.logical_xor(bias, np.tril(bias, -window))
 
 
-def inputs(seed=0, length=T):
+def vectors_and_padding(seed=0, length=T):
     rng = np.random.default_rng(seed)
     x = rng.normal(size=(B, length, D)).astype("float32")
     padding = np.ones((B, length), "int32")
@@ -46,7 +46,7 @@ def test_band_is_gpt_neo_local_attention():
 
 
 def test_blocked_forward_matches_numpy_band_reference():
-    x, padding = inputs()
+    x, padding = vectors_and_padding()
     layer = MultiHeadAttention(num_heads=N, head_size=H, window_size=W)
     got = to_numpy(layer(x, padding_mask=padding, use_causal_mask=True))
     mask = gpt_neo_band(T, W)[None] & padding[:, None, :].astype(bool)
@@ -59,7 +59,7 @@ def test_blocked_forward_matches_numpy_band_reference():
 
 
 def test_blocked_gradient_equals_dense_with_band_mask():
-    x, padding = inputs(1)
+    x, padding = vectors_and_padding(1)
     layer = MultiHeadAttention(num_heads=N, head_size=H, window_size=W)
     layer(x, use_causal_mask=True)
     twin = dense_twin(layer)
@@ -84,7 +84,7 @@ def test_blocked_gradient_equals_dense_with_band_mask():
 def test_cached_band_decoding_equals_full_pass():
     """A prompt of 3 positions, then one token per step; the cache (T) is longer
     than w + 1, so each step reads a w-long slice of it."""
-    x, _ = inputs(2)
+    x, _ = vectors_and_padding(2)
     layer = MultiHeadAttention(num_heads=N, head_size=H, window_size=W)
     full = to_numpy(layer(x, use_causal_mask=True))
     cache = np.zeros((B, 2, T, N, H), "float32")
@@ -102,7 +102,7 @@ def test_cached_band_gradient_equals_dense_with_band_mask():
     with the band mask. The cache write (XLA's dynamic update slice) has no
     gradient in TensorFlow, so the gradient is taken along the query and output
     path: the query/output projections, through scores over the sliced keys."""
-    x, _ = inputs(3)
+    x, _ = vectors_and_padding(3)
     layer = MultiHeadAttention(num_heads=N, head_size=H, window_size=W)
     layer(x, use_causal_mask=True)
     twin = dense_twin(layer)
@@ -164,7 +164,7 @@ def test_blocked_path_compiles_under_xla_without_a_t_by_t_tensor():
 
 
 def test_layer_harness_and_config():
-    x, padding = inputs()
+    x, padding = vectors_and_padding()
     run_layer_test(
         MultiHeadAttention,
         {"num_heads": N, "head_size": H, "window_size": W, "use_qkv_bias": False,
@@ -181,7 +181,7 @@ def test_layer_harness_and_config():
 
 
 def test_band_needs_the_causal_mask():
-    x, _ = inputs()
+    x, _ = vectors_and_padding()
     layer = MultiHeadAttention(num_heads=N, head_size=H, window_size=W)
     with pytest.raises(ValueError, match="use_causal_mask=True"):
         layer(x)

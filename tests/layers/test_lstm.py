@@ -34,7 +34,7 @@ def numpy_lstmp(x, mask, kernel, recurrent, bias, projection, cell_clip, proj_cl
     return outputs
 
 
-def inputs(seed=0, batch=2, time=5, features=3):
+def random_sequences(seed=0, batch=2, time=5, features=3):
     return np.random.default_rng(seed).normal(size=(batch, time, features)).astype("float32") * 2
 
 
@@ -42,7 +42,7 @@ def test_lstmp_layer_test():
     run_layer_test(
         LSTMP,
         {"units": 8, "projection_dim": 4, "cell_clip": 3.0, "projection_clip": 3.0},
-        inputs(),
+        random_sequences(),
         expected_output_shape=(2, 5, 4),
     )
 
@@ -51,7 +51,7 @@ def test_plain_reverse_last_output_layer_test():
     run_layer_test(
         LSTMP,
         {"units": 6, "reverse": True, "return_sequences": False, "implementation": "loop"},
-        inputs(1),
+        random_sequences(1),
         expected_output_shape=(2, 6),
         run_mixed_precision=False,
     )
@@ -59,7 +59,7 @@ def test_plain_reverse_last_output_layer_test():
 
 @pytest.mark.parametrize("reverse", [False, True])
 def test_matches_numpy_reference_with_clipping_and_mask(reverse):
-    x = inputs(2, time=6) * 3
+    x = random_sequences(2, time=6) * 3
     mask = np.ones((2, 6), bool)
     mask[1, 4:] = False  # right padding
     layer = LSTMP(16, projection_dim=5, cell_clip=0.5, projection_clip=0.3, reverse=reverse)
@@ -79,7 +79,7 @@ def test_matches_numpy_reference_with_clipping_and_mask(reverse):
 
 
 def test_unit_forget_bias_and_plain_lstm_matches_keras_lstm():
-    x = inputs(4)
+    x = random_sequences(4)
     ours = LSTMP(7, implementation="loop")
     ours(x)
     np.testing.assert_array_equal(to_numpy(ours.bias)[7:14], 1.0)
@@ -94,7 +94,7 @@ def test_unit_forget_bias_and_plain_lstm_matches_keras_lstm():
 
 def test_compiles_under_xla():
     layer = LSTMP(8, projection_dim=4, cell_clip=3.0, projection_clip=3.0, reverse=True)
-    x = inputs(5)
+    x = random_sequences(5)
     eager = to_numpy(layer(x))
     np.testing.assert_allclose(run_compiled(layer, x), eager, atol=1e-5)
 
@@ -111,7 +111,7 @@ def test_bad_arguments():
 @pytest.mark.skipif(not tf.config.list_logical_devices("GPU"), reason="cuDNN needs a GPU")
 @pytest.mark.parametrize("reverse", [False, True])
 def test_cudnn_path_matches_loop(reverse):
-    x = inputs(6, time=7)
+    x = random_sequences(6, time=7)
     mask = np.ones((2, 7), bool)
     mask[0, 5:] = False
     loop = LSTMP(8, reverse=reverse, implementation="loop")
@@ -157,7 +157,7 @@ def unrolled_lstmp(x, mask, kernel, recurrent, bias, projection, cell_clip, proj
 def test_gradients_match_autodiff_of_the_unrolled_cell(reverse, projection):
     # Clips active, right padding, an initial state and a loss on the outputs and
     # the final state: every path of the hand-written backward pass is used.
-    x = tf.constant(inputs(7, time=6) * 3)
+    x = tf.constant(random_sequences(7, time=6) * 3)
     mask = np.ones((2, 6), bool)
     mask[1, 4:] = False
     layer = LSTMP(16, projection_dim=projection, cell_clip=0.5,

@@ -31,7 +31,7 @@ def _randomize(layer, seed=0, scale=0.5):
         weight.assign(rng.normal(0.0, scale, weight.shape).astype("float32"))
 
 
-def _reference(layer, h, pos, content_mask, g=None, query_mask=None,
+def _numpy_two_stream(layer, h, pos, content_mask, g=None, query_mask=None,
                segment_matrix=None, memory=None):
     """Two-stream relative attention by explicit loops, in float64.
 
@@ -149,7 +149,7 @@ def test_matches_numpy_reference(bidirectional):
         h, pos, content_mask, query_stream=g, query_attention_mask=query_mask,
         segment_matrix=segment_matrix, memory=memory,
     )
-    want_content, want_query = _reference(
+    want_content, want_query = _numpy_two_stream(
         layer, h, pos, content_mask, g, query_mask, segment_matrix, memory
     )
     np.testing.assert_allclose(to_numpy(content), want_content, atol=1e-5, rtol=1e-5)

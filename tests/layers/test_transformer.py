@@ -18,7 +18,7 @@ B, T, S, D = 2, 6, 4, 16
 BLOCK = {"num_heads": 4, "intermediate_size": 32, "dropout": 0.0}
 
 
-def inputs(seed=0, length=T):
+def random_vectors(seed=0, length=T):
     return np.random.default_rng(seed).normal(size=(B, length, D)).astype("float32")
 
 
@@ -46,7 +46,7 @@ def numpy_encoder_block(block, x, mask=None):
 
 
 def test_feedforward_harness_and_numpy():
-    x = inputs()
+    x = random_vectors()
     run_layer_test(FeedForward, {"intermediate_size": 8, "activation": "gelu"}, x,
                    expected_output_shape=(B, T, D))
     layer = FeedForward(8)
@@ -54,7 +54,7 @@ def test_feedforward_harness_and_numpy():
 
 
 def test_gated_feedforward_matches_numpy():
-    x = inputs()
+    x = random_vectors()
     layer = FeedForward(8, activation="relu", gated=True, use_bias=False)
     w = references.weights_by_name(layer) if layer.built else None
     out = to_numpy(layer(x))
@@ -65,7 +65,7 @@ def test_gated_feedforward_matches_numpy():
 
 @pytest.mark.parametrize("normalize_first", [False, True])
 def test_encoder_block_harness_and_numpy(normalize_first):
-    x = inputs()
+    x = random_vectors()
     padding = np.ones((B, T), "int32")
     padding[1, 4:] = 0
     config = dict(BLOCK, normalize_first=normalize_first)
@@ -81,11 +81,11 @@ def test_encoder_block_harness_and_numpy(normalize_first):
 def test_rms_norm_block_without_biases_has_no_bias_weights():
     block = TransformerEncoderBlock(**BLOCK, normalization="rms_norm", use_bias=False,
                                     normalize_first=True, attention_scale=1.0)
-    block(inputs())
+    block(random_vectors())
     names = [v.path for v in block.weights]
     assert not any(n.endswith("bias") or n.endswith("beta") for n in names), names
     # T5 RMS norm: x / sqrt(mean(x^2) + eps) * scale, no centring.
-    x = inputs()
+    x = random_vectors()
     norm = block.self_attention_norm
     want = x / np.sqrt((x**2).mean(-1, keepdims=True) + norm.epsilon)
     np.testing.assert_allclose(to_numpy(norm(x)), want, atol=1e-5)
@@ -95,14 +95,14 @@ def test_decoder_block_harness_with_cross_attention():
     run_layer_test(
         TransformerDecoderBlock,
         dict(BLOCK, normalize_first=True, use_cross_attention=True),
-        {"inputs": inputs(), "encoder_sequence": inputs(1, S)},
+        {"inputs": random_vectors(), "encoder_sequence": random_vectors(1, S)},
         expected_output_shape=(B, T, D),
     )
 
 
 def test_decoder_block_is_causal_and_reads_the_encoder():
     block = TransformerDecoderBlock(**BLOCK, use_cross_attention=True)
-    x, enc = inputs(), inputs(1, S)
+    x, enc = random_vectors(), random_vectors(1, S)
     out = to_numpy(block(x, encoder_sequence=enc))
     changed = x.copy()
     changed[:, -1] += 5
@@ -114,7 +114,7 @@ def test_decoder_block_is_causal_and_reads_the_encoder():
 
 def test_decoder_block_cached_steps_equal_full_pass_under_xla():
     block = TransformerDecoderBlock(**BLOCK, normalize_first=True, use_cross_attention=True)
-    x, enc = inputs(), inputs(1, S)
+    x, enc = random_vectors(), random_vectors(1, S)
     full = to_numpy(block(x, encoder_sequence=enc))
     cross_cache = block.compute_cross_attention_cache(enc)
 
@@ -134,22 +134,22 @@ def test_decoder_block_cached_steps_equal_full_pass_under_xla():
 def test_decoder_without_encoder_sequence_fails_clearly():
     block = TransformerDecoderBlock(**BLOCK, use_cross_attention=True)
     with pytest.raises(ValueError, match="encoder_sequence"):
-        block(inputs())
+        block(random_vectors())
 
 
 def test_stack_harness():
-    run_layer_test(TransformerEncoderStack, {"num_layers": 2, "block_config": BLOCK}, inputs(),
-                   expected_output_shape=(B, T, D))
+    run_layer_test(TransformerEncoderStack, {"num_layers": 2, "block_config": BLOCK},
+                   random_vectors(), expected_output_shape=(B, T, D))
 
 
 def test_albert_stack_harness():
     run_layer_test(AlbertEncoderStack, {"num_layers": 2, "block_config": BLOCK,
-                                        "sharing": "attention"}, inputs(),
+                                        "sharing": "attention"}, random_vectors(),
                    expected_output_shape=(B, T, D))
 
 
 def test_stack_sharing_counts_and_numpy():
-    x = inputs()
+    x = random_vectors()
     counts = {}
     for sharing in ("none", "all", "attention", "ffn"):
         stack = AlbertEncoderStack(3, BLOCK, sharing=sharing)
@@ -184,11 +184,11 @@ def test_bad_block_arguments_fail_at_construction():
     with pytest.raises(ValueError, match="intermediate_size"):
         TransformerEncoderStack(2, {"num_heads": 2, "intermediate_size": 0})
     with pytest.raises(ValueError, match="num_heads"):
-        TransformerEncoderBlock(num_heads=5, intermediate_size=8)(inputs())
+        TransformerEncoderBlock(num_heads=5, intermediate_size=8)(random_vectors())
 
 
 def test_tanh_gelu_feedforward_matches_the_formula_and_saves():
-    x = inputs()
+    x = random_vectors()
     run_layer_test(FeedForward, {"intermediate_size": 8, "activation": "gelu_approximate"}, x)
     layer = FeedForward(8, activation="gelu_approximate")
     out = to_numpy(layer(x))
@@ -201,7 +201,7 @@ def test_tanh_gelu_feedforward_matches_the_formula_and_saves():
 
 @pytest.mark.parametrize("normalize_first", [False, True])
 def test_query_positions_equal_the_gathered_full_output(normalize_first):
-    x = inputs(3)
+    x = random_vectors(3)
     padding = np.ones((B, T), "int32")
     padding[1, 4:] = 0
     allowed = np.random.default_rng(1).random((B, T, T)) > 0.3
@@ -217,7 +217,7 @@ def test_query_positions_equal_the_gathered_full_output(normalize_first):
 
 
 def test_stack_last_layer_positions_only_change_the_last_output():
-    x = inputs(4)
+    x = random_vectors(4)
     positions = np.array([[1, 4], [0, 5]])
     stack = AlbertEncoderStack(3, BLOCK, sharing="all")
     full = [to_numpy(o) for o in stack(x)]
@@ -233,5 +233,5 @@ def test_stack_last_layer_positions_only_change_the_last_output():
 def test_query_positions_refuse_an_attention_bias():
     block = TransformerEncoderBlock(**BLOCK)
     with pytest.raises(ValueError, match="attention_bias"):
-        block(inputs(), attention_bias=np.zeros((1, 4, T, T), "float32"),
+        block(random_vectors(), attention_bias=np.zeros((1, 4, T, T), "float32"),
               query_positions=np.zeros((B, 1), "int32"))

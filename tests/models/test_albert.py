@@ -10,6 +10,7 @@ from keras.ops import convert_to_numpy as to_numpy
 from keras_ctx.layers import FactorizedEmbedding
 from keras_ctx.models import AlbertBackbone
 from keras_ctx.models.presets import count_parameters
+from tests.models.inputs import one_segment
 
 # Lan et al. 2020, Table 1 (12M / 18M / 60M / 235M rounded); the released
 # configurations count 11.7M / 17.7M / 58.7M / 222.6M with the pooler.
@@ -22,13 +23,6 @@ PUBLISHED = {
 
 TINY = dict(vocabulary_size=40, num_layers=3, num_heads=2, hidden_size=16,
             intermediate_size=32, embedding_size=8, max_sequence_length=12, dropout=0.0)
-
-
-def _inputs(batch=2, length=6):
-    rng = np.random.default_rng(0)
-    return {"token_ids": rng.integers(0, 40, (batch, length)).astype("int32"),
-            "segment_ids": np.zeros((batch, length), "int32"),
-            "padding_mask": np.ones((batch, length), "int32")}
 
 
 @pytest.mark.parametrize("name", sorted(PUBLISHED))
@@ -61,7 +55,7 @@ def test_sharing_modes_count_and_share(sharing):
 
 def test_factorized_embedding_path_matches_numpy():
     backbone = AlbertBackbone(**TINY)
-    x = _inputs()
+    x = one_segment(length=6, vocabulary=40)
     out = backbone(x)
     assert isinstance(backbone.token_embedding, FactorizedEmbedding)
     assert out["sequence_output"].shape == (2, 6, 16)
@@ -79,7 +73,7 @@ def test_factorized_embedding_path_matches_numpy():
 
 def test_keras_file_round_trip_keeps_sharing():
     backbone = AlbertBackbone(**TINY)
-    x = _inputs()
+    x = one_segment(length=6, vocabulary=40)
     want = to_numpy(backbone(x)["sequence_output"])
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "albert.keras")

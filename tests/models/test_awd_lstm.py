@@ -39,7 +39,7 @@ def test_analytic_count_matches_a_build():
     assert backbone.count_params() == AwdLstmBackbone.analytic_parameter_count(50, 6, 10, 2)
 
 
-def _inputs(rows=3, length=7, vocabulary=40, seed=0):
+def _padded_lm_inputs(rows=3, length=7, vocabulary=40, seed=0):
     rng = np.random.default_rng(seed)
     ids = rng.integers(1, vocabulary, (rows, length)).astype("int32")
     mask = np.ones_like(ids)
@@ -50,7 +50,7 @@ def _inputs(rows=3, length=7, vocabulary=40, seed=0):
 
 def test_backbone_outputs_and_inference_is_deterministic():
     backbone = AwdLstmBackbone(40, embedding_size=6, hidden_size=10, num_layers=3)
-    inputs = _inputs()
+    inputs = _padded_lm_inputs()
     out = backbone(inputs)
     assert out["sequence_output"].shape == (3, 7, 6)
     assert [tuple(h.shape) for h in out["hidden_states"]] == [
@@ -106,7 +106,7 @@ def test_lm_losses_ar_tar_and_the_loss_falls():
     backbone = AwdLstmBackbone(40, embedding_size=8, hidden_size=16, num_layers=2,
                                lstm_implementation="loop")
     lm = AwdLstmLMPretrainer(backbone)
-    inputs = _inputs(rows=4, length=8)
+    inputs = _padded_lm_inputs(rows=4, length=8)
     losses = lm.compute_losses(inputs, training=True)
     assert set(losses) == {"lm", "ar", "tar"}
     assert float(losses["lm"]) == pytest.approx(np.log(40), rel=0.1)
@@ -138,7 +138,7 @@ def test_lm_pretrainer_matrix():
             input_dropout=0.0, hidden_dropout=0.0, weight_dropout=0.0, output_dropout=0.0,
             lstm_implementation="loop"))
 
-    run_pretrainer_test(make, lambda: _inputs(rows=4, length=8),
+    run_pretrainer_test(make, lambda: _padded_lm_inputs(rows=4, length=8),
                         checks=("mixed_float16", "mixed_bfloat16", "xla", "nan"))
 
 

@@ -5,7 +5,7 @@ import keras_ctx.models
 from keras.ops import convert_to_numpy as to_numpy
 from keras_ctx.models.bart.backbone import BartBackbone
 from keras_ctx.models.presets import preset_config
-from tests.models.encoder_decoder import feed
+from tests.models.inputs import feed
 
 PUBLISHED = {"bart-base": 139.4e6, "bart-large": 406.3e6}  # Lewis et al. 2020 / HF
 TINY = dict(vocabulary_size=40, num_layers=2, num_heads=2, hidden_size=16,

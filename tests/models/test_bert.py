@@ -11,6 +11,7 @@ from keras_ctx.models import BertBackbone
 from keras_ctx.models.bert.backbone import BERT_PRESETS
 from keras_ctx.models.presets import preset_config
 from keras_ctx.models.presets import count_parameters
+from tests.models.inputs import two_segments
 
 # Published sizes (Devlin et al. 2019; Liu et al. 2019; the numbers,
 # counted with the pooler and without pretraining heads).
@@ -31,15 +32,6 @@ PUBLISHED = {
 
 TINY = dict(vocabulary_size=50, num_layers=2, num_heads=2, hidden_size=16,
             intermediate_size=32, max_sequence_length=12, dropout=0.0)
-
-
-def _inputs(batch=2, length=7, seed=0):
-    rng = np.random.default_rng(seed)
-    return {
-        "token_ids": rng.integers(0, 50, (batch, length)).astype("int32"),
-        "segment_ids": (np.arange(length)[None] >= length // 2).repeat(batch, 0).astype("int32"),
-        "padding_mask": np.ones((batch, length), "int32"),
-    }
 
 
 @pytest.mark.parametrize("name", sorted(PUBLISHED))
@@ -73,7 +65,7 @@ def test_closed_form_count_matches_built_model_on_small_configs():
 
 def test_outputs_structure_and_pooler_matches_numpy():
     backbone = BertBackbone(**TINY)
-    out = backbone(_inputs())
+    out = backbone(two_segments())
     assert out["sequence_output"].shape == (2, 7, 16)
     assert len(out["hidden_states"]) == TINY["num_layers"] + 1
     np.testing.assert_allclose(to_numpy(out["hidden_states"][-1]), to_numpy(out["sequence_output"]))
@@ -84,7 +76,7 @@ def test_outputs_structure_and_pooler_matches_numpy():
 
 def test_embeddings_are_layer_norm_of_token_position_segment_sum():
     backbone = BertBackbone(**TINY)
-    x = _inputs()
+    x = two_segments()
     emb = to_numpy(backbone(x)["hidden_states"][0])
     token = to_numpy(backbone.token_embedding.embeddings)[x["token_ids"]]
     pos = to_numpy(backbone.get_layer("position_embedding").weights[0])[:7][None]
@@ -97,7 +89,7 @@ def test_embeddings_are_layer_norm_of_token_position_segment_sum():
 
 def test_padding_does_not_change_real_positions():
     backbone = BertBackbone(**TINY)
-    x = _inputs(length=8)
+    x = two_segments(length=8)
     x["padding_mask"][:, 5:] = 0
     y = dict(x, token_ids=x["token_ids"].copy())
     y["token_ids"][:, 5:] = 7
@@ -108,7 +100,7 @@ def test_padding_does_not_change_real_positions():
 
 def test_config_round_trip_and_keras_file():
     backbone = BertBackbone(**TINY)
-    x = _inputs()
+    x = two_segments()
     want = to_numpy(backbone(x)["sequence_output"])
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "bert.keras")
@@ -129,7 +121,7 @@ def test_from_preset_and_overrides_and_errors():
     with pytest.raises(ValueError, match="divisible"):
         BertBackbone(**dict(TINY, num_heads=3))
     with pytest.raises(ValueError, match="sequence_length"):
-        BertBackbone(**TINY)(_inputs(length=13))
+        BertBackbone(**TINY)(two_segments(length=13))
 
 
 def test_presets_are_registered():

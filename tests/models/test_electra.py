@@ -14,6 +14,7 @@ from keras_ctx.models.electra.backbone import (
     generator_config,
 )
 from keras_ctx.models.presets import count_parameters
+from tests.models.inputs import two_segments
 
 # Released discriminators (Clark et al. 2020; Hugging Face ElectraModel of
 # google/electra-{small,base,large}-discriminator): embeddings (+ the E -> H
@@ -26,15 +27,6 @@ RELEASED_GENERATORS = {"electra-base": (256, 4, 1024), "electra-large": (256, 4,
 
 TINY = dict(vocabulary_size=50, num_layers=2, num_heads=2, hidden_size=16,
             intermediate_size=32, embedding_size=8, max_sequence_length=12, dropout=0.0)
-
-
-def _inputs(batch=2, length=7, seed=0):
-    rng = np.random.default_rng(seed)
-    return {
-        "token_ids": rng.integers(0, 50, (batch, length)).astype("int32"),
-        "segment_ids": (np.arange(length)[None] >= length // 2).repeat(batch, 0).astype("int32"),
-        "padding_mask": np.ones((batch, length), "int32"),
-    }
 
 
 @pytest.mark.parametrize("name", sorted(PUBLISHED))
@@ -80,7 +72,7 @@ def test_generator_sizes_follow_table_6_and_the_released_generators():
 
 def test_outputs_and_projected_embeddings_match_numpy():
     backbone = ElectraBackbone(**TINY)
-    x = _inputs()
+    x = two_segments()
     out = backbone(x)
     assert set(out) == {"sequence_output", "hidden_states"}  # no pooler in ELECTRA
     assert out["sequence_output"].shape == (2, 7, 16)
@@ -110,7 +102,7 @@ def test_generator_shares_the_embedding_block_but_not_the_projection():
     assert (generator.get_layer("embeddings_projection").kernel.shape == (8, 16)
             and discriminator.get_layer("embeddings_projection").kernel.shape == (8, 32))
     # A change to the shared table shows in both networks' embeddings.
-    x = _inputs()
+    x = two_segments()
     table = discriminator.token_embedding.embeddings
     table.assign(to_numpy(table) + 1.0)
     g0 = to_numpy(generator(x)["hidden_states"][0])
@@ -132,7 +124,7 @@ def test_bad_configs_fail_clearly():
 
 def test_config_round_trip_keras_file_and_preset():
     backbone = ElectraBackbone(**TINY)
-    x = _inputs()
+    x = two_segments()
     want = to_numpy(backbone(x)["sequence_output"])
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "electra.keras")

@@ -13,7 +13,7 @@ from keras_ctx.models.presets import preset_config
 TINY = dict(projection_dim=6, lstm_units=10, filters=[[1, 4], [2, 4]], num_highway_layers=1)
 
 
-def tiny_backbone(**overrides):
+def tiny_elmo(**overrides):
     return ElmoBackbone(**dict(TINY, **overrides))
 
 
@@ -50,7 +50,7 @@ def test_original_preset_built_count():
 
 
 def test_outputs_shapes_hidden_states_and_token_layer_duplication():
-    backbone = tiny_backbone()
+    backbone = tiny_elmo()
     out = backbone({"character_ids": random_ids()})
     assert out["sequence_output"].shape == (2, 7, 12)
     hidden = [to_numpy(h) for h in out["hidden_states"]]
@@ -64,7 +64,7 @@ def test_outputs_shapes_hidden_states_and_token_layer_duplication():
 
 
 def test_forward_never_sees_later_tokens_backward_never_earlier():
-    backbone = tiny_backbone()
+    backbone = tiny_elmo()
     ids = random_ids(batch=1, time=8)
     base = [to_numpy(h) for h in backbone({"character_ids": ids})["hidden_states"][1:]]
     k = 4
@@ -81,7 +81,7 @@ def test_forward_never_sees_later_tokens_backward_never_earlier():
 
 
 def test_frozen_elmo_in_functional_model_learns_per_task_scalar_mix():
-    backbone = tiny_backbone()
+    backbone = tiny_elmo()
     frozen = [to_numpy(w).copy() for w in backbone.weights]
     ids = random_ids(batch=8, time=7, seed=1)
     ids[:, 5:] = 0
@@ -120,7 +120,7 @@ def test_frozen_elmo_in_functional_model_learns_per_task_scalar_mix():
 def test_elmo_from_strings():
     import tensorflow as tf
 
-    backbone = tiny_backbone()
+    backbone = tiny_elmo()
     text = keras.Input((), dtype="string")
     features = Elmo(backbone)(ElmoCharacterIds(sequence_length=6)(text))
     model = keras.Model(text, features)
@@ -131,8 +131,8 @@ def test_elmo_from_strings():
 
 
 def test_mixed_bfloat16_close_to_float32():
-    backbone = tiny_backbone()
-    mixed = tiny_backbone(dtype="mixed_bfloat16")
+    backbone = tiny_elmo()
+    mixed = tiny_elmo(dtype="mixed_bfloat16")
     for a, b in zip(backbone.weights, mixed.weights):
         b.assign(a)
         assert b.dtype == "float32"

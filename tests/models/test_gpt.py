@@ -23,7 +23,7 @@ TINY = dict(vocabulary_size=50, num_layers=2, num_heads=2, hidden_size=16,
             intermediate_size=32, max_sequence_length=12, dropout=0.0)
 
 
-def inputs(ids):
+def token_inputs(ids):
     ids = np.asarray(ids, "int32")
     return {"token_ids": ids, "padding_mask": np.ones_like(ids)}
 
@@ -63,11 +63,11 @@ def test_causal_mask_leaks_nothing_through_the_backbone(normalize_first):
     model = GPTBackbone(**TINY, normalize_first=normalize_first)
     rng = np.random.default_rng(0)
     ids = rng.integers(0, 50, size=(2, 12))
-    base = model(inputs(ids))
+    base = model(token_inputs(ids))
     for position in (3, 11):
         changed = ids.copy()
         changed[:, position] = (changed[:, position] + 7) % 50
-        out = model(inputs(changed))
+        out = model(token_inputs(changed))
         for before, after in zip(base["hidden_states"] + [base["sequence_output"]],
                                  out["hidden_states"] + [out["sequence_output"]]):
             before, after = to_numpy(before), to_numpy(after)
@@ -77,7 +77,7 @@ def test_causal_mask_leaks_nothing_through_the_backbone(normalize_first):
 
 def test_outputs_and_embeddings_tied_logits():
     model = GPTBackbone(**TINY)
-    out = model(inputs(np.ones((2, 12))))
+    out = model(token_inputs(np.ones((2, 12))))
     assert out["sequence_output"].shape == (2, 12, 16)
     assert len(out["hidden_states"]) == 3
     logits = to_numpy(model.logits(out["sequence_output"]))
@@ -105,7 +105,7 @@ def test_gpt2_residual_projections_are_initialised_scaled():
 def test_cached_steps_equal_full_pass():
     model = GPTBackbone(**TINY)
     ids = np.random.default_rng(0).integers(0, 50, size=(2, 12)).astype("int32")
-    full = to_numpy(model(inputs(ids))["sequence_output"])
+    full = to_numpy(model(token_inputs(ids))["sequence_output"])
     cache = model.build_cache(2, 12)
     steps = []
     for i in range(12):
@@ -118,7 +118,7 @@ def test_cached_steps_equal_full_pass():
 
 def test_config_round_trip_and_keras_file():
     model = GPTBackbone(**TINY, normalize_first=False)
-    ids = inputs(np.arange(24).reshape(2, 12) % 50)
+    ids = token_inputs(np.arange(24).reshape(2, 12) % 50)
     revived = GPTBackbone.from_config(model.get_config())
     assert revived.get_config() == model.get_config()
     with tempfile.TemporaryDirectory() as tmp:

@@ -32,7 +32,7 @@ TINY = dict(vocabulary_size=50, num_layers=4, num_heads=2, hidden_size=16,
             attention_pattern="alternating", window_size=3)
 
 
-def by_hand(layers, d, heads, head_size, vocabulary=50257, positions=2048):
+def _parameters_by_hand(layers, d, heads, head_size, vocabulary=50257, positions=2048):
     a = heads * head_size
     per_layer = (4 * d * a + 3 * a + d) + (8 * d * d + 5 * d) + 4 * d
     return vocabulary * d + positions * d + layers * per_layer + 2 * d
@@ -41,7 +41,7 @@ def by_hand(layers, d, heads, head_size, vocabulary=50257, positions=2048):
 @pytest.mark.parametrize("name", sorted(TABLE))
 def test_gpt3_presets_count_what_table_2_1_rounds(name):
     published, exact, shape = TABLE[name]
-    assert by_hand(*shape) == exact
+    assert _parameters_by_hand(*shape) == exact
     backbone_cls, config = preset_config(name)
     assert (config["num_layers"], config["hidden_size"], config["num_heads"],
             config["head_size"]) == shape
@@ -55,7 +55,7 @@ def test_gpt3_presets_count_what_table_2_1_rounds(name):
 def test_gpt3_xl_row_is_inconsistent_and_taken_literally():
     # 24 heads x 128 = 3072 attention width on a 2048-wide model: 1.52B, not
     # 1.3B; a 2048-wide attention (16 x 128) gives the table's 1.3B.
-    assert abs(by_hand(24, 2048, 16, 128) - 1.3e9) / 1.3e9 < 0.02
+    assert abs(_parameters_by_hand(24, 2048, 16, 128) - 1.3e9) / 1.3e9 < 0.02
     _, config = preset_config("gpt3-xl")
     assert config["num_heads"] * config["head_size"] == 3072
 

@@ -21,7 +21,7 @@ IDS = np.array([[2, 5, 7, 9, 3, 0], [4, 8, 6, 0, 0, 0]], "int32")
 TOLERANCE = {"int8": 0.02, "float8": 0.1, "int4": 0.25}
 
 
-def _inputs(model):
+def _inputs_and_output(model):
     mask = (IDS > 0).astype("int32")
     if "encoder_token_ids" in model.input:
         return {"encoder_token_ids": IDS, "encoder_padding_mask": mask,
@@ -50,7 +50,7 @@ DEFAULT_PAIRS = {("bert", "float8"), ("gpt2", "int4")}
 def test_quantized_backbone_reloads_identically_and_stays_close_to_float32(
         family, mode, tmp_path):
     model = backbone(family)
-    x, name = _inputs(model)
+    x, name = _inputs_and_output(model)
     reference = keras.ops.convert_to_numpy(model(x)[name])
     said = _quantized(model, mode)
     tables = [layer for layer in model._flatten_layers() if isinstance(layer, TokenEmbedding)]
@@ -109,7 +109,7 @@ def test_lora_on_an_int8_backbone_trains_and_reloads(tmp_path):
     model.quantize("int8")
     peft.enable_lora(model, rank=2, patterns=["*query", "*value"])
     peft.train_only(model, lora=True)
-    x, name = _inputs(model)
+    x, name = _inputs_and_output(model)
     before = keras.ops.convert_to_numpy(model(x)[name])
     frozen = [keras.ops.convert_to_numpy(v) for v in model.non_trainable_weights]
     optimizer = keras.optimizers.Adam(1e-2)

@@ -7,7 +7,7 @@ from keras.ops import convert_to_numpy as to_numpy
 from keras_ctx.models.presets import preset_config
 from keras_ctx.models.t5.backbone import T5Backbone
 from tests.autodiff import value_and_gradients
-from tests.models.encoder_decoder import feed
+from tests.models.inputs import feed
 
 PUBLISHED = {"t5-small": 60.5e6, "t5-base": 222.9e6,  # Raffel et al. 2020 / HF T5Model
              "t5-3b": 2.85e9, "t5-11b": 11.3e9}

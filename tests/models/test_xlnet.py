@@ -19,7 +19,7 @@ from tests.autodiff import no_gradient, value_and_gradients
 VOCAB, LAYERS, HEADS, HIDDEN, FFN = 40, 2, 2, 16, 32
 
 
-def _backbone(**overrides):
+def _random_xlnet(**overrides):
     config = dict(vocabulary_size=VOCAB, num_layers=LAYERS, num_heads=HEADS,
                   hidden_size=HIDDEN, intermediate_size=FFN, dropout=0.0,
                   attention_dropout=0.0)
@@ -33,7 +33,7 @@ def _backbone(**overrides):
     return backbone
 
 
-def _inputs(token_ids, segment_ids=None, padding_mask=None):
+def _xlnet_inputs(token_ids, segment_ids=None, padding_mask=None):
     token_ids = np.asarray(token_ids, "int32")
     return {
         "token_ids": token_ids,
@@ -119,7 +119,7 @@ def test_content_stream_matches_keras_hub_xlnet():
     for weight in reference.weights:
         weight.assign(rng.normal(0.0, 0.5, weight.shape).astype("float32"))
     ref = {w.path: to_numpy(w) for w in reference.weights}
-    backbone = _backbone()
+    backbone = _random_xlnet()
     backbone.token_embedding.embeddings.assign(
         ref["content_query_embedding/word_embedding/embeddings"])
     for i, block in enumerate(backbone.blocks):
@@ -146,7 +146,7 @@ def test_content_stream_matches_keras_hub_xlnet():
             variable.assign(ref[p + name])
         attention.output_dense.kernel.assign(
             np.transpose(ref[p + "rel_attn/attention_output/kernel"], (1, 2, 0)))
-    inputs = _inputs(rng.integers(0, VOCAB, (2, 7)),
+    inputs = _xlnet_inputs(rng.integers(0, VOCAB, (2, 7)),
                      np.array([[0, 0, 0, 1, 1, 1, 2], [0, 0, 1, 1, 1, 0, 0]], "int32"),
                      np.array([[1] * 7, [1] * 5 + [0] * 2], "int32"))
     ours = to_numpy(backbone(inputs)["sequence_output"])
@@ -162,7 +162,7 @@ def _changes(a, b):
 
 
 def test_query_stream_never_sees_later_tokens_through_the_backbone():
-    backbone = _backbone(mem_len=1)
+    backbone = _random_xlnet(mem_len=1)
     order = np.array([2, 1, 3, 0])
     rank = np.argsort(order)
     tokens = np.array([[5, 9, 14, 21]])
@@ -174,11 +174,11 @@ def test_query_stream_never_sees_later_tokens_through_the_backbone():
     # permutation pipeline never produces one, see tests/data.)
     memory = [np.random.default_rng(5).normal(size=(1, 1, HIDDEN)).astype("float32")
               for _ in range(LAYERS)]
-    base = backbone.forward_pass(dict(_inputs(tokens), **extra), memory=memory)
+    base = backbone.forward_pass(dict(_xlnet_inputs(tokens), **extra), memory=memory)
     for step, position in enumerate(order):
         changed = tokens.copy()
         changed[0, position] = (changed[0, position] + 7) % VOCAB
-        out = backbone.forward_pass(dict(_inputs(changed), **extra), memory=memory)
+        out = backbone.forward_pass(dict(_xlnet_inputs(changed), **extra), memory=memory)
         g_changed = _changes(out["query_output"], base["query_output"])
         h_changed = _changes(out["sequence_output"], base["sequence_output"])
         # g_{z_t} depends on x_{z_<t} only; h_{z_t} on x_{z_<=t}.
@@ -187,12 +187,12 @@ def test_query_stream_never_sees_later_tokens_through_the_backbone():
 
 
 def test_pipeline_masks_through_the_backbone_with_memory():
-    backbone = _backbone(mem_len=3)
+    backbone = _random_xlnet(mem_len=3)
     length = 12
     rng = np.random.default_rng(1)
     tokens = rng.integers(0, VOCAB, (1, length))
     features = {k: to_numpy(v) for k, v in sample_permutation(tokens, seed=3).items()}
-    inputs = dict(_inputs(tokens), perm_mask=features["perm_mask"],
+    inputs = dict(_xlnet_inputs(tokens), perm_mask=features["perm_mask"],
                   target_mapping=features["target_mapping"])
     targets = features["target_mapping"][0].argmax(-1)  # positions, 2 targets
     rank = np.argsort(features["factorization_order"][0])
@@ -209,10 +209,10 @@ def test_pipeline_masks_through_the_backbone_with_memory():
 
 
 def test_memory_is_used_and_gets_no_gradient():
-    backbone = _backbone(mem_len=4)
+    backbone = _random_xlnet(mem_len=4)
     rng = np.random.default_rng(2)
-    first = _inputs(rng.integers(0, VOCAB, (2, 6)))
-    second = _inputs(rng.integers(0, VOCAB, (2, 5)))
+    first = _xlnet_inputs(rng.integers(0, VOCAB, (2, 6)))
+    second = _xlnet_inputs(rng.integers(0, VOCAB, (2, 5)))
     out1 = backbone.forward_pass(first)
     memory = out1["memory"]
     assert len(memory) == LAYERS
@@ -231,7 +231,7 @@ def test_memory_is_used_and_gets_no_gradient():
     assert np.abs(to_numpy(out2) - to_numpy(alone)).max() > 1e-3
 
     # Memory longer than the segment: [old memory; h] keeps the last 4 states.
-    out3 = backbone.forward_pass(_inputs(rng.integers(0, VOCAB, (2, 2))), memory=memory)
+    out3 = backbone.forward_pass(_xlnet_inputs(rng.integers(0, VOCAB, (2, 2))), memory=memory)
     np.testing.assert_allclose(to_numpy(out3["memory"][0])[:, :2], to_numpy(memory[0])[:, 2:],
                                atol=1e-6)
 
@@ -257,12 +257,12 @@ def test_memory_is_used_and_gets_no_gradient():
 
 
 def test_functional_call_is_the_content_stream():
-    backbone = _backbone()
+    backbone = _random_xlnet()
     rng = np.random.default_rng(3)
     tokens = rng.integers(0, VOCAB, (2, 7))
     padding = np.array([[1] * 7, [1] * 4 + [0] * 3], "int32")
     segments = np.array([[0, 0, 0, 1, 1, 1, 1]] * 2, "int32")
-    inputs = _inputs(tokens, segments, padding)
+    inputs = _xlnet_inputs(tokens, segments, padding)
     outputs = backbone(inputs)
     assert set(outputs) == {"sequence_output", "hidden_states"}
     assert len(outputs["hidden_states"]) == LAYERS + 1
@@ -281,11 +281,11 @@ def test_functional_call_is_the_content_stream():
 
 
 def test_config_save_load_and_finetune_under_xla():
-    backbone = _backbone(mem_len=2, clamp_length=3)
+    backbone = _random_xlnet(mem_len=2, clamp_length=3)
     config = backbone.get_config()
     assert XLNetBackbone.from_config(config).get_config() == config
     rng = np.random.default_rng(4)
-    inputs = _inputs(rng.integers(0, VOCAB, (4, 6)))
+    inputs = _xlnet_inputs(rng.integers(0, VOCAB, (4, 6)))
     before = to_numpy(backbone(inputs)["sequence_output"])
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "xlnet.keras")
@@ -310,7 +310,7 @@ def test_mixed_precision_two_streams():
     backbone = XLNetBackbone(VOCAB, 1, HEADS, HIDDEN, FFN, mem_len=2, dtype="mixed_bfloat16")
     tokens = np.arange(6)[None] % VOCAB
     features = {k: to_numpy(v) for k, v in sample_permutation(tokens, seed=0).items()}
-    out = backbone.forward_pass(dict(_inputs(tokens), perm_mask=features["perm_mask"],
+    out = backbone.forward_pass(dict(_xlnet_inputs(tokens), perm_mask=features["perm_mask"],
                                 target_mapping=features["target_mapping"]))
     assert keras.backend.standardize_dtype(out["query_output"].dtype) == "bfloat16"
     assert all(w.dtype == "float32" for w in backbone.weights)
@@ -323,7 +323,7 @@ def test_bad_arguments():
     with pytest.raises(ValueError, match="hidden_size"):
         XLNetBackbone(VOCAB, 1, 3, 15, 32)
     backbone = XLNetBackbone(VOCAB, 2, 2, 16, 32)
-    inputs = _inputs(np.zeros((1, 4)))
+    inputs = _xlnet_inputs(np.zeros((1, 4)))
     with pytest.raises(ValueError, match="perm_mask"):
         backbone.forward_pass(dict(inputs, target_mapping=np.ones((1, 1, 4), "float32")))
     with pytest.raises(ValueError, match="memory"):
@@ -382,23 +382,23 @@ def test_causal_and_same_length_masks_by_hand():
 
 
 def test_uni_attention_and_same_length_through_the_backbone():
-    backbone = _backbone(num_layers=1, attention_type="uni", mem_len=3)
+    backbone = _random_xlnet(num_layers=1, attention_type="uni", mem_len=3)
     rng = np.random.default_rng(8)
     tokens = rng.integers(0, VOCAB, (1, 4))
-    base = backbone(_inputs(tokens))["sequence_output"]
+    base = backbone(_xlnet_inputs(tokens))["sequence_output"]
     changed = tokens.copy()
     changed[0, 2] = (changed[0, 2] + 1) % VOCAB
     np.testing.assert_array_equal(  # causal: position 2 is seen from 2 on
-        to_numpy(_changes(backbone(_inputs(changed))["sequence_output"], base)), [0, 0, 1, 1])
+        to_numpy(_changes(backbone(_xlnet_inputs(changed))["sequence_output"], base)), [0, 0, 1, 1])
     memory = [rng.normal(size=(1, 3, HIDDEN)).astype("float32")]
-    same = _backbone(num_layers=1, attention_type="uni", same_length=True, mem_len=3)
+    same = _random_xlnet(num_layers=1, attention_type="uni", same_length=True, mem_len=3)
     for model, want in ((backbone, [[1, 1, 1, 1]] * 3),
                         (same, [[1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0]])):
-        out = model.forward_pass(_inputs(tokens), memory=memory)["sequence_output"]
+        out = model.forward_pass(_xlnet_inputs(tokens), memory=memory)["sequence_output"]
         for slot in range(3):
             other = [memory[0].copy()]
             other[0][0, slot] += 1.0
-            got = _changes(model.forward_pass(_inputs(tokens), memory=other)["sequence_output"], out)
+            got = _changes(model.forward_pass(_xlnet_inputs(tokens), memory=other)["sequence_output"], out)
             # same_length: query i sees the memory slots from i on (M + 1 keys each).
             np.testing.assert_array_equal(got, want[slot], err_msg=f"slot {slot}")
     with pytest.raises(ValueError, match="same_length"):
@@ -443,25 +443,25 @@ def test_is_backward_rows_read_the_negated_distances():
     per_row = layer(h, both[rows])  # one encoding per row, the batch path
     np.testing.assert_allclose(to_numpy(picked), to_numpy(per_row), atol=1e-5)
     # Through the backbone: forward rows as without bi_data, backward rows differ.
-    backbone = _backbone(mem_len=2)
+    backbone = _random_xlnet(mem_len=2)
     tokens = np.tile(rng.integers(0, VOCAB, (1, 5)), (2, 1))
-    plain = backbone.forward_pass(_inputs(tokens))["sequence_output"]
-    bi = backbone.forward_pass(dict(_inputs(tokens), is_backward=np.array([0, 1])))["sequence_output"]
+    plain = backbone.forward_pass(_xlnet_inputs(tokens))["sequence_output"]
+    bi = backbone.forward_pass(dict(_xlnet_inputs(tokens), is_backward=np.array([0, 1])))["sequence_output"]
     np.testing.assert_allclose(to_numpy(bi)[0], to_numpy(plain)[0], atol=1e-5)
     assert np.abs(to_numpy(bi)[1] - to_numpy(plain)[1]).max() > 1e-3
 
 
 def test_reuse_len_caches_the_reused_part_only():
-    backbone = _backbone(mem_len=3)
+    backbone = _random_xlnet(mem_len=3)
     rng = np.random.default_rng(10)
     memory = [rng.normal(size=(2, 3, HIDDEN)).astype("float32") for _ in range(LAYERS)]
-    out = backbone.forward_pass(_inputs(rng.integers(0, VOCAB, (2, 6))), memory=memory, reuse_len=2)
+    out = backbone.forward_pass(_xlnet_inputs(rng.integers(0, VOCAB, (2, 6))), memory=memory, reuse_len=2)
     for layer in range(LAYERS):
         # XLNet _cache_mem: [mems; h[:reuse_len]][-mem_len:].
         want = np.concatenate([memory[layer], to_numpy(out["hidden_states"][layer])[:, :2]], 1)[:, -3:]
         np.testing.assert_allclose(to_numpy(out["memory"][layer]), want, atol=1e-6)
     with pytest.raises(ValueError, match="reuse_len"):
-        backbone.forward_pass(_inputs(np.zeros((1, 4))), reuse_len=5)
+        backbone.forward_pass(_xlnet_inputs(np.zeros((1, 4))), reuse_len=5)
 
 
 def test_huggingface_attention_type_and_same_length():

@@ -14,7 +14,7 @@ SMALL = dict(vocabulary_size=50, max_sequence_length=16, hidden_size=32, num_hea
              intermediate_size=64, num_layers=2)
 
 
-def _model(preset="bert-tiny", seed=0, **changes):
+def _preset_backbone(preset="bert-tiny", seed=0, **changes):
     keras.utils.set_random_seed(seed)
     return from_preset(preset, **dict(SMALL, **changes))
 
@@ -37,7 +37,7 @@ def _one_line(error):
 
 
 def _lora_file(tmp_path, model=None):
-    model = model or _model()
+    model = model or _preset_backbone()
     peft.enable_lora(model, rank=2, patterns=["*self_attention/query"])
     path = tmp_path / "lora.safetensors"
     peft.save_lora(model, path)
@@ -48,21 +48,21 @@ def test_a_lora_file_is_refused_by_a_deeper_backbone_naming_the_field(tmp_path):
     """Every layer the file names exists in a deeper model with the same shapes: it loaded
     into the first two of four blocks without a word."""
     path = _lora_file(tmp_path)
-    deeper = _model(num_layers=4)
+    deeper = _preset_backbone(num_layers=4)
     before = state(deeper)
     with pytest.raises(ValueError) as error:
         peft.load_lora(deeper, path)
     message = _one_line(error)
     assert "num_layers=2" in message and "num_layers=4" in message and str(path) in message
     assert state(deeper) == before
-    peft.load_lora(_model(seed=1), path)  # the backbone it was made for takes it
+    peft.load_lora(_preset_backbone(seed=1), path)  # the backbone it was made for takes it
 
 
 def test_a_lora_file_is_refused_by_a_backbone_of_another_computation(tmp_path):
     """Same layer paths and shapes, another activation: the factors were trained for a
     different function."""
     path = _lora_file(tmp_path)
-    other = _model(activation="relu")
+    other = _preset_backbone(activation="relu")
     before = state(other)
     with pytest.raises(ValueError, match="activation='gelu'.*activation='relu'"):
         peft.load_lora(other, path)
@@ -70,7 +70,7 @@ def test_a_lora_file_is_refused_by_a_backbone_of_another_computation(tmp_path):
 
 
 def _adapter_file(tmp_path, model=None):
-    model = model or _model()
+    model = model or _preset_backbone()
     peft.add_adapter(model, "task", "pfeiffer")
     path = tmp_path / "task.safetensors"
     peft.save_adapter(model, "task", path)
@@ -82,7 +82,7 @@ def test_an_adapter_file_is_refused_by_another_family_of_the_same_sizes(tmp_path
     (or ELECTRA) backbone of the same sizes without a word."""
     path = _adapter_file(tmp_path)
     for preset in ("roberta-base", "electra-small"):
-        other = _model(preset, **({"embedding_size": 32} if preset.startswith("electra")
+        other = _preset_backbone(preset, **({"embedding_size": 32} if preset.startswith("electra")
                                   else {}))
         before = state(other)
         with pytest.raises(ValueError) as error:
@@ -90,14 +90,14 @@ def test_an_adapter_file_is_refused_by_another_family_of_the_same_sizes(tmp_path
         message = _one_line(error)
         assert "made for a BertBackbone" in message and type(other).__name__ in message
         assert state(other) == before
-    assert peft.load_adapter(_model(seed=2), path) == "task"
+    assert peft.load_adapter(_preset_backbone(seed=2), path) == "task"
 
 
 def test_a_refused_adapter_leaves_no_slot_or_switch_behind(tmp_path):
     """The adapter is checked before it is inserted (it was inserted, then deleted: the
     blocks kept an empty slot)."""
     path = _adapter_file(tmp_path)
-    deeper = _model(num_layers=3)
+    deeper = _preset_backbone(num_layers=3)
     before = state(deeper)
     with pytest.raises(ValueError, match="does not fit"):
         peft.load_adapter(deeper, path)
@@ -123,7 +123,7 @@ def test_files_without_the_record_are_refused_unless_asked_for(tmp_path):
     """The rule for files written before they recorded their model: refused in one line
     saying how to load them anyway (checked by names and shapes only)."""
     lora = _without_record(_lora_file(tmp_path))
-    model = _model(seed=3)
+    model = _preset_backbone(seed=3)
     before = state(model)
     with pytest.raises(ValueError, match="does not record the model it was made for.*"
                                          "allow_unrecorded=True"):
@@ -141,7 +141,7 @@ def test_files_without_the_record_are_refused_unless_asked_for(tmp_path):
 def test_the_files_record_backbone_family_and_architecture(tmp_path):
     from safetensors import safe_open
 
-    model = _model()
+    model = _preset_backbone()
     path = _lora_file(tmp_path, model)
     with safe_open(str(path), framework="numpy") as handle:
         record = json.loads(handle.metadata()["made_for"])
@@ -161,7 +161,7 @@ def test_the_files_record_backbone_family_and_architecture(tmp_path):
     (dict(rank=2, alpha=-1.0), "`alpha` must be a positive finite number"),
 ])
 def test_enable_lora_refuses_ranks_and_alphas_that_make_no_sense(arguments, message):
-    model = _model()
+    model = _preset_backbone()
     before = state(model)
     with pytest.raises(ValueError, match=message):
         peft.enable_lora(model, patterns=["*self_attention/query"], **arguments)
@@ -170,7 +170,7 @@ def test_enable_lora_refuses_ranks_and_alphas_that_make_no_sense(arguments, mess
 
 @pytest.mark.parametrize("block", [0, 1])  # whichever the walk meets first
 def test_enable_lora_changes_nothing_when_one_chosen_layer_already_has_it(block):
-    model = _model()
+    model = _preset_backbone()
     peft.enable_lora(model, rank=2, patterns=[f"*block_{block}/self_attention/query"])
     before = state(model)
     with pytest.raises(ValueError, match="already enabled"):
@@ -184,7 +184,7 @@ def test_enable_lora_changes_nothing_when_one_chosen_layer_already_has_it(block)
     (dict(activation="relux"), "`activation` must be the name of a Keras activation"),
 ])
 def test_adapter_configs_that_make_no_sense_are_refused(overrides, message):
-    model = _model()
+    model = _preset_backbone()
     before = state(model)
     with pytest.raises(ValueError, match=message):
         peft.add_adapter(model, "x", "madx_language", **overrides)

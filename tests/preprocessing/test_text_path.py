@@ -26,7 +26,7 @@ LINES = ["I went to the bank.", "The bank approved the loan.",
          "We sat on the bank of the river.", "money at the bank"] * 30
 
 
-def _run(tmp_path, preset, family, tokenizer):
+def _text_run(tmp_path, preset, family, tokenizer):
     keras.utils.set_random_seed(0)
     backbone = from_preset(preset, vocabulary_size=tokenizer.vocabulary_size(), **TINY)
     out = str(tmp_path / family)
@@ -45,7 +45,7 @@ def test_byte_level_bpe_word_vectors_use_the_whole_text_ids(tmp_path):
     # RoBERTa's byte-level BPE marks a word's leading space ("Ġbank"): tokenizing
     # word by word gave "bank" ids that pretraining and serve_text never see.
     tokenizer = tokenizers.train_byte_level_bpe(LINES, 300)
-    out, backbone = _run(tmp_path, "roberta-base", "roberta", tokenizer)
+    out, backbone = _text_run(tmp_path, "roberta-base", "roberta", tokenizer)
     text = "The bank approved the loan."
     inputs = TextPreprocessor(tokenizer, 16, "roberta")(tf.constant([text]))
     ids = np.asarray(inputs["token_ids"])[0].tolist()
@@ -58,7 +58,7 @@ def test_byte_level_bpe_word_vectors_use_the_whole_text_ids(tmp_path):
 
 def test_a_word_before_a_period_does_not_average_the_period(tmp_path):
     tokenizer = tokenizers.train_wordpiece(LINES, 200)
-    out, backbone = _run(tmp_path, "bert-tiny", "bert", tokenizer)
+    out, backbone = _text_run(tmp_path, "bert-tiny", "bert", tokenizer)
     text = "I went to the bank."
     inputs = TextPreprocessor(tokenizer, 16, "bert")(tf.constant([text]))
     ids = np.asarray(inputs["token_ids"])[0].tolist()
@@ -70,7 +70,7 @@ def test_a_word_before_a_period_does_not_average_the_period(tmp_path):
 
 def test_embed_prints_values_at_a_readable_precision(tmp_path, capsys):
     tokenizer = tokenizers.train_wordpiece(LINES, 200)
-    out, _ = _run(tmp_path, "bert-tiny", "bert", tokenizer)
+    out, _ = _text_run(tmp_path, "bert-tiny", "bert", tokenizer)
     assert main(["embed", out, "I went to the bank.", "money at the bank", "--word",
                  "bank"]) == 0
     printed = capsys.readouterr().out

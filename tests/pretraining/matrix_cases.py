@@ -13,13 +13,13 @@ BATCH, LENGTH, V = 4, 12, 40
 PREDICT = 3  # masked positions per row
 
 
-def _ids(rng, shape, low=5, high=V):
+def _random_ids(rng, shape, low=5, high=V):
     return rng.integers(low, high, size=shape).astype("int32")
 
 
 def _mlm_batch(seed=0, pair_labels=None):
     rng = np.random.default_rng(seed)
-    ids = _ids(rng, (BATCH, LENGTH))
+    ids = _random_ids(rng, (BATCH, LENGTH))
     ids[:, 0], ids[:, -1] = 2, 3
     padding = np.ones_like(ids)
     padding[1, -3:] = 0  # one padded row: the weights must keep it out
@@ -114,7 +114,7 @@ def xlnet():
 def xlnet_batch(seed=0):
     from keras_ctx.data.permutation import permutation_masks
 
-    ids = _ids(np.random.default_rng(seed), (BATCH, LENGTH))
+    ids = _random_ids(np.random.default_rng(seed), (BATCH, LENGTH))
     ids[:, 8], ids[:, -2], ids[:, -1] = 2, 2, 3  # [reuse, A] <sep> B <sep> <cls>
     segments = np.array([[0] * 9 + [1] * 2 + [2]] * BATCH, "int32")
     element = {"token_ids": ids, "segment_ids": segments,
@@ -163,7 +163,7 @@ def causal_lm():
 
 def causal_lm_batch():
     rng = np.random.default_rng(5)
-    ids = _ids(rng, (BATCH, LENGTH))
+    ids = _random_ids(rng, (BATCH, LENGTH))
     padding = np.ones_like(ids)
     padding[0, -4:] = 0
     return {"token_ids": ids * padding, "padding_mask": padding}
@@ -181,13 +181,13 @@ def gpt_fine_tuner_batch():
 
 def _seq2seq_batch(seed=6):
     rng = np.random.default_rng(seed)
-    x = {"encoder_token_ids": _ids(rng, (BATCH, LENGTH)),
+    x = {"encoder_token_ids": _random_ids(rng, (BATCH, LENGTH)),
          "encoder_padding_mask": np.ones((BATCH, LENGTH), "int32"),
-         "decoder_token_ids": _ids(rng, (BATCH, 8)),
+         "decoder_token_ids": _random_ids(rng, (BATCH, 8)),
          "decoder_padding_mask": np.ones((BATCH, 8), "int32")}
     x["encoder_padding_mask"][3, -2:] = 0
     x["decoder_padding_mask"][1, -3:] = 0
-    labels = _ids(rng, (BATCH, 8))
+    labels = _random_ids(rng, (BATCH, 8))
     return x, labels, x["decoder_padding_mask"].astype("float32")
 
 
@@ -275,7 +275,7 @@ def cvt_batch():
     def inputs():
         padding = np.ones((BATCH, LENGTH), "int32")
         padding[1, -3:] = 0
-        x = {"token_ids": _ids(rng, (BATCH, LENGTH)) * padding, "padding_mask": padding}
+        x = {"token_ids": _random_ids(rng, (BATCH, LENGTH)) * padding, "padding_mask": padding}
         x["character_ids"] = rng.integers(1, 262, x["token_ids"].shape + (6,)).astype("int32")
         x["character_ids"][x["padding_mask"] == 0] = 0
         return x

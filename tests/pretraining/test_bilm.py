@@ -35,7 +35,7 @@ def synthetic_sentences(count, seed=0, with_topics=False):
     return (out, np.array(topics), np.array(positions)) if with_topics else out
 
 
-def dataset(vocabulary, count=128, batch=16, seed=0):
+def bilm_batches(vocabulary, count=128, batch=16, seed=0):
     ds = tf.data.Dataset.from_tensor_slices(synthetic_sentences(count, seed))
     ds = ds.batch(batch, drop_remainder=True)
     return ds.map(lambda s: bilm_inputs(s, vocabulary, sequence_length=8))
@@ -106,16 +106,16 @@ def test_tiny_bilm_perplexity_falls_under_xla_and_its_features_tell_senses():
     model = tiny_pretrainer(vocabulary, num_sampled=6)
     assert model.use_sampled_softmax
     model.compile(optimizer=keras.optimizers.Adam(0.01), jit_compile=True)
-    before = model.evaluate(dataset(vocabulary, 32, seed=1), verbose=0, return_dict=True)
-    history = model.fit(dataset(vocabulary, 256), epochs=15, verbose=0)
-    after = model.evaluate(dataset(vocabulary, 32, seed=1), verbose=0, return_dict=True)
+    before = model.evaluate(bilm_batches(vocabulary, 32, seed=1), verbose=0, return_dict=True)
+    history = model.fit(bilm_batches(vocabulary, 256), epochs=15, verbose=0)
+    after = model.evaluate(bilm_batches(vocabulary, 32, seed=1), verbose=0, return_dict=True)
     assert np.isfinite(history.history["loss"]).all()
     assert before["perplexity"] > 8.0  # about uniform over the 13 ids
     assert after["forward_perplexity"] < 0.5 * before["forward_perplexity"], (before, after)
     assert after["backward_perplexity"] < 0.5 * before["backward_perplexity"], (before, after)
     # Chance is 1/13; "bank" and the first word are not predictable.
     assert after["forward_accuracy"] > 0.3 and after["backward_accuracy"] > 0.3
-    logits = model(next(iter(dataset(vocabulary, 16))))
+    logits = model(next(iter(bilm_batches(vocabulary, 16))))
     assert logits["forward_logits"].shape == (16, 8, len(vocabulary))
 
     # Downstream: the sense of "bank" from frozen ELMo features (ScalarMix of

@@ -8,6 +8,7 @@ from keras_ctx.data.task_inputs import gpt_finetuning_inputs
 from keras_ctx.pretraining.causal_lm import CausalLMPretrainer, masked_token_loss
 from keras_ctx.tasks import GPTFineTuner
 from tests.backends import slow_on
+from tests.pretraining.callbacks import FirstBatchLoss
 
 VOCAB, LENGTH = 24, 16
 
@@ -36,14 +37,6 @@ def test_masked_token_loss_matches_numpy():
     expected = -(picked * weights).sum() / weights.sum()
     got = float(masked_token_loss(logits, labels, weights))
     np.testing.assert_allclose(got, expected, rtol=1e-5)
-
-
-class FirstBatchLoss(keras.callbacks.Callback):
-    """The loss of the very first step: the untrained model's loss, at no extra compile."""
-
-    def on_train_batch_end(self, batch, logs=None):
-        if not hasattr(self, "loss"):
-            self.loss = float(logs["loss"])
 
 
 @slow_on("torch")  # eager on torch: minutes; one step in test_matrix.py

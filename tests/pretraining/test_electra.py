@@ -20,7 +20,7 @@ DISC = dict(vocabulary_size=V, num_layers=2, num_heads=2, hidden_size=32,
             intermediate_size=64, embedding_size=16, max_sequence_length=T, dropout=0.0)
 
 
-def _batches(vocabulary_size=V, batch_size=32, count=512, seed=0):
+def _electra_batches(vocabulary_size=V, batch_size=32, count=512, seed=0):
     rng = np.random.default_rng(seed)
     words = len(SPECIALS) + rng.integers(0, vocabulary_size - len(SPECIALS), count)
     lengths = rng.integers(T // 2, T + 1, count)
@@ -65,7 +65,7 @@ def test_embeddings_are_the_same_variables_in_both_networks():
     # Generic over backbones: two untied BERT encoders work too.
     untied = ElectraPretrainer(other, BertBackbone(V, 1, 2, 32, 64, max_sequence_length=T),
                                share_embeddings=False)
-    batch = next(iter(_batches(count=64)[0]))
+    batch = next(iter(_electra_batches(count=64)[0]))
     out = untied(batch)
     assert out["mlm"].shape == (32, batch["mask_positions"].shape[1], V)
     assert out["rtd"].shape == (32, T)
@@ -86,7 +86,7 @@ def test_labels_hand_computed_including_a_sample_equal_to_the_original():
 
 
 def test_generator_sparse_last_layer_gives_the_full_generator_logits():
-    data, _ = _batches(count=64)
+    data, _ = _electra_batches(count=64)
     batch = first_batch(data)
     model = _pretrainer()
     assert model.sparse_last_layer and model.generator.supports_sequence_output_at
@@ -97,7 +97,7 @@ def test_generator_sparse_last_layer_gives_the_full_generator_logits():
 
 def test_labels_are_exactly_where_the_corrupted_token_differs_in_the_model():
     # A 7-token vocabulary: the untrained generator often samples the original.
-    data, _ = _batches(vocabulary_size=7, count=64)
+    data, _ = _electra_batches(vocabulary_size=7, count=64)
     batch = first_batch(data)
     discriminator = ElectraBackbone(**dict(DISC, vocabulary_size=7))
     model = ElectraPretrainer(electra_generator(discriminator, 0.5), discriminator)
@@ -122,7 +122,7 @@ def test_labels_are_exactly_where_the_corrupted_token_differs_in_the_model():
 
 
 def test_discriminator_loss_does_not_reach_the_generator_through_sampling():
-    data, _ = _batches(count=64)
+    data, _ = _electra_batches(count=64)
     batch = first_batch(data)
     model = _pretrainer()
     model(batch)  # built before the gradient (JAX creates no variables in a trace)
@@ -144,7 +144,7 @@ def test_discriminator_loss_does_not_reach_the_generator_through_sampling():
 
 
 def test_losses_match_numpy_and_total_weights_the_discriminator_by_50():
-    data, _ = _batches(count=64)
+    data, _ = _electra_batches(count=64)
     batch = first_batch(data)
     model = _pretrainer()
     outputs = model(batch)
@@ -168,7 +168,7 @@ def test_losses_match_numpy_and_total_weights_the_discriminator_by_50():
 
 @pytest.mark.slow  # 500 XLA steps; one step of each precision/strategy runs in tests/pretraining/test_matrix.py
 def test_tiny_electra_learns_replaced_token_detection_under_xla():
-    data, _ = _batches()
+    data, _ = _electra_batches()
     model = _pretrainer()
     model.compile(optimizer=keras.optimizers.Adam(1e-3), jit_compile=True)
     history = model.fit(data, steps_per_epoch=100, epochs=5, verbose=0).history
@@ -193,7 +193,7 @@ def test_tiny_electra_learns_replaced_token_detection_under_xla():
 
 
 def test_two_stage_schedule_freezes_the_right_weights():
-    data, _ = _batches(count=64)
+    data, _ = _electra_batches(count=64)
     batch = first_batch(data)
     model = _pretrainer(hidden_fraction=1.0, stage="generator")
     model.compile(optimizer=keras.optimizers.Adam(1e-2), jit_compile=False)
@@ -231,7 +231,7 @@ def test_two_stage_schedule_freezes_the_right_weights():
 
 
 def test_keras_file_round_trip_keeps_the_shared_embeddings(tmp_path):
-    data, _ = _batches(count=64)
+    data, _ = _electra_batches(count=64)
     batch = first_batch(data)
     model = _pretrainer(seed=3)
     model.save(tmp_path / "electra.keras")

@@ -33,7 +33,7 @@ SEGMENTS = np.array([[0, 0, 0, 1, 1, 1], [0, 0, 0, 0, 1, 1]], "int32")
 POSITIONS = np.array([[1, 4], [2, 4]], "int32")
 
 
-def _bert(tmp_path):
+def _converted_bert(tmp_path):
     config = dict(BERT, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     tensors = bert_mlm_tensors()
     with pytest.warns(UserWarning, match="pooler"):
@@ -41,14 +41,14 @@ def _bert(tmp_path):
     return config, tensors, backbone, head
 
 
-def _batch():
+def _checkpoint_mlm_batch():
     return {"token_ids": IDS, "padding_mask": np.ones_like(IDS), "segment_ids": SEGMENTS,
             "mask_positions": POSITIONS, "mask_ids": np.array([[7, 29], [6, 9]], "int32"),
             "mask_weights": np.ones(POSITIONS.shape, "float32")}
 
 
 def test_masked_lm_continues_from_the_checkpoint_head(tmp_path):
-    config, tensors, backbone, head = _bert(tmp_path)
+    config, tensors, backbone, head = _converted_bert(tmp_path)
     pretrainer = MaskedLMPretrainer(backbone, mlm_head=head)
     sequence = numpy_refs.numpy_bert(tensors, config, IDS, np.ones_like(IDS), SEGMENTS,
                                      prefix="bert.")
@@ -56,7 +56,7 @@ def test_masked_lm_continues_from_the_checkpoint_head(tmp_path):
                           "cls.predictions.transform.LayerNorm", "cls.predictions.bias",
                           "bert.embeddings.word_embeddings.weight", references.gelu, 1e-12)
     want = np.take_along_axis(want, POSITIONS[..., None], axis=1)
-    np.testing.assert_allclose(_numpy(pretrainer(_batch())["mlm"]), want, atol=2e-4)
+    np.testing.assert_allclose(_numpy(pretrainer(_checkpoint_mlm_batch())["mlm"]), want, atol=2e-4)
     # A head read with another backbone, or a conflicting head_transform, is refused.
     with pytest.raises(ValueError, match="not tied to this backbone"):
         MaskedLMPretrainer(from_huggingface(str(tmp_path)), mlm_head=head)
@@ -82,12 +82,12 @@ def test_electra_continues_from_the_generator_checkpoint_head(tmp_path):
 
 
 def test_one_adamw_step_on_a_converted_bert_equals_the_dense_computation(tmp_path):
-    _, _, backbone, head = _bert(tmp_path)
+    _, _, backbone, head = _converted_bert(tmp_path)
     pretrainer = MaskedLMPretrainer(backbone, mlm_head=head)
     lr, decay, b1, b2, eps = 0.01, 0.01, 0.9, 0.999, 1e-6
     optimizer = keras.optimizers.AdamW(lr, weight_decay=decay, beta_1=b1, beta_2=b2,
                                        epsilon=eps)
-    batch = _batch()
+    batch = _checkpoint_mlm_batch()
     pretrainer(batch)  # built before the gradient (JAX creates no variables in a trace)
     variables = pretrainer.trainable_variables
     _, _, gradients = value_and_gradients(

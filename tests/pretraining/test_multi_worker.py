@@ -44,7 +44,7 @@ print(json.dumps({"replicas": strategy.num_replicas_in_sync, "loss": history.his
 """
 
 
-def _run(strategy, tf_config=None):
+def _run_workers(strategy, tf_config=None):
     env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3")
     if tf_config is not None:
         env["TF_CONFIG"] = json.dumps(tf_config)
@@ -61,11 +61,11 @@ def _result(process):
 @pytest.mark.slow  # two TensorFlow processes talking gRPC: ~1 min on 2 cores
 def test_two_workers_on_localhost_match_one_process():
     workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
-    processes = [_run("multi_worker", {"cluster": {"worker": workers},
+    processes = [_run_workers("multi_worker", {"cluster": {"worker": workers},
                                        "task": {"type": "worker", "index": i}})
                  for i in range(2)]
     results = [_result(p) for p in processes]
-    single = _result(_run("default"))
+    single = _result(_run_workers("default"))
     assert [r["replicas"] for r in results] == [2, 2]
     for result in results:
         np.testing.assert_allclose(result["loss"], single["loss"], rtol=1e-4)

@@ -9,6 +9,7 @@ from keras_ctx.models.t5.backbone import T5Backbone
 from keras_ctx.data.task_inputs import add_task_prefix
 from keras_ctx.pretraining.seq2seq import Seq2SeqPretrainer
 from tests.backends import slow_on
+from tests.pretraining.callbacks import FirstBatchLoss
 
 VOCAB = 32  # 0 pad, 1 eos, 2 bos, 3 mask, 4..23 words, 24..31 sentinels
 SIZE = dict(vocabulary_size=VOCAB, num_layers=1, num_heads=2, hidden_size=32,
@@ -21,12 +22,6 @@ def counting_documents(n, length, seed):
     start = rng.integers(0, 20, size=(n, 1))
     step = rng.integers(1, 3, size=(n, 1))
     return (4 + (start + step * np.arange(length)) % 20).astype("int32")
-
-
-class FirstBatchLoss(keras.callbacks.Callback):
-    def on_train_batch_end(self, batch, logs=None):
-        if not hasattr(self, "loss"):
-            self.loss = float(logs["loss"])
 
 
 def fit(backbone, dataset, epochs):

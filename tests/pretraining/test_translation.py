@@ -27,7 +27,7 @@ def reverse_corpus(count, seed=0):
     return pairs
 
 
-def write_corpus(tmp_path, pairs):
+def write_parallel_corpus(tmp_path, pairs):
     src, tgt = tmp_path / "train.src", tmp_path / "train.tgt"
     src.write_text("\n".join(p[0] for p in pairs) + "\n")
     tgt.write_text("\n".join(p[1] for p in pairs) + "\n")
@@ -38,7 +38,7 @@ def write_corpus(tmp_path, pairs):
 
 def test_parallel_data_two_files_and_tsv(tmp_path):
     pairs = [("a b", "X Y"), ("c", "Z")]
-    src, tgt, tsv = write_corpus(tmp_path, pairs)
+    src, tgt, tsv = write_parallel_corpus(tmp_path, pairs)
     got = [(s.numpy().decode(), t.numpy().decode()) for s, t in parallel_text_dataset(src, tgt)]
     assert got == pairs
     got = [(s.numpy().decode(), t.numpy().decode()) for s, t in parallel_text_dataset(tsv)]
@@ -63,7 +63,7 @@ def test_parallel_data_two_files_and_tsv(tmp_path):
 @slow_on("torch")  # eager on torch: minutes; one step in test_matrix.py
 def test_tiny_cove_learns_to_reverse_and_serves_as_frozen_layer(tmp_path):
     pairs = reverse_corpus(512)
-    src, tgt, _ = write_corpus(tmp_path, pairs)
+    src, tgt, _ = write_parallel_corpus(tmp_path, pairs)
     sv = build_vocabulary([p[0] for p in pairs])
     tv = build_vocabulary([p[1] for p in pairs], specials=TARGET_SPECIALS)
     ds = parallel_text_dataset(src, tgt).batch(32, drop_remainder=True)

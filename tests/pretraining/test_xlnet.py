@@ -11,7 +11,7 @@ from keras_ctx.pretraining import XLNetPretrainer
 VOCAB = 24
 
 
-def _numpy(structure):
+def _numpy_tree(structure):
     """`structure`'s tensors as NumPy, whatever backend made them."""
     return keras.tree.map_structure(keras.ops.convert_to_numpy, structure)
 
@@ -26,7 +26,7 @@ def _language(num_docs, seed=0):
     return tf.data.Dataset.from_tensor_slices((docs, lengths)).map(lambda d, n: d[:n])
 
 
-def _backbone(mem_len):
+def _xlnet(mem_len):
     return XLNetBackbone(VOCAB, 2, 2, 32, 64, dropout=0.0, attention_dropout=0.0,
                          mem_len=mem_len)
 
@@ -36,14 +36,14 @@ def test_tiny_xlnet_learns_a_tiny_language_under_xla():
     batch, length = 16, 24
     data = permutation_masks(text_stream(_language(1200), length, batch), seed=1)
     data = data.take(60).cache()
-    pretrainer = XLNetPretrainer(_backbone(mem_len=8), batch_size=batch)
+    pretrainer = XLNetPretrainer(_xlnet(mem_len=8), batch_size=batch)
     pretrainer.compile(keras.optimizers.Adam(5e-3), jit_compile=True)
     assert pretrainer.jit_compile
     history = pretrainer.fit(data, epochs=10, verbose=0).history
     # Chance is 1 / 24 ~ 0.04; predicting x from its context is easy here.
     assert history["plm_accuracy"][-1] > 0.5, history
     assert history["loss"][-1] < 0.5 * history["loss"][0], history
-    assert np.abs(_numpy(pretrainer.memory)).max() > 0  # memory was carried
+    assert np.abs(_numpy_tree(pretrainer.memory)).max() > 0  # memory was carried
     result = pretrainer.evaluate(data.take(5), verbose=0, return_dict=True)
     assert result["plm_accuracy"] > 0.5
 
@@ -51,38 +51,38 @@ def test_tiny_xlnet_learns_a_tiny_language_under_xla():
 def test_memory_carried_between_batches():
     batch, length, mem_len = 2, 12, 5
     data = permutation_masks(text_stream(_language(40, seed=1), length, batch), seed=2)
-    first, second = _numpy(list(data.take(2)))
-    backbone = _backbone(mem_len)
+    first, second = _numpy_tree(list(data.take(2)))
+    backbone = _xlnet(mem_len)
     pretrainer = XLNetPretrainer(backbone, batch_size=batch)
     # Eager-traced (the XLA run is the learning test): faster to build.
     pretrainer.compile(keras.optimizers.SGD(0.0), jit_compile=False)  # weights stay
-    memory = _numpy(backbone.forward_pass(first, memory=backbone.initial_memory(batch))["memory"])
+    memory = _numpy_tree(backbone.forward_pass(first, memory=backbone.initial_memory(batch))["memory"])
     # Memory after the first batch = its layer inputs, last mem_len positions.
-    outputs = _numpy(backbone.forward_pass(first, memory=backbone.initial_memory(batch)))
+    outputs = _numpy_tree(backbone.forward_pass(first, memory=backbone.initial_memory(batch)))
     np.testing.assert_allclose(memory[1], outputs["hidden_states"][1][:, -mem_len:])
-    expected = _numpy(backbone.forward_pass(second, memory=memory)["memory"])
-    without = _numpy(backbone.forward_pass(second, memory=backbone.initial_memory(batch))[
+    expected = _numpy_tree(backbone.forward_pass(second, memory=memory)["memory"])
+    without = _numpy_tree(backbone.forward_pass(second, memory=backbone.initial_memory(batch))[
         "memory"])
     assert np.abs(np.stack(expected) - np.stack(without)).max() > 1e-3
     pretrainer.fit(tf.data.Dataset.from_tensor_slices(
         {k: np.stack([first[k], second[k]]) for k in first}), verbose=0)
-    np.testing.assert_allclose(_numpy(pretrainer.memory), np.stack(expected), atol=1e-5)
+    np.testing.assert_allclose(_numpy_tree(pretrainer.memory), np.stack(expected), atol=1e-5)
     pretrainer.reset_memory()
-    assert not _numpy(pretrainer.memory).any()
+    assert not _numpy_tree(pretrainer.memory).any()
 
 
 def test_bad_uses():
     # Twice refused in a row: on JAX the first refusal, before any step, left the Adam
     # slots that fit had just built empty, and the second fit died in a Variable.
     with pytest.raises(ValueError, match="batch_size"):
-        XLNetPretrainer(_backbone(mem_len=4))
+        XLNetPretrainer(_xlnet(mem_len=4))
     with pytest.raises(ValueError, match="two-stream"):
         XLNetPretrainer(keras.Sequential([keras.layers.Dense(2)]))
-    no_memory = XLNetPretrainer(_backbone(mem_len=0))
+    no_memory = XLNetPretrainer(_xlnet(mem_len=0))
     assert no_memory.memory is None
     revived = XLNetPretrainer.from_config(no_memory.get_config())
     assert revived.backbone.get_config() == no_memory.backbone.get_config()
-    pretrainer = XLNetPretrainer(_backbone(mem_len=4), batch_size=3)
+    pretrainer = XLNetPretrainer(_xlnet(mem_len=4), batch_size=3)
     pretrainer.compile(keras.optimizers.Adam(), jit_compile=True)
     data = permutation_masks(text_stream(_language(40), 12, 2))
     with pytest.raises(ValueError, match="batch_size=3"):
@@ -105,18 +105,18 @@ def test_released_layout_carries_the_reuse_part_of_each_row():
     data = permutation_masks(two_segment_stream(documents, length, batch, sep_id=4, cls_id=3,
                                                 reuse_len=reuse, seed=0),
                              num_predict=3, functional_ids=(4, 3), reuse_len=reuse, seed=0)
-    first, second = _numpy(list(data.take(2)))
+    first, second = _numpy_tree(list(data.take(2)))
     assert first["is_backward"].tolist() == [0, 0, 1, 1]
-    backbone = _backbone(mem_len)
+    backbone = _xlnet(mem_len)
     pretrainer = XLNetPretrainer(backbone, batch_size=batch, reuse_len=reuse)
     pretrainer.compile(keras.optimizers.SGD(0.0), jit_compile=False)  # weights stay
     memory = backbone.initial_memory(batch)
     for step, element in enumerate((first, second)):
-        memory = _numpy(backbone.forward_pass(element, memory=memory, reuse_len=reuse)["memory"])
+        memory = _numpy_tree(backbone.forward_pass(element, memory=memory, reuse_len=reuse)["memory"])
         pretrainer.fit(tf.data.Dataset.from_tensors(element), verbose=0)
-        np.testing.assert_allclose(_numpy(pretrainer.memory), np.stack(memory), atol=1e-5)
+        np.testing.assert_allclose(_numpy_tree(pretrainer.memory), np.stack(memory), atol=1e-5)
         if step == 0:  # only the 8 reused states went in: 4 of the 12 slots are still zero
-            carried = _numpy(pretrainer.memory)
+            carried = _numpy_tree(pretrainer.memory)
             assert not carried[:, :, :4].any() and np.abs(carried[:, :, 4:]).min() > 0
     assert XLNetPretrainer.from_config(pretrainer.get_config()).reuse_len == reuse
 

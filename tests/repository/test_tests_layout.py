@@ -34,18 +34,25 @@ NOT_YET_MOVED = {
     "test_tasks.py": "tests/tasks/",
 }
 
-# Helper names still defined in more than one module under tests/ (mostly in files other
-# work owns this session): fold each into one helper, or rename so that one name means one
-# thing, then drop it here. A name folded while still listed fails below.
+# Names that may be defined in several modules: a helper script's entry point.
+MAY_REPEAT = {"main"}
+
+# Helper names still defined in more than one module under tests/ (in files other work owns
+# this session): fold each into one helper, or rename so that one name means one thing,
+# then drop it here. A name folded while still listed fails below.
 NOT_YET_FOLDED = {
-    "FirstBatchLoss", "_backbone", "_batch", "_batches", "_bert", "_bert_rows",
-    "_cases", "_check", "_compare_with", "_corpus", "_datasets", "_documents", "_ids",
-    "_inputs", "_instances", "_keys", "_log_softmax", "_mask", "_model", "_numpy",
-    "_our_masks", "_prepared", "_pretrain", "_randomize", "_reference", "_refused",
-    "_rewrite_keras", "_rows", "_run", "_snapshot", "_sources", "_split", "_statistics",
-    "_wordpiece", "_write", "by_hand", "copy_of", "dataset", "inputs", "main",
-    "numpy_bert", "randomize", "run_cli", "t5_bucket", "tiny_backbone", "tiny_bert",
-    "tokenizer", "write_corpus",
+    "_backbone",  # pretraining/test_span_bert.py, tasks/test_cross_lingual.py
+    "_batch",  # data/test_masking.py, pretraining/test_cvt.py
+    "_bert_rows",  # data/test_masking.py, tasks/test_text_tasks.py
+    "_compare_with",  # test_backends.py, test_backends_tasks.py
+    "_documents",  # data/test_permutation.py, data/test_spanbert_counts.py
+    "_inputs",  # convert/ and models/test_xlm.py, pretraining/test_cvt.py, test_export_onnx.py
+    "_keys",  # test_compat.py, test_preset_recipes.py
+    "_mask",  # data/test_masking.py, pretraining/test_span_bert.py
+    "_prepared",  # data/test_spanbert_counts.py, test_run_records.py
+    "numpy_bert",  # convert/minilm.py (tasks/test_text_tasks.py imports it), convert/numpy_refs.py
+    "run_cli",  # cli_helpers.py, test_cli_matrix.py
+    "tiny_backbone",  # backends.py, cli_helpers.py (test_backends.py, test_runs.py import them)
 }
 
 
@@ -94,7 +101,8 @@ def test_the_check_finds_a_helper_defined_twice_and_leaves_tests_and_fixtures(tm
 def test_a_helper_name_is_defined_once():
     found = helper_definitions(TESTS)
     repeated = {name: paths for name, paths in found.items() if len(paths) > 1}
-    unlisted = {name: paths for name, paths in repeated.items() if name not in NOT_YET_FOLDED}
+    unlisted = {name: paths for name, paths in repeated.items()
+                if name not in NOT_YET_FOLDED | MAY_REPEAT}
     assert not unlisted, (
         "helpers defined in several test modules: put one in a shared helper module "
         "(tests/tiny.py, tests/cli_helpers.py, ...) or rename each to say what it builds: "

@@ -78,7 +78,7 @@ def _old_layout(directory, tokenizer):
     tokenizer.save_assets(directory)
 
 
-def _ids(tokenizer):
+def _text_ids(tokenizer):
     return [np.asarray(tokenizer(tf.constant(text))).tolist() for text in TEXTS]
 
 
@@ -95,7 +95,7 @@ def test_a_run_written_with_the_old_tokenizer_json_still_loads(tmp_path):
     info["tokenizer_sha256"] = fingerprints.directory(str(run / "tokenizer"))
     (run / "run.json").write_text(json.dumps(info))
     _, _, loaded = runs.load_run(str(run), need_tokenizer=True)
-    assert _ids(loaded) == _ids(tokenizer)
+    assert _text_ids(loaded) == _text_ids(tokenizer)
 
 
 def test_a_claimed_run_with_the_old_tokenizer_json_resumes_with_its_fingerprint(tmp_path):
@@ -121,7 +121,7 @@ def test_a_claimed_run_with_the_old_tokenizer_json_resumes_with_its_fingerprint(
 
     claimed, info = runs.claimed_tokenizer(str(out))
     assert info == {"tokenizer_sample": {"sentences": 50}}
-    assert _ids(claimed) == _ids(tokenizer)
+    assert _text_ids(claimed) == _text_ids(tokenizer)
     # What commands/pretrain.py's _claim does for a claimed tokenizer: hash, not save.
     runs.claim(str(out), settings, data={},
                save_tokenizer=lambda: runs.tokenizer_fingerprint(str(out), claimed, {}))
@@ -175,7 +175,7 @@ def test_a_pretrained_run_is_read_by_transformers_and_an_old_one_resumes(tmp_pat
     assert fingerprints.directory(str(out / "tokenizer")) == old
     info, _, resumed = runs.load_run(str(out), need_tokenizer=True)
     assert info["tokenizer_sha256"] == old and info["steps"] == 4
-    assert _ids(resumed) == _ids(tokenizer)
+    assert _text_ids(resumed) == _text_ids(tokenizer)
 
 
 def test_prepared_data_reads_its_tokenizer_record_under_the_old_name_only_without_the_new(
@@ -215,4 +215,4 @@ def test_prepared_data_names_its_tokenizer_record_honestly_and_reads_the_old_nam
     assert {name: (data / name).read_bytes() for name in os.listdir(data)
             if (data / name).is_file()} == before
     prepare.load_manifest(str(data))
-    assert _ids(prepare.load_tokenizer(str(data))) == _ids(tokenizer)
+    assert _text_ids(prepare.load_tokenizer(str(data))) == _text_ids(tokenizer)

@@ -498,8 +498,8 @@ class ListOf:
 
 
 class MapOf(ListOf):
-    """A JSON object of free keys (a backbone config's overrides, a layout's features)
-    whose every value is of `kinds` and >= `least`."""
+    """A JSON object of free keys (a layout's features, a family's run files) whose every
+    value is of `kinds` and >= `least`."""
 
     name = "an object"
 

@@ -155,3 +155,22 @@ def test_torch_refuses_a_free_batch_or_length_in_one_line_writing_nothing(tmp_pa
             "sequence_length=N, or export from KERAS_BACKEND=tensorflow (tf2onnx) for a "
             "free batch and length.")
     assert list(tmp_path.iterdir()) == []
+
+
+@ON_TORCH
+def test_torch_refuses_a_mixed_precision_model_in_one_line(tmp_path):
+    """Keras' export wrote bfloat16 Einsums, a file ONNX Runtime refused to load."""
+    import keras
+
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        model = FAMILIES["bert"]()
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    with pytest.raises(ExportError) as refused:
+        export_onnx(model, tmp_path / "model.onnx", batch_size=BATCH, sequence_length=LENGTH)
+    assert str(refused.value) == (
+        f"Keras' ONNX export on torch takes a float32 model, and {model.name!r} computes in "
+        "bfloat16 (mixed_bfloat16): build it under the float32 policy, load its weights, "
+        "then export.")
+    assert list(tmp_path.iterdir()) == []

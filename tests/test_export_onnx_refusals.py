@@ -40,6 +40,7 @@ def test_export_onnx_on_jax_is_one_line_naming_the_backends_that_export(tmp_path
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.runs_on("tensorflow", reason="tf2onnx converts TensorFlow graphs")
 def test_a_model_with_an_op_tf2onnx_cannot_convert_is_refused_naming_it(tmp_path):
     pytest.importorskip("tf2onnx", reason="ONNX export needs the [onnx] extra (tf2onnx)")
     import keras

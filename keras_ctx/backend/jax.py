@@ -381,8 +381,8 @@ def preprocessed(preprocessor, text):
 ONNX_CONVERTER = None  # Keras' JAX export writes ONNX through jax2onnx, not a pinned extra
 
 
-def onnx_refusal(name, batch_size, sequence_length):
+def onnx_refusal(model, batch_size, sequence_length):
     return (f"ONNX export runs on Keras' TensorFlow backend (tf2onnx) or torch (Keras' "
-            f"model.export), and {name!r} runs on jax: save its weights, then call "
+            f"model.export), and {model.name!r} runs on jax: save its weights, then call "
             "export_onnx with KERAS_BACKEND=tensorflow (or torch); "
             "keras_ctx.export.export_saved_model also exports from JAX.")

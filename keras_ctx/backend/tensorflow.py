@@ -307,6 +307,6 @@ def preprocessed(preprocessor, text):
 ONNX_CONVERTER = "tf2onnx"  # converts the serving graph; batch and length stay dynamic
 
 
-def onnx_refusal(name, batch_size, sequence_length):
+def onnx_refusal(model, batch_size, sequence_length):
     """None: tf2onnx converts any model's graph, its shapes fixed or not."""
     return None

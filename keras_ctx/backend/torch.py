@@ -206,10 +206,16 @@ def preprocessed(preprocessor, text):
 ONNX_CONVERTER = "model.export"
 
 
-def onnx_refusal(name, batch_size, sequence_length):
-    """The one-line reason a free batch or length cannot be exported from torch, else None."""
+def onnx_refusal(model, batch_size, sequence_length):
+    """The one-line reason `model` cannot be exported to ONNX from torch as asked, else None."""
     if batch_size is None or sequence_length is None:
         return ("On torch, Keras' ONNX export fixes the input shapes: pass batch_size=B and "
                 "sequence_length=N, or export from KERAS_BACKEND=tensorflow (tf2onnx) for a "
                 "free batch and length.")
+    if model.compute_dtype != "float32":
+        # Keras' export documents float32 only; a bfloat16 Einsum is a file ONNX Runtime
+        # refuses to load ("Type 'tensor(bfloat16)' ... of operator (Einsum) is invalid").
+        return (f"Keras' ONNX export on torch takes a float32 model, and {model.name!r} "
+                f"computes in {model.compute_dtype} ({model.dtype_policy.name}): build it "
+                "under the float32 policy, load its weights, then export.")
     return None

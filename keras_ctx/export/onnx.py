@@ -79,7 +79,7 @@ def _onnx_function(model, batch_size, sequence_length, vocabulary_size):
     return tf.function(serve), [specs]
 
 
-def export_onnx(model, path, sequence_length=None, opset=OPSET, overwrite=False,
+def export_onnx(model, path, sequence_length=None, opset=None, overwrite=False,
                 batch_size=None):
     """Writes `model`'s forward pass to the ONNX file `path`; returns the path.
 
@@ -93,7 +93,8 @@ def export_onnx(model, path, sequence_length=None, opset=OPSET, overwrite=False,
             into place, so a failed export leaves nothing behind.
         sequence_length: fixes the sequence axis (dynamic by default on
             TensorFlow; required on torch).
-        opset: the ONNX opset (17 was checked with ONNX Runtime 1.32).
+        opset: the ONNX opset; None: the one checked with ONNX Runtime 1.32 (17 through
+            tf2onnx, 18 on torch, the lowest torch.onnx's exporter writes itself).
         overwrite: replace an existing file at `path`.
         batch_size: fixes the batch axis (dynamic by default on TensorFlow;
             required on torch).
@@ -114,15 +115,15 @@ def export_onnx(model, path, sequence_length=None, opset=OPSET, overwrite=False,
         raise ExportError(f"An ONNX file's name ends in .onnx; got {path!r}.")
     optional_positive_int("sequence_length", sequence_length, error=ExportError)
     optional_positive_int("batch_size", batch_size, error=ExportError)
-    refusal = backend.onnx_refusal(getattr(model, "name", "model"), batch_size,
-                                   sequence_length)
+    refusal = backend.onnx_refusal(model, batch_size, sequence_length)
     if refusal:
         raise ExportError(refusal)
     named_inputs(model)  # built, before anything is imported or written
-    write = _WRITERS[backend.ONNX_CONVERTER]
+    write, checked_opset = _WRITERS[backend.ONNX_CONVERTER]
     vocabulary_size = vocabulary_size_of(model)
     with replacing(path, overwrite=overwrite, flag="overwrite=True") as partial:
-        write(model, partial, batch_size, sequence_length, opset, vocabulary_size)
+        write(model, partial, batch_size, sequence_length, opset or checked_opset,
+              vocabulary_size)
     return path
 
 
@@ -161,5 +162,5 @@ def _through_keras(model, partial, batch_size, sequence_length, opset, vocabular
     onnx_keras.write(model, partial, batch_size, sequence_length, opset, vocabulary_size)
 
 
-# backend.ONNX_CONVERTER -> the writer.
-_WRITERS = {"tf2onnx": _through_tf2onnx, "model.export": _through_keras}
+# backend.ONNX_CONVERTER -> (the writer, the opset checked with it).
+_WRITERS = {"tf2onnx": (_through_tf2onnx, OPSET), "model.export": (_through_keras, 18)}

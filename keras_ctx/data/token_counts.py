@@ -127,6 +127,9 @@ def of_corpus(documents, tokenizer, vocabulary_size):
             progress.say(f"Read the corpus' token counts from {kept.path} (counted when the "
                          f"run began: {int(counts.sum()):,} tokens).")
             return counts
+        changed = [key for key in made_from if record[key] != made_from[key]]
+        progress.say(f"The token counts in {kept.path} are of another {' and '.join(changed)}"
+                     ": counting again.")
     counts = of_documents(documents, vocabulary_size)
     kept.made = {**made_from, MANIFEST_KEY: as_record(counts)}
     return counts

@@ -193,7 +193,7 @@ def _kept_counts(out, corpus, documents, tokenizer):
 
 
 def test_a_resumed_streamed_run_reads_its_counts_back_instead_of_counting(corpus, tmp_path,
-                                                                          monkeypatch):
+                                                                          monkeypatch, capsys):
     docs, _, tokenizer = corpus
     docs = docs[:60]  # a small corpus: the test is of what is counted, and when
     documents = tf.data.Dataset.from_tensor_slices(docs)
@@ -213,6 +213,7 @@ def test_a_resumed_streamed_run_reads_its_counts_back_instead_of_counting(corpus
     changed = _kept_counts(tmp_path, {"files": []},
                            tf.data.Dataset.from_tensor_slices(docs[:20]), claimed)
     assert len(passes) == 2
+    assert "token_counts.json are of another corpus: counting again." in capsys.readouterr().out
     np.testing.assert_array_equal(changed, _reference_counts(docs[:20], tokenizer))
     record = json.loads((tmp_path / token_counts.KEPT_FILE).read_text())
     assert record["corpus"] == {"files": []} and record["token_counts"] == changed.tolist()

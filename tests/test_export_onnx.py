@@ -174,3 +174,17 @@ def test_torch_refuses_a_mixed_precision_model_in_one_line(tmp_path):
         "bfloat16 (mixed_bfloat16): build it under the float32 policy, load its weights, "
         "then export.")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.runs_on("tensorflow", "torch", reason="ONNX export (JAX refuses it first)")
+def test_weights_over_an_onnx_files_2_gib_are_refused_before_anything_is_written(
+        tmp_path, monkeypatch):
+    from keras_ctx.export import onnx as onnx_export
+
+    model = FAMILIES["bert"]()
+    size = sum(int(np.prod(w.shape)) * 4 for w in model.weights)
+    monkeypatch.setattr(onnx_export, "MAX_BYTES", size - 1)  # as if 2 GiB were this model
+    with pytest.raises(ExportError, match=f"{model.name!r} holds 0.0 GiB of weights, and an "
+                                          "ONNX file .* holds at most 2 GiB"):
+        export_onnx(model, tmp_path / "model.onnx", batch_size=BATCH, sequence_length=LENGTH)
+    assert list(tmp_path.iterdir()) == []

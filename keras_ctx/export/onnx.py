@@ -19,7 +19,8 @@ which tf2onnx cannot convert, so it is converted as `1 - Erf(x)` (the same
 function: GELU(x) = x/2 (1 + erf(x / sqrt 2))).
 
 Refused in one line, with nothing written: a model on Keras' JAX backend, a free
-batch or length on torch, and a model with an op tf2onnx has no ONNX form for (it
+batch or length or a mixed-precision model on torch, weights over one ONNX file's
+2 GiB, and a model with an op tf2onnx has no ONNX form for (it
 would leave the op in the file under its TensorFlow name).
 
 ONNX has no assert: an out-of-range token id becomes an index that fails a
@@ -40,6 +41,8 @@ from keras_ctx.common.files import replacing
 from keras_ctx.common.validation import optional_positive_int
 
 OPSET = 17
+# An ONNX file is one protobuf message, which holds at most 2 GiB (weights included).
+MAX_BYTES = 2**31 - 1
 
 
 def _erfc_as_one_minus_erf(ctx, node, name, args):
@@ -119,12 +122,23 @@ def export_onnx(model, path, sequence_length=None, opset=None, overwrite=False,
     if refusal:
         raise ExportError(refusal)
     named_inputs(model)  # built, before anything is imported or written
+    _check_size(model)
     write, checked_opset = _WRITERS[backend.ONNX_CONVERTER]
     vocabulary_size = vocabulary_size_of(model)
     with replacing(path, overwrite=overwrite, flag="overwrite=True") as partial:
         write(model, partial, batch_size, sequence_length, opset or checked_opset,
               vocabulary_size)
     return path
+
+
+def _check_size(model):
+    """ExportError when `model`'s weights alone are over one ONNX file's size."""
+    size = sum(int(np.prod(w.shape)) * np.dtype(w.dtype).itemsize for w in model.weights)
+    if size > MAX_BYTES:
+        raise ExportError(
+            f"{model.name!r} holds {size / 2**30:.1f} GiB of weights, and an ONNX file (one "
+            "protobuf message) holds at most 2 GiB: export a SavedModel instead "
+            "(keras_ctx.export.export_saved_model).")
 
 
 def _imported(*names):

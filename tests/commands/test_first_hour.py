@@ -185,8 +185,8 @@ def test_finetune_keeps_the_optimizer_state_only_when_asked_and_exports_a_text_c
     for flags in (("--export", tmp_path / "export"), ("--keep-optimizer-state",)):
         out = tmp_path / f"tuned{len(flags)}"
         code, said, err = run_cli_apart(capsys, "finetune", tmp_path / "run", "--train",
-                                  tmp_path / "train.tsv", "--out", out, "--epochs", 2,
-                                  "--batch-size", 4, *flags)
+                                        tmp_path / "train.tsv", "--out", out, "--epochs", 2,
+                                        "--batch-size", 4, *flags)
         assert code == 0, err
         share = _optimizer_share(out / "classifier.keras")
         loaded = keras.saving.load_model(out / "classifier.keras")

@@ -270,7 +270,7 @@ def test_a_backbone_config_claiming_a_long_position_table_is_refused(tiny_run, t
                                                                      capsys):
     run = copy_run(tiny_run, tmp_path / "run")
     rewrite_keras(run / runs.BACKBONE_FILE,
-                   edit_config=lambda c: c["config"].update(max_sequence_length=10**5))
+                  edit_config=lambda c: c["config"].update(max_sequence_length=10**5))
     code, output = run_cli(capsys, "embed", str(run), "the bank")
     line = one_line_error(output)
     assert code == 2 and "max_sequence_length = 100000 is more than" in line, line

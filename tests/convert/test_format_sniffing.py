@@ -71,7 +71,7 @@ def test_a_truncated_elmo_options_file_is_malformed_not_an_unknown_format(tmp_pa
 def test_a_damaged_json_that_names_no_format_is_passed_over(tmp_path):
     # A Hugging Face directory's other files are read by its converter when it needs them.
     source = _write_files(tmp_path / "hf", {"config.json": '{"model_type": "bert"}',
-                                      "model.safetensors": "", "trainer_state.json": "{"})
+                                            "model.safetensors": "", "trainer_state.json": "{"})
     assert detect_format(source) == "huggingface"
 
 

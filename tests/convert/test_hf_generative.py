@@ -56,7 +56,7 @@ def test_gpt2_matches_numpy_and_round_trips(tmp_path):
     directory = write_checkpoint(tmp_path / "gpt2", GPT2, tensors)
     backbone = from_huggingface(directory)
     ids, mask = _real_rows(np.array([[5, 9, 17, 4, 3, 30, 2], [7, 22, 13, 1, 1, 1, 1]], "int32"),
-                      np.array([[1] * 7, [1] * 3 + [0] * 4], "int32"))
+                           np.array([[1] * 7, [1] * 3 + [0] * 4], "int32"))
     got = ops.convert_to_numpy(
         backbone({"token_ids": ids, "padding_mask": mask})["sequence_output"])
     want = numpy_refs.numpy_gpt2(tensors, GPT2, ids, mask)
@@ -121,9 +121,9 @@ def test_gpt2_tanh_gelu_and_bad_fused_projection(tmp_path):
 
 def _seq2seq_inputs():
     enc_ids, enc_mask = _real_rows(np.array([[0, 5, 9, 17, 4, 2], [0, 22, 13, 2, 1, 1]], "int32"),
-                              np.array([[1] * 6, [1] * 4 + [0] * 2], "int32"))
+                                   np.array([[1] * 6, [1] * 4 + [0] * 2], "int32"))
     dec_ids, dec_mask = _real_rows(np.array([[2, 0, 7, 8, 9], [2, 0, 11, 1, 1]], "int32"),
-                              np.array([[1] * 5, [1] * 3 + [0] * 2], "int32"))
+                                   np.array([[1] * 5, [1] * 3 + [0] * 2], "int32"))
     return {"encoder_token_ids": enc_ids, "encoder_padding_mask": enc_mask,
             "decoder_token_ids": dec_ids, "decoder_padding_mask": dec_mask}
 

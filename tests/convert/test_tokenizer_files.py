@@ -21,7 +21,7 @@ def _fast_bpe(vocab, merges):
             "model": {"type": "BPE", "vocab": vocab, "merges": merges}}
 
 
-def _write_tokenizer_files(directory, **files):
+def _tokenizer_dir(directory, **files):
     os.makedirs(directory, exist_ok=True)
     for name, content in files.items():
         name = name.replace("__", ".")
@@ -33,7 +33,7 @@ def _write_tokenizer_files(directory, **files):
     return str(directory)
 
 
-def _refused_tokenizer(directory):
+def _refusal(directory):
     with pytest.raises(CheckpointError) as caught:
         tokenizer_from_huggingface(directory)
     assert "\n" not in str(caught.value)
@@ -42,91 +42,91 @@ def _refused_tokenizer(directory):
 
 def test_vocab_txt_and_tokenizer_json_with_different_vocabularies_are_refused(tmp_path):
     other = WORDS[:5] + ["money", "river", "##s"]
-    directory = _write_tokenizer_files(tmp_path, vocab__txt="\n".join(WORDS) + "\n",
-                       tokenizer__json=_fast_wordpiece(other))
-    message = _refused_tokenizer(directory)
+    directory = _tokenizer_dir(tmp_path, vocab__txt="\n".join(WORDS) + "\n",
+                               tokenizer__json=_fast_wordpiece(other))
+    message = _refusal(directory)
     assert message.startswith(f"{tmp_path / 'vocab.txt'} and {tmp_path / 'tokenizer.json'} "
                               "disagree on the vocabulary (entry 5: 'bank' vs 'money')")
 
 
 def test_merges_txt_and_tokenizer_json_with_different_merges_are_refused(tmp_path):
-    directory = _write_tokenizer_files(tmp_path, vocab__json=BPE_VOCAB,
-                       merges__txt="#version: 0.2\n" + "\n".join(BPE_MERGES) + "\n",
-                       tokenizer__json=_fast_bpe(BPE_VOCAB, ["a b", "b c"]))
-    message = _refused_tokenizer(directory)
+    directory = _tokenizer_dir(tmp_path, vocab__json=BPE_VOCAB,
+                               merges__txt="#version: 0.2\n" + "\n".join(BPE_MERGES) + "\n",
+                               tokenizer__json=_fast_bpe(BPE_VOCAB, ["a b", "b c"]))
+    message = _refusal(directory)
     assert message.startswith(f"{tmp_path / 'merges.txt'} and {tmp_path / 'tokenizer.json'} "
                               "disagree on the merges (entry 1: 'ab c' vs 'b c')")
 
 
 def test_vocab_json_and_tokenizer_json_with_different_vocabularies_are_refused(tmp_path):
-    directory = _write_tokenizer_files(tmp_path, vocab__json=BPE_VOCAB,
-                       merges__txt="\n".join(BPE_MERGES) + "\n",
-                       tokenizer__json=_fast_bpe(dict(BPE_VOCAB, c=6), BPE_MERGES))
-    assert _refused_tokenizer(directory).startswith(
+    directory = _tokenizer_dir(tmp_path, vocab__json=BPE_VOCAB,
+                               merges__txt="\n".join(BPE_MERGES) + "\n",
+                               tokenizer__json=_fast_bpe(dict(BPE_VOCAB, c=6), BPE_MERGES))
+    assert _refusal(directory).startswith(
         f"{tmp_path / 'vocab.json'} and {tmp_path / 'tokenizer.json'} disagree on the "
         "vocabulary")
 
 
 def test_half_a_bpe_pair_is_refused_instead_of_reading_no_tokenizer(tmp_path):
-    directory = _write_tokenizer_files(tmp_path, vocab__json=BPE_VOCAB)
-    assert _refused_tokenizer(directory).startswith(
+    directory = _tokenizer_dir(tmp_path, vocab__json=BPE_VOCAB)
+    assert _refusal(directory).startswith(
         f"{tmp_path / 'vocab.json'} is one half of a BPE tokenizer, but merges.txt is not "
         "beside it")
 
 
 def test_two_kinds_of_vocabulary_are_refused(tmp_path):
-    directory = _write_tokenizer_files(tmp_path, vocab__txt="\n".join(WORDS) + "\n", vocab__json=BPE_VOCAB,
-                       merges__txt="\n".join(BPE_MERGES) + "\n")
-    assert _refused_tokenizer(directory).startswith(
+    directory = _tokenizer_dir(tmp_path, vocab__txt="\n".join(WORDS) + "\n",
+                               vocab__json=BPE_VOCAB, merges__txt="\n".join(BPE_MERGES) + "\n")
+    assert _refusal(directory).startswith(
         f"{tmp_path / 'vocab.txt'} and {tmp_path / 'vocab.json'} are the vocabularies of two "
         "kinds of tokenizer (WordPiece and BPE)")
 
 
 def test_two_different_sentencepiece_models_are_refused(tmp_path):
-    directory = _write_tokenizer_files(tmp_path, spiece__model=b"\x0a\x01a", **{
+    directory = _tokenizer_dir(tmp_path, spiece__model=b"\x0a\x01a", **{
         "sentencepiece__bpe__model": b"\x0a\x01b"})
-    assert _refused_tokenizer(directory).startswith(
+    assert _refusal(directory).startswith(
         f"{tmp_path / 'spiece.model'} and {tmp_path / 'sentencepiece.bpe.model'} are two "
         "different SentencePiece models")
 
 
 def test_lowercasing_that_disagrees_is_refused(tmp_path):
-    directory = _write_tokenizer_files(tmp_path, vocab__txt="\n".join(WORDS) + "\n",
-                       tokenizer_config__json={"do_lower_case": True},
-                       tokenizer__json=_fast_wordpiece(WORDS, lowercase=False))
-    assert _refused_tokenizer(directory).startswith(
+    directory = _tokenizer_dir(tmp_path, vocab__txt="\n".join(WORDS) + "\n",
+                               tokenizer_config__json={"do_lower_case": True},
+                               tokenizer__json=_fast_wordpiece(WORDS, lowercase=False))
+    assert _refusal(directory).startswith(
         f"{tmp_path / 'tokenizer_config.json'} and {tmp_path / 'tokenizer.json'} disagree on "
         "lowercasing")
 
 
 def test_tokenizer_json_alone_is_read(tmp_path):
     """Many checkpoints ship tokenizer.json only: it was read as no tokenizer at all."""
-    wordpiece = tokenizer_from_huggingface(_write_tokenizer_files(tmp_path / "wp",
-                                                  tokenizer__json=_fast_wordpiece(WORDS)))
+    wordpiece = tokenizer_from_huggingface(_tokenizer_dir(tmp_path / "wp",
+                                                          tokenizer__json=_fast_wordpiece(WORDS)))
     assert wordpiece.get_vocabulary() == WORDS
     ids = np.asarray(wordpiece("The banks river")).tolist()
     assert ids == [4, 5, 7, 6]  # the, bank ##s, river: lowercased as its normalizer says
-    bpe = tokenizer_from_huggingface(_write_tokenizer_files(tmp_path / "bpe",
-                                            tokenizer__json=_fast_bpe(BPE_VOCAB, BPE_MERGES)))
+    bpe = tokenizer_from_huggingface(_tokenizer_dir(
+        tmp_path / "bpe", tokenizer__json=_fast_bpe(BPE_VOCAB, BPE_MERGES)))
     assert np.asarray(bpe("abc")).tolist() == [4]
 
 
 def test_files_that_agree_are_read(tmp_path):
-    directory = _write_tokenizer_files(tmp_path, vocab__txt="\n".join(WORDS) + "\n",
-                       tokenizer__json=_fast_wordpiece(WORDS))
+    directory = _tokenizer_dir(tmp_path, vocab__txt="\n".join(WORDS) + "\n",
+                               tokenizer__json=_fast_wordpiece(WORDS))
     assert tokenizer_from_huggingface(directory).get_vocabulary() == WORDS
 
 
 def test_a_vocabulary_whose_cache_blob_is_missing_is_named(tmp_path):
     snapshot, blob = snapshot_with_missing_blob(tmp_path, "vocab.txt")
-    assert _refused_tokenizer(snapshot).startswith(f"{snapshot / 'vocab.txt'} is a link to {blob}, "
+    assert _refusal(snapshot).startswith(f"{snapshot / 'vocab.txt'} is a link to {blob}, "
                                          "which is missing")
 
 
 def test_an_unknown_token_that_disagrees_is_refused(tmp_path):
-    directory = _write_tokenizer_files(tmp_path, vocab__txt="\n".join(WORDS) + "\n",
-                       tokenizer_config__json={"unk_token": "[PAD]"},
-                       tokenizer__json=_fast_wordpiece(WORDS))
-    assert _refused_tokenizer(directory).startswith(
+    directory = _tokenizer_dir(tmp_path, vocab__txt="\n".join(WORDS) + "\n",
+                               tokenizer_config__json={"unk_token": "[PAD]"},
+                               tokenizer__json=_fast_wordpiece(WORDS))
+    assert _refusal(directory).startswith(
         f"{tmp_path / 'tokenizer_config.json'} and {tmp_path / 'tokenizer.json'} disagree on "
         "the unknown token (unk_token '[PAD]' vs model.unk_token '[UNK]')")

@@ -145,7 +145,8 @@ def fast_outputs(tmp_path_factory):
     return outputs
 
 
-@pytest.mark.slow  # ~130 s for all scripts; README's and the guides' code runs in tests/repository/test_readme.py
+# ~130 s for all scripts; README's and the guides' code runs in tests/repository/test_readme.py
+@pytest.mark.slow
 @pytest.mark.parametrize("script", sorted(EXPECTED))
 def test_example_runs_in_fast_mode(script, fast_outputs):
     assert script in fast_outputs, "the run stopped before this script"

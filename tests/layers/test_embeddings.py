@@ -99,7 +99,8 @@ def test_relative_position_bias_layer_reads_its_table():
     table = to_numpy(layer.bias_table)
     for i in range(4):
         for j in range(6):
-            np.testing.assert_allclose(bias[0, :, i, j], table[t5_bucket(np.array(j - i), True, 8, 16)])
+            want = table[t5_bucket(np.array(j - i), True, 8, 16)]
+            np.testing.assert_allclose(bias[0, :, i, j], want)
     # Query offset (decoding step 2 of a causal decoder) sees rows as if at position 2.
     causal = RelativePositionBias(num_heads=3, num_buckets=8, max_distance=16, bidirectional=False)
     full = to_numpy(causal(q))

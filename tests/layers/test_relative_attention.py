@@ -32,7 +32,7 @@ def _randomize(layer, seed=0, scale=0.5):
 
 
 def _numpy_two_stream(layer, h, pos, content_mask, g=None, query_mask=None,
-               segment_matrix=None, memory=None):
+                      segment_matrix=None, memory=None):
     """Two-stream relative attention by explicit loops, in float64.
 
     The positional term picks the encoding row of distance d = (i + M) - j

@@ -147,8 +147,8 @@ def test_content_stream_matches_keras_hub_xlnet():
         attention.output_dense.kernel.assign(
             np.transpose(ref[p + "rel_attn/attention_output/kernel"], (1, 2, 0)))
     inputs = _xlnet_inputs(rng.integers(0, VOCAB, (2, 7)),
-                     np.array([[0, 0, 0, 1, 1, 1, 2], [0, 0, 1, 1, 1, 0, 0]], "int32"),
-                     np.array([[1] * 7, [1] * 5 + [0] * 2], "int32"))
+                           np.array([[0, 0, 0, 1, 1, 1, 2], [0, 0, 1, 1, 1, 0, 0]], "int32"),
+                           np.array([[1] * 7, [1] * 5 + [0] * 2], "int32"))
     ours = to_numpy(backbone(inputs)["sequence_output"])
     # One sequence at a time: keras_hub 0.32 reshapes (instead of transposing)
     # its (positions, batch, hidden) encoding, which mixes rows for batch > 1.

@@ -83,7 +83,7 @@ def test_an_adapter_file_is_refused_by_another_family_of_the_same_sizes(tmp_path
     path = _adapter_file(tmp_path)
     for preset in ("roberta-base", "electra-small"):
         other = _preset_backbone(preset, **({"embedding_size": 32} if preset.startswith("electra")
-                                  else {}))
+                                            else {}))
         before = state(other)
         with pytest.raises(ValueError) as error:
             peft.load_adapter(other, path)

@@ -19,7 +19,8 @@ def test_cross_entropy_and_its_gradient_match_numpy_even_for_huge_logits():
     logits = rng.normal(size=(3, 5, 11)).astype("float32") * np.float32(30)
     logits[0, 0] += 1e4  # overflows a naive exp
     labels = rng.integers(0, 11, (3, 5))
-    want = -np.take_along_axis(log_softmax(logits.astype("float64")), labels[..., None], -1)[..., 0]
+    want = -np.take_along_axis(log_softmax(logits.astype("float64")), labels[..., None],
+                               -1)[..., 0]
     got, (gradient,), _ = value_and_gradients(
         lambda z: keras.ops.sum(sparse_cross_entropy(labels, z)), [logits])
     np.testing.assert_allclose(got, want.sum(), rtol=1e-5)

@@ -62,7 +62,7 @@ def _result(process):
 def test_two_workers_on_localhost_match_one_process():
     workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
     processes = [_run_workers("multi_worker", {"cluster": {"worker": workers},
-                                       "task": {"type": "worker", "index": i}})
+                                               "task": {"type": "worker", "index": i}})
                  for i in range(2)]
     results = [_result(p) for p in processes]
     single = _result(_run_workers("default"))

@@ -127,7 +127,8 @@ def _documented_commands():
 
 
 def test_cli_page_shows_the_real_defaults():
-    """tests/repository/test_promises.py checks that every flag is on the page; this, their values."""
+    """tests/repository/test_promises.py checks that every flag is on the page; this, their
+    values."""
     commands, documented = _commands(), _documented_commands()
     problems = []
     for name, text in documented.items():

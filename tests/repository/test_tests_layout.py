@@ -108,7 +108,8 @@ def test_a_helper_name_is_defined_once():
         "(tests/tiny.py, tests/cli_helpers.py, ...) or rename each to say what it builds: "
         f"{unlisted}")
     assert not NOT_YET_FOLDED - set(repeated), (
-        f"defined once now, drop them from NOT_YET_FOLDED: {sorted(NOT_YET_FOLDED - set(repeated))}")
+        "defined once now, drop them from NOT_YET_FOLDED: "
+        f"{sorted(NOT_YET_FOLDED - set(repeated))}")
 
 
 def _test_modules_imported(path):

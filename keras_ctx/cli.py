@@ -83,14 +83,15 @@ def _pretrain(args):
     from keras_ctx.commands.pretrain import parse_overrides, pretrain
 
     pretrain(
-        args.model, args.out, corpus=args.corpus, steps=args.steps,
+        args.model, args.out, corpus=args.corpus if len(args.corpus) > 1 else args.corpus[0],
+        steps=args.steps,
         batch_size=args.batch_size, sequence_length=args.sequence_length,
         vocabulary_size=args.vocabulary_size, learning_rate=args.learning_rate,
         seed=args.seed, strategy=args.strategy, mixed_precision=args.mixed_precision,
         xla=args.xla, checkpoint_every=args.checkpoint_every, resume=not args.no_resume,
         overrides=parse_overrides(args.set), export=args.export,
         overwrite=args.overwrite, data=args.data, corpus_changed=args.corpus_changed,
-        version=args.version)
+        version=args.version, languages=args.languages or (), parallel=args.parallel)
     return 0
 
 
@@ -251,8 +252,15 @@ def build_parser():
 
     pretrain = commands.add_parser("pretrain", help="pretrain a preset on a corpus")
     pretrain.add_argument("model", help="a preset name (see `keras-ctx presets`)")
-    pretrain.add_argument("--corpus", default="builtin",
-                          help="text file/dir/glob, tfds:NAME, or builtin (default)")
+    pretrain.add_argument("--corpus", default=["builtin"], nargs="+",
+                          help="text file/dir/glob, tfds:NAME, or builtin (default); several "
+                               "with --languages, one per language")
+    pretrain.add_argument("--languages", default=None,
+                          help="XLM: the language of each --corpus, in order (en,fr): MLM on "
+                               "each language's stream")
+    pretrain.add_argument("--parallel", action="append", default=[], metavar="SRC-TGT=FILE",
+                          help="XLM: a file of SRC<TAB>TGT sentence pairs (en-fr=pairs.tsv) for "
+                               "TLM, alternated with MLM; repeat for more pairs")
     pretrain.add_argument("--out", required=True, help="run directory (checkpoints, logs, "
                                                        "the trained backbone)")
     pretrain.add_argument("--export", default=None,

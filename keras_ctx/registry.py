@@ -59,6 +59,8 @@ class Run:
     # The preset's published data settings the user changed (`--set mean_span=3.0`:
     # `keras_ctx.models.presets.Pretraining` fields), as sorted (name, value) pairs.
     data: tuple = ()
+    # Inputs a multilingual recipe reads (XLM's languages, corpora, parallel files), as pairs.
+    inputs: tuple = ()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -63,6 +63,8 @@ class PretrainRequest:
     version: int = 1
     manifest: object = None
     data_settings: dict = dataclasses.field(default_factory=dict)
+    languages: tuple = ()  # a multilingual recipe's: each --corpus source's language
+    parallel: tuple = ()  # its (source, target, file) parallel pairs
 
     @classmethod
     def checked(cls, preset, out, **arguments):
@@ -90,7 +92,9 @@ class PretrainRequest:
                                       given.vocabulary_size, given.batch_size)
             vocabulary_size = manifest["settings"]["vocabulary_size"]
         overrides = dict(given.overrides or {})
+        languages, parallel = _multilingual(preset.family, given)
         request = dataclasses.replace(given, preset=preset, out=os.fspath(out),
+                                      languages=languages, parallel=parallel,
                                       vocabulary_size=vocabulary_size, manifest=manifest,
                                       data_settings=_data_settings(preset, overrides),
                                       overrides=overrides)
@@ -115,7 +119,16 @@ class PretrainRequest:
         """The `Run` (sizes and seed) the family's recipe builds from."""
         return registry.Run(self.preset.name, self.batch_size, self.sequence_length,
                             self.vocabulary_size, self.seed,
-                            data=tuple(sorted(self.data_settings.items())))
+                            data=tuple(sorted(self.data_settings.items())),
+                            inputs=(("languages", self.languages), ("parallel", self.parallel),
+                                    ("corpora", self._corpora())))
+
+    def _corpora(self):
+        """One `--corpus` source per language (with `languages`), else ()."""
+        if not self.languages:
+            return ()
+        single = isinstance(self.corpus, (str, os.PathLike))
+        return (self.corpus,) if single else tuple(self.corpus)
 
     @property
     def text_export(self):
@@ -131,7 +144,22 @@ class PretrainRequest:
                 "vocabulary_size": self.vocabulary_size, "seed": self.seed,
                 "learning_rate": self.learning_rate, "steps": self.steps,
                 "checkpoint_every": self.checkpoint_every, "strategy": self.strategy,
-                "mixed_precision": self.mixed_precision, "xla": self.xla}
+                "mixed_precision": self.mixed_precision, "xla": self.xla,
+                **({"languages": list(self.languages),
+                    "parallel": [list(pair) for pair in self.parallel]}
+                   if self.languages else {})}
+
+
+def _multilingual(family, given):
+    """The checked (languages, parallel) of a recipe that reads them (its dataset's
+    `check_inputs`, XLM's); refused for any other recipe."""
+    check = getattr(family.dataset, "check_inputs", None)
+    if check is None:
+        if given.languages or given.parallel:
+            raise ConfigError(f"--languages and --parallel are read by a multilingual recipe "
+                              f"(XLM's); the {family.name} recipe reads one --corpus: drop them.")
+        return (), ()
+    return check(given.corpus, given.languages, given.parallel)
 
 
 def _data_settings(preset, overrides):

@@ -1,0 +1,237 @@
+"""XLM's pretraining recipe for `keras-ctx pretrain` (Lample & Conneau 2019).
+
+The paper's stages, from its inputs: MLM on each language's monolingual
+stream (`--languages en,fr` names the `--corpus` files in order), the
+language of each batch drawn with the paper's smoothed probabilities
+(alpha 0.5, Sec. 3.1); and, with `--parallel en-fr=pairs.tsv` (one
+`source<TAB>target` pair a line), TLM on the pairs, alternated with MLM as
+XLM's README runs it (`--mlm_steps 'en,fr,en-fr'`: one update for each
+entry in turn). Without `--languages` the whole corpus is one language
+(the tokenizer's), MLM only (xlm-mlm-en-2048's run). Every batch is masked
+by `multilingual.xlm_masker` (1/sqrt(frequency) targets, Sec. 3.3).
+
+As XLM binarises its corpora and holds them in memory (preprocess.py,
+`load_binarized`), the recipe tokenizes each corpus once into memory; its
+token counts are XLM's dictionary counts for the masker.
+"""
+
+import os
+import re
+
+import numpy as np
+
+from keras_ctx.common.errors import ConfigError
+from keras_ctx.common.optional import tensorflow as tf
+from keras_ctx.common.progress import say
+from keras_ctx.data import corpora, multilingual, tokenizers, xlm_text
+from keras_ctx.pretraining import MaskedLMPretrainer
+
+LANGUAGE_CODE = re.compile(r"[a-z]{2,3}$")  # ISO 639 codes, as XLM's `--lgs`
+LINES_PER_CALL = 1000  # sentences tokenized per tokenizer call
+
+
+def _language_list(languages):
+    if not languages:
+        return ()
+    names = tuple(languages.split(",")) if isinstance(languages, str) else tuple(languages)
+    for name in names:
+        if not LANGUAGE_CODE.match(name):
+            raise ConfigError(f"--languages: {name!r} is not a language code (two or three "
+                              "lower-case letters, e.g. en,fr).")
+        if name in xlm_text.SEGMENTED_LANGUAGES:
+            raise ConfigError(f"--languages: XLM splits {name!r} with its own segmenter, which "
+                              "keras_ctx does not run; segment it first and give it another code.")
+    if len(set(names)) != len(names):
+        raise ConfigError(f"--languages names a language twice: {','.join(names)}.")
+    return names
+
+
+def _parallel_list(parallel, languages):
+    """("en-fr=path", ...) -> ((source, target, path), ...), each language one of `languages`."""
+    pairs = []
+    for item in parallel or ():
+        key, sep, path = item.partition("=") if isinstance(item, str) else ("-".join(
+            item[:2]), "=", item[2])
+        source, dash, target = key.partition("-")
+        if not sep or not dash or not path:
+            raise ConfigError(f"--parallel takes SOURCE-TARGET=FILE (en-fr=pairs.tsv), got "
+                              f"{item!r}.")
+        for name in (source, target):
+            if name not in languages:
+                raise ConfigError(f"--parallel {item}: {name!r} is not one of --languages "
+                                  f"({','.join(languages) or 'none given'}); add its corpus.")
+        if source == target:
+            raise ConfigError(f"--parallel {item}: a pair needs two languages.")
+        if not os.path.isfile(path):
+            raise ConfigError(f"--parallel {item}: {path} is not a file.")
+        pairs.append((source, target, os.fspath(path)))
+    if len({pair[:2] for pair in pairs}) != len(pairs):
+        raise ConfigError("--parallel names one language pair twice: give one file per pair.")
+    return tuple(pairs)
+
+
+def check_inputs(corpus, languages, parallel):
+    """The checked (languages, parallel) of a run; ConfigError (one line) on bad ones.
+
+    `corpus` must list one source per language, in the order of `languages`.
+    """
+    languages = _language_list(languages)
+    if parallel and not languages:
+        raise ConfigError("--parallel needs --languages: name the language of each --corpus "
+                          "file (e.g. --languages en,fr).")
+    if languages:
+        sources = [corpus] if isinstance(corpus, (str, os.PathLike)) else list(corpus)
+        if len(sources) != len(languages):
+            raise ConfigError(
+                f"--languages names {len(languages)} languages ({','.join(languages)}): give "
+                f"one --corpus per language, in that order; got {len(sources)}.")
+    return languages, _parallel_list(parallel, languages)
+
+
+def _inputs(run):
+    inputs = dict(run.inputs)
+    return inputs.get("languages", ()), inputs.get("corpora", ()), inputs.get("parallel", ())
+
+
+def language_ids(languages):
+    """{language: id}: XLM numbers the languages in sorted order (loader.py
+    `check_data_params`: id2lang over sorted(langs); transformers' lang2id alike)."""
+    return {name: i for i, name in enumerate(sorted(languages))}
+
+
+def recipe_config(run):
+    """The backbone's language embedding has a row per --languages entry."""
+    languages = _inputs(run)[0]
+    return {"num_languages": len(languages)} if languages else {}
+
+
+def _for_language(tokenizer, language):
+    """The run's tokenizer with Moses' rules for `language` (the same BPE and ids)."""
+    if getattr(tokenizer, "language", language) == language:
+        return tokenizer
+    return xlm_text.XLMBPETokenizer(tokenizer.vocabulary, tokenizer.merges,
+                                    tokenizer.unknown_token, language=language,
+                                    lowercase_and_remove_accent=(
+                                        tokenizer.lowercase_and_remove_accent))
+
+
+def _encode(tokenizer, lines):
+    rows = []
+    for start in range(0, len(lines), LINES_PER_CALL):
+        ragged = tokenizer(lines[start:start + LINES_PER_CALL])
+        rows.extend(np.asarray(row, np.int32) for row in ragged.to_list())
+    return rows
+
+
+def _sentences(tokenizer, source):
+    lines = [s for document in corpora.iter_documents(source) for s in document]
+    return _encode(tokenizer, lines)
+
+
+def read_parallel(path):
+    """[(source, target)] of a pair file: `source<TAB>target` a line (blank lines skipped);
+    ConfigError naming the first malformed line."""
+    pairs = []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            line = line.rstrip("\r\n")
+            if not line.strip():
+                continue
+            sides = line.split("\t")
+            if len(sides) != 2 or not sides[0].strip() or not sides[1].strip():
+                raise ConfigError(f"{path}:{number}: a parallel line is 'source<TAB>target' "
+                                  f"(one tab, two non-empty sides); got {line[:60]!r}.")
+            pairs.append((sides[0], sides[1]))
+    if not pairs:
+        raise ConfigError(f"{path} holds no parallel pairs.")
+    return pairs
+
+
+def _ragged(rows):
+    return tf.RaggedTensor.from_row_lengths(
+        np.concatenate(rows) if rows else np.zeros([0], np.int32), [len(r) for r in rows])
+
+
+def _stream(rows, run, eos, language_id, language):
+    tokens = sum(len(r) + 1 for r in rows)
+    if tokens < run.sequence_length:
+        raise ConfigError(f"The {language} corpus holds {tokens} tokens, fewer than one stream "
+                          f"window of {run.sequence_length}: give it more text.")
+    stream = multilingual.text_stream(tf.data.Dataset.from_tensor_slices(_ragged(rows)),
+                                      run.sequence_length, eos, language_id)
+    return stream.shuffle(1024, seed=run.seed).repeat().batch(run.batch_size,
+                                                             drop_remainder=True)
+
+
+def _tlm(sources, targets, run, ids, pair):
+    eos, pad = ids["sep"], ids["pad"]
+    longest = min(multilingual.XLM_MAX_LENGTH, (run.sequence_length - 4) // 2)
+    kept = sum(0 < len(s) <= longest and 0 < len(t) <= longest
+               for s, t in zip(sources, targets))
+    if not kept:
+        raise ConfigError(f"No {pair[0]}-{pair[1]} pair fits a TLM row of "
+                          f"{run.sequence_length} tokens (each side 1-{longest} tokens).")
+    language = language_ids(_inputs(run)[0])
+    data = tf.data.Dataset.from_tensor_slices((_ragged(sources), _ragged(targets)))
+    examples = multilingual.tlm_pairs(data, run.sequence_length, eos, pad,
+                                      language[pair[0]], language[pair[1]], seed=run.seed)
+    return examples.shuffle(1024, seed=run.seed).repeat().batch(run.batch_size,
+                                                               drop_remainder=True), kept
+
+
+def xlm_dataset(documents, tokenizer, run):
+    """XLM's masked MLM (and TLM) batches for `run` (see the module docstring)."""
+    languages, sources, parallel = _inputs(run)
+    if not languages:  # one corpus, one language: the tokenizer's
+        languages, sources = (getattr(tokenizer, "language", "en"),), (documents,)
+    ids = tokenizers.special_token_ids(tokenizer)
+    number = language_ids(languages)
+    rows = {name: _sentences(_for_language(tokenizer, name), source)
+            for name, source in zip(languages, sources)}
+    streams = {name: _stream(rows[name], run, ids["sep"], number[name], name)
+               for name in languages}
+    mlm = multilingual.sample_languages(streams, {n: len(rows[n]) for n in languages},
+                                        multilingual.XLM_ALPHA, seed=run.seed)
+    shares = multilingual.smoothed_probabilities({n: len(rows[n]) for n in languages},
+                                                 multilingual.XLM_ALPHA)
+    say(f"XLM stage MLM on {', '.join(languages)}: streams of {run.sequence_length} tokens "
+        f"(the paper's 256, Sec. 3.3 / README --bptt 256), each batch's language drawn with "
+        f"alpha {multilingual.XLM_ALPHA} (Sec. 3.1): "
+        + ", ".join(f"{n} {shares[n]:.2f}" for n in languages) + ".")
+    parts = [mlm]
+    for pair in parallel:
+        text = read_parallel(pair[2])
+        sources_ = _encode(_for_language(tokenizer, pair[0]), [s for s, _ in text])
+        targets = _encode(_for_language(tokenizer, pair[1]), [t for _, t in text])
+        batches, kept = _tlm(sources_, targets, run, ids, pair)
+        parts.append(batches)
+        say(f"XLM stage TLM on {pair[0]}-{pair[1]}: {kept} of {len(text)} pairs of {pair[2]} "
+            f"(sides of at most {multilingual.XLM_MAX_LENGTH} tokens, XLM's --max_len), "
+            "both directions (the README's en-fr and fr-en).")
+    if parallel:
+        # XLM's --mlm_steps 'en,fr,en-fr' (README): an MLM update per language, then one
+        # TLM update per pair, in turn.
+        order = [0] * len(languages) + list(range(1, len(parts)))
+        say("XLM alternates them as its README's --mlm_steps '"
+            + ",".join(list(languages) + [f"{s}-{t}" for s, t, _ in parallel])
+            + f"': {len(languages)} MLM updates, then {len(parallel)} TLM, in turn.")
+        choice = tf.data.Dataset.from_tensor_slices(tf.constant(order, tf.int64)).repeat()
+        batches = tf.data.Dataset.choose_from_datasets(parts, choice)
+    else:
+        batches = mlm
+    counts = np.bincount(np.concatenate([r for n in languages for r in rows[n]]),
+                         minlength=tokenizer.vocabulary_size())
+    masker = multilingual.xlm_masker(tokenizer.vocabulary_size(), ids["mask"], ids["sep"],
+                                     ids["pad"], counts, seed=run.seed)
+    return masker.apply(batches)
+
+
+def xlm_pretrainer(backbone, tokenizer, run):
+    """MLM / TLM: a masked LM head over the backbone (XLM's `pred_layer`)."""
+    if getattr(backbone, "causal", False):
+        raise ConfigError(f"{run.preset} is a CLM model (XLM's clm_steps), which the "
+                          "keras-ctx pretrain recipe does not train: pretrain an xlm-mlm-* preset.")
+    return MaskedLMPretrainer(backbone)
+
+
+xlm_dataset.check_inputs = check_inputs  # `keras-ctx pretrain --languages/--parallel`

@@ -134,6 +134,33 @@ def test_torch_onnx_runtime_outputs_equal_the_backbone_under_the_saved_models_na
 
 
 @ON_TORCH
+@pytest.mark.slow  # 18 exports, ~2 min on 2 busy cores
+def test_torch_every_family_exports_and_onnx_runtime_equals_its_backbone(tmp_path):
+    """Every registered family's tiny backbone (tests/backends.py), ELMo's characters and
+    the LSTMs included: measured, at most 1.4e-6 apart (T5)."""
+    import keras
+
+    from keras_ctx import families
+    from keras_ctx.export import flat_outputs
+    from tests.backends import tiny_backbone
+    from tests.tiny_backbones import backbone_inputs
+
+    pytest.importorskip("onnxscript", reason="torch.onnx's exporter needs onnxscript")
+    for family in families.names():
+        model = tiny_backbone(family)[2]
+        x = backbone_inputs(model, np.random.default_rng(0), batch=BATCH, length=6)
+        want = flat_outputs(model(x, training=False))
+        path = export_onnx(model, tmp_path / f"{family}.onnx", batch_size=BATCH,
+                           sequence_length=6)
+        session = ort.InferenceSession(str(path))
+        got = dict(zip([o.name for o in session.get_outputs()], session.run(None, x)))
+        assert sorted(got) == sorted(want), family
+        for name, value in got.items():
+            np.testing.assert_allclose(value, keras.ops.convert_to_numpy(want[name]),
+                                       atol=1e-5, err_msg=f"{family} {name}")
+
+
+@ON_TORCH
 @pytest.mark.parametrize("bad_id", [-1, VOCABULARY])
 def test_torch_an_out_of_range_id_fails_in_onnx_runtime_naming_the_guard(torch_exports,
                                                                          bad_id):

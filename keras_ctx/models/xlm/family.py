@@ -16,12 +16,25 @@ from keras_ctx.registry import Family, register_family
 
 # The paper's stages (Lample & Conneau 2019): MLM on every language's stream from step 0,
 # and TLM alternated with it where parallel pairs are given (--mlm_steps 'en,fr,en-fr').
-_STAGES = (Stage("MLM on each --languages stream (alpha 0.5), with TLM on --parallel pairs "
-                 "in turn where given", 0, source="Lample & Conneau 2019, Sec. 3.1-3.3; "
-                 "XLM README --mlm_steps"),)
+_PAPER = "Lample & Conneau 2019"
+_MLM = (Stage("MLM on each --languages stream (alpha 0.5), with TLM on --parallel pairs "
+              "in turn where given", 0, source=f"{_PAPER}, Sec. 3.1-3.3; XLM README "
+              "--mlm_steps"),)
+_CLM = (Stage("CLM on each language's stream", 0, source=f"{_PAPER}, Sec. 3.2",
+              runs="XLM's train.py --clm_steps (keras-ctx pretrain refuses CLM presets)"),)
+# Sec. 3.3: 15% of the tokens, 80% <mask> / 10% random / 10% kept.
+_MASKING = dict(mask_rate=0.15, mask_token_rate=0.8, random_token_rate=0.1)
+# Sec. 5.1: "streams of 256 tokens and mini-batches of size 64" (MLM and CLM).
+_STREAMS = dict(batch_size=64, sequence_length=256)
+_README = ("XLM README (a released model the paper does not describe); the objective of "
+           f"{_PAPER}, Sec. 3.3")
+_RUN = f"{_PAPER}, Sec. 5.1 (streams, batches), Sec. 3.3 (masking)"
 XLM_PRETRAINING = register_pretraining({
-    name: Pretraining(stages=_STAGES, source="Lample & Conneau 2019, Sec. 3")
-    for name in xlm.XLM_PRESETS})
+    name: (Pretraining(stages=_CLM, source=_RUN, **_STREAMS) if config.get("causal")
+           else Pretraining(stages=_MLM, source=_RUN, **_STREAMS, **_MASKING)
+           if config["num_languages"] in (2, 15)  # the paper's en-X and XNLI-15 models
+           else Pretraining(stages=_MLM, source=_README, **_MASKING))
+    for name, (config, *_) in xlm.XLM_PRESETS.items()})
 
 XLM = register_family(Family(
     "xlm", xlm.XLMBackbone, xlm.XLM_PRESETS,

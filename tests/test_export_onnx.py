@@ -80,6 +80,15 @@ def test_an_existing_file_is_kept_unless_overwrite(exported):
         export_onnx(model, path.with_suffix(".txt"))
 
 
+@TF2ONNX
+@pytest.mark.slow
+def test_batch_size_fixes_the_batch_axis_and_the_length_stays_free(exported, tmp_path):
+    model = exported[0]
+    session = ort.InferenceSession(str(export_onnx(model, tmp_path / "b.onnx", batch_size=2)))
+    assert {i.name: i.shape[0] for i in session.get_inputs()} == dict.fromkeys(model.input, 2)
+    assert all(isinstance(i.shape[1], str) for i in session.get_inputs())  # symbolic
+
+
 # -- torch: Keras' model.export ----------------------------------------------------------
 
 ON_TORCH = pytest.mark.runs_on("torch", reason="Keras' model.export(format='onnx') on torch")

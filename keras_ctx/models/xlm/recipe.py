@@ -64,6 +64,7 @@ def _parallel_list(parallel, languages):
             raise ConfigError(f"--parallel {item}: a pair needs two languages.")
         if not os.path.isfile(path):
             raise ConfigError(f"--parallel {item}: {path} is not a file.")
+        read_parallel(path)  # a malformed line is refused before anything is trained
         pairs.append((source, target, os.fspath(path)))
     if len({pair[:2] for pair in pairs}) != len(pairs):
         raise ConfigError("--parallel names one language pair twice: give one file per pair.")

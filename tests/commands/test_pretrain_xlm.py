@@ -1,0 +1,116 @@
+"""`keras-ctx pretrain` runs XLM's paper stages (issue 54): MLM on each language's stream
+(`--languages` names each `--corpus` file's language), TLM on `--parallel` pairs,
+alternated as XLM's `--mlm_steps 'en,fr,en-fr'` (keras_ctx/models/xlm/recipe.py)."""
+
+import re
+
+import numpy as np
+import pytest
+
+from keras_ctx import registry
+from keras_ctx.data import tokenizers
+from keras_ctx.models.xlm import recipe
+from tests.cli_helpers import cli_output, one_line_error
+
+EN = "the cat sat on a mat and dog ran to park while birds sang in old trees".split()
+FR = ("le chat assis sur un tapis et chien couru au parc pendant oiseaux chantaient dans "
+      "vieux arbres").split()
+XLM_TINY = ["--set", "num_layers=1", "--set", "hidden_size=32", "--set", "num_heads=2",
+            "--set", "intermediate_size=64", "--vocabulary-size", "200",
+            "--sequence-length", "32", "--batch-size", "4"]
+
+
+@pytest.fixture(scope="module")
+def corpora(tmp_path_factory):
+    """(en.txt, fr.txt, en-fr.tsv): word-for-word "translations" of random sentences."""
+    root = tmp_path_factory.mktemp("xlm")
+    rng = np.random.default_rng(0)
+    paths = root / "en.txt", root / "fr.txt", root / "en-fr.tsv"
+    with open(paths[0], "w") as en, open(paths[1], "w") as fr, open(paths[2], "w") as pairs:
+        for _ in range(30):
+            for _ in range(4):
+                words = rng.integers(0, len(EN), size=int(rng.integers(5, 9)))
+                other = rng.integers(0, len(FR), size=int(rng.integers(5, 9)))
+                en.write(" ".join(EN[i] for i in words) + " .\n")
+                fr.write(" ".join(FR[i] for i in other) + " .\n")
+                pairs.write(" ".join(EN[i] for i in words) + " .\t"
+                            + " ".join(FR[i] for i in words) + " .\n")
+            en.write("\n")
+            fr.write("\n")
+    return tuple(map(str, paths))
+
+
+def test_the_batches_alternate_mlm_on_each_language_and_tlm_on_the_pairs(corpora):
+    en, fr, pairs = corpora
+    lines = [line for path in (en, fr) for line in open(path).read().split("\n") if line]
+    tokenizer = tokenizers.train_xlm_bpe(lines, 200)
+    # --languages fr,en: XLM numbers languages in sorted order, en 0 and fr 1.
+    languages, parallel = recipe.check_inputs([fr, en], "fr,en", [f"en-fr={pairs}"])
+    run = registry.Run("xlm-mlm-enfr-1024", 4, 32, 200, inputs=(
+        ("languages", languages), ("parallel", parallel), ("corpora", (fr, en))))
+    assert recipe.recipe_config(run) == {"num_languages": 2}
+    batches = list(recipe.xlm_dataset(None, tokenizer, run).take(30).as_numpy_iterator())
+    rows = range(4)
+    for step, batch in enumerate(batches):
+        ids, positions = batch["language_ids"], batch["position_ids"]
+        if step % 3 < 2:  # MLM: one language per batch (XLM's), positions running
+            assert len(np.unique(ids)) == 1, step
+            assert (positions == np.arange(32)).all() and batch["padding_mask"].all()
+        else:  # TLM: each row holds both languages, positions restart at the target
+            assert all(set(ids[r][batch["padding_mask"][r] > 0]) == {0, 1} for r in rows)
+            assert all((positions[r] == 0).sum() >= 2 for r in rows), step
+        assert (batch["mask_weights"].sum(1) > 0).any(), step  # masked (xlm_masker)
+    mlm = {int(b["language_ids"][0, 0]) for i, b in enumerate(batches) if i % 3 < 2}
+    assert mlm == {0, 1}  # both languages' streams were drawn
+
+
+@pytest.mark.parametrize("arguments, says", [
+    (["--languages", "en,fr"], "give one --corpus per language"),
+    (["--languages", "en,xx1"], "not a language code"),
+    (["--languages", "en", "--parallel", "en-de=PAIRS"], "'de' is not one of --languages"),
+    (["--parallel", "en-fr=PAIRS"], "--parallel needs --languages"),
+    (["--languages", "en", "--parallel", "en-fr"], "--parallel takes SOURCE-TARGET=FILE"),
+])
+def test_bad_inputs_are_refused_in_one_line(arguments, says, corpora, tmp_path):
+    arguments = [a.replace("PAIRS", corpora[2]) for a in arguments]
+    code, output = cli_output(["pretrain", "xlm-mlm-enfr-1024", "--corpus", corpora[0],
+                               "--out", str(tmp_path / "run"), *arguments])
+    assert code != 0 and says in one_line_error(output), output[-500:]
+
+
+def test_a_malformed_pair_line_and_another_family_are_refused(corpora, tmp_path):
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("the cat .\tle chat .\nthe dog . le chien .\n")
+    code, output = cli_output(["pretrain", "xlm-mlm-enfr-1024", "--corpus", *corpora[:2],
+                               "--languages", "en,fr", "--parallel", f"en-fr={bad}",
+                               "--out", str(tmp_path / "run")])
+    assert code != 0 and f"{bad}:2: a parallel line" in one_line_error(output)
+    code, output = cli_output(["pretrain", "bert-tiny", "--corpus", corpora[0], "--languages",
+                               "en", "--out", str(tmp_path / "bert")])
+    assert code != 0 and "the bert recipe reads one --corpus" in one_line_error(output)
+
+
+def _loss(output):
+    first, last = re.search(r"Loss ([0-9.]+) at step \d+ -> ([0-9.]+)", output).groups()
+    return float(first), float(last)
+
+
+@pytest.mark.slow  # ~13 s: three tiny runs (TensorFlow, 2 shared cores)
+def test_the_cli_trains_xlm_on_two_languages_and_pairs_and_resumes(corpora, tmp_path):
+    en, fr, pairs = corpora
+    out = str(tmp_path / "run")
+    command = ["pretrain", "xlm-mlm-enfr-1024", "--corpus", en, fr, "--languages", "en,fr",
+               "--parallel", f"en-fr={pairs}", "--out", out, "--checkpoint-every", "6",
+               *XLM_TINY]
+    code, output = cli_output(command + ["--steps", "12"])
+    assert code == 0, output[-2000:]
+    assert "XLM stage MLM on en, fr" in output and "alpha 0.5 (Sec. 3.1)" in output
+    assert "XLM stage TLM on en-fr: 120 of 120 pairs" in output
+    assert "--mlm_steps 'en,fr,en-fr'" in output
+    first, last = _loss(output)
+    assert last < first, output[-1000:]
+    code, output = cli_output(command + ["--steps", "18"])  # resumes from step 12
+    assert code == 0 and "Steps 13-18 of 18" in output, output[-2000:]
+    unpaired = [a for a in command if a not in ("--parallel", f"en-fr={pairs}")]
+    code, output = cli_output(unpaired + ["--steps", "24"])  # MLM only: another run
+    assert code != 0 and "different parallel" in one_line_error(output)

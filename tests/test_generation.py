@@ -232,6 +232,22 @@ def _repeats_ngram(sequence, n):
     return any(list(sequence[j:j + n]) == last for j in range(len(sequence) - n))
 
 
+class _Memo:
+    """`forward(sequences)` -> each sequence's next-token log-probabilities by the full
+    model (no cache), computed once per sequence: the parametrizations that share a
+    model share the brute-force tree's forward passes (another end token or n-gram
+    block prunes the same tree)."""
+
+    def __init__(self, forward):
+        self.forward, self.known = forward, {}
+
+    def __call__(self, sequences):
+        missing = list(dict.fromkeys(tuple(s) for s in sequences if tuple(s) not in self.known))
+        if missing:
+            self.known.update(zip(missing, self.forward(missing)))
+        return [self.known[tuple(s)] for s in sequences]
+
+
 def _enumerate(next_log_probs, prompt, max_length, end_tokens, alpha, ngram):
     """Every continuation (a stop token ends one), scored by brute force:
     [(penalised score, log P, generated ids)], best first."""
@@ -268,34 +284,50 @@ def _check_against_enumeration(out, references, prompts, beams):
         assert (np.diff(scores[row]) <= 0).all()  # best first
 
 
+@pytest.fixture(scope="module")
+def peaked_decoders():
+    """family -> (peaked GPT backbone, its memoised brute-force next-token log-probs),
+    built once per module: the gpt2 cases share one model and one tree of forward passes."""
+    made = {}
+
+    def get(family):
+        if family not in made:
+            keras.utils.set_random_seed(11)
+            extra = (dict(num_layers=2, attention_pattern="alternating", window_size=2,
+                          attention_scale=1.0, use_qkv_bias=False) if family == "gpt-neo"
+                     else dict(num_layers=1))
+            gpt = _peaked(GPTBackbone(vocabulary_size=VOCAB, num_heads=2, hidden_size=16,
+                                      intermediate_size=32, max_sequence_length=8,
+                                      dropout=0.0, **extra), seed=1)
+
+            def forward(sequences, gpt=gpt):
+                x = np.array(sequences, "int32")
+                hidden = gpt({"token_ids": x, "padding_mask": np.ones_like(x)})["sequence_output"]
+                return _log_softmax(to_numpy(gpt.logits(hidden))[:, -1])
+
+            made[family] = gpt, _Memo(forward)
+        return made[family]
+
+    return get
+
+
 @pytest.mark.parametrize("family, alpha, end_tokens, ngram", [
     ("gpt2", 0.0, (4,), 0),
     ("gpt2", 1.5, (3, 4), 0),
     ("gpt-neo", -1.0, (4,), 0),
     ("gpt2", 0.0, (4,), 2),
 ])
-def test_wide_beam_search_returns_the_exhaustive_top_k(family, alpha, end_tokens, ngram):
+def test_wide_beam_search_returns_the_exhaustive_top_k(peaked_decoders, family, alpha,
+                                                       end_tokens, ngram):
     """Ragged prompts (3 and 4 generated tokens); a beam as wide as the running
     continuations at the last step prunes nothing that could rank, so its beams
     must be the true top-k of all sequences by brute force."""
-    keras.utils.set_random_seed(11)
-    extra = (dict(num_layers=2, attention_pattern="alternating", window_size=2,
-                  attention_scale=1.0, use_qkv_bias=False) if family == "gpt-neo"
-             else dict(num_layers=1))
-    gpt = _peaked(GPTBackbone(vocabulary_size=VOCAB, num_heads=2, hidden_size=16,
-                              intermediate_size=32, max_sequence_length=8, dropout=0.0,
-                              **extra), seed=1)
+    gpt, next_log_probs = peaked_decoders(family)
     prompts = [[1, 2], [3]]
     beams = (VOCAB - len(end_tokens)) ** 3  # running beams before the last step
     sampler = generation.BeamSampler(beams, length_penalty=alpha, no_repeat_ngram_size=ngram)
     out = generation.generate(gpt, np.array([[1, 2], [3, 0]]), np.array([[1, 1], [1, 0]]),
                               max_length=5, sampler=sampler, end_token_id=list(end_tokens))
-
-    def next_log_probs(sequences):
-        x = np.array(sequences, "int32")
-        hidden = gpt({"token_ids": x, "padding_mask": np.ones_like(x)})["sequence_output"]
-        return _log_softmax(to_numpy(gpt.logits(hidden))[:, -1])
-
     references = [_enumerate(next_log_probs, p, 5, end_tokens, alpha, ngram) for p in prompts]
     _check_against_enumeration(out, references, prompts, beams)
     # Stop tokens end beams: nothing after one, pads after it.

@@ -76,7 +76,7 @@ class TextPreprocessor(keras.layers.Layer):
         self.truncation = truncation
         self.encoder_decoder = family.inputs == "encoder_decoder"
         framing = family.framing
-        self.segments = framing.segments
+        self.segments, self.positions = framing.segments, framing.positions
         ids = {part: [token_id(tokenizer, s) for s in getattr(framing, part)]
                for part in ("start", "middle", "end", "decoder_start")}
         missing = [part for part, found in ids.items() if None in found]
@@ -162,6 +162,9 @@ class TextPreprocessor(keras.layers.Layer):
         out = {"token_ids": ids, "padding_mask": mask}
         if self.segments > 1:
             out["segment_ids"] = segments.to_tensor(0, shape=[None, self.sequence_length])
+        if self.positions:  # XLM: positions 0.., the first language's id
+            out["position_ids"] = tf.zeros_like(ids) + tf.range(self.sequence_length)
+            out["language_ids"] = tf.zeros_like(ids)
         return out
 
     def framed_length(self, text):

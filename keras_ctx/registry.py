@@ -45,6 +45,8 @@ class Framing:
     segments: int = 2
     decoder_start: tuple = ()
     stop: tuple = ()
+    # Rows also carry position_ids 0.. and language_ids 0 (XLM's explicit inputs).
+    positions: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

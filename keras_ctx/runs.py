@@ -106,7 +106,7 @@ SETTINGS_SCHEMA = {
     "strategy": ((str, type(None)), None, False),
     "mixed_precision": ((bool, str, type(None)), None, False),
     "xla": ((bool, str, type(None)), None, False),
-    # XLM's --languages and --parallel (source, target, file) pairs (models/xlm/recipe.py).
+    # XLM's --languages and --parallel (source, target, file) pairs (data/xlm_recipe.py).
     "languages": (list, None, False), "parallel": (list, None, False),
     FINGERPRINT_KEY: (dict, None, False),
     CHANGES_KEY: (validation.ListOf(_CHANGE), None, False)}

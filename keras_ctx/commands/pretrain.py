@@ -251,11 +251,7 @@ def train(request):
         result = _fit(request, model, done)
         info = _save(request, text, model, result, tokenizer_sha256)
         _export(request, exported, model, info)
-    family = request.family
-    if request.show_contexts and family.framing is None and family.inputs == "tokens":
-        # No text path makes its inputs (XLM's language and position ids): said, not shown.
-        say(f"No sense table: keras-ctx embed has no text path for {family.name} runs yet.")
-    elif request.show_contexts and family.inputs != "encoder_decoder":
+    if request.show_contexts and request.family.inputs != "encoder_decoder":
         # The model in memory is the one just saved (or, a finished run, restored from its
         # last checkpoint): the table is not read back from the run directory.
         show_sense_table(request.out, TextModel.in_memory(info, model.backbone,

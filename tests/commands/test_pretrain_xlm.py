@@ -1,6 +1,6 @@
 """`keras-ctx pretrain` runs XLM's paper stages (issue 54): MLM on each language's stream
 (`--languages` names each `--corpus` file's language), TLM on `--parallel` pairs,
-alternated as XLM's `--mlm_steps 'en,fr,en-fr'` (keras_ctx/models/xlm/recipe.py)."""
+alternated as XLM's `--mlm_steps 'en,fr,en-fr'` (keras_ctx/data/xlm_recipe.py)."""
 
 import re
 
@@ -9,7 +9,7 @@ import pytest
 
 from keras_ctx import registry
 from keras_ctx.data import tokenizers
-from keras_ctx.models.xlm import recipe
+from keras_ctx.data import xlm_recipe as recipe
 from tests.cli_helpers import cli_output, one_line_error
 
 EN = "the cat sat on a mat and dog ran to park while birds sang in old trees".split()

@@ -1,18 +1,18 @@
 """XLM (Lample & Conneau 2019): cross-lingual MLM / TLM with language embeddings.
 
 `keras-ctx pretrain` runs the paper's MLM (and, with parallel pairs, TLM) stages
-(`keras_ctx.models.xlm.recipe`: --languages names each --corpus file's language,
+(`keras_ctx.data.xlm_recipe`: --languages names each --corpus file's language,
 --parallel en-fr=pairs.tsv adds TLM).
 """
 
-from keras_ctx.data import tokenizers
+from keras_ctx.common.errors import ConfigError
+from keras_ctx.data import tokenizers, xlm_recipe as recipe
 from keras_ctx.models.xlm import convert as convert_xlm
 from keras_ctx.models.xlm import backbone as xlm
-from keras_ctx.models.xlm import recipe
 from keras_ctx.models.presets import Pretraining, Stage, register_pretraining
 from keras_ctx.pretraining import MaskedLMPretrainer
 from keras_ctx.families.common import TINY_TRANSFORMER
-from keras_ctx.registry import Family, register_family
+from keras_ctx.registry import Family, Framing, register_family
 
 # The paper's stages (Lample & Conneau 2019): MLM on every language's stream from step 0,
 # and TLM alternated with it where parallel pairs are given (--mlm_steps 'en,fr,en-fr').
@@ -36,11 +36,23 @@ XLM_PRETRAINING = register_pretraining({
            else Pretraining(stages=_MLM, source=_README, **_MASKING))
     for name, (config, *_) in xlm.XLM_PRESETS.items()})
 
+
+def xlm_pretrainer(backbone, tokenizer, run):
+    """MLM / TLM: a masked LM head over the backbone (XLM's `pred_layer`)."""
+    if getattr(backbone, "causal", False):
+        raise ConfigError(f"{run.preset} is a CLM model (XLM's clm_steps), which the "
+                          "keras-ctx pretrain recipe does not train: pretrain an xlm-mlm-* preset.")
+    return MaskedLMPretrainer(backbone)
+
+
 XLM = register_family(Family(
     "xlm", xlm.XLMBackbone, xlm.XLM_PRESETS,
     # XLM's tokenizer: Moses words, lower case without accents, "</w>" BPE (xlm_text).
     tokenizers.train_xlm_bpe,
+    # transformers' XLMTokenizer: <s> A </s> (B </s>); positions 0.., language 0.
+    Framing(start=(("<s>",),), middle=(("</s>",),), end=(("</s>",),),
+            pad=(("<pad>",),), segments=1, positions=True),
     huggingface=convert_xlm.HUGGINGFACE,
-    dataset=recipe.xlm_dataset, pretrainer=recipe.xlm_pretrainer,
+    dataset=recipe.xlm_dataset, pretrainer=xlm_pretrainer,
     recipe_config=recipe.recipe_config, objective=(MaskedLMPretrainer, ("language_ids",)),
     tiny=dict(TINY_TRANSFORMER, max_sequence_length=64)))

@@ -1,4 +1,4 @@
-"""XLM's pretraining recipe for `keras-ctx pretrain` (Lample & Conneau 2019).
+"""XLM's pretraining data for `keras-ctx pretrain` (Lample & Conneau 2019).
 
 The paper's stages, from its inputs: MLM on each language's monolingual
 stream (`--languages en,fr` names the `--corpus` files in order), the
@@ -24,7 +24,6 @@ from keras_ctx.common.errors import ConfigError
 from keras_ctx.common.optional import tensorflow as tf
 from keras_ctx.common.progress import say
 from keras_ctx.data import corpora, multilingual, tokenizers, xlm_text
-from keras_ctx.pretraining import MaskedLMPretrainer
 
 LANGUAGE_CODE = re.compile(r"[a-z]{2,3}$")  # ISO 639 codes, as XLM's `--lgs`
 LINES_PER_CALL = 1000  # sentences tokenized per tokenizer call
@@ -225,14 +224,6 @@ def xlm_dataset(documents, tokenizer, run):
     masker = multilingual.xlm_masker(tokenizer.vocabulary_size(), ids["mask"], ids["sep"],
                                      ids["pad"], counts, seed=run.seed)
     return masker.apply(batches)
-
-
-def xlm_pretrainer(backbone, tokenizer, run):
-    """MLM / TLM: a masked LM head over the backbone (XLM's `pred_layer`)."""
-    if getattr(backbone, "causal", False):
-        raise ConfigError(f"{run.preset} is a CLM model (XLM's clm_steps), which the "
-                          "keras-ctx pretrain recipe does not train: pretrain an xlm-mlm-* preset.")
-    return MaskedLMPretrainer(backbone)
 
 
 xlm_dataset.check_inputs = check_inputs  # `keras-ctx pretrain --languages/--parallel`

@@ -38,11 +38,12 @@ XLM_PRETRAINING = register_pretraining({
 
 
 def xlm_pretrainer(backbone, tokenizer, run):
-    """MLM / TLM: a masked LM head over the backbone (XLM's `pred_layer`)."""
+    """MLM / TLM: XLM's own head, the tied output + bias without BERT's transform (xlm/model/
+    transformer.py `PredLayer` @cd281d3)."""
     if getattr(backbone, "causal", False):
         raise ConfigError(f"{run.preset} is a CLM model (XLM's clm_steps), which the "
                           "keras-ctx pretrain recipe does not train: pretrain an xlm-mlm-* preset.")
-    return MaskedLMPretrainer(backbone)
+    return MaskedLMPretrainer(backbone, head_transform=False)
 
 
 XLM = register_family(Family(

@@ -83,7 +83,23 @@ def pretrained(workdir):
     return get
 
 
-def check_commands(capsys, run, workdir, tag):
+@pytest.fixture(scope="module")
+def finetuned(workdir):
+    """tag -> (exit code, stdout, stderr, directory) of `finetune` on a run, run once per
+    run: the command matrix and ELMo's pooling test read the same classifier."""
+    made = {}
+
+    def get(capsys, run, tag):
+        if tag not in made:
+            tuned = workdir / f"tuned-{tag}"
+            made[tag] = (*run_cli(capsys, "finetune", run, "--train", workdir / "train.tsv",
+                                  "--out", tuned, "--epochs", 1, "--batch-size", 4), tuned)
+        return made[tag]
+
+    return get
+
+
+def check_commands(capsys, run, workdir, tag, finetuned):
     """Every run-directory command on `run`; returns {command: exit code}."""
     codes = {}
     codes["embed"], out, _ = run_cli(capsys, "embed", run, *TEXTS)
@@ -92,10 +108,7 @@ def check_commands(capsys, run, workdir, tag):
     codes["embed --word"], out, _ = run_cli(capsys, "embed", run, *TEXTS, "--word", "bank")
     if codes["embed --word"] == 0:
         assert "cosine(0, 1) = " in out
-    tuned = workdir / f"tuned-{tag}"
-    codes["finetune"], out, _ = run_cli(capsys, "finetune", run, "--train",
-                                        workdir / "train.tsv", "--out", tuned, "--epochs", 1,
-                                        "--batch-size", 4)
+    codes["finetune"], out, _, tuned = finetuned(capsys, run, tag)
     if codes["finetune"] == 0:
         assert os.path.isfile(tuned / "classifier.keras")
         # It says what it does before each long phase (it was silent until the first epoch).
@@ -146,13 +159,32 @@ def _check_text_export(capsys, tuned, out):
 
 @EXPORTS
 @pytest.mark.parametrize("family", _params())
-def test_every_command_on_a_pretrained_run(family, pretrained, workdir, capsys):
-    codes = check_commands(capsys, pretrained(family), workdir, family)
+def test_every_command_on_a_pretrained_run(family, pretrained, finetuned, workdir, capsys):
+    codes = check_commands(capsys, pretrained(family), workdir, family, finetuned)
     print(family, codes)
     # What every family must support: its vectors, a classifier, an export.
     assert codes["embed"] == codes["embed --word"] == codes["finetune"] == 0, codes
     assert codes["export"] == 0 and codes["export tuned"] == 0, codes
     assert codes["embed tuned"] == 2, codes  # refused: embed the run it came from
+
+
+@pytest.mark.parametrize("family", sorted(FAST | {"t5"}))
+def test_a_pretrained_run_loads_as_its_family_and_its_words_take_their_context(family,
+                                                                              pretrained):
+    """tests/test_recipes.py's checks of a recipe's run, on this module's runs of the
+    families it pretrains by default (there, they run with -m slow): not pretrained twice."""
+    from keras_ctx import runs
+    from keras_ctx.commands.embed import word_vectors
+
+    run = pretrained(family)
+    info, _, tokenizer = runs.load_run(run)
+    assert info["family"] == family
+    assert (tokenizer is None) == (families.get(family).inputs == "characters")
+    if families.get(family).inputs == "encoder_decoder":
+        return  # its word vectors: the next test
+    vectors = word_vectors(run, TEXTS, "bank")
+    assert vectors.shape[0] == 2 and np.all(np.isfinite(vectors))
+    assert not np.allclose(vectors[0], vectors[1])  # the context changes the vector
 
 
 @pytest.mark.parametrize("family", ["t5", pytest.param("bart", marks=pytest.mark.slow)])
@@ -174,21 +206,21 @@ def test_encoder_decoder_word_vectors_are_the_encoders(family, pretrained):
     np.testing.assert_allclose(word_vectors(run, TEXTS, "bank"), expected, atol=1e-5)
 
 
-def test_elmo_classifier_pools_only_real_words(pretrained, workdir, capsys):
+def test_elmo_classifier_pools_only_real_words(pretrained, finetuned, capsys):
     """ELMo's mean pooling masks padded words (all-zero character rows)."""
     from keras_ctx import runs
     from keras_ctx.preprocessing import character_inputs
 
-    run_cli(capsys, "finetune", pretrained("elmo"), "--train", workdir / "train.tsv",
-            "--out", workdir / "tuned-elmo-pad", "--epochs", 1, "--batch-size", 4)
-    _, classifier = runs.load_finetuned(workdir / "tuned-elmo-pad")
+    code, _, err, tuned = finetuned(capsys, pretrained("elmo"), "elmo")
+    assert code == 0, err
+    _, classifier = runs.load_finetuned(tuned)
     short = keras.ops.convert_to_numpy(classifier(character_inputs(["the bank"], 4)))
     padded = keras.ops.convert_to_numpy(classifier(character_inputs(["the bank"], 12)))
     np.testing.assert_allclose(short, padded, atol=1e-5)
 
 
 @EXPORTS
-def test_converted_huggingface_run_takes_every_command(pretrained, workdir, capsys):
+def test_converted_huggingface_run_takes_every_command(pretrained, finetuned, workdir, capsys):
     """A Hugging Face BERT directory, converted, embeds like the run it came from."""
     from keras_ctx import runs
     from keras_ctx.convert import to_huggingface
@@ -198,7 +230,7 @@ def test_converted_huggingface_run_takes_every_command(pretrained, workdir, caps
     to_huggingface(backbone, workdir / "hf-bert")
     converted = workdir / "converted-bert"
     assert run_cli(capsys, "convert", workdir / "hf-bert", converted)[0] == 0
-    codes = check_commands(capsys, converted, workdir, "converted")
+    codes = check_commands(capsys, converted, workdir, "converted", finetuned)
     assert codes == {"embed": 0, "embed --word": 0, "finetune": 0, "export": 0,
                      "export tuned": 0, "embed tuned": 2}, codes
     from keras_ctx.commands.embed import word_vectors

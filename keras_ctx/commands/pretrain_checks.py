@@ -242,6 +242,10 @@ def resolve_text(request, existing):
     """
     source = request.data if request.data is not None else request.corpus
     fingerprint = {"corpus": fingerprints.corpus(source)}
+    if request.parallel:  # XLM's TLM pairs are its text too: their files join the corpus'
+        pairs, corpus = fingerprints.corpus([pair[2] for pair in request.parallel]), \
+            fingerprint["corpus"]
+        fingerprint["corpus"] = {**corpus, "files": corpus.get("files", []) + pairs["files"]}
     recorded = (runs.check_data(request.out, fingerprint, request.corpus_changed, existing)
                 if request.resume else None)
     return TrainingText(source, request.data is not None, fingerprint, recorded)

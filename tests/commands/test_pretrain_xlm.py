@@ -97,8 +97,9 @@ def _loss(output):
 
 @pytest.mark.slow  # ~13 s: three tiny runs (TensorFlow, 2 shared cores)
 def test_the_cli_trains_xlm_on_two_languages_and_pairs_and_resumes(corpora, tmp_path):
-    en, fr, pairs = corpora
-    out = str(tmp_path / "run")
+    en, fr, _ = corpora
+    pairs, out = tmp_path / "en-fr.tsv", str(tmp_path / "run")
+    pairs.write_text(open(corpora[2]).read())
     command = ["pretrain", "xlm-mlm-enfr-1024", "--corpus", en, fr, "--languages", "en,fr",
                "--parallel", f"en-fr={pairs}", "--out", out, "--checkpoint-every", "6",
                *XLM_TINY]
@@ -112,5 +113,9 @@ def test_the_cli_trains_xlm_on_two_languages_and_pairs_and_resumes(corpora, tmp_
     code, output = cli_output(command + ["--steps", "18"])  # resumes from step 12
     assert code == 0 and "Steps 13-18 of 18" in output, output[-2000:]
     unpaired = [a for a in command if a not in ("--parallel", f"en-fr={pairs}")]
-    code, output = cli_output(unpaired + ["--steps", "24"])  # MLM only: another run
-    assert code != 0 and "different parallel" in one_line_error(output)
+    code, output = cli_output(unpaired + ["--steps", "24"])  # MLM only: other text
+    assert code != 0 and f"removed {pairs}" in one_line_error(output)
+    with open(pairs, "a") as handle:  # the pairs are the run's data: another file is refused
+        handle.write("the cat .\tle chat .\n")
+    code, output = cli_output(command + ["--steps", "24"])
+    assert code != 0 and f"changed {pairs}" in one_line_error(output), output[-500:]

@@ -195,9 +195,11 @@ def xlm_dataset(documents, tokenizer, run):
     shares = multilingual.smoothed_probabilities({n: len(rows[n]) for n in languages},
                                                  multilingual.XLM_ALPHA)
     say(f"XLM stage MLM on {', '.join(languages)}: streams of {run.sequence_length} tokens "
-        f"(the paper's 256, Sec. 3.3 / README --bptt 256), each batch's language drawn with "
-        f"alpha {multilingual.XLM_ALPHA} (Sec. 3.1): "
-        + ", ".join(f"{n} {shares[n]:.2f}" for n in languages) + ".")
+        f"(the paper's 256, Sec. 3.3 / README --bptt 256) in batches of {run.batch_size} "
+        f"(the paper's 64, Sec. 5.1), each batch's language drawn with alpha "
+        f"{multilingual.XLM_ALPHA} (Sec. 3.1): "
+        + ", ".join(f"{n} {shares[n]:.2f}" for n in languages) + "; 15% of the tokens "
+        "masked 80/10/10 by weights 1/sqrt(frequency) (Sec. 3.3, --sample_alpha 0.5).")
     parts = [mlm]
     for pair in parallel:
         text = read_parallel(pair[2])

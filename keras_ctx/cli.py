@@ -79,11 +79,16 @@ def _layers(args):
     return 0
 
 
+def _corpus(given):
+    """`--corpus` as `pretrain` takes it: "builtin" when not given, a list when repeated."""
+    return "builtin" if not given else given[0] if len(given) == 1 else given
+
+
 def _pretrain(args):
     from keras_ctx.commands.pretrain import parse_overrides, pretrain
 
     pretrain(
-        args.model, args.out, corpus=args.corpus if len(args.corpus) > 1 else args.corpus[0],
+        args.model, args.out, corpus=_corpus(args.corpus),
         steps=args.steps,
         batch_size=args.batch_size, sequence_length=args.sequence_length,
         vocabulary_size=args.vocabulary_size, learning_rate=args.learning_rate,
@@ -252,8 +257,8 @@ def build_parser():
 
     pretrain = commands.add_parser("pretrain", help="pretrain a preset on a corpus")
     pretrain.add_argument("model", help="a preset name (see `keras-ctx presets`)")
-    pretrain.add_argument("--corpus", default=["builtin"], nargs="+",
-                          help="text file/dir/glob, tfds:NAME, or builtin (default); several "
+    pretrain.add_argument("--corpus", action="append", default=None,
+                          help="text file/dir/glob, tfds:NAME, or builtin (default); repeated "
                                "with --languages, one per language")
     pretrain.add_argument("--languages", default=None,
                           help="XLM: the language of each --corpus, in order (en,fr): MLM on "

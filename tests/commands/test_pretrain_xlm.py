@@ -81,9 +81,9 @@ def test_bad_inputs_are_refused_in_one_line(arguments, says, corpora, tmp_path):
 def test_a_malformed_pair_line_and_another_family_are_refused(corpora, tmp_path):
     bad = tmp_path / "bad.tsv"
     bad.write_text("the cat .\tle chat .\nthe dog . le chien .\n")
-    code, output = cli_output(["pretrain", "xlm-mlm-enfr-1024", "--corpus", *corpora[:2],
-                               "--languages", "en,fr", "--parallel", f"en-fr={bad}",
-                               "--out", str(tmp_path / "run")])
+    code, output = cli_output(["pretrain", "xlm-mlm-enfr-1024", "--corpus", corpora[0],
+                               "--corpus", corpora[1], "--languages", "en,fr",
+                               "--parallel", f"en-fr={bad}", "--out", str(tmp_path / "run")])
     assert code != 0 and f"{bad}:2: a parallel line" in one_line_error(output)
     code, output = cli_output(["pretrain", "bert-tiny", "--corpus", corpora[0], "--languages",
                                "en", "--out", str(tmp_path / "bert")])
@@ -100,9 +100,9 @@ def test_the_cli_trains_xlm_on_two_languages_and_pairs_and_resumes(corpora, tmp_
     en, fr, _ = corpora
     pairs, out = tmp_path / "en-fr.tsv", str(tmp_path / "run")
     pairs.write_text(open(corpora[2]).read())
-    command = ["pretrain", "xlm-mlm-enfr-1024", "--corpus", en, fr, "--languages", "en,fr",
-               "--parallel", f"en-fr={pairs}", "--out", out, "--checkpoint-every", "6",
-               *XLM_TINY]
+    command = ["pretrain", "xlm-mlm-enfr-1024", "--corpus", en, "--corpus", fr,
+               "--languages", "en,fr", "--parallel", f"en-fr={pairs}", "--out", out,
+               "--checkpoint-every", "6", *XLM_TINY]
     code, output = cli_output(command + ["--steps", "12"])
     assert code == 0, output[-2000:]
     assert "XLM stage MLM on en, fr" in output and "alpha 0.5 (Sec. 3.1)" in output

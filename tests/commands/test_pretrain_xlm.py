@@ -62,6 +62,15 @@ def test_the_batches_alternate_mlm_on_each_language_and_tlm_on_the_pairs(corpora
         assert (batch["mask_weights"].sum(1) > 0).any(), step  # masked (xlm_masker)
     mlm = {int(b["language_ids"][0, 0]) for i, b in enumerate(batches) if i % 3 < 2}
     assert mlm == {0, 1}  # both languages' streams were drawn
+    # Each stream's text is its language's: "chat" (French only) is read under id 1 only.
+    chat, seen = tokenizer.token_to_id("chat</w>"), set()
+    for batch in batches[0::3] + batches[1::3]:
+        text = batch["token_ids"].copy()  # the uncorrupted ids: the targets put back
+        for row in rows:
+            used = batch["mask_weights"][row] > 0
+            text[row, batch["mask_positions"][row][used]] = batch["mask_ids"][row][used]
+        seen.add(((text == chat).any(), int(batch["language_ids"][0, 0])))
+    assert (True, 1) in seen and (True, 0) not in seen, seen
 
 
 @pytest.mark.parametrize("arguments, says", [

@@ -33,9 +33,11 @@ def test_getting_started_repeats_readmes_setup_commands():
     assert guide[:2] == readme_commands()[:2]
 
 
-def test_readme_test_command_installs_the_docs_extra():
-    """So that tests/repository/test_docs.py builds the site in CI instead of skipping."""
-    assert ".[test,docs]" in readme_commands()[1]
+def test_readme_test_command_installs_the_docs_and_onnx_extras():
+    """So that tests/repository/test_docs.py builds the site and the ONNX export tests
+    (tests/test_export_onnx.py, TensorFlow's tf2onnx and torch's writer) run in CI
+    instead of skipping."""
+    assert ".[test,docs,onnx]" in readme_commands()[1]
 
 
 def test_ci_treats_no_tests_collected_as_failure():

@@ -10,9 +10,10 @@ entry in turn). Without `--languages` the whole corpus is one language
 (the tokenizer's), MLM only (xlm-mlm-en-2048's run). Every batch is masked
 by `multilingual.xlm_masker` (1/sqrt(frequency) targets, Sec. 3.3).
 
-As XLM binarises its corpora and holds them in memory (preprocess.py,
-`load_binarized`), the recipe tokenizes each corpus once into memory; its
-token counts are XLM's dictionary counts for the masker.
+Each language's corpus streams (tf.data over its files, tokenized in the
+pipeline): one counting pass first gives its sentence count (the sampling
+weights) and its token counts (XLM's dictionary counts, for the masker);
+nothing holds the corpus in memory. The --parallel pair files are read whole.
 """
 
 import os
@@ -124,8 +125,23 @@ def _encode(tokenizer, lines):
 
 
 def _sentences(tokenizer, source):
-    lines = [s for document in corpora.iter_documents(source) for s in document]
-    return _encode(tokenizer, lines)
+    """A corpus' sentences as token ids, read and tokenized as tf.data streams them."""
+    return tokenizers.tokenize_documents(corpora.documents(source), tokenizer).unbatch()
+
+
+def _counted(sentences, vocabulary_size, language):
+    """(sentences, tokens, counts per id) of a language's stream, in one streamed pass."""
+    def count(rows):
+        return (rows.nrows(), tf.size(rows.flat_values, tf.int64),
+                tf.math.bincount(rows.flat_values, minlength=vocabulary_size,
+                                 maxlength=vocabulary_size, dtype=tf.int64))
+
+    say(f"Counting the {language} corpus' sentences and tokens (one pass)...")
+    total, tokens, counts = 0, 0, np.zeros(vocabulary_size, np.int64)
+    for rows, size, part in sentences.ragged_batch(LINES_PER_CALL).map(
+            count).as_numpy_iterator():
+        total, tokens, counts = total + int(rows), tokens + int(size), counts + part
+    return total, tokens, counts
 
 
 def read_parallel(path):
@@ -152,13 +168,11 @@ def _ragged(rows):
         np.concatenate(rows) if rows else np.zeros([0], np.int32), [len(r) for r in rows])
 
 
-def _stream(rows, run, eos, language_id, language):
-    tokens = sum(len(r) + 1 for r in rows)
-    if tokens < run.sequence_length:
+def _stream(sentences, tokens, run, eos, language_id, language):
+    if tokens < run.sequence_length:  # each sentence opened by </s>
         raise ConfigError(f"The {language} corpus holds {tokens} tokens, fewer than one stream "
                           f"window of {run.sequence_length}: give it more text.")
-    stream = multilingual.text_stream(tf.data.Dataset.from_tensor_slices(_ragged(rows)),
-                                      run.sequence_length, eos, language_id)
+    stream = multilingual.text_stream(sentences, run.sequence_length, eos, language_id)
     return stream.shuffle(1024, seed=run.seed).repeat().batch(run.batch_size,
                                                              drop_remainder=True)
 
@@ -186,14 +200,19 @@ def xlm_dataset(documents, tokenizer, run):
         languages, sources = (getattr(tokenizer, "language", "en"),), (documents,)
     ids = tokenizers.special_token_ids(tokenizer)
     number = language_ids(languages)
-    rows = {name: _sentences(_for_language(tokenizer, name), source)
+    size = tokenizer.vocabulary_size()
+    text = {name: _sentences(_for_language(tokenizer, name), source)
             for name, source in zip(languages, sources)}
-    streams = {name: _stream(rows[name], run, ids["sep"], number[name], name)
-               for name in languages}
-    mlm = multilingual.sample_languages(streams, {n: len(rows[n]) for n in languages},
-                                        multilingual.XLM_ALPHA, seed=run.seed)
-    shares = multilingual.smoothed_probabilities({n: len(rows[n]) for n in languages},
-                                                 multilingual.XLM_ALPHA)
+    counted = {name: _counted(text[name], size, name) for name in languages}
+    streams = {name: _stream(text[name], counted[name][0] + counted[name][1], run,
+                             ids["sep"], number[name], name) for name in languages}
+    # XLM weighs a language by its stream's sentence count (xlm/data/loader.py
+    # `set_sampling_probs`: len(data['mono_stream'][lang]['train']), StreamDataset's
+    # n_sentences).
+    sentences = {name: counted[name][0] for name in languages}
+    mlm = multilingual.sample_languages(streams, sentences, multilingual.XLM_ALPHA,
+                                        seed=run.seed)
+    shares = multilingual.smoothed_probabilities(sentences, multilingual.XLM_ALPHA)
     say(f"XLM stage MLM on {', '.join(languages)}: streams of {run.sequence_length} tokens "
         f"(the paper's 256, Sec. 3.3 / README --bptt 256) in batches of {run.batch_size} "
         f"(the paper's 64, Sec. 5.1), each batch's language drawn with alpha "
@@ -221,10 +240,9 @@ def xlm_dataset(documents, tokenizer, run):
         batches = tf.data.Dataset.choose_from_datasets(parts, choice)
     else:
         batches = mlm
-    counts = np.bincount(np.concatenate([r for n in languages for r in rows[n]]),
-                         minlength=tokenizer.vocabulary_size())
-    masker = multilingual.xlm_masker(tokenizer.vocabulary_size(), ids["mask"], ids["sep"],
-                                     ids["pad"], counts, seed=run.seed)
+    counts = sum(counted[name][2] for name in languages)
+    masker = multilingual.xlm_masker(size, ids["mask"], ids["sep"], ids["pad"], counts,
+                                     seed=run.seed)
     return masker.apply(batches)
 
 

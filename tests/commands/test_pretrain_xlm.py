@@ -2,12 +2,14 @@
 (`--languages` names each `--corpus` file's language), TLM on `--parallel` pairs,
 alternated as XLM's `--mlm_steps 'en,fr,en-fr'` (keras_ctx/data/xlm_recipe.py)."""
 
+import hashlib
 import re
 
 import numpy as np
 import pytest
 
 from keras_ctx import registry
+from keras_ctx.data import corpora as corpus_files
 from keras_ctx.data import tokenizers
 from keras_ctx.data import xlm_recipe as recipe
 from tests.cli_helpers import cli_output, one_line_error
@@ -71,6 +73,31 @@ def test_the_batches_alternate_mlm_on_each_language_and_tlm_on_the_pairs(corpora
             text[row, batch["mask_positions"][row][used]] = batch["mask_ids"][row][used]
         seen.add(((text == chat).any(), int(batch["language_ids"][0, 0])))
     assert (True, 1) in seen and (True, 0) not in seen, seen
+
+
+# The first 12 batches of --languages fr,en (MLM) as the recipe made them when it
+# tokenized each corpus into memory (main 6101898): streaming changes no batch.
+IN_MEMORY_BATCHES = "c8dd7673adb7997098e4ec855fd5277ca8b5330aa7ab47f9576d3c1e0a7e322a"
+
+
+def test_each_corpus_streams_through_tf_data_with_the_in_memory_batches(corpora, monkeypatch):
+    en, fr, _ = corpora
+    lines = [line for path in (en, fr) for line in open(path).read().split("\n") if line]
+    tokenizer = tokenizers.train_xlm_bpe(lines, 200)
+
+    def read_whole(source):
+        raise AssertionError(f"{source} was read into Python, not streamed")
+
+    monkeypatch.setattr(corpus_files, "iter_documents", read_whole)
+    languages, parallel = recipe.check_inputs([fr, en], "fr,en", [])
+    run = registry.Run("xlm-mlm-enfr-1024", 4, 32, 200, inputs=(
+        ("languages", languages), ("parallel", parallel), ("corpora", (fr, en))))
+    digest = hashlib.sha256()
+    for batch in recipe.xlm_dataset(None, tokenizer, run).take(12).as_numpy_iterator():
+        for key in sorted(batch):
+            digest.update(key.encode())
+            digest.update(np.ascontiguousarray(batch[key]).tobytes())
+    assert digest.hexdigest() == IN_MEMORY_BATCHES
 
 
 @pytest.mark.parametrize("arguments, says", [

@@ -7,7 +7,8 @@ from typing import Optional
 import keras
 
 from keras_ctx.common import validation
-from keras_ctx.schedules import WarmupThenDecay
+from keras_ctx.schedules import (WARMUP_FRACTION, XLM_WARMUP_STEPS, InverseSqrtWithWarmup,
+                                 WarmupThenDecay)
 
 # Variables that BERT's AdamWeightDecayOptimizer leaves undecayed: every bias and the
 # LayerNorm parameters (Keras names: gamma, beta; our RMS norms': scale). Matched as
@@ -76,10 +77,14 @@ def published(**settings):
     return record
 
 
+def _peak_rate(learning_rate, hidden_size):
+    """The run's --learning-rate, or the default for `hidden_size` (see above)."""
+    return learning_rate or (1e-3 if hidden_size <= 256 else 1e-4)
+
+
 def _warmup_then_decay(learning_rate, steps, hidden_size):
     """BERT's schedule over `steps` at the run's peak rate (the default for `hidden_size`)."""
-    return WarmupThenDecay.for_steps(learning_rate or (1e-3 if hidden_size <= 256 else 1e-4),
-                                     steps)
+    return WarmupThenDecay.for_steps(_peak_rate(learning_rate, hidden_size), steps)
 
 
 @published(kind="AdamW")
@@ -157,3 +162,17 @@ def elmo_recipe(learning_rate, steps, hidden_size):
     initial accumulator 1.0, gradients clipped to global norm 10."""
     return keras.optimizers.Adagrad(learning_rate or ELMO_LEARNING_RATE,
                                     initial_accumulator_value=1.0, global_clipnorm=10.0)
+
+
+@published(kind="Adam", beta_2=0.98, epsilon=1e-8, weight_decay=None, global_clipnorm=5.0)
+def xlm_recipe(learning_rate, steps, hidden_size):
+    """XLM (Lample & Conneau 2019; facebookresearch/XLM README's MLM/TLM commands:
+    `--optimizer adam_inverse_sqrt,beta1=0.9,beta2=0.98,lr=0.0001`): Adam (no weight
+    decay, epsilon 1e-8: xlm/optim.py's defaults) with `InverseSqrtWithWarmup`, gradients
+    clipped to a global norm of 5 (train.py's --clip_grad_norm default). The warm-up is
+    XLM's 4000 updates, or 10% of a shorter run's (keras_ctx's own: a run under 40,000
+    updates would otherwise spend most of it warming up)."""
+    warmup = max(1, min(XLM_WARMUP_STEPS, int(steps * WARMUP_FRACTION)))
+    return keras.optimizers.Adam(
+        InverseSqrtWithWarmup(_peak_rate(learning_rate, hidden_size), warmup),
+        beta_1=0.9, beta_2=0.98, epsilon=1e-8, global_clipnorm=5.0)

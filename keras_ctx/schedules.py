@@ -11,6 +11,8 @@ optimizer and reloads with the same rates.
 - `ScaledLearningRate`: any rate times a per-update scale variable
   (AWD-LSTM's variable-length BPTT).
 - `CvtLearningRate`: cvt_text's warm-up then inverse square-root decay.
+- `InverseSqrtWithWarmup`: XLM's linear warm-up from a small rate, then
+  inverse square-root decay.
 """
 
 import math
@@ -31,6 +33,9 @@ STLR_RATIO = 32.0
 CVT_LEARNING_RATE = 0.5
 CVT_WARM_UP_STEPS = 5000
 CVT_LEARNING_RATE_DECAY = 0.005
+# facebookresearch/XLM xlm/optim.py `AdamInverseSqrtWithWarmup` defaults.
+XLM_WARMUP_STEPS = 4000
+XLM_WARMUP_INITIAL_RATE = 1e-7
 
 
 def _positive_int(name, value):
@@ -211,6 +216,38 @@ class CvtLearningRate(LearningRateSchedule):
     def get_config(self):
         return {"learning_rate": self.learning_rate, "warm_up_steps": self.warm_up_steps,
                 "decay": self.decay}
+
+
+@keras.saving.register_keras_serializable(package="keras_ctx")
+class InverseSqrtWithWarmup(LearningRateSchedule):
+    """XLM's `AdamInverseSqrtWithWarmup` rate (facebookresearch/XLM xlm/optim.py).
+
+        eta_t = eta_0 + t * (eta - eta_0) / W     if t < W
+                eta * sqrt(W / t)                 otherwise
+
+    with t the update count from 0 (XLM's num_updates: the first update runs at
+    eta_0), W = `warmup_steps` (XLM's 4000) and eta_0 = `initial_learning_rate`
+    (XLM's warmup_init_lr, 1e-7).
+    """
+
+    def __init__(self, learning_rate, warmup_steps=XLM_WARMUP_STEPS,
+                 initial_learning_rate=XLM_WARMUP_INITIAL_RATE):
+        self.learning_rate = validation.positive_number("learning_rate", learning_rate)
+        self.warmup_steps = _positive_int("warmup_steps", warmup_steps)
+        self.initial_learning_rate = validation.non_negative_number(
+            "initial_learning_rate", initial_learning_rate)
+
+    def __call__(self, step):
+        t = ops.cast(step, "float32")
+        warmup = float(self.warmup_steps)
+        rising = self.initial_learning_rate + t * (
+            self.learning_rate - self.initial_learning_rate) / warmup
+        falling = self.learning_rate * ops.sqrt(warmup / ops.maximum(t, warmup))
+        return ops.where(t < warmup, rising, falling)
+
+    def get_config(self):
+        return {"learning_rate": self.learning_rate, "warmup_steps": self.warmup_steps,
+                "initial_learning_rate": self.initial_learning_rate}
 
 
 def scale_learning_rate(optimizer, scale):

@@ -6,6 +6,7 @@
 """
 
 from keras_ctx.common.errors import ConfigError
+from keras_ctx import optimizers
 from keras_ctx.data import tokenizers, xlm_recipe as recipe
 from keras_ctx.models.xlm import convert as convert_xlm
 from keras_ctx.models.xlm import backbone as xlm
@@ -28,12 +29,16 @@ _MASKING = dict(mask_rate=0.15, mask_token_rate=0.8, random_token_rate=0.1)
 _STREAMS = dict(batch_size=64, sequence_length=256)
 _README = ("XLM README (a released model the paper does not describe); the objective of "
            f"{_PAPER}, Sec. 3.3")
-_RUN = f"{_PAPER}, Sec. 5.1 (streams, batches), Sec. 3.3 (masking)"
+# The README's MLM/TLM commands: --optimizer adam_inverse_sqrt,beta1=0.9,beta2=0.98,
+# lr=0.0001, warmed up over xlm/optim.py's 4000 updates (optimizers.xlm_recipe).
+_OPTIMIZER = dict(learning_rate=1e-4, warmup_steps=4000)
+_ADAM = "; lr, warm-up: XLM README (adam_inverse_sqrt, lr=0.0001), xlm/optim.py"
+_RUN = f"{_PAPER}, Sec. 5.1 (streams, batches), Sec. 3.3 (masking){_ADAM}"
 XLM_PRETRAINING = register_pretraining({
     name: (Pretraining(stages=_CLM, source=_RUN, **_STREAMS) if config.get("causal")
-           else Pretraining(stages=_MLM, source=_RUN, **_STREAMS, **_MASKING)
+           else Pretraining(stages=_MLM, source=_RUN, **_STREAMS, **_MASKING, **_OPTIMIZER)
            if config["num_languages"] in (2, 15)  # the paper's en-X and XNLI-15 models
-           else Pretraining(stages=_MLM, source=_README, **_MASKING))
+           else Pretraining(stages=_MLM, source=_README + _ADAM, **_MASKING, **_OPTIMIZER))
     for name, (config, *_) in xlm.XLM_PRESETS.items()})
 
 
@@ -54,6 +59,6 @@ XLM = register_family(Family(
     Framing(start=(("<s>",),), middle=(("</s>",),), end=(("</s>",),),
             pad=(("<pad>",),), segments=1, positions=True),
     huggingface=convert_xlm.HUGGINGFACE,
-    dataset=recipe.xlm_dataset, pretrainer=xlm_pretrainer,
+    dataset=recipe.xlm_dataset, pretrainer=xlm_pretrainer, optimizer=optimizers.xlm_recipe,
     recipe_config=recipe.recipe_config, objective=(MaskedLMPretrainer, ("language_ids",)),
     tiny=dict(TINY_TRANSFORMER, max_sequence_length=64)))

@@ -13,7 +13,7 @@ by `multilingual.xlm_masker` (1/sqrt(frequency) targets, Sec. 3.3).
 Each language's corpus streams (tf.data over its files, tokenized in the
 pipeline): one counting pass first gives its sentence count (the sampling
 weights) and its token counts (XLM's dictionary counts, for the masker);
-nothing holds the corpus in memory. The --parallel pair files are read whole.
+nothing holds the corpus in memory. The --parallel pair files stream alike.
 """
 
 import os
@@ -64,7 +64,7 @@ def _parallel_list(parallel, languages):
             raise ConfigError(f"--parallel {item}: a pair needs two languages.")
         if not os.path.isfile(path):
             raise ConfigError(f"--parallel {item}: {path} is not a file.")
-        read_parallel(path)  # a malformed line is refused before anything is trained
+        check_parallel(path)  # a malformed line is refused before anything is trained
         pairs.append((source, target, os.fspath(path)))
     if len({pair[:2] for pair in pairs}) != len(pairs):
         raise ConfigError("--parallel names one language pair twice: give one file per pair.")
@@ -116,14 +116,6 @@ def _for_language(tokenizer, language):
                                         tokenizer.lowercase_and_remove_accent))
 
 
-def _encode(tokenizer, lines):
-    rows = []
-    for start in range(0, len(lines), LINES_PER_CALL):
-        ragged = tokenizer(lines[start:start + LINES_PER_CALL])
-        rows.extend(np.asarray(row, np.int32) for row in ragged.to_list())
-    return rows
-
-
 def _sentences(tokenizer, source):
     """A corpus' sentences as token ids, read and tokenized as tf.data streams them."""
     return tokenizers.tokenize_documents(corpora.documents(source), tokenizer).unbatch()
@@ -144,10 +136,10 @@ def _counted(sentences, vocabulary_size, language):
     return total, tokens, counts
 
 
-def read_parallel(path):
-    """[(source, target)] of a pair file: `source<TAB>target` a line (blank lines skipped);
-    ConfigError naming the first malformed line."""
-    pairs = []
+def check_parallel(path):
+    """The number of pairs in a pair file, `source<TAB>target` a line (blank lines skipped),
+    read line by line; ConfigError naming the first malformed line."""
+    pairs = 0
     with open(path, encoding="utf-8") as handle:
         for number, line in enumerate(handle, 1):
             line = line.rstrip("\r\n")
@@ -157,15 +149,21 @@ def read_parallel(path):
             if len(sides) != 2 or not sides[0].strip() or not sides[1].strip():
                 raise ConfigError(f"{path}:{number}: a parallel line is 'source<TAB>target' "
                                   f"(one tab, two non-empty sides); got {line[:60]!r}.")
-            pairs.append((sides[0], sides[1]))
+            pairs += 1
     if not pairs:
         raise ConfigError(f"{path} holds no parallel pairs.")
     return pairs
 
 
-def _ragged(rows):
-    return tf.RaggedTensor.from_row_lengths(
-        np.concatenate(rows) if rows else np.zeros([0], np.int32), [len(r) for r in rows])
+def _pairs(path, source_tokenizer, target_tokenizer):
+    """A checked pair file's (source ids, target ids), read and tokenized as tf.data
+    streams them (blank lines skipped, as `check_parallel`)."""
+    lines = tf.data.TextLineDataset(path).map(
+        lambda line: tf.strings.regex_replace(line, "\r$", "")).filter(
+        lambda line: tf.strings.length(tf.strings.strip(line)) > 0)
+    sides = lines.map(lambda line: tf.strings.split(line, "\t")).batch(LINES_PER_CALL)
+    return sides.map(lambda sides: (tf.cast(source_tokenizer(sides[:, 0]), tf.int32),
+                                    tf.cast(target_tokenizer(sides[:, 1]), tf.int32))).unbatch()
 
 
 def _stream(sentences, tokens, run, eos, language_id, language):
@@ -177,16 +175,20 @@ def _stream(sentences, tokens, run, eos, language_id, language):
                                                              drop_remainder=True)
 
 
-def _tlm(sources, targets, run, ids, pair):
+def _tlm(data, run, ids, pair):
     eos, pad = ids["sep"], ids["pad"]
     longest = min(multilingual.XLM_MAX_LENGTH, (run.sequence_length - 4) // 2)
-    kept = sum(0 < len(s) <= longest and 0 < len(t) <= longest
-               for s, t in zip(sources, targets))
+
+    def fits(sources, targets):  # tlm_pairs' filter, counted in one streamed pass
+        sizes = tf.stack([sources.row_lengths(), targets.row_lengths()])
+        return tf.reduce_sum(tf.cast(tf.reduce_all((sizes > 0) & (sizes <= longest), 0),
+                                     tf.int64))
+
+    kept = sum(int(n) for n in data.ragged_batch(LINES_PER_CALL).map(fits).as_numpy_iterator())
     if not kept:
         raise ConfigError(f"No {pair[0]}-{pair[1]} pair fits a TLM row of "
                           f"{run.sequence_length} tokens (each side 1-{longest} tokens).")
     language = language_ids(_inputs(run)[0])
-    data = tf.data.Dataset.from_tensor_slices((_ragged(sources), _ragged(targets)))
     examples = multilingual.tlm_pairs(data, run.sequence_length, eos, pad,
                                       language[pair[0]], language[pair[1]], seed=run.seed)
     return examples.shuffle(1024, seed=run.seed).repeat().batch(run.batch_size,
@@ -221,12 +223,12 @@ def xlm_dataset(documents, tokenizer, run):
         "masked 80/10/10 by weights 1/sqrt(frequency) (Sec. 3.3, --sample_alpha 0.5).")
     parts = [mlm]
     for pair in parallel:
-        text = read_parallel(pair[2])
-        sources_ = _encode(_for_language(tokenizer, pair[0]), [s for s, _ in text])
-        targets = _encode(_for_language(tokenizer, pair[1]), [t for _, t in text])
-        batches, kept = _tlm(sources_, targets, run, ids, pair)
+        data = _pairs(pair[2], _for_language(tokenizer, pair[0]),
+                      _for_language(tokenizer, pair[1]))
+        batches, kept = _tlm(data, run, ids, pair)
         parts.append(batches)
-        say(f"XLM stage TLM on {pair[0]}-{pair[1]}: {kept} of {len(text)} pairs of {pair[2]} "
+        say(f"XLM stage TLM on {pair[0]}-{pair[1]}: {kept} of {check_parallel(pair[2])} "
+            f"pairs of {pair[2]} "
             f"(sides of at most {multilingual.XLM_MAX_LENGTH} tokens, XLM's --max_len), "
             "both directions (the README's en-fr and fr-en).")
     if parallel:

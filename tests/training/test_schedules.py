@@ -32,6 +32,8 @@ def _optimizers():
         "scaled": lambda: keras.optimizers.Adam(
             schedules.ScaledLearningRate(schedules.SlantedTriangular(0.01, 50))),
         "cvt": lambda: cvt_optimizer(warm_up_steps=4, ema_decay=None),
+        "xlm_inverse_sqrt": lambda: keras.optimizers.Adam(
+            schedules.InverseSqrtWithWarmup(1e-2, 3)),
     }
 
 

@@ -168,11 +168,12 @@ def test_every_command_on_a_pretrained_run(family, pretrained, finetuned, workdi
     assert codes["embed tuned"] == 2, codes  # refused: embed the run it came from
 
 
-@pytest.mark.parametrize("family", sorted(FAST | {"t5"}))
+@pytest.mark.parametrize("family", sorted(FAST))
 def test_a_pretrained_run_loads_as_its_family_and_its_words_take_their_context(family,
                                                                               pretrained):
     """tests/test_recipes.py's checks of a recipe's run, on this module's runs of the
-    families it pretrains by default (there, they run with -m slow): not pretrained twice."""
+    families it pretrains by default (there, they run with -m slow; T5's: the next test):
+    not pretrained twice."""
     from keras_ctx import runs
     from keras_ctx.commands.embed import word_vectors
 
@@ -180,8 +181,6 @@ def test_a_pretrained_run_loads_as_its_family_and_its_words_take_their_context(f
     info, _, tokenizer = runs.load_run(run)
     assert info["family"] == family
     assert (tokenizer is None) == (families.get(family).inputs == "characters")
-    if families.get(family).inputs == "encoder_decoder":
-        return  # its word vectors: the next test
     vectors = word_vectors(run, TEXTS, "bank")
     assert vectors.shape[0] == 2 and np.all(np.isfinite(vectors))
     assert not np.allclose(vectors[0], vectors[1])  # the context changes the vector
@@ -189,7 +188,8 @@ def test_a_pretrained_run_loads_as_its_family_and_its_words_take_their_context(f
 
 @pytest.mark.parametrize("family", ["t5", pytest.param("bart", marks=pytest.mark.slow)])
 def test_encoder_decoder_word_vectors_are_the_encoders(family, pretrained):
-    """A word's vector is the encoder state over its pieces (the decoder's are shifted)."""
+    """A word's vector is the encoder state over its pieces (the decoder's are shifted);
+    the run loads as its family, with its tokenizer (tests/test_recipes.py's check)."""
     from keras_ctx import runs
     from keras_ctx.preprocessing import word_positions
     from keras_ctx.commands.embed import word_vectors
@@ -197,6 +197,7 @@ def test_encoder_decoder_word_vectors_are_the_encoders(family, pretrained):
 
     run = pretrained(family)
     info, backbone, tokenizer = runs.load_run(run)
+    assert info["family"] == family and tokenizer is not None
     inputs, preprocessor = text_inputs(families.get(family), tokenizer, TEXTS, 16)
     encoder = keras.ops.convert_to_numpy(backbone({k: v for k, v in inputs.items() if k in backbone.input})
                          ["encoder_sequence_output"])

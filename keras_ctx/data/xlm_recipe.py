@@ -117,8 +117,10 @@ def _for_language(tokenizer, language):
 
 
 def _sentences(tokenizer, source):
-    """A corpus' sentences as token ids, read and tokenized as tf.data streams them."""
-    return tokenizers.tokenize_documents(corpora.documents(source), tokenizer).unbatch()
+    """A corpus' sentences as token ids, read and tokenized as tf.data streams them (XLM
+    tokenizes line by line; `LINES_PER_CALL` a call, as a call a document was 2-3x slower)."""
+    lines = corpora.documents(source).unbatch().batch(LINES_PER_CALL)
+    return lines.map(lambda batch: tf.cast(tokenizer(batch), tf.int32)).unbatch()
 
 
 def _counted(sentences, vocabulary_size, language):

@@ -28,7 +28,6 @@ NOT_YET_MOVED = {
     "test_generation.py": "tests/generation/",
     "test_preset_recipes.py": "tests/commands/ (pretrain's recipes)",
     "test_recipes.py": "tests/commands/ (pretrain's recipes)",
-    "test_run_records.py": "tests/runs/",
     "test_runs.py": "tests/runs/",
     "test_suite_backends.py": "tests/repository/ (the suite's backend switch)",
     "test_tasks.py": "tests/tasks/",
@@ -49,7 +48,7 @@ NOT_YET_FOLDED = {
     "_inputs",  # convert/ and models/test_xlm.py, pretraining/test_cvt.py, test_export_onnx.py
     "_keys",  # test_compat.py, test_preset_recipes.py
     "_mask",  # data/test_masking.py, pretraining/test_span_bert.py
-    "_prepared",  # data/test_spanbert_counts.py, test_run_records.py
+    "_prepared",  # data/test_spanbert_counts.py, runs/test_run_records.py
     "numpy_bert",  # convert/minilm.py (tasks/test_text_tasks.py imports it), convert/numpy_refs.py
     "run_cli",  # cli_helpers.py, test_cli_matrix.py
     "tiny_backbone",  # backends.py, cli_helpers.py (test_backends.py, test_runs.py import them)

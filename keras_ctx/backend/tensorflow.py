@@ -148,7 +148,7 @@ class PretrainerStep:
         # than one device. Only shapes and dtypes matter: a tf.data input
         # builds from its spec (other adapters would copy their arrays again).
         # Keras reads even for a built model, so building first through public
-        # APIs does not avoid it (common/compat.py, tests/test_compat.py).
+        # APIs does not avoid it (common/compat.py, tests/common/test_compat.py).
         if iterator is not None and data_batch is None:
             dataset = compat.tf_dataset_of(compat.attribute(iterator, "data_adapter"))
             strategy = compat.attribute(self, "model_strategy")

@@ -5,7 +5,7 @@ release. Each symbol is resolved on first use; a missing one raises an
 `UpstreamAPIError` naming the symbol, the version it was written for (the
 pins in constraints.txt) and the version installed, so that an upgrade fails with
 one clear line instead of an AttributeError deep in a training step.
-tests/test_compat.py resolves them all.
+tests/common/test_compat.py resolves them all.
 
 The training steps (keras_ctx/backend/) and what remains private in them: JAX's and
 PyTorch's use none (an unbuilt model is built from a tf.data input's spec by a
@@ -18,7 +18,7 @@ would train on the data's second pass, another shuffle or a generator's next epo
 device trains on its first), and merge it with strategy.reduce, which fails on a dict batch
 under MultiWorkerMirroredStrategy. No public API avoids the read: a model and optimizer
 built beforehand (a symbolic call, `optimizer.build`) are read for all the same (one fit and
-one evaluate made 4 passes of a generator, not 2: tests/test_compat.py).
+one evaluate made 4 passes of a generator, not 2: tests/common/test_compat.py).
 """
 
 import contextlib

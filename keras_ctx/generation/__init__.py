@@ -10,7 +10,7 @@ score, with GNMT's length penalty and n-gram blocking as options. The loop
 compiles through `keras_ctx.backend.compile_function`: TensorFlow's
 `tf.function` (XLA or a graph), JAX's `jax.jit`; PyTorch runs it eagerly
 under `torch.no_grad` (its draws from a seeded torch.Generator). Greedy
-tokens are the same on all three (tests/test_backends.py).
+tokens are the same on all three (tests/models/test_backends.py).
 
 Example:
 >>> out = keras_ctx.generation.generate(backbone, prompt_ids, prompt_mask,

@@ -171,7 +171,7 @@ def test_the_fine_tuned_classifier_is_saved_without_optimizer_state(tmp_path):
 
 
 @pytest.mark.slow  # fine-tunes twice and exports twice (about 40 s); the default run
-# checks the saving above and tests/test_export.py the class names
+# checks the saving above and tests/export/test_export.py the class names
 def test_finetune_keeps_the_optimizer_state_only_when_asked_and_exports_a_text_copy(
         tmp_path, capsys):
     import keras

@@ -102,7 +102,7 @@ def test_out_of_range_ids_raise_under_jit_compile(tmp_path):
 
 
 @pytest.mark.tensorflow_only("a SavedModel's in-graph checks, exported from TensorFlow (torch "
-                             "refuses the export; JAX's: tests/test_export_jax.py)")
+                             "refuses the export; JAX's: tests/export/test_export_jax.py)")
 def test_serving_signatures_check_ids_int64_range_and_length(tmp_path):
     from keras_ctx.export import export_saved_model
 

@@ -40,7 +40,7 @@ def _quantized(model, mode):
 
 
 # By default bert float8 and gpt2 int4 (int8 is also reloaded by default on JAX and torch in
-# tests/test_backends_tasks.py); the other pairs and T5 with -m slow (20-70 s each).
+# tests/peft/test_backends_tasks.py); the other pairs and T5 with -m slow (20-70 s each).
 DEFAULT_PAIRS = {("bert", "float8"), ("gpt2", "int4")}
 
 

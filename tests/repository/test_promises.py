@@ -35,7 +35,7 @@ def test_getting_started_repeats_readmes_setup_commands():
 
 def test_readme_test_command_installs_the_docs_and_onnx_extras():
     """So that tests/repository/test_docs.py builds the site and the ONNX export tests
-    (tests/test_export_onnx.py, TensorFlow's tf2onnx and torch's writer) run in CI
+    (tests/export/test_export_onnx.py, TensorFlow's tf2onnx and torch's writer) run in CI
     instead of skipping."""
     assert ".[test,docs,onnx]" in readme_commands()[1]
 

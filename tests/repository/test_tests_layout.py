@@ -14,23 +14,12 @@ TESTS = pathlib.Path(__file__).resolve().parents[1]
 # Test files still at tests/'s root, each with the folder it belongs in: shrink this list as
 # they move (a file moved while still listed fails below, so the list stays true).
 NOT_YET_MOVED = {
-    "test_backends.py": "tests/models/ (every backbone's outputs on the three backends)",
-    "test_backends_tasks.py": "tests/peft/ (adapters, LoRA, quantized tasks on JAX and torch)",
     "test_cli.py": "tests/cli/",
     "test_cli_matrix.py": "tests/cli/",
-    "test_compat.py": "tests/common/ (keras_ctx/common/compat.py)",
-    "test_cross_lingual.py": "tests/tasks/ (monolingual transfer, MAD-X, TLM)",
-    "test_export.py": "tests/export/",
-    "test_export_families.py": "tests/export/",
-    "test_export_jax.py": "tests/export/",
-    "test_export_onnx.py": "tests/export/",
-    "test_export_onnx_refusals.py": "tests/export/",
     "test_generation.py": "tests/generation/",
     "test_preset_recipes.py": "tests/commands/ (pretrain's recipes)",
     "test_recipes.py": "tests/commands/ (pretrain's recipes)",
     "test_runs.py": "tests/runs/",
-    "test_suite_backends.py": "tests/repository/ (the suite's backend switch)",
-    "test_tasks.py": "tests/tasks/",
 }
 
 # Names that may be defined in several modules: a helper script's entry point.
@@ -43,15 +32,16 @@ NOT_YET_FOLDED = {
     "_backbone",  # pretraining/test_span_bert.py, tasks/test_cross_lingual.py
     "_batch",  # data/test_masking.py, pretraining/test_cvt.py
     "_bert_rows",  # data/test_masking.py, tasks/test_text_tasks.py
-    "_compare_with",  # test_backends.py, test_backends_tasks.py
+    "_compare_with",  # models/test_backends.py, peft/test_backends_tasks.py
     "_documents",  # data/test_permutation.py, data/test_spanbert_counts.py
-    "_inputs",  # convert/ and models/test_xlm.py, pretraining/test_cvt.py, test_export_onnx.py
-    "_keys",  # test_compat.py, test_preset_recipes.py
+    "_inputs",  # convert/ and models/test_xlm.py, pretraining/test_cvt.py,
+    # export/test_export_onnx.py
+    "_keys",  # common/test_compat.py, test_preset_recipes.py
     "_mask",  # data/test_masking.py, pretraining/test_span_bert.py
     "_prepared",  # data/test_spanbert_counts.py, runs/test_run_records.py
     "numpy_bert",  # convert/minilm.py (tasks/test_text_tasks.py imports it), convert/numpy_refs.py
     "run_cli",  # cli_helpers.py, test_cli_matrix.py
-    "tiny_backbone",  # backends.py, cli_helpers.py (test_backends.py, test_runs.py import them)
+    "tiny_backbone",  # backends.py, cli_helpers.py (models/test_backends.py, test_runs.py import them)
 }
 
 

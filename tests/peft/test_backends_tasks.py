@@ -12,7 +12,7 @@ import pytest
 from tests.backends import (QUANTIZATION_MODES, peft_task_outputs, run_on_backend,
                             string_task_refusal)
 
-# float32 on both backends, summed in other orders (tests/test_backends.py's bound); the
+# float32 on both backends, summed in other orders (tests/models/test_backends.py's bound); the
 # quantized products are the same integers, rescaled in float32.
 ATOL = 1e-5
 

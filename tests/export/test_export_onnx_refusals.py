@@ -1,15 +1,16 @@
 """What ONNX export refuses, each in one line with nothing written: a model on Keras' JAX
 backend (TensorFlow converts with tf2onnx, torch through Keras' model.export; a free
-batch or length on torch: tests/test_export_onnx.py) and a model whose ops tf2onnx cannot
+batch or length on torch: tests/export/test_export_onnx.py) and a model whose ops tf2onnx cannot
 convert (it wrote them into the file unconverted, which ONNX Runtime refuses to load)."""
 
 import os
+import pathlib
 import subprocess
 import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = str(pathlib.Path(__file__).resolve().parents[2])
 
 _ON_BACKEND = """
 import keras_ctx

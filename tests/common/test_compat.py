@@ -11,7 +11,7 @@ import pytest
 from keras_ctx.common import compat
 
 
-PACKAGE = Path(__file__).parents[1] / "keras_ctx"
+PACKAGE = Path(__file__).parents[2] / "keras_ctx"
 # What keras_ctx/backend/tensorflow.py alone reads: Keras' TensorFlow trainer and optimizer
 # define them, its JAX and PyTorch ones do not (nor need to).
 TENSORFLOW_STEP = ("maybe_symbolic_build", "distribution_strategy", "model_strategy",
@@ -40,7 +40,7 @@ def test_every_private_upstream_symbol_resolves(key):
 
 
 def test_the_pins_named_are_the_constraints_files():
-    constraints = (Path(__file__).parents[1] / "constraints.txt").read_text().splitlines()
+    constraints = (Path(__file__).parents[2] / "constraints.txt").read_text().splitlines()
     for distribution, version in compat.WRITTEN_FOR.items():
         assert f"{distribution}=={version}" in constraints, distribution
 
@@ -268,7 +268,7 @@ def test_why_the_tensorflow_step_keeps_maybe_symbolic_build():
     model and its optimizer were built first (the data's first pass, another shuffle or a
     generator's next epoch, never trained); under MultiWorkerMirroredStrategy Keras' merge
     of that batch fails (tests/pretraining/test_multi_worker.py)."""
-    root = str(Path(__file__).parents[1])
+    root = str(Path(__file__).parents[2])
     env = dict(os.environ, PYTHONPATH=root, TF_CPP_MIN_LOG_LEVEL="3")
     done = subprocess.run([sys.executable, "-c", _MIRRORED_PASSES], cwd=root, env=env,
                           capture_output=True, text=True, timeout=600)

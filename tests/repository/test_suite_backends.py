@@ -9,7 +9,7 @@ import sys
 import keras
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def test_the_suite_runs_on_the_backend_the_caller_gives():

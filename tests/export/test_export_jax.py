@@ -14,8 +14,8 @@ from tests.backends import (TASK_IDS, _task_inputs, peft_task_models, peft_task_
 from tests.isolated import run_isolated
 
 
-@pytest.mark.slow  # ~2 min: a JAX subprocess converting the model; tests/test_export.py covers
-# the TensorFlow export and tests/test_backends_tasks.py this classifier's outputs on JAX
+@pytest.mark.slow  # ~2 min: a JAX subprocess converting the model; tests/export/test_export.py covers
+# the TensorFlow export and tests/peft/test_backends_tasks.py this classifier's outputs on JAX
 def test_a_jax_export_serves_the_tensorflow_exports_outputs_without_keras_ctx(
         tmp_path):
     # Writes weights.npz beside it.

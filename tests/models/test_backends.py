@@ -26,7 +26,7 @@ TENSORFLOW_HERE = pytest.mark.tensorflow_only(
     "in a subprocess (tests/backends.py)")
 
 
-def _compare_with(backend, tmp_path, generating):
+def _compare_backbones_with(backend, tmp_path, generating):
     """Every family's outputs, and the greedy tokens of `generating` (None: every family
     that generates), on TensorFlow here and on `backend` in one subprocess."""
     stored, expected = {}, {}
@@ -61,7 +61,7 @@ def _compare_with(backend, tmp_path, generating):
 @pytest.mark.parametrize("backend", OTHER_BACKENDS)
 def test_every_family_backbone_gives_tensorflows_outputs_and_gpt2_t5_its_tokens(
         backend, tmp_path):
-    generated = _compare_with(backend, tmp_path, generating=["gpt2", "t5"])
+    generated = _compare_backbones_with(backend, tmp_path, generating=["gpt2", "t5"])
     assert generated == {"gpt2", "t5"}  # a decoder and an encoder-decoder
 
 
@@ -69,7 +69,7 @@ def test_every_family_backbone_gives_tensorflows_outputs_and_gpt2_t5_its_tokens(
 @TENSORFLOW_HERE
 @pytest.mark.parametrize("backend", OTHER_BACKENDS)
 def test_every_generating_family_gives_tensorflows_greedy_tokens(backend, tmp_path):
-    generated = _compare_with(backend, tmp_path, generating=None)
+    generated = _compare_backbones_with(backend, tmp_path, generating=None)
     assert {"gpt", "gpt2", "t5", "bart"} <= generated
 
 

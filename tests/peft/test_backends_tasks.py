@@ -24,7 +24,7 @@ pytestmark = pytest.mark.tensorflow_only(
     "in a subprocess (tests/backends.py)")
 
 
-def _compare_with(backend, tmp_path, modes, fit):
+def _compare_peft_tasks_with(backend, tmp_path, modes, fit):
     """TensorFlow's outputs here, `backend`'s from the same weights; its arrays."""
     peft_task_outputs(str(tmp_path / "tensorflow.npz"), modes=modes)
     expected = np.load(tmp_path / "tensorflow.npz")
@@ -43,7 +43,7 @@ def _compare_with(backend, tmp_path, modes, fit):
 
 @pytest.mark.parametrize("backend", OTHER_BACKENDS)
 def test_adapters_lora_int8_and_tasks_give_tensorflows_outputs_and_train(backend, tmp_path):
-    expected, got = _compare_with(backend, tmp_path, ["int8"], fit=True)
+    expected, got = _compare_peft_tasks_with(backend, tmp_path, ["int8"], fit=True)
     for name in ("adapters", "lora"):
         losses = got[f"{name}/losses"]
         assert losses[-1] < 0.9 * losses[0], (name, losses)  # it learns
@@ -59,7 +59,7 @@ def test_adapters_lora_int8_and_tasks_give_tensorflows_outputs_and_train(backend
 @pytest.mark.slow  # ~70 s: int4 and float8 quantize and compile per shape on JAX; int8 by default
 @pytest.mark.parametrize("backend", OTHER_BACKENDS)
 def test_every_quantization_mode_gives_tensorflows_outputs(backend, tmp_path):
-    expected, _ = _compare_with(backend, tmp_path, list(QUANTIZATION_MODES), fit=False)
+    expected, _ = _compare_peft_tasks_with(backend, tmp_path, list(QUANTIZATION_MODES), fit=False)
     # Quantizing changed the outputs (the comparison is not of float copies).
     assert not np.allclose(expected["int8"], expected["int4"], atol=1e-3)
 

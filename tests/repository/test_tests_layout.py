@@ -32,7 +32,6 @@ NOT_YET_FOLDED = {
     "_backbone",  # pretraining/test_span_bert.py, tasks/test_cross_lingual.py
     "_batch",  # data/test_masking.py, pretraining/test_cvt.py
     "_bert_rows",  # data/test_masking.py, tasks/test_text_tasks.py
-    "_compare_with",  # models/test_backends.py, peft/test_backends_tasks.py
     "_documents",  # data/test_permutation.py, data/test_spanbert_counts.py
     "_inputs",  # convert/ and models/test_xlm.py, pretraining/test_cvt.py,
     # export/test_export_onnx.py

@@ -142,7 +142,7 @@ def _spanbert_data(batch_size=32, count=150):
         word_continuations=np.zeros(syn.VOCABULARY_SIZE, bool))
 
 
-def _backbone():
+def _two_layer_bert():
     return BertBackbone(vocabulary_size=syn.VOCABULARY_SIZE, num_layers=2, num_heads=2,
                         hidden_size=64, intermediate_size=128, max_sequence_length=32,
                         dropout=0.0)
@@ -150,7 +150,7 @@ def _backbone():
 
 def test_spanbert_pretrainer_heads_are_tied_and_read_the_boundaries():
     batch = first_batch(_spanbert_data(batch_size=4, count=40))
-    backbone = _backbone()
+    backbone = _two_layer_bert()
     model = SpanBertPretrainer(backbone)
     out = keras.tree.map_structure(keras.ops.convert_to_numpy, model(batch))
     p = batch["mask_positions"].shape[1]
@@ -178,7 +178,7 @@ def test_spanbert_pretrainer_heads_are_tied_and_read_the_boundaries():
 @pytest.mark.slow  # ~25 s, most of it tracing and XLA compilation
 def test_spanbert_pretrainer_learns_under_xla():
     data = _spanbert_data().cache()
-    model = SpanBertPretrainer(_backbone())
+    model = SpanBertPretrainer(_two_layer_bert())
     model.compile(optimizer=keras.optimizers.Adam(2e-3), jit_compile=True)
     history = model.fit(data.repeat(), steps_per_epoch=25, epochs=3, verbose=0).history
     assert history["sbo_loss"][-1] < 0.75 * history["sbo_loss"][0], history

@@ -9,7 +9,7 @@ from keras_ctx.tasks.cross_lingual import zero_shot_transfer
 from tests.backends import slow_on
 
 
-def _backbone(aligned):
+def _bilingual_bert(aligned):
     keras.utils.set_random_seed(0)
     backbone = BertBackbone(syn.vocabulary_size(2), 1, 2, 32, 64, max_sequence_length=9,
                             dropout=0.0)
@@ -30,7 +30,7 @@ def _data(language, count, seed):
 @slow_on("torch")  # ~40 s each, eager on torch; the transfer recipes run in test_transfer.py
 @pytest.mark.parametrize("aligned", [True, False])
 def test_zero_shot_transfer_trains_on_l1_and_evaluates_on_l2(aligned):
-    result = zero_shot_transfer(_backbone(aligned), _data(0, 512, 0), _data(1, 128, 2),
+    result = zero_shot_transfer(_bilingual_bert(aligned), _data(0, 512, 0), _data(1, 128, 2),
                                 num_classes=2, eval_l1=_data(0, 128, 1), epochs=3,
                                 learning_rate=3e-3, dropout=0.0, jit_compile=False)
     assert set(result) == {"l1_accuracy", "l2_accuracy", "classifier"}
@@ -44,4 +44,4 @@ def test_zero_shot_transfer_trains_on_l1_and_evaluates_on_l2(aligned):
 
 def test_zero_shot_transfer_checks_its_data():
     with pytest.raises(ValueError, match="eval_l2"):
-        zero_shot_transfer(_backbone(False), _data(0, 8, 0), "l2.tsv", num_classes=2)
+        zero_shot_transfer(_bilingual_bert(False), _data(0, 8, 0), "l2.tsv", num_classes=2)

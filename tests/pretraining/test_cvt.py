@@ -96,7 +96,7 @@ def test_full_module_is_linear_and_the_others_are_not():
         assert np.allclose(f(-x) - zero, -(f(x) - zero), atol=1e-5) == linear
 
 
-def _batch(rng, spelling, rows=4, length=7, labels=3):
+def _tagging_batch(rng, spelling, rows=4, length=7, labels=3):
     ids = rng.integers(1, 30, (rows, length))
     ids[1, 5:] = 0
     return _inputs(ids, spelling), rng.integers(0, labels, (rows, length)).astype("int32")
@@ -105,7 +105,7 @@ def _batch(rng, spelling, rows=4, length=7, labels=3):
 def test_each_loss_reaches_only_its_modules():
     spelling = _word_characters(30)
     trainer = CrossViewTrainer(_encoder(dropout=0.5), {"a": 3, "b": 2}, hidden_size=8)
-    x, y = _batch(np.random.default_rng(0), spelling)
+    x, y = _tagging_batch(np.random.default_rng(0), spelling)
 
     def reached(losses_fn):
         losses_fn()  # builds what the losses call (JAX creates no variables in a trace)
@@ -139,8 +139,8 @@ def _alternation(tasks):
     spelling = _word_characters(30)
     rng = np.random.default_rng(0)
     trainer = CrossViewTrainer(_encoder(), tasks, hidden_size=8)
-    x, y = _batch(rng, spelling)
-    u, _ = _batch(rng, spelling)
+    x, y = _tagging_batch(rng, spelling)
+    u, _ = _tagging_batch(rng, spelling)
     labelled = {t: tf.data.Dataset.from_tensors((x, y % n)) for t, n in tasks.items()}
     data = cvt_dataset(labelled, tf.data.Dataset.from_tensors(u))
     trainer.compile(keras.optimizers.SGD(0.1))
@@ -351,7 +351,7 @@ def test_cvt_optimizer_is_momentum_sgd_with_clipping_and_an_average():
     spelling = _word_characters(30)
     rng = np.random.default_rng(0)
     trainer = CrossViewTrainer(_encoder(), 3, hidden_size=8)
-    x, y = _batch(rng, spelling)
+    x, y = _tagging_batch(rng, spelling)
     trainer.compile(optimizer, run_eagerly=True)  # tracing the 2-update step: 50 s
     trainer.fit(cvt_dataset(tf.data.Dataset.from_tensors((x, y)),
                             tf.data.Dataset.from_tensors(x)), steps_per_epoch=3, verbose=0)
@@ -369,7 +369,7 @@ def test_labelled_and_unlabelled_batches_drop_at_their_own_rates():
     spelling = _word_characters(30)
     encoder = _encoder(dropout=0.5, first_layer_size=64, second_layer_size=8)
     trainer = CrossViewTrainer(encoder, 3, hidden_size=8)
-    x, y = _batch(np.random.default_rng(0), spelling, rows=16, length=10)
+    x, y = _tagging_batch(np.random.default_rng(0), spelling, rows=16, length=10)
     x["padding_mask"][:] = 1
     calls = []
     forward = encoder.forward_pass
@@ -392,7 +392,7 @@ def test_labelled_and_unlabelled_batches_drop_at_their_own_rates():
 def test_label_smoothing_only_on_labelled_training_batches():
     spelling = _word_characters(30)
     trainer = CrossViewTrainer(_encoder(), 3, hidden_size=8)
-    x, y = _batch(np.random.default_rng(2), spelling)
+    x, y = _tagging_batch(np.random.default_rng(2), spelling)
     logits = keras.ops.convert_to_numpy(trainer(x)["tags"]).astype("float64")
     log_q = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
     mask = x["padding_mask"].astype(bool)

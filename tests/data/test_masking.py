@@ -344,7 +344,7 @@ def test_every_masker_shares_the_base_and_its_checks():
 # google-research/bert create_pretraining_data.py (eedf571): the prediction count,
 # [UNK], the order and number of the prediction slots.
 
-def _bert_rows(lengths, length=128, body=50):
+def _sentence_pair_rows(lengths, length=128, body=50):
     """[CLS] tokens [SEP] tokens [SEP] rows of the given real lengths, padded."""
     ids = np.zeros((len(lengths), length), "int32")
     for r, n in enumerate(lengths):
@@ -357,7 +357,7 @@ def test_prediction_count_counts_cls_and_both_seps():
     from keras_ctx.data.maskers import masker_for
 
     lengths = list(range(4, 129))
-    ids, padding = _bert_rows(lengths)
+    ids, padding = _sentence_pair_rows(lengths)
     ids_of = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": MASK_ID}
     masker = masker_for(None, ids_of, VOCAB, max_predictions=20)
     out = masker({"token_ids": ids, "padding_mask": padding}, tf.constant([3, 9]))

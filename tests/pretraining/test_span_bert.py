@@ -47,7 +47,7 @@ def _sequences(batch, length, seed=0, word_pieces=True):
     return ids, padding
 
 
-def _mask(ids, padding, seed=0):
+def _span_mask(ids, padding, seed=0):
     continuation = np.arange(VOCAB) >= 200
     masker = span_masking.SpanMasker(VOCAB, MASK_ID, continuation, special_token_ids=SPECIALS,
                                      seed=seed)
@@ -58,7 +58,7 @@ def _mask(ids, padding, seed=0):
 
 def test_span_masks_whole_words_budget_and_per_span_corruption():
     ids, padding = _sequences(128, 96)
-    out, continuation = _mask(ids, padding)
+    out, continuation = _span_mask(ids, padding)
     candidates = (padding == 1) & ~np.isin(ids, SPECIALS)
     selected = np.zeros_like(ids, bool)
     for b in range(len(ids)):
@@ -108,7 +108,7 @@ def test_made_span_lengths_follow_the_clipped_geometric():
     padding[:] = 1
     ids[:, 1:-1] = np.minimum(np.maximum(ids[:, 1:-1], 10), 199)
     ids[:, -1] = 3
-    out, _ = _mask(ids, padding, seed=2)
+    out, _ = _span_mask(ids, padding, seed=2)
     lengths = []
     for row in out["span_word_lengths"]:
         made = row[row > 0]

@@ -33,7 +33,6 @@ NOT_YET_FOLDED = {
     "_inputs",  # convert/ and models/test_xlm.py, pretraining/test_cvt.py,
     # export/test_export_onnx.py
     "_keys",  # common/test_compat.py, test_preset_recipes.py
-    "_mask",  # data/test_masking.py, pretraining/test_span_bert.py
     "_prepared",  # data/test_spanbert_counts.py, runs/test_run_records.py
     "numpy_bert",  # convert/minilm.py (tasks/test_text_tasks.py imports it), convert/numpy_refs.py
     "run_cli",  # cli_helpers.py, test_cli_matrix.py

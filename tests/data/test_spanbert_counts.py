@@ -16,7 +16,7 @@ from keras_ctx.data import pipelines, prepare, prepared_input, token_counts, tok
 _WORDS = [f"word{chr(97 + i)}" for i in range(20)]
 
 
-def _documents(count=300, seed=0):
+def _zipf_documents(count=300, seed=0):
     # Zipf-skewed words, so a draw by frequency and a uniform one differ.
     rng = np.random.default_rng(seed)
     weights = 1 / np.arange(1, len(_WORDS) + 1)
@@ -50,7 +50,7 @@ def _chi_square_quantile(df, z=3.09):
 
 @pytest.fixture(scope="module")
 def corpus():
-    docs = _documents()
+    docs = _zipf_documents()
     family = families.get("spanbert")
     documents = tf.data.Dataset.from_tensor_slices(docs)
     return docs, documents, family.train_tokenizer(documents.unbatch(), 200)
@@ -99,7 +99,7 @@ def test_the_counting_pass_is_numpys_count_and_a_resumed_run_counts_the_same(cor
         token_counts.of_arrays([np.array([1, 7])], 5)
 
 
-def _prepared(tmp_path, docs, out="data"):
+def _prepared_spanbert(tmp_path, docs, out="data"):
     path = tmp_path / "corpus.txt"
     if not path.exists():
         path.write_text("".join("\n".join(doc) + "\n\n" for doc in docs))
@@ -136,8 +136,8 @@ def test_counts_a_user_or_a_manifest_gives_are_checked_by_one_rule(counts):
 
 
 def test_prepared_spanbert_data_records_the_counts_and_reads_by_them(tmp_path):
-    docs = _documents(120, seed=1)
-    manifest = _prepared(tmp_path, docs)
+    docs = _zipf_documents(120, seed=1)
+    manifest = _prepared_spanbert(tmp_path, docs)
     out = str(tmp_path / "data")
     tokenizer = prepare.load_tokenizer(out)
     assert len(manifest["shards"]) >= 2  # the shards' counts are summed
@@ -148,7 +148,7 @@ def test_prepared_spanbert_data_records_the_counts_and_reads_by_them(tmp_path):
     # A resumed preparation (one shard made again) records the same counts.
     os.remove(os.path.join(out, manifest["shards"][-1]["file"]))
     os.remove(os.path.join(out, "manifest.json"))
-    assert _prepared(tmp_path, docs)[token_counts.MANIFEST_KEY] == manifest[
+    assert _prepared_spanbert(tmp_path, docs)[token_counts.MANIFEST_KEY] == manifest[
         token_counts.MANIFEST_KEY]
 
     # The read side draws by the manifest's counts: only ids of the corpus come in.
@@ -241,7 +241,7 @@ def test_keras_ctx_pretrain_counts_a_spanbert_corpus_once_and_resumes_on_those_c
         tmp_path, monkeypatch, capsys):
     from keras_ctx.commands.pretrain import pretrain
 
-    docs = _documents(120, seed=2)
+    docs = _zipf_documents(120, seed=2)
     path = tmp_path / "corpus.txt"
     path.write_text("".join("\n".join(doc) + "\n\n" for doc in docs))
     passes, got = _spies(monkeypatch)

@@ -65,7 +65,7 @@ def numpy_xlm(tensors, config, ids, mask, positions, languages, prefix="transfor
     return x
 
 
-def _inputs():
+def _tlm_pair_inputs():
     rng = np.random.default_rng(3)
     ids = rng.integers(0, 40, (2, 7)).astype("int32")
     mask = np.ones((2, 7), "int32")
@@ -83,7 +83,7 @@ def test_xlm_matches_numpy_and_round_trips(tmp_path, use_lang_emb):
     tensors = xlm_tensors(config)
     backbone = from_huggingface(write_checkpoint(tmp_path / "xlm", config, tensors))
     assert type(backbone).__name__ == "XLMBackbone"
-    inputs = _inputs()
+    inputs = _tlm_pair_inputs()
     got = ops.convert_to_numpy(backbone(inputs)["sequence_output"])
     want = numpy_xlm(tensors, config, inputs["token_ids"], inputs["padding_mask"],
                      inputs["position_ids"], inputs["language_ids"])
@@ -128,7 +128,7 @@ def test_xlm_masked_lm_head_matches_numpy_pred_layer(tmp_path):
     backbone, head = masked_lm_from_huggingface(write_checkpoint(tmp_path / "x", XLM, tensors))
     assert head.transform is False
     assert head.token_embedding.embeddings is backbone.token_embedding.embeddings
-    inputs = _inputs()
+    inputs = _tlm_pair_inputs()
     got = ops.convert_to_numpy(head(backbone(inputs)["sequence_output"]))
     hidden = numpy_xlm(tensors, XLM, inputs["token_ids"], inputs["padding_mask"],
                        inputs["position_ids"], inputs["language_ids"])

@@ -27,7 +27,7 @@ def exported(tmp_path_factory):
     return model, ort.InferenceSession(str(path)), path
 
 
-def _inputs(batch, length, seed):
+def _segmented_inputs(batch, length, seed):
     rng = np.random.default_rng(seed)
     mask = np.ones((batch, length), "int32")
     mask[0, length // 2:] = 0  # padding in one row
@@ -42,7 +42,7 @@ def _inputs(batch, length, seed):
 @pytest.mark.parametrize("batch,length", [(1, 7), (3, 12)])  # batch and length are dynamic
 def test_onnx_runtime_outputs_equal_the_backbone(exported, batch, length):
     model, session, _ = exported
-    x = _inputs(batch, length, seed=length)
+    x = _segmented_inputs(batch, length, seed=length)
     names = [o.name for o in session.get_outputs()]
     got = dict(zip(names, session.run(None, x)))
     want = model(x)
@@ -61,7 +61,7 @@ def test_onnx_runtime_outputs_equal_the_backbone(exported, batch, length):
 @pytest.mark.parametrize("bad_id", [-1, VOCABULARY])
 def test_an_out_of_range_id_fails_in_onnx_runtime(exported, bad_id):
     _, session, _ = exported
-    x = _inputs(2, 6, seed=0)
+    x = _segmented_inputs(2, 6, seed=0)
     x["token_ids"][1, 3] = bad_id  # ONNX's Gather would read -1 as the last row
     with pytest.raises(Exception, match="token_ids_out_of_range"):
         session.run(None, x)
@@ -123,7 +123,7 @@ def test_torch_onnx_runtime_outputs_equal_the_backbone_under_the_saved_models_na
     import keras
 
     model, session, _ = torch_exports(family)
-    x = {name: value for name, value in _inputs(BATCH, LENGTH, seed=1).items()
+    x = {name: value for name, value in _segmented_inputs(BATCH, LENGTH, seed=1).items()
          if name in model.input}
     want = model(x)
     want["hidden_states"] = np.stack([keras.ops.convert_to_numpy(h)
@@ -174,7 +174,7 @@ def test_torch_every_family_exports_and_onnx_runtime_equals_its_backbone(tmp_pat
 def test_torch_an_out_of_range_id_fails_in_onnx_runtime_naming_the_guard(torch_exports,
                                                                          bad_id):
     _, session, _ = torch_exports("bert")
-    x = _inputs(BATCH, LENGTH, seed=0)
+    x = _segmented_inputs(BATCH, LENGTH, seed=0)
     x["token_ids"][1, 3] = bad_id  # Keras' torch take reads -1 as the last row
     with pytest.raises(Exception, match="token_ids_out_of_range"):
         session.run(None, x)

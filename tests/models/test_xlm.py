@@ -11,7 +11,7 @@ SMALL = dict(vocabulary_size=60, num_layers=2, hidden_size=32, num_heads=2,
              intermediate_size=128, max_sequence_length=24)
 
 
-def _inputs(batch=2, time=8, seed=0):
+def _random_xlm_inputs(batch=2, time=8, seed=0):
     rng = np.random.default_rng(seed)
     return {"token_ids": rng.integers(0, 60, (batch, time)).astype("int32"),
             "padding_mask": np.ones((batch, time), "int32"),
@@ -44,7 +44,7 @@ def test_released_sizes():
 def test_positions_and_languages_are_inputs():
     keras.utils.set_random_seed(0)
     model = XLMBackbone(**SMALL, num_languages=2, dropout=0.0, attention_dropout=0.0)
-    x = _inputs()
+    x = _random_xlm_inputs()
     base = to_numpy(model(x)["sequence_output"])
     restarted = dict(x, position_ids=np.array([[0, 1, 2, 3, 0, 1, 2, 3]] * 2, "int32"))
     assert not np.allclose(to_numpy(model(restarted)["sequence_output"]), base)
@@ -58,7 +58,7 @@ def test_positions_and_languages_are_inputs():
 def test_causal_model_does_not_look_ahead():
     keras.utils.set_random_seed(0)
     model = from_preset("xlm-clm-enfr-1024", **SMALL, dropout=0.0, attention_dropout=0.0)
-    x = _inputs()
+    x = _random_xlm_inputs()
     changed = dict(x, token_ids=x["token_ids"].copy())
     changed["token_ids"][:, 5:] = (changed["token_ids"][:, 5:] + 1) % 60
     a = to_numpy(model(x)["sequence_output"])

@@ -29,7 +29,7 @@ def _word_characters(vocabulary_size, seed=0):
     return table.astype("int32")
 
 
-def _inputs(ids, spelling):
+def _character_inputs(ids, spelling):
     mask = (ids > 0).astype("int32")
     return {"token_ids": ids.astype("int32"), "character_ids": spelling[ids],
             "padding_mask": mask}
@@ -65,7 +65,7 @@ def test_each_view_depends_on_exactly_the_tokens_the_paper_says():
     ids = np.random.default_rng(1).integers(1, 30, (1, length))
 
     def views(token_ids):
-        outputs = trainer(_inputs(token_ids, spelling))
+        outputs = trainer(_character_inputs(token_ids, spelling))
         return {view: keras.ops.convert_to_numpy(outputs[f"tags_{view}"])[0]
                 for view in AUXILIARY_VIEWS}
 
@@ -99,7 +99,7 @@ def test_full_module_is_linear_and_the_others_are_not():
 def _tagging_batch(rng, spelling, rows=4, length=7, labels=3):
     ids = rng.integers(1, 30, (rows, length))
     ids[1, 5:] = 0
-    return _inputs(ids, spelling), rng.integers(0, labels, (rows, length)).astype("int32")
+    return _character_inputs(ids, spelling), rng.integers(0, labels, (rows, length)).astype("int32")
 
 
 def test_each_loss_reaches_only_its_modules():
@@ -204,10 +204,10 @@ def _fit_and_score(seed, use_unlabelled, labelled_rows=16, unlabelled_rows=2000,
                        second_layer_size=16)
     trainer = CrossViewTrainer(encoder, 4, hidden_size=32)
     labelled = tf.data.Dataset.from_tensor_slices(
-        (_inputs(train_ids, spelling), train_tags)).shuffle(64, seed=seed).batch(
+        (_character_inputs(train_ids, spelling), train_tags)).shuffle(64, seed=seed).batch(
         batch, drop_remainder=True)
     unlabelled = tf.data.Dataset.from_tensor_slices(
-        _inputs(unlabelled_ids, spelling)).shuffle(2000, seed=seed).batch(
+        _character_inputs(unlabelled_ids, spelling)).shuffle(2000, seed=seed).batch(
         batch, drop_remainder=True)
     if not use_unlabelled:
         # The same labelled updates, none on unlabelled data.
@@ -217,7 +217,7 @@ def _fit_and_score(seed, use_unlabelled, labelled_rows=16, unlabelled_rows=2000,
     trainer.compile(keras.optimizers.Adam(2e-3, clipnorm=1.0))
     trainer.fit(cvt_dataset(labelled, unlabelled), steps_per_epoch=steps, epochs=1,
                 verbose=0)
-    predictions = keras.ops.convert_to_numpy(trainer(_inputs(test_ids, spelling))["tags"])
+    predictions = keras.ops.convert_to_numpy(trainer(_character_inputs(test_ids, spelling))["tags"])
     return float((predictions.argmax(-1) == test_tags).mean())
 
 

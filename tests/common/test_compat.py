@@ -18,7 +18,7 @@ TENSORFLOW_STEP = ("maybe_symbolic_build", "distribution_strategy", "model_strat
                    "data_adapter")
 
 
-def _keys(table):
+def _table_keys(table):
     reason = "read by keras_ctx/backend/tensorflow.py only, on Keras' TensorFlow trainer"
     return [pytest.param(key, marks=pytest.mark.tensorflow_only(reason))
             if key in TENSORFLOW_STEP else key for key in sorted(table)]
@@ -32,7 +32,7 @@ def test_the_tensorflow_step_alone_reads_its_private_names():
     assert readers == {key: ["backend/tensorflow.py"] for key in TENSORFLOW_STEP}
 
 
-@pytest.mark.parametrize("key", _keys(compat.SYMBOLS))
+@pytest.mark.parametrize("key", _table_keys(compat.SYMBOLS))
 def test_every_private_upstream_symbol_resolves(key):
     # On an upgrade that drops one, this fails with compat's own message:
     # the symbol, the version it was written for and the installed one.
@@ -93,7 +93,7 @@ def test_every_private_attribute_has_a_live_object_here():
     assert set(_instances()) == set(compat.ATTRIBUTES), "give each ATTRIBUTES key an object"
 
 
-@pytest.mark.parametrize("key", _keys(compat.ATTRIBUTES))
+@pytest.mark.parametrize("key", _table_keys(compat.ATTRIBUTES))
 def test_every_private_upstream_attribute_is_read_from_a_live_object(key):
     # UpstreamAPIError naming it if an upgrade dropped it.
     compat.attribute(_instances()[key], key)

@@ -69,7 +69,7 @@ print(json.dumps(got))
 
 @pytest.mark.tensorflow_only("TensorFlow's outputs, computed in this process, are the "
                              "reference; the other backend runs in a subprocess")
-@pytest.mark.slow  # 60-90 s each; by default tests/peft/test_backends_tasks.py predicts from strings there
+@pytest.mark.slow  # 60-90 s each; by default peft/test_backends_tasks predicts from strings there
 @pytest.mark.parametrize("backend", ["jax", "torch"])
 def test_string_in_tasks_give_tensorflows_outputs_on_other_backends(backend, tmp_path):
     """String-in tasks were refused on JAX and torch; they tokenize in tf.data maps,

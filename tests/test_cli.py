@@ -44,6 +44,8 @@ def test_killed_pretraining_resumes_to_the_same_model(tmp_path):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.backend_neutral("two refusals before any model is built (the preset's name, the "
+                             "corpus' path): two processes that start and exit with a line")
 def test_unknown_preset_and_missing_corpus_fail_with_clear_messages(tmp_path):
     process = keras_ctx("pretrain", "bert-huge", "--out", str(tmp_path / "x"))
     output, _ = process.communicate(timeout=300)

@@ -115,7 +115,7 @@ def numpy_initial_values():
         setattr(jax_random, name, draw)
 
 
-def tiny_backbone(family, seed=0):
+def tiny_family_backbone(family, seed=0):
     """The family's first preset shrunk to `tests.models.test_backbones.TINY`, seeded."""
     import keras
 
@@ -169,7 +169,7 @@ def backbone_outputs(weights, out, generating=None):
     stored = np.load(weights)
     arrays = {}
     for family in families.names():
-        _, _, backbone = tiny_backbone(family)
+        _, _, backbone = tiny_family_backbone(family)
         inputs = {k.split("/", 2)[2]: stored[k] for k in stored.files
                   if k.startswith(f"{family}/input/")}
         backbone(inputs)  # built
@@ -188,7 +188,7 @@ def backbone_contracts(families_to_test):
     from tests.tiny_backbones import backbone_inputs
 
     for family in families_to_test:
-        backbone_cls, config, backbone = tiny_backbone(family)
+        backbone_cls, config, backbone = tiny_family_backbone(family)
         run_backbone_test(backbone_cls, config, backbone_inputs(backbone, np.random.default_rng(0)))
         print("contract", family, flush=True)
 
@@ -225,7 +225,7 @@ def model_side(minilm, weights, out):
     arrays["classifier/logits"] = np.asarray(keras.ops.convert_to_numpy(classifier(inputs)))
     arrays["classifier/kernel"], arrays["classifier/bias"] = classifier.get_weights()[-2:]
     stored = np.load(weights)
-    _, _, gpt2 = tiny_backbone("gpt2")
+    _, _, gpt2 = tiny_family_backbone("gpt2")
     gpt2.set_weights([stored[f"gpt2/{i}"] for i in range(len(gpt2.weights))])
     arrays["gpt2/greedy_tokens"] = greedy_tokens(gpt2)
     np.savez(out, **arrays)
@@ -277,7 +277,7 @@ def peft_task_models(modes=QUANTIZATION_MODES):
     from keras_ctx import peft, tasks
 
     def bert():
-        return tiny_backbone("bert")[2]
+        return tiny_family_backbone("bert")[2]
 
     with_adapters, with_houlsby = bert(), bert()
     peft.add_adapter(with_adapters, "lang", "madx_language")
@@ -447,9 +447,9 @@ def token_id_refusals(out):
         def __getitem__(self, index):
             return self.batches[index]
 
-    _, _, gpt2 = tiny_backbone("gpt2")
-    _, _, t5 = tiny_backbone("t5")
-    backbone_cls, config, _ = tiny_backbone("bert")
+    _, _, gpt2 = tiny_family_backbone("gpt2")
+    _, _, t5 = tiny_family_backbone("t5")
+    backbone_cls, config, _ = tiny_family_backbone("bert")
     inputs = _task_inputs()
     bad = dict(inputs, token_ids=np.where(TASK_IDS == 7, config["vocabulary_size"], TASK_IDS))
     labels = np.array([0, 1])

@@ -151,12 +151,12 @@ def test_torch_every_family_exports_and_onnx_runtime_equals_its_backbone(tmp_pat
 
     from keras_ctx import families
     from keras_ctx.export import flat_outputs
-    from tests.backends import tiny_backbone
+    from tests.backends import tiny_family_backbone
     from tests.tiny_backbones import backbone_inputs
 
     pytest.importorskip("onnxscript", reason="torch.onnx's exporter needs onnxscript")
     for family in families.names():
-        model = tiny_backbone(family)[2]
+        model = tiny_family_backbone(family)[2]
         x = backbone_inputs(model, np.random.default_rng(0), batch=BATCH, length=6)
         want = flat_outputs(model(x, training=False))
         path = export_onnx(model, tmp_path / f"{family}.onnx", batch_size=BATCH,

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from keras_ctx import families
-from tests.backends import ROOT, float_outputs, greedy_tokens, run_on_backend, tiny_backbone
+from tests.backends import ROOT, float_outputs, greedy_tokens, run_on_backend, tiny_family_backbone
 from tests.tiny_backbones import backbone_inputs
 
 # float32 on both backends; XLA (JAX), torch's and TensorFlow's kernels sum in other orders.
@@ -31,7 +31,7 @@ def _compare_backbones_with(backend, tmp_path, generating):
     that generates), on TensorFlow here and on `backend` in one subprocess."""
     stored, expected = {}, {}
     for family in families.names():
-        _, _, backbone = tiny_backbone(family)
+        _, _, backbone = tiny_family_backbone(family)
         inputs = backbone_inputs(backbone, np.random.default_rng(0))
         for name, value in float_outputs(backbone(inputs)).items():
             expected[f"{family}/{name}"] = value
@@ -86,7 +86,7 @@ def test_without_tensorflow_a_preset_a_converted_checkpoint_a_task_and_generatio
     from keras_ctx.tasks import SequenceClassifier
     from tests.backends import MINILM_IDS
 
-    _, _, gpt2 = tiny_backbone("gpt2")
+    _, _, gpt2 = tiny_family_backbone("gpt2")
     np.savez(tmp_path / "gpt2.npz", **{f"gpt2/{i}": w for i, w in enumerate(gpt2.get_weights())})
     run_on_backend(backend, "model_side", {"minilm": str(minilm), "weights": str(tmp_path /
                    "gpt2.npz"), "out": str(tmp_path / "other.npz")}, without_tensorflow=True)

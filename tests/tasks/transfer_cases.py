@@ -9,13 +9,13 @@ runs them on TensorFlow and, through tests.backends' `transfer_outputs` job, on 
 
 import numpy as np
 
-from tests.backends import TASK_IDS, _task_inputs, tiny_backbone
+from tests.backends import TASK_IDS, _task_inputs, tiny_family_backbone
 
 
 def classifier(weights=None):
     from keras_ctx.tasks import SequenceClassifier
 
-    backbone_cls, config, _ = tiny_backbone("bert")
+    backbone_cls, config, _ = tiny_family_backbone("bert")
     config.update(num_layers=2, dropout=0.0)
     backbone = backbone_cls(**config)
     model = SequenceClassifier(backbone, num_classes=2, dropout=0.0)

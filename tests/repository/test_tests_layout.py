@@ -11,35 +11,13 @@ pytestmark = pytest.mark.backend_neutral("the layout of tests/")
 
 TESTS = pathlib.Path(__file__).resolve().parents[1]
 
-# Test files still at tests/'s root, each with the folder it belongs in: shrink this list as
-# they move (a file moved while still listed fails below, so the list stays true).
-NOT_YET_MOVED = {
-    "test_cli.py": "tests/cli/",
-    "test_cli_matrix.py": "tests/cli/",
-    "test_generation.py": "tests/generation/",
-    "test_preset_recipes.py": "tests/commands/ (pretrain's recipes)",
-    "test_recipes.py": "tests/commands/ (pretrain's recipes)",
-    "test_runs.py": "tests/runs/",
-}
-
 # Names that may be defined in several modules: a helper script's entry point.
 MAY_REPEAT = {"main"}
 
-# Helper names still defined in more than one module under tests/ (in files other work owns
-# this session): fold each into one helper, or rename so that one name means one thing,
-# then drop it here. A name folded while still listed fails below.
-NOT_YET_FOLDED = {
-    "run_cli",  # cli_helpers.py, test_cli_matrix.py
-}
-
-
-def test_no_test_file_at_the_root_of_tests_but_those_not_yet_moved():
-    found = {path.name for path in TESTS.glob("test_*.py")}
-    assert not found - set(NOT_YET_MOVED), (
-        f"test files at tests/'s root: move them into the folder of the unit they test "
-        f"(tests/<unit>/): {sorted(found - set(NOT_YET_MOVED))}")
-    assert not set(NOT_YET_MOVED) - found, (
-        f"moved already, drop them from NOT_YET_MOVED: {sorted(set(NOT_YET_MOVED) - found)}")
+def test_no_test_file_at_the_root_of_tests():
+    found = sorted(path.name for path in TESTS.glob("test_*.py"))
+    assert not found, (f"test files at tests/'s root: move them into the folder of the unit "
+                       f"they test (tests/<unit>/): {found}")
 
 
 def test_every_folder_of_tests_is_a_package():
@@ -78,15 +56,11 @@ def test_the_check_finds_a_helper_defined_twice_and_leaves_tests_and_fixtures(tm
 def test_a_helper_name_is_defined_once():
     found = helper_definitions(TESTS)
     repeated = {name: paths for name, paths in found.items() if len(paths) > 1}
-    unlisted = {name: paths for name, paths in repeated.items()
-                if name not in NOT_YET_FOLDED | MAY_REPEAT}
+    unlisted = {name: paths for name, paths in repeated.items() if name not in MAY_REPEAT}
     assert not unlisted, (
         "helpers defined in several test modules: put one in a shared helper module "
         "(tests/tiny.py, tests/cli_helpers.py, ...) or rename each to say what it builds: "
         f"{unlisted}")
-    assert not NOT_YET_FOLDED - set(repeated), (
-        "defined once now, drop them from NOT_YET_FOLDED: "
-        f"{sorted(NOT_YET_FOLDED - set(repeated))}")
 
 
 def _test_modules_imported(path):

@@ -27,7 +27,7 @@ TEXTS = ["the bank of the river", "a bank loan of money"]
 # A classifier's text export (~10 s each): WordPiece, byte-level BPE, and ELMo's refusal.
 TEXT_EXPORTS = ("bert", "roberta", "elmo")
 # Every command includes export: a SavedModel, TensorFlow's and JAX's (torch refuses it in one
-# line: tests/test_export.py).
+# line: tests/export/test_export.py).
 EXPORTS = pytest.mark.runs_on("tensorflow", "jax", reason="every command includes SavedModel "
                               "export")
 
@@ -50,7 +50,7 @@ def workdir(tmp_path_factory):
     return root
 
 
-def run_cli(capsys, *args):
+def run_command_checked(capsys, *args):
     """(exit code, stdout); a refusal must be exit 2 with exactly one keras-ctx line."""
     code = main([str(a) for a in args])
     captured = capsys.readouterr()
@@ -92,7 +92,7 @@ def finetuned(workdir):
     def get(capsys, run, tag):
         if tag not in made:
             tuned = workdir / f"tuned-{tag}"
-            made[tag] = (*run_cli(capsys, "finetune", run, "--train", workdir / "train.tsv",
+            made[tag] = (*run_command_checked(capsys, "finetune", run, "--train", workdir / "train.tsv",
                                   "--out", tuned, "--epochs", 1, "--batch-size", 4), tuned)
         return made[tag]
 
@@ -102,10 +102,10 @@ def finetuned(workdir):
 def check_commands(capsys, run, workdir, tag, finetuned):
     """Every run-directory command on `run`; returns {command: exit code}."""
     codes = {}
-    codes["embed"], out, _ = run_cli(capsys, "embed", run, *TEXTS)
+    codes["embed"], out, _ = run_command_checked(capsys, "embed", run, *TEXTS)
     if codes["embed"] == 0:
         assert "sequence_output: shape (2," in out, out
-    codes["embed --word"], out, _ = run_cli(capsys, "embed", run, *TEXTS, "--word", "bank")
+    codes["embed --word"], out, _ = run_command_checked(capsys, "embed", run, *TEXTS, "--word", "bank")
     if codes["embed --word"] == 0:
         assert "cosine(0, 1) = " in out
     codes["finetune"], out, _, tuned = finetuned(capsys, run, tag)
@@ -116,17 +116,17 @@ def check_commands(capsys, run, workdir, tag, finetuned):
                   "Saving the classifier to", "Saved the classifier"]
         assert -1 not in [out.find(p) for p in phases], out[-2000:]
         assert [out.find(p) for p in phases] == sorted(out.find(p) for p in phases)
-    codes["export"], out, _ = run_cli(capsys, "export", run, workdir / f"export-{tag}")
+    codes["export"], out, _ = run_command_checked(capsys, "export", run, workdir / f"export-{tag}")
     if codes["export"] == 0:
         assert os.path.isdir(workdir / f"export-{tag}" / "1")
     if codes["finetune"] == 0:
-        codes["export tuned"], _, err = run_cli(capsys, "export", tuned,
+        codes["export tuned"], _, err = run_command_checked(capsys, "export", tuned,
                                                 workdir / f"export-tuned-{tag}")
         if codes["export tuned"] == 0:
             assert os.path.isdir(workdir / f"export-tuned-{tag}" / "1")
             if tag in TEXT_EXPORTS:
                 _check_text_export(capsys, tuned, workdir / f"export-text-{tag}")
-        codes["embed tuned"], _, err = run_cli(capsys, "embed", tuned, *TEXTS)
+        codes["embed tuned"], _, err = run_command_checked(capsys, "embed", tuned, *TEXTS)
         if codes["embed tuned"] == 2:  # names the run to give instead, and export
             assert "fine-tuned classifier" in err and str(run) in err, err
             assert "keras-ctx export" in err, err
@@ -141,7 +141,7 @@ def _check_text_export(capsys, tuned, out):
     from keras_ctx.commands.export import _finetuned_preprocessor
     from keras_ctx import runs
 
-    code, said, err = run_cli(capsys, "export", tuned, out, "--with-text")
+    code, said, err = run_command_checked(capsys, "export", tuned, out, "--with-text")
     if code == 2:  # ELMo reads characters: no text signature, said in one line
         assert "has no TextPreprocessor" in err and len(err.strip().splitlines()) == 1, err
         return
@@ -171,7 +171,7 @@ def test_every_command_on_a_pretrained_run(family, pretrained, finetuned, workdi
 @pytest.mark.parametrize("family", sorted(FAST))
 def test_a_pretrained_run_loads_as_its_family_and_its_words_take_their_context(family,
                                                                               pretrained):
-    """tests/test_recipes.py's checks of a recipe's run, on this module's runs of the
+    """tests/commands/test_recipes.py's checks of a recipe's run, on this module's runs of the
     families it pretrains by default (there, they run with -m slow; T5's: the next test):
     not pretrained twice."""
     from keras_ctx import runs
@@ -189,7 +189,7 @@ def test_a_pretrained_run_loads_as_its_family_and_its_words_take_their_context(f
 @pytest.mark.parametrize("family", ["t5", pytest.param("bart", marks=pytest.mark.slow)])
 def test_encoder_decoder_word_vectors_are_the_encoders(family, pretrained):
     """A word's vector is the encoder state over its pieces (the decoder's are shifted);
-    the run loads as its family, with its tokenizer (tests/test_recipes.py's check)."""
+    the run loads as its family, with its tokenizer (tests/commands/test_recipes.py's check)."""
     from keras_ctx import runs
     from keras_ctx.preprocessing import word_positions
     from keras_ctx.commands.embed import word_vectors
@@ -230,7 +230,7 @@ def test_converted_huggingface_run_takes_every_command(pretrained, finetuned, wo
     backbone.tokenizer = tokenizer
     to_huggingface(backbone, workdir / "hf-bert")
     converted = workdir / "converted-bert"
-    assert run_cli(capsys, "convert", workdir / "hf-bert", converted)[0] == 0
+    assert run_command_checked(capsys, "convert", workdir / "hf-bert", converted)[0] == 0
     codes = check_commands(capsys, converted, workdir, "converted", finetuned)
     assert codes == {"embed": 0, "embed --word": 0, "finetune": 0, "export": 0,
                      "export tuned": 0, "embed tuned": 2}, codes

@@ -24,10 +24,10 @@ def corpus(tmp_path_factory):
 # recipes are BERT's pipeline with other masks, BART's T5's decoder path, GPT's,
 # GPT-3's and GPT-Neo's GPT-2's; every objective's step runs in
 # tests/pretraining/test_matrix.py and every family's objective class in
-# tests/test_preset_recipes.py by default.
+# tests/commands/test_preset_recipes.py by default.
 SLOW = {"roberta-base", "bart-base", "electra-small", "spanbert-base", "gpt", "gpt3-small",
         "gpt-neo-125m", "xlm-mlm-en-2048",
-        # BERT's, ELMo's and T5's recipes pretrain by default in tests/test_cli_matrix.py
+        # BERT's, ELMo's and T5's recipes pretrain by default in tests/cli/test_cli_matrix.py
         # (its run then takes every command), with this test's checks of the run.
         "bert-tiny", "elmo-small", "t5-small"}
 

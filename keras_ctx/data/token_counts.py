@@ -49,6 +49,26 @@ def of_arrays(id_arrays, vocabulary_size):
     return np.bincount(ids, minlength=vocabulary_size).astype(np.int64)
 
 
+def in_batch(ids, vocabulary_size):
+    """(vocabulary_size + 1 counts, the first id outside [0, V) or 0) of a tensor of ids, in
+    a tf.data map: an id outside goes to the extra last bin (bincount's maxlength would drop
+    it silently), for `add` to refuse."""
+    ids = tf.cast(ids, tf.int64)
+    outside = (ids < 0) | (ids >= vocabulary_size)
+    binned = tf.cast(tf.where(outside, tf.cast(vocabulary_size, tf.int64), ids), tf.int32)
+    first = tf.concat([tf.boolean_mask(ids, outside), tf.zeros(1, tf.int64)], 0)[0]
+    return tf.math.bincount(binned, minlength=vocabulary_size + 1,
+                            maxlength=vocabulary_size + 1, dtype=tf.int64), first
+
+
+def add(counts, part, first_outside):
+    """`counts` += one `in_batch` result, or ConfigError naming the id outside."""
+    vocabulary_size = len(counts)
+    if part[vocabulary_size]:
+        raise _out_of_range(int(first_outside), vocabulary_size)
+    counts += part[:vocabulary_size]
+
+
 def of_documents(documents, vocabulary_size):
     """The counts of a tf.data of tokenized documents (ragged [sentences, tokens] ids), in
     one streamed pass (`_DOCUMENTS_PER_COUNT` documents at a time)."""
@@ -56,28 +76,14 @@ def of_documents(documents, vocabulary_size):
         raise ConfigError("The token counts are made in one pass over the documents, which "
                           "repeat forever here: count them before `.repeat()`, or give the "
                           "counts.")
-    flat = documents.map(lambda document: tf.cast(document.flat_values, tf.int64))
-
-    def count(ids):
-        # An id outside [0, V) goes to one extra bin (bincount's maxlength would drop it
-        # silently) and is refused below, with the first such id.
-        ids = ids.flat_values
-        outside = (ids < 0) | (ids >= vocabulary_size)
-        binned = tf.cast(tf.where(outside, tf.cast(vocabulary_size, tf.int64), ids), tf.int32)
-        first = tf.concat([tf.boolean_mask(ids, outside), tf.zeros(1, tf.int64)], 0)[0]
-        return tf.math.bincount(binned, minlength=vocabulary_size + 1,
-                                maxlength=vocabulary_size + 1, dtype=tf.int64), first
-
-    batches = flat.ragged_batch(_DOCUMENTS_PER_COUNT).map(
-        lambda ids: count(ids) + (ids.nrows(),))
+    batches = documents.ragged_batch(_DOCUMENTS_PER_COUNT).map(
+        lambda ids: in_batch(ids.flat_values, vocabulary_size) + (ids.nrows(),))
     progress.say("Counting the corpus' token ids (SpanBERT draws its random replacements "
                  "by their frequency: one pass)...")
     counts = np.zeros(vocabulary_size, np.int64)
     for part, first_outside, _ in progress.current().count(
             batches.as_numpy_iterator(), "documents counted", weight=lambda item: int(item[2])):
-        if part[vocabulary_size]:
-            raise _out_of_range(int(first_outside), vocabulary_size)
-        counts += part[:vocabulary_size]
+        add(counts, part, first_outside)
     progress.say(f"Counted {int(counts.sum()):,} tokens, {int(np.count_nonzero(counts)):,} "
                  f"of the {vocabulary_size:,} ids.")
     return counts
@@ -160,5 +166,5 @@ def from_record(record, vocabulary_size, where):
     return checked(record, vocabulary_size, where)
 
 
-__all__ = ["of_arrays", "of_documents", "of_corpus", "kept_in", "as_record", "checked",
-           "from_record", "MANIFEST_KEY", "KEPT_FILE"]
+__all__ = ["of_arrays", "of_documents", "of_corpus", "in_batch", "add", "kept_in", "as_record",
+           "checked", "from_record", "MANIFEST_KEY", "KEPT_FILE"]

@@ -24,7 +24,7 @@ import numpy as np
 from keras_ctx.common.errors import ConfigError
 from keras_ctx.common.optional import tensorflow as tf
 from keras_ctx.common.progress import say
-from keras_ctx.data import corpora, multilingual, tokenizers, xlm_text
+from keras_ctx.data import corpora, multilingual, token_counts, tokenizers, xlm_text
 
 LANGUAGE_CODE = re.compile(r"[a-z]{2,3}$")  # ISO 639 codes, as XLM's `--lgs`
 LINES_PER_CALL = 1000  # sentences tokenized per tokenizer call
@@ -124,17 +124,18 @@ def _sentences(tokenizer, source):
 
 
 def _counted(sentences, vocabulary_size, language):
-    """(sentences, tokens, counts per id) of a language's stream, in one streamed pass."""
+    """(sentences, tokens, counts per id) of a language's stream, in one streamed pass (an
+    id outside the vocabulary refused, as token_counts does)."""
     def count(rows):
         return (rows.nrows(), tf.size(rows.flat_values, tf.int64),
-                tf.math.bincount(rows.flat_values, minlength=vocabulary_size,
-                                 maxlength=vocabulary_size, dtype=tf.int64))
+                *token_counts.in_batch(rows.flat_values, vocabulary_size))
 
     say(f"Counting the {language} corpus' sentences and tokens (one pass)...")
     total, tokens, counts = 0, 0, np.zeros(vocabulary_size, np.int64)
-    for rows, size, part in sentences.ragged_batch(LINES_PER_CALL).map(
+    for rows, size, part, first_outside in sentences.ragged_batch(LINES_PER_CALL).map(
             count).as_numpy_iterator():
-        total, tokens, counts = total + int(rows), tokens + int(size), counts + part
+        total, tokens = total + int(rows), tokens + int(size)
+        token_counts.add(counts, part, first_outside)
     return total, tokens, counts
 
 
@@ -183,10 +184,12 @@ def _tlm(data, run, ids, pair):
 
     def fits(sources, targets):  # tlm_pairs' filter, counted in one streamed pass
         sizes = tf.stack([sources.row_lengths(), targets.row_lengths()])
-        return tf.reduce_sum(tf.cast(tf.reduce_all((sizes > 0) & (sizes <= longest), 0),
-                                     tf.int64))
+        return (tf.reduce_sum(tf.cast(tf.reduce_all((sizes > 0) & (sizes <= longest), 0),
+                                      tf.int64)), sources.nrows())
 
-    kept = sum(int(n) for n in data.ragged_batch(LINES_PER_CALL).map(fits).as_numpy_iterator())
+    kept = total = 0
+    for fit, rows in data.ragged_batch(LINES_PER_CALL).map(fits).as_numpy_iterator():
+        kept, total = kept + int(fit), total + int(rows)
     if not kept:
         raise ConfigError(f"No {pair[0]}-{pair[1]} pair fits a TLM row of "
                           f"{run.sequence_length} tokens (each side 1-{longest} tokens).")
@@ -194,7 +197,7 @@ def _tlm(data, run, ids, pair):
     examples = multilingual.tlm_pairs(data, run.sequence_length, eos, pad,
                                       language[pair[0]], language[pair[1]], seed=run.seed)
     return examples.shuffle(1024, seed=run.seed).repeat().batch(run.batch_size,
-                                                               drop_remainder=True), kept
+                                                               drop_remainder=True), kept, total
 
 
 def xlm_dataset(documents, tokenizer, run):
@@ -227,9 +230,9 @@ def xlm_dataset(documents, tokenizer, run):
     for pair in parallel:
         data = _pairs(pair[2], _for_language(tokenizer, pair[0]),
                       _for_language(tokenizer, pair[1]))
-        batches, kept = _tlm(data, run, ids, pair)
+        batches, kept, total = _tlm(data, run, ids, pair)
         parts.append(batches)
-        say(f"XLM stage TLM on {pair[0]}-{pair[1]}: {kept} of {check_parallel(pair[2])} "
+        say(f"XLM stage TLM on {pair[0]}-{pair[1]}: {kept} of {total} "
             f"pairs of {pair[2]} "
             f"(sides of at most {multilingual.XLM_MAX_LENGTH} tokens, XLM's --max_len), "
             "both directions (the README's en-fr and fr-en).")

@@ -13,7 +13,7 @@ as the last row).
 import keras
 import numpy as np
 
-from keras_ctx.export.saved_model import flat_outputs, named_inputs
+from keras_ctx.export.saved_model import named_inputs, served_outputs
 
 class _Served(keras.Model):
     """`model`'s `flat_outputs` as a tuple, in the order of `names` (sorted)."""
@@ -52,14 +52,6 @@ def write(model, path, batch_size, sequence_length, opset, vocabulary_size):
             _guard(proto.graph, name, vocabulary_size)
     onnx.checker.check_model(proto)
     onnx.save(proto, path)
-
-
-def served_outputs(model, inputs):
-    """`flat_outputs` of `model` on `inputs` (task models name theirs: `serving_outputs`)."""
-    outputs = model(inputs, training=False)
-    if hasattr(model, "serving_outputs"):
-        outputs = model.serving_outputs(outputs)
-    return flat_outputs(outputs)
 
 
 def _name_outputs(graph, names):

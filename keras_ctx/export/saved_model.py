@@ -241,13 +241,18 @@ def forward_function(model, jit_compile):
         if not isinstance(model.input, dict):
             cast = [cast[t.name] for t in model.inputs]
             cast = cast[0] if len(cast) == 1 else cast
-        outputs = model(cast, training=False)
-        # Task models name their serving outputs (logits, probabilities, ...).
-        if hasattr(model, "serving_outputs"):
-            outputs = model.serving_outputs(outputs)
-        return flat_outputs(outputs)
+        return served_outputs(model, cast)
 
     return backend.compiled_forward(forward, jit_compile)
+
+
+def served_outputs(model, inputs):
+    """`flat_outputs` of `model` on `inputs`; task models name their serving outputs
+    (logits, probabilities, ...) with `serving_outputs`."""
+    outputs = model(inputs, training=False)
+    if hasattr(model, "serving_outputs"):
+        outputs = model.serving_outputs(outputs)
+    return flat_outputs(outputs)
 
 
 def _call_model(model, inputs, input_dtypes, forward, lengths=None, class_names=None):

@@ -22,10 +22,11 @@ _KERAS_KEYS = ("name", "dtype", "trainable")
 MIN_VOCABULARY_SIZE = 64
 
 
-def closest(key, valid):
-    """' (did you mean 'x'?)' for the closest valid key, or ''."""
+def closest(key, valid, prefix=""):
+    """' (did you mean 'x'?)' for the closest valid key (named after `prefix`: a nested
+    field's path), or ''."""
     match = difflib.get_close_matches(key, sorted(valid), n=1, cutoff=0.6)
-    return f" (did you mean {match[0]!r}?)" if match else ""
+    return f" (did you mean {prefix + match[0]!r}?)" if match else ""
 
 
 def check_config_keys(owner, valid, keys, what="config key"):
@@ -515,9 +516,7 @@ def _check_record(path, prefix, record, schema, fix, closed):
     unknown = [key for key in record if key not in schema] if closed else []
     if unknown:
         key = str(unknown[0])  # the known ones listed where none is close
-        match = difflib.get_close_matches(key, sorted(schema), n=1, cutoff=0.6)
-        hint = (f" (did you mean {prefix + match[0]!r}?)" if match
-                else f" (known: {', '.join(sorted(schema))})")
+        hint = closest(key, schema, prefix) or f" (known: {', '.join(sorted(schema))})"
         raise ConfigError(f"{path} has an unknown field {prefix + key!r}{hint}: correct or "
                           f"remove it, or {fix}.")
     for field, (kinds, least, required) in schema.items():

@@ -38,6 +38,16 @@ def _refuse_scores(path, rows):
                 "label: give class names or whole-number class ids (e.g. bin the scores).")
 
 
+def tab_separated(path):
+    """(line number, line, its tab-separated fields) of each non-blank line of the UTF-8
+    file `path`, read line by line, its line end removed."""
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            line = line.rstrip("\r\n")
+            if line.strip():
+                yield number, line, line.split("\t")
+
+
 def read_labelled_tsv(path, header=None):
     """(texts, labels) of a TSV of text<TAB>label.
 
@@ -47,20 +57,15 @@ def read_labelled_tsv(path, header=None):
             detect it.
     """
     rows = []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            line = line.rstrip("\r\n")
-            if not line.strip():
-                continue
-            fields = line.split("\t")
-            if len(fields) != 2:
-                raise DataError(f"{path}:{number}: expected exactly 2 tab-separated fields "
-                                f"(text<TAB>label), got {len(fields)}.")
-            text, label = fields[0].strip(), fields[1].strip()
-            if not text or not label:
-                raise DataError(f"{path}:{number}: the {'text' if not text else 'label'} "
-                                "is empty.")
-            rows.append((number, text, label))
+    for number, _, fields in tab_separated(path):
+        if len(fields) != 2:
+            raise DataError(f"{path}:{number}: expected exactly 2 tab-separated fields "
+                            f"(text<TAB>label), got {len(fields)}.")
+        text, label = fields[0].strip(), fields[1].strip()
+        if not text or not label:
+            raise DataError(f"{path}:{number}: the {'text' if not text else 'label'} "
+                            "is empty.")
+        rows.append((number, text, label))
     _refuse_scores(path, rows)  # before the checks a column of scores would trip
     texts, labels = {r[1] for r in rows}, {r[2] for r in rows}
     if len(rows) >= 4 and len(texts) < len(labels):

@@ -24,7 +24,8 @@ import numpy as np
 from keras_ctx.common.errors import ConfigError
 from keras_ctx.common.optional import tensorflow as tf
 from keras_ctx.common.progress import say
-from keras_ctx.data import corpora, multilingual, token_counts, tokenizers, xlm_text
+from keras_ctx.data import (corpora, labelled, multilingual, token_counts, tokenizers,
+                            xlm_text)
 
 LANGUAGE_CODE = re.compile(r"[a-z]{2,3}$")  # ISO 639 codes, as XLM's `--lgs`
 LINES_PER_CALL = 1000  # sentences tokenized per tokenizer call
@@ -143,16 +144,11 @@ def check_parallel(path):
     """The number of pairs in a pair file, `source<TAB>target` a line (blank lines skipped),
     read line by line; ConfigError naming the first malformed line."""
     pairs = 0
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            line = line.rstrip("\r\n")
-            if not line.strip():
-                continue
-            sides = line.split("\t")
-            if len(sides) != 2 or not sides[0].strip() or not sides[1].strip():
-                raise ConfigError(f"{path}:{number}: a parallel line is 'source<TAB>target' "
-                                  f"(one tab, two non-empty sides); got {line[:60]!r}.")
-            pairs += 1
+    for number, line, sides in labelled.tab_separated(path):
+        if len(sides) != 2 or not sides[0].strip() or not sides[1].strip():
+            raise ConfigError(f"{path}:{number}: a parallel line is 'source<TAB>target' "
+                              f"(one tab, two non-empty sides); got {line[:60]!r}.")
+        pairs += 1
     if not pairs:
         raise ConfigError(f"{path} holds no parallel pairs.")
     return pairs

@@ -188,7 +188,7 @@ def packed_layout(tokenizer, run, spans=False, packing="full_sentences", token_c
     features = {"token_ids": length, "segment_ids": length, "padding_mask": length}
     name = "packed_spans" if spans else "packed" if packing == "full_sentences" else packing
     counted = (lambda record, where: packed_layout(
-        tokenizer, run, spans, packing, counts.from_record(record, vocab, where), **masking)
+        tokenizer, run, spans, packing, counts.checked(record, vocab, where), **masking)
     ) if spans else None
     return Layout(name, features, examples, batches, counted=counted)
 

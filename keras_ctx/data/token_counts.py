@@ -161,10 +161,5 @@ def checked(counts, vocabulary_size, where="`token_counts`"):
     return array.astype(np.int64)
 
 
-def from_record(record, vocabulary_size, where):
-    """The (vocabulary_size,) counts a manifest recorded, or ConfigError naming `where`."""
-    return checked(record, vocabulary_size, where)
-
-
 __all__ = ["of_arrays", "of_documents", "of_corpus", "in_batch", "add", "kept_in", "as_record",
-           "checked", "from_record", "MANIFEST_KEY", "KEPT_FILE"]
+           "checked", "MANIFEST_KEY", "KEPT_FILE"]

@@ -127,11 +127,10 @@ def test_an_id_outside_the_vocabulary_is_refused_by_both_counts_not_dropped(bad)
 @pytest.mark.parametrize("counts", [[1, 2, -1], [1.5, 2, 3], [0, 0, 0], [1, 2], [np.nan, 1, 1],
                                     None])
 def test_counts_a_user_or_a_manifest_gives_are_checked_by_one_rule(counts):
-    for check in (lambda: token_counts.checked(counts, 3),
-                  lambda: token_counts.from_record(counts, 3, "manifest.json")):
-        with pytest.raises(ConfigError, match="one count of the corpus' token ids per id of "
-                                              "the vocabulary of 3"):
-            check()
+    for where in ("`token_counts`", "manifest.json"):
+        with pytest.raises(ConfigError, match=f"{where} must hold one count of the corpus' "
+                                              "token ids per id of the vocabulary of 3"):
+            token_counts.checked(counts, 3, where)
     np.testing.assert_array_equal(token_counts.checked([0, 2.0, 3], 3), [0, 2, 3])
 
 

@@ -138,6 +138,8 @@ def test_converted_checkpoint_scores_like_the_original(tmp_path):
                                   score_continuations(backbone, *pairs)["log_likelihood"])
 
 
+@pytest.mark.tensorflow_only("starts the other backend in a subprocess (TensorFlow blocked "
+                             "there), once, from TensorFlow's run")
 @pytest.mark.parametrize("backend", ("jax", "torch"))
 def test_scores_without_tensorflow_equal_numpy(backend, tmp_path):
     """The scorer is keras.ops, compiled by the backend switch (it was tf.function and

@@ -7,7 +7,10 @@ the sentences' tokens without [CLS]/[SEP]): by corpus frequency. These counts ar
 distribution, made in one streamed pass: a vocabulary-sized array in memory, never the
 corpus. `keras-ctx prepare` counts each shard as it writes it and records the sum in the
 manifest; a streamed run counts its corpus before training and keeps the counts in its
-run directory (`kept_in`, `of_corpus`), so that a resumed run reads them back.
+run directory (`kept_in`, `of_corpus`), so that a resumed run reads them back. A run of
+several corpora (XLM's languages) keeps each one's counts, and its number of sentences,
+apart (`kept_or_counted(part=...)`: token_counts.en.json), so a changed one alone is
+counted again.
 """
 
 import contextlib
@@ -29,7 +32,9 @@ KEPT_FILE = "token_counts.json"  # a run directory's: its corpus' counts, made o
 KEPT_SCHEMA = {"corpus": ((dict, type(None)), None, True),
                "tokenizer": ((str, type(None)), None, True),
                "vocabulary_size": (int, 1, True),
-               MANIFEST_KEY: (validation.ListOf(int, 0), None, True)}
+               MANIFEST_KEY: (validation.ListOf(int, 0), None, True),
+               # the stream's elements counted (XLM's sentences, its languages' weights)
+               "elements": (int, 0, False)}
 _KEPT = contextvars.ContextVar("kept_token_counts", default=None)
 _DOCUMENTS_PER_COUNT = 1024  # documents counted per bincount (one V-sized sum each)
 
@@ -69,33 +74,49 @@ def add(counts, part, first_outside):
     counts += part[:vocabulary_size]
 
 
+SPANBERT_COUNT = ("the corpus'", "documents",
+                  "SpanBERT draws its random replacements by their frequency")
+
+
 def of_documents(documents, vocabulary_size):
     """The counts of a tf.data of tokenized documents (ragged [sentences, tokens] ids), in
     one streamed pass (`_DOCUMENTS_PER_COUNT` documents at a time)."""
-    if documents.cardinality() == tf.data.INFINITE_CARDINALITY:
-        raise ConfigError("The token counts are made in one pass over the documents, which "
+    return counted(documents, vocabulary_size)[0]
+
+
+def counted(elements, vocabulary_size, about=SPANBERT_COUNT):
+    """(counts, number of elements) of a tf.data of token ids (documents, ragged
+    [sentences, tokens], or sentences), in one streamed pass; `about`: (whose, the elements'
+    name, why they are counted) for the log."""
+    whose, unit, why = about
+    if elements.cardinality() == tf.data.INFINITE_CARDINALITY:
+        raise ConfigError(f"The token counts are made in one pass over the {unit}, which "
                           "repeat forever here: count them before `.repeat()`, or give the "
                           "counts.")
-    batches = documents.ragged_batch(_DOCUMENTS_PER_COUNT).map(
+    batches = elements.ragged_batch(_DOCUMENTS_PER_COUNT).map(
         lambda ids: in_batch(ids.flat_values, vocabulary_size) + (ids.nrows(),))
-    progress.say("Counting the corpus' token ids (SpanBERT draws its random replacements "
-                 "by their frequency: one pass)...")
-    counts = np.zeros(vocabulary_size, np.int64)
-    for part, first_outside, _ in progress.current().count(
-            batches.as_numpy_iterator(), "documents counted", weight=lambda item: int(item[2])):
+    progress.say(f"Counting {whose} token ids ({why}: one pass)...")
+    counts, total = np.zeros(vocabulary_size, np.int64), 0
+    for part, first_outside, rows in progress.current().count(
+            batches.as_numpy_iterator(), f"{unit} counted", weight=lambda item: int(item[2])):
         add(counts, part, first_outside)
-    progress.say(f"Counted {int(counts.sum()):,} tokens, {int(np.count_nonzero(counts)):,} "
-                 f"of the {vocabulary_size:,} ids.")
-    return counts
+        total += int(rows)
+    progress.say(f"Counted {int(counts.sum()):,} tokens in {total:,} {unit}, "
+                 f"{int(np.count_nonzero(counts)):,} of the {vocabulary_size:,} ids.")
+    return counts, total
 
 
 class _Kept:
     """Where `of_corpus` reads and keeps a run's counts (`kept_in`)."""
 
     def __init__(self, directory, corpus):
-        self.path = os.path.join(os.fspath(directory), KEPT_FILE)
+        self.directory = os.fspath(directory)
         self.corpus = corpus
-        self.made = None  # the record of counts made in the block, written at its end
+        self.made = {}  # {path: the record of counts made in the block}, written at its end
+
+    def path(self, part=None):
+        name = KEPT_FILE if part is None else KEPT_FILE.replace(".json", f".{part}.json")
+        return os.path.join(self.directory, name)
 
 
 @contextlib.contextmanager
@@ -111,34 +132,57 @@ def kept_in(directory, corpus):
         yield kept
     finally:
         _KEPT.reset(token)
-    if kept.made is not None:
-        files.write_json(kept.path, kept.made)
+    for path, record in kept.made.items():
+        files.write_json(path, record)
 
 
 def of_corpus(documents, tokenizer, vocabulary_size):
     """`of_documents(documents)` of a run's corpus, tokenized by `tokenizer`: read back from
     the run directory where `kept_in` kept them for this corpus and tokenizer."""
+    return kept_or_counted(lambda: (of_documents(documents, vocabulary_size), None),
+                           tokenizer, vocabulary_size)[0]
+
+
+def kept_or_counted(count, tokenizer, vocabulary_size, part=None, whose="the corpus'"):
+    """`count()`'s (counts, number of elements or None) of a run's corpus, tokenized by
+    `tokenizer`: read back from the run directory where `kept_in` kept them for this corpus
+    and tokenizer (the number None in a record written without it).
+
+    part: (name, source) of one of the run's corpora, kept apart (token_counts.NAME.json)
+        with the fingerprint of `source` (`fingerprints.corpus`), not the run's.
+    """
     kept = _KEPT.get()
     if kept is None:
-        return of_documents(documents, vocabulary_size)
+        return count()
+    path = kept.path(part and part[0])
     made_from = json.loads(json.dumps({
-        "corpus": kept.corpus, "tokenizer": fingerprints.tokenizer(tokenizer),
+        "corpus": fingerprints.corpus(part[1]) if part else kept.corpus,
+        "tokenizer": fingerprints.tokenizer(tokenizer),
         "vocabulary_size": vocabulary_size}))  # as read back (tuples as lists)
-    if os.path.isfile(kept.path):
+    if os.path.isfile(path):
         record = validation.read_fields(
-            kept.path, "a run's token counts", KEPT_SCHEMA,
+            path, "a run's token counts", KEPT_SCHEMA,
             "delete it (the run counts its corpus again)")
         if {key: record[key] for key in made_from} == made_from:
-            counts = checked(record[MANIFEST_KEY], vocabulary_size, kept.path)
-            progress.say(f"Read the corpus' token counts from {kept.path} (counted when the "
-                         f"run began: {int(counts.sum()):,} tokens).")
-            return counts
+            counts = checked(record[MANIFEST_KEY], vocabulary_size, path)
+            progress.say(f"Read {whose} token counts from {path} (counted when the run "
+                         f"began: {int(counts.sum()):,} tokens).")
+            return counts, record.get("elements")
         changed = [key for key in made_from if record[key] != made_from[key]]
-        progress.say(f"The token counts in {kept.path} are of another {' and '.join(changed)}"
-                     ": counting again.")
-    counts = of_documents(documents, vocabulary_size)
-    kept.made = {**made_from, MANIFEST_KEY: as_record(counts)}
-    return counts
+        progress.say(f"The token counts in {path} are of another {' and '.join(changed)}: "
+                     f"counting again.{_corpus_change(record, made_from)}")
+    counts, total = count()
+    kept.made[path] = {**made_from, MANIFEST_KEY: as_record(counts),
+                       **({} if total is None else {"elements": total})}
+    return counts, total
+
+
+def _corpus_change(record, made_from):
+    """A sentence naming the corpus files that changed since the kept counts, or ""."""
+    before, now = record["corpus"], made_from["corpus"]
+    if before == now or not isinstance(before, dict):
+        return ""
+    return f" Since they were counted: {fingerprints.describe_change(before, now)}."
 
 
 def as_record(counts):
@@ -161,5 +205,5 @@ def checked(counts, vocabulary_size, where="`token_counts`"):
     return array.astype(np.int64)
 
 
-__all__ = ["of_arrays", "of_documents", "of_corpus", "in_batch", "add", "kept_in", "as_record",
-           "checked", "MANIFEST_KEY", "KEPT_FILE"]
+__all__ = ["of_arrays", "of_documents", "counted", "of_corpus", "kept_or_counted", "in_batch",
+           "add", "kept_in", "as_record", "checked", "MANIFEST_KEY", "KEPT_FILE"]

@@ -19,8 +19,6 @@ nothing holds the corpus in memory. The --parallel pair files stream alike.
 import os
 import re
 
-import numpy as np
-
 from keras_ctx.common.errors import ConfigError
 from keras_ctx.common.optional import tensorflow as tf
 from keras_ctx.common.progress import say
@@ -124,20 +122,18 @@ def _sentences(tokenizer, source):
     return lines.map(lambda batch: tf.cast(tokenizer(batch), tf.int32)).unbatch()
 
 
-def _counted(sentences, vocabulary_size, language):
+def _counted(sentences, tokenizer, language, part):
     """(sentences, tokens, counts per id) of a language's stream, in one streamed pass (an
-    id outside the vocabulary refused, as token_counts does)."""
-    def count(rows):
-        return (rows.nrows(), tf.size(rows.flat_values, tf.int64),
-                *token_counts.in_batch(rows.flat_values, vocabulary_size))
-
-    say(f"Counting the {language} corpus' sentences and tokens (one pass)...")
-    total, tokens, counts = 0, 0, np.zeros(vocabulary_size, np.int64)
-    for rows, size, part, first_outside in sentences.ragged_batch(LINES_PER_CALL).map(
-            count).as_numpy_iterator():
-        total, tokens = total + int(rows), tokens + int(size)
-        token_counts.add(counts, part, first_outside)
-    return total, tokens, counts
+    id outside the vocabulary refused), or read back where a run kept them for this corpus
+    and tokenizer (token_counts.kept_in; `part`: (language, its --corpus source), kept in
+    token_counts.LANGUAGE.json, None for the one corpus of a run without --languages), so a
+    resumed run does not read its corpora again to count them."""
+    size, whose = tokenizer.vocabulary_size(), f"the {language} corpus'"
+    why = "XLM's masker weighs a token by its frequency, the sampler a language by its sentences"
+    counts, total = token_counts.kept_or_counted(
+        lambda: token_counts.counted(sentences, size, (whose, "sentences", why)), tokenizer,
+        size, part=part, whose=whose)
+    return total, int(counts.sum()), counts
 
 
 def check_parallel(path):
@@ -199,19 +195,21 @@ def _tlm(data, run, ids, pair):
 def xlm_dataset(documents, tokenizer, run):
     """XLM's masked MLM (and TLM) batches for `run` (see the module docstring)."""
     languages, sources, parallel = _inputs(run)
-    if not languages:  # one corpus, one language: the tokenizer's
+    parts = {name: (name, source) for name, source in zip(languages, sources)}
+    if not languages:  # one corpus, one language: the tokenizer's (the run's fingerprint)
         languages, sources = (getattr(tokenizer, "language", "en"),), (documents,)
+        parts = {languages[0]: None}
     ids = tokenizers.special_token_ids(tokenizer)
     number = language_ids(languages)
     size = tokenizer.vocabulary_size()
-    text = {name: _sentences(_for_language(tokenizer, name), source)
-            for name, source in zip(languages, sources)}
-    counted = {name: _counted(text[name], size, name) for name in languages}
+    read = {name: _for_language(tokenizer, name) for name in languages}
+    text = {name: _sentences(read[name], source) for name, source in zip(languages, sources)}
+    counted = {name: _counted(text[name], read[name], name, parts[name]) for name in languages}
     streams = {name: _stream(text[name], counted[name][0] + counted[name][1], run,
                              ids["sep"], number[name], name) for name in languages}
-    # XLM weighs a language by its stream's sentence count (xlm/data/loader.py
-    # `set_sampling_probs`: len(data['mono_stream'][lang]['train']), StreamDataset's
-    # n_sentences).
+    # XLM weighs a language by its stream's sentence count (facebookresearch/XLM @cd281d3
+    # xlm/utils.py `set_sampling_probs`, called by train.py with --lg_sampling_factor:
+    # len(data['mono_stream'][lang]['train']), StreamDataset.__len__ = n_sentences).
     sentences = {name: counted[name][0] for name in languages}
     mlm = multilingual.sample_languages(streams, sentences, multilingual.XLM_ALPHA,
                                         seed=run.seed)

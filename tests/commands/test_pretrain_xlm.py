@@ -3,6 +3,7 @@
 alternated as XLM's `--mlm_steps 'en,fr,en-fr'` (keras_ctx/data/xlm_recipe.py)."""
 
 import hashlib
+import json
 import re
 
 import numpy as np
@@ -10,7 +11,7 @@ import pytest
 
 from keras_ctx import registry
 from keras_ctx.data import corpora as corpus_files
-from keras_ctx.data import tokenizers
+from keras_ctx.data import token_counts, tokenizers
 from keras_ctx.data import xlm_recipe as recipe
 from tests.cli_helpers import cli_output, one_line_error
 
@@ -169,3 +170,46 @@ def test_a_clm_preset_is_refused_before_anything_is_written(corpora, tmp_path):
                                "--out", str(tmp_path / "run"), *XLM_TINY, "--steps", "2"])
     assert code != 0 and "is a CLM model" in one_line_error(output)
     assert not (tmp_path / "run").exists()
+
+
+def test_a_resumed_run_reads_each_languages_counts_back_and_recounts_a_changed_one(
+        corpora, tmp_path, monkeypatch, capsys):
+    # The sentence counts weigh the languages (XLM's set_sampling_probs) and the token counts
+    # the masker: a resumed run reads both back (token_counts.kept_in) instead of reading its
+    # corpora again; a changed corpus alone is counted again, and the log says why.
+    en, fr = (tmp_path / "en.txt", tmp_path / "fr.txt")
+    en.write_text(open(corpora[0]).read())
+    fr.write_text(open(corpora[1]).read())
+    lines = [line for path in (en, fr) for line in path.read_text().split("\n") if line]
+    tokenizer = tokenizers.train_xlm_bpe(lines, 200)
+    languages, parallel = recipe.check_inputs([str(en), str(fr)], "en,fr", ())
+    run = registry.Run("xlm-mlm-enfr-1024", 4, 32, 200, inputs=(
+        ("languages", languages), ("parallel", parallel), ("corpora", (str(en), str(fr)))))
+    counted, real = [], token_counts.counted
+    monkeypatch.setattr(token_counts, "counted", lambda elements, size, about: (
+        counted.append(about[0]), real(elements, size, about))[1])
+    out = tmp_path / "run"
+    out.mkdir()
+
+    def first_batches():
+        with token_counts.kept_in(out, {"files": []}):
+            data = recipe.xlm_dataset(None, tokenizer, run)
+        return [b["token_ids"].tolist() for b in data.take(2).as_numpy_iterator()]
+
+    begun = first_batches()
+    assert counted == ["the en corpus'", "the fr corpus'"]
+    for name in ("en", "fr"):  # 120 sentences (non-blank lines) in each corpus
+        record = json.loads((out / f"token_counts.{name}.json").read_text())
+        assert record["elements"] == 120 and sum(record["token_counts"]) > 120
+    counted.clear()
+    capsys.readouterr()
+    assert first_batches() == begun and counted == []  # resumed: nothing counted again
+    assert "Read the fr corpus' token counts from" in capsys.readouterr().out
+    with open(fr, "a") as handle:
+        handle.write("le chat .\n")
+    first_batches()
+    assert counted == ["the fr corpus'"]
+    said = capsys.readouterr().out
+    assert (f"token_counts.fr.json are of another corpus: counting again. Since they were "
+            f"counted: changed {fr}.") in said, said
+    assert json.loads((out / "token_counts.fr.json").read_text())["elements"] == 121

@@ -96,7 +96,8 @@ def _pretrain(args):
         xla=args.xla, checkpoint_every=args.checkpoint_every, resume=not args.no_resume,
         overrides=parse_overrides(args.set), export=args.export,
         overwrite=args.overwrite, data=args.data, corpus_changed=args.corpus_changed,
-        version=args.version, languages=args.languages or (), parallel=args.parallel)
+        version=args.version, languages=args.languages or (), parallel=args.parallel,
+        glove=args.glove)
     return 0
 
 
@@ -265,7 +266,11 @@ def build_parser():
                                "each language's stream")
     pretrain.add_argument("--parallel", action="append", default=[], metavar="SRC-TGT=FILE",
                           help="XLM: a file of SRC<TAB>TGT sentence pairs (en-fr=pairs.tsv) for "
-                               "TLM, alternated with MLM; repeat for more pairs")
+                               "TLM, alternated with MLM; repeat for more pairs. CoVe: its one "
+                               "translation pair (en-de=pairs.tsv)")
+    pretrain.add_argument("--glove", default=None, metavar="FILE",
+                          help="CoVe: the --parallel source side's word vectors in GloVe's "
+                               "text format (glove.840B.300d.txt), which its encoder reads fixed")
     pretrain.add_argument("--out", required=True, help="run directory (checkpoints, logs, "
                                                        "the trained backbone)")
     pretrain.add_argument("--export", default=None,

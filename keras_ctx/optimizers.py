@@ -176,3 +176,17 @@ def xlm_recipe(learning_rate, steps, hidden_size):
     return keras.optimizers.Adam(
         InverseSqrtWithWarmup(_peak_rate(learning_rate, hidden_size), warmup),
         beta_1=0.9, beta_2=0.98, epsilon=1e-8, global_clipnorm=5.0)
+
+
+COVE_LEARNING_RATE = 1.0
+
+
+@published(kind="SGD", beta_2=None, epsilon=None, weight_decay=None, global_clipnorm=5.0,
+           default_rate=COVE_LEARNING_RATE)
+def cove_recipe(learning_rate, steps, hidden_size):
+    """CoVe (McCann et al. 2017; salesforce/cove OpenNMT-py/train.py @9a0d90b, the defaults
+    its README's commands keep): plain SGD at 1.0, gradients clipped to a global norm of 5
+    (`-max_grad_norm 5`, onmt/Optim.py's clip_grad_norm over every parameter). train.py
+    halves the rate after an epoch whose validation perplexity rose; `keras-ctx pretrain`
+    holds no validation set, so the rate stays constant (our choice)."""
+    return keras.optimizers.SGD(learning_rate or COVE_LEARNING_RATE, global_clipnorm=5.0)

@@ -108,6 +108,7 @@ SETTINGS_SCHEMA = {
     "xla": ((bool, str, type(None)), None, False),
     # XLM's --languages and --parallel (source, target, file) pairs (data/xlm_recipe.py).
     "languages": (list, None, False), "parallel": (list, None, False),
+    "glove": (str, None, False),  # CoVe's --glove file (data/cove_recipe.py)
     FINGERPRINT_KEY: (dict, None, False),
     CHANGES_KEY: (validation.ListOf(_CHANGE), None, False)}
 

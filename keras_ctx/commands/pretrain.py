@@ -294,13 +294,15 @@ def _built(request, text, existing):
     # between equally frequent pieces differently in each process.
     claimed = (runs.claimed_tokenizer(request.out, existing)
                if request.resume and not text.prepared else None)
+    # A recipe whose text is its inputs (CoVe's --parallel pairs) says what its tokenizer reads.
+    tokenizer_text = getattr(preset.family.dataset, "tokenizer_text", None)
     if text.prepared:
         parts = build_prepared(preset, text.source, run, request.overrides, request.manifest)
     else:
+        sample = None if claimed is not None else tokenizer_text(run) if tokenizer_text else (
+            corpora.sample_sentences(text.corpus, seed=seed))
         parts = build(preset, corpora.documents(text.corpus), run, request.overrides,
-                      sample=(corpora.sample_sentences(text.corpus, seed=seed)
-                              if claimed is None else None),
-                      claimed=claimed)
+                      sample=sample, claimed=claimed)
     built = _Built(*parts, claimed=claimed is not None)
     validation.check_overrides_applied(preset.name, built.backbone, request.overrides)
     hidden = getattr(built.backbone, "hidden_size", 512)

@@ -65,6 +65,7 @@ class PretrainRequest:
     data_settings: dict = dataclasses.field(default_factory=dict)
     languages: tuple = ()  # a multilingual recipe's: each --corpus source's language
     parallel: tuple = ()  # its (source, target, file) parallel pairs
+    glove: object = None  # a recipe over word vectors' GloVe text file (CoVe's)
 
     @classmethod
     def checked(cls, preset, out, **arguments):
@@ -121,7 +122,7 @@ class PretrainRequest:
                             self.vocabulary_size, self.seed,
                             data=tuple(sorted(self.data_settings.items())),
                             inputs=(("languages", self.languages), ("parallel", self.parallel),
-                                    ("corpora", self._corpora())))
+                                    ("corpora", self._corpora()), ("glove", self.glove)))
 
     def _corpora(self):
         """One `--corpus` source per language (with `languages`), else ()."""
@@ -147,19 +148,26 @@ class PretrainRequest:
                 "mixed_precision": self.mixed_precision, "xla": self.xla,
                 **({"languages": list(self.languages),
                     "parallel": [list(pair) for pair in self.parallel]}
-                   if self.languages else {})}
+                   if self.languages else {}),
+                **({"parallel": [list(pair) for pair in self.parallel], "glove": self.glove}
+                   if self.glove else {})}
 
 
 def _multilingual(family, given):
     """The checked (languages, parallel) of a recipe that reads them (its dataset's
     `check_inputs`, XLM's); refused for any other recipe."""
     check = getattr(family.dataset, "check_inputs", None)
+    reads_glove = getattr(check, "reads_glove", False)  # a recipe over word vectors (CoVe's)
+    if given.glove and not reads_glove:
+        raise ConfigError(f"--glove is read by a recipe over word vectors (CoVe's); the "
+                          f"{family.name} recipe reads none: drop it.")
     if check is None:
         if given.languages or given.parallel:
             raise ConfigError(f"--languages and --parallel are read by a multilingual recipe "
                               f"(XLM's); the {family.name} recipe reads one --corpus: drop them.")
         return (), ()
-    return check(given.corpus, given.languages, given.parallel)
+    return check(given.corpus, given.languages, given.parallel,
+                 *((given.glove,) if reads_glove else ()))
 
 
 def _data_settings(preset, overrides):
@@ -243,7 +251,8 @@ def resolve_text(request, existing):
     source = request.data if request.data is not None else request.corpus
     fingerprint = {"corpus": fingerprints.corpus(source)}
     if request.parallel:  # XLM's TLM pairs are its text too: their files join the corpus'
-        pairs, corpus = fingerprints.corpus([pair[2] for pair in request.parallel]), \
+        pairs, corpus = fingerprints.corpus([pair[2] for pair in request.parallel]
+                                            + [request.glove] * bool(request.glove)), \
             fingerprint["corpus"]
         fingerprint["corpus"] = {**corpus, "files": corpus.get("files", []) + pairs["files"]}
     recorded = (runs.check_data(request.out, fingerprint, request.corpus_changed, existing)

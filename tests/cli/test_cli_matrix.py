@@ -21,7 +21,8 @@ TINY_PRESETS = dict(TINY_PRESETS, **{
     "gpt-neo-125m": ["num_layers=2", "num_heads=2", "hidden_size=32", "intermediate_size=64"],
 })
 PRESET_OF = {families.of_preset(p).name: p for p in TINY_PRESETS}
-RECIPES = sorted(n for n in families.names() if families.get(n).dataset is not None)
+RECIPES = sorted(n for n in families.names() if families.get(n).dataset is not None
+                 and not getattr(families.get(n).dataset, "needs", ""))  # CoVe's: its own file
 FAST = {"bert", "elmo"}  # the others with -m slow (~30 s each)
 TEXTS = ["the bank of the river", "a bank loan of money"]
 # A classifier's text export (~10 s each): WordPiece, byte-level BPE, and ELMo's refusal.

@@ -1,0 +1,298 @@
+"""CoVe's pretraining data for `keras-ctx pretrain` (McCann et al. 2017).
+
+The paper's one stage: translation. The MT-LSTM encoder (`CoveBackbone`) reads
+fixed word vectors of the source sentence and an attentional LSTM decoder
+(`TranslationPretrainer`) predicts the target sentence word by word (teacher
+forcing). Its inputs: `--parallel en-de=pairs.tsv` (one `source<TAB>target`
+pair a line) and `--glove FILE`, the source language's vectors in GloVe's text
+format (glove.840B.300d.txt for the paper's English). Any SRC-TGT pair is
+accepted: the recipe reads words and their vectors, not English rules; the
+--glove file must be the source language's.
+
+Words: the text is lower cased and split on spaces and punctuation (BERT's
+basic rules, `tokenizers.bert_wordpiece_tokenizer` over whole words), where
+the released run Moses-tokenized and lower cased it (salesforce/cove
+OpenNMT-py/README.md @9a0d90b: `tokenizer.perl -no-escape`, `lowercase.perl`,
+`preprocess.py -lower`). Each side's vocabulary is its most frequent words
+(preprocess.py `makeVocabulary` / `Dict.prune`), at most --vocabulary-size
+of each, counted on a seeded sample of at most `corpora.TOKENIZER_SAMPLE_SENTENCES`
+pairs (the released script counts every line). The source side's words are the
+run's tokenizer (what `keras-ctx embed` reads); the target side's are rebuilt
+from the same sample on a resumed run (the pair file's fingerprint is checked).
+"""
+
+import collections
+import functools
+import os
+import random
+
+import numpy as np
+
+from keras_ctx.common.errors import ConfigError
+from keras_ctx.common.optional import tensorflow as tf
+from keras_ctx.common.progress import say
+from keras_ctx.data import corpora, glove, labelled, tokenizers, xlm_recipe
+
+SOURCE_SPECIALS = ("<pad>", "<unk>")  # id 0 pads (CoveBackbone), unknown words read zeros
+TARGET_SPECIALS = ("<pad>", "<s>", "</s>", "<unk>")  # keras_ctx.data.parallel's order
+LINES_PER_CALL = 1000  # sentences tokenized per tokenizer call
+NEEDS = "--parallel SRC-TGT=PAIRS.tsv and --glove FILE"
+
+
+def word_tokenizer(words, specials=SOURCE_SPECIALS):
+    """A tokenizer of whole words: `specials` + `words`, lower cased, split on spaces and
+    punctuation; a word it lacks is `<unk>`."""
+    return tokenizers.bert_wordpiece_tokenizer(
+        vocabulary=list(dict.fromkeys([*specials, *words])), lowercase=True,
+        strip_accents=False, oov_token="<unk>", special_tokens=list(specials))
+
+
+def word_counts(sentences):
+    """Counter of the words of `sentences` (str) as `word_tokenizer` splits them.
+
+    Split by the tokenizer itself, over a vocabulary of single characters (each
+    word comes back as its characters, `##` marking the continued ones): a word
+    counted here is one id there, by construction.
+    """
+    normal = [tokenizers.bert_basic_text(s, lowercase=True, strip_accents=False)
+              for s in sentences]
+    characters = sorted({c for line in normal for c in line if not c.isspace()})
+    splitter = tokenizers.bert_wordpiece_tokenizer(
+        vocabulary=["<unk>", *characters, *(f"##{c}" for c in characters)],
+        lowercase=True, strip_accents=False, oov_token="<unk>", dtype="string")
+
+    def words(lines):  # each word's pieces joined, in tf.data (keras-hub's eager calls give lists)
+        pieces = splitter(lines).flat_values
+        starts = tf.logical_not(tf.strings.regex_full_match(pieces, "##.+"))
+        return tf.strings.unsorted_segment_join(
+            tf.strings.regex_replace(pieces, "^##(.)", r"\1"),
+            tf.cumsum(tf.cast(starts, tf.int32)) - 1, tf.reduce_sum(tf.cast(starts, tf.int32)))
+
+    counts = collections.Counter()
+    batches = tf.data.Dataset.from_tensor_slices(tf.constant(normal, tf.string)).batch(
+        LINES_PER_CALL).map(words)
+    for joined in batches.as_numpy_iterator():
+        counts.update(w.decode("utf-8") for w in joined)
+    counts.pop("<unk>", None)  # a word over the tokenizer's length limit
+    return counts
+
+
+def most_frequent(counts, size, specials):
+    """The `size - len(specials)` most frequent words, ties in first-seen order."""
+    return [word for word, _ in counts.most_common(max(0, size - len(specials)))
+            if word not in specials]
+
+
+def train_word_tokenizer(sentences, vocabulary_size):
+    """Family.train_tokenizer: the source side's `word_tokenizer` (`tokenizer_text`'s
+    sentences), its `vocabulary_size` entries the most frequent words."""
+    if isinstance(sentences, tf.data.Dataset):
+        sentences = sentences.as_numpy_iterator()
+    sentences = [s.decode("utf-8") if isinstance(s, bytes) else s for s in sentences]
+    if not any(line.strip() for line in sentences):
+        raise ValueError("No text to count a word vocabulary from.")
+    return word_tokenizer(most_frequent(word_counts(sentences), vocabulary_size,
+                                        SOURCE_SPECIALS))
+
+
+# --- the run's inputs --------------------------------------------------------------
+
+
+def _pair(item):
+    """"en-de=path" (or a (source, target, path) triple) -> (source, target, path)."""
+    if not isinstance(item, str):
+        return tuple(item)
+    key, sep, path = item.partition("=")
+    source, dash, target = key.partition("-")
+    if not sep or not dash or not path:
+        raise ConfigError(f"--parallel takes SOURCE-TARGET=FILE (en-de=pairs.tsv), got "
+                          f"{item!r}.")
+    return source, target, path
+
+
+def check_glove(path):
+    """Refuses a missing --glove file, or one whose first line is not `word v1 ... vd`."""
+    if not path:
+        raise ConfigError(f"CoVe's encoder reads fixed word vectors: give --glove FILE (GloVe's "
+                          f"text format, e.g. glove.840B.300d.txt); it needs {NEEDS}.")
+    if not os.path.isfile(path):
+        raise ConfigError(f"--glove {path} is not a file: give the source language's word "
+                          "vectors in GloVe's text format (e.g. glove.840B.300d.txt).")
+    glove_dimension(path)
+
+
+def glove_dimension(path):
+    """The vector size of a GloVe text file, from its first line."""
+    try:
+        return glove.read_glove(path, max_words=1)[1].shape[1]
+    except (ValueError, UnicodeDecodeError, OSError) as error:
+        raise ConfigError(f"--glove {path} is not a GloVe text file ({error}).") from None
+
+
+def check_inputs(corpus, languages, parallel, glove_path=None):
+    """The checked ((), ((source, target, file),)) of a CoVe run; ConfigError (one line).
+
+    One --parallel pair (one decoder, one target vocabulary), every line
+    `source<TAB>target`; a --glove file; no --languages or --corpus (the pairs
+    are the run's text).
+    """
+    if not parallel:
+        raise ConfigError(f"CoVe trains on a parallel corpus: give {NEEDS} (e.g. --parallel "
+                          "en-de=pairs.tsv --glove glove.840B.300d.txt).")
+    if languages:
+        raise ConfigError("--languages is XLM's: CoVe's languages are its --parallel pair's "
+                          "(SRC-TGT); drop --languages.")
+    if corpus != corpora.BUILTIN:
+        raise ConfigError("CoVe trains on its --parallel pairs, not a --corpus: drop --corpus.")
+    if len(parallel) > 1:
+        raise ConfigError("CoVe's decoder translates into one language: give one --parallel "
+                          f"pair, got {len(parallel)}.")
+    source, target, path = _pair(parallel[0])
+    for name in (source, target):
+        if not xlm_recipe.LANGUAGE_CODE.match(name):
+            raise ConfigError(f"--parallel {source}-{target}: {name!r} is not a language code "
+                              "(two or three lower-case letters, e.g. en-de).")
+    if source == target:
+        raise ConfigError(f"--parallel {source}-{target}: a pair needs two languages.")
+    if not os.path.isfile(path):
+        raise ConfigError(f"--parallel {source}-{target}={path}: {path} is not a file.")
+    xlm_recipe.check_parallel(path)  # a malformed line is refused before anything is read
+    check_glove(glove_path)
+    return (), ((source, target, os.fspath(path)),)
+
+
+check_inputs.reads_glove = True  # `keras-ctx pretrain --glove` reaches it
+
+
+def _inputs(run):
+    inputs = dict(run.inputs)
+    source, target, path = inputs["parallel"][0]
+    return source, target, path, inputs.get("glove")
+
+
+def _file_key(run):
+    """(path, mtime, size, seed) of the run's pair file: the caches' key (a changed file is
+    read again)."""
+    path = _inputs(run)[2]
+    return path, os.path.getmtime(path), os.path.getsize(path), run.seed
+
+
+def _sampled_pairs(run):
+    """A seeded sample of at most `corpora.TOKENIZER_SAMPLE_SENTENCES` (source, target) pairs
+    of the run's pair file (reservoir sampling, as the tokenizer's sample of a corpus)."""
+    return _sample_of(*_file_key(run))
+
+
+@functools.lru_cache(maxsize=4)
+def _sample_of(path, mtime, size, seed):
+    del mtime, size  # the cache's key only
+    rng, sample, seen = random.Random(seed), [], 0
+    limit = corpora.TOKENIZER_SAMPLE_SENTENCES
+    for _, _, sides in labelled.tab_separated(path):
+        if len(sample) < limit:
+            sample.append(tuple(sides))
+        else:
+            slot = rng.randrange(seen + 1)
+            if slot < limit:
+                sample[slot] = tuple(sides)
+        seen += 1
+    return sample
+
+
+def tokenizer_text(run):
+    """The sentences the run's tokenizer learns from: the pairs' source side (`pretrain`
+    reads it instead of a --corpus sample)."""
+    sample = corpora.Sample(source for source, _ in _sampled_pairs(run))
+    sample.seen = len(sample)
+    return sample
+
+
+def target_vocabulary(run):
+    """The target side's words: `TARGET_SPECIALS` + the most frequent, at most
+    run.vocabulary_size in all (built once for the decoder's softmax and the batches)."""
+    return list(_target_words(*_file_key(run), run.vocabulary_size))
+
+
+@functools.lru_cache(maxsize=4)
+def _target_words(path, mtime, size, seed, vocabulary_size):
+    counts = word_counts([target for _, target in _sample_of(path, mtime, size, seed)])
+    return (*TARGET_SPECIALS, *most_frequent(counts, vocabulary_size, TARGET_SPECIALS))
+
+
+def recipe_config(run):
+    """The encoder's word vectors are the --glove file's size."""
+    path = dict(run.inputs).get("glove")
+    return {"embedding_size": glove_dimension(path)} if path else {}
+
+
+def glove_vectors(tokenizer, run):
+    """(rows for the tokenizer's words, words found): GloVe's vector of each word, zeros for
+    the words GloVe lacks and for <pad>/<unk> (salesforce/cove README.md @9a0d90b: "During
+    training the CoVe encoder would have received a zero vector for any words that were not
+    in GloVe"; its get_embed_for_dict.py drew uniform(-0.1, 0.1) instead)."""
+    matrix, _ = glove.glove_matrix(_inputs(run)[3], tokenizer.get_vocabulary())
+    matrix[:len(SOURCE_SPECIALS)] = 0.0
+    return matrix, int(np.count_nonzero(np.any(matrix != 0, axis=1)))
+
+
+# --- batches -----------------------------------------------------------------------
+
+
+def _ids(tokenizer, texts):
+    return tf.cast(tokenizer(texts), tf.int32)
+
+
+def _rows(source, target, length, bos, eos):
+    """Teacher forcing's row: source ids, `<s> y`, labels `y </s>`, each padded to `length`."""
+    def pad(ids):
+        return tf.pad(ids, [[0, length - tf.size(ids)]])
+
+    inputs = {"encoder_token_ids": pad(source),
+              "encoder_padding_mask": pad(tf.ones_like(source)),
+              "decoder_token_ids": pad(tf.concat([[bos], target], 0)),
+              "decoder_padding_mask": pad(tf.ones(tf.size(target) + 1, tf.int32))}
+    return inputs, pad(tf.concat([target, [eos]], 0))
+
+
+def cove_dataset(documents, tokenizer, run):
+    """Translation batches ({encoder_*, decoder_*}, labels) of the run's pair file."""
+    del documents  # the pairs are the run's text (`check_inputs` refuses a --corpus)
+    source, target, path, _ = _inputs(run)
+    words = target_vocabulary(run)
+    target_tokenizer = word_tokenizer(words[len(TARGET_SPECIALS):], TARGET_SPECIALS)
+    length = run.sequence_length
+    lines = tf.data.TextLineDataset(path).map(
+        lambda line: tf.strings.regex_replace(line, "\r$", "")).filter(
+        lambda line: tf.strings.length(tf.strings.strip(line)) > 0)
+    pairs = lines.map(lambda line: tf.strings.split(line, "\t")).batch(LINES_PER_CALL).map(
+        lambda sides: (_ids(tokenizer, sides[:, 0]), _ids(target_tokenizer, sides[:, 1])))
+    pairs = pairs.unbatch()
+
+    # preprocess.py keeps a pair whose sides have at most -seq_length words (50; 75 for
+    # WMT'17 in the README); here the target's row holds <s> or </s> too.
+    def fits(s, t):
+        return (tf.size(s) > 0) & (tf.size(s) <= length) & (tf.size(t) > 0) & (
+            tf.size(t) < length)
+
+    kept = total = 0
+    for fit in pairs.map(fits).batch(LINES_PER_CALL).as_numpy_iterator():
+        kept, total = kept + int(fit.sum()), total + len(fit)
+    if not kept:
+        raise ConfigError(f"No {source}-{target} pair of {path} fits --sequence-length "
+                          f"{length} (each side 1-{length - 1} words): raise it.")
+    say(f"CoVe stage translation {source}->{target} (McCann et al. 2017, Sec. 3: the MT-LSTM "
+        f"encoder over fixed {source} word vectors, an attentional LSTM decoder as deep as "
+        f"the encoder, teacher forcing): {kept} of {total} pairs of {path} fit {length} words a side; "
+        f"vocabularies of {tokenizer.vocabulary_size()} {source} and {len(words)} {target} "
+        "words (salesforce/cove OpenNMT-py preprocess.py @9a0d90b: the most frequent words "
+        "of each side).")
+    bos, eos = (TARGET_SPECIALS.index(t) for t in ("<s>", "</s>"))
+    rows = pairs.filter(fits).map(lambda s, t: _rows(s, t, length, bos, eos))
+    return rows.shuffle(4096, seed=run.seed).repeat().batch(run.batch_size,
+                                                           drop_remainder=True)
+
+
+cove_dataset.check_inputs = check_inputs  # `keras-ctx pretrain --parallel/--glove`
+cove_dataset.tokenizer_text = tokenizer_text  # the tokenizer reads the pairs' source side
+cove_dataset.needs = NEEDS  # what a run cannot go without (the tests' generic runs skip it)
+

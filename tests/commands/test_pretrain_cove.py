@@ -1,0 +1,178 @@
+"""`keras-ctx pretrain cove-base` runs CoVe's one stage, translation (issue 54): the MT-LSTM
+encoder over fixed --glove vectors under an attentional decoder, on --parallel pairs
+(keras_ctx/data/cove_recipe.py)."""
+
+import re
+
+import numpy as np
+import pytest
+
+from keras_ctx import registry, runs
+from keras_ctx.data import cove_recipe as recipe
+from keras_ctx.models import presets
+from tests.cli_helpers import cli_output, one_line_error
+
+WORDS = "red green blue cyan pink gold grey teal black white".split()
+DIMENSION = 8
+# A tiny MT-LSTM: 1 biLSTM layer of 16 a direction over the 8-dimensional --glove vectors.
+TINY = ["--set", "hidden_size=16", "--set", "num_layers=1", "--vocabulary-size", "64",
+        "--sequence-length", "8", "--batch-size", "16"]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """(pairs.tsv, glove.txt): "translation" reverses the words and spells them in another
+    vocabulary; GloVe has 8 of the 10 words (grey and white read zeros)."""
+    root = tmp_path_factory.mktemp("cove")
+    rng = np.random.default_rng(0)
+    pairs, glove = root / "pairs.tsv", root / "glove.txt"
+    with open(pairs, "w", encoding="utf-8") as handle:
+        for _ in range(200):
+            words = list(rng.choice(WORDS, size=int(rng.integers(2, 6))))
+            handle.write(" ".join(words) + "\t" + " ".join(f"{w}x" for w in reversed(words))
+                         + "\n")
+    vectors = {w: rng.normal(size=DIMENSION).round(4) for w in WORDS if w not in ("grey",
+                                                                                 "white")}
+    with open(glove, "w", encoding="utf-8") as handle:
+        for word, vector in vectors.items():
+            handle.write(word + " " + " ".join(map(str, vector)) + "\n")
+    return str(pairs), str(glove), vectors
+
+
+def _run(*pairs, glove=None):
+    return registry.Run("cove-base", 2, 6, 64, inputs=(("parallel", pairs), ("glove", glove)))
+
+
+def test_words_are_counted_as_the_tokenizer_splits_them():
+    # Lower cased, split on spaces and punctuation (BERT's basic rules): every counted word
+    # is one id of a tokenizer over them, none `<unk>`.
+    lines = ["The bank's river-side, (a) café.", "NAÏVE  bank! 東京 go"]
+    counts = recipe.word_counts(lines)
+    assert counts == {"the": 1, "bank": 2, "'": 1, "s": 1, "river": 1, "-": 1, "side": 1,
+                      ",": 1, "(": 1, "a": 1, ")": 1, "café": 1, ".": 1, "naïve": 1, "!": 1,
+                      "東": 1, "京": 1, "go": 1}
+    tokenizer = recipe.word_tokenizer(recipe.most_frequent(counts, 64, recipe.SOURCE_SPECIALS))
+    ids = np.concatenate([np.asarray(tokenizer(line)) for line in lines])
+    assert len(ids) == sum(counts.values()) and 1 not in ids  # <unk> is id 1
+    assert tokenizer.id_to_token(2) == "bank"  # the most frequent word first
+
+
+def test_the_batches_are_teacher_forcing_rows_of_the_pairs(tmp_path):
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("a b c\tz y\n\nb a\tz z y x\nc c c c c c c\tz\n", encoding="utf-8")
+    run = _run(("en", "de", str(pairs)))
+    tokenizer = recipe.train_word_tokenizer(recipe.tokenizer_text(run), 64)
+    # en: a 2, b 2, c 8 times; de: z 4, y 2, x 1 (after <pad> <s> </s> <unk>).
+    assert tokenizer.get_vocabulary() == ["<pad>", "<unk>", "c", "a", "b"]
+    assert recipe.target_vocabulary(run) == ["<pad>", "<s>", "</s>", "<unk>", "z", "y", "x"]
+    batch = next(recipe.cove_dataset(None, tokenizer, run).as_numpy_iterator())
+    inputs, labels = batch
+    rows = {tuple(row): i for i, row in enumerate(inputs["encoder_token_ids"])}
+    # The third pair's source has 7 words, over a side of 6: dropped (preprocess.py).
+    assert set(rows) == {(3, 4, 2, 0, 0, 0), (4, 3, 0, 0, 0, 0)}
+    first, second = rows[(3, 4, 2, 0, 0, 0)], rows[(4, 3, 0, 0, 0, 0)]
+    np.testing.assert_array_equal(inputs["decoder_token_ids"][first], [1, 4, 5, 0, 0, 0])
+    np.testing.assert_array_equal(labels[first], [4, 5, 2, 0, 0, 0])  # y </s>
+    np.testing.assert_array_equal(inputs["decoder_token_ids"][second], [1, 4, 4, 5, 6, 0])
+    np.testing.assert_array_equal(labels[second], [4, 4, 5, 6, 2, 0])
+    np.testing.assert_array_equal(inputs["encoder_padding_mask"][second], [1, 1, 0, 0, 0, 0])
+    np.testing.assert_array_equal(inputs["decoder_padding_mask"][second], [1, 1, 1, 1, 1, 0])
+
+
+def test_the_encoder_reads_the_glove_vectors_fixed(files):
+    pairs, glove, vectors = files
+    family = registry.get("cove")
+    run = _run(("en", "de", pairs), glove=glove)
+    tokenizer = family.train_tokenizer(recipe.tokenizer_text(run), 64)
+    assert family.recipe_config(run) == {"embedding_size": DIMENSION}
+    backbone = presets.build("cove-base", vocabulary_size=tokenizer.vocabulary_size(),
+                             embedding_size=DIMENSION, hidden_size=4, num_layers=1)
+    model = family.pretrainer(backbone, tokenizer, run)
+    table = np.asarray(backbone.token_embedding.embeddings)
+    for i, word in enumerate(tokenizer.get_vocabulary()):
+        expected = vectors.get(word, np.zeros(DIMENSION))  # zeros: <pad>, <unk>, grey, white
+        np.testing.assert_allclose(table[i], expected, rtol=1e-6, err_msg=word)
+    assert not backbone.token_embedding.trainable
+    # The released run's decoder: as wide as the encoder's output, as deep, dropout 0.2.
+    assert (model.decoder_units, model.num_decoder_layers, model.dropout) == (8, 1, 0.2)
+    assert model.target_vocabulary_size == len(recipe.target_vocabulary(run)) == 14
+
+
+def test_the_recipe_names_its_stage_and_the_released_settings():
+    line = presets.describe_stages("cove-base", 300)
+    assert line.startswith("cove-base pretrains in 1 stage: 1. translation") and (
+        "McCann et al. 2017, Sec. 3" in line)
+    settings = presets.pretraining("cove-base")
+    # salesforce/cove OpenNMT-py train.py defaults @9a0d90b; -seq_length 75: its README's
+    # WMT'17 command (the released MT-LSTM).
+    assert (settings.learning_rate, settings.batch_size, settings.sequence_length) == (
+        1.0, 64, 75)
+    from keras_ctx.commands.pretrain import optimizer
+
+    sgd = optimizer(None, 100, registry.get("cove"), 300)
+    assert type(sgd).__name__ == "SGD" and sgd.global_clipnorm == 5.0
+    assert float(sgd.learning_rate) == 1.0
+
+
+@pytest.mark.backend_neutral("argument checks before any model is built")
+@pytest.mark.parametrize("arguments, says", [
+    ([], "CoVe trains on a parallel corpus: give --parallel"),
+    (["--parallel", "en-de={pairs}"], "give --glove FILE"),
+    (["--parallel", "en-de={pairs}", "--glove", "{missing}"], "is not a file: give the source"),
+    (["--parallel", "en-de={missing}", "--glove", "{glove}"], "is not a file."),
+    (["--parallel", "en=x", "--glove", "{glove}"], "--parallel takes SOURCE-TARGET=FILE"),
+    (["--parallel", "en-en={pairs}", "--glove", "{glove}"], "a pair needs two languages"),
+    (["--parallel", "EN-de={pairs}", "--glove", "{glove}"], "'EN' is not a language code"),
+    (["--parallel", "en-de={pairs}", "--parallel", "en-fr={pairs}", "--glove", "{glove}"],
+     "give one --parallel pair, got 2"),
+    (["--parallel", "en-de={pairs}", "--glove", "{glove}", "--languages", "en,de"],
+     "drop --languages"),
+    (["--parallel", "en-de={pairs}", "--glove", "{pairs}"], "is not a GloVe text file"),
+])
+def test_bad_inputs_are_refused_in_one_line(arguments, says, files, tmp_path):
+    pairs, glove, _ = files
+    names = dict(pairs=pairs, glove=glove, missing=str(tmp_path / "missing.txt"))
+    code, output = cli_output(["pretrain", "cove-base", "--out", str(tmp_path / "run"),
+                               *[a.format(**names) for a in arguments]])
+    assert code == 2 and says in one_line_error(output), output[-500:]
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.backend_neutral("argument checks before any model is built")
+def test_a_malformed_line_a_corpus_and_glove_elsewhere_are_refused(files, tmp_path):
+    pairs, glove, _ = files
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("red green\tredx greenx\nblue only\n", encoding="utf-8")
+    out = ["--out", str(tmp_path / "run")]
+    code, output = cli_output(["pretrain", "cove-base", "--parallel", f"en-de={bad}",
+                               "--glove", glove, *out])
+    assert code == 2 and f"{bad}:2: a parallel line" in one_line_error(output)
+    code, output = cli_output(["pretrain", "cove-base", "--parallel", f"en-de={pairs}",
+                               "--glove", glove, "--corpus", pairs, *out])
+    assert code == 2 and "not a --corpus: drop --corpus" in one_line_error(output)
+    code, output = cli_output(["pretrain", "bert-tiny", "--glove", glove, *out])
+    assert code == 2 and "the bert recipe reads none: drop it" in one_line_error(output)
+
+
+@pytest.mark.slow  # ~40 s: the CLI run, its resume and `embed` (the default form: the tests above)
+def test_a_tiny_cove_run_learns_saves_its_encoder_and_resumes(files, tmp_path):
+    pairs, glove, _ = files
+    out = str(tmp_path / "run")
+    arguments = ["pretrain", "cove-base", "--parallel", f"en-de={pairs}", "--glove", glove,
+                 "--out", out, "--learning-rate", "0.5", "--checkpoint-every", "15", *TINY]
+    code, output = cli_output([*arguments, "--steps", "30"])
+    assert code == 0, output[-2000:]
+    assert "cove-base pretrains in 1 stage: 1. translation" in output
+    assert "CoVe stage translation en->de" in output and "200 of 200 pairs" in output
+    first, last = map(float, re.search(r"Loss ([\d.]+) at step 1 -> ([\d.]+)", output).groups())
+    assert last < 0.9 * first, (first, last)  # measured: 2.648 -> 2.213
+    info, backbone, tokenizer = runs.load_run(out)
+    assert info["family"] == "cove" and type(backbone).__name__ == "CoveBackbone"
+    assert tokenizer.get_vocabulary()[:2] == ["<pad>", "<unk>"]
+    from keras_ctx.commands.embed import word_vectors
+
+    vectors = word_vectors(out, ["red green blue", "blue gold red"], "red")
+    assert vectors.shape == (2, 32) and not np.allclose(vectors[0], vectors[1])
+    code, output = cli_output([*arguments, "--steps", "40"])  # resumes at step 30
+    assert code == 0 and "Resuming from step 30" in output, output[-2000:]
+    assert "Reusing the tokenizer this run was started with" in output

@@ -306,16 +306,17 @@ _END = 0xF0000
 _MARKS = re.compile("[\U000F0000-\U0010FFFF]")
 
 
-def _marked_words(reader, lines):
-    """`lines` read as `reader` (a WordEndBPETokenizer) reads them, as one string of words
-    with each word's last character marked (GPT's: one library call per batch)."""
+def _marked_words(reader, lines, read_words=None):
+    """`lines` read as `reader` (a WordEndBPETokenizer) reads them, or by `read_words`
+    (lines -> each line's words), as one string of words with each word's last character
+    marked (GPT's: one library call per batch)."""
     text = "\n".join(lines)
     found = _MARKS.search(text)
     if found:
         raise ValueError("The text holds characters of Unicode's supplementary private use "
                          "planes (U+F0000-U+10FFFF), which GPT's BPE trainer uses as "
                          f"end-of-word marks ({found.group()!r}); remove them from the corpus.")
-    words = reader.words([text] if reader.gpt_text else lines)
+    words = (read_words or reader.words)([text] if reader.gpt_text else lines)
     return " ".join(word[:-1] + chr(_END + ord(word[-1])) for row in words for word in row
                     if word)
 
@@ -326,7 +327,7 @@ def _unmarked(piece):
 
 
 def train_word_end_bpe(data, vocabulary_size, special_tokens=(), unknown_token="<unk>",
-                       min_frequency=2, tokenizer_class=None, **options):
+                       min_frequency=2, tokenizer_class=None, read_words=None, **options):
     """Learns GPT's "</w>" BPE merges (Radford et al. 2018) -> a WordEndBPETokenizer.
 
     Hugging Face's BpeTrainer with `end_of_word_suffix` numbers the `c</w>`
@@ -337,8 +338,9 @@ def train_word_end_bpe(data, vocabulary_size, special_tokens=(), unknown_token="
     order), and the learned pieces and merges are mapped back to `c</w>`.
 
     `tokenizer_class` (a WordEndBPETokenizer subclass, made with `options`) reads the
-    text into words its own way (XLM's Moses); the special tokens come first, in
-    their order, the unknown token first unless they list it.
+    text into words its own way (XLM's Moses); `read_words` (lines -> each line's words), where
+    given, reads the learnt text instead (XLM's sentences of several languages). The special
+    tokens come first, in their order, the unknown token first unless they list it.
     """
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
@@ -356,7 +358,8 @@ def train_word_end_bpe(data, vocabulary_size, special_tokens=(), unknown_token="
     batches = [lines[i:i + 512] for i in range(0, len(lines), 512)]
     counted = _counted(batches, len(lines), "Learning BPE merges", "Hugging Face tokenizers",
                        weight=len)
-    learner.train_from_iterator((_marked_words(reader, batch) for batch in counted), trainer)
+    learner.train_from_iterator((_marked_words(reader, batch, read_words) for batch in counted),
+                                trainer)
     progress.current().finish("Learned the BPE merges")
     model = json.loads(learner.to_str())["model"]
     vocabulary = {_unmarked(piece): index for piece, index in model["vocab"].items()}
@@ -371,10 +374,20 @@ def train_xlm_bpe(data, vocabulary_size, language="en", lowercase_and_remove_acc
 
     XLM learns them with fastBPE's learnbpe on the tokenized, lower cased text; here
     Hugging Face `tokenizers` learns them (`train_word_end_bpe`, GPT's "</w>" trainer)
-    on the same words. Ids 0-13 are XLM's dictionary's specials.
+    on the same words. Ids 0-13 are XLM's dictionary's specials. `data` with a
+    `languages` attribute (one code per sentence: `xlm_recipe.tokenizer_text`'s sample)
+    has each sentence read by its own language's Moses rules, as XLM tokenizes each
+    corpus with tools/tokenize.sh $lg before learning one BPE on them all (README,
+    "bpe.train"); `language` is then only the tokenizer's default.
     """
+    languages, read_words = getattr(data, "languages", None), None
+    if languages is not None:
+        data = [f"{code}\t{line}" for code, line in zip(languages, _texts(data)) if line.strip()]
+        read_words = functools.partial(xlm_text.tagged_words, lowercase_and_remove_accents=(
+            lowercase_and_remove_accent))
     return train_word_end_bpe(data, vocabulary_size, special_tokens, "<unk>", min_frequency,
-                              tokenizer_class=xlm_text.XLMBPETokenizer, language=language,
+                              tokenizer_class=xlm_text.XLMBPETokenizer, read_words=read_words,
+                              language=language,
                               lowercase_and_remove_accent=lowercase_and_remove_accent)
 
 

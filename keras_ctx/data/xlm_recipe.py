@@ -105,6 +105,29 @@ def recipe_config(run):
     return {"num_languages": len(languages)} if languages else {}
 
 
+def tokenizer_text(run):
+    """The sentences a run's tokenizer learns its BPE from, each with its language (a
+    `corpora.Sample` with `languages`, read by `tokenizers.train_xlm_bpe` with each one's
+    Moses rules), or None without --languages (the corpus' own sample).
+
+    XLM's README builds bpe.train from the same number of sentences of each language's
+    tokenized corpus (`shuf -r -n 10000000 train.$lg`, after tools/tokenize.sh $lg); here
+    a seeded sample of at most `corpora.TOKENIZER_SAMPLE_SENTENCES` / (languages) of each,
+    without replacement: a smaller corpus gives all its sentences, none twice.
+    """
+    languages, sources, _ = _inputs(run)
+    if not languages:
+        return None
+    sample, size = corpora.Sample(), corpora.TOKENIZER_SAMPLE_SENTENCES // len(languages)
+    sample.languages = []
+    for language, source in zip(languages, sources):
+        part = corpora.sample_sentences(source, size=size, seed=run.seed)
+        sample.extend(part)
+        sample.languages.extend([language] * len(part))
+        sample.seen += part.seen
+    return sample
+
+
 def _for_language(tokenizer, language):
     """The run's tokenizer with Moses' rules for `language` (the same BPE and ids)."""
     if getattr(tokenizer, "language", language) == language:
@@ -248,3 +271,4 @@ def xlm_dataset(documents, tokenizer, run):
 
 
 xlm_dataset.check_inputs = check_inputs  # `keras-ctx pretrain --languages/--parallel`
+xlm_dataset.tokenizer_text = tokenizer_text  # each language's sentences by its own rules

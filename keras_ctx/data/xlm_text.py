@@ -14,7 +14,8 @@ sacremoses is an optional dependency (setup.py's `moses` extra); without it the
 tokenizer refuses in one line saying what to install. Chinese, Japanese and Thai,
 which XLM splits with their own segmenters (Stanford's, KyTea, PyThaiNLP), are
 refused; every other language goes through Moses' rules for it.
-`tokenizers.train_xlm_bpe` learns the BPE on the Moses words.
+`tokenizers.train_xlm_bpe` learns the BPE on the Moses words (of a multilingual sample,
+each sentence by its own language's rules: `tagged_words`).
 """
 
 import functools
@@ -96,6 +97,14 @@ def moses_words(text, language="en", lowercase_and_remove_accents=True):
     if lowercase_and_remove_accents:
         words = lowercase_and_remove_accent(words)
     return [word for word in words if word]
+
+
+def tagged_words(lines, lowercase_and_remove_accents=True):
+    """`moses_words` of "LANGUAGE<TAB>text" lines, each by its own language's rules (a
+    multilingual sample's, as XLM's tools/tokenize.sh $lg reads each corpus; see
+    `tokenizers.train_xlm_bpe`)."""
+    return [moses_words(text, language, lowercase_and_remove_accents)
+            for language, text in (line.split("\t", 1) for line in lines)]
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")

@@ -176,7 +176,9 @@ class Family:
             build, convert and pretrain every family from them; a config's
             vocabulary_size is the tests' own).
         objective: (Pretrainer class, batch keys that tell it apart) of its paper,
-            which the tests check each preset's recipe builds; () without a recipe.
+            which the tests check each preset's recipe builds, or {preset: that pair}
+            where its presets' objectives differ (XLM's MLM and CLM models); () without
+            a recipe.
     """
 
     name: str

@@ -8,7 +8,9 @@ language of each batch drawn with the paper's smoothed probabilities
 XLM's README runs it (`--mlm_steps 'en,fr,en-fr'`: one update for each
 entry in turn). Without `--languages` the whole corpus is one language
 (the tokenizer's), MLM only (xlm-mlm-en-2048's run). Every batch is masked
-by `multilingual.xlm_masker` (1/sqrt(frequency) targets, Sec. 3.3).
+by `multilingual.xlm_masker` (1/sqrt(frequency) targets, Sec. 3.3). A CLM
+preset (`objective="clm"`, XLM's `--clm_steps 'en,fr'`, Sec. 3.2) reads the same
+sampled streams unmasked, without pairs.
 
 Each language's corpus streams (tf.data over its files, tokenized in the
 pipeline): one counting pass first gives its sentence count (the sampling
@@ -27,6 +29,7 @@ from keras_ctx.data import (corpora, labelled, multilingual, token_counts, token
 
 LANGUAGE_CODE = re.compile(r"[a-z]{2,3}$")  # ISO 639 codes, as XLM's `--lgs`
 LINES_PER_CALL = 1000  # sentences tokenized per tokenizer call
+OBJECTIVES = ("mlm", "clm")  # XLM's --mlm_steps (MLM, TLM) and --clm_steps
 
 
 def _language_list(languages):
@@ -215,9 +218,33 @@ def _tlm(data, run, ids, pair):
                                                                drop_remainder=True), kept, total
 
 
-def xlm_dataset(documents, tokenizer, run):
-    """XLM's masked MLM (and TLM) batches for `run` (see the module docstring)."""
+def refuse_pairs_for_clm(parallel, preset):
+    """ConfigError (one line) for --parallel pairs given to a CLM run: the paper's TLM is an
+    MLM objective (Sec. 3.3; XLM's --mlm_steps 'en-fr'), CLM reads monolingual streams."""
+    if parallel:
+        raise ConfigError(f"--parallel: {preset} is a CLM model (next-token prediction on "
+                          "each language's stream, Lample & Conneau 2019, Sec. 3.2); the "
+                          "paper's TLM on pairs is an MLM objective: drop --parallel, or "
+                          "pretrain an xlm-mlm-* preset with it.")
+
+
+def _sampled(languages, shares, run):
+    """What the log says of the streams both objectives read."""
+    return (f"streams of {run.sequence_length} tokens (the paper's 256, Sec. 5.1 / README "
+            f"--bptt 256) in batches of {run.batch_size} (the paper's 64, Sec. 5.1), each "
+            f"batch's language drawn with alpha {multilingual.XLM_ALPHA} (Sec. 3.1): "
+            + ", ".join(f"{n} {shares[n]:.2f}" for n in languages))
+
+
+def xlm_dataset(documents, tokenizer, run, objective="mlm"):
+    """XLM's batches for `run` (see the module docstring): masked MLM (and TLM) batches, or
+    with `objective="clm"` the same language-sampled streams unmasked, for CLM (XLM's
+    --clm_steps 'en,fr': every position predicts the next token, trainer.py `clm_step`)."""
+    if objective not in OBJECTIVES:
+        raise ValueError(f"`objective` is one of {', '.join(OBJECTIVES)}, got {objective!r}.")
     languages, sources, parallel = _inputs(run)
+    if objective == "clm":
+        refuse_pairs_for_clm(parallel, run.preset)
     parts = {name: (name, source) for name, source in zip(languages, sources)}
     if not languages:  # one corpus, one language: the tokenizer's (the run's fingerprint)
         languages, sources = (getattr(tokenizer, "language", "en"),), (documents,)
@@ -237,12 +264,14 @@ def xlm_dataset(documents, tokenizer, run):
     mlm = multilingual.sample_languages(streams, sentences, multilingual.XLM_ALPHA,
                                         seed=run.seed)
     shares = multilingual.smoothed_probabilities(sentences, multilingual.XLM_ALPHA)
-    say(f"XLM stage MLM on {', '.join(languages)}: streams of {run.sequence_length} tokens "
-        f"(the paper's 256, Sec. 3.3 / README --bptt 256) in batches of {run.batch_size} "
-        f"(the paper's 64, Sec. 5.1), each batch's language drawn with alpha "
-        f"{multilingual.XLM_ALPHA} (Sec. 3.1): "
-        + ", ".join(f"{n} {shares[n]:.2f}" for n in languages) + "; 15% of the tokens "
-        "masked 80/10/10 by weights 1/sqrt(frequency) (Sec. 3.3, --sample_alpha 0.5).")
+    if objective == "clm":
+        say(f"XLM stage CLM on {', '.join(languages)}: {_sampled(languages, shares, run)}; "
+            "each token predicts the next, left to right (Sec. 3.2, XLM's --clm_steps '"
+            + ",".join(languages) + "').")
+        return mlm
+    say(f"XLM stage MLM on {', '.join(languages)}: {_sampled(languages, shares, run)}"
+        "; 15% of the tokens masked 80/10/10 by weights 1/sqrt(frequency) (Sec. 3.3, "
+        "--sample_alpha 0.5).")
     parts = [mlm]
     for pair in parallel:
         data = _pairs(pair[2], _for_language(tokenizer, pair[0]),

@@ -164,14 +164,6 @@ def test_the_cli_trains_xlm_on_two_languages_and_pairs_and_resumes(corpora, tmp_
     assert code != 0 and f"changed {pairs}" in one_line_error(output), output[-500:]
 
 
-def test_a_clm_preset_is_refused_before_anything_is_written(corpora, tmp_path):
-    # XLM's CLM objective (--clm_steps) is no recipe here: said, not trained as MLM.
-    code, output = cli_output(["pretrain", "xlm-clm-enfr-1024", "--corpus", corpora[0],
-                               "--out", str(tmp_path / "run"), *XLM_TINY, "--steps", "2"])
-    assert code != 0 and "is a CLM model" in one_line_error(output)
-    assert not (tmp_path / "run").exists()
-
-
 def test_a_resumed_run_reads_each_languages_counts_back_and_recounts_a_changed_one(
         corpora, tmp_path, monkeypatch, capsys):
     # The sentence counts weigh the languages (XLM's set_sampling_probs) and the token counts

@@ -294,12 +294,14 @@ def _built(request, text, existing):
     # between equally frequent pieces differently in each process.
     claimed = (runs.claimed_tokenizer(request.out, existing)
                if request.resume and not text.prepared else None)
-    # A recipe whose text is its inputs (CoVe's --parallel pairs) says what its tokenizer reads.
+    # A recipe whose text is its inputs (CoVe's --parallel pairs, XLM's --languages corpora,
+    # each sentence with its language) says what its tokenizer reads; None: the corpus' sample.
     tokenizer_text = getattr(preset.family.dataset, "tokenizer_text", None)
     if text.prepared:
         parts = build_prepared(preset, text.source, run, request.overrides, request.manifest)
     else:
-        sample = None if claimed is not None else tokenizer_text(run) if tokenizer_text else (
+        own = tokenizer_text(run) if tokenizer_text and claimed is None else None
+        sample = None if claimed is not None else own if own is not None else (
             corpora.sample_sentences(text.corpus, seed=seed))
         parts = build(preset, corpora.documents(text.corpus), run, request.overrides,
                       sample=sample, claimed=claimed)

@@ -36,7 +36,7 @@ from keras_ctx.data import corpora, glove, labelled, tokenizers, xlm_recipe
 SOURCE_SPECIALS = ("<pad>", "<unk>")  # id 0 pads (CoveBackbone), unknown words read zeros
 TARGET_SPECIALS = ("<pad>", "<s>", "</s>", "<unk>")  # keras_ctx.data.parallel's order
 LINES_PER_CALL = 1000  # sentences tokenized per tokenizer call
-NEEDS = "--parallel SRC-TGT=PAIRS.tsv and --glove FILE"
+NEEDS = "--parallel SRC-TGT=PAIRS.tsv --glove FILE"
 
 
 def word_tokenizer(words, specials=SOURCE_SPECIALS):
@@ -47,34 +47,48 @@ def word_tokenizer(words, specials=SOURCE_SPECIALS):
         strip_accents=False, oov_token="<unk>", special_tokens=list(specials))
 
 
-def word_counts(sentences):
-    """Counter of the words of `sentences` (str) as `word_tokenizer` splits them.
+def split_words(*columns):
+    """[(Counter of its words, words per sentence)] of each column (lists of str, of one
+    length), split as `word_tokenizer` splits them, in one pass.
 
     Split by the tokenizer itself, over a vocabulary of single characters (each
     word comes back as its characters, `##` marking the continued ones): a word
     counted here is one id there, by construction.
     """
-    normal = [tokenizers.bert_basic_text(s, lowercase=True, strip_accents=False)
-              for s in sentences]
-    characters = sorted({c for line in normal for c in line if not c.isspace()})
+    columns = [[tokenizers.bert_basic_text(s, lowercase=True, strip_accents=False)
+                for s in column] for column in columns]
+    characters = sorted({c for column in columns for line in column for c in line
+                         if not c.isspace()})
     splitter = tokenizers.bert_wordpiece_tokenizer(
         vocabulary=["<unk>", *characters, *(f"##{c}" for c in characters)],
         lowercase=True, strip_accents=False, oov_token="<unk>", dtype="string")
 
     def words(lines):  # each word's pieces joined, in tf.data (keras-hub's eager calls give lists)
-        pieces = splitter(lines).flat_values
-        starts = tf.logical_not(tf.strings.regex_full_match(pieces, "##.+"))
-        return tf.strings.unsorted_segment_join(
-            tf.strings.regex_replace(pieces, "^##(.)", r"\1"),
-            tf.cumsum(tf.cast(starts, tf.int32)) - 1, tf.reduce_sum(tf.cast(starts, tf.int32)))
+        pieces = splitter(lines)
+        starts = tf.logical_not(tf.strings.regex_full_match(pieces.flat_values, "##.+"))
+        number = tf.cast(starts, tf.int32)
+        joined = tf.strings.unsorted_segment_join(
+            tf.strings.regex_replace(pieces.flat_values, "^##(.)", r"\1"),
+            tf.cumsum(number) - 1, tf.reduce_sum(number))
+        return joined, tf.reduce_sum(pieces.with_flat_values(number), axis=1)
 
-    counts = collections.Counter()
-    batches = tf.data.Dataset.from_tensor_slices(tf.constant(normal, tf.string)).batch(
-        LINES_PER_CALL).map(words)
-    for joined in batches.as_numpy_iterator():
-        counts.update(w.decode("utf-8") for w in joined)
-    counts.pop("<unk>", None)  # a word over the tokenizer's length limit
-    return counts
+    found = [(collections.Counter(), []) for _ in columns]
+    batches = tf.data.Dataset.from_tensor_slices(tuple(
+        tf.constant(column, tf.string) for column in columns)).batch(LINES_PER_CALL).map(
+        lambda *lines: tuple(words(side) for side in lines))
+    for parts in batches.as_numpy_iterator():
+        for (counts, lengths), (joined, sizes) in zip(found, parts):
+            counts.update(w.decode("utf-8") for w in joined)
+            lengths.append(sizes)
+    for counts, _ in found:
+        counts.pop("<unk>", None)  # a word over the tokenizer's length limit
+    return [(counts, np.concatenate(lengths) if lengths else np.zeros(0, np.int64))
+            for counts, lengths in found]
+
+
+def word_counts(sentences):
+    """Counter of the words of `sentences` (str) as `word_tokenizer` splits them."""
+    return split_words(list(sentences))[0][0]
 
 
 def most_frequent(counts, size, specials):
@@ -186,7 +200,7 @@ def _sampled_pairs(run):
 @functools.lru_cache(maxsize=4)
 def _sample_of(path, mtime, size, seed):
     del mtime, size  # the cache's key only
-    rng, sample, seen = random.Random(seed), [], 0
+    rng, sample, seen = random.Random(seed), corpora.Sample(), 0
     limit = corpora.TOKENIZER_SAMPLE_SENTENCES
     for _, _, sides in labelled.tab_separated(path):
         if len(sample) < limit:
@@ -196,27 +210,31 @@ def _sample_of(path, mtime, size, seed):
             if slot < limit:
                 sample[slot] = tuple(sides)
         seen += 1
+    sample.seen = seen
     return sample
 
 
 def tokenizer_text(run):
     """The sentences the run's tokenizer learns from: the pairs' source side (`pretrain`
     reads it instead of a --corpus sample)."""
-    sample = corpora.Sample(source for source, _ in _sampled_pairs(run))
-    sample.seen = len(sample)
+    pairs = _sampled_pairs(run)
+    sample = corpora.Sample(source for source, _ in pairs)
+    sample.seen = pairs.seen
     return sample
 
 
 def target_vocabulary(run):
     """The target side's words: `TARGET_SPECIALS` + the most frequent, at most
     run.vocabulary_size in all (built once for the decoder's softmax and the batches)."""
-    return list(_target_words(*_file_key(run), run.vocabulary_size))
+    counts = _pair_words(*_file_key(run))[1][0]
+    return [*TARGET_SPECIALS, *most_frequent(counts, run.vocabulary_size, TARGET_SPECIALS)]
 
 
 @functools.lru_cache(maxsize=4)
-def _target_words(path, mtime, size, seed, vocabulary_size):
-    counts = word_counts([target for _, target in _sample_of(path, mtime, size, seed)])
-    return (*TARGET_SPECIALS, *most_frequent(counts, vocabulary_size, TARGET_SPECIALS))
+def _pair_words(path, mtime, size, seed):
+    """`split_words` of the sampled pairs' two sides."""
+    pairs = _sample_of(path, mtime, size, seed)
+    return split_words([s for s, _ in pairs], [t for _, t in pairs])
 
 
 def recipe_config(run):
@@ -274,15 +292,21 @@ def cove_dataset(documents, tokenizer, run):
         return (tf.size(s) > 0) & (tf.size(s) <= length) & (tf.size(t) > 0) & (
             tf.size(t) < length)
 
-    kept = total = 0
-    for fit in pairs.map(fits).batch(LINES_PER_CALL).as_numpy_iterator():
-        kept, total = kept + int(fit.sum()), total + len(fit)
+    # Counted on the sampled pairs (every pair of a file of at most 1M), split as the
+    # batches' tokenizers split them: no pass of its own over the file.
+    (_, source_words), (_, target_words) = _pair_words(*_file_key(run))
+    total, seen = len(source_words), _sampled_pairs(run).seen
+    kept = int(np.sum((source_words > 0) & (source_words <= length) & (target_words > 0)
+                      & (target_words < length)))
     if not kept:
         raise ConfigError(f"No {source}-{target} pair of {path} fits --sequence-length "
-                          f"{length} (each side 1-{length - 1} words): raise it.")
+                          f"{length} (a source of 1-{length} words, a target of "
+                          f"1-{length - 1}: its row holds <s> or </s> too): raise it.")
     say(f"CoVe stage translation {source}->{target} (McCann et al. 2017, Sec. 3: the MT-LSTM "
         f"encoder over fixed {source} word vectors, an attentional LSTM decoder as deep as "
-        f"the encoder, teacher forcing): {kept} of {total} pairs of {path} fit {length} words a side; "
+        f"the encoder, teacher forcing): {kept} of {total} pairs of {path}"
+        + (f" (a sample of its {seen})" if seen > total else "")
+        + f" fit {length} words a side; "
         f"vocabularies of {tokenizer.vocabulary_size()} {source} and {len(words)} {target} "
         "words (salesforce/cove OpenNMT-py preprocess.py @9a0d90b: the most frequent words "
         "of each side).")

@@ -334,7 +334,8 @@ def prepare(preset, corpus, out, sequence_length=128, vocabulary_size=8000, seed
         raise PreparedDataError(
             f"`keras-ctx prepare` has no example layout for {family.name} yet "
             f"({family.no_pretraining or 'its pipeline needs the whole corpus at once'}); "
-            f"use `keras-ctx pretrain {preset} --corpus ...` instead.")
+            f"use `keras-ctx pretrain {preset} "
+            f"{getattr(family.dataset, 'needs', '--corpus ...')}` instead.")  # CoVe's inputs
     # Every argument is checked, and the corpus read, before `out` is written.
     validation.check_args(sequence_length=sequence_length, vocabulary_size=vocabulary_size,
                           seed=seed, workers=workers, shard_bytes=shard_bytes,

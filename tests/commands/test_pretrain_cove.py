@@ -139,7 +139,7 @@ def test_bad_inputs_are_refused_in_one_line(arguments, says, files, tmp_path):
 
 
 @pytest.mark.backend_neutral("argument checks before any model is built")
-def test_a_malformed_line_a_corpus_and_glove_elsewhere_are_refused(files, tmp_path):
+def test_a_malformed_line_a_corpus_glove_elsewhere_and_prepare_are_refused(files, tmp_path):
     pairs, glove, _ = files
     bad = tmp_path / "bad.tsv"
     bad.write_text("red green\tredx greenx\nblue only\n", encoding="utf-8")
@@ -152,6 +152,9 @@ def test_a_malformed_line_a_corpus_and_glove_elsewhere_are_refused(files, tmp_pa
     assert code == 2 and "not a --corpus: drop --corpus" in one_line_error(output)
     code, output = cli_output(["pretrain", "bert-tiny", "--glove", glove, *out])
     assert code == 2 and "the bert recipe reads none: drop it" in one_line_error(output)
+    code, output = cli_output(["prepare", "cove-base", "--corpus", pairs, *out])
+    assert code == 2 and ("pretrain cove-base --parallel SRC-TGT=PAIRS.tsv --glove FILE"
+                          in one_line_error(output))
 
 
 @pytest.mark.slow  # ~40 s: the CLI run, its resume and `embed` (the default form: the tests above)

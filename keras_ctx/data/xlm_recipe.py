@@ -13,9 +13,13 @@ preset (`objective="clm"`, XLM's `--clm_steps 'en,fr'`, Sec. 3.2) reads the same
 sampled streams unmasked, without pairs.
 
 Each language's corpus streams (tf.data over its files, tokenized in the
-pipeline): one counting pass first gives its sentence count (the sampling
-weights) and its token counts (XLM's dictionary counts, for the masker);
-nothing holds the corpus in memory. The --parallel pair files stream alike.
+pipeline with Moses' rules for its language, as XLM's tools/tokenize.sh $lg): one
+counting pass first gives its sentence count (the sampling weights) and its token
+counts (XLM's dictionary counts, for the masker), kept in the run directory so a
+resumed run does not count again; nothing holds the corpus in memory. The
+--parallel pair files stream alike, each side by its language's rules. The run's
+BPE is learnt on a sample of every corpus, each by its own language's rules
+(`tokenizer_text`).
 """
 
 import os

@@ -20,7 +20,7 @@ def _open(path):
     return open(path, encoding="utf-8")
 
 
-def read_glove(path, dim=None, max_words=None):
+def read_glove(path, dim=None, max_words=None, keep=None):
     """Reads a GloVe text file.
 
     Args:
@@ -28,6 +28,8 @@ def read_glove(path, dim=None, max_words=None):
         dim: the vector size; None: taken from the first line.
         max_words: stop after this many words (GloVe files are sorted by
             frequency, so this keeps the most frequent).
+        keep: a set of words: only these are read (their values parsed and
+            stored), so a 2.2M-word file costs the memory of the words kept.
 
     Returns:
         (words, vectors): a list of str and a float32 array (len(words), dim).
@@ -58,6 +60,8 @@ def read_glove(path, dim=None, max_words=None):
                     "contain spaces."
                 )
             word = " ".join(fields[: len(fields) - dim])
+            if keep is not None and word not in keep:
+                continue
             try:
                 vector = np.array(fields[len(fields) - dim :], dtype="float32")
             except ValueError:
@@ -73,6 +77,8 @@ def read_glove(path, dim=None, max_words=None):
             seen[word] = len(words)
             words.append(word)
             vectors.append(vector)
+    if not words and keep is not None and dim is not None:  # none of `keep`: no rows
+        return [], np.zeros((0, dim), "float32")
     if not words:
         raise ValueError(f"{path} holds no vectors.")
     return words, np.stack(vectors)
@@ -90,7 +96,7 @@ def glove_matrix(path, vocabulary, dim=None, oov="zeros", seed=0):
     """
     if oov not in ("zeros", "random"):
         raise ValueError(f"`oov` must be 'zeros' or 'random', got {oov!r}.")
-    words, vectors = read_glove(path, dim=dim)
+    words, vectors = read_glove(path, dim=dim, keep=set(vocabulary))
     index = {w: i for i, w in enumerate(words)}
     rng = np.random.default_rng(seed)
     dim = vectors.shape[1]

@@ -98,6 +98,20 @@ def test_the_encoder_reads_the_glove_vectors_fixed(files):
     assert model.target_vocabulary_size == len(recipe.target_vocabulary(run)) == 14
 
 
+def test_the_glove_file_is_read_for_the_vocabulary_words_only(tmp_path):
+    from keras_ctx.data import glove
+
+    path = tmp_path / "g.txt"
+    path.write_text("the 1 2\nbank 3 4\nriver 5 6\n", encoding="utf-8")
+    words, vectors = glove.read_glove(str(path), keep={"river", "the", "zzz"})
+    assert words == ["the", "river"]
+    np.testing.assert_array_equal(vectors, [[1, 2], [5, 6]])
+    words, vectors = glove.read_glove(str(path), keep={"zzz"})  # none of them: no rows
+    assert words == [] and vectors.shape == (0, 2)
+    matrix, found = glove.glove_matrix(str(path), ["<pad>", "zzz"])
+    assert found == 0 and matrix.shape == (2, 2) and not matrix.any()
+
+
 def test_the_recipe_names_its_stage_and_the_released_settings():
     line = presets.describe_stages("cove-base", 300)
     assert line.startswith("cove-base pretrains in 1 stage: 1. translation") and (

@@ -248,7 +248,9 @@ def glove_vectors(tokenizer, run):
     the words GloVe lacks and for <pad>/<unk> (salesforce/cove README.md @9a0d90b: "During
     training the CoVe encoder would have received a zero vector for any words that were not
     in GloVe"; its get_embed_for_dict.py drew uniform(-0.1, 0.1) instead)."""
-    matrix, _ = glove.glove_matrix(_inputs(run)[3], tokenizer.get_vocabulary())
+    path = _inputs(run)[3]
+    # `dim` given: glove.840B's few words with spaces in them are read, not refused.
+    matrix, _ = glove.glove_matrix(path, tokenizer.get_vocabulary(), dim=glove_dimension(path))
     matrix[:len(SOURCE_SPECIALS)] = 0.0
     return matrix, int(np.count_nonzero(np.any(matrix != 0, axis=1)))
 

@@ -36,6 +36,7 @@ def files(tmp_path_factory):
     with open(glove, "w", encoding="utf-8") as handle:
         for word, vector in vectors.items():
             handle.write(word + " " + " ".join(map(str, vector)) + "\n")
+        handle.write(". . . " + " ".join(["0.5"] * DIMENSION) + "\n")  # glove.840B has such
     return str(pairs), str(glove), vectors
 
 

@@ -96,7 +96,7 @@ def _loss(output):
     return float(first), float(last)
 
 
-@pytest.mark.slow  # ~15 s: two tiny runs (TensorFlow, 2 shared cores)
+@pytest.mark.slow  # ~40 s: two tiny runs, each compiling its step (TensorFlow, 2 busy cores)
 def test_the_cli_trains_clm_on_two_languages_and_resumes(corpora, tmp_path):
     en, fr, _ = corpora
     out = str(tmp_path / "run")

@@ -135,7 +135,7 @@ def test_one_step_is_the_same_under_xla_and_mixed_float16():
                                                                      "nan"))
 
 
-@pytest.mark.slow  # transformers and torch imported: ~9 s on 2 shared cores
+@pytest.mark.slow  # transformers and torch imported: ~14 s on 2 busy cores
 def test_clm_logits_and_loss_equal_transformers_xlm_with_lm_head(tmp_path):
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")

@@ -35,6 +35,8 @@ class TranslationPretrainer(Pretrainer):
         num_decoder_layers: 2 in CoVe.
         target_embeddings: optional initial (V, dim) target word vectors.
         dropout: on h~ before the softmax.
+        target_dropout: on the target word vectors z the decoder reads (OpenNMT-py's
+            decoder drops each step's word vector, salesforce/cove @9a0d90b onmt/Models.py).
 
     Call: the input dict -> logits (batch, target_time, target_vocabulary_size), float32.
     """
@@ -48,6 +50,7 @@ class TranslationPretrainer(Pretrainer):
         num_decoder_layers=2,
         target_embeddings=None,
         dropout=0.0,
+        target_dropout=0.0,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -71,6 +74,8 @@ class TranslationPretrainer(Pretrainer):
             (None, None, self.target_embedding_dim), (None, None, encoder_dim), (None, None)
         )
         self.dropout_layer = Dropout(self.dropout)
+        self.target_dropout = float(target_dropout)
+        self.target_dropout_layer = Dropout(self.target_dropout)
         self.output_layer = keras.layers.Dense(
             self.target_vocabulary_size, dtype="float32", name="output_softmax"
         )
@@ -90,7 +95,8 @@ class TranslationPretrainer(Pretrainer):
              "padding_mask": inputs["encoder_padding_mask"]},
             training=training,
         )["sequence_output"]
-        z = self.target_embedding(inputs["decoder_token_ids"])
+        z = self.target_dropout_layer(self.target_embedding(inputs["decoder_token_ids"]),
+                                      training=training)
         h_tilde = self.decoder(z, encoded, encoder_mask=inputs["encoder_padding_mask"])
         h_tilde = self.dropout_layer(h_tilde, training=training)
         return ops.cast(self.output_layer(h_tilde), "float32")
@@ -141,4 +147,5 @@ class TranslationPretrainer(Pretrainer):
             "decoder_units": self.decoder_units,
             "num_decoder_layers": self.num_decoder_layers,
             "dropout": self.dropout,
+            "target_dropout": self.target_dropout,
         }

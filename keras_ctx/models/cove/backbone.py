@@ -25,7 +25,7 @@ import numpy as np
 from keras import ops
 
 from keras_ctx.common import compat
-from keras_ctx.layers import _checks, scan_states
+from keras_ctx.layers import Dropout, _checks, scan_states
 from keras_ctx.layers.lstm import LSTMP
 from keras_ctx.models.backbone import Backbone, BackbonePreset
 
@@ -44,6 +44,10 @@ class CoveBackbone(Backbone):
             after building; not part of the config (it is a weight).
         trainable_embeddings: False keeps the word vectors fixed, as in CoVe.
         lstm_implementation: see `LSTMP` ("auto": cuDNN on GPU without XLA).
+        dropout: in training, dropout on each biLSTM layer's input (the word vectors,
+            then the layer below) and on the last layer's output, as the released
+            MT-LSTM's (OpenNMT-py's `-dropout`: the encoder's inputs, `nn.LSTM`'s
+            between layers, its outputs); 0 builds no dropout layer.
 
     Inputs: {"token_ids": int (batch, time), "padding_mask": (batch, time)}.
     Outputs: {"sequence_output": (batch, time, 2 * hidden_size),
@@ -59,6 +63,7 @@ class CoveBackbone(Backbone):
         embeddings=None,
         trainable_embeddings=False,
         lstm_implementation="auto",
+        dropout=0.0,
         dtype=None,
         **kwargs,
     ):
@@ -72,14 +77,18 @@ class CoveBackbone(Backbone):
         x = embedding(token_ids)
         hidden_states = [x]
         for j in range(num_layers):
+            # nothing to drop at 0: the graph (and saved models) as without the argument
+            inputs = Dropout(dropout, dtype=dtype, name=f"dropout_{j}")(x) if dropout else x
             outputs = [
                 LSTMP(hidden_size, reverse=reverse, implementation=lstm_implementation,
                       dtype=dtype, name=f"{'backward' if reverse else 'forward'}_lstm_{j}")(
-                    x, mask=mask)
+                    inputs, mask=mask)
                 for reverse in (False, True)
             ]
             x = keras.layers.Concatenate(dtype=dtype, name=f"bilstm_{j}")(outputs)
             hidden_states.append(x)
+        if dropout:
+            x = Dropout(dropout, dtype=dtype, name=f"dropout_{num_layers}")(x)
         super().__init__(
             inputs={"token_ids": token_ids, "padding_mask": padding_mask},
             outputs={"sequence_output": x, "hidden_states": hidden_states},
@@ -101,6 +110,7 @@ class CoveBackbone(Backbone):
         self.num_layers = num_layers
         self.trainable_embeddings = trainable_embeddings
         self.lstm_implementation = lstm_implementation
+        self.dropout = dropout
 
     def get_config(self):
         config = super().get_config()
@@ -111,6 +121,7 @@ class CoveBackbone(Backbone):
             "num_layers": self.num_layers,
             "trainable_embeddings": self.trainable_embeddings,
             "lstm_implementation": self.lstm_implementation,
+            "dropout": self.dropout,
         })
         return config
 

@@ -34,10 +34,17 @@ COVE_PRETRAINING = register_pretraining({
     for name in cove.COVE_PRESETS})
 
 
+def recipe_config(run):
+    """The --glove file's width; the released dropout in the encoder (`--set dropout=` wins)."""
+    return {**recipe.recipe_config(run), "dropout": DROPOUT}
+
+
 def cove_pretrainer(backbone, tokenizer, run):
     """The encoder's word table set to the --glove vectors, under CoVe's decoder: as wide as
     the encoder's output (-rnn_size 600), as deep (-layers 2), target vectors as wide as the
-    source's (-word_vec_size), dropout 0.2 on h~ (train.py -dropout)."""
+    source's (-word_vec_size), dropout 0.2 (train.py -dropout) on the target vectors and on h~;
+    OpenNMT-py's dropout inside the decoder's steps (on the fed-back h~, between its layers)
+    is not in `AttentionalDecoder`."""
     matrix, found = recipe.glove_vectors(tokenizer, run)
     table = backbone.token_embedding.embeddings
     if tuple(table.shape) != matrix.shape:
@@ -49,7 +56,7 @@ def cove_pretrainer(backbone, tokenizer, run):
     return TranslationPretrainer(
         backbone, len(recipe.target_vocabulary(run)),
         target_embedding_dim=backbone.embedding_size, decoder_units=backbone.output_dim,
-        num_decoder_layers=backbone.num_layers, dropout=DROPOUT)
+        num_decoder_layers=backbone.num_layers, dropout=DROPOUT, target_dropout=DROPOUT)
 
 
 COVE = register_family(Family(
@@ -58,6 +65,6 @@ COVE = register_family(Family(
     Framing(pad=(("<pad>",),), segments=1), inputs="words",
     pooling=("sequence_output", "padding_mask", "mean"),
     dataset=recipe.cove_dataset, pretrainer=cove_pretrainer, optimizer=optimizers.cove_recipe,
-    recipe_config=recipe.recipe_config,
+    recipe_config=recipe_config,
     objective=(TranslationPretrainer, ("decoder_token_ids",)),
     tiny=dict(embedding_size=8, hidden_size=8, num_layers=1)))

@@ -113,6 +113,8 @@ def test_output_bias_is_serialised_and_lm_head_needs_it(tmp_path):
     head = CausalLMPretrainer(backbone, output_bias=True).lm_head
     with pytest.raises(ValueError, match="output_bias=True"):
         CausalLMPretrainer(backbone, lm_head=head)
+    with pytest.raises(NotImplementedError, match="score continuations"):
+        model.generate(np.ones((1, 3), "int32"), max_length=5)
 
 
 def _matrix_case():

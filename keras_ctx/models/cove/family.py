@@ -19,9 +19,10 @@ from keras_ctx.registry import Family, Framing, register_family
 
 # The released run (salesforce/cove OpenNMT-py @9a0d90b): train.py's defaults, which the
 # README's commands keep: -batch_size 64, -learning_rate 1.0 (-optim sgd), -dropout 0.2,
-# -layers 2, -rnn_size 600 (300 a direction). cove-base is the released MT-LSTM, the
-# repository's "best" (MT-Large, WMT'17), whose README command preprocesses with
-# -seq_length 75 (words a side; the Multi30k and IWSLT'16 commands keep preprocess.py's 50).
+# -layers 2, -rnn_size 600 (300 a direction). cove-base is the released MT-LSTM (its
+# README: "the best, pretrained MT-LSTM from the paper", MT-Large, trained on WMT'17), whose
+# README command preprocesses with -seq_length 75 (words a side; the Multi30k and IWSLT'16
+# commands, MT-Small's and MT-Medium's data, keep preprocess.py's 50).
 RELEASED = "salesforce/cove OpenNMT-py train.py, preprocess.py @9a0d90b"
 DROPOUT = 0.2
 _TRANSLATION = (Stage("translation (the MT-LSTM encoder, an attentional LSTM decoder, "

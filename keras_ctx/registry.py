@@ -147,12 +147,17 @@ class Family:
         extra_tokens: ids after the tokenizer's vocabulary (T5's sentinels).
         sized_by_tokenizer: whether the backbone's vocabulary_size is the
             trained tokenizer's (+ extra_tokens); ELMo reads characters.
-        dataset: (documents, tokenizer, Run) -> tf.data of pretraining batches.
+        dataset: (documents, tokenizer, Run) -> tf.data of pretraining batches. A recipe
+            that reads more than one --corpus says so on the function: `check_inputs`
+            (checks --languages / --parallel, and --glove where `check_inputs.reads_glove`,
+            into Run.inputs: XLM's, CoVe's), `tokenizer_text` (Run -> the sentences its
+            tokenizer learns from, instead of the corpus': CoVe's pairs) and `needs` (the
+            inputs it cannot run without, which the tests' --corpus-only runs skip).
         prepared: (tokenizer, Run) -> a `keras_ctx.data.layouts.Layout`: how
             `keras-ctx prepare` writes the family's examples to shards and how
             `pretrain --data` reads them. None: no prepared path yet.
         pretrainer: (backbone, tokenizer, Run) -> a Pretrainer.
-        no_pretraining: why `keras-ctx pretrain` has no recipe (CoVe).
+        no_pretraining: why `keras-ctx pretrain` has no recipe (AWD-LSTM's).
         huggingface: `HuggingFace` specs; the first is what `to_huggingface`
             writes by default.
         keras_hub: `KerasHub` specs: the keras-hub classes `from_keras_hub` reads.

@@ -318,8 +318,11 @@ def _compare(update, reference):
 
 
 def measure_pretrainer(make_pretrainer, make_batch, checks=PRETRAINER_CHECKS,
-                       learning_rate=0.1, initial_loss_scale=None):
+                       learning_rate=0.1, initial_loss_scale=None, jit_compile=False):
     """The numbers `run_pretrainer_test` asserts on, per check.
+
+    `jit_compile` is the reference's and the variants' (the "xla" check's is True):
+    "auto" is Keras' choice per backend (JAX compiles the step, the cheaper path there).
 
     Returns:
         {"loss": float32 loss, check: {"ratio": |update| / |float32 update|,
@@ -333,16 +336,17 @@ def measure_pretrainer(make_pretrainer, make_batch, checks=PRETRAINER_CHECKS,
         raise ValueError(f"Unknown checks {sorted(unknown)}; choose from {PRETRAINER_CHECKS}.")
     keras.utils.set_random_seed(0)
     reference = pretrainer_step(make_pretrainer, batch, nan_step="nan" in checks,
-                                learning_rate=learning_rate)
+                                learning_rate=learning_rate, jit_compile=jit_compile)
     out = {"loss": reference["loss"]}
     if "nan" in checks:
         out["nan"] = reference["nan_loss"]
     variants = {"mixed_float16": dict(dtype_policy="mixed_float16",
-                                      initial_loss_scale=initial_loss_scale),
-                "mixed_bfloat16": dict(dtype_policy="mixed_bfloat16"),
+                                      initial_loss_scale=initial_loss_scale,
+                                      jit_compile=jit_compile),
+                "mixed_bfloat16": dict(dtype_policy="mixed_bfloat16", jit_compile=jit_compile),
                 "xla": dict(jit_compile=True)}
     if "mirrored" in checks:
-        variants["mirrored"] = dict(strategy=mirrored_cpu_strategy())
+        variants["mirrored"] = dict(strategy=mirrored_cpu_strategy(), jit_compile=jit_compile)
     for check in checks:
         if check in variants:
             keras.utils.set_random_seed(0)
@@ -383,7 +387,8 @@ def assert_pretrainer_measures(measures, tolerances=None):
 
 
 def run_pretrainer_test(make_pretrainer, make_batch, checks=PRETRAINER_CHECKS,
-                        tolerances=None, learning_rate=0.1, initial_loss_scale=None):
+                        tolerances=None, learning_rate=0.1, initial_loss_scale=None,
+                        jit_compile=False):
     """Runs `measure_pretrainer` and asserts it; returns the measures.
 
     Example:
@@ -392,7 +397,7 @@ def run_pretrainer_test(make_pretrainer, make_batch, checks=PRETRAINER_CHECKS,
     ...                     checks=("mixed_float16", "xla", "nan"))
     """
     measures = measure_pretrainer(make_pretrainer, make_batch, checks, learning_rate,
-                                  initial_loss_scale)
+                                  initial_loss_scale, jit_compile)
     assert_pretrainer_measures(measures, tolerances)
     return measures
 

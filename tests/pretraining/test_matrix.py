@@ -98,8 +98,8 @@ def _marked(names):
 @pytest.mark.parametrize("name", _marked(CASES))
 def test_one_step_under_mixed_float16_and_nan_is_visible(name):
     """Both steps as Keras compiles them by default on this backend ("auto"): on JAX one
-    jitted step, not ~750 op-by-op XLA compiles (the nine: 645 -> 315 s, loaded); the slow test below
-    checks the non-XLA path against XLA."""
+    jitted step, not ~750 op-by-op XLA compiles (the nine: 645 -> 315 s, loaded); the
+    slow test below checks the non-XLA path against XLA."""
     measures = testing.run_pretrainer_test(*CASES[name], checks=("mixed_float16", "nan"),
                                            jit_compile="auto", **OPTIONS.get(name, {}))
     # The bug this guards against: an unscaled float16 loss leaves ~2^-15 of the update.

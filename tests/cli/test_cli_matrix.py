@@ -14,6 +14,7 @@ import pytest
 from keras_ctx import families
 from keras_ctx.cli import main
 from tests.cli_helpers import write_corpus
+from tests.sense_table_off import sense_table_off
 from tests.tiny_recipes import FAMILIES as TINY_PRESETS
 
 TINY_PRESETS = dict(TINY_PRESETS, **{
@@ -66,6 +67,7 @@ def run_command_checked(capsys, *args):
 
 @pytest.fixture(scope="module")
 def pretrained(workdir):
+    """family -> its run, pretrained once (without the closing sense table, not read here)."""
     made = {}
 
     def get(family):
@@ -73,10 +75,11 @@ def pretrained(workdir):
             preset = PRESET_OF[family]
             overrides = [a for item in TINY_PRESETS[preset] for a in ("--set", item)]
             out = workdir / f"run-{family}"
-            code = main(["pretrain", preset, "--corpus", str(workdir / "corpus.txt"),
-                         "--steps", "2", "--checkpoint-every", "2", "--vocabulary-size",
-                         "200", "--sequence-length", "16", "--batch-size", "4",
-                         *overrides, "--out", str(out)])
+            with sense_table_off():
+                code = main(["pretrain", preset, "--corpus", str(workdir / "corpus.txt"),
+                             "--steps", "2", "--checkpoint-every", "2", "--vocabulary-size",
+                             "200", "--sequence-length", "16", "--batch-size", "4",
+                             *overrides, "--out", str(out)])
             assert code == 0
             made[family] = out
         return made[family]

@@ -72,14 +72,51 @@ def flat(outputs):
     return result
 
 
-def test_every_family_serves_exactly_from_a_tensorflow_only_process(tmp_path):
+def _elmo_characters():
+    from keras_ctx.data.characters import ElmoCharacterIds
+
+    return ElmoCharacterIds(sequence_length=L)
+
+
+# A text signature served with core TensorFlow ops only (no tensorflow_text imported):
+# ELMo's character ids (its own test once, a second export and serving process).
+TEXT_PREPROCESSORS = {"elmo-small": _elmo_characters}
+TEXT = ["The bank was closed .", "By the river bank ."]
+
+
+# On JAX each family's export is a jax2tf conversion (5-8 s each on 2 cores): the families
+# whose serving graph shares another's path run there with -m slow (BERT: test_export.py's
+# first test on JAX; RoBERTa: BERT's encoder; BART: T5's encoder-decoder inputs; CoVe:
+# AWD-LSTM's LSTMs and split hidden_states). TensorFlow's run serves every family by default.
+SHARED_PATHS = ("bert-tiny", "roberta-base", "bart-base", "cove-base")
+OWN_PATHS = tuple(preset for preset in FAMILIES if preset not in SHARED_PATHS)
+ON_JAX = "jax2tf's conversion of each family's serving graph"
+
+
+@pytest.mark.parametrize("presets", [
+    pytest.param(tuple(FAMILIES), id="every",
+                 marks=pytest.mark.runs_on("tensorflow", reason="every family at once: on JAX, "
+                                           "the two halves below")),
+    pytest.param(OWN_PATHS, id="own-paths", marks=pytest.mark.runs_on("jax", reason=ON_JAX)),
+    pytest.param(SHARED_PATHS, id="shared-paths",
+                 marks=[pytest.mark.runs_on("jax", reason=ON_JAX), pytest.mark.slow]),
+])
+def test_every_family_serves_exactly_from_a_tensorflow_only_process(tmp_path, presets):
+    """serving_default and serve_examples of every family, and serve_text where the family
+    has a preprocessor in TEXT_PREPROCESSORS, give the Keras model's outputs."""
     rng = np.random.default_rng(0)
-    expected, cases = {}, {}
-    for preset, overrides in FAMILIES.items():
-        model = from_preset(preset, **overrides)
+    expected, cases, texts = {}, {}, {}
+    for preset in presets:
+        model = from_preset(preset, **FAMILIES[preset])
         inputs = example_inputs(model, rng)
         expected[preset] = flat(model(inputs))
-        path = export_saved_model(model, tmp_path / preset, sequence_length=L)
+        preprocessor = TEXT_PREPROCESSORS.get(preset, lambda: None)()
+        if preprocessor is not None:  # one tensor: the model's only input
+            (name,) = model.input
+            texts[preset] = flat(model({name: preprocessor(tf.constant(TEXT))}))[
+                "sequence_output"]
+        path = export_saved_model(model, tmp_path / preset, sequence_length=L,
+                                  preprocessor=preprocessor)
         np.savez(tmp_path / f"{preset}.npz", **inputs)
         np.save(tmp_path / f"{preset}-examples.npy",
                 np.array(serialized_examples(inputs), dtype=object), allow_pickle=True)
@@ -99,6 +136,9 @@ def test_every_family_serves_exactly_from_a_tensorflow_only_process(tmp_path):
                 "plain": {{k: v.numpy().tolist() for k, v in plain.items()}},
                 "examples": {{k: v.numpy().tolist() for k, v in parsed.items()}},
             }}
+            if preset in {sorted(texts)!r}:
+                text = loaded.signatures["serve_text"](text=tf.constant({TEXT!r}))
+                results[preset]["text"] = text["sequence_output"].numpy().tolist()
         print(json.dumps(results))
     """)
     served = json.loads(out.strip().splitlines()[-1])
@@ -109,25 +149,9 @@ def test_every_family_serves_exactly_from_a_tensorflow_only_process(tmp_path):
             for name, want in outputs.items():
                 np.testing.assert_allclose(np.array(got[name]), want, atol=1e-5,
                                            err_msg=f"{preset} {signature} {name}")
-
-
-def test_elmo_text_signature_uses_core_ops_only(tmp_path):
-    from keras_ctx.data.characters import ElmoCharacterIds
-
-    model = from_preset("elmo-small", **FAMILIES["elmo-small"])
-    preprocessor = ElmoCharacterIds(sequence_length=L)
-    text = ["The bank was closed .", "By the river bank ."]
-    want = flat(model({"character_ids": preprocessor(tf.constant(text))}))["sequence_output"]
-    path = export_saved_model(model, tmp_path / "elmo", sequence_length=L,
-                              preprocessor=preprocessor)
-    out = run_isolated(f"""
-        import json, tensorflow as tf
-        loaded = tf.saved_model.load({path!r})  # no tensorflow_text imported
-        got = loaded.signatures["serve_text"](text=tf.constant({text!r}))
-        print(json.dumps(got["sequence_output"].numpy().tolist()))
-    """)
-    np.testing.assert_allclose(np.array(json.loads(out.strip().splitlines()[-1])), want,
-                               atol=1e-5)
+    for preset, want in texts.items():
+        np.testing.assert_allclose(np.array(served[preset]["text"]), want, atol=1e-5,
+                                   err_msg=f"{preset} serve_text")
 
 
 @pytest.mark.parametrize("preset", ["bert-tiny"])

@@ -56,10 +56,14 @@ def _on_backend(backend, tmp_path, steps, *flags, devices=1):
     np.savez(source, **{f"{name}/{kind}/{i}": w for name, step in steps.items()
                         for kind in ("initial", "carried_initial") if kind in step
                         for i, w in enumerate(step[kind])})
+    # XLA:CPU's compile time is most of a tiny step on JAX: LLVM's cheap passes only, as
+    # tests/backends.py's jobs (the JAX leg's conftest sets the same).
     env = dict(os.environ, KERAS_BACKEND=backend, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT,
-               TF_CPP_MIN_LOG_LEVEL="3")
-    if devices > 1:  # before JAX starts
-        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+               TF_CPP_MIN_LOG_LEVEL="3",
+               XLA_FLAGS="--xla_backend_optimization_level=0 "
+                         "--xla_llvm_disable_expensive_passes=true "
+                         f"--xla_force_host_platform_device_count={devices}")
+    if devices > 1:
         flags += ("--devices", str(devices))
     done = subprocess.run([sys.executable, "-m", "tests.pretraining.backend_cases",
                            str(source), str(target), *steps, *flags],

@@ -279,8 +279,8 @@ class ElectraPretrainer(Pretrainer):
                 "the same size; build the generator with "
                 "electra_generator(discriminator, hidden_fraction=1.0).")
         for s, t in zip(source, target):
-            if s is not t:
-                t.assign(s)
+            if s is not t:  # a copy: on JAX assign shares the buffer, which a jitted step
+                t.assign(ops.copy(s))  # then donates twice ("donate the same buffer twice")
 
     def step_variables(self, batch):
         if self.stage == "generator":

@@ -11,6 +11,7 @@ from safetensors.numpy import load_file
 
 from keras_ctx.convert import CheckpointError, from_huggingface, to_huggingface
 from tests.convert import numpy_refs
+from tests.execution import DECODE
 from tests.convert.hf_checkpoints import random_tensors, write_checkpoint
 from tests.convert.hf_generative_checkpoints import BART, MT5, T5, _t5_inputs, bart_tensors, t5_tensors
 
@@ -98,7 +99,7 @@ def test_converted_gpt2_lm_head_generates_as_numpy(tmp_path):
     def numpy_next(prefix):
         return numpy_refs.numpy_gpt2(tensors, GPT2, prefix, np.ones_like(prefix))[0, -1] @ wte.T
 
-    out = generate(backbone, ids, np.ones_like(ids), max_length=9, jit_compile=False)
+    out = generate(backbone, ids, np.ones_like(ids), max_length=9, jit_compile=DECODE)
     np.testing.assert_array_equal(out["token_ids"][0], _greedy_continuation(numpy_next, ids[0], 4))
 
     untied = dict(tensors, **{"lm_head.weight": tensors["transformer.wte.weight"] + 1})
@@ -189,7 +190,7 @@ def _seq2seq_generation_matches_numpy(backbone, numpy_logits, start, steps=3):
         return numpy_logits(encoder_ids, prefix)[0, -1]
 
     out = generate_seq2seq(backbone, encoder_ids, max_length=steps + 1,
-                           decoder_start_token_id=start, jit_compile=False)
+                           decoder_start_token_id=start, jit_compile=DECODE)
     np.testing.assert_array_equal(out["token_ids"][0],
                                   _greedy_continuation(numpy_next, [start], steps))
 

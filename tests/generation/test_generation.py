@@ -6,6 +6,7 @@ from keras_ctx import generation
 from keras_ctx.models.bart.backbone import BartBackbone
 from keras_ctx.models.gpt.backbone import GPTBackbone
 from keras_ctx.models.t5.backbone import T5Backbone
+from tests.execution import DECODE
 
 to_numpy = keras.ops.convert_to_numpy  # a tensor of the running backend, as NumPy
 
@@ -112,6 +113,8 @@ def test_stream_yields_the_tokens_generate_writes(gpt):
     prompt = PROMPT[:1, :3]
     for sampler in ("greedy", generation.TopKSampler(k=5)):
         kwargs = dict(max_length=8, sampler=sampler, seed=7)
+        # Without jit: the cheapest here on every backend (on JAX the loop alone compiles:
+        # 18 s, against 26 s for DECODE's jit of the whole; tests/execution.py).
         out = to_numpy(generation.generate(gpt, prompt, jit_compile=False, **kwargs)
                        ["token_ids"])[0]
         assert list(generation.stream(gpt, prompt, **kwargs)) == list(out[3:])
@@ -200,7 +203,7 @@ def test_seq2seq_cached_generation_equals_uncached(family, sampler):
     kwargs = dict(max_length=10, sampler=sampler, decoder_start_token_id=1)
     cached = generation.generate_seq2seq(backbone, encoder_ids, encoder_ids > 0, **kwargs)
     uncached = generation.generate_seq2seq(backbone, encoder_ids, encoder_ids > 0,
-                                           use_cache=False, jit_compile=False, **kwargs)
+                                           use_cache=False, jit_compile=DECODE, **kwargs)
     np.testing.assert_array_equal(to_numpy(cached["token_ids"]), to_numpy(uncached["token_ids"]))
     assert (to_numpy(cached["token_ids"])[:, 0] == 1).all()
 

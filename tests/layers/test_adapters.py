@@ -350,7 +350,9 @@ def _mlm_step(pretrainer, seed=3):
                  mask_positions=np.array([[1, 3]] * 4, "int32"),
                  mask_ids=np.array([[5, 7]] * 4, "int32"),
                  mask_weights=np.ones((4, 2), "float32"))
-    pretrainer.compile(keras.optimizers.Adam(1e-2), run_eagerly=True)  # one step: no tracing
+    # Eagerly on every backend: one step; on JAX the four cases below compile each op once
+    # between them (one jax.jit per case measured no faster: tests/execution.py).
+    pretrainer.compile(keras.optimizers.Adam(1e-2), run_eagerly=True)
     pretrainer.train_on_batch(batch)
 
 

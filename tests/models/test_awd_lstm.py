@@ -9,6 +9,7 @@ from keras_ctx.layers import EmbeddingDropout, LockedDropout, WeightDropLSTM
 from keras_ctx.models import AwdLstmBackbone
 from keras_ctx.pretraining.awd_lstm import AwdLstmLMPretrainer
 from tests.autodiff import no_gradient, value_and_gradients
+from tests.execution import FEW_STEPS
 
 
 def published_wt103_parameters():
@@ -281,7 +282,7 @@ def test_fit_sees_every_target_once_per_epoch_without_running_out_of_data(capsys
             seen.clear()
 
     lm = _tiny_lm(batch_size=3)
-    lm.compile(keras.optimizers.Adam(1e-3), run_eagerly=True)  # no tracing: seconds
+    lm.compile(keras.optimizers.Adam(1e-3), **FEW_STEPS)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         history = lm.fit(stream.dataset().map(record), epochs=2, verbose=2,
@@ -325,7 +326,7 @@ def _stream_batch(scale, rows=2, length=8):
 def _first_update(scale, optimizer):
     keras.utils.set_random_seed(0)
     lm = _tiny_lm(carry_state=False)
-    lm.compile(optimizer, run_eagerly=True)  # the same step, without 10 s of tracing
+    lm.compile(optimizer, **FEW_STEPS)
     before = [to_numpy(w) for w in lm.trainable_weights]
     lm.train_on_batch(*_stream_batch(scale))
     return [to_numpy(w) - b for w, b in zip(lm.trainable_weights, before)]
@@ -352,7 +353,7 @@ def test_variable_length_rescales_the_learning_rate_of_that_update_under_adam():
     adam = with_layer_learning_rates(
         keras.optimizers.Adam(SlantedTriangular(0.01, 100), epsilon=1e-10), groups, [0.25, 1])
     keras.utils.set_random_seed(0)
-    lm.compile(adam, run_eagerly=True)
+    lm.compile(adam, **FEW_STEPS)
     assert isinstance(lm.optimizer._learning_rate, ScaledLearningRate)
     embedding = to_numpy(groups[0][0])
     lm.train_on_batch(*_stream_batch(0.8))
@@ -385,7 +386,8 @@ def test_the_stream_trains_with_a_carried_state_under_xla():
 
 
 def test_the_stream_trains_with_a_carried_state():
-    lm, stream = _fit_stream(jit_compile=False, epochs=1)
+    # "auto": a TF graph on a CPU (XLA is the slow test above), jax.jit on JAX.
+    lm, stream = _fit_stream(jit_compile="auto", epochs=1)
     assert np.abs(to_numpy(lm.state)).max() > 1e-3
     assert 0 < float(lm.learning_rate_scale) < 2
     assert stream.expected_steps(2) == pytest.approx(2 * 133 / 11.7, rel=0.15)

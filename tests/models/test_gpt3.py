@@ -11,6 +11,7 @@ from keras.ops import convert_to_numpy as to_numpy
 from keras_ctx.models.gpt.backbone import GPTBackbone, attention_types
 from keras_ctx.models.presets import count_parameters, list_presets, preset_config
 from tests.autodiff import run_compiled
+from tests.execution import DECODE
 
 # Brown et al. 2020, Table 2.1, n_params (rounded in the paper) and the exact
 # counts of the configs: embeddings 50257 x d + 2048 x d, per layer
@@ -148,10 +149,10 @@ def test_generation_with_banded_cache_equals_recomputing():
     model = GPTBackbone(**TINY)
     prompt = np.array([[4, 9, 2, 7, 1], [3, 3, 8, 0, 0]], "int32")
     mask = np.array([[1] * 5, [1] * 3 + [0] * 2], bool)
-    # Without XLA here to keep the test short; the band's XLA path is tested above.
-    cached = generate(model, prompt, mask, max_length=16, use_cache=True, jit_compile=False)
+    # The cheapest loop here (a TF graph on TensorFlow); the band's XLA path is tested above.
+    cached = generate(model, prompt, mask, max_length=16, use_cache=True, jit_compile=DECODE)
     recomputed = generate(model, prompt, mask, max_length=16, use_cache=False,
-                          jit_compile=False)
+                          jit_compile=DECODE)
     np.testing.assert_array_equal(to_numpy(cached["token_ids"]), to_numpy(recomputed["token_ids"]))
 
 

@@ -10,6 +10,7 @@ from keras_ctx.models.cvt import AUXILIARY_VIEWS, CvtEncoder, auxiliary_views, v
 from keras_ctx.data.cvt import cvt_dataset
 from keras_ctx.pretraining.cvt import CrossViewTrainer
 from tests.autodiff import value_and_gradients
+from tests.execution import FEW_STEPS
 
 CHARS = 6
 
@@ -352,7 +353,7 @@ def test_cvt_optimizer_is_momentum_sgd_with_clipping_and_an_average():
     rng = np.random.default_rng(0)
     trainer = CrossViewTrainer(_encoder(), 3, hidden_size=8)
     x, y = _tagging_batch(rng, spelling)
-    trainer.compile(optimizer, run_eagerly=True)  # tracing the 2-update step: 50 s
+    trainer.compile(optimizer, **FEW_STEPS)
     trainer.fit(cvt_dataset(tf.data.Dataset.from_tensors((x, y)),
                             tf.data.Dataset.from_tensors(x)), steps_per_epoch=3, verbose=0)
     averages = {optimizer._var_key(v): a for v, a in zip(

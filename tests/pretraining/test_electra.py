@@ -196,7 +196,7 @@ def test_two_stage_schedule_freezes_the_right_weights():
     data, _ = _electra_batches(count=64)
     batch = first_batch(data)
     model = _pretrainer(hidden_fraction=1.0, stage="generator")
-    model.compile(optimizer=keras.optimizers.Adam(1e-2), jit_compile=False)
+    model.compile(optimizer=keras.optimizers.Adam(1e-2))  # "auto": a TF graph on a CPU
     disc_ids = {id(v) for v in model.discriminator.weights}
     gen_only = [v for v in model.generator.weights if id(v) not in disc_ids]
     disc_only = [v for v in model.discriminator.weights

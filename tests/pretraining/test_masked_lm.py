@@ -18,6 +18,7 @@ from keras_ctx.pretraining import (
 )
 from tests.backends import first_batch, slow_on
 from tests.autodiff import no_gradient, value_and_gradients
+from tests.execution import FEW_STEPS
 from tests.pretraining import synthetic as syn
 
 V = syn.VOCABULARY_SIZE
@@ -99,9 +100,9 @@ def test_albert_pretrainer_ties_to_the_factorized_table_and_has_sop():
     out = model(batch)
     assert out["mlm"].shape[-1] == V and out["sop"].shape == (4, 2)
     assert model.mlm_head.dense.kernel.shape == (32, 8)  # H -> E
-    # One eager step (the XLA path is the same train_step, exercised by the BERT
-    # tests above and by the slow ALBERT learning test).
-    model.compile(optimizer="adam", run_eagerly=True)
+    # One step (the XLA path is the same train_step, exercised by the BERT tests above
+    # and by the slow ALBERT learning test).
+    model.compile(optimizer="adam", **FEW_STEPS)
     result = model.fit(tf.data.Dataset.from_tensors(batch), verbose=0).history
     assert {"loss", "mlm_loss", "mlm_accuracy", "sop_loss", "sop_accuracy"} <= set(result)
 

@@ -54,8 +54,8 @@ def test_memory_carried_between_batches():
     first, second = _numpy_tree(list(data.take(2)))
     backbone = _xlnet(mem_len)
     pretrainer = XLNetPretrainer(backbone, batch_size=batch)
-    # Eager-traced (the XLA run is the learning test): faster to build.
-    pretrainer.compile(keras.optimizers.SGD(0.0), jit_compile=False)  # weights stay
+    # "auto": a TF graph on a CPU (the XLA run is the learning test), jax.jit on JAX.
+    pretrainer.compile(keras.optimizers.SGD(0.0))  # weights stay
     memory = _numpy_tree(backbone.forward_pass(first, memory=backbone.initial_memory(batch))["memory"])
     # Memory after the first batch = its layer inputs, last mem_len positions.
     outputs = _numpy_tree(backbone.forward_pass(first, memory=backbone.initial_memory(batch)))
@@ -109,7 +109,7 @@ def test_released_layout_carries_the_reuse_part_of_each_row():
     assert first["is_backward"].tolist() == [0, 0, 1, 1]
     backbone = _xlnet(mem_len)
     pretrainer = XLNetPretrainer(backbone, batch_size=batch, reuse_len=reuse)
-    pretrainer.compile(keras.optimizers.SGD(0.0), jit_compile=False)  # weights stay
+    pretrainer.compile(keras.optimizers.SGD(0.0))  # weights stay; "auto" as above
     memory = backbone.initial_memory(batch)
     for step, element in enumerate((first, second)):
         memory = _numpy_tree(backbone.forward_pass(element, memory=memory, reuse_len=reuse)["memory"])

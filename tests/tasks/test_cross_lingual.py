@@ -32,7 +32,7 @@ def _data(language, count, seed):
 def test_zero_shot_transfer_trains_on_l1_and_evaluates_on_l2(aligned):
     result = zero_shot_transfer(_bilingual_bert(aligned), _data(0, 512, 0), _data(1, 128, 2),
                                 num_classes=2, eval_l1=_data(0, 128, 1), epochs=3,
-                                learning_rate=3e-3, dropout=0.0, jit_compile=False)
+                                learning_rate=3e-3, dropout=0.0, jit_compile="auto")
     assert set(result) == {"l1_accuracy", "l2_accuracy", "classifier"}
     # The polarity label is read off two adjectives and the verb: L1 is learned.
     assert result["l1_accuracy"] > 0.95, result

@@ -10,6 +10,7 @@ import tensorflow as tf
 from keras_ctx.export import ExportError, Generation, export_saved_model
 from keras_ctx.tasks import text
 from tests.tasks.text_fixtures import backbone, tokenizer
+from tests.execution import DECODE
 from tests.isolated import run_isolated
 
 PROMPTS = ["the bank approved", "a fine film , i"]
@@ -62,7 +63,7 @@ def _served(tmp_path, lm, family, path, sampler_path=None):
 
 def _check_served_equals_python(tmp_path, family, seeded=False):
     lm = _task(family)
-    want_ids, want_mask = lm.generate_ids(PROMPTS, max_length=10, jit_compile=False)
+    want_ids, want_mask = lm.generate_ids(PROMPTS, max_length=10, jit_compile=DECODE)
     path = lm.export(str(tmp_path / "greedy"), max_length=10)
     # Stock TF Serving has no Xla* kernels (keras' slice_update lowers to one).
     assert not [op for op in _saved_model_ops(path) if op.startswith("Xla")]
@@ -75,7 +76,7 @@ def _check_served_equals_python(tmp_path, family, seeded=False):
     assert served["text"] == lm.generate(PROMPTS, max_length=10)
     if seeded:  # the same seed draws the same tokens (stateless, seeded by position)
         sampled = lm.generate_ids(PROMPTS, max_length=10, sampler="top_k", seed=7,
-                                  jit_compile=False)[0]
+                                  jit_compile=DECODE)[0]
         np.testing.assert_array_equal(served["seeded"], sampled)
 
 

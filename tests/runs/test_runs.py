@@ -25,6 +25,15 @@ from tests.cli_helpers import keras_ctx as keras_ctx_process
 from tests.cli_helpers import write_corpus
 from tests.cli_helpers import (TINY_SET, VOCAB, copy_run, make_run, one_line_error, run_cli,
                                     tiny_backbone)
+from tests.sense_table_off import sense_table_off
+
+
+@pytest.fixture(autouse=True)
+def _no_sense_table():
+    """The runs pretrained here are read for their files and refusals, not for pretrain's
+    closing sense table (tests/sense_table_off)."""
+    with sense_table_off():
+        yield
 
 
 def pretrain(capsys, corpus, out, *flags):

@@ -4,6 +4,7 @@ encoder over fixed --glove vectors under an attentional decoder, on --parallel p
 
 import re
 
+import keras
 import numpy as np
 import pytest
 
@@ -44,6 +45,7 @@ def _run(*pairs, glove=None):
     return registry.Run("cove-base", 2, 6, 64, inputs=(("parallel", pairs), ("glove", glove)))
 
 
+@pytest.mark.backend_neutral("tf.data and the tokenizers, TensorFlow's on every backend")
 def test_words_are_counted_as_the_tokenizer_splits_them():
     # Lower cased, split on spaces and punctuation (BERT's basic rules): every counted word
     # is one id of a tokenizer over them, none `<unk>`.
@@ -58,6 +60,7 @@ def test_words_are_counted_as_the_tokenizer_splits_them():
     assert tokenizer.id_to_token(2) == "bank"  # the most frequent word first
 
 
+@pytest.mark.backend_neutral("tf.data and the tokenizers, TensorFlow's on every backend")
 def test_the_batches_are_teacher_forcing_rows_of_the_pairs(tmp_path):
     pairs = tmp_path / "pairs.tsv"
     pairs.write_text("a b c\tz y\n\nb a\tz z y x\nc c c c c c c\tz\n", encoding="utf-8")
@@ -90,7 +93,7 @@ def test_the_encoder_reads_the_glove_vectors_fixed(files):
     backbone = presets.build("cove-base", vocabulary_size=tokenizer.vocabulary_size(),
                              **family.recipe_config(run), hidden_size=4, num_layers=1)
     model = family.pretrainer(backbone, tokenizer, run)
-    table = np.asarray(backbone.token_embedding.embeddings)
+    table = keras.ops.convert_to_numpy(backbone.token_embedding.embeddings)
     for i, word in enumerate(tokenizer.get_vocabulary()):
         expected = vectors.get(word, np.zeros(DIMENSION))  # zeros: <pad>, <unk>, grey, white
         np.testing.assert_allclose(table[i], expected, rtol=1e-6, err_msg=word)
@@ -111,14 +114,15 @@ def test_the_encoders_dropout_acts_in_training_only():
     dropped.set_weights(plain.get_weights())
     inputs = {"token_ids": np.array([[1, 2, 3, 0]], "int32"),
               "padding_mask": np.array([[1, 1, 1, 0]], "int32")}
-    same = [np.asarray(m(inputs)["sequence_output"]) for m in (plain, dropped)]
+    same = [keras.ops.convert_to_numpy(m(inputs)["sequence_output"]) for m in (plain, dropped)]
     np.testing.assert_allclose(same[0], same[1], rtol=1e-6)
-    trained = np.asarray(dropped(inputs, training=True)["sequence_output"])
+    trained = keras.ops.convert_to_numpy(dropped(inputs, training=True)["sequence_output"])
     # the last layer's output dropped: about half zero, the rest scaled by 1 / (1 - 0.5)
     assert 0 < np.mean(trained[0, :3] == 0) < 1
     assert CoveBackbone.from_config(dropped.get_config()).dropout == 0.5
 
 
+@pytest.mark.backend_neutral("tf.data and the tokenizers, TensorFlow's on every backend")
 def test_the_glove_file_is_read_for_the_vocabulary_words_only(tmp_path):
     from keras_ctx.data import glove
 
@@ -133,6 +137,7 @@ def test_the_glove_file_is_read_for_the_vocabulary_words_only(tmp_path):
     assert found == 0 and matrix.shape == (2, 2) and not matrix.any()
 
 
+@pytest.mark.backend_neutral("the preset's recorded settings")
 def test_the_recipe_names_its_stage_and_the_released_settings():
     line = presets.describe_stages("cove-base", 300)
     assert line.startswith("cove-base pretrains in 1 stage: 1. translation") and (

@@ -14,8 +14,33 @@ LEARNING = (("bert", "mixed_bfloat16", "arrays"), ("bert", "mixed_float16", "ite
             ("t5", "mixed_bfloat16", "iterator"), ("causal_lm", "float32", "arrays"))
 
 
+def _start_keeper():
+    """A callback that keeps the weights' and the optimizer's values at the start of a fit
+    (both are built by then), and `restore()` to put them back."""
+    import keras
+
+    class Start(keras.callbacks.Callback):
+        def on_train_begin(self, logs=None):
+            if not hasattr(self, "values"):
+                self.values = [(v, keras.ops.convert_to_numpy(v))
+                               for v in self.model.weights + self.model.optimizer.variables]
+
+        def restore(self):
+            for variable, value in self.values:
+                variable.assign(value)
+
+    return Start()
+
+
 def _losses(name, policy, feed, learning_rate, steps):
-    """The `loss` metric after each of `steps` AdamW steps on case `name`'s one batch."""
+    """The `loss` metric after each of `steps` AdamW steps on case `name`'s one batch, at
+    learning rate 0 ("frozen") and `learning_rate` ("trained").
+
+    One model and one compiled step (the learning rate is an optimizer variable): the
+    frozen fit first, then the weights and optimizer state it started from are put back
+    and the trained fit starts from them, as a new model would (on JAX one XLA compile
+    instead of two).
+    """
     import keras
 
     make, make_batch = CASES[name]
@@ -26,26 +51,34 @@ def _losses(name, policy, feed, learning_rate, steps):
         model = make()
     finally:
         keras.config.set_dtype_policy("float32")
-    model.compile(optimizer=keras.optimizers.AdamW(learning_rate))
-    if feed == "arrays":  # the whole batch per step, one step per epoch
-        rows = len(next(iter(batch.values())))
-        history = model.fit(batch, batch_size=rows, epochs=steps, shuffle=False, verbose=0)
-    else:
+    model.compile(optimizer=keras.optimizers.AdamW(0.0))
+    start = _start_keeper()
+
+    def fit(callbacks):
+        if feed == "arrays":  # the whole batch per step, one step per epoch
+            rows = len(next(iter(batch.values())))
+            return model.fit(batch, batch_size=rows, epochs=steps, shuffle=False, verbose=0,
+                             callbacks=callbacks)
+
         def batches():
             while True:
                 yield batch if isinstance(batch, tuple) else (batch,)
 
-        history = model.fit(batches(), steps_per_epoch=1, epochs=steps, shuffle=False,
-                            verbose=0)
-    return np.array(history.history["loss"])
+        return model.fit(batches(), steps_per_epoch=1, epochs=steps, shuffle=False,
+                         verbose=0, callbacks=callbacks)
+
+    frozen = np.array(fit([start]).history["loss"])
+    start.restore()
+    model.optimizer.learning_rate = learning_rate
+    return {"frozen": frozen, "trained": np.array(fit([]).history["loss"])}
 
 
 def learning(out, steps):
     """{f"{case}/{policy}/{feed}/{trained|frozen}": losses}: learning rate 3e-3 and 0."""
     arrays = {}
     for name, policy, feed in LEARNING:
-        for kind, rate in (("trained", 3e-3), ("frozen", 0.0)):
-            arrays[f"{name}/{policy}/{feed}/{kind}"] = _losses(name, policy, feed, rate, steps)
+        for kind, losses in _losses(name, policy, feed, 3e-3, steps).items():
+            arrays[f"{name}/{policy}/{feed}/{kind}"] = losses
     np.savez(out, **arrays)
 
 

@@ -122,7 +122,8 @@ class PretrainRequest:
                             self.vocabulary_size, self.seed,
                             data=tuple(sorted(self.data_settings.items())),
                             inputs=(("languages", self.languages), ("parallel", self.parallel),
-                                    ("corpora", self._corpora()), ("glove", self.glove)))
+                                    ("corpora", self._corpora()), ("glove", self.glove),
+                                    ("resume", self.resume)))
 
     def _corpora(self):
         """One `--corpus` source per language (with `languages`), else ()."""

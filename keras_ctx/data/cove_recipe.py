@@ -17,8 +17,9 @@ OpenNMT-py/README.md @9a0d90b: `tokenizer.perl -no-escape`, `lowercase.perl`,
 (preprocess.py `makeVocabulary` / `Dict.prune`), at most --vocabulary-size
 of each, counted on a seeded sample of at most `corpora.TOKENIZER_SAMPLE_SENTENCES`
 pairs (the released script counts every line). The source side's words are the
-run's tokenizer (what `keras-ctx embed` reads); the target side's are rebuilt
-from the same sample on a resumed run (the pair file's fingerprint is checked).
+run's tokenizer (what `keras-ctx embed` reads); the target side's are kept in the
+run directory (`target_vocabulary`, TARGET_FILE) and read back by a resumed run, as
+its tokenizer is: a pair file changed since (--corpus-changed continue) changes neither.
 """
 
 import collections
@@ -28,15 +29,22 @@ import random
 
 import numpy as np
 
+from keras_ctx.common import validation
 from keras_ctx.common.errors import ConfigError
 from keras_ctx.common.optional import tensorflow as tf
 from keras_ctx.common.progress import say
-from keras_ctx.data import corpora, glove, labelled, tokenizers, xlm_recipe
+from keras_ctx.data import (corpora, fingerprints, glove, labelled, token_counts, tokenizers,
+                            xlm_recipe)
 
 SOURCE_SPECIALS = ("<pad>", "<unk>")  # id 0 pads (CoveBackbone), unknown words read zeros
 TARGET_SPECIALS = ("<pad>", "<s>", "</s>", "<unk>")  # keras_ctx.data.parallel's order
 LINES_PER_CALL = 1000  # sentences tokenized per tokenizer call
 NEEDS = "--parallel SRC-TGT=PAIRS.tsv --glove FILE"
+TARGET_FILE = "cove_target_vocabulary.json"  # in the run directory (`target_vocabulary`)
+# What it holds: the words in id order and what they were made with (read closed).
+TARGET_SCHEMA = {"tokenizer": ((str, type(None)), None, True),
+                 "vocabulary_size": (int, 1, True),
+                 "words": (validation.ListOf(str), None, True)}
 
 
 def word_tokenizer(words, specials=SOURCE_SPECIALS):
@@ -223,9 +231,37 @@ def tokenizer_text(run):
     return sample
 
 
-def target_vocabulary(run):
+def target_vocabulary(run, tokenizer=None):
     """The target side's words: `TARGET_SPECIALS` + the most frequent, at most
-    run.vocabulary_size in all (built once for the decoder's softmax and the batches)."""
+    run.vocabulary_size in all (the decoder's softmax and the batches' ids).
+
+    Within `pretrain`'s claim (`token_counts.kept_in`) they are kept in the run directory
+    (TARGET_FILE, written atomically once the run is claimed) with the source `tokenizer`'s
+    fingerprint, and a resumed run with that tokenizer reads them back instead of counting
+    the pair file again: a changed file (--corpus-changed continue) would change the output
+    layer's size (its checkpoint would not restore) or the words' order (silently).
+    """
+    kept = token_counts.kept_here()
+    if kept is None:
+        return _counted_target_words(run)
+    path = os.path.join(kept.directory, TARGET_FILE)
+    made_from = {"tokenizer": fingerprints.tokenizer(tokenizer),
+                 "vocabulary_size": run.vocabulary_size}
+    if path in kept.made:  # the pretrainer's and the dataset's call of one run
+        return kept.made[path]["words"]
+    if dict(run.inputs).get("resume") and os.path.isfile(path):
+        record = validation.read_fields(path, "a CoVe run's target vocabulary", TARGET_SCHEMA,
+                                        "restore it, or pretrain again in a new --out")
+        if {key: record[key] for key in made_from} == made_from:
+            say(f"Reusing the target vocabulary this run was started with ({path}: "
+                f"{len(record['words'])} words).")
+            return record["words"]
+    words = _counted_target_words(run)
+    kept.made[path] = {**made_from, "words": words}
+    return words
+
+
+def _counted_target_words(run):
     counts = _pair_words(*_file_key(run))[1][0]
     return [*TARGET_SPECIALS, *most_frequent(counts, run.vocabulary_size, TARGET_SPECIALS)]
 
@@ -278,7 +314,7 @@ def cove_dataset(documents, tokenizer, run):
     """Translation batches ({encoder_*, decoder_*}, labels) of the run's pair file."""
     del documents  # the pairs are the run's text (`check_inputs` refuses a --corpus)
     source, target, path, _ = _inputs(run)
-    words = target_vocabulary(run)
+    words = target_vocabulary(run, tokenizer)
     target_tokenizer = word_tokenizer(words[len(TARGET_SPECIALS):], TARGET_SPECIALS)
     length = run.sequence_length
     lines = tf.data.TextLineDataset(path).map(

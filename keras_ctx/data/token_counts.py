@@ -136,6 +136,13 @@ def kept_in(directory, corpus):
         files.write_json(path, record)
 
 
+def kept_here():
+    """The `kept_in` block's record (its `directory`, `made`: {path: record} written once the
+    run is claimed), or None outside one: a recipe keeps other files of its run there too
+    (CoVe's target vocabulary)."""
+    return _KEPT.get()
+
+
 def of_corpus(documents, tokenizer, vocabulary_size):
     """`of_documents(documents)` of a run's corpus, tokenized by `tokenizer`: read back from
     the run directory where `kept_in` kept them for this corpus and tokenizer."""

@@ -84,6 +84,30 @@ def test_the_batches_are_teacher_forcing_rows_of_the_pairs(tmp_path):
     np.testing.assert_array_equal(inputs["decoder_padding_mask"][second], [1, 1, 1, 1, 1, 0])
 
 
+@pytest.mark.backend_neutral("tf.data and the tokenizers, TensorFlow's on every backend")
+def test_a_resumed_run_keeps_its_target_vocabulary_when_the_pairs_change(tmp_path):
+    from keras_ctx.data import token_counts
+
+    pairs, out = tmp_path / "pairs.tsv", tmp_path / "run"
+    pairs.write_text("a\tz z y\nb\tz x\n", encoding="utf-8")
+    tokenizer = recipe.word_tokenizer(["a", "b"])
+
+    def vocabulary(resume):
+        run = registry.Run("cove-base", 2, 6, 64, inputs=(("parallel", (("en", "de", str(
+            pairs)),)), ("resume", resume)))
+        with token_counts.kept_in(out, None):  # as `pretrain` claims its run
+            return recipe.target_vocabulary(run, tokenizer)
+
+    started = vocabulary(True)  # a new run: counted, kept in the run once claimed
+    assert started == ["<pad>", "<s>", "</s>", "<unk>", "z", "y", "x"]
+    assert (out / recipe.TARGET_FILE).is_file()
+    # The file changed (--corpus-changed continue): x is the most frequent now, w is new.
+    pairs.write_text("a\tx x x y\nb\tw w x\nb\ty\n", encoding="utf-8")
+    assert vocabulary(True) == started  # the resumed run's ids are its checkpoints'
+    # A run started over counts the new file.
+    assert vocabulary(False) == ["<pad>", "<s>", "</s>", "<unk>", "x", "y", "w"]
+
+
 def test_the_encoder_reads_the_glove_vectors_fixed(files):
     pairs, glove, vectors = files
     family = registry.get("cove")
@@ -200,7 +224,9 @@ def test_a_malformed_line_a_corpus_glove_elsewhere_and_prepare_are_refused(files
 
 @pytest.mark.slow  # ~40 s: the CLI run, its resume and `embed` (the default form: the tests above)
 def test_a_tiny_cove_run_learns_saves_its_encoder_and_resumes(files, tmp_path):
-    pairs, glove, _ = files
+    original, glove, _ = files
+    pairs = tmp_path / "pairs.tsv"  # a copy: it changes below
+    pairs.write_text(open(original, encoding="utf-8").read(), encoding="utf-8")
     out = str(tmp_path / "run")
     arguments = ["pretrain", "cove-base", "--parallel", f"en-de={pairs}", "--glove", glove,
                  "--out", out, "--learning-rate", "0.5", "--checkpoint-every", "15", *TINY]
@@ -217,6 +243,11 @@ def test_a_tiny_cove_run_learns_saves_its_encoder_and_resumes(files, tmp_path):
 
     vectors = word_vectors(out, ["red green blue", "blue gold red"], "red")
     assert vectors.shape == (2, 32) and not np.allclose(vectors[0], vectors[1])
-    code, output = cli_output([*arguments, "--steps", "40"])  # resumes at step 30
+    # The pair file changes (new target words) and the run resumes on it: the output layer
+    # keeps its size and words (the checkpoint restores), read from the run directory.
+    with open(pairs, "a", encoding="utf-8") as handle:
+        handle.write("red blue\tnewa newb newc\n")
+    code, output = cli_output([*arguments, "--steps", "40", "--corpus-changed", "continue"])
     assert code == 0 and "Resuming from step 30" in output, output[-2000:]
     assert "Reusing the tokenizer this run was started with" in output
+    assert "Reusing the target vocabulary this run was started with" in output

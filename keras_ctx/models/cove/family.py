@@ -55,7 +55,7 @@ def cove_pretrainer(backbone, tokenizer, run):
     say(f"CoVe's encoder reads fixed --glove vectors: {found} of its {len(matrix)} source "
         "words have one, the others read zeros (the salesforce/cove README).")
     return TranslationPretrainer(
-        backbone, len(recipe.target_vocabulary(run)),
+        backbone, len(recipe.target_vocabulary(run, tokenizer)),
         target_embedding_dim=backbone.embedding_size, decoder_units=backbone.output_dim,
         num_decoder_layers=backbone.num_layers, dropout=DROPOUT, target_dropout=DROPOUT)
 

@@ -11,6 +11,8 @@ import fcntl
 import os
 import shutil
 
+import numpy as np
+
 
 def session_root(tmp_path_factory):
     """This test session's temporary directory, the same in every xdist worker."""
@@ -34,3 +36,12 @@ def once_per_session(tmp_path_factory, name, make):
             make(partial)
             os.replace(partial, done)  # whole or absent
     return done
+
+
+def arrays_once(tmp_path_factory, name, compute):
+    """`compute()`'s {key: array}, computed once per session (`once_per_session`), as read
+    back from its .npz: e.g. TensorFlow's reference that the JAX and the torch test share."""
+    def make(directory):
+        np.savez(directory / "arrays.npz", **compute())
+
+    return dict(np.load(once_per_session(tmp_path_factory, name, make) / "arrays.npz"))

@@ -5,18 +5,45 @@ needs the weights the optimizer was built with, and unfreezing changes which are
 trainable (the JAX fit failed at its first epoch). Layer-wise learning rates with
 AdamW's decoupled decay: the decay went through tf.distribute (failed on JAX)."""
 
+import keras
 import numpy as np
 import pytest
 
 from tests.backends import run_on_backend
+from tests.session_once import arrays_once
 from tests.tasks import transfer_cases
+
+
+def _listed(arrays, prefix):
+    """[arrays[f"{prefix}/0"], arrays[f"{prefix}/1"], ...]."""
+    count = sum(key.rsplit("/", 1)[0] == prefix for key in arrays)
+    return [arrays[f"{prefix}/{i}"] for i in range(count)]
+
+
+@pytest.fixture(scope="module")
+def tensorflow_weights(tmp_path_factory):
+    """TensorFlow's weights (before, after each epoch, the layer-rate changes): computed
+    once per session for both backends' tests (tests/session_once.py)."""
+    def compute():
+        keras.utils.set_random_seed(1234)  # as each test starts (tests/conftest.py)
+        before, after, groups = transfer_cases.snapshots()
+        _, changes = transfer_cases.layer_rate_updates(before)
+        return {"groups": np.array(groups), "epochs": np.array(len(after)),
+                **{f"before/{i}": w for i, w in enumerate(before)},
+                **{f"after/{e}/{i}": w for e, ws in enumerate(after) for i, w in enumerate(ws)},
+                **{f"changes/{i}": c for i, c in enumerate(changes)}}
+
+    arrays = arrays_once(tmp_path_factory, "transfer_tensorflow", compute)
+    after = [_listed(arrays, f"after/{e}") for e in range(int(arrays["epochs"]))]
+    return _listed(arrays, "before"), after, int(arrays["groups"]), _listed(arrays, "changes")
 
 
 @pytest.mark.tensorflow_only("TensorFlow's weights, computed in this process, are the "
                              "reference; the other backend runs in a subprocess")
 @pytest.mark.parametrize("backend", ("jax", "torch"))
-def test_gradual_unfreezing_and_layer_rates_equal_tensorflow(backend, tmp_path):
-    before, after, groups = transfer_cases.snapshots()
+def test_gradual_unfreezing_and_layer_rates_equal_tensorflow(backend, tmp_path,
+                                                             tensorflow_weights):
+    before, after, groups, changes = tensorflow_weights
     assert groups >= 3 and len(after) == groups
     np.savez(tmp_path / "start.npz", **{str(i): w for i, w in enumerate(before)})
     run_on_backend(backend, "transfer_outputs", {"weights": str(tmp_path / "start.npz"),
@@ -44,7 +71,6 @@ def test_gradual_unfreezing_and_layer_rates_equal_tensorflow(backend, tmp_path):
     assert transfer_cases.plain_keras_refusal() == ""
 
     # Layer-wise rates with weight decay: TensorFlow's change of every weight.
-    _, changes = transfer_cases.layer_rate_updates(before)
     for i, want in enumerate(changes):
         np.testing.assert_allclose(jax[f"layer_rates/{i}"], want, rtol=1e-4, atol=1e-7,
                                    err_msg=f"weight {i}")

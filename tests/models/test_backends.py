@@ -15,6 +15,7 @@ import pytest
 
 from keras_ctx import families
 from tests.backends import ROOT, float_outputs, greedy_tokens, run_on_backend, tiny_family_backbone
+from tests.session_once import once_per_session
 from tests.tiny_backbones import backbone_inputs
 
 # float32 on both backends; XLA (JAX), torch's and TensorFlow's kernels sum in other orders.
@@ -26,9 +27,10 @@ TENSORFLOW_HERE = pytest.mark.tensorflow_only(
     "in a subprocess (tests/backends.py)")
 
 
-def _compare_backbones_with(backend, tmp_path, generating):
-    """Every family's outputs, and the greedy tokens of `generating` (None: every family
-    that generates), on TensorFlow here and on `backend` in one subprocess."""
+def _tensorflow_backbones(generating):
+    """({family/i: weight, family/input/name: array}, {family/output: TensorFlow's array,
+    family/greedy_tokens: ...}) of every family, with the greedy tokens of `generating`
+    (None: every family that generates)."""
     stored, expected = {}, {}
     for family in families.names():
         _, _, backbone = tiny_family_backbone(family)
@@ -42,9 +44,22 @@ def _compare_backbones_with(backend, tmp_path, generating):
             stored[f"{family}/{i}"] = weight
         for name, value in inputs.items():
             stored[f"{family}/input/{name}"] = value
-    np.savez(tmp_path / "weights.npz", **stored)
+    return stored, expected
 
-    run_on_backend(backend, "backbone_outputs", {"weights": str(tmp_path / "weights.npz"),
+
+def _compare_backbones_with(backend, tmp_path_factory, tmp_path, generating):
+    """Every family's outputs, and the greedy tokens of `generating`, on TensorFlow (once
+    per session for both backends' tests: tests/session_once.py) and on `backend` in one
+    subprocess."""
+    def make(directory):
+        stored, expected = _tensorflow_backbones(generating)
+        np.savez(directory / "weights.npz", **stored)
+        np.savez(directory / "expected.npz", **expected)
+
+    shared = once_per_session(tmp_path_factory, "backbones_tensorflow_" + "_".join(
+        generating or ["all"]), make)
+    expected = dict(np.load(shared / "expected.npz"))
+    run_on_backend(backend, "backbone_outputs", {"weights": str(shared / "weights.npz"),
                                                  "out": str(tmp_path / "other.npz"),
                                                  "generating": generating})
     got = np.load(tmp_path / "other.npz")
@@ -60,16 +75,18 @@ def _compare_backbones_with(backend, tmp_path, generating):
 @TENSORFLOW_HERE
 @pytest.mark.parametrize("backend", OTHER_BACKENDS)
 def test_every_family_backbone_gives_tensorflows_outputs_and_gpt2_t5_its_tokens(
-        backend, tmp_path):
-    generated = _compare_backbones_with(backend, tmp_path, generating=["gpt2", "t5"])
+        backend, tmp_path_factory, tmp_path):
+    generated = _compare_backbones_with(backend, tmp_path_factory, tmp_path,
+                                        generating=["gpt2", "t5"])
     assert generated == {"gpt2", "t5"}  # a decoder and an encoder-decoder
 
 
 @pytest.mark.slow  # ~6 min on 2 loaded cores (a jit per family); gpt2 and t5 run by default
 @TENSORFLOW_HERE
 @pytest.mark.parametrize("backend", OTHER_BACKENDS)
-def test_every_generating_family_gives_tensorflows_greedy_tokens(backend, tmp_path):
-    generated = _compare_backbones_with(backend, tmp_path, generating=None)
+def test_every_generating_family_gives_tensorflows_greedy_tokens(backend, tmp_path_factory,
+                                                                tmp_path):
+    generated = _compare_backbones_with(backend, tmp_path_factory, tmp_path, generating=None)
     assert {"gpt", "gpt2", "t5", "bart"} <= generated
 
 

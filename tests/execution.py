@@ -18,6 +18,9 @@ JAX, eager on torch). A test whose subject is one execution (XLA against a TF gr
   does test_generation's one-row loop that `stream` is compared with (18 s, jitted 26 s).
 - PyTorch: Keras' "auto", eager (conftest turns torch.compile off); the decode loop runs
   eagerly whatever `jit_compile` says.
+
+A reference forward pass called on a few shapes goes through `few_calls`: one jax.jit per
+shape on JAX, as it is on TensorFlow and torch (their eager ops compile nothing).
 """
 
 import keras
@@ -27,3 +30,13 @@ _BACKEND = keras.backend.backend()
 FEW_STEPS = {"tensorflow": {"run_eagerly": True},
              "jax": {"jit_compile": True}}.get(_BACKEND, {})
 DECODE = _BACKEND == "jax"
+
+
+def few_calls(function):
+    """`function` (arrays -> arrays, the model's weights fixed from the first call on: JAX
+    compiles them in as constants) as the cheapest to call on a few shapes."""
+    if _BACKEND == "jax":
+        import jax
+
+        return jax.jit(function)
+    return function

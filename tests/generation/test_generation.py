@@ -6,7 +6,7 @@ from keras_ctx import generation
 from keras_ctx.models.bart.backbone import BartBackbone
 from keras_ctx.models.gpt.backbone import GPTBackbone
 from keras_ctx.models.t5.backbone import T5Backbone
-from tests.execution import DECODE
+from tests.execution import DECODE, few_calls
 
 to_numpy = keras.ops.convert_to_numpy  # a tensor of the running backend, as NumPy
 
@@ -97,13 +97,17 @@ def test_cached_generation_gives_the_same_tokens_as_uncached(gpt, sampler):
 
 
 def test_greedy_matches_a_numpy_free_step_by_step_reference(gpt):
-    """Greedy = argmax of the full model's logits at each step (eager, no loop)."""
+    """Greedy = argmax of the full model's logits at each step (the whole prefix, no cache)."""
     out = to_numpy(generation.generate(gpt, PROMPT[:1, :3], max_length=8)["token_ids"])
+
+    @few_calls
+    def logits(x, mask):
+        return gpt.logits(gpt({"token_ids": x, "padding_mask": mask})["sequence_output"])
+
     ids = list(PROMPT[0, :3])
     while len(ids) < 8:
         x = np.array([ids], "int32")
-        hidden = gpt({"token_ids": x, "padding_mask": np.ones_like(x)})["sequence_output"]
-        ids.append(int(np.argmax(to_numpy(gpt.logits(hidden))[0, -1])))
+        ids.append(int(np.argmax(to_numpy(logits(x, np.ones_like(x)))[0, -1])))
     np.testing.assert_array_equal(out[0], ids)
 
 
@@ -303,10 +307,14 @@ def peaked_decoders():
                                       intermediate_size=32, max_sequence_length=8,
                                       dropout=0.0, **extra), seed=1)
 
-            def forward(sequences, gpt=gpt):
+            @few_calls
+            def logits(x, mask, gpt=gpt):
+                hidden = gpt({"token_ids": x, "padding_mask": mask})["sequence_output"]
+                return gpt.logits(hidden)[:, -1]
+
+            def forward(sequences, logits=logits):
                 x = np.array(sequences, "int32")
-                hidden = gpt({"token_ids": x, "padding_mask": np.ones_like(x)})["sequence_output"]
-                return _log_softmax(to_numpy(gpt.logits(hidden))[:, -1])
+                return _log_softmax(to_numpy(logits(x, np.ones_like(x))))
 
             made[family] = gpt, _Memo(forward)
         return made[family]
@@ -354,16 +362,20 @@ def test_wide_seq2seq_beam_search_returns_the_exhaustive_top_k(family):
         backbone, encoder_ids, encoder_ids > 0, max_length=4, decoder_start_token_id=1,
         sampler=generation.BeamSampler(beams, length_penalty=0.6), end_token_id=2)
     references = []
+
+    @few_calls
+    def seq2seq_logits(encoder_ids, encoder_mask, x, mask):
+        outputs = backbone({"encoder_token_ids": encoder_ids, "encoder_padding_mask": encoder_mask,
+                            "decoder_token_ids": x, "decoder_padding_mask": mask})
+        return backbone.logits(outputs["decoder_sequence_output"])[:, -1]
+
     for row in range(2):
         def next_log_probs(sequences, row=row):
             x = np.array(sequences, "int32")
             n = len(x)
-            outputs = backbone({
-                "encoder_token_ids": np.repeat(encoder_ids[row:row + 1], n, 0),
-                "encoder_padding_mask": np.repeat(encoder_ids[row:row + 1] > 0, n, 0),
-                "decoder_token_ids": x, "decoder_padding_mask": np.ones_like(x)})
-            return _log_softmax(to_numpy(
-                backbone.logits(outputs["decoder_sequence_output"]))[:, -1])
+            return _log_softmax(to_numpy(seq2seq_logits(
+                np.repeat(encoder_ids[row:row + 1], n, 0),
+                np.repeat(encoder_ids[row:row + 1] > 0, n, 0), x, np.ones_like(x))))
 
         references.append(_enumerate(next_log_probs, [1], 4, (2,), 0.6, 0))
     _check_against_enumeration(out, references, [[1], [1]], beams)

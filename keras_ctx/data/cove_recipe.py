@@ -6,20 +6,29 @@ fixed word vectors of the source sentence and an attentional LSTM decoder
 forcing). Its inputs: `--parallel en-de=pairs.tsv` (one `source<TAB>target`
 pair a line) and `--glove FILE`, the source language's vectors in GloVe's text
 format (glove.840B.300d.txt for the paper's English). Any SRC-TGT pair is
-accepted: the recipe reads words and their vectors, not English rules; the
---glove file must be the source language's.
+accepted (each side read by Moses' rules for its language); the --glove file
+must be the source language's.
 
-Words: the text is lower cased and split on spaces and punctuation (BERT's
-basic rules, `tokenizers.bert_wordpiece_tokenizer` over whole words), where
-the released run Moses-tokenized and lower cased it (salesforce/cove
-OpenNMT-py/README.md @9a0d90b: `tokenizer.perl -no-escape`, `lowercase.perl`,
-`preprocess.py -lower`). Each side's vocabulary is its most frequent words
+Words: as the released run made them (`keras_ctx.data.cove_words`): each side
+through Moses' tokenizer for its language, -no-escape, no -a, then lower cased
+(salesforce/cove OpenNMT-py/README.md @9a0d90b: `tokenizer.perl -no-escape -l $l`,
+`lowercase.perl`, `preprocess.py -lower`), through sacremoses (the `moses` extra;
+a run without it is refused in one line before anything is read). The lower-cased
+words read the cased glove.840B's rows of the same spelling (get_embed_for_dict.py's
+exact lookup). Each side's vocabulary is its most frequent words
 (preprocess.py `makeVocabulary` / `Dict.prune`), at most --vocabulary-size
 of each, counted on a seeded sample of at most `corpora.TOKENIZER_SAMPLE_SENTENCES`
 pairs (the released script counts every line). The source side's words are the
 run's tokenizer (what `keras-ctx embed` reads); the target side's are kept in the
 run directory (`target_vocabulary`, TARGET_FILE) and read back by a resumed run, as
 its tokenizer is: a pair file changed since (--corpus-changed continue) changes neither.
+
+Not the released run's yet (said, not modelled): OpenNMT-py's dropout inside the
+decoder's steps (on the fed-back h~ and between its LSTM layers; `AttentionalDecoder`
+has none there), and its learning-rate schedule: onmt/Optim.py `updateLearningRate`
+halves the rate (-learning_rate_decay 0.5) after each epoch whose validation
+perplexity is worse than the last one's (or from -start_decay_at), and train.py stops
+below -lr_cutoff 0.03; here SGD keeps 1.0 (there is no validation split).
 """
 
 import collections
@@ -33,7 +42,7 @@ from keras_ctx.common import validation
 from keras_ctx.common.errors import ConfigError
 from keras_ctx.common.optional import tensorflow as tf
 from keras_ctx.common.progress import say
-from keras_ctx.data import (corpora, fingerprints, glove, labelled, token_counts, tokenizers,
+from keras_ctx.data import (corpora, cove_words, fingerprints, glove, labelled, token_counts,
                             xlm_recipe)
 
 SOURCE_SPECIALS = ("<pad>", "<unk>")  # id 0 pads (CoveBackbone), unknown words read zeros
@@ -47,56 +56,28 @@ TARGET_SCHEMA = {"tokenizer": ((str, type(None)), None, True),
                  "words": (validation.ListOf(str), None, True)}
 
 
-def word_tokenizer(words, specials=SOURCE_SPECIALS):
-    """A tokenizer of whole words: `specials` + `words`, lower cased, split on spaces and
-    punctuation; a word it lacks is `<unk>`."""
-    return tokenizers.bert_wordpiece_tokenizer(
-        vocabulary=list(dict.fromkeys([*specials, *words])), lowercase=True,
-        strip_accents=False, oov_token="<unk>", special_tokens=list(specials))
+def word_tokenizer(words, specials=SOURCE_SPECIALS, language="en"):
+    """A tokenizer of whole words (`cove_words.MosesWordTokenizer`): `specials` + `words`,
+    the text read as `language`'s Moses words, lower cased; a word it lacks is `<unk>`."""
+    return cove_words.MosesWordTokenizer(list(dict.fromkeys([*specials, *words])), language,
+                                         oov_token="<unk>")
 
 
 def split_words(*columns):
-    """[(Counter of its words, words per sentence)] of each column (lists of str, of one
-    length), split as `word_tokenizer` splits them, in one pass.
-
-    Split by the tokenizer itself, over a vocabulary of single characters (each
-    word comes back as its characters, `##` marking the continued ones): a word
-    counted here is one id there, by construction.
-    """
-    columns = [[tokenizers.bert_basic_text(s, lowercase=True, strip_accents=False)
-                for s in column] for column in columns]
-    characters = sorted({c for column in columns for line in column for c in line
-                         if not c.isspace()})
-    splitter = tokenizers.bert_wordpiece_tokenizer(
-        vocabulary=["<unk>", *characters, *(f"##{c}" for c in characters)],
-        lowercase=True, strip_accents=False, oov_token="<unk>", dtype="string")
-
-    def words(lines):  # each word's pieces joined, in tf.data (keras-hub's eager calls give lists)
-        pieces = splitter(lines)
-        starts = tf.logical_not(tf.strings.regex_full_match(pieces.flat_values, "##.+"))
-        number = tf.cast(starts, tf.int32)
-        joined = tf.strings.unsorted_segment_join(
-            tf.strings.regex_replace(pieces.flat_values, "^##(.)", r"\1"),
-            tf.cumsum(number) - 1, tf.reduce_sum(number))
-        return joined, tf.reduce_sum(pieces.with_flat_values(number), axis=1)
-
-    found = [(collections.Counter(), []) for _ in columns]
-    batches = tf.data.Dataset.from_tensor_slices(tuple(
-        tf.constant(column, tf.string) for column in columns)).batch(LINES_PER_CALL).map(
-        lambda *lines: tuple(words(side) for side in lines))
-    for parts in batches.as_numpy_iterator():
-        for (counts, lengths), (joined, sizes) in zip(found, parts):
-            counts.update(w.decode("utf-8") for w in joined)
-            lengths.append(sizes)
-    for counts, _ in found:
-        counts.pop("<unk>", None)  # a word over the tokenizer's length limit
-    return [(counts, np.concatenate(lengths) if lengths else np.zeros(0, np.int64))
-            for counts, lengths in found]
+    """[(Counter of its words, words per sentence)] of each (sentences, language) column,
+    split as `word_tokenizer` splits them (`cove_words.moses_words`): a word counted here is
+    one id there, by construction."""
+    found = []
+    for sentences, language in columns:
+        words = [cove_words.moses_words(s, language) for s in sentences]
+        counts = collections.Counter(word for line in words for word in line)
+        found.append((counts, np.array([len(line) for line in words], np.int64)))
+    return found
 
 
-def word_counts(sentences):
+def word_counts(sentences, language="en"):
     """Counter of the words of `sentences` (str) as `word_tokenizer` splits them."""
-    return split_words(list(sentences))[0][0]
+    return split_words((list(sentences), language))[0][0]
 
 
 def most_frequent(counts, size, specials):
@@ -106,15 +87,28 @@ def most_frequent(counts, size, specials):
 
 
 def train_word_tokenizer(sentences, vocabulary_size):
-    """Family.train_tokenizer: the source side's `word_tokenizer` (`tokenizer_text`'s
-    sentences), its `vocabulary_size` entries the most frequent words."""
+    """Family.train_tokenizer: the source side's `word_tokenizer`, its `vocabulary_size`
+    entries the most frequent words of `sentences` ("LANGUAGE<TAB>text", `tokenizer_text`'s;
+    a line without a language is English)."""
     if isinstance(sentences, tf.data.Dataset):
         sentences = sentences.as_numpy_iterator()
     sentences = [s.decode("utf-8") if isinstance(s, bytes) else s for s in sentences]
-    if not any(line.strip() for line in sentences):
+    tagged = [_tagged(line) for line in sentences]
+    if not any(text.strip() for _, text in tagged):
         raise ValueError("No text to count a word vocabulary from.")
-    return word_tokenizer(most_frequent(word_counts(sentences), vocabulary_size,
-                                        SOURCE_SPECIALS))
+    languages = sorted({language for language, _ in tagged})
+    if len(languages) > 1:
+        raise ValueError(f"CoVe's tokenizer reads one language, got lines of {languages}.")
+    counts = word_counts([text for _, text in tagged], languages[0])
+    return word_tokenizer(most_frequent(counts, vocabulary_size, SOURCE_SPECIALS),
+                          language=languages[0])
+
+
+def _tagged(line):
+    """(language, text) of a "LANGUAGE<TAB>text" line; ("en", line) without a language."""
+    language, tab, text = line.partition("\t")
+    return (language, text) if tab and xlm_recipe.LANGUAGE_CODE.match(language) else (
+        "en", line)
 
 
 # --- the run's inputs --------------------------------------------------------------
@@ -180,6 +174,8 @@ def check_inputs(corpus, languages, parallel, glove_path=None):
         raise ConfigError(f"--parallel {source}-{target}={path}: {path} is not a file.")
     xlm_recipe.check_parallel(path)  # a malformed line is refused before anything is read
     check_glove(glove_path)
+    for language in (source, target):
+        cove_words.MosesWordTokenizer(language=language)  # sacremoses missing: refused now
     return (), ((source, target, os.fspath(path)),)
 
 
@@ -223,10 +219,11 @@ def _sample_of(path, mtime, size, seed):
 
 
 def tokenizer_text(run):
-    """The sentences the run's tokenizer learns from: the pairs' source side (`pretrain`
-    reads it instead of a --corpus sample)."""
-    pairs = _sampled_pairs(run)
-    sample = corpora.Sample(source for source, _ in pairs)
+    """The sentences the run's tokenizer learns from: the pairs' source side, each line
+    "SOURCE<TAB>sentence" (its Moses language; `pretrain` reads them instead of a --corpus
+    sample)."""
+    pairs, language = _sampled_pairs(run), _inputs(run)[0]
+    sample = corpora.Sample(f"{language}\t{source}" for source, _ in pairs)
     sample.seen = pairs.seen
     return sample
 
@@ -262,15 +259,16 @@ def target_vocabulary(run, tokenizer=None):
 
 
 def _counted_target_words(run):
-    counts = _pair_words(*_file_key(run))[1][0]
+    counts = _pair_words(*_file_key(run), _inputs(run)[:2])[1][0]
     return [*TARGET_SPECIALS, *most_frequent(counts, run.vocabulary_size, TARGET_SPECIALS)]
 
 
 @functools.lru_cache(maxsize=4)
-def _pair_words(path, mtime, size, seed):
-    """`split_words` of the sampled pairs' two sides."""
+def _pair_words(path, mtime, size, seed, languages):
+    """`split_words` of the sampled pairs' two sides, each by its language's rules."""
     pairs = _sample_of(path, mtime, size, seed)
-    return split_words([s for s, _ in pairs], [t for _, t in pairs])
+    return split_words(([s for s, _ in pairs], languages[0]), ([t for _, t in pairs],
+                                                                languages[1]))
 
 
 def recipe_config(run):
@@ -315,7 +313,7 @@ def cove_dataset(documents, tokenizer, run):
     del documents  # the pairs are the run's text (`check_inputs` refuses a --corpus)
     source, target, path, _ = _inputs(run)
     words = target_vocabulary(run, tokenizer)
-    target_tokenizer = word_tokenizer(words[len(TARGET_SPECIALS):], TARGET_SPECIALS)
+    target_tokenizer = word_tokenizer(words[len(TARGET_SPECIALS):], TARGET_SPECIALS, target)
     length = run.sequence_length
     lines = tf.data.TextLineDataset(path).map(
         lambda line: tf.strings.regex_replace(line, "\r$", "")).filter(
@@ -332,7 +330,7 @@ def cove_dataset(documents, tokenizer, run):
 
     # Counted on the sampled pairs (every pair of a file of at most 1M), split as the
     # batches' tokenizers split them: no pass of its own over the file.
-    (_, source_words), (_, target_words) = _pair_words(*_file_key(run))
+    (_, source_words), (_, target_words) = _pair_words(*_file_key(run), (source, target))
     total, seen = len(source_words), _sampled_pairs(run).seen
     kept = int(np.sum((source_words > 0) & (source_words <= length) & (target_words > 0)
                       & (target_words < length)))

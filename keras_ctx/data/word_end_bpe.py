@@ -31,8 +31,39 @@ def _word_end_bpe(vocabulary, merges, unknown_token, gpt_text=True):
     return bpe
 
 
+class PythonTokenizer(keras.layers.Layer):
+    """A tokenizer layer whose `_encode(texts)` (a numpy array of UTF-8 bytes -> (flat ids,
+    ids per text)) runs in Python through tf.py_function: this class and XLM's, CoVe's
+    Moses words (`keras_ctx.data.cove_words`)."""
+
+    # Runs Python (tf.py_function): no serve_text in an exported SavedModel.
+    in_graph = False
+
+    def __init__(self, **kwargs):
+        kwargs.pop("dtype", None)
+        super().__init__(dtype="int32", **kwargs)
+        # Strings stay strings on JAX and torch too (as TextPreprocessor's).
+        self._convert_input_args = False
+        self._allow_non_tensor_positional_args = True
+
+    def tokenize(self, inputs):
+        inputs = tf.convert_to_tensor(inputs, tf.string)
+        scalar = inputs.shape.rank == 0
+        values, lengths = tf.py_function(self._encode, [inputs], [tf.int32, tf.int64])
+        values.set_shape([None])
+        lengths.set_shape([None])
+        tokens = tf.RaggedTensor.from_row_lengths(values, lengths)
+        return tokens[0] if scalar else tokens
+
+    def __call__(self, inputs, *args, **kwargs):
+        return super().__call__(tf.convert_to_tensor(inputs, tf.string), *args, **kwargs)
+
+    def call(self, inputs):
+        return self.tokenize(inputs)
+
+
 @keras.saving.register_keras_serializable(package="keras_ctx")
-class WordEndBPETokenizer(keras.layers.Layer):
+class WordEndBPETokenizer(PythonTokenizer):
     """GPT's BPE (Radford et al. 2018): lowercased words, merges ending in "</w>".
 
     Hugging Face `tokenizers`' BPE model does the merging; this layer gives it
@@ -49,19 +80,13 @@ class WordEndBPETokenizer(keras.layers.Layer):
     >>> tokenizer("The bank.")  # ids of "the</w>", "bank</w>", ".</w>"
     """
 
-    # Runs Python (tf.py_function): no serve_text in an exported SavedModel.
-    in_graph = False
     # GPT's text rules inside the BPE model (`words`); False: a subclass splits the words.
     gpt_text = True
 
     def __init__(self, vocabulary=None, merges=None, unknown_token="<unk>", **kwargs):
-        kwargs.pop("dtype", None)
-        super().__init__(dtype="int32", **kwargs)
+        super().__init__(**kwargs)
         self.unknown_token = unknown_token
         self.set_vocabulary_and_merges(vocabulary, merges)
-        # Strings stay strings on JAX and torch too (as TextPreprocessor's).
-        self._convert_input_args = False
-        self._allow_non_tensor_positional_args = True
 
     def set_vocabulary_and_merges(self, vocabulary, merges):
         self.vocabulary = dict(vocabulary or {})
@@ -90,21 +115,6 @@ class WordEndBPETokenizer(keras.layers.Layer):
         rows = [e.ids for e in encoded]
         return (np.array([i for r in rows for i in r], np.int32),
                 np.array([len(r) for r in rows], np.int64))
-
-    def tokenize(self, inputs):
-        inputs = tf.convert_to_tensor(inputs, tf.string)
-        scalar = inputs.shape.rank == 0
-        values, lengths = tf.py_function(self._encode, [inputs], [tf.int32, tf.int64])
-        values.set_shape([None])
-        lengths.set_shape([None])
-        tokens = tf.RaggedTensor.from_row_lengths(values, lengths)
-        return tokens[0] if scalar else tokens
-
-    def __call__(self, inputs, *args, **kwargs):
-        return super().__call__(tf.convert_to_tensor(inputs, tf.string), *args, **kwargs)
-
-    def call(self, inputs):
-        return self.tokenize(inputs)
 
     def detokenize(self, ids):
         rows = np.asarray(ids).tolist()

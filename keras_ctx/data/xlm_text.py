@@ -36,14 +36,15 @@ XLM_MASK = "<special1>"
 SEGMENTED_LANGUAGES = ("zh", "ja", "th")
 
 
-def sacremoses():
-    """The sacremoses module; ImportError in one line naming what installs it."""
+def sacremoses(who="XLM's tokenizer"):
+    """The sacremoses module; ImportError in one line naming `who` needs it and what installs
+    it."""
     try:
         import sacremoses as module
     except ModuleNotFoundError as error:
         if error.name != "sacremoses":
             raise
-        raise ImportError("XLM's tokenizer splits words with Moses' rules, which needs "
+        raise ImportError(f"{who} splits words with Moses' rules, which needs "
                           f"sacremoses: pip install sacremoses (or {install_command('moses')})."
                           ) from None
     return module

@@ -2,7 +2,9 @@
 encoder over fixed --glove vectors under an attentional decoder, on --parallel pairs
 (keras_ctx/data/cove_recipe.py)."""
 
+import collections
 import re
+import sys
 
 import keras
 import numpy as np
@@ -45,19 +47,57 @@ def _run(*pairs, glove=None):
     return registry.Run("cove-base", 2, 6, 64, inputs=(("parallel", pairs), ("glove", glove)))
 
 
+# The released pipeline's words (salesforce/cove OpenNMT-py/README.md @9a0d90b:
+# tokenizer.perl -no-escape -l $l, lowercase.perl), written out by tokenizer.perl's rules:
+# English splits a contraction before its apostrophe ("don 't"), German around it
+# ("ist ' s"); a word of letters and inner periods keeps its final one ("u.s.", "z.b.");
+# a comma or period between digits stays ("1,000.5"); no -a: hyphens stay ("river-side").
+# BERT's split (the recipe's before) gave "don ' t", "u . s .", "1 , 000 . 5", "river - side".
+MOSES_LINES = [
+    ("en", "Don't stop: the U.S. paid $1,000.5 (net).",
+     ["don", "'t", "stop", ":", "the", "u.s.", "paid", "$", "1,000.5", "(", "net", ")", "."]),
+    ("en", "The bank's river-side, (a) café.",
+     ["the", "bank", "'s", "river-side", ",", "(", "a", ")", "café", "."]),
+    ("de", "Das ist's, z.B. im Jahr 2017 - river-side!",
+     ["das", "ist", "'", "s", ",", "z.b.", "im", "jahr", "2017", "-", "river-side", "!"]),
+]
+
+
 @pytest.mark.backend_neutral("tf.data and the tokenizers, TensorFlow's on every backend")
-def test_words_are_counted_as_the_tokenizer_splits_them():
-    # Lower cased, split on spaces and punctuation (BERT's basic rules): every counted word
-    # is one id of a tokenizer over them, none `<unk>`.
-    lines = ["The bank's river-side, (a) café.", "NAÏVE  bank! 東京 go"]
-    counts = recipe.word_counts(lines)
-    assert counts == {"the": 1, "bank": 2, "'": 1, "s": 1, "river": 1, "-": 1, "side": 1,
-                      ",": 1, "(": 1, "a": 1, ")": 1, "café": 1, ".": 1, "naïve": 1, "!": 1,
-                      "東": 1, "京": 1, "go": 1}
-    tokenizer = recipe.word_tokenizer(recipe.most_frequent(counts, 64, recipe.SOURCE_SPECIALS))
-    ids = np.concatenate([np.asarray(tokenizer(line)) for line in lines])
-    assert len(ids) == sum(counts.values()) and 1 not in ids  # <unk> is id 1
-    assert tokenizer.id_to_token(2) == "bank"  # the most frequent word first
+def test_words_are_the_released_pipelines_moses_words_lower_cased():
+    sacremoses = pytest.importorskip("sacremoses")
+    for language, line, words in MOSES_LINES:
+        counts = recipe.word_counts([line], language)
+        assert counts == collections.Counter(words), line
+        # sacremoses' tokenizer.perl, as the README runs it (no -a), then lower cased.
+        moses = sacremoses.MosesTokenizer(lang=language).tokenize(line, escape=False)
+        assert [w.lower() for w in moses] == words
+        # Every counted word is one id of a tokenizer over them, none <unk> (id 1).
+        tokenizer = recipe.word_tokenizer(recipe.most_frequent(counts, 64,
+                                                               recipe.SOURCE_SPECIALS),
+                                          language=language)
+        ids = np.asarray(tokenizer(line)).tolist()
+        assert [tokenizer.id_to_token(i) for i in ids] == words
+    # The run's tokenizer learns from "LANGUAGE<TAB>sentence" lines (`tokenizer_text`).
+    tokenizer = recipe.train_word_tokenizer([f"de\t{MOSES_LINES[2][1]}"], 64)
+    assert tokenizer.language == "de" and "z.b." in tokenizer.get_vocabulary()
+    saved = type(tokenizer).from_config(tokenizer.get_config())
+    assert saved.language == "de"
+
+
+@pytest.mark.backend_neutral("argument checks before any model is built")
+def test_a_run_without_sacremoses_is_refused_in_one_line(files, monkeypatch):
+    from keras_ctx.data import cove_words
+
+    pairs, glove, _ = files
+    monkeypatch.setitem(sys.modules, "sacremoses", None)  # import sacremoses fails
+    cove_words._tokenizer.cache_clear()
+    try:
+        with pytest.raises(ImportError, match="CoVe's recipe splits words with Moses' rules, "
+                                              "which needs sacremoses: pip install"):
+            recipe.check_inputs(recipe.corpora.BUILTIN, (), [f"en-de={pairs}"], glove)
+    finally:
+        cove_words._tokenizer.cache_clear()
 
 
 @pytest.mark.backend_neutral("tf.data and the tokenizers, TensorFlow's on every backend")
@@ -66,7 +106,7 @@ def test_the_batches_are_teacher_forcing_rows_of_the_pairs(tmp_path):
     pairs.write_text("a b c\tz y\n\nb a\tz z y x\nc c c c c c c\tz\n", encoding="utf-8")
     run = _run(("en", "de", str(pairs)))
     # The tokenizer learns from the source side (counted as test_words_... shows).
-    assert list(recipe.tokenizer_text(run)) == ["a b c", "b a", "c c c c c c c"]
+    assert list(recipe.tokenizer_text(run)) == ["en\ta b c", "en\tb a", "en\tc c c c c c c"]
     tokenizer = recipe.word_tokenizer(["c", "a", "b"])
     # de: z 4, y 2, x 1 times (after <pad> <s> </s> <unk>).
     assert recipe.target_vocabulary(run) == ["<pad>", "<s>", "</s>", "<unk>", "z", "y", "x"]
@@ -101,6 +141,7 @@ def test_a_resumed_run_keeps_its_target_vocabulary_when_the_pairs_change(tmp_pat
     started = vocabulary(True)  # a new run: counted, kept in the run once claimed
     assert started == ["<pad>", "<s>", "</s>", "<unk>", "z", "y", "x"]
     assert (out / recipe.TARGET_FILE).is_file()
+    tokenizer("a b")  # the saved tokenizer was called (built) first: the same fingerprint
     # The file changed (--corpus-changed continue): x is the most frequent now, w is new.
     pairs.write_text("a\tx x x y\nb\tw w x\nb\ty\n", encoding="utf-8")
     assert vocabulary(True) == started  # the resumed run's ids are its checkpoints'

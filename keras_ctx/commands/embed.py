@@ -53,8 +53,10 @@ class TextModel:
         inputs, preprocessor = text_inputs(self.family, self.tokenizer, list(texts),
                                            self.info["sequence_length"])
         inputs = {k: v for k, v in inputs.items() if k in self.backbone.input}
-        outputs = self.backbone(inputs)[self.family.word_vectors]
-        return preprocessor, keras.ops.convert_to_numpy(outputs)
+        # One compiled forward (Keras' predict: a TF graph, jax.jit, eager torch): on
+        # JAX an eager call compiles every operation on its own.
+        outputs = self.backbone.predict(inputs, batch_size=len(texts), verbose=0)
+        return preprocessor, keras.ops.convert_to_numpy(outputs[self.family.word_vectors])
 
     def word_vectors(self, texts, word):
         """The contextual vector of `word` (mean of its pieces) in each text."""

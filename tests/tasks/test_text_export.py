@@ -10,7 +10,6 @@ import tensorflow as tf
 from keras_ctx.export import ExportError, Generation, export_saved_model
 from keras_ctx.tasks import text
 from tests.tasks.text_fixtures import backbone, tokenizer
-from tests.execution import DECODE
 from tests.isolated import run_isolated
 
 PROMPTS = ["the bank approved", "a fine film , i"]
@@ -63,7 +62,7 @@ def _served(tmp_path, lm, family, path, sampler_path=None):
 
 def _check_served_equals_python(tmp_path, family, seeded=False):
     lm = _task(family)
-    want_ids, want_mask = lm.generate_ids(PROMPTS, max_length=10, jit_compile=DECODE)
+    want_ids, want_mask = lm.generate_ids(PROMPTS, max_length=10, jit_compile=False)
     path = lm.export(str(tmp_path / "greedy"), max_length=10)
     # Stock TF Serving has no Xla* kernels (keras' slice_update lowers to one).
     assert not [op for op in _saved_model_ops(path) if op.startswith("Xla")]
@@ -76,16 +75,18 @@ def _check_served_equals_python(tmp_path, family, seeded=False):
     assert served["text"] == lm.generate(PROMPTS, max_length=10)
     if seeded:  # the same seed draws the same tokens (stateless, seeded by position)
         sampled = lm.generate_ids(PROMPTS, max_length=10, sampler="top_k", seed=7,
-                                  jit_compile=DECODE)[0]
+                                  jit_compile=False)[0]
         np.testing.assert_array_equal(served["seeded"], sampled)
 
 
 @pytest.mark.slow  # ~45 s; test_export_families serves every family from a TensorFlow-only process by default
+@pytest.mark.tensorflow_only("serve_generate is exported from TensorFlow only")
 def test_served_gpt2_generates_what_python_generates_in_a_tensorflow_only_process(tmp_path):
     _check_served_equals_python(tmp_path, "gpt2")
 
 
 @pytest.mark.slow
+@pytest.mark.tensorflow_only("serve_generate is exported from TensorFlow only")
 @pytest.mark.parametrize("family", ["gpt2", "t5", "bart"])
 def test_served_generation_and_seeded_sampling_equal_python(family, tmp_path):
     _check_served_equals_python(tmp_path, family, seeded=True)

@@ -45,3 +45,9 @@ def arrays_once(tmp_path_factory, name, compute):
         np.savez(directory / "arrays.npz", **compute())
 
     return dict(np.load(once_per_session(tmp_path_factory, name, make) / "arrays.npz"))
+
+
+def listed(arrays, prefix):
+    """[arrays[f"{prefix}/0"], arrays[f"{prefix}/1"], ...]: a list stored in `arrays_once`."""
+    count = sum(key.rsplit("/", 1)[0] == prefix for key in arrays)
+    return [arrays[f"{prefix}/{i}"] for i in range(count)]

@@ -20,6 +20,7 @@ import pytest
 from keras_ctx.pretraining import Pretrainer
 from tests.pretraining.backend_cases import CARRIED, POLICIES, RANDOM, first_step
 from tests.pretraining.matrix_cases import CASES
+from tests.session_once import arrays_once, listed
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NAMES = [name for name in CASES if name not in RANDOM]
@@ -72,8 +73,30 @@ def _on_backend(backend, tmp_path, steps, *flags, devices=1):
     return dict(np.load(target))
 
 
-def _assert_equal_steps(tmp_path, names, backend="jax"):
-    steps = _tensorflow(names)
+def _shared_tensorflow(tmp_path_factory, names):
+    """`_tensorflow(names)` computed once per session for the JAX and the torch test
+    (tests/session_once.py), read back as arrays."""
+    def compute():
+        arrays = {}
+        for name, step in _tensorflow(names).items():
+            arrays[f"{name}/update"] = step["update"]
+            if name in CARRIED:
+                arrays[f"{name}/carried"] = step["carried"]
+            for kind in ("initial", "carried_initial"):
+                arrays.update({f"{name}/{kind}/{i}": w for i, w in enumerate(step.get(kind, []))})
+        return arrays
+
+    arrays = arrays_once(tmp_path_factory, "steps_tensorflow_" + "_".join(names), compute)
+    steps = {name: {"initial": listed(arrays, f"{name}/initial"),
+                    "update": arrays[f"{name}/update"]} for name in names}
+    for name in set(CARRIED) & set(names):
+        steps[name].update(carried_initial=listed(arrays, f"{name}/carried_initial"),
+                           carried=arrays[f"{name}/carried"])
+    return steps
+
+
+def _assert_equal_steps(tmp_path, names, backend="jax", steps=None):
+    steps = steps or _tensorflow(names)
     other = _on_backend(backend, tmp_path, steps)
     errors = {name: _error(other[f"{name}/float32"], step["update"])
               for name, step in steps.items()}
@@ -93,8 +116,8 @@ tensorflow_reference = pytest.mark.tensorflow_only(
 
 @tensorflow_reference
 @pytest.mark.parametrize("backend", OTHER_BACKENDS)
-def test_one_step_equals_tensorflow(backend, tmp_path):
-    _assert_equal_steps(tmp_path, DEFAULT, backend)
+def test_one_step_equals_tensorflow(backend, tmp_path_factory, tmp_path):
+    _assert_equal_steps(tmp_path, DEFAULT, backend, _shared_tensorflow(tmp_path_factory, DEFAULT))
 
 
 @tensorflow_reference

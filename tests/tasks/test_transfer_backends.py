@@ -10,14 +10,8 @@ import numpy as np
 import pytest
 
 from tests.backends import run_on_backend
-from tests.session_once import arrays_once
+from tests.session_once import arrays_once, listed
 from tests.tasks import transfer_cases
-
-
-def _listed(arrays, prefix):
-    """[arrays[f"{prefix}/0"], arrays[f"{prefix}/1"], ...]."""
-    count = sum(key.rsplit("/", 1)[0] == prefix for key in arrays)
-    return [arrays[f"{prefix}/{i}"] for i in range(count)]
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +28,8 @@ def tensorflow_weights(tmp_path_factory):
                 **{f"changes/{i}": c for i, c in enumerate(changes)}}
 
     arrays = arrays_once(tmp_path_factory, "transfer_tensorflow", compute)
-    after = [_listed(arrays, f"after/{e}") for e in range(int(arrays["epochs"]))]
-    return _listed(arrays, "before"), after, int(arrays["groups"]), _listed(arrays, "changes")
+    after = [listed(arrays, f"after/{e}") for e in range(int(arrays["epochs"]))]
+    return listed(arrays, "before"), after, int(arrays["groups"]), listed(arrays, "changes")
 
 
 @pytest.mark.tensorflow_only("TensorFlow's weights, computed in this process, are the "

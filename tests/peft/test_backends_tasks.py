@@ -11,6 +11,7 @@ import pytest
 
 from tests.backends import (QUANTIZATION_MODES, peft_task_outputs, run_on_backend,
                             string_task_refusal)
+from tests.session_once import once_per_session
 
 # float32 on both backends, summed in other orders (tests/models/test_backends.py's bound); the
 # quantized products are the same integers, rescaled in float32.
@@ -24,12 +25,15 @@ pytestmark = pytest.mark.tensorflow_only(
     "in a subprocess (tests/backends.py)")
 
 
-def _compare_peft_tasks_with(backend, tmp_path, modes, fit):
-    """TensorFlow's outputs here, `backend`'s from the same weights; its arrays."""
-    peft_task_outputs(str(tmp_path / "tensorflow.npz"), modes=modes)
-    expected = np.load(tmp_path / "tensorflow.npz")
+def _compare_peft_tasks_with(backend, tmp_path_factory, tmp_path, modes, fit):
+    """TensorFlow's outputs here (once per session for the JAX and the torch test:
+    tests/session_once.py), `backend`'s from the same weights; its arrays."""
+    shared = once_per_session(tmp_path_factory, "peft_tensorflow_" + "_".join(modes),
+                              lambda out: peft_task_outputs(str(out / "tensorflow.npz"),
+                                                            modes=modes))
+    expected = np.load(shared / "tensorflow.npz")
     run_on_backend(backend, "peft_task_outputs", {"out": str(tmp_path / "other.npz"),
-                                                  "weights": str(tmp_path / "weights.npz"),
+                                                  "weights": str(shared / "weights.npz"),
                                                   "fit": fit, "modes": list(modes)})
     got = np.load(tmp_path / "other.npz")
     assert sorted(expected.files) == sorted(["adapters", "lora", "span", *modes])
@@ -42,8 +46,10 @@ def _compare_peft_tasks_with(backend, tmp_path, modes, fit):
 
 
 @pytest.mark.parametrize("backend", OTHER_BACKENDS)
-def test_adapters_lora_int8_and_tasks_give_tensorflows_outputs_and_train(backend, tmp_path):
-    expected, got = _compare_peft_tasks_with(backend, tmp_path, ["int8"], fit=True)
+def test_adapters_lora_int8_and_tasks_give_tensorflows_outputs_and_train(backend, tmp_path,
+                                                                        tmp_path_factory):
+    expected, got = _compare_peft_tasks_with(backend, tmp_path_factory, tmp_path, ["int8"],
+                                             fit=True)
     for name in ("adapters", "lora"):
         losses = got[f"{name}/losses"]
         assert losses[-1] < 0.9 * losses[0], (name, losses)  # it learns
@@ -58,8 +64,9 @@ def test_adapters_lora_int8_and_tasks_give_tensorflows_outputs_and_train(backend
 
 @pytest.mark.slow  # ~70 s: int4 and float8 quantize and compile per shape on JAX; int8 by default
 @pytest.mark.parametrize("backend", OTHER_BACKENDS)
-def test_every_quantization_mode_gives_tensorflows_outputs(backend, tmp_path):
-    expected, _ = _compare_peft_tasks_with(backend, tmp_path, list(QUANTIZATION_MODES), fit=False)
+def test_every_quantization_mode_gives_tensorflows_outputs(backend, tmp_path, tmp_path_factory):
+    expected, _ = _compare_peft_tasks_with(backend, tmp_path_factory, tmp_path,
+                                           list(QUANTIZATION_MODES), fit=False)
     # Quantizing changed the outputs (the comparison is not of float copies).
     assert not np.allclose(expected["int8"], expected["int4"], atol=1e-3)
 

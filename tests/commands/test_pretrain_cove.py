@@ -43,7 +43,7 @@ def files(tmp_path_factory):
     return str(pairs), str(glove), vectors
 
 
-def _run(*pairs, glove=None):
+def _cove_run(*pairs, glove=None):
     return registry.Run("cove-base", 2, 6, 64, inputs=(("parallel", pairs), ("glove", glove)))
 
 
@@ -104,7 +104,7 @@ def test_a_run_without_sacremoses_is_refused_in_one_line(files, monkeypatch):
 def test_the_batches_are_teacher_forcing_rows_of_the_pairs(tmp_path):
     pairs = tmp_path / "pairs.tsv"
     pairs.write_text("a b c\tz y\n\nb a\tz z y x\nc c c c c c c\tz\n", encoding="utf-8")
-    run = _run(("en", "de", str(pairs)))
+    run = _cove_run(("en", "de", str(pairs)))
     # The tokenizer learns from the source side (counted as test_words_... shows).
     assert list(recipe.tokenizer_text(run)) == ["en\ta b c", "en\tb a", "en\tc c c c c c c"]
     tokenizer = recipe.word_tokenizer(["c", "a", "b"])
@@ -152,7 +152,7 @@ def test_a_resumed_run_keeps_its_target_vocabulary_when_the_pairs_change(tmp_pat
 def test_the_encoder_reads_the_glove_vectors_fixed(files):
     pairs, glove, vectors = files
     family = registry.get("cove")
-    run = _run(("en", "de", pairs), glove=glove)
+    run = _cove_run(("en", "de", pairs), glove=glove)
     tokenizer = recipe.word_tokenizer(WORDS)
     # The released -dropout 0.2 in the encoder too (OpenNMT-py's Encoder, onmt/Models.py).
     assert family.recipe_config(run) == {"embedding_size": DIMENSION, "dropout": 0.2}

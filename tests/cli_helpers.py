@@ -2,6 +2,7 @@
 `keras-ctx` run in this process or as a subprocess, and its one-line errors."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -113,3 +114,15 @@ def copy_run(source, target):
 
     shutil.copytree(source, target)
     return target
+
+
+# XLM's tiny runs (tests/commands: conftest.py's `corpora`, two languages and their pairs).
+XLM_TINY = ["--set", "num_layers=1", "--set", "hidden_size=32", "--set", "num_heads=2",
+            "--set", "intermediate_size=64", "--vocabulary-size", "200",
+            "--sequence-length", "32", "--batch-size", "4"]
+
+
+def first_and_last_loss(output):
+    """(first, last) of the run's closing `Loss A at step N -> B` line."""
+    first, last = re.search(r"Loss ([0-9.]+) at step \d+ -> ([0-9.]+)", output).groups()
+    return float(first), float(last)

@@ -3,7 +3,6 @@ encoder over fixed --glove vectors under an attentional decoder, on --parallel p
 (keras_ctx/data/cove_recipe.py)."""
 
 import collections
-import re
 import sys
 
 import keras
@@ -13,7 +12,7 @@ import pytest
 from keras_ctx import registry, runs
 from keras_ctx.data import cove_recipe as recipe
 from keras_ctx.models import presets
-from tests.cli_helpers import cli_output, one_line_error
+from tests.cli_helpers import cli_output, first_and_last_loss, one_line_error
 
 WORDS = "red green blue cyan pink gold grey teal black white".split()
 DIMENSION = 8
@@ -275,7 +274,7 @@ def test_a_tiny_cove_run_learns_saves_its_encoder_and_resumes(files, tmp_path):
     assert code == 0, output[-2000:]
     assert "cove-base pretrains in 1 stage: 1. translation" in output
     assert "CoVe stage translation en->de" in output and "200 of 200 pairs" in output
-    first, last = map(float, re.search(r"Loss ([\d.]+) at step 1 -> ([\d.]+)", output).groups())
+    first, last = first_and_last_loss(output)
     assert last < 0.9 * first, (first, last)  # measured: about 16% lower after 30 steps
     info, backbone, tokenizer = runs.load_run(out)
     assert info["family"] == "cove" and type(backbone).__name__ == "CoveBackbone"

@@ -4,7 +4,6 @@ alternated as XLM's `--mlm_steps 'en,fr,en-fr'` (keras_ctx/data/xlm_recipe.py)."
 
 import hashlib
 import json
-import re
 
 import numpy as np
 import pytest
@@ -13,34 +12,8 @@ from keras_ctx import registry
 from keras_ctx.data import corpora as corpus_files
 from keras_ctx.data import token_counts, tokenizers
 from keras_ctx.data import xlm_recipe as recipe
-from tests.cli_helpers import cli_output, one_line_error
+from tests.cli_helpers import XLM_TINY, cli_output, first_and_last_loss, one_line_error
 
-EN = "the cat sat on a mat and dog ran to park while birds sang in old trees".split()
-FR = ("le chat assis sur un tapis et chien couru au parc pendant oiseaux chantaient dans "
-      "vieux arbres").split()
-XLM_TINY = ["--set", "num_layers=1", "--set", "hidden_size=32", "--set", "num_heads=2",
-            "--set", "intermediate_size=64", "--vocabulary-size", "200",
-            "--sequence-length", "32", "--batch-size", "4"]
-
-
-@pytest.fixture(scope="module")
-def corpora(tmp_path_factory):
-    """(en.txt, fr.txt, en-fr.tsv): word-for-word "translations" of random sentences."""
-    root = tmp_path_factory.mktemp("xlm")
-    rng = np.random.default_rng(0)
-    paths = root / "en.txt", root / "fr.txt", root / "en-fr.tsv"
-    with open(paths[0], "w") as en, open(paths[1], "w") as fr, open(paths[2], "w") as pairs:
-        for _ in range(30):
-            for _ in range(4):
-                words = rng.integers(0, len(EN), size=int(rng.integers(5, 9)))
-                other = rng.integers(0, len(FR), size=int(rng.integers(5, 9)))
-                en.write(" ".join(EN[i] for i in words) + " .\n")
-                fr.write(" ".join(FR[i] for i in other) + " .\n")
-                pairs.write(" ".join(EN[i] for i in words) + " .\t"
-                            + " ".join(FR[i] for i in words) + " .\n")
-            en.write("\n")
-            fr.write("\n")
-    return tuple(map(str, paths))
 
 
 def test_the_batches_alternate_mlm_on_each_language_and_tlm_on_the_pairs(corpora):
@@ -133,10 +106,6 @@ def test_a_malformed_pair_line_and_another_family_are_refused(corpora, tmp_path)
     assert code != 0 and "the bert recipe reads one --corpus" in one_line_error(output)
 
 
-def _loss(output):
-    first, last = re.search(r"Loss ([0-9.]+) at step \d+ -> ([0-9.]+)", output).groups()
-    return float(first), float(last)
-
 
 @pytest.mark.slow  # ~13 s: three tiny runs (TensorFlow, 2 shared cores)
 def test_the_cli_trains_xlm_on_two_languages_and_pairs_and_resumes(corpora, tmp_path):
@@ -155,7 +124,7 @@ def test_the_cli_trains_xlm_on_two_languages_and_pairs_and_resumes(corpora, tmp_
     assert "XLM stage MLM on en, fr" in output and "alpha 0.5 (Sec. 3.1)" in output
     assert "XLM stage TLM on en-fr: 120 of 120 pairs" in output
     assert "--mlm_steps 'en,fr,en-fr'" in output
-    first, last = _loss(output)
+    first, last = first_and_last_loss(output)
     assert last < first, output[-1000:]
     learnt = tokenizers.load_tokenizer(f"{out}/{tokenizers.TOKENIZER_DIR}").vocabulary
     assert "l'</w>" in learnt and "'homme</w>" not in learnt

@@ -3,7 +3,6 @@
 languages sampled as MLM's (alpha 0.5), through CausalLMPretrainer with XLM's PredLayer
 (keras_ctx/models/xlm/family.py, keras_ctx/data/xlm_recipe.py)."""
 
-import re
 
 import numpy as np
 import pytest
@@ -13,12 +12,9 @@ from keras_ctx.data import tokenizers
 from keras_ctx.data import xlm_recipe as recipe
 from keras_ctx.models import from_preset, presets
 from keras_ctx.pretraining import CausalLMPretrainer
-from tests.cli_helpers import cli_output, one_line_error
-from tests.commands import test_pretrain_xlm as mlm_tests
+from tests.cli_helpers import XLM_TINY as TINY, cli_output, first_and_last_loss, one_line_error
 
 CLM = "xlm-clm-enfr-1024"
-TINY = mlm_tests.XLM_TINY
-corpora = mlm_tests.corpora  # the MLM tests' fixture: en.txt, fr.txt, en-fr.tsv
 
 
 def _tokenizer(*paths):
@@ -91,10 +87,6 @@ def test_the_objective_and_the_backbones_attention_must_agree(corpora, tmp_path)
         assert not (tmp_path / preset).exists()
 
 
-def _loss(output):
-    first, last = re.search(r"Loss ([0-9.]+) at step \d+ -> ([0-9.]+)", output).groups()
-    return float(first), float(last)
-
 
 @pytest.mark.slow  # ~40 s: two tiny runs, each compiling its step (TensorFlow, 2 busy cores)
 def test_the_cli_trains_clm_on_two_languages_and_resumes(corpora, tmp_path):
@@ -106,7 +98,7 @@ def test_the_cli_trains_clm_on_two_languages_and_resumes(corpora, tmp_path):
     assert code == 0, output[-2000:]
     assert f"{CLM} pretrains in 1 stage: 1. CLM on each --languages stream" in output
     assert "XLM stage CLM on en, fr" in output and "masked" not in output
-    first, last = _loss(output)
+    first, last = first_and_last_loss(output)
     assert last < 0.8 * first, output[-1000:]  # ~log(V) at the start, learnt streams after
     code, output = cli_output(command + ["--steps", "50"])  # resumes from step 40
     assert code == 0 and "Steps 41-50 of 50" in output, output[-2000:]

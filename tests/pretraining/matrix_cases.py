@@ -169,6 +169,36 @@ def causal_lm_batch():
     return {"token_ids": ids * padding, "padding_mask": padding}
 
 
+
+def _xlm(causal):
+    from keras_ctx.models import XLMBackbone
+
+    return XLMBackbone(V, 2, 2, 32, 64, num_languages=2, causal=causal, dropout=0.0,
+                       attention_dropout=0.0, max_sequence_length=16)
+
+
+def xlm_mlm():
+    from keras_ctx.pretraining import MaskedLMPretrainer
+
+    # XLM's MLM/TLM (Lample & Conneau 2019, Sec. 3.3): XLM's PredLayer, no BERT transform.
+    return MaskedLMPretrainer(_xlm(causal=False), head_transform=False)
+
+
+def xlm_clm():
+    from keras_ctx.pretraining import CausalLMPretrainer
+
+    # XLM's CLM (Sec. 3.2): causal attention, language ids an input, the tied PredLayer + bias.
+    return CausalLMPretrainer(_xlm(causal=True), output_bias=True)
+
+
+def _with_languages(batch):
+    """`batch` with XLM's position ids and one language per row (rows alternate 0, 1)."""
+    ids = batch["token_ids"]
+    batch["position_ids"] = np.tile(np.arange(ids.shape[1], dtype="int32"), (ids.shape[0], 1))
+    batch["language_ids"] = (np.arange(ids.shape[0], dtype="int32")[:, None] % 2
+                             * np.ones_like(ids, "int32"))
+    return batch
+
 def gpt_fine_tuner():
     from keras_ctx.tasks import GPTFineTuner
 
@@ -325,9 +355,11 @@ CASES = {
     "awd_lstm_lm_stream": (awd_lstm_lm_carried, awd_lstm_stream_batch),
     "cvt": (cvt, cvt_batch),
     "mad_x_language_adapter": (mad_x_language_adapter, lambda: _mlm_batch(1)),
+    "xlm_mlm": (xlm_mlm, lambda: _with_languages(_mlm_batch(3))),
+    "xlm_clm": (xlm_clm, lambda: _with_languages(causal_lm_batch())),
 }
 # One case per way of computing losses: the default runs; the variants (RoBERTa,
-# ALBERT, BART, ELECTRA's second stage, ...) with -m slow.
+# ALBERT, BART, ELECTRA's second stage, XLM's MLM and CLM, ...) with -m slow.
 FAST = ("bert", "span_bert", "electra", "xlnet", "bilm", "causal_lm", "gpt_fine_tuner", "t5",
         "translation")
 

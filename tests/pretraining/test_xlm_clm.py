@@ -16,12 +16,12 @@ from keras_ctx.models import XLMBackbone
 from keras_ctx.pretraining import CausalLMPretrainer
 from tests import references
 from tests.convert.hf_checkpoints import write_checkpoint
-from tests.convert.test_xlm import XLM, xlm_tensors
+from tests.convert.xlm_checkpoints import XLM, xlm_tensors
 
 CAUSAL = dict(XLM, causal=True, n_langs=2, dropout=0.0, attention_dropout=0.0)
 
 
-def _stream_batch(seed=0, batch=2, time=9, vocabulary=40):
+def _clm_stream_batch(seed=0, batch=2, time=9, vocabulary=40):
     """XLM's CLM input: stream windows, positions 0.., one language per row."""
     rng = np.random.default_rng(seed)
     ids = rng.integers(0, vocabulary, (batch, time)).astype("int32")
@@ -30,7 +30,7 @@ def _stream_batch(seed=0, batch=2, time=9, vocabulary=40):
             "language_ids": np.array([[0], [1]] * (batch // 2), "int32") * np.ones_like(ids)}
 
 
-def _numpy_logits(tensors, config, batch):
+def _numpy_causal_xlm_logits(tensors, config, batch):
     """HF XLMWithLMHeadModel's forward with causal attention, in float64 from the tensors."""
     t = {k.removeprefix("transformer."): np.asarray(v, "float64") for k, v in tensors.items()}
     eps, heads = config["layer_norm_eps"], config["n_heads"]
@@ -67,7 +67,7 @@ def _next_token_loss(logits, ids):
     return -np.take_along_axis(log_p, ids[:, 1:, None], -1).mean()
 
 
-def _pretrainer(directory):
+def _clm_pretrainer_of(directory):
     backbone, head = masked_lm_from_huggingface(directory)
     return CausalLMPretrainer(backbone, output_bias=True, lm_head=head)
 
@@ -75,10 +75,10 @@ def _pretrainer(directory):
 def test_clm_logits_and_loss_match_a_numpy_causal_xlm(tmp_path):
     tensors = xlm_tensors(CAUSAL)
     tensors["pred_layer.proj.weight"] = tensors["transformer.embeddings.weight"].copy()
-    model = _pretrainer(write_checkpoint(tmp_path / "clm", CAUSAL, tensors))
+    model = _clm_pretrainer_of(write_checkpoint(tmp_path / "clm", CAUSAL, tensors))
     assert model.backbone.causal and model.lm_head.transform is False
-    batch = _stream_batch()
-    want = _numpy_logits(tensors, CAUSAL, batch)
+    batch = _clm_stream_batch()
+    want = _numpy_causal_xlm_logits(tensors, CAUSAL, batch)
     got = ops.convert_to_numpy(model(batch))
     np.testing.assert_allclose(got, want, atol=2e-4)
     loss = float(model.compute_losses(batch, training=False)["likelihood"])
@@ -93,7 +93,7 @@ def test_an_earlier_logit_never_reads_a_later_token():
     backbone = XLMBackbone(40, 2, 2, 16, 64, num_languages=2, causal=True, dropout=0.0,
                            attention_dropout=0.0)
     model = CausalLMPretrainer(backbone, output_bias=True)
-    batch = _stream_batch()
+    batch = _clm_stream_batch()
     changed = dict(batch, token_ids=batch["token_ids"].copy())
     changed["token_ids"][:, 5:] = (changed["token_ids"][:, 5:] + 7) % 40
     before, after = (ops.convert_to_numpy(model(b)) for b in (batch, changed))
@@ -125,7 +125,7 @@ def _matrix_case():
 
 
 def _matrix_batch():
-    batch = _stream_batch(5, batch=4, time=12)
+    batch = _clm_stream_batch(5, batch=4, time=12)
     batch["padding_mask"][0, -4:] = 0  # a padded tail: its targets weigh nothing
     batch["token_ids"] *= batch["padding_mask"]
     return batch
@@ -150,8 +150,8 @@ def test_clm_logits_and_loss_equal_transformers_xlm_with_lm_head(tmp_path):
         for parameter in reference.parameters():
             parameter.add_(0.3 * torch.randn_like(parameter))
     reference.save_pretrained(tmp_path / "hf")
-    model = _pretrainer(str(tmp_path / "hf"))
-    batch = _stream_batch(batch=4)
+    model = _clm_pretrainer_of(str(tmp_path / "hf"))
+    batch = _clm_stream_batch(batch=4)
     ids = torch.tensor(batch["token_ids"], dtype=torch.long)
     labels = torch.cat([ids[:, 1:], torch.full_like(ids[:, :1], -100)], 1)  # next token
     with torch.no_grad():

@@ -33,8 +33,8 @@ JAX_REQUIRES = ["jax[cpu]>=0.10.2,<0.11"]
 # constraints.txt pins the version the tests ran against.
 TORCH_REQUIRES = ["torch>=2.13,<3"]
 
-# Moses' rules in Python for XLM's tokenizer (keras_ctx.data.xlm_text); the tests compare
-# it with transformers' XLMTokenizer.
+# Moses' rules in Python: XLM's tokenizer (keras_ctx.data.xlm_text; the tests compare it with
+# transformers' XLMTokenizer) and CoVe's recipe's words (keras_ctx.data.cove_words).
 MOSES_REQUIRES = ["sacremoses>=0.1.1,<0.3"]
 
 TEST_REQUIRES = [

@@ -95,7 +95,7 @@ def load_head_weights(head, mlm_head, inputs_shape):
         if tuple(mine.shape) != tuple(theirs.shape):
             raise ValueError(f"`mlm_head`'s {theirs.path} is {tuple(theirs.shape)}, this "
                              f"backbone's head needs {tuple(mine.shape)}.")
-        mine.assign(theirs)
+        mine.assign(ops.copy(theirs))  # not `theirs`' buffer: a JAX step donates it
 
 
 def sequence_width(backbone):

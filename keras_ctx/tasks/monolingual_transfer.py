@@ -58,7 +58,9 @@ def resize_vocabulary(backbone, vocabulary_size, rows=None, seed=None):
     if set(old_vars) != set(new_vars):
         raise ValueError("The resized backbone's variables do not match the original's.")
     for path, variable in new_vars.items():
-        variable.assign(old_vars[path])
+        # A copy: on JAX assign would share the buffer, which the new model's jitted
+        # step then donates (the original's weights deleted under it).
+        variable.assign(keras.ops.copy(old_vars[path]))
     if rows is not None:
         rows = np.asarray(rows)
         if rows.shape != (vocabulary_size,):

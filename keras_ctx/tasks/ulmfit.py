@@ -61,7 +61,7 @@ def _language_model(lm_or_backbone, stream_batch_size):
         bias = lm.output_bias
         lm = AwdLstmLMPretrainer(lm.backbone, batch_size=stream_batch_size,
                                  carry_state=carry)
-        lm.output_bias.assign(bias)
+        lm.output_bias.assign(keras.ops.copy(bias))  # not the old LM's buffer: a JAX step donates it
         return lm
     return AwdLstmLMPretrainer(lm, batch_size=stream_batch_size, carry_state=carry)
 

@@ -12,6 +12,7 @@ Markers that skip a test (or a whole module, through `pytestmark`) elsewhere, wi
   so that CI can run the whole default suite on each backend without paying for it thrice.
 """
 
+import gc
 import os
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -34,6 +35,11 @@ if os.environ["KERAS_BACKEND"] == "jax":
 import keras_ctx  # noqa: E402,F401  (before keras: it hides TensorFlow's load-time lines)
 import keras  # noqa: E402
 import pytest  # noqa: E402
+
+# Keras runs gc.collect() when a layer's variable is deleted (quantize, clear_session): each
+# scanned the whole TensorFlow/JAX heap. The objects of the imports are kept out of it
+# (TF 28.1 -> 26.5 s, JAX 87.6 -> 84.2 s CPU on three model test files).
+gc.freeze()
 
 BACKEND = keras.backend.backend()
 BACKENDS = ("tensorflow", "jax", "torch")

@@ -332,8 +332,8 @@ def prepare(preset, corpus, out, sequence_length=128, vocabulary_size=8000, seed
     family = registry.of_preset(preset)
     if family.prepared is None:
         raise PreparedDataError(
-            f"`keras-ctx prepare` has no example layout for {family.name} yet "
-            f"({family.no_pretraining or 'its pipeline needs the whole corpus at once'}); "
+            f"`keras-ctx prepare` has no example layout for {family.name} yet"
+            f"{f' ({family.no_pretraining})' if family.no_pretraining else ''}; "
             f"use `keras-ctx pretrain {preset} "
             f"{getattr(family.dataset, 'needs', '--corpus ...')}` instead.")  # CoVe's inputs
     # Every argument is checked, and the corpus read, before `out` is written.

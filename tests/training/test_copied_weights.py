@@ -26,11 +26,11 @@ def _inputs(rows=2):
             "segment_ids": np.zeros_like(ids)}
 
 
-def _values(model):
+def _weight_values(model):
     return [np.array(keras.ops.convert_to_numpy(w)) for w in model.weights]
 
 
-def _mlm_batch():
+def _two_masked_positions_batch():
     batch = _inputs(4)
     batch.update(mask_positions=np.array([[1, 3]] * 4, "int32"),
                  mask_ids=np.array([[7, 9]] * 4, "int32"),
@@ -40,12 +40,12 @@ def _mlm_batch():
 
 def test_a_resized_backbone_trains_and_the_original_stays_as_it_was():
     original = _bert()
-    before, outputs = _values(original), original(_inputs())["sequence_output"]
+    before, outputs = _weight_values(original), original(_inputs())["sequence_output"]
     resized = resize_vocabulary(original, 40, seed=0)
     pretrainer = MaskedLMPretrainer(resized)
     pretrainer.compile(keras.optimizers.SGD(0.5), **FEW_STEPS)
-    pretrainer.fit(_mlm_batch(), epochs=2, verbose=0)
-    for kept, now in zip(before, _values(original), strict=True):
+    pretrainer.fit(_two_masked_positions_batch(), epochs=2, verbose=0)
+    for kept, now in zip(before, _weight_values(original), strict=True):
         np.testing.assert_array_equal(kept, now)
     np.testing.assert_allclose(keras.ops.convert_to_numpy(
         original(_inputs())["sequence_output"]), keras.ops.convert_to_numpy(outputs), atol=1e-6)
@@ -58,7 +58,7 @@ def test_a_resized_backbone_trains_and_the_original_stays_as_it_was():
 def test_a_head_loaded_from_another_pretrainer_trains_and_the_source_stays_as_it_was():
     backbone = _bert()  # the head is tied to it (as a checkpoint's head and its backbone)
     source = MaskedLMPretrainer(backbone)
-    source(_mlm_batch())  # builds its head
+    source(_two_masked_positions_batch())  # builds its head
 
     def own(head):  # the head's own weights, not the (shared, trained) token table
         table = backbone.token_embedding.embeddings
@@ -67,7 +67,7 @@ def test_a_head_loaded_from_another_pretrainer_trains_and_the_source_stays_as_it
     before = own(source.mlm_head)
     pretrainer = MaskedLMPretrainer(backbone, mlm_head=source.mlm_head)
     pretrainer.compile(keras.optimizers.SGD(0.5), **FEW_STEPS)
-    pretrainer.fit(_mlm_batch(), epochs=2, verbose=0)
+    pretrainer.fit(_two_masked_positions_batch(), epochs=2, verbose=0)
     assert len(before) >= 3  # transform kernel and bias, layer norm, output bias
     for kept, now in zip(before, own(source.mlm_head), strict=True):
         np.testing.assert_array_equal(kept, now)

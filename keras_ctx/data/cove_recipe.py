@@ -34,7 +34,6 @@ below -lr_cutoff 0.03; here SGD keeps 1.0 (there is no validation split).
 import collections
 import functools
 import os
-import random
 
 import numpy as np
 
@@ -47,7 +46,6 @@ from keras_ctx.data import (corpora, cove_words, fingerprints, glove, labelled, 
 
 SOURCE_SPECIALS = ("<pad>", "<unk>")  # id 0 pads (CoveBackbone), unknown words read zeros
 TARGET_SPECIALS = ("<pad>", "<s>", "</s>", "<unk>")  # keras_ctx.data.parallel's order
-LINES_PER_CALL = 1000  # sentences tokenized per tokenizer call
 NEEDS = "--parallel SRC-TGT=PAIRS.tsv --glove FILE"
 TARGET_FILE = "cove_target_vocabulary.json"  # in the run directory (`target_vocabulary`)
 # What it holds: the words in id order and what they were made with (read closed).
@@ -199,25 +197,15 @@ def _file_key(run):
 
 def _sampled_pairs(run):
     """A seeded sample of at most `corpora.TOKENIZER_SAMPLE_SENTENCES` (source, target) pairs
-    of the run's pair file (reservoir sampling, as the tokenizer's sample of a corpus)."""
+    of the run's pair file (`corpora.reservoir`, the tokenizer's sample of a corpus)."""
     return _sample_of(*_file_key(run))
 
 
 @functools.lru_cache(maxsize=4)
 def _sample_of(path, mtime, size, seed):
     del mtime, size  # the cache's key only
-    rng, sample, seen = random.Random(seed), corpora.Sample(), 0
-    limit = corpora.TOKENIZER_SAMPLE_SENTENCES
-    for _, _, sides in labelled.tab_separated(path):
-        if len(sample) < limit:
-            sample.append(tuple(sides))
-        else:
-            slot = rng.randrange(seen + 1)
-            if slot < limit:
-                sample[slot] = tuple(sides)
-        seen += 1
-    sample.seen = seen
-    return sample
+    return corpora.reservoir(([tuple(sides)] for _, _, sides in labelled.tab_separated(path)),
+                             corpora.TOKENIZER_SAMPLE_SENTENCES, seed)
 
 
 def tokenizer_text(run):
@@ -294,10 +282,6 @@ def glove_vectors(tokenizer, run):
 # --- batches -----------------------------------------------------------------------
 
 
-def _ids(tokenizer, texts):
-    return tf.cast(tokenizer(texts), tf.int32)
-
-
 def _rows(source, target, length, bos, eos):
     """Teacher forcing's row: source ids, `<s> y`, labels `y </s>`, each padded to `length`."""
     def pad(ids):
@@ -317,12 +301,7 @@ def cove_dataset(documents, tokenizer, run):
     words = target_vocabulary(run, tokenizer)
     target_tokenizer = word_tokenizer(words[len(TARGET_SPECIALS):], TARGET_SPECIALS, target)
     length = run.sequence_length
-    lines = tf.data.TextLineDataset(path).map(
-        lambda line: tf.strings.regex_replace(line, "\r$", "")).filter(
-        lambda line: tf.strings.length(tf.strings.strip(line)) > 0)
-    pairs = lines.map(lambda line: tf.strings.split(line, "\t")).batch(LINES_PER_CALL).map(
-        lambda sides: (_ids(tokenizer, sides[:, 0]), _ids(target_tokenizer, sides[:, 1])))
-    pairs = pairs.unbatch()
+    pairs = xlm_recipe.pair_ids(path, tokenizer, target_tokenizer)
 
     # preprocess.py keeps a pair whose sides have at most -seq_length words (50; 75 for
     # WMT'17 in the README); here the target's row holds <s> or </s> too.

@@ -38,13 +38,6 @@ def moses_words(text, language):
     return " ".join(words).lower().split()
 
 
-def tagged_words(lines):
-    """`moses_words` of "LANGUAGE<TAB>text" lines (`cove_recipe.tokenizer_text`'s), each by
-    its language's rules."""
-    return [moses_words(text, language)
-            for language, text in (line.split("\t", 1) for line in lines)]
-
-
 @keras.saving.register_keras_serializable(package="keras_ctx")
 class MosesWordTokenizer(PythonTokenizer):
     """Whole words of `moses_words`, one id each (keras-hub's tokenizer interface).

@@ -180,7 +180,7 @@ def check_parallel(path):
     return pairs
 
 
-def _pairs(path, source_tokenizer, target_tokenizer):
+def pair_ids(path, source_tokenizer, target_tokenizer):
     """A checked pair file's (source ids, target ids), read and tokenized as tf.data
     streams them (blank lines skipped, as `check_parallel`)."""
     lines = tf.data.TextLineDataset(path).map(
@@ -278,7 +278,7 @@ def xlm_dataset(documents, tokenizer, run, objective="mlm"):
         "--sample_alpha 0.5).")
     parts = [mlm]
     for pair in parallel:
-        data = _pairs(pair[2], _for_language(tokenizer, pair[0]),
+        data = pair_ids(pair[2], _for_language(tokenizer, pair[0]),
                       _for_language(tokenizer, pair[1]))
         batches, kept, total = _tlm(data, run, ids, pair)
         parts.append(batches)

@@ -300,9 +300,11 @@ def _built(request, text, existing):
     if text.prepared:
         parts = build_prepared(preset, text.source, run, request.overrides, request.manifest)
     else:
-        own = tokenizer_text(run) if tokenizer_text and claimed is None else None
-        sample = None if claimed is not None else own if own is not None else (
-            corpora.sample_sentences(text.corpus, seed=seed))
+        sample = None  # a claimed tokenizer learns nothing
+        if claimed is None:
+            sample = tokenizer_text(run) if tokenizer_text else None
+            if sample is None:
+                sample = corpora.sample_sentences(text.corpus, seed=seed)
         parts = build(preset, corpora.documents(text.corpus), run, request.overrides,
                       sample=sample, claimed=claimed)
     built = _Built(*parts, claimed=claimed is not None)

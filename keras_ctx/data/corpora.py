@@ -397,27 +397,35 @@ def sample_sentences(source, size=TOKENIZER_SAMPLE_SENTENCES, seed=0):
     Returns:
         A `Sample` (a list of str) whose `seen` is the number of sentences read.
     """
+    validation.optional_positive_int("size", size)
+    return reservoir(iter_documents(source), size, seed)
+
+
+def reservoir(groups, size, seed=0):
+    """A seeded uniform sample (a `Sample`, `seen` the items read) of at most `size` items
+    of `groups`, an iterable of lists of items (a corpus' documents of sentences; a pair
+    file's pairs, one a group), read once. Algorithm L (Li 1994): geometric skips, so
+    the random draws are few however long the stream."""
     import math
     import random
 
-    validation.optional_positive_int("size", size)
     rng = random.Random(seed)
     sample, seen = Sample(), 0
 
-    def skip(weight):  # Algorithm L: how many sentences pass before the next replacement
+    def skip(weight):  # Algorithm L: how many items pass before the next replacement
         return math.floor(math.log(1.0 - rng.random()) / math.log(1.0 - weight))
 
     weight = math.exp(math.log(1.0 - rng.random()) / size) if size else 0.0
     replace_at = (size + skip(weight)) if size else None
-    for document in iter_documents(source):
+    for group in groups:
         if size is None or seen < size:
-            sample.extend(document[:None if size is None else size - seen])
-        # Only the sentences Algorithm L picks are touched (a per-sentence loop halves the speed).
-        while replace_at is not None and replace_at < seen + len(document):
-            sample[rng.randrange(size)] = document[replace_at - seen]
+            sample.extend(group[:None if size is None else size - seen])
+        # Only the items Algorithm L picks are touched (a per-item loop halves the speed).
+        while replace_at is not None and replace_at < seen + len(group):
+            sample[rng.randrange(size)] = group[replace_at - seen]
             weight *= math.exp(math.log(1.0 - rng.random()) / size)
             replace_at += skip(weight) + 1
-        seen += len(document)
+        seen += len(group)
     sample.seen = seen
     return sample
 

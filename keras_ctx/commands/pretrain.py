@@ -244,7 +244,7 @@ def train(request):
         if request.mixed_precision:
             keras.config.set_dtype_policy("mixed_bfloat16")
         # A recipe's corpus counts (SpanBERT's) are kept in the run once claimed.
-        with token_counts.kept_in(request.out, text.fingerprint["corpus"]):
+        with token_counts.kept_in(request.out, text.fingerprint["corpus"], request.resume):
             with distribution.scope():
                 model = _built(request, text, existing)
             tokenizer_sha256 = _claim(request, text, model, existing)

@@ -122,8 +122,7 @@ class PretrainRequest:
                             self.vocabulary_size, self.seed,
                             data=tuple(sorted(self.data_settings.items())),
                             inputs=(("languages", self.languages), ("parallel", self.parallel),
-                                    ("corpora", self._corpora()), ("glove", self.glove),
-                                    ("resume", self.resume)))
+                                    ("corpora", self._corpora()), ("glove", self.glove)))
 
     def _corpora(self):
         """One `--corpus` source per language (with `languages`), else ()."""

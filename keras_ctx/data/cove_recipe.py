@@ -228,24 +228,23 @@ def target_vocabulary(run, tokenizer=None):
     the pair file again: a changed file (--corpus-changed continue) would change the output
     layer's size (its checkpoint would not restore) or the words' order (silently).
     """
-    kept = token_counts.kept_here()
-    if kept is None:
-        return _counted_target_words(run)
-    path = os.path.join(kept.directory, TARGET_FILE)
-    made_from = {"tokenizer": fingerprints.tokenizer(tokenizer),
-                 "vocabulary_size": run.vocabulary_size}
-    if path in kept.made:  # the pretrainer's and the dataset's call of one run
-        return kept.made[path]["words"]
-    if dict(run.inputs).get("resume") and os.path.isfile(path):
-        record = validation.read_fields(path, "a CoVe run's target vocabulary", TARGET_SCHEMA,
-                                        "restore it, or pretrain again in a new --out")
-        if {key: record[key] for key in made_from} == made_from:
-            say(f"Reusing the target vocabulary this run was started with ({path}: "
-                f"{len(record['words'])} words).")
-            return record["words"]
-    words = _counted_target_words(run)
-    kept.made[path] = {**made_from, "words": words}
-    return words
+    def made_from():
+        return {"tokenizer": fingerprints.tokenizer(tokenizer),
+                "vocabulary_size": run.vocabulary_size}
+
+    # Kept without the pair file's fingerprint on purpose: a resumed run keeps its words
+    # when the file changed; a new run counts again (fresh_reads=False).
+    record, read = token_counts.kept_record(
+        TARGET_FILE, made_from, lambda: {"words": _counted_target_words(run)},
+        lambda path: validation.read_fields(path, "a CoVe run's target vocabulary",
+                                            TARGET_SCHEMA,
+                                            "restore it, or pretrain again in a new --out"),
+        fresh_reads=False)
+    if read:
+        say(f"Reusing the target vocabulary this run was started with ("
+            f"{os.path.join(token_counts.kept_here().directory, TARGET_FILE)}: "
+            f"{len(record['words'])} words).")
+    return record["words"]
 
 
 def _counted_target_words(run):

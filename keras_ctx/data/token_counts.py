@@ -107,12 +107,13 @@ def counted(elements, vocabulary_size, about=SPANBERT_COUNT):
 
 
 class _Kept:
-    """Where `of_corpus` reads and keeps a run's counts (`kept_in`)."""
+    """Where `kept_record` reads and keeps a run's records (`kept_in`)."""
 
-    def __init__(self, directory, corpus):
+    def __init__(self, directory, corpus, resume):
         self.directory = os.fspath(directory)
         self.corpus = corpus
-        self.made = {}  # {path: the record of counts made in the block}, written at its end
+        self.resume = resume
+        self.made = {}  # {path: the record made in the block}, written at its end
 
     def path(self, part=None):
         name = KEPT_FILE if part is None else KEPT_FILE.replace(".json", f".{part}.json")
@@ -120,13 +121,15 @@ class _Kept:
 
 
 @contextlib.contextmanager
-def kept_in(directory, corpus):
-    """Within it, `of_corpus` reads the counts kept in `directory`/token_counts.json when
-    they were made from this corpus (`corpus`: its fingerprint) with this tokenizer, or
-    counts; counts made are written there (atomically) when the block ends without an
-    error, i.e. once the run is claimed. A resumed run does not count again; a changed
-    corpus (--corpus-changed continue) or another tokenizer is counted again."""
-    kept = _Kept(directory, corpus)
+def kept_in(directory, corpus, resume=True):
+    """Within it, `kept_record` (`of_corpus`'s counts, a recipe's other run files) reads a
+    record kept in `directory` when it was made from the same inputs (`corpus`: the run's
+    fingerprint; the tokenizer), or makes it; records made are written there (atomically)
+    when the block ends without an error, i.e. once the run is claimed. A resumed run does
+    not count again; a changed corpus (--corpus-changed continue) or another tokenizer is
+    counted again. `resume`: whether the run resumes (`pretrain`'s --no-resume: False), for
+    a record only a resumed run reads back (`kept_record(fresh_reads=False)`)."""
+    kept = _Kept(directory, corpus, resume)
     token = _KEPT.set(kept)
     try:
         yield kept
@@ -137,10 +140,40 @@ def kept_in(directory, corpus):
 
 
 def kept_here():
-    """The `kept_in` block's record (its `directory`, `made`: {path: record} written once the
-    run is claimed), or None outside one: a recipe keeps other files of its run there too
-    (CoVe's target vocabulary)."""
+    """The `kept_in` block's record (its `directory`, `resume`, `made`), or None outside one."""
     return _KEPT.get()
+
+
+def kept_record(name, made_from, make, read, fresh_reads=True, on_other=None):
+    """The record `name` of the `kept_in` block's run directory: `made_from` (JSON, or a
+    function that gives it) plus
+    `make()`'s fields, read back where a record of the same `made_from` is kept there (and
+    the run resumes, with `fresh_reads=False`), else made and kept once the run is claimed;
+    `make()`'s fields alone outside a `kept_in` block. A run reads and keeps each record once.
+
+    read: path -> the kept record, checked (`validation.read_fields`).
+    fresh_reads: False for a record whose `made_from` leaves an input out on purpose (CoVe's
+        target words are kept when the pair file changes): a new run makes it again.
+    on_other: (kept record, made_from) -> None, called before a kept record of other inputs
+        is made again (to say why).
+    Returns (record, whether it was read back).
+    """
+    kept = _KEPT.get()
+    if kept is None:
+        return make(), False
+    path = os.path.join(kept.directory, name)
+    made_from = made_from() if callable(made_from) else made_from  # costly: within a run only
+    made_from = json.loads(json.dumps(made_from))  # as read back (tuples as lists)
+    if path in kept.made:  # asked twice in one run (CoVe's pretrainer and dataset)
+        return kept.made[path], False
+    if (fresh_reads or kept.resume) and os.path.isfile(path):
+        record = read(path)
+        if {key: record[key] for key in made_from} == made_from:
+            return record, True
+        if on_other is not None:
+            on_other(record, made_from)
+    kept.made[path] = {**made_from, **make()}
+    return kept.made[path], False
 
 
 def of_corpus(documents, tokenizer, vocabulary_size):
@@ -153,7 +186,7 @@ def of_corpus(documents, tokenizer, vocabulary_size):
 def kept_or_counted(count, tokenizer, vocabulary_size, part=None, whose="the corpus'"):
     """`count()`'s (counts, number of elements or None) of a run's corpus, tokenized by
     `tokenizer`: read back from the run directory where `kept_in` kept them for this corpus
-    and tokenizer (the number None in a record written without it).
+    and tokenizer (the number None in a record written without it), through `kept_record`.
 
     part: (name, source) of one of the run's corpora, kept apart (token_counts.NAME.json)
         with the fingerprint of `source` (`fingerprints.corpus`), not the run's.
@@ -162,26 +195,34 @@ def kept_or_counted(count, tokenizer, vocabulary_size, part=None, whose="the cor
     if kept is None:
         return count()
     path = kept.path(part and part[0])
-    made_from = json.loads(json.dumps({
-        "corpus": fingerprints.corpus(part[1]) if part else kept.corpus,
-        "tokenizer": fingerprints.tokenizer(tokenizer),
-        "vocabulary_size": vocabulary_size}))  # as read back (tuples as lists)
-    if os.path.isfile(path):
-        record = validation.read_fields(
-            path, "a run's token counts", KEPT_SCHEMA,
-            "delete it (the run counts its corpus again)")
-        if {key: record[key] for key in made_from} == made_from:
-            counts = checked(record[MANIFEST_KEY], vocabulary_size, path)
-            progress.say(f"Read {whose} token counts from {path} (counted when the run "
-                         f"began: {int(counts.sum()):,} tokens).")
-            return counts, record.get("elements")
+    made_from = {"corpus": fingerprints.corpus(part[1]) if part else kept.corpus,
+                 "tokenizer": fingerprints.tokenizer(tokenizer),
+                 "vocabulary_size": vocabulary_size}
+
+    made = []
+
+    def counted_now():
+        made.extend(count())
+        total = made[1]
+        return {MANIFEST_KEY: as_record(made[0]), **({} if total is None else {"elements": total})}
+
+    def other(record, made_from):
         changed = [key for key in made_from if record[key] != made_from[key]]
         progress.say(f"The token counts in {path} are of another {' and '.join(changed)}: "
                      f"counting again.{_corpus_change(record, made_from)}")
-    counts, total = count()
-    kept.made[path] = {**made_from, MANIFEST_KEY: as_record(counts),
-                       **({} if total is None else {"elements": total})}
-    return counts, total
+
+    record, read = kept_record(
+        os.path.basename(path), made_from, counted_now,
+        lambda path: validation.read_fields(path, "a run's token counts", KEPT_SCHEMA,
+                                            "delete it (the run counts its corpus again)"),
+        on_other=other)
+    if made:  # counted now: as counted (an empty corpus is refused where it is read)
+        return made[0], made[1]
+    counts = checked(record[MANIFEST_KEY], vocabulary_size, path)
+    if read:
+        progress.say(f"Read {whose} token counts from {path} (counted when the run "
+                     f"began: {int(counts.sum()):,} tokens).")
+    return counts, record.get("elements")
 
 
 def _corpus_change(record, made_from):
@@ -213,4 +254,5 @@ def checked(counts, vocabulary_size, where="`token_counts`"):
 
 
 __all__ = ["of_arrays", "of_documents", "counted", "of_corpus", "kept_or_counted", "in_batch",
-           "add", "kept_in", "as_record", "checked", "MANIFEST_KEY", "KEPT_FILE"]
+           "add", "kept_in", "kept_here", "kept_record", "as_record", "checked", "MANIFEST_KEY",
+           "KEPT_FILE"]

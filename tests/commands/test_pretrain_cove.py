@@ -133,8 +133,8 @@ def test_a_resumed_run_keeps_its_target_vocabulary_when_the_pairs_change(tmp_pat
 
     def vocabulary(resume):
         run = registry.Run("cove-base", 2, 6, 64, inputs=(("parallel", (("en", "de", str(
-            pairs)),)), ("resume", resume)))
-        with token_counts.kept_in(out, None):  # as `pretrain` claims its run
+            pairs)),)),))
+        with token_counts.kept_in(out, None, resume):  # as `pretrain` claims its run
             return recipe.target_vocabulary(run, tokenizer)
 
     started = vocabulary(True)  # a new run: counted, kept in the run once claimed

@@ -184,6 +184,11 @@ class Family:
             which the tests check each preset's recipe builds, or {preset: that pair}
             where its presets' objectives differ (XLM's MLM and CLM models); () without
             a recipe.
+        decoder: (backbone, lm_head or None, language id or None) -> the Keras layer
+            `keras_ctx.generation` decodes with (`build_cache`, `call_with_cache`,
+            `logits`), for a causal backbone that does not decode by itself (XLM's CLM:
+            explicit position and language ids, its PredLayer's bias); None: the
+            backbone decodes (GPT's) or the family does not generate.
     """
 
     name: str
@@ -211,6 +216,7 @@ class Family:
     borrows_backbone: bool = False
     tiny: dict = dataclasses.field(default_factory=dict)
     objective: tuple = ()
+    decoder: Optional[Callable] = None
 
 
 _FAMILIES = {}

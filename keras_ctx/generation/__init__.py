@@ -25,7 +25,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_ctx import backend
+from keras_ctx import backend, registry
 from keras_ctx.models.checked_input import checked_token_ids
 from keras_ctx.generation.decoding import (  # noqa: F401  (the package's face)
     decode,
@@ -108,6 +108,36 @@ def for_decoding(backbone, precision):
 
 
 _COMPILED = weakref.WeakKeyDictionary()
+_DECODERS = weakref.WeakKeyDictionary()  # a backbone's own decoder: one compile for its calls
+
+
+def causal_decoder(backbone, lm_head=None, language_id=None):
+    """What the decoder-only loops read (`build_cache`, `call_with_cache`, `logits`).
+
+    A backbone that decodes by itself (GPT's) is its own decoder; another causal
+    backbone gets its family's `decoder` (`keras_ctx.registry.Family`): XLM's CLM
+    models, with their PredLayer (`lm_head`, its bias) and the language the rows are
+    written in (`language_id`, an index of its language table).
+
+    Example:
+    >>> decoder = keras_ctx.generation.causal_decoder(xlm, pretrainer.lm_head, language_id=1)
+    >>> keras_ctx.generation.generate(decoder, prompt_ids, max_length=32)
+    """
+    if hasattr(backbone, "call_with_cache"):
+        if lm_head is not None or language_id is not None:
+            raise ValueError(f"{type(backbone).__name__} decodes with its own output layer "
+                             "and no language ids: leave out lm_head and language_id.")
+        return backbone
+    family = registry.of_backbone(backbone)
+    if family is None or family.decoder is None:
+        raise ValueError(f"{type(backbone).__name__} does not generate text (no key/value "
+                         "decoding, no family decoder): use a decoder-only model (GPT, "
+                         "XLM's CLM) or an encoder-decoder with generate_seq2seq.")
+    if lm_head is not None or language_id is not None:
+        return family.decoder(backbone, lm_head, language_id)
+    if backbone not in _DECODERS:
+        _DECODERS[backbone] = family.decoder(backbone, None, None)
+    return _DECODERS[backbone]
 
 
 def resolve_jit_compile(jit_compile, backbone, rows=1):
@@ -178,10 +208,11 @@ def _int32(value):
 
 def generate(backbone, token_ids, padding_mask=None, max_length=None, sampler="greedy",
              end_token_id=None, pad_token_id=0, use_cache=True, jit_compile="auto", seed=0):
-    """Continues right-padded prompts with a decoder-only backbone (GPT, GPT-2).
+    """Continues right-padded prompts with a decoder-only backbone (GPT, GPT-2, XLM's CLM).
 
     Args:
-        backbone: a decoder backbone (e.g. `GPTBackbone`).
+        backbone: a decoder backbone (e.g. `GPTBackbone`), or the `causal_decoder`
+            of another causal one (XLM's CLM: with its output bias and language).
         token_ids: (batch, prompt_length) int prompt, right-padded.
         padding_mask: (batch, prompt_length), true for prompt tokens.
         max_length: total length of the output (prompt + generated).
@@ -208,6 +239,7 @@ def generate(backbone, token_ids, padding_mask=None, max_length=None, sampler="g
         that do not exist (fewer continuations than beams) score -inf.
     """
     sampler = get_sampler(sampler)
+    backbone = causal_decoder(backbone)
     # Compiled decoding cannot check its gathers (XLA clamps, JAX fills NaN): the prompt is.
     checked_token_ids({"token_ids": token_ids}, backbone)
     token_ids, prompt_mask = _prepare_prompt(token_ids, padding_mask, max_length,
@@ -318,6 +350,8 @@ def stream(backbone, token_ids, max_length=None, sampler="greedy", end_token_id=
                                              "token_ids")
     if token_ids.shape[0] != 1:
         raise ValueError(f"`stream` decodes one prompt, got a batch of {token_ids.shape[0]}.")
+    if encoder_token_ids is None:
+        backbone = causal_decoder(backbone)
     end_tokens = end_tokens_of(end_token_id, backbone) or ()
     key = ("stream", encoder_token_ids is not None, sampler._key())
 

@@ -95,14 +95,12 @@ class CausalLMPretrainer(TokenLikelihoodPretrainer):
         logits = self._logits(hidden[:, :-1])
         return (logits, *next_token_targets(inputs))
 
-    def generate(self, token_ids, padding_mask=None, max_length=None, **kwargs):
-        """See `keras_ctx.generation.generate` (decoders with their own `logits`: GPT's)."""
-        if self.lm_head is not None:  # the decoding loops read backbone.logits, a KV cache
-            raise NotImplementedError(
-                "generate decodes with a backbone's own `logits` (GPT's); XLM's output layer "
-                "(output_bias=True) is this pretrainer's: score continuations with "
-                "`pretrainer(batch)`, the logits at every position.")
-        return generation.generate(self.backbone, token_ids, padding_mask,
+    def generate(self, token_ids, padding_mask=None, max_length=None, language_id=None,
+                 **kwargs):
+        """See `keras_ctx.generation.generate`; XLM's CLM decodes with this pretrainer's
+        output layer (its bias) and `language_id` (`generation.causal_decoder`)."""
+        decoder = generation.causal_decoder(self.backbone, self.lm_head, language_id)
+        return generation.generate(decoder, token_ids, padding_mask,
                                    max_length=max_length, **kwargs)
 
     def get_config(self):

@@ -60,3 +60,23 @@ def numpy_xlm(tensors, config, ids, mask, positions, languages, prefix="transfor
         x = numpy_refs.post_ln_layer(x, mask, t, names, config["n_heads"], eps,
                                      references.gelu)
     return x
+
+
+def transformers_clm(directory, **config):
+    """A tiny causal XLMWithLMHeadModel of transformers (torch), its weights moved far from
+    their initial values (the bias not zero), saved to `directory`; returns the model."""
+    import pytest
+
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    config = transformers.XLMConfig(
+        vocab_size=40, emb_dim=16, n_layers=2, n_heads=2, n_langs=2, causal=True,
+        dropout=0.0, attention_dropout=0.0, max_position_embeddings=20, use_lang_emb=True,
+        **config)
+    torch.manual_seed(0)
+    reference = transformers.XLMWithLMHeadModel(config).eval()
+    with torch.no_grad():
+        for parameter in reference.parameters():
+            parameter.add_(0.3 * torch.randn_like(parameter))
+    reference.save_pretrained(directory)
+    return reference

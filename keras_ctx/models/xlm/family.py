@@ -13,6 +13,7 @@ from keras_ctx import optimizers
 from keras_ctx.data import tokenizers, xlm_recipe as recipe
 from keras_ctx.models.xlm import convert as convert_xlm
 from keras_ctx.models.xlm import backbone as xlm
+from keras_ctx.models.xlm.decoder import xlm_decoder
 from keras_ctx.models.presets import Pretraining, Stage, register_pretraining
 from keras_ctx.pretraining import CausalLMPretrainer, MaskedLMPretrainer
 from keras_ctx.families.common import TINY_TRANSFORMER
@@ -109,4 +110,6 @@ XLM = register_family(Family(
     dataset=xlm_dataset, pretrainer=xlm_pretrainer, optimizer=optimizers.xlm_recipe,
     recipe_config=recipe_config,
     objective={name: _OBJECTIVES[is_clm(name)] for name in xlm.XLM_PRESETS},
-    tiny=dict(TINY_TRANSFORMER, max_sequence_length=64)))
+    tiny=dict(TINY_TRANSFORMER, max_sequence_length=64),
+    # The CLM models decode through their own layers with a cache (positions, languages).
+    decoder=xlm_decoder))

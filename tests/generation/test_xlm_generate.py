@@ -1,0 +1,124 @@
+"""XLM's CLM models generate (Lample & Conneau 2019, Sec. 3.2): the family's decoder
+(`keras_ctx.models.xlm.decoder`, the registry's `decoder`) runs the converted checkpoint
+one token at a time with a key/value cache, its PredLayer bias and the rows' language.
+The tokens are those of a greedy loop over the whole model's logits, the loop XLM's own
+`TransformerModel.generate` runs (xlm/model/transformer.py @cd281d3: the last position's
+scores, positions 0.., one language id a row); on transformers' XLMWithLMHeadModel too."""
+
+import numpy as np
+import pytest
+from keras import ops
+
+from keras_ctx import generation
+from keras_ctx.convert.heads import masked_lm_from_huggingface
+from keras_ctx.models import XLMBackbone
+from keras_ctx.pretraining import CausalLMPretrainer
+from tests.convert.hf_checkpoints import write_checkpoint
+from tests.convert.xlm_checkpoints import XLM, transformers_clm, xlm_tensors
+from tests.execution import few_calls
+
+CAUSAL = dict(XLM, causal=True, n_langs=2, dropout=0.0, attention_dropout=0.0)
+PROMPT = np.array([[5, 6, 7], [8, 9, 0]])  # right-padded: the second row is two tokens
+PROMPT_MASK = PROMPT > 0
+LENGTH = 10
+
+
+@pytest.fixture(scope="module")
+def clm(tmp_path_factory):
+    """The tiny CLM checkpoint's pretrainer: backbone and PredLayer (a non-zero bias)."""
+    tensors = xlm_tensors(CAUSAL)
+    tensors["pred_layer.proj.weight"] = tensors["transformer.embeddings.weight"].copy()
+    directory = write_checkpoint(tmp_path_factory.mktemp("xlm") / "clm", CAUSAL, tensors)
+    backbone, head = masked_lm_from_huggingface(directory)
+    return CausalLMPretrainer(backbone, output_bias=True, lm_head=head)
+
+
+def _greedy_loop(logits_of, prompt, mask, length):
+    """Greedy decoding by re-reading every row whole: each row's next token is the argmax
+    at its last token, appended (`logits_of(ids, language)` -> (batch, time, vocab))."""
+    rows = [list(row[m]) for row, m in zip(prompt, mask)]
+    for row in rows:
+        while len(row) < length:
+            row.append(int(np.argmax(logits_of(np.array([row]))[0, -1])))
+    return np.array(rows)
+
+
+def _model_logits(model, language):
+    forward = few_calls(lambda ids: model({
+        "token_ids": ids, "padding_mask": ops.ones_like(ids),
+        "position_ids": ops.arange(ids.shape[1])[None], "language_ids":
+        ops.full(ops.shape(ids), language, "int32")}))
+    return lambda ids: ops.convert_to_numpy(forward(ops.convert_to_tensor(ids, "int32")))
+
+
+def test_greedy_tokens_with_and_without_cache_are_the_whole_models_loop(clm):
+    decoder = generation.causal_decoder(clm.backbone, clm.lm_head, language_id=1)
+    want = _greedy_loop(_model_logits(clm, 1), PROMPT, PROMPT_MASK, LENGTH)
+    for use_cache in (True, False):
+        out = clm.generate(PROMPT, PROMPT_MASK, max_length=LENGTH, language_id=1,
+                           use_cache=use_cache, jit_compile=False)
+        np.testing.assert_array_equal(ops.convert_to_numpy(out["token_ids"]), want)
+    # The language and the bias are read: the other language, or no bias, differ.
+    first = generation.causal_decoder(clm.backbone, clm.lm_head, language_id=0)
+    hidden_of = [ops.convert_to_numpy(d.call_with_cache(PROMPT, d.build_cache(2, 3), 0)[0])
+                 for d in (decoder, first)]
+    assert np.abs(hidden_of[0] - hidden_of[1]).min() > 1e-4
+    no_bias = generation.causal_decoder(clm.backbone, language_id=1)
+    hidden = np.random.default_rng(0).normal(size=(1, 1, 16)).astype("float32")
+    bias = ops.convert_to_numpy(decoder.logits(hidden) - no_bias.logits(hidden))[0, 0]
+    np.testing.assert_allclose(bias, ops.convert_to_numpy(clm.lm_head.output_bias), atol=1e-5)
+
+
+@pytest.mark.parametrize("sampler", ["top_k", "top_p", "random", "beam"])
+def test_samplers_draw_the_same_tokens_with_the_cache_as_without(clm, sampler):
+    decoder = generation.causal_decoder(clm.backbone, clm.lm_head, language_id=1)
+    cached, full = (ops.convert_to_numpy(generation.generate(
+        decoder, PROMPT, PROMPT_MASK, max_length=LENGTH, sampler=sampler, seed=7,
+        use_cache=use_cache, jit_compile=False)["token_ids"]) for use_cache in (True, False))
+    np.testing.assert_array_equal(cached, full)
+    np.testing.assert_array_equal(cached[PROMPT_MASK.nonzero()], PROMPT[PROMPT_MASK])
+
+
+def test_streamed_tokens_are_generates(clm):
+    decoder = generation.causal_decoder(clm.backbone, clm.lm_head, language_id=1)
+    streamed = list(generation.stream(decoder, PROMPT[:1], max_length=6, sampler="top_k",
+                                      seed=3))
+    out = generation.generate(decoder, PROMPT[:1], max_length=6, sampler="top_k", seed=3)
+    np.testing.assert_array_equal(ops.convert_to_numpy(out["token_ids"])[0, 3:], streamed)
+
+
+def test_an_mlm_model_or_an_unknown_language_is_refused_in_one_line():
+    mlm = XLMBackbone(40, 1, 2, 16, 64, num_languages=2)
+    with pytest.raises(ValueError, match="CLM models"):
+        generation.generate(mlm, PROMPT, max_length=LENGTH)
+    clm = XLMBackbone(40, 1, 2, 16, 64, num_languages=2, causal=True)
+    with pytest.raises(ValueError, match="language id 2 is not one of"):
+        generation.causal_decoder(clm, language_id=2)
+
+
+@pytest.mark.slow  # transformers and torch imported: ~15 s on 2 busy cores
+def test_greedy_tokens_equal_transformers_xlm_with_lm_head(tmp_path):
+    torch = pytest.importorskip("torch")
+    reference = transformers_clm(tmp_path / "hf", lang_id=1)  # generate's langs: 1
+    backbone, head = masked_lm_from_huggingface(str(tmp_path / "hf"))
+    decoder = generation.causal_decoder(backbone, head, language_id=1)
+
+    def reference_logits(ids, extra=()):
+        ids = torch.cat([torch.tensor(ids)] + [torch.full((len(ids), 1), t) for t in extra], 1)
+        with torch.no_grad():
+            return reference(input_ids=ids, langs=torch.full_like(ids, 1)).logits.numpy()
+
+    want = _greedy_loop(reference_logits, PROMPT, PROMPT_MASK, LENGTH)
+    got = generation.generate(decoder, PROMPT, PROMPT_MASK, max_length=LENGTH)
+    np.testing.assert_array_equal(ops.convert_to_numpy(got["token_ids"]), want)
+    # transformers' own XLMWithLMHeadModel.generate is not this loop: its
+    # prepare_inputs_for_generation appends reference.config.mask_token_id to the row and reads
+    # the scores there (the MLM models' way), a token XLM's CLM never trained on (and
+    # with its cache it reads the appended token's keys, not the chosen one's, later on).
+    with torch.no_grad():
+        theirs = reference.generate(torch.tensor(PROMPT[:1]), max_length=LENGTH,
+                                    do_sample=False, num_beams=1, use_cache=False).numpy()
+    masked = _greedy_loop(lambda ids: reference_logits(ids, [reference.config.mask_token_id]),
+                          PROMPT[:1], PROMPT_MASK[:1], LENGTH)
+    np.testing.assert_array_equal(theirs, masked)
+    assert (masked != want[:1]).any()

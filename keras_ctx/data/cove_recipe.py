@@ -68,8 +68,9 @@ def split_words(*columns):
     found = []
     for sentences, language in columns:
         # sacremoses is slow (~650 lines/s on a busy core, measured): the count says so.
-        words = [cove_words.moses_words(s, language) for s in progress.current().count(
-            sentences, f"{language} sentences split into Moses words", total=len(sentences))]
+        words = list(cove_words.words_of(progress.current().count(  # one process per core
+            sentences, f"{language} sentences split into Moses words", total=len(sentences)),
+            language))
         counts = collections.Counter(word for line in words for word in line)
         found.append((counts, np.array([len(line) for line in words], np.int64)))
     return found

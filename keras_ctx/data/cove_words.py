@@ -8,7 +8,8 @@ stay whole; the README downloads Moses' nonbreaking_prefix.en and .de beside it)
 normalize-punctuation.perl (XLM's first Moses step, `keras_ctx.data.xlm_text`): the README
 runs none. sacremoses' MosesTokenizer is tokenizer.perl in Python (`escape=False`: its
 -no-escape), through xlm_text's import: the optional `moses` extra, refused in one line
-when missing.
+when missing; `keras_ctx.data.moses_words` runs it (`words_of`: in one process per core
+for a large sample).
 
 `MosesWordTokenizer` turns text into those words' ids (Python, as XLM's tokenizer: no
 serve_text in an exported SavedModel); a word it lacks is its unknown word.
@@ -21,21 +22,29 @@ import os
 import keras
 import numpy as np
 
+from keras_ctx.data import moses_words as moses
 from keras_ctx.data import xlm_text
 from keras_ctx.data.word_end_bpe import PythonTokenizer
 
 
 @functools.cache
 def _tokenizer(language):
-    return xlm_text.sacremoses("CoVe's recipe").MosesTokenizer(lang=language)
+    xlm_text.sacremoses("CoVe's recipe")  # missing: refused in one line
+    return moses.tokenizer(language)
 
 
 def moses_words(text, language):
     """One line's words as the released pipeline made them: tokenizer.perl -no-escape -l
     `language` (no -a), lowercase.perl (and preprocess.py -lower), split on spaces."""
-    words = _tokenizer(language).tokenize(text, escape=False, aggressive_dash_splits=False,
-                                          return_str=False)
-    return " ".join(words).lower().split()
+    _tokenizer(language)
+    return moses.cove_words(text, language)
+
+
+def words_of(sentences, language, workers=None):
+    """`moses_words` of each of `sentences`: an iterator, in their order, split by `workers`
+    processes (None: one per core) for `moses_words.POOL_MIN_LINES` sentences or more."""
+    _tokenizer(language)
+    return moses.split("cove", ((language, text) for text in sentences), workers)
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")

@@ -22,6 +22,7 @@ clearly when the tokenizer and the embedding table disagree.
 """
 
 import functools
+import itertools
 import json
 import os
 import re
@@ -306,17 +307,20 @@ _END = 0xF0000
 _MARKS = re.compile("[\U000F0000-\U0010FFFF]")
 
 
-def _marked_words(reader, lines, read_words=None):
-    """`lines` read as `reader` (a WordEndBPETokenizer) reads them, or by `read_words`
-    (lines -> each line's words), as one string of words with each word's last character
-    marked (GPT's: one library call per batch)."""
+def _marked_words(reader, lines, words=None):
+    """`lines` read as `reader` (a WordEndBPETokenizer) reads them, or their rows of `words`
+    (an iterator of each line's words, read on), as one string of words with each word's
+    last character marked (GPT's: one library call per batch)."""
     text = "\n".join(lines)
     found = _MARKS.search(text)
     if found:
         raise ValueError("The text holds characters of Unicode's supplementary private use "
                          "planes (U+F0000-U+10FFFF), which GPT's BPE trainer uses as "
                          f"end-of-word marks ({found.group()!r}); remove them from the corpus.")
-    words = (read_words or reader.words)([text] if reader.gpt_text else lines)
+    if words is not None:
+        words = itertools.islice(words, len(lines))
+    else:
+        words = reader.words([text] if reader.gpt_text else lines)
     return " ".join(word[:-1] + chr(_END + ord(word[-1])) for row in words for word in row
                     if word)
 
@@ -338,8 +342,9 @@ def train_word_end_bpe(data, vocabulary_size, special_tokens=(), unknown_token="
     order), and the learned pieces and merges are mapped back to `c</w>`.
 
     `tokenizer_class` (a WordEndBPETokenizer subclass, made with `options`) reads the
-    text into words its own way (XLM's Moses); `read_words` (lines -> each line's words), where
-    given, reads the learnt text instead (XLM's sentences of several languages). The special
+    text into words its own way (XLM's Moses); `read_words` (all lines -> an iterator of each
+    line's words, which may read ahead in other processes), where given, reads the learnt
+    text instead (XLM's sentences of several languages, in one process per core). The special
     tokens come first, in their order, the unknown token first unless they list it.
     """
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
@@ -358,7 +363,8 @@ def train_word_end_bpe(data, vocabulary_size, special_tokens=(), unknown_token="
     batches = [lines[i:i + 512] for i in range(0, len(lines), 512)]
     counted = _counted(batches, len(lines), "Learning BPE merges", "Hugging Face tokenizers",
                        weight=len)
-    learner.train_from_iterator((_marked_words(reader, batch, read_words) for batch in counted),
+    words = iter(read_words(lines)) if read_words else None
+    learner.train_from_iterator((_marked_words(reader, batch, words) for batch in counted),
                                 trainer)
     progress.current().finish("Learned the BPE merges")
     model = json.loads(learner.to_str())["model"]
@@ -369,7 +375,7 @@ def train_word_end_bpe(data, vocabulary_size, special_tokens=(), unknown_token="
 
 
 def train_xlm_bpe(data, vocabulary_size, language="en", lowercase_and_remove_accent=True,
-                  special_tokens=xlm_text.XLM_SPECIAL_TOKENS, min_frequency=2):
+                  special_tokens=xlm_text.XLM_SPECIAL_TOKENS, min_frequency=2, workers=None):
     """XLM's BPE codes learnt on the Moses words of `data` -> an `xlm_text.XLMBPETokenizer`.
 
     XLM learns them with fastBPE's learnbpe on the tokenized, lower cased text; here
@@ -378,13 +384,15 @@ def train_xlm_bpe(data, vocabulary_size, language="en", lowercase_and_remove_acc
     `languages` attribute (one code per sentence: `xlm_recipe.tokenizer_text`'s sample)
     has each sentence read by its own language's Moses rules, as XLM tokenizes each
     corpus with tools/tokenize.sh $lg before learning one BPE on them all (README,
-    "bpe.train"); `language` is then only the tokenizer's default.
+    "bpe.train"); `language` is then only the tokenizer's default. A sample of
+    `moses_words.POOL_MIN_LINES` sentences or more is split in `workers` processes (None: one
+    per core; 1: this one), the words the same.
     """
-    languages, read_words = getattr(data, "languages", None), None
-    if languages is not None:
-        data = [f"{code}\t{line}" for code, line in zip(languages, _texts(data)) if line.strip()]
-        read_words = functools.partial(xlm_text.tagged_words, lowercase_and_remove_accents=(
-            lowercase_and_remove_accent))
+    texts = _texts(data)
+    languages = getattr(data, "languages", None) or itertools.repeat(language)
+    data = [f"{code}\t{line}" for code, line in zip(languages, texts) if line.strip()]
+    read_words = functools.partial(xlm_text.tagged_words, lowercase_and_remove_accents=(
+        lowercase_and_remove_accent), workers=workers)
     return train_word_end_bpe(data, vocabulary_size, special_tokens, "<unk>", min_frequency,
                               tokenizer_class=xlm_text.XLMBPETokenizer, read_words=read_words,
                               language=language,

@@ -13,28 +13,25 @@ vocab.json + merges.txt, whose pieces end in "</w>" where a word ends (fastBPE's
 sacremoses is an optional dependency (setup.py's `moses` extra); without it the
 tokenizer refuses in one line saying what to install. Chinese, Japanese and Thai,
 which XLM splits with their own segmenters (Stanford's, KyTea, PyThaiNLP), are
-refused; every other language goes through Moses' rules for it.
+refused; every other language goes through Moses' rules for it. The steps themselves are
+`keras_ctx.data.moses_words` (which also splits a large sample in one process per core).
 `tokenizers.train_xlm_bpe` learns the BPE on the Moses words (of a multilingual sample,
 each sentence by its own language's rules: `tagged_words`).
 """
 
 import functools
-import unicodedata
 
 import keras
 
 from keras_ctx.common.optional import install_command
+from keras_ctx.data import moses_words as moses
+from keras_ctx.data.moses_words import SEGMENTED_LANGUAGES
 from keras_ctx.data.word_end_bpe import WordEndBPETokenizer
 
 # xlm/data/dictionary.py @cd281d3: BOS_WORD, EOS_WORD, PAD_WORD, UNK_WORD, then
 # SPECIAL_WORD % i for i < SPECIAL_WORDS (10), ids 0-13; MASK_WORD is <special1>.
 XLM_SPECIAL_TOKENS = ("<s>", "</s>", "<pad>", "<unk>", *(f"<special{i}>" for i in range(10)))
 XLM_MASK = "<special1>"
-
-# XLM segments these with tools of their own, not Moses (tokenization_xlm.py: Jieba / the
-# Stanford segmenter, KyTea, PyThaiNLP).
-SEGMENTED_LANGUAGES = ("zh", "ja", "th")
-
 
 def sacremoses(who="XLM's tokenizer"):
     """The sacremoses module; ImportError in one line naming `who` needs it and what installs
@@ -52,60 +49,28 @@ def sacremoses(who="XLM's tokenizer"):
 
 @functools.cache
 def _moses(language):
-    """(punctuation normalizer, tokenizer) of sacremoses for `language`."""
-    if language in SEGMENTED_LANGUAGES:
-        raise ValueError(f"XLM splits {language!r} text with its own segmenter, which "
-                         "keras_ctx does not run; segment it first (XLM's tools/) and give "
-                         "the words separated by spaces with another language code.")
-    module = sacremoses()
-    # pre_replace_unicode_punct: replace-unicode-punctuation.perl before the normalizer
-    # (sacremoses' table is transformers' replace_unicode_punct, entry for entry).
-    return (module.MosesPunctNormalizer(lang=language, pre_replace_unicode_punct=True),
-            module.MosesTokenizer(lang=language))
-
-
-def remove_non_printing_char(text):
-    """remove-non-printing-char.perl: every character of a category C* dropped (Python's
-    Unicode tables, as transformers' port)."""
-    return "".join(c for c in text if not unicodedata.category(c).startswith("C"))
-
-
-def romanian(text):
-    """transformers' romanian_preprocessing (Sennrich's WMT16 scripts; xlm-mlm-enro-1024):
-    cedilla to comma forms, then s, t, a, i without their marks."""
-    for source, target in (("\u015e", "\u0218"), ("\u015f", "\u0219"), ("\u0162", "\u021a"),
-                           ("\u0163", "\u021b"), ("\u0218", "S"), ("\u0219", "s"),
-                           ("\u021a", "T"), ("\u021b", "t"), ("\u0102", "A"), ("\u0103", "a"),
-                           ("\u00c2", "A"), ("\u00e2", "a"), ("\u00ce", "I"), ("\u00ee", "i")):
-        text = text.replace(source, target)
-    return text
-
-
-def lowercase_and_remove_accent(words):
-    """tools/lowercase_and_remove_accent.py on a line's words: lower case, NFD, marks
-    (category Mn) dropped, lower case again; split on the spaces that joined them."""
-    text = unicodedata.normalize("NFD", " ".join(words).lower())
-    return "".join(c for c in text if unicodedata.category(c) != "Mn").lower().split(" ")
+    """(punctuation normalizer, tokenizer) of sacremoses for `language`; refused in one line
+    for a segmented language or without sacremoses."""
+    if language not in SEGMENTED_LANGUAGES:  # (those: refused with their own reason)
+        sacremoses()
+    return moses.xlm_moses(language)
 
 
 def moses_words(text, language="en", lowercase_and_remove_accents=True):
     """One line's words as XLM reads them before BPE (empty words dropped)."""
-    normalizer, tokenizer = _moses(language)
-    text = remove_non_printing_char(normalizer.normalize(text))
-    if language == "ro":
-        text = romanian(text)
-    words = tokenizer.tokenize(text, return_str=False, escape=False)
-    if lowercase_and_remove_accents:
-        words = lowercase_and_remove_accent(words)
-    return [word for word in words if word]
+    _moses(language)
+    return moses.xlm_words(text, language, lowercase_and_remove_accents)
 
 
-def tagged_words(lines, lowercase_and_remove_accents=True):
+def tagged_words(lines, lowercase_and_remove_accents=True, workers=None):
     """`moses_words` of "LANGUAGE<TAB>text" lines, each by its own language's rules (a
     multilingual sample's, as XLM's tools/tokenize.sh $lg reads each corpus; see
-    `tokenizers.train_xlm_bpe`)."""
-    return [moses_words(text, language, lowercase_and_remove_accents)
-            for language, text in (line.split("\t", 1) for line in lines)]
+    `tokenizers.train_xlm_bpe`): an iterator, in the lines' order, split by `workers`
+    processes (None: one per core) for a sample of `moses_words.POOL_MIN_LINES` lines or
+    more."""
+    sacremoses()
+    return moses.split("xlm" if lowercase_and_remove_accents else "xlm-cased",
+                       (line.split("\t", 1) for line in lines), workers)
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")

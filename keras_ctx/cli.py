@@ -120,14 +120,15 @@ def _finetune(args):
     finetune(args.run_dir, args.train, args.out, epochs=args.epochs,
              batch_size=args.batch_size, learning_rate=args.learning_rate, export=args.export,
              overwrite=args.overwrite, header=args.header,
-             keep_optimizer_state=args.keep_optimizer_state)
+             keep_optimizer_state=args.keep_optimizer_state, language=args.language)
     return 0
 
 
 def _embed(args):
     from keras_ctx.commands.embed import embed
 
-    embed(args.run_dir, args.texts, word=args.word, save=args.save, overwrite=args.overwrite)
+    embed(args.run_dir, args.texts, word=args.word, save=args.save, overwrite=args.overwrite,
+          language=args.language)
     return 0
 
 
@@ -135,7 +136,7 @@ def _export(args):
     from keras_ctx.commands.export import export_run
 
     export_run(args.model, args.out, args.version, args.overwrite, args.sequence_length,
-               with_text=args.with_text, jit_compile=args.xla_serving)
+               with_text=args.with_text, jit_compile=args.xla_serving, language=args.language)
     return 0
 
 
@@ -213,6 +214,14 @@ def _add_training_options(parser):
                              "left in --out")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a backbone config value, e.g. --set num_layers=2")
+
+
+def _add_language_option(parser, what):
+    """`--language CODE`: the language of the text a command reads (XLM's language ids)."""
+    parser.add_argument("--language", default=None, metavar="CODE",
+                        help=f"the language of {what} (XLM: its language id and Moses "
+                             "rules; needed for a model of several languages, refused by "
+                             "models without language ids)")
 
 
 def _add_global_options(parser, default=False):
@@ -338,6 +347,7 @@ def build_parser():
     finetune.add_argument("--keep-optimizer-state", action="store_true",
                           help="save AdamW's moments in classifier.keras too (about 3x the "
                                "weights' size), to fit on from them")
+    _add_language_option(finetune, "the --train texts")
     finetune.set_defaults(run=_finetune)
 
     embed = commands.add_parser("embed", help="print contextual vectors of words in texts")
@@ -347,6 +357,7 @@ def build_parser():
                        help="compare this word's vectors across the texts (cosine)")
     embed.add_argument("--save", default=None, help="save all vectors to this .npz file")
     embed.add_argument("--overwrite", action="store_true", help="replace an existing --save")
+    _add_language_option(embed, "the texts")
     embed.set_defaults(run=_embed)
 
     export = commands.add_parser("export", help="export a SavedModel for TF Serving")
@@ -366,6 +377,7 @@ def build_parser():
     export.add_argument("--xla-serving", action="store_true",
                         help="XLA-compile the serving functions (TF Serving on CPU needs "
                              "--xla_cpu_compilation_enabled; see saved_models/README.md)")
+    _add_language_option(export, "serve_text's strings (with --with-text)")
     export.set_defaults(run=_export)
 
     generate = commands.add_parser("generate", help="generate text from a prompt (a run or "

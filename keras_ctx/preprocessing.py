@@ -12,6 +12,11 @@ families get the encoder inputs and the decoder inputs shifted right.
 "longest_first" (tokens are dropped from the end of the longer text of the
 pair, one at a time, as Hugging Face's tokenizers do).
 
+`language` is the text's language, for a family whose models read a language id
+per token (XLM): it picks the language id (the model's `languages`, XLM's
+id2lang) and the tokenizer's rules for that language (XLM's Moses rules);
+`text_language` says what is refused.
+
 `piece_spans(tokenizer, text)` gives each piece of the whole-text
 tokenization its [start, end) characters in `text`, so a word's pieces are
 found from offsets, never by tokenizing word by word (which loses byte-level
@@ -44,6 +49,47 @@ def _family(family):
     return registry.get(family) if isinstance(family, str) else family
 
 
+def text_language(family, languages, language=None):
+    """(the text's language code or None, its language id) for a model of `family`.
+
+    Args:
+        family: a `Family`; only one whose framing gives language ids (XLM's) takes a
+            language.
+        languages: the model's language codes in id order (`XLMBackbone.languages`,
+            XLM's id2lang), or None where it names none.
+        language: the text's language code, or None.
+
+    A code the model does not name is refused, and so is no code for a model of several
+    languages (nothing is picked for the user); a model of one language needs none. A
+    model that names no languages reads text as before they were kept: id 0, the
+    tokenizer's own rules, and refuses a code it cannot place.
+    """
+    given = "language" if language is None else f"language {language!r}"
+    if not (family.framing is not None and family.framing.positions):
+        if language is not None:
+            raise ValueError(f"The {family.name} family's models read no language ids (they "
+                             f"have no language embedding): leave the {given} out.")
+        return None, 0
+    if languages is None:
+        if language is not None:
+            raise ValueError(f"The model names no languages (its config has no lang2id: a "
+                             f"run or checkpoint saved before keras_ctx kept them), so "
+                             f"{given} has no language id; leave it out (language id 0, the "
+                             "tokenizer's own rules) or use a model whose config names them.")
+        return None, 0
+    known = ", ".join(languages)
+    if language is None:
+        if len(languages) > 1:
+            raise ValueError(f"The model reads {len(languages)} languages ({known}), each with "
+                             "its own language id and word rules: give the text's language "
+                             f"with --language CODE (language= in Python), one of {known}.")
+        language = languages[0]
+    if language not in languages:
+        raise ValueError(f"{given} is not one of the model's languages ({known}); give one "
+                         "of them.")
+    return language, tuple(languages).index(language)
+
+
 class TextPreprocessor(keras.layers.Layer):
     """A batch of strings (or of string pairs) -> the backbone's inputs, fixed length.
 
@@ -52,6 +98,10 @@ class TextPreprocessor(keras.layers.Layer):
         sequence_length: the fixed output length.
         family: a family name (or `Family`); its framing frames the text.
         truncation: "error" or "longest_first" (see the module docstring).
+        language: the text's language code (XLM: its language id and Moses rules;
+            `text_language` says when it is needed).
+        languages: the model's language codes in id order (`backbone.languages`, XLM's
+            id2lang); None where the model names none.
 
     Call arguments:
         text: (batch,) strings.
@@ -63,13 +113,17 @@ class TextPreprocessor(keras.layers.Layer):
     """
 
     def __init__(self, tokenizer, sequence_length, family="bert", truncation="error",
-                 **kwargs):
+                 language=None, languages=None, **kwargs):
         super().__init__(**kwargs)
         family = _family(family)
         if family.framing is None:
             raise ValueError(f"The {family.name} family reads {family.inputs}, not "
                              "tokenized text: it has no TextPreprocessor.")
         validation.one_of("truncation", truncation, TRUNCATIONS)
+        self.languages = None if languages is None else tuple(languages)
+        self.language, self.language_id = text_language(family, self.languages, language)
+        if self.language is not None and hasattr(tokenizer, "for_language"):
+            tokenizer = tokenizer.for_language(self.language)  # XLM: that language's Moses
         self.tokenizer = tokenizer
         self.sequence_length = sequence_length
         self.family = family.name
@@ -162,9 +216,9 @@ class TextPreprocessor(keras.layers.Layer):
         out = {"token_ids": ids, "padding_mask": mask}
         if self.segments > 1:
             out["segment_ids"] = segments.to_tensor(0, shape=[None, self.sequence_length])
-        if self.positions:  # XLM: positions 0.., the first language's id
+        if self.positions:  # XLM: positions 0.., the text's language id
             out["position_ids"] = tf.zeros_like(ids) + tf.range(self.sequence_length)
-            out["language_ids"] = tf.zeros_like(ids)
+            out["language_ids"] = tf.zeros_like(ids) + self.language_id
         return out
 
     def framed_length(self, text):
@@ -174,7 +228,8 @@ class TextPreprocessor(keras.layers.Layer):
 
     def get_config(self):
         return dict(super().get_config(), sequence_length=self.sequence_length,
-                    family=self.family, truncation=self.truncation)
+                    family=self.family, truncation=self.truncation, language=self.language,
+                    languages=None if self.languages is None else list(self.languages))
 
 
 # ---------------------------------------------------------------- offsets
@@ -266,16 +321,19 @@ def character_inputs(texts, sequence_length):
         tf.constant(texts), max(sequence_length, longest))}
 
 
-def text_inputs(family, tokenizer, texts, sequence_length):
+def text_inputs(family, tokenizer, texts, sequence_length, language=None, languages=None):
     """(inputs, preprocessor or None) for `texts`; rows at least `sequence_length` long.
 
     Longer texts get longer rows (up to the backbone's own position limit,
-    which it checks), never truncation.
+    which it checks), never truncation. `language`, `languages`: as TextPreprocessor's.
     """
     if family.framing is None:
+        text_language(family, languages, language)  # a language is refused
         return character_inputs(texts, sequence_length), None
-    probe = TextPreprocessor(tokenizer, sequence_length, family)
+    probe = TextPreprocessor(tokenizer, sequence_length, family, language=language,
+                             languages=languages)
     length = max([sequence_length] + [probe.framed_length(t) for t in texts])
-    preprocessor = TextPreprocessor(tokenizer, length, family)
+    preprocessor = TextPreprocessor(tokenizer, length, family, language=language,
+                                    languages=languages)
     inputs = preprocessor(np.array(texts, dtype=object))
     return {k: np.asarray(v) for k, v in inputs.items()}, preprocessor

@@ -3,28 +3,33 @@
 import os
 
 from keras_ctx import runs
+from keras_ctx.common.errors import ConfigError
 from keras_ctx.preprocessing import TextPreprocessor
 
 
 def export_run(model_or_run, out, version=1, overwrite=False, sequence_length=None,
-               with_text=False, jit_compile=False):
+               with_text=False, jit_compile=False, language=None):
     """Exports a run, a fine-tuned classifier or any model handle (`keras_ctx.handles`);
     `with_text` adds serve_text (needs tensorflow-text ops), `jit_compile` XLA-compiles
-    the serving functions."""
+    the serving functions, `language` is serve_text's language (XLM: `--language`)."""
     from keras_ctx import handles
     from keras_ctx.common import validation
 
     # The command's one check of its arguments, before anything is loaded: 0 is not "not
     # given" (an export at length 0 serves nothing).
     validation.check_args(version=version, sequence_length=sequence_length)
-    validation.check_given(out=out)
+    validation.check_given(out=out, language=language)
+    if language is not None and not with_text:
+        raise ConfigError(f"--language {language} is the language of serve_text's strings: "
+                          "add --with-text, or leave --language out (the other signatures "
+                          "take language ids).")
     if os.path.isdir(model_or_run) and runs.is_finetuned(model_or_run):
         # A `keras-ctx finetune --out` directory: export its classifier; with text, the
         # run it was fine-tuned from gives the tokenizer (finetune.json names it).
         info, backbone = runs.load_finetuned(model_or_run)
         sequence_length = info.get("sequence_length") if sequence_length is None else (
             sequence_length)
-        preprocessor = (_finetuned_preprocessor(model_or_run, info, sequence_length)
+        preprocessor = (_finetuned_preprocessor(model_or_run, info, sequence_length, language)
                         if with_text else None)
         # finetune.json's class names; a directory written before it records none.
         return _saved_model(backbone, out, version, overwrite, sequence_length, preprocessor,
@@ -35,16 +40,17 @@ def export_run(model_or_run, out, version=1, overwrite=False, sequence_length=No
     if resolved.has_weights and sequence_length is None:
         sequence_length = resolved.info.get("sequence_length")
     return export_loaded(resolved.backbone, resolved.tokenizer, resolved.info.get("family"), out,
-                         version, overwrite, sequence_length, with_text, jit_compile)
+                         version, overwrite, sequence_length, with_text, jit_compile,
+                         language)
 
 
 def export_loaded(backbone, tokenizer, family, out, version, overwrite, sequence_length,
-                  with_text, jit_compile=False):
+                  with_text, jit_compile=False, language=None):
     """`export_run` of a model already in memory (pretrain's `--export`: the backbone and
     tokenizer it trained and saved; its request checked the arguments): nothing is read
     back."""
-    preprocessor = (TextPreprocessor(tokenizer, sequence_length, family) if with_text
-                    else None)
+    preprocessor = (text_preprocessor(tokenizer, sequence_length, family, language, backbone)
+                    if with_text else None)
     return _saved_model(backbone, out, version, overwrite, sequence_length, preprocessor,
                         None, jit_compile)
 
@@ -63,13 +69,27 @@ def _saved_model(backbone, out, version, overwrite, sequence_length, preprocesso
     return path
 
 
-def _finetuned_preprocessor(directory, info, sequence_length):
-    """The text path of a fine-tuned classifier: the tokenizer of the run it came from."""
+def _finetuned_preprocessor(directory, info, sequence_length, language=None):
+    """The text path of a fine-tuned classifier: the tokenizer (and languages) of the run it
+    came from."""
     from keras_ctx import handles
 
     if not info.get("run") or not info.get("family"):
         raise runs.RunDirectoryError(
             f"{directory} does not name the run it was fine-tuned from (written before "
             "finetune.json did); export it without --with-text, or fine-tune again.")
-    tokenizer = handles.resolve(info["run"], need_tokenizer=True).tokenizer
-    return TextPreprocessor(tokenizer, sequence_length, info["family"])
+    run = handles.resolve(info["run"], need_tokenizer=True)
+    return text_preprocessor(run.tokenizer, sequence_length, info["family"], language,
+                             run.backbone)
+
+
+def text_preprocessor(tokenizer, sequence_length, family, language, backbone):
+    """serve_text's preprocessor: the text in `language` as `backbone` reads it (its
+    `languages`); a tokenizer that runs Python is refused, as a SavedModel cannot hold it."""
+    if not getattr(tokenizer, "in_graph", True):
+        raise ConfigError(
+            f"--with-text: {type(tokenizer).__name__} runs Python (tf.py_function), which a "
+            "SavedModel cannot hold: its serve_text would fail once loaded. Export without "
+            "--with-text and make the ids with keras_ctx.preprocessing.TextPreprocessor.")
+    return TextPreprocessor(tokenizer, sequence_length, family, language=language,
+                            languages=getattr(backbone, "languages", None))

@@ -16,7 +16,7 @@ from keras_ctx.preprocessing import text_inputs
 
 
 def finetune(run_dir, train, out, epochs=3, batch_size=16, learning_rate=5e-5, export=None,
-             overwrite=False, header=None, keep_optimizer_state=False):
+             overwrite=False, header=None, keep_optimizer_state=False, language=None):
     """Fine-tunes the run's backbone on `train` (text<TAB>label); saves OUT/classifier.keras.
 
     `header`: whether the TSV's first line is a header (None: detect). Nothing
@@ -24,13 +24,14 @@ def finetune(run_dir, train, out, epochs=3, batch_size=16, learning_rate=5e-5, e
     `keep_optimizer_state`: save AdamW's two moments per weight too (the file is
     then about three times the model; `keras.saving.load_model` gives a compiled
     classifier whose `fit` goes on from them); by default the weights alone.
+    `language`: the texts' language code, for a model of several (XLM: `--language`).
     """
     from keras_ctx.common import files, validation
     from keras_ctx.data.labelled import read_labelled_tsv
     from keras_ctx.export import check_export_target
 
     validation.check_args(epochs=epochs, batch_size=batch_size, learning_rate=learning_rate)
-    validation.check_given(train=train, out=out, export=export)
+    validation.check_given(train=train, out=out, export=export, language=language)
     target = os.path.join(out, runs.CLASSIFIER_FILE)
     if os.path.exists(target) and not overwrite:
         raise runs.RunDirectoryError(f"{target} already exists; pass --overwrite to "
@@ -43,11 +44,12 @@ def finetune(run_dir, train, out, epochs=3, batch_size=16, learning_rate=5e-5, e
         texts, labels = read_labelled_tsv(train, header=header)
     with runs.writing(out):  # a second finetune (or pretrain, convert) into OUT refuses
         return _finetune(run_dir, out, target, texts, labels, epochs, batch_size,
-                         learning_rate, export, overwrite, bool(keep_optimizer_state))
+                         learning_rate, export, overwrite, bool(keep_optimizer_state),
+                         language)
 
 
 def _finetune(run_dir, out, target, texts, labels, epochs, batch_size, learning_rate, export,
-              overwrite, keep_optimizer_state):
+              overwrite, keep_optimizer_state, language):
     from keras_ctx.common import files
     from keras_ctx.tasks import SequenceClassifier
 
@@ -62,7 +64,8 @@ def _finetune(run_dir, out, target, texts, labels, epochs, batch_size, learning_
     y = np.array([classes.index(label) for label in labels], "int32")
     say(f"Tokenizing {len(texts):,} examples ({len(classes)} classes) to "
         f"{info['sequence_length']} tokens...")
-    inputs, _ = text_inputs(family, tokenizer, texts, info["sequence_length"])
+    inputs, preprocessor = text_inputs(family, tokenizer, texts, info["sequence_length"],
+                                       language, getattr(backbone, "languages", None))
     inputs = {k: v for k, v in inputs.items() if k in backbone.input}
     model = SequenceClassifier(backbone, num_classes=len(classes))
     model.compile(keras.optimizers.AdamW(learning_rate),
@@ -84,7 +87,7 @@ def _finetune(run_dir, out, target, texts, labels, epochs, batch_size, learning_
     print(f"Saved the classifier ({len(classes)} classes: {classes}) to {out}.")
     if export:
         _export(model, export, overwrite, info["sequence_length"], [str(c) for c in classes],
-                family, tokenizer)
+                family, tokenizer, preprocessor)
     return model
 
 
@@ -93,7 +96,8 @@ def _text_copy(export):
     return export.rstrip("/") + "-text"
 
 
-def _export(model, export, overwrite, sequence_length, class_names, family, tokenizer):
+def _export(model, export, overwrite, sequence_length, class_names, family, tokenizer,
+            preprocessor):
     """The classifier as a SavedModel (ids in) and, for a family with a text framing, a
     copy that also takes strings (serve_text; its server needs tensorflow-text's ops)."""
     from keras_ctx.export import export_saved_model
@@ -110,8 +114,10 @@ def _export(model, export, overwrite, sequence_length, class_names, family, toke
         f"tensorflow-text ops) to {_text_copy(export)}...")
     path = export_saved_model(model, _text_copy(export), overwrite=overwrite,
                               sequence_length=sequence_length, class_names=class_names,
-                              preprocessor=TextPreprocessor(tokenizer, sequence_length,
-                                                            family.name))
+                              preprocessor=TextPreprocessor(
+                                  tokenizer, sequence_length, family.name,
+                                  language=preprocessor.language,
+                                  languages=preprocessor.languages))
     print(f"Exported the text-in copy to {path}: serve_text(['a sentence']) gives the label.")
 
 

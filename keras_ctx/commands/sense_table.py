@@ -55,6 +55,8 @@ SENSE_EXAMPLES = {
 }
 
 HEATMAP = "senses.png"
+# The sentences' language, for a model that reads language ids (XLM): their id and rules.
+SENSE_LANGUAGE = "en"
 
 # all-MiniLM-L6-v2 (a trained checkpoint, README's tour) on SENSE_EXAMPLES with
 # this table's measure: within / across per word, every pair separated
@@ -78,11 +80,14 @@ def sense_similarities(run_dir, examples=None, model=None):
         the word's mean vector over its sentences (what the context adds).
     """
     model = model or TextModel(run_dir)
+    # A model that names its languages reads the sentences as English; one that names none
+    # (every family but XLM's) takes no language.
+    read = {} if getattr(model, "languages", None) is None else {"language": SENSE_LANGUAGE}
     result = {}
     for word, by_sense in (examples or SENSE_EXAMPLES).items():
         senses = [sense for sense, texts in by_sense.items() for _ in texts]
         texts = [text for group in by_sense.values() for text in group]
-        vectors = model.word_vectors(texts, word)
+        vectors = model.word_vectors(texts, word, **read)
         context = vectors - vectors.mean(0)
         n = len(texts)
         raw = np.array([[cosine(vectors[i], vectors[j]) for j in range(n)] for i in range(n)])
@@ -177,11 +182,17 @@ def show_sense_table(run_dir, model=None):
     passes the one it trained), else it is read from `run_dir`.
 
     Returns:
-        The table (`sense_similarities`).
+        The table (`sense_similarities`), or None for a model that names its languages
+        without English (the sentences' language).
     """
     loaded = model or TextModel(run_dir)
-    table = sense_similarities(run_dir, model=loaded)
     name = model_name(run_dir, loaded.info)
+    languages = getattr(loaded, "languages", None)
+    if languages is not None and SENSE_LANGUAGE not in languages:
+        print(f"\nNo sense table: its sentences are English, and {name} reads "
+              f"{', '.join(languages)}.")
+        return None
+    table = sense_similarities(run_dir, model=loaded)
     print(f"\nOne word, different contexts: does {name} tell a word's senses apart?\n"
           "Cosine of what each context adds to the word's last-layer vector (the word's mean "
           "over its\nsentences removed, Ethayarajh 2019): a model that reads the context "

@@ -99,6 +99,14 @@ class XLMBPETokenizer(WordEndBPETokenizer):
         return [moses_words(line, self.language, self.lowercase_and_remove_accent)
                 for line in lines]
 
+    def for_language(self, language):
+        """This tokenizer reading text by `language`'s Moses rules (the same BPE and ids)."""
+        if language == self.language:
+            return self
+        return XLMBPETokenizer(self.vocabulary, self.merges, self.unknown_token,
+                               language=language,
+                               lowercase_and_remove_accent=self.lowercase_and_remove_accent)
+
     def get_config(self):
         return dict(super().get_config(), language=self.language,
                     lowercase_and_remove_accent=self.lowercase_and_remove_accent)

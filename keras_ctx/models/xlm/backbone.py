@@ -49,6 +49,10 @@ class XLMBackbone(Backbone):
         max_sequence_length: rows of the position table (512).
         layer_norm_epsilon: 1e-12.
         activation: FFN activation ("gelu").
+        languages: the language code of each language id, in id order (XLM's
+            `params.id2lang`, sorted codes; transformers' `config.id2lang`), at most
+            `num_languages`; None: the model names none. Text in a language gets its
+            row (`keras_ctx.preprocessing.TextPreprocessor(language=...)`).
 
     Inputs: dict of int32 (batch, time) `token_ids`, `padding_mask`,
     `position_ids`, `language_ids` (`keras_ctx.data.multilingual` makes them).
@@ -65,9 +69,11 @@ class XLMBackbone(Backbone):
     def __init__(self, vocabulary_size, num_layers, num_heads, hidden_size,
                  intermediate_size, num_languages=1, use_language_embeddings=True,
                  causal=False, dropout=0.1, attention_dropout=0.1, max_sequence_length=512,
-                 layer_norm_epsilon=1e-12, activation="gelu", dtype=None, **kwargs):
+                 layer_norm_epsilon=1e-12, activation="gelu", languages=None, dtype=None,
+                 **kwargs):
         _checks.positive_int("vocabulary_size", vocabulary_size)
         _checks.positive_int("num_languages", num_languages)
+        languages = _language_codes(languages, num_languages)
         _checks.positive_int("max_sequence_length", max_sequence_length)
         _checks.divisible("hidden_size", hidden_size, "num_heads", num_heads)
         inputs = {name: keras.Input((None,), dtype="int32", name=name) for name in INPUTS}
@@ -115,6 +121,7 @@ class XLMBackbone(Backbone):
         self.max_sequence_length = max_sequence_length
         self.layer_norm_epsilon = layer_norm_epsilon
         self.activation = activation
+        self.languages = languages
 
     def get_config(self):
         config = super().get_config()
@@ -132,6 +139,7 @@ class XLMBackbone(Backbone):
             "max_sequence_length": self.max_sequence_length,
             "layer_norm_epsilon": self.layer_norm_epsilon,
             "activation": self.activation,
+            "languages": None if self.languages is None else list(self.languages),
         })
         return config
 
@@ -147,6 +155,20 @@ class XLMBackbone(Backbone):
         embeddings = (vocabulary_size + max_sequence_length + languages) * h + 2 * h
         layer = 4 * (h * h + h) + 2 * h + (h * f + f) + (f * h + h) + 2 * h
         return embeddings + num_layers * layer
+
+
+def _language_codes(languages, num_languages):
+    """`languages` as a tuple of distinct non-empty codes, at most one per language id."""
+    if languages is None:
+        return None
+    if isinstance(languages, str) or not all(isinstance(c, str) and c for c in languages):
+        raise ValueError(f"`languages` lists language codes in id order (['en', 'fr']), got "
+                         f"{languages!r}.")
+    languages = tuple(languages)
+    if len(set(languages)) != len(languages) or len(languages) > num_languages:
+        raise ValueError(f"`languages` names each of the num_languages={num_languages} "
+                         f"language ids at most once, got {list(languages)}.")
+    return languages
 
 
 def _xlm(vocabulary_size, num_layers, hidden_size, num_heads, num_languages, **extra):

@@ -46,7 +46,33 @@ def xlm_config_from_huggingface(config):
         max_sequence_length=config.get("max_position_embeddings", 512),
         layer_norm_epsilon=config.get("layer_norm_eps", 1e-12),
         activation=activation,
+        languages=languages_from_huggingface(config),
     )
+
+
+def languages_from_huggingface(config):
+    """The language codes in id order from config.json's `lang2id` / `id2lang` (transformers'
+    XLM configs, XLM's params.lang2id), or None where it has neither."""
+    named = None
+    for field in ("lang2id", "id2lang"):
+        pairs = config.get(field)
+        if pairs is None:
+            continue
+        if not isinstance(pairs, dict):
+            raise CheckpointError(f"{field} is a mapping of language codes and ids, got "
+                                  f"{pairs!r}.")
+        items = pairs.items() if field == "id2lang" else [(i, c) for c, i in pairs.items()]
+        if not all(str(i).isdigit() and isinstance(c, str) and c for i, c in items):
+            raise CheckpointError(f"{field} must pair language ids with codes, got {pairs!r}.")
+        ids = {int(i): code for i, code in items}
+        if sorted(ids) != list(range(len(pairs))):
+            raise CheckpointError(f"{field} numbers its languages {sorted(ids)}, not "
+                                  f"0..{len(pairs) - 1} each once.")
+        if named is not None and named != ids:
+            raise CheckpointError(f"lang2id and id2lang disagree ({config['lang2id']} vs "
+                                  f"{pairs}); fix one.")
+        named = ids
+    return None if named is None else [named[i] for i in range(len(named))]
 
 
 def _gelu(activation):
@@ -77,7 +103,16 @@ def xlm_config_to_huggingface(backbone):
         "sinusoidal_embeddings": False,
         "asm": False,
         "init_std": 0.02,
+        **_language_fields(backbone.languages),
     }
+
+
+def _language_fields(languages):
+    """transformers' XLM config fields for the backbone's languages (none when unnamed)."""
+    if languages is None:
+        return {}
+    return {"lang2id": {code: i for i, code in enumerate(languages)},
+            "id2lang": {str(i): code for i, code in enumerate(languages)}}
 
 
 def xlm_weight_map(backbone):

@@ -83,13 +83,21 @@ def xlm_dataset(documents, tokenizer, run):
                               objective="clm" if is_clm(run.preset) else "mlm")
 
 
+# A run without --languages reads its one corpus by the tokenizer's rules, English
+# (tokenizers.train_xlm_bpe's default language; xlm_recipe.xlm_dataset), under id 0.
+ONE_LANGUAGE = ("en",)
+
+
 def recipe_config(run):
-    """The recipe's backbone config (recipe.recipe_config). `keras-ctx pretrain` reads it
-    while it checks its arguments, before any text: --parallel with a CLM preset is
-    refused there (the paper's TLM is an MLM objective)."""
+    """The recipe's backbone config (recipe.recipe_config), with the run's languages in id
+    order (XLM's id2lang: recipe.language_ids), which the saved backbone keeps for the
+    commands that read text. `keras-ctx pretrain` reads it while it checks its arguments,
+    before any text: --parallel with a CLM preset is refused there (the paper's TLM is an
+    MLM objective)."""
     if is_clm(run.preset):
         recipe.refuse_pairs_for_clm(dict(run.inputs).get("parallel"), run.preset)
-    return recipe.recipe_config(run)
+    ids = recipe.language_ids(dict(run.inputs).get("languages") or ONE_LANGUAGE)
+    return {**recipe.recipe_config(run), "languages": sorted(ids, key=ids.get)}
 
 
 xlm_dataset.check_inputs = recipe.check_inputs  # `keras-ctx pretrain --languages/--parallel`

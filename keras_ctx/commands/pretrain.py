@@ -26,7 +26,7 @@ from keras_ctx.commands.pretrain_checks import VOCABULARY_SIZE, PretrainRequest 
 from keras_ctx.commands.embed import TextModel
 from keras_ctx.commands.export import export_loaded
 from keras_ctx.commands.sense_table import show_sense_table
-from keras_ctx.data import corpora, fingerprints, prepare, token_counts
+from keras_ctx.data import corpora, fingerprints, prepare, prepared_ids, token_counts
 from keras_ctx.data.prepared_input import PreparedInput
 from keras_ctx.data.tokenizers import TOKENIZER_SAMPLE, train_tokenizer
 from keras_ctx.export import check_export_target
@@ -154,9 +154,11 @@ def build_prepared(preset, data_dir, run, overrides=None, manifest=None):
         manifest = pretrain_checks.check_prepared(data_dir, preset, run.sequence_length,
                                                   batch_size=run.batch_size)
     tokenizer = prepare.load_tokenizer(data_dir)
+    ids = prepared_ids.recipe_of(family)  # the recipe's own pipeline over prepared ids
+    run = prepared_ids.prepared_run(run, data_dir, manifest) if ids else run
     backbone, pretrainer = _model(preset, tokenizer, run, overrides)
-    dataset = PreparedInput(data_dir, manifest, family.prepared(tokenizer, run),
-                            run.batch_size, run.seed)
+    dataset = (family.dataset(None, tokenizer, run) if ids else PreparedInput(
+        data_dir, manifest, family.prepared(tokenizer, run), run.batch_size, run.seed))
     saved_tokenizer, extra = family.run_files(tokenizer)
     record = {k: manifest[k] for k in ("examples", "layout", "tokenizer", "settings")}
     record["sha256"] = [s["sha256"] for s in manifest["shards"]]

@@ -157,6 +157,11 @@ def _multilingual(family, given):
     """The checked (languages, parallel) of a recipe that reads them (its dataset's
     `check_inputs`, XLM's); refused for any other recipe."""
     check = getattr(family.dataset, "check_inputs", None)
+    if given.data is not None:  # prepared data's inputs are the ones it recorded
+        if given.languages or given.parallel or given.glove:
+            raise ConfigError("--languages, --parallel and --glove are --data's own (recorded "
+                              "when it was prepared): drop them.")
+        return (), ()
     reads_glove = getattr(check, "reads_glove", False)  # a recipe over word vectors (CoVe's)
     if given.glove and not reads_glove:
         raise ConfigError(f"--glove is read by a recipe over word vectors (CoVe's); the "

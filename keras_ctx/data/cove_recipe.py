@@ -41,8 +41,8 @@ from keras_ctx.common import progress, validation
 from keras_ctx.common.errors import ConfigError
 from keras_ctx.common.optional import tensorflow as tf
 from keras_ctx.common.progress import say
-from keras_ctx.data import (corpora, cove_words, fingerprints, glove, labelled, token_counts,
-                            xlm_recipe)
+from keras_ctx.data import (corpora, cove_words, fingerprints, glove, labelled, prepared_ids,
+                            token_counts, xlm_recipe)
 
 SOURCE_SPECIALS = ("<pad>", "<unk>")  # id 0 pads (CoveBackbone), unknown words read zeros
 TARGET_SPECIALS = ("<pad>", "<s>", "</s>", "<unk>")  # keras_ctx.data.parallel's order
@@ -229,6 +229,10 @@ def target_vocabulary(run, tokenizer=None):
     the pair file again: a changed file (--corpus-changed continue) would change the output
     layer's size (its checkpoint would not restore) or the words' order (silently).
     """
+    data = prepared_ids.data_of(run)
+    if data is not None:  # prepared: the words its ids were made with
+        return _read_target(os.path.join(data, TARGET_FILE))["words"]
+
     def made_from():
         return {"tokenizer": fingerprints.tokenizer(tokenizer),
                 "vocabulary_size": run.vocabulary_size}
@@ -237,15 +241,26 @@ def target_vocabulary(run, tokenizer=None):
     # when the file changed; a new run counts again (fresh_reads=False).
     record, read = token_counts.kept_record(
         TARGET_FILE, made_from, lambda: {"words": _counted_target_words(run)},
-        lambda path: validation.read_fields(path, "a CoVe run's target vocabulary",
-                                            TARGET_SCHEMA,
-                                            "restore it, or pretrain again in a new --out"),
-        fresh_reads=False)
+        _read_target, fresh_reads=False)
     if read:
         say(f"Reusing the target vocabulary this run was started with ("
             f"{os.path.join(token_counts.kept_here().directory, TARGET_FILE)}: "
             f"{len(record['words'])} words).")
     return record["words"]
+
+
+def _read_target(path):
+    return validation.read_fields(path, "a CoVe run's target vocabulary", TARGET_SCHEMA,
+                                  "restore it, or pretrain again in a new --out")
+
+
+def prepared_parts(tokenizer, run):
+    """What `keras-ctx prepare` writes (`prepared_ids.Part`): the pair file's pairs, the
+    source side by the run's tokenizer, the target side by its target vocabulary."""
+    source, target, path, _ = _inputs(run)
+    words = target_vocabulary(run, tokenizer)
+    return [prepared_ids.Part(f"{source}-{target}", path, (tokenizer, word_tokenizer(
+        words[len(TARGET_SPECIALS):], TARGET_SPECIALS, target)))]
 
 
 def _counted_target_words(run):
@@ -301,7 +316,9 @@ def cove_dataset(documents, tokenizer, run):
     words = target_vocabulary(run, tokenizer)
     target_tokenizer = word_tokenizer(words[len(TARGET_SPECIALS):], TARGET_SPECIALS, target)
     length = run.sequence_length
-    pairs = xlm_recipe.pair_ids(path, tokenizer, target_tokenizer)
+    data = prepared_ids.data_of(run)
+    pairs = (xlm_recipe.pair_ids(path, tokenizer, target_tokenizer) if data is None
+             else prepared_ids.pairs(data, f"{source}-{target}"))
 
     # preprocess.py keeps a pair whose sides have at most -seq_length words (50; 75 for
     # WMT'17 in the README); here the target's row holds <s> or </s> too.
@@ -309,10 +326,16 @@ def cove_dataset(documents, tokenizer, run):
         return (tf.size(s) > 0) & (tf.size(s) <= length) & (tf.size(t) > 0) & (
             tf.size(t) < length)
 
-    # Counted on the sampled pairs (every pair of a file of at most 1M), split as the
-    # batches' tokenizers split them: no pass of its own over the file.
-    (_, source_words), (_, target_words) = _pair_words(*_file_key(run), (source, target))
-    total, seen = len(source_words), _sampled_pairs(run).seen
+    if data is None:
+        # Counted on the sampled pairs (every pair of a file of at most 1M), split as the
+        # batches' tokenizers split them: no pass of its own over the file.
+        (_, source_words), (_, target_words) = _pair_words(*_file_key(run), (source, target))
+        seen = _sampled_pairs(run).seen
+    else:  # prepared: every pair's ids (one a word), in one pass
+        sizes = np.array([(len(s), len(t)) for s, t in pairs.as_numpy_iterator()],
+                         np.int64).reshape(-1, 2)
+        source_words, target_words, seen = sizes[:, 0], sizes[:, 1], len(sizes)
+    total = len(source_words)
     kept = int(np.sum((source_words > 0) & (source_words <= length) & (target_words > 0)
                       & (target_words < length)))
     if not kept:
@@ -335,5 +358,6 @@ def cove_dataset(documents, tokenizer, run):
 
 cove_dataset.check_inputs = check_inputs  # `keras-ctx pretrain --parallel/--glove`
 cove_dataset.tokenizer_text = tokenizer_text  # the tokenizer reads the pairs' source side
+cove_dataset.prepared_parts = prepared_parts  # `keras-ctx prepare`'s pair ids
 cove_dataset.needs = NEEDS  # what a run cannot go without (the tests' generic runs skip it)
 

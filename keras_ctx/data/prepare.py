@@ -28,6 +28,7 @@ a tokenizer/ swapped in from other data is refused where it is read.
 """
 
 import concurrent.futures
+import dataclasses
 import hashlib
 import json
 import multiprocessing
@@ -38,15 +39,15 @@ import numpy as np
 
 from keras_ctx import registry
 from keras_ctx.common import files, progress, validation
-from keras_ctx.data import corpora, fingerprints, token_counts, tokenizers
+from keras_ctx.data import corpora, fingerprints, prepared_ids, token_counts, tokenizers
 from keras_ctx.data.tokenizers import train_tokenizer
 from keras_ctx.common.files import replacing_directory
 from keras_ctx.common.optional import require_tensorflow
 from keras_ctx.data.prepared_files import (  # noqa: F401  (the files' names, re-exported)
     MANIFEST, MANIFEST_SCHEMA, MANIFEST_VERSION, SETTINGS, SETTINGS_SCHEMA, SHARD_SCHEMA,
     TOKENIZER_RECORD_FIX, TOKENIZER_RECORD_SCHEMA, PreparedDataError, check_tokenizer,
-    load_manifest, load_tokenizer, read_checked, read_json, record_bytes, sha256, shard_path,
-    text_record, tokenizer_record_path, write_json)
+    load_manifest, load_tokenizer, read_checked, read_json, read_text, record_bytes, sha256,
+    shard_path, text_record, tokenizer_record_path, write_json)
 
 SHARD_BYTES = 32 << 20  # keras_ctx's choice: a worker's memory stays in the hundreds of MB
 _BOUNDARY = re.compile(rb"\n[ \t\r]*\n")  # a blank line ends a document
@@ -76,9 +77,9 @@ def plan_shards(files, shard_bytes=SHARD_BYTES):
     return ranges
 
 
-def _stage_source(source, out_dir, shard_bytes):
-    """A non-file source (builtin, tfds, tf.data) written as text files under out_dir/corpus."""
-    directory = os.path.join(out_dir, "corpus")
+def _stage_source(source, out_dir, shard_bytes, name="corpus"):
+    """A non-file source (builtin, tfds, tf.data) written as text files under out_dir/name."""
+    directory = os.path.join(out_dir, name)
     done = os.path.join(directory, "done.json")
     if os.path.isfile(done):
         return read_checked(done, "prepare's staged corpus", {"files": (list, None, True)},
@@ -173,16 +174,7 @@ def _prepare_shard(out_dir, index, path, start, end, seed, made_with=None):
     import tensorflow as tf
 
     layout, tokenize = _WORKER["layout"], _WORKER["tokenize"]
-    with open(path, "rb") as handle:
-        handle.seek(start)
-        raw = handle.read(end - start)
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise corpora.CorpusError(
-            f"{path} is not valid UTF-8 (byte {start + error.start}: {error.reason}). Convert "
-            "it first, e.g. `iconv -f latin1 -t utf-8`.") from None
-    del raw
+    text = read_text(path, start, end)
     documents = _tokenized_documents(text, tokenize)
     del text
     counted = None
@@ -245,7 +237,12 @@ def _tokenizer(out, family, corpus, settings, run):
     tokenizer_dir = os.path.join(out, tokenizers.TOKENIZER_DIR)
     tokenizer_info = tokenizer_record_path(out)
     if not os.path.isfile(tokenizer_info):
-        sample = corpora.sample_sentences(corpus, settings["tokenizer_sample"], settings["seed"])
+        # A recipe whose text is its inputs says what its tokenizer reads (as `pretrain`).
+        tokenizer_text = getattr(family.dataset, "tokenizer_text", None)
+        sample = tokenizer_text(run) if tokenizer_text else None
+        if sample is None:
+            sample = corpora.sample_sentences(corpus, settings["tokenizer_sample"],
+                                              settings["seed"])
         tokenizer, sampled = train_tokenizer(family, sample, run)
         saved, extra = family.run_files(tokenizer)
         if saved is not None:
@@ -300,9 +297,81 @@ def _finished(out, index, source, made_with, counted=False):
     return record, []
 
 
+def _run_of_inputs(family, recipe, run, corpus, languages, parallel, glove):
+    """(the run with the checked inputs of a recipe that reads them, the fingerprint of its
+    text: the corpus' and the pair files'); a flag of theirs given to another is refused."""
+    if recipe is None:
+        if languages or parallel or glove:
+            raise PreparedDataError(
+                f"--languages, --parallel and --glove are read by the recipes that prepare "
+                f"sentence ids (XLM's, CoVe's); {family.name}'s reads one --corpus: drop them.")
+        return run, fingerprints.corpus(corpus)
+    check = recipe.check_inputs
+    languages, parallel = check(corpus, languages, parallel,
+                                *((glove,) if getattr(check, "reads_glove", False) else ()))
+    sources = [corpus] if isinstance(corpus, (str, os.PathLike)) else list(corpus)
+    run = dataclasses.replace(run, inputs=(
+        ("languages", languages), ("parallel", parallel), ("corpora", tuple(sources)),
+        ("glove", glove and os.fspath(glove))))
+    fingerprint = fingerprints.corpus(corpus)
+    if parallel:  # the pair files are the run's text too (as `pretrain` fingerprints them)
+        pairs = fingerprints.corpus([pair[2] for pair in parallel])
+        fingerprint = {**fingerprint, "files": fingerprint.get("files", []) + pairs["files"]}
+    return run, fingerprint
+
+
+def _planned_parts(recipe, out, run, fingerprint, shard_bytes):
+    """([(part, path, start, end)] of the recipe's streams, the workers' run: reading `out`).
+
+    The parts are made here (CoVe's target vocabulary counted once and kept in `out`, read
+    back by a rerun and by the workers: `prepared_ids.prepared_run`'s ("data", out))."""
+    with token_counts.kept_in(out, fingerprint, resume=True):
+        parts = recipe.prepared_parts(load_tokenizer(out), run)
+    plan = []
+    for part in parts:
+        if part.pairs or (isinstance(part.source, (str, os.PathLike)) and part.source
+                          != corpora.BUILTIN and not str(part.source).startswith("tfds:")):
+            paths = corpora.resolve_files(part.source)
+        else:
+            paths = _stage_source(part.source, out, shard_bytes, f"corpus-{part.name}")
+        plan += [(part, *cut) for cut in plan_shards(paths, shard_bytes)]
+    return plan, dataclasses.replace(run, inputs=run.inputs + (("data", os.fspath(out)),))
+
+
+def _make_shards(out, todo, workers, work, made_with, records, say):
+    """Writes the shards `todo` ([(index, part, path, start, end)]) into `records`, in this
+    process (one shard, or one worker) or `workers` processes; `work`: (initializer, its
+    arguments, the shard writer, the seed a layout's shards draw from or None)."""
+    initializer, arguments, write, seed = work
+    say(f"Preparing {len(todo)} of {len(records)} shards with {min(workers, len(todo) or 1)} "
+        f"processes ({len(records) - len(todo)} already done).")
+
+    def call(index, part, path, start, end):
+        return (write, out, index, *((part,) if seed is None else ()), path, start, end,
+                *(() if seed is None else (seed,)), made_with)
+
+    if len(todo) == 1 or workers == 1:
+        # One process: this one (a worker would start TensorFlow again for nothing).
+        initializer(*arguments, in_process=True)
+        for item in todo:
+            function, *args = call(*item)
+            records[item[0]] = function(*args)
+            say(f"Shard {item[0]}: {records[item[0]]['examples']:,} examples.")
+    elif todo:
+        context = multiprocessing.get_context("spawn")  # TensorFlow is not fork-safe
+        with concurrent.futures.ProcessPoolExecutor(
+                min(workers, len(todo)), mp_context=context, initializer=initializer,
+                initargs=arguments) as pool:
+            futures = {pool.submit(*call(*item)): item[0] for item in todo}
+            for future in concurrent.futures.as_completed(futures):
+                records[futures[future]] = future.result()
+                say(f"Shard {futures[future]}: {records[futures[future]]['examples']:,} "
+                    "examples.")
+
+
 def prepare(preset, corpus, out, sequence_length=128, vocabulary_size=8000, seed=0,
             workers=None, shard_bytes=SHARD_BYTES, tokenizer_sample=None, duplicate=None,
-            batch_size=None, say=print):
+            batch_size=None, languages=None, parallel=(), glove=None, say=print):
     """Writes `preset`'s pretraining examples of `corpus` as sharded TFRecords in `out`.
 
     Args:
@@ -325,12 +394,18 @@ def prepare(preset, corpus, out, sequence_length=128, vocabulary_size=8000, seed
             with it.
         batch_size: the global batch, for layouts cut for one (XLNet's rows
             continue row by row from batch to batch); train with the same.
+        languages, parallel, glove: the inputs of a recipe that reads them, as
+            `keras-ctx pretrain`'s (XLM's --languages and --parallel, CoVe's
+            --parallel and --glove): its sentence ids are prepared
+            (`keras_ctx.data.prepared_ids`), and `pretrain --data` reads the
+            inputs recorded here.
 
     Returns:
         The manifest (a dict, also written to `out/manifest.json`).
     """
     family = registry.of_preset(preset)
-    if family.prepared is None:
+    recipe = prepared_ids.recipe_of(family)
+    if family.prepared is None and recipe is None:
         raise PreparedDataError(
             f"`keras-ctx prepare` has no example layout for {family.name} yet"
             f"{f' ({family.no_pretraining})' if family.no_pretraining else ''}; "
@@ -344,13 +419,16 @@ def prepare(preset, corpus, out, sequence_length=128, vocabulary_size=8000, seed
     # Shards are TFRecords written through tf.data: without TensorFlow, refused before `out`.
     require_tensorflow("`keras-ctx prepare` (its shards are TFRecords)")
     workers = workers or os.cpu_count() or 1
-    run = registry.Run(preset, batch_size or 1, sequence_length, vocabulary_size, seed)
+    run, fingerprint = _run_of_inputs(family, recipe, registry.Run(
+        preset, batch_size or 1, sequence_length, vocabulary_size, seed), corpus, languages,
+        parallel, glove)
     settings = {"model": preset, "family": family.name, "corpus": str(corpus),
-                "corpus_fingerprint": fingerprints.corpus(corpus),
+                "corpus_fingerprint": fingerprint,
                 "sequence_length": sequence_length, "vocabulary_size": vocabulary_size,
                 "seed": seed, "shard_bytes": shard_bytes, "duplicate": duplicate,
                 "batch_size": batch_size,
-                "tokenizer_sample": tokenizer_sample or corpora.TOKENIZER_SAMPLE_SENTENCES}
+                "tokenizer_sample": tokenizer_sample or corpora.TOKENIZER_SAMPLE_SENTENCES,
+                **({"inputs": prepared_ids.settings_inputs(run)} if recipe else {})}
     settings = json.loads(json.dumps(settings))  # as read back
     if isinstance(corpus, str) and corpus != corpora.BUILTIN and not corpus.startswith("tfds:"):
         paths = corpora.resolve_files(corpus)
@@ -359,52 +437,45 @@ def prepare(preset, corpus, out, sequence_length=128, vocabulary_size=8000, seed
     with files.writing(out):
         _claim(out, settings)
         tokenizer_record = _tokenizer(out, family, corpus, settings, run)
-        if paths is None:
-            paths = _stage_source(corpus, out, shard_bytes)
-        layout = layout_of(family, load_tokenizer(out), run, duplicate)
-        plan = plan_shards(paths, max(1, shard_bytes // layout.copies))
         made_with = _settings_digest(settings, tokenizer_record.get("sha256"))
+        if recipe is None:
+            if paths is None:
+                paths = _stage_source(corpus, out, shard_bytes)
+            layout = layout_of(family, load_tokenizer(out), run, duplicate)
+            plan = [(None, *cut) for cut in plan_shards(paths,
+                                                        max(1, shard_bytes // layout.copies))]
+            work = (_init_worker, (out, preset, {**run.__dict__}, duplicate), _prepare_shard,
+                    seed)
+            counted = [layout.counted is not None] * len(plan)
+        else:
+            plan, run = _planned_parts(recipe, out, run, fingerprint, shard_bytes)
+            work = (prepared_ids.init_worker, (out, preset, {**run.__dict__}),
+                    prepared_ids.write_shard, None)
+            counted = [not part.pairs for part, *_ in plan]
         records, todo, stale = {}, [], []
-        for index, (path, start, end) in enumerate(plan):  # every shard checked first
+        for index, (part, path, start, end) in enumerate(plan):  # every shard checked first
             records[index], files_to_remake = _finished(out, index, (path, start, end),
-                                                        made_with, layout.counted is not None)
+                                                        made_with, counted[index])
             stale += files_to_remake
             if records[index] is None:
-                todo.append((index, path, start, end))
+                todo.append((index, part and part.name, path, start, end))
         for path in stale:  # then an unfinished shard's files go
             os.remove(path)
-        say(f"Preparing {len(todo)} of {len(plan)} shards with {min(workers, len(todo) or 1)} "
-            f"processes ({len(plan) - len(todo)} already done).")
-        if len(todo) == 1 or workers == 1:
-            # One process: this one (a worker would start TensorFlow again for nothing).
-            _init_worker(out, preset, {**run.__dict__}, duplicate, in_process=True)
-            for index, path, start, end in todo:
-                records[index] = _prepare_shard(out, index, path, start, end, seed, made_with)
-                say(f"Shard {index}: {records[index]['examples']:,} examples.")
-        elif todo:
-            context = multiprocessing.get_context("spawn")  # TensorFlow is not fork-safe
-            with concurrent.futures.ProcessPoolExecutor(
-                    min(workers, len(todo)), mp_context=context, initializer=_init_worker,
-                    initargs=(out, preset, {**run.__dict__}, duplicate)) as pool:
-                futures = {pool.submit(_prepare_shard, out, index, path, start, end, seed,
-                                       made_with): index
-                           for index, path, start, end in todo}
-                for future in concurrent.futures.as_completed(futures):
-                    records[futures[future]] = future.result()
-                    say(f"Shard {futures[future]}: {records[futures[future]]['examples']:,} "
-                        "examples.")
+        _make_shards(out, todo, workers, work, made_with, records, say)
         shards = [records[i] for i in range(len(plan))]
-        summed = None
-        if layout.counted is not None:  # the shards' counts summed, for the read side
-            summed = token_counts.as_record(np.sum(
-                [s.pop(token_counts.MANIFEST_KEY) for s in shards], axis=0, dtype=np.int64))
-        manifest = {"version": MANIFEST_VERSION, "settings": settings, "layout": layout.name,
-                    "copies": layout.copies, "features": layout.features,
-                    "tokenizer": tokenizer_record,
-                    "examples": sum(s["examples"] for s in shards), "shards": shards,
-                    "corpus_bytes": sum(end - start for _, start, end in plan)}
-        if summed is not None:
-            manifest[token_counts.MANIFEST_KEY] = summed
+        manifest = {"version": MANIFEST_VERSION, "settings": settings,
+                    "tokenizer": tokenizer_record, "shards": shards,
+                    "examples": sum(s["examples"] for s in shards),
+                    "corpus_bytes": sum(end - start for _, _, start, end in plan)}
+        if recipe is None:
+            manifest.update(layout=layout.name, copies=layout.copies, features=layout.features)
+            if layout.counted is not None:  # the shards' counts summed, for the read side
+                manifest[token_counts.MANIFEST_KEY] = token_counts.as_record(np.sum(
+                    [s.pop(token_counts.MANIFEST_KEY) for s in shards], axis=0,
+                    dtype=np.int64))
+        else:
+            manifest.update(layout=prepared_ids.LAYOUT, copies=1, features={},
+                            parts=prepared_ids.summed(shards))
         write_json(os.path.join(out, MANIFEST), manifest)
     say(f"Prepared {manifest['examples']:,} examples in {len(shards)} shards in {out}.")
     return manifest

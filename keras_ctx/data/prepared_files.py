@@ -18,6 +18,7 @@ import numpy as np
 from keras_ctx.common import files, validation
 from keras_ctx.common.errors import DataError
 from keras_ctx.data import fingerprints, tokenizers
+from keras_ctx.data.corpora import CorpusError
 
 MANIFEST = "manifest.json"
 MANIFEST_VERSION = 2  # 2: raw int32 records (`record_bytes`); 1 wrote tf.train.Examples
@@ -41,6 +42,19 @@ def sha256(path):
         while chunk := handle.read(1 << 22):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def read_text(path, start, end):
+    """Bytes [start, end) of a corpus file as text; CorpusError (one line) if not UTF-8."""
+    with open(path, "rb") as handle:
+        handle.seek(start)
+        raw = handle.read(end - start)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise CorpusError(
+            f"{path} is not valid UTF-8 (byte {start + error.start}: {error.reason}). Convert "
+            "it first, e.g. `iconv -f latin1 -t utf-8`.") from None
 
 
 def text_record(example, features):
@@ -112,13 +126,18 @@ SETTINGS_SCHEMA = {
     "seed": (int, 0, True), "batch_size": ((int, type(None)), 1, True),
     "duplicate": ((int, type(None)), 1, False), "shard_bytes": (int, 1, False),
     "tokenizer_sample": (int, 1, False), "corpus": (str, None, False),
-    "corpus_fingerprint": ((dict, str, type(None)), None, False)}
+    "corpus_fingerprint": ((dict, str, type(None)), None, False),
+    # a recipe whose text is its inputs (XLM's languages, CoVe's pairs; prepared_ids)
+    "inputs": (dict, None, False)}
 TOKEN_COUNTS = validation.ListOf(int, 0)  # keras_ctx.data.token_counts: one count per id
 # A shard's "source": [the corpus file, its first byte, the byte after its last].
 SHARD_SCHEMA = {"file": (str, None, True), "examples": (int, 0, True),
                 "sha256": (str, None, True), "source": (validation.ListOf((str, int)), None, True),
                 "made_with": ((str, type(None)), None, False),
-                "token_counts": (TOKEN_COUNTS, None, False)}
+                "token_counts": (TOKEN_COUNTS, None, False),
+                "part": (str, None, False)}  # a recipe's stream (keras_ctx.data.prepared_ids)
+# A manifest's "parts" (prepared_ids): each stream's examples, a sentence stream's counts.
+PART_SCHEMA = {"examples": (int, 0, True), "token_counts": (TOKEN_COUNTS, None, False)}
 # tokenizers.TOKENIZER_SAMPLE (run.json's, the claimed tokenizer's, prepare's record):
 # the sentences the tokenizer read, of how many in the corpus, and the sample's seed.
 TOKENIZER_SAMPLE_SCHEMA = {"sentences": (int, 0, False), "corpus_sentences": (int, 0, False),
@@ -137,7 +156,8 @@ MANIFEST_SCHEMA = {
     "tokenizer": (validation.Record(TOKENIZER_RECORD_SCHEMA), None, True),
     "examples": (int, 0, True), "shards": (validation.ListOf(validation.Record(SHARD_SCHEMA)),
                                            None, True),
-    "corpus_bytes": (int, 0, False), "token_counts": (TOKEN_COUNTS, None, False)}
+    "corpus_bytes": (int, 0, False), "token_counts": (TOKEN_COUNTS, None, False),
+    "parts": (validation.MapOf(validation.Record(PART_SCHEMA)), None, False)}
 TOKENIZER_RECORD_FIX = f"delete it and {tokenizers.TOKENIZER_DIR}/ and prepare again"
 
 

@@ -28,8 +28,8 @@ import re
 from keras_ctx.common.errors import ConfigError
 from keras_ctx.common.optional import tensorflow as tf
 from keras_ctx.common.progress import say
-from keras_ctx.data import (corpora, labelled, multilingual, token_counts, tokenizers,
-                            xlm_text)
+from keras_ctx.data import (corpora, labelled, multilingual, prepared_ids, token_counts,
+                            tokenizers, xlm_text)
 
 LANGUAGE_CODE = re.compile(r"[a-z]{2,3}$")  # ISO 639 codes, as XLM's `--lgs`
 LINES_PER_CALL = 1000  # sentences tokenized per tokenizer call
@@ -152,6 +152,27 @@ def _sentences(tokenizer, source):
     return lines.map(lambda batch: tf.cast(tokenizer(batch), tf.int32)).unbatch()
 
 
+def _languages(run, tokenizer, documents):
+    """{language: its corpus source}, in --languages order: without --languages the one
+    corpus, of the tokenizer's language (the run's fingerprint: `part` None)."""
+    languages, sources, _ = _inputs(run)
+    if languages:
+        return dict(zip(languages, sources)), {n: (n, s) for n, s in zip(languages, sources)}
+    language = getattr(tokenizer, "language", "en")
+    return {language: documents}, {language: None}
+
+
+def prepared_parts(tokenizer, run):
+    """What `keras-ctx prepare` writes (`prepared_ids.Part`): each language's sentences by
+    its Moses rules, and each --parallel pair file's pairs, each side by its language's."""
+    corpora_of = _languages(run, tokenizer, (_inputs(run)[1] or (None,))[0])[0]
+    parts = [prepared_ids.Part(name, source, (_for_language(tokenizer, name),))
+             for name, source in corpora_of.items()]
+    return parts + [prepared_ids.Part(f"{s}-{t}", path, (_for_language(tokenizer, s),
+                                                         _for_language(tokenizer, t)))
+                    for s, t, path in _inputs(run)[2]]
+
+
 def _counted(sentences, tokenizer, language, part):
     """(sentences, tokens, counts per id) of a language's stream, in one streamed pass (an
     id outside the vocabulary refused), or read back where a run kept them for this corpus
@@ -249,16 +270,24 @@ def xlm_dataset(documents, tokenizer, run, objective="mlm"):
     languages, sources, parallel = _inputs(run)
     if objective == "clm":
         refuse_pairs_for_clm(parallel, run.preset)
-    parts = {name: (name, source) for name, source in zip(languages, sources)}
-    if not languages:  # one corpus, one language: the tokenizer's (the run's fingerprint)
-        languages, sources = (getattr(tokenizer, "language", "en"),), (documents,)
-        parts = {languages[0]: None}
+    # one corpus without --languages, of one language: the tokenizer's
+    sources, parts = _languages(run, tokenizer, documents)
+    languages = tuple(sources)
     ids = tokenizers.special_token_ids(tokenizer)
     number = language_ids(languages)
     size = tokenizer.vocabulary_size()
-    read = {name: _for_language(tokenizer, name) for name in languages}
-    text = {name: _sentences(read[name], source) for name, source in zip(languages, sources)}
-    counted = {name: _counted(text[name], read[name], name, parts[name]) for name in languages}
+    data = prepared_ids.data_of(run)
+    if data is None:  # each corpus split into Moses words as the pipeline reads it
+        read = {name: _for_language(tokenizer, name) for name in languages}
+        text = {name: _sentences(read[name], sources[name]) for name in languages}
+        counted = {name: _counted(text[name], read[name], name, parts[name])
+                   for name in languages}
+    else:  # `keras-ctx prepare`'s ids and counts: the same streams, split once
+        text = {name: prepared_ids.sentences(data, name) for name in languages}
+        counted = {}
+        for name in languages:
+            total, counts = prepared_ids.counted(data, name, size)
+            counted[name] = total, int(counts.sum()), counts
     streams = {name: _stream(text[name], counted[name][0] + counted[name][1], run,
                              ids["sep"], number[name], name) for name in languages}
     # XLM weighs a language by its stream's sentence count (facebookresearch/XLM @cd281d3
@@ -278,9 +307,10 @@ def xlm_dataset(documents, tokenizer, run, objective="mlm"):
         "--sample_alpha 0.5).")
     parts = [mlm]
     for pair in parallel:
-        data = pair_ids(pair[2], _for_language(tokenizer, pair[0]),
-                      _for_language(tokenizer, pair[1]))
-        batches, kept, total = _tlm(data, run, ids, pair)
+        pairs = (pair_ids(pair[2], _for_language(tokenizer, pair[0]),
+                          _for_language(tokenizer, pair[1])) if data is None
+                 else prepared_ids.pairs(data, f"{pair[0]}-{pair[1]}"))
+        batches, kept, total = _tlm(pairs, run, ids, pair)
         parts.append(batches)
         say(f"XLM stage TLM on {pair[0]}-{pair[1]}: {kept} of {total} "
             f"pairs of {pair[2]} "
@@ -305,3 +335,4 @@ def xlm_dataset(documents, tokenizer, run, objective="mlm"):
 
 xlm_dataset.check_inputs = check_inputs  # `keras-ctx pretrain --languages/--parallel`
 xlm_dataset.tokenizer_text = tokenizer_text  # each language's sentences by its own rules
+xlm_dataset.prepared_parts = prepared_parts  # `keras-ctx prepare`'s sentence ids

@@ -258,8 +258,8 @@ def test_a_malformed_line_a_corpus_glove_elsewhere_and_prepare_are_refused(files
     code, output = cli_output(["pretrain", "bert-tiny", "--glove", glove, *out])
     assert code == 2 and "the bert recipe reads none: drop it" in one_line_error(output)
     code, output = cli_output(["prepare", "cove-base", "--corpus", pairs, *out])
-    assert code == 2 and ("pretrain cove-base --parallel SRC-TGT=PAIRS.tsv --glove FILE"
-                          in one_line_error(output))
+    assert code == 2 and ("CoVe trains on a parallel corpus: give --parallel SRC-TGT=PAIRS.tsv "
+                          "--glove FILE" in one_line_error(output))  # as pretrain's
 
 
 @pytest.mark.slow  # ~40 s: the CLI run, its resume and `embed` (the default form: the tests above)

@@ -181,13 +181,3 @@ def test_a_resumed_run_reads_each_languages_counts_back_and_recounts_a_changed_o
     assert (f"token_counts.fr.json are of another corpus: counting again. Since they were "
             f"counted: changed {fr}.") in said, said
     assert json.loads((out / "token_counts.fr.json").read_text())["elements"] == 121
-
-
-def test_prepare_points_an_xlm_run_at_pretrain_without_a_false_reason(corpora, tmp_path):
-    code, output = cli_output(["prepare", "xlm-mlm-enfr-1024", "--corpus", corpora[0],
-                               "--out", str(tmp_path / "data")])
-    error = one_line_error(output)
-    assert code == 2 and error.endswith(
-        "has no example layout for xlm yet; use `keras-ctx pretrain xlm-mlm-enfr-1024 "
-        "--corpus ...` instead."), error
-    assert not (tmp_path / "data").exists()

@@ -1,0 +1,145 @@
+"""`keras-ctx prepare` for the recipes whose text is their inputs (keras_ctx/data/prepared_ids.py):
+XLM's languages and pairs, CoVe's pairs, split into Moses words once by worker processes;
+`pretrain --data` builds the recipe's own pipeline on the ids, the same batches for a seed."""
+
+import hashlib
+import json
+import os
+
+import numpy as np
+import pytest
+
+from keras_ctx import registry
+from keras_ctx.data import cove_recipe, prepare, prepared_ids
+from keras_ctx.data import xlm_recipe
+from tests.cli_helpers import XLM_TINY, cli_output, first_and_last_loss, one_line_error
+
+
+def _batches_digest(dataset, batches=12):
+    """SHA-256 of the first `batches` batches (dicts, or (inputs, labels)), every key."""
+    digest = hashlib.sha256()
+    for batch in dataset.take(batches).as_numpy_iterator():
+        inputs, labels = batch if isinstance(batch, tuple) else (batch, None)
+        for key in sorted(inputs):
+            digest.update(key.encode())
+            digest.update(np.ascontiguousarray(inputs[key]).tobytes())
+        if labels is not None:
+            digest.update(np.ascontiguousarray(labels).tobytes())
+    return digest.hexdigest()
+
+
+def _xlm_prepared(corpora, out, **kwargs):
+    en, fr, pairs = corpora
+    return prepare.prepare("xlm-mlm-enfr-1024", [fr, en], str(out), sequence_length=32,
+                           vocabulary_size=200, workers=1, shard_bytes=2000,
+                           languages="fr,en", parallel=[f"en-fr={pairs}"], say=kwargs.get(
+                               "say", lambda line: None))
+
+
+@pytest.mark.backend_neutral("tf.data and the tokenizers, TensorFlow's on every backend")
+def test_xlm_ids_prepared_once_are_the_corpus_streams_and_a_killed_prepare_resumes(
+        corpora, tmp_path):
+    en, fr, pairs = corpora
+    out = tmp_path / "data"
+    manifest = _xlm_prepared(corpora, out)
+    # Each language's 120 sentences (non-blank lines) and the 120 pairs, in several shards.
+    assert {name: part["examples"] for name, part in manifest["parts"].items()} == {
+        "fr": 120, "en": 120, "en-fr": 120}
+    assert len(manifest["shards"]) > 3 and manifest["layout"] == "sentence_ids"
+    tokenizer = prepare.load_tokenizer(out)
+    # The streams the --corpus path splits as it reads them, element by element, and the
+    # counts it makes in its counting pass (the sampler's sentences, the masker's tokens):
+    # the recipe builds the same batches on them (the slow test checks the batches too).
+    for name, source in (("fr", fr), ("en", en)):
+        split = xlm_recipe._sentences(xlm_recipe._for_language(tokenizer, name), source)
+        ids = [a.tolist() for a in prepared_ids.sentences(str(out), name).as_numpy_iterator()]
+        assert ids == [a.tolist() for a in split.as_numpy_iterator()] and len(ids) == 120
+        total, counts = prepared_ids.counted(str(out), name, tokenizer.vocabulary_size())
+        assert total == 120 and counts.tolist() == np.bincount(
+            np.concatenate(ids), minlength=tokenizer.vocabulary_size()).tolist()
+    split = xlm_recipe.pair_ids(pairs, *(xlm_recipe._for_language(tokenizer, name)
+                                         for name in ("en", "fr")))
+    assert ([(s.tolist(), t.tolist()) for s, t in split.as_numpy_iterator()]
+            == [(s.tolist(), t.tolist()) for s, t in
+                prepared_ids.pairs(str(out), "en-fr").as_numpy_iterator()])
+    # Killed mid-shard: one shard's files gone, another's half written; the rest are kept.
+    for name in ("shard-00001.tfrecord", "shard-00001.json", "shard-00002.json"):
+        os.remove(out / name)
+    said = []
+    again = _xlm_prepared(corpora, out, say=said.append)
+    assert f"Preparing 2 of {len(manifest['shards'])} shards" in said[0], said[0]
+    assert again == json.loads((out / "manifest.json").read_text()) == manifest
+
+
+@pytest.mark.backend_neutral("tf.data and the tokenizers, TensorFlow's on every backend")
+def test_cove_pair_ids_prepared_once_give_the_corpus_batches(tmp_path):
+    pytest.importorskip("sacremoses")
+    pairs, glove = tmp_path / "pairs.tsv", tmp_path / "glove.txt"
+    rng, words = np.random.default_rng(0), "red green blue cyan pink gold".split()
+    pairs.write_text("".join(
+        " ".join(chosen) + "\t" + " ".join(f"{w}x" for w in reversed(chosen)) + "\n"
+        for chosen in (rng.choice(words, size=int(rng.integers(2, 9))) for _ in range(80))))
+    glove.write_text("".join(f"{w} 0.1 0.2\n" for w in words))
+    out = tmp_path / "data"
+    manifest = prepare.prepare("cove-base", "builtin", str(out), sequence_length=6,
+                               vocabulary_size=64, workers=1, shard_bytes=500,
+                               parallel=[f"en-de={pairs}"], glove=str(glove),
+                               say=lambda line: None)
+    assert manifest["parts"] == {"en-de": {"examples": 80}} and len(manifest["shards"]) > 2
+    assert manifest["settings"]["inputs"] == {"parallel": [["en", "de", str(pairs)]],
+                                              "glove": str(glove), "corpora": ["builtin"]}
+    tokenizer = prepare.load_tokenizer(out)
+    run = registry.Run("cove-base", 8, 6, 64, inputs=(("parallel", (("en", "de", str(
+        pairs)),)), ("glove", str(glove))))
+    read = prepared_ids.prepared_run(registry.Run("cove-base", 8, 6, 64), out, manifest)
+    # The target words were counted once, kept with the data and read back from it.
+    words = cove_recipe.target_vocabulary(run, tokenizer)
+    assert cove_recipe.target_vocabulary(read, tokenizer) == words
+    assert words[4:] == sorted(words[4:], key=lambda w: -open(pairs).read().split().count(w))
+    assert (_batches_digest(cove_recipe.cove_dataset(None, tokenizer, read), 6)
+            == _batches_digest(cove_recipe.cove_dataset(None, tokenizer, run), 6))
+
+
+@pytest.mark.backend_neutral("argument checks before anything is written")
+def test_prepare_refuses_bad_inputs_of_xlm_and_cove_in_one_line(corpora, tmp_path):
+    en, fr, pairs = corpora
+    out = tmp_path / "data"
+    for argv, says in [
+            (["xlm-mlm-enfr-1024", "--corpus", en, "--parallel", f"en-fr={pairs}"],
+             "--parallel needs --languages"),
+            (["cove-base", "--corpus", pairs], "CoVe trains on a parallel corpus: give "
+                                               "--parallel SRC-TGT=PAIRS.tsv --glove FILE"),
+            (["bert-tiny", "--corpus", en, "--languages", "en"],
+             "bert's reads one --corpus: drop them")]:
+        code, output = cli_output(["prepare", *argv, "--out", str(out)])
+        assert code == 2 and says in one_line_error(output), output[-500:]
+        assert not out.exists()
+
+
+@pytest.mark.slow  # ~60 s: two worker processes start TensorFlow, then a CLI run trains
+def test_the_cli_prepares_xlm_with_two_workers_and_pretrains_on_the_ids(corpora, tmp_path):
+    en, fr, pairs = corpora
+    data, out = tmp_path / "data", tmp_path / "run"
+    code, output = cli_output(["prepare", "xlm-mlm-enfr-1024", "--corpus", en, "--corpus", fr,
+                               "--languages", "en,fr", "--parallel", f"en-fr={pairs}",
+                               "--workers", "2", "--shard-mb", "1", "--sequence-length", "32",
+                               "--vocabulary-size", "200", "--out", str(data)])
+    assert code == 0 and "with 2 processes" in output, output[-2000:]
+    manifest = json.loads((data / "manifest.json").read_text())
+    tokenizer = prepare.load_tokenizer(data)
+    languages, parallel = xlm_recipe.check_inputs([en, fr], "en,fr", [f"en-fr={pairs}"])
+    run = registry.Run("xlm-mlm-enfr-1024", 4, 32, 200, inputs=(
+        ("languages", languages), ("parallel", parallel), ("corpora", (en, fr))))
+    read = prepared_ids.prepared_run(registry.Run("xlm-mlm-enfr-1024", 4, 32, 200), data,
+                                     manifest)
+    assert (_batches_digest(xlm_recipe.xlm_dataset(None, tokenizer, read))
+            == _batches_digest(xlm_recipe.xlm_dataset(None, tokenizer, run)))
+    code, output = cli_output(["pretrain", "xlm-mlm-enfr-1024", "--data", str(data),
+                               *XLM_TINY, "--steps", "6", "--out", str(out)])
+    assert code == 0, output[-2000:]
+    assert "XLM stage TLM on en-fr: 120 of 120 pairs" in output
+    first, last = first_and_last_loss(output)
+    assert np.isfinite(first) and np.isfinite(last)
+    code, output = cli_output(["pretrain", "xlm-mlm-enfr-1024", "--data", str(data),
+                               "--languages", "en", *XLM_TINY, "--out", str(out)])
+    assert code == 2 and "--data's own" in one_line_error(output)

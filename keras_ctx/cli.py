@@ -107,10 +107,11 @@ def _prepare(args):
 
     check_args(shard_mb=args.shard_mb)  # the function takes bytes: the flag is checked here
 
-    prepare(args.model, args.corpus, args.out, sequence_length=args.sequence_length,
+    prepare(args.model, _corpus(args.corpus), args.out, sequence_length=args.sequence_length,
             vocabulary_size=args.vocabulary_size, seed=args.seed, workers=args.workers,
             shard_bytes=args.shard_mb << 20, tokenizer_sample=args.tokenizer_sample,
-            duplicate=args.duplicate, batch_size=args.batch_size)
+            duplicate=args.duplicate, batch_size=args.batch_size,
+            languages=args.languages or (), parallel=args.parallel, glove=args.glove)
     return 0
 
 
@@ -224,6 +225,24 @@ def _add_language_option(parser, what):
                              "models without language ids)")
 
 
+def _add_text_inputs(parser):
+    """--corpus and the inputs of the recipes that read more (XLM's, CoVe's): `pretrain`'s,
+    and `prepare`'s, which records them for `pretrain --data`."""
+    parser.add_argument("--corpus", action="append", default=None,
+                        help="text file/dir/glob, tfds:NAME, or builtin (default); repeated "
+                             "with --languages, one per language")
+    parser.add_argument("--languages", default=None,
+                        help="XLM: the language of each --corpus, in order (en,fr): MLM on "
+                             "each language's stream")
+    parser.add_argument("--parallel", action="append", default=[], metavar="SRC-TGT=FILE",
+                        help="XLM: a file of SRC<TAB>TGT sentence pairs (en-fr=pairs.tsv) for "
+                             "TLM, alternated with MLM; repeat for more pairs. CoVe: its one "
+                             "translation pair (en-de=pairs.tsv)")
+    parser.add_argument("--glove", default=None, metavar="FILE",
+                        help="CoVe: the --parallel source side's word vectors in GloVe's "
+                             "text format (glove.840B.300d.txt), which its encoder reads fixed")
+
+
 def _add_global_options(parser, default=False):
     """`--verbose` and `--backend`, on the top parser and (`default=argparse.SUPPRESS`, so
     that leaving them out there keeps what was given before the command) on every
@@ -267,19 +286,7 @@ def build_parser():
 
     pretrain = commands.add_parser("pretrain", help="pretrain a preset on a corpus")
     pretrain.add_argument("model", help="a preset name (see `keras-ctx presets`)")
-    pretrain.add_argument("--corpus", action="append", default=None,
-                          help="text file/dir/glob, tfds:NAME, or builtin (default); repeated "
-                               "with --languages, one per language")
-    pretrain.add_argument("--languages", default=None,
-                          help="XLM: the language of each --corpus, in order (en,fr): MLM on "
-                               "each language's stream")
-    pretrain.add_argument("--parallel", action="append", default=[], metavar="SRC-TGT=FILE",
-                          help="XLM: a file of SRC<TAB>TGT sentence pairs (en-fr=pairs.tsv) for "
-                               "TLM, alternated with MLM; repeat for more pairs. CoVe: its one "
-                               "translation pair (en-de=pairs.tsv)")
-    pretrain.add_argument("--glove", default=None, metavar="FILE",
-                          help="CoVe: the --parallel source side's word vectors in GloVe's "
-                               "text format (glove.840B.300d.txt), which its encoder reads fixed")
+    _add_text_inputs(pretrain)
     pretrain.add_argument("--out", required=True, help="run directory (checkpoints, logs, "
                                                        "the trained backbone)")
     pretrain.add_argument("--export", default=None,
@@ -304,8 +311,7 @@ def build_parser():
     prepare = commands.add_parser("prepare", help="tokenize a corpus once into sharded "
                                                   "TFRecords for `pretrain --data`")
     prepare.add_argument("model", help="a preset name (its family says what an example is)")
-    prepare.add_argument("--corpus", required=True,
-                         help="text file/dir/glob, tfds:NAME, or builtin")
+    _add_text_inputs(prepare)  # XLM's and CoVe's: their sentence ids are prepared
     prepare.add_argument("--out", required=True, help="the data directory (resumable)")
     prepare.add_argument("--sequence-length", type=int, default=64,
                          help="tokens per example; pretrain --data with the same")

@@ -102,6 +102,7 @@ def recipe_config(run):
 
 xlm_dataset.check_inputs = recipe.check_inputs  # `keras-ctx pretrain --languages/--parallel`
 xlm_dataset.tokenizer_text = recipe.tokenizer_text  # each corpus by its language's rules
+xlm_dataset.prepared_parts = recipe.prepared_parts  # `keras-ctx prepare`'s sentence ids
 # The objective each preset's recipe builds, and the batch keys that tell it apart.
 _OBJECTIVES = {False: (MaskedLMPretrainer, ("language_ids", "mask_positions")),
                True: (CausalLMPretrainer, ("language_ids", "position_ids"))}

@@ -206,3 +206,34 @@ def test_a_run_keeps_its_languages_in_id_order():
     # Without --languages the one corpus is read by the tokenizer's (English) rules, id 0.
     assert family.recipe_config(registry.Run("xlm-mlm-en-2048", 4, 32, 200))["languages"] == [
         "en"]
+
+
+@pytest.mark.slow  # ~10 s: a tiny two-language run, then embed
+def test_a_pretrained_run_reads_each_language_by_its_own_id(corpora, tmp_path):
+    from keras_ctx.commands.embed import TextModel
+    from tests.cli_helpers import XLM_TINY
+
+    en, fr, _ = corpora
+    out, save = str(tmp_path / "run"), tmp_path / "fr.npz"
+    # The English corpus named German: XLM's sorted ids make it 0, French 1.
+    code, output = cli_output(["pretrain", "xlm-mlm-enfr-1024", "--corpus", fr, "--corpus",
+                               en, "--languages", "fr,de", "--out", out, "--steps", "2",
+                               *XLM_TINY])
+    assert code == 0, output[-2000:]
+    assert "No sense table: its sentences are English" in output  # not read as de or fr
+    model = TextModel(out)
+    assert model.languages == ("de", "fr")
+    text = "le chat assis sur un tapis ."
+    code, output = cli_output(["embed", out, text, "--language", "fr", "--save", str(save)])
+    assert code == 0, output[-2000:]
+    preprocess = TextPreprocessor(model.tokenizer, 32, "xlm", language="fr",
+                                  languages=model.languages)
+    ids = {k: np.asarray(v) for k, v in preprocess(np.array([text], object)).items()}
+    assert (ids["language_ids"] == 1).all()
+    want = np.asarray(model.backbone.predict(ids, verbose=0)["sequence_output"])
+    np.testing.assert_allclose(np.load(save)["vectors"], want, atol=1e-5)
+    as_german = dict(ids, language_ids=np.zeros_like(ids["language_ids"]))
+    assert not np.allclose(np.asarray(model.backbone.predict(as_german, verbose=0)[
+        "sequence_output"]), want, atol=1e-4)
+    code, output = cli_output(["embed", out, text])
+    assert code == 2 and "one of de, fr" in one_line_error(output)

@@ -145,7 +145,7 @@ def _generate(args):
     from keras_ctx.commands.generate import generate
 
     generate(args.model, args.prompt, stream=args.stream, max_length=args.max_length,
-             sampler=args.sampler, seed=args.seed)
+             sampler=args.sampler, seed=args.seed, language=args.language)
     return 0
 
 
@@ -398,6 +398,7 @@ def build_parser():
                           choices=["greedy", "random", "top_k", "top_p"],
                           help="how the next token is picked")
     generate.add_argument("--seed", type=int, default=0, help="the sampler's seed")
+    _add_language_option(generate, "the prompt and the text written")
     generate.set_defaults(run=_generate)
 
     convert = commands.add_parser("convert", help="convert a checkpoint (Hugging Face "

@@ -3,7 +3,8 @@
 from keras_ctx.tasks.text import language_model
 
 
-def generate(model, prompt, stream=False, max_length=None, sampler="greedy", seed=0):
+def generate(model, prompt, stream=False, max_length=None, sampler="greedy", seed=0,
+             language=None):
     """Prints (and returns) the text `model` generates from `prompt`.
 
     Args:
@@ -13,6 +14,8 @@ def generate(model, prompt, stream=False, max_length=None, sampler="greedy", see
         max_length: most tokens (None: the run's sequence length).
         sampler: "greedy", "random", "top_k" or "top_p".
         seed: the sampler's seed.
+        language: the prompt's language code, for a model of several (XLM's CLM:
+            the language id the text is read and written with, and its Moses rules).
 
     Returns:
         The generated text.
@@ -20,7 +23,7 @@ def generate(model, prompt, stream=False, max_length=None, sampler="greedy", see
     from keras_ctx.common import validation
 
     validation.check_args(max_length=max_length, seed=seed)
-    model = language_model(model)
+    model = language_model(model, language=language)
     if stream:
         chunks = []
         for chunk in model.generate_stream(prompt, max_length=max_length, sampler=sampler,

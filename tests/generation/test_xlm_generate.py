@@ -9,12 +9,16 @@ import numpy as np
 import pytest
 from keras import ops
 
-from keras_ctx import generation
+from keras_ctx import generation, handles
 from keras_ctx.convert.heads import masked_lm_from_huggingface
+from keras_ctx.data import tokenizers
 from keras_ctx.models import XLMBackbone
 from keras_ctx.pretraining import CausalLMPretrainer
+from keras_ctx.tasks.text import CausalLM
+from tests.cli_helpers import cli_output, one_line_error
 from tests.convert.hf_checkpoints import write_checkpoint
 from tests.convert.xlm_checkpoints import XLM, transformers_clm, xlm_tensors
+from tests.data.xlm_vocabulary import LINES, write_xlm_vocabulary
 from tests.execution import few_calls
 
 CAUSAL = dict(XLM, causal=True, n_langs=2, dropout=0.0, attention_dropout=0.0)
@@ -122,3 +126,56 @@ def test_greedy_tokens_equal_transformers_xlm_with_lm_head(tmp_path):
                           PROMPT[:1], PROMPT_MASK[:1], LENGTH)
     np.testing.assert_array_equal(theirs, masked)
     assert (masked != want[:1]).any()
+
+
+# ----------------------------------------------------------------- the text task and the CLI
+
+PROMPT_TEXT = "l'économie"
+
+
+@pytest.fixture(scope="module")
+def enfr(tmp_path_factory):
+    """(backbone, PredLayer, tokenizer) of a tiny en-fr CLM checkpoint with its lang2id and
+    tokenizer files, as transformers' XLMWithLMHeadModel directories hold them."""
+    tokenizer = tokenizers.train_xlm_bpe(LINES, 120)
+    config = dict(CAUSAL, vocab_size=tokenizer.vocabulary_size(), lang2id={"en": 0, "fr": 1},
+                  id2lang={"0": "en", "1": "fr"})
+    tensors = xlm_tensors(config)
+    tensors["pred_layer.proj.weight"] = tensors["transformer.embeddings.weight"].copy()
+    directory = write_checkpoint(tmp_path_factory.mktemp("xlm") / "enfr", config, tensors)
+    write_xlm_vocabulary(tokenizer, directory)
+    backbone, head = masked_lm_from_huggingface(directory)
+    return backbone, head, handles.resolve(directory, need_tokenizer=True).tokenizer
+
+
+def test_a_causal_lm_task_decodes_in_its_language_and_keeps_the_bias(enfr, tmp_path):
+    backbone, head, tokenizer = enfr
+    assert backbone.languages == ("en", "fr")
+    with pytest.raises(ValueError, match="give the text's language with --language"):
+        CausalLM(backbone, tokenizer, sequence_length=20, lm_head=head)
+    task = CausalLM(backbone, tokenizer, sequence_length=20, lm_head=head, language="fr")
+    ids, mask = task._prompts([PROMPT_TEXT])
+    want = generation.generate(generation.causal_decoder(backbone, head, language_id=1), ids,
+                               mask, max_length=20, end_token_id=task.stop_ids or None,
+                               pad_token_id=task.preprocessor.pad_id)
+    got, _ = task.generate_ids([PROMPT_TEXT])
+    np.testing.assert_array_equal(got, ops.convert_to_numpy(want["token_ids"]))
+    # Saved with its language and the checkpoint's bias; `keras-ctx generate` keeps them.
+    task.save(tmp_path / "lm")
+    saved = CausalLM.load(tmp_path / "lm").decoder
+    assert saved.language_id == 1 and np.abs(ops.convert_to_numpy(head.output_bias)).max() > 0
+    np.testing.assert_array_equal(ops.convert_to_numpy(saved.lm_head.output_bias),
+                                  ops.convert_to_numpy(head.output_bias))
+    code, output = cli_output(["generate", str(tmp_path / "lm"), "the bank", "--language",
+                               "en"])
+    assert code != 0 and "saved for language 'fr'" in one_line_error(output), output[-500:]
+
+
+@pytest.mark.slow  # ~7 s: a task generates, and again once saved and read by the CLI
+def test_keras_ctx_generate_writes_the_saved_tasks_text(enfr, tmp_path):
+    backbone, head, tokenizer = enfr
+    task = CausalLM(backbone, tokenizer, sequence_length=20, lm_head=head, language="fr")
+    text = task.generate(PROMPT_TEXT)
+    task.save(tmp_path / "lm")
+    code, output = cli_output(["generate", str(tmp_path / "lm"), PROMPT_TEXT])
+    assert code == 0 and output.strip().endswith(text) and text, output[-500:]

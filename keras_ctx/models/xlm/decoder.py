@@ -12,8 +12,9 @@ output through the tied table plus PredLayer's bias.
 import keras
 from keras import ops
 
+from keras_ctx.layers.heads import MaskedLMHead
 
-@keras.saving.register_keras_serializable(package="keras_ctx")
+
 class XLMDecoder(keras.layers.Layer):
     """A causal XLMBackbone (and its PredLayer) as a decoder of `keras_ctx.generation`.
 
@@ -21,9 +22,13 @@ class XLMDecoder(keras.layers.Layer):
         backbone: an `XLMBackbone` with `causal=True`.
         lm_head: its PredLayer, a `MaskedLMHead(transform=False)` tied to the
             backbone's token table (`CausalLMPretrainer(output_bias=True).lm_head`,
-            or the head `masked_lm_from_huggingface` reads); None: no bias.
+            or the head `masked_lm_from_huggingface` reads); None: a new one, its
+            bias zero (trained where the decoder's logits are, as CausalLM's).
         language_id: the language every generated row is written in (an index
             of the language table; XLM's `lang2id`); None: 0, the first.
+
+    Not serialised itself: a saved CausalLM rebuilds it from its backbone
+    (`keras_ctx.tasks.language_model.LanguageModel`), the head's bias among its weights.
 
     Example:
     >>> decoder = XLMDecoder(pretrainer.backbone, pretrainer.lm_head, language_id=1)
@@ -40,6 +45,10 @@ class XLMDecoder(keras.layers.Layer):
             raise ValueError(f"language id {language_id} is not one of the backbone's "
                              f"{backbone.num_languages} languages; pass 0..."
                              f"{backbone.num_languages - 1} (its lang2id).")
+        if lm_head is None:  # XLM's PredLayer: the tied table and a bias (asm=False)
+            lm_head = MaskedLMHead(token_embedding=backbone.token_embedding, transform=False,
+                                   dtype=backbone.dtype_policy, name="lm_head")
+            lm_head.build((None, None, backbone.hidden_size))
         self.backbone = backbone
         self.lm_head = lm_head
         self.language_id = language_id
@@ -97,10 +106,8 @@ class XLMDecoder(keras.layers.Layer):
         return x, ops.stack(caches, axis=1)
 
     def logits(self, hidden):
-        """Next-token scores: the tied table read in reverse, plus PredLayer's bias."""
-        if self.lm_head is not None:
-            return self.lm_head(hidden)
-        return self.backbone.token_embedding.reverse(hidden)
+        """Next-token scores: PredLayer's, the tied table read in reverse plus its bias."""
+        return self.lm_head(hidden)
 
     def call(self, inputs, training=False):
         """The backbone on `inputs` with the decoder's positions and language (no cache):

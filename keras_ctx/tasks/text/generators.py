@@ -32,6 +32,7 @@ class _Generator(TextTask):
     @classmethod
     def _restore(cls, model, tokenizer, info):
         task = super()._restore(model, tokenizer, info)
+        task.decoder = getattr(model, "decoder", None) or task.backbone
         task._setup_generation()
         return task
 
@@ -108,6 +109,11 @@ class _Generator(TextTask):
         """
         from keras_ctx.export import Generation, export_saved_model
 
+        if self.decoder is not self.backbone:
+            raise ValueError(f"serve_generate decodes with a backbone's own cache and output "
+                             f"layer; {self.family.name}'s CLM decodes through its family's "
+                             "decoder, which is not exported yet: generate in Python "
+                             "(CausalLM.generate, keras-ctx generate).")
         decoding = Generation(
             self.max_length(max_length), sampler,
             end_token_id=list(self.stop_ids) or None, pad_token_id=self.preprocessor.pad_id,
@@ -196,10 +202,15 @@ class CausalLM(_Generator):
 
     Args:
         backbone: a decoder backbone of a registered family (its `logits`
-            ties the output to the token embedding).
+            ties the output to the token embedding), or a causal backbone its family
+            decodes (`Family.decoder`: XLM's CLM models, with XLM's PredLayer).
         tokenizer: its tokenizer.
         sequence_length: the training length and the default max_length.
         family, truncation: as `TextClassifier`.
+        lm_head: a family decoder's output layer to start from (XLM: the PredLayer
+            `masked_lm_from_huggingface` reads, its bias); None: a new one.
+        language: the text's language code, for a model of several (XLM's CLM: the
+            prompts' and the generated text's language id and Moses rules).
 
     Example:
     >>> lm = CausalLM.from_run("runs/gpt2")
@@ -207,16 +218,23 @@ class CausalLM(_Generator):
     """
 
     def __init__(self, backbone, tokenizer, sequence_length=128, family=None,
-                 truncation="error"):
+                 truncation="error", lm_head=None, language=None):
         family = family_of(backbone, family)
-        if family.inputs != "tokens" or family.framing is None or not hasattr(
-                backbone, "call_with_cache"):
+        own = hasattr(backbone, "call_with_cache")
+        if family.inputs != "tokens" or family.framing is None or not (own or family.decoder):
             raise ValueError(f"CausalLM needs a decoder-only backbone; {family.name} is "
                              "not one (use Seq2SeqLM for encoder-decoders).")
-        model = LanguageModel(backbone, "sequence_output", name="causal_lm")
-        super().__init__(model, tokenizer, family, sequence_length, truncation,
-                         backbone=backbone)
+        super().__init__(None, tokenizer, family, sequence_length, truncation,
+                         backbone=backbone, language=language)
+        language_id = None if own else self.preprocessor.language_id
+        self.decoder = generation.causal_decoder(backbone, lm_head, language_id)
+        self.model = LanguageModel(backbone, "sequence_output", language_id=language_id,
+                                   decoder=None if own else self.decoder, name="causal_lm")
         self._setup_generation()
+
+    def _settings(self):
+        language = self.preprocessor.language
+        return {} if language is None else {"language": language}
 
     def _targets(self, inputs, y):
         return _next_tokens(inputs["token_ids"], inputs["padding_mask"])
@@ -257,14 +275,14 @@ class CausalLM(_Generator):
     def _stream(self, prompt, max_length, sampler, seed):
         ids, _ = self._prompts([prompt])
         return ids[0].tolist(), generation.stream(
-            self.backbone, ids, max_length=self.max_length(max_length),
+            self.decoder, ids, max_length=self.max_length(max_length),
             sampler=sampler, end_token_id=self.stop_ids or None,
             pad_token_id=self.preprocessor.pad_id, seed=seed)
 
     def generate_ids(self, prompts, max_length=None, sampler="greedy", seed=0, **kwargs):
         """(token_ids, padding_mask) numpy arrays of the prompts and their continuations."""
         ids, mask = self._prompts(prompts)
-        out = generation.generate(self.backbone, ids, mask,
+        out = generation.generate(self.decoder, ids, mask,
                                   max_length=self.max_length(max_length),
                                   sampler=sampler, end_token_id=self.stop_ids or None,
                                   pad_token_id=self.preprocessor.pad_id, seed=seed, **kwargs)
@@ -290,14 +308,14 @@ class Seq2SeqLM(_Generator):
     encoder_decoder = True
 
     def __init__(self, backbone, tokenizer, sequence_length=128, family=None,
-                 truncation="error"):
+                 truncation="error", language=None):
         family = family_of(backbone, family)
         if family.inputs != "encoder_decoder":
             raise ValueError(f"Seq2SeqLM needs an encoder-decoder backbone; {family.name} "
                              "is not one (use CausalLM for decoder-only families).")
         model = LanguageModel(backbone, "decoder_sequence_output", name="seq2seq_lm")
         super().__init__(model, tokenizer, family, sequence_length, truncation,
-                         backbone=backbone)
+                         backbone=backbone, language=language)  # a language is refused
         self._setup_generation()
 
     def _inputs(self, text):
@@ -371,20 +389,25 @@ def _next_tokens(token_ids, padding_mask):
     return targets, weights
 
 
-def language_model(handle, sequence_length=None):
+def language_model(handle, sequence_length=None, language=None):
     """The CausalLM or Seq2SeqLM of a run directory or a saved text task.
 
     Which one comes from the family's registry entry (encoder-decoders read
-    a source text, the others continue a prompt).
+    a source text, the others continue a prompt). `language`: the text's language
+    code, for a model of several (XLM's CLM); a saved task keeps its own.
     """
     handle = os.fspath(handle)
     task_file = os.path.join(handle, TASK_FILE)
     if os.path.isfile(task_file):
-        name = read_task_info(handle)["task"]
+        info = read_task_info(handle)
+        name, saved = info["task"], info["settings"].get("language")
         if name not in ("CausalLM", "Seq2SeqLM"):
             raise ValueError(f"{handle} holds a {name}, which does not generate text.")
+        if language is not None and language != saved:
+            raise ValueError(f"{handle} is a {name} saved for language {saved!r}: leave "
+                             f"--language {language} out, or save a task for it.")
         return TASKS[name].load(handle)
     info = runs.read_info(handle)
     family = registry.get(info["family"])
     cls = Seq2SeqLM if family.inputs == "encoder_decoder" else CausalLM
-    return cls.from_run(handle, sequence_length=sequence_length)
+    return cls.from_run(handle, sequence_length=sequence_length, language=language)

@@ -91,15 +91,17 @@ class TextTask:
     """
 
     def __init__(self, model, tokenizer, family, sequence_length, truncation="error",
-                 backbone=None):
+                 backbone=None, language=None):
         self.model = model
         self.backbone = backbone if backbone is not None else getattr(model, "backbone", model)
         self.tokenizer = tokenizer
         self.family = family_of(self.backbone, family)
         self.sequence_length = validation.positive_int("sequence_length", sequence_length)
         self.truncation = truncation
+        # The text's language (XLM: its language id and Moses rules; the model's id2lang).
         self.preprocessor = TextPreprocessor(tokenizer, self.sequence_length, self.family,
-                                             truncation=truncation)
+                                             truncation=truncation, language=language,
+                                             languages=getattr(self.backbone, "languages", None))
 
     # ------------------------------------------------------------ construction
 
@@ -270,7 +272,7 @@ class TextTask:
     def _restore(cls, model, tokenizer, info):
         task = cls.__new__(cls)
         TextTask.__init__(task, model, tokenizer, info["family"], info["sequence_length"],
-                          info["truncation"])
+                          info["truncation"], language=info["settings"].get("language"))
         task._load_settings(info["settings"])
         return task
 

@@ -17,6 +17,7 @@ fails or dies. docs/notes/data-at-scale.md has the measured speeds.
 """
 
 import collections
+import contextlib
 import functools
 import itertools
 import os
@@ -158,6 +159,8 @@ def split(rule, rows, workers=None):
     in `workers` processes (None: one per core) once there are POOL_MIN_LINES rows."""
     if rule not in RULES:
         raise ValueError(f"Unknown Moses word rule {rule!r}; use one of {RULES}.")
+    if workers is not None and workers < 1:
+        raise ValueError(f"Moses words need at least 1 worker process, got {workers}.")
     rows = iter(rows)
     head = list(itertools.islice(rows, POOL_MIN_LINES))
     rows = itertools.chain(head, rows)
@@ -173,9 +176,9 @@ def split(rule, rows, workers=None):
 
 # A worker: this file loaded by its path (not as keras_ctx.data.moses_words, which would
 # import the package), without the caller's current directory on its path.
-_BOOT = ("import importlib.util, sys; del sys.path[0]; "
-         "spec = importlib.util.spec_from_file_location('keras_ctx_moses_worker', sys.argv[1]); "
-         "module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module); "
+_BOOT = ("import importlib.util, sys; del sys.path[0]; spec = importlib.util."
+         "spec_from_file_location('keras_ctx_moses_worker', sys.argv[1]); module = "
+         "importlib.util.module_from_spec(spec); spec.loader.exec_module(module); "
          "module.serve()")
 
 
@@ -200,7 +203,10 @@ def _pooled(rule, chunks, workers):
                 busy.append(process)
     finally:
         for process in processes:
-            process.stdin.close()  # the worker's end of input: it exits
+            # The worker's end of input: it exits (one that died already: its error is
+            # the one raised, not this close's).
+            with contextlib.suppress(BrokenPipeError):
+                process.stdin.close()
         for process in processes:
             process.stdout.close()
             process.wait()

@@ -153,6 +153,10 @@ def test_a_causal_lm_task_decodes_in_its_language_and_keeps_the_bias(enfr, tmp_p
     assert backbone.languages == ("en", "fr")
     with pytest.raises(ValueError, match="give the text's language with --language"):
         CausalLM(backbone, tokenizer, sequence_length=20, lm_head=head)
+    with pytest.warns(UserWarning, match="a new one, its bias zero; pass lm_head="):
+        fresh = CausalLM(backbone, tokenizer, sequence_length=20, language="en")
+    assert fresh.decoder.language_id == 0
+    assert not ops.convert_to_numpy(fresh.decoder.lm_head.output_bias).any()
     task = CausalLM(backbone, tokenizer, sequence_length=20, lm_head=head, language="fr")
     ids, mask = task._prompts([PROMPT_TEXT])
     want = generation.generate(generation.causal_decoder(backbone, head, language_id=1), ids,

@@ -5,6 +5,7 @@ tokens never show comes from the family's framing (`keras_ctx.families`).
 """
 
 import os
+import warnings
 
 import keras
 import numpy as np
@@ -227,6 +228,11 @@ class CausalLM(_Generator):
         super().__init__(None, tokenizer, family, sequence_length, truncation,
                          backbone=backbone, language=language)
         language_id = None if own else self.preprocessor.language_id
+        if not own and lm_head is None:  # a run keeps the backbone, not the pretrainer's head
+            warnings.warn(f"{family.name}'s output layer is not the backbone's: this CausalLM "
+                          "decodes with a new one, its bias zero; pass lm_head= (the "
+                          "CausalLMPretrainer's, or masked_lm_from_huggingface's) to decode "
+                          "with the trained one.", stacklevel=2)
         self.decoder = generation.causal_decoder(backbone, lm_head, language_id)
         self.model = LanguageModel(backbone, "sequence_output", language_id=language_id,
                                    decoder=None if own else self.decoder, name="causal_lm")

@@ -16,6 +16,8 @@ import pytest
 from keras_ctx.data import cove_words, moses_words, tokenizers, xlm_text
 
 pytest.importorskip("sacremoses")
+pytestmark = pytest.mark.backend_neutral("Moses words: Python, sacremoses and Hugging Face's "
+                                         "BPE trainer, no Keras backend")
 
 LINES = [
     "Mr. Smith went to Washington. He arrived at 5 p.m. on Jan. 3 with Dr. Jones.",

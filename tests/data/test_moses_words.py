@@ -71,7 +71,7 @@ def _cove_reference(reference, text, language):
     return " ".join(words).lower().split()
 
 
-def _expected(reference, rule, rows):
+def _transformers_words(reference, rule, rows):
     if rule == "cove":
         return [_cove_reference(reference, text, language) for language, text in rows]
     return [_xlm_reference(reference, text, language, rule == "xlm") for language, text in rows]
@@ -95,14 +95,15 @@ def small_pool(monkeypatch):
 
 @pytest.mark.parametrize("rule", moses_words.RULES)
 def test_one_process_reads_transformers_words(reference, rule):
-    assert list(moses_words.split(rule, ROWS, workers=1)) == _expected(reference, rule, ROWS)
+    words = list(moses_words.split(rule, ROWS, workers=1))
+    assert words == _transformers_words(reference, rule, ROWS)
 
 
 @pytest.mark.parametrize("rule", moses_words.RULES)
 def test_two_worker_processes_read_the_same_words_in_order(reference, small_pool, rule):
     words = list(moses_words.split(rule, ROWS, workers=2))
     assert [p.returncode for p in small_pool] == [0, 0]  # two workers, closed when done
-    assert words == _expected(reference, rule, ROWS)
+    assert words == _transformers_words(reference, rule, ROWS)
 
 
 def test_the_recipes_words_are_the_line_by_line_words(small_pool):

@@ -98,6 +98,9 @@ def test_an_mlm_model_or_an_unknown_language_is_refused_in_one_line():
     clm = XLMBackbone(40, 1, 2, 16, 64, num_languages=2, causal=True)
     with pytest.raises(ValueError, match="language id 2 is not one of"):
         generation.causal_decoder(clm, language_id=2)
+    other = XLMBackbone(40, 1, 2, 16, 64, num_languages=2, causal=True)
+    with pytest.raises(ValueError, match="lm_head reads another token table"):
+        generation.causal_decoder(clm, CausalLMPretrainer(other, output_bias=True).lm_head)
 
 
 @pytest.mark.slow  # transformers and torch imported: ~15 s on 2 busy cores

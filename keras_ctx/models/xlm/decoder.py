@@ -49,6 +49,10 @@ class XLMDecoder(keras.layers.Layer):
             lm_head = MaskedLMHead(token_embedding=backbone.token_embedding, transform=False,
                                    dtype=backbone.dtype_policy, name="lm_head")
             lm_head.build((None, None, backbone.hidden_size))
+        elif getattr(lm_head, "token_embedding", None) is not backbone.token_embedding:
+            raise ValueError("lm_head reads another token table than this backbone's: pass "
+                             "the head made with it (its pretrainer's lm_head, or "
+                             "masked_lm_from_huggingface's pair).")
         self.backbone = backbone
         self.lm_head = lm_head
         self.language_id = language_id

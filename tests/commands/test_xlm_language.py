@@ -149,7 +149,7 @@ def test_the_languages_round_trip_through_hugging_face_configs(checkpoint, tmp_p
     tensors = f"{checkpoint[0]}/model.safetensors"
     for number, (change, refusal) in enumerate([({"id2lang": {"0": "fr", "1": "en", "2": "ro"}}, "disagree"),
                             ({"lang2id": {"en": 0, "fr": 2}, "id2lang": None}, "not 0..1"),
-                            ({"n_langs": 2}, "at most once")]):
+                            ({"n_langs": 2}, "ids cannot hold the 3 languages")]):
         bad = tmp_path / f"bad{number}"
         bad.mkdir()
         (bad / "config.json").write_text(json.dumps({**config, **change}))
@@ -203,6 +203,10 @@ def test_a_run_keeps_its_languages_in_id_order():
                            intermediate_size=32, vocabulary_size=50, **config)
     again = type(backbone).from_config(backbone.get_config())  # as backbone.keras keeps it
     assert again.languages == ("de", "fr")
+    for languages, refusal in [(["de", "de"], "names a language twice"),
+                               ("de", "lists language codes in id order")]:
+        with pytest.raises(ValueError, match=refusal):
+            type(backbone).from_config({**backbone.get_config(), "languages": languages})
     # Without --languages the one corpus is read by the tokenizer's (English) rules, id 0.
     assert family.recipe_config(registry.Run("xlm-mlm-en-2048", 4, 32, 200))["languages"] == [
         "en"]

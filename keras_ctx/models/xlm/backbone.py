@@ -165,9 +165,12 @@ def _language_codes(languages, num_languages):
         raise ValueError(f"`languages` lists language codes in id order (['en', 'fr']), got "
                          f"{languages!r}.")
     languages = tuple(languages)
-    if len(set(languages)) != len(languages) or len(languages) > num_languages:
-        raise ValueError(f"`languages` names each of the num_languages={num_languages} "
-                         f"language ids at most once, got {list(languages)}.")
+    if len(set(languages)) != len(languages):
+        raise ValueError(f"`languages` names a language twice: {list(languages)}.")
+    if len(languages) > num_languages:
+        raise ValueError(f"num_languages={num_languages} language ids cannot hold the "
+                         f"{len(languages)} languages {list(languages)} (one id each): raise "
+                         "num_languages or name fewer languages.")
     return languages
 
 

@@ -146,6 +146,25 @@ def test_a_worker_error_is_raised_in_one_line(small_pool):
     assert all(p.returncode == 0 for p in small_pool)
 
 
+def test_a_caller_that_stops_early_ends_its_workers(small_pool):
+    words = moses_words.split("cove", ROWS, workers=2)
+    assert next(words) == cove_words.moses_words(ROWS[0][1], ROWS[0][0])
+    words.close()  # as when the reader fails, or is dropped
+    assert [p.returncode for p in small_pool] == [0, 0]
+
+
+@pytest.mark.slow  # ~12 s of CPU: the built-in corpus twice, by two rules, in one process and in two
+def test_the_builtin_corpus_splits_the_same_in_two_processes():
+    from keras_ctx.data import corpora
+
+    sentences = [s for document in corpora.builtin_documents() for s in document]
+    rows = [(LANGUAGES[i % 4], s) for i, s in enumerate(sentences * 2)]
+    assert len(rows) > moses_words.POOL_MIN_LINES  # the default pool and chunks
+    for rule in ("xlm", "cove"):
+        assert list(moses_words.split(rule, rows, workers=2)) == list(
+            moses_words.split(rule, rows, workers=1)), rule
+
+
 def test_a_worker_that_dies_is_named(small_pool, monkeypatch):
     monkeypatch.setattr(moses_words, "_BOOT", "import sys; sys.exit(3)")
     with pytest.raises(RuntimeError, match=r"^A Moses word splitting process ended \(exit "

@@ -153,7 +153,7 @@ def test_a_caller_that_stops_early_ends_its_workers(small_pool):
     assert [p.returncode for p in small_pool] == [0, 0]
 
 
-@pytest.mark.slow  # ~12 s of CPU: the built-in corpus twice, by two rules, in one process and in two
+@pytest.mark.slow  # ~12 s of CPU: the built-in corpus by two rules, in one process and two
 def test_the_builtin_corpus_splits_the_same_in_two_processes():
     from keras_ctx.data import corpora
 

@@ -386,9 +386,10 @@ def build_parser():
     _add_language_option(export, "serve_text's strings (with --with-text)")
     export.set_defaults(run=_export)
 
-    generate = commands.add_parser("generate", help="generate text from a prompt (a run or "
-                                   "saved CausalLM/Seq2SeqLM directory)")
-    generate.add_argument("model", help="a run directory or a saved text task (with its "
+    generate = commands.add_parser("generate", help="generate text from a prompt (a run, "
+                                   "checkpoint or saved CausalLM/Seq2SeqLM directory)")
+    generate.add_argument("model", help="a run directory, a checkpoint (a directory, "
+                                        "hf://ORG/NAME) or a saved text task (with its "
                                         "tokenizer; not a preset name)")
     generate.add_argument("prompt", help="the prompt (encoder-decoders: the source text)")
     generate.add_argument("--stream", action="store_true", help="print text as it is decoded")

@@ -138,7 +138,7 @@ PROMPT_TEXT = "l'économie"
 
 @pytest.fixture(scope="module")
 def enfr(tmp_path_factory):
-    """(backbone, PredLayer, tokenizer) of a tiny en-fr CLM checkpoint with its lang2id and
+    """(backbone, PredLayer, tokenizer, directory) of a tiny en-fr CLM checkpoint with its lang2id and
     tokenizer files, as transformers' XLMWithLMHeadModel directories hold them."""
     tokenizer = tokenizers.train_xlm_bpe(LINES, 120)
     config = dict(CAUSAL, vocab_size=tokenizer.vocabulary_size(), lang2id={"en": 0, "fr": 1},
@@ -148,11 +148,11 @@ def enfr(tmp_path_factory):
     directory = write_checkpoint(tmp_path_factory.mktemp("xlm") / "enfr", config, tensors)
     write_xlm_vocabulary(tokenizer, directory)
     backbone, head = masked_lm_from_huggingface(directory)
-    return backbone, head, handles.resolve(directory, need_tokenizer=True).tokenizer
+    return backbone, head, handles.resolve(directory, need_tokenizer=True).tokenizer, directory
 
 
 def test_a_causal_lm_task_decodes_in_its_language_and_keeps_the_bias(enfr, tmp_path):
-    backbone, head, tokenizer = enfr
+    backbone, head, tokenizer, directory = enfr
     assert backbone.languages == ("en", "fr")
     with pytest.raises(ValueError, match="give the text's language with --language"):
         CausalLM(backbone, tokenizer, sequence_length=20, lm_head=head)
@@ -178,11 +178,15 @@ def test_a_causal_lm_task_decodes_in_its_language_and_keeps_the_bias(enfr, tmp_p
     assert code != 0 and "saved for language 'fr'" in one_line_error(output), output[-500:]
 
 
-@pytest.mark.slow  # ~7 s: a task generates, and again once saved and read by the CLI
-def test_keras_ctx_generate_writes_the_saved_tasks_text(enfr, tmp_path):
-    backbone, head, tokenizer = enfr
+@pytest.mark.slow  # ~10 s: a task generates, then the CLI from the task and the checkpoint
+def test_keras_ctx_generate_writes_the_tasks_text_from_it_or_the_checkpoint(enfr, tmp_path):
+    backbone, head, tokenizer, directory = enfr
     task = CausalLM(backbone, tokenizer, sequence_length=20, lm_head=head, language="fr")
     text = task.generate(PROMPT_TEXT)
+    assert text and text != CausalLM(backbone, tokenizer, sequence_length=20,
+                                      language="fr").generate(PROMPT_TEXT)  # the bias counts
     task.save(tmp_path / "lm")
-    code, output = cli_output(["generate", str(tmp_path / "lm"), PROMPT_TEXT])
-    assert code == 0 and output.strip().endswith(text) and text, output[-500:]
+    for model, flags in ((tmp_path / "lm", []), (directory, ["--language", "fr",
+                                                             "--max-length", "20"])):
+        code, output = cli_output(["generate", str(model), PROMPT_TEXT, *flags])
+        assert code == 0 and output.strip().endswith(text), output[-500:]

@@ -12,7 +12,7 @@ import numpy as np
 from keras_ctx.common import validation
 from keras_ctx.common.optional import tensorflow as tf
 
-from keras_ctx import generation, runs
+from keras_ctx import generation, handles, runs
 from keras_ctx import registry  # lookups only: keras_ctx.families registers
 from keras_ctx.preprocessing import token_id
 from keras_ctx.tasks.language_model import LanguageModel
@@ -396,11 +396,14 @@ def _next_tokens(token_ids, padding_mask):
 
 
 def language_model(handle, sequence_length=None, language=None):
-    """The CausalLM or Seq2SeqLM of a run directory or a saved text task.
+    """The CausalLM or Seq2SeqLM of a run directory, a saved text task or a checkpoint.
 
     Which one comes from the family's registry entry (encoder-decoders read
-    a source text, the others continue a prompt). `language`: the text's language
-    code, for a model of several (XLM's CLM); a saved task keeps its own.
+    a source text, the others continue a prompt). A checkpoint (a local directory,
+    hf://, kaggle://; `keras_ctx.handles`) brings the output layer its family decodes
+    with where it is not the backbone's (XLM's PredLayer, its bias); a run keeps the
+    backbone only. `language`: the text's language code, for a model of several (XLM's
+    CLM); a saved task keeps its own.
     """
     handle = os.fspath(handle)
     task_file = os.path.join(handle, TASK_FILE)
@@ -413,7 +416,17 @@ def language_model(handle, sequence_length=None, language=None):
             raise ValueError(f"{handle} is a {name} saved for language {saved!r}: leave "
                              f"--language {language} out, or save a task for it.")
         return TASKS[name].load(handle)
-    info = runs.read_info(handle)
-    family = registry.get(info["family"])
-    cls = Seq2SeqLM if family.inputs == "encoder_decoder" else CausalLM
-    return cls.from_run(handle, sequence_length=sequence_length, language=language)
+    remote = handle.startswith((handles.HF_SCHEME, handles.KAGGLE_SCHEME))
+    if runs.is_run(handle) or not (remote or os.path.isdir(handle)):
+        info = runs.read_info(handle)  # says what an unfinished run or a wrong path lacks
+        family = registry.get(info["family"])
+        cls = Seq2SeqLM if family.inputs == "encoder_decoder" else CausalLM
+        return cls.from_run(handle, sequence_length=sequence_length, language=language)
+    resolved = handles.resolve(handle, head=True, need_tokenizer=True)
+    family = registry.get(resolved.info["family"])
+    length = resolved.info["sequence_length"] if sequence_length is None else sequence_length
+    if family.inputs == "encoder_decoder":
+        return Seq2SeqLM(resolved.backbone, resolved.tokenizer, length, family,
+                         language=language)
+    return CausalLM(resolved.backbone, resolved.tokenizer, length, family, language=language,
+                    lm_head=resolved.head if family.decoder else None)

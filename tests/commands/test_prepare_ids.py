@@ -143,3 +143,22 @@ def test_the_cli_prepares_xlm_with_two_workers_and_pretrains_on_the_ids(corpora,
     code, output = cli_output(["pretrain", "xlm-mlm-enfr-1024", "--data", str(data),
                                "--languages", "en", *XLM_TINY, "--out", str(out)])
     assert code == 2 and "--data's own" in one_line_error(output)
+
+
+@pytest.mark.slow  # ~40 s: a CLI prepare, then a CLI run on its ids (its sense table shown)
+def test_the_cli_prepares_cove_and_pretrains_on_the_pair_ids(tmp_path):
+    pytest.importorskip("sacremoses")
+    pairs, glove = tmp_path / "pairs.tsv", tmp_path / "glove.txt"
+    words = "red green blue cyan pink gold".split()
+    pairs.write_text("".join(f"{a} {b}\t{b}x {a}x\n" for a in words for b in words) * 2)
+    glove.write_text("".join(f"{w} 0.1 0.2\n" for w in words))
+    data, out = tmp_path / "data", tmp_path / "run"
+    code, output = cli_output(["prepare", "cove-base", "--parallel", f"en-de={pairs}",
+                               "--glove", str(glove), "--sequence-length", "8",
+                               "--vocabulary-size", "64", "--workers", "1", "--out", str(data)])
+    assert code == 0 and "Prepared 72 examples" in output, output[-2000:]
+    code, output = cli_output(["pretrain", "cove-base", "--data", str(data), "--set",
+                               "hidden_size=16", "--set", "num_layers=1", "--sequence-length",
+                               "8", "--batch-size", "16", "--steps", "4", "--out", str(out)])
+    assert code == 0 and "72 of 72 pairs" in output, output[-2000:]
+    assert np.isfinite(first_and_last_loss(output)[1])

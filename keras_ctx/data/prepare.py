@@ -313,6 +313,7 @@ def _run_of_inputs(family, recipe, run, corpus, languages, parallel, glove):
     run = dataclasses.replace(run, inputs=(
         ("languages", languages), ("parallel", parallel), ("corpora", tuple(sources)),
         ("glove", glove and os.fspath(glove))))
+    family.recipe_config(run)  # what `pretrain --data` would refuse (a CLM preset's pairs)
     fingerprint = fingerprints.corpus(corpus)
     if parallel:  # the pair files are the run's text too (as `pretrain` fingerprints them)
         pairs = fingerprints.corpus([pair[2] for pair in parallel])

@@ -110,7 +110,9 @@ def test_prepare_refuses_bad_inputs_of_xlm_and_cove_in_one_line(corpora, tmp_pat
             (["cove-base", "--corpus", pairs], "CoVe trains on a parallel corpus: give "
                                                "--parallel SRC-TGT=PAIRS.tsv --glove FILE"),
             (["bert-tiny", "--corpus", en, "--languages", "en"],
-             "bert's reads one --corpus: drop them")]:
+             "bert's reads one --corpus: drop them"),
+            (["xlm-clm-enfr-1024", "--corpus", en, "--corpus", fr, "--languages", "en,fr",
+              "--parallel", f"en-fr={pairs}"], "the paper's TLM on pairs is an MLM objective")]:
         code, output = cli_output(["prepare", *argv, "--out", str(out)])
         assert code == 2 and says in one_line_error(output), output[-500:]
         assert not out.exists()

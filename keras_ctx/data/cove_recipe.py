@@ -22,6 +22,9 @@ pairs (the released script counts every line). The source side's words are the
 run's tokenizer (what `keras-ctx embed` reads); the target side's are kept in the
 run directory (`target_vocabulary`, TARGET_FILE) and read back by a resumed run, as
 its tokenizer is: a pair file changed since (--corpus-changed continue) changes neither.
+`keras-ctx prepare` splits the pairs once, in processes (`prepared_parts`,
+`keras_ctx.data.prepared_ids`), keeping the target vocabulary with the data; a run on it
+(`pretrain --data`) reads the pairs' ids: the same rows.
 
 Not the released run's yet (said, not modelled): OpenNMT-py's dropout inside the
 decoder's steps (on the fed-back h~ and between its LSTM layers; `AttentionalDecoder`

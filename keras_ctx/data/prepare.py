@@ -19,6 +19,10 @@ document of the same shard, as BERT's script samples within its input file.
       manifest.json              counts, tokenizer, settings, checksums (and the shards'
                                  token counts summed): written last
 
+A recipe whose text is its inputs (XLM's languages and pairs, CoVe's pairs) writes its
+streams' sentence ids instead (`keras_ctx.data.prepared_ids`), which its own pipeline
+reads back under `pretrain --data`.
+
 Run it again after a kill (even kill -9): finished shards are kept once
 their checksum, source range and settings digest are checked, the rest are
 made again, identically (shard k draws from seed (seed, k)). The workers

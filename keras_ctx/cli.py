@@ -97,7 +97,7 @@ def _pretrain(args):
         overrides=parse_overrides(args.set), export=args.export,
         overwrite=args.overwrite, data=args.data, corpus_changed=args.corpus_changed,
         version=args.version, languages=args.languages or (), parallel=args.parallel,
-        glove=args.glove)
+        glove=args.glove, source=args.source)
     return 0
 
 
@@ -301,6 +301,10 @@ def build_parser():
     pretrain.add_argument("--data", default=None,
                           help="a `keras-ctx prepare` directory to train on (instead of "
                                "--corpus)")
+    pretrain.add_argument("--from", dest="source", default=None, metavar="SOURCE",
+                          help="continue pretraining this checkpoint (a directory, hf://ORG/"
+                               "NAME, kaggle://..., a run): its architecture, tokenizer, "
+                               "weights and, where it has it, the objective's head")
     pretrain.add_argument("--corpus-changed", choices=["refuse", "continue"],
                           default="refuse",
                           help="when resuming a run whose corpus (or tokenizer) changed: "

@@ -109,6 +109,7 @@ SETTINGS_SCHEMA = {
     # XLM's --languages and --parallel (source, target, file) pairs (data/xlm_recipe.py).
     "languages": (list, None, False), "parallel": (list, None, False),
     "glove": (str, None, False),  # CoVe's --glove file (data/cove_recipe.py)
+    "from": (str, None, False),  # the checkpoint a continued pretraining started from
     FINGERPRINT_KEY: (dict, None, False),
     CHANGES_KEY: (validation.ListOf(_CHANGE), None, False)}
 

@@ -23,6 +23,7 @@ from keras_ctx import runs
 from keras_ctx.common import files, progress, validation
 from keras_ctx.commands import pretrain_checks
 from keras_ctx.commands.pretrain_checks import VOCABULARY_SIZE, PretrainRequest  # noqa: F401
+from keras_ctx.commands.pretrain_from import continued_model
 from keras_ctx.commands.embed import TextModel
 from keras_ctx.commands.export import export_loaded
 from keras_ctx.commands.sense_table import show_sense_table
@@ -99,7 +100,7 @@ class TrainingProgress(keras.callbacks.Callback):
             say(f"Step {step}/{self.steps}, about {progress.duration(left)} left.")
 
 
-def build(preset, documents, run, overrides=None, sample=None, claimed=None):
+def build(preset, documents, run, overrides=None, sample=None, claimed=None, origin=None):
     """(backbone, pretrainer, endless dataset, tokenizer to save, extra run info).
 
     Args:
@@ -113,19 +114,24 @@ def build(preset, documents, run, overrides=None, sample=None, claimed=None):
             default a seeded sample of `documents`.
         claimed: (tokenizer, its run.json info) to use instead of training one: a
             resumed run's (`keras_ctx.runs.claimed_tokenizer`).
+        origin: the checkpoint `--from` continues (`pretrain_from`): its backbone,
+            tokenizer (unless `claimed`) and head.
     """
     preset = presets.preset(preset)
     family = preset.family
     if family.dataset is None:
         raise ValueError(family.no_pretraining
                          or f"`keras-ctx pretrain` has no recipe for {family.name} yet.")
-    if claimed is None:
-        tokenizer, sampled = train_tokenizer(family, documents if sample is None else sample,
-                                             run)
-    else:
+    if claimed is not None:
         say("Reusing the tokenizer this run was started with.")
         tokenizer, sampled = claimed
-    backbone, pretrainer = _model(preset, tokenizer, run, overrides)
+    elif origin is not None:
+        tokenizer, sampled = origin.tokenizer, {}
+    else:
+        tokenizer, sampled = train_tokenizer(family, documents if sample is None else sample,
+                                             run)
+    backbone, pretrainer = (_model(preset, tokenizer, run, overrides) if origin is None
+                            else continued_model(origin, preset, tokenizer, run))
     dataset = family.dataset(documents, tokenizer, run)
     saved_tokenizer, extra = family.run_files(tokenizer)
     return backbone, pretrainer, dataset.repeat(), saved_tokenizer, dict(extra, **sampled)
@@ -302,13 +308,13 @@ def _built(request, text, existing):
     if text.prepared:
         parts = build_prepared(preset, text.source, run, request.overrides, request.manifest)
     else:
-        sample = None  # a claimed tokenizer learns nothing
-        if claimed is None:
+        sample = None  # a claimed tokenizer, or the --from checkpoint's, learns nothing
+        if claimed is None and request.origin is None:
             sample = tokenizer_text(run) if tokenizer_text else None
             if sample is None:
                 sample = corpora.sample_sentences(text.corpus, seed=seed)
         parts = build(preset, corpora.documents(text.corpus), run, request.overrides,
-                      sample=sample, claimed=claimed)
+                      sample=sample, claimed=claimed, origin=request.origin)
     built = _Built(*parts, claimed=claimed is not None)
     validation.check_overrides_applied(preset.name, built.backbone, request.overrides)
     hidden = getattr(built.backbone, "hidden_size", 512)

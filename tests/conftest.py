@@ -49,6 +49,26 @@ def pytest_report_header(config):
     return f"keras backend: {BACKEND}"
 
 
+if BACKEND == "jax":
+    @pytest.fixture(scope="session", autouse=True)
+    def _jax_compilation_cache(tmp_path_factory):
+        """One persistent XLA compilation cache per test session, shared by pytest-xdist's
+        workers and the CLI subprocesses tests start (they inherit the environment): the
+        workers compile the same programs for the same tiny models. It starts empty in the
+        session's own temporary directory, so no earlier checkout's programs answer; every
+        program is kept, however fast it compiled (JAX keeps those over 1 s only)."""
+        import jax
+
+        from tests.session_once import session_root
+
+        settings = {"jax_compilation_cache_dir":
+                    str(session_root(tmp_path_factory) / "jax-compilation-cache"),
+                    "jax_persistent_cache_min_compile_time_secs": 0}
+        for name, value in settings.items():
+            jax.config.update(name, value)
+            os.environ[name.upper()] = str(value)
+
+
 # marker -> (the backends it runs on, or None: runs_on names them, what the skip says)
 SKIPPING = {"tensorflow_only": (("tensorflow",), "TensorFlow only"),
             "backend_neutral": (("tensorflow",), "backend-neutral, TensorFlow's run covers it"),

@@ -136,13 +136,10 @@ def tokenizer_text(run):
 
 
 def _for_language(tokenizer, language):
-    """The run's tokenizer with Moses' rules for `language` (the same BPE and ids)."""
-    if getattr(tokenizer, "language", language) == language:
-        return tokenizer
-    return xlm_text.XLMBPETokenizer(tokenizer.vocabulary, tokenizer.merges,
-                                    tokenizer.unknown_token, language=language,
-                                    lowercase_and_remove_accent=(
-                                        tokenizer.lowercase_and_remove_accent))
+    """The run's tokenizer with Moses' rules for `language` (the same BPE and ids); a
+    tokenizer without per-language rules as it is."""
+    for_language = getattr(tokenizer, "for_language", None)
+    return tokenizer if for_language is None else for_language(language)
 
 
 def _sentences(tokenizer, source):

@@ -28,6 +28,9 @@ from keras_ctx.common.errors import RunDirectoryError, one_line
 RUN_FILE = "run.json"
 SETTINGS_FILE = "pretrain_settings.json"
 BACKBONE_FILE = "backbone.keras"
+# The pretraining objective's output head, its own weights (not the tied token table), in
+# order: what `keras-ctx generate` decodes XLM's CLM with, and `pretrain --from RUN` continues.
+HEAD_FILE = "objective_head.npz"
 # Every field a writer of run.json wrote (pretrain's `_save`, convert's `run_info`,
 # save_run's sizes and hash, a family's run files), with the types and ranges the
 # commands need: any other field (a typo, a hand edit) is refused, naming the closest.
@@ -106,8 +109,10 @@ def sizes(backbone):
     return {k: config[k] for k in SIZE_KEYS if isinstance(config.get(k), int)}
 
 
-def save_run(out_dir, info, backbone, tokenizer=None, overwrite=False, tokenizer_sha256=None):
-    """Writes backbone.keras, tokenizer/ and run.json, each atomically.
+def save_run(out_dir, info, backbone, tokenizer=None, overwrite=False, tokenizer_sha256=None,
+             head_weights=None):
+    """Writes backbone.keras, tokenizer/, the objective's head (`head_weights`: its own
+    arrays, in order; a replaced run's is removed without) and run.json, each atomically.
 
     Refuses to replace a run already in `out_dir` unless `overwrite`; with it,
     a tokenizer/ left by the replaced run is removed when the new run has none
@@ -128,6 +133,14 @@ def save_run(out_dir, info, backbone, tokenizer=None, overwrite=False, tokenizer
         pass
     with files.replacing(os.path.join(out_dir, BACKBONE_FILE), overwrite=True) as staging:
         backbone.save(staging)
+    head_file = os.path.join(out_dir, HEAD_FILE)
+    if head_weights:
+        import numpy as np
+
+        with files.replacing(head_file, overwrite=True) as staging, open(staging, "wb") as out:
+            np.savez(out, *[np.asarray(w) for w in head_weights])
+    elif os.path.lexists(head_file):
+        os.remove(head_file)  # another run's head: it would not match this backbone
     tokenizer_dir = os.path.join(out_dir, TOKENIZER_DIR)
     if tokenizer_sha256 is not None:
         pass  # saved when the run was claimed
@@ -145,6 +158,23 @@ def save_run(out_dir, info, backbone, tokenizer=None, overwrite=False, tokenizer
                                 **({"tokenizer_sha256": tokenizer_sha256}
                                    if tokenizer_sha256 else {})})
     os.remove(marker)
+
+
+def load_head_weights(run_dir):
+    """The objective head's arrays a run kept (`save_run`'s `head_weights`), or None."""
+    import zipfile
+
+    import numpy as np
+
+    path = os.path.join(run_dir, HEAD_FILE)
+    if not os.path.isfile(path):
+        return None
+    try:
+        with np.load(path) as saved:
+            return [saved[f"arr_{i}"] for i in range(len(saved.files))]
+    except (zipfile.BadZipFile, OSError, ValueError, KeyError, EOFError) as error:
+        raise RunDirectoryError(f"{path} is corrupt ({one_line(error)}); restore it or "
+                                "pretrain the run again.") from None
 
 
 def read_info(run_dir):

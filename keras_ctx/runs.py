@@ -32,10 +32,10 @@ from keras_ctx.common import files, validation
 from keras_ctx.data import fingerprints
 from keras_ctx.common.errors import RunDirectoryError, one_line
 from keras_ctx.run_files import (  # noqa: F401  (the run directory's files, read as runs.X)
-    BACKBONE_FILE, CLASSIFIER_FILE, FINETUNE_FILE, FINETUNE_SCHEMA, KERAS_CONFIG, RUN_FILE,
-    RUN_SCHEMA, SAVING_FILE, SETTINGS_FILE, SIZE_KEYS, TOKENIZER_DIR, check_backbone,
-    check_free, check_tokenizer, is_finetuned, is_run, load_backbone, load_finetuned,
-    load_run, load_tokenizer, read_info, read_record, save_finetuned_info, save_run,
+    BACKBONE_FILE, CLASSIFIER_FILE, FINETUNE_FILE, FINETUNE_SCHEMA, HEAD_FILE, KERAS_CONFIG,
+    RUN_FILE, RUN_SCHEMA, SAVING_FILE, SETTINGS_FILE, SIZE_KEYS, TOKENIZER_DIR,
+    check_backbone, check_free, check_tokenizer, is_finetuned, is_run, load_backbone,
+    load_finetuned, load_head_weights, load_run, load_tokenizer, read_info, read_record, save_finetuned_info, save_run,
     save_tokenizer, saved_tokenizer_files, sizes, writing)
 from keras_ctx.training import Checkpointer
 

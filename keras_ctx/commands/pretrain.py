@@ -24,6 +24,7 @@ from keras_ctx.common import files, progress, validation
 from keras_ctx.commands import pretrain_checks
 from keras_ctx.commands.pretrain_checks import VOCABULARY_SIZE, PretrainRequest  # noqa: F401
 from keras_ctx.commands.pretrain_from import continued_model
+from keras_ctx.pretraining.kept_head import head_weights
 from keras_ctx.commands.embed import TextModel
 from keras_ctx.commands.export import export_loaded
 from keras_ctx.commands.sense_table import show_sense_table
@@ -382,7 +383,8 @@ def _save(request, text, model, result, tokenizer_sha256):
     if result["history"] or not saved:
         say(f"Saving the run to {out}...")
         runs.save_run(out, info, model.backbone, model.tokenizer, overwrite=True,
-                      tokenizer_sha256=tokenizer_sha256)
+                      tokenizer_sha256=tokenizer_sha256,
+                      head_weights=head_weights(model.pretrainer))
         print(f"Saved the backbone and tokenizer to {out}.")
     return info
 

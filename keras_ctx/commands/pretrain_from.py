@@ -10,8 +10,10 @@ has one (`resolve(head=True)`: BERT's, RoBERTa's, ALBERT's and ELECTRA's masked-
 XLM's PredLayer; GPT's is its tied table), else it starts new, and the run says which.
 """
 
+from keras_ctx import runs
 from keras_ctx.common.errors import ConfigError
 from keras_ctx.common.progress import say
+from keras_ctx.pretraining.kept_head import objective_head, restore_head
 from keras_ctx.pretraining.masked_lm import load_head_weights, sequence_width
 
 
@@ -51,9 +53,14 @@ def continued_model(origin, preset, tokenizer, run):
     say(f"Continuing {origin.handle}: its {backbone.count_params():,} parameters and its "
         "tokenizer (not retrained).")
     pretrainer = family.pretrainer(backbone, tokenizer, run)
-    head = getattr(pretrainer, "mlm_head", None) or getattr(pretrainer, "lm_head", None)
+    head = objective_head(pretrainer)
     if head is None:
         return backbone, pretrainer  # the backbone's own output layer (GPT's tied table)
+    kept = runs.load_head_weights(origin.directory) if origin.kind == "run" else None
+    if kept is not None:
+        restore_head(head, kept, sequence_width(backbone), origin.handle)
+        say(f"The objective's head continues {origin.handle}'s.")
+        return backbone, pretrainer
     if origin.head is None:
         say(f"{origin.handle} has no output head for {preset.name}'s objective: it starts "
             "new.")

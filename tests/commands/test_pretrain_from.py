@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from keras import ops
 
-from keras_ctx import handles
+from keras_ctx import handles, runs
 
 from keras_ctx.commands.pretrain import build
 from keras_ctx.commands.pretrain_checks import PretrainRequest
@@ -15,6 +15,8 @@ from keras_ctx.common.errors import ConfigError
 from keras_ctx.convert.heads import masked_lm_from_huggingface
 from keras_ctx.data import corpora, tokenizers
 from keras_ctx.pretraining import CausalLMPretrainer
+from keras_ctx.pretraining.kept_head import head_weights
+from keras_ctx.tasks.text import language_model
 from tests.cli_helpers import cli_output, first_and_last_loss, one_line_error
 from tests.convert.hf_checkpoints import write_checkpoint
 from tests.convert.xlm_checkpoints import XLM, xlm_tensors
@@ -77,6 +79,28 @@ def test_the_recipe_starts_from_the_checkpoints_weights_head_and_tokenizer(
     assert abs(float(fresh.compute_losses(batch, training=False)["likelihood"]) - want) > 0.01
 
 
+def test_a_run_keeps_its_objective_head_for_generate_and_from(corpora, published, tmp_path):
+    request = _request(corpora, published, str(tmp_path / "unused"))
+    backbone, pretrainer, _, tokenizer, _ = build(request.preset, None, request.run,
+                                                  origin=request.origin)
+    pretrainer.lm_head.output_bias.assign(pretrainer.lm_head.output_bias + 0.5)  # "trained"
+    trained = ops.convert_to_numpy(pretrainer.lm_head.output_bias)
+    run = str(tmp_path / "run")
+    runs.save_run(run, {"model": CLM, "family": "xlm", "sequence_length": 16}, backbone,
+                  tokenizer, head_weights=head_weights(pretrainer))
+    lm = language_model(run, language="fr")  # keras-ctx generate's: no zero-bias warning
+    np.testing.assert_array_equal(ops.convert_to_numpy(lm.decoder.lm_head.output_bias), trained)
+    again = PretrainRequest.checked(CLM, str(tmp_path / "next"), corpus=request.corpus,
+                                    languages="en,fr", source=run, steps=1, batch_size=4,
+                                    sequence_length=16)
+    _, continued, _, _, _ = build(again.preset, None, again.run, origin=again.origin)
+    np.testing.assert_array_equal(ops.convert_to_numpy(continued.lm_head.output_bias), trained)
+    # A run saved again without a head (convert's) leaves no stale one behind.
+    runs.save_run(run, {"model": CLM, "family": "xlm", "sequence_length": 16}, backbone,
+                  tokenizer, overwrite=True)
+    assert runs.load_head_weights(run) is None
+
+
 @pytest.mark.slow  # ~20 s: two tiny runs, each compiling its step
 def test_the_first_loss_is_the_checkpoints_on_that_batch_and_the_run_resumes(
         corpora, published, tmp_path):
@@ -91,6 +115,10 @@ def test_the_first_loss_is_the_checkpoints_on_that_batch_and_the_run_resumes(
     assert first == pytest.approx(_checkpoint_loss(published, batch), abs=6e-4)
     code, output = cli_output(_command(corpora, published, out) + ["--steps", "2"] + SIZES[2:])
     assert code == 0 and "Steps 2-2 of 2" in output, output[-2000:]
+    # The run keeps its trained PredLayer (two steps from the checkpoint's bias).
+    kept = runs.load_head_weights(out)
+    start = ops.convert_to_numpy(request.origin.head.output_bias)
+    assert len(kept) == 1 and kept[0].shape == start.shape and np.abs(kept[0] - start).max() > 0
 
 
 def test_what_the_checkpoint_fixes_is_refused_in_one_line(corpora, published, tmp_path):

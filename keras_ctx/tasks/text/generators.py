@@ -238,6 +238,22 @@ class CausalLM(_Generator):
                                    decoder=None if own else self.decoder, name="causal_lm")
         self._setup_generation()
 
+    @classmethod
+    def from_run(cls, run_dir, sequence_length=None, **kwargs):
+        """The task over a run directory: its backbone and tokenizer and, for a family
+        decoder (XLM's CLM), the output head its pretraining kept (`runs.HEAD_FILE`)."""
+        info, backbone, tokenizer = runs.load_run(run_dir, need_tokenizer=True)
+        backbone.family = info["family"]
+        family, kept = registry.get(info["family"]), runs.load_head_weights(run_dir)
+        if family.decoder is not None and kept is not None and "lm_head" not in kwargs:
+            from keras_ctx.pretraining.kept_head import restore_head
+
+            kwargs["lm_head"] = family.decoder(backbone, None, None).lm_head
+            restore_head(kwargs["lm_head"], kept, backbone.hidden_size, run_dir)
+        return cls(backbone, tokenizer, sequence_length=(
+            info["sequence_length"] if sequence_length is None else sequence_length),
+            family=info["family"], **kwargs)
+
     def _settings(self):
         language = self.preprocessor.language
         return {} if language is None else {"language": language}

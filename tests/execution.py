@@ -30,6 +30,11 @@ _BACKEND = keras.backend.backend()
 FEW_STEPS = {"tensorflow": {"run_eagerly": True},
              "jax": {"jit_compile": True}}.get(_BACKEND, {})
 DECODE = _BACKEND == "jax"
+# `tests.autodiff.value_and_gradients(..., compiled=GRADIENTS)` where a test's subject is
+# which weights a loss reaches or what its gradients are, not how they run: one jax.jit on
+# JAX (its eager autodiff compiled each op on its own); TensorFlow's tape and torch's
+# autograd eagerly (XLA would compile on TensorFlow).
+GRADIENTS = _BACKEND == "jax"
 
 
 def few_calls(function):

@@ -9,6 +9,7 @@ from keras_ctx.pretraining import ElectraPretrainer
 from keras_ctx.pretraining.electra import replace_masked_tokens
 from tests.backends import first_batch
 from tests.autodiff import no_gradient, value_and_gradients
+from tests.execution import GRADIENTS
 
 # A tiny language: [CLS] w w ... w [SEP] [PAD]..: one word repeated. A replaced
 # token is the odd one out; a good MLM generator copies the neighbours.
@@ -133,7 +134,7 @@ def test_discriminator_loss_does_not_reach_the_generator_through_sampling():
             + model.rtd_head.trainable_variables]
     _, _, grads = value_and_gradients(
         lambda: model.losses_from_outputs(batch, model(batch, training=True))["rtd"],
-        variables=generator_only + rest)
+        variables=generator_only + rest, compiled=GRADIENTS)
     assert len(generator_only) > 10
     for v, g in zip(generator_only, grads[:len(generator_only)]):
         assert no_gradient(g) or not np.any(g), v.path

@@ -18,7 +18,7 @@ from keras_ctx.pretraining import (
 )
 from tests.backends import first_batch, slow_on
 from tests.autodiff import no_gradient, value_and_gradients
-from tests.execution import FEW_STEPS
+from tests.execution import FEW_STEPS, GRADIENTS
 from tests.pretraining import synthetic as syn
 
 V = syn.VOCABULARY_SIZE
@@ -232,7 +232,7 @@ def test_sparse_last_layer_gives_the_same_logits_and_gradients(family):
         outputs = keras.tree.map_structure(_numpy, model(batch, training=False))
         _, _, gradients = value_and_gradients(
             lambda: model.total_loss(model.compute_losses(batch, training=False)),
-            variables=backbone.trainable_variables)
+            variables=backbone.trainable_variables, compiled=GRADIENTS)
         return outputs, gradients
 
     sparse_out, sparse_grads = loss_and_gradients(True)

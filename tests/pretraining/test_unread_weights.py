@@ -16,6 +16,7 @@ import pytest
 
 from keras_ctx.common import compat
 from tests.autodiff import no_gradient, value_and_gradients
+from tests.execution import GRADIENTS
 from tests.pretraining.backend_cases import _batches
 from tests.pretraining.matrix_cases import CASES
 
@@ -52,7 +53,7 @@ def test_the_declared_step_variables_are_those_the_loss_reaches(name):
             candidates = model.step_variables(minibatch)
         _, _, gradients = value_and_gradients(
             lambda: model.total_loss(model.compute_losses(minibatch, training=True)),
-            variables=candidates)
+            variables=candidates, compiled=GRADIENTS)
         reached = {v.path for v, g in zip(candidates, gradients) if not no_gradient(g)}
         declared = {v.path for v in model.step_variables(minibatch)}
         assert declared == reached, (name, sorted(declared ^ reached))

@@ -36,6 +36,9 @@ class Framing:
     Encoder-decoders' decoders read `decoder_start` then the text shifted.
     `stop`: the tokens that end a generated text (the first one the
     vocabulary has of each); none: generation runs to max_length.
+    `prompt_start`: the tokens a generated text's prompt opens with, as the
+    pretraining text opened each sentence (XLM's CLM streams: </s>); none: the
+    prompt's own pieces (GPT's).
     """
 
     start: tuple = ()
@@ -47,6 +50,7 @@ class Framing:
     stop: tuple = ()
     # Rows also carry position_ids 0.. and language_ids 0 (XLM's explicit inputs).
     positions: bool = False
+    prompt_start: tuple = ()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -164,7 +164,11 @@ def test_a_causal_lm_task_decodes_in_its_language_and_keeps_the_bias(enfr, tmp_p
     # French's id where it decodes and where it trains, and the checkpoint's PredLayer.
     assert task.decoder.language_id == 1 and task.decoder.lm_head is head
     assert (np.asarray(task.preprocessor(np.array([PROMPT_TEXT]))["language_ids"]) == 1).all()
-    assert task.generate_ids([PROMPT_TEXT])[0].shape == (1, 20)
+    # A prompt opens with </s> as each sentence of XLM's CLM streams does; the next ends it.
+    eos = tokenizer.token_to_id("</s>")
+    ids, mask = task.generate_ids([PROMPT_TEXT])
+    assert ids.shape == (1, 20) and ids[0, 0] == eos and task.stop_ids == (eos,)
+    assert ids[0, 0] not in task._prompts([PROMPT_TEXT])[0][0, 1:]
     # Saved with its language and the checkpoint's bias; `keras-ctx generate` keeps them.
     task.save(tmp_path / "lm")
     saved = CausalLM.load(tmp_path / "lm").decoder

@@ -112,9 +112,12 @@ XLM = register_family(Family(
     "xlm", xlm.XLMBackbone, xlm.XLM_PRESETS,
     # XLM's tokenizer: Moses words, lower case without accents, "</w>" BPE (xlm_text).
     tokenizers.train_xlm_bpe,
-    # transformers' XLMTokenizer: <s> A </s> (B </s>); positions 0.., language 0.
+    # transformers' XLMTokenizer: <s> A </s> (B </s>); positions 0.., language 0. The CLM
+    # models read streams whose every sentence opens with </s> (xlm/data/loader.py's
+    # binarized text; xlm_recipe's streams): a prompt opens with it, the next one ends it.
     Framing(start=(("<s>",),), middle=(("</s>",),), end=(("</s>",),),
-            pad=(("<pad>",),), segments=1, positions=True),
+            pad=(("<pad>",),), segments=1, positions=True, stop=(("</s>",),),
+            prompt_start=(("</s>",),)),
     huggingface=convert_xlm.HUGGINGFACE,
     dataset=xlm_dataset, pretrainer=xlm_pretrainer, optimizer=optimizers.xlm_recipe,
     recipe_config=recipe_config,

@@ -281,7 +281,9 @@ class CausalLM(_Generator):
         return self.model.predict(dataset, **kwargs)
 
     def _prompt_row(self, prompt):
-        return np.asarray(self.preprocessor._tokenize(tf.constant([prompt]))[0]).tolist()
+        opening = list(_token_ids(self.tokenizer, self.family.framing.prompt_start))
+        return opening + np.asarray(self.preprocessor._tokenize(tf.constant([prompt]))[0]
+                                    ).tolist()
 
     def _prompts(self, prompts):
         rows = [self._prompt_row(p) for p in prompts]

@@ -310,7 +310,11 @@ def test_default_sizes_count_as_cvt_text_builds_them():
     """cvt_text's TF1 cells: LSTMCell(n, num_proj=p) has W ([x; h_p] -> 4n), b (4n) and
     a projection n x p without bias; the char CNN conv1d(100, w) per width."""
     vocabulary, chars = 100, 262
-    encoder = CvtEncoder(vocabulary)
+    # Shapes only: variables made in a StatelessScope skip their initializers (on JAX one
+    # compiled program per weight shape).
+    with keras.StatelessScope():
+        encoder = CvtEncoder(vocabulary)
+        trainer = CrossViewTrainer(encoder, 9)
 
     def lstm(inputs, cells, projection):
         return (inputs + projection) * 4 * cells + 4 * cells + cells * projection
@@ -321,7 +325,6 @@ def test_default_sizes_count_as_cvt_text_builds_them():
     second = 2 * lstm(2 * 512, 512, 512)
     assert encoder.count_params() == embeddings + cnn + first + second
     assert encoder.output_sizes == (512, 2048)  # [h1; h2] = 2 x 512 + 2 x 512
-    trainer = CrossViewTrainer(encoder, 9)
     module = lambda inputs: inputs * 512 + 512 + 512 * 9 + 9  # noqa: E731
     heads = module(2048) + module(2048) + 4 * module(512)  # primary, full, 4 restricted
     assert trainer.count_params() == encoder.count_params() + heads

@@ -37,7 +37,7 @@ from keras_ctx.common.validation import check_overrides
 from keras_ctx.convert import formats, heads
 from keras_ctx.convert.base import CheckpointError
 from keras_ctx.convert.huggingface import (
-    CONVERTERS, from_huggingface, read_config, read_tensors)
+    CONVERTERS, read_config)
 from keras_ctx.convert.kerashub import is_keras_hub_preset
 
 HF_SCHEME = "hf://"
@@ -215,15 +215,7 @@ def _huggingface_head(directory):
             f"{directory} holds a {classifier}, whose head is a task model: load it with "
             "keras_ctx.tasks.classifier_from_huggingface(directory), or resolve the "
             "backbone alone (head=False).")
-    layout = heads.masked_lm_layout(config.get("model_type"))
-    if layout is not None and layout.bias in tensor_names(directory):
-        return heads.masked_lm_from_huggingface(directory)
-    return from_huggingface(directory), None
-
-
-def tensor_names(directory):
-    """The tensor names of a safetensors checkpoint, read from headers only."""
-    return set(read_tensors(directory))
+    return heads.with_masked_lm_head(directory)
 
 
 def _with_overrides(name, backbone, overrides):

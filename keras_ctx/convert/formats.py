@@ -21,6 +21,8 @@ the source has a tokenizer) and run.json (family, source, format).
 import glob
 import os
 
+from keras import ops
+
 from keras_ctx import registry
 from keras_ctx.common.files import missing_link, read_json
 from keras_ctx.convert.base import CheckpointError
@@ -185,8 +187,17 @@ def convert(source, dest, format=None, sequence_length=128, overwrite=False):
     from keras_ctx import run_files as runs
 
     runs.check_free(os.fspath(dest), overwrite)  # before the (long) load
-    backbone, format = load(source, format)
-    info = run_info(os.path.abspath(os.fspath(source)), backbone, format, sequence_length)
+    source = os.fspath(source)
+    format, head = format or detect_format(source), None
+    if format == "huggingface":  # its pretraining head kept with the run, where it has one
+        from keras_ctx.convert.heads import with_masked_lm_head
+
+        backbone, head = with_masked_lm_head(source)
+    else:
+        backbone, format = load(source, format)
+    info = run_info(os.path.abspath(source), backbone, format, sequence_length)
     tokenizer = getattr(backbone, "tokenizer", None)
-    runs.save_run(os.fspath(dest), info, backbone, tokenizer, overwrite=overwrite)
+    runs.save_run(os.fspath(dest), info, backbone, tokenizer, overwrite=overwrite,
+                  head_weights=None if head is None else [
+                      ops.convert_to_numpy(v) for v in head.own_weights])
     return info

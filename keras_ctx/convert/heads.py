@@ -96,6 +96,16 @@ def _head_entries(head, layout):
     return entries
 
 
+def with_masked_lm_head(directory):
+    """(backbone, MaskedLMHead or None) of a Hugging Face checkpoint directory: its head where
+    it holds one (its family's layout, whose output bias is among its tensors: BertForMaskedLM,
+    XLMWithLMHeadModel), else None (a bare model, a classifier)."""
+    layout = masked_lm_layout(read_config(directory).get("model_type"))
+    if layout is not None and layout.bias in read_tensors(directory):
+        return masked_lm_from_huggingface(directory)
+    return from_huggingface(directory), None
+
+
 def masked_lm_from_huggingface(directory):
     """(backbone, MaskedLMHead) of a *ForMaskedLM / *ForPreTraining / XLNetLMHeadModel
     checkpoint directory."""

@@ -38,6 +38,13 @@ class _TiedOutput(keras.layers.Layer):
             raise ValueError("Give `vocabulary_size` or a `token_embedding` to tie to.")
         self.vocabulary_size = _checks.positive_int("vocabulary_size", vocabulary_size)
 
+    @property
+    def own_weights(self):
+        """This head's weights without the tied token table it reads (what a head keeps and
+        copies: the table is the backbone's)."""
+        tied = {id(v) for v in self.token_embedding.weights} if self.token_embedding else set()
+        return [v for v in self.weights if id(v) not in tied]
+
     def _output_width(self, hidden):
         """Width of the vectors fed to the output table: E for ALBERT, H for BERT."""
         if self.token_embedding is None:

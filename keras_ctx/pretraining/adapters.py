@@ -7,7 +7,6 @@ from keras_ctx.layers.adapter_sites import encoder_stacks
 from keras_ctx.pretraining.masked_lm import (
     MaskedLMPretrainer,
     backbone_inputs,
-    own_head_weights,
     sequence_rows,
 )
 
@@ -57,13 +56,10 @@ class AdapterMaskedLMPretrainer(MaskedLMPretrainer):
         if not self.mlm_head.built:
             self.mlm_head.build((None, None, backbone.hidden_size))
 
-    def _own_head_weights(self):
-        return own_head_weights(self.mlm_head)
-
     @property
     def trained_with_adapters(self):
         """Variables `train_only` keeps trainable beside the adapters: a trained head's."""
-        return self._own_head_weights() if self.train_head else []
+        return self.mlm_head.own_weights if self.train_head else []
 
     def get_config(self):
         return dict(super().get_config(), train_head=self.train_head)

@@ -9,7 +9,6 @@ continues the head too.
 from keras import ops
 
 from keras_ctx.common.errors import ConfigError
-from keras_ctx.pretraining.masked_lm import own_head_weights
 from keras_ctx.run_files import HEAD_FILE
 
 
@@ -23,14 +22,14 @@ def head_weights(pretrainer):
     """The objective head's own weights as arrays, what a run keeps (`runs.HEAD_FILE`)."""
     head = objective_head(pretrainer)
     return None if head is None or not head.built else [
-        ops.convert_to_numpy(v) for v in own_head_weights(head)]
+        ops.convert_to_numpy(v) for v in head.own_weights]
 
 
 def restore_head(head, weights, width, source):
     """Builds `head` and assigns it the arrays a run kept; one line where they differ."""
     if not head.built:
         head.build((None, None, width))
-    own = own_head_weights(head)
+    own = head.own_weights
     shapes = [tuple(w.shape) for w in weights]
     if shapes != [tuple(v.shape) for v in own]:
         raise ConfigError(f"{source}'s {HEAD_FILE} holds weights of shapes {shapes}, "

@@ -60,12 +60,6 @@ def sequence_rows(backbone, inputs, positions, training=None, sparse=True):
     return gather_positions(backbone(inputs, training=training)["sequence_output"], positions)
 
 
-def own_head_weights(head):
-    """A tied head's weights without the backbone's token table it reads."""
-    tied = {id(v) for v in head.token_embedding.weights} if head.token_embedding else set()
-    return [v for v in head.weights if id(v) not in tied]
-
-
 def checkpoint_head_settings(mlm_head, token_embedding, head_transform=None):
     """(transform, activation, layer_norm_epsilon) of a head that continues `mlm_head`.
 
@@ -91,7 +85,7 @@ def load_head_weights(head, mlm_head, inputs_shape):
     """Builds `head` for `inputs_shape` and copies `mlm_head`'s own weights into it."""
     if not head.built:
         head.build(inputs_shape)
-    for mine, theirs in zip(own_head_weights(head), own_head_weights(mlm_head), strict=True):
+    for mine, theirs in zip(head.own_weights, mlm_head.own_weights, strict=True):
         if tuple(mine.shape) != tuple(theirs.shape):
             raise ValueError(f"`mlm_head`'s {theirs.path} is {tuple(theirs.shape)}, this "
                              f"backbone's head needs {tuple(mine.shape)}.")

@@ -7,7 +7,9 @@ import pytest
 from keras import ops
 from safetensors.numpy import load_file
 
+from keras_ctx import run_files
 from keras_ctx.convert import CheckpointError
+from keras_ctx.convert.formats import convert
 from keras_ctx.convert.heads import masked_lm_from_huggingface, masked_lm_to_huggingface
 from tests import references
 from tests.convert import numpy_refs
@@ -53,6 +55,27 @@ def test_bert_and_albert_masked_lm_heads(tmp_path):
                           numpy_refs.gelu_new, 1e-12)
     got = ops.convert_to_numpy(head(backbone(inputs)["sequence_output"]))
     np.testing.assert_allclose(got, want, atol=2e-4)
+
+
+@pytest.mark.filterwarnings("ignore:.*pooler")
+def test_a_converted_run_keeps_the_checkpoints_masked_lm_head(tmp_path):
+    """keras-ctx convert keeps a BertForMaskedLM's head with the run (`pretrain --from RUN`
+    continues it); a checkpoint without one keeps none."""
+    tensors = bert_mlm_tensors()
+    convert(write_checkpoint(tmp_path / "b", BERT, tensors), tmp_path / "run")
+    kept = run_files.load_head_weights(tmp_path / "run")
+    head = ("cls.predictions.transform.dense.weight", "cls.predictions.transform.dense.bias",
+            "cls.predictions.transform.LayerNorm.weight",
+            "cls.predictions.transform.LayerNorm.bias", "cls.predictions.bias")
+    assert kept is not None and len(kept) == len(head)
+    for name in head:  # torch's Linear weight is the transposed kernel
+        value = tensors[name].T
+        assert sum(w.shape == value.shape and np.array_equal(w, value) for w in kept) == 1, name
+    bare = {k: v for k, v in tensors.items() if not k.startswith("cls.")}
+    convert(write_checkpoint(tmp_path / "bare", dict(BERT, architectures=["BertModel"]),
+                             {k.removeprefix("bert."): v for k, v in bare.items()}),
+            tmp_path / "bare-run")
+    assert run_files.load_head_weights(tmp_path / "bare-run") is None
 
 
 @pytest.mark.filterwarnings("ignore:The checkpoint has no")

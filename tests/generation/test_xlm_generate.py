@@ -5,11 +5,14 @@ The tokens are those of a greedy loop over the whole model's logits, the loop XL
 `TransformerModel.generate` runs (xlm/model/transformer.py @cd281d3: the last position's
 scores, positions 0.., one language id a row); on transformers' XLMWithLMHeadModel too."""
 
+import warnings
+
 import numpy as np
 import pytest
 from keras import ops
 
-from keras_ctx import generation, handles
+from keras_ctx import generation, handles, run_files
+from keras_ctx.convert.formats import convert
 from keras_ctx.convert.heads import masked_lm_from_huggingface
 from keras_ctx.data import tokenizers
 from keras_ctx.models import XLMBackbone
@@ -178,6 +181,21 @@ def test_a_causal_lm_task_decodes_in_its_language_and_keeps_the_bias(enfr, tmp_p
     code, output = cli_output(["generate", str(tmp_path / "lm"), "the bank", "--language",
                                "en"])
     assert code != 0 and "saved for language 'fr'" in one_line_error(output), output[-500:]
+
+
+def test_a_converted_run_keeps_the_checkpoints_pred_layer(enfr, tmp_path):
+    """keras-ctx convert keeps the checkpoint's output bias with the run, so the run decodes
+    as the checkpoint does (was: a zero-bias PredLayer and a warning)."""
+    backbone, head, tokenizer, directory = enfr
+    convert(directory, tmp_path / "run")
+    want = ops.convert_to_numpy(head.output_bias)
+    assert np.abs(want).max() > 0
+    np.testing.assert_array_equal(run_files.load_head_weights(tmp_path / "run")[0], want)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        task = CausalLM.from_run(tmp_path / "run", language="fr")
+    assert not [w for w in caught if "bias zero" in str(w.message)], caught
+    np.testing.assert_array_equal(ops.convert_to_numpy(task.decoder.lm_head.output_bias), want)
 
 
 @pytest.mark.slow  # ~10 s: a task generates, then the CLI from the task and the checkpoint

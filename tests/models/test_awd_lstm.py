@@ -9,7 +9,7 @@ from keras_ctx.layers import EmbeddingDropout, LockedDropout, WeightDropLSTM
 from keras_ctx.models import AwdLstmBackbone
 from keras_ctx.pretraining.awd_lstm import AwdLstmLMPretrainer
 from tests.autodiff import no_gradient, value_and_gradients
-from tests.execution import FEW_STEPS
+from tests.execution import FEW_STEPS, GRADIENTS
 
 
 def published_wt103_parameters():
@@ -199,7 +199,8 @@ def test_no_gradient_reaches_the_carried_state_and_evaluation_starts_from_zero()
         return sum(lm.compute_losses(batch, training=True).values())
 
     _, _, grads = value_and_gradients(loss, (), [lm.state]
-                                      + list(lm.backbone.lstms[0].trainable_weights))
+                                      + list(lm.backbone.lstms[0].trainable_weights),
+                                      compiled=GRADIENTS)
     assert no_gradient(grads[0])
     assert all(not no_gradient(g) for g in grads[1:])
     # Evaluation neither reads nor moves the state; reset_state zeroes it.

@@ -15,6 +15,7 @@ from keras_ctx.layers.relative_attention import relative_positional_encoding
 from keras_ctx.models.xlnet.backbone import XLNetBlock, xlnet_attention_inputs
 from keras_ctx.testing import run_layer_test
 from tests.autodiff import no_gradient, value_and_gradients
+from tests.execution import GRADIENTS
 
 VOCAB, LAYERS, HEADS, HIDDEN, FFN = 40, 2, 2, 16, 32
 
@@ -242,7 +243,8 @@ def test_memory_is_used_and_gets_no_gradient():
         return ops.sum(out["sequence_output"] ** 2)
 
     _, memory_grads, weight_grads = value_and_gradients(loss, memory_arrays,
-                                                        backbone.trainable_variables)
+                                                        backbone.trainable_variables,
+                                                        compiled=GRADIENTS)
     for grad in memory_grads:
         assert grad is None or not np.any(to_numpy(grad))
     assert sum(g is not None and np.any(to_numpy(g)) for g in weight_grads) > 10
@@ -252,7 +254,8 @@ def test_memory_is_used_and_gets_no_gradient():
         new_memory = backbone.forward_pass(first, training=True)["memory"]
         return ops.sum(new_memory[1] ** 2)
 
-    _, _, grads = value_and_gradients(memory_loss, (), backbone.trainable_variables)
+    _, _, grads = value_and_gradients(memory_loss, (), backbone.trainable_variables,
+                                      compiled=GRADIENTS)
     assert all(no_gradient(g) for g in grads)
 
 

@@ -20,14 +20,14 @@ import time
 import keras
 
 from keras_ctx import runs
-from keras_ctx.common import files, progress, validation
 from keras_ctx.commands import pretrain_checks
-from keras_ctx.commands.pretrain_checks import VOCABULARY_SIZE, PretrainRequest  # noqa: F401
-from keras_ctx.commands.pretrain_from import continued_model
-from keras_ctx.pretraining.kept_head import head_weights
 from keras_ctx.commands.embed import TextModel
 from keras_ctx.commands.export import export_loaded
+from keras_ctx.commands.pretrain_checks import VOCABULARY_SIZE, PretrainRequest  # noqa: F401
+from keras_ctx.commands.pretrain_from import continued_model
 from keras_ctx.commands.sense_table import show_sense_table
+from keras_ctx.common import files, progress, validation
+from keras_ctx.common.progress import say
 from keras_ctx.data import corpora, fingerprints, prepare, prepared_ids, token_counts
 from keras_ctx.data.prepared_input import PreparedInput
 from keras_ctx.data.tokenizers import TOKENIZER_SAMPLE, train_tokenizer
@@ -35,7 +35,7 @@ from keras_ctx.export import check_export_target
 from keras_ctx.models import presets
 from keras_ctx.models.presets import build as build_preset
 from keras_ctx.optimizers import bert_recipe
-from keras_ctx.common.progress import say
+from keras_ctx.pretraining.kept_head import head_weights
 from keras_ctx.pretraining.strategies import make_strategy
 from keras_ctx.training import fit_resumable
 

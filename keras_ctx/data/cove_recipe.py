@@ -70,7 +70,8 @@ def split_words(*columns):
     one id there, by construction."""
     found = []
     for sentences, language in columns:
-        # sacremoses is slow (~650 lines/s on a busy core, measured): the count says so.
+        # Moses words take minutes on a large sample (docs/notes/data-at-scale.md): the count
+        # says how far.
         words = list(cove_words.words_of(progress.current().count(  # one process per core
             sentences, f"{language} sentences split into Moses words", total=len(sentences)),
             language))

@@ -2,8 +2,8 @@
 
 XLM's and CoVe's recipes read their inputs (each language's corpus, the
 --parallel pair files) as streams of sentence ids, split into Moses words in
-Python (sacremoses, ~650 lines/s on one core): in the tf.data pipeline, every
-epoch again. `keras-ctx prepare` splits them once instead, in processes
+Python (sacremoses, some thousands of lines a CPU-second: docs/notes/data-at-scale.md):
+in the tf.data pipeline, every epoch again. `keras-ctx prepare` splits them once instead, in processes
 (`keras_ctx.data.prepare`'s shards, resumable, written atomically): a recipe
 names its parts (`Part`: a language's sentences, or a pair file's pairs, each
 with the tokenizers that read it), and each shard holds one part's ids in the

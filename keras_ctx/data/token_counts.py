@@ -146,10 +146,10 @@ def kept_here():
 
 def kept_record(name, made_from, make, read, fresh_reads=True, on_other=None):
     """The record `name` of the `kept_in` block's run directory: `made_from` (JSON, or a
-    function that gives it) plus
-    `make()`'s fields, read back where a record of the same `made_from` is kept there (and
-    the run resumes, with `fresh_reads=False`), else made and kept once the run is claimed;
-    `make()`'s fields alone outside a `kept_in` block. A run reads and keeps each record once.
+    function that gives it) plus `make()`'s fields, read back where a record of the same
+    `made_from` is kept there (and the run resumes, with `fresh_reads=False`), else made and
+    kept once the run is claimed; `make()`'s fields alone outside a `kept_in` block. A run
+    reads and keeps each record once.
 
     read: path -> the kept record, checked (`validation.read_fields`).
     fresh_reads: False for a record whose `made_from` leaves an input out on purpose (CoVe's

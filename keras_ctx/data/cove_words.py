@@ -44,7 +44,7 @@ def words_of(sentences, language, workers=None):
     """`moses_words` of each of `sentences`: an iterator, in their order, split by `workers`
     processes (None: one per core) for `moses_words.POOL_MIN_LINES` sentences or more."""
     _tokenizer(language)
-    return moses.split("cove", ((language, text) for text in sentences), workers)
+    return moses.split("cove-lowercased", ((language, text) for text in sentences), workers)
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")

@@ -1,8 +1,8 @@
 """Moses words at corpus scale: XLM's and CoVe's rules (sacremoses) in this process or
 in one worker process per core, in order.
 
-The rules: "xlm" and "xlm-cased" (`xlm_words`: XLM's tools/tokenize.sh, read in
-`keras_ctx.data.xlm_text`), "cove" (`cove_words`: CoVe's README, read in
+The rules: "xlm-uncased" and "xlm-cased" (`xlm_words`: XLM's tools/tokenize.sh, read in
+`keras_ctx.data.xlm_text`), "cove-lowercased" (`cove_words`: CoVe's README, read in
 `keras_ctx.data.cove_words`); those modules check that sacremoses is installed and
 name what installs it. `split` reads (language, text) rows in chunks of CHUNK_LINES,
 each chunk in a worker, the words back in the rows' order; a sample of fewer than
@@ -34,7 +34,6 @@ CHUNK_LINES = 512  # rows a worker splits per message (~0.1-1 s of its work)
 # A worker's start (an interpreter, sacremoses, its tables) costs ~0.5 s of CPU, the
 # work of ~3,000 lines: below this many rows one process is as fast (keras_ctx's choice).
 POOL_MIN_LINES = 20_000
-RULES = ("xlm", "xlm-cased", "cove")
 
 
 def remove_non_printing_char(text):
@@ -148,10 +147,16 @@ def cove_words(text, language):
     return " ".join(words).lower().split()
 
 
+# rule -> (text, language) -> words
+SPLITTERS = {"xlm-uncased": lambda text, language: xlm_words(text, language, True),
+             "xlm-cased": lambda text, language: xlm_words(text, language, False),
+             "cove-lowercased": cove_words}
+RULES = tuple(SPLITTERS)
+
+
 def _split_chunk(rule, rows):
-    if rule == "cove":
-        return [cove_words(text, language) for language, text in rows]
-    return [xlm_words(text, language, rule == "xlm") for language, text in rows]
+    words = SPLITTERS[rule]
+    return [words(text, language) for language, text in rows]
 
 
 def split(rule, rows, workers=None):

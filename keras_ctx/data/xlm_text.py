@@ -69,7 +69,7 @@ def tagged_words(lines, lowercase_and_remove_accents=True, workers=None):
     processes (None: one per core) for a sample of `moses_words.POOL_MIN_LINES` lines or
     more."""
     sacremoses()
-    return moses.split("xlm" if lowercase_and_remove_accents else "xlm-cased",
+    return moses.split("xlm-uncased" if lowercase_and_remove_accents else "xlm-cased",
                        (line.split("\t", 1) for line in lines), workers)
 
 

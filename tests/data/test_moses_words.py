@@ -72,9 +72,9 @@ def _cove_reference(reference, text, language):
 
 
 def _transformers_words(reference, rule, rows):
-    if rule == "cove":
+    if rule == "cove-lowercased":
         return [_cove_reference(reference, text, language) for language, text in rows]
-    return [_xlm_reference(reference, text, language, rule == "xlm") for language, text in rows]
+    return [_xlm_reference(reference, text, language, rule == "xlm-uncased") for language, text in rows]
 
 
 @pytest.fixture
@@ -121,9 +121,9 @@ def test_the_recipes_words_are_the_line_by_line_words(small_pool):
 
 def test_a_small_sample_stays_in_this_process(small_pool):
     rows = ROWS[:39]
-    assert list(moses_words.split("xlm", rows, workers=2)) == [
+    assert list(moses_words.split("xlm-uncased", rows, workers=2)) == [
         xlm_text.moses_words(text, lang) for lang, text in rows]
-    assert list(moses_words.split("xlm", ROWS, workers=1)) == [
+    assert list(moses_words.split("xlm-uncased", ROWS, workers=1)) == [
         xlm_text.moses_words(text, lang) for lang, text in ROWS]
     assert small_pool == []
 
@@ -142,12 +142,12 @@ def test_a_worker_error_is_raised_in_one_line(small_pool):
     rows = ROWS[:50] + [("zh", "一个句子")]
     with pytest.raises(RuntimeError, match=r"^Splitting Moses words in a worker process "
                                            r"failed: ValueError: XLM splits 'zh' text"):
-        list(moses_words.split("xlm", rows, workers=2))
+        list(moses_words.split("xlm-uncased", rows, workers=2))
     assert all(p.returncode == 0 for p in small_pool)
 
 
 def test_a_caller_that_stops_early_ends_its_workers(small_pool):
-    words = moses_words.split("cove", ROWS, workers=2)
+    words = moses_words.split("cove-lowercased", ROWS, workers=2)
     assert next(words) == cove_words.moses_words(ROWS[0][1], ROWS[0][0])
     words.close()  # as when the reader fails, or is dropped
     assert [p.returncode for p in small_pool] == [0, 0]
@@ -160,7 +160,7 @@ def test_the_builtin_corpus_splits_the_same_in_two_processes():
     sentences = [s for document in corpora.builtin_documents() for s in document]
     rows = [(LANGUAGES[i % 4], s) for i, s in enumerate(sentences * 2)]
     assert len(rows) > moses_words.POOL_MIN_LINES  # the default pool and chunks
-    for rule in ("xlm", "cove"):
+    for rule in ("xlm-uncased", "cove-lowercased"):
         assert list(moses_words.split(rule, rows, workers=2)) == list(
             moses_words.split(rule, rows, workers=1)), rule
 
@@ -169,7 +169,7 @@ def test_a_worker_that_dies_is_named(small_pool, monkeypatch):
     monkeypatch.setattr(moses_words, "_BOOT", "import sys; sys.exit(3)")
     with pytest.raises(RuntimeError, match=r"^A Moses word splitting process ended \(exit "
                                            r"code 3\); .* workers=1"):
-        list(moses_words.split("cove", ROWS, workers=2))
+        list(moses_words.split("cove-lowercased", ROWS, workers=2))
 
 
 def test_workers_end_when_their_caller_is_killed(tmp_path):
@@ -187,7 +187,7 @@ def test_workers_end_when_their_caller_is_killed(tmp_path):
                 handle.write(f"{{process.pid}}\\n")
             return process
         m.subprocess.Popen = started
-        for i, _ in enumerate(m.split("cove", itertools.repeat(("en", "a b c")), workers=2)):
+        for i, _ in enumerate(m.split("cove-lowercased", itertools.repeat(("en", "a b c")), workers=2)):
             if i == 100:
                 os.kill(os.getpid(), signal.SIGKILL)
         """)

@@ -264,7 +264,10 @@ def claim(out_dir, settings, fresh=False, data=None, corpus_changed="refuse", ex
         changes = changes if isinstance(changes, list) else []
         adjusted = {k: [previous[k], settings[k]] for k in ADJUSTABLE
                     if k in previous and k in settings and previous[k] != settings[k]}
-        fixed = [k for k in settings if k not in ADJUSTABLE and previous.get(k) != settings[k]]
+        # A setting given only once (--from, --languages, --glove) differs too: a rerun that
+        # leaves out the first run's --from would resume it as another run.
+        fixed = [k for k in {**previous, **settings}
+                 if k not in ADJUSTABLE and previous.get(k) != settings.get(k)]
         if fixed and not fresh:
             changed = sorted(fixed)
             raise RunDirectoryError(

@@ -3,6 +3,8 @@ text (domain-adaptive pretraining, Gururangan et al. 2020): its architecture, to
 weights and the objective's head (keras_ctx/commands/pretrain_from.py). The first step's
 loss is the checkpoint's own loss on that batch; the run resumes like any other."""
 
+import shutil
+
 import numpy as np
 import pytest
 from keras import ops
@@ -119,6 +121,15 @@ def test_the_first_loss_is_the_checkpoints_on_that_batch_and_the_run_resumes(
     kept = runs.load_head_weights(out)
     start = ops.convert_to_numpy(request.origin.head.output_bias)
     assert len(kept) == 1 and kept[0].shape == start.shape and np.abs(kept[0] - start).max() > 0
+    # A rerun from another checkpoint, or from none, would mix two starts: refused, the
+    # run's checkpoints untouched.
+    other = shutil.copytree(published, tmp_path / "other")
+    for command in (_command(corpora, str(other), out) + ["--steps", "3"] + SIZES[2:],
+                    [flag for flag in _command(corpora, published, out)
+                     if flag not in ("--from", published)] + ["--steps", "3"] + SIZES[2:]):
+        code, output = cli_output(command)
+        assert code != 0 and "from" in one_line_error(output), output[-2000:]
+    assert np.array_equal(runs.load_head_weights(out)[0], kept[0])
 
 
 def test_what_the_checkpoint_fixes_is_refused_in_one_line(corpora, published, tmp_path):

@@ -43,6 +43,19 @@ def pretrain(capsys, corpus, out, *flags):
 
 # ------------------------------------------------------------ silent wrong results
 
+@pytest.mark.parametrize("given_once", [{"from": "hf://org/model"}, {"languages": ["en", "fr"]},
+                                        {"glove": "glove.840B.300d.txt"}])
+def test_a_rerun_that_leaves_out_a_setting_the_run_was_given_is_another_run(tmp_path,
+                                                                            given_once):
+    settings = {"model": "xlm-clm-enfr-1024", "corpus": "en.txt", "seed": 0}
+    runs.claim(str(tmp_path), {**settings, **given_once})
+    runs.claim(str(tmp_path), {**settings, **given_once})  # the same: resumes
+    name = next(iter(given_once))
+    for other in (settings, {**settings, name: "other"}):  # left out, or another value
+        with pytest.raises(ValueError, match=f"holds another run .*different {name}"):
+            runs.claim(str(tmp_path), other)
+
+
 def test_a_run_refuses_to_resume_on_other_data_than_its_checkpoints(tmp_path):
     from keras_ctx.data import fingerprints
 

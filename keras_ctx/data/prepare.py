@@ -81,6 +81,15 @@ def plan_shards(files, shard_bytes=SHARD_BYTES):
     return ranges
 
 
+def _files_of(source):
+    """The files a file source names (a path, directory or glob), or None for a source
+    read as documents (builtin, tfds:NAME, a list or tf.data source: `_stage_source`)."""
+    if isinstance(source, (str, os.PathLike)) and os.fspath(source) != corpora.BUILTIN and (
+            not os.fspath(source).startswith("tfds:")):
+        return corpora.resolve_files(source)
+    return None
+
+
 def _stage_source(source, out_dir, shard_bytes, name="corpus"):
     """A non-file source (builtin, tfds, tf.data) written as text files under out_dir/name."""
     directory = os.path.join(out_dir, name)
@@ -333,12 +342,9 @@ def _planned_parts(recipe, out, run, fingerprint, shard_bytes):
     with token_counts.kept_in(out, fingerprint, resume=True):
         parts = recipe.prepared_parts(load_tokenizer(out), run)
     plan = []
-    for part in parts:
-        if part.pairs or (isinstance(part.source, (str, os.PathLike)) and part.source
-                          != corpora.BUILTIN and not str(part.source).startswith("tfds:")):
-            paths = corpora.resolve_files(part.source)
-        else:
-            paths = _stage_source(part.source, out, shard_bytes, f"corpus-{part.name}")
+    for part in parts:  # a pair file is a path (xlm_recipe.check_parallel)
+        paths = _files_of(part.source) or _stage_source(part.source, out, shard_bytes,
+                                                        f"corpus-{part.name}")
         plan += [(part, *cut) for cut in plan_shards(paths, shard_bytes)]
     return plan, dataclasses.replace(run, inputs=run.inputs + (("data", os.fspath(out)),))
 
@@ -435,10 +441,7 @@ def prepare(preset, corpus, out, sequence_length=128, vocabulary_size=8000, seed
                 "tokenizer_sample": tokenizer_sample or corpora.TOKENIZER_SAMPLE_SENTENCES,
                 **({"inputs": prepared_ids.settings_inputs(run)} if recipe else {})}
     settings = json.loads(json.dumps(settings))  # as read back
-    if isinstance(corpus, str) and corpus != corpora.BUILTIN and not corpus.startswith("tfds:"):
-        paths = corpora.resolve_files(corpus)
-    else:
-        paths = None
+    paths = _files_of(corpus)  # read now: a missing file is refused before `out` is written
     with files.writing(out):
         _claim(out, settings)
         tokenizer_record = _tokenizer(out, family, corpus, settings, run)

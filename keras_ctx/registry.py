@@ -90,6 +90,10 @@ class HuggingFace:
             "keep_accents": ...}; XLM's {"do_lowercase_and_remove_accent": ...}), which
             tokenizer_config.json's fields override; None: the model reads text as it
             comes (T5, GPT).
+        tokenizer_config: (config.json's fields, tokenizer_config.json's) -> config.json's
+            fields with the model settings a checkpoint may keep on its tokenizer's side
+            filled in (XLM's lang2id / id2lang, which transformers' XLMTokenizer takes);
+            None: config.json holds every setting.
     """
 
     model_type: str
@@ -99,6 +103,7 @@ class HuggingFace:
     sequence_classifier: Optional[tuple] = None
     token_classifier: bool = False
     text: Optional[dict] = None
+    tokenizer_config: Optional[Callable] = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -363,6 +363,7 @@ def from_huggingface(directory, load_weights=True):
     """A keras_ctx backbone with the weights of a Hugging Face checkpoint directory."""
     config = read_config(directory)
     family, spec = huggingface_format(config.get("model_type"))
+    config = _with_tokenizer_settings(spec, config, directory)
     tensors = read_tensors(directory) if load_weights else None
     backbone = spec.convert(config, tensors,
                             source=os.path.join(os.fspath(directory), "config.json"))
@@ -373,6 +374,15 @@ def from_huggingface(directory, load_weights=True):
     backbone.tokenizer = tokenizer_from_huggingface(directory, text=spec.text)
     check_tokenizer_fits(backbone, backbone.tokenizer, directory)
     return backbone
+
+
+def _with_tokenizer_settings(spec, config, directory):
+    """config.json's fields with those the family reads from tokenizer_config.json too
+    (`registry.HuggingFace.tokenizer_config`)."""
+    path = os.path.join(os.fspath(directory), "tokenizer_config.json")
+    if spec.tokenizer_config is None or not os.path.isfile(path):
+        return config
+    return spec.tokenizer_config(config, read_json_object(path, "tokenizer_config.json"))
 
 
 def huggingface_format(model_type):

@@ -158,6 +158,68 @@ def test_the_languages_round_trip_through_hugging_face_configs(checkpoint, tmp_p
             from_huggingface(str(bad))
 
 
+def _tokenizer_side_checkpoint(checkpoint, directory, tokenizer_fields, config_fields=None):
+    """The fixture's checkpoint in `directory` with config.json's languages replaced by
+    `config_fields` and tokenizer_config.json's fields `tokenizer_fields` (XLMTokenizer's
+    lang2id / id2lang, as transformers saves a tokenizer built with them)."""
+    import shutil
+
+    from transformers import XLMTokenizer
+
+    source = checkpoint[0]
+    directory.mkdir()
+    config = json.loads(open(f"{source}/config.json").read())
+    config = {k: v for k, v in config.items() if k not in ("lang2id", "id2lang")}
+    (directory / "config.json").write_text(json.dumps({**config, **(config_fields or {})}))
+    (directory / "model.safetensors").symlink_to(f"{source}/model.safetensors")
+    for name in ("vocab.json", "merges.txt"):
+        shutil.copy(f"{source}/{name}", directory / name)
+    XLMTokenizer(str(directory / "vocab.json"), str(directory / "merges.txt"),
+                 do_lowercase_and_remove_accent=False, **tokenizer_fields
+                 ).save_pretrained(str(directory))
+    return str(directory)
+
+
+def test_the_languages_only_in_tokenizer_config_are_read_as_transformers_does(checkpoint,
+                                                                              tmp_path):
+    """A checkpoint whose lang2id / id2lang sit in tokenizer_config.json alone reads its
+    languages from there (was: a model of no languages, every text read as id 0)."""
+    _, model, _ = checkpoint
+    id2lang = {i: code for code, i in LANG2ID.items()}
+    directory = _tokenizer_side_checkpoint(checkpoint, tmp_path / "moved", {
+        "lang2id": LANG2ID, "id2lang": id2lang})
+    from transformers import XLMTokenizer
+
+    reference = XLMTokenizer.from_pretrained(directory)  # transformers' own reading
+    assert reference.lang2id == LANG2ID
+    resolved = handles.resolve(directory, need_tokenizer=True)
+    assert resolved.backbone.languages == ("en", "fr", "ro")
+    text = TEXTS["fr"]
+    want = _reference_ids(reference, text, "fr")
+    preprocess = TextPreprocessor(resolved.tokenizer, 24, "xlm", language="fr",
+                                  languages=resolved.backbone.languages)
+    inputs = {k: np.asarray(v) for k, v in preprocess(np.array([text], object)).items()}
+    assert inputs["token_ids"][0, :len(want)].tolist() == want
+    assert (inputs["language_ids"] == reference.lang2id["fr"]).all()
+    got = np.asarray(resolved.backbone.predict(inputs, verbose=0)["sequence_output"])
+    np.testing.assert_allclose(got[0, :len(want)], _reference_output(model, want, "fr"),
+                               atol=1e-4)
+    # Both files naming them: equal is read, different refused naming both files.
+    same = _tokenizer_side_checkpoint(checkpoint, tmp_path / "same", {"lang2id": LANG2ID},
+                                      {"id2lang": {str(i): c for i, c in id2lang.items()}})
+    assert from_huggingface(same, load_weights=False).languages == ("en", "fr", "ro")
+    other = _tokenizer_side_checkpoint(checkpoint, tmp_path / "other", {
+        "lang2id": {"fr": 0, "en": 1, "ro": 2}}, {"lang2id": LANG2ID})
+    with pytest.raises(CheckpointError, match=re.escape(
+            "config.json names the languages en, fr, ro (in id order), tokenizer_config.json "
+            "fr, en, ro")):
+        from_huggingface(other, load_weights=False)
+    bad = _tokenizer_side_checkpoint(checkpoint, tmp_path / "bad", {
+        "lang2id": {"en": 0, "fr": 2}})
+    with pytest.raises(CheckpointError, match=r"tokenizer_config.json: lang2id numbers"):
+        from_huggingface(bad, load_weights=False)
+
+
 def _train_file(directory):
     train = directory / "train.tsv"
     train.write_text(f"{TEXTS['fr']}\tyes\nLe chat .\tno\n")

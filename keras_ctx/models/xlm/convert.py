@@ -75,6 +75,30 @@ def languages_from_huggingface(config):
     return None if named is None else [named[i] for i in range(len(named))]
 
 
+def languages_from_tokenizer_config(config, tokenizer_config):
+    """config.json's fields with the languages of tokenizer_config.json's `lang2id` /
+    `id2lang` where config.json names none (transformers' XLMTokenizer takes them, and
+    some checkpoints keep them there only); config.json's and tokenizer_config.json's
+    languages disagreeing is refused."""
+    try:
+        theirs = languages_from_huggingface(tokenizer_config)
+    except CheckpointError as error:
+        raise CheckpointError(f"tokenizer_config.json: {error}") from None
+    if theirs is None:
+        return config
+    try:
+        ours = languages_from_huggingface(config)
+    except CheckpointError as error:
+        raise CheckpointError(f"config.json: {error}") from None
+    if ours is None:
+        return {**config, **_language_fields(theirs)}
+    if ours != theirs:
+        raise CheckpointError(f"config.json names the languages {', '.join(ours)} (in id "
+                              f"order), tokenizer_config.json {', '.join(theirs)}: make "
+                              "their lang2id / id2lang equal.")
+    return config
+
+
 def _gelu(activation):
     if activation not in ("gelu", "relu"):
         raise CheckpointError(f"HF XLM has GeLU or ReLU FFNs, not {activation!r}.")
@@ -159,4 +183,5 @@ MASKED_LM = MaskedLMLayout("XLMWithLMHeadModel", "transformer.", bias="pred_laye
 # XLMTokenizer's default, under tokenizer_config.json's (False for the cased 17- and
 # 100-language models): its text goes through Moses before the "</w>" BPE (xlm_text).
 HUGGINGFACE = (HuggingFace("xlm", convert_xlm, export_xlm, masked_lm=MASKED_LM,
-                           text={"do_lowercase_and_remove_accent": True}),)
+                           text={"do_lowercase_and_remove_accent": True},
+                           tokenizer_config=languages_from_tokenizer_config),)

@@ -264,7 +264,7 @@ def prepared_parts(tokenizer, run):
     source, target, path, _ = _inputs(run)
     words = target_vocabulary(run, tokenizer)
     return [prepared_ids.Part(f"{source}-{target}", path, (tokenizer, word_tokenizer(
-        words[len(TARGET_SPECIALS):], TARGET_SPECIALS, target)))]
+        words[len(TARGET_SPECIALS):], TARGET_SPECIALS, target)), row_length=row_length)]
 
 
 def _counted_target_words(run):
@@ -313,6 +313,14 @@ def _rows(source, target, length, bos, eos):
     return inputs, pad(tf.concat([target, [eos]], 0))
 
 
+def row_length(source_words, target_words):
+    """The positions a pair's row takes (`_rows`): its source words, or its target words
+    and <s> (</s> in the labels), the longer; 0 for a pair with an empty side, which no
+    length keeps. Elementwise, on int tensors or arrays (`prepare` counts them)."""
+    longer = tf.maximum(source_words, target_words + 1)
+    return tf.where((source_words > 0) & (target_words > 0), longer, tf.zeros_like(longer))
+
+
 def cove_dataset(documents, tokenizer, run):
     """Translation batches ({encoder_*, decoder_*}, labels) of the run's pair file."""
     del documents  # the pairs are the run's text (`check_inputs` refuses a --corpus)
@@ -327,21 +335,10 @@ def cove_dataset(documents, tokenizer, run):
     # preprocess.py keeps a pair whose sides have at most -seq_length words (50; 75 for
     # WMT'17 in the README); here the target's row holds <s> or </s> too.
     def fits(s, t):
-        return (tf.size(s) > 0) & (tf.size(s) <= length) & (tf.size(t) > 0) & (
-            tf.size(t) < length)
+        positions = row_length(tf.size(s), tf.size(t))
+        return (positions > 0) & (positions <= length)
 
-    if data is None:
-        # Counted on the sampled pairs (every pair of a file of at most 1M), split as the
-        # batches' tokenizers split them: no pass of its own over the file.
-        (_, source_words), (_, target_words) = _pair_words(*_file_key(run), (source, target))
-        seen = _sampled_pairs(run).seen
-    else:  # prepared: every pair's ids (one a word), in one pass
-        sizes = np.array([(len(s), len(t)) for s, t in pairs.as_numpy_iterator()],
-                         np.int64).reshape(-1, 2)
-        source_words, target_words, seen = sizes[:, 0], sizes[:, 1], len(sizes)
-    total = len(source_words)
-    kept = int(np.sum((source_words > 0) & (source_words <= length) & (target_words > 0)
-                      & (target_words < length)))
+    kept, total, seen = _kept_pairs(run, data, pairs, source, target)
     if not kept:
         raise ConfigError(f"No {source}-{target} pair of {path} fits --sequence-length "
                           f"{length} (a source of 1-{length} words, a target of "
@@ -358,6 +355,29 @@ def cove_dataset(documents, tokenizer, run):
     rows = pairs.filter(fits).map(lambda s, t: _rows(s, t, length, bos, eos))
     return rows.shuffle(4096, seed=run.seed).repeat().batch(run.batch_size,
                                                            drop_remainder=True)
+
+
+def _kept_pairs(run, data, pairs, source, target):
+    """(pairs whose rows fit run.sequence_length, pairs counted, pairs in the file)."""
+    length = run.sequence_length
+    if data is None:
+        # Counted on the sampled pairs (every pair of a file of at most 1M), split as the
+        # batches' tokenizers split them: no pass of its own over the file.
+        (_, source_words), (_, target_words) = _pair_words(*_file_key(run), (source, target))
+        seen = _sampled_pairs(run).seen
+    else:
+        part = f"{source}-{target}"
+        seen, kept = prepared_ids.pair_counts(data, part, length)
+        if kept is not None:  # as prepare counted them: nothing read here
+            return kept, seen, seen
+        say(f"{data}'s manifest has no row lengths of its {part} pairs (prepared by an "
+            "earlier keras_ctx): counting the pairs that fit in a pass over their ids "
+            "(prepare it again to skip it).")
+        sizes = np.array([(len(s), len(t)) for s, t in pairs.as_numpy_iterator()],
+                         np.int64).reshape(-1, 2)
+        source_words, target_words = sizes[:, 0], sizes[:, 1]
+    rows = np.asarray(row_length(source_words, target_words))
+    return int(np.sum((rows > 0) & (rows <= length))), len(rows), seen
 
 
 cove_dataset.check_inputs = check_inputs  # `keras-ctx pretrain --parallel/--glove`

@@ -135,9 +135,13 @@ SHARD_SCHEMA = {"file": (str, None, True), "examples": (int, 0, True),
                 "sha256": (str, None, True), "source": (validation.ListOf((str, int)), None, True),
                 "made_with": ((str, type(None)), None, False),
                 "token_counts": (TOKEN_COUNTS, None, False),
-                "part": (str, None, False)}  # a recipe's stream (keras_ctx.data.prepared_ids)
-# A manifest's "parts" (prepared_ids): each stream's examples, a sentence stream's counts.
-PART_SCHEMA = {"examples": (int, 0, True), "token_counts": (TOKEN_COUNTS, None, False)}
+                "part": (str, None, False),  # a recipe's stream (keras_ctx.data.prepared_ids)
+                "row_lengths": (TOKEN_COUNTS, None, False)}  # its pairs by row length
+# A manifest's "parts" (prepared_ids): each stream's examples, a sentence stream's counts,
+# a pair stream's row lengths (`prepared_ids.ROW_LENGTHS`; data prepared before they were
+# counted has none: its run counts them in a pass over the ids).
+PART_SCHEMA = {"examples": (int, 0, True), "token_counts": (TOKEN_COUNTS, None, False),
+               "row_lengths": (TOKEN_COUNTS, None, False)}
 # tokenizers.TOKENIZER_SAMPLE (run.json's, the claimed tokenizer's, prepare's record):
 # the sentences the tokenizer read, of how many in the corpus, and the sample's seed.
 TOKENIZER_SAMPLE_SCHEMA = {"sentences": (int, 0, False), "corpus_sentences": (int, 0, False),

@@ -15,6 +15,10 @@ A shard's records are little-endian int32: a sentence's ids, or a pair's
 [source length, source ids..., target ids...]. A sentence part's shards
 count their ids (`token_counts`), summed per part in the manifest's "parts"
 (XLM's masker weighs tokens by them, its sampler languages by the sentences).
+A pair part whose recipe names the length of a pair's row (`Part.row_length`:
+CoVe's) counts its pairs by that length up to the prepared sequence length
+(`ROW_LENGTHS`), so a run counts the pairs its length limit keeps without
+reading them (`pair_counts`).
 """
 
 import collections
@@ -33,16 +37,24 @@ from keras_ctx.data.prepared_files import (PreparedDataError, load_manifest, loa
 
 LAYOUT = "sentence_ids"  # the manifest's layout name
 LINES_PER_CALL = 1000  # lines tokenized per tokenizer call (the recipes' own)
+# A pair part's shards and "parts" record: row_lengths[n] pairs whose row takes n
+# positions (`Part.row_length`), n up to the prepared sequence length; a longer pair, or
+# one no length keeps (row length 0), is in no bin.
+ROW_LENGTHS = "row_lengths"
 
 
 @dataclasses.dataclass(frozen=True)
 class Part:
     """One stream a recipe reads: `tokenizers` of one (sentences of a corpus `source`) or two
-    (a pair file `source`'s source and target sides)."""
+    (a pair file `source`'s source and target sides). `row_length`: for a pair part,
+    (source lengths, target lengths) -> the positions each pair's row takes, 0 for a pair
+    no length keeps (int arrays; CoVe's `cove_recipe.row_length`), which `prepare`
+    counts (`ROW_LENGTHS`); None: not counted."""
 
     name: str
     source: object
     tokenizers: tuple
+    row_length: object = None
 
     @property
     def pairs(self):
@@ -94,7 +106,7 @@ def init_worker(out, preset, run_fields, in_process=False):
     run = registry.Run(**run_fields)
     family = registry.of_preset(preset)
     parts = recipe_of(family).prepared_parts(load_tokenizer(out), run)
-    _WORKER.update(parts={part.name: part for part in parts})
+    _WORKER.update(parts={part.name: part for part in parts}, length=run.sequence_length)
 
 
 def _ids(tokenizer, lines):
@@ -132,6 +144,8 @@ def write_shard(out, index, part, path, start, end, made_with):
         targets = _ids(part.tokenizers[1], [t for _, t in sides])
         records = [np.concatenate([[len(s)], s, t]).astype("<i4")
                    for s, t in zip(sources, targets)]
+        lengths = None if part.row_length is None else _row_lengths(
+            part.row_length, sources, targets, _WORKER["length"])
     else:
         records = [ids.astype("<i4") for ids in _ids(part.tokenizers[0], _sentences_of(text))]
     target = shard_path(out, index)
@@ -146,21 +160,40 @@ def write_shard(out, index, part, path, start, end, made_with):
         size = part.tokenizers[0].vocabulary_size()
         record[token_counts.MANIFEST_KEY] = token_counts.as_record(
             token_counts.of_arrays(records, size))
+    elif lengths is not None:
+        record[ROW_LENGTHS] = token_counts.as_record(lengths)
     write_json(os.path.splitext(target)[0] + ".json", record)
     return record
 
 
+def _row_lengths(row_length, sources, targets, length):
+    """How many pairs' rows take each of 0..`length` positions (`ROW_LENGTHS`)."""
+    rows = np.asarray(row_length(np.array([len(s) for s in sources], np.int32),
+                                 np.array([len(t) for t in targets], np.int32)), np.int64)
+    return np.bincount(rows[(rows > 0) & (rows <= length)], minlength=length + 1)
+
+
+# The shards' counts a part's record sums (taken out of the shards' records).
+SUMMED = (token_counts.MANIFEST_KEY, ROW_LENGTHS)
+
+
 def summed(shards):
-    """The manifest's "parts": each part's examples, and a sentence part's token counts."""
-    parts = collections.defaultdict(dict)
+    """The manifest's "parts": each part's examples, and the counts its shards made (a
+    sentence part's token counts, a pair part's row lengths: `SUMMED`, taken out of the
+    shards' records) where every shard of the part made them (a shard kept by a resumed
+    prepare of an earlier keras_ctx may have none: its part then records none)."""
+    parts = collections.defaultdict(list)
     for shard in shards:
-        part = parts[shard["part"]]
-        part["examples"] = part.get("examples", 0) + shard["examples"]
-        if token_counts.MANIFEST_KEY in shard:
-            counts = np.asarray(shard.pop(token_counts.MANIFEST_KEY), np.int64)
-            part[token_counts.MANIFEST_KEY] = counts + part.get(token_counts.MANIFEST_KEY, 0)
-    return {name: {key: token_counts.as_record(value) if key == token_counts.MANIFEST_KEY
-                   else value for key, value in part.items()} for name, part in parts.items()}
+        parts[shard["part"]].append(shard)
+    found = {}
+    for name, group in parts.items():
+        found[name] = {"examples": sum(shard["examples"] for shard in group)}
+        for key in SUMMED:
+            counts = [shard.pop(key, None) for shard in group]
+            if all(count is not None for count in counts):
+                found[name][key] = token_counts.as_record(np.sum(counts, axis=0,
+                                                                 dtype=np.int64))
+    return found
 
 
 # ---------------------------------------------------------------- the reading side
@@ -189,6 +222,18 @@ def pairs(data_dir, part):
         return ids[1:1 + ids[0]], ids[1 + ids[0]:]
 
     return tf.data.TFRecordDataset(_files(data_dir, part)[1]).map(split)
+
+
+def pair_counts(data_dir, part, length):
+    """(pairs, those whose row takes at most `length` positions) of a pair part, as prepare
+    counted them (`ROW_LENGTHS`); the second is None where its manifest has no row
+    lengths (data prepared by an earlier keras_ctx, or a recipe that counts none) or
+    `length` is past what they count."""
+    record = _files(data_dir, part)[0]["parts"][part]
+    counts = record.get(ROW_LENGTHS)
+    if counts is None or length >= len(counts):
+        return record["examples"], None
+    return record["examples"], int(np.sum(counts[:length + 1]))
 
 
 def counted(data_dir, part, vocabulary_size):

@@ -85,7 +85,7 @@ def test_cove_pair_ids_prepared_once_give_the_corpus_batches(tmp_path):
                                vocabulary_size=64, workers=1, shard_bytes=500,
                                parallel=[f"en-de={pairs}"], glove=str(glove),
                                say=lambda line: None)
-    assert manifest["parts"] == {"en-de": {"examples": 80}} and len(manifest["shards"]) > 2
+    assert manifest["parts"]["en-de"]["examples"] == 80 and len(manifest["shards"]) > 2
     assert manifest["settings"]["inputs"] == {"parallel": [["en", "de", str(pairs)]],
                                               "glove": str(glove), "corpora": ["builtin"]}
     tokenizer = prepare.load_tokenizer(out)
@@ -98,6 +98,62 @@ def test_cove_pair_ids_prepared_once_give_the_corpus_batches(tmp_path):
     assert words[4:] == sorted(words[4:], key=lambda w: -open(pairs).read().split().count(w))
     assert (_batches_digest(cove_recipe.cove_dataset(None, tokenizer, read), 6)
             == _batches_digest(cove_recipe.cove_dataset(None, tokenizer, run), 6))
+
+
+@pytest.mark.backend_neutral("tf.data and the tokenizers, TensorFlow's on every backend")
+def test_prepare_counts_the_cove_pairs_each_length_keeps_and_the_run_reads_them(tmp_path,
+                                                                               capsys):
+    """prepare counts a CoVe pair file's pairs by the length of their rows (the manifest's
+    parts.en-de.row_lengths), so `pretrain --data` says how many pairs its length keeps
+    without a pass over the ids (was: one at start-up); a manifest without them (an earlier
+    keras_ctx's) is counted in that pass, and says so."""
+    pytest.importorskip("sacremoses")
+    pairs, glove = tmp_path / "pairs.tsv", tmp_path / "glove.txt"
+    rng, words = np.random.default_rng(1), "red green blue cyan pink gold".split()
+    lines = [(" ".join(rng.choice(words, size=int(rng.integers(1, 9)))),
+              " ".join(f"{w}x" for w in rng.choice(words, size=int(rng.integers(1, 9)))))
+             for _ in range(60)]
+    pairs.write_text("".join(f"{s}\t{t}\n" for s, t in lines))
+    glove.write_text("".join(f"{w} 0.1 0.2\n" for w in words))
+    out = tmp_path / "data"
+
+    def prepared(**kwargs):
+        return prepare.prepare("cove-base", "builtin", str(out), sequence_length=6,
+                               vocabulary_size=64, workers=1, shard_bytes=300,
+                               parallel=[f"en-de={pairs}"], glove=str(glove), **kwargs)
+
+    manifest = prepared(say=lambda line: None)
+    assert len(manifest["shards"]) > 3 and manifest["parts"]["en-de"]["examples"] == 60
+    # By hand, from the text (one word a space-separated token on each side): a row holds
+    # the source, or <s> and the target; the batches read every such pair (the full pass).
+    sizes = [(len(s.split()), len(t.split())) for s, t in lines]
+    passed = [(len(s), len(t)) for s, t in prepared_ids.pairs(str(out), "en-de")
+              .as_numpy_iterator()]
+    assert passed == sizes
+    for length in range(1, 7):
+        want = sum(1 for s, t in sizes if s <= length and t + 1 <= length)
+        assert prepared_ids.pair_counts(str(out), "en-de", length) == (60, want)
+    kept = sum(1 for s, t in sizes if s <= 6 and t <= 5)
+    assert 0 < kept < 60
+    # Killed mid-way: one shard's files gone, another's record; the resumed manifest is
+    # the uninterrupted one, row lengths included.
+    for name in ("shard-00001.tfrecord", "shard-00001.json", "shard-00002.json"):
+        os.remove(out / name)
+    said = []
+    assert prepared(say=said.append) == manifest and "Preparing 2 of" in said[0], said[0]
+    tokenizer = prepare.load_tokenizer(out)
+    read = prepared_ids.prepared_run(registry.Run("cove-base", 8, 6, 64), out, manifest)
+    capsys.readouterr()
+    cove_recipe.cove_dataset(None, tokenizer, read)
+    log = capsys.readouterr().out
+    assert f"{kept} of 60 pairs of {pairs} fit 6 words" in log and "pass" not in log, log
+    # A manifest without them (prepared before they were counted): the pass, said.
+    del manifest["parts"]["en-de"]["row_lengths"]
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    cove_recipe.cove_dataset(None, tokenizer, read)
+    log = capsys.readouterr().out
+    assert "has no row lengths of its en-de pairs" in log, log
+    assert f"{kept} of 60 pairs of {pairs} fit 6 words" in log, log
 
 
 @pytest.mark.backend_neutral("argument checks before anything is written")

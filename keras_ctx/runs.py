@@ -109,6 +109,8 @@ SETTINGS_SCHEMA = {
     # XLM's --languages and --parallel (source, target, file) pairs (data/xlm_recipe.py).
     "languages": (list, None, False), "parallel": (list, None, False),
     "glove": (str, None, False),  # CoVe's --glove file (data/cove_recipe.py)
+    # ERNIE's --phrases / --entities lexicon files (models/ernie/family.py)
+    "phrases": (str, None, False), "entities": (str, None, False),
     "from": (str, None, False),  # the checkpoint a continued pretraining started from
     FINGERPRINT_KEY: (dict, None, False),
     CHANGES_KEY: (validation.ListOf(_CHANGE), None, False)}
@@ -264,7 +266,7 @@ def claim(out_dir, settings, fresh=False, data=None, corpus_changed="refuse", ex
         changes = changes if isinstance(changes, list) else []
         adjusted = {k: [previous[k], settings[k]] for k in ADJUSTABLE
                     if k in previous and k in settings and previous[k] != settings[k]}
-        # A setting given only once (--from, --languages, --glove) differs too: a rerun that
+        # A setting given only once (--from, --languages, --glove, --entities) differs too: a rerun that
         # leaves out the first run's --from would resume it as another run.
         fixed = [k for k in {**previous, **settings}
                  if k not in ADJUSTABLE and previous.get(k) != settings.get(k)]

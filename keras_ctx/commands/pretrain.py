@@ -352,7 +352,8 @@ def _fit(request, model, done):
     steps = request.steps
     if done < steps:
         if getattr(presets.pretraining(request.preset.name, required=False), "stages", None):
-            say(presets.describe_stages(request.preset.name, steps))
+            say(presets.describe_stages(request.preset.name, steps, given={
+                name for name, value in request.run.inputs if value}))
         say(f"Compiling the training step{' with XLA' if model.pretrainer.jit_compile else ''}"
             " (the first step traces it)...")
     # A live progress bar with ETA on a terminal; one line per chunk when piped.

@@ -17,7 +17,7 @@ import os
 from keras_ctx import registry, runs
 from keras_ctx.common import validation
 from keras_ctx.common.errors import ConfigError
-from keras_ctx.data import fingerprints, prepare
+from keras_ctx.data import fingerprints, knowledge_masking, prepare
 from keras_ctx.families.common import data_settings
 from keras_ctx.models import presets
 
@@ -66,6 +66,8 @@ class PretrainRequest:
     languages: tuple = ()  # a multilingual recipe's: each --corpus source's language
     parallel: tuple = ()  # its (source, target, file) parallel pairs
     glove: object = None  # a recipe over word vectors' GloVe text file (CoVe's)
+    phrases: object = None  # a knowledge-masking recipe's lexicon files (ERNIE's), one
+    entities: object = None  # name a line (`--phrases`, `--entities`)
     source: object = None  # --from: the checkpoint a continued pretraining starts from
     origin: object = dataclasses.field(default=None, compare=False, repr=False)  # its model
 
@@ -98,6 +100,7 @@ class PretrainRequest:
         languages, parallel = _multilingual(preset.family, given)
         request = dataclasses.replace(given, preset=preset, out=os.fspath(out),
                                       languages=languages, parallel=parallel,
+                                      **_lexicon_files(preset.family, given),
                                       vocabulary_size=vocabulary_size, manifest=manifest,
                                       data_settings=_data_settings(preset, overrides),
                                       overrides=overrides)
@@ -131,7 +134,14 @@ class PretrainRequest:
                             self.vocabulary_size, self.seed,
                             data=tuple(sorted(self.data_settings.items())),
                             inputs=(("languages", self.languages), ("parallel", self.parallel),
-                                    ("corpora", self._corpora()), ("glove", self.glove)))
+                                    ("corpora", self._corpora()), ("glove", self.glove),
+                                    *((name, path) for name, path in self.lexicons.items())))
+
+    @property
+    def lexicons(self):
+        """{"phrases" / "entities": its file} of the lexicons given (ERNIE's recipe's)."""
+        return {name: path for name, path in (("phrases", self.phrases),
+                                              ("entities", self.entities)) if path}
 
     def _corpora(self):
         """One `--corpus` source per language (with `languages`), else ()."""
@@ -160,6 +170,7 @@ class PretrainRequest:
                    if self.languages else {}),
                 **({"parallel": [list(pair) for pair in self.parallel], "glove": self.glove}
                    if self.glove else {}),
+                **self.lexicons,
                 **({"from": self.source} if self.source is not None else {})}
 
 
@@ -183,6 +194,28 @@ def _multilingual(family, given):
         return (), ()
     return check(given.corpus, given.languages, given.parallel,
                  *((given.glove,) if reads_glove else ()))
+
+
+def _lexicon_files(family, given):
+    """{"phrases" / "entities": the file, as given} of the lexicons a knowledge-masking
+    recipe reads (the family's dataset's `lexicons`, ERNIE's); each is read once here, so
+    a missing, empty or non-UTF-8 file is refused before anything is written. Refused
+    for any other recipe and with --data."""
+    readable = getattr(family.dataset, "lexicons", ())
+    files = {}
+    for name in ("phrases", "entities"):
+        path = getattr(given, name)
+        if path is None:
+            continue
+        if name not in readable:
+            raise ConfigError(f"--{name} is read by a recipe with knowledge masking "
+                              f"(ERNIE's); the {family.name} recipe reads no lexicon: drop it.")
+        if given.data is not None:
+            raise ConfigError(f"--{name} is read when the corpus is: --data holds examples "
+                              f"already; drop --{name}, or pretrain from --corpus.")
+        knowledge_masking.read_lexicon(path, f"--{name}")
+        files[name] = os.fspath(path)
+    return files
 
 
 def _data_settings(preset, overrides):
@@ -265,11 +298,13 @@ def resolve_text(request, existing):
     """
     source = request.data if request.data is not None else request.corpus
     fingerprint = {"corpus": fingerprints.corpus(source)}
-    if request.parallel:  # XLM's TLM pairs are its text too: their files join the corpus'
-        pairs, corpus = fingerprints.corpus([pair[2] for pair in request.parallel]
-                                            + [request.glove] * bool(request.glove)), \
-            fingerprint["corpus"]
-        fingerprint["corpus"] = {**corpus, "files": corpus.get("files", []) + pairs["files"]}
+    # XLM's TLM pairs, CoVe's GloVe vectors and ERNIE's lexicons are the run's text too:
+    # their files join the corpus' (a rerun with another content is another corpus).
+    inputs = ([pair[2] for pair in request.parallel] + [request.glove] * bool(request.glove)
+              + list(request.lexicons.values()))
+    if inputs:
+        more, corpus = fingerprints.corpus(inputs), fingerprint["corpus"]
+        fingerprint["corpus"] = {**corpus, "files": corpus.get("files", []) + more["files"]}
     recorded = (runs.check_data(request.out, fingerprint, request.corpus_changed, existing)
                 if request.resume else None)
     return TrainingText(source, request.data is not None, fingerprint, recorded)

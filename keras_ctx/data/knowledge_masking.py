@@ -31,8 +31,10 @@ order (repeat the data before masking).
 """
 
 import dataclasses
+import os
 
 import numpy as np
+from keras_ctx.common.errors import ConfigError
 from keras_ctx.common.optional import tensorflow as tf
 from keras_ctx.common.validation import optional_positive_int
 
@@ -192,6 +194,48 @@ class Lexicon:
         _, current, end = tf.scan(step, columns, (zeros, zeros - 1, zeros))
         t = tf.range(length)[:, None]
         return tf.transpose(tf.where(t < end, current, -1))
+
+
+def read_lexicon(path, flag="--entities"):
+    """The entries of a lexicon file: one phrase or entity name a line, UTF-8, blank lines
+    and surrounding spaces dropped (`keras-ctx pretrain`'s --entities / --phrases).
+
+    A missing or unreadable file, one that is not UTF-8 or one without an entry is
+    refused in one line (ConfigError) naming `flag`.
+    """
+    path = os.fspath(path)
+    how = f"give {flag} a UTF-8 text file with one name a line"
+    try:
+        with open(path, encoding="utf-8") as handle:
+            entries = [line.strip() for line in handle]
+    except FileNotFoundError:
+        raise ConfigError(f"{flag} {path}: no such file; {how}.") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{flag} {path} is a directory; {how}.") from None
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"{flag} {path} is not UTF-8 text (byte {error.start}); "
+                          f"{how}.") from None
+    except OSError as error:
+        raise ConfigError(f"{flag} {path} cannot be read ({error.strerror}); {how}.") from None
+    entries = [entry for entry in entries if entry]
+    if not entries:
+        raise ConfigError(f"{flag} {path} holds no entry (it is empty): {how}, or leave "
+                          f"{flag} out.")
+    return entries
+
+
+def occurs_in(lexicon, documents):
+    """Whether an entry of `lexicon` occurs in a sentence of `documents` (lists of 1-D
+    token-id sentences, `keras_ctx.data.segments.load_documents`); stops at the first."""
+    entries = {n: {tuple(map(int, key.split(","))) for key in keys}
+               for n, keys in lexicon.entries.items()}
+    for document in documents:
+        for sentence in document:
+            ids = tuple(np.asarray(sentence).reshape(-1).tolist())
+            for n, keys in entries.items():
+                if any(ids[i:i + n] in keys for i in range(len(ids) - n + 1)):
+                    return True
+    return False
 
 
 # word2phrase (Mikolov et al. 2013, Sec. 4; word2vec's word2phrase.c defaults).
@@ -384,4 +428,4 @@ class KnowledgeMasker(Masker):
 
 
 __all__ = ["KnowledgeMasker", "KnowledgeMaskingSchedule", "Lexicon", "collocation_lexicon",
-           "unit_mask", "LEVELS", "ERNIE_SLOT_RATE", "ERNIE_RANDOM_LOW"]
+           "occurs_in", "read_lexicon", "unit_mask", "LEVELS", "ERNIE_SLOT_RATE", "ERNIE_RANDOM_LOW"]

@@ -41,6 +41,7 @@ from keras_ctx.data.knowledge_masking import (
     KnowledgeMaskingSchedule,
     Lexicon,
     collocation_lexicon,
+    occurs_in,
 )
 from keras_ctx.data.maskers import check_duplicate, continuations, masker_for, never_masked_ids
 from keras_ctx.data.ngram_masking import MAX_NGRAM
@@ -126,12 +127,17 @@ def albert_dataset(documents, tokenizer, batch_size, sequence_length=512, specia
 ERNIE_STAGE_STEPS = 10_000
 
 
-def ernie_schedule(phrases=True, entities=True, stage_steps=ERNIE_STAGE_STEPS):
-    """Basic, then phrase, then entity masking, `stage_steps` each (the last until the end).
+def ernie_schedule(phrases=True, entities=True, stage_steps=None):
+    """Basic, then phrase, then entity masking, `stage_steps` each (the last until the end;
+    None: `ERNIE_STAGE_STEPS`, read when called).
 
-    A level without units (no lexicon, no annotations) is left out.
+    Without entities the entity stage is left out; without phrases the phrase stage masks
+    words (basic units), so the entity stage still starts at 2 x `stage_steps` (the step
+    `keras-ctx pretrain` names for it).
     """
-    levels = ["basic"] + ["phrase"] * bool(phrases) + ["entity"] * bool(entities)
+    stage_steps = stage_steps or ERNIE_STAGE_STEPS
+    levels = ["basic"] + (["phrase" if phrases else "basic"] if phrases or entities else []) \
+        + ["entity"] * bool(entities)
     return KnowledgeMaskingSchedule(tuple(
         (level, None if i == len(levels) - 1 else stage_steps) for i, level in enumerate(levels)))
 
@@ -157,10 +163,19 @@ def ernie_dataset(documents, tokenizer, batch_size, sequence_length=512, phrases
     documents, ids, vocab = _prepare(documents, tokenizer, special_ids, vocabulary_size)
     table = continuations(tokenizer, word_continuations) if whole_word_basic else None
     learned = isinstance(phrases, str) and phrases == "collocations"
-    if learned:
+    given = {name: units for name, units in (("phrases", None if learned else phrases),
+                                             ("entities", entities)) if units is not None}
+    if learned or given:  # the lexicons are matched against the corpus, read once
         documents = segments.load_documents(documents)
+    if learned:
         phrases = collocation_lexicon(documents, table)
     phrases, entities = (_lexicon(tokenizer, texts) for texts in (phrases, entities))
+    for name, lexicon in (("phrases", phrases), ("entities", entities)):
+        if name in given and not occurs_in(lexicon, documents):
+            warnings.warn(f"No entry of the {name} lexicon ({len(lexicon)} entries) occurs "
+                          f"in the corpus (tokenized as the run's tokenizer does): its stage "
+                          f"would mask none of them. Check the lexicon's spelling and case.",
+                          stacklevel=2)
     if schedule is None:
         schedule = ernie_schedule(phrases is not None, entities is not None)
         missing = [name for name, units in (("phrases", phrases), ("entities", entities))

@@ -49,7 +49,9 @@ class Stage:
             so (BERT: 90% of the steps at 128); a run of other length starts the
             stage at that share of its own steps.
         runs: what runs the stage: "" for `keras-ctx pretrain`'s recipe, else
-            the inputs or command it needs (ERNIE's entity lexicon).
+            the inputs or command it needs (ERNIE's `--entities FILE`).
+        needs: the run input (`Run.inputs` name) that makes `keras-ctx pretrain`
+            run the stage ("entities": ERNIE's lexicon); "" for none.
     """
 
     name: str
@@ -58,6 +60,12 @@ class Stage:
     source: str = ""
     start_share: Optional[float] = None
     runs: str = ""
+    needs: str = ""
+
+    def runs_with(self, given):
+        """Whether `keras-ctx pretrain` runs the stage, given the run's inputs `given`
+        (names of the inputs the run has)."""
+        return not self.runs or bool(self.needs) and self.needs in given
 
     def first_step(self, steps):
         """The stage's first update in a run of `steps` updates: its share of them, or
@@ -122,10 +130,11 @@ def stage_plan(name, steps):
     return [(stage, start) for stage, start in starts if start < steps]
 
 
-def describe_stages(name, steps):
+def describe_stages(name, steps, given=()):
     """One line naming preset `name`'s pretraining stages in a run of `steps` updates,
     when each starts and the source of each boundary (what `keras-ctx pretrain` says);
-    a stage the run does not reach is named as such."""
+    a stage the run does not reach, or does not run (`given`: the names of the run's
+    inputs, `Stage.needs`), is named as such with what runs it."""
     stages = pretraining(name).stages
     if not stages:
         return f"{name}: no pretraining stages recorded."
@@ -138,8 +147,9 @@ def describe_stages(name, steps):
         part += f" ({stage.source})" if stage.source else ""
         if start >= steps:
             part += f" [not reached in {steps} steps]"
-        if stage.runs:
-            part += f" [not in this run: {stage.runs}]"
+        if not stage.runs_with(given):
+            part += (f" [not run: it needs {stage.runs}]" if stage.needs
+                     else f" [not in this run: {stage.runs}]")
         parts.append(part)
     return f"{name} pretrains in {len(stages)} stage{'s' * (len(stages) > 1)}: " + "; ".join(
         parts) + "."

@@ -80,6 +80,9 @@ class HuggingFace:
         export: backbone -> (config dict, {name: numpy tensor}); None: read only.
         masked_lm: the *ForMaskedLM head's tensor names
             (`keras_ctx.convert.heads.MaskedLMLayout`), or None.
+        heads: the other heads of its pretraining objective a *ForPreTraining checkpoint
+            holds (`keras_ctx.convert.heads.HeadLayout`: BERT's NSP, ALBERT's SOP,
+            ELECTRA's discriminator head), which `convert` and `pretrain --from` keep.
         sequence_classifier: (transform Linear or None, logits Linear) prefixes
             of its *ForSequenceClassification head, or None.
         token_classifier: whether its *ForTokenClassification head (one
@@ -100,6 +103,7 @@ class HuggingFace:
     convert: Callable
     export: Optional[Callable] = None
     masked_lm: Optional[object] = None
+    heads: tuple = ()
     sequence_classifier: Optional[tuple] = None
     token_classifier: bool = False
     text: Optional[dict] = None

@@ -28,9 +28,16 @@ from keras_ctx.common.errors import RunDirectoryError, one_line
 RUN_FILE = "run.json"
 SETTINGS_FILE = "pretrain_settings.json"
 BACKBONE_FILE = "backbone.keras"
-# The pretraining objective's output head, its own weights (not the tied token table), in
-# order: what `keras-ctx generate` decodes XLM's CLM with, and `pretrain --from RUN` continues.
+# The pretraining objective's heads, each one's own weights (not the tied token table) in
+# order under its role ("pair.0", "pair.1", ...): what `keras-ctx generate` decodes XLM's CLM
+# with, and `pretrain --from RUN` continues. A file of one head (arr_0, arr_1, ...: runs saved
+# before the roles) holds the output head.
 HEAD_FILE = "objective_head.npz"
+# The roles of an objective's heads (`keras_ctx.pretraining.kept_head.HEADS`): the token
+# output (a masked-LM head, XLM's PredLayer), the sentence pair (NSP / SOP), ELECTRA's
+# replaced-token detection and SpanBERT's span boundary.
+OUTPUT_HEAD = "output"
+HEAD_ROLES = (OUTPUT_HEAD, "pair", "replaced_token", "span_boundary")
 # Every field a writer of run.json wrote (pretrain's `_save`, convert's `run_info`,
 # save_run's sizes and hash, a family's run files), with the types and ranges the
 # commands need: any other field (a typo, a hand edit) is refused, naming the closest.
@@ -111,8 +118,9 @@ def sizes(backbone):
 
 def save_run(out_dir, info, backbone, tokenizer=None, overwrite=False, tokenizer_sha256=None,
              head_weights=None):
-    """Writes backbone.keras, tokenizer/, the objective's head (`head_weights`: its own
-    arrays, in order; a replaced run's is removed without) and run.json, each atomically.
+    """Writes backbone.keras, tokenizer/, the objective's heads (`head_weights`: {role:
+    that head's own arrays, in order}; a replaced run's are removed without) and run.json,
+    each atomically.
 
     Refuses to replace a run already in `out_dir` unless `overwrite`; with it,
     a tokenizer/ left by the replaced run is removed when the new run has none
@@ -122,6 +130,7 @@ def save_run(out_dir, info, backbone, tokenizer=None, overwrite=False, tokenizer
     """
     out_dir = os.fspath(out_dir)
     check_free(out_dir, overwrite)
+    arrays = _head_arrays(head_weights)  # checked before anything is written
     os.makedirs(out_dir, exist_ok=True)
     # run.json goes first out of the way and comes back last: a half-replaced
     # directory never passes for a finished run.
@@ -134,13 +143,13 @@ def save_run(out_dir, info, backbone, tokenizer=None, overwrite=False, tokenizer
     with files.replacing(os.path.join(out_dir, BACKBONE_FILE), overwrite=True) as staging:
         backbone.save(staging)
     head_file = os.path.join(out_dir, HEAD_FILE)
-    if head_weights:
+    if arrays:
         import numpy as np
 
         with files.replacing(head_file, overwrite=True) as staging, open(staging, "wb") as out:
-            np.savez(out, *[np.asarray(w) for w in head_weights])
+            np.savez(out, **arrays)
     elif os.path.lexists(head_file):
-        os.remove(head_file)  # another run's head: it would not match this backbone
+        os.remove(head_file)  # another run's heads: they would not match this backbone
     tokenizer_dir = os.path.join(out_dir, TOKENIZER_DIR)
     if tokenizer_sha256 is not None:
         pass  # saved when the run was claimed
@@ -160,21 +169,52 @@ def save_run(out_dir, info, backbone, tokenizer=None, overwrite=False, tokenizer
     os.remove(marker)
 
 
-def load_head_weights(run_dir):
-    """The objective head's arrays a run kept (`save_run`'s `head_weights`), or None."""
+def _head_arrays(heads):
+    """{"role.i": array} of {role: [arrays]}; a role outside HEAD_ROLES raises."""
+    import numpy as np
+
+    unknown = sorted(set(heads or {}) - set(HEAD_ROLES))
+    if unknown:
+        raise ValueError(f"head_weights has the role {unknown[0]!r}; the roles are "
+                         f"{', '.join(HEAD_ROLES)}.")
+    return {f"{role}.{i}": np.asarray(array) for role, arrays in (heads or {}).items()
+            for i, array in enumerate(arrays)}
+
+
+def load_heads(run_dir):
+    """{role: that head's arrays, in order} of the objective heads a run kept (`save_run`'s
+    `head_weights`), {} without any; a file of one head's arrays (written before the
+    roles) is the output head."""
     import zipfile
 
     import numpy as np
 
     path = os.path.join(run_dir, HEAD_FILE)
     if not os.path.isfile(path):
-        return None
+        return {}
+    heads = {}
     try:
         with np.load(path) as saved:
-            return [saved[f"arr_{i}"] for i in range(len(saved.files))]
+            names = list(saved.files)
+            for name in names:
+                role, _, index = (OUTPUT_HEAD, "", name[len("arr_"):]) if name.startswith(
+                    "arr_") else name.rpartition(".")
+                if role not in HEAD_ROLES or not index.isdigit():
+                    raise ValueError(f"it holds {name!r}, which is no head's array")
+                heads.setdefault(role, {})[int(index)] = saved[name]
     except (zipfile.BadZipFile, OSError, ValueError, KeyError, EOFError) as error:
         raise RunDirectoryError(f"{path} is corrupt ({one_line(error)}); restore it or "
                                 "pretrain the run again.") from None
+    for role, arrays in heads.items():
+        if sorted(arrays) != list(range(len(arrays))):
+            raise RunDirectoryError(f"{path} is corrupt (its {role} head misses arrays); "
+                                    "restore it or pretrain the run again.")
+    return {role: [arrays[i] for i in range(len(arrays))] for role, arrays in heads.items()}
+
+
+def load_head_weights(run_dir):
+    """The output head's arrays a run kept (`load_heads`' OUTPUT_HEAD), or None."""
+    return load_heads(run_dir).get(OUTPUT_HEAD)
 
 
 def read_info(run_dir):

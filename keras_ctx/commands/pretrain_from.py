@@ -5,21 +5,33 @@ training a released checkpoint with its own objective on the user's text. SOURCE
 anything `keras_ctx.handles.resolve` reads (a local checkpoint, hf://, kaggle://, a run
 directory). The run keeps SOURCE's architecture (its config, not the preset's: only the
 data settings of `--set` apply), its tokenizer (never retrained, so every id keeps its
-embedding row) and its weights; the objective's head continues the checkpoint's where it
-has one (`resolve(head=True)`: BERT's, RoBERTa's, ALBERT's and ELECTRA's masked-LM heads,
-XLM's PredLayer; GPT's is its tied table), else it starts new, and the run says which.
+embedding row) and its weights, the pooler included; every head of the objective continues
+SOURCE's where SOURCE holds it, and the run says which continue and which start new:
+
+    a run directory             the heads it kept (`runs.HEAD_FILE`, by role; a run saved
+                                with one head kept its output head)
+    a Hugging Face checkpoint   its family's head layouts (`convert.heads.pretraining_heads`):
+                                the masked-LM head (BERT, RoBERTa, ALBERT, ELECTRA's generator,
+                                XLM's PredLayer; GPT's output is its tied table), BERT's NSP
+                                (BertForPreTraining), ALBERT's SOP (AlbertForPreTraining),
+                                ELECTRA's discriminator head (ElectraForPreTraining)
+    a google-research TF one    the same heads, renamed (`TFLayout.heads`)
+
+ELECTRA's published discriminators hold no generator: the run's generator and its MLM head
+start new (the generator sharing the discriminator's embeddings), the discriminator and its
+head continue.
 """
 
-from keras_ctx import runs
+from keras_ctx import run_files
 from keras_ctx.common.errors import ConfigError
 from keras_ctx.common.progress import say
-from keras_ctx.pretraining.kept_head import objective_head, restore_head
-from keras_ctx.pretraining.masked_lm import load_head_weights, sequence_width
+from keras_ctx.convert.heads import checkpoint_heads
+from keras_ctx.pretraining.kept_head import objective_heads, other_networks, restore_heads
+from keras_ctx.pretraining.masked_lm import sequence_width
 
 
 def resolve_source(source, preset, overrides, vocabulary_size, data):
-    """The checkpoint `--from SOURCE` names (a `handles.Resolved`, its masked-LM head
-    included), checked against the run's other arguments; ConfigError in one line."""
+    """The checkpoint `--from SOURCE` names (a `handles.Resolved`), checked against the run's other arguments; ConfigError in one line."""
     from keras_ctx import handles
 
     if data is not None:
@@ -42,7 +54,7 @@ def resolve_source(source, preset, overrides, vocabulary_size, data):
 
 def continued_model(origin, preset, tokenizer, run):
     """(backbone, pretrainer) that go on from `origin`: its backbone under the preset's
-    objective, the head continued where the checkpoint has it."""
+    objective, each of the objective's heads continued where the source holds it."""
     family, backbone = preset.family, origin.backbone
     config = backbone.get_config()
     for key, value in family.recipe_config(run).items():  # the recipe's sizes must be its
@@ -53,18 +65,32 @@ def continued_model(origin, preset, tokenizer, run):
     say(f"Continuing {origin.handle}: its {backbone.count_params():,} parameters and its "
         "tokenizer (not retrained).")
     pretrainer = family.pretrainer(backbone, tokenizer, run)
-    head = objective_head(pretrainer)
-    if head is None:
+    if not objective_heads(pretrainer):
         return backbone, pretrainer  # the backbone's own output layer (GPT's tied table)
-    kept = runs.load_head_weights(origin.directory) if origin.kind == "run" else None
-    if kept is not None:
-        restore_head(head, kept, sequence_width(backbone), origin.handle)
-        say(f"The objective's head continues {origin.handle}'s.")
-        return backbone, pretrainer
-    if origin.head is None:
-        say(f"{origin.handle} has no output head for {preset.name}'s objective: it starts "
-            "new.")
-        return backbone, pretrainer
-    load_head_weights(head, origin.head, (None, None, sequence_width(backbone)))
-    say(f"The objective's head continues {origin.handle}'s.")
+    continued, new = restore_heads(pretrainer, source_heads(origin), sequence_width(backbone),
+                                   origin.handle)
+    if continued:
+        say(f"The objective's {_listed(continued)} head{'s' if len(continued) > 1 else ''} "
+            f"continue{'' if len(continued) > 1 else 's'} {origin.handle}'s.")
+    for role in new:
+        say(f"{origin.handle} has no {role.replace('_', ' ')} head for {preset.name}'s "
+            "objective: it starts new.")
+    for network in other_networks(pretrainer, backbone):
+        say(f"The objective's {network.name} network starts new: {origin.handle} holds no "
+            "weights of it.")
     return backbone, pretrainer
+
+
+def source_heads(origin):
+    """{role: arrays} of the objective heads `origin` holds: a run's kept heads, a
+    checkpoint's (Hugging Face, google-research TF) head layouts; {} for a preset."""
+    if origin.kind == "run":
+        return run_files.load_heads(origin.directory)
+    if origin.kind == "checkpoint":
+        return checkpoint_heads(origin.directory, origin.backbone,
+                                origin.info.get("source_format"))
+    return {}
+
+
+def _listed(roles):
+    return ", ".join(role.replace("_", " ") for role in roles)

@@ -15,13 +15,14 @@ handles (keras_ctx.handles) call. `detect_format(source)` recognises
 
 `convert(source, dest)` loads it and writes DEST as the run directory that
 the other commands read (keras_ctx.runs): backbone.keras, tokenizer/ (when
-the source has a tokenizer) and run.json (family, source, format).
+the source has a tokenizer), the pretraining heads a Hugging Face or
+google-research checkpoint holds (objective_head.npz,
+`keras_ctx.convert.heads.pretraining_heads`) and run.json (family, source,
+format).
 """
 
 import glob
 import os
-
-from keras import ops
 
 from keras_ctx import registry
 from keras_ctx.common.files import missing_link, read_json
@@ -188,16 +189,20 @@ def convert(source, dest, format=None, sequence_length=128, overwrite=False):
 
     runs.check_free(os.fspath(dest), overwrite)  # before the (long) load
     source = os.fspath(source)
-    format, head = format or detect_format(source), None
-    if format == "huggingface":  # its pretraining head kept with the run, where it has one
-        from keras_ctx.convert.heads import with_masked_lm_head
+    format, heads = format or detect_format(source), {}
+    # Its pretraining heads are kept with the run, where it has them.
+    if format == "huggingface":
+        from keras_ctx.convert.heads import with_pretraining_heads
 
-        backbone, head = with_masked_lm_head(source)
+        backbone, heads = with_pretraining_heads(source)
+    elif format == "tensorflow":
+        from keras_ctx.convert.tensorflow import from_tf_checkpoint
+
+        backbone, heads = from_tf_checkpoint(source, heads=True)
     else:
         backbone, format = load(source, format)
     info = run_info(os.path.abspath(source), backbone, format, sequence_length)
     tokenizer = getattr(backbone, "tokenizer", None)
     runs.save_run(os.fspath(dest), info, backbone, tokenizer, overwrite=overwrite,
-                  head_weights=None if head is None else [
-                      ops.convert_to_numpy(v) for v in head.own_weights])
+                  head_weights=heads)
     return info

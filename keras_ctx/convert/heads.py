@@ -1,4 +1,5 @@
-"""Heads of Hugging Face checkpoints: masked LM and XLNet's LM.
+"""Heads of Hugging Face checkpoints: masked LM and XLNet's LM, and every objective head a
+pretraining checkpoint holds.
 
 The causal and seq2seq LM heads live in the backbones, so `from_huggingface`
 alone gives a model that generates: GPT-2 / GPT (`lm_head` tied to `wte`),
@@ -29,9 +30,27 @@ token embedding, with the checkpoint's transform, LayerNorm and output bias
 `masked_lm_to_huggingface(backbone, head, directory)` writes the pair back in
 the head model's layout (the backbone under its prefix, the head's tensors;
 the tied decoder weight left out, as HF saves it).
+
+Pretraining heads:
+
+`with_pretraining_heads(directory)` returns `(backbone, {role: arrays})`: every
+head of the objective the checkpoint holds, as a run keeps them
+(`keras_ctx.runs.HEAD_FILE`, which `pretrain --from` continues): the masked-LM
+head above (role "output") and the family's `HuggingFace.heads`, each a
+`HeadLayout`:
+
+    bert     cls.seq_relationship                        NSP ("pair"; BertForPreTraining)
+    albert   sop_classifier.classifier                   SOP ("pair"; AlbertForPreTraining)
+    electra  discriminator_predictions.dense /           replaced-token detection
+             .dense_prediction                           ("replaced_token"; ElectraForPreTraining)
+
+A google-research TF checkpoint's heads go through the same layouts, their
+variables renamed by the family's `TFLayout.heads`
+(`keras_ctx.convert.tensorflow.from_tf_checkpoint(heads=True)`).
 """
 
 import dataclasses
+import warnings
 from typing import Optional
 
 import numpy as np
@@ -46,6 +65,7 @@ from keras_ctx.convert.huggingface import (
 )
 from keras_ctx.convert.huggingface_export import default_model_type, write_checkpoint_directory
 from keras_ctx.convert.mapping import Entry, LINEAR, export_weight_map, load_weight_map
+from keras_ctx.run_files import HEAD_ROLES, OUTPUT_HEAD
 
 @dataclasses.dataclass(frozen=True)
 class MaskedLMLayout:
@@ -69,6 +89,100 @@ class MaskedLMLayout:
     dense: Optional[str] = None
     norm: Optional[str] = None
     activation: Optional[str] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class HeadLayout:
+    """Where a pretraining checkpoint keeps one more head of its objective, beside its
+    masked-LM head (a family's `HuggingFace.heads`).
+
+    Args:
+        role: the objective's head it continues (`keras_ctx.runs.HEAD_ROLES`: "pair" for
+            NSP / SOP, "replaced_token" for ELECTRA's discriminator head).
+        tensors: (Hugging Face name, `keras_ctx.convert.mapping` Transform) of each of the
+            head's weights, in the order keras_ctx's head keeps them
+            (`keras_ctx.pretraining.kept_head.own_weights`): a torch Linear's (out, in)
+            weight is `LINEAR`, a bias the identity.
+    """
+
+    role: str
+    tensors: tuple
+
+    def __post_init__(self):
+        if self.role not in HEAD_ROLES:
+            raise ValueError(f"HeadLayout role {self.role!r}; the roles are "
+                             f"{', '.join(HEAD_ROLES)}.")
+
+
+def _complete(names, read, role, source):
+    """Whether the checkpoint holds every tensor of a head (`names`); one that holds some
+    of them only is not kept, with a warning naming the first one missing."""
+    missing = [name for name in names if not read.has(name)]
+    if missing and len(missing) < len(names):
+        warnings.warn(f"{source} holds part of its {role.replace('_', ' ')} head but not "
+                      f"{missing[0]!r}: that head is not kept (it starts new where it is "
+                      "trained).", stacklevel=3)
+    return not missing
+
+
+def layout_heads(layouts, tensors, source):
+    """{role: arrays} of each `HeadLayout` whose tensors `tensors` holds (a head whose
+    tensors it holds in part is left out, with a warning)."""
+    read, found = TensorReader(tensors), {}
+    for layout in layouts:
+        if _complete([name for name, _ in layout.tensors], read, layout.role, source):
+            found[layout.role] = [np.ascontiguousarray(transform.to_ours(read(name)))
+                                  for name, transform in layout.tensors]
+    return found
+
+
+def pretraining_heads(backbone, config, tensors, source):
+    """{role: that head's own arrays} of every objective head a checkpoint's Hugging
+    Face-named `tensors` hold (its config's family: the masked-LM head as "output", then
+    its `HuggingFace.heads`); {} for a bare model. `backbone` is the one converted from
+    them (the masked-LM head is tied to its token embedding)."""
+    from keras import ops
+
+    spec = _huggingface(config.get("model_type"))
+    if spec is None:
+        return {}
+    found, layout = {}, spec.masked_lm
+    if layout is not None and _complete(_masked_lm_names(layout), TensorReader(tensors),
+                                        OUTPUT_HEAD, source):
+        head = _masked_lm_head(backbone, config, tensors, layout)
+        found[OUTPUT_HEAD] = [ops.convert_to_numpy(v) for v in head.own_weights]
+    found.update(layout_heads(spec.heads, tensors, source))
+    return found
+
+
+def _masked_lm_names(layout):
+    """The tensors a masked-LM head is read from (its tied decoder aside)."""
+    return [layout.bias] + ([] if layout.dense is None else [
+        layout.dense + ".weight", layout.dense + ".bias", layout.norm + ".weight",
+        layout.norm + ".bias"])
+
+
+def with_pretraining_heads(directory):
+    """(backbone, {role: arrays}) of a Hugging Face checkpoint directory: every head of its
+    pretraining objective it holds (`pretraining_heads`), as a run keeps them."""
+    backbone = from_huggingface(directory)
+    return backbone, pretraining_heads(backbone, read_config(directory),
+                                       read_tensors(directory), directory)
+
+
+def checkpoint_heads(directory, backbone, format):
+    """{role: arrays} of the pretraining heads a checkpoint directory holds for `backbone`,
+    the backbone read from it: a Hugging Face one's (`pretraining_heads`), a
+    google-research TF one's (`TFLayout.heads`); {} for the other formats (a keras-hub
+    preset and ELMo's allennlp files hold none)."""
+    if format == "huggingface":
+        return pretraining_heads(backbone, read_config(directory), read_tensors(directory),
+                                 directory)
+    if format == "tensorflow":
+        from keras_ctx.convert.tensorflow import tf_checkpoint_heads
+
+        return tf_checkpoint_heads(directory, backbone)
+    return {}
 
 
 def masked_lm_layout(model_type):
@@ -109,24 +223,33 @@ def with_masked_lm_head(directory):
 def masked_lm_from_huggingface(directory):
     """(backbone, MaskedLMHead) of a *ForMaskedLM / *ForPreTraining / XLNetLMHeadModel
     checkpoint directory."""
-    from keras_ctx.layers.heads import MaskedLMHead
-
     config = read_config(directory)
     model_type = config.get("model_type")
     layout = masked_lm_layout(model_type)
     if layout is None:
         raise CheckpointError(f"No masked-LM head converter for model_type {model_type!r}; "
                               f"supported: {', '.join(_with_masked_lm())}.")
-    dense, bias, decoder = layout.dense, layout.bias, layout.decoder
+    _check_output_layer(config)
+    backbone = from_huggingface(directory)
+    tensors = read_tensors(directory)
+    if not TensorReader(tensors).has(layout.bias):
+        raise CheckpointError(f"The checkpoint has no {layout.bias!r}: it has no masked-LM "
+                              f"head (its architectures: {config.get('architectures')}).")
+    return backbone, _masked_lm_head(backbone, config, tensors, layout)
+
+
+def _check_output_layer(config):
     if config.get("asm"):
         raise CheckpointError("XLM checkpoints with an adaptive softmax output (asm=True) are "
                               "not supported; only the tied pred_layer.proj is.")
-    backbone = from_huggingface(directory)
-    tensors = read_tensors(directory)
-    read = TensorReader(tensors)
-    if not read.has(bias):
-        raise CheckpointError(f"The checkpoint has no {bias!r}: it has no masked-LM head "
-                              f"(its architectures: {config.get('architectures')}).")
+
+
+def _masked_lm_head(backbone, config, tensors, layout):
+    """The `MaskedLMHead` `layout` describes in `tensors`, tied to `backbone`'s table."""
+    from keras_ctx.layers.heads import MaskedLMHead
+
+    _check_output_layer(config)
+    read, dense, decoder = TensorReader(tensors), layout.dense, layout.decoder
     if read.has(decoder):
         table = np.asarray(backbone.token_embedding.embeddings.numpy())
         if read(decoder).shape != table.shape or not np.allclose(read(decoder), table):
@@ -141,7 +264,7 @@ def masked_lm_from_huggingface(directory):
               or read(dense + ".weight").shape[1])
     head.build((None, None, hidden))
     load_weight_map(_head_entries(head, layout), read)
-    return backbone, head
+    return head
 
 
 def masked_lm_to_huggingface(backbone, head, directory, model_type=None, overwrite=False):

@@ -18,8 +18,12 @@ Each name is translated to the Hugging Face name of the same tensor (TF
 kernels are the transposes of torch Linear weights) and the Hugging Face
 converter of the family does the rest, so both formats share one weight map
 and one set of checks. Optimizer slots (adam_m, adam_v), global_step and the
-pretraining heads (cls/..., discriminator_predictions, lm_loss) are skipped;
-any other unknown variable fails.
+pretraining heads (cls/..., discriminator_predictions, lm_loss) are skipped by
+the backbone; any other unknown variable fails. The heads a layout names
+(`TFLayout.heads`: BERT's and ALBERT's cls/predictions and cls/seq_relationship,
+ELECTRA's discriminator_predictions) are renamed the same way and read by the
+family's Hugging Face head layouts (`from_tf_checkpoint(heads=True)`, what
+`keras-ctx convert` keeps with the run).
 
 ELECTRA checkpoints hold both networks: `electra/...` is the discriminator,
 `generator/...` the generator (which reads the shared `electra/embeddings`);
@@ -195,6 +199,10 @@ class TFLayout:
         checkpoint: the checkpoint prefix `to_tf_checkpoint` writes.
         signature: a variable that identifies a config-less checkpoint.
         generator: whether the checkpoint also holds a generator (ELECTRA).
+        heads: (TF variable, Hugging Face name) of the pretraining heads it holds
+            beside the encoder (its `kernel`s transposed into torch's layout), which
+            the family's Hugging Face head layouts read
+            (`keras_ctx.convert.heads.pretraining_heads`).
     """
 
     name: str
@@ -208,6 +216,7 @@ class TFLayout:
     signature: Optional[str] = None
     generator: bool = False
     model_type: Optional[str] = None
+    heads: tuple = ()
 
     @property
     def huggingface_type(self):
@@ -225,6 +234,12 @@ class TFLayout:
                 tensors[hf_name] = np.ascontiguousarray(value.T if transpose else value)
         return dict(config, model_type=self.huggingface_type), tensors
 
+    def head_tensors(self, variables):
+        """{Hugging Face name: tensor} of the pretraining heads among `variables`."""
+        return {hf_name: np.ascontiguousarray(variables[name].T if name.endswith("/kernel")
+                                              else variables[name])
+                for name, hf_name in self.heads if name in variables}
+
     def from_huggingface(self, config, tensors):
         """(its config, its variables) of an HF config and HF-named tensors."""
         if self.write is not None:
@@ -237,7 +252,7 @@ class TFLayout:
             variables
 
 
-def from_tf_checkpoint(directory, family=None, generator=False):
+def from_tf_checkpoint(directory, family=None, generator=False, heads=False):
     """A backbone with the weights of a google-research checkpoint directory.
 
     Args:
@@ -248,8 +263,50 @@ def from_tf_checkpoint(directory, family=None, generator=False):
         family: "bert", "albert", "electra" or "xlnet"; by default from the
             config file's name (or ELECTRA's variable names).
         generator: ELECTRA only: load the generator instead of the discriminator.
+        heads: also return the pretraining heads the checkpoint holds for the
+            discriminator or encoder (`TFLayout.heads`): (backbone, {role: arrays}),
+            as `keras_ctx.convert.heads.pretraining_heads` gives them.
     """
     directory = os.fspath(directory)
+    layout, config, variables, source = _read_checkpoint(directory, family, generator)
+    try:
+        config, tensors = layout.to_huggingface(variables, config, generator)
+    except (TypeError, ValueError, IndexError) as error:  # e.g. a non-integer n_layer
+        raise CheckpointError(f"{source} does not fit its checkpoint "
+                              f"({type(error).__name__}: {error}).") from None
+    _, spec = huggingface_format(layout.huggingface_type)
+    backbone = spec.convert(config, tensors, source=source if layout.config_file else
+                            source + " (sizes read from its variables)")
+    from keras_ctx.convert.huggingface_tokenizers import (check_tokenizer_fits,
+                                                          tokenizer_from_huggingface)
+
+    backbone.tokenizer = tokenizer_from_huggingface(directory, _vocabulary_is_lowercase(directory))
+    check_tokenizer_fits(backbone, backbone.tokenizer, directory)
+    backbone.family = registry.with_tf_checkpoints()[layout.name].name
+    if not heads:
+        return backbone
+    # The layout's heads are the discriminator's (ELECTRA) or the encoder's.
+    return backbone, {} if generator else _heads(layout, config, variables, backbone, source)
+
+
+def tf_checkpoint_heads(directory, backbone):
+    """{role: arrays} of the pretraining heads a google-research checkpoint directory holds
+    for `backbone`, the encoder (ELECTRA: discriminator) `from_tf_checkpoint` read from it."""
+    layout, config, variables, source = _read_checkpoint(os.fspath(directory), None, False)
+    config, _ = layout.to_huggingface(variables, config, False)
+    return _heads(layout, config, variables, backbone, source)
+
+
+def _heads(layout, config, variables, backbone, source):
+    from keras_ctx.convert.heads import pretraining_heads
+
+    found = layout.head_tensors(variables)
+    return pretraining_heads(backbone, config, found, source) if found else {}
+
+
+def _read_checkpoint(directory, family, generator):
+    """(TFLayout, its config file's fields, {variable: array}, the config file or the
+    checkpoint prefix) of a google-research checkpoint directory."""
     found = find_tf_config(directory)
     if found is None and family is None:
         names = [l.config_file for l in layouts().values() if l.config_file]
@@ -269,22 +326,8 @@ def from_tf_checkpoint(directory, family=None, generator=False):
             raise CheckpointError(f"{directory} has no {layout.config_file}.")
         config = read_json_object(path, layout.config_file)
     prefix = _checkpoint_prefix(directory)
-    variables = read_tf_checkpoint(prefix)
-    try:
-        config, tensors = layout.to_huggingface(variables, config, generator)
-    except (TypeError, ValueError, IndexError) as error:  # e.g. a non-integer n_layer
-        raise CheckpointError(f"{path if layout.config_file else prefix} does not fit its "
-                              f"checkpoint ({type(error).__name__}: {error}).") from None
-    source = path if layout.config_file else prefix + " (sizes read from its variables)"
-    _, spec = huggingface_format(layout.huggingface_type)
-    backbone = spec.convert(config, tensors, source=source)
-    from keras_ctx.convert.huggingface_tokenizers import (check_tokenizer_fits,
-                                                          tokenizer_from_huggingface)
-
-    backbone.tokenizer = tokenizer_from_huggingface(directory, _vocabulary_is_lowercase(directory))
-    check_tokenizer_fits(backbone, backbone.tokenizer, directory)
-    backbone.family = registry.with_tf_checkpoints()[family].name
-    return backbone
+    return layout, config, read_tf_checkpoint(prefix), (path if layout.config_file
+                                                        else prefix)
 
 
 def _vocabulary_is_lowercase(directory):

@@ -11,7 +11,7 @@ import re
 
 from keras_ctx.convert import config_fields
 from keras_ctx.convert.base import check_class, required
-from keras_ctx.convert.heads import MaskedLMLayout
+from keras_ctx.convert.heads import HeadLayout, MaskedLMLayout
 from keras_ctx.convert.huggingface import (
     HF_ACTIVATIONS,
     CheckpointError,
@@ -21,6 +21,8 @@ from keras_ctx.convert.huggingface import (
 )
 from keras_ctx.convert.kerashub import keras_hub_block_entries
 from keras_ctx.convert.mapping import (
+    IDENTITY,
+    LINEAR,
     Entry,
     block_entries,
     dense_entries,
@@ -200,10 +202,29 @@ MASKED_LM = MaskedLMLayout(
     "AlbertForMaskedLM", "albert.", bias="predictions.bias",
     decoder="predictions.decoder.weight", dense="predictions.dense", norm="predictions.LayerNorm")
 
+# AlbertForPreTraining's sentence order prediction: sop_classifier, a Linear(H, 2) over the
+# pooled [CLS] (its dropout aside).
+SOP = HeadLayout("pair", (("sop_classifier.classifier.weight", LINEAR),
+                          ("sop_classifier.classifier.bias", IDENTITY)))
+
+# google-research/albert run_pretraining.py's heads: BERT's cls/ scopes (its SOP classifier
+# kept the name cls/seq_relationship), by the Hugging Face names transformers'
+# load_tf_weights_in_albert gives them.
+ALBERT_TF_HEADS = (
+    ("cls/predictions/transform/dense/kernel", "predictions.dense.weight"),
+    ("cls/predictions/transform/dense/bias", "predictions.dense.bias"),
+    ("cls/predictions/transform/LayerNorm/gamma", "predictions.LayerNorm.weight"),
+    ("cls/predictions/transform/LayerNorm/beta", "predictions.LayerNorm.bias"),
+    ("cls/predictions/output_bias", "predictions.bias"),
+    ("cls/seq_relationship/output_weights", "sop_classifier.classifier.weight"),
+    ("cls/seq_relationship/output_bias", "sop_classifier.classifier.bias"))
+
 # transformers' AlbertTokenizer defaults (tokenization_albert.py): uncased, accents stripped.
 HUGGINGFACE = (HuggingFace("albert", convert_albert, export_albert, masked_lm=MASKED_LM,
+                           heads=(SOP,),
                            sequence_classifier=(None, "classifier"), token_classifier=True,
                            text={"do_lower_case": True, "keep_accents": False}),)
 KERAS_HUB = (KerasHub("AlbertBackbone", albert_from_keras_hub),)
 TF_CHECKPOINT = TFLayout("albert", "albert_config.json", "bert/",
-                         tf_to_hf=ALBERT_TF_TO_HF, hf_to_tf=ALBERT_HF_TO_TF)
+                         tf_to_hf=ALBERT_TF_TO_HF, hf_to_tf=ALBERT_HF_TO_TF,
+                         heads=ALBERT_TF_HEADS)

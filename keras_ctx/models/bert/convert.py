@@ -4,7 +4,7 @@ import functools
 
 from keras_ctx.convert import config_fields
 from keras_ctx.convert.base import check_class, required
-from keras_ctx.convert.heads import MaskedLMLayout
+from keras_ctx.convert.heads import HeadLayout, MaskedLMLayout
 from keras_ctx.convert.huggingface import (
     HF_ACTIVATIONS,
     activation_from_huggingface,
@@ -13,6 +13,8 @@ from keras_ctx.convert.huggingface import (
 )
 from keras_ctx.convert.kerashub import keras_hub_block_entries, keras_hub_embedding_entries
 from keras_ctx.convert.mapping import (
+    IDENTITY,
+    LINEAR,
     DropRows,
     Entry,
     block_entries,
@@ -144,8 +146,24 @@ MASKED_LM = MaskedLMLayout(
     decoder="cls.predictions.decoder.weight", dense="cls.predictions.transform.dense",
     norm="cls.predictions.transform.LayerNorm")
 
-HUGGINGFACE = (HuggingFace("bert", convert_bert, export_bert, masked_lm=MASKED_LM,
+# BertForPreTraining's next sentence prediction: one Linear(H, 2) over the pooled [CLS].
+NSP = HeadLayout("pair", (("cls.seq_relationship.weight", LINEAR),
+                          ("cls.seq_relationship.bias", IDENTITY)))
+
+# google-research/bert run_pretraining.py's heads (cls/...) by their Hugging Face names, as
+# transformers' load_tf_weights_in_bert renames them; `output_weights` is already (out, in).
+BERT_TF_HEADS = (
+    ("cls/predictions/transform/dense/kernel", "cls.predictions.transform.dense.weight"),
+    ("cls/predictions/transform/dense/bias", "cls.predictions.transform.dense.bias"),
+    ("cls/predictions/transform/LayerNorm/gamma", "cls.predictions.transform.LayerNorm.weight"),
+    ("cls/predictions/transform/LayerNorm/beta", "cls.predictions.transform.LayerNorm.bias"),
+    ("cls/predictions/output_bias", "cls.predictions.bias"),
+    ("cls/seq_relationship/output_weights", "cls.seq_relationship.weight"),
+    ("cls/seq_relationship/output_bias", "cls.seq_relationship.bias"))
+
+HUGGINGFACE = (HuggingFace("bert", convert_bert, export_bert, masked_lm=MASKED_LM, heads=(NSP,),
                            sequence_classifier=(None, "classifier"), token_classifier=True),)
 KERAS_HUB = (KerasHub("BertBackbone", bert_from_keras_hub),)
 TF_CHECKPOINT = TFLayout("bert", "bert_config.json", "bert/", tf_to_hf=LAYER_TF_TO_HF,
-                         hf_to_tf=LAYER_HF_TO_TF, checkpoint="bert_model.ckpt")
+                         hf_to_tf=LAYER_HF_TO_TF, checkpoint="bert_model.ckpt",
+                         heads=BERT_TF_HEADS)

@@ -17,7 +17,7 @@ import numpy as np
 from keras_ctx.convert import config_fields
 from keras_ctx.convert.base import CheckpointError, check_class, required
 from keras_ctx.models.bert.convert import BERT_IGNORED
-from keras_ctx.convert.heads import MaskedLMLayout
+from keras_ctx.convert.heads import HeadLayout, MaskedLMLayout
 from keras_ctx.convert.huggingface import (
     HF_ACTIVATIONS,
     activation_from_huggingface,
@@ -26,6 +26,8 @@ from keras_ctx.convert.huggingface import (
 )
 from keras_ctx.convert.kerashub import keras_hub_block_entries
 from keras_ctx.convert.mapping import (
+    IDENTITY,
+    LINEAR,
     Entry,
     block_entries,
     dense_entries,
@@ -199,10 +201,30 @@ MASKED_LM = MaskedLMLayout(
     decoder="generator_lm_head.weight", dense="generator_predictions.dense",
     norm="generator_predictions.LayerNorm", activation="gelu")
 
+# ElectraForPreTraining's discriminator head (ReplacedTokenHead's dense, then its
+# one-logit classifier): logit_t = w^T act(W h_t + b) + c.
+DISCRIMINATOR = HeadLayout("replaced_token", (
+    ("discriminator_predictions.dense.weight", LINEAR),
+    ("discriminator_predictions.dense.bias", IDENTITY),
+    ("discriminator_predictions.dense_prediction.weight", LINEAR),
+    ("discriminator_predictions.dense_prediction.bias", IDENTITY)))
+
+# google-research/electra run_pretraining.py's discriminator head by its Hugging Face names
+# (transformers' load_tf_weights_in_electra renames dense_1 to dense_prediction). The
+# generator's MLM head (generator_predictions/) reads a generator: the discriminator a
+# checkpoint converts to has none.
+ELECTRA_TF_HEADS = (
+    ("discriminator_predictions/dense/kernel", "discriminator_predictions.dense.weight"),
+    ("discriminator_predictions/dense/bias", "discriminator_predictions.dense.bias"),
+    ("discriminator_predictions/dense_1/kernel",
+     "discriminator_predictions.dense_prediction.weight"),
+    ("discriminator_predictions/dense_1/bias", "discriminator_predictions.dense_prediction.bias"))
+
 HUGGINGFACE = (HuggingFace("electra", convert_electra, export_electra, masked_lm=MASKED_LM,
-                           token_classifier=True),)
+                           heads=(DISCRIMINATOR,), token_classifier=True),)
 KERAS_HUB = (KerasHub("ElectraBackbone", electra_from_keras_hub),)
 # ELECTRA ships no config: its sizes come from the variables, found by a signature.
 TF_CHECKPOINT = TFLayout("electra", None, "electra/", tf_to_hf=LAYER_TF_TO_HF,
                          hf_to_tf=LAYER_HF_TO_TF, read=electra_read,
-                         signature="electra/embeddings/word_embeddings", generator=True)
+                         signature="electra/embeddings/word_embeddings", generator=True,
+                         heads=ELECTRA_TF_HEADS)

@@ -1,0 +1,204 @@
+"""`pretrain --from` and `convert` keep every head a pretraining checkpoint holds
+(keras_ctx/commands/pretrain_from.py, keras_ctx/convert/heads.py): BERT's NSP
+(BertForPreTraining's cls.seq_relationship), ALBERT's SOP (AlbertForPreTraining's
+sop_classifier), ELECTRA's discriminator head (ElectraForPreTraining's
+discriminator_predictions) beside the masked-LM head; a run keeps them all
+(runs.HEAD_FILE, by role) and a run saved with one head still continues it.
+
+Ground truth: transformers' *ForPreTraining built tiny from a config, its weights redrawn
+N(0, 0.3) (its own init, zero biases and 0.02 weights, gives ln 2 for any two-class head),
+saved with save_pretrained; the continued pretrainer's losses on one batch are transformers'
+losses on that batch. The google-research TF layouts: the heads' variables as written.
+"""
+
+import os
+
+import numpy as np
+import pytest
+from keras import ops
+
+from keras_ctx import run_files
+from keras_ctx.commands.pretrain_checks import PretrainRequest
+from keras_ctx.commands.pretrain_from import continued_model
+from keras_ctx.convert.formats import convert
+
+WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(35)]
+SIZES = dict(num_hidden_layers=2, num_attention_heads=2, hidden_size=16, intermediate_size=32,
+             max_position_embeddings=32, hidden_dropout_prob=0.0,
+             attention_probs_dropout_prob=0.0)
+
+
+def _wordpiece_files(directory):
+    with open(os.path.join(directory, "vocab.txt"), "w") as handle:
+        handle.write("\n".join(WORDS) + "\n")
+    return len(WORDS)
+
+
+def _sentencepiece_files(directory):
+    """ALBERT's spiece.model, trained on a few lines of WORDS; its vocabulary size."""
+    from keras_ctx.convert.huggingface_tokenizers import save_tokenizer_files
+    from keras_ctx.data import tokenizers
+
+    lines = [" ".join(WORDS[5 + (i * 7 + j) % 35] for j in range(6)) for i in range(60)]
+    tokenizer = tokenizers.train_albert_sentencepiece(lines, 40)
+    save_tokenizer_files(tokenizer, directory)
+    return tokenizer.vocabulary_size()
+
+
+# (transformers config and model classes, config fields, tokenizer files, the preset that
+# continues it).
+MODELS = {"bert": ("BertConfig", "BertForPreTraining", {}, _wordpiece_files, "bert-tiny"),
+          "albert": ("AlbertConfig", "AlbertForPreTraining",
+                     dict(embedding_size=8, classifier_dropout_prob=0.0), _sentencepiece_files,
+                     "albert-base"),
+          "electra": ("ElectraConfig", "ElectraForPreTraining", dict(embedding_size=8),
+                      _wordpiece_files, "electra-small")}
+
+
+def _write_pretraining_checkpoint(directory, family):
+    """A tiny *ForPreTraining of `family`, saved as transformers saves it, with its
+    tokenizer files; returns its torch model."""
+    import torch
+    import transformers
+
+    config_class, model_class, fields, tokenizer_files, _ = MODELS[family]
+    os.makedirs(directory, exist_ok=True)
+    vocabulary_size = tokenizer_files(directory)
+    config = getattr(transformers, config_class)(vocab_size=vocabulary_size, **SIZES, **fields)
+    torch.manual_seed(0)
+    model = getattr(transformers, model_class)(config).eval()
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.normal_(0.0, 0.3)
+    model.save_pretrained(directory)
+    return model
+
+
+@pytest.fixture(scope="module")
+def pretraining_checkpoints(tmp_path_factory):
+    """{family: (directory, transformers' model)}, written once for the module."""
+    root = tmp_path_factory.mktemp("published")
+    return {family: (str(root / family),
+                     _write_pretraining_checkpoint(str(root / family), family))
+            for family in MODELS}
+
+
+def _heads_batch(vocabulary_size):
+    """A masked pair batch: two rows of 12 ids, the second padded, one unused mask slot."""
+    rng = np.random.default_rng(5)
+    ids = rng.integers(5, vocabulary_size, (2, 12)).astype("int32")
+    ids[:, 0], ids[1, 9:] = 2, 0
+    padding_mask = (ids != 0).astype("int32")
+    segment_ids = (np.arange(12)[None, :] >= 6).astype("int32") * padding_mask
+    return {"token_ids": ids, "padding_mask": padding_mask, "segment_ids": segment_ids,
+            "mask_positions": np.array([[3, 5, 8], [2, 4, 7]], "int32"),
+            "mask_ids": rng.integers(5, vocabulary_size, (2, 3)).astype("int32"),
+            "mask_weights": np.array([[1, 1, 1], [1, 1, 0]], "float32"),
+            "next_sentence_labels": np.array([0, 1], "int32"),
+            "sentence_order_labels": np.array([1, 0], "int32")}
+
+
+def _continued(family, source, tmp_path):
+    request = PretrainRequest.checked(MODELS[family][4], str(tmp_path / "run"), corpus="builtin",
+                                      source=source, steps=1, batch_size=2, sequence_length=12)
+    return continued_model(request.origin, request.preset, request.origin.tokenizer,
+                           request.run)
+
+
+def _transformers_pair_losses(model, batch, label_key):
+    """(masked LM loss, pair loss) of transformers' BertForPreTraining /
+    AlbertForPreTraining on `batch`, its own total loss split by its pair logits."""
+    import torch
+
+    ids = torch.tensor(batch["token_ids"]).long()
+    labels = torch.full_like(ids, -100)
+    for row, (positions, targets, weights) in enumerate(zip(
+            batch["mask_positions"], batch["mask_ids"], batch["mask_weights"])):
+        for position, target, weight in zip(positions, targets, weights):
+            if weight:
+                labels[row, position] = int(target)
+    pair_labels = torch.tensor(batch[label_key]).long()
+    pair_argument = {"next_sentence_labels": "next_sentence_label",
+                     "sentence_order_labels": "sentence_order_label"}[label_key]
+    with torch.no_grad():
+        out = model(input_ids=ids, attention_mask=torch.tensor(batch["padding_mask"]).long(),
+                    token_type_ids=torch.tensor(batch["segment_ids"]).long(), labels=labels,
+                    **{pair_argument: pair_labels})
+    logits = out.seq_relationship_logits if hasattr(out, "seq_relationship_logits") \
+        else out.sop_logits
+    pair = float(torch.nn.functional.cross_entropy(logits, pair_labels))
+    return float(out.loss) - pair, pair
+
+
+@pytest.mark.parametrize("family, objective, label_key", [
+    ("bert", "nsp", "next_sentence_labels"), ("albert", "sop", "sentence_order_labels")])
+def test_the_pair_head_continues_the_checkpoints(pretraining_checkpoints, family, objective, label_key,
+                                                  tmp_path, capsys):
+    directory, model = pretraining_checkpoints[family]
+    backbone, pretrainer = _continued(family, directory, tmp_path)
+    said = capsys.readouterr().out
+    assert f"The objective's output, pair heads continue {directory}'s." in said, said
+    batch = _heads_batch(model.config.vocab_size)
+    losses = pretrainer.compute_losses(batch, training=False)
+    mlm, pair = _transformers_pair_losses(model, batch, label_key)
+    assert float(losses[objective]) == pytest.approx(pair, rel=1e-4)
+    assert float(losses["mlm"]) == pytest.approx(mlm, rel=1e-4)
+
+
+def test_electras_discriminator_head_continues_and_its_generator_starts_new(
+        pretraining_checkpoints, tmp_path, capsys):
+    import torch
+
+    directory, model = pretraining_checkpoints["electra"]
+    _, pretrainer = _continued("electra", directory, tmp_path)
+    said = capsys.readouterr().out
+    assert f"The objective's replaced token head continues {directory}'s." in said, said
+    assert f"{directory} has no output head for electra-small's objective" in said, said
+    assert "generator network starts new" in said, said
+    batch = _heads_batch(model.config.vocab_size)
+    outputs = pretrainer(batch, training=False)
+    ours = float(pretrainer.losses_from_outputs(batch, outputs)["rtd"])
+    with torch.no_grad():
+        want = model(input_ids=torch.tensor(ops.convert_to_numpy(outputs["token_ids"])).long(),
+                     attention_mask=torch.tensor(batch["padding_mask"]).long(),
+                     token_type_ids=torch.tensor(batch["segment_ids"]).long(),
+                     labels=torch.tensor(ops.convert_to_numpy(outputs["labels"])).long()).loss
+    assert ours == pytest.approx(float(want), rel=1e-4)
+
+
+def test_a_converted_run_keeps_both_heads_and_a_run_of_one_head_continues_it(
+        pretraining_checkpoints, tmp_path, capsys):
+    directory, model = pretraining_checkpoints["bert"]
+    run = str(tmp_path / "converted")
+    convert(directory, run)
+    kept = run_files.load_heads(run)
+    assert sorted(kept) == ["output", "pair"]
+    weight = model.cls.seq_relationship.weight.detach().numpy()
+    np.testing.assert_array_equal(kept["pair"][0], weight.T)
+    batch = _heads_batch(model.config.vocab_size)
+    mlm, pair = _transformers_pair_losses(model, batch, "next_sentence_labels")
+    _, pretrainer = _continued("bert", run, tmp_path)
+    losses = pretrainer.compute_losses(batch, training=False)
+    assert float(losses["nsp"]) == pytest.approx(pair, rel=1e-4)
+    assert float(losses["mlm"]) == pytest.approx(mlm, rel=1e-4)
+    # A run saved before the roles kept its output head alone, as arr_0, arr_1, ...
+    with open(os.path.join(run, run_files.HEAD_FILE), "wb") as handle:
+        np.savez(handle, *kept["output"])
+    capsys.readouterr()
+    _, pretrainer = _continued("bert", run, tmp_path / "again")
+    said = capsys.readouterr().out
+    assert f"{run} has no pair head for bert-tiny's objective: it starts new." in said, said
+    losses = pretrainer.compute_losses(batch, training=False)
+    assert float(losses["mlm"]) == pytest.approx(mlm, rel=1e-4)
+    assert abs(float(losses["nsp"]) - pair) > 1e-3  # a new pair head
+
+
+def test_a_head_file_with_another_role_or_a_gap_is_refused(tmp_path):
+    path = tmp_path / run_files.HEAD_FILE
+    for arrays in ({"pooler.0": np.zeros(2)}, {"pair.0": np.zeros(2), "pair.2": np.zeros(2)}):
+        with open(path, "wb") as handle:
+            np.savez(handle, **arrays)
+        with pytest.raises(run_files.RunDirectoryError, match="is corrupt"):
+            run_files.load_heads(str(tmp_path))
+    with pytest.raises(ValueError, match="role 'pooler'"):
+        run_files.save_run(str(tmp_path / "run"), {}, None, head_weights={"pooler": []})

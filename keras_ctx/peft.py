@@ -8,6 +8,7 @@ Adapters (`keras_ctx.layers.adapters` has the math):
     train_only(model, adapters=["ner"], keep=[classifier_head])
     save_adapter(backbone, "ner", "ner.safetensors")  # the adapter alone
     load_adapter(other_backbone, "ner.safetensors")    # re-inserted from the file's config
+    replace_adapter(backbone, "en", "de.safetensors")   # MAD-X zero-shot: "de" under "ner"
 
 LoRA (Hu et al. 2022) on any Dense / EinsumDense whose path matches a pattern,
 by Keras' own `layer.enable_lora(rank)` (W x + (alpha / r) B A x, A random,
@@ -217,22 +218,77 @@ def load_adapter(model, path, name=None, activate=True, allow_unrecorded=False):
     """
     metadata, tensors = _read(path, FORMAT)
     name = name or metadata["name"]
-    try:
-        config = adapter_config(json.loads(metadata["config"]))
-    except (KeyError, TypeError, json.JSONDecodeError, ValueError) as error:
-        raise ValueError(f"{path} holds no usable adapter config ({error}); save the adapter "
-                         "again with save_adapter.") from None
-    planned = new_adapters(model, name, config)
-    variables = {}
-    for prefix, *_, adapter in planned:
-        variables.update(_named_variables(adapter, prefix))
-    _assign(variables, tensors, path)  # the new adapters only: nothing attached yet
-    check_made_for(model, metadata, path, "adapter", allow_unrecorded, "load_adapter")
+    config = _saved_config(metadata, path)
+    planned = _loaded_plan(model, name, config, metadata, tensors, path, allow_unrecorded,
+                           "load_adapter")
     attach_adapters(model, name, config, planned)
     if activate:
         set_active_adapters(model, list(active_adapters(model)) + [name])
     else:
         record_adapters(model)
+    return name
+
+
+def _saved_config(metadata, path):
+    try:
+        return adapter_config(json.loads(metadata["config"]))
+    except (KeyError, TypeError, json.JSONDecodeError, ValueError) as error:
+        raise ValueError(f"{path} holds no usable adapter config ({error}); save the adapter "
+                         "again with save_adapter.") from None
+
+
+def _loaded_plan(model, name, config, metadata, tensors, path, allow_unrecorded, loader):
+    """`new_adapters`' plan for the file's adapter, its weights loaded and the file checked
+    against `model` (tensors, `made_for`); nothing is attached yet."""
+    planned = new_adapters(model, name, config)
+    variables = {}
+    for prefix, *_, adapter in planned:
+        variables.update(_named_variables(adapter, prefix))
+    _assign(variables, tensors, path)  # the new adapters only: nothing attached yet
+    check_made_for(model, metadata, path, "adapter", allow_unrecorded, loader)
+    return planned
+
+
+# What makes two adapters interchangeable in a stack: where they sit (an adapter of
+# another placement or places would leave its slots without one).
+_PLACE_KEYS = ("placement", "places", "invertible")
+
+
+def replace_adapter(model, old, path, name=None, allow_unrecorded=False):
+    """Puts the adapter saved at `path` where adapter `old` is and removes `old`.
+
+    MAD-X's zero-shot transfer (Pfeiffer et al. 2020, Fig. 1): the target language's
+    adapter replaces the source language's under the task adapter trained on it. The new
+    adapter takes `old`'s place in every slot and in the active stack; it must sit where
+    `old` does (placement, places, invertible adapter), its sizes may differ. Everything
+    is checked (as `load_adapter`: the backbone it was made for, every tensor) before
+    the model changes. Returns the new adapter's name (`name`, default its saved one;
+    the same as `old`: its weights replace `old`'s, whose config must then be the same).
+    """
+    sites = adapter_sites_of(model, old)
+    if not sites:
+        raise ValueError(f"No adapter named {old!r} to replace; the model has "
+                         f"{adapter_names(model)}.")
+    metadata, tensors = _read(path, FORMAT)
+    name = name or metadata["name"]
+    config, current = _saved_config(metadata, path), sites[0][1].configs[old]
+    for key in _PLACE_KEYS if name != old else sorted(current):
+        if config.get(key) != current.get(key):
+            raise ValueError(f"{path} holds an adapter with {key}={config.get(key)!r}, and "
+                             f"{old!r} has {key}={current.get(key)!r}: an adapter replaces "
+                             "one that sits where it does (save one of that config).")
+    if name == old:
+        variables = adapter_variables(model, old)
+        _check_tensors({key: tuple(v.shape) for key, v in variables.items()}, tensors, path)
+        check_made_for(model, metadata, path, "adapter", allow_unrecorded, "replace_adapter")
+        _assign(variables, tensors, path)
+        return name
+    planned = _loaded_plan(model, name, config, metadata, tensors, path, allow_unrecorded,
+                           "replace_adapter")
+    active = active_adapters(model)
+    attach_adapters(model, name, config, planned, before=old)
+    delete_adapter(model, old)
+    set_active_adapters(model, [name if n == old else n for n in active])
     return name
 
 
@@ -349,6 +405,6 @@ def load_lora(model, path, allow_unrecorded=False):
 __all__ = ["active_adapters", "add_adapter", "adapter_names", "adapter_state", "adapter_variables",
            "check_made_for", "delete_adapter", "made_for",
            "enable_lora", "freeze_except", "AdapterMaskedLMPretrainer", "invert_output", "load_adapter", "load_lora", "lora_variables",
-           "restore_adapters", "save_adapter", "save_lora", "set_active_adapters", "train_only",
+           "replace_adapter", "restore_adapters", "save_adapter", "save_lora", "set_active_adapters", "train_only",
            "transformer_blocks"]
 

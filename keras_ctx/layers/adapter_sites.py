@@ -130,9 +130,10 @@ def new_adapters(model, name, config):
     return planned
 
 
-def attach_adapters(model, name, config, planned):
+def attach_adapters(model, name, config, planned, before=None):
+    """Attaches `new_adapters`' plan: each adapter last in its slot, or just below `before`."""
     for _, owner, attribute, make, adapter in planned:
-        _slot(owner, attribute, make).add(name, adapter, config)
+        _slot(owner, attribute, make).add(name, adapter, config, before=before)
 
 
 def _slots(model):

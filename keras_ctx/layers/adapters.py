@@ -262,7 +262,9 @@ class _NamedAdapters(keras.layers.Layer):
         object.__setattr__(self, "configs", {})  # name -> adapter config (plain data)
         self.built = True
 
-    def add(self, name, layer, config):
+    def add(self, name, layer, config, before=None):
+        """Adds `name` last in the stack, or just below adapter `before` (the place of an
+        adapter it replaces: `keras_ctx.peft.replace_adapter`)."""
         if name in self.names:
             raise ValueError(f"An adapter named {name!r} is already here; delete it "
                              "(`delete_adapter`) or pick another name.")
@@ -270,7 +272,8 @@ class _NamedAdapters(keras.layers.Layer):
         gate = _Gate(dtype="float32", name=f"gate_{name}")
         gate.build()
         attach_sublayer(self, f"gate_{name}", gate)
-        self.names = self.names + (name,)
+        at = self.names.index(before) if before in self.names else len(self.names)
+        self.names = self.names[:at] + (name,) + self.names[at:]
         self.configs[name] = config
 
     def remove(self, name):

@@ -12,6 +12,7 @@ losses on that batch. The google-research TF layouts: the heads' variables as wr
 """
 
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -166,28 +167,43 @@ def test_electras_discriminator_head_continues_and_its_generator_starts_new(
     assert ours == pytest.approx(float(want), rel=1e-4)
 
 
-def test_a_converted_run_keeps_both_heads_and_a_run_of_one_head_continues_it(
-        pretraining_checkpoints, tmp_path, capsys):
-    directory, model = pretraining_checkpoints["bert"]
-    run = str(tmp_path / "converted")
-    convert(directory, run)
-    kept = run_files.load_heads(run)
+@pytest.fixture(scope="module")
+def converted_bert_run(pretraining_checkpoints, tmp_path_factory):
+    """The BertForPreTraining checkpoint converted into a run (`keras-ctx convert`'s)."""
+    run = str(tmp_path_factory.mktemp("converted") / "bert")
+    convert(pretraining_checkpoints["bert"][0], run)
+    return run
+
+
+def test_a_converted_run_keeps_both_heads_and_continues_them(
+        pretraining_checkpoints, converted_bert_run, tmp_path):
+    _, model = pretraining_checkpoints["bert"]
+    kept = run_files.load_heads(converted_bert_run)
     assert sorted(kept) == ["output", "pair"]
-    weight = model.cls.seq_relationship.weight.detach().numpy()
-    np.testing.assert_array_equal(kept["pair"][0], weight.T)
+    np.testing.assert_array_equal(kept["pair"][0],
+                                  model.cls.seq_relationship.weight.detach().numpy().T)
     batch = _heads_batch(model.config.vocab_size)
     mlm, pair = _transformers_pair_losses(model, batch, "next_sentence_labels")
-    _, pretrainer = _continued("bert", run, tmp_path)
+    _, pretrainer = _continued("bert", converted_bert_run, tmp_path)
     losses = pretrainer.compute_losses(batch, training=False)
     assert float(losses["nsp"]) == pytest.approx(pair, rel=1e-4)
     assert float(losses["mlm"]) == pytest.approx(mlm, rel=1e-4)
+
+
+def test_a_run_saved_with_one_head_continues_it_and_starts_the_other(
+        pretraining_checkpoints, converted_bert_run, tmp_path, capsys):
+    _, model = pretraining_checkpoints["bert"]
+    run = shutil.copytree(converted_bert_run, tmp_path / "one-head")
     # A run saved before the roles kept its output head alone, as arr_0, arr_1, ...
-    with open(os.path.join(run, run_files.HEAD_FILE), "wb") as handle:
-        np.savez(handle, *kept["output"])
-    capsys.readouterr()
-    _, pretrainer = _continued("bert", run, tmp_path / "again")
+    output = run_files.load_heads(str(run))["output"]
+    with open(run / run_files.HEAD_FILE, "wb") as handle:
+        np.savez(handle, *output)
+    _, pretrainer = _continued("bert", str(run), tmp_path)
     said = capsys.readouterr().out
+    assert f"The objective's output head continues {run}'s." in said, said
     assert f"{run} has no pair head for bert-tiny's objective: it starts new." in said, said
+    batch = _heads_batch(model.config.vocab_size)
+    mlm, pair = _transformers_pair_losses(model, batch, "next_sentence_labels")
     losses = pretrainer.compute_losses(batch, training=False)
     assert float(losses["mlm"]) == pytest.approx(mlm, rel=1e-4)
     assert abs(float(losses["nsp"]) - pair) > 1e-3  # a new pair head
@@ -202,3 +218,26 @@ def test_a_head_file_with_another_role_or_a_gap_is_refused(tmp_path):
             run_files.load_heads(str(tmp_path))
     with pytest.raises(ValueError, match="role 'pooler'"):
         run_files.save_run(str(tmp_path / "run"), {}, None, head_weights={"pooler": []})
+
+
+@pytest.mark.slow  # ~20 s: a one-step CLI run compiling BERT's step
+def test_the_first_cli_loss_is_transformers_mlm_and_nsp_loss_on_that_batch(
+        pretraining_checkpoints, tmp_path):
+    from keras_ctx.data import corpora
+    from tests.cli_helpers import cli_output, first_and_last_loss
+
+    directory, model = pretraining_checkpoints["bert"]
+    out = str(tmp_path / "run")
+    code, output = cli_output(["pretrain", "bert-tiny", "--from", directory, "--corpus",
+                               "builtin", "--out", out, "--steps", "1", "--batch-size", "4",
+                               "--sequence-length", "16", "--learning-rate", "1e-3"])
+    assert code == 0, output[-2000:]
+    first, _ = first_and_last_loss(output)
+    request = PretrainRequest.checked("bert-tiny", out, corpus="builtin", source=directory,
+                                      steps=1, batch_size=4, sequence_length=16)
+    batch = next(iter(request.family.dataset(corpora.documents("builtin"),
+                                             request.origin.tokenizer, request.run)))
+    batch = {key: ops.convert_to_numpy(value) for key, value in batch.items()}
+    mlm, pair = _transformers_pair_losses(model, batch, "next_sentence_labels")
+    assert first == pytest.approx(mlm + pair, abs=6e-4)
+    assert sorted(run_files.load_heads(out)) == ["output", "pair"]  # both kept, trained

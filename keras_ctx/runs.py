@@ -100,6 +100,8 @@ SETTINGS_SCHEMA = {
     "model": (str, None, False), "overrides": (dict, None, False),
     "corpus": RUN_SCHEMA["corpus"], "data": ((str, dict), None, False),
     "sequence_length": (int, 1, False), "batch_size": ((int, type(None)), 1, False),
+    # A run in stages: [[first step, sequence length], ...] (pretrain_checks.stage_lengths).
+    "stages": (list, None, False),
     "vocabulary_size": ((int, type(None)), 1, False), "seed": ((int, type(None)), 0, False),
     "learning_rate": ((int, float, type(None)), 0, False),
     "steps": (int, 1, False), "checkpoint_every": ((int, type(None)), 1, False),

@@ -10,9 +10,14 @@ leaves a non-finite weight or optimizer variable, stops the run with
 `TrainingDiverged`, keeping the last good checkpoint: a checkpoint is only
 written after its tensors were checked finite, and one that holds a
 non-finite tensor is refused on restore.
+
+A `StagedInput` trains stages in order in the one run (one model, optimizer and
+schedule): each stage's dataset from its first step, each chunk inside one stage;
+a run resumed in a stage reads that stage's data from its own position.
 """
 
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -242,6 +247,36 @@ class _CheckpointEachEpoch(keras.callbacks.Callback):
                                  step=self.step))
 
 
+@dataclasses.dataclass(frozen=True)
+class StagedInput:
+    """The inputs of a run in stages, trained in order by `fit_resumable`.
+
+    Args:
+        stages: ((first step, endless dataset), ...), the first from step 0, the first
+            steps increasing (BERT's 128-token examples, then its 512-token ones from 90%
+            of the steps: Devlin et al. 2019, A.2).
+    """
+
+    stages: tuple
+
+    def __post_init__(self):
+        firsts = [first for first, _ in self.stages]
+        if not firsts or firsts[0] != 0 or firsts != sorted(set(firsts)):
+            raise ValueError(f"StagedInput's stages start at step 0 and at increasing "
+                             f"steps, got first steps {firsts}.")
+
+    @property
+    def element_spec(self):
+        """The first stage's (what the model is built from)."""
+        return self.stages[0][1].element_spec
+
+    def spans(self, steps):
+        """[(first, end, dataset)] of the stages a run of `steps` steps trains."""
+        ends = [first for first, _ in self.stages[1:]] + [steps]
+        return [(first, min(end, steps), data) for (first, data), end in zip(self.stages, ends)
+                if first < steps]
+
+
 def positioned_input(dataset, step):
     """(the input from the first batch `step` steps did not consume, its position to save).
 
@@ -268,8 +303,10 @@ def fit_resumable(
 
     Args:
         model: a compiled keras.Model (a pretrainer).
-        dataset: an endless (repeated) deterministic tf.data.Dataset of batches, or
-            a `PreparedInput` (its position is saved in each checkpoint).
+        dataset: an endless (repeated) deterministic tf.data.Dataset of batches, a
+            `PreparedInput` (its position is saved in each checkpoint), or a
+            `StagedInput` of such datasets (each stage's steps from its own first batch;
+            a checkpoint inside a stage resumes there, at that stage's position).
         steps: total optimizer steps of the whole run (a positive int, as
             `checkpoint_every`: the command's request checked both).
         out_dir: holds checkpoints/ and logs/.
@@ -299,24 +336,37 @@ def fit_resumable(
                 print(f"Resuming from step {step} ({checkpointer.directory}).")
     history = []
     tensorboard = keras.callbacks.TensorBoard(os.path.join(out_dir, "logs"))
-    # Whole chunks in one fit call (one iterator), then the remainder.
-    remainder = (steps - step) % checkpoint_every
-    plan = ((checkpoint_every, (steps - step) // checkpoint_every), (remainder, 1))
-    for chunk, epochs in plan:
-        if chunk == 0 or epochs == 0:
+    spans = (source.spans(steps) if isinstance(source, StagedInput)
+             else [(0, steps, source)])
+    for first, end, stage_input in spans:
+        if step >= end:
             continue
-        guard = _Guard()
-        data, position = positioned_input(source, step)
-        saver = _CheckpointEachEpoch(checkpointer, guard, step, chunk, history, position)
-        model.fit(checked_token_ids(data, model), steps_per_epoch=chunk, epochs=epochs, shuffle=False,
-                  callbacks=[guard, saver, tensorboard, *callbacks], verbose=verbose)
-        if guard.bad_loss is not None:
-            what = guard.problem or f"The loss became {guard.bad_loss} after step {saver.step}."
-            raise TrainingDiverged(
-                f"{what} The last "
-                f"good checkpoint (step {checkpointer.latest_step()}) is kept in "
-                f"{checkpointer.directory}; lower the learning rate or check the "
-                "data, then run again to resume from it."
-            )
-        step = saver.step
+        # Whole chunks in one fit call (one iterator), then the remainder: each inside
+        # the stage, its data read from the stage's own position.
+        remainder = (end - step) % checkpoint_every
+        plan = ((checkpoint_every, (end - step) // checkpoint_every), (remainder, 1))
+        for chunk, epochs in plan:
+            if chunk == 0 or epochs == 0:
+                continue
+            step = _fit_chunks(model, stage_input, first, step, chunk, epochs, checkpointer,
+                               history, [tensorboard, *callbacks], verbose)
     return {"step": step, "history": history}
+
+
+def _fit_chunks(model, source, first, step, chunk, epochs, checkpointer, history, callbacks,
+                verbose):
+    """`epochs` chunks of `chunk` steps from `step` on `source` (a stage whose first step is
+    `first`); returns the step reached. Raises TrainingDiverged on a non-finite loss."""
+    guard = _Guard()
+    data, position = positioned_input(source, step - first)
+    saver = _CheckpointEachEpoch(checkpointer, guard, step, chunk, history,
+                                 position if not first else lambda at: position(at - first))
+    model.fit(checked_token_ids(data, model), steps_per_epoch=chunk, epochs=epochs,
+              shuffle=False, callbacks=[guard, saver, *callbacks], verbose=verbose)
+    if guard.bad_loss is not None:
+        what = guard.problem or f"The loss became {guard.bad_loss} after step {saver.step}."
+        raise TrainingDiverged(
+            f"{what} The last good checkpoint (step {checkpointer.latest_step()}) is kept in "
+            f"{checkpointer.directory}; lower the learning rate or check the data, then run "
+            "again to resume from it.")
+    return saver.step

@@ -37,7 +37,7 @@ from keras_ctx.models.presets import build as build_preset
 from keras_ctx.optimizers import bert_recipe
 from keras_ctx.pretraining.kept_head import head_weights
 from keras_ctx.pretraining.strategies import make_strategy
-from keras_ctx.training import fit_resumable
+from keras_ctx.training import StagedInput, fit_resumable
 
 
 class StepProgbar(keras.callbacks.ProgbarLogger):
@@ -101,7 +101,8 @@ class TrainingProgress(keras.callbacks.Callback):
             say(f"Step {step}/{self.steps}, about {progress.duration(left)} left.")
 
 
-def build(preset, documents, run, overrides=None, sample=None, claimed=None, origin=None):
+def build(preset, documents, run, overrides=None, sample=None, claimed=None, origin=None,
+          stages=()):
     """(backbone, pretrainer, endless dataset, tokenizer to save, extra run info).
 
     Args:
@@ -117,6 +118,9 @@ def build(preset, documents, run, overrides=None, sample=None, claimed=None, ori
             resumed run's (`keras_ctx.runs.claimed_tokenizer`).
         origin: the checkpoint `--from` continues (`pretrain_from`): its backbone,
             tokenizer (unless `claimed`) and head.
+        stages: ((first step, sequence length), ...) of a run in stages (more than
+            one): the dataset is a `keras_ctx.training.StagedInput` of the family's
+            pipeline at each stage's length over `documents`, the model built at the first.
     """
     preset = presets.preset(preset)
     family = preset.family
@@ -133,9 +137,14 @@ def build(preset, documents, run, overrides=None, sample=None, claimed=None, ori
                                              run)
     backbone, pretrainer = (_model(preset, tokenizer, run, overrides) if origin is None
                             else continued_model(origin, preset, tokenizer, run))
-    dataset = family.dataset(documents, tokenizer, run)
+    if len(stages) > 1:  # one dataset a stage, each at its length, from the same corpus
+        dataset = StagedInput(tuple(
+            (first, family.dataset(documents, tokenizer, dataclasses.replace(
+                run, sequence_length=length)).repeat()) for first, length in stages))
+    else:
+        dataset = family.dataset(documents, tokenizer, run).repeat()
     saved_tokenizer, extra = family.run_files(tokenizer)
-    return backbone, pretrainer, dataset.repeat(), saved_tokenizer, dict(extra, **sampled)
+    return backbone, pretrainer, dataset, saved_tokenizer, dict(extra, **sampled)
 
 
 def _model(preset, tokenizer, run, overrides):
@@ -314,8 +323,9 @@ def _built(request, text, existing):
             sample = tokenizer_text(run) if tokenizer_text else None
             if sample is None:
                 sample = corpora.sample_sentences(text.corpus, seed=seed)
-        parts = build(preset, corpora.documents(text.corpus), run, request.overrides,
-                      sample=sample, claimed=claimed, origin=request.origin)
+        parts = build(preset, corpora.documents(text.corpus), request.run_at(
+            request.stages[0][1]), request.overrides, sample=sample, claimed=claimed,
+            origin=request.origin, stages=request.stages)
     built = _Built(*parts, claimed=claimed is not None)
     validation.check_overrides_applied(preset.name, built.backbone, request.overrides)
     hidden = getattr(built.backbone, "hidden_size", 512)
@@ -352,8 +362,11 @@ def _fit(request, model, done):
     steps = request.steps
     if done < steps:
         if getattr(presets.pretraining(request.preset.name, required=False), "stages", None):
-            say(presets.describe_stages(request.preset.name, steps, given={
-                name for name, value in request.run.inputs if value}))
+            say(presets.describe_stages(
+                request.preset.name, steps,
+                given={name for name, value in request.run.inputs if value},
+                lengths=request.stages, length_from="--data" if request.data else
+                "--sequence-length"))
         say(f"Compiling the training step{' with XLA' if model.pretrainer.jit_compile else ''}"
             " (the first step traces it)...")
     # A live progress bar with ETA on a terminal; one line per chunk when piped.
@@ -376,6 +389,7 @@ def _save(request, text, model, result, tokenizer_sha256):
     """Saves the run (backbone, run.json; the tokenizer is there since the claim) unless a
     rerun of a saved, finished run trained nothing; returns its run.json info."""
     out, preset = request.out, request.preset
+    # sequence_length: the last stage's, which export, embed and finetune read.
     info = {"model": preset.name, "family": preset.family.name,
             "sequence_length": request.sequence_length, "overrides": {**request.overrides, **request.data_settings},
             "corpus": text.corpus, "steps": request.steps, "seed": request.seed, **model.extra}

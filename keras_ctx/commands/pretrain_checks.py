@@ -22,6 +22,8 @@ from keras_ctx.families.common import data_settings
 from keras_ctx.models import presets
 
 VOCABULARY_SIZE = 8000  # --vocabulary-size when neither given nor fixed by --data
+# --sequence-length when not given, for a preset whose record gives its stages no length.
+SEQUENCE_LENGTH = 64
 # `--set` keys that change the run's data, not its backbone: a preset's published
 # `Pretraining` fields, each with its rule; a family takes those its recipe reads.
 DATA_RULES = {"mask_rate": validation.open_fraction,
@@ -38,6 +40,10 @@ class PretrainRequest:
     The fields are `keras_ctx.commands.pretrain.pretrain`'s arguments, with
     `preset` resolved to its `Preset`, `vocabulary_size` to the run's (the
     data's with `data`, else 8000) and `manifest` the checked manifest of `data`.
+    `sequence_length` None: the lengths of the preset's stages where its record gives
+    them (BERT's 128 then 512, Devlin et al. 2019, A.2), each stage trained in turn in
+    the run, else 64; resolved to the last stage's length (what run.json records), and
+    `stages` to ((first step, length), ...) of the stages the run trains.
     """
 
     preset: object
@@ -45,7 +51,7 @@ class PretrainRequest:
     corpus: object = "builtin"
     steps: int = 300
     batch_size: int = 16
-    sequence_length: int = 64
+    sequence_length: object = None
     vocabulary_size: object = None
     learning_rate: object = None
     seed: int = 0
@@ -70,6 +76,7 @@ class PretrainRequest:
     entities: object = None  # name a line (`--phrases`, `--entities`)
     source: object = None  # --from: the checkpoint a continued pretraining starts from
     origin: object = dataclasses.field(default=None, compare=False, repr=False)  # its model
+    stages: tuple = ()  # ((first step, sequence length), ...) the run trains, in order
 
     @classmethod
     def checked(cls, preset, out, **arguments):
@@ -96,6 +103,8 @@ class PretrainRequest:
             manifest = check_prepared(given.data, preset, given.sequence_length,
                                       given.vocabulary_size, given.batch_size)
             vocabulary_size = manifest["settings"]["vocabulary_size"]
+        stages = stage_lengths(preset.name, given.steps, given.sequence_length,
+                               manifest and manifest["settings"]["sequence_length"])
         overrides = dict(given.overrides or {})
         languages, parallel = _multilingual(preset.family, given)
         request = dataclasses.replace(given, preset=preset, out=os.fspath(out),
@@ -103,7 +112,8 @@ class PretrainRequest:
                                       **_lexicon_files(preset.family, given),
                                       vocabulary_size=vocabulary_size, manifest=manifest,
                                       data_settings=_data_settings(preset, overrides),
-                                      overrides=overrides)
+                                      overrides=overrides, stages=stages,
+                                      sequence_length=stages[-1][1])
         request._check_overrides()
         if given.source is not None:  # its tokenizer's vocabulary is the run's
             from keras_ctx.commands.pretrain_from import resolve_source
@@ -120,6 +130,15 @@ class PretrainRequest:
         validation.check_overrides(preset.name, preset.backbone_cls, preset.config, overrides)
         config = {**validation.constructor_defaults(preset.backbone_cls), **preset.config,
                   **family.recipe_config(self.run), **overrides}
+        limit = config.get("max_sequence_length")
+        for number, (first, length) in enumerate(self.stages, 1):
+            if len(self.stages) > 1 and isinstance(limit, int) and length > limit:
+                raise ConfigError(
+                    f"{preset.name}'s stage {number} trains at length {length} from step "
+                    f"{first} (its paper's stages, docs/pretraining-defaults.md) but the "
+                    f"backbone has max_sequence_length {limit}: give --sequence-length "
+                    f"{limit} or less (one stage at that length), or drop --set "
+                    "max_sequence_length.")
         validation.check_override_values(preset.name, family, config, overrides,
                                          self.sequence_length)
 
@@ -136,6 +155,10 @@ class PretrainRequest:
                             inputs=(("languages", self.languages), ("parallel", self.parallel),
                                     ("corpora", self._corpora()), ("glove", self.glove),
                                     *((name, path) for name, path in self.lexicons.items())))
+
+    def run_at(self, sequence_length):
+        """The `Run` of one stage: the run's at that stage's sequence length."""
+        return dataclasses.replace(self.run, sequence_length=sequence_length)
 
     @property
     def lexicons(self):
@@ -161,6 +184,8 @@ class PretrainRequest:
                 "corpus": None if self.data else self.corpus,
                 **({"data": self.data} if self.data else {}),
                 "sequence_length": self.sequence_length, "batch_size": self.batch_size,
+                **({"stages": [list(stage) for stage in self.stages]}
+                   if len(self.stages) > 1 else {}),
                 "vocabulary_size": self.vocabulary_size, "seed": self.seed,
                 "learning_rate": self.learning_rate, "steps": self.steps,
                 "checkpoint_every": self.checkpoint_every, "strategy": self.strategy,
@@ -194,6 +219,28 @@ def _multilingual(family, given):
         return (), ()
     return check(given.corpus, given.languages, given.parallel,
                  *((given.glove,) if reads_glove else ()))
+
+
+def stage_lengths(preset, steps, sequence_length=None, data_length=None):
+    """((first step, sequence length), ...) of the stages a run of `steps` trains.
+
+    One stage at `sequence_length` where given (`--sequence-length`), or at the
+    prepared data's (`data_length`, `--data`); else the stages of the preset's
+    record that a run of `steps` reaches (`presets.stage_plan`), where each gives
+    its length (BERT's: 90% of the steps at 128, the rest at 512), consecutive
+    stages of one length merged; else one stage at SEQUENCE_LENGTH.
+    """
+    if sequence_length is not None or data_length is not None:
+        return ((0, sequence_length if sequence_length is not None else data_length),)
+    record = presets.pretraining(preset, required=False)
+    plan = presets.stage_plan(preset, steps) if record is not None and record.stages else []
+    if not plan or not all(stage.sequence_length for stage, _ in plan):
+        return ((0, SEQUENCE_LENGTH),)
+    stages = []
+    for stage, first in plan:
+        if not stages or stages[-1][1] != stage.sequence_length:
+            stages.append((first, stage.sequence_length))
+    return tuple(stages)
 
 
 def _lexicon_files(family, given):
@@ -321,6 +368,8 @@ def check_prepared(data, preset, sequence_length, vocabulary_size=None, batch_si
     settings = manifest["settings"]
     preset = presets.preset(preset)  # a Preset passes through: no lookup
     family = preset.family
+    if sequence_length is None:  # not given: the data's
+        sequence_length = settings["sequence_length"]
     if settings["family"] != family.name or settings["sequence_length"] != sequence_length:
         raise prepare.PreparedDataError(
             f"{data} was prepared for {settings['model']} ({settings['family']}) at "

@@ -130,11 +130,17 @@ def stage_plan(name, steps):
     return [(stage, start) for stage, start in starts if start < steps]
 
 
-def describe_stages(name, steps, given=()):
+def describe_stages(name, steps, given=(), lengths=(), length_from="--sequence-length"):
     """One line naming preset `name`'s pretraining stages in a run of `steps` updates,
     when each starts and the source of each boundary (what `keras-ctx pretrain` says);
-    a stage the run does not reach, or does not run (`given`: the names of the run's
-    inputs, `Stage.needs`), is named as such with what runs it."""
+    a stage the run does not reach, or does not run, is named as such with why.
+
+    Args:
+        given: the names of the run's inputs (`Stage.needs`: ERNIE's entities).
+        lengths: ((first step, sequence length), ...) the run trains at (() unknown): a
+            stage of its own length that the run trains at another is named so, with
+            `length_from`, the flag that fixed the run's one length.
+    """
     stages = pretraining(name).stages
     if not stages:
         return f"{name}: no pretraining stages recorded."
@@ -147,9 +153,16 @@ def describe_stages(name, steps, given=()):
         part += f" ({stage.source})" if stage.source else ""
         if start >= steps:
             part += f" [not reached in {steps} steps]"
-        if not stage.runs_with(given):
+        elif not stage.runs_with(given):
             part += (f" [not run: it needs {stage.runs}]" if stage.needs
                      else f" [not in this run: {stage.runs}]")
+        elif stage.sequence_length and lengths:
+            length = [length for first, length in lengths if first <= start][-1]
+            if length != stage.sequence_length and number > 1 and len(lengths) == 1:
+                part += (f" [not run: this run trains at one length, {length} "
+                         f"({length_from}); without {length_from} it runs]")
+            elif length != stage.sequence_length:
+                part += f" [at length {length} in this run ({length_from})]"
         parts.append(part)
     return f"{name} pretrains in {len(stages)} stage{'s' * (len(stages) > 1)}: " + "; ".join(
         parts) + "."

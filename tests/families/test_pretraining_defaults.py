@@ -136,7 +136,10 @@ def test_stages_and_their_boundaries():
     assert [(stage.sequence_length, start) for stage, start in plan] == [(128, 0), (512, 900)]
     line = presets.describe_stages("bert-base", 1000)
     assert "from step 900 at length 512" in line and "A.2" in line
-    assert "not in this run" in line  # one sequence length a `keras-ctx pretrain` run
+    assert "not run" not in line  # `keras-ctx pretrain` runs both stages in one run
+    one = presets.describe_stages("bert-base", 1000, lengths=((0, 128),))
+    assert "from step 900 at length 512" in one and "[not run: this run trains at one " \
+        "length, 128 (--sequence-length); without --sequence-length it runs]" in one
     # ERNIE: the paper orders the stages; the steps are keras_ctx's own and say so.
     from keras_ctx.data.pipelines import ERNIE_STAGE_STEPS
 

@@ -18,8 +18,7 @@ from keras_ctx.registry import Family, register_family
 BERT_STAGES = (
     Stage("MLM + NSP", 0, 128, "Devlin et al. 2019, A.2: 90% of the steps at 128"),
     Stage("MLM + NSP", 900_000, 512, "Devlin et al. 2019, A.2: the last 10% at 512",
-          start_share=0.9,
-          runs="keras-ctx pretrain trains at one --sequence-length a run"),
+          start_share=0.9),
 )
 BERT_RECIPE = Pretraining(learning_rate=1e-4, batch_size=256, sequence_length=128,
                           steps=1_000_000, warmup_steps=10_000, mask_rate=0.15,

@@ -12,7 +12,14 @@ weights stay bit-identical. The masked LM's output layer is tied to the token
 embeddings; its output bias is vocabulary-specific and is learned with them
 in step 2. Position and segment embeddings are language-independent and
 belong to the frozen body.
+
+From the command line: step 1 is `keras-ctx pretrain`, step 2 `keras-ctx
+transfer-vocabulary`, step 3 `keras-ctx finetune --freeze-token-embeddings`, step 4
+`keras-ctx transfer-swap` (`keras_ctx.commands.transfer`), which gives a classifier of L2's
+vocabulary (`swap_vocabulary`: L2's table may have another size than L1's).
 """
+
+import hashlib
 
 import keras
 import numpy as np
@@ -76,14 +83,16 @@ def resize_vocabulary(backbone, vocabulary_size, rows=None, seed=None):
     return new
 
 
-def learn_token_embeddings(pretrainer):
+def learn_token_embeddings(pretrainer, also=()):
     """Step 2: only the backbone's token embeddings (and the MLM output bias) train.
 
     `pretrainer` is a masked-LM pretrainer over the L2-vocabulary backbone
-    (`keras_ctx.pretraining.MaskedLMPretrainer`). Returns the trainable
-    parameter count; compile the pretrainer after this call.
+    (`keras_ctx.pretraining.MaskedLMPretrainer`). `also`: more of its variables
+    to train (heads the L1 model did not keep: left frozen at their random start
+    they would only add noise). Returns the trainable parameter count; compile
+    the pretrainer after this call.
     """
-    variables = [_table(pretrainer.backbone)]
+    variables = [_table(pretrainer.backbone), *also]
     head = getattr(pretrainer, "mlm_head", None)
     if head is not None:
         if not head.built:  # its output bias is made at build
@@ -111,5 +120,63 @@ def swap_token_embeddings(backbone, table):
     return old
 
 
-__all__ = ["freeze_token_embeddings", "learn_token_embeddings", "resize_vocabulary",
-           "swap_token_embeddings"]
+def body_weights(backbone):
+    """Every weight of `backbone` but its token table, in order: what steps 2 and 4 keep."""
+    table = _table(backbone)
+    return [v for v in backbone.weights if v is not table]
+
+
+def fingerprint(variables):
+    """sha256 of the variables' values (shapes, dtypes and bytes, in order): what tells
+    whether a table or a body is bit for bit another's."""
+    digest = hashlib.sha256()
+    for variable in variables:
+        value = np.ascontiguousarray(keras.ops.convert_to_numpy(variable))
+        digest.update(f"{value.shape}{value.dtype}".encode())
+        digest.update(value.tobytes())
+    return digest.hexdigest()
+
+
+def table_fingerprint(backbone):
+    """`fingerprint` of `backbone`'s token table."""
+    return fingerprint([_table(backbone)])
+
+
+def swap_vocabulary(classifier, backbone):
+    """Step 4 for a task model: a copy of `classifier` that reads `backbone`'s vocabulary.
+
+    The copy's backbone is `classifier.backbone` (the fine-tuned body) with
+    `backbone`'s token table in place of its own (L2's, of any size:
+    `resize_vocabulary`, then `swap_token_embeddings`); every weight of the task's
+    head is the classifier's. Neither input is changed.
+
+    Args:
+        classifier: a task model over a backbone (`keras_ctx.tasks.SequenceClassifier`)
+            whose config holds `backbone` and its own settings.
+        backbone: the backbone of step 2 (L2's token embeddings).
+    """
+    table = _table(backbone)
+    new_backbone = resize_vocabulary(classifier.backbone, int(table.shape[0]))
+    swap_token_embeddings(new_backbone, table)
+    config = classifier.get_config()
+    for key in ("backbone", "name"):
+        config.pop(key, None)
+    new = type(classifier)(new_backbone, **config)
+    old_head, new_head = (_head_weights(model) for model in (classifier, new))
+    if [v.shape for v in old_head] != [v.shape for v in new_head]:
+        raise ValueError(f"The copy of {type(classifier).__name__} has other head weights "
+                         "than the original; swap_vocabulary copies task models whose "
+                         "config rebuilds them.")
+    for variable, value in zip(new_head, old_head):
+        variable.assign(keras.ops.copy(value))
+    return new
+
+
+def _head_weights(model):
+    backbone = {id(v) for v in model.backbone.weights}
+    return [v for v in model.weights if id(v) not in backbone]
+
+
+__all__ = ["body_weights", "fingerprint", "freeze_token_embeddings", "learn_token_embeddings",
+           "resize_vocabulary", "swap_token_embeddings", "swap_vocabulary",
+           "table_fingerprint"]

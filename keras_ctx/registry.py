@@ -200,8 +200,10 @@ class Family:
         decoder: (backbone, lm_head or None, language id or None) -> the Keras layer
             `keras_ctx.generation` decodes with (`build_cache`, `call_with_cache`,
             `logits`), for a causal backbone that does not decode by itself (XLM's CLM:
-            explicit position and language ids, its PredLayer's bias); None: the
-            backbone decodes (GPT's) or the family does not generate.
+            explicit position and language ids, its PredLayer's bias), with
+            `with_backbone(copy)`: itself over a copy of its backbone
+            (`generation.for_decoding`'s), its output layer read from the copy's table;
+            None: the backbone decodes (GPT's) or the family does not generate.
     """
 
     name: str

@@ -295,10 +295,14 @@ class Generation:
             `decode(token_ids, padding_mask) -> strings` (tracked with the
             export, so a layer's tables travel with it).
         use_cache: decode one token per step with the key/value cache.
+        decoder: what decodes the exported backbone, where its family's decoder does
+            (`keras_ctx.generation.causal_decoder`: XLM's CLM with its PredLayer and the
+            language its rows are written in); None: `causal_decoder(backbone)` (the
+            backbone itself where it decodes by itself, as GPT's).
     """
 
     def __init__(self, max_length, sampler="greedy", end_token_id=None, pad_token_id=0,
-                 decoder_start_token_id=None, text=None, use_cache=True):
+                 decoder_start_token_id=None, text=None, use_cache=True, decoder=None):
         from keras_ctx import generation
 
         self.max_length = positive_int("max_length", max_length, least=2, error=ExportError)
@@ -308,6 +312,7 @@ class Generation:
         self.decoder_start_token_id = decoder_start_token_id
         self.text = text
         self.use_cache = bool(use_cache)
+        self.decoder = decoder
 
     @property
     def seeded(self):
@@ -325,9 +330,7 @@ def _generation_functions(model, generation, jit_compile):
 
     backbone = getattr(model, "backbone", model)
     seq2seq = hasattr(backbone, "decode_with_cache")
-    if not seq2seq and not hasattr(backbone, "call_with_cache"):
-        raise ExportError(f"{backbone.name!r} is not a language model: `generation` needs a "
-                          "decoder-only (GPT) or encoder-decoder (T5, BART) backbone.")
+    decoder = backbone if seq2seq else _decoder_of(backbone, generation.decoder)
     if seq2seq and generation.decoder_start_token_id is None:
         raise ExportError("An encoder-decoder generates from a decoder start token: pass "
                           "Generation(..., decoder_start_token_id=ID) (T5: 0, BART: 2).")
@@ -342,7 +345,7 @@ def _generation_functions(model, generation, jit_compile):
                     else ("token_ids", "padding_mask"))
 
     def loop(token_ids, prompt_mask, seed, encoder_ids, encoder_mask):
-        return decoding.decode(backbone, token_ids, prompt_mask, generation.sampler, seed,
+        return decoding.decode(decoder, token_ids, prompt_mask, generation.sampler, seed,
                                end_tokens, pad, use_cache=generation.use_cache,
                                encoder_token_ids=encoder_ids,
                                encoder_padding_mask=encoder_mask)
@@ -411,6 +414,24 @@ def _generation_functions(model, generation, jit_compile):
             return out
 
     return serve_generate, [id_specs] + seed_spec, serve_text, seed_spec
+
+
+def _decoder_of(backbone, decoder):
+    """What decodes a decoder-only `backbone` (`Generation.decoder`), or an ExportError."""
+    from keras_ctx import generation as decoding
+
+    if decoder is None:
+        try:
+            return decoding.causal_decoder(backbone)
+        except ValueError:
+            raise ExportError(f"{backbone.name!r} is not a language model: `generation` needs "
+                              "a decoder-only (GPT, XLM's CLM) or encoder-decoder (T5, BART) "
+                              "backbone.") from None
+    if getattr(decoder, "backbone", decoder) is not backbone:
+        raise ExportError("Generation(decoder=...) decodes another backbone than the one "
+                          "exported: pass the decoder made with it (causal_decoder(backbone, "
+                          "...)).")
+    return decoder
 
 
 def _checked_class_names(model, class_names):

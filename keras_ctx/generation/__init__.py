@@ -69,6 +69,10 @@ PRECISIONS = ("float32", "bfloat16", "int8", "int4", "float8")
 def for_decoding(backbone, precision):
     """A copy of `backbone` whose weights are stored (and read per token) in `precision`.
 
+    `backbone` may be a family's decoder (`causal_decoder`: XLM's CLM with its PredLayer):
+    its backbone is copied and the decoder made again over the copy (`with_backbone`: its
+    output layer read from the copy's token table, its bias kept).
+
     Decoding at small batch reads every weight once per token, so its speed
     is bounded by bytes of weights / memory bandwidth; smaller weights help.
 
@@ -94,6 +98,8 @@ def for_decoding(backbone, precision):
     """
     if precision not in PRECISIONS:
         raise ValueError(f"Unknown precision {precision!r}; use one of {PRECISIONS}.")
+    if hasattr(backbone, "with_backbone"):  # a family's decoder: its head re-read from the copy
+        return backbone.with_backbone(for_decoding(backbone.backbone, precision))
     config = backbone.get_config()
     if precision == "bfloat16":
         config["dtype"] = "bfloat16"

@@ -106,6 +106,76 @@ def test_an_mlm_model_or_an_unknown_language_is_refused_in_one_line():
         generation.causal_decoder(clm, CausalLMPretrainer(other, output_bias=True).lm_head)
 
 
+def _prefill_logits(decoder):
+    """The decoder's next-token scores at every prompt position (one cached pass)."""
+    hidden, _ = decoder.call_with_cache(PROMPT, decoder.build_cache(2, PROMPT.shape[1]), 0)
+    return ops.convert_to_numpy(ops.cast(decoder.logits(hidden), "float32"))
+
+
+@pytest.mark.parametrize("precision", [
+    "bfloat16", pytest.param("int8", marks=pytest.mark.slow)])  # int8: 3 s of CPU (quantize)
+def test_int8_and_bfloat16_decoding_read_the_copied_table_and_keep_the_bias(clm, precision):
+    """for_decoding of XLM's decoder copies its backbone and reads the PredLayer from the
+    copy's table (was: refused, and a head given with the copy was refused as another
+    table's; a copy alone decoded with a zero bias)."""
+    decoder = generation.causal_decoder(clm.backbone, clm.lm_head, language_id=1)
+    fast = generation.for_decoding(decoder, precision)
+    assert fast.backbone is not clm.backbone and fast.language_id == 1
+    assert fast.lm_head.token_embedding is fast.backbone.token_embedding
+    assert decoder.lm_head.token_embedding is clm.backbone.token_embedding  # left as it was
+    if precision == "int8":
+        assert fast.backbone.token_embedding.quantization_mode == "int8"
+    np.testing.assert_allclose(ops.convert_to_numpy(ops.cast(fast.lm_head.output_bias,
+                                                             "float32")),
+                               ops.convert_to_numpy(clm.lm_head.output_bias), rtol=1e-2)
+    # The float decoder's scores (the whole model's: the first test) against the copy's,
+    # within the precision's error.
+    want, got = _prefill_logits(decoder), _prefill_logits(fast)
+    scale = np.abs(want).max()
+    assert 0 < np.abs(got - want).max() < 0.03 * scale, (np.abs(got - want).max(), scale)
+
+
+@pytest.mark.slow  # ~9 s of CPU: a quantized copy, two decode loops traced
+def test_int8_greedy_tokens_are_the_float_decoders(clm):
+    decoder = generation.causal_decoder(clm.backbone, clm.lm_head, language_id=1)
+    tokens = [ops.convert_to_numpy(generation.generate(
+        d, PROMPT, PROMPT_MASK, max_length=LENGTH, jit_compile=False)["token_ids"])
+        for d in (decoder, generation.for_decoding(decoder, "int8"))]
+    np.testing.assert_array_equal(tokens[1], tokens[0])
+    np.testing.assert_array_equal(tokens[0], _greedy_loop(_model_logits(clm, 1), PROMPT,
+                                                          PROMPT_MASK, LENGTH))
+
+
+@pytest.mark.slow  # ~12 s of CPU: the decode loop traced into a SavedModel, then loaded
+@pytest.mark.tensorflow_only("serve_generate is exported from TensorFlow only")
+def test_the_exported_signature_generates_the_decoders_tokens(clm, tmp_path):
+    """serve_generate decodes with the family's decoder (its PredLayer bias, its language):
+    the in-process tokens (was: refused, serve_generate read only a backbone's own
+    cache)."""
+    import tensorflow as tf
+
+    from keras_ctx.export import ExportError, Generation, export_saved_model
+
+    decoder = generation.causal_decoder(clm.backbone, clm.lm_head, language_id=1)
+    # In process: the whole model's greedy loop (the first test).
+    want = ops.convert_to_numpy(generation.generate(
+        decoder, PROMPT, PROMPT_MASK, max_length=LENGTH, jit_compile=False)["token_ids"])
+    path = export_saved_model(clm.backbone, tmp_path / "m", generation=Generation(
+        LENGTH, decoder=decoder))
+    served = tf.saved_model.load(path).signatures["serve_generate"](
+        token_ids=tf.constant(PROMPT, tf.int32),
+        padding_mask=tf.constant(PROMPT_MASK, tf.int32))
+    np.testing.assert_array_equal(served["token_ids"].numpy(), want)
+    other = XLMBackbone(40, 1, 2, 16, 64, num_languages=2, causal=True)
+    with pytest.raises(ExportError, match="decodes another backbone than the one exported"):
+        export_saved_model(other, tmp_path / "o", generation=Generation(LENGTH,
+                                                                        decoder=decoder))
+    mlm = XLMBackbone(40, 1, 2, 16, 64, num_languages=2)
+    with pytest.raises(ExportError, match="is not a language model"):
+        export_saved_model(mlm, tmp_path / "o", generation=Generation(LENGTH))
+    assert not (tmp_path / "o").exists()
+
+
 @pytest.mark.slow  # transformers and torch imported: ~15 s on 2 busy cores
 def test_greedy_tokens_equal_transformers_xlm_with_lm_head(tmp_path):
     torch = pytest.importorskip("torch")
@@ -196,6 +266,29 @@ def test_a_converted_run_keeps_the_checkpoints_pred_layer(enfr, tmp_path):
         task = CausalLM.from_run(tmp_path / "run", language="fr")
     assert not [w for w in caught if "bias zero" in str(w.message)], caught
     np.testing.assert_array_equal(ops.convert_to_numpy(task.decoder.lm_head.output_bias), want)
+
+
+@pytest.mark.slow  # ~15 s: a task's export traced, loaded and served
+@pytest.mark.tensorflow_only("serve_generate is exported from TensorFlow only")
+def test_a_causal_lm_exports_its_decoder_and_refuses_python_text_signatures(enfr, tmp_path):
+    import tensorflow as tf
+
+    backbone, head, tokenizer, directory = enfr
+    task = CausalLM(backbone, tokenizer, sequence_length=20, lm_head=head, language="fr")
+    # XLM's Moses rules run in Python: a loaded serve_generate_text would fail.
+    with pytest.raises(ValueError, match="runs Python .* with_text=False"):
+        task.export(str(tmp_path / "text"))
+    assert not (tmp_path / "text").exists()
+    path = task.export(str(tmp_path / "ids"), max_length=12, with_text=False)
+    want, want_mask = task.generate_ids([PROMPT_TEXT], max_length=12, jit_compile=False)
+    ids, mask = task._prompts([PROMPT_TEXT])
+    loaded = tf.saved_model.load(path)
+    assert set(loaded.signatures) >= {"serving_default", "serve_generate"}
+    assert not {"serve_text", "serve_generate_text"} & set(loaded.signatures)
+    served = loaded.signatures["serve_generate"](token_ids=tf.constant(ids),
+                                                 padding_mask=tf.constant(mask, tf.int32))
+    np.testing.assert_array_equal(served["token_ids"].numpy(), want)
+    np.testing.assert_array_equal(served["padding_mask"].numpy(), want_mask.astype(int))
 
 
 @pytest.mark.slow  # ~10 s: a task generates, then the CLI from the task and the checkpoint

@@ -66,6 +66,17 @@ class XLMDecoder(keras.layers.Layer):
                            else None)
         self.built = True
 
+    def with_backbone(self, backbone):
+        """This decoder over `backbone`, a copy of this one's (`generation.for_decoding`'s,
+        in another precision): the same language, and a PredLayer read from the copy's token
+        table with this one's bias. The head holds the table it was made with, not a
+        backbone: a copied backbone needs a head of its own, or it decodes through the old
+        table (and the copy's int8 or bfloat16 weights go unread there)."""
+        decoder = XLMDecoder(backbone, language_id=self.language_id)
+        for new, old in zip(decoder.lm_head.own_weights, self.lm_head.own_weights, strict=True):
+            new.assign(ops.cast(old, new.dtype))
+        return decoder
+
     def build_cache(self, batch_size, max_length):
         """Zero key/value cache (batch, layers, 2, max_length, heads, head_size)."""
         if max_length > self.max_sequence_length:

@@ -87,7 +87,7 @@ class _Generator(TextTask):
         return texts[0] if single else texts
 
     def export(self, directory, max_length=None, sampler="greedy", version=1,
-               overwrite=False, jit_compile=False):
+               overwrite=False, jit_compile=False, with_text=True):
         """Exports a SavedModel that generates, for TF Serving; returns its version path.
 
         Signatures (keras_ctx.export): `serving_default` (the backbone's
@@ -104,25 +104,30 @@ class _Generator(TextTask):
                 the export.
             sampler: as `generate`, fixed in the export.
             version, overwrite, jit_compile: as `export_saved_model`.
+            with_text: add the string signatures (`serve_text`,
+                `serve_generate_text`); False: ids in and out only, for a tokenizer that
+                runs Python (XLM's Moses rules), which a SavedModel cannot hold.
 
         Returns:
             The path of the written version directory.
         """
         from keras_ctx.export import Generation, export_saved_model
 
-        if self.decoder is not self.backbone:
-            raise ValueError(f"serve_generate decodes with a backbone's own cache and output "
-                             f"layer; {self.family.name}'s CLM decodes through its family's "
-                             "decoder, which is not exported yet: generate in Python "
-                             "(CausalLM.generate, keras-ctx generate).")
+        if with_text and not getattr(self.tokenizer, "in_graph", True):
+            raise ValueError(f"{type(self.tokenizer).__name__} runs Python (tf.py_function), "
+                             "which a SavedModel cannot hold: its text signatures would fail "
+                             "once loaded. Export with with_text=False (serve_generate takes "
+                             "and returns ids).")
         decoding = Generation(
             self.max_length(max_length), sampler,
             end_token_id=list(self.stop_ids) or None, pad_token_id=self.preprocessor.pad_id,
             decoder_start_token_id=(self.preprocessor.decoder_start_ids[0]
                                     if self.encoder_decoder else None),
-            text=GenerationText(self))
+            text=GenerationText(self) if with_text else None,
+            decoder=None if self.encoder_decoder else self.decoder)
         return export_saved_model(self.backbone, directory, version=version,
-                                  overwrite=overwrite, preprocessor=self.preprocessor,
+                                  overwrite=overwrite,
+                                  preprocessor=self.preprocessor if with_text else None,
                                   sequence_length=self.sequence_length,
                                   jit_compile=jit_compile, generation=decoding)
 

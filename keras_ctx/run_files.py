@@ -35,9 +35,10 @@ BACKBONE_FILE = "backbone.keras"
 HEAD_FILE = "objective_head.npz"
 # The roles of an objective's heads (`keras_ctx.pretraining.kept_head.HEADS`): the token
 # output (a masked-LM head, XLM's PredLayer), the sentence pair (NSP / SOP), ELECTRA's
-# replaced-token detection and SpanBERT's span boundary.
+# replaced-token detection and its generator (the weights it does not share), SpanBERT's
+# span boundary.
 OUTPUT_HEAD = "output"
-HEAD_ROLES = (OUTPUT_HEAD, "pair", "replaced_token", "span_boundary")
+HEAD_ROLES = (OUTPUT_HEAD, "pair", "replaced_token", "generator", "span_boundary")
 # Every field a writer of run.json wrote (pretrain's `_save`, convert's `run_info`,
 # save_run's sizes and hash, a family's run files), with the types and ranges the
 # commands need: any other field (a typo, a hand edit) is refused, naming the closest.

@@ -19,14 +19,15 @@ SOURCE's where SOURCE holds it, and the run says which continue and which start 
 
 ELECTRA's published discriminators hold no generator: the run's generator and its MLM head
 start new (the generator sharing the discriminator's embeddings), the discriminator and its
-head continue.
+head continue; a run of ELECTRA's keeps its generator (`runs.HEAD_FILE`'s "generator"), so
+`--from RUN` continues all four.
 """
 
 from keras_ctx import run_files
 from keras_ctx.common.errors import ConfigError
 from keras_ctx.common.progress import say
 from keras_ctx.convert.heads import checkpoint_heads
-from keras_ctx.pretraining.kept_head import objective_heads, other_networks, restore_heads
+from keras_ctx.pretraining.kept_head import objective_heads, restore_heads, role_name
 from keras_ctx.pretraining.masked_lm import sequence_width
 
 
@@ -70,14 +71,11 @@ def continued_model(origin, preset, tokenizer, run):
     continued, new = restore_heads(pretrainer, source_heads(origin), sequence_width(backbone),
                                    origin.handle)
     if continued:
-        say(f"The objective's {_listed(continued)} head{'s' if len(continued) > 1 else ''} "
+        say(f"The objective's {', '.join(map(role_name, continued))} "
             f"continue{'' if len(continued) > 1 else 's'} {origin.handle}'s.")
     for role in new:
-        say(f"{origin.handle} has no {role.replace('_', ' ')} head for {preset.name}'s "
-            "objective: it starts new.")
-    for network in other_networks(pretrainer, backbone):
-        say(f"The objective's {network.name} network starts new: {origin.handle} holds no "
-            "weights of it.")
+        say(f"{origin.handle} has no {role_name(role)} for {preset.name}'s objective: it "
+            "starts new.")
     return backbone, pretrainer
 
 
@@ -92,5 +90,3 @@ def source_heads(origin):
     return {}
 
 
-def _listed(roles):
-    return ", ".join(role.replace("_", " ") for role in roles)

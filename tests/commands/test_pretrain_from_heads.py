@@ -22,6 +22,7 @@ from keras_ctx import run_files
 from keras_ctx.commands.pretrain_checks import PretrainRequest
 from keras_ctx.commands.pretrain_from import continued_model
 from keras_ctx.convert.formats import convert
+from keras_ctx.pretraining.kept_head import head_weights
 
 WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(35)]
 SIZES = dict(num_hidden_layers=2, num_attention_heads=2, hidden_size=16, intermediate_size=32,
@@ -138,7 +139,7 @@ def test_the_pair_head_continues_the_checkpoints(pretraining_checkpoints, family
     directory, model = pretraining_checkpoints[family]
     backbone, pretrainer = _continued(family, directory, tmp_path)
     said = capsys.readouterr().out
-    assert f"The objective's output, pair heads continue {directory}'s." in said, said
+    assert f"The objective's output head, pair head continue {directory}'s." in said, said
     batch = _heads_batch(model.config.vocab_size)
     losses = pretrainer.compute_losses(batch, training=False)
     mlm, pair = _transformers_pair_losses(model, batch, label_key)
@@ -155,7 +156,7 @@ def test_electras_discriminator_head_continues_and_its_generator_starts_new(
     said = capsys.readouterr().out
     assert f"The objective's replaced token head continues {directory}'s." in said, said
     assert f"{directory} has no output head for electra-small's objective" in said, said
-    assert "generator network starts new" in said, said
+    assert f"{directory} has no generator for electra-small's objective" in said, said
     batch = _heads_batch(model.config.vocab_size)
     outputs = pretrainer(batch, training=False)
     ours = float(pretrainer.losses_from_outputs(batch, outputs)["rtd"])
@@ -165,6 +166,32 @@ def test_electras_discriminator_head_continues_and_its_generator_starts_new(
                      token_type_ids=torch.tensor(batch["segment_ids"]).long(),
                      labels=torch.tensor(ops.convert_to_numpy(outputs["labels"])).long()).loss
     assert ours == pytest.approx(float(want), rel=1e-4)
+
+
+def test_an_electra_run_keeps_its_generator_beside_both_heads(pretraining_checkpoints,
+                                                               tmp_path, capsys):
+    directory, model = pretraining_checkpoints["electra"]
+    backbone, pretrainer = _continued("electra", directory, tmp_path)
+    rng = np.random.default_rng(9)
+    trained = {role: [rng.normal(0, 0.3, np.shape(a)).astype("float32") for a in arrays]
+               for role, arrays in head_weights(pretrainer).items()}
+    assert sorted(trained) == ["generator", "output", "replaced_token"]
+    # The generator's own weights: not the embeddings it reads from the discriminator.
+    table = tuple(backbone.token_embedding.embeddings.shape)
+    assert table not in [np.shape(a) for a in trained["generator"]]
+    run = str(tmp_path / "electra-run")
+    run_files.save_run(run, {"model": directory, "family": "electra", "sequence_length": 12},
+                       backbone, backbone.tokenizer, head_weights=trained)
+    capsys.readouterr()
+    _, again = _continued("electra", run, tmp_path / "again")
+    said = capsys.readouterr().out
+    assert (f"The objective's output head, replaced token head, generator continue {run}'s."
+            in said), said
+    for role, arrays in head_weights(again).items():
+        for got, want in zip(arrays, trained[role], strict=True):
+            np.testing.assert_array_equal(got, want, err_msg=role)
+    assert again.generator.token_embedding.embeddings is \
+        again.discriminator.token_embedding.embeddings
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from keras import ops
 from keras_ctx import registry, run_files
 from keras_ctx.commands.pretrain_checks import PretrainRequest
 from keras_ctx.commands.pretrain_from import continued_model
-from keras_ctx.convert.formats import convert
+from keras_ctx.commands.convert import convert
 from keras_ctx.convert.tensorflow import to_tf_checkpoint
 from keras_ctx.handles import build_preset
 from tests.convert.tf_checkpoint_files import save_tf1_checkpoint
@@ -88,10 +88,13 @@ def _kept_form_of_tf_head(name, value):
 
 
 @pytest.mark.parametrize("family", sorted(HEADS))
-def test_convert_keeps_the_heads_of_a_google_research_checkpoint(family, tmp_path):
+def test_convert_keeps_the_heads_of_a_google_research_checkpoint(family, tmp_path, capsys):
     directory, heads = _tf_checkpoint_with_heads(str(tmp_path / "tf"), family)
-    convert(directory, str(tmp_path / "run"))
+    convert(directory, str(tmp_path / "run"))  # keras-ctx convert's
     kept = run_files.load_heads(str(tmp_path / "run"))
+    said = {"bert": "output head, pair head", "albert": "output head, pair head",
+            "electra": "replaced token head"}[family]
+    assert f"with its pretraining {said}." in capsys.readouterr().out
     for role, names in HEADS[family][1].items():
         assert len(kept[role]) == len(names)
         for array, name in zip(kept[role], names):
@@ -109,7 +112,7 @@ def test_pretrain_from_a_google_research_checkpoint_continues_its_heads(tmp_path
                                       sequence_length=12)
     _, pretrainer = continued_model(request.origin, request.preset, request.origin.tokenizer,
                                     request.run)
-    assert f"The objective's output, pair heads continue {directory}'s." in \
+    assert f"The objective's output head, pair head continue {directory}'s." in \
         capsys.readouterr().out
     np.testing.assert_array_equal(ops.convert_to_numpy(pretrainer.pair_head.dense.kernel),
                                   heads["cls/seq_relationship/output_weights"].T)

@@ -57,13 +57,14 @@ MODELS = {"bert": ("BertConfig", "BertForPreTraining", {}, _wordpiece_files, "be
                       _wordpiece_files, "electra-small")}
 
 
-def _write_pretraining_checkpoint(directory, family):
-    """A tiny *ForPreTraining of `family`, saved as transformers saves it, with its
-    tokenizer files; returns its torch model."""
+def _write_pretraining_checkpoint(directory, family, model_class=None):
+    """A tiny *ForPreTraining (or `model_class`) of `family`, saved as transformers saves
+    it, with its tokenizer files; returns its torch model."""
     import torch
     import transformers
 
-    config_class, model_class, fields, tokenizer_files, _ = MODELS[family]
+    config_class, pretraining_class, fields, tokenizer_files, _ = MODELS[family]
+    model_class = model_class or pretraining_class
     os.makedirs(directory, exist_ok=True)
     vocabulary_size = tokenizer_files(directory)
     config = getattr(transformers, config_class)(vocab_size=vocabulary_size, **SIZES, **fields)
@@ -107,18 +108,27 @@ def _continued(family, source, tmp_path):
                            request.run)
 
 
+def _masked_lm_labels(batch):
+    """transformers' `labels` of a masked batch: the masked ids at their positions, -100
+    elsewhere."""
+    import torch
+
+    labels = torch.full(batch["token_ids"].shape, -100, dtype=torch.long)
+    for row, (positions, targets, weights) in enumerate(zip(
+            batch["mask_positions"], batch["mask_ids"], batch["mask_weights"])):
+        for position, target, weight in zip(positions, targets, weights):
+            if weight:
+                labels[row, position] = int(target)
+    return labels
+
+
 def _transformers_pair_losses(model, batch, label_key):
     """(masked LM loss, pair loss) of transformers' BertForPreTraining /
     AlbertForPreTraining on `batch`, its own total loss split by its pair logits."""
     import torch
 
     ids = torch.tensor(batch["token_ids"]).long()
-    labels = torch.full_like(ids, -100)
-    for row, (positions, targets, weights) in enumerate(zip(
-            batch["mask_positions"], batch["mask_ids"], batch["mask_weights"])):
-        for position, target, weight in zip(positions, targets, weights):
-            if weight:
-                labels[row, position] = int(target)
+    labels = _masked_lm_labels(batch)
     pair_labels = torch.tensor(batch[label_key]).long()
     pair_argument = {"next_sentence_labels": "next_sentence_label",
                      "sentence_order_labels": "sentence_order_label"}[label_key]
@@ -192,6 +202,29 @@ def test_an_electra_run_keeps_its_generator_beside_both_heads(pretraining_checkp
             np.testing.assert_array_equal(got, want, err_msg=role)
     assert again.generator.token_embedding.embeddings is \
         again.discriminator.token_embedding.embeddings
+
+
+def test_an_albert_masked_lm_without_a_pooler_continues_its_head(tmp_path, capsys):
+    """transformers' AlbertForMaskedLM saves no pooler (add_pooling_layer=False): it
+    converts (was refused: no albert.pooler.weight), its MLM head continues, and the
+    pooler SOP reads and the SOP head start new, said."""
+    import torch
+
+    directory = str(tmp_path / "albert-mlm")
+    model = _write_pretraining_checkpoint(directory, "albert", "AlbertForMaskedLM")
+    with pytest.warns(UserWarning, match="no 'pooler.weight'"):
+        _, pretrainer = _continued("albert", directory, tmp_path)
+    said = capsys.readouterr().out
+    assert f"The objective's output head continues {directory}'s." in said, said
+    assert f"{directory} has no pair head for albert-base's objective" in said, said
+    batch = _heads_batch(model.config.vocab_size)
+    with torch.no_grad():
+        want = model(input_ids=torch.tensor(batch["token_ids"]).long(),
+                     attention_mask=torch.tensor(batch["padding_mask"]).long(),
+                     token_type_ids=torch.tensor(batch["segment_ids"]).long(),
+                     labels=_masked_lm_labels(batch)).loss
+    losses = pretrainer.compute_losses(batch, training=False)
+    assert float(losses["mlm"]) == pytest.approx(float(want), rel=1e-4)
 
 
 @pytest.fixture(scope="module")

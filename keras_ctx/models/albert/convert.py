@@ -7,6 +7,7 @@ several groups or inner layers (num_hidden_groups, inner_group_num > 1) are
 not ALBERT's published configurations and are refused.
 """
 
+import functools
 import re
 
 from keras_ctx.convert import config_fields
@@ -61,8 +62,10 @@ def albert_config_from_huggingface(config):
     )
 
 
-def albert_weight_map(backbone):
-    """[Entry] of an AlbertBackbone (sharing="all") in HF names without "albert."."""
+def albert_weight_map(backbone, pooler_optional=False):
+    """[Entry] of an AlbertBackbone (sharing="all") in HF names without "albert."; the
+    pooler may be absent with `pooler_optional` (it keeps its initialisation, with a
+    warning)."""
     if backbone.sharing != "all":
         raise CheckpointError(f"HF ALBERT checkpoints share every layer; this backbone has "
                               f"sharing={backbone.sharing!r}.")
@@ -87,12 +90,17 @@ def albert_weight_map(backbone):
         "output": f"{p}.ffn_output",
         "output_norm": f"{p}.full_layer_layer_norm",
     }, backbone.num_heads)
-    entries += dense_entries(layer_by_name(backbone, "pooler"), "pooler")
+    entries += dense_entries(layer_by_name(backbone, "pooler"), "pooler",
+                             optional=pooler_optional)
     return entries
 
 
+# transformers' AlbertForMaskedLM builds its AlbertModel without a pooler
+# (add_pooling_layer=False), so the checkpoints it saves have none (AlbertModel's and
+# AlbertForPreTraining's do).
 convert_albert = mapped_converter(
-    AlbertBackbone, albert_config_from_huggingface, albert_weight_map, config_fields.ALBERT,
+    AlbertBackbone, albert_config_from_huggingface,
+    functools.partial(albert_weight_map, pooler_optional=True), config_fields.ALBERT,
     prefixes=("albert.", ""), ignore=ALBERT_IGNORED,
     shared_layers=True)  # one layer group, called num_hidden_layers times
 

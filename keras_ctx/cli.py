@@ -97,7 +97,7 @@ def _pretrain(args):
         overrides=parse_overrides(args.set), export=args.export,
         overwrite=args.overwrite, data=args.data, corpus_changed=args.corpus_changed,
         version=args.version, languages=args.languages or (), parallel=args.parallel,
-        glove=args.glove, source=args.source)
+        glove=args.glove, source=args.source, phrases=args.phrases, entities=args.entities)
     return 0
 
 
@@ -121,7 +121,9 @@ def _finetune(args):
     finetune(args.run_dir, args.train, args.out, epochs=args.epochs,
              batch_size=args.batch_size, learning_rate=args.learning_rate, export=args.export,
              overwrite=args.overwrite, header=args.header,
-             keep_optimizer_state=args.keep_optimizer_state, language=args.language)
+             keep_optimizer_state=args.keep_optimizer_state, language=args.language,
+             freeze_token_embeddings=args.freeze_token_embeddings,
+             task_adapter=args.task_adapter, language_adapter=args.language_adapter)
     return 0
 
 
@@ -137,7 +139,8 @@ def _export(args):
     from keras_ctx.commands.export import export_run
 
     export_run(args.model, args.out, args.version, args.overwrite, args.sequence_length,
-               with_text=args.with_text, jit_compile=args.xla_serving, language=args.language)
+               with_text=args.with_text, jit_compile=args.xla_serving, language=args.language,
+               language_adapter=args.language_adapter)
     return 0
 
 
@@ -178,6 +181,24 @@ def _cvt(args):
     return 0
 
 
+def _transfer_vocabulary(args):
+    from keras_ctx.commands.transfer import transfer_vocabulary
+
+    transfer_vocabulary(args.source, args.text, args.out, vocabulary_size=args.vocabulary_size,
+                        steps=args.steps, batch_size=args.batch_size,
+                        sequence_length=args.sequence_length, learning_rate=args.learning_rate,
+                        seed=args.seed, checkpoint_every=args.checkpoint_every,
+                        resume=not args.no_resume, xla=args.xla)
+    return 0
+
+
+def _transfer_swap(args):
+    from keras_ctx.commands.transfer import transfer_swap
+
+    transfer_swap(args.classifier_dir, args.embeddings, args.out, overwrite=args.overwrite)
+    return 0
+
+
 def _cvt_tag(args):
     from keras_ctx.commands.cvt_tag import tag_file
 
@@ -189,8 +210,11 @@ def _cvt_tag(args):
 def _add_training_options(parser):
     parser.add_argument("--steps", type=int, default=300, help="optimizer steps in total")
     parser.add_argument("--batch-size", type=int, default=16, help="global batch size")
-    parser.add_argument("--sequence-length", type=int, default=64,
-                        help="tokens per training example")
+    parser.add_argument("--sequence-length", type=int, default=None,
+                        help="tokens per training example, one length for the whole run "
+                             "(default: the preset's stages' lengths in turn where its paper "
+                             "gives them, BERT's 128 then 512 for the last 10%% of the steps; "
+                             "else 64; with --data, the data's)")
     parser.add_argument("--vocabulary-size", type=int, default=None,
                         help="size of the tokenizer (or ELMo word vocabulary) trained on "
                              "the corpus (default 8000; with --data, the data's)")
@@ -243,6 +267,16 @@ def _add_text_inputs(parser):
                              "text format (glove.840B.300d.txt), which its encoder reads fixed")
 
 
+def _add_lexicons(parser):
+    """`pretrain`'s lexicon files for a recipe with knowledge masking (ERNIE's stages)."""
+    parser.add_argument("--entities", default=None, metavar="FILE",
+                        help="ERNIE: a lexicon of entity names, one a line (UTF-8): runs the "
+                             "entity-level masking stage, each occurrence masked whole")
+    parser.add_argument("--phrases", default=None, metavar="FILE",
+                        help="ERNIE: a lexicon of phrases, one a line (UTF-8), for the "
+                             "phrase-level stage instead of the corpus' collocations")
+
+
 def _add_global_options(parser, default=False):
     """`--verbose` and `--backend`, on the top parser and (`default=argparse.SUPPRESS`, so
     that leaving them out there keeps what was given before the command) on every
@@ -287,6 +321,7 @@ def build_parser():
     pretrain = commands.add_parser("pretrain", help="pretrain a preset on a corpus")
     pretrain.add_argument("model", help="a preset name (see `keras-ctx presets`)")
     _add_text_inputs(pretrain)
+    _add_lexicons(pretrain)
     pretrain.add_argument("--out", required=True, help="run directory (checkpoints, logs, "
                                                        "the trained backbone)")
     pretrain.add_argument("--export", default=None,
@@ -345,8 +380,9 @@ def build_parser():
                           help="directory for classifier.keras and its labels")
     finetune.add_argument("--epochs", type=int, default=3, help="passes over --train")
     finetune.add_argument("--batch-size", type=int, default=16, help="examples per step")
-    finetune.add_argument("--learning-rate", type=float, default=5e-5,
-                          help="AdamW's learning rate")
+    finetune.add_argument("--learning-rate", type=float, default=None,
+                          help="AdamW's learning rate (default 5e-5; with --task-adapter "
+                               "1e-4, MAD-X's)")
     finetune.add_argument("--export", default=None,
                           help="also export the classifier as a SavedModel for TF Serving "
                                "to this directory (version 1)")
@@ -358,6 +394,16 @@ def build_parser():
                           help="save AdamW's moments in classifier.keras too (about 3x the "
                                "weights' size), to fit on from them")
     _add_language_option(finetune, "the --train texts")
+    finetune.add_argument("--freeze-token-embeddings", action="store_true",
+                          help="keep the token embeddings as they are (monolingual transfer's "
+                               "step 3, before `keras-ctx transfer-swap`)")
+    finetune.add_argument("--task-adapter", action="store_true",
+                          help="MAD-X: train a task adapter (reduction factor 16) and the "
+                               "head only, the model frozen; saves task_adapter.safetensors "
+                               "too")
+    finetune.add_argument("--language-adapter", default=None, metavar="FILE",
+                          help="MAD-X: the source language's adapter (`keras-ctx "
+                               "adapter-language`), stacked frozen under --task-adapter")
     finetune.set_defaults(run=_finetune)
 
     embed = commands.add_parser("embed", help="print contextual vectors of words in texts")
@@ -388,6 +434,9 @@ def build_parser():
                         help="XLA-compile the serving functions (TF Serving on CPU needs "
                              "--xla_cpu_compilation_enabled; see saved_models/README.md)")
     _add_language_option(export, "serve_text's strings (with --with-text)")
+    export.add_argument("--language-adapter", default=None, metavar="FILE",
+                        help="MAD-X zero-shot: a classifier fine-tuned with "
+                             "--language-adapter, with this language's adapter in its place")
     export.set_defaults(run=_export)
 
     generate = commands.add_parser("generate", help="generate text from a prompt (a run, "
@@ -486,6 +535,109 @@ def _add_transfer_commands(commands):
                      help="UTF-8 text, one whitespace-tokenised sentence per line")
     tag.add_argument("--batch-size", type=int, default=64, help="sentences per batch")
     tag.set_defaults(run=_cvt_tag)
+    _add_monolingual_transfer_commands(commands)
+    _add_adapter_commands(commands)
+
+
+def _add_monolingual_transfer_commands(commands):
+    """`transfer-vocabulary` and `transfer-swap`: monolingual transfer's steps 2 and 4
+    (Artetxe, Ruder & Yogatama 2020); step 1 is `pretrain`, step 3 `finetune
+    --freeze-token-embeddings`."""
+    vocabulary = commands.add_parser(
+        "transfer-vocabulary", help="monolingual transfer, step 2: a new language's tokenizer "
+                                    "and token embeddings for a model's frozen body "
+                                    "(Artetxe et al. 2020)")
+    vocabulary.add_argument("source", metavar="SOURCE", help=TEXT_MODEL_HELP)
+    vocabulary.add_argument("--text", required=True,
+                            help="the new language's text (file/dir/glob), one sentence a "
+                                 "line, a blank line between documents")
+    vocabulary.add_argument("--out", required=True,
+                            help="a run directory: SOURCE's body, the new embeddings and "
+                                 "tokenizer (what embed, finetune and export take)")
+    vocabulary.add_argument("--vocabulary-size", type=int, default=None,
+                            help="entries of the tokenizer trained on --text (default: "
+                                 "SOURCE's)")
+    vocabulary.add_argument("--steps", type=int, default=300, help="optimizer steps in total")
+    vocabulary.add_argument("--batch-size", type=int, default=16, help="global batch size")
+    vocabulary.add_argument("--sequence-length", type=int, default=None,
+                            help="tokens per training example (default: SOURCE's)")
+    vocabulary.add_argument("--learning-rate", type=float, default=None,
+                            help="peak learning rate (default: the family's recipe's)")
+    vocabulary.add_argument("--seed", type=int, default=0,
+                            help="seeds the tokenizer's sample, the new embeddings and the "
+                                 "data")
+    vocabulary.add_argument("--checkpoint-every", type=int, default=100,
+                            help="steps between checkpoints (a killed run resumes from the "
+                                 "last)")
+    vocabulary.add_argument("--no-resume", action="store_true",
+                            help="start over: delete the checkpoints an earlier run left in "
+                                 "--out")
+    vocabulary.add_argument("--xla", choices=["auto", "on", "off"], default="auto",
+                            help="jit_compile the train step, as pretrain's --xla")
+    vocabulary.set_defaults(run=_transfer_vocabulary)
+
+    swap = commands.add_parser(
+        "transfer-swap", help="monolingual transfer, step 4: a fine-tuned classifier with "
+                              "the new language's embeddings and tokenizer swapped in")
+    swap.add_argument("classifier_dir", metavar="CLASSIFIER_DIR",
+                      help="a `keras-ctx finetune --freeze-token-embeddings` --out directory")
+    swap.add_argument("--embeddings", required=True,
+                      help="the --out directory of `keras-ctx transfer-vocabulary` run on the "
+                           "classifier's model")
+    swap.add_argument("--out", required=True,
+                      help="directory for the new classifier.keras (what export takes)")
+    swap.add_argument("--overwrite", action="store_true",
+                      help="replace an existing classifier.keras in --out")
+    swap.set_defaults(run=_transfer_swap)
+
+
+def _adapter_language(args):
+    from keras_ctx.commands.adapter import language_adapter
+
+    language_adapter(args.source, args.text, args.language, args.out, steps=args.steps,
+                     batch_size=args.batch_size, sequence_length=args.sequence_length,
+                     learning_rate=args.learning_rate, reduction_factor=args.reduction_factor,
+                     checkpoint_every=args.checkpoint_every, seed=args.seed,
+                     resume=not args.no_resume, overwrite=args.overwrite)
+    return 0
+
+
+def _add_adapter_commands(commands):
+    """`adapter-language`: MAD-X's first stage (Pfeiffer et al. 2020); its second is
+    `finetune --task-adapter --language-adapter`, its third `export --language-adapter`."""
+    language = commands.add_parser(
+        "adapter-language", help="MAD-X, stage 1: a language adapter (+ invertible adapter) "
+                                 "trained by masked LM on a language's text, the model "
+                                 "frozen (Pfeiffer et al. 2020)")
+    language.add_argument("source", metavar="SOURCE", help=TEXT_MODEL_HELP)
+    language.add_argument("--text", required=True,
+                          help="the language's text (file/dir/glob), one sentence a line, a "
+                               "blank line between documents")
+    language.add_argument("--language", required=True, metavar="CODE",
+                          help="the adapter's name, a language code (letters, digits, _)")
+    language.add_argument("--out", required=True,
+                          help="directory for language_adapter.safetensors, its .json and "
+                               "the training checkpoints")
+    language.add_argument("--steps", type=int, default=300, help="optimizer steps in total")
+    language.add_argument("--batch-size", type=int, default=64,
+                          help="examples per step (MAD-X's 64)")
+    language.add_argument("--sequence-length", type=int, default=None,
+                          help="tokens per example (default: SOURCE's)")
+    language.add_argument("--learning-rate", type=float, default=1e-4,
+                          help="AdamW's learning rate (MAD-X's 1e-4)")
+    language.add_argument("--reduction-factor", type=int, default=2,
+                          help="hidden size / the adapter's bottleneck (MAD-X's 2)")
+    language.add_argument("--checkpoint-every", type=int, default=100,
+                          help="steps between checkpoints (a killed run resumes from the "
+                               "last)")
+    language.add_argument("--seed", type=int, default=0,
+                          help="seeds the adapter's weights, the masks and the data")
+    language.add_argument("--no-resume", action="store_true",
+                          help="start over: ignore the checkpoints an earlier run left in "
+                               "--out")
+    language.add_argument("--overwrite", action="store_true",
+                          help="replace a language adapter already saved in --out")
+    language.set_defaults(run=_adapter_language)
 
 
 def main(argv=None):

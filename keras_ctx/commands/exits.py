@@ -35,6 +35,7 @@ WRITES = {
     "pretrain": ("--out", "training resumes from its last checkpoint"),
     "prepare": ("--out", "preparing resumes from its last finished shard"),
     "finetune": ("--out", "fine-tuning starts again"),
+    "adapter-language": ("--out", "training resumes from its last checkpoint"),
     "ulmfit": ("--out", "training starts again"),
     "cvt": ("--out", "training starts again"),
     "export": ("OUT", "the export is written again"),

@@ -3,22 +3,27 @@
 import os
 
 from keras_ctx import runs
+from keras_ctx.commands.adapter_stack import check_adapter_file, with_language_adapter
 from keras_ctx.common.errors import ConfigError
 from keras_ctx.preprocessing import TextPreprocessor
 
 
 def export_run(model_or_run, out, version=1, overwrite=False, sequence_length=None,
-               with_text=False, jit_compile=False, language=None):
+               with_text=False, jit_compile=False, language=None, language_adapter=None):
     """Exports a run, a fine-tuned classifier or any model handle (`keras_ctx.handles`);
     `with_text` adds serve_text (needs tensorflow-text ops), `jit_compile` XLA-compiles
-    the serving functions, `language` is serve_text's language (XLM: `--language`)."""
+    the serving functions, `language` is serve_text's language (XLM: `--language`),
+    `language_adapter` a language adapter file that replaces the one a classifier was
+    fine-tuned on (MAD-X's zero-shot transfer, `keras_ctx.commands.adapter_stack`)."""
     from keras_ctx import handles
     from keras_ctx.common import validation
 
     # The command's one check of its arguments, before anything is loaded: 0 is not "not
     # given" (an export at length 0 serves nothing).
     validation.check_args(version=version, sequence_length=sequence_length)
-    validation.check_given(out=out, language=language)
+    validation.check_given(out=out, language=language, language_adapter=language_adapter)
+    if language_adapter is not None:
+        check_adapter_file(language_adapter)
     if language is not None and not with_text:
         raise ConfigError(f"--language {language} is the language of serve_text's strings: "
                           "add --with-text, or leave --language out (the other signatures "
@@ -27,6 +32,8 @@ def export_run(model_or_run, out, version=1, overwrite=False, sequence_length=No
         # A `keras-ctx finetune --out` directory: export its classifier; with text, the
         # run it was fine-tuned from gives the tokenizer (finetune.json names it).
         info, backbone = runs.load_finetuned(model_or_run)
+        if language_adapter is not None:
+            backbone = with_language_adapter(backbone, model_or_run, language_adapter)
         sequence_length = info.get("sequence_length") if sequence_length is None else (
             sequence_length)
         preprocessor = (_finetuned_preprocessor(model_or_run, info, sequence_length, language)
@@ -34,6 +41,10 @@ def export_run(model_or_run, out, version=1, overwrite=False, sequence_length=No
         # finetune.json's class names; a directory written before it records none.
         return _saved_model(backbone, out, version, overwrite, sequence_length, preprocessor,
                             info.get("classes"), jit_compile)
+    if language_adapter is not None:
+        raise ConfigError(f"--language-adapter replaces the language adapter of a classifier "
+                          f"fine-tuned on one, and {model_or_run} is no `keras-ctx finetune` "
+                          "--out directory: give that directory.")
     # A run directory, a checkpoint (local, hf://, kaggle://) or a preset (random
     # weights, said in one line; exported at the given length only).
     resolved = handles.resolve(model_or_run, need_tokenizer=with_text)

@@ -11,12 +11,14 @@ import keras
 import numpy as np
 
 from keras_ctx import families, handles, runs
+from keras_ctx.commands import adapter_stack
 from keras_ctx.common.progress import say
 from keras_ctx.preprocessing import text_inputs
 
 
-def finetune(run_dir, train, out, epochs=3, batch_size=16, learning_rate=5e-5, export=None,
-             overwrite=False, header=None, keep_optimizer_state=False, language=None):
+def finetune(run_dir, train, out, epochs=3, batch_size=16, learning_rate=None, export=None,
+             overwrite=False, header=None, keep_optimizer_state=False, language=None,
+             freeze_token_embeddings=False, task_adapter=False, language_adapter=None):
     """Fine-tunes the run's backbone on `train` (text<TAB>label); saves OUT/classifier.keras.
 
     `header`: whether the TSV's first line is a header (None: detect). Nothing
@@ -25,6 +27,12 @@ def finetune(run_dir, train, out, epochs=3, batch_size=16, learning_rate=5e-5, e
     then about three times the model; `keras.saving.load_model` gives a compiled
     classifier whose `fit` goes on from them); by default the weights alone.
     `language`: the texts' language code, for a model of several (XLM: `--language`).
+    `freeze_token_embeddings`: the backbone's token table stays as it is (monolingual
+    transfer's step 3, `keras_ctx.tasks.monolingual_transfer`; `keras-ctx transfer swap`
+    then swaps another language's in).
+    `task_adapter`: train a MAD-X task adapter and the head only, the backbone frozen;
+    `language_adapter`: a language adapter file (`keras-ctx adapter-language`) stacked,
+    frozen, under it (`keras_ctx.commands.adapter_stack`).
     """
     from keras_ctx.common import files, validation
     from keras_ctx.data.labelled import read_labelled_tsv
@@ -32,6 +40,9 @@ def finetune(run_dir, train, out, epochs=3, batch_size=16, learning_rate=5e-5, e
 
     validation.check_args(epochs=epochs, batch_size=batch_size, learning_rate=learning_rate)
     validation.check_given(train=train, out=out, export=export, language=language)
+    adapter_stack.check_task_flags(task_adapter, language_adapter)
+    if learning_rate is None:  # MAD-X's for a task adapter, else keras_ctx's own
+        learning_rate = adapter_stack.LEARNING_RATE if task_adapter else 5e-5
     target = os.path.join(out, runs.CLASSIFIER_FILE)
     if os.path.exists(target) and not overwrite:
         raise runs.RunDirectoryError(f"{target} already exists; pass --overwrite to "
@@ -45,11 +56,13 @@ def finetune(run_dir, train, out, epochs=3, batch_size=16, learning_rate=5e-5, e
     with runs.writing(out):  # a second finetune (or pretrain, convert) into OUT refuses
         return _finetune(run_dir, out, target, texts, labels, epochs, batch_size,
                          learning_rate, export, overwrite, bool(keep_optimizer_state),
-                         language)
+                         language, bool(freeze_token_embeddings),
+                         (task_adapter, language_adapter))
 
 
 def _finetune(run_dir, out, target, texts, labels, epochs, batch_size, learning_rate, export,
-              overwrite, keep_optimizer_state, language):
+              overwrite, keep_optimizer_state, language, freeze_token_embeddings=False,
+              adapters=(False, None)):
     from keras_ctx.common import files
     from keras_ctx.tasks import SequenceClassifier
 
@@ -68,6 +81,9 @@ def _finetune(run_dir, out, target, texts, labels, epochs, batch_size, learning_
                                        language, getattr(backbone, "languages", None))
     inputs = {k: v for k, v in inputs.items() if k in backbone.input}
     model = SequenceClassifier(backbone, num_classes=len(classes))
+    if freeze_token_embeddings:
+        _freeze_token_embeddings(model, backbone, run_dir)
+    stack = adapter_stack.with_task_adapter(model, backbone, adapters[1]) if adapters[0] else None
     model.compile(keras.optimizers.AdamW(learning_rate),
                   keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   metrics=["accuracy"])
@@ -84,11 +100,26 @@ def _finetune(run_dir, out, target, texts, labels, epochs, batch_size, learning_
     runs.save_finetuned_info(out, {"run": handles.canonical(run_dir), "family": family.name,
                                    "sequence_length": info["sequence_length"],
                                    "classes": [str(c) for c in classes]})
+    if stack is not None:
+        adapter_stack.save_task_adapter(model, out, stack, overwrite)
     print(f"Saved the classifier ({len(classes)} classes: {classes}) to {out}.")
     if export:
         _export(model, export, overwrite, info["sequence_length"], [str(c) for c in classes],
                 family, tokenizer, preprocessor)
     return model
+
+
+def _freeze_token_embeddings(model, backbone, run_dir):
+    """Monolingual transfer's step 3: every weight trains but the token table."""
+    from keras_ctx.common.errors import ConfigError
+    from keras_ctx.tasks import monolingual_transfer
+
+    try:
+        monolingual_transfer.freeze_token_embeddings(model, backbone)
+    except ValueError:
+        raise ConfigError(f"--freeze-token-embeddings: {run_dir}'s backbone has no token "
+                          "embedding table; leave the flag out.") from None
+    say("Token embeddings frozen (monolingual transfer's step 3).")
 
 
 def _text_copy(export):

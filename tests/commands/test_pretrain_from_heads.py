@@ -1,6 +1,6 @@
 """`pretrain --from` and `convert` keep every head a pretraining checkpoint holds
-(keras_ctx/commands/pretrain_from.py, keras_ctx/convert/heads.py): BERT's NSP
-(BertForPreTraining's cls.seq_relationship), ALBERT's SOP (AlbertForPreTraining's
+(keras_ctx/commands/pretrain_from.py, keras_ctx/convert/heads.py): BERT's and ERNIE's NSP
+(BertForPreTraining's / ErnieForPreTraining's cls.seq_relationship), ALBERT's SOP (AlbertForPreTraining's
 sop_classifier), ELECTRA's discriminator head (ElectraForPreTraining's
 discriminator_predictions) beside the masked-LM head; a run keeps them all
 (runs.HEAD_FILE, by role) and a run saved with one head still continues it.
@@ -54,7 +54,9 @@ MODELS = {"bert": ("BertConfig", "BertForPreTraining", {}, _wordpiece_files, "be
                      dict(embedding_size=8, classifier_dropout_prob=0.0), _sentencepiece_files,
                      "albert-base"),
           "electra": ("ElectraConfig", "ElectraForPreTraining", dict(embedding_size=8),
-                      _wordpiece_files, "electra-small")}
+                      _wordpiece_files, "electra-small"),
+          "ernie": ("ErnieConfig", "ErnieForPreTraining", {}, _wordpiece_files,
+                    "ernie-1.0-base")}
 
 
 def _write_pretraining_checkpoint(directory, family, model_class=None):
@@ -143,7 +145,8 @@ def _transformers_pair_losses(model, batch, label_key):
 
 
 @pytest.mark.parametrize("family, objective, label_key", [
-    ("bert", "nsp", "next_sentence_labels"), ("albert", "sop", "sentence_order_labels")])
+    ("bert", "nsp", "next_sentence_labels"), ("albert", "sop", "sentence_order_labels"),
+    ("ernie", "nsp", "next_sentence_labels")])
 def test_the_pair_head_continues_the_checkpoints(pretraining_checkpoints, family, objective, label_key,
                                                   tmp_path, capsys):
     directory, model = pretraining_checkpoints[family]

@@ -63,4 +63,6 @@ def export_ernie(backbone):
 MASKED_LM = dataclasses.replace(bert.MASKED_LM, architecture="ErnieForMaskedLM",
                                 prefix="ernie.")
 
-HUGGINGFACE = (HuggingFace("ernie", convert_ernie, export_ernie, masked_lm=MASKED_LM),)
+# ErnieForPreTraining's NSP classifier is BERT's too (cls.seq_relationship).
+HUGGINGFACE = (HuggingFace("ernie", convert_ernie, export_ernie, masked_lm=MASKED_LM,
+                           heads=(bert.NSP,)),)

@@ -148,3 +148,25 @@ def test_pretrain_builds_each_stage_on_its_own_dataset_at_its_length(tmp_path):
                        else data.element_spec)["token_ids"].shape.as_list())
               for first, data in dataset.stages]
     assert shapes == [(0, [16, 128]), (9, [16, 512])]
+
+
+@pytest.mark.slow  # a CLI run whose last step compiles at length 512: ~1 min loaded
+def test_cli_run_without_sequence_length_trains_both_stages(tmp_path):
+    import json
+
+    from tests.cli_helpers import cli_output, write_corpus
+
+    corpus, out = tmp_path / "corpus.txt", tmp_path / "run"
+    write_corpus(corpus, documents=20)
+    code, output = cli_output([
+        "pretrain", "bert-tiny", "--corpus", str(corpus), "--out", str(out), "--steps", "10",
+        "--checkpoint-every", "4", "--batch-size", "4", "--vocabulary-size", "200",
+        *[flag for key, value in TINY.items() for flag in ("--set", f"{key}={value}")]])
+    assert code == 0, output[-2000:]
+    assert "1. MLM + NSP from step 0 at length 128" in output
+    assert "2. MLM + NSP from step 9 at length 512" in output and "not run" not in output
+    with open(out / "run.json") as handle:
+        assert json.load(handle)["sequence_length"] == 512  # what export and embed read
+    with open(out / "pretrain_settings.json") as handle:
+        assert json.load(handle)["stages"] == [[0, 128], [9, 512]]
+    assert Checkpointer(str(out / "checkpoints")).steps() == [9, 10]

@@ -12,8 +12,7 @@ from keras_ctx.commands import adapter, adapter_stack
 from keras_ctx.commands.finetune import finetune
 from tests.cli_helpers import VOCAB, make_run, write_corpus
 
-pytestmark = [pytest.mark.tensorflow_only(reason="the stages read text through tf.data"),
-              pytest.mark.slow]  # ~20 s: stage 1's masked LM and stage 2 compile and train
+pytestmark = pytest.mark.slow  # ~1 min: stage 1's masked LM and stage 2 compile and train
 
 LABELLED = [("the film was good", "pos"), ("a good film", "pos"), ("it was bad", "neg"),
             ("the bad film", "neg"), ("good money on the bank", "pos"),
@@ -140,6 +139,7 @@ def test_stage_three_swaps_the_language_adapter_as_the_python_api_does(madx):
                                rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.runs_on("tensorflow", "jax", reason="SavedModel export")
 def test_export_serves_the_classifier_with_the_target_languages_adapter(madx, tmp_path,
                                                                          capsys):
     import tensorflow as tf

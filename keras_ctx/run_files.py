@@ -59,6 +59,9 @@ DATA_RECORD = validation.Record({
 # commands need: any other field (a typo, a hand edit) is refused, naming the closest,
 # in the nested records too (`sizes.hiden_size`).
 RUN_SCHEMA = {"family": (str, None, True), "sequence_length": (int, 1, True),
+              # A run in stages (BERT's 128 then 512): [[first step, length], ...];
+              # sequence_length is the last one's.
+              "stages": (validation.ListOf(list), None, False),
               "model": ((str, type(None)), None, False),
               "overrides": (dict, None, False),  # a backbone config's keys: free
               "sizes": (validation.Record({k: (int, 1, False) for k in SIZE_KEYS}), None,

@@ -392,7 +392,9 @@ def _save(request, text, model, result, tokenizer_sha256):
     # sequence_length: the last stage's, which export, embed and finetune read.
     info = {"model": preset.name, "family": preset.family.name,
             "sequence_length": request.sequence_length, "overrides": {**request.overrides, **request.data_settings},
-            "corpus": text.corpus, "steps": request.steps, "seed": request.seed, **model.extra}
+            "corpus": text.corpus, "steps": request.steps, "seed": request.seed,
+            **({"stages": [list(stage) for stage in request.stages]}
+               if len(request.stages) > 1 else {}), **model.extra}
     saved = all(os.path.isfile(os.path.join(out, name))
                 for name in (runs.RUN_FILE, runs.BACKBONE_FILE))
     if result["history"] or not saved:

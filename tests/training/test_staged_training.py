@@ -166,7 +166,9 @@ def test_cli_run_without_sequence_length_trains_both_stages(tmp_path):
     assert "1. MLM + NSP from step 0 at length 128" in output
     assert "2. MLM + NSP from step 9 at length 512" in output and "not run" not in output
     with open(out / "run.json") as handle:
-        assert json.load(handle)["sequence_length"] == 512  # what export and embed read
+        info = json.load(handle)
+    assert info["sequence_length"] == 512  # the last stage's: what export and embed read
+    assert info["stages"] == [[0, 128], [9, 512]]
     with open(out / "pretrain_settings.json") as handle:
         assert json.load(handle)["stages"] == [[0, 128], [9, 512]]
     assert Checkpointer(str(out / "checkpoints")).steps() == [9, 10]

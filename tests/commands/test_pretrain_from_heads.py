@@ -30,6 +30,13 @@ SIZES = dict(num_hidden_layers=2, num_attention_heads=2, hidden_size=16, interme
              attention_probs_dropout_prob=0.0)
 
 
+# These tests run a model's ops eagerly (losses, ELECTRA's initialisers): on JAX each op
+# compiles on its own (9-65 s a test). The heads' arrays they check are the same on every
+# backend; JAX's restore of kept heads is checked by test_tf_checkpoint_heads.py.
+EAGER_ON_JAX = pytest.mark.runs_on("tensorflow", "torch", reason="eager ops: each compiles "
+                                   "on its own on JAX (9-65 s a test)")
+
+
 def _wordpiece_files(directory):
     with open(os.path.join(directory, "vocab.txt"), "w") as handle:
         handle.write("\n".join(WORDS) + "\n")
@@ -144,6 +151,7 @@ def _transformers_pair_losses(model, batch, label_key):
     return float(out.loss) - pair, pair
 
 
+@EAGER_ON_JAX
 @pytest.mark.parametrize("family, objective, label_key", [
     ("bert", "nsp", "next_sentence_labels"), ("albert", "sop", "sentence_order_labels"),
     ("ernie", "nsp", "next_sentence_labels")])
@@ -160,6 +168,7 @@ def test_the_pair_head_continues_the_checkpoints(pretraining_checkpoints, family
     assert float(losses["mlm"]) == pytest.approx(mlm, rel=1e-4)
 
 
+@EAGER_ON_JAX
 def test_electras_discriminator_head_continues_and_its_generator_starts_new(
         pretraining_checkpoints, tmp_path, capsys):
     import torch
@@ -181,6 +190,7 @@ def test_electras_discriminator_head_continues_and_its_generator_starts_new(
     assert ours == pytest.approx(float(want), rel=1e-4)
 
 
+@EAGER_ON_JAX
 def test_an_electra_run_keeps_its_generator_beside_both_heads(pretraining_checkpoints,
                                                                tmp_path, capsys):
     directory, model = pretraining_checkpoints["electra"]
@@ -207,6 +217,7 @@ def test_an_electra_run_keeps_its_generator_beside_both_heads(pretraining_checkp
         again.discriminator.token_embedding.embeddings
 
 
+@EAGER_ON_JAX
 def test_an_albert_masked_lm_without_a_pooler_continues_its_head(tmp_path, capsys):
     """transformers' AlbertForMaskedLM saves no pooler (add_pooling_layer=False): it
     converts (was refused: no albert.pooler.weight), its MLM head continues, and the
@@ -238,6 +249,7 @@ def converted_bert_run(pretraining_checkpoints, tmp_path_factory):
     return run
 
 
+@EAGER_ON_JAX
 def test_a_converted_run_keeps_both_heads_and_continues_them(
         pretraining_checkpoints, converted_bert_run, tmp_path):
     _, model = pretraining_checkpoints["bert"]
@@ -253,6 +265,7 @@ def test_a_converted_run_keeps_both_heads_and_continues_them(
     assert float(losses["mlm"]) == pytest.approx(mlm, rel=1e-4)
 
 
+@EAGER_ON_JAX
 def test_a_run_saved_with_one_head_continues_it_and_starts_the_other(
         pretraining_checkpoints, converted_bert_run, tmp_path, capsys):
     _, model = pretraining_checkpoints["bert"]

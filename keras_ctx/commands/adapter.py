@@ -87,7 +87,7 @@ def language_adapter(source, text, language, out, steps=300, batch_size=LANGUAGE
 
     validation.check_args(steps=steps, batch_size=batch_size, sequence_length=sequence_length,
                           learning_rate=learning_rate, checkpoint_every=checkpoint_every,
-                          seed=seed)
+                          seed=seed, reduction_factor=reduction_factor)
     validation.check_given(source=source, text=text, language=language, out=out)
     reduction_factor = validation.positive_int("reduction_factor", reduction_factor)
     language = _adapter_language(language)

@@ -74,6 +74,7 @@ FLAGS = {
     "tokenizer_sample": (int, 1), "shard_mb": (int, 1), "shard_bytes": (int, 1),
     "version": (int, 1), "max_length": (int, 1), "seed": (int, 0),
     "vocabulary_size": (int, MIN_VOCABULARY_SIZE), "learning_rate": (float, 0.0),
+    "reduction_factor": (int, 1),
 }
 
 

@@ -84,6 +84,9 @@ CORPUS_CHANGED = ("refuse", "continue")  # --corpus-changed (checked by the requ
 ADJUSTABLE = ("learning_rate", "steps", "checkpoint_every", "strategy", "mixed_precision",
               "xla")
 CHANGES_KEY = "changes"
+# Settings that follow an adjustable one: compared only while it is unchanged (BERT's
+# stage boundary is 90% of --steps, Devlin et al. 2019, A.2: more steps move it).
+FOLLOWS = {"stages": "steps"}
 # The data's fingerprints (keras_ctx.data.fingerprints) in the settings file; "data"
 # is the --data flag's prepared directory. Files written before the two were told
 # apart hold the fingerprints under "data".
@@ -95,7 +98,8 @@ FINGERPRINT_KEY = "fingerprints"
 # (keras_ctx.data.fingerprints: any difference is a changed corpus or tokenizer); each
 # change is {"step": the checkpoint's step, setting: [before, after]}.
 _CHANGE = validation.Record({"step": (int, 0, True),
-                             **{name: (list, None, False) for name in ADJUSTABLE}})
+                             **{name: (list, None, False) for name in ADJUSTABLE},
+                             **{name: (list, None, False) for name in FOLLOWS}})
 SETTINGS_SCHEMA = {
     "model": (str, None, False), "overrides": (dict, None, False),
     "corpus": RUN_SCHEMA["corpus"], "data": ((str, dict), None, False),
@@ -271,7 +275,8 @@ def claim(out_dir, settings, fresh=False, data=None, corpus_changed="refuse", ex
         # A setting given only once (--from, --languages, --glove, --entities) differs too: a rerun that
         # leaves out the first run's --from would resume it as another run.
         fixed = [k for k in {**previous, **settings}
-                 if k not in ADJUSTABLE and previous.get(k) != settings.get(k)]
+                 if k not in ADJUSTABLE and previous.get(k) != settings.get(k)
+                 and not (k in FOLLOWS and FOLLOWS[k] in adjusted)]
         if fixed and not fresh:
             changed = sorted(fixed)
             raise RunDirectoryError(
@@ -287,11 +292,15 @@ def claim(out_dir, settings, fresh=False, data=None, corpus_changed="refuse", ex
             data = previous_data
         if adjusted and not fresh and step:
             # Said and recorded: the checkpoints' steps so far were made with the old values.
+            followed = {k: [previous[k], settings[k]] for k in FOLLOWS
+                        if k in previous and k in settings and previous[k] != settings[k]}
             print(f"Resuming {out_dir} from step {step} with changed settings: "
                   + ", ".join(f"--{k.replace('_', '-')} {new} (was {old})"
                               for k, (old, new) in sorted(adjusted.items()))
+                  + "".join(f"; so {k} {new} (was {old})"
+                            for k, (old, new) in sorted(followed.items()))
                   + f"; recorded in {SETTINGS_FILE}.")
-            changes = changes + [{"step": step, **adjusted}]
+            changes = changes + [{"step": step, **adjusted, **followed}]
         elif fresh:
             changes = []
     else:

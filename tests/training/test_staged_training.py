@@ -172,3 +172,21 @@ def test_cli_run_without_sequence_length_trains_both_stages(tmp_path):
     with open(out / "pretrain_settings.json") as handle:
         assert json.load(handle)["stages"] == [[0, 128], [9, 512]]
     assert Checkpointer(str(out / "checkpoints")).steps() == [9, 10]
+
+
+def test_a_rerun_with_more_steps_moves_the_boundary_another_length_is_another_run(tmp_path):
+    from keras_ctx import runs
+    from keras_ctx.common.errors import RunDirectoryError
+
+    out = str(tmp_path / "run")
+
+    def settings(**arguments):
+        return PretrainRequest.checked("bert-tiny", out, overrides=dict(TINY),
+                                       **arguments).settings()
+
+    runs.claim(out, settings(steps=10))
+    # --steps is adjustable and the stage boundary follows it (90% of the steps).
+    runs.claim(out, settings(steps=20), existing=runs.look(out))
+    assert runs.read_settings(out)["stages"] == [[0, 128], [18, 512]]
+    with pytest.raises(RunDirectoryError, match="different sequence_length, stages"):
+        runs.claim(out, settings(steps=20, sequence_length=128), existing=runs.look(out))

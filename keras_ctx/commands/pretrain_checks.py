@@ -16,7 +16,7 @@ import os
 
 from keras_ctx import registry, runs
 from keras_ctx.common import validation
-from keras_ctx.common.errors import ConfigError
+from keras_ctx.common.errors import ConfigError, RunDirectoryError
 from keras_ctx.data import fingerprints, knowledge_masking, prepare
 from keras_ctx.families.common import data_settings
 from keras_ctx.models import presets
@@ -352,9 +352,27 @@ def resolve_text(request, existing):
     if inputs:
         more, corpus = fingerprints.corpus(inputs), fingerprint["corpus"]
         fingerprint["corpus"] = {**corpus, "files": corpus.get("files", []) + more["files"]}
+    if request.resume:
+        _check_lexicons_kept(request, existing)
     recorded = (runs.check_data(request.out, fingerprint, request.corpus_changed, existing)
                 if request.resume else None)
     return TrainingText(source, request.data is not None, fingerprint, recorded)
+
+
+def _check_lexicons_kept(request, existing):
+    """Refuses, naming the flag, a rerun whose --phrases / --entities file is not the run's
+    (left out, added or another path): before the corpus check, which would only say the
+    text changed (the files' content is part of it)."""
+    recorded = existing.settings or {}
+    for name in ("phrases", "entities"):
+        before, now = recorded.get(name), request.lexicons.get(name)
+        if existing.settings is not None and before != now:
+            was = f"with --{name} {before}" if before else f"without --{name}"
+            given = f"gives --{name} {now}" if now else f"leaves --{name} out"
+            raise RunDirectoryError(
+                f"{request.out} holds a run trained {was} and this rerun {given}: resume "
+                "it with its own arguments, choose another --out, or pass --no-resume to "
+                "start over there.")
 
 
 def check_prepared(data, preset, sequence_length, vocabulary_size=None, batch_size=None):

@@ -153,10 +153,15 @@ def test_rerun_without_the_lexicon_or_with_another_is_refused(monkeypatch, tmp_p
     runs.claim(out, first.settings(), data=resolve_text(first, runs.look(out)).fingerprint)
     other = tmp_path / "other.txt"
     other.write_text("river bank\n", encoding="utf-8")
-    for flags in ((), ("--entities", other)):
+    for flags, says in (((), "leaves --entities out"),
+                        (("--entities", other), f"gives --entities {other}")):
         rerun = _ernie_request(monkeypatch, tmp_path, "--corpus", corpus, *flags)
         with pytest.raises(RunDirectoryError, match="different entities"):
             runs.claim(out, rerun.settings(), existing=runs.look(out))
+        # Named before the corpus check (the file is part of the corpus' fingerprint).
+        with pytest.raises(RunDirectoryError, match=f"trained with --entities {entities} "
+                                                    f"and this rerun {says}"):
+            resolve_text(rerun, runs.look(out))
     # The file's content is the run's text: another content is another fingerprint.
     before = resolve_text(first, runs.look(out)).fingerprint
     with open(entities, "a", encoding="utf-8") as handle:

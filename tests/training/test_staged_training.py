@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from keras_ctx.commands import pretrain as pretrain_command
-from keras_ctx.commands.pretrain_checks import PretrainRequest
+from keras_ctx.commands.pretrain_checks import PretrainRequest, stage_lengths
 from keras_ctx.common.errors import ConfigError
 from keras_ctx.models.presets import describe_stages
 from keras_ctx.training import Checkpointer, StagedInput, fit_resumable
@@ -129,6 +129,10 @@ def test_pretrain_without_sequence_length_plans_bert_stages_at_their_lengths(tmp
     # A run too short to reach stage 2 trains one stage at 128; a family whose stages give
     # no length keeps the one default length.
     assert PretrainRequest.checked("bert-tiny", out, steps=1).stages == ((0, 128),)
+    # --data: one stage at the length the data was prepared at (no --sequence-length).
+    assert stage_lengths("bert-tiny", 10, None, 32) == ((0, 32),)
+    assert "(--data); without --data it runs]" in describe_stages(
+        "bert-tiny", 10, lengths=((0, 32),), length_from="--data")
     assert PretrainRequest.checked("roberta-base", out, steps=10).stages == ((0, 64),)
 
 

@@ -232,13 +232,19 @@ def _add_training_options(parser):
     parser.add_argument("--xla", choices=["auto", "on", "off"], default="auto",
                         help="jit_compile the train step; auto = on for GPU/TPU, off on "
                              "CPU, where XLA is slower than TensorFlow's oneDNN kernels")
+    _add_resume_options(parser)
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a backbone config value, e.g. --set num_layers=2")
+
+
+def _add_resume_options(parser):
+    """--checkpoint-every and --no-resume of the commands that train with
+    `keras_ctx.training.fit_resumable` (pretrain, transfer-vocabulary, adapter-language)."""
     parser.add_argument("--checkpoint-every", type=int, default=100,
                         help="steps between checkpoints (a killed run resumes from the last)")
     parser.add_argument("--no-resume", action="store_true",
-                        help="start over: delete the checkpoints an earlier run of keras-ctx "
-                             "left in --out")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a backbone config value, e.g. --set num_layers=2")
+                        help="start over from step 0, not from the checkpoints an earlier "
+                             "run left in --out")
 
 
 def _add_language_option(parser, what):
@@ -566,12 +572,7 @@ def _add_monolingual_transfer_commands(commands):
     vocabulary.add_argument("--seed", type=int, default=0,
                             help="seeds the tokenizer's sample, the new embeddings and the "
                                  "data")
-    vocabulary.add_argument("--checkpoint-every", type=int, default=100,
-                            help="steps between checkpoints (a killed run resumes from the "
-                                 "last)")
-    vocabulary.add_argument("--no-resume", action="store_true",
-                            help="start over: delete the checkpoints an earlier run left in "
-                                 "--out")
+    _add_resume_options(vocabulary)
     vocabulary.add_argument("--xla", choices=["auto", "on", "off"], default="auto",
                             help="jit_compile the train step, as pretrain's --xla")
     vocabulary.set_defaults(run=_transfer_vocabulary)
@@ -627,14 +628,9 @@ def _add_adapter_commands(commands):
                           help="AdamW's learning rate (MAD-X's 1e-4)")
     language.add_argument("--reduction-factor", type=int, default=2,
                           help="hidden size / the adapter's bottleneck (MAD-X's 2)")
-    language.add_argument("--checkpoint-every", type=int, default=100,
-                          help="steps between checkpoints (a killed run resumes from the "
-                               "last)")
     language.add_argument("--seed", type=int, default=0,
                           help="seeds the adapter's weights, the masks and the data")
-    language.add_argument("--no-resume", action="store_true",
-                          help="start over: ignore the checkpoints an earlier run left in "
-                               "--out")
+    _add_resume_options(language)
     language.add_argument("--overwrite", action="store_true",
                           help="replace a language adapter already saved in --out")
     language.set_defaults(run=_adapter_language)

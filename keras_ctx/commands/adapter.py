@@ -20,7 +20,7 @@ and 2 (`keras_ctx.layers.adapters.ADAPTER_CONFIGS`), and a learning rate of 1e-4
 
 import os
 
-from keras_ctx import handles, peft
+from keras_ctx import families, handles, peft
 from keras_ctx.commands.adapter_stack import LANGUAGE_ADAPTER_FILE, LEARNING_RATE
 from keras_ctx.common import files, validation
 from keras_ctx.common.errors import ConfigError
@@ -116,6 +116,15 @@ def _claim_settings(out, settings, resume):
     files.write_json(path, settings)
 
 
+def _check_no_language_ids(family, source):
+    """Refuses a model that reads a language id with each token (XLM's): the masked LM
+    here feeds none, so every text would read as the model's language 0."""
+    if family.framing is not None and family.framing.positions:
+        raise ConfigError(f"{source} is a {family.name} model, which reads a language id with "
+                          "each token; MAD-X's language adapters train over a model without "
+                          "language embeddings (mBERT, XLM-R: Pfeiffer et al. 2020): use one.")
+
+
 def _train_language(source, text, language, out, target, steps, batch_size, sequence_length,
                     learning_rate, reduction_factor, checkpoint_every, seed, resume):
     import keras
@@ -128,6 +137,7 @@ def _train_language(source, text, language, out, target, steps, batch_size, sequ
     say(f"Loading {source}...")
     origin = handles.resolve(source, head=True, need_tokenizer=True)
     backbone, tokenizer = origin.backbone, origin.tokenizer
+    _check_no_language_ids(families.get(origin.info["family"]), source)
     length = sequence_length or origin.info.get("sequence_length") or 128
     keras.utils.set_random_seed(seed)  # the adapter's first weights, the masks, the data
     add_language_adapter(backbone, language, reduction_factor, source)

@@ -167,6 +167,11 @@ def _check_family(family, origin):
         raise ConfigError(f"{origin.handle} is a {family.name} model, which has no token "
                           "embedding table to learn for L2; monolingual transfer needs "
                           "one (BERT, RoBERTa, ALBERT, ...).") from None
+    languages = getattr(origin.backbone, "languages", None) or ()
+    if len(languages) > 1:  # its recipe would read L2 as language 0, one of L1's
+        raise ConfigError(f"{origin.handle} is a model of {len(languages)} languages "
+                          f"({', '.join(languages)}); monolingual transfer starts from a "
+                          "model of one language (Artetxe et al. 2020): use one.")
     if family.dataset is None or not family.sized_by_tokenizer:
         raise ConfigError(f"{origin.handle} is a {family.name} model, which `keras-ctx "
                           "transfer-vocabulary` cannot give a new vocabulary: its family "

@@ -100,7 +100,7 @@ def test_adapter_language_refuses_its_arguments_in_one_line(tmp_path, capsys):
     cases = [(["--text", str(tmp_path / "missing.txt"), "--language", "en"], "missing.txt"),
              (["--text", str(text), "--language", "pt-BR"], "letters, digits and _"),
              (["--text", str(text), "--language", "en", "--reduction-factor", "0"],
-              "reduction_factor"),
+              "--reduction-factor"),
              (["--text", str(text), "--language", "en", "--learning-rate", "nan"],
               "learning")]
     for flags, message in cases:

@@ -303,3 +303,21 @@ def test_a_pretrained_run_reads_each_language_by_its_own_id(corpora, tmp_path):
         "sequence_output"]), want, atol=1e-4)
     code, output = cli_output(["embed", out, text])
     assert code == 2 and "one of de, fr" in one_line_error(output)
+
+
+def test_madx_and_monolingual_transfer_refuse_a_model_of_several_language_ids(checkpoint,
+                                                                                 tmp_path):
+    """Their masked LM feeds no language id: an XLM model of several languages would read
+    every text as its language 0 ("en" here), where French was meant."""
+    from keras_ctx.commands import adapter, transfer
+    from keras_ctx.common.errors import ConfigError
+
+    directory = str(checkpoint[0])
+    text = tmp_path / "fr.txt"
+    text.write_text(TEXTS["fr"] + "\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="reads a language id with each token"):
+        adapter.language_adapter(directory, str(text), "fr", str(tmp_path / "a"), steps=1)
+    with pytest.raises(ConfigError, match="a model of 3 languages"):
+        transfer.transfer_vocabulary(directory, str(text), str(tmp_path / "t"), steps=1)
+    assert not (tmp_path / "a" / adapter.LANGUAGE_ADAPTER_FILE).exists()
+    assert not (tmp_path / "t" / "run.json").exists()

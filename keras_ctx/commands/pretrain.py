@@ -369,11 +369,17 @@ def _fit(request, model, done):
                 "--sequence-length"))
         say(f"Compiling the training step{' with XLA' if model.pretrainer.jit_compile else ''}"
             " (the first step traces it)...")
+    return fit_saying(model.pretrainer, model.dataset, steps, request.out,
+                      request.checkpoint_every, request.resume, done)
+
+
+def fit_saying(pretrainer, dataset, steps, out, checkpoint_every, resume, done):
+    """`fit_resumable` to `steps` from step `done`, with the progress lines of the commands
+    that pretrain (`pretrain`, `transfer-vocabulary`); says the loss it went from and to."""
     # A live progress bar with ETA on a terminal; one line per chunk when piped.
     tracker = TrainingProgress(steps)
-    result = fit_resumable(model.pretrainer, model.dataset, steps, request.out,
-                           checkpoint_every=request.checkpoint_every, resume=request.resume,
-                           callbacks=[StepProgbar(steps), tracker],
+    result = fit_resumable(pretrainer, dataset, steps, out, checkpoint_every=checkpoint_every,
+                           resume=resume, callbacks=[StepProgbar(steps), tracker],
                            verbose=1 if sys.stdout.isatty() else 2, start=done)
     if result["history"]:
         (first_step, _), last = tracker.first, result["history"][-1]
@@ -381,7 +387,7 @@ def _fit(request, model, done):
         print(f"Loss {_loss(tracker.first_loss)} at step {first_step} -> "
               f"{_loss(last.get('loss'))} over steps {start + 1}-{last['step']}.")
     else:
-        print(f"Nothing left to train: {request.out} already reached step {steps}.")
+        print(f"Nothing left to train: {out} already reached step {steps}.")
     return result
 
 

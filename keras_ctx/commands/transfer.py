@@ -22,7 +22,7 @@ import keras
 import numpy as np
 
 from keras_ctx import families, handles, runs
-from keras_ctx.commands.pretrain import StepProgbar, TrainingProgress, optimizer, use_xla
+from keras_ctx.commands.pretrain import fit_saying, optimizer, use_xla
 from keras_ctx.common import files, validation
 from keras_ctx.common.errors import ConfigError, RunDirectoryError
 from keras_ctx.common.progress import say
@@ -120,8 +120,8 @@ def transfer_vocabulary(source, text, out, vocabulary_size=None, steps=300, batc
             f"{'' if head_kept else ', and the heads that start new'}); "
             f"the body's {backbone.count_params() - _table_size(backbone):,} stay the "
             "source's.")
-        result = fit_resumable_steps(pretrainer, dataset, steps, out, checkpoint_every,
-                                     resume, existing.step if resume else 0)
+        result = fit_saying(pretrainer, dataset, steps, out, checkpoint_every, resume,
+                            existing.step if resume else 0)
         if mono.fingerprint(mono.body_weights(backbone)) != body:
             raise RuntimeError("The body changed while L2's embeddings trained; it must stay "
                                "frozen (a bug: report it).")
@@ -137,25 +137,6 @@ def transfer_vocabulary(source, text, out, vocabulary_size=None, steps=300, batc
               f"(step 2); fine-tune {source} with --freeze-token-embeddings (step 3), then "
               f"`keras-ctx transfer-swap CLASSIFIER --embeddings {out}` (step 4).")
     return info
-
-
-def fit_resumable_steps(pretrainer, dataset, steps, out, checkpoint_every, resume, done):
-    """`fit_resumable` with `pretrain`'s progress lines; says the loss it went from and to."""
-    import sys
-
-    from keras_ctx.training import fit_resumable
-
-    tracker = TrainingProgress(steps)
-    result = fit_resumable(pretrainer, dataset, steps, out, checkpoint_every=checkpoint_every,
-                           resume=resume, callbacks=[StepProgbar(steps), tracker],
-                           verbose=1 if sys.stdout.isatty() else 2, start=done)
-    if result["history"]:
-        last = result["history"][-1]
-        print(f"Loss {float(tracker.first_loss or 'nan'):.3f} at step {tracker.first[0]} -> "
-              f"{float(last.get('loss', 'nan')):.3f} at step {last['step']}.")
-    else:
-        print(f"Nothing left to train: {out} already reached step {steps}.")
-    return result
 
 
 def _check_family(family, origin):

@@ -50,6 +50,23 @@ from keras_ctx.convert.huggingface import huggingface_format
 # BERT's encoder/layer_N/ (ELECTRA's too); ALBERT's tables live in models/albert/convert.py.
 LAYER_TF_TO_HF = ((r"^encoder/layer_(\d+)/", r"encoder.layer.\1."),)
 LAYER_HF_TO_TF = ((r"^encoder\.layer\.(\d+)\.", r"encoder/layer_\1/"),)
+
+
+# google-research/bert's and /albert's run_pretraining.py heads: the masked-LM transform
+# and output bias, and the pair classifier (NSP; ALBERT's SOP kept its name).
+CLS_TF_HEADS = ("cls/predictions/transform/dense/kernel", "cls/predictions/transform/dense/bias",
+                "cls/predictions/transform/LayerNorm/gamma",
+                "cls/predictions/transform/LayerNorm/beta", "cls/predictions/output_bias",
+                "cls/seq_relationship/output_weights", "cls/seq_relationship/output_bias")
+
+
+def cls_heads(masked_lm, pair):
+    """(TF variable, Hugging Face name) of a google-research checkpoint's `CLS_TF_HEADS`
+    (a `TFLayout`'s `heads`), by the family's masked-LM and pair `HeadLayout`s: the names
+    transformers' load_tf_weights_in_bert / _albert give them."""
+    names = (f"{masked_lm.dense}.weight", f"{masked_lm.dense}.bias", f"{masked_lm.norm}.weight",
+             f"{masked_lm.norm}.bias", masked_lm.bias, *(name for name, _ in pair.tensors))
+    return tuple(zip(CLS_TF_HEADS, names, strict=True))
 EMBEDDING_TABLES = ("word_embeddings", "position_embeddings", "token_type_embeddings")
 SKIPPED = re.compile(r"(^global_step$|/adam_[mv]$|/lamb_[mv]$|^cls/|^output_weights$|"
                      r"^output_bias$|^loss/|/Momentum$|^discriminator_predictions/|"

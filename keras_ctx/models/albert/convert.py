@@ -31,7 +31,7 @@ from keras_ctx.convert.mapping import (
     layer_by_name,
     norm_entries,
 )
-from keras_ctx.convert.tensorflow import TFLayout
+from keras_ctx.convert.tensorflow import TFLayout, cls_heads
 from keras_ctx.models.albert.backbone import AlbertBackbone
 from keras_ctx.registry import HuggingFace, KerasHub
 
@@ -218,14 +218,7 @@ SOP = HeadLayout("pair", (("sop_classifier.classifier.weight", LINEAR),
 # google-research/albert run_pretraining.py's heads: BERT's cls/ scopes (its SOP classifier
 # kept the name cls/seq_relationship), by the Hugging Face names transformers'
 # load_tf_weights_in_albert gives them.
-ALBERT_TF_HEADS = (
-    ("cls/predictions/transform/dense/kernel", "predictions.dense.weight"),
-    ("cls/predictions/transform/dense/bias", "predictions.dense.bias"),
-    ("cls/predictions/transform/LayerNorm/gamma", "predictions.LayerNorm.weight"),
-    ("cls/predictions/transform/LayerNorm/beta", "predictions.LayerNorm.bias"),
-    ("cls/predictions/output_bias", "predictions.bias"),
-    ("cls/seq_relationship/output_weights", "sop_classifier.classifier.weight"),
-    ("cls/seq_relationship/output_bias", "sop_classifier.classifier.bias"))
+ALBERT_TF_HEADS = cls_heads(MASKED_LM, SOP)
 
 # transformers' AlbertTokenizer defaults (tokenization_albert.py): uncased, accents stripped.
 HUGGINGFACE = (HuggingFace("albert", convert_albert, export_albert, masked_lm=MASKED_LM,

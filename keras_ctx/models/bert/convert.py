@@ -23,7 +23,7 @@ from keras_ctx.convert.mapping import (
     layer_by_name,
     norm_entries,
 )
-from keras_ctx.convert.tensorflow import LAYER_HF_TO_TF, LAYER_TF_TO_HF, TFLayout
+from keras_ctx.convert.tensorflow import LAYER_HF_TO_TF, LAYER_TF_TO_HF, TFLayout, cls_heads
 from keras_ctx.models.bert.backbone import BertBackbone
 from keras_ctx.registry import HuggingFace, KerasHub
 
@@ -152,14 +152,7 @@ NSP = HeadLayout("pair", (("cls.seq_relationship.weight", LINEAR),
 
 # google-research/bert run_pretraining.py's heads (cls/...) by their Hugging Face names, as
 # transformers' load_tf_weights_in_bert renames them; `output_weights` is already (out, in).
-BERT_TF_HEADS = (
-    ("cls/predictions/transform/dense/kernel", "cls.predictions.transform.dense.weight"),
-    ("cls/predictions/transform/dense/bias", "cls.predictions.transform.dense.bias"),
-    ("cls/predictions/transform/LayerNorm/gamma", "cls.predictions.transform.LayerNorm.weight"),
-    ("cls/predictions/transform/LayerNorm/beta", "cls.predictions.transform.LayerNorm.bias"),
-    ("cls/predictions/output_bias", "cls.predictions.bias"),
-    ("cls/seq_relationship/output_weights", "cls.seq_relationship.weight"),
-    ("cls/seq_relationship/output_bias", "cls.seq_relationship.bias"))
+BERT_TF_HEADS = cls_heads(MASKED_LM, NSP)
 
 HUGGINGFACE = (HuggingFace("bert", convert_bert, export_bert, masked_lm=MASKED_LM, heads=(NSP,),
                            sequence_classifier=(None, "classifier"), token_classifier=True),)

@@ -29,7 +29,7 @@ from keras_ctx.common.progress import say
 from keras_ctx.backend import build_from_spec
 from keras_ctx.commands.pretrain_from import source_heads
 from keras_ctx.pretraining.kept_head import (head_weights, objective_heads, own_weights,
-                                             restore_heads)
+                                             restore_head, restore_heads)
 from keras_ctx.pretraining.masked_lm import sequence_width
 from keras_ctx.run_files import OUTPUT_HEAD
 from keras_ctx.tasks import monolingual_transfer as mono
@@ -196,17 +196,12 @@ def _table_size(backbone):
 
 
 def _restore_transform(head, kept, source):
-    """Assigns the kept head's weights but its vocabulary-sized output bias to `head`."""
+    """Assigns the kept head's weights but its vocabulary-sized output bias (L2's, learned)
+    to `head` (`restore_head`, which refuses other shapes in one line)."""
     own = head.own_weights
     at = next(i for i, v in enumerate(own) if v is head.output_bias)
-    kept = list(kept[:at]) + list(kept[at + 1:])
-    rest = own[:at] + own[at + 1:]
-    if [tuple(np.shape(w)) for w in kept] != [tuple(v.shape) for v in rest]:
-        raise ConfigError(f"{source}'s masked-LM head has other shapes than its family's "
-                          "objective's: it was kept by another objective; give a run "
-                          "pretrained with its family's own.")
-    for variable, value in zip(rest, kept):
-        variable.assign(value)
+    restore_head(head, list(kept[:at]) + list(kept[at + 1:]), None, source,
+                 variables=own[:at] + own[at + 1:])
 
 
 def transfer_swap(classifier_dir, embeddings, out, overwrite=False):

@@ -28,7 +28,7 @@ def finetune(run_dir, train, out, epochs=3, batch_size=16, learning_rate=None, e
     classifier whose `fit` goes on from them); by default the weights alone.
     `language`: the texts' language code, for a model of several (XLM: `--language`).
     `freeze_token_embeddings`: the backbone's token table stays as it is (monolingual
-    transfer's step 3, `keras_ctx.tasks.monolingual_transfer`; `keras-ctx transfer swap`
+    transfer's step 3, `keras_ctx.tasks.monolingual_transfer`; `keras-ctx transfer-swap`
     then swaps another language's in).
     `task_adapter`: train a MAD-X task adapter and the head only, the backbone frozen;
     `language_adapter`: a language adapter file (`keras-ctx adapter-language`) stacked,

@@ -13,36 +13,27 @@ from keras_ctx.schedules import SlantedTriangular
 from keras_ctx.tasks.ulmfit import fine_tune_classifier, fine_tune_language_model, pretrain_language_model
 
 
-def _word_vocabulary(texts, size):
-    counts = {}
-    for text in texts:
-        for word in text.split():
-            counts[word] = counts.get(word, 0) + 1
-    return sorted(counts, key=lambda w: (-counts[w], w))[:size - 2]
-
-
-def _ids(text, index):
-    return [index.get(w, 1) for w in text.split()]  # 0 padding, 1 unknown
-
-
-def _lm_dataset(texts, index, sequence_length, batch_size, seed=0):
-    """The texts' words as one `BpttStream` (Merity et al.'s `batchify` and
-    variable-length BPTT around `sequence_length`)."""
+def _lm_dataset(documents, index, sequence_length, batch_size, seed=0):
+    """Documents' words (`ulmfit_text.ulmfit_words`: each starts with xxbos) as one
+    `BpttStream`: fastai's stream of all texts concatenated in order, Merity et al.'s
+    `batchify` and variable-length BPTT around `sequence_length`."""
     from keras_ctx.data.lm_stream import BpttStream
+    from keras_ctx.data.ulmfit_text import ulmfit_ids
 
-    stream = np.array([i for text in texts for i in _ids(text, index)], "int32")
+    stream = np.array([i for words in documents for i in ulmfit_ids(words, index)], "int32")
     if len(stream) // batch_size < sequence_length:
         raise ValueError(f"The text has {len(stream)} words: fewer than one batch of "
                          f"{batch_size} x {sequence_length}; lower --batch-size.")
     return BpttStream(stream, batch_size, bptt=sequence_length, seed=seed)
 
 
-
 def _lines(path):
+    """The file's non-blank lines, each a document, without its line end (fastai's
+    rules would read a kept newline as a word)."""
     from keras_ctx.common.files import naming_decode_errors
 
     with naming_decode_errors(path), open(path, encoding="utf-8") as handle:
-        return [line for line in handle if line.strip()]
+        return [line.rstrip("\r\n") for line in handle if line.strip()]
 
 
 def ulmfit_from_files(train, text, out, general_text=None, lm_epochs=1, epochs=None, batch_size=64,
@@ -56,6 +47,8 @@ def ulmfit_from_files(train, text, out, general_text=None, lm_epochs=1, epochs=N
     """
     from keras_ctx.common import validation
     from keras_ctx.data.labelled import read_labelled_tsv
+    from keras_ctx.data.ulmfit_text import (
+        PADDING_ID, UNKNOWN_ID, ulmfit_ids, ulmfit_vocabulary, ulmfit_words)
     from keras_ctx.models.awd_lstm.backbone import AwdLstmBackbone
 
     overrides = dict(overrides or {})
@@ -77,9 +70,12 @@ def ulmfit_from_files(train, text, out, general_text=None, lm_epochs=1, epochs=N
     SlantedTriangular(1.0, epochs * -(-len(texts) // batch_size))
     keras.utils.set_random_seed(seed)
     classes = sorted(set(labels))
-    vocabulary = _word_vocabulary((general or []) + target + texts, vocabulary_size)
-    index = {w: i + 2 for i, w in enumerate(vocabulary)}
-    backbone = AwdLstmBackbone(len(vocabulary) + 2, **overrides)
+    # fastai's words and vocabulary (keras_ctx.data.ulmfit_text): xxbos, xxmaj, xxup, ...
+    general, target, texts = ([ulmfit_words(t) for t in part] for part in (general or [],
+                                                                          target, texts))
+    vocabulary = ulmfit_vocabulary(general + target + texts, vocabulary_size)
+    index = {w: i for i, w in enumerate(vocabulary)}
+    backbone = AwdLstmBackbone(len(vocabulary), **overrides)
     lm = backbone
     if general:
         lm = pretrain_language_model(
@@ -88,7 +84,7 @@ def ulmfit_from_files(train, text, out, general_text=None, lm_epochs=1, epochs=N
     lm = fine_tune_language_model(
         lm, _lm_dataset(target, index, sequence_length, batch_size, seed), epochs=lm_epochs,
         verbose=2)
-    rows = [_ids(t, index) for t in texts]
+    rows = [ulmfit_ids(t, index) for t in texts]
     length = max(len(r) for r in rows)
     ids = np.zeros((len(rows), length), "int32")
     for i, row in enumerate(rows):
@@ -101,8 +97,8 @@ def ulmfit_from_files(train, text, out, general_text=None, lm_epochs=1, epochs=N
                                          verbose=2)
     write_files(out, {
         "classifier.keras": classifier.save,
-        "vocabulary.json": json_writer({"words": vocabulary, "padding_id": 0,
-                                         "unknown_id": 1, "classes": classes}),
+        "vocabulary.json": json_writer({"words": vocabulary, "padding_id": PADDING_ID,
+                                         "unknown_id": UNKNOWN_ID, "classes": classes}),
     })
     print(f"Saved the ULMFiT classifier ({len(classes)} classes) to {out}.")
     return classifier

@@ -364,7 +364,7 @@ def test_ulmfit_recipe_trains_its_language_model_on_one_continuous_stream():
     words = [f"w{k}" for k in range(100)]
     texts = [" ".join(words[i:i + 7]) for i in range(0, 100, 7)]
     index = {w: k + 2 for k, w in enumerate(words)}
-    stream = _lm_dataset(texts, index, 6, 4)
+    stream = _lm_dataset([t.split() for t in texts], index, 6, 4)
     # batchify without lost targets: 4 contiguous parts of 25 words sharing their ends
     # (99 targets, the last part one short); each batch continues every part.
     rows = [[] for _ in range(4)]

@@ -59,21 +59,26 @@ def read_sentences(path):
 def tagging_inputs(sentences, vocabulary, sequence_length, max_characters_per_token=50):
     """{"token_ids", "character_ids", "padding_mask"} numpy arrays; unknown words -> id 1.
 
-    Id 0 is padding, 1 the unknown word. A sentence longer than
-    `sequence_length` raises (nothing is cut).
+    Id 0 is padding, 1 the unknown word. `vocabulary`: a
+    `keras_ctx.data.cvt.WordVocabulary` (a plain list of words is one of
+    normalised words): a word's id is its normalised form's (cvt_text's rule),
+    its characters keep their case. A sentence longer than `sequence_length`
+    raises (nothing is cut).
     """
     from keras_ctx.data.characters import tokens_to_character_ids
+    from keras_ctx.data.cvt import WordVocabulary
 
+    if not isinstance(vocabulary, WordVocabulary):
+        vocabulary = WordVocabulary(vocabulary)
     too_long = [i for i, s in enumerate(sentences) if len(s) > sequence_length]
     if too_long:
         raise ValueError(f"Sentence {too_long[0]} has {len(sentences[too_long[0]])} tokens, "
                          f"more than sequence_length={sequence_length}: raise it.")
-    index = {word: i + 2 for i, word in enumerate(vocabulary)}
     ids = np.zeros((len(sentences), sequence_length), "int32")
     padded = np.full((len(sentences), sequence_length), "", object)
     for row, words in enumerate(sentences):
-        ids[row, :len(words)] = [index.get(w, 1) for w in words]
-        padded[row, :len(words)] = words
+        ids[row, :len(words)] = vocabulary.ids(words)
+        padded[row, :len(words)] = vocabulary.spellings(words)
     characters = tokens_to_character_ids(tf.constant(padded.astype(str)),
                                          max_characters_per_token)
     return {"token_ids": ids, "character_ids": np.asarray(characters),
@@ -81,10 +86,16 @@ def tagging_inputs(sentences, vocabulary, sequence_length, max_characters_per_to
                 [len(s) for s in sentences])[:, None]).astype("int32")}
 
 
-def train_cvt_tagger(labelled_path, unlabelled_path, steps, sequence_length=None,
-                     batch_size=64, vocabulary_size=20000, learning_rate=0.5,
-                     encoder_config=None, seed=0, warm_up_steps=5000, **fit_kwargs):
+def train_cvt_tagger(labelled_path, unlabelled_path, steps, batch_size=64,
+                     vocabulary_size=20000, learning_rate=0.5, encoder_config=None, seed=0,
+                     warm_up_steps=5000, **fit_kwargs):
     """CVT on a tagged TSV and an unlabelled text file, trained as cvt_text trains it.
+
+    Data as cvt_text makes it (`keras_ctx.data.cvt`): unlabelled sentences of
+    100 words or more skipped; the vocabulary the `vocabulary_size - 2` most
+    frequent normalised words (lower-cased, digits as 0; cvt_text's are GloVe's
+    uncased words); both streams in batches of one length bin each (cvt_text's
+    buckets), padded to the bin's longest sentence.
 
     Optimizer (`keras_ctx.pretraining.cvt.cvt_optimizer`): momentum SGD (0.9),
     global-norm clipping 1.0, learning rate
@@ -94,37 +105,43 @@ def train_cvt_tagger(labelled_path, unlabelled_path, steps, sequence_length=None
     unlabelled ones, label smoothing 0.1 (`CrossViewTrainer`'s defaults).
 
     Returns:
-        (trainer, vocabulary, tag names).
+        (trainer, vocabulary (a `WordVocabulary`), tag names).
     """
     from keras_ctx.models.cvt import CvtEncoder
-    from keras_ctx.data.cvt import cvt_dataset
+    from keras_ctx.data.cvt import (
+        MAX_SENTENCE_LENGTH,
+        WordVocabulary,
+        bucketed_batches,
+        cvt_dataset,
+        unlabelled_sentences,
+    )
     from keras_ctx.pretraining.cvt import CrossViewTrainer, cvt_optimizer
 
-    validation.check_args(steps=steps, sequence_length=sequence_length, batch_size=batch_size,
-                          vocabulary_size=vocabulary_size, learning_rate=learning_rate,
-                          seed=seed, warm_up_steps=warm_up_steps)
+    validation.check_args(steps=steps, batch_size=batch_size, vocabulary_size=vocabulary_size,
+                          learning_rate=learning_rate, seed=seed, warm_up_steps=warm_up_steps)
     sentences, tags = read_tagged_tsv(labelled_path)
-    unlabelled = read_sentences(unlabelled_path)
+    unlabelled = unlabelled_sentences(read_sentences(unlabelled_path))
+    if not unlabelled:
+        raise ValueError(f"{unlabelled_path} has no sentence of fewer than "
+                         f"{MAX_SENTENCE_LENGTH} words (cvt_text's limit): add shorter ones.")
     tag_names = sorted({t for row in tags for t in row})
-    counts = {}
-    for words in sentences + unlabelled:
-        for w in words:
-            counts[w] = counts.get(w, 0) + 1
-    vocabulary = sorted(counts, key=lambda w: (-counts[w], w))[:vocabulary_size - 2]
+    vocabulary = WordVocabulary.of_sentences(sentences + unlabelled, vocabulary_size)
     encoder = CvtEncoder(len(vocabulary) + 2, **(encoder_config or {}))
     characters = encoder.get_config()["max_characters_per_token"]
-    length = max(len(s) for s in sentences + unlabelled) if sequence_length is None else (
-        sequence_length)
-    x = tagging_inputs(sentences, vocabulary, length, characters)
-    y = np.zeros_like(x["token_ids"])
-    for row, labels in enumerate(tags):
-        y[row, :len(labels)] = [tag_names.index(t) for t in labels]
-    u = tagging_inputs(unlabelled, vocabulary, length, characters)
-    labelled = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(
-        len(sentences), seed=seed).batch(min(batch_size, len(sentences)), drop_remainder=True)
-    unlabelled_data = tf.data.Dataset.from_tensor_slices(u).shuffle(
-        min(len(unlabelled), 100_000), seed=seed).batch(
-        min(batch_size, len(unlabelled)), drop_remainder=True)
+
+    def tagged_rows(rows, width):
+        x = tagging_inputs([words for words, _ in rows], vocabulary, width, characters)
+        y = np.zeros_like(x["token_ids"])
+        for row, (_, labels) in enumerate(rows):
+            y[row, :len(labels)] = [tag_names.index(t) for t in labels]
+        return x, y
+
+    labelled = bucketed_batches(list(zip(sentences, tags)), [len(s) for s in sentences],
+                                tagged_rows, batch_size, seed)
+    unlabelled_data = bucketed_batches(
+        unlabelled, [len(s) for s in unlabelled],
+        lambda rows, width: tagging_inputs(rows, vocabulary, width, characters),
+        batch_size, seed)
     trainer = CrossViewTrainer(encoder, len(tag_names))
     trainer.compile(cvt_optimizer(learning_rate, warm_up_steps))
     trainer.fit(cvt_dataset(labelled, unlabelled_data), steps_per_epoch=steps, epochs=1,
@@ -132,11 +149,14 @@ def train_cvt_tagger(labelled_path, unlabelled_path, steps, sequence_length=None
     return trainer, vocabulary, tag_names
 
 
-# What `load_cvt_tagger` reads from vocabulary.json, with the types and ranges it needs.
+# What `load_cvt_tagger` reads from vocabulary.json, with the types and ranges it needs
+# (closed: every field the writer writes; normalized_words, cvt_text's word rule
+# (WordVocabulary), is absent in taggers saved before it).
 VOCABULARY_SCHEMA = {"words": (validation.ListOf(str), None, True),
                      "tags": (validation.ListOf(str), None, True),
                      "hidden_size": (int, 1, False), "padding_id": (int, 0, False),
-                     "unknown_id": (int, 0, False)}  # closed: every field the writer writes
+                     "unknown_id": (int, 0, False),
+                     "normalized_words": (bool, None, False)}
 
 
 def load_cvt_tagger(run_dir):
@@ -176,7 +196,10 @@ def load_cvt_tagger(run_dir):
                                hidden_size=saved.get("hidden_size", 512))
     keras_files.check_weights_fit(trainer, datasets, weights)
     trainer.load_weights(weights)
-    return trainer, saved["words"], saved["tags"]
+    from keras_ctx.data.cvt import WordVocabulary
+
+    words = WordVocabulary(saved["words"], saved.get("normalized_words", False))
+    return trainer, words, saved["tags"]
 
 
 def save_cvt_tagger(trainer, vocabulary, tags, out):
@@ -186,5 +209,7 @@ def save_cvt_tagger(trainer, vocabulary, tags, out):
         "tagger.weights.h5": trainer.save_weights,
         "vocabulary.json": json_writer({"words": vocabulary, "padding_id": 0,
                                          "unknown_id": 1, "tags": tags,
+                                         "normalized_words": getattr(
+                                             vocabulary, "normalized", True),
                                          "hidden_size": trainer.hidden_size}),
     })

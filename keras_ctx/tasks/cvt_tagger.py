@@ -120,10 +120,16 @@ def train_cvt_tagger(labelled_path, unlabelled_path, steps, batch_size=64,
     validation.check_args(steps=steps, batch_size=batch_size, vocabulary_size=vocabulary_size,
                           learning_rate=learning_rate, seed=seed, warm_up_steps=warm_up_steps)
     sentences, tags = read_tagged_tsv(labelled_path)
-    unlabelled = unlabelled_sentences(read_sentences(unlabelled_path))
+    read = read_sentences(unlabelled_path)
+    unlabelled = unlabelled_sentences(read)
     if not unlabelled:
         raise ValueError(f"{unlabelled_path} has no sentence of fewer than "
                          f"{MAX_SENTENCE_LENGTH} words (cvt_text's limit): add shorter ones.")
+    if len(unlabelled) < len(read):
+        from keras_ctx.common import progress
+
+        progress.say(f"Skipped {len(read) - len(unlabelled):,} of {len(read):,} unlabelled "
+                     f"sentences of {MAX_SENTENCE_LENGTH} words or more (cvt_text's limit).")
     tag_names = sorted({t for row in tags for t in row})
     vocabulary = WordVocabulary.of_sentences(sentences + unlabelled, vocabulary_size)
     encoder = CvtEncoder(len(vocabulary) + 2, **(encoder_config or {}))

@@ -120,7 +120,7 @@ def _tagger_batches(tmp_path, monkeypatch, unlabelled_lines, tagged_lines):
 
 
 def test_the_tagger_trains_on_length_bins_without_sentences_of_100_words(tmp_path,
-                                                                          monkeypatch):
+                                                                          monkeypatch, capsys):
     short = [" ".join(f"s{i}" for i in range(n)) for n in (3, 5, 7, 9)] * 2
     middle = [" ".join(f"m{i}" for i in range(n)) for n in (14, 20, 30, 35)]
     unlabelled = short + middle + [" ".join(["long"] * 120)]
@@ -128,6 +128,7 @@ def test_the_tagger_trains_on_length_bins_without_sentences_of_100_words(tmp_pat
     widths = collections.Counter(batch["token_ids"].shape[1] for batch in batches)
     # Before: every batch padded to 120 words, the 120-word sentence among them.
     assert set(widths) == {9, 35}
+    assert "Skipped 1 of 13 unlabelled sentences of 100 words or more" in capsys.readouterr().out
     assert all(batch["padding_mask"].sum(axis=1).max() <= batch["token_ids"].shape[1]
                for batch in batches)
 

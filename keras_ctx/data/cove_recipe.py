@@ -302,22 +302,24 @@ def glove_vectors(tokenizer, run):
 
 
 def _rows(source, target, length, bos, eos):
-    """Teacher forcing's row: source ids, `<s> y`, labels `y </s>`, each padded to `length`."""
-    def pad(ids):
-        return tf.pad(ids, [[0, length - tf.size(ids)]])
+    """Teacher forcing's row: source ids padded to `length`, `<s> y` and labels `y </s>`
+    padded to `length + 1` (a target of `length` words fits, as in preprocess.py)."""
+    def pad(ids, size):
+        return tf.pad(ids, [[0, size - tf.size(ids)]])
 
-    inputs = {"encoder_token_ids": pad(source),
-              "encoder_padding_mask": pad(tf.ones_like(source)),
-              "decoder_token_ids": pad(tf.concat([[bos], target], 0)),
-              "decoder_padding_mask": pad(tf.ones(tf.size(target) + 1, tf.int32))}
-    return inputs, pad(tf.concat([target, [eos]], 0))
+    inputs = {"encoder_token_ids": pad(source, length),
+              "encoder_padding_mask": pad(tf.ones_like(source), length),
+              "decoder_token_ids": pad(tf.concat([[bos], target], 0), length + 1),
+              "decoder_padding_mask": pad(tf.ones(tf.size(target) + 1, tf.int32), length + 1)}
+    return inputs, pad(tf.concat([target, [eos]], 0), length + 1)
 
 
 def row_length(source_words, target_words):
-    """The positions a pair's row takes (`_rows`): its source words, or its target words
-    and <s> (</s> in the labels), the longer; 0 for a pair with an empty side, which no
-    length keeps. Elementwise, on int tensors or arrays (`prepare` counts them)."""
-    longer = tf.maximum(source_words, target_words + 1)
+    """The words of a pair's longer side (what preprocess.py's -seq_length limits: a pair
+    is kept when both sides have at most that many words; `_rows` gives the decoder one
+    position more, for <s> or </s>); 0 for a pair with an empty side, which no length
+    keeps. Elementwise, on int tensors or arrays (`prepare` counts them)."""
+    longer = tf.maximum(source_words, target_words)
     return tf.where((source_words > 0) & (target_words > 0), longer, tf.zeros_like(longer))
 
 
@@ -332,8 +334,8 @@ def cove_dataset(documents, tokenizer, run):
     pairs = (xlm_recipe.pair_ids(path, tokenizer, target_tokenizer) if data is None
              else prepared_ids.pairs(data, f"{source}-{target}"))
 
-    # preprocess.py keeps a pair whose sides have at most -seq_length words (50; 75 for
-    # WMT'17 in the README); here the target's row holds <s> or </s> too.
+    # preprocess.py keeps a pair whose sides have at most -seq_length words each (50; 75
+    # for WMT'17 in the README); the decoder's rows are one longer, for <s> or </s>.
     def fits(s, t):
         positions = row_length(tf.size(s), tf.size(t))
         return (positions > 0) & (positions <= length)
@@ -341,8 +343,7 @@ def cove_dataset(documents, tokenizer, run):
     kept, total, seen = _kept_pairs(run, data, pairs, source, target)
     if not kept:
         raise ConfigError(f"No {source}-{target} pair of {path} fits --sequence-length "
-                          f"{length} (a source of 1-{length} words, a target of "
-                          f"1-{length - 1}: its row holds <s> or </s> too): raise it.")
+                          f"{length} (sides of 1-{length} words each): raise it.")
     say(f"CoVe stage translation {source}->{target} (McCann et al. 2017, Sec. 3: the MT-LSTM "
         f"encoder over fixed {source} word vectors, an attentional LSTM decoder as deep as "
         f"the encoder, teacher forcing): {kept} of {total} pairs of {path}"

@@ -144,7 +144,9 @@ def cove_words(text, language):
     -l `language` (no -a), lowercase.perl (and preprocess.py -lower), split on spaces."""
     words = tokenizer(language).tokenize(text, escape=False, aggressive_dash_splits=False,
                                          return_str=False)
-    return " ".join(words).lower().split()
+    # lowercase.perl is Perl's `lc`, which maps capital sigma to "σ" everywhere; Python's
+    # `str.lower` gives "ς" at a word's end (Unicode's Final_Sigma rule).
+    return " ".join(words).replace("Σ", "σ").lower().split()
 
 
 # rule -> (text, language) -> words

@@ -124,16 +124,17 @@ def test_prepare_counts_the_cove_pairs_each_length_keeps_and_the_run_reads_them(
 
     manifest = prepared(say=lambda line: None)
     assert len(manifest["shards"]) > 3 and manifest["parts"]["en-de"]["examples"] == 60
-    # By hand, from the text (one word a space-separated token on each side): a row holds
-    # the source, or <s> and the target; the batches read every such pair (the full pass).
+    # By hand, from the text (one word a space-separated token on each side): a length
+    # keeps a pair whose sides have at most that many words each (preprocess.py's
+    # -seq_length); the batches read every such pair (the full pass).
     sizes = [(len(s.split()), len(t.split())) for s, t in lines]
     passed = [(len(s), len(t)) for s, t in prepared_ids.pairs(str(out), "en-de")
               .as_numpy_iterator()]
     assert passed == sizes
     for length in range(1, 7):
-        want = sum(1 for s, t in sizes if s <= length and t + 1 <= length)
+        want = sum(1 for s, t in sizes if s <= length and t <= length)
         assert prepared_ids.pair_counts(str(out), "en-de", length) == (60, want)
-    kept = sum(1 for s, t in sizes if s <= 6 and t <= 5)
+    kept = sum(1 for s, t in sizes if s <= 6 and t <= 6)
     assert 0 < kept < 60
     # Killed mid-way: one shard's files gone, another's record; the resumed manifest is
     # the uninterrupted one, row lengths included.

@@ -115,12 +115,15 @@ def test_the_batches_are_teacher_forcing_rows_of_the_pairs(tmp_path):
     # The third pair's source has 7 words, over a side of 6: dropped (preprocess.py).
     assert set(rows) == {(3, 4, 2, 0, 0, 0), (4, 3, 0, 0, 0, 0)}
     first, second = rows[(3, 4, 2, 0, 0, 0)], rows[(4, 3, 0, 0, 0, 0)]
-    np.testing.assert_array_equal(inputs["decoder_token_ids"][first], [1, 4, 5, 0, 0, 0])
-    np.testing.assert_array_equal(labels[first], [4, 5, 2, 0, 0, 0])  # y </s>
-    np.testing.assert_array_equal(inputs["decoder_token_ids"][second], [1, 4, 4, 5, 6, 0])
-    np.testing.assert_array_equal(labels[second], [4, 4, 5, 6, 2, 0])
+    # The decoder's rows are one longer than a side (<s> y, y </s>: preprocess.py keeps a
+    # target of -seq_length words).
+    np.testing.assert_array_equal(inputs["decoder_token_ids"][first], [1, 4, 5, 0, 0, 0, 0])
+    np.testing.assert_array_equal(labels[first], [4, 5, 2, 0, 0, 0, 0])  # y </s>
+    np.testing.assert_array_equal(inputs["decoder_token_ids"][second], [1, 4, 4, 5, 6, 0, 0])
+    np.testing.assert_array_equal(labels[second], [4, 4, 5, 6, 2, 0, 0])
     np.testing.assert_array_equal(inputs["encoder_padding_mask"][second], [1, 1, 0, 0, 0, 0])
-    np.testing.assert_array_equal(inputs["decoder_padding_mask"][second], [1, 1, 1, 1, 1, 0])
+    np.testing.assert_array_equal(inputs["decoder_padding_mask"][second],
+                                  [1, 1, 1, 1, 1, 0, 0])
 
 
 @pytest.mark.backend_neutral("tf.data and the tokenizers, TensorFlow's on every backend")

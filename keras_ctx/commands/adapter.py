@@ -12,10 +12,13 @@ keras_ctx encoder whose blocks host adapters):
 3. `keras-ctx export FINETUNED OUT --language-adapter OTHER`: the target language's adapter
    replaces the source's under the task adapter (`adapter_stack.with_language_adapter`).
 
-The settings the paper publishes are the defaults: bottleneck widths 384 (language), 48
-(task) and 192 (each invertible half) on a 768-wide model, i.e. reduction factors 2, 16
-and 2 (`keras_ctx.layers.adapters.ADAPTER_CONFIGS`), and a learning rate of 1e-4
-(Sec. 4, Experimental setup).
+The released settings are the defaults: reduction factors 2 (language adapter, 384 units
+on a 768-wide model) and 2 (each invertible half; `keras_ctx.layers.adapters.ADAPTER_CONFIGS`),
+batches of 64 (Adapter-Hub/Hub @2d14130, adapters/ukp/*-wiki_pfeiffer.yaml: the MAD-X
+language adapters, `reduction_factor: 2`, "trained with Masked Language Modelling on ...
+Wikipedia Articles for 250k / 100k / 50k steps and a batch size of 64") and a learning
+rate of 1e-4 (adapter-hub/adapters docs/training.md @88f18eb, "Train a Language Adapter":
+`--learning_rate 1e-4`). The steps (300) are keras_ctx's own.
 """
 
 import os
@@ -29,7 +32,8 @@ from keras_ctx.layers.adapters import ADAPTER_CONFIGS
 
 LANGUAGE_INFO_FILE = "language_adapter.json"
 SETTINGS_FILE = "adapter_settings.json"  # what a resumed stage 1 must match
-# Pfeiffer et al. 2020 (MAD-X), Sec. 4: language adapters trained with batches of 64.
+# MAD-X's released language adapters: "a batch size of 64" (Adapter-Hub/Hub @2d14130,
+# adapters/ukp/*-wiki_pfeiffer.yaml).
 LANGUAGE_BATCH_SIZE = 64
 LANGUAGE_REDUCTION_FACTOR = ADAPTER_CONFIGS["madx_language"]["reduction_factor"]
 
@@ -116,6 +120,19 @@ def _claim_settings(out, settings, resume):
     files.write_json(path, settings)
 
 
+def language_adapter_dataset(documents, tokenizer, batch_size, sequence_length, seed=0):
+    """Stage 1's examples (unrepeated): RoBERTa's FULL-SENTENCES rows of `documents`
+    (a `keras_ctx.data.corpora.documents` dataset) with dynamic masks, 15% of the tokens
+    that may be masked, as the released language-adapter scripts draw them (Hugging Face's
+    DataCollatorForLanguageModeling over the non-special tokens), not 15% of the row with
+    its separators counted (BERT's budget), which masked more of the text where a row
+    holds many documents."""
+    from keras_ctx.data.pipelines import roberta_dataset
+
+    return roberta_dataset(documents, tokenizer, batch_size, sequence_length, seed=seed,
+                           count_specials=False)
+
+
 def _check_no_language_ids(family, source):
     """Refuses a model that reads a language id with each token (XLM's): the masked LM
     here feeds none, so every text would read as the model's language 0."""
@@ -131,7 +148,6 @@ def _train_language(source, text, language, out, target, steps, batch_size, sequ
 
     from keras_ctx.commands.pretrain import TrainingProgress, use_xla
     from keras_ctx.data import corpora
-    from keras_ctx.data.pipelines import roberta_dataset
     from keras_ctx.training import fit_resumable
 
     say(f"Loading {source}...")
@@ -151,8 +167,8 @@ def _train_language(source, text, language, out, target, steps, batch_size, sequ
     say(f"Training the {language!r} language adapter ({trained:,} parameters; the "
         f"{backbone.count_params() - trained:,} of {source} stay frozen) by masked LM on "
         f"{text}...")
-    dataset = roberta_dataset(corpora.documents(text), tokenizer, batch_size, length,
-                              seed=seed).repeat()
+    dataset = language_adapter_dataset(corpora.documents(text), tokenizer, batch_size, length,
+                                       seed=seed).repeat()
     pretrainer.compile(optimizer=keras.optimizers.AdamW(learning_rate),
                        jit_compile=use_xla("auto"))
     tracker = TrainingProgress(steps)

@@ -20,7 +20,8 @@ TASK_ADAPTER_FILE = "task_adapter.safetensors"
 ADAPTERS_FILE = "adapters.json"  # in a finetune --out: the classifier's adapter stack
 TASK_ADAPTER = "task"  # the task adapter's name in a fine-tuned classifier
 
-# Pfeiffer et al. 2020 (MAD-X), Sec. 4: language and task adapters trained at 1e-4.
+# MAD-X's adapters train at 1e-4: AdapterHub's language-adapter command (adapter-hub/adapters
+# docs/training.md @88f18eb, `--learning_rate 1e-4`); the paper's text was not at hand here.
 LEARNING_RATE = 1e-4
 TASK_REDUCTION_FACTOR = ADAPTER_CONFIGS["madx_task"]["reduction_factor"]
 

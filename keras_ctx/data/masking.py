@@ -264,6 +264,7 @@ def mask_tokens(
     max_predictions=None,
     random_token_range=None,
     token_weights=None,
+    count_specials=True,
 ):
     """BERT masking of a dense (batch, time) batch with a stateless seed.
 
@@ -281,6 +282,11 @@ def mask_tokens(
             selection draws tokens proportionally to them (XLM:
             `inverse_frequency_weights(counts)`); the count stays
             round(mask_rate * n). Default: uniform.
+        count_specials: the budget's L counts the row's special tokens, as
+            google-research/bert's create_pretraining_data.py counts [CLS] and [SEP]
+            (True); False: only the tokens that may be masked, as Hugging Face's
+            DataCollatorForLanguageModeling draws 15% of the non-special tokens (MAD-X's
+            released language-adapter scripts), whatever the separators in a row.
 
     Returns:
         dict with `token_ids` (corrupted), `mask_positions` (batch, P),
@@ -297,7 +303,7 @@ def mask_tokens(
         position_weights = tf.gather(tf.cast(token_weights, tf.float32), token_ids)
     positions, weights, selected = select_positions(
         candidates, select_seed, mask_rate, max_predictions, position_weights,
-        real_lengths(token_ids, padding_mask))
+        real_lengths(token_ids, padding_mask) if count_specials else None)
     return corrupted_batch(token_ids, selected, positions, weights, (action_seed, random_seed),
                            vocabulary_size, mask_token_id, mask_token_rate,
                            random_token_rate, random_token_range)
@@ -368,17 +374,20 @@ class MLMMasker(Masker):
         mask_rate, mask_token_rate, random_token_rate: as `Masker`.
         max_predictions, random_token_range, dynamic, seed: as `Masker`.
         token_weights: as `mask_tokens` (XLM's frequency-weighted selection).
+        count_specials: as `mask_tokens` (whether the budget counts the specials).
     """
 
     def __init__(self, vocabulary_size, mask_token_id, special_token_ids=(),
                  mask_rate=MASK_RATE, mask_token_rate=MASK_TOKEN_RATE,
                  random_token_rate=RANDOM_TOKEN_RATE, max_predictions=None,
-                 random_token_range=None, dynamic=True, seed=0, token_weights=None):
+                 random_token_range=None, dynamic=True, seed=0, token_weights=None,
+                 count_specials=True):
         super().__init__(vocabulary_size, mask_token_id, special_token_ids, mask_rate,
                          mask_token_rate, random_token_rate, max_predictions,
                          random_token_range, dynamic, seed)
         self.token_weights = (None if token_weights is None
                               else _check_token_weights(token_weights, vocabulary_size))
+        self.count_specials = bool(count_specials)
 
     def __call__(self, batch, seed):
         batch = dict(batch)
@@ -388,7 +397,7 @@ class MLMMasker(Masker):
             special_token_ids=self.special_token_ids, mask_rate=self.mask_rate,
             mask_token_rate=self.mask_token_rate, random_token_rate=self.random_token_rate,
             max_predictions=self.max_predictions, random_token_range=self.random_token_range,
-            token_weights=self.token_weights,
+            token_weights=self.token_weights, count_specials=self.count_specials,
         )
         batch.update(masked)
         return batch

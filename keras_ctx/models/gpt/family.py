@@ -37,8 +37,11 @@ GPT_PRETRAINING = register_pretraining({
     **{name: Pretraining(batch_size=512, sequence_length=1024, stages=_CAUSAL_STAGE,
                          source="Radford et al. 2019, Sec. 2.3")
        for name in gpt.GPT2_PRESETS},
+    # GPT-3's warm-up is 375M tokens (Appendix B) while its batch grows from 32k tokens:
+    # no step count, so none is recorded.
     **{name: Pretraining(learning_rate=rate, batch_tokens=tokens, sequence_length=2048,
-                         stages=_CAUSAL_STAGE, source="Brown et al. 2020, Table 2.1")
+                         stages=_CAUSAL_STAGE,
+                         source="Brown et al. 2020, Table 2.1; Sec. 2.1 (n_ctx 2048)")
        for name, rate, tokens in (
            ("gpt3-small", 6.0e-4, 500_000), ("gpt3-medium", 3.0e-4, 500_000),
            ("gpt3-large", 2.5e-4, 500_000), ("gpt3-xl", 2.0e-4, 1_000_000),

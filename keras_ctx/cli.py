@@ -166,7 +166,8 @@ def _ulmfit(args):
     ulmfit_from_files(args.train, args.text, args.out, general_text=args.general_text,
                       lm_epochs=args.lm_epochs, epochs=args.epochs, batch_size=args.batch_size,
                       sequence_length=args.sequence_length, vocabulary_size=args.vocabulary_size,
-                      seed=args.seed, overrides=parse_overrides(args.set))
+                      seed=args.seed, overrides=parse_overrides(args.set),
+                      directions=args.directions)
     return 0
 
 
@@ -508,6 +509,10 @@ def _add_transfer_commands(commands):
     ulmfit.add_argument("--vocabulary-size", type=int, default=60000,
                         help="most frequent words kept (Howard & Ruder 2018: 60,000)")
     ulmfit.add_argument("--seed", type=int, default=0, help="seeds the weights and the data")
+    ulmfit.add_argument("--directions", choices=("forward", "backward", "both"), default="both",
+                        help="the LMs and classifiers to train: both (the paper's: a forward "
+                             "and a backward, their probabilities averaged), forward or "
+                             "backward")
     ulmfit.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="AwdLstmBackbone config, e.g. --set hidden_size=256")
     ulmfit.set_defaults(run=_ulmfit)

@@ -10,7 +10,11 @@ released models were trained and fine-tuned with): each text is `xxbos ` + text,
 
 and the vocabulary (`Vocab.create`) is the most frequent words seen at least
 `min_freq` (2) times, at most `max_vocab` (60,000) entries with fastai's nine special
-tokens first. keras_ctx's choices: the words come from `spacy_like_words`, a regular
+tokens first. The backward direction (ULMFiT Sec. 3.3, "Bidirectional language model")
+reads the same words from the end, as fastai v1's `backwards=True` (text/data.py
+@8287ec0): the LM's stream from its last word to its first (`LanguageModelPreLoader`:
+`CircularIndex` takes the texts last to first, `fill_row` each one reversed), each
+classifier text reversed (`pad_collate`'s flip), so `xxbos` ends every text. keras_ctx's choices: the words come from `spacy_like_words`, a regular
 expression version of spaCy's rules (spaCy is not a dependency; docs/notes/data-
 references.md measures the agreement), and the special tokens are in keras_ctx's
 order, padding 0 and unknown 1 (fastai: xxunk 0, xxpad 1), as every keras_ctx
@@ -30,6 +34,8 @@ PADDING_ID, UNKNOWN_ID = 0, 1
 # fastai v1 text/data.py: TextLMDataBunch's max_vocab=60000, min_freq=2 (ULMFiT Sec. 4: 60k).
 MAX_VOCAB = 60000
 MIN_FREQ = 2
+# The reading directions of ULMFiT's two LMs and classifiers (Howard & Ruder 2018, Sec. 3.3).
+DIRECTIONS = ("forward", "backward")
 
 
 # ------------------------------------------------------------ fastai's pre rules
@@ -216,3 +222,19 @@ def ulmfit_vocabulary(documents, max_vocab=MAX_VOCAB, min_freq=MIN_FREQ):
 def ulmfit_ids(words, index):
     """Ids of `words` under {word: id}; a word not in it is UNKNOWN_ID."""
     return [index.get(w, UNKNOWN_ID) for w in words]
+
+
+def directed(words, direction):
+    """A text's words in `direction`'s reading order: "backward" reversed (fastai v1's
+    `pad_collate(backwards=True)` flips each classifier row: `xxbos` comes last)."""
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}.")
+    return list(words) if direction == "forward" else list(words)[::-1]
+
+
+def lm_stream_ids(documents, index, direction="forward"):
+    """The LM's training stream: every document's ids, documents in order; "backward" the
+    same stream read from its end (fastai v1's `LanguageModelPreLoader(backwards=True)`
+    without shuffling: the documents last to first, each one's words reversed)."""
+    stream = [i for words in documents for i in ulmfit_ids(words, index)]
+    return directed(stream, direction)

@@ -13,6 +13,8 @@ were `keras_ctx.tasks.text.TokenClassifier` and `.SpanQuestionAnswerer`, the
 names of the id-level models they hold; those names answer one more release
 with a DeprecationWarning, and task directories saved under them still load.
 
+ULMFiT's forward and backward classifiers, averaged, are `DirectionEnsemble`.
+
 GPT's fine-tuning objective, `GPTFineTuner`, is a `Pretrainer` and lives in
 `keras_ctx.pretraining` with the other objectives; it is named here too.
 """
@@ -25,6 +27,7 @@ from keras_ctx.tasks.heads import (
     SpanQuestionAnswerer,
     TokenClassifier,
 )
+from keras_ctx.tasks.direction_ensemble import DirectionEnsemble
 from keras_ctx.tasks.huggingface import classifier_from_huggingface
 from keras_ctx.tasks.language_model import LanguageModel
 from keras_ctx.tasks import text
@@ -40,7 +43,7 @@ from keras_ctx.tasks.transfer import (
 )
 
 __all__ = [
-    "SlantedTriangular", "GPTFineTuner", "ConcatPooling", "SequenceClassifier",
+    "SlantedTriangular", "GPTFineTuner", "ConcatPooling", "SequenceClassifier", "DirectionEnsemble",
     "SpanQuestionAnswerer", "TokenClassifier", "classifier_from_huggingface", "LanguageModel", "text", "CausalLM",
     "QuestionAnswerer", "Seq2SeqLM", "TextClassifier", "TextEmbedder", "TextTask",
     "WordClassifier", "ConcatPoolClassifier", "GradualUnfreezing", "discriminative_multipliers", "layer_groups",

@@ -70,7 +70,8 @@ with open(out + "/generated.json", "w") as handle:
 # ULMFiT's three stages (gradual unfreezing, the LM's carried states) and CVT's tagger.
 RNN = """
 assert main(["ulmfit", "--text", out + "/text.txt", "--train", out + "/train.tsv", "--out",
-             out + "/ulmfit", "--batch-size", "4", "--sequence-length", "10",
+             out + "/ulmfit", "--directions", "forward", "--batch-size", "4",
+             "--sequence-length", "10",
              "--vocabulary-size", "100", "--set", "hidden_size=16", "--set",
              "embedding_size=8"]) == 0
 assert main(["cvt", "--train", out + "/tags.tsv", "--unlabelled", out + "/text.txt", "--out",

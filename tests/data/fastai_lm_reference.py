@@ -14,6 +14,11 @@ with numpy arrays in place of torch tensors, each function kept as released:
   finetune_lm.py train with: bs 64, bptt 70, the ids of all texts concatenated).
 - fastai v1's `LanguageModelLoader` before it became the fixed-length
   `LanguageModelPreLoader` (fastai/text/data.py @387787d), for the v1 column.
+- the backward direction (ULMFiT Sec. 3.3) as fastai v1 reads it with `backwards=True`
+  (fastai/text/data.py @8287ec0, what fastai1's examples/ULMFit.ipynb trains its
+  backward LM and classifier with): `LanguageModelPreLoader` (its `CircularIndex`,
+  `on_epoch_begin`, `__getitem__`, `fill_row`; `np.int` as `int`, `num_distrib()` 1) and
+  `pad_collate` (numpy in place of torch).
 
 `words` (the tokenizer function) is a parameter: fastai's is spaCy's English
 tokenizer, passed in where spaCy is installed.
@@ -203,3 +208,97 @@ class LanguageModelLoaderV1:
         concat = np.concatenate([self.items[i] for i in self.idxs[mask]])
         start_idx = i-self.text_idx[mask.nonzero()[0][0]]
         return concat[start_idx:start_idx+seq_len]
+
+
+class LanguageModelPreLoader:
+    """fastai v1 `LanguageModelPreLoader` (fastai/text/data.py @8287ec0), on a list of id
+    arrays (`items`, one a text) in place of `dataset.x.items`; `batches()` is what its
+    `DataLoader(bs, shuffle=False)` collates: items k .. k + bs - 1, row k % bs."""
+
+    class CircularIndex():
+        "Handles shuffle, direction of indexing, wraps around to head tail in the ragged array as needed"
+        def __init__(self, length, forward): self.idx, self.forward = np.arange(length), forward
+        def __getitem__(self, i):
+            return self.idx[i % len(self.idx) if self.forward else len(self.idx)-1-i % len(self.idx)]
+        def __len__(self): return len(self.idx)
+        def shuffle(self): np.random.shuffle(self.idx)
+
+    def __init__(self, items, lengths=None, bs=32, bptt=70, backwards=False, shuffle=False):
+        self.items, self.bs, self.bptt, self.shuffle, self.backwards, self.lengths = (
+            items, bs, bptt, shuffle, backwards, lengths)
+        self.totalToks, self.ite_len, self.idx = int(0), None, None
+
+    def __len__(self):
+        if self.ite_len is None:
+            if self.lengths is None: self.lengths = np.array([len(item) for item in self.items])
+            self.totalToks = self.lengths.sum()
+            self.ite_len = self.bs*int(math.ceil(self.totalToks/(self.bptt*self.bs)))
+        return self.ite_len
+
+    def allocate_buffers(self):
+        if self.ite_len is None: len(self)
+        self.idx = LanguageModelPreLoader.CircularIndex(len(self.items), not self.backwards)
+        self.batch = np.zeros((self.bs, self.bptt+1), dtype=np.int64)
+        self.batch_x, self.batch_y = self.batch[:, 0:self.bptt], self.batch[:, 1:self.bptt+1]
+        self.ro = np.zeros(self.bs, dtype=np.int64)
+        self.ri = np.zeros(self.bs, dtype=int)
+
+    def on_epoch_begin(self, **kwargs):
+        if self.idx is None or len(self.idx) != len(self.items): self.allocate_buffers()
+        elif self.shuffle: self.idx.shuffle()
+        self.idx.forward = not self.backwards
+        step = self.totalToks / self.bs
+        ln_rag, countTokens, i_rag = 0, 0, -1
+        for i in range(0, self.bs):
+            while ln_rag + countTokens <= int(step * i):
+                countTokens += ln_rag
+                i_rag += 1
+                ln_rag = self.lengths[self.idx[i_rag]]
+            self.ro[i] = i_rag
+            self.ri[i] = (ln_rag - int(step * i - countTokens)) if self.backwards else int(step * i - countTokens)
+
+    def __getitem__(self, k):
+        j = k % self.bs
+        if self.idx is None: self.on_epoch_begin()
+        self.ro[j], self.ri[j] = self.fill_row(not self.backwards, self.items, self.idx, self.batch[j],
+                                               self.ro[j], self.ri[j], overlap=1, lengths=self.lengths)
+        return self.batch_x[j].copy(), self.batch_y[j].copy()  # the DataLoader's collate copies
+
+    def fill_row(self, forward, items, idx, row, ro, ri, overlap, lengths):
+        "Fill the row with tokens from the ragged array. --OBS-- overlap != 1 has not been implemented"
+        ibuf = n = 0
+        ro -= 1
+        while ibuf < row.size:
+            ro += 1
+            ix = idx[ro]
+            rag = items[ix]
+            if forward:
+                ri = 0 if ibuf else ri
+                n = min(lengths[ix] - ri, row.size - ibuf)
+                row[ibuf:ibuf+n] = rag[ri:ri+n]
+            else:
+                ri = lengths[ix] if ibuf else ri
+                n = min(ri, row.size - ibuf)
+                row[ibuf:ibuf+n] = rag[ri-n:ri][::-1]
+            ibuf += n
+        return ro, ri + ((n-overlap) if forward else -(n-overlap))
+
+    def batches(self):
+        """One epoch of (x, y) batches (bs, bptt)."""
+        n = len(self)
+        self.on_epoch_begin()
+        for start in range(0, n, self.bs):
+            rows = [self[k] for k in range(start, min(start + self.bs, n))]
+            yield np.stack([x for x, _ in rows]), np.stack([y for _, y in rows])
+
+
+def pad_collate(samples, pad_idx=1, pad_first=True, backwards=False):
+    "Function that collect samples and adds padding. Flips token order if needed"
+    max_len = max([len(s[0]) for s in samples])
+    res = np.zeros((len(samples), max_len), dtype=np.int64) + pad_idx
+    if backwards: pad_first = not pad_first
+    for i, s in enumerate(samples):
+        if pad_first: res[i, -len(s[0]):] = np.asarray(s[0])
+        else: res[i, :len(s[0]):] = np.asarray(s[0])
+    if backwards: res = np.flip(res, 1)
+    return res, np.array([s[1] for s in samples])

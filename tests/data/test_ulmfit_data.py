@@ -144,6 +144,7 @@ def test_ulmfit_command_saves_fastai_vocabulary(tmp_path):
                      encoding="utf-8")
     out = tmp_path / "out"
     assert main(["ulmfit", "--text", str(text), "--train", str(train), "--out", str(out),
+                 "--directions", "forward",
                  "--batch-size", "4", "--sequence-length", "8", "--lm-epochs", "1",
                  "--set", "embedding_size=8", "--set", "hidden_size=8",
                  "--set", "num_layers=1"]) == 0

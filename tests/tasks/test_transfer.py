@@ -333,6 +333,7 @@ def test_ulmfit_command_trains_and_saves(tmp_path):
                                                zip(lines[:16], y[:16])))
     out = tmp_path / "out"
     assert main(["ulmfit", "--text", text, "--train", train, "--out", str(out),
+                 "--directions", "forward",
                  "--batch-size", "4", "--sequence-length", "12", "--set", "embedding_size=8",
                  "--set", "hidden_size=8", "--set", "num_layers=1"]) == 0
     vocabulary = json.loads((out / "vocabulary.json").read_text())

@@ -3,9 +3,11 @@
 `TranslationPretrainer(encoder, ...)` wraps any encoder taking
 {"token_ids", "padding_mask"} and returning `sequence_output` (e.g.
 `CoveBackbone`), adds target word vectors, CoVe's `AttentionalDecoder`
-(McCann et al., 2017) and an output softmax, and trains with the masked
-NLL of the gold next words (teacher forcing: the decoder reads the gold
-previous words). Metrics: `loss`, `accuracy` (token accuracy on real tokens).
+(McCann et al., 2017) and an output softmax, and trains with the NLL of the
+gold next words (teacher forcing: the decoder reads the gold previous words)
+as the released OpenNMT-py run weighs it: summed over each sentence's real
+targets, averaged over the batch's sentences. Metrics: `loss`, `accuracy`
+(token accuracy on real tokens).
 
 Data: `keras_ctx.data.parallel.translation_inputs` gives
 ({"encoder_token_ids", "encoder_padding_mask", "decoder_token_ids",
@@ -20,7 +22,27 @@ from keras_ctx.layers import Dropout
 
 from keras_ctx.models.cove.backbone import AttentionalDecoder
 from keras_ctx.pretraining.base import Pretrainer
-from keras_ctx.pretraining.losses import top_one_correct, weighted_cross_entropy
+from keras_ctx.pretraining.losses import (
+    replica_weight_total,
+    sparse_cross_entropy,
+    top_one_correct,
+)
+
+
+def sentence_mean_of_sums(values, weights):
+    """sum(values * weights) / the global batch's sentences (rows with a positive weight).
+
+    CoVe's loss (salesforce/cove @9a0d90b OpenNMT-py train.py: `NMTCriterion` sums the
+    targets' NLL, `size_average=False`, <blank> weighted 0; `memoryEfficientLoss`
+    back-propagates `loss_t.div(batch_size)`, the batch's sentences). Against the mean over
+    targets its gradient is a mean target length larger, which matters under SGD at 1.0
+    with `-max_grad_norm 5`. The sentences are counted over the global batch as
+    `replica_weight_total` counts weights, so N replicas give the one-device gradient.
+    """
+    weights = ops.cast(weights, "float32")
+    total = ops.sum(ops.cast(values, "float32") * weights)
+    sentences = ops.cast(ops.any(ops.greater(weights, 0.0), axis=-1), "float32")
+    return total / ops.maximum(replica_weight_total(sentences), 1.0)
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")
@@ -112,7 +134,8 @@ class TranslationPretrainer(Pretrainer):
         weights = (ops.not_equal(labels, 0) if weights is None else weights)
         weights = ops.cast(weights, "float32")
         self.accuracy_tracker.update_state(top_one_correct(labels, logits), sample_weight=weights)
-        return {"translation": weighted_cross_entropy(labels, logits, weights)}
+        return {"translation": sentence_mean_of_sums(sparse_cross_entropy(labels, logits),
+                                                     weights)}
 
     def greedy_translate(self, encoder_token_ids, max_length, bos_id=1, eos_id=2):
         """Greedy decoding (numpy in, numpy out): ids after `<s>`, 0 after `</s>`."""

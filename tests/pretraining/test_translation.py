@@ -160,3 +160,34 @@ def test_given_weights_are_honoured_and_labels_are_required():
     np.testing.assert_allclose(chosen, expected, rtol=1e-5)
     with pytest.raises(ValueError, match="translation_inputs"):
         model.test_on_batch(x)
+
+
+def test_gradient_is_the_released_loss_summed_per_sentence_and_averaged_over_sentences():
+    """One SGD step at rate 1 moves the output softmax by minus numpy's gradient of
+    OpenNMT-py's loss (salesforce/cove @9a0d90b train.py: the non-pad targets' NLL summed,
+    divided by the batch's sentences), a mean target length (here 6 / 3) times the mean's."""
+    model = TranslationPretrainer(CoveBackbone(10, embedding_size=4, hidden_size=5), 12,
+                                  target_embedding_dim=3, decoder_units=7)
+    model.compile(optimizer=keras.optimizers.SGD(1.0))
+    x = {"encoder_token_ids": np.array([[1, 2, 3], [4, 5, 0], [6, 0, 0]]),
+         "encoder_padding_mask": np.array([[1, 1, 1], [1, 1, 0], [1, 0, 0]]),
+         "decoder_token_ids": np.array([[1, 4, 5], [1, 6, 0], [1, 0, 0]]),
+         "decoder_padding_mask": np.array([[1, 1, 1], [1, 1, 0], [1, 0, 0]])}
+    labels = np.array([[4, 5, 2], [6, 2, 0], [2, 0, 0]])
+    logits = keras.ops.convert_to_numpy(model(x)).astype("float64")
+    p = np.exp(logits - logits.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    real = (labels != 0)[..., None]
+    # d/dlogits of sum over real targets of -log p[label], per sentence: p - onehot.
+    d_logits = (p - np.eye(12)[labels]) * real
+    released = d_logits.sum((0, 1)) / len(labels)  # the output bias' gradient
+    mean_over_targets = d_logits.sum((0, 1)) / real.sum()
+    bias = model.output_layer.bias
+    before = keras.ops.convert_to_numpy(bias).copy()
+    loss = model.train_on_batch(x, labels, return_dict=True)["loss"]
+    step = before - keras.ops.convert_to_numpy(bias)
+    np.testing.assert_allclose(step, released, rtol=1e-4, atol=1e-7)
+    np.testing.assert_allclose(step, mean_over_targets * 6 / 3, rtol=1e-4, atol=1e-7)
+    assert not np.allclose(step, mean_over_targets, rtol=0.1)
+    nll = -np.log(np.take_along_axis(p, labels[..., None], -1))[..., 0]
+    np.testing.assert_allclose(loss, (nll * real[..., 0]).sum() / 3, rtol=1e-5)

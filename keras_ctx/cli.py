@@ -385,8 +385,12 @@ def build_parser():
     finetune.add_argument("--train", required=True, help="TSV file: text<TAB>label")
     finetune.add_argument("--out", required=True,
                           help="directory for classifier.keras and its labels")
-    finetune.add_argument("--epochs", type=int, default=3, help="passes over --train")
-    finetune.add_argument("--batch-size", type=int, default=16, help="examples per step")
+    finetune.add_argument("--epochs", type=int, default=None,
+                          help="passes over --train (default 3; with --task-adapter 10, "
+                               "AdapterHub's)")
+    finetune.add_argument("--batch-size", type=int, default=None,
+                          help="examples per step (default 16; with --task-adapter 32, "
+                               "AdapterHub's)")
     finetune.add_argument("--learning-rate", type=float, default=None,
                           help="AdamW's learning rate (default 5e-5; with --task-adapter "
                                "1e-4, MAD-X's)")
@@ -628,9 +632,11 @@ def _add_adapter_commands(commands):
     language.add_argument("--batch-size", type=int, default=64,
                           help="examples per step (MAD-X's 64)")
     language.add_argument("--sequence-length", type=int, default=None,
-                          help="tokens per example (default: SOURCE's)")
+                          help="tokens per example (default: SOURCE's position limit, 512 "
+                               "for mBERT: the released scripts' block size)")
     language.add_argument("--learning-rate", type=float, default=1e-4,
-                          help="AdamW's learning rate (MAD-X's 1e-4)")
+                          help="AdamW's first learning rate, falling linearly to 0 (MAD-X's "
+                               "1e-4)")
     language.add_argument("--reduction-factor", type=int, default=2,
                           help="hidden size / the adapter's bottleneck (MAD-X's 2)")
     language.add_argument("--seed", type=int, default=0,

@@ -18,13 +18,17 @@ batches of 64 (Adapter-Hub/Hub @2d14130, adapters/ukp/*-wiki_pfeiffer.yaml: the 
 language adapters, `reduction_factor: 2`, "trained with Masked Language Modelling on ...
 Wikipedia Articles for 250k / 100k / 50k steps and a batch size of 64") and a learning
 rate of 1e-4 (adapter-hub/adapters docs/training.md @88f18eb, "Train a Language Adapter":
-`--learning_rate 1e-4`). The steps (300) are keras_ctx's own.
+`--learning_rate 1e-4`), with the rest of Hugging Face Trainer's optimizer (no weight decay,
+epsilon 1e-8, global-norm clip 1.0, linear decay to 0: `adapter_stack.adapter_optimizer`)
+and the model's whole length (512 for mBERT: the scripts' block size). The steps (300) are
+keras_ctx's own.
 """
 
 import os
 
 from keras_ctx import families, handles, peft
-from keras_ctx.commands.adapter_stack import LANGUAGE_ADAPTER_FILE, LEARNING_RATE
+from keras_ctx.commands.adapter_stack import (LANGUAGE_ADAPTER_FILE, LEARNING_RATE,
+                                              adapter_optimizer)
 from keras_ctx.common import files, validation
 from keras_ctx.common.errors import ConfigError
 from keras_ctx.common.progress import say
@@ -36,6 +40,11 @@ SETTINGS_FILE = "adapter_settings.json"  # what a resumed stage 1 must match
 # adapters/ukp/*-wiki_pfeiffer.yaml).
 LANGUAGE_BATCH_SIZE = 64
 LANGUAGE_REDUCTION_FACTOR = ADAPTER_CONFIGS["madx_language"]["reduction_factor"]
+# The released scripts' length when the model has no limit of its own: run_language_modeling.py's
+# --block_size and run_mlm.py's --max_seq_length default to the tokenizer's maximum, 512 for
+# mBERT and XLM-R (adapter-hub/adapter-transformers @6303b5a; AdapterHub's language-adapter
+# command, adapter-hub/adapters docs/training.md @88f18eb, sets neither).
+RELEASED_SEQUENCE_LENGTH = 512
 
 
 def _adapter_language(language):
@@ -77,7 +86,10 @@ def language_adapter(source, text, language, out, steps=300, batch_size=LANGUAGE
         language: the adapter's name (a language code of letters, digits and _).
         steps, batch_size, learning_rate, checkpoint_every, seed: as `keras-ctx pretrain`
             (`batch_size` 64 and `learning_rate` 1e-4: MAD-X's; `steps` keras_ctx's own).
-        sequence_length: tokens per example (default: the source's).
+            The rate falls linearly to 0 over `steps` (`adapter_stack.adapter_optimizer`).
+        sequence_length: tokens per example (default: the source's position limit, its
+            `max_sequence_length`, as the released scripts' block size is the tokenizer's
+            maximum; 512 where the model has none).
         reduction_factor: hidden / bottleneck width (2: MAD-X's).
         resume: continue from the last checkpoint in `out`.
         overwrite: replace a language adapter already saved in `out`.
@@ -154,7 +166,8 @@ def _train_language(source, text, language, out, target, steps, batch_size, sequ
     origin = handles.resolve(source, head=True, need_tokenizer=True)
     backbone, tokenizer = origin.backbone, origin.tokenizer
     _check_no_language_ids(families.get(origin.info["family"]), source)
-    length = sequence_length or origin.info.get("sequence_length") or 128
+    length = (sequence_length or getattr(backbone, "max_sequence_length", None)
+              or RELEASED_SEQUENCE_LENGTH)
     keras.utils.set_random_seed(seed)  # the adapter's first weights, the masks, the data
     add_language_adapter(backbone, language, reduction_factor, source)
     settings = {"source": handles.canonical(source), "language": language,
@@ -169,7 +182,7 @@ def _train_language(source, text, language, out, target, steps, batch_size, sequ
         f"{text}...")
     dataset = language_adapter_dataset(corpora.documents(text), tokenizer, batch_size, length,
                                        seed=seed).repeat()
-    pretrainer.compile(optimizer=keras.optimizers.AdamW(learning_rate),
+    pretrainer.compile(optimizer=adapter_optimizer(learning_rate, steps),
                        jit_compile=use_xla("auto"))
     tracker = TrainingProgress(steps)
     result = fit_resumable(pretrainer, dataset, steps, out, checkpoint_every=checkpoint_every,

@@ -24,6 +24,40 @@ TASK_ADAPTER = "task"  # the task adapter's name in a fine-tuned classifier
 # docs/training.md @88f18eb, `--learning_rate 1e-4`); the paper's text was not at hand here.
 LEARNING_RATE = 1e-4
 TASK_REDUCTION_FACTOR = ADAPTER_CONFIGS["madx_task"]["reduction_factor"]
+# A task adapter's passes and batch: AdapterHub's task-adapter command (adapter-hub/adapters
+# docs/training.md @88f18eb, "Train a Task Adapter": `--num_train_epochs 10.0
+# --per_device_train_batch_size 32`, at `--max_seq_length 128`, the length a converted
+# checkpoint's run records).
+TASK_EPOCHS = 10
+TASK_BATCH_SIZE = 32
+
+
+def adapter_optimizer(learning_rate, steps):
+    """The optimizer AdapterHub's scripts train MAD-X's adapters with (both stages): Hugging
+    Face Trainer's defaults, which neither released command changes but for the rate
+    (adapter-hub/adapter-transformers @6303b5a, src/transformers/training_args.py and
+    trainer.py's create_optimizer_and_scheduler).
+
+    AdamW without weight decay, epsilon 1e-8, betas 0.9 / 0.999, the gradients clipped to
+    a global norm of 1.0 (clip_grad_norm_ over every parameter), and no warm-up: the rate
+    falls linearly from `learning_rate` at the first update to 0 after `steps`
+    (get_linear_schedule_with_warmup), eta_t = eta (1 - t / steps). Keras' own AdamW would
+    decay every weight by 0.004 at epsilon 1e-7 and a constant rate, unclipped.
+    """
+    import keras
+
+    from keras_ctx.optimizers import bert_adamw
+
+    # Trainer's warmup_steps 0: keras_ctx's WarmupThenDecay warms up for at least one step,
+    # Keras' PolynomialDecay of power 1 is the linear decay alone.
+    schedule = keras.optimizers.schedules.PolynomialDecay(
+        learning_rate, validation.positive_int("steps", steps), end_learning_rate=0.0,
+        power=1.0)
+    return bert_adamw(schedule,
+                      weight_decay=0.0,  # TrainingArguments.weight_decay
+                      beta_1=0.9, beta_2=0.999,  # adam_beta1, adam_beta2
+                      epsilon=1e-8,  # adam_epsilon
+                      global_clipnorm=1.0)  # max_grad_norm
 
 
 def check_adapter_file(path, flag="--language-adapter"):

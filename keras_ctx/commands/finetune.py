@@ -5,6 +5,7 @@ pretraining and `serve_text` see); the classifier pools as the family's
 registry entry says (`SequenceClassifier(pooling="auto")`).
 """
 
+import math
 import os
 
 import keras
@@ -16,11 +17,14 @@ from keras_ctx.common.progress import say
 from keras_ctx.preprocessing import text_inputs
 
 
-def finetune(run_dir, train, out, epochs=3, batch_size=16, learning_rate=None, export=None,
+def finetune(run_dir, train, out, epochs=None, batch_size=None, learning_rate=None, export=None,
              overwrite=False, header=None, keep_optimizer_state=False, language=None,
              freeze_token_embeddings=False, task_adapter=False, language_adapter=None):
     """Fine-tunes the run's backbone on `train` (text<TAB>label); saves OUT/classifier.keras.
 
+    `epochs`, `batch_size`, `learning_rate`: None for keras_ctx's 3 epochs of batches of 16
+    at 5e-5, or, with `task_adapter`, AdapterHub's 10 epochs of 32 at 1e-4, its rate falling
+    linearly to 0 (`adapter_stack.adapter_optimizer`).
     `header`: whether the TSV's first line is a header (None: detect). Nothing
     that exists is replaced unless `overwrite`; every check runs before training.
     `keep_optimizer_state`: save AdamW's two moments per weight too (the file is
@@ -41,8 +45,12 @@ def finetune(run_dir, train, out, epochs=3, batch_size=16, learning_rate=None, e
     validation.check_args(epochs=epochs, batch_size=batch_size, learning_rate=learning_rate)
     validation.check_given(train=train, out=out, export=export, language=language)
     adapter_stack.check_task_flags(task_adapter, language_adapter)
-    if learning_rate is None:  # MAD-X's for a task adapter, else keras_ctx's own
-        learning_rate = adapter_stack.LEARNING_RATE if task_adapter else 5e-5
+    # Unset: AdapterHub's task-adapter command's for a task adapter, else keras_ctx's own.
+    defaults = ((adapter_stack.TASK_EPOCHS, adapter_stack.TASK_BATCH_SIZE,
+                 adapter_stack.LEARNING_RATE) if task_adapter else (3, 16, 5e-5))
+    epochs, batch_size, learning_rate = (
+        default if given is None else given
+        for given, default in zip((epochs, batch_size, learning_rate), defaults))
     target = os.path.join(out, runs.CLASSIFIER_FILE)
     if os.path.exists(target) and not overwrite:
         raise runs.RunDirectoryError(f"{target} already exists; pass --overwrite to "
@@ -84,7 +92,12 @@ def _finetune(run_dir, out, target, texts, labels, epochs, batch_size, learning_
     if freeze_token_embeddings:
         _freeze_token_embeddings(model, backbone, run_dir)
     stack = adapter_stack.with_task_adapter(model, backbone, adapters[1]) if adapters[0] else None
-    model.compile(keras.optimizers.AdamW(learning_rate),
+    # A task adapter trains as AdapterHub's run_glue.py command does: Trainer's optimizer,
+    # its rate falling linearly over the run's updates (ceil(n / batch) an epoch).
+    optimizer = (adapter_stack.adapter_optimizer(learning_rate,
+                                                 epochs * math.ceil(len(texts) / batch_size))
+                 if adapters[0] else keras.optimizers.AdamW(learning_rate))
+    model.compile(optimizer,
                   keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   metrics=["accuracy"])
     say(f"Fine-tuning {model.count_params():,} parameters for {epochs} epoch"

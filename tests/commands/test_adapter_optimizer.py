@@ -102,3 +102,46 @@ def test_task_adapter_trains_as_adapterhubs_command_by_default(monkeypatch, bert
     assert (seen["epochs"], seen["batch_size"]) == (10, 32)
     # 40 examples in batches of 32: 2 updates an epoch, 20 in all (Trainer's t_total).
     _assert_trainer_defaults(seen["optimizer"], 1e-4, 20)
+
+
+def _trainer_adamw_updates(weights, gradients, peak):
+    """transformers @6303b5a's Trainer step in numpy: clip_grad_norm_(max_norm 1.0) over every
+    gradient, then its AdamW (eps added to sqrt(v), bias-corrected step size, no decay) at
+    the linear rate of `_trainer_linear_rate` over len(gradients) updates."""
+    import math
+
+    import numpy as np
+
+    weights = [w.copy() for w in weights]
+    first, second = [np.zeros_like(w) for w in weights], [np.zeros_like(w) for w in weights]
+    total = len(gradients)
+    for t, grads in enumerate(gradients):
+        norm = math.sqrt(sum(float((g ** 2).sum()) for g in grads))
+        grads = [g * min(1.0, 1.0 / (norm + 1e-6)) for g in grads]
+        size = _trainer_linear_rate(peak, total, t) * math.sqrt(1 - 0.999 ** (t + 1)) / (
+            1 - 0.9 ** (t + 1))
+        for i, g in enumerate(grads):
+            first[i] = 0.9 * first[i] + 0.1 * g
+            second[i] = 0.999 * second[i] + 0.001 * g ** 2
+            weights[i] = weights[i] - size * first[i] / (np.sqrt(second[i]) + 1e-8)
+    return weights
+
+
+def test_adapter_optimizer_steps_as_trainers_clipped_adamw():
+    import keras
+    import numpy as np
+
+    from keras_ctx.commands.adapter_stack import adapter_optimizer
+
+    rng = np.random.default_rng(0)
+    start = [rng.normal(size=(4, 3)), rng.normal(size=(3,))]
+    gradients = [[rng.normal(0, 2, size=w.shape) for w in start] for _ in range(6)]  # norms > 1
+    expected = _trainer_adamw_updates(start, gradients, 1e-2)
+    variables = [keras.Variable(w.astype("float32")) for w in start]
+    optimizer = adapter_optimizer(1e-2, 6)
+    for grads in gradients:
+        optimizer.apply([keras.ops.convert_to_tensor(g.astype("float32")) for g in grads],
+                        variables)
+    for variable, want, first in zip(variables, expected, start):
+        assert np.abs(want - first).max() > 1e-2  # the weights moved
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(variable), want, atol=1e-6)

@@ -9,9 +9,14 @@ import time
 import numpy as np
 import pytest
 
+from tests.backends import slow_on
 from tests.cli_helpers import TINY, final_weights, keras_ctx, write_corpus
 from tests.sense_table_off import sense_table_off
 
+
+# JAX and torch: tests/training/test_training.py's resume tests run there in-process (this one
+# starts three interpreters: 74 s on JAX).
+@slow_on("jax", "torch")
 def test_killed_pretraining_resumes_to_the_same_model(tmp_path):
     """The run killed and resumed are the command as users run it (subprocesses); the run
     that never stopped is the same command in this process (one interpreter fewer to start)."""

@@ -331,6 +331,8 @@ sys.exit(main())
 """
 
 
+@pytest.mark.tensorflow_only("a subprocess on its own backend: the same run on every "
+                             "backend's suite, so once, from TensorFlow's")
 def test_prepare_without_tensorflow_is_one_line_and_writes_no_out(tmp_path):
     """On JAX without TensorFlow, `prepare` claimed --out (settings.json, a lock) and then
     failed at its first tf.data call."""

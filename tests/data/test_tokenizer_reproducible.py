@@ -27,6 +27,8 @@ for name in sys.argv[2:]:
     out[name] = hashlib.sha256("\\n".join(map(str, vocabulary)).encode()).hexdigest()
 print("VOCABULARIES " + json.dumps(out))
 """
+pytestmark = pytest.mark.backend_neutral(
+    "tokenizer trainers (Hugging Face tokenizers, keras-hub over tf.data) in two processes")
 TRAINED = sorted(n for n in families.names() if families.get(n).train_tokenizer is not None)
 
 

@@ -24,6 +24,8 @@ except ExportError as error:
 """
 
 
+@pytest.mark.tensorflow_only("a subprocess on its own backend: the same run on every "
+                             "backend's suite, so once, from TensorFlow's")
 def test_export_onnx_on_jax_is_one_line_naming_the_backends_that_export(tmp_path):
     backend = "jax"
     pytest.importorskip(backend)

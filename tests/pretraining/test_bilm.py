@@ -99,7 +99,8 @@ def sense_accuracy(features, topics, positions):
     return float(np.mean((x[half:] @ w > 0) == topics[half:]))
 
 
-@slow_on("torch")  # eager on torch: minutes; one step in test_matrix.py
+@slow_on("jax", "torch")  # torch: eager, minutes. Both: one step in test_matrix.py, equal to
+# TensorFlow's (test_backends.py), and learning in test_jax_training.py
 def test_tiny_bilm_perplexity_falls_under_xla_and_its_features_tell_senses():
     vocabulary = make_vocabulary(WORDS)  # 13 ids
     # Train with a sampled softmax (6 of 12 ids), evaluate with the full one.

@@ -39,7 +39,8 @@ def test_masked_token_loss_matches_numpy():
     np.testing.assert_allclose(got, expected, rtol=1e-5)
 
 
-@slow_on("torch")  # eager on torch: minutes; one step in test_matrix.py
+@slow_on("jax", "torch")  # torch: eager, minutes. Both: one step in test_matrix.py, equal to
+# TensorFlow's (test_backends.py), and learning in test_jax_training.py
 def test_tiny_gpt2_learns_counting_language_under_xla_and_generates_it():
     keras.utils.set_random_seed(0)
     rng = np.random.default_rng(1)
@@ -72,7 +73,8 @@ def test_gpt_finetuning_inputs_join_segments_with_delimiters():
         gpt_finetuning_inputs([tf.range(10)], 8, 1, 2, 3)
 
 
-@slow_on("torch")  # eager on torch: minutes; one step in test_matrix.py
+@slow_on("jax", "torch")  # torch: eager, minutes. Both: one step in test_matrix.py, equal to
+# TensorFlow's (test_backends.py), and learning in test_jax_training.py
 def test_gpt_finetuner_combines_classification_and_lm_losses():
     """Label: whether the second segment counts in the upper half (tokens 10..19)."""
     keras.utils.set_random_seed(0)

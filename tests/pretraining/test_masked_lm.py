@@ -44,7 +44,8 @@ def _first_and_last(history, key):
     return values[0], values[-1]
 
 
-@slow_on("torch")  # eager on torch: minutes; one step in test_matrix.py
+@slow_on("jax", "torch")  # torch: eager, minutes. Both: one step in test_matrix.py, equal to
+# TensorFlow's (test_backends.py), and learning in test_jax_training.py
 def test_tiny_bert_mlm_learns_the_synthetic_language_under_xla():
     data = _mlm_batches()
     model = RobertaPretrainer(BertBackbone(**dict(TINY, hidden_size=64, intermediate_size=128)))

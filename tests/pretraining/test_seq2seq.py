@@ -32,7 +32,8 @@ def fit(backbone, dataset, epochs):
     return model, first.loss, history
 
 
-@slow_on("torch")  # eager on torch: minutes; one step in test_matrix.py
+@slow_on("jax", "torch")  # torch: eager, minutes. Both: one step in test_matrix.py, equal to
+# TensorFlow's (test_backends.py), and learning in test_jax_training.py
 def test_tiny_t5_learns_span_corruption_under_xla():
     keras.utils.set_random_seed(0)
     tf.random.set_seed(0)

@@ -11,13 +11,17 @@ case; sentences are binned by length into `BUCKETS` and each batch holds
 sentences of one bin, so that a batch of short sentences is not padded to the
 longest of the corpus. Each bin is padded to its longest sentence (a fixed
 width, one compiled step per bin: cvt_text pads each batch to its own longest).
+A vocabulary with `sentence_boundaries` wraps each sentence in `<start>` ...
+`<end>` for the encoder to read, as cvt_text's Example does.
 """
 
 import re
 
 import numpy as np
 
+from keras_ctx.common import validation
 from keras_ctx.common.optional import tensorflow as tf
+from keras_ctx.data.characters import BOS_TOKEN, EOS_TOKEN
 
 # cvt_text base/configure.py (Clark et al. 2018): `max_sentence_length` (unlabelled
 # sentences of 100 words or more are skipped) and `buckets`, over lengths that count
@@ -58,34 +62,47 @@ def normalized_word(word):
 
 
 class WordVocabulary(list):
-    """A CVT tagger's words (word id = index + 2; 0 pads, 1 is the unknown word).
+    """A CVT tagger's words: 0 pads, 1 is the unknown word, then `<start>` 2 and
+    `<end>` 3 where the vocabulary has them, then the words.
 
     Args:
         words: the words, most frequent first.
         normalized: whether they are `normalized_word` forms and looked up so
             (taggers saved before the rule have raw words: False).
+        sentence_boundaries: whether the encoder reads `<start>` and `<end>`
+            around each sentence (cvt_text's Example, ids 2 and 3 as its
+            SPECIAL_TOKENS); taggers saved before have neither (False).
     """
 
-    PADDING_ID, UNKNOWN_ID = 0, 1
+    PADDING_ID, UNKNOWN_ID, START_ID, END_ID = 0, 1, 2, 3
 
-    def __init__(self, words, normalized=True):
+    def __init__(self, words, normalized=True, sentence_boundaries=False):
         super().__init__(words)
         self.normalized = bool(normalized)
+        self.sentence_boundaries = bool(sentence_boundaries)
+
+    @property
+    def reserved(self):
+        """The ids before the first word's (padding, unknown and the boundaries)."""
+        return 4 if self.sentence_boundaries else 2
 
     @classmethod
-    def of_sentences(cls, sentences, size):
-        """The `size - 2` most frequent normalised words of `sentences` (ties by spelling)."""
+    def of_sentences(cls, sentences, size, sentence_boundaries=False):
+        """The most frequent normalised words of `sentences` (ties by spelling), `size`
+        ids in all."""
         counts = {}
         for words in sentences:
             for word in fixed_contractions(words):
                 word = normalized_word(word)
                 counts[word] = counts.get(word, 0) + 1
-        return cls(sorted(counts, key=lambda w: (-counts[w], w))[:size - 2])
+        ranked = sorted(counts, key=lambda w: (-counts[w], w))
+        return cls(ranked[:size - cls([], True, sentence_boundaries).reserved], True,
+                   sentence_boundaries)
 
     def ids(self, words):
         """The ids of one sentence's words (after `fixed_contractions`)."""
         if not hasattr(self, "_index"):
-            self._index = {word: i + 2 for i, word in enumerate(self)}
+            self._index = {word: i + self.reserved for i, word in enumerate(self)}
         if not self.normalized:  # a tagger saved before cvt_text's rule: raw words
             return [self._index.get(w, self.UNKNOWN_ID) for w in words]
         return [self._index.get(normalized_word(w), self.UNKNOWN_ID)
@@ -96,6 +113,16 @@ class WordVocabulary(list):
         if not self.normalized:
             return list(words)
         return [normalized_characters(w) for w in fixed_contractions(words)]
+
+    def encoder_row(self, words):
+        """(ids, spellings) the encoder reads for one sentence: with
+        `sentence_boundaries`, `<start>` first and `<end>` last (cvt_text's
+        Example; their characters ELMo's sentence boundaries', `<S>` and `</S>`)."""
+        ids, spellings = self.ids(words), self.spellings(words)
+        if self.sentence_boundaries:
+            ids = [self.START_ID, *ids, self.END_ID]
+            spellings = [BOS_TOKEN, *spellings, EOS_TOKEN]
+        return ids, spellings
 
 
 def unlabelled_sentences(sentences, max_sentence_length=MAX_SENTENCE_LENGTH):
@@ -160,20 +187,25 @@ def bucketed_batches(rows, lengths, make_rows, batch_size, seed=0):
     return tf.data.Dataset.choose_from_datasets(datasets, order)
 
 
-def cvt_dataset(labelled, unlabelled, task_names=None):
+def cvt_dataset(labelled, unlabelled, task_names=None, sizes=None, seed=0):
     """The two streams of `CrossViewTrainer`, zipped: one element feeds one step.
 
     Args:
         labelled: a dataset of `(inputs, labels)` batches, or {task: such a
             dataset} for the multi-task variant.
-        unlabelled: a dataset of `inputs` batches (the same input names and
-            shapes). With K tasks, each step takes K of its batches.
+        unlabelled: a dataset of `inputs` batches (the same input names).
         task_names: the trainer's task names when `labelled` is one dataset
             (default "tags", `CrossViewTrainer(tasks=int)`'s name).
+        sizes: {task: labelled sentences}, needed with several tasks: each
+            step's task is drawn with probability sqrt(size) / sum sqrt(size),
+            as cvt_text's trainer (training/trainer.py, `_get_training_mbs`)
+            draws it. The tasks must be `labelled`'s, in the trainer's order.
+        seed: seeds the draws.
 
     Returns:
-        An endless dataset of {"labelled": {task: (inputs, labels)},
-        "unlabelled": {task: inputs}}.
+        An endless dataset. One task: {"labelled": {task: (inputs, labels)},
+        "unlabelled": {task: inputs}}. Several: {"task": the drawn task's index
+        (on every row), "labelled": its (inputs, labels), "unlabelled": inputs}.
     """
     if not isinstance(labelled, dict):
         names = list(task_names or ["tags"])
@@ -182,11 +214,28 @@ def cvt_dataset(labelled, unlabelled, task_names=None):
         labelled = {names[0]: labelled}
     names = list(labelled)
     stream = unlabelled.repeat()
-    return tf.data.Dataset.zip({
-        "labelled": {t: labelled[t].repeat() for t in names},
-        # Every K-th unlabelled batch for each task: no batch is used twice per pass.
-        "unlabelled": {t: stream.shard(len(names), k) for k, t in enumerate(names)},
-    })
+    if len(names) == 1:
+        return tf.data.Dataset.zip({"labelled": {names[0]: labelled[names[0]].repeat()},
+                                    "unlabelled": {names[0]: stream}})
+    if sizes is None or sorted(sizes) != sorted(names):
+        raise ValueError(f"Tasks {names} need sizes={{task: labelled sentences}} for each "
+                         f"(cvt_text draws a task by sqrt of its size), got {sizes}.")
+    for name in names:
+        validation.positive_int(f"sizes[{name!r}]", sizes[name])
+
+    def tagged(index):
+        def add(inputs, labels):
+            rows = tf.shape(labels)[:1]
+            return {"task": tf.fill(rows, tf.constant(index, tf.int32)),
+                    "labelled": (inputs, labels)}
+        return add
+
+    weights = np.sqrt([float(sizes[name]) for name in names])
+    drawn = tf.data.Dataset.sample_from_datasets(
+        [labelled[name].repeat().map(tagged(i)) for i, name in enumerate(names)],
+        weights=list(weights / weights.sum()), seed=seed)
+    return tf.data.Dataset.zip((drawn, stream)).map(
+        lambda step, inputs: {**step, "unlabelled": inputs})
 
 
 __all__ = ["BUCKETS", "MAX_SENTENCE_LENGTH", "WordVocabulary", "bucketed_batches", "cvt_dataset",

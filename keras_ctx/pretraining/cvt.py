@@ -18,12 +18,16 @@ Training alternates minibatches (Sec. 3):
   the same gradients.
 
 `CrossViewTrainer.train_step` takes one element of `keras_ctx.data.cvt.cvt_dataset` (both
-streams zipped) and makes the updates L_0, U, L_1, U, ..., L_(K-1), U in turn
-(the multi-task variant alternates over its tasks' labelled data). Each update
-is the Pretrainer base's step on that minibatch's losses, so it changes only
-the weights its loss reaches (the primary module on labelled data, the
-auxiliary modules on unlabelled data, the encoder on both), as the paper's
-separate updates do.
+streams zipped) and makes two updates, L then U: a labelled minibatch of the task
+the dataset drew for the step (with several tasks, task k with probability
+proportional to sqrt(its labelled sentences), cvt_text's training/trainer.py), then
+an unlabelled one. Each update is the Pretrainer base's step on that minibatch's
+losses, so it changes only the weights its loss reaches (the primary module on
+labelled data, the auxiliary modules on unlabelled data, the encoder on both), as
+the paper's separate updates do; a drawn task's update computes every task's
+branch (`keras.ops.switch`) and gives the other tasks' primary modules a zero
+gradient (momentum SGD still moves them by their velocity, where cvt_text's
+update leaves them alone).
 
 Optimisation as released (`cvt_optimizer`): SGD with momentum 0.9, global
 norm clipping 1.0, learning rate 0.5 * min(t, 5000) / 5000 / (1 + 0.005 sqrt(t))
@@ -43,12 +47,13 @@ from keras_ctx.models.cvt import (
 )
 from keras_ctx.common import validation
 from keras_ctx.pretraining.base import Pretrainer
-from keras_ctx.pretraining.losses import TokenAccuracy, weighted_mean
+from keras_ctx.pretraining.losses import TokenAccuracy, top_one_correct, weighted_mean
 from keras_ctx.schedules import CVT_LEARNING_RATE as LEARNING_RATE
 from keras_ctx.schedules import CVT_WARM_UP_STEPS as WARM_UP_STEPS
 from keras_ctx.schedules import CvtLearningRate  # noqa: F401 (re-exported)
 
 UNLABELLED = "__unlabelled__"
+DRAWN = "__drawn__"  # a labelled minibatch of the task `cvt_dataset` drew for the step
 
 # cvt_text configure.py (Clark et al. 2018).
 LABEL_SMOOTHING = 0.1
@@ -103,6 +108,12 @@ class CrossViewTrainer(Pretrainer):
             the encoder's `dropout`, 0.5).
         unlabelled_dropout: on the student pass of unlabelled batches (0.2).
         label_smoothing: on the labelled targets only (0.1).
+        sentence_boundaries: the inputs wrap each sentence in `<start>` ...
+            `<end>` (cvt_text's Example; `WordVocabulary(sentence_boundaries=True)`
+            and `keras_ctx.tasks.cvt_tagger.tagging_inputs` make them): the
+            encoder reads them, every output and loss leaves them out, so labels
+            and predictions stay aligned to the words (inputs n + 2 wide, labels
+            n). False (the default, and trainers saved before): inputs of words.
 
     Data: `cvt_dataset(labelled, unlabelled)`. `call(inputs)` returns
     {task: primary logits, "<task>_<view>": auxiliary logits}. Metrics: `loss`,
@@ -123,7 +134,7 @@ class CrossViewTrainer(Pretrainer):
 
     def __init__(self, encoder, tasks, hidden_size=PROJECTION_SIZE, labelled_dropout=None,
                  unlabelled_dropout=UNLABELLED_DROPOUT, label_smoothing=LABEL_SMOOTHING,
-                 **kwargs):
+                 sentence_boundaries=False, **kwargs):
         super().__init__(**kwargs)
         if isinstance(tasks, int):
             tasks = {"tags": tasks}
@@ -148,6 +159,7 @@ class CrossViewTrainer(Pretrainer):
         self.labelled_dropout = float(labelled_dropout)
         self.unlabelled_dropout = float(unlabelled_dropout)
         self.label_smoothing = float(label_smoothing)
+        self.sentence_boundaries = bool(sentence_boundaries)
         self.primary = [PredictionModule(n, hidden_size, name=f"{t}_primary")
                         for t, n in tasks.items()]
         self.auxiliary = [[PredictionModule(n, hidden_size, activate=view != "full",
@@ -166,43 +178,87 @@ class CrossViewTrainer(Pretrainer):
         self.objective_metrics = [self.supervised_loss, self.cvt_loss, self.accuracy]
         self.built = True
 
+    def encode_words(self, inputs, dropout=None, training=None):
+        """(the primary module's input, the auxiliary views, the words' padding mask).
+
+        With `sentence_boundaries` the encoder reads `<start>` and `<end>` and
+        everything returned is cut to the words' positions (cvt_text's mask is 0
+        on them): the future view of the first word is the forward state of
+        `<start>`, the past view of the last the backward state of `<end>`.
+        """
+        features = self.encoder.forward_pass(inputs, dropout, training=training)
+        primary, views = features["sequence_output"], auxiliary_views(features)
+        mask = inputs["padding_mask"]
+        if self.sentence_boundaries:
+            # Row <start> w_1 .. w_n <end>: the words are 1..n; real from 2 on is n wide.
+            primary = primary[:, 1:-1]
+            views = {view: x[:, 1:-1] for view, x in views.items()}
+            mask = mask[:, 2:]
+        return primary, views, mask
+
     def call(self, inputs, training=False):
-        features = self.encoder.forward_pass(inputs, self.labelled_dropout, training=training)
-        outputs = {t: m(features["sequence_output"])
-                   for t, m in zip(self.task_names, self.primary)}
-        views = auxiliary_views(features)
+        primary, views, _ = self.encode_words(inputs, self.labelled_dropout, training)
+        outputs = {t: m(primary) for t, m in zip(self.task_names, self.primary)}
         for t, modules in zip(self.task_names, self.auxiliary):
             for view, module in zip(AUXILIARY_VIEWS, modules):
                 outputs[f"{t}_{view}"] = module(views[view])
         return outputs
 
     def primary_logits(self, inputs, task=None):
-        """The primary module's logits of `task` (default: the first), no dropout."""
+        """The primary module's logits of `task` (default: the first), no dropout; one
+        row per word."""
         index = self.task_names.index(task or self.task_names[0])
-        features = self.encoder.forward_pass(inputs, training=False)
-        return self.primary[index](features["sequence_output"])
+        return self.primary[index](self.encode_words(inputs, training=False)[0])
 
     # --- losses ---------------------------------------------------------------------------
 
-    def supervised_losses(self, inputs, labels, task, training):
-        index = self.task_names.index(task)
-        features = self.encoder.forward_pass(inputs, self.labelled_dropout, training=training)
-        logits = self.primary[index](features["sequence_output"])
-        weights = ops.cast(inputs["padding_mask"], "float32")
+    def _check_label_width(self, inputs, labels):
+        words, width = labels.shape[1], inputs["padding_mask"].shape[1]
+        wanted = None if words is None else words + (2 if self.sentence_boundaries else 0)
+        if width is not None and wanted is not None and width != wanted:
+            raise ValueError(f"Labels of {words} words need inputs {wanted} wide with "
+                             f"sentence_boundaries={self.sentence_boundaries}, got {width}: "
+                             "make them with keras_ctx.tasks.cvt_tagger.tagging_inputs.")
+
+    def _task_tokens(self, index, training):
+        """primary, labels -> (per-token smoothed CE, per-token top-1 correct) of one task."""
         # cvt_text smooths the labelled targets in training only.
         smoothing = self.label_smoothing if training else 0.0
-        loss = weighted_mean(smoothed_cross_entropy(labels, logits, smoothing), weights)
+        count = self.tasks[self.task_names[index]]
+
+        def tokens(primary, labels):
+            logits = self.primary[index](primary)
+            # Another task's batch may hold larger labels: `switch` traces every branch.
+            labels = ops.minimum(ops.cast(labels, "int32"), count - 1)
+            return (smoothed_cross_entropy(labels, logits, smoothing),
+                    top_one_correct(labels, logits))
+        return tokens
+
+    def supervised_losses(self, inputs, labels, task, training):
+        """L_sup of `task`'s primary module; `task` a name, or an int32 tensor indexing
+        `task_names` (a drawn task: one branch per task, `keras.ops.switch`)."""
+        self._check_label_width(inputs, labels)
+        primary, _, mask = self.encode_words(inputs, self.labelled_dropout, training)
+        weights = ops.cast(mask, "float32")
+        if isinstance(task, str):
+            per_token, correct = self._task_tokens(self.task_names.index(task), training)(
+                primary, labels)
+        else:
+            per_token, correct = ops.switch(
+                task, [self._task_tokens(i, training) for i in range(len(self.tasks))],
+                primary, labels)
+        loss = weighted_mean(per_token, weights)
         self.supervised_loss.update_state(loss)
-        self.accuracy.update_state(labels, logits, sample_weight=weights)
+        keras.metrics.Mean.update_state(self.accuracy, correct, sample_weight=weights)
         return {"supervised": loss}
 
     def cvt_losses(self, inputs):
         # Targets: the primary modules on the full input, without dropout, held fixed.
-        teacher = self.encoder.forward_pass(inputs, training=False)["sequence_output"]
+        teacher = self.encode_words(inputs, training=False)[0]
         targets = [ops.stop_gradient(ops.softmax(ops.cast(m(teacher), "float32"), axis=-1))
                    for m in self.primary]
-        student = self.encoder.forward_pass(inputs, self.unlabelled_dropout, training=True)
-        views, weights = auxiliary_views(student), view_weights(inputs["padding_mask"])
+        _, views, mask = self.encode_words(inputs, self.unlabelled_dropout, training=True)
+        weights = view_weights(mask)
         total = 0.0
         for target, modules in zip(targets, self.auxiliary):
             for view, module in zip(AUXILIARY_VIEWS, modules):
@@ -213,20 +269,28 @@ class CrossViewTrainer(Pretrainer):
     def compute_losses(self, batch, training):
         if batch["branch"] == UNLABELLED:
             return self.cvt_losses(batch["inputs"])
-        return self.supervised_losses(batch["inputs"], batch["labels"], batch["branch"],
-                                      training)
+        # A drawn task: the same index on every row (a replica's share holds it too).
+        task = batch["task"][0] if batch["branch"] == DRAWN else batch["branch"]
+        return self.supervised_losses(batch["inputs"], batch["labels"], task, training)
 
     # --- the alternating step -------------------------------------------------------------
 
     def step_batches(self, batch):
-        """L_0, U, L_1, U, ..., L_(K-1), U: 2K updates, each the base's whole update.
+        """L, U: a labelled minibatch, then an unlabelled one, each the base's whole update.
 
-        Each update changes only the weights its loss reaches. Sequential
-        updates, no control flow: they also run under MirroredStrategy, where
-        a synchronising step inside a `tf.cond` cannot.
+        The labelled one is of the task `cvt_dataset` drew for this step (an
+        element with "task"), as cvt_text's trainer draws one per step; an element
+        with every task's batch (`{"labelled": {task: ...}, "unlabelled": {task:
+        ...}}`, as `cvt_dataset` makes for one task) makes L_0, U, ..., L_(K-1), U.
+        Sequential updates, no control flow around them: they also run under
+        MirroredStrategy, where a synchronising step inside a `tf.cond` cannot.
         """
         if "branch" in batch:  # one minibatch already named (e.g. labelled-only training)
             return (batch,)
+        if "task" in batch:
+            inputs, labels = batch["labelled"]
+            return ({"branch": DRAWN, "task": batch["task"], "inputs": inputs,
+                     "labels": labels}, {"branch": UNLABELLED, "inputs": batch["unlabelled"]})
         batches = []
         for task in self.task_names:
             inputs, labels = batch["labelled"][task]
@@ -235,14 +299,18 @@ class CrossViewTrainer(Pretrainer):
         return batches
 
     def unread_weights(self, batch):
-        """A labelled minibatch reads the encoder and its task's primary module; an
-        unlabelled one the encoder and the auxiliary modules (the primary modules'
-        predictions are fixed targets)."""
+        """A labelled minibatch reads the encoder and its task's primary module (a drawn
+        task's: every primary module, the others' gradients zero); an unlabelled one
+        the encoder and the auxiliary modules (the primary modules' predictions are
+        fixed targets)."""
         if batch["branch"] == UNLABELLED:
             unread = self.primary
+        elif batch["branch"] == DRAWN:
+            unread = []
         else:
             index = self.task_names.index(batch["branch"])
             unread = [m for i, m in enumerate(self.primary) if i != index]
+        if batch["branch"] != UNLABELLED:
             unread += [m for modules in self.auxiliary for m in modules]
         return [w for module in unread for w in module.weights]
 
@@ -255,4 +323,5 @@ class CrossViewTrainer(Pretrainer):
         return dict(super().get_config(), tasks=self.tasks, hidden_size=self.hidden_size,
                     labelled_dropout=self.labelled_dropout,
                     unlabelled_dropout=self.unlabelled_dropout,
-                    label_smoothing=self.label_smoothing)
+                    label_smoothing=self.label_smoothing,
+                    sentence_boundaries=self.sentence_boundaries)

@@ -62,11 +62,13 @@ def tagging_inputs(sentences, vocabulary, sequence_length, max_characters_per_to
     Id 0 is padding, 1 the unknown word. `vocabulary`: a
     `keras_ctx.data.cvt.WordVocabulary` (a plain list of words is one of
     normalised words): a word's id is its normalised form's (cvt_text's rule),
-    its characters keep their case. A sentence longer than `sequence_length`
-    raises (nothing is cut).
+    its characters keep their case. With its `sentence_boundaries` each row is
+    `<start>` w_1 .. w_n `<end>` (cvt_text's Example), `sequence_length` + 2
+    wide. A sentence of more than `sequence_length` words raises (nothing is
+    cut).
     """
     from keras_ctx.data.characters import tokens_to_character_ids
-    from keras_ctx.data.cvt import WordVocabulary
+    from keras_ctx.data.cvt import BOUNDARY_TOKENS, WordVocabulary
 
     if not isinstance(vocabulary, WordVocabulary):
         vocabulary = WordVocabulary(vocabulary)
@@ -74,16 +76,19 @@ def tagging_inputs(sentences, vocabulary, sequence_length, max_characters_per_to
     if too_long:
         raise ValueError(f"Sentence {too_long[0]} has {len(sentences[too_long[0]])} tokens, "
                          f"more than sequence_length={sequence_length}: raise it.")
-    ids = np.zeros((len(sentences), sequence_length), "int32")
-    padded = np.full((len(sentences), sequence_length), "", object)
+    width = sequence_length + (BOUNDARY_TOKENS if vocabulary.sentence_boundaries else 0)
+    ids = np.zeros((len(sentences), width), "int32")
+    padded = np.full((len(sentences), width), "", object)
+    lengths = np.zeros(len(sentences), "int32")
     for row, words in enumerate(sentences):
-        ids[row, :len(words)] = vocabulary.ids(words)
-        padded[row, :len(words)] = vocabulary.spellings(words)
+        row_ids, spellings = vocabulary.encoder_row(words)
+        lengths[row] = len(row_ids)
+        ids[row, :len(row_ids)] = row_ids
+        padded[row, :len(row_ids)] = spellings
     characters = tokens_to_character_ids(tf.constant(padded.astype(str)),
                                          max_characters_per_token)
     return {"token_ids": ids, "character_ids": np.asarray(characters),
-            "padding_mask": (np.arange(sequence_length) < np.array(
-                [len(s) for s in sentences])[:, None]).astype("int32")}
+            "padding_mask": (np.arange(width) < lengths[:, None]).astype("int32")}
 
 
 def train_cvt_tagger(labelled_path, unlabelled_path, steps, batch_size=64,
@@ -94,8 +99,9 @@ def train_cvt_tagger(labelled_path, unlabelled_path, steps, batch_size=64,
     Data as cvt_text makes it (`keras_ctx.data.cvt`): unlabelled sentences of
     100 words or more skipped; the vocabulary the `vocabulary_size - 2` most
     frequent normalised words (lower-cased, digits as 0; cvt_text's are GloVe's
-    uncased words); both streams in batches of one length bin each (cvt_text's
-    buckets), padded to the bin's longest sentence.
+    uncased words); each sentence wrapped in `<start>` ... `<end>`, which the
+    encoder reads and no loss weighs; both streams in batches of one length bin
+    each (cvt_text's buckets), padded to the bin's longest sentence.
 
     Optimizer (`keras_ctx.pretraining.cvt.cvt_optimizer`): momentum SGD (0.9),
     global-norm clipping 1.0, learning rate
@@ -131,13 +137,14 @@ def train_cvt_tagger(labelled_path, unlabelled_path, steps, batch_size=64,
         progress.say(f"Skipped {len(read) - len(unlabelled):,} of {len(read):,} unlabelled "
                      f"sentences of {MAX_SENTENCE_LENGTH} words or more (cvt_text's limit).")
     tag_names = sorted({t for row in tags for t in row})
-    vocabulary = WordVocabulary.of_sentences(sentences + unlabelled, vocabulary_size)
-    encoder = CvtEncoder(len(vocabulary) + 2, **(encoder_config or {}))
+    vocabulary = WordVocabulary.of_sentences(sentences + unlabelled, vocabulary_size,
+                                             sentence_boundaries=True)
+    encoder = CvtEncoder(len(vocabulary) + vocabulary.reserved, **(encoder_config or {}))
     characters = encoder.get_config()["max_characters_per_token"]
 
     def tagged_rows(rows, width):
         x = tagging_inputs([words for words, _ in rows], vocabulary, width, characters)
-        y = np.zeros_like(x["token_ids"])
+        y = np.zeros((len(rows), width), "int32")  # aligned to the words
         for row, (_, labels) in enumerate(rows):
             y[row, :len(labels)] = [tag_names.index(t) for t in labels]
         return x, y
@@ -148,7 +155,7 @@ def train_cvt_tagger(labelled_path, unlabelled_path, steps, batch_size=64,
         unlabelled, [len(s) for s in unlabelled],
         lambda rows, width: tagging_inputs(rows, vocabulary, width, characters),
         batch_size, seed)
-    trainer = CrossViewTrainer(encoder, len(tag_names))
+    trainer = CrossViewTrainer(encoder, len(tag_names), sentence_boundaries=True)
     trainer.compile(cvt_optimizer(learning_rate, warm_up_steps))
     trainer.fit(cvt_dataset(labelled, unlabelled_data), steps_per_epoch=steps, epochs=1,
                 **fit_kwargs)
@@ -157,12 +164,14 @@ def train_cvt_tagger(labelled_path, unlabelled_path, steps, batch_size=64,
 
 # What `load_cvt_tagger` reads from vocabulary.json, with the types and ranges it needs
 # (closed: every field the writer writes; normalized_words, cvt_text's word rule
-# (WordVocabulary), is absent in taggers saved before it).
+# (WordVocabulary), and sentence_boundaries, its <start>/<end>, are absent in taggers
+# saved before them).
 VOCABULARY_SCHEMA = {"words": (validation.ListOf(str), None, True),
                      "tags": (validation.ListOf(str), None, True),
                      "hidden_size": (int, 1, False), "padding_id": (int, 0, False),
                      "unknown_id": (int, 0, False),
-                     "normalized_words": (bool, None, False)}
+                     "normalized_words": (bool, None, False),
+                     "sentence_boundaries": (bool, None, False)}
 
 
 def load_cvt_tagger(run_dir):
@@ -189,27 +198,37 @@ def load_cvt_tagger(run_dir):
     saved = validation.read_fields(path, "a CVT vocabulary", VOCABULARY_SCHEMA, fix)
     if not saved["tags"]:
         raise CheckpointError(f"{path} lists no tags: {fix}.")
+    from keras_ctx.data.cvt import WordVocabulary
+
+    boundaries = saved.get("sentence_boundaries", False)
+    words = WordVocabulary(saved["words"], saved.get("normalized_words", False), boundaries)
     encoder = keras_files.load_model(os.path.join(run_dir, "encoder.keras"))
     rows = encoder.get_config().get("vocabulary_size")
-    if isinstance(rows, int) and len(saved["words"]) + 2 > rows:  # + padding, unknown
-        raise CheckpointError(f"{path} lists {len(saved['words'])} words but encoder.keras "
-                              f"has {rows} rows (words + 2): the files come from different "
-                              f"runs; {fix}.")
+    if isinstance(rows, int) and len(words) + words.reserved > rows:
+        raise CheckpointError(f"{path} lists {len(words)} words but encoder.keras has "
+                              f"{rows} rows (words + {words.reserved}): the files come from "
+                              f"different runs; {fix}.")
     weights = os.path.join(run_dir, "tagger.weights.h5")
     datasets = keras_files.read_h5_datasets(weights)
     keras_files.check_claimed_sizes(saved, [shape for shape, _ in datasets.values()], path)
     trainer = CrossViewTrainer(encoder, len(saved["tags"]),
-                               hidden_size=saved.get("hidden_size", 512))
+                               hidden_size=saved.get("hidden_size", 512),
+                               sentence_boundaries=boundaries)
     keras_files.check_weights_fit(trainer, datasets, weights)
     trainer.load_weights(weights)
-    from keras_ctx.data.cvt import WordVocabulary
-
-    words = WordVocabulary(saved["words"], saved.get("normalized_words", False))
     return trainer, words, saved["tags"]
 
 
 def save_cvt_tagger(trainer, vocabulary, tags, out):
-    """Writes what `load_cvt_tagger` reads into `out`, each file atomically."""
+    """Writes what `load_cvt_tagger` reads into `out`, each file atomically.
+
+    `vocabulary.json` records whether the trainer reads `<start>`/`<end>`
+    (`sentence_boundaries`); a `WordVocabulary` must agree.
+    """
+    boundaries = trainer.sentence_boundaries
+    if getattr(vocabulary, "sentence_boundaries", boundaries) != boundaries:
+        raise ValueError(f"The vocabulary's sentence_boundaries={not boundaries} but the "
+                         f"trainer's is {boundaries}: save the vocabulary it trained with.")
     write_files(out, {
         "encoder.keras": trainer.encoder.save,
         "tagger.weights.h5": trainer.save_weights,
@@ -217,5 +236,6 @@ def save_cvt_tagger(trainer, vocabulary, tags, out):
                                          "unknown_id": 1, "tags": tags,
                                          "normalized_words": getattr(
                                              vocabulary, "normalized", True),
+                                         "sentence_boundaries": boundaries,
                                          "hidden_size": trainer.hidden_size}),
     })

@@ -52,8 +52,8 @@ def _cove_epoch(pairs, length, vocabulary_size):
     words = recipe.target_vocabulary(run, tokenizer)
     kept = recipe._kept_pairs(run, None, None, "en", "de")[0]
     whole = registry.Run("cove-base", kept, length, vocabulary_size, inputs=run.inputs)
-    # shuffle(4096).repeat().batch(kept): the first batch is the first epoch, every kept pair.
-    batch = next(recipe.cove_dataset(None, tokenizer, whole).as_numpy_iterator())
+    # Every kept pair's row, in the file's order, padded to the longest.
+    batch = next(recipe.translation_rows(tokenizer, whole).padded_batch(kept).as_numpy_iterator())
     return tokenizer, words, batch
 
 
@@ -84,7 +84,9 @@ def test_the_pairs_vocabularies_and_rows_are_preprocess_pys(tmp_path):
     assert ignored == 2 and len(src) == len(labels) == 5  # by hand: the 3rd and 4th pairs
     assert (_cove_sides(inputs, labels, ["", "<unk>", *tokenizer.get_vocabulary()[2:]], words)
             == _onmt_sides(src, tgt, src_dict, tgt_dict))
-    # A side of LENGTH words: the encoder's rows LENGTH long, the decoder's one longer.
+    # A side of LENGTH words: the batches' encoder rows LENGTH long, the decoder's one longer.
+    run = registry.Run("cove-base", 5, LENGTH, size, inputs=(("parallel", (("en", "de", str(pairs)),)),))
+    inputs, labels = next(recipe.cove_dataset(None, tokenizer, run).as_numpy_iterator())
     assert inputs["encoder_token_ids"].shape == (5, LENGTH)
     assert inputs["decoder_token_ids"].shape == labels.shape == (5, LENGTH + 1)
 
@@ -120,6 +122,20 @@ def _cove_statistics(sources, labels, source_unk, target_unk):
             "<unk> share, targets": np.mean(real_labels == target_unk)}
 
 
+def _padding_shares(batches):
+    """(source, targets) shares of the batches' positions that hold padding (id 0)."""
+    sources, targets = [b[0] for b in batches], [b[-1] for b in batches]
+    return tuple(1 - sum(np.count_nonzero(a) for a in arrays) / sum(a.size for a in arrays)
+                 for arrays in (sources, targets))
+
+
+def _cove_batches(tokenizer, pairs, kept):
+    """One epoch's worth of keras_ctx's batches of 64 at length 75 (V 8,000): (source, labels)."""
+    run = registry.Run("cove-base", 64, 75, 8000, inputs=(("parallel", (("en", "de", str(pairs)),)),))
+    return [(inputs["encoder_token_ids"], labels) for inputs, labels in
+            recipe.cove_dataset(None, tokenizer, run).take(kept // 64).as_numpy_iterator()]
+
+
 @pytest.mark.slow  # ~80 s: the built-in corpus through Moses twice, then three epochs
 def test_the_built_in_pairs_match_preprocess_py(tmp_path):
     pytest.importorskip("sacremoses")
@@ -144,6 +160,13 @@ def test_the_built_in_pairs_match_preprocess_py(tmp_path):
             assert (_cove_sides(inputs, labels, ["", "<unk>", *tokenizer.get_vocabulary()[2:]],
                                 words) == _onmt_sides(src, tgt, src_dict, tgt_dict))
         found[length, size] += (len(src),)
+        if (length, size) == (75, 8000):  # padding share of one epoch's batches of 64
+            found["padding"] = (_padding_shares(onmt.batches(src, tgt, 64)),
+                                _padding_shares(_cove_batches(tokenizer, pairs, len(src))))
+    # The released batches sort by source length; keras_ctx's pad to the narrowest of its
+    # widths (the longer side's): 0.781 / 0.740 when every row was 75 wide.
+    np.testing.assert_allclose(found.pop("padding"), [(0.016, 0.654), (0.371, 0.275)],
+                               atol=2e-3)
     assert [found[key][2] for key in found] == [9471, 9166, 9471]  # 9469, 9142 before
     # source words and targets (y </s>) per pair, <unk> shares of each (V 8000: the
     # released vocabularies keep 4 words fewer, see the note)
@@ -155,3 +178,37 @@ def test_the_built_in_pairs_match_preprocess_py(tmp_path):
         np.testing.assert_allclose(list(released.values()), numbers, rtol=5e-3, err_msg=key)
         np.testing.assert_allclose(list(ours.values()), list(released.values()), rtol=0.03,
                                    err_msg=key)
+
+
+@pytest.mark.backend_neutral("tf.data and the tokenizers, TensorFlow's on every backend")
+def test_batches_are_padded_to_the_narrowest_width_that_holds_their_rows(tmp_path):
+    """OpenNMT-py batches pairs of like source lengths (onmt/Dataset.py after a sort);
+    keras_ctx pads each batch to one of a few widths (8, 16, then --sequence-length 20 here),
+    the narrowest that holds each of its rows' longer side: a 3-word pair is never padded to
+    20 (it was: every row was 20 wide). The stream is the same each time it is built, so a
+    resumed run's skip lands on the same batches."""
+    pytest.importorskip("sacremoses")
+    pairs = tmp_path / "pairs.tsv"
+    longer_sides = [2, 3, 7, 9, 12, 15, 17, 20, 5, 8, 16, 1]
+    pairs.write_text("".join(" ".join(["a"] * n) + "\t" + " ".join(["x"] * (n % 5 + 1)) + "\n"
+                             for n in longer_sides), encoding="utf-8")
+    assert recipe.bucket_widths(20) == (8, 16, 20) and recipe.bucket_widths(6) == (6,)
+    run = registry.Run("cove-base", 2, 20, 6, inputs=(("parallel", (("en", "de", str(pairs)),)),))
+    tokenizer = recipe.word_tokenizer(["a"])
+    dataset = recipe.cove_dataset(None, tokenizer, run)
+    batches = list(dataset.take(18).as_numpy_iterator())
+    seen = collections.Counter()
+    for inputs, labels in batches:
+        width = inputs["encoder_token_ids"].shape[1]
+        assert labels.shape == inputs["decoder_token_ids"].shape == (2, width + 1)
+        sources = inputs["encoder_padding_mask"].sum(1)
+        narrower = max(w for w in (0, 8, 16) if w < width)
+        assert all(narrower < n <= width for n in sources), (width, sources)
+        seen.update(sources.tolist())
+    assert set(seen) == set(longer_sides)  # 3 passes: every pair, none lost to a width
+    # A resumed run builds the stream again and skips the batches done (training.py).
+    again = recipe.cove_dataset(None, tokenizer, run)
+    again = list(again.skip(5).take(3).as_numpy_iterator())
+    for (inputs, labels), (first, first_labels) in zip(again, batches[5:8]):
+        np.testing.assert_array_equal(inputs["encoder_token_ids"], first["encoder_token_ids"])
+        np.testing.assert_array_equal(labels, first_labels)

@@ -44,6 +44,7 @@ from keras_ctx.common.errors import RunDirectoryError
 BERT_SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 ROBERTA_SPECIAL_TOKENS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")  # fairseq order
 ALBERT_SPECIAL_TOKENS = ("<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]")  # ALBERT's spm ids 0-4
+SPM_CHARACTER_COVERAGE = 0.9995  # spm_train's default --character_coverage
 
 
 def _texts(data):
@@ -252,36 +253,55 @@ def train_byte_level_bpe(data, vocabulary_size, special_tokens=ROBERTA_SPECIAL_T
 
 
 def train_sentencepiece(data, vocabulary_size, model_type="unigram",
-                        special_tokens=ALBERT_SPECIAL_TOKENS, lowercase=True):
+                        special_tokens=ALBERT_SPECIAL_TOKENS, lowercase=True,
+                        user_defined_symbols=(), character_coverage=SPM_CHARACTER_COVERAGE):
     """Trains a SentencePiece model (ALBERT, Lan et al. 2020) -> SentencePieceTokenizer.
 
-    Ids 0-4 are ALBERT's <pad>, <unk>, [CLS], [SEP], [MASK].
+    Ids 0-4 are ALBERT's <pad>, <unk>, [CLS], [SEP], [MASK]. `user_defined_symbols`
+    and `character_coverage` are `spm_train`'s (`train_sentencepiece_proto`).
     """
     import keras_hub
 
     proto = train_sentencepiece_proto(
         _texts(data), vocabulary_size, model_type, special_tokens,
-        "nmt_nfkc_cf" if lowercase else "nmt_nfkc")
+        "nmt_nfkc_cf" if lowercase else "nmt_nfkc", user_defined_symbols=user_defined_symbols,
+        character_coverage=character_coverage)
     return keras_hub.tokenizers.SentencePieceTokenizer(proto=proto)
 
 
 def train_albert_sentencepiece(data, vocabulary_size, lowercase=True,
-                               special_tokens=ALBERT_SPECIAL_TOKENS):
+                               special_tokens=ALBERT_SPECIAL_TOKENS, user_defined_symbols=(),
+                               character_coverage=SPM_CHARACTER_COVERAGE):
     """ALBERT's SentencePiece, trained on `albert_text` lines with `nmt_nfkc` (the
     released `spm_train` rule; the case is lowered before, not folded)."""
     lines = [albert_text.albert_text(t, lowercase) for t in _texts(data)]
     proto = train_sentencepiece_proto(lines, vocabulary_size, special_tokens=special_tokens,
-                                      rule="nmt_nfkc")
+                                      rule="nmt_nfkc", user_defined_symbols=user_defined_symbols,
+                                      character_coverage=character_coverage)
     return albert_text.albert_sentencepiece_class()(proto=proto, lowercase=lowercase)
 
 
 def train_sentencepiece_proto(texts, vocabulary_size, model_type="unigram",
-                              special_tokens=ALBERT_SPECIAL_TOKENS, rule="nmt_nfkc_cf"):
+                              special_tokens=ALBERT_SPECIAL_TOKENS, rule="nmt_nfkc_cf",
+                              user_defined_symbols=(), character_coverage=SPM_CHARACTER_COVERAGE):
     """The serialized SentencePiece model trained on `texts` (str) under the
-    normalization rule `rule`."""
+    normalization rule `rule`.
+
+    `user_defined_symbols` (str each) are always pieces of their own, never merged
+    into another (`spm_train --user_defined_symbols`; their ids follow the special
+    tokens'); `character_coverage` is the share of the characters the model covers,
+    the rest read as <unk> (spm's default 0.9995).
+    """
     import sentencepiece as spm
 
     pad, unk, *control = special_tokens
+    if not 0 < character_coverage <= 1:
+        raise ValueError(f"character_coverage={character_coverage} is outside (0, 1]: "
+                         "give the share of the characters the model keeps, e.g. 0.9995.")
+    bad = [s for s in user_defined_symbols if not s or "," in s or s in special_tokens]
+    if bad:
+        raise ValueError(f"user_defined_symbols {bad} are empty, hold a comma or repeat a "
+                         "special token: give each symbol once, without commas.")
     lines = [t for t in texts if t.strip()]
     if not lines:
         raise ValueError("No text to train a SentencePiece model on.")
@@ -295,6 +315,8 @@ def train_sentencepiece_proto(texts, vocabulary_size, model_type="unigram",
             input=corpus, model_prefix=prefix, vocab_size=vocabulary_size,
             model_type=model_type, pad_id=0, pad_piece=pad, unk_id=1, unk_piece=unk,
             bos_id=-1, eos_id=-1, control_symbols=",".join(control),
+            user_defined_symbols=list(user_defined_symbols),  # a list: spm CSV-quotes each
+            character_coverage=character_coverage,
             normalization_rule_name=rule, hard_vocab_limit=False, minloglevel=2)
         progress.current().finish("Trained the SentencePiece model")
         with open(prefix + ".model", "rb") as f:

@@ -18,14 +18,6 @@ from keras_ctx.data.maskers import masker_for
 from keras_ctx.data.xlnet_stream import xlnet_word_starts
 from tests.data import word_boundaries_reference as reference
 
-# XLNet data_utils.py @bbaa3a6, `_is_start_piece`, transcribed.
-_XLNET_SPECIAL = set(list('!"#$%&\"()*+,-./:;?@[\\]^_`{|}~'))
-
-
-def _xlnet_is_start_piece(piece):
-    return piece.startswith("▁") or piece.startswith("<") or piece in _XLNET_SPECIAL
-
-
 PIECES = ["▁the", "ing", ",", "0", "99", "'", "'s", "é", "<", "<b", "s", "▁", "(", "=",
           "1990", "ß", "▁é", "-", "–", "n't", "x2"]
 
@@ -33,7 +25,7 @@ PIECES = ["▁the", "ing", ",", "0", "99", "'", "'s", "é", "<", "<b", "s", "▁
 def test_albert_and_xlnet_rules_are_the_released_ones():
     for piece in PIECES:
         assert tokenizers.albert_word_start(piece) == reference.is_start_piece_sp(piece), piece
-        assert tokenizers.xlnet_word_start(piece) == _xlnet_is_start_piece(piece), piece
+        assert tokenizers.xlnet_word_start(piece) == reference.is_start_piece(piece), piece
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +58,7 @@ def test_albert_recipe_masks_albert_words(sentencepiece):
 
 def test_xlnet_word_starts_are_xlnets(sentencepiece):
     pieces = tokenizers.vocabulary(sentencepiece)
-    expected = [_xlnet_is_start_piece(p) or (p.startswith("[") and p.endswith("]"))
+    expected = [reference.is_start_piece(p) or (p.startswith("[") and p.endswith("]"))
                 for p in pieces]
     np.testing.assert_array_equal(xlnet_word_starts(sentencepiece), expected)
 

@@ -5,7 +5,8 @@ and `create_masked_lm_predictions` with the released flags (do_whole_word_mask,
 ngram=3, favor_shorter_ngram, no do_permutation), line for line but for the
 FLAGS object; `tests/data/test_word_boundaries.py` runs it on our rows. The
 transcription was checked against the released file itself (same rows, same
-seeds: identical masks), as docs/notes/data-references.md records.
+seeds: identical masks), as docs/notes/data-references.md records. XLNet's
+`is_start_piece` is zihangdai/xlnet data_utils.py @bbaa3a6's `_is_start_piece`.
 """
 
 import collections
@@ -23,6 +24,14 @@ def is_start_piece_sp(piece):
             or not all([i.lower() in ENGLISH_CHARS.union(SPECIAL_PIECES) for i in piece])):
         return True
     return False
+
+
+# XLNet data_utils.py @bbaa3a6, `_is_start_piece` (its own copy of the marks).
+XLNET_SPECIAL_PIECES = set(list('!"#$%&\"()*+,-./:;?@[\\]^_`{|}~'))
+
+
+def is_start_piece(piece):
+    return piece.startswith("▁") or piece.startswith("<") or piece in XLNET_SPECIAL_PIECES
 
 
 def create_masked_lm_predictions(tokens, masked_lm_prob, max_predictions_per_seq,

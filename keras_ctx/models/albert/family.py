@@ -1,5 +1,7 @@
 """ALBERT (Lan et al. 2020): factorized embeddings, one shared layer, SOP, n-gram masking."""
 
+import functools
+
 from keras_ctx import optimizers
 from keras_ctx.models.albert import convert as convert_albert
 from keras_ctx.data import layouts, pipelines, tokenizers
@@ -22,8 +24,24 @@ _ALBERT = Pretraining(learning_rate=0.00176, batch_size=4096, sequence_length=51
                              "run_pretraining.py, create_pretraining_data.py @b772393")
 ALBERT_PRETRAINING = register_pretraining({name: _ALBERT for name in albert.ALBERT_PRESETS})
 
+# The released SentencePiece (google-research/albert README.md @b772393): `spm_train
+# --input all.txt --model_prefix=30k-clean --vocab_size=30000 --pad_id=0 --unk_id=1
+# --eos_id=-1 --bos_id=-1 --control_symbols=[CLS],[SEP],[MASK]
+# --user_defined_symbols="(,),\",-,.,–,£,€" --shuffle_input_sentence=true
+# --input_sentence_size=10000000 --character_coverage=0.99995 --model_type=unigram`.
+# Its character coverage is the family's. Its user-defined symbols are not, on purpose:
+# transformers 5.24 reads an spm model's user-defined symbols as added tokens and puts
+# "▁" elsewhere around them ("a (b)": "▁a", "(", "▁b" where SentencePiece gives "▁a",
+# "▁", "(", "b"), so an exported ALBERT tokenizer would give other ids in transformers
+# (docs/notes/data-references.md, ALBERT). `train_albert_sentencepiece(...,
+# user_defined_symbols=ALBERT_USER_DEFINED_SYMBOLS)` trains the released vocabulary.
+ALBERT_USER_DEFINED_SYMBOLS = ("(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac")
+ALBERT_CHARACTER_COVERAGE = 0.99995
+train_albert_tokenizer = functools.partial(
+    tokenizers.train_albert_sentencepiece, character_coverage=ALBERT_CHARACTER_COVERAGE)
+
 ALBERT = register_family(Family(
-    "albert", albert.AlbertBackbone, albert.ALBERT_PRESETS, tokenizers.train_albert_sentencepiece,
+    "albert", albert.AlbertBackbone, albert.ALBERT_PRESETS, train_albert_tokenizer,
     WORDPIECE_FRAMING, pooling=POOLED, dataset=pipeline(pipelines.albert_dataset, word_start=tokenizers.albert_word_start),
     pretrainer=pretrainer(AlbertPretrainer),
     prepared=layout(layouts.pairs_layout, kind="sop", whole_word_masking=True, max_ngram=3,

@@ -44,10 +44,21 @@ XLNET_PRETRAINING = register_pretraining({
                                       "zihangdai/xlnet README.md @bbaa3a6"),
 })
 
+# The released SentencePiece (zihangdai/xlnet README.md @bbaa3a6): `spm_train
+# --input=$INPUT --model_prefix=sp10m.cased.v3 --vocab_size=32000
+# --character_coverage=0.99995 --model_type=unigram
+# --control_symbols=<cls>,<sep>,<pad>,<mask>,<eod> --user_defined_symbols=<eop>,.,(,),",-,–,£,€
+# --shuffle_input_sentence --input_sentence_size=10000000`. The user-defined symbols
+# are always pieces of their own, so `_is_start_piece` starts a span at each; the
+# special tokens keep keras_ctx's ids (XLNET_SPECIAL_TOKENS).
+XLNET_USER_DEFINED_SYMBOLS = ("<eop>", ".", "(", ")", '"', "-", "\u2013", "\u00a3", "\u20ac")
+XLNET_CHARACTER_COVERAGE = 0.99995
+train_xlnet_tokenizer = functools.partial(
+    tokenizers.train_sentencepiece, special_tokens=XLNET_SPECIAL_TOKENS, lowercase=False,
+    user_defined_symbols=XLNET_USER_DEFINED_SYMBOLS, character_coverage=XLNET_CHARACTER_COVERAGE)
+
 XLNET = register_family(Family(
-    "xlnet", xlnet.XLNetBackbone, xlnet.XLNET_PRESETS,
-    functools.partial(tokenizers.train_sentencepiece, special_tokens=XLNET_SPECIAL_TOKENS,
-                      lowercase=False),
+    "xlnet", xlnet.XLNetBackbone, xlnet.XLNET_PRESETS, train_xlnet_tokenizer,
     XLNET_FRAMING, pooling=LAST, dataset=pipeline(pipelines.permutation_dataset),
     prepared=layout(layouts.xlnet_layout),
     pretrainer=xlnet_pretrainer, recipe_config=xlnet_recipe_config,

@@ -20,6 +20,10 @@ reads it; google-research/albert's `preprocess_text` keeps them
 TensorFlow ops (tf.data, serving) and in Python alike; `tokenizers.train_albert_sentencepiece`
 trains the model on the normalised text with the released `spm_train` rule
 (README: the default `nmt_nfkc`; the case is lowered before, not folded).
+
+zihangdai/xlnet prepro_utils.py @bbaa3a6 has the same `preprocess_text` and
+`encode_pieces`, `` and '' always read as ": the XLNet family reads text with
+them too (`lowercase=False`, `quotes=True`; keras_ctx/models/xlnet/family.py).
 """
 
 import functools

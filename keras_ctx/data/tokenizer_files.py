@@ -55,13 +55,17 @@ def huggingface_class(tokenizer):
 
     Told by the kind and, for byte-level BPE, by the vocabulary's special tokens (as
     `tokenizers.special_token_ids` finds them): fairseq's <s> ... </s> (RoBERTa, BART)
-    or none (GPT-2). A plain SentencePiece model (T5, XLNet) frames text by its
-    family, which these files do not say: no class.
+    or none (GPT-2). A plain SentencePiece model (T5) frames text by its family, which
+    these files do not say: no class; nor for XLNet's, which reads text as ALBERT's
+    does (`albert_text`) but has no [MASK] (AlbertTokenizer would add one and frame
+    [CLS] A [SEP], where XLNet's rows end A [SEP] [CLS]).
     """
     kind = _kind(tokenizer) if tokenizer is not None else None
     if kind == "byte_pairs":
         fairseq = {"<s>", "</s>"} <= set(tokenizer.vocabulary)
         return "RobertaTokenizer" if fairseq else "GPT2Tokenizer"
+    if kind == "albert_sentencepiece" and "[MASK]" not in tokenizer.get_vocabulary():
+        return None
     return {"wordpiece": "BertTokenizer", "albert_sentencepiece": "AlbertTokenizer",
             "moses_bpe": "XLMTokenizer"}.get(kind)
 

@@ -271,14 +271,18 @@ def train_sentencepiece(data, vocabulary_size, model_type="unigram",
 
 def train_albert_sentencepiece(data, vocabulary_size, lowercase=True,
                                special_tokens=ALBERT_SPECIAL_TOKENS, user_defined_symbols=(),
-                               character_coverage=SPM_CHARACTER_COVERAGE):
+                               character_coverage=SPM_CHARACTER_COVERAGE,
+                               quotes=albert_text.QUOTES):
     """ALBERT's SentencePiece, trained on `albert_text` lines with `nmt_nfkc` (the
-    released `spm_train` rule; the case is lowered before, not folded)."""
-    lines = [albert_text.albert_text(t, lowercase) for t in _texts(data)]
+    released `spm_train` rule; the case is lowered before, not folded), reading text
+    as `albert_text.AlbertSentencePieceTokenizer`. XLNet's reads text by the same
+    rules (zihangdai/xlnet prepro_utils.py), cased, `quotes` always."""
+    lines = [albert_text.albert_text(t, lowercase, quotes) for t in _texts(data)]
     proto = train_sentencepiece_proto(lines, vocabulary_size, special_tokens=special_tokens,
                                       rule="nmt_nfkc", user_defined_symbols=user_defined_symbols,
                                       character_coverage=character_coverage)
-    return albert_text.albert_sentencepiece_class()(proto=proto, lowercase=lowercase)
+    return albert_text.albert_sentencepiece_class()(proto=proto, lowercase=lowercase,
+                                                    quotes=quotes)
 
 
 def train_sentencepiece_proto(texts, vocabulary_size, model_type="unigram",

@@ -393,7 +393,9 @@ def test_xlnet_recipe_uses_the_released_settings():
     documents = tf.data.Dataset.from_generator(
         lambda: iter(docs), output_signature=tf.TensorSpec((None,), tf.string))
     tokenizer = family.train_tokenizer(documents.unbatch(), 300)
-    assert type(tokenizer).__name__ == "SentencePieceTokenizer"  # as XLNet's spm_train
+    # SentencePiece as XLNet's spm_train, reading text as its prepro_utils.py (cased).
+    assert type(tokenizer).__name__ == "AlbertSentencePieceTokenizer"
+    assert not tokenizer.lowercase and tokenizer.quotes and not tokenizer.keep_accents
     pieces = [tokenizer.id_to_token(i) for i in range(tokenizer.vocabulary_size())]
     assert "<eod>" in pieces and any(p != p.lower() for p in pieces)  # cased
     run = families.Run("xlnet-base", batch_size=4, sequence_length=64, vocabulary_size=300)

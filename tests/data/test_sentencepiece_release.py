@@ -77,8 +77,8 @@ def test_user_defined_symbols_are_pieces_of_their_own(name):
     # keras-hub's SentencePiece (TensorFlow ops) gives sentencepiece's own ids.
     if name == "albert":  # preprocess_text and encode_pieces first, as released
         expected = [albert_reference.encode_ids(model, t) for t in LINES]
-    else:
-        expected = [model.EncodeAsIds(t) for t in LINES]
+    else:  # data_utils.py's preprocess_text and encode_ids
+        expected = [_xlnet_encode_ids(model, t) for t in LINES]
     assert [np.asarray(row).tolist() for row in tokenizer.tokenize(LINES)] == expected
     for symbol in SYMBOLS:
         assert [pieces.index(symbol)] in [[i] for row in expected for i in row], symbol
@@ -122,3 +122,73 @@ def test_bad_trainer_settings_raise():
         tokenizers.train_sentencepiece_proto(CORPUS, 60, user_defined_symbols=("a,b",))
     with pytest.raises(ValueError, match="user_defined_symbols"):
         tokenizers.train_sentencepiece_proto(CORPUS, 60, user_defined_symbols=("[CLS]",))
+
+
+def _xlnet_preprocess_text(inputs, lower=False, remove_space=True, keep_accents=False):
+    """zihangdai/xlnet prepro_utils.py @bbaa3a6 `preprocess_text` (Python 3 branch),
+    transcribed: ALBERT's, with `` and '' replaced by " after the spaces collapse."""
+    outputs = " ".join(inputs.strip().split()) if remove_space else inputs
+    outputs = outputs.replace("``", '"').replace("''", '"')
+    return albert_reference.preprocess_text(outputs, remove_space=False, lower=lower) \
+        if not keep_accents else (outputs.lower() if lower else outputs)
+
+
+def _xlnet_encode_ids(model, line):
+    """data_utils.py @bbaa3a6's line -> ids: `preprocess_text(line.strip(),
+    lower=FLAGS.uncased)` (the released models are cased), then prepro_utils.py's
+    `encode_ids`, whose `encode_pieces` is ALBERT's (transcribed in
+    albert_tokenization_reference.py)."""
+    text = _xlnet_preprocess_text(line.strip(), lower=False)
+    return [model.PieceToId(p) for p in albert_reference.encode_pieces(model, text)]
+
+
+ACCENTED = ["In 1990, the caf\u00e9 critic   said ``na\u00efve'' things about Jos\u00e9.",
+            "By 1991, \u00c9mile's r\u00e9sum\u00e9 read ``fa\u00e7ade'' and 'ok'.",
+            "Se\u00f1or Mu\u00f1oz\t came in 1990, then 1991, to the caf\u00e9.",
+            "In 1990, 3,250 men sailed; 12,5 and 7, then x1, y22,z"] * 20
+
+
+def test_xlnet_reads_text_as_released_prepro_utils():
+    # Before, the XLNet family's SentencePiece read "café" and `` as they came and kept
+    # "▁1990," whole, where data_utils.py gives "cafe", " and "▁1990" ",".
+    tokenizer = registry.get("xlnet").train_tokenizer(ACCENTED, 100)
+    import sentencepiece as spm
+
+    model = spm.SentencePieceProcessor(model_proto=tokenizer.proto)
+    lines = [ACCENTED[0], ACCENTED[1], ACCENTED[2], "  ``Caf\u00e9''  in 1990,  y22,z "]
+    expected = [_xlnet_encode_ids(model, line) for line in lines]
+    assert [np.asarray(row).tolist() for row in tokenizer.tokenize(lines)] == expected
+    assert [np.asarray(row).tolist() for row in tokenizer.tokenize(tf_lines(lines))] == expected
+    pieces = [model.IdToPiece(i) for row in expected for i in row]
+    assert "\u2581caf\u00e9" not in pieces and "\u00e9" not in "".join(pieces)
+    assert "``" not in "".join(pieces) and '"' in pieces
+    # encode_pieces acted: the model learned a digit-comma piece ("2,"; too small a
+    # corpus for "▁1990,"), the released path splits it.
+    digit_comma = [p for p in model.EncodeAsPieces(_xlnet_preprocess_text(lines[-1]))
+                   if len(p) > 1 and p[-1] == "," and p[-2].isdigit()]
+    assert digit_comma and digit_comma[0] not in pieces and "," in pieces
+    for symbol in ("<eop>", ".", '"'):
+        assert model.PieceToId(symbol) == tokenizers.vocabulary(tokenizer).index(symbol)
+
+
+def tf_lines(lines):
+    """The lines as a string tensor: the tf.data path (TensorFlow ops)."""
+    import tensorflow as tf
+
+    return tf.constant(lines)
+
+
+def test_a_saved_xlnet_tokenizer_reads_text_as_before_and_claims_no_albert_class(tmp_path):
+    tokenizer = registry.get("xlnet").train_tokenizer(ACCENTED, 100)
+    tokenizers.save_tokenizer(tokenizer, str(tmp_path))
+    again = tokenizers.load_tokenizer(str(tmp_path))
+    assert type(again) is type(tokenizer) and not again.lowercase and again.quotes
+    lines = ACCENTED[:4]
+    assert ([np.asarray(row).tolist() for row in again.tokenize(lines)]
+            == [np.asarray(row).tolist() for row in tokenizer.tokenize(lines)])
+    # transformers' AlbertTokenizer would add a [MASK] and frame [CLS] A [SEP]: XLNet's
+    # rows end A [SEP] [CLS], so no class is claimed, as for a plain SentencePiece.
+    import json
+
+    settings = json.loads((tmp_path / "tokenizer_config.json").read_text())
+    assert "tokenizer_class" not in settings and settings["do_lower_case"] is False

@@ -53,9 +53,15 @@ XLNET_PRETRAINING = register_pretraining({
 # special tokens keep keras_ctx's ids (XLNET_SPECIAL_TOKENS).
 XLNET_USER_DEFINED_SYMBOLS = ("<eop>", ".", "(", ")", '"', "-", "\u2013", "\u00a3", "\u20ac")
 XLNET_CHARACTER_COVERAGE = 0.99995
+# data_utils.py @bbaa3a6 reads every line through prepro_utils.py's
+# `preprocess_text(line, lower=FLAGS.uncased)` and `encode_ids` (`encode_pieces`):
+# ALBERT's rules (`albert_text`), `` and '' always read as ", cased as the released
+# models (README: "We only release cased models").
+XLNET_QUOTES = True
 train_xlnet_tokenizer = functools.partial(
-    tokenizers.train_sentencepiece, special_tokens=XLNET_SPECIAL_TOKENS, lowercase=False,
-    user_defined_symbols=XLNET_USER_DEFINED_SYMBOLS, character_coverage=XLNET_CHARACTER_COVERAGE)
+    tokenizers.train_albert_sentencepiece, special_tokens=XLNET_SPECIAL_TOKENS, lowercase=False,
+    quotes=XLNET_QUOTES, user_defined_symbols=XLNET_USER_DEFINED_SYMBOLS,
+    character_coverage=XLNET_CHARACTER_COVERAGE)
 
 XLNET = register_family(Family(
     "xlnet", xlnet.XLNetBackbone, xlnet.XLNET_PRESETS, train_xlnet_tokenizer,

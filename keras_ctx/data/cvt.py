@@ -81,10 +81,14 @@ class WordVocabulary(list):
         self.normalized = bool(normalized)
         self.sentence_boundaries = bool(sentence_boundaries)
 
+    @staticmethod
+    def reserved_ids(sentence_boundaries):
+        """The ids before the first word's: padding, unknown and the boundaries if any."""
+        return 4 if sentence_boundaries else 2
+
     @property
     def reserved(self):
-        """The ids before the first word's (padding, unknown and the boundaries)."""
-        return 4 if self.sentence_boundaries else 2
+        return self.reserved_ids(self.sentence_boundaries)
 
     @classmethod
     def of_sentences(cls, sentences, size, sentence_boundaries=False):
@@ -96,7 +100,7 @@ class WordVocabulary(list):
                 word = normalized_word(word)
                 counts[word] = counts.get(word, 0) + 1
         ranked = sorted(counts, key=lambda w: (-counts[w], w))
-        return cls(ranked[:size - cls([], True, sentence_boundaries).reserved], True,
+        return cls(ranked[:size - cls.reserved_ids(sentence_boundaries)], True,
                    sentence_boundaries)
 
     def ids(self, words):

@@ -5,7 +5,8 @@
   - Byte-level BPE (RoBERTa, GPT-2): `train_byte_level_bpe` (Hugging Face
     `tokenizers` learns the merges) -> `keras_hub.tokenizers.BytePairTokenizer`.
   - SentencePiece (ALBERT): `train_sentencepiece` (the `sentencepiece`
-    trainer) -> `keras_hub.tokenizers.SentencePieceTokenizer`.
+    trainer) -> `keras_hub.tokenizers.SentencePieceTokenizer`; T5's as the released
+    cc_all.32000 model (cased, </s> 1, <unk> 2): `train_t5_sentencepiece`.
   - BPE with end-of-word markers (GPT, Radford et al. 2018: lowercased words
     split on spaces and punctuation, merges ending in "</w>"):
     `train_word_end_bpe` -> `WordEndBPETokenizer`, Hugging Face `tokenizers`'
@@ -44,6 +45,9 @@ from keras_ctx.common.errors import RunDirectoryError
 BERT_SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 ROBERTA_SPECIAL_TOKENS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")  # fairseq order
 ALBERT_SPECIAL_TOKENS = ("<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]")  # ALBERT's spm ids 0-4
+# T5's released SentencePiece (gs://t5-data/vocabs/cc_all.32000): <pad> 0, </s> 1, <unk> 2,
+# no <s> (its TrainerSpec: pad_id 0, eos_id 1, unk_id 2, bos_id -1).
+T5_SPECIAL_TOKENS = ("<pad>", "</s>", "<unk>")
 SPM_CHARACTER_COVERAGE = 0.9995  # spm_train's default --character_coverage
 
 
@@ -285,20 +289,41 @@ def train_albert_sentencepiece(data, vocabulary_size, lowercase=True,
                                                     quotes=quotes)
 
 
+def train_t5_sentencepiece(data, vocabulary_size):
+    """T5's SentencePiece (Raffel et al. 2020, Sec. 2.2) -> SentencePieceTokenizer, trained
+    as the released cc_all.32000 model's TrainerSpec and NormalizerSpec say: unigram,
+    `nmt_nfkc` (the case kept), coverage 0.9995, <pad> 0, </s> 1, <unk> 2 and no <s>
+    (`T5_SPECIAL_TOKENS`), on the raw text (T5 feeds its text to SentencePiece as is)."""
+    import keras_hub
+
+    proto = train_sentencepiece_proto(_texts(data), vocabulary_size,
+                                      special_tokens=T5_SPECIAL_TOKENS, rule="nmt_nfkc",
+                                      end_of_text=True)
+    return keras_hub.tokenizers.SentencePieceTokenizer(proto=proto)
+
+
 def train_sentencepiece_proto(texts, vocabulary_size, model_type="unigram",
                               special_tokens=ALBERT_SPECIAL_TOKENS, rule="nmt_nfkc_cf",
-                              user_defined_symbols=(), character_coverage=SPM_CHARACTER_COVERAGE):
+                              user_defined_symbols=(), character_coverage=SPM_CHARACTER_COVERAGE,
+                              end_of_text=False):
     """The serialized SentencePiece model trained on `texts` (str) under the
     normalization rule `rule`.
 
-    `user_defined_symbols` (str each) are always pieces of their own, never merged
+    `special_tokens`: <pad> (id 0), <unk> (1), then control symbols; with
+    `end_of_text`, <pad> (0), the end-of-text piece (1, spm's eos) and <unk> (2), as
+    T5's. `user_defined_symbols` (str each) are always pieces of their own, never merged
     into another (`spm_train --user_defined_symbols`; their ids follow the special
     tokens'); `character_coverage` is the share of the characters the model covers,
     the rest read as <unk> (spm's default 0.9995).
     """
     import sentencepiece as spm
 
-    pad, unk, *control = special_tokens
+    if end_of_text:
+        pad, eos, unk, *control = special_tokens
+        ids = dict(eos_id=1, eos_piece=eos, unk_id=2)
+    else:
+        pad, unk, *control = special_tokens
+        ids = dict(eos_id=-1, unk_id=1)
     if not 0 < character_coverage <= 1:
         raise ValueError(f"character_coverage={character_coverage} is outside (0, 1]: "
                          "give the share of the characters the model keeps, e.g. 0.9995.")
@@ -317,8 +342,8 @@ def train_sentencepiece_proto(texts, vocabulary_size, model_type="unigram",
         progress.current().start("Training the SentencePiece model", "sentencepiece")
         spm.SentencePieceTrainer.train(
             input=corpus, model_prefix=prefix, vocab_size=vocabulary_size,
-            model_type=model_type, pad_id=0, pad_piece=pad, unk_id=1, unk_piece=unk,
-            bos_id=-1, eos_id=-1, control_symbols=",".join(control),
+            model_type=model_type, pad_id=0, pad_piece=pad, unk_piece=unk, bos_id=-1,
+            control_symbols=",".join(control), **ids,
             user_defined_symbols=list(user_defined_symbols),  # a list: spm CSV-quotes each
             character_coverage=character_coverage,
             normalization_rule_name=rule, hard_vocab_limit=False, minloglevel=2)

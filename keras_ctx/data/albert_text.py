@@ -95,6 +95,24 @@ def albert_text_tf(text, lowercase=True, quotes=QUOTES, keep_accents=False):
     return tf.strings.substr(joined, tf.zeros_like(length), length)
 
 
+def albert_text_normalizers(lowercase=True, quotes=QUOTES, keep_accents=False):
+    """`albert_text` as the `tokenizers` library's normalizers (a list, in its order), for a
+    tokenizer.json that transformers reads as keras_ctx does (`tokenizer_files`): the
+    spaces and combining characters are Python's classes (transformers' AlbertTokenizer
+    splits on Rust's whitespace and strips every mark, `StripAccents`)."""
+    from tokenizers import Regex, normalizers
+
+    # Strip removes Rust's whitespace, a subset of Python's: only the collapsed " " is left.
+    steps = [normalizers.Replace(Regex(_character_class("space") + "+"), " "),
+             normalizers.Strip()]
+    if quotes:
+        steps += [normalizers.Replace("``", '"'), normalizers.Replace("''", '"')]
+    if not keep_accents:
+        steps += [normalizers.NFKD(),
+                  normalizers.Replace(Regex(_character_class("combining")), "")]
+    return steps + [normalizers.Lowercase()] if lowercase else steps
+
+
 def digit_comma_pieces(proto):
     """({id: [ids]} for the pieces `encode_pieces` splits ("▁1990," -> "▁1990", ","),
     the number of pieces)."""

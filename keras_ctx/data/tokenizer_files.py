@@ -1,4 +1,5 @@
-"""A tokenizer's files in Hugging Face's names (vocab.txt, vocab.json + merges.txt, spiece.model).
+"""A tokenizer's files in Hugging Face's names (vocab.txt, vocab.json + merges.txt, spiece.model,
+an ALBERT SentencePiece's tokenizer.json).
 
 The one writer of them: `keras_ctx.convert`'s export writes them beside a
 checkpoint, and a run's (or a saved task's) tokenizer/ holds them so that
@@ -14,6 +15,7 @@ import os
 from keras_ctx.common import files
 from keras_ctx.common.errors import CheckpointError
 from keras_ctx.data import albert_text, xlm_text
+from keras_ctx.data.strings import WORD_START
 
 
 def _kind(tokenizer):
@@ -39,11 +41,28 @@ _NAMES = {"wordpiece": ("vocab.txt", "tokenizer_config.json"),
           "albert_sentencepiece": ("spiece.model", "tokenizer_config.json"),
           "sentencepiece": ("spiece.model",),
           "moses_bpe": ("vocab.json", "merges.txt", "tokenizer_config.json")}
+# transformers reads an ALBERT SentencePiece through tokenizer.json, loaded as it is by this
+# class: its AlbertTokenizer rebuilds the pre-tokenizer and reads spm's user-defined symbols
+# as added tokens, each text chunk between them its own "▁" word ("a (b)": "▁a", "(", "▁b",
+# where SentencePiece gives "▁a", "▁", "(", "b").
+ALBERT_FAST_CLASS = "PreTrainedTokenizerFast"
+# tokenizer_config.json's names for them (transformers' AlbertTokenizer's defaults).
+ALBERT_SPECIAL_TOKEN_NAMES = {"bos_token": "[CLS]", "eos_token": "[SEP]", "unk_token": "<unk>",
+                              "sep_token": "[SEP]", "pad_token": "<pad>", "cls_token": "[CLS]",
+                              "mask_token": "[MASK]"}
+
+
+def _albert(tokenizer, kind):
+    """Whether the tokenizer is ALBERT's SentencePiece with its [MASK] (not XLNet's)."""
+    return kind == "albert_sentencepiece" and "[MASK]" in tokenizer.get_vocabulary()
 
 
 def tokenizer_file_names(tokenizer, tokenizer_class=None):
     """The files `save_tokenizer_files` writes for `tokenizer` (with `tokenizer_class`)."""
-    names = _NAMES.get(_kind(tokenizer), ()) if tokenizer is not None else ()
+    kind = _kind(tokenizer) if tokenizer is not None else None
+    names = _NAMES.get(kind, ())
+    if _albert(tokenizer, kind):
+        names += ("tokenizer.json",)
     if names and tokenizer_class and "tokenizer_config.json" not in names:
         names += ("tokenizer_config.json",)
     return names
@@ -58,16 +77,62 @@ def huggingface_class(tokenizer):
     or none (GPT-2). A plain SentencePiece model (T5) frames text by its family, which
     these files do not say: no class; nor for XLNet's, which reads text as ALBERT's
     does (`albert_text`) but has no [MASK] (AlbertTokenizer would add one and frame
-    [CLS] A [SEP], where XLNet's rows end A [SEP] [CLS]).
+    [CLS] A [SEP], where XLNet's rows end A [SEP] [CLS]). ALBERT's is read from its
+    tokenizer.json (`ALBERT_FAST_CLASS`).
     """
     kind = _kind(tokenizer) if tokenizer is not None else None
     if kind == "byte_pairs":
         fairseq = {"<s>", "</s>"} <= set(tokenizer.vocabulary)
         return "RobertaTokenizer" if fairseq else "GPT2Tokenizer"
-    if kind == "albert_sentencepiece" and "[MASK]" not in tokenizer.get_vocabulary():
-        return None
-    return {"wordpiece": "BertTokenizer", "albert_sentencepiece": "AlbertTokenizer",
-            "moses_bpe": "XLMTokenizer"}.get(kind)
+    if kind == "albert_sentencepiece":
+        return ALBERT_FAST_CLASS if _albert(tokenizer, kind) else None
+    return {"wordpiece": "BertTokenizer", "moses_bpe": "XLMTokenizer"}.get(kind)
+
+
+def albert_tokenizer_json(tokenizer):
+    """tokenizer.json (the `tokenizers` library's file, as a str) that reads text as the ALBERT
+    SentencePiece `tokenizer` does, with its framing [CLS] A [SEP] (B [SEP]).
+
+    google-research/albert's path (`albert_text`): `preprocess_text`
+    (`albert_text.albert_text_normalizers`), then SentencePiece itself: the model's
+    precompiled charsmap (`nmt_nfkc`, after NFC), spaces collapsed and stripped, each one "▁" and a
+    "▁" first (its NormalizerSpec), and the Viterbi path over the pieces' own scores (a
+    Unigram over the whole normalised line, as spm's lattice). The user-defined symbols stay
+    pieces of the model: SentencePiece keeps them out of every other piece, so the path
+    splits them off where they stand. `encode_pieces`' split of a digit-comma piece
+    ("▁1990,") has no counterpart in the library: a model with one reads such a word
+    otherwise (docs/notes/data-references.md, ALBERT).
+    """
+    from sentencepiece import sentencepiece_model_pb2
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, normalizers, processors
+    from tokenizers.models import Unigram
+
+    proto = sentencepiece_model_pb2.ModelProto.FromString(tokenizer.proto)
+    spec = proto.normalizer_spec
+    fast = Tokenizer(Unigram([(p.piece, p.score) for p in proto.pieces],
+                             unk_id=proto.trainer_spec.unk_id, byte_fallback=False))
+    steps = albert_text.albert_text_normalizers(
+        lowercase=tokenizer.lowercase, quotes=tokenizer.quotes,
+        keep_accents=tokenizer.keep_accents)
+    if spec.precompiled_charsmap:
+        # NFC first: spm's charsmap composes what NFKD split (Hangul jamo) by its longest
+        # match, the library's `Precompiled` only within short graphemes ("한" stayed 3 jamo).
+        steps += [normalizers.NFC(), normalizers.Precompiled(spec.precompiled_charsmap)]
+    if spec.remove_extra_whitespaces:
+        steps += [normalizers.Replace(Regex(" +"), " "), normalizers.Strip()]
+    steps.append(normalizers.Replace(" ", WORD_START))
+    if spec.add_dummy_prefix:
+        steps.append(normalizers.Prepend(WORD_START))
+    fast.normalizer = normalizers.Sequence(steps)
+    fast.decoder = decoders.Metaspace(WORD_START, prepend_scheme="always")
+    control = [p.piece for p in proto.pieces if p.type in (p.CONTROL, p.UNKNOWN)]
+    fast.add_special_tokens([AddedToken(piece, normalized=False, special=True)
+                             for piece in control])
+    ids = {piece: fast.token_to_id(piece) for piece in ("[CLS]", "[SEP]")}
+    fast.post_processor = processors.TemplateProcessing(
+        single="[CLS]:0 $A:0 [SEP]:0", pair="[CLS]:0 $A:0 [SEP]:0 $B:1 [SEP]:1",
+        special_tokens=list(ids.items()))
+    return fast.to_str()
 
 
 def save_tokenizer_files(tokenizer, directory, tokenizer_class=None):
@@ -117,6 +182,12 @@ def save_tokenizer_files(tokenizer, directory, tokenizer_class=None):
             # What transformers' AlbertTokenizer / XLNetTokenizer read back.
             settings = {"do_lower_case": bool(tokenizer.lowercase),
                         "keep_accents": bool(tokenizer.keep_accents), "remove_space": True}
+        if _albert(tokenizer, kind):
+            # A checkpoint's config.json would name AlbertTokenizer: the class is said here.
+            files.write_text(os.path.join(directory, "tokenizer.json"),
+                             albert_tokenizer_json(tokenizer))
+            tokenizer_class = ALBERT_FAST_CLASS
+            settings.update(ALBERT_SPECIAL_TOKEN_NAMES)
     if tokenizer_class:
         settings["tokenizer_class"] = tokenizer_class
     if settings:

@@ -4,11 +4,10 @@ google-research/albert README.md @b772393 and zihangdai/xlnet README.md @bbaa3a6
 `( ) " - . – £ €` (and XLNet's `<eop>`) user-defined symbols, always pieces of their
 own, and keep 99.995% of the characters (`--character_coverage=0.99995`). The pieces
 decide where ALBERT's n-grams (`_is_start_piece_sp`) and XLNet's spans
-(`_is_start_piece`) start (issue 54). The XLNet family trains with both; the ALBERT
-family with the coverage, its symbols on request (`ALBERT_USER_DEFINED_SYMBOLS`: kept
-out of the family's default so that transformers reads an exported ALBERT tokenizer
-with our ids). keras-hub's SentencePiece is checked against `sentencepiece`'s own
-processor on the same model.
+(`_is_start_piece`) start (issue 54). Both families train with both (ALBERT's
+exported tokenizer.json reads them as SentencePiece does: tests/runs/test_tokenizer_files.py).
+keras-hub's SentencePiece is checked against `sentencepiece`'s own processor on the
+same model.
 """
 
 import numpy as np
@@ -39,16 +38,11 @@ XLNET_WORDS = ["\u2581\u00a35", "\u2581", "(approx", ".", ")", "\u2581", "-", "\
 
 
 def _trained(name):
-    """The XLNet family's tokenizer, or ALBERT's with the released symbols."""
+    """The family's tokenizer (ALBERT's and XLNet's train the released symbols)."""
     import sentencepiece as spm
 
-    if name == "albert":
-        assert ALBERT_USER_DEFINED_SYMBOLS == SYMBOLS
-        tokenizer = tokenizers.train_albert_sentencepiece(
-            CORPUS, 120, user_defined_symbols=ALBERT_USER_DEFINED_SYMBOLS,
-            character_coverage=ALBERT_CHARACTER_COVERAGE)
-    else:
-        tokenizer = registry.get(name).train_tokenizer(CORPUS, 120)
+    assert ALBERT_USER_DEFINED_SYMBOLS == SYMBOLS and ALBERT_CHARACTER_COVERAGE == 0.99995
+    tokenizer = registry.get(name).train_tokenizer(CORPUS, 120)
     return tokenizer, spm.SentencePieceProcessor(model_proto=tokenizer.proto)
 
 

@@ -56,12 +56,124 @@ def _assert_read_by_transformers(directory, tokenizer, family):
 def test_a_saved_tokenizer_is_read_by_transformers_with_our_ids(tmp_path, family):
     tokenizer = families.get(family).train_tokenizer(CORPUS, 200)
     tokenizers.save_tokenizer(tokenizer, str(tmp_path))
-    assert not (tmp_path / "tokenizer.json").exists()  # not the `tokenizers` library's file
+    if family == "albert":  # the `tokenizers` library's file, never the Keras config
+        assert _tokenizers_library_reads(tmp_path / "tokenizer.json")
+    else:
+        assert not (tmp_path / "tokenizer.json").exists()
     _assert_read_by_transformers(tmp_path, tokenizer, family)
     again = tokenizers.load_tokenizer(str(tmp_path))
     for text in TEXTS:
         assert (np.asarray(again(tf.constant(text))).tolist()
                 == np.asarray(tokenizer(tf.constant(text))).tolist())
+
+
+def _tokenizers_library_reads(path):
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(str(path)).get_vocab_size() > 0
+
+
+# ALBERT's user-defined symbols ( ) " - . – £ € (google-research/albert README @b772393),
+# with accents, PTB quotes, runs of spaces, a year before a comma and Hangul.
+SYMBOL_LINES = ["a (b) c.d", '\u00a35 (approx.) - "x" \u20ac', "1990, the end.",
+                "Pages 10\u201320 (see ``notes'') cost \u00a312.50, not \u20ac13.75.",
+                "  Na\u00efve   r\u00e9sum\u00e9s -- e-mail (caf\u00e9)... \"ok\"  ",
+                "He said ``hi'' - (x).(y) \u2013 '\u00a3\u20ac' -2.5.",
+                "\ud55c\uad6d\uc5b4 (\ubb38\uc7a5)."]  # Hangul: NFKD's jamo composed again
+SYMBOL_CORPUS = SYMBOL_LINES * 20 + [
+    "The price (approx.) was \u00a35 - or \u20ac6 - said \"Smith\" in 1990.",
+    "A well-known e-mail (sent at 10.30) read: \"no\" - then \"yes\".",
+    "The caf\u00e9's na\u00efve r\u00e9sum\u00e9 (see p. 12) cost \u00a34.50."] * 30
+ALBERT_SYMBOLS = ("(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac")
+
+
+def _released_albert_ids(tokenizer, line):
+    """sentencepiece's own ids after google-research/albert's preprocess_text and
+    encode_pieces (transcribed), `` and '' read as " first (albert_text.QUOTES)."""
+    import sentencepiece as spm
+
+    from tests.data import albert_tokenization_reference as released
+
+    model = spm.SentencePieceProcessor(model_proto=tokenizer.proto)
+    return released.encode_ids(model, line.replace("``", '"').replace("''", '"'))
+
+
+def _assert_albert_ids_everywhere(directory, tokenizer, lines=SYMBOL_LINES):
+    """AutoTokenizer on `directory`, keras_ctx's tokenizer and sentencepiece give one id list."""
+    read = _transformers().AutoTokenizer.from_pretrained(str(directory))
+    for line in lines:
+        expected = _released_albert_ids(tokenizer, line)
+        assert np.asarray(tokenizer(tf.constant(line))).tolist() == expected, line
+        assert read(line, add_special_tokens=False)["input_ids"] == expected, line
+        assert read(line)["input_ids"] == _framed(tokenizer, "albert", line), line
+    pair = read(lines[0], lines[1])["input_ids"]
+    assert pair == ([2] + _released_albert_ids(tokenizer, lines[0]) + [3]
+                    + _released_albert_ids(tokenizer, lines[1]) + [3])  # [CLS] A [SEP] B [SEP]
+    return read
+
+
+def test_albert_symbols_are_the_familys_and_transformers_reads_them_with_sentencepieces_ids(
+        tmp_path):
+    tokenizer = families.get("albert").train_tokenizer(SYMBOL_CORPUS, 150)
+    pieces = tokenizers.vocabulary(tokenizer)
+    # The released symbols, pieces of their own, inside no other piece.
+    assert all(symbol in pieces for symbol in ALBERT_SYMBOLS)
+    assert [p for p in pieces if p not in ALBERT_SYMBOLS and set(p) & set(ALBERT_SYMBOLS)] == []
+    tokenizers.save_tokenizer(tokenizer, str(tmp_path))
+    read = _assert_albert_ids_everywhere(tmp_path, tokenizer)
+    pieces = read.convert_ids_to_tokens(read("a (b) c.d")["input_ids"])
+    at = pieces.index("(")  # SentencePiece's "▁" "(" "b", where AlbertTokenizer read "(" "▁b"
+    assert pieces[at - 1:at + 3] == ["\u2581", "(", "b", ")"], pieces
+    assert read.mask_token_id == 4 and read.pad_token_id == 0
+    # keras_ctx reads the directory back as it was (spiece.model and the text options).
+    again = tokenizers.load_tokenizer(str(tmp_path))
+    assert [np.asarray(again(tf.constant(line))).tolist() for line in SYMBOL_LINES] == [
+        _released_albert_ids(tokenizer, line) for line in SYMBOL_LINES]
+
+
+def test_an_exported_albert_checkpoint_reads_its_symbols_as_sentencepiece_does(tmp_path):
+    """to_huggingface: config.json says "albert", tokenizer_config.json the class that
+    loads tokenizer.json as it is; from_huggingface reads the same ids back."""
+    from keras_ctx.convert import from_huggingface, to_huggingface
+    from keras_ctx.models import AlbertBackbone
+    from keras_ctx.models.albert.family import (ALBERT_CHARACTER_COVERAGE,
+                                               ALBERT_USER_DEFINED_SYMBOLS)
+
+    tokenizer = tokenizers.train_albert_sentencepiece(
+        SYMBOL_CORPUS, 150, user_defined_symbols=ALBERT_USER_DEFINED_SYMBOLS,
+        character_coverage=ALBERT_CHARACTER_COVERAGE)
+    backbone = AlbertBackbone(vocabulary_size=int(tokenizer.vocabulary_size()), num_layers=1,
+                              num_heads=2, hidden_size=8, intermediate_size=16,
+                              embedding_size=4)
+    backbone.tokenizer = tokenizer
+    to_huggingface(backbone, tmp_path / "hf")
+    _assert_albert_ids_everywhere(tmp_path / "hf", tokenizer)
+    back = from_huggingface(str(tmp_path / "hf")).tokenizer
+    assert [np.asarray(back(tf.constant(line))).tolist() for line in SYMBOL_LINES] == [
+        _released_albert_ids(tokenizer, line) for line in SYMBOL_LINES]
+
+
+def test_an_albert_run_trained_without_symbols_keeps_its_ids_and_saves_a_tokenizer_json(
+        tmp_path):
+    """A run saved before the family took the released symbols: spiece.model, an
+    AlbertTokenizer tokenizer_config.json, the Keras config; loaded, it reads text with its
+    old pieces ("▁(" may be one), and saved again transformers reads it by tokenizer.json."""
+    from keras_ctx.models.albert.family import ALBERT_CHARACTER_COVERAGE
+
+    old = tokenizers.train_albert_sentencepiece(SYMBOL_CORPUS, 150,
+                                                character_coverage=ALBERT_CHARACTER_COVERAGE)
+    assert any(set(p) & set(ALBERT_SYMBOLS) and len(p) > 1
+               for p in tokenizers.vocabulary(old))  # symbols inside longer pieces
+    tokenizers.save_tokenizer(old, str(tmp_path / "run"))
+    os.remove(tmp_path / "run" / "tokenizer.json")
+    (tmp_path / "run" / "tokenizer_config.json").write_text(json.dumps(
+        {"do_lower_case": True, "keep_accents": False, "remove_space": True,
+         "tokenizer_class": "AlbertTokenizer"}))
+    loaded = tokenizers.load_tokenizer(str(tmp_path / "run"))
+    assert [np.asarray(loaded(tf.constant(line))).tolist() for line in SYMBOL_LINES] == [
+        _released_albert_ids(old, line) for line in SYMBOL_LINES]
+    tokenizers.save_tokenizer(loaded, str(tmp_path / "again"))
+    _assert_albert_ids_everywhere(tmp_path / "again", old)
 
 
 def _old_layout(directory, tokenizer):

@@ -29,16 +29,15 @@ ALBERT_PRETRAINING = register_pretraining({name: _ALBERT for name in albert.ALBE
 # --eos_id=-1 --bos_id=-1 --control_symbols=[CLS],[SEP],[MASK]
 # --user_defined_symbols="(,),\",-,.,–,£,€" --shuffle_input_sentence=true
 # --input_sentence_size=10000000 --character_coverage=0.99995 --model_type=unigram`.
-# Its character coverage is the family's. Its user-defined symbols are not, on purpose:
-# transformers 5.24 reads an spm model's user-defined symbols as added tokens and puts
-# "▁" elsewhere around them ("a (b)": "▁a", "(", "▁b" where SentencePiece gives "▁a",
-# "▁", "(", "b"), so an exported ALBERT tokenizer would give other ids in transformers
-# (docs/notes/data-references.md, ALBERT). `train_albert_sentencepiece(...,
-# user_defined_symbols=ALBERT_USER_DEFINED_SYMBOLS)` trains the released vocabulary.
+# Its user-defined symbols (always pieces of their own, so each starts an n-gram word)
+# and character coverage are the family's. A saved or exported ALBERT tokenizer carries a
+# tokenizer.json that transformers reads with SentencePiece's ids, the symbols included
+# (keras_ctx.data.tokenizer_files.albert_tokenizer_json).
 ALBERT_USER_DEFINED_SYMBOLS = ("(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac")
 ALBERT_CHARACTER_COVERAGE = 0.99995
 train_albert_tokenizer = functools.partial(
-    tokenizers.train_albert_sentencepiece, character_coverage=ALBERT_CHARACTER_COVERAGE)
+    tokenizers.train_albert_sentencepiece, user_defined_symbols=ALBERT_USER_DEFINED_SYMBOLS,
+    character_coverage=ALBERT_CHARACTER_COVERAGE)
 
 ALBERT = register_family(Family(
     "albert", albert.AlbertBackbone, albert.ALBERT_PRESETS, train_albert_tokenizer,

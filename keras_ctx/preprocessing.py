@@ -35,14 +35,10 @@ TRUNCATIONS = ("error", "longest_first")
 
 def token_id(tokenizer, spellings):
     """The id of the first spelling the tokenizer's vocabulary has, else None."""
-    for name in spellings:
-        try:
-            found = tokenizer.token_to_id(name)
-        except (KeyError, ValueError):
-            continue
-        if found is not None and found >= 0:
-            return int(found)
-    return None
+    from keras_ctx.data.tokenizers import known_token_id
+
+    return next((found for found in (known_token_id(tokenizer, name) for name in spellings)
+                 if found is not None), None)
 
 
 def _family(family):

@@ -17,7 +17,8 @@ from keras_ctx.data import permutation, segments, xlnet_stream
 from keras_ctx.data import token_counts as counts
 from keras_ctx.data.maskers import check_duplicate, masker_for, never_masked_ids
 from keras_ctx.data.span_masking import SpanMasker
-from keras_ctx.data.tokenizers import continuation_table, special_token_ids, vocabulary
+from keras_ctx.data.tokenizers import (continuation_table, known_token_id, special_token_ids,
+                                       token_id_of)
 from keras_ctx.data.vocabulary import bilm_inputs, sentence_rows
 
 
@@ -202,7 +203,7 @@ def chunks_layout(tokenizer, run, example, length=None, end_token=None):
     chunk per shard).
     """
     length = length or run.sequence_length
-    end = [tokenizer.token_to_id(end_token)] if end_token else []
+    end = [token_id_of(tokenizer, end_token, "the end of each document")] if end_token else []
 
     def examples(docs, rng):
         stream = np.concatenate([np.concatenate([*doc, end]).astype(np.int32)
@@ -233,7 +234,7 @@ def xlnet_layout(tokenizer, run, eod_token="<eod>", bi_data=True, reuse_len=None
     XLNet's input_fn).
     """
     ids = special_token_ids(tokenizer)
-    eod_id = tokenizer.token_to_id(eod_token) if eod_token in vocabulary(tokenizer) else None
+    eod_id = known_token_id(tokenizer, eod_token)
     length, batch = run.sequence_length, run.batch_size
     if bi_data and batch % 2:
         raise ValueError(f"XLNet's prepared rows are laid out for one even global batch "

@@ -47,8 +47,8 @@ from keras_ctx.data.maskers import check_duplicate, continuations, masker_for, n
 from keras_ctx.data.ngram_masking import MAX_NGRAM
 from keras_ctx.data.span_masking import SpanMasker
 from keras_ctx.data.token_counts import of_corpus as counts_of
-from keras_ctx.data.tokenizers import (continuation_table, special_token_ids, tokenize_documents,
-                                       vocabulary)
+from keras_ctx.data.tokenizers import (continuation_table, known_token_id, special_token_ids,
+                                       token_id_of, tokenize_documents)
 from keras_ctx.data.vocabulary import bilm_inputs, sentence_rows
 
 
@@ -260,7 +260,7 @@ def token_chunks(documents, tokenizer, length, end_id=None, seed=0):
 def causal_lm_dataset(documents, tokenizer, batch_size, sequence_length=1024,
                       end_token="<|endoftext|>", seed=0):
     """GPT / GPT-2: documents joined by `end_token`, cut into full-length chunks."""
-    end_id = tokenizer.token_to_id(end_token)
+    end_id = token_id_of(tokenizer, end_token, "the end of each document")
     chunks = token_chunks(documents, tokenizer, sequence_length, end_id, seed).map(
         causal_lm_example)
     return chunks.batch(batch_size, drop_remainder=True)
@@ -276,7 +276,7 @@ T5_CORRUPTION = dict(noise_density=0.15, mean_noise_span_length=3.0)
 
 
 def span_corruption_dataset(documents, tokenizer, batch_size, sequence_length=512,
-                            num_sentinels=100, eos_token="[SEP]", seed=0, **corruption):
+                            num_sentinels=100, eos_token="</s>", seed=0, **corruption):
     """T5: i.i.d. span corruption, 15% noise, mean span 3 (Raffel et al. 2020).
 
     The `num_sentinels` <extra_id_i> ids follow the tokenizer's vocabulary
@@ -293,13 +293,13 @@ def span_corruption_dataset(documents, tokenizer, batch_size, sequence_length=51
     return examples.batch(batch_size, drop_remainder=True)
 
 
-def span_corruption_example(tokenizer, sequence_length, num_sentinels=100, eos_token="[SEP]",
+def span_corruption_example(tokenizer, sequence_length, num_sentinels=100, eos_token="</s>",
                             noise_density=T5_CORRUPTION["noise_density"],
                             mean_noise_span_length=T5_CORRUPTION["mean_noise_span_length"]):
     """T5's map from one chunk of `noise.span_corruption_tokens_length(sequence_length,
     noise_density, mean_noise_span_length)` ids to encoder (`sequence_length`) / decoder
     features."""
-    eos_id = tokenizer.token_to_id(eos_token)
+    eos_id = token_id_of(tokenizer, eos_token, "T5's end of text")
     first_sentinel = tokenizer.vocabulary_size() + num_sentinels - 1
     corruption = dict(noise_density=noise_density,
                       mean_noise_span_length=mean_noise_span_length)
@@ -336,8 +336,8 @@ def denoising_example(tokenizer, sequence_length, rate=BART_INFILLING["rate"],
                       mask_random=BART_INFILLING["mask_random"]):
     """BART's map from one chunk of `sequence_length - 2` ids to encoder / decoder features:
     sentences shuffled, then `noise.text_infilling` in whole words (its arguments)."""
-    bos, pad, eos, mask = (tokenizer.token_to_id(t) for t in ("<s>", "<pad>", "</s>", "<mask>"))
-    period = tokenizer.token_to_id(".")
+    bos, pad, eos, mask, period = (token_id_of(tokenizer, t, "BART's noise") for t in (
+        "<s>", "<pad>", "</s>", "<mask>", "."))
     # fairseq's span-poisson masking over `is_beginning_of_word` (GPT-2 BPE: "Ġ").
     starts = tf.constant(~continuation_table(tokenizer))
     corrupt = noise.compose(
@@ -373,7 +373,7 @@ def permutation_dataset(documents, tokenizer, batch_size, sequence_length=512, s
     `XLNetPretrainer(reuse_len=...)` set the same.
     """
     ids = special_token_ids(tokenizer)
-    eod_id = tokenizer.token_to_id(eod_token) if eod_token in vocabulary(tokenizer) else None
+    eod_id = known_token_id(tokenizer, eod_token)
     if num_replicas is None:
         num_replicas = tf.distribute.get_strategy().num_replicas_in_sync
     reuse_len = xlnet_stream.default_reuse_len(sequence_length) if reuse_len is None else reuse_len

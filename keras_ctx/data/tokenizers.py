@@ -455,6 +455,28 @@ def vocabulary(tokenizer):
     return [tokenizer.id_to_token(i) for i in range(tokenizer.vocabulary_size())]
 
 
+def known_token_id(tokenizer, token):
+    """`token`'s id, or None where the vocabulary has no such entry: SentencePiece gives
+    its `<unk>` id for any piece it lacks (keras-hub's other tokenizers raise), so an id
+    counts only if it reads back as `token`."""
+    try:
+        found = tokenizer.token_to_id(token)
+    except (KeyError, ValueError):
+        return None
+    if found is None or int(found) < 0 or tokenizer.id_to_token(int(found)) != token:
+        return None
+    return int(found)
+
+
+def token_id_of(tokenizer, token, role):
+    """`known_token_id`, refusing a token the vocabulary lacks (`role` names its use)."""
+    found = known_token_id(tokenizer, token)
+    if found is None:
+        raise ValueError(f"The tokenizer's vocabulary has no {token!r} ({role}): pass the "
+                         f"spelling its vocabulary uses, or a tokenizer trained with it.")
+    return found
+
+
 def special_token_ids(tokenizer):
     """{"cls", "sep", "pad", "mask", "unk"} -> id, whichever spelling the vocabulary uses."""
     pieces = {piece: i for i, piece in enumerate(vocabulary(tokenizer))}

@@ -25,7 +25,8 @@ XLNET_FRAMING = Framing(middle=(("[SEP]", "<sep>"),),
 # GPT-2: no start token; a pair is joined by <|endoftext|>.
 GPT_FRAMING = Framing(middle=(("<|endoftext|>",),), segments=1,
                       stop=(("<|endoftext|>",),))
-# T5: text </s> (Raffel et al. 2020); our trained SentencePiece spells </s> [SEP].
+# T5: text </s> (Raffel et al. 2020); a T5 tokenizer keras_ctx trained before issue 54
+# spells </s> [SEP] (each spelling is looked up: preprocessing.token_id).
 T5_FRAMING = Framing(middle=(("</s>", "[SEP]"),), end=(("</s>", "[SEP]"),), segments=1,
                      decoder_start=(("<pad>", "[PAD]"),), stop=(("</s>", "[SEP]"),))
 

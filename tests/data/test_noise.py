@@ -342,13 +342,16 @@ def test_bart_recipe_follows_each_sizes_record():
 
 
 class _StubTokenizer:
-    """The two things T5's example map asks a tokenizer: its size and the EOS id."""
+    """What T5's example map asks a tokenizer: its size and the EOS id (</s>)."""
 
     def vocabulary_size(self):
         return 100
 
     def token_to_id(self, token):
         return 1
+
+    def id_to_token(self, index):
+        return "</s>"
 
 
 def test_t5_recipe_follows_each_sizes_record_and_a_changed_record_changes_the_data():

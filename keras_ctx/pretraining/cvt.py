@@ -26,13 +26,20 @@ losses, so it changes only the weights its loss reaches (the primary module on
 labelled data, the auxiliary modules on unlabelled data, the encoder on both), as
 the paper's separate updates do; a drawn task's update computes every task's
 branch (`keras.ops.switch`) and gives the other tasks' primary modules a zero
-gradient (momentum SGD still moves them by their velocity, where cvt_text's
-update leaves them alone).
+gradient, which `CvtSGD` does not apply: they and their momentum stay as they
+are, as cvt_text's per-task train op (None gradients) leaves them.
 
-Optimisation as released (`cvt_optimizer`): SGD with momentum 0.9, global
+Optimisation as released (`cvt_optimizer`): SGD with momentum 0.9 (`CvtSGD`), global
 norm clipping 1.0, learning rate 0.5 * min(t, 5000) / 5000 / (1 + 0.005 sqrt(t))
 (`CvtLearningRate`), and an exponential moving average of the weights (decay
-0.998) that replaces them when `fit` ends, for evaluation (ema_test).
+0.998, of every weight at every update, as cvt_text's UPDATE_OPS) that replaces
+them when `fit` ends, for evaluation (ema_test). Kept differences: Keras' velocity
+holds lr * gradient (TF1's MomentumOptimizer multiplies the accumulated gradient
+by the current lr: the same under a constant lr, a little apart in warm-up); a
+reached weight whose whole gradient is exactly zero (a module whose ReLU units
+are all off on a batch) keeps its momentum, which TF1 would apply; the embedding
+tables' rows absent from a minibatch move by their momentum (TF1's sparse update
+of a lookup's gradient touches only the rows read).
 """
 
 import keras
@@ -80,17 +87,50 @@ def smoothed_cross_entropy(labels, logits, smoothing):
     return (1.0 - smoothing) * nll - smoothing * ops.mean(log_q, axis=-1)
 
 
+@keras.saving.register_keras_serializable(package="keras_ctx")
+class CvtSGD(keras.optimizers.SGD):
+    """Keras' momentum SGD, but a weight whose whole gradient is exactly zero keeps
+    its value and its momentum, as one of cvt_text's per-task train ops leaves it.
+
+    cvt_text (model/multitask_model.py, `_get_train_op`) builds one train op per
+    task from `compute_gradients(loss)`: a weight the loss does not reach has a
+    None gradient, and TF1's momentum optimizer leaves it and its slot alone. A
+    drawn task's update here traces every task's branch (`keras.ops.switch`),
+    so a compiled step (a TF graph, XLA, JAX) gives the other tasks' primary
+    modules zeros, which Keras' SGD would apply: their velocity decays and
+    still moves them. Same arguments as `keras.optimizers.SGD`.
+    """
+
+    def update_step(self, gradient, variable, learning_rate):
+        if self.momentum == 0:  # no velocity: a zero gradient moves nothing
+            return super().update_step(gradient, variable, learning_rate)
+        learning_rate = ops.cast(learning_rate, variable.dtype)
+        gradient = ops.cast(gradient, variable.dtype)
+        momentum = ops.cast(self.momentum, variable.dtype)
+        m = self.momentums[self._get_variable_index(variable)]
+        kept = ops.convert_to_tensor(m)  # jnp.where takes no Keras variable
+        reached = ops.any(ops.not_equal(gradient, 0))
+        # ops, not operators: on TensorFlow a lookup's gradient is an IndexedSlices.
+        scaled = ops.multiply(gradient, learning_rate)
+        velocity = ops.where(reached, ops.subtract(ops.multiply(kept, momentum), scaled), kept)
+        self.assign(m, velocity)
+        step = (ops.subtract(ops.multiply(velocity, momentum), scaled) if self.nesterov
+                else velocity)
+        self.assign_add(variable, ops.where(reached, step, 0.0))
+
+
 def cvt_optimizer(learning_rate=LEARNING_RATE, warm_up_steps=WARM_UP_STEPS,
                   ema_decay=EMA_DECAY):
-    """cvt_text's optimizer: momentum SGD, global-norm clip 1.0, `CvtLearningRate`, EMA.
+    """cvt_text's optimizer: momentum SGD (`CvtSGD`), global-norm clip 1.0,
+    `CvtLearningRate`, EMA.
 
     With `ema_decay` (None: no average) Keras keeps the moving average of
     every weight (updated after each update) and writes it into the weights
     when `fit` ends: the model evaluated and saved is the average (ema_test).
     """
     ema = {} if ema_decay is None else dict(use_ema=True, ema_momentum=ema_decay)
-    return keras.optimizers.SGD(CvtLearningRate(learning_rate, warm_up_steps),
-                                momentum=MOMENTUM, global_clipnorm=GRADIENT_CLIP, **ema)
+    return CvtSGD(CvtLearningRate(learning_rate, warm_up_steps), momentum=MOMENTUM,
+                  global_clipnorm=GRADIENT_CLIP, **ema)
 
 
 @keras.saving.register_keras_serializable(package="keras_ctx")

@@ -481,7 +481,9 @@ def special_token_ids(tokenizer):
     """{"cls", "sep", "pad", "mask", "unk"} -> id, whichever spelling the vocabulary uses."""
     pieces = {piece: i for i, piece in enumerate(vocabulary(tokenizer))}
     spellings = {
-        "cls": ("[CLS]", "<s>"), "sep": ("[SEP]", "</s>"), "pad": ("[PAD]", "<pad>"),
+        # A released XLNet vocabulary holds <s> and </s> beside its <cls> and <sep>.
+        "cls": ("[CLS]", "<cls>", "<s>"), "sep": ("[SEP]", "<sep>", "</s>"),
+        "pad": ("[PAD]", "<pad>"),
         "mask": ("[MASK]", "<mask>", "<special1>"), "unk": ("[UNK]", "<unk>"),  # XLM: <special1>
     }
     ids = {}

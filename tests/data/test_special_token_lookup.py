@@ -87,3 +87,15 @@ def test_pipelines_refuse_an_end_token_the_vocabulary_lacks(albert_spelling):
     with pytest.raises(ValueError, match="BART's noise"):
         pipelines.denoising_example(albert_spelling, 32)
     pipelines.span_corruption_example(albert_spelling, 32, 4, eos_token="[SEP]")  # it has
+
+
+def test_a_released_xlnet_vocabularys_cls_and_sep_are_its_own_not_s_and_end_of_s():
+    # zihangdai/xlnet's vocabulary: <unk> <s> </s> <cls> <sep> <pad> <mask> <eod> (README.md
+    # @bbaa3a6); its rows end <sep> <cls>, where <s> / </s> would be RoBERTa's.
+    tokenizer = _sentencepiece(("<pad>", "<unk>", "<s>", "</s>", "<cls>", "<sep>", "<mask>",
+                                "<eod>"))
+    ids = tokenizers.special_token_ids(tokenizer)
+    assert ids == {"cls": 4, "sep": 5, "pad": 0, "mask": 6, "unk": 1}, ids
+    roberta_like = _sentencepiece(("<pad>", "<unk>", "<s>", "</s>", "<mask>"))
+    assert tokenizers.special_token_ids(roberta_like) == {"cls": 2, "sep": 3, "pad": 0,
+                                                          "mask": 4, "unk": 1}

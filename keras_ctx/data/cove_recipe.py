@@ -26,10 +26,12 @@ its tokenizer is: a pair file changed since (--corpus-changed continue) changes 
 `keras_ctx.data.prepared_ids`), keeping the target vocabulary with the data; a run on it
 (`pretrain --data`) reads the pairs' ids: the same rows.
 
-Batches: the kept pairs shuffled, then batched by length (`length_batches`): each
-batch's rows padded to one of a few fixed widths, the narrowest that holds them, where
-OpenNMT-py sorts the pairs by source length; on the built-in stand-in pairs at 75 words
-37% of the encoder's positions are padding, 78% when every row was 75 wide.
+Batches: the kept pairs shuffled, then batched as OpenNMT-py batches them, a pool at a
+time (`pooled_batches`): sorted by source length, cut into batches, each by decreasing source
+length, the batches' order shuffled; each batch padded to the narrowest of a few fixed widths
+holding its longest source, and its targets' own (a few shapes for XLA). On the built-in
+stand-in pairs at 75 words 19% of the encoder's positions are padding (2.0% without the
+widths; the released run's 1.6%), 78% when every row was 75 wide.
 
 Not the released run's yet (said, not modelled): OpenNMT-py's dropout inside the
 decoder's steps (on the fed-back h~ and between its LSTM layers; `AttentionalDecoder`
@@ -56,6 +58,9 @@ SOURCE_SPECIALS = ("<pad>", "<unk>")  # id 0 pads (CoveBackbone), unknown words 
 TARGET_SPECIALS = ("<pad>", "<s>", "</s>", "<unk>")  # keras_ctx.data.parallel's order
 NEEDS = "--parallel SRC-TGT=PAIRS.tsv --glove FILE"
 BUCKET_STEP = 8  # words between the batches' widths (`bucket_widths`), our choice
+# Batches a pool sorted by source length holds (`pooled_batches`): torchtext's `pool`, which
+# later OpenNMT-py batches with; the released run sorted the whole file.
+POOL_BATCHES = 100
 TARGET_FILE = "cove_target_vocabulary.json"  # in the run directory (`target_vocabulary`)
 # What it holds: the words in id order and what they were made with (read closed).
 TARGET_SCHEMA = {"tokenizer": ((str, type(None)), None, True),
@@ -322,28 +327,55 @@ def bucket_widths(length):
     return (*range(BUCKET_STEP, length, BUCKET_STEP), length)
 
 
-def length_batches(rows, length, batch_size):
-    """Batches of `batch_size` rows (`_rows`) of one width each: a row goes to the first of
-    `bucket_widths(length)` that holds its longer side, its encoder row padded to that width
-    and its decoder rows to one more. OpenNMT-py batches pairs sorted by source length
-    (onmt/Dataset.py @9a0d90b), a few positions of padding each; fixed widths keep the
-    shapes few for XLA. Deterministic given `rows`' order (a resume skips batches).
-    `rows` must be endless: a width's last rows wait for the next pass."""
-    widths = tf.constant(bucket_widths(length), tf.int64)
+def pooled_batches(rows, length, batch_size, seed, pool_batches=POOL_BATCHES):
+    """Batches of `batch_size` rows (`_rows`) as OpenNMT-py orders them, a pool at a time.
 
-    def bucket(inputs, labels):
-        words = row_length(tf.size(inputs["encoder_token_ids"], tf.int64),
-                           tf.size(labels, tf.int64) - 1)
-        return tf.argmax(tf.cast(widths >= words, tf.int32), output_type=tf.int64)
+    salesforce/cove @9a0d90b (OpenNMT-py of 2017, no torchtext): preprocess.py `makeData`
+    sorts every pair by its source's words (`torch.sort(sizes)`, after -shuffle), onmt/Dataset.py
+    cuts batches of consecutive pairs and sorts each by decreasing source length (`__getitem__`),
+    train.py `trainEpoch` shuffles the batches' order. A stream cannot sort the whole file: each
+    pool of `pool_batches * batch_size` consecutive rows is sorted (stably) instead, as
+    torchtext's `pool` does for later OpenNMT-py (100 batches), its batches in an order drawn
+    from `seed` and the pool's index. Each batch's encoder rows are padded to the narrowest of
+    `bucket_widths(length)` that holds its longest source, its decoder rows to one more than
+    the narrowest that holds its longest target (a few shapes for XLA where OpenNMT-py pads to
+    the longest). Deterministic given `rows`' order (a resume skips batches). `rows` must be
+    endless: a pass's last rows fill a pool with the next pass's."""
+    widths = tf.constant(bucket_widths(length), tf.int32)
+    pool = pool_batches * batch_size
 
-    def batches(key, window):
-        source = tf.reshape(widths[key], [1])
-        shapes = ({"encoder_token_ids": source, "encoder_padding_mask": source,
-                   "decoder_token_ids": source + 1, "decoder_padding_mask": source + 1},
-                  source + 1)
-        return window.padded_batch(batch_size, padded_shapes=shapes, drop_remainder=True)
+    def narrowest(words):  # the first width that holds `words`
+        return tf.gather(widths, tf.argmax(tf.cast(widths >= words, tf.int32)))
 
-    return rows.group_by_window(bucket, batches, window_size=batch_size)
+    def padded(row, width):
+        row = row[:, :width]
+        return tf.pad(row, [[0, 0], [0, width - tf.shape(row)[1]]])
+
+    def batch(inputs, labels, order):
+        inputs, labels = tf.nest.map_structure(functools.partial(tf.gather, indices=order),
+                                               (inputs, labels))
+        source = narrowest(tf.reduce_max(tf.reduce_sum(inputs["encoder_padding_mask"], 1)))
+        target = narrowest(tf.reduce_max(tf.reduce_sum(inputs["decoder_padding_mask"], 1)) - 1)
+        return ({name: padded(x, source if name.startswith("encoder") else target + 1)
+                 for name, x in inputs.items()}, padded(labels, target + 1))
+
+    def cut(index, pooled):
+        inputs, labels = pooled
+        words = tf.reduce_sum(inputs["encoder_padding_mask"], 1)
+        order = tf.reshape(tf.argsort(words, stable=True), [pool_batches, batch_size])
+        # each batch by decreasing source length, ties in the pool's order (Dataset.__getitem__)
+        order = tf.gather(order, tf.argsort(-tf.gather(words, order), axis=1, stable=True),
+                          batch_dims=1)
+        shuffled = tf.argsort(tf.random.stateless_uniform(
+            [pool_batches], tf.stack([tf.cast(seed, tf.int64), index])))
+        return tf.data.Dataset.from_tensor_slices(tf.gather(order, shuffled)).map(
+            functools.partial(batch, inputs, labels))
+
+    source, target = tf.constant([length]), tf.constant([length + 1])
+    shapes = ({"encoder_token_ids": source, "encoder_padding_mask": source,
+               "decoder_token_ids": target, "decoder_padding_mask": target}, target)
+    return rows.padded_batch(pool, padded_shapes=shapes, drop_remainder=True).enumerate().flat_map(
+        cut)
 
 
 def row_length(source_words, target_words):
@@ -357,17 +389,24 @@ def row_length(source_words, target_words):
 
 def cove_dataset(documents, tokenizer, run):
     """Translation batches ({encoder_*, decoder_*}, labels) of the run's pair file: its kept
-    pairs shuffled in a 4,096-pair buffer, again each pass, batched by length
-    (`length_batches`)."""
+    pairs shuffled in a 4,096-pair buffer, again each pass, then sorted by source length a
+    pool at a time (`pooled_batches`; a pool at most the kept pairs, as the released run
+    sorted its whole file)."""
     del documents  # the pairs are the run's text (`check_inputs` refuses a --corpus)
-    rows = translation_rows(tokenizer, run)
-    return length_batches(rows.shuffle(4096, seed=run.seed).repeat(), run.sequence_length,
-                          run.batch_size)
+    rows, kept = _kept_rows(tokenizer, run)
+    pool = min(POOL_BATCHES, max(1, kept // run.batch_size))
+    return pooled_batches(rows.shuffle(4096, seed=run.seed).repeat(), run.sequence_length,
+                          run.batch_size, run.seed, pool)
 
 
 def translation_rows(tokenizer, run):
     """The rows (`_rows`, unpadded) of the pairs that fit run.sequence_length, in the pair
     file's order (the prepared data's with --data)."""
+    return _kept_rows(tokenizer, run)[0]
+
+
+def _kept_rows(tokenizer, run):
+    """(`translation_rows`, how many pairs fit; of the sampled pairs if the file is larger)."""
     source, target, path, _ = _inputs(run)
     words = target_vocabulary(run, tokenizer)
     target_tokenizer = word_tokenizer(words[len(TARGET_SPECIALS):], TARGET_SPECIALS, target)
@@ -395,7 +434,7 @@ def translation_rows(tokenizer, run):
         "words (salesforce/cove OpenNMT-py preprocess.py @9a0d90b: the most frequent words "
         "of each side).")
     bos, eos = (TARGET_SPECIALS.index(t) for t in ("<s>", "</s>"))
-    return pairs.filter(fits).map(lambda s, t: _rows(s, t, bos, eos))
+    return pairs.filter(fits).map(lambda s, t: _rows(s, t, bos, eos)), kept
 
 
 def _kept_pairs(run, data, pairs, source, target):

@@ -8,8 +8,11 @@ with; its preprocess.py, onmt/Dict.py and onmt/Dataset.py are OpenNMT/OpenNMT-py
 - `Dict` (onmt/Dict.py `add`, `addSpecial`, `prune`, `convertToIdx`), `make_vocabulary`
   (preprocess.py `makeVocabulary`), `make_data` (`makeData`: the -seq_length filter,
   -shuffle, the sort by source length);
-- `batches` (onmt/Dataset.py `__getitem__`/`_batchify`) and `epoch_order` (train.py
-  `trainEpoch`: the batches' order, shuffled each epoch; -extra_shuffle off).
+- `batches` (onmt/Dataset.py `__getitem__`/`_batchify`: consecutive pairs, each batch by
+  decreasing source length) and `epoch_order` (train.py `trainEpoch`: the batches' order,
+  shuffled each epoch; -extra_shuffle off);
+- `pooled_batches`: the same sort and batches a pool at a time, the form a stream can make
+  (keras_ctx's `cove_recipe.pooled_batches`).
 The released code runs with torch 2.13 after one change (`Dict.prune` indexes a dict with
 the 0-d tensors that iterating `idx` gives now, ints in 2017's torch), which is how
 docs/notes/data-references.md's numbers were checked; this transcription is what the tests
@@ -130,11 +133,31 @@ def _batchify(data):
 def batches(src, tgt, batch_size=BATCH_SIZE):
     """onmt/Dataset.py: ceil(N / batch_size) batches of consecutive (sorted) pairs, the
     last one short; each (source (b, S), decoder input `<s> y` (b, T), targets `y </s>`
-    (b, T)), train.py's `batch[1][:-1]` / `batch[1][1:]` (batch-major here)."""
+    (b, T)), train.py's `batch[1][:-1]` / `batch[1][1:]` (batch-major here), its rows by
+    decreasing source length (`__getitem__`'s `sorted(..., key=lambda x: -x[1])`, stable)."""
     out = []
     for start in range(0, len(src), batch_size):
-        target = _batchify(tgt[start:start + batch_size])
-        out.append((_batchify(src[start:start + batch_size]), target[:, :-1], target[:, 1:]))
+        source, target = _batchify(src[start:start + batch_size]), _batchify(
+            tgt[start:start + batch_size])
+        lengths = [len(x) for x in src[start:start + batch_size]]
+        order = [i for i, _ in sorted(enumerate(lengths), key=lambda x: -x[1])]
+        source, target = source[order], target[order]
+        out.append((source, target[:, :-1], target[:, 1:]))
+    return out
+
+
+def pooled_batches(src, tgt, batch_size=BATCH_SIZE, pool_batches=100):
+    """The released batches made a pool at a time (keras_ctx's streamed form, not the
+    released code): each `pool_batches * batch_size` consecutive pairs sorted by source
+    length as `make_data` sorts the whole file, then cut by `batches`, as torchtext's
+    data/iterator.py `pool` (100 batches a chunk) does for later OpenNMT-py. A list per pool,
+    in the sorted order (train.py shuffles the batches' order)."""
+    pool = pool_batches * batch_size
+    out = []
+    for start in range(0, len(src), pool):
+        chunk = np.argsort([len(x) for x in src[start:start + pool]], kind="stable")
+        out.append(batches([src[start + i] for i in chunk], [tgt[start + i] for i in chunk],
+                           batch_size))
     return out
 
 

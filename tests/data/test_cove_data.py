@@ -122,21 +122,29 @@ def _cove_statistics(sources, labels, source_unk, target_unk):
             "<unk> share, targets": np.mean(real_labels == target_unk)}
 
 
-def _padding_shares(batches):
-    """(source, targets) shares of the batches' positions that hold padding (id 0)."""
-    sources, targets = [b[0] for b in batches], [b[-1] for b in batches]
-    return tuple(1 - sum(np.count_nonzero(a) for a in arrays) / sum(a.size for a in arrays)
-                 for arrays in (sources, targets))
+def _padding_shares(batches, longest=False):
+    """(source, targets) shares of the batches' positions that hold padding (id 0); with
+    `longest`, of the positions each batch would hold padded to its longest row."""
+    shares = []
+    for arrays in ([b[0] for b in batches], [b[-1] for b in batches]):
+        words = [np.count_nonzero(a, 1) for a in arrays]
+        positions = [len(a) * w.max() if longest else a.size for a, w in zip(arrays, words)]
+        shares.append(1 - sum(w.sum() for w in words) / sum(positions))
+    return tuple(shares)
 
 
-def _cove_batches(tokenizer, pairs, kept):
-    """One epoch's worth of keras_ctx's batches of 64 at length 75 (V 8,000): (source, labels)."""
-    run = registry.Run("cove-base", 64, 75, 8000, inputs=(("parallel", (("en", "de", str(pairs)),)),))
-    return [(inputs["encoder_token_ids"], labels) for inputs, labels in
-            recipe.cove_dataset(None, tokenizer, run).take(kept // 64).as_numpy_iterator()]
+def _default_cove_run(pairs):
+    """keras_ctx's default run on `pairs`: batches of 64 at length 75, V 8,000."""
+    return registry.Run("cove-base", 64, 75, 8000, inputs=(("parallel", (("en", "de", str(pairs)),)),))
 
 
-@pytest.mark.slow  # ~80 s: the built-in corpus through Moses twice, then three epochs
+def _cove_batches(tokenizer, pairs, count):
+    """keras_ctx's first `count` batches: (inputs, labels)."""
+    return list(recipe.cove_dataset(None, tokenizer, _default_cove_run(pairs)).take(count)
+                .as_numpy_iterator())
+
+
+@pytest.mark.slow  # ~50 s: the built-in corpus through Moses twice, then three epochs
 def test_the_built_in_pairs_match_preprocess_py(tmp_path):
     pytest.importorskip("sacremoses")
     pairs = tmp_path / "pairs.tsv"
@@ -160,13 +168,30 @@ def test_the_built_in_pairs_match_preprocess_py(tmp_path):
             assert (_cove_sides(inputs, labels, ["", "<unk>", *tokenizer.get_vocabulary()[2:]],
                                 words) == _onmt_sides(src, tgt, src_dict, tgt_dict))
         found[length, size] += (len(src),)
-        if (length, size) == (75, 8000):  # padding share of one epoch's batches of 64
-            found["padding"] = (_padding_shares(onmt.batches(src, tgt, 64)),
-                                _padding_shares(_cove_batches(tokenizer, pairs, len(src))))
-    # The released batches sort by source length; keras_ctx's pad to the narrowest of its
-    # widths (the longer side's): 0.781 / 0.740 when every row was 75 wide.
-    np.testing.assert_allclose(found.pop("padding"), [(0.016, 0.654), (0.371, 0.275)],
-                               atol=2e-3)
+        if (length, size) == (75, 8000):  # one epoch's batches of 64
+            ours = _cove_batches(tokenizer, pairs, len(src) // 64)
+            found["batches"] = (ours, tokenizer)
+            released = [(source, labels) for source, _, labels in onmt.batches(src, tgt, 64)]
+            ours = [(inputs["encoder_token_ids"], labels) for inputs, labels in ours]
+            found["padding"] = (_padding_shares(released), _padding_shares(ours),
+                                _padding_shares(ours, longest=True))
+    # The released batches sort the file by source length; keras_ctx's a pool of 100
+    # batches at a time, each batch padded to the narrowest of its widths (multiples of 8)
+    # holding its longest source and targets: 0.371 / 0.275 when a batch held pairs of one
+    # width by their longer side, 0.781 / 0.740 when every row was 75 wide.
+    released, ours, longest = found.pop("padding")
+    np.testing.assert_allclose(released, (0.0160, 0.6544), atol=2e-4)
+    np.testing.assert_allclose(ours, (0.1925, 0.6719), rtol=0.03)
+    np.testing.assert_allclose(longest, (0.0202, 0.6522), rtol=0.03)  # without the widths
+    batches, tokenizer = found.pop("batches")
+    shapes = collections.Counter((inputs["encoder_token_ids"].shape, labels.shape)
+                                 for inputs, labels in batches)
+    assert {rows for (rows, _), _ in shapes} == {64} and len(batches) == 147
+    assert 28 <= len(shapes) <= 34  # 31 here; at most 10 source widths x 10 target widths
+    # Two pools: the reference's pooled batches of the same stream, row for row.
+    stream = _stream_pairs(tokenizer, _default_cove_run(pairs), 200 * 64)
+    assert _assert_pools(_cove_batches(tokenizer, pairs, 200), onmt.pooled_batches(*stream, 64),
+                         recipe.bucket_widths(75))
     assert [found[key][2] for key in found] == [9471, 9166, 9471]  # 9469, 9142 before
     # source words and targets (y </s>) per pair, <unk> shares of each (V 8000: the
     # released vocabularies keep 4 words fewer, see the note)
@@ -180,35 +205,77 @@ def test_the_built_in_pairs_match_preprocess_py(tmp_path):
                                    err_msg=key)
 
 
+def _stream_pairs(tokenizer, run, count):
+    """The first `count` rows `cove_dataset` batches (its kept pairs shuffled again each
+    pass), as the reference's pairs: (source ids, `<s> y </s>` ids)."""
+    bos = recipe.TARGET_SPECIALS.index("<s>")
+    rows = recipe.translation_rows(tokenizer, run).shuffle(4096, seed=run.seed).repeat()
+    return tuple(zip(*[(inputs["encoder_token_ids"], np.concatenate([[bos], labels]))
+                       for inputs, labels in rows.take(count).as_numpy_iterator()]))
+
+
+def _pool_position(batch, pool, widths):
+    """Which of the reference's `pool` batches `batch` holds, row for row: its source and
+    targets those rows, padded to the narrowest of `widths` holding the longest (the
+    decoder's one more); the decoder reads `<s> y` (OpenNMT-py's `<s> y </s>` of a shorter
+    row, the </s> being read as padding)."""
+    inputs, labels = batch
+    eos = recipe.TARGET_SPECIALS.index("</s>")
+    found = []
+    for position, (source, decoder, targets) in enumerate(pool):
+        width = min(w for w in widths if w >= source.shape[1])
+        target_width = min(w for w in widths if w >= targets.shape[1] - 1) + 1
+        expected = (np.pad(source, [(0, 0), (0, width - source.shape[1])]),
+                    np.pad(np.where(decoder == eos, 0, decoder),
+                           [(0, 0), (0, target_width - decoder.shape[1])]),
+                    np.pad(targets, [(0, 0), (0, target_width - targets.shape[1])]))
+        ours = (inputs["encoder_token_ids"], inputs["decoder_token_ids"], labels)
+        if all(a.shape == b.shape and (a == b).all() for a, b in zip(ours, expected)):
+            np.testing.assert_array_equal(inputs["encoder_padding_mask"], expected[0] != 0)
+            np.testing.assert_array_equal(inputs["decoder_padding_mask"], expected[1] != 0)
+            found.append(position)
+    assert len(found) == 1, (f"a batch of sources {inputs['encoder_padding_mask'].sum(1)} is "
+                             f"{len(found)} of its pool's batches")
+    return found[0]
+
+
+def _assert_pools(batches, pools, widths):
+    """`batches` hold the reference's `pools` (each its pool's batches, in some order);
+    True if some pool's order is not the sorted one (train.py shuffles it)."""
+    batches, shuffled = iter(batches), False
+    for pool in pools:
+        order = [_pool_position(next(batches), pool, widths) for _ in pool]
+        assert sorted(order) == list(range(len(pool))), order
+        shuffled |= order != sorted(order)
+    return shuffled
+
+
 @pytest.mark.backend_neutral("tf.data and the tokenizers, TensorFlow's on every backend")
-def test_batches_are_padded_to_the_narrowest_width_that_holds_their_rows(tmp_path):
-    """OpenNMT-py batches pairs of like source lengths (onmt/Dataset.py after a sort);
-    keras_ctx pads each batch to one of a few widths (8, 16, then --sequence-length 20 here),
-    the narrowest that holds each of its rows' longer side: a 3-word pair is never padded to
-    20 (it was: every row was 20 wide). The stream is the same each time it is built, so a
-    resumed run's skip lands on the same batches."""
+def test_batches_are_the_pools_sorted_runs_of_the_released_batching(tmp_path):
+    """OpenNMT-py (salesforce/cove @9a0d90b) sorts the pairs by source length, cuts batches
+    of consecutive pairs, each by decreasing source length, and shuffles their order;
+    keras_ctx does it a pool at a time (at most the kept pairs, 100 batches), each batch
+    padded to the narrowest of a few widths (8, 16, then --sequence-length 20 here) holding
+    its longest source, and its targets' own. Before, a batch held pairs of one width by
+    their longer side, in the shuffled order: 4-word sources beside 7-word ones."""
     pytest.importorskip("sacremoses")
+    rng = np.random.default_rng(3)
+    sources = [2, 3, 7, 9, 12, 15, 17, 20, 5, 8, 16, 1, 3, 7, 3]  # ties: their order kept
+    lines = [" ".join(rng.choice(list("abcdefgh"), n)) + "\t"
+             + " ".join(rng.choice(list("vwxyz"), int(rng.integers(1, 21)))) for n in sources]
     pairs = tmp_path / "pairs.tsv"
-    longer_sides = [2, 3, 7, 9, 12, 15, 17, 20, 5, 8, 16, 1]
-    pairs.write_text("".join(" ".join(["a"] * n) + "\t" + " ".join(["x"] * (n % 5 + 1)) + "\n"
-                             for n in longer_sides), encoding="utf-8")
-    assert recipe.bucket_widths(20) == (8, 16, 20) and recipe.bucket_widths(6) == (6,)
-    run = registry.Run("cove-base", 2, 20, 6, inputs=(("parallel", (("en", "de", str(pairs)),)),))
-    tokenizer = recipe.word_tokenizer(["a"])
-    dataset = recipe.cove_dataset(None, tokenizer, run)
-    batches = list(dataset.take(18).as_numpy_iterator())
-    seen = collections.Counter()
-    for inputs, labels in batches:
-        width = inputs["encoder_token_ids"].shape[1]
-        assert labels.shape == inputs["decoder_token_ids"].shape == (2, width + 1)
-        sources = inputs["encoder_padding_mask"].sum(1)
-        narrower = max(w for w in (0, 8, 16) if w < width)
-        assert all(narrower < n <= width for n in sources), (width, sources)
-        seen.update(sources.tolist())
-    assert set(seen) == set(longer_sides)  # 3 passes: every pair, none lost to a width
+    pairs.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    run = registry.Run("cove-base", 2, 20, 12, inputs=(("parallel", (("en", "de", str(pairs)),)),))
+    tokenizer = recipe.word_tokenizer(list("abcdefgh"))
+    widths = recipe.bucket_widths(20)
+    assert widths == (8, 16, 20) and recipe.bucket_widths(6) == (6,)
+    # The file's 15 pairs make pools of 7 batches (14 pairs, where the file is shorter than
+    # 100 batches), across passes: 3 pools.
+    src, tgt = _stream_pairs(tokenizer, run, 42)
+    batches = list(recipe.cove_dataset(None, tokenizer, run).take(21).as_numpy_iterator())
+    assert _assert_pools(batches, onmt.pooled_batches(src, tgt, 2, 7), widths)
     # A resumed run builds the stream again and skips the batches done (training.py).
-    again = recipe.cove_dataset(None, tokenizer, run)
-    again = list(again.skip(5).take(3).as_numpy_iterator())
+    again = list(recipe.cove_dataset(None, tokenizer, run).skip(5).take(3).as_numpy_iterator())
     for (inputs, labels), (first, first_labels) in zip(again, batches[5:8]):
         np.testing.assert_array_equal(inputs["encoder_token_ids"], first["encoder_token_ids"])
         np.testing.assert_array_equal(labels, first_labels)

@@ -1,5 +1,5 @@
 """A tokenizer's files in Hugging Face's names (vocab.txt, vocab.json + merges.txt, spiece.model,
-an ALBERT SentencePiece's tokenizer.json).
+an ALBERT or XLNet SentencePiece's tokenizer.json).
 
 The one writer of them: `keras_ctx.convert`'s export writes them beside a
 checkpoint, and a run's (or a saved task's) tokenizer/ holds them so that
@@ -9,6 +9,7 @@ because runs and prepared data, below `keras_ctx.convert`, write it too
 (docs/design.md, the house's import direction).
 """
 
+import dataclasses
 import json
 import os
 
@@ -41,27 +42,69 @@ _NAMES = {"wordpiece": ("vocab.txt", "tokenizer_config.json"),
           "albert_sentencepiece": ("spiece.model", "tokenizer_config.json"),
           "sentencepiece": ("spiece.model",),
           "moses_bpe": ("vocab.json", "merges.txt", "tokenizer_config.json")}
-# transformers reads an ALBERT SentencePiece through tokenizer.json, loaded as it is by this
-# class: its AlbertTokenizer rebuilds the pre-tokenizer and reads spm's user-defined symbols
-# as added tokens, each text chunk between them its own "▁" word ("a (b)": "▁a", "(", "▁b",
-# where SentencePiece gives "▁a", "▁", "(", "b").
-ALBERT_FAST_CLASS = "PreTrainedTokenizerFast"
-# tokenizer_config.json's names for them (transformers' AlbertTokenizer's defaults).
-ALBERT_SPECIAL_TOKEN_NAMES = {"bos_token": "[CLS]", "eos_token": "[SEP]", "unk_token": "<unk>",
-                              "sep_token": "[SEP]", "pad_token": "<pad>", "cls_token": "[CLS]",
-                              "mask_token": "[MASK]"}
+# transformers reads ALBERT's and XLNet's SentencePiece through tokenizer.json, loaded as it is
+# by this class: its AlbertTokenizer / XLNetTokenizer rebuild the pre-tokenizer and read spm's
+# user-defined symbols as added tokens, each text chunk between them its own "▁" word
+# ("a (b)": "▁a", "(", "▁b", where SentencePiece gives "▁a", "▁", "(", "b").
+SENTENCEPIECE_FAST_CLASS = "PreTrainedTokenizerFast"
 
 
-def _albert(tokenizer, kind):
-    """Whether the tokenizer is ALBERT's SentencePiece with its [MASK] (not XLNet's)."""
-    return kind == "albert_sentencepiece" and "[MASK]" in tokenizer.get_vocabulary()
+@dataclasses.dataclass(frozen=True)
+class FastFraming:
+    """How a tokenizer.json frames text, in transformers' terms: `single` and `pair`
+    (TemplateProcessing's, with each special token's role for its spelling: "$A:0 sep:0
+    cls:2"), the tokenizer_config.json names of the roles (`names`: {name: role}),
+    `padding_side`, and `marks`, the pieces a vocabulary holds when the framing is its own."""
+
+    single: str
+    pair: str
+    names: dict
+    marks: tuple
+    padding_side: str = "right"
+
+    def spellings(self, vocabulary):
+        """{role: the vocabulary's spelling}, the first of its spellings it holds."""
+        return {role: next((s for s in spellings if s in vocabulary), spellings[0])
+                for role, spellings in _ROLES.items()}
+
+
+# A role's spellings, keras_ctx's first: its XLNet tokenizer spells <cls> <sep> as [CLS] [SEP]
+# (XLNET_SPECIAL_TOKENS), a converted released XLNet vocabulary as <cls> <sep>.
+_ROLES = {"cls": ("[CLS]", "<cls>"), "sep": ("[SEP]", "<sep>"), "unk": ("<unk>",),
+          "pad": ("<pad>",), "mask": ("[MASK]", "<mask>")}
+# ALBERT: [CLS] A [SEP] (B [SEP]), as transformers' AlbertTokenizer frames it.
+ALBERT_FAST = FastFraming(
+    single="cls:0 $A:0 sep:0", pair="cls:0 $A:0 sep:0 $B:1 sep:1",
+    names={"bos_token": "cls", "eos_token": "sep", "unk_token": "unk", "sep_token": "sep",
+           "pad_token": "pad", "cls_token": "cls", "mask_token": "mask"},
+    marks=("[MASK]",))
+# XLNet: A <sep> (B <sep>) <cls>, <cls> its own segment 2, padded on the left, as
+# transformers' XLNetTokenizer frames it (zihangdai/xlnet classifier_utils.py @bbaa3a6,
+# convert_single_example: SEG_ID_CLS 2, the padding put first). Padding's token type is
+# transformers' 0 (its generic class takes no other; XLNetTokenizer's 3, the release's 4).
+XLNET_FAST = FastFraming(
+    single="$A:0 sep:0 cls:2", pair="$A:0 sep:0 $B:1 sep:1 cls:2",
+    names={"unk_token": "unk", "sep_token": "sep", "pad_token": "pad", "cls_token": "cls",
+           "mask_token": "mask"},
+    marks=("<mask>", "<eod>"), padding_side="left")
+FAST_FRAMINGS = (ALBERT_FAST, XLNET_FAST)
+
+
+def fast_framing(tokenizer, kind=None):
+    """The `FastFraming` of an ALBERT-style SentencePiece tokenizer, told by its vocabulary
+    (ALBERT's [MASK]; XLNet's <mask> and <eod>), or None (no tokenizer.json)."""
+    kind = kind or (_kind(tokenizer) if tokenizer is not None else None)
+    if kind != "albert_sentencepiece":
+        return None
+    vocabulary = set(tokenizer.get_vocabulary())
+    return next((f for f in FAST_FRAMINGS if set(f.marks) <= vocabulary), None)
 
 
 def tokenizer_file_names(tokenizer, tokenizer_class=None):
     """The files `save_tokenizer_files` writes for `tokenizer` (with `tokenizer_class`)."""
     kind = _kind(tokenizer) if tokenizer is not None else None
     names = _NAMES.get(kind, ())
-    if _albert(tokenizer, kind):
+    if fast_framing(tokenizer, kind):
         names += ("tokenizer.json",)
     if names and tokenizer_class and "tokenizer_config.json" not in names:
         names += ("tokenizer_config.json",)
@@ -75,23 +118,22 @@ def huggingface_class(tokenizer):
     Told by the kind and, for byte-level BPE, by the vocabulary's special tokens (as
     `tokenizers.special_token_ids` finds them): fairseq's <s> ... </s> (RoBERTa, BART)
     or none (GPT-2). A plain SentencePiece model (T5) frames text by its family, which
-    these files do not say: no class; nor for XLNet's, which reads text as ALBERT's
-    does (`albert_text`) but has no [MASK] (AlbertTokenizer would add one and frame
-    [CLS] A [SEP], where XLNet's rows end A [SEP] [CLS]). ALBERT's is read from its
-    tokenizer.json (`ALBERT_FAST_CLASS`).
+    these files do not say: no class. ALBERT's and XLNet's (`albert_text`) are read from
+    their tokenizer.json (`SENTENCEPIECE_FAST_CLASS`, `fast_framing`).
     """
     kind = _kind(tokenizer) if tokenizer is not None else None
     if kind == "byte_pairs":
         fairseq = {"<s>", "</s>"} <= set(tokenizer.vocabulary)
         return "RobertaTokenizer" if fairseq else "GPT2Tokenizer"
     if kind == "albert_sentencepiece":
-        return ALBERT_FAST_CLASS if _albert(tokenizer, kind) else None
+        return SENTENCEPIECE_FAST_CLASS if fast_framing(tokenizer, kind) else None
     return {"wordpiece": "BertTokenizer", "moses_bpe": "XLMTokenizer"}.get(kind)
 
 
-def albert_tokenizer_json(tokenizer):
+def albert_tokenizer_json(tokenizer, framing):
     """tokenizer.json (the `tokenizers` library's file, as a str) that reads text as the ALBERT
-    SentencePiece `tokenizer` does, with its framing [CLS] A [SEP] (B [SEP]).
+    SentencePiece `tokenizer` (ALBERT's or XLNet's) does, its case, quotes and accents as the
+    tokenizer keeps them, framed by `framing` (a `FastFraming`).
 
     google-research/albert's path (`albert_text`): `preprocess_text`
     (`albert_text.albert_text_normalizers`), then SentencePiece itself: the model's
@@ -128,10 +170,16 @@ def albert_tokenizer_json(tokenizer):
     control = [p.piece for p in proto.pieces if p.type in (p.CONTROL, p.UNKNOWN)]
     fast.add_special_tokens([AddedToken(piece, normalized=False, special=True)
                              for piece in control])
-    ids = {piece: fast.token_to_id(piece) for piece in ("[CLS]", "[SEP]")}
+    spelled = framing.spellings({p.piece for p in proto.pieces})
+
+    def template(parts):  # "cls:2" -> "[CLS]:2"; "$A:0" stays
+        return " ".join(f"{spelled.get(name, name)}:{type_id}"
+                        for name, type_id in (part.split(":") for part in parts.split()))
+
     fast.post_processor = processors.TemplateProcessing(
-        single="[CLS]:0 $A:0 [SEP]:0", pair="[CLS]:0 $A:0 [SEP]:0 $B:1 [SEP]:1",
-        special_tokens=list(ids.items()))
+        single=template(framing.single), pair=template(framing.pair),
+        special_tokens=[(spelled[role], fast.token_to_id(spelled[role]))
+                        for role in ("cls", "sep")])
     return fast.to_str()
 
 
@@ -182,12 +230,16 @@ def save_tokenizer_files(tokenizer, directory, tokenizer_class=None):
             # What transformers' AlbertTokenizer / XLNetTokenizer read back.
             settings = {"do_lower_case": bool(tokenizer.lowercase),
                         "keep_accents": bool(tokenizer.keep_accents), "remove_space": True}
-        if _albert(tokenizer, kind):
-            # A checkpoint's config.json would name AlbertTokenizer: the class is said here.
+        framing = fast_framing(tokenizer, kind)
+        if framing:
+            # A checkpoint's config.json would name AlbertTokenizer / XLNetTokenizer: the
+            # class is said here, with the special tokens and the side padding goes.
             files.write_text(os.path.join(directory, "tokenizer.json"),
-                             albert_tokenizer_json(tokenizer))
-            tokenizer_class = ALBERT_FAST_CLASS
-            settings.update(ALBERT_SPECIAL_TOKEN_NAMES)
+                             albert_tokenizer_json(tokenizer, framing))
+            tokenizer_class = SENTENCEPIECE_FAST_CLASS
+            spelled = framing.spellings(set(tokenizer.get_vocabulary()))
+            settings.update({name: spelled[role] for name, role in framing.names.items()},
+                            padding_side=framing.padding_side)
     if tokenizer_class:
         settings["tokenizer_class"] = tokenizer_class
     if settings:

@@ -181,8 +181,9 @@ def test_a_saved_xlnet_tokenizer_reads_text_as_before_and_claims_no_albert_class
     assert ([np.asarray(row).tolist() for row in again.tokenize(lines)]
             == [np.asarray(row).tolist() for row in tokenizer.tokenize(lines)])
     # transformers' AlbertTokenizer would add a [MASK] and frame [CLS] A [SEP]: XLNet's
-    # rows end A [SEP] [CLS], so no class is claimed, as for a plain SentencePiece.
+    # rows end A [SEP] [CLS], read from tokenizer.json (tests/runs/test_tokenizer_files.py).
     import json
 
     settings = json.loads((tmp_path / "tokenizer_config.json").read_text())
-    assert "tokenizer_class" not in settings and settings["do_lower_case"] is False
+    assert settings["tokenizer_class"] == "PreTrainedTokenizerFast"
+    assert settings["do_lower_case"] is False and settings["padding_side"] == "left"

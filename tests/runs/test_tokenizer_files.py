@@ -176,6 +176,95 @@ def test_an_albert_run_trained_without_symbols_keeps_its_ids_and_saves_a_tokeniz
     _assert_albert_ids_everywhere(tmp_path / "again", old)
 
 
+def _released_xlnet_ids(tokenizer, line):
+    """sentencepiece's own ids as zihangdai/xlnet's data_utils.py @bbaa3a6 reads a line:
+    prepro_utils.py's `preprocess_text(line, lower=False)` (ALBERT's, `` and '' read as ")
+    and `encode_ids` (ALBERT's `encode_pieces`, transcribed)."""
+    import sentencepiece as spm
+
+    from tests.data import albert_tokenization_reference as released
+
+    model = spm.SentencePieceProcessor(model_proto=tokenizer.proto)
+    text = " ".join(line.split()).replace("``", '"').replace("''", '"')
+    return released.encode_ids(model, text, lower=False)
+
+
+def _preprocessed_xlnet_rows(tokenizer, texts, pairs=None, length=160):
+    """[(ids, segment ids)] of TextPreprocessor(tokenizer, length, "xlnet"), real tokens."""
+    inputs = TextPreprocessor(tokenizer, length, "xlnet")(
+        tf.constant(texts), None if pairs is None else tf.constant(pairs))
+    real = np.asarray(inputs["padding_mask"]) == 1
+    return [(ids[keep].tolist(), segments[keep].tolist()) for ids, segments, keep in zip(
+        np.asarray(inputs["token_ids"]), np.asarray(inputs["segment_ids"]), real)]
+
+
+# XLNet's user-defined symbols <eop> . ( ) " - – £ € (zihangdai/xlnet README @bbaa3a6),
+# cased, with accents, PTB quotes, "1990," and Hangul.
+XLNET_LINES = SYMBOL_LINES + ["In 1990, <eop> Jos\u00e9 said ``Caf\u00e9''."]
+
+
+def _assert_xlnet_read_by_transformers(directory, tokenizer):
+    """AutoTokenizer on `directory`: the released pieces, keras_ctx's XLNet framing A [SEP]
+    (B [SEP]) [CLS] with its segments, <cls> of segment 2, padding on the left."""
+    read = _transformers().AutoTokenizer.from_pretrained(str(directory))
+    cls, sep = (tokenizer.token_to_id(t) for t in ("[CLS]", "[SEP]"))
+    for line, (ids, segments) in zip(XLNET_LINES,
+                                     _preprocessed_xlnet_rows(tokenizer, XLNET_LINES)):
+        expected = _released_xlnet_ids(tokenizer, line)
+        assert np.asarray(tokenizer(tf.constant(line))).tolist() == expected, line
+        assert read(line, add_special_tokens=False)["input_ids"] == expected, line
+        assert ids == expected + [sep, cls], line
+        got = read(line, return_token_type_ids=True)
+        assert got["input_ids"] == ids, line
+        # <cls> is segment 2 (classifier_utils.py's SEG_ID_CLS, XLNetTokenizer's), the rest
+        # keras_ctx's.
+        assert got["token_type_ids"] == segments[:-1] + [2], line
+    pairs = _preprocessed_xlnet_rows(tokenizer, XLNET_LINES[:-1], XLNET_LINES[1:])
+    for a, b, (ids, segments) in zip(XLNET_LINES, XLNET_LINES[1:], pairs):
+        assert ids == (_released_xlnet_ids(tokenizer, a) + [sep]
+                       + _released_xlnet_ids(tokenizer, b) + [sep, cls]), (a, b)
+        got = read(a, b, return_token_type_ids=True)
+        assert got["input_ids"] == ids and got["token_type_ids"] == segments[:-1] + [2], (a, b)
+    # transformers pads XLNet on the left (keras_ctx's TextPreprocessor on the right).
+    [(short, _)] = _preprocessed_xlnet_rows(tokenizer, ["a (b)"])
+    batch = read(["a (b)", XLNET_LINES[3]], padding=True)
+    width = len(batch["input_ids"][1])
+    assert read.padding_side == "left" and width > len(short)
+    assert batch["input_ids"][0] == [read.pad_token_id] * (width - len(short)) + short
+    assert batch["attention_mask"][0] == [0] * (width - len(short)) + [1] * len(short)
+    assert tokenizer.id_to_token(read.pad_token_id) == "<pad>"
+    assert (read.cls_token, read.sep_token, read.mask_token) == ("[CLS]", "[SEP]", "<mask>")
+
+
+def test_a_saved_xlnet_tokenizer_is_read_by_transformers_with_our_ids_and_framing(tmp_path):
+    tokenizer = families.get("xlnet").train_tokenizer(SYMBOL_CORPUS, 150)
+    tokenizers.save_tokenizer(tokenizer, str(tmp_path))
+    assert _tokenizers_library_reads(tmp_path / "tokenizer.json")
+    _assert_xlnet_read_by_transformers(tmp_path, tokenizer)
+    again = tokenizers.load_tokenizer(str(tmp_path))  # keras_ctx reads spiece.model back
+    assert [np.asarray(again(tf.constant(line))).tolist() for line in XLNET_LINES] == [
+        _released_xlnet_ids(tokenizer, line) for line in XLNET_LINES]
+
+
+def test_an_exported_xlnet_checkpoint_is_read_by_transformers_with_our_ids_and_framing(
+        tmp_path):
+    """to_huggingface: config.json says "xlnet", tokenizer_config.json the class that loads
+    tokenizer.json as it is; from_huggingface reads the same ids back."""
+    from keras_ctx.convert import from_huggingface, to_huggingface
+    from keras_ctx.models import XLNetBackbone
+
+    tokenizer = families.get("xlnet").train_tokenizer(SYMBOL_CORPUS, 150)
+    backbone = XLNetBackbone(vocabulary_size=int(tokenizer.vocabulary_size()), num_layers=1,
+                             num_heads=2, hidden_size=8, intermediate_size=16)
+    backbone.tokenizer = tokenizer
+    to_huggingface(backbone, tmp_path / "hf")
+    assert json.loads((tmp_path / "hf" / "config.json").read_text())["model_type"] == "xlnet"
+    _assert_xlnet_read_by_transformers(tmp_path / "hf", tokenizer)
+    back = from_huggingface(str(tmp_path / "hf")).tokenizer
+    assert [np.asarray(back(tf.constant(line))).tolist() for line in XLNET_LINES] == [
+        _released_xlnet_ids(tokenizer, line) for line in XLNET_LINES]
+
+
 def _old_layout(directory, tokenizer):
     """tokenizer/ as keras_ctx wrote it before keras_tokenizer.json: the Keras config as
     tokenizer.json, its assets beside it, nothing else (the earlier save_tokenizer)."""

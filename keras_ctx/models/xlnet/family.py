@@ -56,7 +56,9 @@ XLNET_CHARACTER_COVERAGE = 0.99995
 # data_utils.py @bbaa3a6 reads every line through prepro_utils.py's
 # `preprocess_text(line, lower=FLAGS.uncased)` and `encode_ids` (`encode_pieces`):
 # ALBERT's rules (`albert_text`), `` and '' always read as ", cased as the released
-# models (README: "We only release cased models").
+# models (README: "We only release cased models"). A saved or exported XLNet tokenizer
+# carries a tokenizer.json that transformers reads with these ids and XLNet's framing
+# (keras_ctx.data.tokenizer_files.XLNET_FAST).
 XLNET_QUOTES = True
 train_xlnet_tokenizer = functools.partial(
     tokenizers.train_albert_sentencepiece, special_tokens=XLNET_SPECIAL_TOKENS, lowercase=False,

@@ -37,9 +37,13 @@ them when `fit` ends, for evaluation (ema_test). Kept differences: Keras' veloci
 holds lr * gradient (TF1's MomentumOptimizer multiplies the accumulated gradient
 by the current lr: the same under a constant lr, a little apart in warm-up); a
 reached weight whose whole gradient is exactly zero (a module whose ReLU units
-are all off on a batch) keeps its momentum, which TF1 would apply; the embedding
-tables' rows absent from a minibatch move by their momentum (TF1's sparse update
-of a lookup's gradient touches only the rows read).
+are all off on a batch) keeps its momentum, which TF1 would apply; so does a
+word row read with an exactly zero gradient (`CvtSGD` judges a row by its
+gradient, TF1 by the ids read: rows the loss masks out, as padding's, have no
+momentum to apply); the character table is updated whole, every row moving by its
+momentum (TF1: the rows read; most rows read have a zero gradient there, through
+the CNN's max-pooling, so a gradient cannot tell them); the global norm is the
+summed gradient's (TF1 squares a lookup's slices position by position).
 """
 
 import keras
@@ -99,7 +103,14 @@ class CvtSGD(keras.optimizers.SGD):
     so a compiled step (a TF graph, XLA, JAX) gives the other tasks' primary
     modules zeros, which Keras' SGD would apply: their velocity decays and
     still moves them. Same arguments as `keras.optimizers.SGD`.
+
+    The same holds row by row for the lookup tables (`lookup_tables`: their paths,
+    which `CrossViewTrainer.compile` sets: the word table): cvt_text reads its
+    tables with `embedding_lookup`, whose gradient is sparse, and TF1's momentum
+    updates only the rows a minibatch read; Keras' would move every row by its velocity.
     """
+
+    lookup_tables = frozenset()
 
     def update_step(self, gradient, variable, learning_rate):
         if self.momentum == 0:  # no velocity: a zero gradient moves nothing
@@ -107,9 +118,13 @@ class CvtSGD(keras.optimizers.SGD):
         learning_rate = ops.cast(learning_rate, variable.dtype)
         gradient = ops.cast(gradient, variable.dtype)
         momentum = ops.cast(self.momentum, variable.dtype)
-        m = self.momentums[self._get_variable_index(variable)]
+        index = self._get_variable_index(variable)  # TensorFlow passes its own variable
+        m = self.momentums[index]
         kept = ops.convert_to_tensor(m)  # jnp.where takes no Keras variable
-        reached = ops.any(ops.not_equal(gradient, 0))
+        if self._trainable_variables[index].path in self.lookup_tables:  # rows read
+            reached = ops.any(ops.not_equal(gradient, 0), axis=-1, keepdims=True)
+        else:
+            reached = ops.any(ops.not_equal(gradient, 0))
         # ops, not operators: on TensorFlow a lookup's gradient is an IndexedSlices.
         scaled = ops.multiply(gradient, learning_rate)
         velocity = ops.where(reached, ops.subtract(ops.multiply(kept, momentum), scaled), kept)
@@ -243,6 +258,19 @@ class CrossViewTrainer(Pretrainer):
             for view, module in zip(AUXILIARY_VIEWS, modules):
                 outputs[f"{t}_{view}"] = module(views[view])
         return outputs
+
+    def compile(self, optimizer="rmsprop", *args, **kwargs):
+        super().compile(optimizer, *args, **kwargs)
+        inner = getattr(self.optimizer, "inner_optimizer", self.optimizer)  # mixed_float16
+        if isinstance(inner, CvtSGD):
+            inner.lookup_tables = frozenset(w.path for w in self.lookup_tables())
+
+    def lookup_tables(self):
+        """The encoder's word table: `CvtSGD` updates a row only when the minibatch read
+        it, as TF1 applies `embedding_lookup`'s gradient (a read word's row always has
+        a gradient). The character table stays whole: its max-pooling gives most rows
+        read a zero gradient, which TF1 would still apply momentum to."""
+        return [self.encoder.get_layer("token_embedding").embeddings]
 
     def primary_logits(self, inputs, task=None):
         """The primary module's logits of `task` (default: the first), no dropout; one

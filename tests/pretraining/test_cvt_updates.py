@@ -65,16 +65,24 @@ def _reached_by(trainer, update):
     return [v for v in trainer.trainable_variables if _module_of(v) not in unreached]
 
 
+# The word table cvt_text reads with embedding_lookup (model/encoder.py), by the ids read.
+# Its character table too, but keras_ctx updates that one whole (CvtSGD's kept
+# differences, keras_ctx/pretraining/cvt.py): the reference does the same.
+TABLES = {"token_embedding/embeddings": "token_ids"}
+
+
 def _cvt_text_momentum(trainer, steps):
-    """NumPy: each step's two train ops as cvt_text runs them; returns weights, accumulations."""
+    """NumPy: each step's two train ops as cvt_text runs them; returns weights, accumulations.
+    A lookup table's sparse gradient updates only the rows the minibatch read."""
     weights = {v.path: keras.ops.convert_to_numpy(v) for v in trainer.trainable_variables}
     accumulation = {path: np.zeros_like(w) for path, w in weights.items()}
     for step in steps:
         task = list(TASKS)[int(step["task"][0])]
         inputs, labels = step["labelled"]
-        for update, losses in (
-                (task, lambda: trainer.supervised_losses(inputs, labels, task, training=True)),
-                (None, lambda: trainer.cvt_losses(step["unlabelled"]))):
+        for update, read, losses in (
+                (task, inputs,
+                 lambda: trainer.supervised_losses(inputs, labels, task, training=True)),
+                (None, step["unlabelled"], lambda: trainer.cvt_losses(step["unlabelled"]))):
             for v in trainer.trainable_variables:
                 v.assign(weights[v.path])
             variables = _reached_by(trainer, update)
@@ -83,8 +91,10 @@ def _cvt_text_momentum(trainer, steps):
             norm = np.sqrt(sum(float(np.sum(g.astype("float64") ** 2)) for g in grads))
             scale = CLIP / max(norm, CLIP)
             for v, g in zip(variables, grads):
-                accumulation[v.path] = MOMENTUM * accumulation[v.path] + g * scale
-                weights[v.path] = weights[v.path] - LR * accumulation[v.path]
+                rows = np.unique(read[TABLES[v.path]]) if v.path in TABLES else ...
+                accumulation[v.path][rows] = MOMENTUM * accumulation[v.path][rows] + g[
+                    rows] * scale
+                weights[v.path][rows] = weights[v.path][rows] - LR * accumulation[v.path][rows]
     return weights, accumulation
 
 
@@ -125,6 +135,40 @@ def test_a_weight_without_gradient_keeps_its_value_and_momentum():
         for velocity, want in zip(seen[-1], accumulation):
             np.testing.assert_allclose(velocity, -LR * want, rtol=1e-6, atol=1e-7)
     np.testing.assert_array_equal(seen[1][1], seen[0][1])  # not decayed
+
+
+def test_a_lookup_tables_unread_rows_keep_their_value_and_momentum():
+    # TF1's sparse momentum (cvt_text's embedding_lookup): an update touches the rows read.
+    # Rows 0 and 2 read, then row 2 only, then rows 1 and 2; a weight beside, read each time.
+    reads = [(0, 2), (2,), (1, 2)]
+    rng = np.random.default_rng(0)
+    table = keras.Variable(rng.normal(size=(3, 2)).astype("float32"), name="table")
+    bias = keras.Variable(np.zeros(2, "float32"), name="bias")
+    optimizer = CvtSGD(LR, momentum=MOMENTUM)
+    optimizer.lookup_tables = frozenset({table.path})
+    optimizer.build([table, bias])
+    weights = [keras.ops.convert_to_numpy(table).astype("float64"), np.zeros(2)]
+    accumulation = [np.zeros((3, 2)), np.zeros(2)]
+    for rows in reads:
+        grads = [np.zeros((3, 2)), rng.normal(size=2)]
+        grads[0][list(rows)] = rng.normal(size=(len(rows), 2))
+        for i, (g, where) in enumerate(zip(grads, (list(rows), slice(None)))):
+            accumulation[i][where] = MOMENTUM * accumulation[i][where] + g[where]
+            weights[i][where] -= LR * accumulation[i][where]
+        optimizer.apply([keras.ops.convert_to_tensor(g, "float32") for g in grads],
+                        [table, bias])
+        for variable, want in zip((table, bias), weights):
+            np.testing.assert_allclose(keras.ops.convert_to_numpy(variable), want, rtol=1e-5,
+                                       atol=1e-6)
+    velocity = keras.ops.convert_to_numpy(optimizer.momentums[0])
+    np.testing.assert_allclose(velocity, -LR * accumulation[0], rtol=1e-5, atol=1e-7)
+    assert np.any(velocity[0])  # row 0 kept the momentum it had, unspent for two updates
+
+
+def test_the_trainer_names_its_lookup_tables_to_the_optimizer():
+    trainer = _tiny_trainer()
+    trainer.compile(cvt_optimizer())
+    assert trainer.optimizer.lookup_tables == frozenset(TABLES)
 
 
 @pytest.mark.slow

@@ -127,8 +127,17 @@ class TextPreprocessor(keras.layers.Layer):
         self.encoder_decoder = family.inputs == "encoder_decoder"
         framing = family.framing
         self.segments, self.positions = framing.segments, framing.positions
+        self.summary_segment = framing.summary_segment
         ids = {part: [token_id(tokenizer, s) for s in getattr(framing, part)]
                for part in ("start", "middle", "end", "decoder_start")}
+        # A vocabulary without the pair's separator (OpenAI GPT's released one has no
+        # <|endoftext|>) still frames single texts; a pair is refused when given.
+        self.pair_missing = None
+        if None in ids["middle"]:
+            self.pair_missing = (f"The tokenizer has no {framing.middle} to join a pair of "
+                                 f"texts as the {family.name} family does; pass single texts "
+                                 "or a tokenizer with that token.")
+            ids["middle"] = []
         missing = [part for part, found in ids.items() if None in found]
         if missing:
             raise ValueError(f"The tokenizer lacks the {family.name} special tokens "
@@ -175,6 +184,8 @@ class TextPreprocessor(keras.layers.Layer):
         return cut(first, keep_a), cut(second, keep_b)
 
     def call(self, text, text_pair=None):
+        if text_pair is not None and self.pair_missing:
+            raise ValueError(self.pair_missing)
         first = self._tokenize(text)
         second = None if text_pair is None else self._tokenize(text_pair)
         first, second = self._truncate(first, second)
@@ -185,8 +196,11 @@ class TextPreprocessor(keras.layers.Layer):
             if self.middle_ids:
                 pieces.append((self._constant(self.middle_ids, batch), 0))
             pieces.append((second, 1))
-        if self.end_ids:
-            pieces.append((self._constant(self.end_ids, batch), 1 if second is not None else 0))
+        text_segment = 1 if second is not None else 0
+        for i, end in enumerate(self.end_ids):
+            last = i == len(self.end_ids) - 1 and self.summary_segment is not None
+            pieces.append((self._constant([end], batch),
+                           self.summary_segment if last else text_segment))
         framed = tf.concat([p for p, _ in pieces], axis=1)
         segments = tf.concat([tf.ones_like(p) * s for p, s in pieces], axis=1)
         lengths = framed.row_lengths()

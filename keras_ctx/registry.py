@@ -39,6 +39,8 @@ class Framing:
     `prompt_start`: the tokens a generated text's prompt opens with, as the
     pretraining text opened each sentence (XLM's CLM streams: </s>); none: the
     prompt's own pieces (GPT's).
+    `summary_segment`: the segment id of the last `end` token where the family gives
+    it one of its own (XLNet's <cls>: 2); None: the last text's.
     """
 
     start: tuple = ()
@@ -51,6 +53,7 @@ class Framing:
     # Rows also carry position_ids 0.. and language_ids 0 (XLM's explicit inputs).
     positions: bool = False
     prompt_start: tuple = ()
+    summary_segment: Optional[int] = None
 
 
 @dataclasses.dataclass(frozen=True)

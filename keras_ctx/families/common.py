@@ -19,9 +19,11 @@ FAIRSEQ_FRAMING = Framing(start=(("<s>",),), middle=(("</s>",), ("</s>",)), end=
 # BART's decoder starts with </s> (fairseq).
 BART_FRAMING = dataclasses.replace(FAIRSEQ_FRAMING, decoder_start=(("</s>",),),
                                    stop=(("</s>",),))
-# XLNet: A <sep> B <sep> <cls>, the summary token last (Yang et al. 2019).
+# XLNet: A <sep> B <sep> <cls>, the summary token last (Yang et al. 2019) in a segment
+# of its own: SEG_ID_CLS = 2 (zihangdai/xlnet classifier_utils.py @bbaa3a6), so its
+# relative segment encoding differs from both texts'.
 XLNET_FRAMING = Framing(middle=(("[SEP]", "<sep>"),),
-                        end=(("[SEP]", "<sep>"), ("[CLS]", "<cls>")))
+                        end=(("[SEP]", "<sep>"), ("[CLS]", "<cls>")), summary_segment=2)
 # GPT-2: no start token; a pair is joined by <|endoftext|>.
 GPT_FRAMING = Framing(middle=(("<|endoftext|>",),), segments=1,
                       stop=(("<|endoftext|>",),))

@@ -148,8 +148,11 @@ class Family:
         name: the family's name, recorded in run directories.
         backbone: its backbone class.
         presets: {preset name: (config, description)}.
-        train_tokenizer: (sentences tf.data, vocabulary_size) -> a keras-hub
-            tokenizer (or a word vocabulary list, ELMo). None: no recipe.
+        train_tokenizer: (sentences tf.data, vocabulary_size, **tokenizer_options(run))
+            -> a keras-hub tokenizer (or a word vocabulary list, ELMo). None: no recipe.
+        tokenizer_options: Run -> the keyword arguments of `train_tokenizer` the run's
+            preset sets, where a size's authors trained their tokenizer otherwise
+            (mT5's byte fallback); {} for most.
         framing: how texts become ids (`Framing`); None for character inputs.
         inputs: "tokens" (token_ids + padding_mask), "characters" (ELMo) or
             "encoder_decoder" (T5, BART).
@@ -235,6 +238,7 @@ class Family:
     tiny: dict = dataclasses.field(default_factory=dict)
     objective: tuple = ()
     decoder: Optional[Callable] = None
+    tokenizer_options: Callable = lambda run: {}
 
 
 _FAMILIES = {}

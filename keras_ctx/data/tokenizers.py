@@ -289,23 +289,27 @@ def train_albert_sentencepiece(data, vocabulary_size, lowercase=True,
                                                     quotes=quotes)
 
 
-def train_t5_sentencepiece(data, vocabulary_size):
+def train_t5_sentencepiece(data, vocabulary_size, character_coverage=SPM_CHARACTER_COVERAGE,
+                           byte_fallback=False):
     """T5's SentencePiece (Raffel et al. 2020, Sec. 2.2) -> SentencePieceTokenizer, trained
     as the released cc_all.32000 model's TrainerSpec and NormalizerSpec say: unigram,
     `nmt_nfkc` (the case kept), coverage 0.9995, <pad> 0, </s> 1, <unk> 2 and no <s>
-    (`T5_SPECIAL_TOKENS`), on the raw text (T5 feeds its text to SentencePiece as is)."""
+    (`T5_SPECIAL_TOKENS`), on the raw text (T5 feeds its text to SentencePiece as is).
+    mT5's (mc4.250000) takes `character_coverage=0.99999, byte_fallback=True`: a character
+    the model lacks becomes its UTF-8 bytes' pieces <0x00>-<0xFF> (ids 3-258), not <unk>."""
     import keras_hub
 
     proto = train_sentencepiece_proto(_texts(data), vocabulary_size,
                                       special_tokens=T5_SPECIAL_TOKENS, rule="nmt_nfkc",
-                                      end_of_text=True)
+                                      character_coverage=character_coverage,
+                                      end_of_text=True, byte_fallback=byte_fallback)
     return keras_hub.tokenizers.SentencePieceTokenizer(proto=proto)
 
 
 def train_sentencepiece_proto(texts, vocabulary_size, model_type="unigram",
                               special_tokens=ALBERT_SPECIAL_TOKENS, rule="nmt_nfkc_cf",
                               user_defined_symbols=(), character_coverage=SPM_CHARACTER_COVERAGE,
-                              end_of_text=False):
+                              end_of_text=False, byte_fallback=False):
     """The serialized SentencePiece model trained on `texts` (str) under the
     normalization rule `rule`.
 
@@ -314,7 +318,8 @@ def train_sentencepiece_proto(texts, vocabulary_size, model_type="unigram",
     T5's. `user_defined_symbols` (str each) are always pieces of their own, never merged
     into another (`spm_train --user_defined_symbols`; their ids follow the special
     tokens'); `character_coverage` is the share of the characters the model covers,
-    the rest read as <unk> (spm's default 0.9995).
+    the rest read as <unk> (spm's default 0.9995), or with `byte_fallback` as the 256
+    byte pieces spm puts after the special tokens.
     """
     import sentencepiece as spm
 
@@ -340,13 +345,22 @@ def train_sentencepiece_proto(texts, vocabulary_size, model_type="unigram",
             f.write("\n".join(lines))
         prefix = os.path.join(tmp, "spm")
         progress.current().start("Training the SentencePiece model", "sentencepiece")
-        spm.SentencePieceTrainer.train(
-            input=corpus, model_prefix=prefix, vocab_size=vocabulary_size,
-            model_type=model_type, pad_id=0, pad_piece=pad, unk_piece=unk, bos_id=-1,
-            control_symbols=",".join(control), **ids,
-            user_defined_symbols=list(user_defined_symbols),  # a list: spm CSV-quotes each
-            character_coverage=character_coverage,
-            normalization_rule_name=rule, hard_vocab_limit=False, minloglevel=2)
+        try:
+            spm.SentencePieceTrainer.train(
+                input=corpus, model_prefix=prefix, vocab_size=vocabulary_size,
+                model_type=model_type, pad_id=0, pad_piece=pad, unk_piece=unk, bos_id=-1,
+                control_symbols=",".join(control), **ids,
+                user_defined_symbols=list(user_defined_symbols),  # a list: spm CSV-quotes each
+                character_coverage=character_coverage, byte_fallback=byte_fallback,
+                normalization_rule_name=rule, hard_vocab_limit=False, minloglevel=2)
+        except RuntimeError as error:
+            needed = re.search(r"smaller than required_chars\. \d+ vs (\d+)", str(error))
+            if not needed:
+                raise
+            raise ValueError(f"A vocabulary of {vocabulary_size} pieces cannot hold the "
+                             f"{needed.group(1)} the text's characters, specials and byte "
+                             "pieces need: give --vocabulary-size "
+                             f"{needed.group(1)} or more.") from None
         progress.current().finish("Trained the SentencePiece model")
         with open(prefix + ".model", "rb") as f:
             return f.read()
@@ -673,7 +687,8 @@ def train_tokenizer(family, source, run):
     progress.say(f"Sampled {len(sample):,} of the corpus' {sample.seen:,} sentences for the "
                  f"tokenizer (at most {corpora.TOKENIZER_SAMPLE_SENTENCES:,}, seed {run.seed}).")
     with progress.reporting(progress.say):  # the library's own steps timed
-        tokenizer = family.train_tokenizer(sample, run.vocabulary_size)
+        tokenizer = family.train_tokenizer(sample, run.vocabulary_size,
+                                           **family.tokenizer_options(run))
     size = getattr(tokenizer, "vocabulary_size", None)
     progress.say(f"Trained the tokenizer in {progress.duration(time.time() - began)}"
                  + (f" ({size()} entries)." if callable(size) else "."))

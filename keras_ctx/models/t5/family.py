@@ -67,6 +67,7 @@ _T5_1_1 = Pretraining(learning_rate=0.01, sequence_length=512, warmup_steps=10_0
                       stages=_T5_STAGE, **_SPAN_CORRUPTION,
                       source="text-to-text-transfer-transformer released_checkpoints.md "
                              "(T5.1.1: C4 only); Raffel et al. 2020, Sec. 3.1.2, 3.1.4")
+_MT5_PRESETS = ("mt5-small", "mt5-base", "mt5-large", "mt5-xl", "mt5-xxl")
 _MT5 = Pretraining(learning_rate=0.01, batch_size=1024, sequence_length=1024,
                    steps=1_000_000, warmup_steps=10_000, stages=_T5_STAGE,
                    source="Xue et al. 2021, Sec. 3", **_SPAN_CORRUPTION)
@@ -74,7 +75,18 @@ T5_PRETRAINING = register_pretraining({
     **dict.fromkeys(("t5-small", "t5-base", "t5-large", "t5-3b", "t5-11b"), _T5),
     **dict.fromkeys(("t5.1.1-small", "t5.1.1-base", "t5.1.1-large", "t5.1.1-xl",
                      "t5.1.1-xxl"), _T5_1_1),
-    **dict.fromkeys(("mt5-small", "mt5-base", "mt5-large", "mt5-xl", "mt5-xxl"), _MT5)})
+    **dict.fromkeys(_MT5_PRESETS, _MT5)})
+
+# mT5's SentencePiece (Xue et al. 2021, Sec. 3: "a character coverage of 0.99999" and
+# SentencePiece's "byte-fallback", so that any string can be encoded; the released
+# mc4.250000.100extra model). T5's and T5.1.1's keep cc_all.32000's (coverage 0.9995, no
+# byte fallback): train_t5_sentencepiece's defaults.
+_MT5_SENTENCEPIECE = dict(character_coverage=0.99999, byte_fallback=True)
+
+
+def _tokenizer_options(run):
+    return _MT5_SENTENCEPIECE if run.preset in _MT5_PRESETS else {}
+
 
 # T5 classifies from its encoder (mean over real positions).
 T5 = register_family(Family(
@@ -86,4 +98,5 @@ T5 = register_family(Family(
     prepared=_t5_layout,
     pretrainer=pretrainer(Seq2SeqPretrainer), huggingface=convert_t5.HUGGINGFACE,
     optimizer=optimizers.t5_recipe,
-    tiny=TINY_TRANSFORMER, objective=(Seq2SeqPretrainer, ())))
+    tiny=TINY_TRANSFORMER, objective=(Seq2SeqPretrainer, ()),
+    tokenizer_options=_tokenizer_options))

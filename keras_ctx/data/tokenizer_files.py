@@ -130,7 +130,7 @@ def huggingface_class(tokenizer):
     return {"wordpiece": "BertTokenizer", "moses_bpe": "XLMTokenizer"}.get(kind)
 
 
-def albert_tokenizer_json(tokenizer, framing):
+def sentencepiece_tokenizer_json(tokenizer, framing):
     """tokenizer.json (the `tokenizers` library's file, as a str) that reads text as the ALBERT
     SentencePiece `tokenizer` (ALBERT's or XLNet's) does, its case, quotes and accents as the
     tokenizer keeps them, framed by `framing` (a `FastFraming`).
@@ -235,7 +235,7 @@ def save_tokenizer_files(tokenizer, directory, tokenizer_class=None):
             # A checkpoint's config.json would name AlbertTokenizer / XLNetTokenizer: the
             # class is said here, with the special tokens and the side padding goes.
             files.write_text(os.path.join(directory, "tokenizer.json"),
-                             albert_tokenizer_json(tokenizer, framing))
+                             sentencepiece_tokenizer_json(tokenizer, framing))
             tokenizer_class = SENTENCEPIECE_FAST_CLASS
             spelled = framing.spellings(set(tokenizer.get_vocabulary()))
             settings.update({name: spelled[role] for name, role in framing.names.items()},

@@ -32,7 +32,7 @@ ALBERT_PRETRAINING = register_pretraining({name: _ALBERT for name in albert.ALBE
 # Its user-defined symbols (always pieces of their own, so each starts an n-gram word)
 # and character coverage are the family's. A saved or exported ALBERT tokenizer carries a
 # tokenizer.json that transformers reads with SentencePiece's ids, the symbols included
-# (keras_ctx.data.tokenizer_files.albert_tokenizer_json).
+# (keras_ctx.data.tokenizer_files.sentencepiece_tokenizer_json).
 ALBERT_USER_DEFINED_SYMBOLS = ("(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac")
 ALBERT_CHARACTER_COVERAGE = 0.99995
 train_albert_tokenizer = functools.partial(

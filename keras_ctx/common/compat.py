@@ -56,6 +56,9 @@ SYMBOLS = {
     "symbolic_build": ("keras", "keras", "Model._symbolic_build"),
     # The key an optimizer files a variable's slots under (tasks/transfer.py).
     "var_key": ("keras", "keras", "optimizers.Optimizer._var_key"),
+    # The index of a variable's slots, from the variable an update step is given (on
+    # TensorFlow its own tf.Variable; pretraining/cvt.py's CvtSGD).
+    "variable_index": ("keras", "keras", "optimizers.Optimizer._get_variable_index"),
     # Decoupled weight decay: overridden by tasks/transfer.py to scale it per layer group,
     # with the two it calls.
     "apply_weight_decay": ("keras", "keras", "optimizers.Optimizer._apply_weight_decay"),
@@ -79,7 +82,7 @@ ATTRIBUTES = {
     # A layer's own variables, not its sublayers' (peft.py names them one by one).
     "own_trainable_variables": ("keras", "keras.layers.Layer", "_trainable_variables"),
     "own_non_trainable_variables": ("keras", "keras.layers.Layer", "_non_trainable_variables"),
-    # The variables a built optimizer holds slots for (tasks/transfer.py).
+    # The variables a built optimizer holds slots for (tasks/transfer.py, pretraining/cvt.py).
     "optimizer_variables": ("keras", "keras.optimizers.Optimizer", "_trainable_variables"),
     # The rate as given (a schedule or a variable), not its current value (schedules.py).
     "learning_rate": ("keras", "keras.optimizers.Optimizer", "_learning_rate"),
@@ -187,6 +190,12 @@ def bound(instance, key):
 def variable_key(optimizer, variable):
     """The key `optimizer` files `variable`'s slots under."""
     return bound(optimizer, "var_key")(variable)
+
+
+def variable_index(optimizer, variable):
+    """The index of `variable`'s slots in `optimizer` (its Keras variable: that index of
+    `attribute(optimizer, "optimizer_variables")`)."""
+    return bound(optimizer, "variable_index")(variable)
 
 
 def tf_dataset_of(data_adapter):

@@ -56,7 +56,7 @@ from keras_ctx.models.cvt import (
     auxiliary_views,
     view_weights,
 )
-from keras_ctx.common import validation
+from keras_ctx.common import compat, validation
 from keras_ctx.pretraining.base import Pretrainer
 from keras_ctx.pretraining.losses import TokenAccuracy, top_one_correct, weighted_mean
 from keras_ctx.schedules import CVT_LEARNING_RATE as LEARNING_RATE
@@ -118,10 +118,11 @@ class CvtSGD(keras.optimizers.SGD):
         learning_rate = ops.cast(learning_rate, variable.dtype)
         gradient = ops.cast(gradient, variable.dtype)
         momentum = ops.cast(self.momentum, variable.dtype)
-        index = self._get_variable_index(variable)  # TensorFlow passes its own variable
+        index = compat.variable_index(self, variable)  # TensorFlow passes its tf.Variable
         m = self.momentums[index]
         kept = ops.convert_to_tensor(m)  # jnp.where takes no Keras variable
-        if self._trainable_variables[index].path in self.lookup_tables:  # rows read
+        path = compat.attribute(self, "optimizer_variables")[index].path
+        if path in self.lookup_tables:  # a row is reached when the minibatch read it
             reached = ops.any(ops.not_equal(gradient, 0), axis=-1, keepdims=True)
         else:
             reached = ops.any(ops.not_equal(gradient, 0))

@@ -22,9 +22,8 @@ def _end_of_text(tokenizer):
     # T5's </s> (the family's SentencePiece, cc_all.32000's ids, and a converted T5's);
     # a tokenizer the family trained before issue 54 spells it [SEP]. SentencePiece
     # reads a piece it lacks as <unk>, so the spelling is looked up, not asked for.
-    pieces = set(tokenizers.vocabulary(tokenizer))
     for spelling in T5_FRAMING.end[0]:
-        if spelling in pieces:
+        if tokenizers.known_token_id(tokenizer, spelling) is not None:
             return spelling
     raise ValueError(f"The T5 tokenizer has no end-of-text piece {T5_FRAMING.end[0]}: train "
                      "it with the t5 family or convert a T5 checkpoint's.")
